@@ -1,0 +1,47 @@
+# xdpfw — two entry points:
+#   make demo   install what is missing, build, run the namespace demo
+#   make test   install what is missing, build, run every test (what CI runs)
+GO      ?= go
+ARCH    := $(shell uname -m)
+# bpf2go's clang flags are pinned in internal/datapath/gen.go (-O2 -g -Wall -Werror);
+# this adds the multiarch include dir Debian keeps <asm/types.h> in.
+export BPF2GO_CFLAGS := -I/usr/include/$(ARCH)-linux-gnu
+export GOFLAGS := -mod=mod
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/xdpfw/xdpfw/internal/cli.Version=$(VERSION)
+
+.PHONY: all deps build generate check-generated vet test test-go fuzz demo clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/xdpfw ./cmd/xdpfw
+
+generate:
+	$(GO) generate ./internal/datapath/
+
+# CI: the committed bpf2go output must be what the sources produce.
+check-generated: generate
+	@git diff --exit-code -- internal/datapath/ || { echo "bpf2go output is stale: run 'make generate' and commit"; exit 1; }
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l cmd internal testutil test)" || { gofmt -l cmd internal testutil test; echo "gofmt needed"; exit 1; }
+
+test: deps
+	$(MAKE) check-generated vet build test-go
+
+test-go:
+	$(GO) test -count=1 -timeout 15m ./...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./internal/rules/
+
+demo: deps build
+	bash scripts/demo.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Packet parsing: Ethernet, 802.1Q/802.1ad, IPv4 (+options, fragments),
+ * IPv6 (+extension headers), TCP, UDP, SCTP, UDP-Lite, ICMP, ICMPv6.
+ *
+ * Every parser has one shape: a cursor, a bounds check against data_end,
+ * then the next protocol or a negative enum fw_reason for malformed input. */
+#ifndef XDPFW_PARSE_H
+#define XDPFW_PARSE_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_endian.h>
+#include "../types.h"
+
+#define FW_PARSE_OK     0
+#define FW_PARSE_NOT_IP 1
+
+struct cursor {
+	void *pos;
+	void *end;
+	__u32 l4len; /* bytes the IP header says follow the network headers */
+};
+
+struct fw_vlan_hdr {
+	__be16 tci;
+	__be16 encap_proto;
+};
+
+static __always_inline int proto_is_vlan(__u16 h_proto)
+{
+	return h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD);
+}
+
+/* Ethernet and up to FW_MAX_VLAN tags. Returns the EtherType (network order)
+ * in *eth_proto. */
+static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 *eth_proto)
+{
+	struct ethhdr *eth = c->pos;
+
+	if ((void *)(eth + 1) > c->end)
+		return -FW_R_BAD_ETH;
+	__builtin_memcpy(p->dst_mac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(p->src_mac, eth->h_source, ETH_ALEN);
+	c->pos = eth + 1;
+
+	__be16 proto = eth->h_proto;
+#pragma unroll
+	for (int i = 0; i < FW_MAX_VLAN; i++) {
+		if (!proto_is_vlan(proto))
+			break;
+		struct fw_vlan_hdr *vh = c->pos;
+		if ((void *)(vh + 1) > c->end)
+			return -FW_R_BAD_VLAN;
+		if (i == 0) {
+			p->vlan_id = bpf_ntohs(vh->tci) & 0x0fff;
+			p->flags |= FW_PKT_VLAN;
+		}
+		proto = vh->encap_proto;
+		c->pos = vh + 1;
+	}
+	if (proto_is_vlan(proto))
+		return -FW_R_VLAN_DEPTH;
+	*eth_proto = proto;
+	return FW_PARSE_OK;
+}
+
+/* IPv4: any IHL; non-first fragments carry no L4 header. */
+static __always_inline int parse_ipv4(struct cursor *c, struct fw_pkt *p, __u8 *l4proto)
+{
+	struct iphdr *ip = c->pos;
+
+	if ((void *)(ip + 1) > c->end)
+		return -FW_R_BAD_IPV4;
+	if (ip->version != 4 || ip->ihl < 5)
+		return -FW_R_BAD_IPV4;
+	__u32 hlen = ip->ihl * 4;          /* 20..60: bounded for the verifier */
+	__u32 tot = bpf_ntohs(ip->tot_len);
+	if (tot < hlen)
+		return -FW_R_BAD_IPV4;
+	/* tot <= 65535 keeps the pointer offset bounded; the frame may be
+	 * longer (Ethernet padding) but never shorter. */
+	if (c->pos + tot > c->end)
+		return -FW_R_BAD_IPV4;
+
+	p->family = 4;
+	__builtin_memcpy(&p->src, &ip->saddr, 4);
+	__builtin_memcpy(&p->dst, &ip->daddr, 4);
+	p->proto = ip->protocol;
+	p->l3_len = tot;
+	if (bpf_ntohs(ip->frag_off) & 0x1fff)
+		p->flags |= FW_PKT_FRAG;
+	c->pos += hlen;
+	c->l4len = tot - hlen;
+	*l4proto = ip->protocol;
+	return FW_PARSE_OK;
+}
+
+struct fw_ipv6_opt {
+	__u8 nexthdr;
+	__u8 hdrlen;
+};
+
+struct fw_ipv6_frag {
+	__u8   nexthdr;
+	__u8   reserved;
+	__be16 frag_off; /* offset << 3 | flags */
+	__be32 id;
+};
+
+/* IPv6 and its extension-header chain (at most FW_MAX_EXTHDR headers).
+ * The protocol is the first header that is not an extension header, as
+ * ip6tables' -p sees it. */
+static __always_inline int parse_ipv6(struct cursor *c, struct fw_pkt *p, __u8 *l4proto)
+{
+	struct ipv6hdr *ip6 = c->pos;
+
+	if ((void *)(ip6 + 1) > c->end)
+		return -FW_R_BAD_IPV6;
+	if (ip6->version != 6)
+		return -FW_R_BAD_IPV6;
+	__u32 plen = bpf_ntohs(ip6->payload_len);
+	if ((void *)(ip6 + 1) + plen > c->end)
+		return -FW_R_BAD_IPV6;
+
+	p->family = 6;
+	__builtin_memcpy(&p->src, &ip6->saddr, 16);
+	__builtin_memcpy(&p->dst, &ip6->daddr, 16);
+	p->l3_len = sizeof(*ip6) + plen;
+	c->pos = ip6 + 1;
+	c->l4len = plen;
+
+	__u8 nh = ip6->nexthdr;
+#pragma unroll
+	for (int i = 0; i < FW_MAX_EXTHDR; i++) {
+		switch (nh) {
+		case IPPROTO_HOPOPTS:
+		case IPPROTO_ROUTING:
+		case IPPROTO_DSTOPTS:
+		case IPPROTO_AH: {
+			struct fw_ipv6_opt *opt = c->pos;
+			if ((void *)(opt + 1) > c->end)
+				return -FW_R_BAD_EXTHDR;
+			/* hdrlen is a u8, so len <= 2048: a bounded pointer step */
+			__u32 len = nh == IPPROTO_AH ? (opt->hdrlen + 2) * 4 : (opt->hdrlen + 1) * 8;
+			if (c->pos + len > c->end || len > c->l4len)
+				return -FW_R_BAD_EXTHDR;
+			c->l4len -= len;
+			nh = opt->nexthdr;
+			c->pos += len;
+			continue;
+		}
+		case IPPROTO_FRAGMENT: {
+			struct fw_ipv6_frag *fh = c->pos;
+			if ((void *)(fh + 1) > c->end || sizeof(*fh) > c->l4len)
+				return -FW_R_BAD_EXTHDR;
+			c->l4len -= sizeof(*fh);
+			nh = fh->nexthdr;
+			c->pos = fh + 1;
+			if (bpf_ntohs(fh->frag_off) & 0xfff8) {
+				/* a non-first fragment: the protocol is known, its header is not */
+				p->flags |= FW_PKT_FRAG;
+				goto done;
+			}
+			continue;
+		}
+		default:
+			goto done;
+		}
+	}
+	if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING || nh == IPPROTO_DSTOPTS ||
+	    nh == IPPROTO_AH || nh == IPPROTO_FRAGMENT)
+		return -FW_R_EXTHDR_DEPTH;
+done:
+	p->proto = nh;
+	*l4proto = nh;
+	return FW_PARSE_OK;
+}
+
+/* L4 headers the classifier reads. Other protocols have no L4 fields. */
+/* need: header bytes that must be present both in the frame and within the
+ * IP length (Ethernet padding is not a header). */
+static __always_inline int l4_short(struct cursor *c, __u8 *l4, __u32 need)
+{
+	return (void *)(l4 + need) > c->end || need > c->l4len;
+}
+
+static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 proto)
+{
+	__u8 *l4 = c->pos;
+
+	if (p->flags & FW_PKT_FRAG)
+		return FW_PARSE_OK;
+
+	switch (proto) {
+	case IPPROTO_TCP: {
+		if (l4_short(c, l4, 20))
+			return -FW_R_BAD_L4;
+		__u32 doff = (l4[12] >> 4) * 4; /* <= 60: bounded */
+		if (doff < 20 || l4_short(c, l4, doff))
+			return -FW_R_BAD_L4;
+		p->tcp_flags = l4[13];
+		break;
+	}
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+		if (l4_short(c, l4, 8))
+			return -FW_R_BAD_L4;
+		break;
+	case IPPROTO_SCTP:
+		if (l4_short(c, l4, 12))
+			return -FW_R_BAD_L4;
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (l4_short(c, l4, 8))
+			return -FW_R_BAD_L4;
+		p->icmp_type = l4[0];
+		p->icmp_code = l4[1];
+		p->flags |= FW_PKT_L4;
+		return FW_PARSE_OK;
+	default:
+		return FW_PARSE_OK;
+	}
+	p->sport = ((__u16)l4[0] << 8) | l4[1];
+	p->dport = ((__u16)l4[2] << 8) | l4[3];
+	p->flags |= FW_PKT_L4;
+	return FW_PARSE_OK;
+}
+
+/* fw_parse fills *p from the frame. Returns FW_PARSE_OK, FW_PARSE_NOT_IP,
+ * or a negative enum fw_reason for a malformed frame. */
+static __always_inline int fw_parse(void *data, void *data_end, struct fw_pkt *p)
+{
+	struct cursor c = { .pos = data, .end = data_end, .l4len = 0 };
+	__be16 eth_proto;
+	__u8 l4proto = 0;
+	int rc;
+
+	rc = parse_eth(&c, p, &eth_proto);
+	if (rc)
+		return rc;
+	if (eth_proto == bpf_htons(ETH_P_IP))
+		rc = parse_ipv4(&c, p, &l4proto);
+	else if (eth_proto == bpf_htons(ETH_P_IPV6))
+		rc = parse_ipv6(&c, p, &l4proto);
+	else
+		return FW_PARSE_NOT_IP;
+	if (rc)
+		return rc;
+	return parse_l4(&c, p, l4proto);
+}
+
+#endif

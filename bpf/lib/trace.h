@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The trace hook (see struct fw_trace): when the XDP metadata in front of
+ * the packet is exactly a struct fw_trace carrying FW_TRACE_MAGIC, write the
+ * decision into it. Only BPF_PROG_TEST_RUN callers set such metadata, so for
+ * live traffic this costs one pointer comparison. */
+#ifndef XDPFW_TRACE_H
+#define XDPFW_TRACE_H
+
+#include <linux/bpf.h>
+#include "../types.h"
+
+static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
+				     __u8 reason, __u8 chain)
+{
+	void *data = (void *)(long)ctx->data;
+	struct fw_trace *t = (void *)(long)ctx->data_meta;
+
+	/* Two separate tests: the first gives the verifier the bound; clang
+	 * would fold them into one != without the barrier. */
+	if ((void *)(t + 1) > data)
+		return;
+	asm volatile("" : "+r"(t));
+	if ((void *)(t + 1) != data)
+		return;
+	if (t->magic != FW_TRACE_MAGIC)
+		return;
+	t->rule_id = rule_id;
+	t->action = action;
+	t->reason = reason;
+	t->chain = chain;
+}
+
+#endif

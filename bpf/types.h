@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Structs and enums shared between the data plane and Go.
+ * bpf2go turns the types named in internal/datapath/gen.go into Go types;
+ * internal/datapath/layout_test.go checks the layouts. Enum values are
+ * mirrored in Go where named (see the comment on each). */
+#ifndef XDPFW_TYPES_H
+#define XDPFW_TYPES_H
+
+#include <linux/types.h>
+
+/* Chains. Mirrored by internal/rules.Chain. */
+enum fw_chain {
+	FW_CHAIN_INPUT   = 0,
+	FW_CHAIN_FORWARD = 1,
+	FW_CHAIN_OUTPUT  = 2,
+	FW_NUM_CHAINS    = 3,
+};
+
+/* What a classifier entry decides. Mirrored by internal/datapath.Action. */
+enum fw_action {
+	FW_ACT_ACCEPT = 0,
+	FW_ACT_DROP   = 1,
+	FW_ACT_REJECT = 2, /* answered by the stateful issue; dropped until then */
+};
+
+/* Counter slots of fw_reason_stats: why a packet got its verdict.
+ * Mirrored by internal/datapath.Reason (reasons.go); keep both in order. */
+enum fw_reason {
+	FW_R_RULE_ACCEPT = 0,   /* accepted by a rule */
+	FW_R_RULE_DROP,         /* dropped by a rule */
+	FW_R_RULE_REJECT,       /* REJECT rule (dropped until REJECT answers) */
+	FW_R_POLICY_ACCEPT,     /* no rule matched, chain policy ACCEPT */
+	FW_R_POLICY_DROP,       /* no rule matched, chain policy DROP */
+	FW_R_NOT_IP,            /* not IPv4/IPv6 (ARP, LLDP...): passed, like iptables */
+	FW_R_NO_RULESET,        /* no rule set installed: dropped (fail closed) */
+	FW_R_BAD_ETH,           /* truncated Ethernet header */
+	FW_R_BAD_VLAN,          /* truncated 802.1Q/802.1ad tag */
+	FW_R_VLAN_DEPTH,        /* more VLAN tags than FW_MAX_VLAN */
+	FW_R_BAD_IPV4,          /* truncated IPv4 header, bad version/IHL/length */
+	FW_R_BAD_IPV6,          /* truncated IPv6 header, bad version/length */
+	FW_R_BAD_EXTHDR,        /* truncated IPv6 extension header */
+	FW_R_EXTHDR_DEPTH,      /* more IPv6 extension headers than FW_MAX_EXTHDR */
+	FW_R_BAD_L4,            /* truncated TCP/UDP/ICMP header, bad TCP data offset */
+	FW_NUM_REASONS,
+};
+
+/* Limits of the parser. */
+#define FW_MAX_VLAN    2 /* 802.1Q, or QinQ (802.1ad + 802.1Q) */
+#define FW_MAX_EXTHDR  8 /* IPv6 extension headers walked before giving up */
+
+/* fw_pkt.flags */
+#define FW_PKT_L4       0x01 /* an L4 header was parsed: ports / flags / ICMP type valid */
+#define FW_PKT_FRAG     0x02 /* a non-first fragment (IPv4 offset != 0, IPv6 fragment offset != 0) */
+#define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
+
+/* What the parser extracts: the classifier's only input.
+ * Addresses are in network byte order, IPv4 in the first 4 bytes, rest zero.
+ * Ports are in host byte order. */
+struct fw_pkt {
+	__u64 src[2];
+	__u64 dst[2];
+	__u8  src_mac[6];
+	__u8  dst_mac[6];
+	__u32 ifindex;
+	__u16 sport;
+	__u16 dport;
+	__u16 vlan_id;     /* outermost tag's VID */
+	__u8  family;      /* 4 or 6 */
+	__u8  proto;       /* L4 protocol (after IPv6 extension headers) */
+	__u8  tcp_flags;
+	__u8  icmp_type;
+	__u8  icmp_code;
+	__u8  flags;       /* FW_PKT_* */
+	__u8  chain;       /* enum fw_chain */
+	__u8  _pad[3];
+	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
+};
+
+/* fw_entry.match / fw_entry.invert bits: which fields an entry tests, and
+ * which of those tests are negated. Mirrored by internal/compile (entry.go). */
+#define FW_M_FAMILY   (1u << 0)
+#define FW_M_PROTO    (1u << 1)
+#define FW_M_SRC      (1u << 2)
+#define FW_M_DST      (1u << 3)
+#define FW_M_SPORT    (1u << 4)  /* never inverted: the compiler complements ranges */
+#define FW_M_DPORT    (1u << 5)  /* never inverted */
+#define FW_M_IFINDEX  (1u << 6)  /* never inverted: the compiler expands names */
+#define FW_M_MACSRC   (1u << 7)
+#define FW_M_MACDST   (1u << 8)
+#define FW_M_TCPFLAGS (1u << 9)
+#define FW_M_ICMPTYPE (1u << 10)
+#define FW_M_ICMPCODE (1u << 11) /* inverted together with ICMPTYPE */
+#define FW_M_VLAN     (1u << 12)
+#define FW_M_FRAG     (1u << 13) /* -f: non-first fragment; inverted: ! -f */
+#define FW_M_L4HDR    (1u << 14) /* only "has an L4 header" (--icmp-type any) */
+/* Tests that need the L4 header: an entry using one never matches a packet
+ * without FW_PKT_L4, whatever its inversions (iptables does the same). */
+#define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
+
+/* One classifier entry: a conjunction of field tests. A rule compiles to one
+ * or more entries (disjunctions such as multiport are expanded), all carrying
+ * the rule's id. The last entry of each chain and family is the policy. */
+struct fw_entry {
+	__u64 src[2];
+	__u64 src_mask[2];
+	__u64 dst[2];
+	__u64 dst_mask[2];
+	__u32 match;       /* FW_M_* */
+	__u32 invert;      /* FW_M_* */
+	__u32 ifindex;
+	__u32 rule_id;     /* index into fw_rule_stats */
+	__u16 sport_lo, sport_hi;
+	__u16 dport_lo, dport_hi;
+	__u8  src_mac[6];
+	__u8  dst_mac[6];
+	__u16 vlan_id;
+	__u8  chain;
+	__u8  family;
+	__u8  proto;
+	__u8  tcp_mask, tcp_cmp;
+	__u8  icmp_type, icmp_code;
+	__u8  action;      /* enum fw_action */
+	__u8  reason;      /* enum fw_reason counted when this entry decides */
+	__u8  _pad[1];
+};
+
+/* Per-rule counters (per-CPU, summed in Go). */
+struct fw_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Data-plane settings, one array slot, written by the control plane. */
+struct fw_config {
+	__u32 malformed_action; /* enum fw_action for malformed packets */
+	__u32 _pad;
+};
+
+/* The trace hook: `xdpfw trace` (and the tests) run packets through the
+ * loaded program with BPF_PROG_TEST_RUN and this struct as XDP metadata;
+ * the program fills in its decision. Live packets never carry it. */
+#define FW_TRACE_MAGIC 0x78647066775f7472ULL /* "xdpfw_tr" */
+struct fw_trace {
+	__u64 magic;
+	__u32 rule_id;
+	__u8  action;  /* enum fw_action, or 0xff when passed unfiltered (not IP) */
+	__u8  reason;  /* enum fw_reason */
+	__u8  chain;
+	__u8  _pad;
+};
+
+/* Reserved rule ids: 0 = none, policies at FW_POLICY_ID(chain, is_v6),
+ * rules from FW_FIRST_RULE_ID. */
+#define FW_POLICY_ID(chain, v6) (1 + (chain) * 2 + (v6))
+#define FW_FIRST_RULE_ID 16
+
+#endif

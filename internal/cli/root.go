@@ -1,0 +1,126 @@
+// Package cli holds the xdpfw commands, one file per command.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// Version is set at build time (-ldflags "-X .../cli.Version=...").
+var Version = "dev"
+
+// usageError makes the process exit with status 2 (bad invocation or rule file).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+type env struct {
+	paths  firewall.Paths
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// Main runs the CLI and returns the exit status: 0 ok, 1 failure, 2 bad
+// usage or a rule file with errors (nothing was changed).
+func Main(args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr}
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "xdpfw: %v\n", err)
+	var ue usageError
+	var el rules.ErrorList
+	var re *rules.Error
+	if errors.As(err, &ue) || errors.As(err, &el) || errors.As(err, &re) {
+		return 2
+	}
+	return 1
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "xdpfw",
+		Short: "A stateful firewall in XDP/eBPF with iptables syntax",
+		Long: `xdpfw filters packets in XDP, at the earliest point they reach a host, with
+rules written in iptables syntax (or loaded from iptables-save output).
+
+  xdpfw load -i eth0 rules.conf     attach and load rules; the firewall keeps running
+  xdpfw list                        rules in force with packet/byte counters
+  xdpfw add INPUT -p tcp --dport 22 -j ACCEPT
+  xdpfw trace -p tcp --dst 10.0.0.1 --dport 22   what would the loaded rules do?
+  xdpfw detach --all                remove it again
+
+The firewall lives in the kernel, pinned under --pin-dir; the rule set in
+force is recorded under --state-dir. Every change compiles a new table and
+swaps it in atomically: packets see the old rules or the new, never a mix.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.PersistentFlags().StringVar(&e.paths.PinDir, "pin-dir", envOr("XDPFW_PIN_DIR", datapath.DefaultPinDir),
+		"bpffs directory holding the pinned program, maps and links (env XDPFW_PIN_DIR)")
+	root.PersistentFlags().StringVar(&e.paths.StateDir, "state-dir", envOr("XDPFW_STATE_DIR", firewall.DefaultStateDir),
+		"directory recording the rule set in force (env XDPFW_STATE_DIR)")
+	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newDelete(e), newList(e), newFlush(e),
+		newPolicy(e), newDetach(e), newStatus(e), newTrace(e))
+	return root
+}
+
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// open opens the firewall in force.
+func (e *env) open() (*firewall.Firewall, error) {
+	return firewall.Open(e.paths)
+}
+
+func (e *env) printResult(res *firewall.Result) {
+	for _, w := range res.Warnings {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
+}
+
+// readRuleFiles parses the positional rule file and the per-family files.
+// Rules of the family files apply to that family only.
+func readRuleFiles(file, v4file, v6file string) (*rules.RuleSet, error) {
+	out := &rules.RuleSet{}
+	for _, f := range []struct {
+		path string
+		fam  rules.Family
+	}{{file, rules.FamilyAny}, {v4file, rules.FamilyIPv4}, {v6file, rules.FamilyIPv6}} {
+		if f.path == "" {
+			continue
+		}
+		rs, err := rules.ParseFile(f.path, rules.ParseOptions{Family: f.fam})
+		if err != nil {
+			return nil, err
+		}
+		out.Rules = append(out.Rules, rs.Rules...)
+		out.Policies = append(out.Policies, rs.Policies...)
+	}
+	return out, nil
+}

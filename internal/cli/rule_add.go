@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// splitOwnFlags takes xdpfw's own leading flags off a rule spec, whose
+// iptables options cobra must not parse.
+func splitOwnFlags(args []string, withValue map[string]bool, bools map[string]bool) (map[string]string, []string, error) {
+	own := map[string]string{}
+	for len(args) > 0 {
+		a := args[0]
+		name, val, hasVal := strings.Cut(a, "=")
+		switch {
+		case withValue[name]:
+			if !hasVal {
+				if len(args) < 2 {
+					return nil, nil, fmt.Errorf("%s needs a value", name)
+				}
+				val, args = args[1], args[1:]
+			}
+			own[name] = val
+		case bools[a]:
+			own[a] = "true"
+		default:
+			return own, args, nil
+		}
+		args = args[1:]
+	}
+	return own, args, nil
+}
+
+func newAdd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "add [--position N] CHAIN RULESPEC...",
+		Short: "Add one rule at runtime (iptables -A / -I)",
+		Long: `add puts one rule in force at once, appended to its chain or inserted as rule
+number N (--position N, as iptables -I CHAIN N). RULESPEC is iptables syntax.
+The change is atomic and the counters of the other rules carry over.`,
+		Example: `  xdpfw add INPUT -p tcp --dport 22 -j ACCEPT
+  xdpfw add --position 1 INPUT -s 203.0.113.0/24 -j DROP`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			own, rest, err := splitOwnFlags(args, map[string]bool{"--position": true, "--pin-dir": true, "--state-dir": true},
+				map[string]bool{"-h": true, "--help": true})
+			if err != nil {
+				return usageError{err}
+			}
+			if own["-h"] != "" || own["--help"] != "" {
+				return cmd.Help()
+			}
+			applyPathFlags(e, own)
+			if len(rest) < 2 {
+				return usageError{fmt.Errorf("usage: xdpfw add [--position N] CHAIN RULESPEC (e.g. add INPUT -p tcp --dport 22 -j ACCEPT)")}
+			}
+			pos := 0
+			if p, ok := own["--position"]; ok {
+				if pos, err = strconv.Atoi(p); err != nil || pos < 1 {
+					return usageError{fmt.Errorf("--position %q: want a rule number from 1", p)}
+				}
+			}
+			r, err := rules.ParseRuleArgs(rest[0], rest[1:], rules.ParseOptions{})
+			if err != nil {
+				return err
+			}
+			fw, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			res, err := fw.Add(r, pos)
+			if err != nil {
+				return err
+			}
+			e.printResult(res)
+			fmt.Fprintf(e.stdout, "added: %s (generation %d)\n", r.String(), res.Generation)
+			return nil
+		},
+	}
+	return cmd
+}
+
+// applyPathFlags honours --pin-dir/--state-dir given to commands that parse
+// their own flags.
+func applyPathFlags(e *env, own map[string]string) {
+	if v, ok := own["--pin-dir"]; ok {
+		e.paths.PinDir = v
+	}
+	if v, ok := own["--state-dir"]; ok {
+		e.paths.StateDir = v
+	}
+}

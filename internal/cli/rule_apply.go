@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/firewall"
+)
+
+func newApply(e *env) *cobra.Command {
+	var (
+		v4file, v6file string
+		malformed      string
+		check          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "apply [RULES_FILE]",
+		Short: "Replace the whole rule set atomically",
+		Long: `apply compiles a rule file and swaps it in as one generation: every packet
+sees either the old rules or the new ones. Counters of rules whose text is
+unchanged carry over. A file with any error changes nothing.
+
+--check only parses and compiles (exit status 2 on errors).`,
+		Example: `  xdpfw apply /etc/xdpfw/rules.conf
+  xdpfw apply --check rules.conf`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := ""
+			if len(args) == 1 {
+				file = args[0]
+			}
+			if file == "" && v4file == "" && v6file == "" {
+				return usageError{fmt.Errorf("apply needs a rule file")}
+			}
+			rs, err := readRuleFiles(file, v4file, v6file)
+			if err != nil {
+				return err
+			}
+			if check {
+				fmt.Fprintf(e.stdout, "ok: %d rules\n", len(rs.Rules))
+				return nil
+			}
+			fw, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			res, err := fw.Apply(rs, firewall.Options{Malformed: malformed})
+			if err != nil {
+				return err
+			}
+			e.printResult(res)
+			fmt.Fprintf(e.stdout, "generation %d: %d rules (%d classifier entries) in force\n", res.Generation, res.Rules, res.Entries)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
+	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
+	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
+	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
+	return cmd
+}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+func newDelete(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete CHAIN (NUMBER | RULESPEC...)",
+		Short: "Delete one rule by number or by its spec (iptables -D)",
+		Long: `delete removes rule NUMBER of CHAIN (as numbered by 'xdpfw list'), or the first
+rule of CHAIN equal to RULESPEC. The change is atomic.`,
+		Example: `  xdpfw delete INPUT 3
+  xdpfw delete INPUT -p tcp --dport 22 -j ACCEPT`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			own, rest, err := splitOwnFlags(args, map[string]bool{"--pin-dir": true, "--state-dir": true},
+				map[string]bool{"-h": true, "--help": true})
+			if err != nil {
+				return usageError{err}
+			}
+			if own["-h"] != "" || own["--help"] != "" {
+				return cmd.Help()
+			}
+			applyPathFlags(e, own)
+			if len(rest) < 2 {
+				return usageError{fmt.Errorf("usage: xdpfw delete CHAIN NUMBER | CHAIN RULESPEC")}
+			}
+			chain, ok := rules.ParseChain(rest[0])
+			if !ok {
+				return usageError{fmt.Errorf("unknown chain %q (INPUT, FORWARD or OUTPUT)", rest[0])}
+			}
+			fw, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			var res *firewall.Result
+			var gone rules.Rule
+			if n, convErr := strconv.Atoi(rest[1]); convErr == nil && len(rest) == 2 {
+				res, gone, err = fw.Delete(chain, n)
+			} else {
+				gone, err = rules.ParseRuleArgs(rest[0], rest[1:], rules.ParseOptions{})
+				if err != nil {
+					return err
+				}
+				res, err = fw.DeleteSpec(gone)
+			}
+			if err != nil {
+				return err
+			}
+			e.printResult(res)
+			fmt.Fprintf(e.stdout, "deleted: %s (generation %d)\n", gone.String(), res.Generation)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+func newFlush(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "flush [CHAIN]",
+		Short: "Delete all rules of a chain, or of every chain (policies stay)",
+		Long: `flush removes every rule of CHAIN, or of all chains, as iptables -F does: the
+chain policies stay in force, so with policy DROP a flush drops everything.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var chain *rules.Chain
+			if len(args) == 1 {
+				c, ok := rules.ParseChain(args[0])
+				if !ok {
+					return usageError{fmt.Errorf("unknown chain %q (INPUT, FORWARD or OUTPUT)", args[0])}
+				}
+				chain = &c
+			}
+			fw, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			res, err := fw.Flush(chain)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "flushed; generation %d: %d rules in force\n", res.Generation, res.Rules)
+			return nil
+		},
+	}
+}

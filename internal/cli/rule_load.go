@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
+)
+
+func newLoad(e *env) *cobra.Command {
+	var (
+		ifaces         []string
+		mode           string
+		v4file, v6file string
+		malformed      string
+	)
+	cmd := &cobra.Command{
+		Use:   "load -i IFACE [-i IFACE...] [RULES_FILE]",
+		Short: "Attach the firewall to interfaces and load a rule file",
+		Long: `load attaches the XDP program to each -i interface and puts the rules in force.
+It exits at once; the firewall keeps running in the kernel (pinned under
+--pin-dir) until 'xdpfw detach'. Running load again adds interfaces and
+replaces the rules.
+
+RULES_FILE holds iptables rules, one per line ('-A INPUT -p tcp --dport 22 -j
+ACCEPT', '-P INPUT DROP', '# comments'), or iptables-save output. Its rules
+apply to IPv4 and IPv6 unless an address, -4/-6 or the ICMP flavour says
+otherwise. --ipv4-file / --ipv6-file take iptables-save / ip6tables-save
+output whose rules and policies apply to that family only.
+
+A file with any error changes nothing; errors name file:line:column.
+
+Attach modes: native (in the driver), generic (in the stack, any device),
+offload (on a NIC that runs BPF), auto (native, else generic).`,
+		Example: `  xdpfw load -i eth0 /etc/xdpfw/rules.conf
+  xdpfw load -i eth0 -i eth1 --mode generic rules.conf
+  xdpfw load -i eth0 --ipv4-file rules.v4 --ipv6-file rules.v6`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := datapath.ParseMode(mode)
+			if err != nil {
+				return usageError{err}
+			}
+			if len(ifaces) == 0 {
+				return usageError{fmt.Errorf("load needs at least one -i IFACE")}
+			}
+			file := ""
+			if len(args) == 1 {
+				file = args[0]
+			}
+			rs, err := readRuleFiles(file, v4file, v6file)
+			if err != nil {
+				return err
+			}
+			res, err := firewall.Load(e.paths, ifaces, m, rs, firewall.Options{Malformed: malformed})
+			if err != nil {
+				return err
+			}
+			e.printResult(res)
+			names := make([]string, 0, len(res.Attached))
+			for n := range res.Attached {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				fmt.Fprintf(e.stdout, "attached to %s (%s mode)\n", n, res.Attached[n])
+			}
+			fmt.Fprintf(e.stdout, "generation %d: %d rules (%d classifier entries) in force\n", res.Generation, res.Rules, res.Entries)
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVarP(&ifaces, "interface", "i", nil, "interface to attach to (repeatable)")
+	cmd.Flags().StringVar(&mode, "mode", "auto", "attach mode: native, generic, offload or auto")
+	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
+	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
+	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop (default) or accept")
+	return cmd
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+)
+
+func newStatus(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show what is loaded: interfaces and attach modes, generation, counters by reason",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fw, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			s, err := fw.Status()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(s)
+			}
+			fmt.Fprintf(e.stdout, "xdpfw loaded: program id %d, pinned in %s\n", s.ProgramID, s.PinDir)
+			fmt.Fprintf(e.stdout, "generation %d, %d rules, malformed packets: %s\n", s.Generation, s.Rules, s.Malformed)
+			names := make([]string, 0, len(s.Interfaces))
+			for n := range s.Interfaces {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d mode %s\n", n, s.Interfaces[n].Index, s.Interfaces[n].Mode)
+			}
+			fmt.Fprintln(e.stdout, "packets by reason:")
+			for r := compile.Reason(0); r < compile.NumReasons; r++ {
+				c := s.Reasons[r.String()]
+				if c.Packets > 0 {
+					fmt.Fprintf(e.stdout, "  %-18s %12d pkts %14d bytes\n", r, c.Packets, c.Bytes)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

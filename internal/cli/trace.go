@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+type traceFlags struct {
+	proto, src, dst, srcMAC, dstMAC string
+	sport, dport                    uint16
+	tcpFlags, icmpType              string
+	vlans                           []uint
+	frag                            bool
+	iface, pcap                     string
+	asJSON                          bool
+}
+
+func newTrace(e *env) *cobra.Command {
+	var f traceFlags
+	cmd := &cobra.Command{
+		Use:   "trace [packet flags | --pcap FILE]",
+		Short: "Run a described packet (or a pcap's packets) through the loaded firewall",
+		Long: `trace is the what-if tool: it builds the packet the flags describe (or reads
+every frame of a pcap/pcapng file) and runs it through the LOADED program
+with BPF_PROG_TEST_RUN, as if it arrived on --in. It prints the verdict, the
+chain and the deciding rule. Nothing is sent anywhere; the run is counted
+like a real packet.`,
+		Example: `  xdpfw trace -p tcp --src 198.51.100.7 --dst 10.0.0.1 --dport 22
+  xdpfw trace -p tcp --dst 10.0.0.1 --dport 80 --tcp-flags SYN
+  xdpfw trace -p icmp --dst 10.0.0.1 --icmp-type echo-request
+  xdpfw trace -p udp --src 2001:db8::1 --dst 2001:db8::2 --dport 53 --vlan 10
+  xdpfw trace --pcap capture.pcapng --in eth0`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var frames [][]byte
+			var descs []string
+			if f.pcap != "" {
+				fh, err := os.Open(f.pcap)
+				if err != nil {
+					return err
+				}
+				defer fh.Close()
+				if frames, err = packet.ReadFrames(fh); err != nil {
+					return fmt.Errorf("%s: %w", f.pcap, err)
+				}
+				for _, fr := range frames {
+					d := "undecodable frame"
+					if p, err := packet.Decode(fr); err == nil {
+						d = p.String()
+					}
+					descs = append(descs, d)
+				}
+			} else {
+				p, err := f.build()
+				if err != nil {
+					return usageError{err}
+				}
+				frames, descs = [][]byte{p.Bytes()}, []string{p.String()}
+			}
+			fw, err := e.open()
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			var results []*firewall.TraceResult
+			for i, fr := range frames {
+				r, err := fw.Trace(fr, f.iface)
+				if err != nil {
+					return fmt.Errorf("frame %d: %w", i+1, err)
+				}
+				results = append(results, r)
+				if !f.asJSON {
+					fmt.Fprintf(e.stdout, "%s\n  -> %s", descs[i], r.Verdict)
+					switch {
+					case r.Rule != "":
+						fmt.Fprintf(e.stdout, " by %s rule %d: %s\n", r.Chain, r.RuleNum, r.Rule)
+					case r.Policy:
+						fmt.Fprintf(e.stdout, " by %s policy\n", r.Chain)
+					default:
+						fmt.Fprintf(e.stdout, " (%s)\n", r.Reason)
+					}
+				}
+			}
+			if f.asJSON {
+				return e.printJSON(results)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.proto, "protocol", "p", "tcp", "tcp, udp, icmp, ipv6-icmp or a protocol number")
+	fl.StringVar(&f.src, "src", "", "source address (default 192.0.2.1, or 2001:db8::1 when --dst is IPv6)")
+	fl.StringVar(&f.dst, "dst", "", "destination address (default 192.0.2.2, or 2001:db8::2 when --src is IPv6)")
+	fl.Uint16Var(&f.sport, "sport", 40000, "source port")
+	fl.Uint16Var(&f.dport, "dport", 80, "destination port")
+	fl.StringVar(&f.tcpFlags, "tcp-flags", "SYN", "TCP flags set, comma separated (SYN,ACK,FIN,RST,PSH,URG) or NONE")
+	fl.StringVar(&f.icmpType, "icmp-type", "echo-request", "ICMP type: name, TYPE or TYPE/CODE")
+	fl.StringVar(&f.srcMAC, "src-mac", "02:00:00:00:00:01", "source MAC")
+	fl.StringVar(&f.dstMAC, "dst-mac", "02:00:00:00:00:02", "destination MAC")
+	fl.UintSliceVar(&f.vlans, "vlan", nil, "VLAN tag(s), outermost first")
+	fl.BoolVar(&f.frag, "fragment", false, "make it a non-first fragment (no L4 header)")
+	fl.StringVar(&f.iface, "in", "", "interface the packet arrives on (default: the first attached)")
+	fl.StringVar(&f.pcap, "pcap", "", "trace every frame of a pcap or pcapng file instead")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (f *traceFlags) build() (*packet.Packet, error) {
+	p := &packet.Packet{SPort: f.sport, DPort: f.dport}
+	var err error
+	if p.Proto, err = protoNumber(f.proto); err != nil {
+		return nil, err
+	}
+	v6 := strings.Contains(f.src, ":") || strings.Contains(f.dst, ":") || p.Proto == packet.ProtoICMPv6
+	src, dst := f.src, f.dst
+	if src == "" {
+		src = map[bool]string{false: "192.0.2.1", true: "2001:db8::1"}[v6]
+	}
+	if dst == "" {
+		dst = map[bool]string{false: "192.0.2.2", true: "2001:db8::2"}[v6]
+	}
+	if p.Src, err = netip.ParseAddr(src); err != nil {
+		return nil, fmt.Errorf("--src: %w", err)
+	}
+	if p.Dst, err = netip.ParseAddr(dst); err != nil {
+		return nil, fmt.Errorf("--dst: %w", err)
+	}
+	if p.Src.Is4() != p.Dst.Is4() {
+		return nil, fmt.Errorf("--src and --dst must be of one family")
+	}
+	for _, m := range []struct {
+		s   string
+		dst *[6]byte
+	}{{f.srcMAC, &p.SrcMAC}, {f.dstMAC, &p.DstMAC}} {
+		hw, err := net.ParseMAC(m.s)
+		if err != nil || len(hw) != 6 {
+			return nil, fmt.Errorf("bad MAC %q", m.s)
+		}
+		copy(m.dst[:], hw)
+	}
+	for _, v := range f.vlans {
+		if v > 4095 {
+			return nil, fmt.Errorf("--vlan %d: VLAN ids are 0-4095", v)
+		}
+		p.VLANs = append(p.VLANs, uint16(v))
+	}
+	if p.Proto == packet.ProtoTCP {
+		for _, name := range strings.Split(strings.ToUpper(f.tcpFlags), ",") {
+			bit, ok := map[string]uint8{"SYN": packet.TCPSyn, "ACK": packet.TCPAck, "FIN": packet.TCPFin,
+				"RST": packet.TCPRst, "PSH": packet.TCPPsh, "URG": packet.TCPUrg, "NONE": 0}[strings.TrimSpace(name)]
+			if !ok {
+				return nil, fmt.Errorf("--tcp-flags: unknown flag %q", name)
+			}
+			p.TCPFlags |= bit
+		}
+	}
+	if p.Proto == packet.ProtoICMP || p.Proto == packet.ProtoICMPv6 {
+		t, c, err := rules.LookupICMP(p.Proto == packet.ProtoICMPv6, f.icmpType)
+		if err != nil {
+			return nil, fmt.Errorf("--icmp-type: %w", err)
+		}
+		p.ICMPType, p.ICMPCode = t, c
+	}
+	if f.frag {
+		p.FragOffset = 185 // 1480 bytes in: a non-first fragment
+	}
+	p.Payload = []byte("xdpfw trace")
+	return p, nil
+}
+
+func protoNumber(s string) (uint8, error) {
+	switch strings.ToLower(s) {
+	case "tcp":
+		return packet.ProtoTCP, nil
+	case "udp":
+		return packet.ProtoUDP, nil
+	case "icmp":
+		return packet.ProtoICMP, nil
+	case "ipv6-icmp", "icmpv6":
+		return packet.ProtoICMPv6, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 8)
+	if err != nil {
+		return 0, fmt.Errorf("-p %q: tcp, udp, icmp, ipv6-icmp or a number 0-255", s)
+	}
+	return uint8(n), nil
+}

@@ -1,0 +1,108 @@
+// Package compile turns a parsed rule set (internal/rules) into the tables the
+// data plane classifies with, and holds the reference matcher: a plain
+// first-match evaluator of the same AST that the differential tests use as
+// the oracle. It is pure Go and needs no kernel.
+package compile
+
+// This file mirrors the data-plane ABI in bpf/types.h; keep both in order.
+
+// Action is enum fw_action.
+type Action uint8
+
+const (
+	ActAccept Action = 0
+	ActDrop   Action = 1
+	ActReject Action = 2 // dropped until REJECT answers (stateful issue)
+	// ActPassUnfiltered is not in the enum: the trace hook reports it for
+	// non-IP frames, which pass unfiltered (0xff).
+	ActPassUnfiltered Action = 0xff
+)
+
+func (a Action) String() string {
+	switch a {
+	case ActAccept:
+		return "ACCEPT"
+	case ActDrop:
+		return "DROP"
+	case ActReject:
+		return "REJECT"
+	case ActPassUnfiltered:
+		return "PASS (not IP, unfiltered)"
+	}
+	return "action?"
+}
+
+// Reason is enum fw_reason: why a packet got its verdict (counter slot).
+type Reason uint8
+
+const (
+	ReasonRuleAccept Reason = iota
+	ReasonRuleDrop
+	ReasonRuleReject
+	ReasonPolicyAccept
+	ReasonPolicyDrop
+	ReasonNotIP
+	ReasonNoRuleset
+	ReasonBadEth
+	ReasonBadVLAN
+	ReasonVLANDepth
+	ReasonBadIPv4
+	ReasonBadIPv6
+	ReasonBadExtHdr
+	ReasonExtHdrDepth
+	ReasonBadL4
+	NumReasons
+)
+
+var reasonNames = [NumReasons]string{
+	"rule-accept", "rule-drop", "rule-reject", "policy-accept", "policy-drop",
+	"not-ip", "no-ruleset", "malformed-eth", "malformed-vlan", "vlan-depth",
+	"malformed-ipv4", "malformed-ipv6", "malformed-exthdr", "exthdr-depth", "malformed-l4",
+}
+
+func (r Reason) String() string {
+	if r < NumReasons {
+		return reasonNames[r]
+	}
+	return "reason?"
+}
+
+// Malformed reports whether the reason is a malformed-packet reason.
+func (r Reason) Malformed() bool { return r >= ReasonBadEth && r < NumReasons }
+
+// Match bits (FW_M_* in bpf/types.h).
+const (
+	MFamily   uint32 = 1 << 0
+	MProto    uint32 = 1 << 1
+	MSrc      uint32 = 1 << 2
+	MDst      uint32 = 1 << 3
+	MSPort    uint32 = 1 << 4
+	MDPort    uint32 = 1 << 5
+	MIfindex  uint32 = 1 << 6
+	MMACSrc   uint32 = 1 << 7
+	MMACDst   uint32 = 1 << 8
+	MTCPFlags uint32 = 1 << 9
+	MICMPType uint32 = 1 << 10
+	MICMPCode uint32 = 1 << 11
+	MVLAN     uint32 = 1 << 12
+	MFrag     uint32 = 1 << 13
+	ML4Hdr    uint32 = 1 << 14
+)
+
+// Reserved rule ids (FW_POLICY_ID, FW_FIRST_RULE_ID).
+const (
+	FirstRuleID = 16
+)
+
+// PolicyID is the counter slot of a chain's policy for one family.
+func PolicyID(chain uint8, v6 bool) uint32 {
+	id := 1 + uint32(chain)*2
+	if v6 {
+		id++
+	}
+	return id
+}
+
+// MaxEntries is FW_MAX_ENTRIES: how many entries one generation may hold.
+// The verifier must walk the linear classifier's loop, which bounds it.
+const MaxEntries = 4096

@@ -1,0 +1,340 @@
+package compile
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// Input is everything a compilation depends on.
+type Input struct {
+	RuleSet *rules.RuleSet
+	// IDs[i] is the stable counter id of RuleSet.Rules[i] (>= FirstRuleID).
+	IDs []uint32
+	// Ifaces maps the names of the interfaces packets can arrive on (the
+	// attached ones) to their ifindex; -i matches are resolved against it.
+	Ifaces map[string]uint32
+	// MaxEntries bounds the table (0: MaxEntries).
+	MaxEntries int
+}
+
+// Warning is something the operator should know about a compiled rule.
+type Warning struct {
+	Rule int // index in RuleSet.Rules
+	Msg  string
+}
+
+// maxEntriesPerRule bounds the expansion of one rule (multiport x multiport x
+// interfaces), so one rule cannot eat the table.
+const maxEntriesPerRule = 1024
+
+// alt is one disjunct of a rule's expansion: the fields that multiport,
+// --ports and -i make disjunctive.
+type alt struct {
+	sport, dport rules.PortRange
+	ifindex      uint32 // 0: any
+}
+
+var fullRange = rules.PortRange{Lo: 0, Hi: 65535}
+
+// Compile builds the classifier tables. Rules are laid out chain by chain
+// (INPUT, FORWARD, OUTPUT), in order, each chain closed by its IPv4 and IPv6
+// policy entries, so the first matching entry is iptables' first match.
+func Compile(in Input) (*Tables, []Warning, error) {
+	rs := in.RuleSet
+	if len(in.IDs) != len(rs.Rules) {
+		return nil, nil, fmt.Errorf("compile: %d ids for %d rules", len(in.IDs), len(rs.Rules))
+	}
+	limit := in.MaxEntries
+	if limit == 0 {
+		limit = MaxEntries
+	}
+	var (
+		t    Tables
+		warn []Warning
+	)
+	for c := rules.Chain(0); c < rules.NumChains; c++ {
+		for i := range rs.Rules {
+			r := &rs.Rules[i]
+			if r.Chain != c {
+				continue
+			}
+			ents, w, err := compileRule(r, in.IDs[i], in.Ifaces)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", r.Pos, err)
+			}
+			for _, m := range w {
+				warn = append(warn, Warning{Rule: i, Msg: m})
+			}
+			t.Entries = append(t.Entries, ents...)
+		}
+		for _, fam := range []rules.Family{rules.FamilyIPv4, rules.FamilyIPv6} {
+			v := rs.PolicyFor(c, fam)
+			e := Entry{Chain: c, Family: fam, Match: MFamily, RuleID: PolicyID(uint8(c), fam == rules.FamilyIPv6)}
+			e.Action, e.Reason = ActAccept, ReasonPolicyAccept
+			if v == rules.VerdictDrop {
+				e.Action, e.Reason = ActDrop, ReasonPolicyDrop
+			}
+			t.Entries = append(t.Entries, e)
+		}
+	}
+	if len(t.Entries) > limit {
+		return nil, nil, fmt.Errorf("the rule set needs %d classifier entries; the linear classifier holds at most %d "+
+			"(multiport lists and -i wildcards expand into several entries each)", len(t.Entries), limit)
+	}
+	return &t, warn, nil
+}
+
+func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32) ([]Entry, []string, error) {
+	var warn []string
+	base := Entry{Chain: r.Chain, RuleID: id}
+	switch r.Target.Verdict {
+	case rules.VerdictAccept:
+		base.Action, base.Reason = ActAccept, ReasonRuleAccept
+	case rules.VerdictDrop:
+		base.Action, base.Reason = ActDrop, ReasonRuleDrop
+	case rules.VerdictReject:
+		base.Action, base.Reason = ActReject, ReasonRuleReject
+		warn = append(warn, "REJECT drops silently for now; answering with TCP RST / ICMP unreachable comes with the stateful firewall")
+	case rules.VerdictLog:
+		return nil, append(warn, "LOG is parsed but emits no events yet (planned: observability); the rule has no effect"), nil
+	default:
+		return nil, nil, fmt.Errorf("unknown verdict %v", r.Target.Verdict)
+	}
+
+	m := &r.Match
+	if m.Family != rules.FamilyAny {
+		base.Match |= MFamily
+		base.Family = m.Family
+	}
+	if m.Proto != nil {
+		base.Match |= MProto
+		base.Proto = m.Proto.Proto
+		if m.Proto.Invert {
+			base.Invert |= MProto
+		}
+	}
+	if m.Src != nil {
+		base.Match |= MSrc
+		base.Src, base.SrcMask = prefixBytes(m.Src.Prefix)
+		if m.Src.Invert {
+			base.Invert |= MSrc
+		}
+	}
+	if m.Dst != nil {
+		base.Match |= MDst
+		base.Dst, base.DstMask = prefixBytes(m.Dst.Prefix)
+		if m.Dst.Invert {
+			base.Invert |= MDst
+		}
+	}
+	if m.MACSrc != nil {
+		base.Match |= MMACSrc
+		base.SrcMAC = m.MACSrc.Addr
+		if m.MACSrc.Invert {
+			base.Invert |= MMACSrc
+		}
+	}
+	if m.MACDst != nil {
+		base.Match |= MMACDst
+		base.DstMAC = m.MACDst.Addr
+		if m.MACDst.Invert {
+			base.Invert |= MMACDst
+		}
+	}
+	if m.TCPFlags != nil {
+		base.Match |= MTCPFlags
+		base.TCPMask, base.TCPCmp = m.TCPFlags.Mask, m.TCPFlags.Comp
+		if m.TCPFlags.Invert {
+			base.Invert |= MTCPFlags
+		}
+	}
+	if m.ICMP != nil {
+		switch {
+		case m.ICMP.Any && m.ICMP.Invert:
+			return nil, append(warn, "! --icmp-type any matches no packet"), nil
+		case m.ICMP.Any:
+			base.Match |= ML4Hdr
+		default:
+			base.Match |= MICMPType
+			base.ICMPType = m.ICMP.Type
+			if m.ICMP.Code >= 0 {
+				base.Match |= MICMPCode
+				base.ICMPCode = uint8(m.ICMP.Code)
+			}
+			if m.ICMP.Invert {
+				base.Invert |= MICMPType | MICMPCode
+			}
+		}
+	}
+	if m.VLAN != nil {
+		base.Match |= MVLAN
+		base.VLAN = m.VLAN.ID
+		if m.VLAN.Invert {
+			base.Invert |= MVLAN
+		}
+	}
+	if m.Fragment != nil {
+		base.Match |= MFrag
+		if !*m.Fragment {
+			base.Invert |= MFrag
+		}
+	}
+
+	// Disjunctive parts, expanded into alternatives (DNF).
+	alts := []alt{{sport: fullRange, dport: fullRange}}
+	if m.SPort != nil {
+		alts = cross(alts, portAlts(m.SPort, true))
+	}
+	if m.DPort != nil {
+		alts = cross(alts, portAlts(m.DPort, false))
+	}
+	if m.Ports != nil {
+		if m.Ports.Invert {
+			// neither port in the set: both in its complement
+			comp := complement(m.Ports.Ranges)
+			alts = cross(alts, rangesAlts(comp, true))
+			alts = cross(alts, rangesAlts(comp, false))
+		} else {
+			either := append(rangesAlts(m.Ports.Ranges, true), rangesAlts(m.Ports.Ranges, false)...)
+			alts = cross(alts, either)
+		}
+	}
+	if m.InIface != nil {
+		var ia []alt
+		for _, name := range sortedNames(ifaces) {
+			if ifaceMatches(m.InIface, name) {
+				ia = append(ia, alt{sport: fullRange, dport: fullRange, ifindex: ifaces[name]})
+			}
+		}
+		if len(ia) == 0 {
+			warn = append(warn, fmt.Sprintf("%s matches no attached interface; the rule never matches", ifaceText(m.InIface)))
+		}
+		alts = cross(alts, ia)
+	}
+	if len(alts) > maxEntriesPerRule {
+		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts), maxEntriesPerRule)
+	}
+
+	out := make([]Entry, 0, len(alts))
+	for _, a := range alts {
+		e := base
+		if a.sport != fullRange {
+			e.Match |= MSPort
+			e.SPortLo, e.SPortHi = a.sport.Lo, a.sport.Hi
+		}
+		if a.dport != fullRange {
+			e.Match |= MDPort
+			e.DPortLo, e.DPortHi = a.dport.Lo, a.dport.Hi
+		}
+		if a.ifindex != 0 {
+			e.Match |= MIfindex
+			e.Ifindex = a.ifindex
+		}
+		out = append(out, e)
+	}
+	return out, warn, nil
+}
+
+// portAlts turns a port match into alternatives; an inverted set becomes
+// its complement, so the data plane never inverts a port test.
+func portAlts(pm *rules.PortMatch, src bool) []alt {
+	rs := pm.Ranges
+	if pm.Invert {
+		rs = complement(rs)
+	}
+	return rangesAlts(rs, src)
+}
+
+func rangesAlts(rs []rules.PortRange, src bool) []alt {
+	out := make([]alt, 0, len(rs))
+	for _, r := range rs {
+		a := alt{sport: fullRange, dport: fullRange}
+		if src {
+			a.sport = r
+		} else {
+			a.dport = r
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// cross is the conjunction of two disjunctions: every pair, ranges
+// intersected, empty intersections dropped.
+func cross(a, b []alt) []alt {
+	var out []alt
+	for _, x := range a {
+		for _, y := range b {
+			s, ok1 := intersect(x.sport, y.sport)
+			d, ok2 := intersect(x.dport, y.dport)
+			if !ok1 || !ok2 {
+				continue
+			}
+			ifx := x.ifindex
+			if y.ifindex != 0 {
+				if ifx != 0 && ifx != y.ifindex {
+					continue
+				}
+				ifx = y.ifindex
+			}
+			out = append(out, alt{sport: s, dport: d, ifindex: ifx})
+		}
+	}
+	return out
+}
+
+func intersect(a, b rules.PortRange) (rules.PortRange, bool) {
+	lo, hi := max(a.Lo, b.Lo), min(a.Hi, b.Hi)
+	return rules.PortRange{Lo: lo, Hi: hi}, lo <= hi
+}
+
+// complement returns the ports of 0..65535 not covered by rs, as sorted ranges.
+func complement(rs []rules.PortRange) []rules.PortRange {
+	s := append([]rules.PortRange(nil), rs...)
+	sort.Slice(s, func(i, j int) bool { return s[i].Lo < s[j].Lo })
+	var out []rules.PortRange
+	next := 0 // first port not yet covered
+	for _, r := range s {
+		if int(r.Lo) > next {
+			out = append(out, rules.PortRange{Lo: uint16(next), Hi: r.Lo - 1})
+		}
+		if int(r.Hi)+1 > next {
+			next = int(r.Hi) + 1
+		}
+	}
+	if next <= 65535 {
+		out = append(out, rules.PortRange{Lo: uint16(next), Hi: 65535})
+	}
+	return out
+}
+
+func ifaceMatches(im *rules.IfaceMatch, name string) bool {
+	ok := name == im.Name
+	if im.Prefix {
+		ok = strings.HasPrefix(name, im.Name)
+	}
+	return ok != im.Invert
+}
+
+func ifaceText(im *rules.IfaceMatch) string {
+	s := "-i " + im.Name
+	if im.Prefix {
+		s += "+"
+	}
+	if im.Invert {
+		s = "! " + s
+	}
+	return s
+}
+
+func sortedNames(m map[string]uint32) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

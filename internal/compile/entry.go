@@ -1,0 +1,56 @@
+package compile
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// Entry is one classifier entry (struct fw_entry): a conjunction of field
+// tests. Addresses are in network byte order, IPv4 in the first 4 bytes.
+type Entry struct {
+	Chain          rules.Chain
+	Family         rules.Family
+	Match, Invert  uint32
+	Src, SrcMask   [16]byte
+	Dst, DstMask   [16]byte
+	SPortLo        uint16
+	SPortHi        uint16
+	DPortLo        uint16
+	DPortHi        uint16
+	Ifindex        uint32
+	SrcMAC, DstMAC [6]byte
+	VLAN           uint16
+	Proto          uint8
+	TCPMask        uint8
+	TCPCmp         uint8
+	ICMPType       uint8
+	ICMPCode       uint8
+	Action         Action
+	Reason         Reason
+	RuleID         uint32
+}
+
+// Tables is what one generation installs in the data plane.
+type Tables struct {
+	Entries []Entry
+}
+
+func prefixBytes(p netip.Prefix) (addr, mask [16]byte) {
+	a := p.Addr()
+	if a.Is4() {
+		b := a.As4()
+		copy(addr[:], b[:])
+	} else {
+		addr = a.As16()
+	}
+	for i := 0; i < p.Bits(); i++ {
+		mask[i/8] |= 0x80 >> (i % 8)
+	}
+	return addr, mask
+}
+
+func (e Entry) String() string {
+	return fmt.Sprintf("%s rule=%d match=%#x invert=%#x action=%s", e.Chain, e.RuleID, e.Match, e.Invert, e.Action)
+}

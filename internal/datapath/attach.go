@@ -1,0 +1,135 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+)
+
+// Mode is an XDP attach mode.
+type Mode string
+
+const (
+	ModeAuto    Mode = "auto"    // native, falling back to generic
+	ModeNative  Mode = "native"  // in the driver (XDP_FLAGS_DRV_MODE)
+	ModeGeneric Mode = "generic" // in the stack, any device (XDP_FLAGS_SKB_MODE)
+	ModeOffload Mode = "offload" // on the NIC (XDP_FLAGS_HW_MODE)
+)
+
+// ParseMode validates a --mode value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeAuto, ModeNative, ModeGeneric, ModeOffload:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown mode %q (want native, generic, offload or auto)", s)
+}
+
+func linkPin(dir, iface string) string { return filepath.Join(dir, "link_xdp_"+iface) }
+
+// Attach attaches the program to iface in the given mode and pins the link,
+// so it stays attached after the process exits. If xdpfw is already attached
+// there, the link is updated to the current program atomically (the mode
+// stays). Returns the mode in effect.
+func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
+	nl, err := netlink.LinkByName(iface)
+	if err != nil {
+		return "", fmt.Errorf("interface %s: %w", iface, err)
+	}
+	pin := linkPin(d.dir, iface)
+	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+		defer l.Close()
+		if err := l.Update(d.prog); err != nil {
+			return "", fmt.Errorf("updating the XDP link on %s: %w", iface, err)
+		}
+		return CurrentMode(iface), nil
+	}
+	tries := []Mode{mode}
+	if mode == ModeAuto {
+		tries = []Mode{ModeNative, ModeGeneric}
+	}
+	var errs []string
+	for _, m := range tries {
+		l, err := link.AttachXDP(link.XDPOptions{Program: d.prog, Interface: nl.Attrs().Index, Flags: modeFlags(m)})
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", m, err))
+			continue
+		}
+		defer l.Close()
+		if err := l.Pin(pin); err != nil {
+			return "", fmt.Errorf("pinning the XDP link of %s: %w", iface, err)
+		}
+		return m, nil
+	}
+	hint := ""
+	if mode == ModeOffload {
+		hint = " (offload needs a NIC that runs BPF, e.g. Netronome; this program uses helpers such as the FIB lookup that offload does not support, so use native or generic)"
+	}
+	return "", fmt.Errorf("attaching XDP to %s failed: %s%s", iface, strings.Join(errs, "; "), hint)
+}
+
+func modeFlags(m Mode) link.XDPAttachFlags {
+	switch m {
+	case ModeNative:
+		return link.XDPDriverMode
+	case ModeGeneric:
+		return link.XDPGenericMode
+	case ModeOffload:
+		return link.XDPOffloadMode
+	}
+	return 0
+}
+
+// Detach removes xdpfw from iface (unpins and closes its link).
+func (d *Datapath) Detach(iface string) error { return DetachPinned(d.dir, iface) }
+
+// DetachPinned detaches the pinned link of iface in dir.
+func DetachPinned(dir, iface string) error {
+	pin := linkPin(dir, iface)
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("xdpfw is not attached to %s", iface)
+		}
+		return fmt.Errorf("opening the link of %s: %w", iface, err)
+	}
+	defer l.Close()
+	if err := l.Unpin(); err != nil {
+		return err
+	}
+	return l.Close() // the last reference: the program leaves the interface
+}
+
+// AttachedInterfaces lists the interfaces with a pinned xdpfw link in dir.
+func AttachedInterfaces(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if name, ok := strings.CutPrefix(e.Name(), "link_xdp_"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// CurrentMode asks the kernel (netlink) which XDP mode is active on iface.
+func CurrentMode(iface string) Mode {
+	nl, err := netlink.LinkByName(iface)
+	if err != nil || nl.Attrs().Xdp == nil || !nl.Attrs().Xdp.Attached {
+		return ""
+	}
+	switch nl.Attrs().Xdp.AttachMode {
+	case 1: // XDP_ATTACHED_DRV
+		return ModeNative
+	case 2: // XDP_ATTACHED_SKB
+		return ModeGeneric
+	case 3: // XDP_ATTACHED_HW
+		return ModeOffload
+	}
+	return Mode(fmt.Sprintf("mode%d", nl.Attrs().Xdp.AttachMode))
+}

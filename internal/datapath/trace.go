@@ -1,0 +1,63 @@
+package datapath
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+)
+
+// traceMagic is FW_TRACE_MAGIC; traceSize is sizeof(struct fw_trace).
+const (
+	traceMagic = 0x78647066775f7472
+	traceSize  = 16
+)
+
+// XDP actions.
+const (
+	XDPAborted = 0
+	XDPDrop    = 1
+	XDPPass    = 2
+	XDPTx      = 3
+)
+
+// TraceResult is the loaded program's decision on one frame.
+type TraceResult struct {
+	XDPAction uint32         // XDP_PASS, XDP_DROP, ...
+	RuleID    uint32         // deciding rule id (policy ids for policies, 0 for none)
+	Action    compile.Action // the entry's action
+	Reason    compile.Reason
+	Chain     uint8
+}
+
+// xdpMd is struct xdp_md, the test-run context.
+type xdpMd struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+// Trace runs frame through the program with BPF_PROG_TEST_RUN, the frame
+// arriving on ifindex (0: the loopback device of the caller's namespace),
+// and returns the decision the program wrote into the trace metadata.
+// Counters are updated as for a real packet.
+func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error) {
+	in := make([]byte, traceSize+len(frame))
+	ne.PutUint64(in[0:8], traceMagic)
+	copy(in[traceSize:], frame)
+	out := make([]byte, len(in)+256)
+	ctx := xdpMd{Data: traceSize, DataEnd: uint32(len(in)), IngressIfindex: ifindex}
+	ret, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: out, Context: ctx})
+	if err != nil {
+		return TraceResult{}, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
+	}
+	if ne.Uint64(out[0:8]) != traceMagic {
+		return TraceResult{}, fmt.Errorf("trace metadata lost (program did not keep it)")
+	}
+	return TraceResult{
+		XDPAction: ret,
+		RuleID:    ne.Uint32(out[8:12]),
+		Action:    compile.Action(out[12]),
+		Reason:    compile.Reason(out[13]),
+		Chain:     out[14],
+	}, nil
+}

@@ -1,0 +1,276 @@
+// Package firewall is the control-plane API: load, apply, add, delete,
+// flush, detach, list, status and trace. The CLI commands (and later the
+// daemon) call it; it never sits on the packet path.
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// Options are settings of a load or apply.
+type Options struct {
+	Malformed string // "drop" (default) or "accept": verdict for malformed packets
+}
+
+// Result reports what a change did.
+type Result struct {
+	Generation uint64
+	Rules      int
+	Entries    int
+	Warnings   []string
+	Attached   map[string]datapath.Mode
+}
+
+// Firewall is an open, locked handle on the firewall in force.
+type Firewall struct {
+	paths  Paths
+	dp     *datapath.Datapath
+	st     *state
+	rs     *rules.RuleSet
+	unlock func()
+}
+
+// Open locks the state and opens the pinned data plane. It fails with
+// datapath.ErrNotLoaded when nothing is loaded.
+func Open(p Paths) (*Firewall, error) {
+	unlock, err := lock(p)
+	if err != nil {
+		return nil, err
+	}
+	st, rs, err := loadState(p)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	if st == nil {
+		unlock()
+		return nil, datapath.ErrNotLoaded
+	}
+	dp, err := datapath.Open(p.PinDir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return &Firewall{paths: p, dp: dp, st: st, rs: rs, unlock: unlock}, nil
+}
+
+// Close releases the lock and file descriptors.
+func (f *Firewall) Close() {
+	if f.dp != nil {
+		f.dp.Close()
+	}
+	f.unlock()
+}
+
+// Load attaches the firewall to ifaces with rs in force. It loads (or
+// upgrades) the program, installs the rule set, attaches, and records the
+// state. If anything fails, what this call set up is undone.
+func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt Options) (*Result, error) {
+	if len(ifaces) == 0 {
+		return nil, errors.New("no interface given (-i IFACE)")
+	}
+	unlock, err := lock(p)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st, _, err := loadState(p)
+	if err != nil {
+		return nil, err
+	}
+	fresh := st == nil
+	if fresh {
+		st = &state{Version: stateVersion, Interfaces: map[string]Iface{}}
+	}
+	dp, err := datapath.Load(p.PinDir)
+	if err != nil {
+		if fresh {
+			_ = datapath.Unpin(p.PinDir)
+		}
+		return nil, err
+	}
+	f := &Firewall{paths: p, dp: dp, st: st, rs: &rules.RuleSet{}}
+	defer dp.Close()
+
+	// Interfaces that will be attached, for -i resolution.
+	newIfaces := map[string]Iface{}
+	for _, name := range ifaces {
+		nl, err := net.InterfaceByName(name)
+		if err != nil {
+			return nil, f.undo(fresh, nil, fmt.Errorf("interface %s: %w", name, err))
+		}
+		newIfaces[name] = Iface{Index: nl.Index}
+	}
+	for n, i := range newIfaces {
+		st.Interfaces[n] = i
+	}
+	res, err := f.apply(rs, opt, fresh)
+	if err != nil {
+		for n := range newIfaces {
+			delete(st.Interfaces, n)
+		}
+		return nil, f.undo(fresh, nil, err)
+	}
+	res.Attached = map[string]datapath.Mode{}
+	var attached []string
+	for _, name := range ifaces {
+		m, err := dp.Attach(name, mode)
+		if err != nil {
+			return nil, f.undo(fresh, attached, err)
+		}
+		attached = append(attached, name)
+		res.Attached[name] = m
+		st.Interfaces[name] = Iface{Index: newIfaces[name].Index, Mode: string(m)}
+	}
+	// Re-attach (update) interfaces attached earlier to the new program.
+	for name := range st.Interfaces {
+		if _, ok := newIfaces[name]; ok {
+			continue
+		}
+		if _, err := dp.Attach(name, mode); err != nil {
+			return nil, fmt.Errorf("updating %s to the new program: %w", name, err)
+		}
+	}
+	if err := st.save(p); err != nil {
+		return nil, f.undo(fresh, attached, err)
+	}
+	return res, nil
+}
+
+// undo removes what a failed Load set up: the interfaces it attached, and
+// everything when nothing was loaded before.
+func (f *Firewall) undo(fresh bool, attached []string, err error) error {
+	for _, name := range attached {
+		_ = f.dp.Detach(name)
+	}
+	if fresh {
+		f.dp.Close()
+		_ = datapath.Unpin(f.paths.PinDir)
+		_ = os.Remove(f.paths.stateFile())
+	}
+	return err
+}
+
+// Apply replaces the whole rule set atomically.
+func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
+	res, err := f.apply(rs, opt, false)
+	if err != nil {
+		return nil, err
+	}
+	return res, f.st.save(f.paths)
+}
+
+// apply assigns stable ids, compiles, installs and updates f.st in memory.
+// Nothing in the kernel changes unless compilation succeeds.
+func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, error) {
+	malformed := opt.Malformed
+	if malformed == "" {
+		malformed = f.st.Malformed
+	}
+	if malformed == "" {
+		malformed = "drop"
+	}
+	if malformed != "drop" && malformed != "accept" {
+		return nil, fmt.Errorf("--malformed %q: want drop or accept", malformed)
+	}
+	ids, fresh_ids, err := f.assignIDs(rs, fresh)
+	if err != nil {
+		return nil, err
+	}
+	ifaces := map[string]uint32{}
+	for n, i := range f.st.Interfaces {
+		ifaces[n] = uint32(i.Index)
+	}
+	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range fresh_ids {
+		if err := f.dp.ResetRuleCounter(id); err != nil {
+			return nil, err
+		}
+	}
+	act := compile.ActDrop
+	if malformed == "accept" {
+		act = compile.ActAccept
+	}
+	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act}); err != nil {
+		return nil, err
+	}
+	if err := f.dp.Install(tables); err != nil {
+		return nil, err
+	}
+	f.st.Generation++
+	f.st.Rules = rs.String()
+	f.st.IDs = ids
+	f.st.Malformed = malformed
+	f.rs = rs
+	res := &Result{Generation: f.st.Generation, Rules: len(rs.Rules), Entries: len(tables.Entries)}
+	for _, w := range warns {
+		r := rs.Rules[w.Rule]
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))
+	}
+	return res, nil
+}
+
+// assignIDs keeps the id of every rule whose canonical text is unchanged
+// (so its counters carry over) and gives new rules unused ids, returned in
+// fresh so their counters can be zeroed first.
+func (f *Firewall) assignIDs(rs *rules.RuleSet, freshLoad bool) (ids, fresh []uint32, err error) {
+	old := map[string][]uint32{}
+	used := map[uint32]bool{}
+	if !freshLoad && f.rs != nil {
+		for i, r := range f.rs.Rules {
+			old[r.String()] = append(old[r.String()], f.st.IDs[i])
+		}
+	}
+	ids = make([]uint32, len(rs.Rules))
+	for i, r := range rs.Rules {
+		if q := old[r.String()]; len(q) > 0 {
+			ids[i] = q[0]
+			old[r.String()] = q[1:]
+			used[q[0]] = true
+		}
+	}
+	next := uint32(compile.FirstRuleID)
+	max := f.dp.MaxRuleIDs()
+	for i := range rs.Rules {
+		if ids[i] != 0 {
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		if next >= max {
+			return nil, nil, fmt.Errorf("more than %d rules: out of counter slots", max-compile.FirstRuleID)
+		}
+		ids[i] = next
+		used[next] = true
+		fresh = append(fresh, next)
+	}
+	return ids, fresh, nil
+}
+
+// RuleSet is the rule set in force.
+func (f *Firewall) RuleSet() *rules.RuleSet { return f.rs }
+
+// Interfaces lists the attached interfaces, sorted.
+func (f *Firewall) Interfaces() []string {
+	var out []string
+	for n := range f.st.Interfaces {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Datapath is the open data plane.
+func (f *Firewall) Datapath() *datapath.Datapath { return f.dp }

@@ -1,0 +1,347 @@
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// clone returns a copy of the rule set in force that can be edited.
+func (f *Firewall) clone() *rules.RuleSet {
+	return &rules.RuleSet{
+		Rules:    append([]rules.Rule(nil), f.rs.Rules...),
+		Policies: append([]rules.Policy(nil), f.rs.Policies...),
+	}
+}
+
+// chainIndex returns the RuleSet index of the n-th (1-based) rule of chain,
+// or -1 when it has fewer rules.
+func chainIndex(rs *rules.RuleSet, chain rules.Chain, n int) int {
+	k := 0
+	for i, r := range rs.Rules {
+		if r.Chain == chain {
+			k++
+			if k == n {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func chainLen(rs *rules.RuleSet, chain rules.Chain) int {
+	k := 0
+	for _, r := range rs.Rules {
+		if r.Chain == chain {
+			k++
+		}
+	}
+	return k
+}
+
+// Add inserts r as rule number pos of its chain (1-based, as iptables -I);
+// pos 0 appends (iptables -A).
+func (f *Firewall) Add(r rules.Rule, pos int) (*Result, error) {
+	rs := f.clone()
+	n := chainLen(rs, r.Chain)
+	switch {
+	case pos < 0 || pos > n+1:
+		return nil, fmt.Errorf("position %d out of range: %s has %d rules (use 1..%d)", pos, r.Chain, n, n+1)
+	case pos == 0 || pos == n+1:
+		rs.Rules = append(rs.Rules, r)
+	default:
+		i := chainIndex(rs, r.Chain, pos)
+		rs.Rules = append(rs.Rules[:i], append([]rules.Rule{r}, rs.Rules[i:]...)...)
+	}
+	return f.Apply(rs, Options{})
+}
+
+// Delete removes rule number n (1-based) of chain.
+func (f *Firewall) Delete(chain rules.Chain, n int) (*Result, rules.Rule, error) {
+	rs := f.clone()
+	i := chainIndex(rs, chain, n)
+	if i < 0 {
+		return nil, rules.Rule{}, fmt.Errorf("%s has no rule %d (it has %d)", chain, n, chainLen(rs, chain))
+	}
+	gone := rs.Rules[i]
+	rs.Rules = append(rs.Rules[:i], rs.Rules[i+1:]...)
+	res, err := f.Apply(rs, Options{})
+	return res, gone, err
+}
+
+// DeleteSpec removes the first rule of its chain equal to r (iptables -D
+// CHAIN rulespec), compared by canonical text.
+func (f *Firewall) DeleteSpec(r rules.Rule) (*Result, error) {
+	want := r.String()
+	for i, have := range f.rs.Rules {
+		if have.String() == want {
+			rs := f.clone()
+			rs.Rules = append(rs.Rules[:i], rs.Rules[i+1:]...)
+			return f.Apply(rs, Options{})
+		}
+	}
+	return nil, fmt.Errorf("no such rule: %s", want)
+}
+
+// Flush removes every rule of chain (all chains when chain is nil). Policies
+// stay, as with iptables -F.
+func (f *Firewall) Flush(chain *rules.Chain) (*Result, error) {
+	rs := f.clone()
+	kept := rs.Rules[:0]
+	for _, r := range rs.Rules {
+		if chain != nil && r.Chain != *chain {
+			kept = append(kept, r)
+		}
+	}
+	rs.Rules = kept
+	return f.Apply(rs, Options{})
+}
+
+// SetPolicy sets the policy of chain for fam (both families: FamilyAny).
+func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdict) (*Result, error) {
+	if v != rules.VerdictAccept && v != rules.VerdictDrop {
+		return nil, fmt.Errorf("a policy is ACCEPT or DROP, not %s", v)
+	}
+	rs := f.clone()
+	rs.Policies = append(rs.Policies, rules.Policy{Chain: chain, Family: fam, Verdict: v})
+	// Normalize: keep only the effective policy per chain and family.
+	var ps []rules.Policy
+	for c := rules.Chain(0); c < rules.NumChains; c++ {
+		v4, v6 := rs.PolicyFor(c, rules.FamilyIPv4), rs.PolicyFor(c, rules.FamilyIPv6)
+		switch {
+		case v4 == v6 && v4 != rules.VerdictAccept:
+			ps = append(ps, rules.Policy{Chain: c, Family: rules.FamilyAny, Verdict: v4})
+		case v4 != v6:
+			ps = append(ps, rules.Policy{Chain: c, Family: rules.FamilyIPv4, Verdict: v4},
+				rules.Policy{Chain: c, Family: rules.FamilyIPv6, Verdict: v6})
+		}
+	}
+	rs.Policies = ps
+	return f.Apply(rs, Options{})
+}
+
+// Detach removes the firewall from iface. When no interface is left, the
+// whole firewall is removed (pins and state).
+func (f *Firewall) Detach(iface string) (last bool, err error) {
+	if _, ok := f.st.Interfaces[iface]; !ok {
+		return false, fmt.Errorf("xdpfw is not attached to %s (attached: %s)", iface, strings.Join(f.Interfaces(), ", "))
+	}
+	if err := f.dp.Detach(iface); err != nil {
+		return false, err
+	}
+	delete(f.st.Interfaces, iface)
+	if len(f.st.Interfaces) == 0 {
+		f.dp.Close()
+		f.dp = nil
+		return true, teardown(f.paths)
+	}
+	// -i matches resolve against the attached interfaces: recompile.
+	if _, err := f.apply(f.rs, Options{}, false); err != nil {
+		return false, err
+	}
+	return false, f.st.save(f.paths)
+}
+
+// Teardown detaches every interface and removes all pins and the state,
+// whatever state they are in (the way back to a clean host).
+func Teardown(p Paths) error {
+	unlock, err := lock(p)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return teardown(p)
+}
+
+func teardown(p Paths) error {
+	var errs []error
+	for _, iface := range datapath.AttachedInterfaces(p.PinDir) {
+		if err := datapath.DetachPinned(p.PinDir, iface); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := datapath.Unpin(p.PinDir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.Remove(p.stateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// RuleInfo is one rule in force with its counters.
+type RuleInfo struct {
+	Chain   string           `json:"chain"`
+	Num     int              `json:"num"` // 1-based within the chain
+	ID      uint32           `json:"id"`
+	Rule    string           `json:"rule"`
+	Counter datapath.Counter `json:"counters"`
+	Note    string           `json:"note,omitempty"`
+}
+
+// PolicyInfo is a chain policy for one family with its counters.
+type PolicyInfo struct {
+	Chain   string           `json:"chain"`
+	Family  string           `json:"family"`
+	Verdict string           `json:"verdict"`
+	Counter datapath.Counter `json:"counters"`
+}
+
+// Listing is the rule set in force with counters.
+type Listing struct {
+	Generation uint64       `json:"generation"`
+	Rules      []RuleInfo   `json:"rules"`
+	Policies   []PolicyInfo `json:"policies"`
+}
+
+// List returns the rules and policies in force with their counters.
+func (f *Firewall) List() (*Listing, error) {
+	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}}
+	for c := rules.Chain(0); c < rules.NumChains; c++ {
+		for _, fam := range []rules.Family{rules.FamilyIPv4, rules.FamilyIPv6} {
+			ctr, err := f.dp.RuleCounter(compile.PolicyID(uint8(c), fam == rules.FamilyIPv6))
+			if err != nil {
+				return nil, err
+			}
+			l.Policies = append(l.Policies, PolicyInfo{Chain: c.String(), Family: fam.String(),
+				Verdict: f.rs.PolicyFor(c, fam).String(), Counter: ctr})
+		}
+		n := 0
+		for i, r := range f.rs.Rules {
+			if r.Chain != c {
+				continue
+			}
+			n++
+			ctr, err := f.dp.RuleCounter(f.st.IDs[i])
+			if err != nil {
+				return nil, err
+			}
+			l.Rules = append(l.Rules, RuleInfo{Chain: c.String(), Num: n, ID: f.st.IDs[i],
+				Rule: r.String(), Counter: ctr, Note: ruleNote(&r)})
+		}
+	}
+	return l, nil
+}
+
+// ruleNote says when a rule does less than it will once later work lands.
+func ruleNote(r *rules.Rule) string {
+	switch {
+	case r.Target.Verdict == rules.VerdictReject:
+		return "REJECT acts as DROP for now (no RST/ICMP answer yet)"
+	case r.Target.Verdict == rules.VerdictLog:
+		return "LOG emits no events yet; the rule has no effect"
+	case r.Chain == rules.ChainOutput:
+		return "OUTPUT is not enforced yet (tc egress comes with the stateful firewall)"
+	}
+	return ""
+}
+
+// Status summarizes the firewall in force.
+type Status struct {
+	Generation uint64                      `json:"generation"`
+	ProgramID  uint32                      `json:"program_id"`
+	PinDir     string                      `json:"pin_dir"`
+	Interfaces map[string]IfaceStatus      `json:"interfaces"`
+	Rules      int                         `json:"rules"`
+	Malformed  string                      `json:"malformed"`
+	Reasons    map[string]datapath.Counter `json:"reasons"`
+}
+
+// IfaceStatus is an attached interface as the kernel reports it.
+type IfaceStatus struct {
+	Index int    `json:"ifindex"`
+	Mode  string `json:"mode"` // the mode the kernel reports now
+}
+
+// Status reports what is loaded and attached, with the per-reason counters.
+func (f *Firewall) Status() (*Status, error) {
+	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: len(f.rs.Rules),
+		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{}}
+	if info, err := f.dp.Program().Info(); err == nil {
+		id, _ := info.ID()
+		s.ProgramID = uint32(id)
+	}
+	for name, i := range f.st.Interfaces {
+		mode := string(datapath.CurrentMode(name))
+		if mode == "" {
+			mode = "DETACHED (link missing!)"
+		}
+		s.Interfaces[name] = IfaceStatus{Index: i.Index, Mode: mode}
+	}
+	rc, err := f.dp.ReasonCounters()
+	if err != nil {
+		return nil, err
+	}
+	for r, c := range rc {
+		s.Reasons[compile.Reason(r).String()] = c
+	}
+	return s, nil
+}
+
+// TraceResult explains the verdict on one frame.
+type TraceResult struct {
+	datapath.TraceResult
+	Verdict string `json:"verdict"` // XDP_PASS / XDP_DROP
+	Rule    string `json:"rule,omitempty"`
+	RuleNum int    `json:"rule_num,omitempty"`
+	Chain   string `json:"chain"`
+	Policy  bool   `json:"policy"`
+}
+
+// Trace runs frame through the loaded program as if it arrived on iface
+// ("" = the first attached interface) and names the deciding rule. The
+// run counts like a real packet.
+func (f *Firewall) Trace(frame []byte, iface string) (*TraceResult, error) {
+	if iface == "" {
+		names := f.Interfaces()
+		if len(names) == 0 {
+			return nil, errors.New("no interface attached")
+		}
+		iface = names[0]
+	}
+	nl, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", iface, err)
+	}
+	r, err := datapath.Trace(f.dp.Program(), frame, uint32(nl.Index))
+	if err != nil {
+		return nil, err
+	}
+	out := &TraceResult{TraceResult: r, Chain: rules.Chain(r.Chain).String()}
+	switch r.XDPAction {
+	case datapath.XDPPass:
+		out.Verdict = "XDP_PASS"
+	case datapath.XDPDrop:
+		out.Verdict = "XDP_DROP"
+	default:
+		out.Verdict = fmt.Sprintf("XDP action %d", r.XDPAction)
+	}
+	if r.RuleID >= compile.FirstRuleID {
+		for i, id := range f.st.IDs {
+			if id == r.RuleID {
+				rr := f.rs.Rules[i]
+				out.Rule = rr.String()
+				out.RuleNum = chainPos(f.rs, i)
+			}
+		}
+	} else if r.RuleID != 0 {
+		out.Policy = true
+	}
+	return out, nil
+}
+
+func chainPos(rs *rules.RuleSet, idx int) int {
+	n := 0
+	for i := 0; i <= idx; i++ {
+		if rs.Rules[i].Chain == rs.Rules[idx].Chain {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,103 @@
+package firewall
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// DefaultStateDir holds the rule set in force (the text of the rules and
+// their stable ids) next to the pinned data plane.
+const DefaultStateDir = "/run/xdpfw"
+
+// Paths locates the pinned data plane and the state.
+type Paths struct {
+	PinDir   string // bpffs directory, default /sys/fs/bpf/xdpfw
+	StateDir string // default /run/xdpfw
+}
+
+// Iface is an attached interface.
+type Iface struct {
+	Index int    `json:"ifindex"`
+	Mode  string `json:"mode"`
+}
+
+// state is what is in force, saved as JSON after every change.
+type state struct {
+	Version    int              `json:"version"`
+	Generation uint64           `json:"generation"`
+	Rules      string           `json:"rules"` // canonical rule file (policies and rules)
+	IDs        []uint32         `json:"ids"`   // stable counter id of each rule, in order
+	Interfaces map[string]Iface `json:"interfaces"`
+	Malformed  string           `json:"malformed"` // "drop" or "accept"
+}
+
+const stateVersion = 1
+
+func (p Paths) stateFile() string { return filepath.Join(p.StateDir, "state.json") }
+
+func loadState(p Paths) (*state, *rules.RuleSet, error) {
+	b, err := os.ReadFile(p.stateFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", p.stateFile(), err)
+	}
+	if st.Version != stateVersion {
+		return nil, nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d", p.stateFile(), st.Version, stateVersion)
+	}
+	rs, err := rules.Parse(p.stateFile(), []byte(st.Rules), rules.ParseOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("state rules do not parse (corrupt state?): %w", err)
+	}
+	if len(rs.Rules) != len(st.IDs) {
+		return nil, nil, fmt.Errorf("%s: %d rules but %d ids", p.stateFile(), len(rs.Rules), len(st.IDs))
+	}
+	if st.Interfaces == nil {
+		st.Interfaces = map[string]Iface{}
+	}
+	return &st, rs, nil
+}
+
+// save writes the state atomically (temp file + rename).
+func (st *state) save(p Paths) error {
+	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := p.stateFile() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p.stateFile())
+}
+
+// lock serializes xdpfw invocations that change the firewall.
+func lock(p Paths) (func(), error) {
+	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(p.StateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,256 @@
+// Package rules is the xdpfw rule language: iptables syntax (one rule per line,
+// or iptables-save / ip6tables-save files), parsed into an AST with positions so
+// every error can name file:line:column.
+//
+// The AST is the single source of truth for what a rule means. Two consumers
+// read it: internal/compile (AST -> data-plane tables) and the reference matcher
+// (internal/compile/reference.go), which evaluates the AST directly and is the
+// oracle of the differential tests.
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Chain is a built-in iptables chain. The numeric values are shared with the
+// data plane (bpf/types.h: enum fw_chain); keep them in sync.
+type Chain uint8
+
+const (
+	ChainInput   Chain = 0
+	ChainForward Chain = 1
+	ChainOutput  Chain = 2
+	NumChains          = 3
+)
+
+func (c Chain) String() string {
+	switch c {
+	case ChainInput:
+		return "INPUT"
+	case ChainForward:
+		return "FORWARD"
+	case ChainOutput:
+		return "OUTPUT"
+	}
+	return fmt.Sprintf("chain(%d)", uint8(c))
+}
+
+// ParseChain maps an iptables chain name to a Chain.
+func ParseChain(s string) (Chain, bool) {
+	switch s {
+	case "INPUT":
+		return ChainInput, true
+	case "FORWARD":
+		return ChainForward, true
+	case "OUTPUT":
+		return ChainOutput, true
+	}
+	return 0, false
+}
+
+// Family restricts a rule (or a policy) to IPv4, IPv6, or both.
+type Family uint8
+
+const (
+	FamilyAny  Family = 0
+	FamilyIPv4 Family = 4
+	FamilyIPv6 Family = 6
+)
+
+func (f Family) String() string {
+	switch f {
+	case FamilyIPv4:
+		return "ipv4"
+	case FamilyIPv6:
+		return "ipv6"
+	}
+	return "any"
+}
+
+// Verdict is what a rule or a policy does with a packet.
+type Verdict uint8
+
+const (
+	VerdictAccept Verdict = iota
+	VerdictDrop
+	VerdictReject // answers with TCP RST / ICMP unreachable (stateful issue); acts as DROP until then
+	VerdictLog    // non-terminating: logs and continues (observability issue); no effect until then
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case VerdictAccept:
+		return "ACCEPT"
+	case VerdictDrop:
+		return "DROP"
+	case VerdictReject:
+		return "REJECT"
+	case VerdictLog:
+		return "LOG"
+	}
+	return fmt.Sprintf("verdict(%d)", uint8(v))
+}
+
+// Terminal reports whether the verdict ends evaluation (first match wins).
+func (v Verdict) Terminal() bool { return v != VerdictLog }
+
+// Pos is a position in a rule file. Col is 1-based and counts bytes.
+type Pos struct {
+	File string
+	Line int
+	Col  int
+}
+
+func (p Pos) String() string {
+	if p.File == "" {
+		return fmt.Sprintf("%d:%d", p.Line, p.Col)
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// PortRange is an inclusive range of ports, Lo <= Hi. A single port has Lo == Hi.
+type PortRange struct{ Lo, Hi uint16 }
+
+// PortMatch is a set of port ranges (from --sport/--dport, or multiport).
+type PortMatch struct {
+	Ranges []PortRange
+	Invert bool
+}
+
+// AddrMatch is -s / -d: one prefix (a plain address is a /32 or /128).
+type AddrMatch struct {
+	Prefix netip.Prefix // always masked (Prefix.Masked() == Prefix)
+	Invert bool
+}
+
+// MACMatch is --mac-source / --mac-destination.
+type MACMatch struct {
+	Addr   [6]byte
+	Invert bool
+}
+
+// TCPFlags bits, as in the TCP header's flags byte.
+const (
+	TCPFlagFIN uint8 = 0x01
+	TCPFlagSYN uint8 = 0x02
+	TCPFlagRST uint8 = 0x04
+	TCPFlagPSH uint8 = 0x08
+	TCPFlagACK uint8 = 0x10
+	TCPFlagURG uint8 = 0x20
+	// ECE (0x40) and CWR (0x80) are not nameable in iptables' --tcp-flags;
+	// ALL means the six flags above (0x3f), as in iptables.
+	TCPFlagALL uint8 = 0x3f
+)
+
+// TCPFlagsMatch is --tcp-flags MASK COMP (and --syn): (flags & Mask) == Comp.
+type TCPFlagsMatch struct {
+	Mask, Comp uint8
+	Invert     bool
+}
+
+// ICMPMatch is --icmp-type (IPv4) or --icmpv6-type (IPv6).
+// Any: "any" (matches every ICMP packet). Code < 0 means any code.
+type ICMPMatch struct {
+	Type   uint8
+	Code   int16 // -1: any code
+	Any    bool
+	Invert bool
+}
+
+// IfaceMatch is -i NAME; a trailing '+' in iptables means prefix match.
+type IfaceMatch struct {
+	Name   string // without the trailing '+'
+	Prefix bool
+	Invert bool
+}
+
+// VLANMatch is -m vlan --vlan-id N (extension): the outermost tag's VID.
+type VLANMatch struct {
+	ID     uint16
+	Invert bool
+}
+
+// ProtoMatch is -p. Proto 0 with Invert=false is never stored: -p all means "no match".
+type ProtoMatch struct {
+	Proto  uint8
+	Invert bool
+}
+
+// Match holds every selector of one rule. A nil pointer / empty value means
+// "not specified" (matches everything). All present selectors must match.
+type Match struct {
+	Family Family // from -4/-6, from the addresses / ICMP flavour, or from the file's family
+
+	Proto *ProtoMatch
+	Src   *AddrMatch
+	Dst   *AddrMatch
+
+	// SPort/DPort: --sport/--dport or -m multiport --sports/--dports.
+	SPort *PortMatch
+	DPort *PortMatch
+	// Ports: -m multiport --ports: matches if the source OR the destination
+	// port is in the set (Invert: neither is).
+	Ports *PortMatch
+
+	InIface *IfaceMatch
+
+	MACSrc *MACMatch
+	MACDst *MACMatch
+
+	TCPFlags *TCPFlagsMatch
+	ICMP     *ICMPMatch
+	VLAN     *VLANMatch
+
+	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
+	// unfragmented packets and first fragments). nil: not specified.
+	Fragment *bool
+}
+
+// Target holds the -j target and its options.
+type Target struct {
+	Verdict Verdict
+
+	// REJECT --reject-with (iptables spelling, e.g. "icmp-port-unreachable",
+	// "tcp-reset", "icmp6-adm-prohibited"). Empty: the iptables default for the family.
+	RejectWith string
+
+	// LOG options.
+	LogPrefix string
+	LogLevel  string
+}
+
+// Rule is one `-A CHAIN ... -j TARGET` line.
+type Rule struct {
+	Chain   Chain
+	Match   Match
+	Target  Target
+	Comment string // -m comment --comment
+	Pos     Pos    // position of the start of the rule (the -A token)
+	Text    string // the rule as written, normalized whitespace, without the leading "-A CHAIN "
+}
+
+// Policy is the default verdict of a chain for one family (ACCEPT or DROP).
+type Policy struct {
+	Chain   Chain
+	Family  Family // FamilyAny: both families
+	Verdict Verdict
+	Pos     Pos
+}
+
+// RuleSet is a parsed rule file: rules in file order and the chain policies.
+type RuleSet struct {
+	Rules    []Rule
+	Policies []Policy // in file order; later entries override earlier ones
+}
+
+// PolicyFor returns the effective policy of a chain for a family (ACCEPT unless set).
+func (rs *RuleSet) PolicyFor(c Chain, f Family) Verdict {
+	v := VerdictAccept
+	for _, p := range rs.Policies {
+		if p.Chain == c && (p.Family == FamilyAny || p.Family == f) {
+			v = p.Verdict
+		}
+	}
+	return v
+}

@@ -1,0 +1,39 @@
+package rules
+
+// ImpliedFamily returns the family that the selectors of m imply: that of
+// the -s / -d addresses, IPv4 for -p icmp and -f (or ! -f), IPv6 for
+// -p ipv6-icmp; FamilyAny when none does. The parser rejects rules whose
+// selectors imply different families, or another family than m.Family.
+func (m Match) ImpliedFamily() Family {
+	for _, a := range []*AddrMatch{m.Src, m.Dst} {
+		if a != nil {
+			if a.Prefix.Addr().Is6() {
+				return FamilyIPv6
+			}
+			return FamilyIPv4
+		}
+	}
+	if m.Proto != nil && !m.Proto.Invert {
+		switch m.Proto.Proto {
+		case protoICMP:
+			return FamilyIPv4
+		case protoICMPv6:
+			return FamilyIPv6
+		}
+	}
+	if m.Fragment != nil {
+		return FamilyIPv4
+	}
+	return FamilyAny
+}
+
+// familyFlag returns the option that restricts a rule to f ("-4" or "-6").
+func familyFlag(f Family) string {
+	switch f {
+	case FamilyIPv4:
+		return "-4"
+	case FamilyIPv6:
+		return "-6"
+	}
+	return ""
+}

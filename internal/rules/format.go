@@ -1,0 +1,167 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// String returns the rule in canonical iptables form, e.g.
+// "-A INPUT -s 10.0.0.0/8 -p tcp --dport 22 -j ACCEPT". Parse reads it back
+// into the same rule.
+func (r Rule) String() string {
+	return "-A " + r.Chain.String() + " " + r.Spec()
+}
+
+// Spec returns the canonical text of the rule without the leading
+// "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
+// order: -4/-6 (only when the other selectors do not imply the family), -i,
+// -s, -d, -p, -f, -m mac, -m vlan, ports, --tcp-flags, ICMP type, -m comment,
+// then -j and the target's options.
+func (r Rule) Spec() string {
+	var w specWriter
+	m := r.Match
+	if m.Family != FamilyAny && m.ImpliedFamily() == FamilyAny {
+		w.add(false, familyFlag(m.Family))
+	}
+	if i := m.InIface; i != nil {
+		name := i.Name
+		if i.Prefix {
+			name += "+"
+		}
+		w.add(i.Invert, "-i", name)
+	}
+	if a := m.Src; a != nil {
+		w.add(a.Invert, "-s", a.Prefix.String())
+	}
+	if a := m.Dst; a != nil {
+		w.add(a.Invert, "-d", a.Prefix.String())
+	}
+	if p := m.Proto; p != nil {
+		w.add(p.Invert, "-p", protoName(p.Proto))
+	}
+	if f := m.Fragment; f != nil {
+		w.add(!*f, "-f")
+	}
+	if m.MACSrc != nil || m.MACDst != nil {
+		w.add(false, "-m", "mac")
+		if a := m.MACSrc; a != nil {
+			w.add(a.Invert, "--mac-source", formatMAC(a.Addr))
+		}
+		if a := m.MACDst; a != nil {
+			w.add(a.Invert, "--mac-destination", formatMAC(a.Addr))
+		}
+	}
+	if v := m.VLAN; v != nil {
+		w.add(false, "-m", "vlan")
+		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))
+	}
+	w.ports("--sport", "--sports", m.SPort)
+	w.ports("--dport", "--dports", m.DPort)
+	w.ports("", "--ports", m.Ports)
+	if f := m.TCPFlags; f != nil {
+		if f.Mask == synMask && f.Comp == synComp {
+			w.add(f.Invert, "--syn")
+		} else {
+			w.add(f.Invert, "--tcp-flags", formatTCPFlags(f.Mask), formatTCPFlags(f.Comp))
+		}
+	}
+	if c := m.ICMP; c != nil {
+		opt := "--icmp-type"
+		if m.Proto != nil && m.Proto.Proto == protoICMPv6 || m.Proto == nil && m.Family == FamilyIPv6 {
+			opt = "--icmpv6-type"
+		}
+		w.add(c.Invert, opt, formatICMPType(*c))
+	}
+	if r.Comment != "" {
+		w.add(false, "-m", "comment", "--comment", quote(r.Comment))
+	}
+	t := r.Target
+	w.add(false, "-j", t.Verdict.String())
+	if t.RejectWith != "" {
+		w.add(false, "--reject-with", t.RejectWith)
+	}
+	if t.LogPrefix != "" {
+		w.add(false, "--log-prefix", quote(t.LogPrefix))
+	}
+	if t.LogLevel != "" {
+		w.add(false, "--log-level", t.LogLevel)
+	}
+	return w.String()
+}
+
+// specWriter builds the text of a rule.
+type specWriter struct{ strings.Builder }
+
+// add writes words, preceded by "!" when invert is set.
+func (w *specWriter) add(invert bool, words ...string) {
+	if invert {
+		words = append([]string{"!"}, words...)
+	}
+	for _, s := range words {
+		if w.Len() > 0 {
+			w.WriteByte(' ')
+		}
+		w.WriteString(s)
+	}
+}
+
+// ports writes a port match: single (e.g. --dport 22 or --dport 1:1023) when
+// there is one range and single is not empty, -m multiport multi otherwise.
+func (w *specWriter) ports(single, multi string, m *PortMatch) {
+	if m == nil {
+		return
+	}
+	parts := make([]string, len(m.Ranges))
+	for i, r := range m.Ranges {
+		parts[i] = formatPortRange(r)
+	}
+	if len(m.Ranges) == 1 && single != "" {
+		w.add(m.Invert, single, parts[0])
+		return
+	}
+	w.add(false, "-m", "multiport")
+	w.add(m.Invert, multi, strings.Join(parts, ","))
+}
+
+// formatPortRange prints "P" or "LO:HI".
+func formatPortRange(r PortRange) string {
+	if r.Lo == r.Hi {
+		return strconv.Itoa(int(r.Lo))
+	}
+	return fmt.Sprintf("%d:%d", r.Lo, r.Hi)
+}
+
+// formatMAC prints a MAC address as xx:xx:xx:xx:xx:xx.
+func formatMAC(a [6]byte) string {
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3], a[4], a[5])
+}
+
+// String returns the policy as a -P line, e.g. "-P INPUT DROP", with -4 or
+// -6 when it applies to one family only.
+func (p Policy) String() string {
+	s := "-P " + p.Chain.String() + " " + p.Verdict.String()
+	if f := familyFlag(p.Family); f != "" {
+		s += " " + f
+	}
+	return s
+}
+
+// String returns the rule set as a rule file that Parse (with FamilyAny)
+// reads back into the same policies and rules: the -P lines, then the -A
+// lines, one per line.
+func (rs *RuleSet) String() string {
+	if rs == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range rs.Policies {
+		b.WriteString(p.String())
+		b.WriteByte('\n')
+	}
+	for _, r := range rs.Rules {
+		b.WriteString(r.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

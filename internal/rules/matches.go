@@ -1,0 +1,270 @@
+package rules
+
+import "fmt"
+
+// optFamily handles -4 and -6.
+func (p *ruleParser) optFamily(o optUse) *Error {
+	f := FamilyIPv4
+	if o.opt.text == "-6" || o.opt.text == "--ipv6" {
+		f = FamilyIPv6
+	}
+	return p.setFamily(f, o.opt, "", o.opt.text, o.opt.text)
+}
+
+// optProto handles -p.
+func (p *ruleParser) optProto(o optUse) *Error {
+	a := o.args[0]
+	proto, ve := parseProto(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	if proto == 0 {
+		if o.invert {
+			return p.errAt(a, a.text, "! -p all matches nothing", "remove the rule, or the !")
+		}
+		return nil // -p all: no protocol match
+	}
+	if !o.invert {
+		var err *Error
+		switch proto {
+		case protoICMP:
+			err = p.setFamily(FamilyIPv4, a, a.text, "-p icmp (IPv4)", "-p icmp (IPv4)")
+			if err != nil {
+				err.Hint = "ICMPv6 is -p ipv6-icmp"
+			}
+		case protoICMPv6:
+			err = p.setFamily(FamilyIPv6, a, a.text, "-p ipv6-icmp (IPv6)", "-p ipv6-icmp (IPv6)")
+			if err != nil {
+				err.Hint = "ICMP for IPv4 is -p icmp"
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	p.r.Match.Proto = &ProtoMatch{Proto: proto, Invert: o.invert}
+	return nil
+}
+
+// optSrc handles -s.
+func (p *ruleParser) optSrc(o optUse) *Error { return p.addr(o, "-s", &p.r.Match.Src) }
+
+// optDst handles -d.
+func (p *ruleParser) optDst(o optUse) *Error { return p.addr(o, "-d", &p.r.Match.Dst) }
+
+// addr handles -s and -d (flag), storing the match in *dst.
+func (p *ruleParser) addr(o optUse, flag string, dst **AddrMatch) *Error {
+	a := o.args[0]
+	pfx, ve := parsePrefix(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	f := FamilyIPv4
+	if pfx.Addr().Is6() {
+		f = FamilyIPv6
+	}
+	err := p.setFamily(f, a, a.text, famName(f)+" address",
+		fmt.Sprintf("%s %s (%s)", flag, a.text, famName(f)))
+	if err != nil {
+		return err
+	}
+	*dst = &AddrMatch{Prefix: pfx, Invert: o.invert}
+	return nil
+}
+
+// optSPort handles --sport.
+func (p *ruleParser) optSPort(o optUse) *Error { return p.port(o, &p.r.Match.SPort) }
+
+// optDPort handles --dport.
+func (p *ruleParser) optDPort(o optUse) *Error { return p.port(o, &p.r.Match.DPort) }
+
+// port handles --sport and --dport.
+func (p *ruleParser) port(o optUse, dst **PortMatch) *Error {
+	a := o.args[0]
+	r, ve := parsePortRange(a.text, 0)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	*dst = &PortMatch{Ranges: []PortRange{r}, Invert: o.invert}
+	p.needPorts(o.opt)
+	return nil
+}
+
+// optSPorts handles -m multiport --sports.
+func (p *ruleParser) optSPorts(o optUse) *Error { return p.portList(o, &p.r.Match.SPort) }
+
+// optDPorts handles -m multiport --dports.
+func (p *ruleParser) optDPorts(o optUse) *Error { return p.portList(o, &p.r.Match.DPort) }
+
+// optPorts handles -m multiport --ports.
+func (p *ruleParser) optPorts(o optUse) *Error { return p.portList(o, &p.r.Match.Ports) }
+
+// portList handles the -m multiport options.
+func (p *ruleParser) portList(o optUse, dst **PortMatch) *Error {
+	a := o.args[0]
+	ranges, ve := parsePortList(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	*dst = &PortMatch{Ranges: ranges, Invert: o.invert}
+	p.needPorts(o.opt)
+	return nil
+}
+
+// optInIface handles -i.
+func (p *ruleParser) optInIface(o optUse) *Error {
+	a := o.args[0]
+	m, ve := parseIface(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	if p.r.Chain == ChainOutput {
+		return p.errAt(o.opt, "", o.opt.text+" cannot be used in the OUTPUT chain",
+			"OUTPUT sees locally generated packets, which have no input interface")
+	}
+	m.Invert = o.invert
+	p.r.Match.InIface = &m
+	return nil
+}
+
+// optOutIface rejects -o.
+func (p *ruleParser) optOutIface(o optUse) *Error {
+	return p.errAt(o.opt, "", o.opt.text+" is not supported yet "+
+		"(XDP sees ingress traffic; OUTPUT/egress is enforced by the stateful issue)", "")
+}
+
+// optMACSrc handles -m mac --mac-source.
+func (p *ruleParser) optMACSrc(o optUse) *Error { return p.mac(o, &p.r.Match.MACSrc) }
+
+// optMACDst handles -m mac --mac-destination.
+func (p *ruleParser) optMACDst(o optUse) *Error { return p.mac(o, &p.r.Match.MACDst) }
+
+// mac handles the -m mac options.
+func (p *ruleParser) mac(o optUse, dst **MACMatch) *Error {
+	a := o.args[0]
+	addr, ve := parseMAC(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	*dst = &MACMatch{Addr: addr, Invert: o.invert}
+	return nil
+}
+
+// optTCPFlags handles --tcp-flags MASK COMP.
+func (p *ruleParser) optTCPFlags(o optUse) *Error {
+	mask, ve := parseTCPFlags(o.args[0].text)
+	if ve != nil {
+		return p.valueErr(o.args[0], ve)
+	}
+	comp, ve := parseTCPFlags(o.args[1].text)
+	if ve != nil {
+		return p.valueErr(o.args[1], ve)
+	}
+	p.r.Match.TCPFlags = &TCPFlagsMatch{Mask: mask, Comp: comp, Invert: o.invert}
+	p.needProto(o.opt, is(protoTCP), o.opt.text+" needs -p tcp", "")
+	return nil
+}
+
+// optSyn handles --syn.
+func (p *ruleParser) optSyn(o optUse) *Error {
+	p.r.Match.TCPFlags = &TCPFlagsMatch{Mask: synMask, Comp: synComp, Invert: o.invert}
+	p.needProto(o.opt, is(protoTCP), o.opt.text+" needs -p tcp", "")
+	return nil
+}
+
+// optICMPType handles --icmp-type.
+func (p *ruleParser) optICMPType(o optUse) *Error {
+	return p.icmp(o, false, protoICMP, "--icmp-type needs -p icmp",
+		"add -p icmp (for ICMPv6: -p ipv6-icmp --icmpv6-type)")
+}
+
+// optICMPv6Type handles --icmpv6-type.
+func (p *ruleParser) optICMPv6Type(o optUse) *Error {
+	return p.icmp(o, true, protoICMPv6, "--icmpv6-type needs -p ipv6-icmp",
+		"add -p ipv6-icmp (for IPv4: -p icmp --icmp-type)")
+}
+
+// icmp handles --icmp-type and --icmpv6-type.
+func (p *ruleParser) icmp(o optUse, v6 bool, proto uint8, msg, hint string) *Error {
+	a := o.args[0]
+	m, ve := parseICMPType(a.text, v6)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	m.Invert = o.invert
+	p.r.Match.ICMP = &m
+	p.needProto(o.opt, is(proto), msg, hint)
+	return nil
+}
+
+// optVLAN handles -m vlan --vlan-id.
+func (p *ruleParser) optVLAN(o optUse) *Error {
+	a := o.args[0]
+	id, ve := parseVLAN(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Match.VLAN = &VLANMatch{ID: id, Invert: o.invert}
+	return nil
+}
+
+// optFragment handles -f.
+func (p *ruleParser) optFragment(o optUse) *Error {
+	if err := p.setFamily(FamilyIPv4, o.opt, "", "-f (IPv4 fragments)", "-f (IPv4)"); err != nil {
+		return err
+	}
+	frag := !o.invert
+	p.r.Match.Fragment = &frag
+	return nil
+}
+
+// optComment handles -m comment --comment.
+func (p *ruleParser) optComment(o optUse) *Error {
+	a := o.args[0]
+	if ve := checkText(a.text, "comment", maxComment); ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Comment = a.text
+	return nil
+}
+
+// optModule handles -m MODULE.
+func (p *ruleParser) optModule(o optUse) *Error {
+	a := o.args[0]
+	switch name := a.text; name {
+	case "tcp", "udp", "sctp", "udplite", "icmp":
+		proto, _ := parseProto(name)
+		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
+	case "icmp6":
+		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
+	case "multiport", "mac", "vlan", "comment":
+		if p.modules[name] == nil {
+			m := &moduleUse{tok: o.opt}
+			p.modules[name] = m
+			p.checks = append(p.checks, func() *Error {
+				if m.used {
+					return nil
+				}
+				opts, _ := moduleOptions(name)
+				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
+			})
+		}
+	case "conntrack", "state":
+		return p.errAt(a, name, "connection tracking matches are not supported yet (planned: stateful firewall)", "")
+	case "set":
+		return p.errAt(a, name, "named sets are not supported yet (planned)", "")
+	default:
+		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", name), supportedModules)
+	}
+	return nil
+}
+
+// optCounters handles -c PACKETS BYTES (accepted and ignored).
+func (p *ruleParser) optCounters(o optUse) *Error {
+	for _, a := range o.args {
+		if !isDigits(a.text) {
+			return p.errAt(a, a.text, "not a counter value", "write -c PACKETS BYTES with two numbers")
+		}
+	}
+	return nil
+}

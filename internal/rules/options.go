@@ -1,0 +1,130 @@
+package rules
+
+// optSpec describes one option of a rule.
+type optSpec struct {
+	slot      string // options sharing a slot may appear once per rule; "": repeatable
+	nargs     int    // number of arguments
+	usage     string // the option with its arguments, for hints
+	negatable bool   // may be preceded by "!"
+	freeText  bool   // the argument is text: a bare "!" is a valid argument
+	module    string // the -m MODULE that must precede the option
+	parse     func(p *ruleParser, o optUse) *Error
+}
+
+// optUse is one occurrence of an option in a rule.
+type optUse struct {
+	opt    token   // the option itself
+	args   []token // its arguments
+	invert bool    // preceded by "!"
+}
+
+// lookupOption returns the description of a rule option (iptables spelling).
+func lookupOption(name string) (optSpec, bool) {
+	switch name {
+	case "-4", "--ipv4", "-6", "--ipv6":
+		return optSpec{slot: "family", usage: name, parse: (*ruleParser).optFamily}, true
+	case "-p", "--protocol":
+		return optSpec{slot: "-p", nargs: 1, usage: "-p PROTOCOL", negatable: true,
+			parse: (*ruleParser).optProto}, true
+	case "-s", "--source", "--src":
+		return optSpec{slot: "-s", nargs: 1, usage: name + " ADDRESS[/LENGTH]", negatable: true,
+			parse: (*ruleParser).optSrc}, true
+	case "-d", "--destination", "--dst":
+		return optSpec{slot: "-d", nargs: 1, usage: name + " ADDRESS[/LENGTH]", negatable: true,
+			parse: (*ruleParser).optDst}, true
+	case "--sport", "--source-port":
+		return optSpec{slot: "--sport", nargs: 1, usage: name + " PORT[:PORT]", negatable: true,
+			parse: (*ruleParser).optSPort}, true
+	case "--dport", "--destination-port":
+		return optSpec{slot: "--dport", nargs: 1, usage: name + " PORT[:PORT]", negatable: true,
+			parse: (*ruleParser).optDPort}, true
+	case "--sports", "--source-ports":
+		return optSpec{slot: "--sport", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
+			module: "multiport", parse: (*ruleParser).optSPorts}, true
+	case "--dports", "--destination-ports":
+		return optSpec{slot: "--dport", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
+			module: "multiport", parse: (*ruleParser).optDPorts}, true
+	case "--ports":
+		return optSpec{slot: "--ports", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
+			module: "multiport", parse: (*ruleParser).optPorts}, true
+	case "-i", "--in-interface":
+		return optSpec{slot: "-i", nargs: 1, usage: name + " NAME[+]", negatable: true,
+			parse: (*ruleParser).optInIface}, true
+	case "-o", "--out-interface":
+		return optSpec{negatable: true, parse: (*ruleParser).optOutIface}, true
+	case "--mac-source":
+		return optSpec{slot: name, nargs: 1, usage: name + " XX:XX:XX:XX:XX:XX", negatable: true,
+			module: "mac", parse: (*ruleParser).optMACSrc}, true
+	case "--mac-destination":
+		return optSpec{slot: name, nargs: 1, usage: name + " XX:XX:XX:XX:XX:XX", negatable: true,
+			module: "mac", parse: (*ruleParser).optMACDst}, true
+	case "--tcp-flags":
+		return optSpec{slot: "--tcp-flags", nargs: 2, usage: "--tcp-flags MASK COMP (e.g. SYN,ACK SYN)",
+			negatable: true, parse: (*ruleParser).optTCPFlags}, true
+	case "--syn":
+		return optSpec{slot: "--tcp-flags", negatable: true, parse: (*ruleParser).optSyn}, true
+	case "--icmp-type":
+		return optSpec{slot: "--icmp-type", nargs: 1, usage: "--icmp-type TYPE[/CODE]", negatable: true,
+			parse: (*ruleParser).optICMPType}, true
+	case "--icmpv6-type":
+		return optSpec{slot: "--icmp-type", nargs: 1, usage: "--icmpv6-type TYPE[/CODE]", negatable: true,
+			parse: (*ruleParser).optICMPv6Type}, true
+	case "--vlan-id":
+		return optSpec{slot: name, nargs: 1, usage: "--vlan-id ID", negatable: true,
+			module: "vlan", parse: (*ruleParser).optVLAN}, true
+	case "-f", "--fragment":
+		return optSpec{slot: "-f", negatable: true, parse: (*ruleParser).optFragment}, true
+	case "--comment":
+		return optSpec{slot: name, nargs: 1, usage: `--comment "TEXT"`, freeText: true,
+			module: "comment", parse: (*ruleParser).optComment}, true
+	case "-m", "--match":
+		return optSpec{nargs: 1, usage: name + " MODULE", parse: (*ruleParser).optModule}, true
+	case "-j", "--jump":
+		return optSpec{slot: "-j", nargs: 1, usage: "-j ACCEPT|DROP|REJECT|LOG", parse: (*ruleParser).optJump}, true
+	case "-g", "--goto":
+		return optSpec{parse: (*ruleParser).optGoto}, true
+	case "--reject-with":
+		return optSpec{slot: name, nargs: 1, usage: "--reject-with TYPE", parse: (*ruleParser).optRejectWith}, true
+	case "--log-prefix":
+		return optSpec{slot: name, nargs: 1, usage: `--log-prefix "TEXT"`, freeText: true,
+			parse: (*ruleParser).optLogPrefix}, true
+	case "--log-level":
+		return optSpec{slot: name, nargs: 1, usage: "--log-level LEVEL", parse: (*ruleParser).optLogLevel}, true
+	case "-c", "--set-counters":
+		return optSpec{slot: "-c", nargs: 2, usage: name + " PACKETS BYTES", parse: (*ruleParser).optCounters}, true
+	}
+	return optSpec{}, false
+}
+
+// moduleOptions names the options of the modules that need one, for errors.
+func moduleOptions(module string) (string, bool) {
+	switch module {
+	case "multiport":
+		return "--sports, --dports or --ports", true
+	case "mac":
+		return "--mac-source or --mac-destination", true
+	case "vlan":
+		return "--vlan-id", true
+	case "comment":
+		return "--comment", true
+	}
+	return "", false
+}
+
+// supportedModules is the hint given for an unsupported -m module.
+const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (no-ops after -p), " +
+	"multiport, mac, vlan, comment"
+
+// isIptablesTarget reports whether name is a target of iptables/ip6tables
+// (other than the four xdpfw supports), as opposed to a user-defined chain.
+func isIptablesTarget(name string) bool {
+	switch name {
+	case "RETURN", "QUEUE", "NFQUEUE", "NFLOG", "ULOG", "MASQUERADE", "SNAT", "DNAT", "REDIRECT",
+		"NETMAP", "MARK", "CONNMARK", "CT", "NOTRACK", "TRACE", "TCPMSS", "TEE", "TOS", "TTL",
+		"HL", "DSCP", "ECN", "CLASSIFY", "AUDIT", "SET", "SECMARK", "CONNSECMARK", "CHECKSUM",
+		"IDLETIMER", "LED", "RATEEST", "SYNPROXY", "TPROXY", "HMARK", "CLUSTERIP",
+		"TCPOPTSTRIP", "MIRROR", "CONNLIMIT":
+		return true
+	}
+	return false
+}

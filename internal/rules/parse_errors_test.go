@@ -1,0 +1,309 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestParseErrors checks every error: its exact position, the quoted token,
+// and substrings of the message and the hint. Each source has one bad line.
+func TestParseErrors(t *testing.T) {
+	v4, v6 := ParseOptions{Family: FamilyIPv4}, ParseOptions{Family: FamilyIPv6}
+	tests := []struct {
+		src      string
+		opt      ParseOptions
+		pos      string // line:col
+		tok      string // Error.Token, exactly
+		msg      string // substring of Error.Msg
+		hintPart string // substring of Error.Hint
+	}{
+		{"-A INPUT -m comment --comment \"abc -j ACCEPT", ParseOptions{}, "1:31", "", "unterminated double quote", ""},
+		{"-A INPUT -m comment --comment 'abc -j ACCEPT", ParseOptions{}, "1:31", "", "unterminated single quote", ""},
+		{"*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j DNAT --to 1.2.3.4\nCOMMIT\n", v4, "1:1", "", "table nat is not supported; xdpfw implements the filter table only", ""},
+		{"*filter\nCOMMIT\n*mangle\n-A PREROUTING -j MARK\nCOMMIT\n", v4, "3:1", "", "table mangle is not supported", ""},
+		{"*raw\nCOMMIT\n", v4, "1:1", "", "table raw is not supported", ""},
+		{"*security\nCOMMIT\n", v6, "1:1", "", "table security is not supported", ""},
+		{"*filter\n-A INPUT -j ACCEPT\n", v4, "1:1", "", "table filter has no COMMIT", "truncated"},
+		{"COMMIT\n", ParseOptions{}, "1:1", "", "COMMIT without a table", ""},
+		{"*filter\n*filter\nCOMMIT\n", v4, "2:1", "", "table filter starts before the COMMIT of table filter (line 1)", ""},
+		{"*filter x\nCOMMIT\n", v4, "1:9", "x", "unexpected text after the table name", ""},
+		{"*filter\nCOMMIT now\n", v4, "2:8", "now", "unexpected text after COMMIT", ""},
+		{"-I INPUT 1 -j ACCEPT", ParseOptions{}, "1:1", "", "-I is not allowed here: a rule file holds only -A and -P lines", "xdpfw add"},
+		{"-D INPUT -j ACCEPT", ParseOptions{}, "1:1", "", "a rule file holds only -A and -P lines", "xdpfw delete"},
+		{"-R INPUT 1 -j ACCEPT", ParseOptions{}, "1:1", "", "a rule file holds only -A and -P lines", "at runtime"},
+		{"-N MYCHAIN", ParseOptions{}, "1:1", "", "user-defined chains are not supported (a rule file holds only -A and -P lines)", ""},
+		{"-X MYCHAIN", ParseOptions{}, "1:1", "", "user-defined chains are not supported", ""},
+		{"-F", ParseOptions{}, "1:1", "", "a rule file holds only -A and -P lines", "replaces every rule"},
+		{"*filter\n:INPUT DROP [0:0]\n:MYCHAIN - [0:0]\nCOMMIT\n", v4, "3:2", "MYCHAIN", "user-defined chains are not supported", "INPUT, FORWARD and OUTPUT"},
+		{"*filter\n:INPUT - [0:0]\nCOMMIT\n", v4, "2:8", "-", "a policy must be ACCEPT or DROP", ""},
+		{"*filter\n:INPUT DROP [0:x]\nCOMMIT\n", v4, "2:13", "[0:x]", "not a counter [PACKETS:BYTES]", ""},
+		{"*filter\n:INPUT\nCOMMIT\n", v4, "2:1", "", "chain INPUT needs a policy", ""},
+		{"-A MYCHAIN -j ACCEPT", ParseOptions{}, "1:4", "MYCHAIN", "user-defined chains are not supported", ""},
+		{"-A input -j ACCEPT", ParseOptions{}, "1:4", "input", "unknown chain", "chain names are upper case: INPUT"},
+		{"-A", ParseOptions{}, "1:1", "", "-A needs a chain", ""},
+		{"-P INPUT REJECT", ParseOptions{}, "1:10", "REJECT", "a policy must be ACCEPT or DROP", ""},
+		{"-P INPUT", ParseOptions{}, "1:1", "", "-P needs a chain and a policy", ""},
+		{"-P FOO DROP", ParseOptions{}, "1:4", "FOO", "user-defined chains are not supported", ""},
+		{"-P INPUT DROP -6", v4, "1:15", "", "-6 conflicts with the default family (IPv4)", "iptables-save"},
+		{"-P INPUT DROP -4 -6", ParseOptions{}, "1:18", "", "family given twice", ""},
+		{"-P INPUT DROP now", ParseOptions{}, "1:15", "now", "unexpected text after the policy", ""},
+		{"[1:2]", ParseOptions{}, "1:1", "", "counters [PACKETS:BYTES] must be followed by -A", ""},
+		{"[x] -A INPUT -j DROP", ParseOptions{}, "1:1", "[x]", "not a counter [PACKETS:BYTES]", ""},
+		{"iptables -A INPUT -j DROP", ParseOptions{}, "1:1", "iptables", "not commands", "leave out the command name"},
+		{"hello world", ParseOptions{}, "1:1", "hello", "expected -A, -P or an iptables-save line", ""},
+		{"-A INPUT -s ! 10.0.0.1 -j DROP", ParseOptions{}, "1:13", "", "! must come before -s, not after it", "write ! -s 10.0.0.1"},
+		{"-A INPUT -p tcp --dport ! 22 -j DROP", ParseOptions{}, "1:25", "", "! must come before --dport", "write ! --dport 22"},
+		{"-A INPUT -j DROP !", ParseOptions{}, "1:18", "", "! must be followed by an option", ""},
+		{"-A INPUT ! ! -p tcp -j DROP", ParseOptions{}, "1:12", "", "! given twice", ""},
+		{"-A INPUT ! -j DROP", ParseOptions{}, "1:12", "", "-j cannot be negated", ""},
+		{"-A INPUT ! -m mac --mac-source 0:0:0:0:0:0 -j DROP", ParseOptions{}, "1:12", "", "-m cannot be negated", ""},
+		{"-A INPUT -m comment ! --comment x -j DROP", ParseOptions{}, "1:23", "", "--comment cannot be negated", ""},
+		{"-A INPUT ! -p all -j DROP", ParseOptions{}, "1:15", "all", "! -p all matches nothing", ""},
+		{"-A INPUT -p foo -j DROP", ParseOptions{}, "1:13", "foo", "unknown protocol", "a number 0-255"},
+		{"-A INPUT -p 256 -j DROP", ParseOptions{}, "1:13", "256", "unknown protocol", ""},
+		{"-A INPUT -p -j DROP", ParseOptions{}, "1:10", "", "-p needs an argument", "write -p PROTOCOL"},
+		{"-A INPUT -p", ParseOptions{}, "1:10", "", "-p needs an argument", ""},
+		{"-A INPUT -s 300.1.1.1 -j DROP", ParseOptions{}, "1:13", "300.1.1.1", "not an IPv4 address", ""},
+		{"-A INPUT -d 2001:db8::zz -j DROP", ParseOptions{}, "1:13", "2001:db8::zz", "not an IPv6 address", ""},
+		{"-A INPUT -s example.com -j DROP", ParseOptions{}, "1:13", "example.com", "not an IPv4 address", "host names are not resolved"},
+		{"-A INPUT -s 10.0.0.0/33 -j DROP", ParseOptions{}, "1:22", "33", "prefix length out of range (0-32)", ""},
+		{"-A INPUT -s 2001:db8::/129 -j DROP", ParseOptions{}, "1:24", "129", "prefix length out of range (0-128)", ""},
+		{"-A INPUT -s 10.0.0.0/255.0.255.0 -j DROP", ParseOptions{}, "1:22", "255.0.255.0", "netmask is not contiguous", ""},
+		{"-A INPUT -s 10.0.0.0/x -j DROP", ParseOptions{}, "1:22", "x", "not a prefix length", ""},
+		{"-A INPUT -s 10.0.0.1,10.0.0.2 -j DROP", ParseOptions{}, "1:21", "10.0.0.1,10.0.0.2", "only one address per option", ""},
+		{"-A INPUT -s fe80::1%eth0 -j DROP", ParseOptions{}, "1:13", "fe80::1%eth0", "not an IPv6 address", "zones"},
+		{"-A INPUT -s \"300.1.1.1\" -j DROP", ParseOptions{}, "1:13", "300.1.1.1", "not an IPv4 address", ""},
+		{"-A INPUT -p tcp --dport 70000 -j DROP", ParseOptions{}, "1:25", "70000", "port out of range (0-65535)", ""},
+		{"-A INPUT -p tcp --sport 1:70000 -j DROP", ParseOptions{}, "1:27", "70000", "port out of range (0-65535)", ""},
+		{"-A INPUT -p tcp --dport 200:100 -j DROP", ParseOptions{}, "1:25", "200:100", "port range reversed (200 > 100)", "write 100:200"},
+		{"-A INPUT -p tcp --dport ssh -j DROP", ParseOptions{}, "1:25", "ssh", "not a port number", "port names are not supported"},
+		{"-A INPUT -p tcp --dport 1:2:3 -j DROP", ParseOptions{}, "1:27", "2:3", "not a port number", ""},
+		{"-A INPUT --dport 22 -j DROP", ParseOptions{}, "1:10", "", "--dport needs -p tcp or -p udp", ""},
+		{"-A INPUT --sport 22 -p icmp -j DROP", ParseOptions{}, "1:10", "", "--sport needs -p tcp or -p udp", ""},
+		{"-A INPUT ! -p tcp --dport 22 -j DROP", ParseOptions{}, "1:19", "", "--dport needs -p tcp or -p udp", ""},
+		{"-A INPUT -p all --destination-port 22 -j DROP", ParseOptions{}, "1:17", "", "--destination-port needs -p tcp or -p udp", ""},
+		{"-A INPUT -m multiport --dports 22,80 -j DROP", ParseOptions{}, "1:23", "", "--dports needs -p tcp or -p udp", ""},
+		{"-A INPUT -p tcp -m multiport --dports 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 -j DROP", ParseOptions{}, "1:39", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", "too many ports (16 > 15; a range counts as two)", ""},
+		{"-A INPUT -p tcp -m multiport --ports 1:2,3:4,5:6,7:8,9:10,11:12,13:14,15:16 -j DROP", ParseOptions{}, "1:38", "1:2,3:4,5:6,7:8,9:10,11:12,13:14,15:16", "too many ports (16 > 15", ""},
+		{"-A INPUT -p tcp -m multiport --dports 22,,80 -j DROP", ParseOptions{}, "1:42", "", "missing port number", ""},
+		{"-A INPUT -p tcp -m multiport --sports 22,http -j DROP", ParseOptions{}, "1:42", "http", "not a port number", ""},
+		{"-A INPUT -p tcp --dport 22 -m multiport --dports 80,443 -j DROP", ParseOptions{}, "1:41", "", "--dport and --dports both given", ""},
+		{"-A INPUT -p tcp -m multiport --sports 1,2 --source-port 3 -j DROP", ParseOptions{}, "1:43", "", "--sports and --source-port both given", ""},
+		{"-A INPUT -p tcp --dports 80,443 -j DROP", ParseOptions{}, "1:17", "", "--dports needs -m multiport before it", ""},
+		{"-A INPUT -p tcp -m multiport -j DROP", ParseOptions{}, "1:17", "", "-m multiport needs --sports, --dports or --ports", ""},
+		{"-A INPUT -i abcdefghijklmnop -j DROP", ParseOptions{}, "1:13", "abcdefghijklmnop", "interface name too long (16 > 15 characters)", ""},
+		{"-A INPUT -i eth/0 -j DROP", ParseOptions{}, "1:16", "eth/0", "invalid character '/' in interface name", ""},
+		{"-A INPUT -i e+th -j DROP", ParseOptions{}, "1:14", "e+th", "invalid character '+' in interface name", ""},
+		{"-A INPUT -i \"\" -j DROP", ParseOptions{}, "1:13", "", "not an interface name", ""},
+		{"-A INPUT -o eth0 -j DROP", ParseOptions{}, "1:10", "", "-o is not supported yet (XDP sees ingress traffic; OUTPUT/egress is enforced by the stateful issue)", ""},
+		{"-A INPUT ! --out-interface eth0 -j DROP", ParseOptions{}, "1:12", "", "--out-interface is not supported yet", ""},
+		{"-A OUTPUT -i eth0 -j DROP", ParseOptions{}, "1:11", "", "-i cannot be used in the OUTPUT chain", ""},
+		{"-A INPUT --mac-source 00:11:22:33:44:55 -j DROP", ParseOptions{}, "1:10", "", "--mac-source needs -m mac before it", "write -m mac --mac-source"},
+		{"-A INPUT -m mac --mac-source 00:11:22:33:44 -j DROP", ParseOptions{}, "1:30", "00:11:22:33:44", "not a MAC address", "XX:XX:XX:XX:XX:XX"},
+		{"-A INPUT -m mac --mac-destination 00:11:22:33:44:5g -j DROP", ParseOptions{}, "1:35", "00:11:22:33:44:5g", "not a MAC address", ""},
+		{"-A INPUT -m mac --mac-source 000:11:22:33:44:55 -j DROP", ParseOptions{}, "1:30", "000:11:22:33:44:55", "not a MAC address", ""},
+		{"-A INPUT -m mac -j DROP", ParseOptions{}, "1:10", "", "-m mac needs --mac-source or --mac-destination", ""},
+		{"-A INPUT -p tcp --tcp-flags SYN -j DROP", ParseOptions{}, "1:17", "", "--tcp-flags needs 2 arguments", "MASK COMP"},
+		{"-A INPUT -p tcp --tcp-flags SYN,FOO SYN -j DROP", ParseOptions{}, "1:33", "FOO", "unknown TCP flag", ""},
+		{"-A INPUT -p tcp --tcp-flags SYN ECE -j DROP", ParseOptions{}, "1:33", "ECE", "unknown TCP flag", ""},
+		{"-A INPUT --syn -j DROP", ParseOptions{}, "1:10", "", "--syn needs -p tcp", ""},
+		{"-A INPUT -p udp --tcp-flags ALL NONE -j DROP", ParseOptions{}, "1:17", "", "--tcp-flags needs -p tcp", ""},
+		{"-A INPUT -p tcp --syn --tcp-flags ALL SYN -j DROP", ParseOptions{}, "1:23", "", "--syn and --tcp-flags both given", ""},
+		{"-A INPUT --icmp-type 8 -j DROP", ParseOptions{}, "1:10", "", "--icmp-type needs -p icmp", "add -p icmp"},
+		{"-A INPUT -p tcp --icmp-type echo-request -j DROP", ParseOptions{}, "1:17", "", "--icmp-type needs -p icmp", ""},
+		{"-A INPUT -p icmp --icmp-type foo -j DROP", ParseOptions{}, "1:30", "foo", "unknown ICMP type", "iptables -p icmp -h"},
+		{"-A INPUT -p icmp --icmp-type neighbour-solicitation -j DROP", ParseOptions{}, "1:30", "neighbour-solicitation", "unknown ICMP type", ""},
+		{"-A INPUT -p icmp --icmp-type 256 -j DROP", ParseOptions{}, "1:30", "256", "--icmp-type type out of range (0-255)", ""},
+		{"-A INPUT -p icmp --icmp-type 3/256 -j DROP", ParseOptions{}, "1:32", "256", "--icmp-type code out of range (0-255)", ""},
+		{"-A INPUT -p icmp --icmp-type 3/x -j DROP", ParseOptions{}, "1:32", "x", "not an ICMP code", ""},
+		{"-A INPUT -p ipv6-icmp --icmp-type 8 -j DROP", ParseOptions{}, "1:23", "", "--icmp-type needs -p icmp", ""},
+		{"-A INPUT -p icmp --icmpv6-type 128 -j DROP", ParseOptions{}, "1:18", "", "--icmpv6-type needs -p ipv6-icmp", ""},
+		{"-A INPUT -p ipv6-icmp --icmpv6-type ping-pong -j DROP", ParseOptions{}, "1:37", "ping-pong", "unknown ICMPv6 type", "ip6tables"},
+		{"-A INPUT -p ipv6-icmp --icmpv6-type 128 --icmp-type 8 -j DROP", ParseOptions{}, "1:41", "", "--icmpv6-type and --icmp-type both given", ""},
+		{"-A INPUT ! -p icmp --icmp-type 8 -j DROP", ParseOptions{}, "1:20", "", "--icmp-type needs -p icmp", ""},
+		{"-A INPUT -m vlan --vlan-id 4096 -j DROP", ParseOptions{}, "1:28", "4096", "not a VLAN id (0-4095)", ""},
+		{"-A INPUT --vlan-id 5 -j DROP", ParseOptions{}, "1:10", "", "--vlan-id needs -m vlan before it", ""},
+		{"-A INPUT -6 -f -j DROP", ParseOptions{}, "1:13", "", "-f (IPv4 fragments) conflicts with -6", ""},
+		{"-A INPUT -f -j DROP", v6, "1:10", "", "-f (IPv4 fragments) conflicts with the default family (IPv6)", ""},
+		{"-A INPUT -m comment --comment \"a\tb\" -j DROP", ParseOptions{}, "1:31", "a\tb", "control character", ""},
+		{"-A INPUT -m comment --comment xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx -j DROP", ParseOptions{}, "1:31", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "comment too long (256 > 255 characters)", ""},
+		{"-A INPUT --comment x -j DROP", ParseOptions{}, "1:10", "", "--comment needs -m comment before it", ""},
+		{"-A INPUT -m comment -j DROP", ParseOptions{}, "1:10", "", "-m comment needs --comment", ""},
+		{"-A INPUT -m comment --comment -j DROP", ParseOptions{}, "1:21", "", "--comment needs an argument", ""},
+		{"-A INPUT -m comment --comment a --comment b -j DROP", ParseOptions{}, "1:33", "", "--comment given twice", "column 21"},
+		{"-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT", ParseOptions{}, "1:13", "conntrack", "connection tracking matches are not supported yet (planned: stateful firewall)", ""},
+		{"-A INPUT -m state --state NEW -j ACCEPT", ParseOptions{}, "1:13", "state", "connection tracking matches are not supported yet", ""},
+		{"-A INPUT --ctstate NEW -j ACCEPT", ParseOptions{}, "1:10", "--ctstate", "connection tracking matches are not supported yet", ""},
+		{"-A INPUT -m set --match-set blocklist src -j DROP", ParseOptions{}, "1:13", "set", "named sets are not supported yet (planned)", ""},
+		{"-A INPUT -m limit --limit 5/s -j ACCEPT", ParseOptions{}, "1:13", "limit", "module limit is not supported", "supported modules: tcp, udp"},
+		{"-A INPUT -p udp -m tcp --dport 53 -j ACCEPT", ParseOptions{}, "1:17", "", "-m tcp needs -p tcp", ""},
+		{"-A INPUT -p icmp -m icmp6 -j ACCEPT", ParseOptions{}, "1:18", "", "-m icmp6 needs -p ipv6-icmp", ""},
+		{"-A INPUT -m", ParseOptions{}, "1:10", "", "-m needs an argument", ""},
+		{"-A INPUT --foo -j DROP", ParseOptions{}, "1:10", "--foo", "unknown option", ""},
+		{"-A INPUT -p tcp 22 -j DROP", ParseOptions{}, "1:17", "22", "unexpected argument", "quote text"},
+		{"-A INPUT -m comment --comment allow ssh -j DROP", ParseOptions{}, "1:37", "ssh", "unexpected argument", "quote text that contains spaces"},
+		{"-A INPUT -s 10.0.0.1 -d ::1 -j DROP", ParseOptions{}, "1:25", "::1", "IPv6 address conflicts with -s 10.0.0.1 (IPv4)", "one rule per family"},
+		{"-A INPUT -6 -s 10.0.0.1 -j DROP", ParseOptions{}, "1:16", "10.0.0.1", "IPv4 address conflicts with -6", ""},
+		{"-A INPUT -s 10.0.0.1 -6 -j DROP", ParseOptions{}, "1:22", "", "-6 conflicts with -s 10.0.0.1 (IPv4)", ""},
+		{"-A INPUT -4 -6 -j DROP", ParseOptions{}, "1:13", "", "-4 and -6 both given", ""},
+		{"-A INPUT -4 -4 -j DROP", ParseOptions{}, "1:13", "", "-4 given twice", ""},
+		{"-A INPUT -s 2001:db8::1 -j DROP", v4, "1:13", "2001:db8::1", "IPv6 address conflicts with the default family (IPv4)", "ip6tables-save file"},
+		{"*filter\n:INPUT DROP [0:0]\n-A INPUT -s 10.0.0.0/8 -j ACCEPT\n-A INPUT -d fd00::1 -j ACCEPT\nCOMMIT\n", v4, "4:13", "fd00::1", "IPv6 address conflicts with the default family (IPv4)", ""},
+		{"-A INPUT -p icmp -j DROP", v6, "1:13", "icmp", "-p icmp (IPv4) conflicts with the default family (IPv6)", "ICMPv6 is -p ipv6-icmp"},
+		{"-A INPUT -p ipv6-icmp -j DROP", v4, "1:13", "ipv6-icmp", "-p ipv6-icmp (IPv6) conflicts with the default family (IPv4)", "ICMP for IPv4 is -p icmp"},
+		{"-A INPUT -6 -p icmp -j DROP", ParseOptions{}, "1:16", "icmp", "-p icmp (IPv4) conflicts with -6", ""},
+		{"-A INPUT -p icmp -d ::1 -j DROP", ParseOptions{}, "1:21", "::1", "IPv6 address conflicts with -p icmp (IPv4)", ""},
+		{"-A INPUT -4 -j DROP", v6, "1:10", "", "-4 conflicts with the default family (IPv6)", ""},
+		{"-A INPUT -p tcp", ParseOptions{}, "1:1", "", "rule has no target", "add -j ACCEPT or -j DROP"},
+		{"  -A INPUT", ParseOptions{}, "1:3", "", "rule has no target", ""},
+		{"-A INPUT -j", ParseOptions{}, "1:10", "", "-j needs an argument", ""},
+		{"-A INPUT -j RETURN", ParseOptions{}, "1:13", "RETURN", "target RETURN is not supported", "supported targets: ACCEPT, DROP, REJECT, LOG"},
+		{"-A INPUT -j QUEUE", ParseOptions{}, "1:13", "QUEUE", "target QUEUE is not supported", ""},
+		{"-A INPUT -j MASQUERADE", ParseOptions{}, "1:13", "MASQUERADE", "target MASQUERADE is not supported", ""},
+		{"-A INPUT -j accept", ParseOptions{}, "1:13", "accept", "unknown target", "targets are upper case: -j ACCEPT"},
+		{"-A INPUT -j my-chain", ParseOptions{}, "1:13", "my-chain", "user-defined chains are not supported", ""},
+		{"-A INPUT -g my-chain", ParseOptions{}, "1:10", "", "user-defined chains are not supported", ""},
+		{"-A INPUT -j ACCEPT -j DROP", ParseOptions{}, "1:20", "", "-j given twice", ""},
+		{"-A INPUT -p tcp -p udp -j DROP", ParseOptions{}, "1:17", "", "-p given twice", "column 10"},
+		{"-A INPUT -s 1.1.1.1 --source 2.2.2.2 -j DROP", ParseOptions{}, "1:21", "", "-s and --source both given", ""},
+		{"-A INPUT -j ACCEPT --reject-with tcp-reset", ParseOptions{}, "1:20", "", "--reject-with is an option of -j REJECT, not of -j ACCEPT", ""},
+		{"-A INPUT --reject-with tcp-reset -j REJECT", ParseOptions{}, "1:10", "", "--reject-with needs -j REJECT before it", ""},
+		{"-A INPUT -j REJECT --reject-with foo", ParseOptions{}, "1:34", "foo", "unknown --reject-with type", "icmp-port-unreachable"},
+		{"-A INPUT -j REJECT --reject-with icmp-port-unreach", v4, "1:34", "icmp-port-unreach", "unknown --reject-with type", ""},
+		{"-A INPUT -s 10.0.0.0/8 -j REJECT --reject-with icmp6-port-unreachable", ParseOptions{}, "1:48", "icmp6-port-unreachable", "IPv6 reject type in an IPv4 rule", "IPv4 rules use"},
+		{"-A INPUT -j REJECT --reject-with icmp-host-unreachable", v6, "1:34", "icmp-host-unreachable", "IPv4 reject type in an IPv6 rule", "IPv6 rules use"},
+		{"-A INPUT -j REJECT --reject-with icmp-port-unreachable", ParseOptions{}, "1:34", "icmp-port-unreachable", "IPv4 reject type in a rule for both IPv4 and IPv6", "add -4"},
+		{"-A INPUT -j REJECT --reject-with port-unreach", ParseOptions{}, "1:34", "port-unreach", "IPv6 reject type in a rule for both IPv4 and IPv6", "add -6"},
+		{"-A INPUT -p udp -j REJECT --reject-with tcp-reset", ParseOptions{}, "1:41", "", "--reject-with tcp-reset needs -p tcp", ""},
+		{"-A INPUT -j REJECT --reject-with tcp-reset --reject-with tcp-reset", ParseOptions{}, "1:44", "", "--reject-with given twice", ""},
+		{"-A INPUT -j LOG --log-prefix 123456789012345678901234567890", ParseOptions{}, "1:30", "123456789012345678901234567890", "log prefix too long (30 > 29 characters)", ""},
+		{"-A INPUT -j LOG --log-level 8", ParseOptions{}, "1:29", "8", "unknown log level", "emerg"},
+		{"-A INPUT -j LOG --log-level loud", ParseOptions{}, "1:29", "loud", "unknown log level", ""},
+		{"-A INPUT -j DROP --log-prefix x", ParseOptions{}, "1:18", "", "--log-prefix is an option of -j LOG, not of -j DROP", ""},
+		{"-A INPUT --log-level 4 -j LOG", ParseOptions{}, "1:10", "", "--log-level needs -j LOG before it", ""},
+		{"-A INPUT -c 1 x -j DROP", ParseOptions{}, "1:15", "x", "not a counter value", ""},
+		{"-A INPUT -c 1 -j DROP", ParseOptions{}, "1:10", "", "-c needs 2 arguments", ""},
+	}
+	for _, tt := range tests {
+		name := tt.src
+		if len(name) > 60 {
+			name = name[:60]
+		}
+		t.Run(name, func(t *testing.T) {
+			rs, err := Parse("bad.rules", []byte(tt.src), tt.opt)
+			if err == nil {
+				t.Fatalf("no error; rules:\n%s", rs)
+			}
+			if rs != nil {
+				t.Errorf("a rule set was returned with the error")
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error is %T, not ErrorList", err)
+			}
+			if len(list) != 1 {
+				t.Fatalf("%d errors, want 1:\n%v", len(list), err)
+			}
+			e := list[0]
+			if got := fmt.Sprintf("%d:%d", e.Pos.Line, e.Pos.Col); got != tt.pos || e.Pos.File != "bad.rules" {
+				t.Errorf("position %s:%s, want bad.rules:%s\n%v", e.Pos.File, got, tt.pos, e)
+			}
+			if e.Token != tt.tok {
+				t.Errorf("token %q, want %q\n%v", e.Token, tt.tok, e)
+			}
+			if !strings.Contains(e.Msg, tt.msg) {
+				t.Errorf("message %q does not contain %q", e.Msg, tt.msg)
+			}
+			if !strings.Contains(e.Hint, tt.hintPart) {
+				t.Errorf("hint %q does not contain %q", e.Hint, tt.hintPart)
+			}
+			if tt.tok != "" && !strings.Contains(e.Error(), fmt.Sprintf("%q: ", tt.tok)) {
+				t.Errorf("Error() does not quote the token: %s", e.Error())
+			}
+		})
+	}
+}
+
+func TestParseErrorExactText(t *testing.T) {
+	src := "-P INPUT DROP\n-A INPUT -p tcp --dport 22 -j ACCEPT\n-A INPUT -s 300.1.1.1 -j DROP\n"
+	_, err := Parse("rules.conf", []byte(src), ParseOptions{})
+	if want := `rules.conf:3:13: "300.1.1.1": not an IPv4 address`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	_, err = Parse("rules.conf", []byte("-A INPUT -p tcp\n"), ParseOptions{})
+	if want := "rules.conf:1:1: rule has no target\n\thint: add -j ACCEPT or -j DROP"; err == nil || err.Error() != want {
+		t.Errorf("err = %q, want %q", err, want)
+	}
+}
+
+// TestParseReportsEveryBadLine checks that parsing goes on after an error:
+// one error per bad line, in line order, and no rule set.
+func TestParseReportsEveryBadLine(t *testing.T) {
+	src := strings.Join([]string{
+		"-P INPUT DROP",
+		"-A INPUT -p tcp --dport 70000 --sport 99999 -j ACCEPT", // two problems, one error
+		"-A INPUT -j ACCEPT",
+		"-A INPUT -j RETURN",
+		"",
+		"-A INPUT -s 10.0.0.0/8 -j FOO",
+		"-A INPUT -m state --state NEW -j ACCEPT",
+		"-A INPUT --comment \"unterminated",
+	}, "\n")
+	rs, err := Parse("many.rules", []byte(src), ParseOptions{})
+	if rs != nil {
+		t.Error("rule set returned despite errors")
+	}
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("err = %v", err)
+	}
+	var got []string
+	for _, e := range list {
+		got = append(got, fmt.Sprintf("%d:%d", e.Pos.Line, e.Pos.Col))
+	}
+	if want := "2:25 4:13 6:27 7:13 8:20"; strings.Join(got, " ") != want {
+		t.Errorf("errors at %v, want %s\n%v", got, want, err)
+	}
+}
+
+func TestParseManyErrorsTruncated(t *testing.T) {
+	src := strings.Repeat("-A INPUT -j NOPE\n", 30)
+	_, err := Parse("f", []byte(src), ParseOptions{})
+	lines := strings.Split(err.Error(), "\n")
+	if last := lines[len(lines)-1]; last != "and 10 more errors" {
+		t.Errorf("last line %q", last)
+	}
+}
+
+func TestParseRuleArgsErrors(t *testing.T) {
+	tests := []struct {
+		chain string
+		args  string
+		col   int
+		tok   string
+		msg   string
+	}{
+		{"INPUT", "-p tcp --dport 70000 -j ACCEPT", 16, "70000", "port out of range (0-65535)"},
+		{"INPUT", "-s 10.0.0.0/33 -j DROP", 13, "33", "prefix length out of range"},
+		{"INPUT", "--dport 22 -j DROP", 1, "", "--dport needs -p tcp or -p udp"},
+		{"INPUT", "-p tcp", 1, "", "rule has no target"},
+		{"INPUT", "-p tcp -j", 8, "", "-j needs an argument"},
+		{"MYCHAIN", "-j DROP", 1, "MYCHAIN", "user-defined chains are not supported"},
+		{"INPUT", "-m conntrack --ctstate NEW -j ACCEPT", 4, "conntrack", "connection tracking"},
+		{"INPUT", "-s ::1 -j DROP", 4, "::1", "conflicts with the default family (IPv4)"},
+	}
+	for _, tt := range tests {
+		_, err := ParseRuleArgs(tt.chain, strings.Fields(tt.args), ParseOptions{Family: FamilyIPv4})
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s %s: err = %v", tt.chain, tt.args, err)
+			continue
+		}
+		want := Pos{File: "<command line>", Line: 1, Col: tt.col}
+		if e.Pos != want || e.Token != tt.tok || !strings.Contains(e.Msg, tt.msg) {
+			t.Errorf("%s %s: got %v (token %q), want %v %q %q", tt.chain, tt.args, e, e.Token, want, tt.tok, tt.msg)
+		}
+	}
+}

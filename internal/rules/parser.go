@@ -1,0 +1,327 @@
+package rules
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// ParseOptions control how rules are read.
+type ParseOptions struct {
+	// Family is the default family of every rule and policy: FamilyIPv4 for an
+	// iptables-save file, FamilyIPv6 for an ip6tables-save file, FamilyAny for
+	// a native xdpfw file. A rule that names the other family is an error.
+	Family Family
+}
+
+// commandLine is the file name of the errors of ParseRuleArgs.
+const commandLine = "<command line>"
+
+// Parse parses a rule file: -A and -P lines, or iptables-save /
+// ip6tables-save output (filter table only). name is used in positions.
+//
+// It reports every bad line (one error per line) as an ErrorList sorted by
+// position, and then returns a nil RuleSet: a file with any error changes
+// nothing.
+func Parse(name string, src []byte, opt ParseOptions) (*RuleSet, error) {
+	if err := opt.check(); err != nil {
+		return nil, err
+	}
+	p := &fileParser{name: name, opt: opt, rs: &RuleSet{}}
+	lines := strings.Split(string(src), "\n")
+	for i, line := range lines {
+		p.line(i+1, line)
+	}
+	p.finish()
+	if len(p.errs) > 0 {
+		p.errs.Sort()
+		return nil, p.errs
+	}
+	return p.rs, nil
+}
+
+// ParseFile reads and parses the rule file at path (see Parse).
+func ParseFile(path string, opt ParseOptions) (*RuleSet, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading rules: %w", err)
+	}
+	return Parse(path, src, opt)
+}
+
+// ParseRuleArgs parses one rule given as command-line arguments, e.g. chain
+// "INPUT" and args [-p tcp --dport 22 -j ACCEPT] from
+// `xdpfw add INPUT -p tcp --dport 22 -j ACCEPT`. Errors (an ErrorList of one)
+// are at line 1 of "<command line>", at the column within the arguments
+// joined by single spaces.
+func ParseRuleArgs(chain string, args []string, opt ParseOptions) (Rule, error) {
+	if err := opt.check(); err != nil {
+		return Rule{}, err
+	}
+	start := Pos{File: commandLine, Line: 1, Col: 1}
+	toks := make([]token, len(args))
+	col := 1
+	for i, a := range args {
+		toks[i] = token{text: a, col: col}
+		col += len(a) + 1
+	}
+	c, err := parseChain(start, token{text: chain, col: 1})
+	if err != nil {
+		return Rule{}, ErrorList{err}
+	}
+	r, err := parseRule(start, c, toks, opt)
+	if err != nil {
+		return Rule{}, ErrorList{err}
+	}
+	return r, nil
+}
+
+// check validates the options.
+func (o ParseOptions) check() error {
+	switch o.Family {
+	case FamilyAny, FamilyIPv4, FamilyIPv6:
+		return nil
+	}
+	return fmt.Errorf("rules: invalid family %d in ParseOptions", o.Family)
+}
+
+// fileParser holds the state of Parse across lines.
+type fileParser struct {
+	name string
+	opt  ParseOptions
+	rs   *RuleSet
+	errs ErrorList
+
+	table    string // open table ("*filter" seen, no COMMIT yet)
+	tablePos Pos    // where it was opened
+	skipping bool   // inside an unsupported table: skip to its COMMIT
+}
+
+// at returns the position of token t on line n.
+func (p *fileParser) at(n int, t token) Pos { return Pos{File: p.name, Line: n, Col: t.col} }
+
+// fail records an error at token t of line n.
+func (p *fileParser) fail(n int, t token, quoted, msg, hint string) {
+	p.errs = append(p.errs, &Error{Pos: p.at(n, t), Token: quoted, Msg: msg, Hint: hint})
+}
+
+// line parses line n.
+func (p *fileParser) line(n int, text string) {
+	toks, err := lexLine(text, Pos{File: p.name, Line: n})
+	if err != nil {
+		p.errs = append(p.errs, err)
+		return
+	}
+	if len(toks) == 0 {
+		return
+	}
+	first := toks[0]
+	if p.skipping {
+		if first.text == "COMMIT" {
+			p.skipping, p.table = false, ""
+		}
+		return
+	}
+	switch {
+	case strings.HasPrefix(first.text, "*"):
+		p.tableLine(n, toks)
+	case first.text == "COMMIT":
+		switch {
+		case p.table == "":
+			p.fail(n, first, "", "COMMIT without a table", "a table starts with a line *filter")
+		case len(toks) > 1:
+			p.fail(n, toks[1], toks[1].text, "unexpected text after COMMIT", "")
+		}
+		p.table = ""
+	case strings.HasPrefix(first.text, ":"):
+		p.chainLine(n, toks)
+	case strings.HasPrefix(first.text, "["):
+		if !isCounters(first.text) {
+			p.fail(n, first, first.text, "not a counter [PACKETS:BYTES]", "")
+		} else if len(toks) < 2 || toks[1].text != "-A" && toks[1].text != "--append" {
+			p.fail(n, first, "", "counters [PACKETS:BYTES] must be followed by -A", "")
+		} else {
+			p.ruleLine(n, toks[1:])
+		}
+	case first.text == "-A" || first.text == "--append":
+		p.ruleLine(n, toks)
+	case first.text == "-P" || first.text == "--policy":
+		p.policyLine(n, toks)
+	default:
+		p.badCommand(n, first)
+	}
+}
+
+// tableLine handles "*TABLE".
+func (p *fileParser) tableLine(n int, toks []token) {
+	t := toks[0]
+	name := strings.TrimPrefix(t.text, "*")
+	switch {
+	case p.table != "":
+		p.fail(n, t, "", fmt.Sprintf("table %s starts before the COMMIT of table %s (line %d)",
+			name, p.table, p.tablePos.Line), "end each table with a COMMIT line")
+	case name != "filter":
+		p.fail(n, t, "", fmt.Sprintf("table %s is not supported; xdpfw implements the filter table only", name),
+			"remove the *"+name+" section (from this line to its COMMIT)")
+		p.skipping, p.table = true, name
+	case len(toks) > 1:
+		p.fail(n, toks[1], toks[1].text, "unexpected text after the table name", "")
+		fallthrough // go on as if the line were right
+	default:
+		p.table, p.tablePos = name, p.at(n, t)
+	}
+}
+
+// finish reports an unterminated table.
+func (p *fileParser) finish() {
+	if p.table != "" && !p.skipping {
+		p.errs = append(p.errs, &Error{Pos: p.tablePos, Msg: "table filter has no COMMIT",
+			Hint: "iptables-save output ends each table with COMMIT; the file may be truncated"})
+	}
+}
+
+// isCounters reports whether s is "[PACKETS:BYTES]".
+func isCounters(s string) bool {
+	inner, ok := strings.CutPrefix(s, "[")
+	if inner, ok = strings.CutSuffix(inner, "]"); !ok {
+		return false
+	}
+	pk, by, ok := strings.Cut(inner, ":")
+	return ok && isDigits(pk) && isDigits(by)
+}
+
+// parseChain maps a chain name to a built-in chain.
+func parseChain(pos Pos, t token) (Chain, *Error) {
+	if c, ok := ParseChain(t.text); ok {
+		return c, nil
+	}
+	pos.Col = t.col
+	err := &Error{Pos: pos, Token: t.text, Msg: "user-defined chains are not supported",
+		Hint: "xdpfw has the built-in chains INPUT, FORWARD and OUTPUT"}
+	if c, ok := ParseChain(toUpperASCII(t.text)); ok {
+		err.Msg, err.Hint = "unknown chain", "chain names are upper case: "+c.String()
+	}
+	return 0, err
+}
+
+// chainLine handles ":CHAIN POLICY [PACKETS:BYTES]" of iptables-save.
+func (p *fileParser) chainLine(n int, toks []token) {
+	t := toks[0]
+	name := token{text: strings.TrimPrefix(t.text, ":"), col: t.col + 1}
+	c, err := parseChain(Pos{File: p.name, Line: n}, name)
+	if err != nil {
+		p.errs = append(p.errs, err)
+		return
+	}
+	if len(toks) < 2 {
+		p.fail(n, t, "", "chain "+name.text+" needs a policy", "write :"+name.text+" ACCEPT [0:0]")
+		return
+	}
+	v, ok := parsePolicyVerdict(toks[1].text)
+	if !ok {
+		p.fail(n, toks[1], toks[1].text, "a policy must be ACCEPT or DROP", "")
+		return
+	}
+	if len(toks) > 2 && !isCounters(toks[2].text) {
+		p.fail(n, toks[2], toks[2].text, "not a counter [PACKETS:BYTES]", "")
+		return
+	}
+	if len(toks) > 3 {
+		p.fail(n, toks[3], toks[3].text, "unexpected text after the chain's counters", "")
+		return
+	}
+	p.rs.Policies = append(p.rs.Policies, Policy{Chain: c, Family: p.opt.Family, Verdict: v, Pos: p.at(n, t)})
+}
+
+// parsePolicyVerdict parses the verdict of a policy.
+func parsePolicyVerdict(s string) (Verdict, bool) {
+	switch s {
+	case "ACCEPT":
+		return VerdictAccept, true
+	case "DROP":
+		return VerdictDrop, true
+	}
+	return 0, false
+}
+
+// policyLine handles "-P CHAIN ACCEPT|DROP [-4|-6]".
+func (p *fileParser) policyLine(n int, toks []token) {
+	if len(toks) < 3 {
+		p.fail(n, toks[0], "", toks[0].text+" needs a chain and a policy", "write -P INPUT DROP")
+		return
+	}
+	c, err := parseChain(Pos{File: p.name, Line: n}, toks[1])
+	if err != nil {
+		p.errs = append(p.errs, err)
+		return
+	}
+	v, ok := parsePolicyVerdict(toks[2].text)
+	if !ok {
+		p.fail(n, toks[2], toks[2].text, "a policy must be ACCEPT or DROP", "")
+		return
+	}
+	pol := Policy{Chain: c, Family: p.opt.Family, Verdict: v, Pos: p.at(n, toks[0])}
+	for i, t := range toks[3:] {
+		f := FamilyAny
+		switch t.text {
+		case "-4", "--ipv4":
+			f = FamilyIPv4
+		case "-6", "--ipv6":
+			f = FamilyIPv6
+		default:
+			p.fail(n, t, t.text, "unexpected text after the policy", "a policy line is -P CHAIN ACCEPT|DROP [-4|-6]")
+			return
+		}
+		switch {
+		case i > 0:
+			p.fail(n, t, "", "family given twice", "")
+			return
+		case p.opt.Family != FamilyAny && p.opt.Family != f:
+			p.fail(n, t, "", fmt.Sprintf("%s conflicts with the default family (%s)", t.text, famName(p.opt.Family)),
+				defaultFamilyHint(p.opt.Family))
+			return
+		}
+		pol.Family = f
+	}
+	p.rs.Policies = append(p.rs.Policies, pol)
+}
+
+// ruleLine handles "-A CHAIN OPTIONS...".
+func (p *fileParser) ruleLine(n int, toks []token) {
+	if len(toks) < 2 {
+		p.fail(n, toks[0], "", toks[0].text+" needs a chain", "write -A INPUT ... -j ACCEPT")
+		return
+	}
+	start := p.at(n, toks[0])
+	c, err := parseChain(start, toks[1])
+	if err == nil {
+		var r Rule
+		if r, err = parseRule(start, c, toks[2:], p.opt); err == nil {
+			p.rs.Rules = append(p.rs.Rules, r)
+			return
+		}
+	}
+	p.errs = append(p.errs, err)
+}
+
+// badCommand explains a line that does not start with -A, -P or an
+// iptables-save keyword.
+func (p *fileParser) badCommand(n int, t token) {
+	const only = "a rule file holds only -A and -P lines"
+	switch t.text {
+	case "-I", "--insert", "-D", "--delete", "-R", "--replace":
+		p.fail(n, t, "", t.text+" is not allowed here: "+only,
+			"to change rules at runtime use xdpfw add / xdpfw delete")
+	case "-N", "--new-chain", "-X", "--delete-chain", "-E", "--rename-chain":
+		p.fail(n, t, "", t.text+": user-defined chains are not supported ("+only+")", "")
+	case "-F", "--flush", "-Z", "--zero":
+		p.fail(n, t, "", t.text+" is not allowed here: "+only,
+			"loading a rule file replaces every rule; there is nothing to flush")
+	case "iptables", "ip6tables", "xdpfw", "iptables-legacy", "iptables-nft", "ip6tables-legacy", "ip6tables-nft":
+		p.fail(n, t, t.text, "a rule file holds -A and -P lines, not commands",
+			"leave out the command name: -A INPUT ... -j ACCEPT")
+	default:
+		p.fail(n, t, t.text, "expected -A, -P or an iptables-save line",
+			"a rule file holds -A CHAIN ... -j TARGET and -P CHAIN POLICY lines, and # comments")
+	}
+}

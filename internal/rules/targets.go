@@ -1,0 +1,121 @@
+package rules
+
+import "fmt"
+
+// optJump handles -j TARGET.
+func (p *ruleParser) optJump(o optUse) *Error {
+	a := o.args[0]
+	switch a.text {
+	case "ACCEPT":
+		p.r.Target.Verdict = VerdictAccept
+	case "DROP":
+		p.r.Target.Verdict = VerdictDrop
+	case "REJECT":
+		p.r.Target.Verdict = VerdictReject
+	case "LOG":
+		p.r.Target.Verdict = VerdictLog
+	default:
+		return p.badTarget(a)
+	}
+	p.target = true
+	return nil
+}
+
+// supportedTargets is the hint given for an unsupported target.
+const supportedTargets = "supported targets: ACCEPT, DROP, REJECT, LOG"
+
+// badTarget explains an unsupported -j target.
+func (p *ruleParser) badTarget(a token) *Error {
+	switch up := toUpperASCII(a.text); {
+	case isIptablesTarget(a.text):
+		return p.errAt(a, a.text, fmt.Sprintf("target %s is not supported", a.text), supportedTargets)
+	case up == "ACCEPT" || up == "DROP" || up == "REJECT" || up == "LOG":
+		return p.errAt(a, a.text, "unknown target", "targets are upper case: -j "+up)
+	}
+	return p.errAt(a, a.text, "user-defined chains are not supported",
+		"jump to ACCEPT, DROP, REJECT or LOG, and put the chain's rules in INPUT or FORWARD")
+}
+
+// toUpperASCII upper-cases ASCII letters.
+func toUpperASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// optGoto rejects -g.
+func (p *ruleParser) optGoto(o optUse) *Error {
+	return p.errAt(o.opt, "", o.opt.text+" jumps to a chain: user-defined chains are not supported",
+		"use -j ACCEPT, DROP, REJECT or LOG")
+}
+
+// optRejectWith handles -j REJECT --reject-with TYPE.
+func (p *ruleParser) optRejectWith(o optUse) *Error {
+	if err := p.needTarget(o, VerdictReject); err != nil {
+		return err
+	}
+	a := o.args[0]
+	canon, fam, ve := parseRejectWith(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Target.RejectWith = canon
+	if canon == "tcp-reset" {
+		p.needProto(a, is(protoTCP), "--reject-with tcp-reset needs -p tcp", "")
+		return nil
+	}
+	p.checks = append(p.checks, func() *Error {
+		switch rf := p.r.Match.Family; {
+		case rf == FamilyAny:
+			return p.errAt(a, a.text, fmt.Sprintf("%s reject type in a rule for both IPv4 and IPv6", famName(fam)),
+				fmt.Sprintf("add %s, or leave out --reject-with so that each family gets its default",
+					familyFlag(fam)))
+		case rf != fam:
+			return p.errAt(a, a.text, fmt.Sprintf("%s reject type in an %s rule", famName(fam), famName(rf)),
+				rejectHint(rf))
+		}
+		return nil
+	})
+	return nil
+}
+
+// rejectHint lists the --reject-with types of a family.
+func rejectHint(f Family) string {
+	if f == FamilyIPv6 {
+		return "IPv6 rules use icmp6-no-route, icmp6-adm-prohibited, icmp6-addr-unreachable, " +
+			"icmp6-port-unreachable or tcp-reset"
+	}
+	return "IPv4 rules use icmp-net-unreachable, icmp-host-unreachable, icmp-port-unreachable, " +
+		"icmp-proto-unreachable, icmp-net-prohibited, icmp-host-prohibited, icmp-admin-prohibited or tcp-reset"
+}
+
+// optLogPrefix handles -j LOG --log-prefix TEXT.
+func (p *ruleParser) optLogPrefix(o optUse) *Error {
+	if err := p.needTarget(o, VerdictLog); err != nil {
+		return err
+	}
+	a := o.args[0]
+	if ve := checkText(a.text, "log prefix", maxLogPrefix); ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Target.LogPrefix = a.text
+	return nil
+}
+
+// optLogLevel handles -j LOG --log-level LEVEL.
+func (p *ruleParser) optLogLevel(o optUse) *Error {
+	if err := p.needTarget(o, VerdictLog); err != nil {
+		return err
+	}
+	a := o.args[0]
+	level, ve := parseLogLevel(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Target.LogLevel = level
+	return nil
+}

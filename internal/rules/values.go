@@ -1,0 +1,438 @@
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// valueErr is a problem in the argument of an option. off is the byte offset
+// of the offending part (tok) within the argument, so the error can point at it.
+type valueErr struct {
+	off  int
+	tok  string
+	msg  string
+	hint string
+}
+
+// parseUint parses a decimal number made of digits only, at most max.
+func parseUint(s string, max int) (int, bool) {
+	if s == "" || len(s) > 10 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n <= max
+}
+
+// isDigits reports whether s is a non-empty string of decimal digits.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// parsePort parses one port number; off is the offset of s in the argument.
+func parsePort(s string, off int) (uint16, *valueErr) {
+	if s == "" {
+		return 0, &valueErr{off: off, msg: "missing port number"}
+	}
+	n, ok := parseUint(s, 65535)
+	if ok {
+		return uint16(n), nil
+	}
+	if isDigits(s) {
+		return 0, &valueErr{off: off, tok: s, msg: "port out of range (0-65535)"}
+	}
+	return 0, &valueErr{off: off, tok: s, msg: "not a port number",
+		hint: "port names are not supported; use numbers (e.g. 22 for ssh, 443 for https)"}
+}
+
+// parsePortRange parses "p", "a:b", ":b" (0:b), "a:" (a:65535) or ":".
+func parsePortRange(s string, off int) (PortRange, *valueErr) {
+	lo, hi, isRange := strings.Cut(s, ":")
+	if !isRange {
+		p, err := parsePort(s, off)
+		return PortRange{p, p}, err
+	}
+	r := PortRange{0, 65535}
+	var err *valueErr
+	if lo != "" {
+		if r.Lo, err = parsePort(lo, off); err != nil {
+			return r, err
+		}
+	}
+	if hi != "" {
+		if r.Hi, err = parsePort(hi, off+len(lo)+1); err != nil {
+			return r, err
+		}
+	}
+	if r.Lo > r.Hi {
+		return r, &valueErr{off: off, tok: s,
+			msg:  fmt.Sprintf("port range reversed (%d > %d)", r.Lo, r.Hi),
+			hint: fmt.Sprintf("write %d:%d", r.Hi, r.Lo)}
+	}
+	return r, nil
+}
+
+// maxMultiport is the number of ports -m multiport takes (a range counts as two).
+const maxMultiport = 15
+
+// parsePortList parses a multiport list "a,b,c:d".
+func parsePortList(s string) ([]PortRange, *valueErr) {
+	var out []PortRange
+	count, off := 0, 0
+	for item := range strings.SplitSeq(s, ",") {
+		r, err := parsePortRange(item, off)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+		if r.Lo == r.Hi && !strings.Contains(item, ":") {
+			count++
+		} else {
+			count += 2
+		}
+		off += len(item) + 1
+	}
+	if count > maxMultiport {
+		return nil, &valueErr{tok: s,
+			msg:  fmt.Sprintf("too many ports (%d > %d; a range counts as two)", count, maxMultiport),
+			hint: "split the ports over several rules"}
+	}
+	return out, nil
+}
+
+// parsePrefix parses an address or CIDR: "10.1.2.3", "10.0.0.0/8",
+// "10.0.0.0/255.0.0.0", "2001:db8::/32". Host bits are cleared.
+func parsePrefix(s string) (netip.Prefix, *valueErr) {
+	if i := strings.IndexByte(s, ','); i >= 0 {
+		return netip.Prefix{}, &valueErr{off: i, tok: s, msg: "only one address per option",
+			hint: "write one rule per address (iptables expands lists into several rules)"}
+	}
+	addrText, maskText, hasMask := strings.Cut(s, "/")
+	fam := "IPv4"
+	if strings.Contains(addrText, ":") {
+		fam = "IPv6"
+	}
+	addr, err := netip.ParseAddr(addrText)
+	if err != nil || addr.Zone() != "" || (fam == "IPv6") != addr.Is6() {
+		ve := &valueErr{tok: addrText, msg: "not an " + fam + " address"}
+		if fam == "IPv4" && strings.ContainsFunc(addrText, isLetter) {
+			ve.hint = "host names are not resolved; write an IP address"
+		}
+		if addr.Zone() != "" {
+			ve.hint = "zones (%eth0) are not supported"
+		}
+		return netip.Prefix{}, ve
+	}
+	bits := addr.BitLen()
+	if hasMask {
+		off := len(addrText) + 1
+		switch n, ok := parseUint(maskText, addr.BitLen()); {
+		case ok:
+			bits = n
+		case addr.Is4() && strings.Contains(maskText, "."):
+			mask, err := netip.ParseAddr(maskText)
+			if err != nil || !mask.Is4() {
+				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "not a netmask"}
+			}
+			if bits = maskBits(mask.As4()); bits < 0 {
+				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "netmask is not contiguous",
+					hint: "only masks of the form 255.255.0.0 (a prefix length) are supported"}
+			}
+		case isDigits(maskText):
+			return netip.Prefix{}, &valueErr{off: off, tok: maskText,
+				msg: fmt.Sprintf("prefix length out of range (0-%d)", addr.BitLen())}
+		default:
+			return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "not a prefix length",
+				hint: fmt.Sprintf("write ADDRESS/LENGTH with LENGTH 0-%d", addr.BitLen())}
+		}
+	}
+	return netip.PrefixFrom(addr, bits).Masked(), nil
+}
+
+// isLetter reports whether r is an ASCII letter.
+func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
+
+// maskBits returns the prefix length of a contiguous IPv4 netmask, or -1.
+func maskBits(m [4]byte) int {
+	v := uint32(m[0])<<24 | uint32(m[1])<<16 | uint32(m[2])<<8 | uint32(m[3])
+	bits := 0
+	for v&0x80000000 != 0 {
+		v <<= 1
+		bits++
+	}
+	if v != 0 {
+		return -1
+	}
+	return bits
+}
+
+// parseMAC parses XX:XX:XX:XX:XX:XX (one or two hex digits per byte).
+func parseMAC(s string) ([6]byte, *valueErr) {
+	var mac [6]byte
+	bad := &valueErr{tok: s, msg: "not a MAC address", hint: "write it as XX:XX:XX:XX:XX:XX"}
+	parts := strings.Split(s, ":")
+	if len(parts) != len(mac) {
+		return mac, bad
+	}
+	for i, p := range parts {
+		if len(p) < 1 || len(p) > 2 {
+			return mac, bad
+		}
+		for j := 0; j < len(p); j++ {
+			d, ok := hexDigit(p[j])
+			if !ok {
+				return mac, bad
+			}
+			mac[i] = mac[i]<<4 | d
+		}
+	}
+	return mac, nil
+}
+
+// hexDigit returns the value of a hexadecimal digit.
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// maxIfaceLen is the longest interface name (IFNAMSIZ - 1).
+const maxIfaceLen = 15
+
+// parseIface parses an interface name; a trailing '+' makes it a prefix match.
+func parseIface(s string) (IfaceMatch, *valueErr) {
+	if len(s) > maxIfaceLen {
+		return IfaceMatch{}, &valueErr{tok: s,
+			msg: fmt.Sprintf("interface name too long (%d > %d characters)", len(s), maxIfaceLen)}
+	}
+	m := IfaceMatch{Name: s}
+	if strings.HasSuffix(s, "+") {
+		m.Name, m.Prefix = s[:len(s)-1], true
+	}
+	if m.Name == "" && !m.Prefix || m.Name == "." || m.Name == ".." {
+		return m, &valueErr{tok: s, msg: "not an interface name"}
+	}
+	for i := 0; i < len(m.Name); i++ {
+		if c := m.Name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`/:"'\#+!`, c) >= 0 {
+			return m, &valueErr{off: i, tok: s, msg: fmt.Sprintf("invalid character %q in interface name", c),
+				hint: "a trailing + matches every interface with that prefix (eth+)"}
+		}
+	}
+	return m, nil
+}
+
+// tcpFlagNames lists the nameable TCP flags in the order iptables prints them.
+var tcpFlagNames = [...]struct {
+	name string
+	bit  uint8
+}{
+	{"FIN", TCPFlagFIN}, {"SYN", TCPFlagSYN}, {"RST", TCPFlagRST},
+	{"PSH", TCPFlagPSH}, {"ACK", TCPFlagACK}, {"URG", TCPFlagURG},
+}
+
+// synMask and synComp are what --syn means: --tcp-flags FIN,SYN,RST,ACK SYN.
+const (
+	synMask = TCPFlagFIN | TCPFlagSYN | TCPFlagRST | TCPFlagACK
+	synComp = TCPFlagSYN
+)
+
+// parseTCPFlags parses a comma list of SYN,ACK,FIN,RST,URG,PSH,ALL,NONE.
+func parseTCPFlags(s string) (uint8, *valueErr) {
+	var flags uint8
+	off := 0
+	for name := range strings.SplitSeq(s, ",") {
+		switch up := strings.ToUpper(name); up {
+		case "ALL":
+			flags |= TCPFlagALL
+		case "NONE":
+		default:
+			found := false
+			for _, f := range tcpFlagNames {
+				if f.name == up {
+					flags |= f.bit
+					found = true
+				}
+			}
+			if !found {
+				return 0, &valueErr{off: off, tok: name, msg: "unknown TCP flag",
+					hint: "flags are SYN, ACK, FIN, RST, URG, PSH, ALL and NONE, separated by commas"}
+			}
+		}
+		off += len(name) + 1
+	}
+	return flags, nil
+}
+
+// formatTCPFlags prints a flag set the way parseTCPFlags reads it.
+func formatTCPFlags(flags uint8) string {
+	switch flags & TCPFlagALL {
+	case 0:
+		return "NONE"
+	case TCPFlagALL:
+		return "ALL"
+	}
+	var names []string
+	for _, f := range tcpFlagNames {
+		if flags&f.bit != 0 {
+			names = append(names, f.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// Protocol numbers that the parser treats specially.
+const (
+	protoICMP    = 1
+	protoTCP     = 6
+	protoUDP     = 17
+	protoICMPv6  = 58
+	protoSCTP    = 132
+	protoUDPLite = 136
+)
+
+// protoNames are the protocol names -p accepts, canonical spelling first.
+var protoNames = [...]struct {
+	name  string
+	proto uint8
+}{
+	{"tcp", protoTCP}, {"udp", protoUDP}, {"icmp", protoICMP}, {"ipv6-icmp", protoICMPv6},
+	{"icmpv6", protoICMPv6}, {"sctp", protoSCTP}, {"udplite", protoUDPLite},
+	{"gre", 47}, {"esp", 50}, {"ah", 51}, {"all", 0},
+}
+
+// parseProto parses a -p argument: a name (any case) or a number 0-255.
+func parseProto(s string) (uint8, *valueErr) {
+	low := strings.ToLower(s)
+	for _, p := range protoNames {
+		if p.name == low {
+			return p.proto, nil
+		}
+	}
+	if n, ok := parseUint(s, 255); ok {
+		return uint8(n), nil
+	}
+	return 0, &valueErr{tok: s, msg: "unknown protocol",
+		hint: "use tcp, udp, icmp, ipv6-icmp, sctp, udplite, gre, esp, ah, all or a number 0-255"}
+}
+
+// protoName returns the canonical -p spelling of a protocol number.
+func protoName(p uint8) string {
+	for _, n := range protoNames {
+		if n.proto == p {
+			return n.name
+		}
+	}
+	return fmt.Sprint(p)
+}
+
+// isPortProto reports whether a protocol has ports (--sport/--dport).
+func isPortProto(p uint8) bool {
+	return p == protoTCP || p == protoUDP || p == protoSCTP || p == protoUDPLite
+}
+
+// maxVLANID is the largest 802.1Q VLAN identifier.
+const maxVLANID = 4095
+
+// parseVLAN parses a --vlan-id argument.
+func parseVLAN(s string) (uint16, *valueErr) {
+	n, ok := parseUint(s, maxVLANID)
+	if !ok {
+		return 0, &valueErr{tok: s, msg: fmt.Sprintf("not a VLAN id (0-%d)", maxVLANID)}
+	}
+	return uint16(n), nil
+}
+
+// logLevels are the syslog level names --log-level accepts, by number.
+var logLevels = [...]string{"emerg", "alert", "crit", "error", "warning", "notice", "info", "debug"}
+
+// parseLogLevel parses a --log-level argument (a number 0-7 or a name) and
+// returns the level's name.
+func parseLogLevel(s string) (string, *valueErr) {
+	if n, ok := parseUint(s, len(logLevels)-1); ok {
+		return logLevels[n], nil
+	}
+	low := strings.ToLower(s)
+	for _, l := range logLevels {
+		if l == low {
+			return l, nil
+		}
+	}
+	return "", &valueErr{tok: s, msg: "unknown log level",
+		hint: "use 0-7 or emerg, alert, crit, error, warning, notice, info, debug"}
+}
+
+// maxLogPrefix and maxComment are the lengths iptables accepts.
+const (
+	maxLogPrefix = 29
+	maxComment   = 255
+)
+
+// checkText validates free text (--comment, --log-prefix): at most max bytes,
+// no control characters.
+func checkText(s, what string, max int) *valueErr {
+	if len(s) > max {
+		return &valueErr{tok: s, msg: fmt.Sprintf("%s too long (%d > %d characters)", what, len(s), max)}
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return &valueErr{tok: s, msg: fmt.Sprintf("control character %q in %s", s[i], what)}
+		}
+	}
+	return nil
+}
+
+// rejectTypes are the --reject-with values: iptables spelling, the canonical
+// (stored) spelling, and the family it is valid for (FamilyAny: both).
+var rejectTypes = [...]struct {
+	name, canon string
+	family      Family
+}{
+	{"icmp-net-unreachable", "icmp-net-unreachable", FamilyIPv4},
+	{"icmp-host-unreachable", "icmp-host-unreachable", FamilyIPv4},
+	{"icmp-port-unreachable", "icmp-port-unreachable", FamilyIPv4},
+	{"icmp-proto-unreachable", "icmp-proto-unreachable", FamilyIPv4},
+	{"icmp-net-prohibited", "icmp-net-prohibited", FamilyIPv4},
+	{"icmp-host-prohibited", "icmp-host-prohibited", FamilyIPv4},
+	{"icmp-admin-prohibited", "icmp-admin-prohibited", FamilyIPv4},
+	{"tcp-reset", "tcp-reset", FamilyAny},
+	{"icmp6-no-route", "icmp6-no-route", FamilyIPv6},
+	{"no-route", "icmp6-no-route", FamilyIPv6},
+	{"icmp6-adm-prohibited", "icmp6-adm-prohibited", FamilyIPv6},
+	{"adm-prohibited", "icmp6-adm-prohibited", FamilyIPv6},
+	{"icmp6-addr-unreachable", "icmp6-addr-unreachable", FamilyIPv6},
+	{"addr-unreach", "icmp6-addr-unreachable", FamilyIPv6},
+	{"icmp6-port-unreachable", "icmp6-port-unreachable", FamilyIPv6},
+	{"port-unreach", "icmp6-port-unreachable", FamilyIPv6},
+}
+
+// parseRejectWith returns the canonical spelling of a --reject-with value and
+// the family it belongs to.
+func parseRejectWith(s string) (string, Family, *valueErr) {
+	for _, t := range rejectTypes {
+		if t.name == s {
+			return t.canon, t.family, nil
+		}
+	}
+	return "", 0, &valueErr{tok: s, msg: "unknown --reject-with type",
+		hint: "IPv4: icmp-net-unreachable, icmp-host-unreachable, icmp-port-unreachable, " +
+			"icmp-proto-unreachable, icmp-net-prohibited, icmp-host-prohibited, icmp-admin-prohibited; " +
+			"IPv6: icmp6-no-route, icmp6-adm-prohibited, icmp6-addr-unreachable, icmp6-port-unreachable; " +
+			"both: tcp-reset"}
+}
