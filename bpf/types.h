@@ -130,9 +130,10 @@ struct fw_counter {
 	__u64 bytes;
 };
 
-/* Data-plane settings, one array slot, written by the control plane. */
+/* Data-plane settings, one array slot, written by the control plane. The
+ * zero value is the safe one: an unwritten slot drops malformed packets. */
 struct fw_config {
-	__u32 malformed_action; /* enum fw_action for malformed packets */
+	__u32 malformed_pass; /* 1: pass malformed packets; 0: drop them */
 	__u32 _pad;
 };
 

@@ -23,7 +23,7 @@ static __always_inline __u8 fw_malformed_action(void)
 	__u32 zero = 0;
 	struct fw_config *cfg = bpf_map_lookup_elem(&fw_config_map, &zero);
 
-	return cfg ? (__u8)cfg->malformed_action : FW_ACT_DROP;
+	return cfg && cfg->malformed_pass ? FW_ACT_ACCEPT : FW_ACT_DROP;
 }
 
 SEC("xdp")

@@ -183,6 +183,12 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32) ([]Entry, [
 		}
 	}
 
+	// A port test needs the L4 header even when its ranges cover every
+	// port (iptables: no header, no match), so say so explicitly.
+	if m.SPort != nil || m.DPort != nil || m.Ports != nil {
+		base.Match |= ML4Hdr
+	}
+
 	// Disjunctive parts, expanded into alternatives (DNF).
 	alts := []alt{{sport: fullRange, dport: fullRange}}
 	if m.SPort != nil {

@@ -15,7 +15,10 @@ type Config struct {
 
 // SetConfig writes the settings map.
 func (d *Datapath) SetConfig(c Config) error {
-	v := xdpfwFwConfig{MalformedAction: uint32(c.MalformedAction)}
+	v := xdpfwFwConfig{}
+	if c.MalformedAction == compile.ActAccept {
+		v.MalformedPass = 1
+	}
 	if err := d.config.Put(uint32(0), &v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
 	}

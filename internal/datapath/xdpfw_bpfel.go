@@ -14,9 +14,9 @@ import (
 )
 
 type xdpfwFwConfig struct {
-	_               structs.HostLayout
-	MalformedAction uint32
-	Pad             uint32
+	_             structs.HostLayout
+	MalformedPass uint32
+	Pad           uint32
 }
 
 type xdpfwFwCounter struct {

@@ -12,6 +12,7 @@ var (
 	v4b = netip.MustParseAddr("10.0.0.2")
 )
 
+// TestVLANTPIDs checks the TPIDs of single, QinQ and TPID8100 tag stacks.
 func TestVLANTPIDs(t *testing.T) {
 	cases := []struct {
 		vlans    []uint16
@@ -41,6 +42,7 @@ func TestVLANTPIDs(t *testing.T) {
 	}
 }
 
+// TestPadTo60 checks that PadTo60 pads short frames only and leaves IP lengths alone.
 func TestPadTo60(t *testing.T) {
 	p := Packet{Src: v4a, Dst: v4b, Proto: ProtoUDP, SPort: 1, DPort: 2}
 	if n := len(p.Bytes()); n != 42 {
@@ -60,6 +62,7 @@ func TestPadTo60(t *testing.T) {
 	}
 }
 
+// TestL4Present checks when an L4 header is emitted.
 func TestL4Present(t *testing.T) {
 	cases := []struct {
 		p    Packet
@@ -80,6 +83,7 @@ func TestL4Present(t *testing.T) {
 	}
 }
 
+// TestEncodeErrors checks that unencodable packets make Encode fail and Bytes panic.
 func TestEncodeErrors(t *testing.T) {
 	cases := []struct {
 		name string
@@ -164,6 +168,7 @@ func TestOptionFill(t *testing.T) {
 	}
 }
 
+// TestString checks the one-line summaries.
 func TestString(t *testing.T) {
 	cases := []struct {
 		p    Packet

@@ -11,6 +11,7 @@ import (
 	"testing"
 )
 
+// TestPcapWriteRead writes frames with WritePcap and reads them back with ReadFrames.
 func TestPcapWriteRead(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	frames := [][]byte{{}}
@@ -75,6 +76,7 @@ func classicPcap(bo byteOrder, magic, linkType uint32, frames ...[]byte) []byte 
 	return b
 }
 
+// TestReadClassicVariants reads hand-made classic pcap files in both byte orders with micro- and nanosecond magic.
 func TestReadClassicVariants(t *testing.T) {
 	frames := [][]byte{vectors()[0].pkt.Bytes(), vectors()[1].pkt.Bytes(), {1, 2, 3}}
 	for _, c := range []struct {
@@ -99,6 +101,7 @@ func TestReadClassicVariants(t *testing.T) {
 	}
 }
 
+// TestReadErrors checks ReadFrames errors: unknown magic, non-Ethernet link types (named), truncation.
 func TestReadErrors(t *testing.T) {
 	good := classicPcap(binary.LittleEndian, 0xa1b2c3d4, 1, []byte("0123456789"))
 	cases := []struct {
@@ -213,6 +216,7 @@ func ngFile(bo byteOrder, linkType uint16) []byte {
 	return w.buf
 }
 
+// TestReadPcapng reads hand-made pcapng files (both byte orders, skipped blocks, EPB, SPB, several interfaces and sections).
 func TestReadPcapng(t *testing.T) {
 	f1 := vectors()[0].pkt.Bytes() // 58 bytes: EPB data needs padding
 	f2 := vectors()[1].pkt.Bytes()

@@ -7,6 +7,7 @@ import (
 	"testing"
 )
 
+// TestRoundTripRandom builds random packets, decodes them back and checks model, lengths and checksums.
 func TestRoundTripRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 5000 {

@@ -115,6 +115,7 @@ func mustHex(t *testing.T, s string) []byte {
 	return b
 }
 
+// TestBytesVectors compares built frames with independently computed bytes.
 func TestBytesVectors(t *testing.T) {
 	for _, v := range vectors() {
 		t.Run(v.name, func(t *testing.T) {
@@ -127,6 +128,7 @@ func TestBytesVectors(t *testing.T) {
 	}
 }
 
+// TestDecodeVectors decodes the hand-checked frames.
 func TestDecodeVectors(t *testing.T) {
 	for _, v := range vectors() {
 		t.Run(v.name, func(t *testing.T) {
@@ -188,6 +190,7 @@ func TestDecodeForeign(t *testing.T) {
 	}
 }
 
+// TestDecodeErrors checks that malformed frames are rejected with a precise error.
 func TestDecodeErrors(t *testing.T) {
 	good := vectors()[0].frame // VLAN TCP SYN
 	cases := []struct {

@@ -17,6 +17,7 @@ import (
 // data plane (bpf/types.h: enum fw_chain); keep them in sync.
 type Chain uint8
 
+// The built-in chains; NumChains is their count.
 const (
 	ChainInput   Chain = 0
 	ChainForward Chain = 1
@@ -24,6 +25,7 @@ const (
 	NumChains          = 3
 )
 
+// String returns the iptables name of the chain ("INPUT").
 func (c Chain) String() string {
 	switch c {
 	case ChainInput:
@@ -52,12 +54,14 @@ func ParseChain(s string) (Chain, bool) {
 // Family restricts a rule (or a policy) to IPv4, IPv6, or both.
 type Family uint8
 
+// The families; FamilyAny means both IPv4 and IPv6.
 const (
 	FamilyAny  Family = 0
 	FamilyIPv4 Family = 4
 	FamilyIPv6 Family = 6
 )
 
+// String returns "ipv4", "ipv6" or "any".
 func (f Family) String() string {
 	switch f {
 	case FamilyIPv4:
@@ -71,6 +75,7 @@ func (f Family) String() string {
 // Verdict is what a rule or a policy does with a packet.
 type Verdict uint8
 
+// The verdicts of the -j targets ACCEPT, DROP, REJECT and LOG.
 const (
 	VerdictAccept Verdict = iota
 	VerdictDrop
@@ -78,6 +83,7 @@ const (
 	VerdictLog    // non-terminating: logs and continues (observability issue); no effect until then
 )
 
+// String returns the iptables name of the verdict ("ACCEPT").
 func (v Verdict) String() string {
 	switch v {
 	case VerdictAccept:
@@ -102,6 +108,7 @@ type Pos struct {
 	Col  int
 }
 
+// String returns "file:line:col", or "line:col" without a file.
 func (p Pos) String() string {
 	if p.File == "" {
 		return fmt.Sprintf("%d:%d", p.Line, p.Col)
@@ -227,7 +234,7 @@ type Rule struct {
 	Target  Target
 	Comment string // -m comment --comment
 	Pos     Pos    // position of the start of the rule (the -A token)
-	Text    string // the rule as written, normalized whitespace, without the leading "-A CHAIN "
+	Text    string // the rule in canonical form (Rule.Spec), without the leading "-A CHAIN "
 }
 
 // Policy is the default verdict of a chain for one family (ACCEPT or DROP).

@@ -51,7 +51,11 @@ func (l ErrorList) Error() string {
 	var b strings.Builder
 	for i, e := range s {
 		if i == maxListedErrors {
-			fmt.Fprintf(&b, "and %d more errors", len(s)-i)
+			if more := len(s) - i; more == 1 {
+				b.WriteString("and 1 more error")
+			} else {
+				fmt.Fprintf(&b, "and %d more errors", more)
+			}
 			break
 		}
 		if i > 0 {

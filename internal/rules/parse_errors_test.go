@@ -307,3 +307,25 @@ func TestParseRuleArgsErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestParseErrorsMore(t *testing.T) {
+	tests := []struct{ src, pos, msg string }{
+		{"-A -p tcp -j DROP", "1:1", "-A needs a chain"},
+		{`-A INPUT -i "-j" -j DROP`, "1:13", "not an interface name"},
+		{"-A INPUT -j NOPE\n-A INPUT -j NOPE\n", "1:13", "user-defined chains"},
+	}
+	for _, tt := range tests {
+		_, err := Parse("f", []byte(tt.src), ParseOptions{})
+		var e *Error
+		if !errors.As(err, &e) || fmt.Sprintf("%d:%d", e.Pos.Line, e.Pos.Col) != tt.pos || !strings.Contains(e.Msg, tt.msg) {
+			t.Errorf("%q: err = %v, want %s %s", tt.src, err, tt.pos, tt.msg)
+		}
+	}
+	l := make(ErrorList, 21)
+	for i := range l {
+		l[i] = &Error{Pos: Pos{Line: i + 1, Col: 1}, Msg: "x"}
+	}
+	if !strings.HasSuffix(l.Error(), "\nand 1 more error") {
+		t.Errorf("21 errors: %q", l.Error()[len(l.Error())-30:])
+	}
+}

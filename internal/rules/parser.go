@@ -288,7 +288,7 @@ func (p *fileParser) policyLine(n int, toks []token) {
 
 // ruleLine handles "-A CHAIN OPTIONS...".
 func (p *fileParser) ruleLine(n int, toks []token) {
-	if len(toks) < 2 {
+	if len(toks) < 2 || strings.HasPrefix(toks[1].text, "-") && !toks[1].quoted {
 		p.fail(n, toks[0], "", toks[0].text+" needs a chain", "write -A INPUT ... -j ACCEPT")
 		return
 	}

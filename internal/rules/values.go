@@ -226,7 +226,7 @@ func parseIface(s string) (IfaceMatch, *valueErr) {
 	if strings.HasSuffix(s, "+") {
 		m.Name, m.Prefix = s[:len(s)-1], true
 	}
-	if m.Name == "" && !m.Prefix || m.Name == "." || m.Name == ".." {
+	if m.Name == "" && !m.Prefix || m.Name == "." || m.Name == ".." || strings.HasPrefix(m.Name, "-") {
 		return m, &valueErr{tok: s, msg: "not an interface name"}
 	}
 	for i := 0; i < len(m.Name); i++ {

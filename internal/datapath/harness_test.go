@@ -1,0 +1,129 @@
+package datapath_test
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithFDCheck(m)) }
+
+// fixture is a loaded data plane inside a throwaway network namespace, with
+// dummy interfaces packets can "arrive" on.
+type fixture struct {
+	t      *testing.T
+	ns     *testutil.NetNS
+	dp     *datapath.Datapath
+	ifaces map[string]uint32
+	rs     *rules.RuleSet
+	ids    []uint32
+}
+
+var fixtureIfaces = []string{"eth0", "eth1", "veth0"}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	testutil.RequireRoot(t)
+	f := &fixture{t: t, ns: testutil.NewNetNS(t), ifaces: map[string]uint32{}}
+	pins := testutil.BPFFS(t) + "/xdpfw"
+	err := f.ns.Do(func() error {
+		for i, name := range fixtureIfaces {
+			// veth, not dummy: kernels without CONFIG_DUMMY exist (this VM's)
+			veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: fmt.Sprintf("peer%d", i)}
+			if err := netlink.LinkAdd(veth); err != nil {
+				return fmt.Errorf("adding %s: %w", name, err)
+			}
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
+			f.ifaces[name] = uint32(l.Attrs().Index)
+		}
+		f.ifaces["lo"] = 1
+		var err error
+		f.dp, err = datapath.Load(pins)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("setting up: %v", err)
+	}
+	t.Cleanup(func() {
+		f.dp.Close()
+		if err := datapath.Unpin(pins); err != nil {
+			t.Errorf("unpin: %v", err)
+		}
+	})
+	return f
+}
+
+// install compiles and installs rs with ids FirstRuleID+i.
+func (f *fixture) install(rs *rules.RuleSet) {
+	f.t.Helper()
+	ids := make([]uint32, len(rs.Rules))
+	for i := range ids {
+		ids[i] = uint32(compile.FirstRuleID + i)
+	}
+	tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces})
+	if err != nil {
+		f.t.Fatalf("compile: %v\n%s", err, rs)
+	}
+	if err := f.dp.Install(tables); err != nil {
+		f.t.Fatalf("install: %v", err)
+	}
+	f.rs, f.ids = rs, ids
+}
+
+func (f *fixture) installText(text string) {
+	f.t.Helper()
+	rs, err := rules.Parse("test.rules", []byte(text), rules.ParseOptions{})
+	if err != nil {
+		f.t.Fatalf("parse: %v", err)
+	}
+	f.install(rs)
+}
+
+// run traces frame arriving on iface ("" = lo) inside the namespace.
+func (f *fixture) run(frame []byte, iface string) (datapath.TraceResult, error) {
+	var res datapath.TraceResult
+	ifindex := uint32(1)
+	if iface != "" {
+		ifindex = f.ifaces[iface]
+	}
+	err := f.ns.Do(func() error {
+		var err error
+		res, err = datapath.Trace(f.dp.Program(), frame, ifindex)
+		return err
+	})
+	return res, err
+}
+
+func (f *fixture) mustRun(frame []byte, iface string) datapath.TraceResult {
+	f.t.Helper()
+	r, err := f.run(frame, iface)
+	if err != nil {
+		f.t.Fatalf("run: %v", err)
+	}
+	return r
+}
+
+var (
+	macA = [6]byte{2, 0, 0, 0, 0, 1}
+	macB = [6]byte{2, 0, 0, 0, 0, 2}
+)
+
+func v4pkt(proto uint8, src, dst string, sport, dport uint16) *packet.Packet {
+	return &packet.Packet{SrcMAC: macA, DstMAC: macB, Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst),
+		Proto: proto, SPort: sport, DPort: dport, TCPFlags: packet.TCPSyn, Payload: []byte("payload")}
+}
