@@ -2,10 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newApply(e *env) *cobra.Command {
@@ -38,7 +41,11 @@ unchanged carry over. A file with any error changes nothing.
 				return err
 			}
 			if check {
-				fmt.Fprintf(e.stdout, "ok: %d rules\n", len(rs.Rules))
+				n, err := checkCompiles(rs)
+				if err != nil {
+					return usageError{err}
+				}
+				fmt.Fprintf(e.stdout, "ok: %d rules, %d classifier entries\n", len(rs.Rules), n)
 				return nil
 			}
 			fw, err := e.open()
@@ -60,4 +67,25 @@ unchanged carry over. A file with any error changes nothing.
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
 	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
 	return cmd
+}
+
+// checkCompiles compiles rs without touching the kernel, so --check also
+// catches rule sets the data plane cannot hold. -i names are resolved
+// against this host's interfaces.
+func checkCompiles(rs *rules.RuleSet) (int, error) {
+	ids := make([]uint32, len(rs.Rules))
+	for i := range ids {
+		ids[i] = uint32(compile.FirstRuleID + i)
+	}
+	ifaces := map[string]uint32{}
+	if list, err := net.Interfaces(); err == nil {
+		for _, i := range list {
+			ifaces[i.Name] = uint32(i.Index)
+		}
+	}
+	t, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces})
+	if err != nil {
+		return 0, err
+	}
+	return len(t.Entries), nil
 }

@@ -36,6 +36,9 @@ type Firewall struct {
 	st     *state
 	rs     *rules.RuleSet
 	unlock func()
+	// Load: what to restore if it fails midway.
+	prev       *rules.RuleSet
+	prevIfaces map[string]Iface
 }
 
 // Open locks the state and opens the pinned data plane. It fails with
@@ -82,7 +85,7 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		return nil, err
 	}
 	defer unlock()
-	st, _, err := loadState(p)
+	st, inForce, err := loadState(p)
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +100,17 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		}
 		return nil, err
 	}
-	f := &Firewall{paths: p, dp: dp, st: st, rs: &rules.RuleSet{}}
+	if inForce == nil {
+		inForce = &rules.RuleSet{}
+	}
+	// With the rule set in force known, unchanged rules keep their ids and counters.
+	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce}
 	defer dp.Close()
 
+	f.prevIfaces = map[string]Iface{}
+	for n, i := range st.Interfaces {
+		f.prevIfaces[n] = i
+	}
 	// Interfaces that will be attached, for -i resolution.
 	newIfaces := map[string]Iface{}
 	for _, name := range ifaces {
@@ -114,9 +125,7 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 	}
 	res, err := f.apply(rs, opt, fresh)
 	if err != nil {
-		for n := range newIfaces {
-			delete(st.Interfaces, n)
-		}
+		st.Interfaces = f.prevIfaces
 		return nil, f.undo(fresh, nil, err)
 	}
 	res.Attached = map[string]datapath.Mode{}
@@ -149,7 +158,16 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 // everything when nothing was loaded before.
 func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 	for _, name := range attached {
-		_ = f.dp.Detach(name)
+		if _, before := f.prevIfaces[name]; !before {
+			_ = f.dp.Detach(name)
+		}
+	}
+	if !fresh && f.prev != nil && f.rs != f.prev {
+		// The new rules were installed before the failure: put the old back.
+		f.st.Interfaces = f.prevIfaces
+		if _, rerr := f.apply(f.prev, Options{}, false); rerr != nil {
+			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
+		}
 	}
 	if fresh {
 		f.dp.Close()

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"bytes"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/packet"
+)
+
+func TestSplitOwnFlags(t *testing.T) {
+	withVal := map[string]bool{"--position": true}
+	bools := map[string]bool{"-h": true}
+	own, rest, err := splitOwnFlags([]string{"--position", "2", "INPUT", "-p", "tcp", "-h"}, withVal, bools)
+	if err != nil || own["--position"] != "2" || !reflect.DeepEqual(rest, []string{"INPUT", "-p", "tcp", "-h"}) {
+		t.Fatalf("got %v %v %v", own, rest, err)
+	}
+	own, rest, err = splitOwnFlags([]string{"--position=3", "INPUT"}, withVal, bools)
+	if err != nil || own["--position"] != "3" || len(rest) != 1 {
+		t.Fatalf("got %v %v %v", own, rest, err)
+	}
+	if _, _, err := splitOwnFlags([]string{"--position"}, withVal, bools); err == nil {
+		t.Fatal("missing value accepted")
+	}
+}
+
+func TestTraceBuild(t *testing.T) {
+	f := traceFlags{proto: "tcp", dst: "2001:db8::9", sport: 1, dport: 22, tcpFlags: "SYN,ACK", icmpType: "echo-request",
+		srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}}
+	p, err := f.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Src != netip.MustParseAddr("2001:db8::1") || p.DPort != 22 || p.TCPFlags != packet.TCPSyn|packet.TCPAck || !reflect.DeepEqual(p.VLANs, []uint16{10}) {
+		t.Fatalf("built %s", p)
+	}
+	f = traceFlags{proto: "icmp", icmpType: "port-unreachable", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02"}
+	if p, err = f.build(); err != nil || p.ICMPType != 3 || p.ICMPCode != 3 || !p.Src.Is4() {
+		t.Fatalf("icmp: %v %v", p, err)
+	}
+	for _, bad := range []traceFlags{
+		{proto: "tcp", src: "10.0.0.1", dst: "::1", tcpFlags: "SYN", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02"},
+		{proto: "bogus"},
+		{proto: "tcp", tcpFlags: "SYNN", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02"},
+		{proto: "udp", srcMAC: "zz", dstMAC: "02:00:00:00:00:02"},
+	} {
+		if _, err := bad.build(); err == nil {
+			t.Errorf("%+v: accepted", bad)
+		}
+	}
+}
+
+// TestUsageErrors: bad invocations exit 2 with a message, before touching
+// the kernel.
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"load", "rules.conf"},                      // no -i
+		{"load", "-i", "lo", "--mode", "fast", "x"}, // bad mode
+		{"apply"},                                   // no file
+		{"add", "INPUT"},                            // no rule spec
+		{"delete", "NOPE", "1"},                     // bad chain
+		{"policy", "INPUT", "REJECT"},               // bad policy
+		{"detach"},                                  // neither -i nor --all
+	} {
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)
+		if code != 2 || !strings.HasPrefix(errb.String(), "xdpfw: ") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+func TestHelpTeaches(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, cmd := range []string{"load", "apply", "add", "delete", "list", "flush", "policy", "detach", "status", "trace"} {
+		if !strings.Contains(out.String(), "  "+cmd) {
+			t.Errorf("--help does not list %s:\n%s", cmd, out.String())
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package compile
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+func parse(t *testing.T, text string) *rules.RuleSet {
+	t.Helper()
+	rs, err := rules.Parse("t.rules", []byte(text), rules.ParseOptions{})
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return rs
+}
+
+func ids(n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(FirstRuleID + i)
+	}
+	return out
+}
+
+func TestComplement(t *testing.T) {
+	pr := func(lo, hi uint16) rules.PortRange { return rules.PortRange{Lo: lo, Hi: hi} }
+	cases := []struct {
+		in, want []rules.PortRange
+	}{
+		{nil, []rules.PortRange{pr(0, 65535)}},
+		{[]rules.PortRange{pr(0, 65535)}, nil},
+		{[]rules.PortRange{pr(22, 22)}, []rules.PortRange{pr(0, 21), pr(23, 65535)}},
+		{[]rules.PortRange{pr(0, 1023), pr(5353, 5353)}, []rules.PortRange{pr(1024, 5352), pr(5354, 65535)}},
+		{[]rules.PortRange{pr(80, 90), pr(85, 100), pr(65535, 65535)}, []rules.PortRange{pr(0, 79), pr(101, 65534)}},
+		{[]rules.PortRange{pr(10, 20), pr(0, 5)}, []rules.PortRange{pr(6, 9), pr(21, 65535)}},
+	}
+	for _, c := range cases {
+		if got := complement(c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("complement(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// TestComplementIsExact: for random sets, a port is in the complement iff
+// it is in no range of the set.
+func TestComplementIsExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for n := 0; n < 200; n++ {
+		var set []rules.PortRange
+		for k := r.IntN(5); k >= 0; k-- {
+			lo := uint16(r.IntN(65536))
+			set = append(set, rules.PortRange{Lo: lo, Hi: lo + uint16(r.IntN(int(65535-lo)+1))})
+		}
+		comp := complement(set)
+		for _, port := range []uint16{0, 1, 65534, 65535, uint16(r.IntN(65536)), set[0].Lo, set[0].Hi, set[0].Lo - 1, set[0].Hi + 1} {
+			if inPorts(set, port) == inPorts(comp, port) {
+				t.Fatalf("port %d: in set %v = %v, in complement %v = %v", port, set, inPorts(set, port), comp, inPorts(comp, port))
+			}
+		}
+	}
+}
+
+func TestExpansion(t *testing.T) {
+	ifaces := map[string]uint32{"eth0": 2, "eth1": 3, "wlan0": 4}
+	cases := []struct {
+		rule    string
+		entries int
+		warn    string
+	}{
+		{"-A INPUT -p tcp --dport 22 -j ACCEPT", 1, ""},
+		{"-A INPUT -p tcp -m multiport --dports 22,80,443 -j ACCEPT", 3, ""},
+		{"-A INPUT -p tcp -m multiport --sports 1,2 --dports 22,80,443 -j ACCEPT", 6, ""},
+		{"-A INPUT -p tcp ! --dport 22 -j ACCEPT", 2, ""},               // 0:21, 23:65535
+		{"-A INPUT -p tcp -m multiport --ports 22,80 -j ACCEPT", 4, ""}, // sport or dport
+		{"-A INPUT -p tcp -m multiport ! --ports 22 -j ACCEPT", 4, ""},  // both in 2 ranges
+		{"-A INPUT -i eth+ -j ACCEPT", 2, ""},
+		{"-A INPUT ! -i eth+ -j ACCEPT", 1, ""},
+		{"-A INPUT -i ppp0 -j ACCEPT", 0, "matches no attached interface"},
+		{"-A INPUT -p icmp ! --icmp-type any -j ACCEPT", 0, "matches no packet"},
+		{"-A INPUT -j LOG", 0, "LOG is parsed"},
+		{"-A INPUT -p tcp -j REJECT", 1, "REJECT drops"},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			rs := parse(t, c.rule)
+			tb, warns, err := Compile(Input{RuleSet: rs, IDs: ids(1), Ifaces: ifaces})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range tb.Entries {
+				if e.RuleID == FirstRuleID {
+					n++
+				}
+			}
+			if n != c.entries {
+				t.Errorf("%d entries, want %d: %v", n, c.entries, tb.Entries)
+			}
+			got := ""
+			for _, w := range warns {
+				got += w.Msg
+			}
+			if (c.warn == "") != (got == "") || !strings.Contains(got, c.warn) {
+				t.Errorf("warnings %q, want %q", got, c.warn)
+			}
+		})
+	}
+}
+
+// TestLayout: chains in order, each closed by its two policies, entries of
+// one rule contiguous and in rule order.
+func TestLayout(t *testing.T) {
+	rs := parse(t, "-P INPUT DROP\n-P FORWARD DROP -6\n-A FORWARD -j ACCEPT\n-A INPUT -p tcp --dport 22 -j ACCEPT\n-A INPUT -j DROP\n")
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range tb.Entries {
+		got = append(got, fmt.Sprintf("%s/%d/%s", e.Chain, e.RuleID, e.Action))
+	}
+	want := []string{
+		"INPUT/17/ACCEPT", "INPUT/18/DROP", "INPUT/1/DROP", "INPUT/2/DROP",
+		"FORWARD/16/ACCEPT", "FORWARD/3/ACCEPT", "FORWARD/4/DROP",
+		"OUTPUT/5/ACCEPT", "OUTPUT/6/ACCEPT",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("layout\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestTooManyEntries(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 600; i++ {
+		fmt.Fprintf(&b, "-A INPUT -p tcp -m multiport --dports 1,2,3,4,5,6,7 -j ACCEPT\n")
+	}
+	rs := parse(t, b.String())
+	_, _, err := Compile(Input{RuleSet: rs, IDs: ids(600)})
+	if err == nil || !strings.Contains(err.Error(), "classifier entries") {
+		t.Fatalf("err %v, want a clear refusal naming the entry limit", err)
+	}
+}
+
+func TestPrefixBytes(t *testing.T) {
+	rs := parse(t, "-A INPUT -s 10.1.0.0/17 -j ACCEPT\n-A INPUT -s 10.1.2.3 -j ACCEPT\n-A INPUT -d 2001:db8::/33 -j ACCEPT\n")
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := tb.Entries[0]
+	if e.Src != [16]byte{10, 1} || e.SrcMask != [16]byte{255, 255, 128} {
+		t.Errorf("v4 /17: %v / %v", e.Src, e.SrcMask)
+	}
+	wantMask := [16]byte{255, 255, 255, 255, 128}
+	if e6 := tb.Entries[2]; e6.Dst != [16]byte{0x20, 0x01, 0x0d, 0xb8} || e6.DstMask != wantMask {
+		t.Errorf("v6 /33: %v / %v", e6.Dst, e6.DstMask)
+	}
+	if tb.Entries[1].SrcMask != [16]byte{255, 255, 255, 255} {
+		t.Errorf("v4 host: mask %v", tb.Entries[1].SrcMask)
+	}
+}
