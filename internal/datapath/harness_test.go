@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunWithFDCheck(m)) }
 // fixture is a loaded data plane inside a throwaway network namespace, with
 // dummy interfaces packets can "arrive" on.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	ns     *testutil.NetNS
 	dp     *datapath.Datapath
 	ifaces map[string]uint32
@@ -30,7 +30,10 @@ type fixture struct {
 
 var fixtureIfaces = []string{"eth0", "eth1", "veth0"}
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureB(t) }
+
+// newFixtureB is newFixture for tests and benchmarks alike.
+func newFixtureB(t testing.TB) *fixture {
 	t.Helper()
 	testutil.RequireRoot(t)
 	f := &fixture{t: t, ns: testutil.NewNetNS(t), ifaces: map[string]uint32{}}
