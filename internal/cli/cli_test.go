@@ -59,11 +59,11 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"load", "rules.conf"},                      // no -i
 		{"load", "-i", "lo", "--mode", "fast", "x"}, // bad mode
-		{"apply"},                                   // no file
-		{"add", "INPUT"},                            // no rule spec
-		{"delete", "NOPE", "1"},                     // bad chain
-		{"policy", "INPUT", "REJECT"},               // bad policy
-		{"detach"},                                  // neither -i nor --all
+		{"apply"},                     // no file
+		{"add", "INPUT"},              // no rule spec
+		{"delete", "NOPE", "1"},       // bad chain
+		{"policy", "INPUT", "REJECT"}, // bad policy
+		{"detach"},                    // neither -i nor --all
 	} {
 		var out, errb bytes.Buffer
 		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)

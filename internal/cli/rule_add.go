@@ -47,15 +47,10 @@ The change is atomic and the counters of the other rules carry over.`,
   xdpfw add --position 1 INPUT -s 203.0.113.0/24 -j DROP`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			own, rest, err := splitOwnFlags(args, map[string]bool{"--position": true, "--pin-dir": true, "--state-dir": true},
-				map[string]bool{"-h": true, "--help": true})
-			if err != nil {
-				return usageError{err}
+			own, rest, help, err := e.ownFlags(args, "--position")
+			if err != nil || help {
+				return orHelp(cmd, err)
 			}
-			if own["-h"] != "" || own["--help"] != "" {
-				return cmd.Help()
-			}
-			applyPathFlags(e, own)
 			if len(rest) < 2 {
 				return usageError{fmt.Errorf("usage: xdpfw add [--position N] CHAIN RULESPEC (e.g. add INPUT -p tcp --dport 22 -j ACCEPT)")}
 			}
@@ -86,13 +81,31 @@ The change is atomic and the counters of the other rules carry over.`,
 	return cmd
 }
 
-// applyPathFlags honours --pin-dir/--state-dir given to commands that parse
-// their own flags.
-func applyPathFlags(e *env, own map[string]string) {
+// ownFlags is the prologue of commands whose rule spec cobra must not
+// parse: it takes off -h/--help, --pin-dir, --state-dir and the named
+// value flags, and honours the path flags.
+func (e *env) ownFlags(args []string, valueFlags ...string) (own map[string]string, rest []string, help bool, err error) {
+	withValue := map[string]bool{"--pin-dir": true, "--state-dir": true}
+	for _, f := range valueFlags {
+		withValue[f] = true
+	}
+	own, rest, err = splitOwnFlags(args, withValue, map[string]bool{"-h": true, "--help": true})
+	if err != nil {
+		return nil, nil, false, usageError{err}
+	}
 	if v, ok := own["--pin-dir"]; ok {
 		e.paths.PinDir = v
 	}
 	if v, ok := own["--state-dir"]; ok {
 		e.paths.StateDir = v
 	}
+	return own, rest, own["-h"] != "" || own["--help"] != "", nil
+}
+
+// orHelp returns err, or shows the help when there is none.
+func orHelp(cmd *cobra.Command, err error) error {
+	if err != nil {
+		return err
+	}
+	return cmd.Help()
 }

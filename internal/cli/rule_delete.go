@@ -20,15 +20,10 @@ rule of CHAIN equal to RULESPEC. The change is atomic.`,
   xdpfw delete INPUT -p tcp --dport 22 -j ACCEPT`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			own, rest, err := splitOwnFlags(args, map[string]bool{"--pin-dir": true, "--state-dir": true},
-				map[string]bool{"-h": true, "--help": true})
-			if err != nil {
-				return usageError{err}
+			_, rest, help, err := e.ownFlags(args)
+			if err != nil || help {
+				return orHelp(cmd, err)
 			}
-			if own["-h"] != "" || own["--help"] != "" {
-				return cmd.Help()
-			}
-			applyPathFlags(e, own)
 			if len(rest) < 2 {
 				return usageError{fmt.Errorf("usage: xdpfw delete CHAIN NUMBER | CHAIN RULESPEC")}
 			}

@@ -105,88 +105,69 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32) ([]Entry, [
 	}
 
 	m := &r.Match
+	// test turns on a field test, negated when invert is set.
+	test := func(bit uint32, invert bool) {
+		base.Match |= bit
+		if invert {
+			base.Invert |= bit
+		}
+	}
 	if m.Family != rules.FamilyAny {
-		base.Match |= MFamily
+		test(MFamily, false)
 		base.Family = m.Family
 	}
 	if m.Proto != nil {
-		base.Match |= MProto
+		test(MProto, m.Proto.Invert)
 		base.Proto = m.Proto.Proto
-		if m.Proto.Invert {
-			base.Invert |= MProto
-		}
 	}
 	if m.Src != nil {
-		base.Match |= MSrc
+		test(MSrc, m.Src.Invert)
 		base.Src, base.SrcMask = prefixBytes(m.Src.Prefix)
-		if m.Src.Invert {
-			base.Invert |= MSrc
-		}
 	}
 	if m.Dst != nil {
-		base.Match |= MDst
+		test(MDst, m.Dst.Invert)
 		base.Dst, base.DstMask = prefixBytes(m.Dst.Prefix)
-		if m.Dst.Invert {
-			base.Invert |= MDst
-		}
 	}
 	if m.MACSrc != nil {
-		base.Match |= MMACSrc
+		test(MMACSrc, m.MACSrc.Invert)
 		base.SrcMAC = m.MACSrc.Addr
-		if m.MACSrc.Invert {
-			base.Invert |= MMACSrc
-		}
 	}
 	if m.MACDst != nil {
-		base.Match |= MMACDst
+		test(MMACDst, m.MACDst.Invert)
 		base.DstMAC = m.MACDst.Addr
-		if m.MACDst.Invert {
-			base.Invert |= MMACDst
-		}
 	}
 	if m.TCPFlags != nil {
-		base.Match |= MTCPFlags
+		test(MTCPFlags, m.TCPFlags.Invert)
 		base.TCPMask, base.TCPCmp = m.TCPFlags.Mask, m.TCPFlags.Comp
-		if m.TCPFlags.Invert {
-			base.Invert |= MTCPFlags
-		}
 	}
 	if m.ICMP != nil {
 		switch {
 		case m.ICMP.Any && m.ICMP.Invert:
 			return nil, append(warn, "! --icmp-type any matches no packet"), nil
 		case m.ICMP.Any:
-			base.Match |= ML4Hdr
+			test(ML4Hdr, false)
 		default:
-			base.Match |= MICMPType
-			base.ICMPType = m.ICMP.Type
+			bits := MICMPType
 			if m.ICMP.Code >= 0 {
-				base.Match |= MICMPCode
+				bits |= MICMPCode
 				base.ICMPCode = uint8(m.ICMP.Code)
 			}
-			if m.ICMP.Invert {
-				base.Invert |= MICMPType | MICMPCode
-			}
+			test(bits, m.ICMP.Invert)
+			base.ICMPType = m.ICMP.Type
 		}
 	}
 	if m.VLAN != nil {
-		base.Match |= MVLAN
+		test(MVLAN, m.VLAN.Invert)
 		base.VLAN = m.VLAN.ID
-		if m.VLAN.Invert {
-			base.Invert |= MVLAN
-		}
 	}
 	if m.Fragment != nil {
-		base.Match |= MFrag
-		if !*m.Fragment {
-			base.Invert |= MFrag
-		}
+		test(MFrag, !*m.Fragment)
 	}
 
 	// A port test needs the L4 header even when its ranges cover every
 	// port (iptables: no header, no match), so say so explicitly.
 	if m.SPort != nil || m.DPort != nil || m.Ports != nil {
-		base.Match |= ML4Hdr
+		test(ML4Hdr, false)
 	}
 
 	// Disjunctive parts, expanded into alternatives (DNF).
