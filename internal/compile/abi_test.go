@@ -1,0 +1,94 @@
+package compile
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestABIMirrorsHeader reads bpf/types.h and bpf/maps.h and checks that the
+// Go mirror of their enums and constants (abi.go) is the same, so the two
+// sides cannot drift apart silently.
+func TestABIMirrorsHeader(t *testing.T) {
+	h, err := os.ReadFile("../../bpf/types.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(h)
+
+	// enum fw_reason, in order
+	body := regexp.MustCompile(`(?s)enum fw_reason \{(.*?)\};`).FindStringSubmatch(src)[1]
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*(FW_(?:R_)?[A-Z0-9_]+)`).FindAllStringSubmatch(body, -1) {
+		names = append(names, m[1])
+	}
+	want := map[string]Reason{
+		"FW_R_RULE_ACCEPT": ReasonRuleAccept, "FW_R_RULE_DROP": ReasonRuleDrop, "FW_R_RULE_REJECT": ReasonRuleReject,
+		"FW_R_POLICY_ACCEPT": ReasonPolicyAccept, "FW_R_POLICY_DROP": ReasonPolicyDrop, "FW_R_NOT_IP": ReasonNotIP,
+		"FW_R_NO_RULESET": ReasonNoRuleset, "FW_R_BAD_ETH": ReasonBadEth, "FW_R_BAD_VLAN": ReasonBadVLAN,
+		"FW_R_VLAN_DEPTH": ReasonVLANDepth, "FW_R_BAD_IPV4": ReasonBadIPv4, "FW_R_BAD_IPV6": ReasonBadIPv6,
+		"FW_R_BAD_EXTHDR": ReasonBadExtHdr, "FW_R_EXTHDR_DEPTH": ReasonExtHdrDepth, "FW_R_BAD_L4": ReasonBadL4,
+		"FW_NUM_REASONS": NumReasons,
+	}
+	if len(names) != len(want) {
+		t.Fatalf("enum fw_reason has %d members %v, Go mirrors %d", len(names), names, len(want))
+	}
+	for i, n := range names {
+		if r, ok := want[n]; !ok || int(r) != i {
+			t.Errorf("enum fw_reason: %s is %d in C, %d in Go (known: %v)", n, i, r, ok)
+		}
+	}
+
+	define := func(name string) int64 {
+		m := regexp.MustCompile(`#define ` + name + `\s+\(?([^/\n]+?)\)?\s*(/\*|\n)`).FindStringSubmatch(src)
+		if m == nil {
+			t.Fatalf("#define %s not found", name)
+		}
+		v := strings.TrimSpace(m[1])
+		if sh := regexp.MustCompile(`^1u << (\d+)$`).FindStringSubmatch(v); sh != nil {
+			n, _ := strconv.Atoi(sh[1])
+			return 1 << n
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(v, "ULL"), 0, 64)
+		if err != nil {
+			t.Fatalf("#define %s %q: %v", name, v, err)
+		}
+		return n
+	}
+	for name, goVal := range map[string]uint32{
+		"FW_M_FAMILY": MFamily, "FW_M_PROTO": MProto, "FW_M_SRC": MSrc, "FW_M_DST": MDst,
+		"FW_M_SPORT": MSPort, "FW_M_DPORT": MDPort, "FW_M_IFINDEX": MIfindex, "FW_M_MACSRC": MMACSrc,
+		"FW_M_MACDST": MMACDst, "FW_M_TCPFLAGS": MTCPFlags, "FW_M_ICMPTYPE": MICMPType, "FW_M_ICMPCODE": MICMPCode,
+		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr,
+	} {
+		if c := define(name); c != int64(goVal) {
+			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)
+		}
+	}
+	if c := define("FW_FIRST_RULE_ID"); c != FirstRuleID {
+		t.Errorf("FW_FIRST_RULE_ID: C %d, Go %d", c, FirstRuleID)
+	}
+	for _, a := range []struct {
+		name string
+		v    Action
+	}{{"FW_ACT_ACCEPT", ActAccept}, {"FW_ACT_DROP", ActDrop}, {"FW_ACT_REJECT", ActReject}} {
+		m := regexp.MustCompile(a.name + `\s*=\s*(\d+)`).FindStringSubmatch(src)
+		if m == nil || m[1] != strconv.Itoa(int(a.v)) {
+			t.Errorf("%s: C %v, Go %d", a.name, m, a.v)
+		}
+	}
+	maps, err := os.ReadFile("../../bpf/maps.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`#define FW_MAX_ENTRIES\s+(\d+)`).FindStringSubmatch(string(maps))
+	if m == nil || m[1] != strconv.Itoa(MaxEntries) {
+		t.Errorf("FW_MAX_ENTRIES: C %v, Go %d", m, MaxEntries)
+	}
+	// Policy ids: FW_POLICY_ID(chain, v6) = 1 + chain*2 + v6
+	if !strings.Contains(src, "#define FW_POLICY_ID(chain, v6) (1 + (chain) * 2 + (v6))") {
+		t.Error("FW_POLICY_ID changed; update PolicyID")
+	}
+}
