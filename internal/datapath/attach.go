@@ -34,8 +34,10 @@ func linkPin(dir, iface string) string { return filepath.Join(dir, "link_xdp_"+i
 
 // Attach attaches the program to iface in the given mode and pins the link,
 // so it stays attached after the process exits. If xdpfw is already attached
-// there, the link is updated to the current program atomically (the mode
-// stays). Returns the mode in effect.
+// there, the link is updated to the current program atomically; asking for
+// another mode than the one in effect is an error (changing it would leave
+// the interface unfiltered for a moment: detach first). Returns the mode in
+// effect.
 func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 	nl, err := netlink.LinkByName(iface)
 	if err != nil {
@@ -44,6 +46,9 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 	pin := linkPin(d.dir, iface)
 	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
 		defer l.Close()
+		if cur := CurrentMode(iface); mode != ModeAuto && cur != "" && cur != mode {
+			return "", fmt.Errorf("xdpfw is attached to %s in %s mode; to use %s mode, detach it first", iface, cur, mode)
+		}
 		if err := l.Update(d.prog); err != nil {
 			return "", fmt.Errorf("updating the XDP link on %s: %w", iface, err)
 		}

@@ -32,7 +32,9 @@ type Datapath struct {
 
 // Load loads the embedded program, reusing maps already pinned in dir (so
 // counters and the installed generation survive an upgrade of the program),
-// and pins the program and any new maps. It attaches nothing.
+// and pins any new maps. The program is not pinned until PinProgram, so a
+// load that fails midway leaves the pinned program in place. It attaches
+// nothing.
 func Load(dir string) (*Datapath, error) {
 	if err := ensureBPFFS(dir); err != nil {
 		return nil, err
@@ -54,12 +56,6 @@ func Load(dir string) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
-	pin := filepath.Join(dir, progPin)
-	_ = os.Remove(pin) // links hold the old program; replacing the pin is safe
-	if err := objs.XdpfwIngress.Pin(pin); err != nil {
-		objs.Close()
-		return nil, fmt.Errorf("pinning the program at %s: %w", pin, err)
-	}
 	return &Datapath{
 		dir:     dir,
 		prog:    objs.XdpfwIngress,
@@ -69,6 +65,22 @@ func Load(dir string) (*Datapath, error) {
 		reasons: objs.FwReasonStats,
 		config:  objs.FwConfigMap,
 	}, nil
+}
+
+// PinProgram makes this program the pinned one (the one status reports and
+// trace runs), replacing the previous pin atomically (rename on bpffs).
+func (d *Datapath) PinProgram() error {
+	pin := filepath.Join(d.dir, progPin)
+	tmp := pin + "_new" // bpffs refuses dots in names
+	_ = os.Remove(tmp)
+	if err := d.prog.Pin(tmp); err != nil {
+		return fmt.Errorf("pinning the program at %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, pin); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("replacing the pinned program: %w", err)
+	}
+	return nil
 }
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.

@@ -24,11 +24,11 @@ const (
 
 // TraceResult is the loaded program's decision on one frame.
 type TraceResult struct {
-	XDPAction uint32         // XDP_PASS, XDP_DROP, ...
-	RuleID    uint32         // deciding rule id (policy ids for policies, 0 for none)
-	Action    compile.Action // the entry's action
-	Reason    compile.Reason
-	Chain     uint8
+	XDPAction uint32         `json:"xdp_action"` // XDP_PASS, XDP_DROP, ...
+	RuleID    uint32         `json:"rule_id"`    // deciding rule id (policy ids for policies, 0 for none)
+	Action    compile.Action `json:"-"`          // the entry's action
+	Reason    compile.Reason `json:"-"`
+	Chain     uint8          `json:"-"`
 }
 
 // xdpMd is struct xdp_md, the test-run context.

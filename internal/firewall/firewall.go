@@ -38,6 +38,7 @@ type Firewall struct {
 	unlock func()
 	// Load: what to restore if it fails midway.
 	prev       *rules.RuleSet
+	prevIDs    []uint32
 	prevIfaces map[string]Iface
 }
 
@@ -104,7 +105,7 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		inForce = &rules.RuleSet{}
 	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
-	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce}
+	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevIDs: st.IDs}
 	defer dp.Close()
 
 	f.prevIfaces = map[string]Iface{}
@@ -144,9 +145,12 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		if _, ok := newIfaces[name]; ok {
 			continue
 		}
-		if _, err := dp.Attach(name, mode); err != nil {
-			return nil, fmt.Errorf("updating %s to the new program: %w", name, err)
+		if _, err := dp.Attach(name, datapath.ModeAuto); err != nil { // update only: keep its mode
+			return nil, f.undo(fresh, attached, fmt.Errorf("updating %s to the new program: %w", name, err))
 		}
+	}
+	if err := dp.PinProgram(); err != nil {
+		return nil, f.undo(fresh, attached, err)
 	}
 	if err := st.save(p); err != nil {
 		return nil, f.undo(fresh, attached, err)
@@ -164,7 +168,10 @@ func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 	}
 	if !fresh && f.prev != nil && f.rs != f.prev {
 		// The new rules were installed before the failure: put the old back.
+		// Restore what assignIDs compares against, so every rule gets its
+		// old id (and counter) back.
 		f.st.Interfaces = f.prevIfaces
+		f.rs, f.st.IDs = f.prev, f.prevIDs
 		if _, rerr := f.apply(f.prev, Options{}, false); rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
 		}

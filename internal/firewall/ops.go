@@ -286,12 +286,15 @@ func (f *Firewall) Status() (*Status, error) {
 
 // TraceResult explains the verdict on one frame.
 type TraceResult struct {
-	datapath.TraceResult
-	Verdict string `json:"verdict"` // XDP_PASS / XDP_DROP
-	Rule    string `json:"rule,omitempty"`
-	RuleNum int    `json:"rule_num,omitempty"`
-	Chain   string `json:"chain"`
-	Policy  bool   `json:"policy"`
+	Verdict   string `json:"verdict"`    // XDP_PASS / XDP_DROP
+	XDPAction uint32 `json:"xdp_action"` // the numeric XDP action
+	Chain     string `json:"chain"`      // INPUT / FORWARD
+	RuleID    uint32 `json:"rule_id"`    // the deciding counter id (0: none)
+	Rule      string `json:"rule,omitempty"`
+	RuleNum   int    `json:"rule_num,omitempty"` // number within the chain, as list shows it
+	Policy    bool   `json:"policy"`             // decided by the chain policy
+	Action    string `json:"action"`             // ACCEPT / DROP / REJECT / PASS (not IP)
+	Reason    string `json:"reason"`             // counter reason, e.g. rule-accept, malformed-ipv4
 }
 
 // Trace runs frame through the loaded program as if it arrived on iface
@@ -313,7 +316,8 @@ func (f *Firewall) Trace(frame []byte, iface string) (*TraceResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &TraceResult{TraceResult: r, Chain: rules.Chain(r.Chain).String()}
+	out := &TraceResult{XDPAction: r.XDPAction, Chain: rules.Chain(r.Chain).String(), RuleID: r.RuleID,
+		Action: r.Action.String(), Reason: r.Reason.String()}
 	switch r.XDPAction {
 	case datapath.XDPPass:
 		out.Verdict = "XDP_PASS"

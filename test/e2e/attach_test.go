@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// TestDetachRestores checks that detaching from the last interface removes
+// xdpfw completely: traffic the policy dropped flows again, nothing stays
+// pinned or recorded, and the interface has no XDP program.
+func TestDetachRestores(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	serveTCP(t, l.srv, 22)
+	probes := func(ok bool) []tcpProbe {
+		return []tcpProbe{
+			{from: l.cli, addr: hostPort(l.srv4, 22), ok: ok},
+			{from: l.cli, addr: hostPort(l.srv6, 22), ok: ok},
+		}
+	}
+	f := newFW(t, l.srv)
+	f.mustRun("load", "-i", l.srvIf, writeRules(t, "drop.rules", "-P INPUT DROP"))
+	if prog := xdpProg(t, l.srv, l.srvIf); !strings.HasPrefix(prog, "xdp id ") {
+		t.Fatalf("after load, ip -d link shows %q on %s, want a native XDP program", prog, l.srvIf)
+	}
+	checkTCP(t, "policy DROP", probes(false)...)
+	checkPing(t, "policy DROP", l.cli, l.srv4, false)
+
+	r := f.mustRun("detach", "-i", l.srvIf)
+	if want := "detached from " + l.srvIf + "\nno interface left: xdpfw removed\n"; r.stdout != want {
+		t.Errorf("detach output, want %q: %s", want, r)
+	}
+	checkTCP(t, "detached", probes(true)...)
+	checkPing(t, "detached", l.cli, l.srv4, true)
+	checkPing(t, "detached", l.cli, l.srv6, true)
+	f.wantNothingLoaded(l.srvIf)
+	if r := f.run("detach", "-i", l.srvIf); r.code != 1 || !strings.Contains(r.stderr, "not loaded") {
+		t.Errorf("a second detach: want exit status 1 saying xdpfw is not loaded: %s", r)
+	}
+}
+
+// TestMultipleInterfaces attaches to two interfaces of one server, each
+// leading to its own client, with a rule that accepts ssh on one of them
+// only, and checks traffic per interface, status, and that detaching one
+// interface leaves the other filtered.
+func TestMultipleInterfaces(t *testing.T) {
+	testutil.RequireRoot(t)
+	srv := testutil.NewNetNS(t)
+	a := newLink(t, srv, "srv-a", testutil.NewNetNS(t), "cli-a", 1)
+	b := newLink(t, srv, "srv-b", testutil.NewNetNS(t), "cli-b", 2)
+	// b's client may also try a's address, through srv-b.
+	ipOut(t, "-n", b.cli.Name, "route", "add", "10.200.1.0/24", "via", b.srv4)
+	serveTCP(t, srv, 22, 8080)
+
+	const rule = "-A INPUT -i srv-a -p tcp --dport 22 -j ACCEPT"
+	f := newFW(t, srv)
+	r := f.mustRun("load", "-i", "srv-a", "-i", "srv-b", writeRules(t, "a.rules", "-P INPUT DROP", rule))
+	for _, i := range []string{"srv-a", "srv-b"} {
+		if want := "attached to " + i + " (native mode)\n"; !strings.Contains(r.stdout, want) {
+			t.Errorf("load output lacks %q: %s", want, r)
+		}
+	}
+	checkTCP(t, "on both",
+		tcpProbe{from: a.cli, addr: hostPort(a.srv4, 22), ok: true},
+		tcpProbe{from: b.cli, addr: hostPort(b.srv4, 22), ok: false},
+		tcpProbe{from: a.cli, addr: hostPort(a.srv4, 8080), ok: false},
+		// the interface a packet arrives on counts, not the address it is for
+		tcpProbe{from: b.cli, addr: hostPort(a.srv4, 22), ok: false})
+
+	st := f.status()
+	if len(st.Interfaces) != 2 {
+		t.Errorf("status lists %d interfaces, want srv-a and srv-b:\n%s", len(st.Interfaces), st.raw)
+	}
+	for _, i := range []string{"srv-a", "srv-b"} {
+		if got := st.Interfaces[i]; got.Mode != "native" || got.Index <= 0 {
+			t.Errorf("status: interface %s is %+v, want mode native:\n%s", i, got, st.raw)
+		}
+		if prog := xdpProg(t, srv, i); prog != fmt.Sprintf("xdp id %d", st.ProgramID) {
+			t.Errorf("%s runs %q, status says program %d", i, prog, st.ProgramID)
+		}
+	}
+	for _, c := range []struct {
+		in      string
+		verdict string
+		num     int
+	}{{"srv-a", "XDP_PASS", 1}, {"srv-b", "XDP_DROP", 0}} {
+		tr, r := f.trace("--in", c.in, "-p", "tcp", "--src", "10.200.9.9", "--dst", a.srv4, "--dport", "22")
+		if c.num == 0 {
+			wantTrace(t, tr, r, c.verdict, 0, "")
+		} else {
+			wantTrace(t, tr, r, c.verdict, c.num, rule)
+		}
+	}
+	if rc := f.list().rule(t, rule).Counters.Packets; rc < 1 {
+		t.Errorf("rule %q counted %d packets, want the accepted SYN", rule, rc)
+	}
+
+	r = f.mustRun("detach", "-i", "srv-a")
+	if r.stdout != "detached from srv-a\n" {
+		t.Errorf("detach -i srv-a: want only %q: %s", "detached from srv-a\n", r)
+	}
+	st = f.status()
+	if len(st.Interfaces) != 1 || st.Interfaces["srv-b"].Mode != "native" {
+		t.Errorf("status after detaching srv-a, want srv-b only:\n%s", st.raw)
+	}
+	if prog := xdpProg(t, srv, "srv-a"); prog != "" {
+		t.Errorf("srv-a still runs %q after detach", prog)
+	}
+	checkTCP(t, "srv-a detached",
+		tcpProbe{from: a.cli, addr: hostPort(a.srv4, 22), ok: true},
+		tcpProbe{from: a.cli, addr: hostPort(a.srv4, 8080), ok: true},
+		tcpProbe{from: b.cli, addr: hostPort(b.srv4, 22), ok: false},
+		tcpProbe{from: b.cli, addr: hostPort(b.srv4, 8080), ok: false})
+}
+
+// TestAttachModes loads in each attach mode on a fresh firewall and checks
+// the mode reported by load, status and the kernel, and that the program
+// filters in that mode; offload, which veth cannot do, must fail cleanly.
+func TestAttachModes(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	serveTCP(t, l.srv, 22, 8080)
+	rules := writeRules(t, "ssh.rules", "-P INPUT DROP", "-A INPUT -p tcp --dport 22 -j ACCEPT")
+
+	for _, c := range []struct{ mode, want, ipProg string }{
+		{"native", "native", "xdp"},
+		{"generic", "generic", "xdpgeneric"},
+		{"auto", "native", "xdp"}, // veth does native XDP
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			f := newFW(t, l.srv)
+			r := f.mustRun("load", "--mode", c.mode, "-i", l.srvIf, rules)
+			if want := fmt.Sprintf("attached to %s (%s mode)\n", l.srvIf, c.want); !strings.Contains(r.stdout, want) {
+				t.Errorf("load output lacks %q: %s", want, r)
+			}
+			st := f.status()
+			if got := st.Interfaces[l.srvIf].Mode; got != c.want || len(st.Interfaces) != 1 {
+				t.Errorf("status: mode %q, want %q:\n%s", got, c.want, st.raw)
+			}
+			if prog := xdpProg(t, l.srv, l.srvIf); prog != fmt.Sprintf("%s id %d", c.ipProg, st.ProgramID) {
+				t.Errorf("ip -d link shows %q, want %s id %d", prog, c.ipProg, st.ProgramID)
+			}
+			checkTCP(t, c.mode,
+				tcpProbe{from: l.cli, addr: hostPort(l.srv4, 22), ok: true},
+				tcpProbe{from: l.cli, addr: hostPort(l.srv4, 8080), ok: false})
+			f.mustRun("detach", "--all")
+			f.wantNothingLoaded(l.srvIf)
+		})
+	}
+
+	t.Run("offload", func(t *testing.T) {
+		f := newFW(t, l.srv)
+		r := f.runWant(1, "load", "--mode", "offload", "-i", l.srvIf, rules)
+		if !strings.Contains(r.stderr, "offload") || !strings.HasPrefix(r.stderr, "xdpfw: ") {
+			t.Errorf("the error does not explain offload: %s", r)
+		}
+		if strings.Contains(r.stdout, "attached") {
+			t.Errorf("a failed load reports an attachment: %s", r)
+		}
+		f.wantNothingLoaded(l.srvIf)
+		checkTCP(t, "after a failed offload load", tcpProbe{from: l.cli, addr: hostPort(l.srv4, 8080), ok: true})
+	})
+
+	t.Run("offload on a loaded firewall", func(t *testing.T) {
+		// A second interface to ask offload for (on an interface xdpfw
+		// is attached to already, load keeps the mode it has).
+		newLink(t, l.srv, "xsrv1", testutil.NewNetNS(t), "xcli1", 1)
+		f := newFW(t, l.srv)
+		// The rule in force gets a counter id that is not the lowest free
+		// one: a restore that renumbers would show.
+		f.mustRun("load", "-i", l.srvIf, writeRules(t, "two.rules",
+			"-P INPUT DROP", "-A INPUT -p udp --dport 9 -j DROP", "-A INPUT -p tcp --dport 22 -j ACCEPT"))
+		f.mustRun("delete", "INPUT", "1")
+		before := f.status()
+		open := writeRules(t, "open.rules", "-P INPUT ACCEPT", "-A INPUT -p udp --dport 9 -j DROP")
+		r := f.runWant(1, "load", "--mode", "offload", "-i", "xsrv1", open)
+		if !strings.Contains(r.stderr, "offload") {
+			t.Errorf("the error does not explain offload: %s", r)
+		}
+		list := f.list()
+		list.wantChain(t, "INPUT", "-A INPUT -p tcp --dport 22 -j ACCEPT")
+		list.wantPolicy(t, "INPUT", "DROP")
+		st := f.status()
+		if st.Generation != before.Generation || len(st.Interfaces) != 1 || st.Interfaces[l.srvIf].Mode != "native" {
+			t.Errorf("status changed by a failed load:\nbefore %s\nafter %s", before.raw, st.raw)
+		}
+		if prog := xdpProg(t, l.srv, "xsrv1"); prog != "" {
+			t.Errorf("xsrv1 runs %q after a failed load", prog)
+		}
+		// What the kernel does must be what list says.
+		checkTCP(t, "after a failed offload load",
+			tcpProbe{from: l.cli, addr: hostPort(l.srv4, 22), ok: true},
+			tcpProbe{from: l.cli, addr: hostPort(l.srv4, 8080), ok: false})
+		tr, _ := f.trace("-p", "tcp", "--src", l.cli4, "--dst", l.srv4, "--dport", "8080")
+		if len(tr) != 1 || tr[0].Verdict != "XDP_DROP" || !tr[0].Policy {
+			t.Errorf("trace of tcp 8080 after a failed load: %+v, want XDP_DROP by the policy", tr)
+		}
+		t.Run("the rule in force keeps its counter", func(t *testing.T) {
+			f := f.with(t)
+			const ssh = "-A INPUT -p tcp --dport 22 -j ACCEPT"
+			tr, r := f.trace("-p", "tcp", "--src", l.cli4, "--dst", l.srv4, "--dport", "22")
+			list := f.list()
+			if len(tr) != 1 || tr[0].Verdict != "XDP_PASS" || tr[0].RuleNum != 1 || tr[0].Rule != ssh ||
+				list.rule(t, ssh).Counters.Packets < 2 {
+				t.Errorf("after a failed load, the rule in force must keep its id and counter: %q "+
+					"(list says id %d, trace reports rule id %d, list counts %d packets):\n%s",
+					ssh, list.rule(t, ssh).ID, firstRuleID(tr), list.rule(t, ssh).Counters.Packets, r)
+			}
+		})
+		wantStatusNamesAttachedProgram(t, f, l.srvIf)
+	})
+}
+
+func firstRuleID(tr []traceResult) uint32 {
+	if len(tr) == 0 {
+		return 0
+	}
+	return tr[0].RuleID
+}
+
+// TestModeChangeRefused: asking for another mode on an interface xdpfw is
+// already attached to is refused (changing it would leave a gap without
+// filtering), and the firewall stays as it was.
+func TestModeChangeRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	f := newFW(t, l.srv)
+	rules := writeRules(t, "drop.rules", "-P INPUT DROP")
+	f.mustRun("load", "-i", l.srvIf, "--mode", "native", rules)
+	before := f.status()
+	r := f.runWant(1, "load", "-i", l.srvIf, "--mode", "generic", rules)
+	if !strings.Contains(r.stderr, "native mode") || !strings.Contains(r.stderr, "detach it first") {
+		t.Errorf("want an error naming the mode in effect and the way out: %s", r)
+	}
+	after := f.status()
+	if after.Interfaces[l.srvIf].Mode != "native" || after.Generation != before.Generation || after.ProgramID != before.ProgramID {
+		t.Errorf("a refused mode change changed the firewall: before %+v, after %+v", before, after)
+	}
+	if prog := xdpProg(t, l.srv, l.srvIf); !strings.HasSuffix(prog, fmt.Sprintf(" id %d", after.ProgramID)) {
+		t.Errorf("%s runs %q, status names program %d", l.srvIf, prog, after.ProgramID)
+	}
+	// the same mode (or auto) just updates
+	f.mustRun("load", "-i", l.srvIf, "--mode", "auto", rules)
+}
