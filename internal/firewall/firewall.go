@@ -130,8 +130,13 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		return nil, f.undo(fresh, nil, err)
 	}
 	res.Attached = map[string]datapath.Mode{}
+	// New interfaces first; interfaces attached before switch to the new
+	// program last, so a failure before that leaves them as they were.
 	var attached []string
 	for _, name := range ifaces {
+		if _, before := f.prevIfaces[name]; before {
+			continue
+		}
 		m, err := dp.Attach(name, mode)
 		if err != nil {
 			return nil, f.undo(fresh, attached, err)
@@ -140,14 +145,19 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		res.Attached[name] = m
 		st.Interfaces[name] = Iface{Index: newIfaces[name].Index, Mode: string(m)}
 	}
-	// Re-attach (update) interfaces attached earlier to the new program.
-	for name := range st.Interfaces {
-		if _, ok := newIfaces[name]; ok {
-			continue
+	for name, prev := range f.prevIfaces {
+		want := datapath.ModeAuto // not named: keep its mode
+		if _, named := newIfaces[name]; named {
+			want = mode
 		}
-		if _, err := dp.Attach(name, datapath.ModeAuto); err != nil { // update only: keep its mode
+		m, err := dp.Attach(name, want) // updates the link; refuses a mode change
+		if err != nil {
 			return nil, f.undo(fresh, attached, fmt.Errorf("updating %s to the new program: %w", name, err))
 		}
+		if _, named := newIfaces[name]; named {
+			res.Attached[name] = m
+		}
+		st.Interfaces[name] = Iface{Index: prev.Index, Mode: string(m)}
 	}
 	if err := dp.PinProgram(); err != nil {
 		return nil, f.undo(fresh, attached, err)
@@ -158,13 +168,12 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 	return res, nil
 }
 
-// undo removes what a failed Load set up: the interfaces it attached, and
-// everything when nothing was loaded before.
+// undo removes what a failed Load set up: the interfaces it newly
+// attached, the rules it installed, and everything when nothing was loaded
+// before.
 func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 	for _, name := range attached {
-		if _, before := f.prevIfaces[name]; !before {
-			_ = f.dp.Detach(name)
-		}
+		_ = f.dp.Detach(name)
 	}
 	if !fresh && f.prev != nil && f.rs != f.prev {
 		// The new rules were installed before the failure: put the old back.
@@ -223,14 +232,14 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 			return nil, err
 		}
 	}
+	if err := f.dp.Install(tables); err != nil {
+		return nil, err
+	}
 	act := compile.ActDrop
 	if malformed == "accept" {
 		act = compile.ActAccept
 	}
 	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act}); err != nil {
-		return nil, err
-	}
-	if err := f.dp.Install(tables); err != nil {
 		return nil, err
 	}
 	f.st.Generation++
