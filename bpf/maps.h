@@ -7,28 +7,60 @@
 #include <bpf/bpf_helpers.h>
 #include "types.h"
 
-/* Default sizes; the control plane may resize before load. */
-#define FW_MAX_ENTRIES   4096 /* classifier entries per generation: the verifier's bound on the linear walk */
-#define FW_MAX_RULE_IDS  65536  /* per-rule counter slots */
+/* Per-rule counter slots. */
+#define FW_MAX_RULE_IDS  65536
 
-/* Template of one rule-set generation: the classifier's entries. */
-struct fw_entries {
+/* One generation's table sizes, set by the control plane before load
+ * (`load --max-rules`). Every table holds two generations: the active one
+ * and the one being written; generation g uses slots [g*size, (g+1)*size). */
+volatile const __u32 fw_max_entries = 1;
+volatile const __u32 fw_max_nodes = 1;
+volatile const __u32 fw_max_leaves = 1;
+
+/* Which generation packets use: 0 = none installed (drop), g+1 = g. */
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_INNER_MAP); /* generations may differ in size */
 	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_active SEC(".maps");
+
+/* Classifier entries (2 x fw_max_entries), priority order within a generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct fw_entry);
-};
-
-/* Slot 0 holds the active generation. Replacing it is the atomic swap: a
- * packet sees the whole old table or the whole new one (RCU). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
-	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct fw_entries);
-} fw_ruleset SEC(".maps");
+} fw_entries SEC(".maps");
+
+/* Tree nodes (2 x fw_max_nodes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct fw_node);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_nodes SEC(".maps");
+
+/* Leaf candidate lists: entry indices (2 x fw_max_leaves). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_leaves SEC(".maps");
+
+/* Tree roots and policies (2 x FW_NUM_ROOTS). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * FW_NUM_ROOTS);
+	__type(key, __u32);
+	__type(value, struct fw_root);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_roots SEC(".maps");
 
 /* Packets and bytes per rule id (per CPU). Ids are stable across rebuilds. */
 struct {

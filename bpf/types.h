@@ -48,6 +48,39 @@ enum fw_reason {
 #define FW_MAX_VLAN    2 /* 802.1Q, or QinQ (802.1ad + 802.1Q) */
 #define FW_MAX_EXTHDR  8 /* IPv6 extension headers walked before giving up */
 
+/* Dimensions of the classification key (struct fw_key), host-order u32
+ * each. Mirrored by internal/compile (tree.go Dim*). */
+enum fw_dim {
+	FW_D_SRC0 = 0,    /* address words, most significant first; IPv4: word 0 */
+	FW_D_SRC1,
+	FW_D_SRC2,
+	FW_D_SRC3,
+	FW_D_DST0,
+	FW_D_DST1,
+	FW_D_DST2,
+	FW_D_DST3,
+	FW_D_SPORT,
+	FW_D_DPORT,
+	FW_D_PROTO,
+	FW_D_IFINDEX,
+	FW_D_VLAN,        /* outer VID, or FW_VLAN_UNTAGGED */
+	FW_D_MACSRC_HI,   /* top 16 bits */
+	FW_D_MACSRC_LO,   /* low 32 bits */
+	FW_D_MACDST_HI,
+	FW_D_MACDST_LO,
+	FW_D_TCPFLAGS,
+	FW_D_ICMP,        /* type << 8 | code */
+	FW_D_FLAGS,       /* FW_KEY_FRAG | FW_KEY_L4 */
+	FW_NUM_DIMS,
+};
+#define FW_KEY_FRAG      1
+#define FW_KEY_L4        2
+#define FW_VLAN_UNTAGGED 0x10000
+
+/* Bounds of the tree walk: nodes visited, candidates checked at a leaf. */
+#define FW_TREE_DEPTH 32
+#define FW_LEAF_MAX   64
+
 /* fw_pkt.flags */
 #define FW_PKT_L4       0x01 /* an L4 header was parsed: ports / flags / ICMP type valid */
 #define FW_PKT_FRAG     0x02 /* a non-first fragment (IPv4 offset != 0, IPv6 fragment offset != 0) */
@@ -122,6 +155,34 @@ struct fw_entry {
 	__u8  action;      /* enum fw_action */
 	__u8  reason;      /* enum fw_reason counted when this entry decides */
 	__u8  _pad[1];
+};
+
+/* A node of a classifier tree. Interior: key[dim] <= thresh goes to left,
+ * else right. Leaf: candidates are leaves[left .. left+right-1], entry
+ * indices in priority order. Indices are relative to the generation. */
+struct fw_node {
+	__u32 thresh;
+	__u8  dim;   /* enum fw_dim */
+	__u8  leaf;
+	__u16 _pad;
+	__u32 left;
+	__u32 right;
+};
+
+/* Trees per root: rules are grouped by their most selective field (source,
+ * destination, destination port, source port, other); a packet walks each
+ * group's tree and the lowest matching entry index wins. */
+#define FW_MAX_GROUPS 5
+#define FW_NO_TREE    0xffffffff
+#define FW_NUM_ROOTS  (FW_NUM_CHAINS * 2) /* chain * 2 + is_v6 */
+
+/* Where classification starts for one chain and family, and its policy. */
+struct fw_root {
+	__u32 groups[FW_MAX_GROUPS]; /* tree root node, or FW_NO_TREE */
+	__u32 rule_id;               /* the policy's counter id */
+	__u8  action;                /* the policy */
+	__u8  reason;
+	__u8  _pad[2];
 };
 
 /* Per-rule counters (per-CPU, summed in Go). */

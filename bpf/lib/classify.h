@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Classification: the first matching entry of the active generation.
+/* Classification: the first matching entry of the active generation,
+ * found in time independent of the number of rules.
  *
- * This is the simple classifier of the core issue: a walk over the entries
- * the control plane compiled (internal/compile), in iptables order, one
- * chain after another; the last entries of each chain are its policies, so
- * every IP packet matches something. Cost is linear in the entry count; the
- * rule-count-independent classifier replaces fw_classify() and
- * internal/compile and nothing else. */
+ * The control plane (internal/compile/tree.go) compiles each chain and
+ * family into at most FW_MAX_GROUPS decision trees over the packet's key
+ * (enum fw_dim). A packet walks each tree (at most FW_TREE_DEPTH nodes) to
+ * a leaf and checks its candidates (at most FW_LEAF_MAX, in priority order)
+ * exactly with fw_entry_match; the lowest matching entry index wins, else
+ * the root's policy. Cost: groups x (depth + leaf), whatever the rule count.
+ * docs/classifier.md describes the algorithm and its bounds. */
 #ifndef XDPFW_CLASSIFY_H
 #define XDPFW_CLASSIFY_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "../types.h"
 #include "../maps.h"
 
@@ -36,8 +39,7 @@ static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 		return 0
 
 /* One entry against one packet. A global (non-inlined) function: the
- * verifier checks it once instead of once per loop iteration, which is what
- * lets fw_classify() walk thousands of entries. */
+ * verifier checks it once, not once per candidate of every leaf. */
 __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 {
 	if (!e || !p) /* the verifier requires the check on global-function pointers */
@@ -69,27 +71,105 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	return 1;
 }
 
+/* fw_key fills the classification key (compile.KeyOf is its Go twin). */
+static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
+{
+	const __u32 *s = (const __u32 *)p->src, *d = (const __u32 *)p->dst;
+
+#pragma unroll
+	for (int w = 0; w < 4; w++) {
+		k[FW_D_SRC0 + w] = bpf_ntohl(s[w]);
+		k[FW_D_DST0 + w] = bpf_ntohl(d[w]);
+	}
+	k[FW_D_SPORT] = p->sport;
+	k[FW_D_DPORT] = p->dport;
+	k[FW_D_PROTO] = p->proto;
+	k[FW_D_IFINDEX] = p->ifindex;
+	k[FW_D_VLAN] = (p->flags & FW_PKT_VLAN) ? p->vlan_id : FW_VLAN_UNTAGGED;
+	k[FW_D_MACSRC_HI] = (__u32)p->src_mac[0] << 8 | p->src_mac[1];
+	k[FW_D_MACSRC_LO] = (__u32)p->src_mac[2] << 24 | (__u32)p->src_mac[3] << 16 |
+			    (__u32)p->src_mac[4] << 8 | p->src_mac[5];
+	k[FW_D_MACDST_HI] = (__u32)p->dst_mac[0] << 8 | p->dst_mac[1];
+	k[FW_D_MACDST_LO] = (__u32)p->dst_mac[2] << 24 | (__u32)p->dst_mac[3] << 16 |
+			    (__u32)p->dst_mac[4] << 8 | p->dst_mac[5];
+	k[FW_D_TCPFLAGS] = p->tcp_flags;
+	k[FW_D_ICMP] = (__u32)p->icmp_type << 8 | p->icmp_code;
+	k[FW_D_FLAGS] = ((p->flags & FW_PKT_FRAG) ? FW_KEY_FRAG : 0) |
+			((p->flags & FW_PKT_L4) ? FW_KEY_L4 : 0);
+}
+
+/* fw_tree returns the lowest index of an entry matching p among the
+ * candidates of the leaf that tree root reaches, below best (else best). */
+static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct fw_pkt *p,
+				     __u32 gen, __u32 best)
+{
+	__u32 n = root, first = 0, count = 0;
+
+	for (int depth = 0; depth < FW_TREE_DEPTH; depth++) {
+		__u32 slot = gen * fw_max_nodes + n;
+		const struct fw_node *node = bpf_map_lookup_elem(&fw_nodes, &slot);
+		if (!node)
+			return best;
+		if (node->leaf) {
+			first = node->left;
+			count = node->right;
+			break;
+		}
+		__u32 dim = node->dim;
+		if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
+			return best;
+		n = key[dim] <= node->thresh ? node->left : node->right;
+	}
+	for (__u32 j = 0; j < FW_LEAF_MAX; j++) {
+		if (j >= count)
+			break;
+		__u32 slot = gen * fw_max_leaves + first + j;
+		const __u32 *idx = bpf_map_lookup_elem(&fw_leaves, &slot);
+		if (!idx || *idx >= best) /* candidates are in priority order */
+			break;
+		__u32 eslot = gen * fw_max_entries + *idx;
+		const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
+		if (e && fw_entry_match(e, p))
+			return *idx;
+	}
+	return best;
+}
+
 /* fw_classify returns 0 and fills *d, or -1 when no rule set is installed. */
 static __always_inline int fw_classify(const struct fw_pkt *p, struct fw_decision *d)
 {
-	__u32 zero = 0;
-	void *entries = bpf_map_lookup_elem(&fw_ruleset, &zero);
+	__u32 zero = 0, key[FW_NUM_DIMS];
+	const __u32 *active = bpf_map_lookup_elem(&fw_active, &zero);
 
-	if (!entries)
+	if (!active || *active == 0)
 		return -1;
-	for (__u32 i = 0; i < FW_MAX_ENTRIES; i++) {
-		__u32 key = i;
-		const struct fw_entry *e = bpf_map_lookup_elem(entries, &key);
-		if (!e) /* past the end of this generation */
-			break;
-		if (fw_entry_match(e, p)) {
-			d->rule_id = e->rule_id;
-			d->action = e->action;
-			d->reason = e->reason;
-			return 0;
-		}
+	__u32 gen = (*active - 1) & 1;
+	__u32 r = gen * FW_NUM_ROOTS + p->chain * 2 + (p->family == 6);
+	const struct fw_root *root = bpf_map_lookup_elem(&fw_roots, &r);
+	if (!root)
+		return -1;
+
+	fw_key(p, key);
+	__u32 best = FW_NO_TREE;
+#pragma unroll
+	for (int g = 0; g < FW_MAX_GROUPS; g++) {
+		if (root->groups[g] != FW_NO_TREE)
+			best = fw_tree(root->groups[g], key, p, gen, best);
 	}
-	return -1; /* a generation always ends in policies; never reached */
+	if (best == FW_NO_TREE) {
+		d->rule_id = root->rule_id;
+		d->action = root->action;
+		d->reason = root->reason;
+		return 0;
+	}
+	__u32 eslot = gen * fw_max_entries + best;
+	const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
+	if (!e)
+		return -1;
+	d->rule_id = e->rule_id;
+	d->action = e->action;
+	d->reason = e->reason;
+	return 0;
 }
 
 #endif

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
 )
@@ -16,6 +17,7 @@ func newLoad(e *env) *cobra.Command {
 		mode           string
 		v4file, v6file string
 		malformed      string
+		maxRules       int
 	)
 	cmd := &cobra.Command{
 		Use:   "load -i IFACE [-i IFACE...] [RULES_FILE]",
@@ -55,7 +57,7 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 			if err != nil {
 				return err
 			}
-			res, err := firewall.Load(e.paths, ifaces, m, rs, firewall.Options{Malformed: malformed})
+			res, err := firewall.Load(e.paths, ifaces, m, rs, firewall.Options{Malformed: malformed, MaxRules: maxRules})
 			if err != nil {
 				return err
 			}
@@ -77,5 +79,8 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop (default) or accept")
+	cmd.Flags().IntVar(&maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
+		"default %d, about %d MiB of kernel memory; changing it needs detach --all first)", compile.DefaultMaxEntries,
+		datapath.LimitsFor(0).Bytes()>>20))
 	return cmd
 }

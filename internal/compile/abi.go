@@ -103,6 +103,10 @@ func PolicyID(chain uint8, v6 bool) uint32 {
 	return id
 }
 
-// MaxEntries is FW_MAX_ENTRIES: how many entries one generation may hold.
-// The verifier must walk the linear classifier's loop, which bounds it.
-const MaxEntries = 4096
+// Default table sizes of one generation (the data plane holds two: the
+// active one and the one being written). `load --max-rules` scales them.
+const (
+	DefaultMaxEntries   = 16384
+	DefaultMaxNodes     = 4 * DefaultMaxEntries
+	DefaultMaxLeafSlots = 16 * DefaultMaxEntries
+)

@@ -79,13 +79,25 @@ func TestABIMirrorsHeader(t *testing.T) {
 			t.Errorf("%s: C %v, Go %d", a.name, m, a.v)
 		}
 	}
-	maps, err := os.ReadFile("../../bpf/maps.h")
-	if err != nil {
-		t.Fatal(err)
+	for name, goVal := range map[string]int{"FW_TREE_DEPTH": MaxDepth, "FW_LEAF_MAX": MaxLeaf,
+		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged} {
+		if c := define(name); c != int64(goVal) {
+			t.Errorf("%s: C %d, Go %d", name, c, goVal)
+		}
 	}
-	m := regexp.MustCompile(`#define FW_MAX_ENTRIES\s+(\d+)`).FindStringSubmatch(string(maps))
-	if m == nil || m[1] != strconv.Itoa(MaxEntries) {
-		t.Errorf("FW_MAX_ENTRIES: C %v, Go %d", m, MaxEntries)
+	dims := regexp.MustCompile(`(?s)enum fw_dim \{(.*?)\};`).FindStringSubmatch(src)
+	if dims == nil {
+		t.Fatal("enum fw_dim not found")
+	}
+	var dnames []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*(FW_(?:D_|NUM_DIMS)[A-Z0-9_]*)`).FindAllStringSubmatch(dims[1], -1) {
+		dnames = append(dnames, m[1])
+	}
+	wantDims := []string{"FW_D_SRC0", "FW_D_SRC1", "FW_D_SRC2", "FW_D_SRC3", "FW_D_DST0", "FW_D_DST1", "FW_D_DST2", "FW_D_DST3",
+		"FW_D_SPORT", "FW_D_DPORT", "FW_D_PROTO", "FW_D_IFINDEX", "FW_D_VLAN", "FW_D_MACSRC_HI", "FW_D_MACSRC_LO",
+		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_NUM_DIMS"}
+	if strings.Join(dnames, ",") != strings.Join(wantDims, ",") || len(wantDims)-1 != NumDims {
+		t.Errorf("enum fw_dim is %v; Go mirrors %v (NumDims %d)", dnames, wantDims, NumDims)
 	}
 	// Policy ids: FW_POLICY_ID(chain, v6) = 1 + chain*2 + v6
 	if !strings.Contains(src, "#define FW_POLICY_ID(chain, v6) (1 + (chain) * 2 + (v6))") {

@@ -16,8 +16,10 @@ type Input struct {
 	// Ifaces maps the names of the interfaces packets can arrive on (the
 	// attached ones) to their ifindex; -i matches are resolved against it.
 	Ifaces map[string]uint32
-	// MaxEntries bounds the table (0: MaxEntries).
-	MaxEntries int
+	// Bounds of the data plane's tables (0: the defaults).
+	MaxEntries   int
+	MaxNodes     int
+	MaxLeafSlots int
 }
 
 // Warning is something the operator should know about a compiled rule.
@@ -39,9 +41,10 @@ type alt struct {
 
 var fullRange = rules.PortRange{Lo: 0, Hi: 65535}
 
-// Compile builds the classifier tables. Rules are laid out chain by chain
-// (INPUT, FORWARD, OUTPUT), in order, each chain closed by its IPv4 and IPv6
-// policy entries, so the first matching entry is iptables' first match.
+// Compile builds the classifier tables: the entries of every rule, chain by
+// chain in rule order (a lower index wins, as iptables' first match), and a
+// decision tree per chain and family over them whose root carries the
+// chain's policy for that family.
 func Compile(in Input) (*Tables, []Warning, error) {
 	rs := in.RuleSet
 	if len(in.IDs) != len(rs.Rules) {
@@ -49,12 +52,13 @@ func Compile(in Input) (*Tables, []Warning, error) {
 	}
 	limit := in.MaxEntries
 	if limit == 0 {
-		limit = MaxEntries
+		limit = DefaultMaxEntries
 	}
 	var (
 		t    Tables
 		warn []Warning
 	)
+	// Entries in priority order, chain by chain; a lower index wins.
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
 		for i := range rs.Rules {
 			r := &rs.Rules[i]
@@ -70,20 +74,23 @@ func Compile(in Input) (*Tables, []Warning, error) {
 			}
 			t.Entries = append(t.Entries, ents...)
 		}
-		for _, fam := range []rules.Family{rules.FamilyIPv4, rules.FamilyIPv6} {
-			v := rs.PolicyFor(c, fam)
-			e := Entry{Chain: c, Family: fam, Match: MFamily, RuleID: PolicyID(uint8(c), fam == rules.FamilyIPv6)}
-			e.Action, e.Reason = ActAccept, ReasonPolicyAccept
-			if v == rules.VerdictDrop {
-				e.Action, e.Reason = ActDrop, ReasonPolicyDrop
-			}
-			t.Entries = append(t.Entries, e)
-		}
 	}
 	if len(t.Entries) > limit {
-		return nil, nil, fmt.Errorf("the rule set needs %d classifier entries; the linear classifier holds at most %d "+
-			"(multiport lists and -i wildcards expand into several entries each)", len(t.Entries), limit)
+		return nil, nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
+			"(multiport lists and -i wildcards expand into several entries each; load with a larger --max-rules)", len(t.Entries), limit)
 	}
+	maxNodes := in.MaxNodes
+	if maxNodes == 0 {
+		maxNodes = DefaultMaxNodes
+	}
+	st, err := buildTrees(&t, rs, maxNodes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the rule set cannot be loaded: %w", err)
+	}
+	if in.MaxLeafSlots > 0 && st.LeafSlots > in.MaxLeafSlots {
+		return nil, nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, in.MaxLeafSlots)
+	}
+	t.Stats = st
 	return &t, warn, nil
 }
 

@@ -112,8 +112,8 @@ func TestExpansion(t *testing.T) {
 	}
 }
 
-// TestLayout: chains in order, each closed by its two policies, entries of
-// one rule contiguous and in rule order.
+// TestLayout: entries chain by chain in rule order; each root carries its
+// chain's policy for its family.
 func TestLayout(t *testing.T) {
 	rs := parse(t, "-P INPUT DROP\n-P FORWARD DROP -6\n-A FORWARD -j ACCEPT\n-A INPUT -p tcp --dport 22 -j ACCEPT\n-A INPUT -j DROP\n")
 	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(3)})
@@ -124,25 +124,56 @@ func TestLayout(t *testing.T) {
 	for _, e := range tb.Entries {
 		got = append(got, fmt.Sprintf("%s/%d/%s", e.Chain, e.RuleID, e.Action))
 	}
-	want := []string{
-		"INPUT/17/ACCEPT", "INPUT/18/DROP", "INPUT/1/DROP", "INPUT/2/DROP",
-		"FORWARD/16/ACCEPT", "FORWARD/3/ACCEPT", "FORWARD/4/DROP",
-		"OUTPUT/5/ACCEPT", "OUTPUT/6/ACCEPT",
-	}
+	want := []string{"INPUT/17/ACCEPT", "INPUT/18/DROP", "FORWARD/16/ACCEPT"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("layout\n got %v\nwant %v", got, want)
+		t.Errorf("entries\n got %v\nwant %v", got, want)
+	}
+	got = nil
+	for _, r := range tb.Roots {
+		got = append(got, fmt.Sprintf("%d/%s", r.RuleID, r.Action))
+	}
+	want = []string{"1/DROP", "2/DROP", "3/ACCEPT", "4/DROP", "5/ACCEPT", "6/ACCEPT"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("roots\n got %v\nwant %v", got, want)
 	}
 }
 
-func TestTooManyEntries(t *testing.T) {
+// TestLimits: a rule set beyond the loaded table sizes is refused with a
+// message naming the limit and the way out, never installed in part.
+func TestLimits(t *testing.T) {
 	var b strings.Builder
 	for i := 0; i < 600; i++ {
-		fmt.Fprintf(&b, "-A INPUT -p tcp -m multiport --dports 1,2,3,4,5,6,7 -j ACCEPT\n")
+		fmt.Fprintf(&b, "-A INPUT -s 10.%d.%d.0/24 -p tcp -m multiport --dports 1,2,3,4,5,6,7 -j ACCEPT\n", i/200, i%200)
 	}
 	rs := parse(t, b.String())
-	_, _, err := Compile(Input{RuleSet: rs, IDs: ids(600)})
-	if err == nil || !strings.Contains(err.Error(), "classifier entries") {
-		t.Fatalf("err %v, want a clear refusal naming the entry limit", err)
+	if _, _, err := Compile(Input{RuleSet: rs, IDs: ids(600), MaxEntries: 1000}); err == nil ||
+		!strings.Contains(err.Error(), "4200 classifier entries") || !strings.Contains(err.Error(), "--max-rules") {
+		t.Errorf("entries: %v", err)
+	}
+	if _, _, err := Compile(Input{RuleSet: rs, IDs: ids(600), MaxNodes: 100}); err == nil ||
+		!strings.Contains(err.Error(), "more than 100 nodes") {
+		t.Errorf("nodes: %v", err)
+	}
+	if _, _, err := Compile(Input{RuleSet: rs, IDs: ids(600), MaxLeafSlots: 100}); err == nil ||
+		!strings.Contains(err.Error(), "leaf slots") {
+		t.Errorf("leaves: %v", err)
+	}
+}
+
+// TestDuplicatesCollapse: identical rules are dominated by the first one:
+// a leaf holds it alone, whatever the count.
+func TestDuplicatesCollapse(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 1000; i++ {
+		b.WriteString("-A INPUT -p tcp -m multiport --dports 22,80 -j ACCEPT\n")
+	}
+	rs := parse(t, b.String())
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Stats.MaxLeaf != 1 || tb.Stats.Nodes > 20 {
+		t.Errorf("1000 duplicates: %+v", tb.Stats)
 	}
 }
 

@@ -35,6 +35,10 @@ type Entry struct {
 // Tables is what one generation installs in the data plane.
 type Tables struct {
 	Entries []Entry
+	Nodes   []Node
+	Leaves  []uint32 // entry indices, leaf by leaf
+	Roots   [NumRoots]Root
+	Stats   TreeStats
 }
 
 func prefixBytes(p netip.Prefix) (addr, mask [16]byte) {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
 )
 
 // DefaultPinDir is where programs, maps and links are pinned.
@@ -19,15 +21,49 @@ const DefaultPinDir = "/sys/fs/bpf/xdpfw"
 
 const progPin = "prog_xdpfw_ingress"
 
+// Limits are one generation's table sizes. The data plane holds two
+// generations, so the kernel memory is about 2 x (112 B x Entries + 16 B x
+// Nodes + 4 B x LeafSlots).
+type Limits struct {
+	Entries   int `json:"entries"`
+	Nodes     int `json:"nodes"`
+	LeafSlots int `json:"leaf_slots"`
+}
+
+// LimitsFor sizes the tables for a number of classifier entries (rules,
+// after multiport and -i expansion).
+func LimitsFor(entries int) Limits {
+	if entries <= 0 {
+		entries = compile.DefaultMaxEntries
+	}
+	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries}
+}
+
+// Bytes is the kernel memory the tables take (both generations).
+func (l Limits) Bytes() int64 {
+	return 2 * (112*int64(l.Entries) + 16*int64(l.Nodes) + 4*int64(l.LeafSlots))
+}
+
 // Datapath is a handle on the pinned data plane.
 type Datapath struct {
 	dir     string
 	prog    *ebpf.Program
-	ruleset *ebpf.Map // fw_ruleset: ARRAY_OF_MAPS, slot 0 = active generation
-	inner   *ebpf.MapSpec
+	limits  Limits
+	active  *ebpf.Map // fw_active: 0 none, g+1 generation g
+	entries *ebpf.Map
+	nodes   *ebpf.Map
+	leaves  *ebpf.Map
+	roots   *ebpf.Map
 	ruleCtr *ebpf.Map
 	reasons *ebpf.Map
 	config  *ebpf.Map
+}
+
+func (d *Datapath) maps() map[string]**ebpf.Map {
+	return map[string]**ebpf.Map{
+		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
+		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
+	}
 }
 
 // Load loads the embedded program, reusing maps already pinned in dir (so
@@ -35,7 +71,7 @@ type Datapath struct {
 // and pins any new maps. The program is not pinned until PinProgram, so a
 // load that fails midway leaves the pinned program in place. It attaches
 // nothing.
-func Load(dir string) (*Datapath, error) {
+func Load(dir string, lim Limits) (*Datapath, error) {
 	if err := ensureBPFFS(dir); err != nil {
 		return nil, err
 	}
@@ -43,6 +79,17 @@ func Load(dir string) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
+	if lim == (Limits{}) {
+		lim = LimitsFor(0)
+	}
+	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots} {
+		if err := spec.Variables[name].Set(uint32(n)); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
+	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
+	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	var objs xdpfwObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
@@ -51,16 +98,20 @@ func Load(dir string) (*Datapath, error) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the xdpfw program: %+v", ve)
 		}
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("maps pinned in %s come from an incompatible xdpfw version; "+
-				"run `xdpfw detach --all` first: %w", dir, err)
+			return nil, fmt.Errorf("maps pinned in %s were made by another xdpfw version or for another --max-rules; "+
+				"run `xdpfw detach --all` first (or load with the same --max-rules): %w", dir, err)
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
 	return &Datapath{
 		dir:     dir,
 		prog:    objs.XdpfwIngress,
-		ruleset: objs.FwRuleset,
-		inner:   spec.Maps["fw_ruleset"].InnerMap.Copy(),
+		limits:  lim,
+		active:  objs.FwActive,
+		entries: objs.FwEntries,
+		nodes:   objs.FwNodes,
+		leaves:  objs.FwLeaves,
+		roots:   objs.FwRoots,
 		ruleCtr: objs.FwRuleStats,
 		reasons: objs.FwReasonStats,
 		config:  objs.FwConfigMap,
@@ -96,23 +147,16 @@ func Open(dir string) (*Datapath, error) {
 		return nil, fmt.Errorf("opening the pinned program: %w", err)
 	}
 	d := &Datapath{dir: dir, prog: prog}
-	spec, err := loadXdpfw()
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	d.inner = spec.Maps["fw_ruleset"].InnerMap.Copy()
-	for name, dst := range map[string]**ebpf.Map{
-		"fw_ruleset": &d.ruleset, "fw_rule_stats": &d.ruleCtr,
-		"fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
-	} {
+	for name, dst := range d.maps() {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
+			return nil, fmt.Errorf("opening pinned map %s (made by another xdpfw version? `xdpfw detach --all` resets): %w", name, err)
 		}
 		*dst = m
 	}
+	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
+		LeafSlots: int(d.leaves.MaxEntries() / 2)}
 	return d, nil
 }
 
@@ -122,11 +166,14 @@ func (d *Datapath) Dir() string { return d.dir }
 // Program is the loaded XDP program.
 func (d *Datapath) Program() *ebpf.Program { return d.prog }
 
+// Limits are the table sizes this data plane was loaded with.
+func (d *Datapath) Limits() Limits { return d.limits }
+
 // Close releases the file descriptors; pinned objects stay.
 func (d *Datapath) Close() {
-	for _, m := range []*ebpf.Map{d.ruleset, d.ruleCtr, d.reasons, d.config} {
-		if m != nil {
-			m.Close()
+	for _, m := range d.maps() {
+		if *m != nil {
+			(*m).Close()
 		}
 	}
 	if d.prog != nil {

@@ -33,7 +33,10 @@ var fixtureIfaces = []string{"eth0", "eth1", "veth0"}
 func newFixture(t *testing.T) *fixture { return newFixtureB(t) }
 
 // newFixtureB is newFixture for tests and benchmarks alike.
-func newFixtureB(t testing.TB) *fixture {
+func newFixtureB(t testing.TB) *fixture { return newFixtureLimits(t, datapath.Limits{}) }
+
+// newFixtureLimits loads the data plane with the given table sizes.
+func newFixtureLimits(t testing.TB, lim datapath.Limits) *fixture {
 	t.Helper()
 	testutil.RequireRoot(t)
 	f := &fixture{t: t, ns: testutil.NewNetNS(t), ifaces: map[string]uint32{}}
@@ -56,7 +59,7 @@ func newFixtureB(t testing.TB) *fixture {
 		}
 		f.ifaces["lo"] = 1
 		var err error
-		f.dp, err = datapath.Load(pins)
+		f.dp, err = datapath.Load(pins, lim)
 		return err
 	})
 	if err != nil {
@@ -78,7 +81,9 @@ func (f *fixture) install(rs *rules.RuleSet) {
 	for i := range ids {
 		ids[i] = uint32(compile.FirstRuleID + i)
 	}
-	tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces})
+	lim := f.dp.Limits()
+	tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces,
+		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
 		f.t.Fatalf("compile: %v\n%s", err, rs)
 	}

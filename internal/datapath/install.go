@@ -2,8 +2,10 @@ package datapath
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 )
@@ -25,50 +27,107 @@ func (d *Datapath) SetConfig(c Config) error {
 	return nil
 }
 
-// Install makes t the active generation: a fresh inner map is filled
-// completely, then swapped into fw_ruleset slot 0 in one update. Packets
-// already in flight finish on the old table (RCU); no packet sees a mix.
+// Install makes t the active generation. Each table holds two
+// generations: t is written into the one packets do not use, then one
+// 4-byte write of fw_active switches every new packet to it, and Install
+// waits for an RCU grace period so that no packet still walks the old one
+// before the next Install may overwrite it. A packet sees the old tables or
+// the new ones, never a mix.
 func (d *Datapath) Install(t *compile.Tables) error {
-	n := len(t.Entries)
-	if n == 0 {
-		return fmt.Errorf("refusing to install an empty generation")
+	lim := d.limits
+	switch {
+	case len(t.Entries) > lim.Entries:
+		return fmt.Errorf("the rule set needs %d classifier entries, the data plane was loaded for %d (--max-rules)", len(t.Entries), lim.Entries)
+	case len(t.Nodes) > lim.Nodes:
+		return fmt.Errorf("the classifier needs %d tree nodes, the data plane was loaded for %d (--max-rules)", len(t.Nodes), lim.Nodes)
+	case len(t.Leaves) > lim.LeafSlots:
+		return fmt.Errorf("the classifier needs %d leaf slots, the data plane was loaded for %d (--max-rules)", len(t.Leaves), lim.LeafSlots)
 	}
-	if n > compile.MaxEntries {
-		return fmt.Errorf("generation has %d entries, the data plane holds %d", n, compile.MaxEntries)
+	var cur uint32
+	if err := d.active.Lookup(uint32(0), &cur); err != nil {
+		return fmt.Errorf("reading fw_active: %w", err)
 	}
-	spec := d.inner.Copy()
-	spec.Name = "fw_entries"
-	spec.MaxEntries = uint32(n)
-	inner, err := ebpf.NewMap(spec)
-	if err != nil {
-		return fmt.Errorf("creating a generation map of %d entries: %w", n, err)
+	gen := uint32(0)
+	if cur == 1 {
+		gen = 1
 	}
-	defer inner.Close()
 
-	keys := make([]uint32, n)
-	vals := make([]xdpfwFwEntry, n)
+	entries := make([]xdpfwFwEntry, len(t.Entries))
 	for i := range t.Entries {
-		keys[i] = uint32(i)
-		vals[i] = toBPF(&t.Entries[i])
+		entries[i] = toBPF(&t.Entries[i])
 	}
-	if _, err := inner.BatchUpdate(keys, vals, nil); err != nil {
-		// older kernels: one by one
+	nodes := make([]xdpfwFwNode, len(t.Nodes))
+	for i, n := range t.Nodes {
+		nodes[i] = xdpfwFwNode{Thresh: n.Thresh, Dim: n.Dim, Left: n.Left, Right: n.Right}
+		if n.Leaf {
+			nodes[i].Leaf = 1
+		}
+	}
+	roots := make([]xdpfwFwRoot, len(t.Roots))
+	for i, r := range t.Roots {
+		roots[i] = xdpfwFwRoot{Groups: r.Groups, RuleId: r.RuleID, Action: uint8(r.Action), Reason: uint8(r.Reason)}
+	}
+	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
+		return fmt.Errorf("writing entries: %w", err)
+	}
+	if err := putRange(d.nodes, gen*uint32(lim.Nodes), nodes); err != nil {
+		return fmt.Errorf("writing tree nodes: %w", err)
+	}
+	if err := putRange(d.leaves, gen*uint32(lim.LeafSlots), t.Leaves); err != nil {
+		return fmt.Errorf("writing leaves: %w", err)
+	}
+	if err := putRange(d.roots, gen*uint32(compile.NumRoots), roots); err != nil {
+		return fmt.Errorf("writing roots: %w", err)
+	}
+	if err := d.active.Put(uint32(0), gen+1); err != nil {
+		return fmt.Errorf("switching to the new generation: %w", err)
+	}
+	return graceperiod()
+}
+
+// putRange writes vals to consecutive slots from base, in batches.
+func putRange[T any](m *ebpf.Map, base uint32, vals []T) error {
+	const batch = 4096
+	for off := 0; off < len(vals); off += batch {
+		end := min(off+batch, len(vals))
+		keys := make([]uint32, end-off)
 		for i := range keys {
-			if err := inner.Put(keys[i], &vals[i]); err != nil {
-				return fmt.Errorf("filling the generation map: %w", err)
+			keys[i] = base + uint32(off+i)
+		}
+		if _, err := m.BatchUpdate(keys, vals[off:end], nil); err != nil {
+			for i, k := range keys { // kernels without batch ops on arrays
+				if err := m.Put(k, &vals[off+i]); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	if err := d.ruleset.Put(uint32(0), inner); err != nil {
-		return fmt.Errorf("swapping in the new generation: %w", err)
+	return nil
+}
+
+// membarrierCmdGlobal is MEMBARRIER_CMD_GLOBAL (linux/membarrier.h).
+const membarrierCmdGlobal = 1 << 0
+
+// graceperiod waits until every packet that may have seen the previous
+// generation is done: membarrier(MEMBARRIER_CMD_GLOBAL) is synchronize_rcu(),
+// and XDP runs inside RCU read-side sections.
+func graceperiod() error {
+	_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0)
+	if errno == unix.EINVAL {
+		// nohz_full kernels refuse it: wait far longer than any packet takes
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	}
+	if errno != 0 {
+		return fmt.Errorf("membarrier: %w", errno)
 	}
 	return nil
 }
 
 // Installed reports whether a generation is installed.
 func (d *Datapath) Installed() bool {
-	var id ebpf.MapID
-	return d.ruleset.Lookup(uint32(0), &id) == nil && id != 0
+	var cur uint32
+	return d.active.Lookup(uint32(0), &cur) == nil && cur != 0
 }
 
 func toBPF(e *compile.Entry) xdpfwFwEntry {

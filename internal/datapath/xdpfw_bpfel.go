@@ -54,6 +54,16 @@ type xdpfwFwEntry struct {
 	Pad      [1]uint8
 }
 
+type xdpfwFwNode struct {
+	_      structs.HostLayout
+	Thresh uint32
+	Dim    uint8
+	Leaf   uint8
+	Pad    uint16
+	Left   uint32
+	Right  uint32
+}
+
 type xdpfwFwPkt struct {
 	_        structs.HostLayout
 	Src      [2]uint64
@@ -76,15 +86,31 @@ type xdpfwFwPkt struct {
 	_        [4]byte
 }
 
+type xdpfwFwRoot struct {
+	_      structs.HostLayout
+	Groups [5]uint32
+	RuleId uint32
+	Action uint8
+	Reason uint8
+	Pad    [2]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpfwMapFwActive      = "fw_active"
 	xdpfwMapFwConfigMap   = "fw_config_map"
+	xdpfwMapFwEntries     = "fw_entries"
+	xdpfwMapFwLeaves      = "fw_leaves"
+	xdpfwMapFwNodes       = "fw_nodes"
 	xdpfwMapFwReasonStats = "fw_reason_stats"
+	xdpfwMapFwRoots       = "fw_roots"
 	xdpfwMapFwRuleStats   = "fw_rule_stats"
-	xdpfwMapFwRuleset     = "fw_ruleset"
 	xdpfwProgXdpfwIngress = "xdpfw_ingress"
+	xdpfwVarFwMaxEntries  = "fw_max_entries"
+	xdpfwVarFwMaxLeaves   = "fw_max_leaves"
+	xdpfwVarFwMaxNodes    = "fw_max_nodes"
 )
 
 // loadXdpfw returns the embedded CollectionSpec for xdpfw.
@@ -136,16 +162,23 @@ type xdpfwProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwMapSpecs struct {
+	FwActive      *ebpf.MapSpec `ebpf:"fw_active"`
 	FwConfigMap   *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwEntries     *ebpf.MapSpec `ebpf:"fw_entries"`
+	FwLeaves      *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwNodes       *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwReasonStats *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRoots       *ebpf.MapSpec `ebpf:"fw_roots"`
 	FwRuleStats   *ebpf.MapSpec `ebpf:"fw_rule_stats"`
-	FwRuleset     *ebpf.MapSpec `ebpf:"fw_ruleset"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwVariableSpecs struct {
+	FwMaxEntries *ebpf.VariableSpec `ebpf:"fw_max_entries"`
+	FwMaxLeaves  *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
+	FwMaxNodes   *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
 }
 
 // xdpfwObjects contains all objects after they have been loaded into the kernel.
@@ -168,18 +201,26 @@ func (o *xdpfwObjects) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwMaps struct {
+	FwActive      *ebpf.Map `ebpf:"fw_active"`
 	FwConfigMap   *ebpf.Map `ebpf:"fw_config_map"`
+	FwEntries     *ebpf.Map `ebpf:"fw_entries"`
+	FwLeaves      *ebpf.Map `ebpf:"fw_leaves"`
+	FwNodes       *ebpf.Map `ebpf:"fw_nodes"`
 	FwReasonStats *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRoots       *ebpf.Map `ebpf:"fw_roots"`
 	FwRuleStats   *ebpf.Map `ebpf:"fw_rule_stats"`
-	FwRuleset     *ebpf.Map `ebpf:"fw_ruleset"`
 }
 
 func (m *xdpfwMaps) Close() error {
 	return _XdpfwClose(
+		m.FwActive,
 		m.FwConfigMap,
+		m.FwEntries,
+		m.FwLeaves,
+		m.FwNodes,
 		m.FwReasonStats,
+		m.FwRoots,
 		m.FwRuleStats,
-		m.FwRuleset,
 	)
 }
 
@@ -187,6 +228,9 @@ func (m *xdpfwMaps) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwVariables struct {
+	FwMaxEntries *ebpf.Variable `ebpf:"fw_max_entries"`
+	FwMaxLeaves  *ebpf.Variable `ebpf:"fw_max_leaves"`
+	FwMaxNodes   *ebpf.Variable `ebpf:"fw_max_nodes"`
 }
 
 // xdpfwPrograms contains all programs after they have been loaded into the kernel.

@@ -18,6 +18,9 @@ import (
 // Options are settings of a load or apply.
 type Options struct {
 	Malformed string // "drop" (default) or "accept": verdict for malformed packets
+	// MaxRules sizes the classifier tables at load (classifier entries per
+	// generation; 0: keep what is loaded, else the default).
+	MaxRules int
 }
 
 // Result reports what a change did.
@@ -27,6 +30,7 @@ type Result struct {
 	Entries    int
 	Warnings   []string
 	Attached   map[string]datapath.Mode
+	Tree       compile.TreeStats
 }
 
 // Firewall is an open, locked handle on the firewall in force.
@@ -94,7 +98,14 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 	if fresh {
 		st = &state{Version: stateVersion, Interfaces: map[string]Iface{}}
 	}
-	dp, err := datapath.Load(p.PinDir)
+	lim := datapath.LimitsFor(opt.MaxRules)
+	if opt.MaxRules == 0 && !fresh {
+		if cur, err := datapath.Open(p.PinDir); err == nil {
+			lim = cur.Limits() // keep the loaded size
+			cur.Close()
+		}
+	}
+	dp, err := datapath.Load(p.PinDir, lim)
 	if err != nil {
 		if fresh {
 			_ = datapath.Unpin(p.PinDir)
@@ -223,7 +234,9 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	for n, i := range f.st.Interfaces {
 		ifaces[n] = uint32(i.Index)
 	}
-	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces})
+	lim := f.dp.Limits()
+	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces,
+		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +260,7 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	f.st.IDs = ids
 	f.st.Malformed = malformed
 	f.rs = rs
-	res := &Result{Generation: f.st.Generation, Rules: len(rs.Rules), Entries: len(tables.Entries)}
+	res := &Result{Generation: f.st.Generation, Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats}
 	for _, w := range warns {
 		r := rs.Rules[w.Rule]
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))

@@ -1,0 +1,64 @@
+package compile
+
+import "github.com/xdpfw/xdpfw/internal/rules"
+
+// Classify is the Go twin of the data plane's classifier: walk the tree of
+// (chain, family), check the leaf's candidates in order with Entry.Matches.
+// It returns the deciding entry index, or -1 and the root (policy).
+func (t *Tables) Classify(p *RefPacket, ifindex uint32) (int, Root) {
+	r := int(p.Chain) * 2
+	if p.Src.Is6() {
+		r++
+	}
+	for _, i := range t.Lookup(r, KeyOf(p, ifindex)) {
+		if t.Entries[i].Matches(p, ifindex) {
+			return int(i), t.Roots[r]
+		}
+	}
+	return -1, t.Roots[r]
+}
+
+// Matches mirrors fw_entry_match (bpf/lib/classify.h): every enabled test
+// passes, negated ones fail; L4 tests need an L4 header.
+func (e *Entry) Matches(p *RefPacket, ifindex uint32) bool {
+	m, inv := e.Match, e.Invert
+	test := func(bit uint32, cond bool) bool { return m&bit == 0 || cond != (inv&bit != 0) }
+	fam := rules.FamilyIPv4
+	if p.Src.Is6() {
+		fam = rules.FamilyIPv6
+	}
+	if e.Chain != p.Chain || (m&ML4 != 0 && !p.L4) || (m&MFamily != 0 && e.Family != fam) {
+		return false
+	}
+	src, dst := addrBytes(p)
+	masked := func(a, v, mask [16]byte) bool {
+		for i := range a {
+			if a[i]&mask[i] != v[i] {
+				return false
+			}
+		}
+		return true
+	}
+	return test(MProto, e.Proto == p.Proto) &&
+		test(MSrc, masked(src, e.Src, e.SrcMask)) &&
+		test(MDst, masked(dst, e.Dst, e.DstMask)) &&
+		test(MSPort, p.SPort >= e.SPortLo && p.SPort <= e.SPortHi) &&
+		test(MDPort, p.DPort >= e.DPortLo && p.DPort <= e.DPortHi) &&
+		test(MIfindex, ifindex == e.Ifindex) &&
+		test(MMACSrc, p.SrcMAC == e.SrcMAC) &&
+		test(MMACDst, p.DstMAC == e.DstMAC) &&
+		test(MTCPFlags, p.TCPFlags&e.TCPMask == e.TCPCmp) &&
+		test(MICMPType, p.ICMPType == e.ICMPType && (m&MICMPCode == 0 || p.ICMPCode == e.ICMPCode)) &&
+		test(MVLAN, p.Tagged && p.VLAN == e.VLAN) &&
+		test(MFrag, p.Fragment)
+}
+
+func addrBytes(p *RefPacket) (src, dst [16]byte) {
+	if p.Src.Is4() {
+		s, d := p.Src.As4(), p.Dst.As4()
+		copy(src[:], s[:])
+		copy(dst[:], d[:])
+		return
+	}
+	return p.Src.As16(), p.Dst.As16()
+}
