@@ -104,6 +104,13 @@ func (e *env) printResult(res *firewall.Result) {
 	}
 }
 
+// printGeneration reports a change put in force, with the shape of the
+// classifier it compiled to.
+func (e *env) printGeneration(res *firewall.Result) {
+	fmt.Fprintf(e.stdout, "generation %d: %d rules in force (%d classifier entries, %d trees, depth <= %d, <= %d candidates per leaf)\n",
+		res.Generation, res.Rules, res.Entries, res.Tree.Trees, res.Tree.MaxDepth, res.Tree.MaxLeaf)
+}
+
 // readRuleFiles parses the positional rule file and the per-family files.
 // Rules of the family files apply to that family only.
 func readRuleFiles(file, v4file, v6file string) (*rules.RuleSet, error) {

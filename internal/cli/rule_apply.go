@@ -58,7 +58,7 @@ unchanged carry over. A file with any error changes nothing.
 				return err
 			}
 			e.printResult(res)
-			fmt.Fprintf(e.stdout, "generation %d: %d rules (%d classifier entries) in force\n", res.Generation, res.Rules, res.Entries)
+			e.printGeneration(res)
 			return nil
 		},
 	}

@@ -70,7 +70,7 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 			for _, n := range names {
 				fmt.Fprintf(e.stdout, "attached to %s (%s mode)\n", n, res.Attached[n])
 			}
-			fmt.Fprintf(e.stdout, "generation %d: %d rules (%d classifier entries) in force\n", res.Generation, res.Rules, res.Entries)
+			e.printGeneration(res)
 			return nil
 		},
 	}

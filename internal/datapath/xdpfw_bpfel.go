@@ -64,28 +64,6 @@ type xdpfwFwNode struct {
 	Right  uint32
 }
 
-type xdpfwFwPkt struct {
-	_        structs.HostLayout
-	Src      [2]uint64
-	Dst      [2]uint64
-	SrcMac   [6]uint8
-	DstMac   [6]uint8
-	Ifindex  uint32
-	Sport    uint16
-	Dport    uint16
-	VlanId   uint16
-	Family   uint8
-	Proto    uint8
-	TcpFlags uint8
-	IcmpType uint8
-	IcmpCode uint8
-	Flags    uint8
-	Chain    uint8
-	Pad      [3]uint8
-	L3Len    uint32
-	_        [4]byte
-}
-
 type xdpfwFwRoot struct {
 	_      structs.HostLayout
 	Groups [5]uint32

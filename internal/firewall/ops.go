@@ -250,6 +250,7 @@ type Status struct {
 	Interfaces map[string]IfaceStatus      `json:"interfaces"`
 	Rules      int                         `json:"rules"`
 	Malformed  string                      `json:"malformed"`
+	Limits     datapath.Limits             `json:"limits"` // classifier table sizes (load --max-rules)
 	Reasons    map[string]datapath.Counter `json:"reasons"`
 }
 
@@ -261,7 +262,7 @@ type IfaceStatus struct {
 
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
-	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: len(f.rs.Rules),
+	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: len(f.rs.Rules), Limits: f.dp.Limits(),
 		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{}}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()

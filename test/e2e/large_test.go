@@ -1,0 +1,42 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// TestLargeRuleSet loads 20,000 rules: refused (nothing loaded) when the
+// tables are sized for fewer, accepted with --max-rules, and traffic gets
+// the right verdicts at that size — the one accepting rule being last.
+func TestLargeRuleSet(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	serveTCP(t, l.srv, 22, 8080)
+	lines := []string{"-P INPUT DROP", "-A INPUT -p ipv6-icmp -j ACCEPT"}
+	for i := 0; i < 20000; i++ {
+		lines = append(lines, fmt.Sprintf("-A INPUT -s 198.%d.%d.0/24 -p tcp --dport %d -j DROP", 18+i/50000, (i/200)%250, 1+i%200))
+	}
+	lines = append(lines, "-A INPUT -p tcp --dport 22 -j ACCEPT")
+	file := writeRules(t, "large.rules", lines...)
+	f := newFW(t, l.srv)
+
+	r := f.runWant(1, "load", "-i", l.srvIf, file)
+	if !strings.Contains(r.stderr, "--max-rules") {
+		t.Errorf("a rule set beyond the default tables: want a message naming --max-rules: %s", r)
+	}
+	f.wantNothingLoaded(l.srvIf)
+
+	r = f.mustRun("load", "-i", l.srvIf, "--max-rules", "32768", file)
+	if !strings.Contains(r.stdout, "20002 rules in force") {
+		t.Errorf("load output: %s", r)
+	}
+	if st := f.status(); st.Rules != 20002 {
+		t.Errorf("status: %d rules, want 20002", st.Rules)
+	}
+	checkTCP(t, "20,002 rules, ssh last", tcpProbe{from: l.cli, addr: hostPort(l.srv4, 22), ok: true},
+		tcpProbe{from: l.cli, addr: hostPort(l.srv4, 8080), ok: false},
+		tcpProbe{from: l.cli, addr: hostPort(l.srv6, 22), ok: true})
+}
