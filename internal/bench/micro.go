@@ -1,0 +1,268 @@
+// Package bench measures xdpfw: `xdpfw bench micro` runs the loaded
+// program with BPF_PROG_TEST_RUN on rule sets of growing size.
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// MicroOptions configure a micro benchmark.
+type MicroOptions struct {
+	Sizes    []int         // rule counts
+	Rounds   int           // interleaved rounds (each size once per round)
+	Repeat   int           // BPF_PROG_TEST_RUN repetitions per measurement
+	Families []string      // "ipv4", "ipv6"
+	Progress io.Writer     // progress lines (nil: none)
+	Budget   time.Duration // stop adding rounds after this long (0: none)
+}
+
+// MicroResult is one rule count and family.
+type MicroResult struct {
+	Family    string    `json:"family"`
+	Rules     int       `json:"rules"`
+	Entries   int       `json:"entries"`
+	CompileMS float64   `json:"compile_ms"` // rules -> tables (Go)
+	InstallMS float64   `json:"install_ms"` // tables -> kernel, incl. the grace period
+	KernelKiB int64     `json:"kernel_kib"` // classifier tables, both generations
+	Tree      TreeShape `json:"tree"`
+	LastNS    []float64 `json:"last_rule_ns"`  // per round: only the last rule matches
+	MissNS    []float64 `json:"no_match_ns"`   // per round: no rule matches (policy)
+	FirstNS   []float64 `json:"first_rule_ns"` // per round: the first rule matches
+	LastMed   float64   `json:"last_rule_ns_median"`
+	MissMed   float64   `json:"no_match_ns_median"`
+	FirstMed  float64   `json:"first_rule_ns_median"`
+	// MissVsFirst is the median per-round ratio of no-match to first-rule.
+	MissVsFirst float64 `json:"no_match_vs_first_rule"`
+	// Ratios to the smallest size of the same family, the median of the
+	// per-round ratios (each round measures all sizes side by side).
+	LastRatio float64 `json:"last_rule_ratio"`
+	MissRatio float64 `json:"no_match_ratio"`
+}
+
+// TreeShape is compile.TreeStats.
+type TreeShape = compile.TreeStats
+
+// RuleSetText is the benchmark's rule set of n rules in iptables syntax:
+// distinct /24 (IPv4) or /64 (IPv6) sources with a UDP port each; the last
+// rule alone matches the probe packet (ProbeLast).
+func RuleSetText(n int, family string) string {
+	var b strings.Builder
+	b.WriteString("-P INPUT DROP\n")
+	for i := 0; i < n-1; i++ {
+		if family == "ipv6" {
+			fmt.Fprintf(&b, "-A INPUT -s 2001:db8:%x:%x::/64 -p udp --dport %d -j ACCEPT\n", i>>16, i&0xffff, 1000+i%5000)
+		} else {
+			fmt.Fprintf(&b, "-A INPUT -s 10.%d.%d.0/24 -p udp --dport %d -j ACCEPT\n", (i/250)%250, i%250, 1000+i%5000)
+		}
+	}
+	if family == "ipv6" {
+		b.WriteString("-A INPUT -s 2001:db8:ffff::/48 -p udp --dport 53 -j ACCEPT\n")
+	} else {
+		b.WriteString("-A INPUT -s 192.0.2.0/24 -p udp --dport 53 -j ACCEPT\n")
+	}
+	return b.String()
+}
+
+// probes returns the packet matching only the last rule, one matching
+// none, and one matching the first rule.
+func probes(family string) (last, miss, first []byte) {
+	mk := func(src, dst string, dport uint16) []byte {
+		p := packet.Packet{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
+			Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: packet.ProtoUDP,
+			SPort: 40000, DPort: dport, Payload: make([]byte, 18)}
+		return p.Bytes()
+	}
+	if family == "ipv6" {
+		return mk("2001:db8:ffff::7", "2001:db8::1", 53), mk("2001:db9::7", "2001:db8::1", 53),
+			mk("2001:db8::7", "2001:db8::1", 1000)
+	}
+	return mk("192.0.2.7", "10.255.0.1", 53), mk("198.51.100.7", "10.255.0.1", 53), mk("10.0.0.7", "10.255.0.1", 1000)
+}
+
+type subject struct {
+	res               *MicroResult
+	dp                *datapath.Datapath
+	last, miss, first []byte
+}
+
+// Micro runs the benchmark in a throwaway network namespace (so the FIB
+// answer is the same for every size) with a private bpffs, and removes both.
+func Micro(opt MicroOptions) ([]*MicroResult, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return nil, err
+	}
+	defer orig.Close()
+	ns, err := netns.New() // also enters it, on this thread
+	if err != nil {
+		return nil, fmt.Errorf("creating a network namespace: %w", err)
+	}
+	defer func() { netns.Set(orig); ns.Close() }()
+
+	dir, err := os.MkdirTemp("", "xdpfw-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		return nil, fmt.Errorf("mounting a private bpffs: %w", err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+
+	var subs []*subject
+	defer func() {
+		for _, s := range subs {
+			s.dp.Close()
+		}
+	}()
+	say := func(format string, a ...any) {
+		if opt.Progress != nil {
+			fmt.Fprintf(opt.Progress, format+"\n", a...)
+		}
+	}
+	for _, fam := range opt.Families {
+		for _, n := range opt.Sizes {
+			res := &MicroResult{Family: fam, Rules: n}
+			rs, err := rules.Parse("bench", []byte(RuleSetText(n, fam)), rules.ParseOptions{})
+			if err != nil {
+				return nil, err
+			}
+			ids := make([]uint32, len(rs.Rules))
+			for i := range ids {
+				ids[i] = uint32(compile.FirstRuleID + i)
+			}
+			lim := datapath.LimitsFor(max(n, compile.DefaultMaxEntries))
+			t0 := time.Now()
+			tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids,
+				MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+			if err != nil {
+				return nil, fmt.Errorf("%d rules: %w", n, err)
+			}
+			res.CompileMS = msSince(t0)
+			res.Entries, res.Tree, res.KernelKiB = len(tables.Entries), tables.Stats, lim.Bytes()>>10
+			dp, err := datapath.Load(filepath.Join(dir, fmt.Sprintf("%s-%d", fam, n)), lim)
+			if err != nil {
+				return nil, err
+			}
+			s := &subject{res: res, dp: dp}
+			subs = append(subs, s)
+			t0 = time.Now()
+			if err := dp.Install(tables); err != nil {
+				return nil, err
+			}
+			res.InstallMS = msSince(t0)
+			s.last, s.miss, s.first = probes(fam)
+			if n == 1 {
+				s.first = s.last // the only rule is the first and the last
+			}
+			// the probes must get the verdicts the benchmark claims
+			for _, c := range []struct {
+				frame []byte
+				id    uint32
+			}{{s.last, ids[len(ids)-1]}, {s.miss, compile.PolicyID(0, fam == "ipv6")}, {s.first, ids[0]}} {
+				tr, err := datapath.Trace(dp.Program(), c.frame, 0)
+				if err != nil {
+					return nil, err
+				}
+				if tr.RuleID != c.id {
+					return nil, fmt.Errorf("%s %d rules: probe decided by rule id %d, want %d", fam, n, tr.RuleID, c.id)
+				}
+			}
+			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB",
+				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB)
+		}
+	}
+
+	start := time.Now()
+	for round := 0; round < opt.Rounds; round++ {
+		if opt.Budget > 0 && round >= 3 && time.Since(start) > opt.Budget {
+			say("  time budget reached after %d rounds", round)
+			break
+		}
+		for _, s := range subs {
+			for _, c := range []struct {
+				frame []byte
+				out   *[]float64
+			}{{s.last, &s.res.LastNS}, {s.miss, &s.res.MissNS}, {s.first, &s.res.FirstNS}} {
+				_, per, err := s.dp.Program().Benchmark(c.frame, opt.Repeat, nil)
+				if err != nil {
+					return nil, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
+				}
+				*c.out = append(*c.out, float64(per.Nanoseconds()))
+			}
+		}
+		say("  round %d/%d done", round+1, opt.Rounds)
+	}
+
+	out := make([]*MicroResult, 0, len(subs))
+	for _, s := range subs {
+		s.res.LastMed, s.res.MissMed, s.res.FirstMed = median(s.res.LastNS), median(s.res.MissNS), median(s.res.FirstNS)
+		s.res.MissVsFirst = medianRatio(s.res.MissNS, s.res.FirstNS)
+		out = append(out, s.res)
+	}
+	for _, r := range out {
+		for _, base := range out {
+			if base.Family == r.Family && base.Rules == opt.Sizes[0] {
+				r.LastRatio = medianRatio(r.LastNS, base.LastNS)
+				r.MissRatio = medianRatio(r.MissNS, base.MissNS)
+			}
+		}
+	}
+	return out, nil
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianRatio is the median over rounds of a[i]/b[i]: each round measured
+// both side by side, so slow phases of a noisy machine cancel out.
+func medianRatio(a, b []float64) float64 {
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			r = append(r, a[i]/b[i])
+		}
+	}
+	return median(r)
+}
+
+// WriteTable prints results as a table.
+func WriteTable(w io.Writer, res []*MicroResult) {
+	fmt.Fprintf(w, "%-6s %8s %8s %10s %10s %9s %5s %4s %9s %8s %9s %8s %9s %9s\n", "family", "rules", "entries",
+		"compile_ms", "install_ms", "kern_KiB", "depth", "leaf", "last_ns", "last_x1", "nomat_ns", "nomat_x1", "first_ns", "nomat/1st")
+	for _, r := range res {
+		fmt.Fprintf(w, "%-6s %8d %8d %10.1f %10.1f %9d %5d %4d %9.0f %7.2fx %9.0f %7.2fx %9.0f %8.2fx\n", r.Family, r.Rules, r.Entries,
+			r.CompileMS, r.InstallMS, r.KernelKiB, r.Tree.MaxDepth, r.Tree.MaxLeaf, r.LastMed, r.LastRatio, r.MissMed, r.MissRatio,
+			r.FirstMed, r.MissVsFirst)
+	}
+	fmt.Fprintln(w, "ns: median per packet over the rounds; x1: median per-round ratio to the smallest rule count")
+}

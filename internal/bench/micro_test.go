@@ -1,0 +1,45 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// TestMicroRuns: a small micro benchmark runs, checks its probes, fills
+// every field, and leaves nothing behind. Timing values are not judged.
+func TestMicroRuns(t *testing.T) {
+	testutil.RequireRoot(t)
+	res, err := Micro(MicroOptions{Sizes: []int{1, 50}, Families: []string{"ipv4", "ipv6"}, Rounds: 3, Repeat: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 4 {
+		t.Fatalf("%d results, want 4", len(res))
+	}
+	for _, r := range res {
+		if len(r.LastNS) != 3 || len(r.MissNS) != 3 || len(r.FirstNS) != 3 || r.LastMed <= 0 || r.LastRatio <= 0 ||
+			r.Entries != r.Rules || r.KernelKiB <= 0 {
+			t.Errorf("incomplete result %+v", r)
+		}
+		if r.Rules == 1 && r.LastRatio != 1 {
+			t.Errorf("base ratio %v", r.LastRatio)
+		}
+	}
+	var b strings.Builder
+	WriteTable(&b, res)
+	if strings.Count(b.String(), "\n") != 6 {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+func TestRuleSetTextParses(t *testing.T) {
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		rs, err := rules.Parse("bench", []byte(RuleSetText(1000, fam)), rules.ParseOptions{})
+		if err != nil || len(rs.Rules) != 1000 {
+			t.Fatalf("%s: %v", fam, err)
+		}
+	}
+}
