@@ -59,8 +59,10 @@ const (
 const (
 	MaxDepth = 32
 	MaxLeaf  = 64
-	// leafTarget is where the builder stops splitting.
-	leafTarget = 4
+	// leafTarget is where the builder stops splitting; lists up to
+	// leafSplitClean long are split further only without replication.
+	leafTarget     = 1
+	leafSplitClean = 4
 )
 
 // NumRoots is one tree per chain and family: root index = chain*2 + v6.
@@ -491,8 +493,17 @@ func (b *treeBuilder) split(region box, list []int32, n int) (dim int, thr uint3
 			sample[i] = list[b.rnd.IntN(len(list))]
 		}
 	}
-	best := len(list)
-	if n <= MaxLeaf {
+	best := len(list) // a split must shrink the larger side...
+	clean := false
+	switch {
+	case n <= leafSplitClean:
+		// ...for a short list only by a clean partition (no entry on both
+		// sides): 1-candidate leaves when rules are disjoint, at no cost
+		// in memory when they overlap.
+		clean = true
+	case n <= MaxLeaf:
+		// ...to 90 % when a leaf could hold the list: a split that does
+		// not replicates nearly everything for little.
 		best = len(list) * 9 / 10
 	}
 	bestSum := 2 * len(list)
@@ -526,6 +537,9 @@ func (b *treeBuilder) split(region box, list []int32, n int) (dim int, thr uint3
 				}
 			}
 			worst, sum := max(nl, nr), nl+nr
+			if clean && sum > len(list) {
+				continue
+			}
 			if worst < best || (worst == best && sum < bestSum && ok) {
 				best, bestSum, dim, thr, ok = worst, sum, d, t, true
 			}

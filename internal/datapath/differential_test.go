@@ -118,7 +118,7 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 			t.Fatalf("%s: MISMATCH on packet %d\n  packet: %s (in %s)\n  frame: %x\n  reference: chain %s, rule id %d (%s), verdict %s\n"+
 				"  data plane: chain %s, rule id %d, action %d, reason %s\nrule set (ids from %d):\n%s",
 				what, i, p, ifs[i], p.Bytes(), ref.Chain, wantID, rule, verdict,
-				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, compile.FirstRuleID, rs)
+				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, compile.FirstRuleID, head(rs.String(), 200))
 		}
 	}
 	return n

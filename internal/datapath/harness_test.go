@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"fmt"
+	"strings"
 	"net/netip"
 	"os"
 	"testing"
@@ -85,7 +86,7 @@ func (f *fixture) install(rs *rules.RuleSet) {
 	tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces,
 		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
-		f.t.Fatalf("compile: %v\n%s", err, rs)
+		f.t.Fatalf("compile: %v\n%s", err, head(rs.String(), 40))
 	}
 	if err := f.dp.Install(tables); err != nil {
 		f.t.Fatalf("install: %v", err)
@@ -134,4 +135,13 @@ var (
 func v4pkt(proto uint8, src, dst string, sport, dport uint16) *packet.Packet {
 	return &packet.Packet{SrcMAC: macA, DstMAC: macB, Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst),
 		Proto: proto, SPort: sport, DPort: dport, TCPFlags: packet.TCPSyn, Payload: []byte("payload")}
+}
+
+// head is the first n lines of s (failure messages of large rule sets).
+func head(s string, n int) string {
+	lines := strings.SplitAfterN(s, "\n", n+1)
+	if len(lines) > n {
+		return strings.Join(lines[:n], "") + fmt.Sprintf("... (%d more lines)\n", strings.Count(lines[n], "\n"))
+	}
+	return s
 }
