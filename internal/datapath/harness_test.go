@@ -2,9 +2,9 @@ package datapath_test
 
 import (
 	"fmt"
-	"strings"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
