@@ -62,6 +62,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_roots SEC(".maps");
 
+/* Named sets (xdpfw set ...): every set's prefixes, keyed by set id. */
+#define FW_MAX_SET_ELEMS (1 << 21)
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, FW_MAX_SET_ELEMS);
+	__type(key, struct fw_set_key);
+	__type(value, __u8);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_sets SEC(".maps");
+
 /* Packets and bytes per rule id (per CPU). Ids are stable across rebuilds. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -126,6 +126,8 @@ struct fw_pkt {
 #define FW_M_VLAN     (1u << 12)
 #define FW_M_FRAG     (1u << 13) /* -f: non-first fragment; inverted: ! -f */
 #define FW_M_L4HDR    (1u << 14) /* only "has an L4 header" (--icmp-type any) */
+#define FW_M_SRCSET   (1u << 15) /* source address in set src_set */
+#define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
@@ -142,6 +144,8 @@ struct fw_entry {
 	__u32 invert;      /* FW_M_* */
 	__u32 ifindex;
 	__u32 rule_id;     /* index into fw_rule_stats */
+	__u32 src_set;     /* set ids (fw_sets), with FW_M_SRCSET / FW_M_DSTSET */
+	__u32 dst_set;
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];
@@ -183,6 +187,15 @@ struct fw_root {
 	__u8  action;                /* the policy */
 	__u8  reason;
 	__u8  _pad[2];
+};
+
+/* Key of fw_sets, the LPM trie holding every named set's prefixes:
+ * prefixlen counts the 32 set-id bits plus the address bits. IPv4 sets
+ * keep the address in the first 4 bytes. */
+struct fw_set_key {
+	__u32 prefixlen;
+	__u32 set_id;  /* big-endian, so it is the leading 32 bits */
+	__u8  addr[16];
 };
 
 /* Per-rule counters (per-CPU, summed in Go). */

@@ -34,6 +34,15 @@ static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 	return diff == 0;
 }
 
+/* fw_in_set: is addr (16 bytes, IPv4 in the first 4) in set id? */
+static __always_inline int fw_in_set(__u32 id, const __u64 *addr)
+{
+	struct fw_set_key k = { .prefixlen = 32 + 128, .set_id = bpf_htonl(id) };
+
+	__builtin_memcpy(k.addr, addr, 16);
+	return bpf_map_lookup_elem(&fw_sets, &k) != NULL;
+}
+
 #define FW_TEST(bit, cond)                                             \
 	if ((m & (bit)) && (!!(cond)) == !!(inv & (bit)))              \
 		return 0
@@ -68,6 +77,9 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 			       (!(m & FW_M_ICMPCODE) || p->icmp_code == e->icmp_code));
 	FW_TEST(FW_M_VLAN, (p->flags & FW_PKT_VLAN) && p->vlan_id == e->vlan_id);
 	FW_TEST(FW_M_FRAG, p->flags & FW_PKT_FRAG);
+	/* set lookups last: the cheap tests above usually decide first */
+	FW_TEST(FW_M_SRCSET, fw_in_set(e->src_set, p->src));
+	FW_TEST(FW_M_DSTSET, fw_in_set(e->dst_set, p->dst));
 	return 1;
 }
 

@@ -87,6 +87,8 @@ const (
 	MVLAN     uint32 = 1 << 12
 	MFrag     uint32 = 1 << 13
 	ML4Hdr    uint32 = 1 << 14
+	MSrcSet   uint32 = 1 << 15
+	MDstSet   uint32 = 1 << 16
 )
 
 // Reserved rule ids (FW_POLICY_ID, FW_FIRST_RULE_ID).

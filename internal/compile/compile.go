@@ -16,10 +16,18 @@ type Input struct {
 	// Ifaces maps the names of the interfaces packets can arrive on (the
 	// attached ones) to their ifindex; -i matches are resolved against it.
 	Ifaces map[string]uint32
+	// Sets are the named sets rules may use (-m set --match-set).
+	Sets map[string]SetInfo
 	// Bounds of the data plane's tables (0: the defaults).
 	MaxEntries   int
 	MaxNodes     int
 	MaxLeafSlots int
+}
+
+// SetInfo is what the compiler needs of a named set.
+type SetInfo struct {
+	ID     uint32
+	Family rules.Family // FamilyIPv4 or FamilyIPv6
 }
 
 // Warning is something the operator should know about a compiled rule.
@@ -65,7 +73,7 @@ func Compile(in Input) (*Tables, []Warning, error) {
 			if r.Chain != c {
 				continue
 			}
-			ents, w, err := compileRule(r, in.IDs[i], in.Ifaces)
+			ents, w, err := compileRule(r, in.IDs[i], in.Ifaces, in.Sets)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", r.Pos, err)
 			}
@@ -91,10 +99,14 @@ func Compile(in Input) (*Tables, []Warning, error) {
 		return nil, nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, in.MaxLeafSlots)
 	}
 	t.Stats = st
+	t.SetNames = map[uint32]string{}
+	for name, s := range in.Sets {
+		t.SetNames[s.ID] = name
+	}
 	return &t, warn, nil
 }
 
-func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32) ([]Entry, []string, error) {
+func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[string]SetInfo) ([]Entry, []string, error) {
 	var warn []string
 	base := Entry{Chain: r.Chain, RuleID: id}
 	switch r.Target.Verdict {
@@ -169,6 +181,27 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32) ([]Entry, [
 	}
 	if m.Fragment != nil {
 		test(MFrag, !*m.Fragment)
+	}
+	for _, s := range []struct {
+		sm  *rules.SetMatch
+		bit uint32
+		id  *uint32
+	}{{m.SrcSet, MSrcSet, &base.SrcSet}, {m.DstSet, MDstSet, &base.DstSet}} {
+		if s.sm == nil {
+			continue
+		}
+		info, ok := sets[s.sm.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("set %q does not exist (create it with xdpfw set create, or load it with --sets)", s.sm.Name)
+		}
+		// A set holds one family; the rule matches only that family.
+		if base.Match&MFamily != 0 && base.Family != info.Family {
+			return nil, nil, fmt.Errorf("set %q holds %s addresses but the rule matches %s packets", s.sm.Name, info.Family, base.Family)
+		}
+		test(MFamily, false)
+		base.Family = info.Family
+		test(s.bit, s.sm.Invert)
+		*s.id = info.ID
 	}
 
 	// A port test needs the L4 header even when its ranges cover every

@@ -30,6 +30,7 @@ type Entry struct {
 	Action         Action
 	Reason         Reason
 	RuleID         uint32
+	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
 }
 
 // Tables is what one generation installs in the data plane.
@@ -39,6 +40,8 @@ type Tables struct {
 	Leaves  []uint32 // entry indices, leaf by leaf
 	Roots   [NumRoots]Root
 	Stats   TreeStats
+	// SetNames maps the set ids entries use to set names (for the Go twin).
+	SetNames map[uint32]string
 }
 
 func prefixBytes(p netip.Prefix) (addr, mask [16]byte) {

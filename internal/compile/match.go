@@ -1,6 +1,10 @@
 package compile
 
-import "github.com/xdpfw/xdpfw/internal/rules"
+import (
+	"net/netip"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
 
 // Classify is the Go twin of the data plane's classifier: walk the tree of
 // (chain, family), check the leaf's candidates in order with Entry.Matches.
@@ -11,7 +15,7 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) (int, Root) {
 		r++
 	}
 	for _, i := range t.Lookup(r, KeyOf(p, ifindex)) {
-		if t.Entries[i].Matches(p, ifindex) {
+		if t.Entries[i].Matches(p, ifindex, t.SetNames) {
 			return int(i), t.Roots[r]
 		}
 	}
@@ -20,7 +24,7 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) (int, Root) {
 
 // Matches mirrors fw_entry_match (bpf/lib/classify.h): every enabled test
 // passes, negated ones fail; L4 tests need an L4 header.
-func (e *Entry) Matches(p *RefPacket, ifindex uint32) bool {
+func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string) bool {
 	m, inv := e.Match, e.Invert
 	test := func(bit uint32, cond bool) bool { return m&bit == 0 || cond != (inv&bit != 0) }
 	fam := rules.FamilyIPv4
@@ -50,7 +54,9 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32) bool {
 		test(MTCPFlags, p.TCPFlags&e.TCPMask == e.TCPCmp) &&
 		test(MICMPType, p.ICMPType == e.ICMPType && (m&MICMPCode == 0 || p.ICMPCode == e.ICMPCode)) &&
 		test(MVLAN, p.Tagged && p.VLAN == e.VLAN) &&
-		test(MFrag, p.Fragment)
+		test(MFrag, p.Fragment) &&
+		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
+		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst))
 }
 
 func addrBytes(p *RefPacket) (src, dst [16]byte) {
@@ -61,4 +67,9 @@ func addrBytes(p *RefPacket) (src, dst [16]byte) {
 		return
 	}
 	return p.Src.As16(), p.Dst.As16()
+}
+
+func inRefSet(p *RefPacket, name string, a netip.Addr) bool {
+	s, ok := p.Sets[name]
+	return ok && s.Contains(a)
 }

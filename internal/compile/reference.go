@@ -25,6 +25,14 @@ type RefPacket struct {
 	Tagged   bool
 	VLAN     uint16 // outermost VID when Tagged
 	Fragment bool   // a non-first fragment
+	// Sets are the named sets rules may use, by name.
+	Sets map[string]RefSet
+}
+
+// RefSet is a named set as the reference matcher sees it.
+type RefSet struct {
+	Family   rules.Family
+	Contains func(netip.Addr) bool
 }
 
 func (p *RefPacket) family() rules.Family {
@@ -110,6 +118,19 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	}
 	if m.Fragment != nil && p.Fragment != *m.Fragment {
 		return false
+	}
+	for _, s := range []struct {
+		sm *rules.SetMatch
+		a  netip.Addr
+	}{{m.SrcSet, p.Src}, {m.DstSet, p.Dst}} {
+		if s.sm == nil {
+			continue
+		}
+		set, ok := p.Sets[s.sm.Name]
+		// a set holds one family: a rule using it never matches the other
+		if !ok || set.Family != p.family() || set.Contains(s.a) == s.sm.Invert {
+			return false
+		}
 	}
 	return true
 }

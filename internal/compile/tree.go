@@ -211,6 +211,9 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 			exact = false // many narrow ranges: leave the dimension wide
 		}
 	}
+	if on(MSrcSet) || on(MDstSet) {
+		exact = false // set membership is no range: the leaf check decides
+	}
 	if on(MICMPType) {
 		t := uint32(e.ICMPType) << 8
 		lo, hi := t, t|0xff

@@ -57,12 +57,14 @@ type Datapath struct {
 	ruleCtr *ebpf.Map
 	reasons *ebpf.Map
 	config  *ebpf.Map
+	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
 }
 
 func (d *Datapath) maps() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
+		"fw_sets": &d.sets,
 	}
 }
 
@@ -115,6 +117,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		ruleCtr: objs.FwRuleStats,
 		reasons: objs.FwReasonStats,
 		config:  objs.FwConfigMap,
+		sets:    objs.FwSets,
 	}, nil
 }
 

@@ -156,6 +156,8 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		IcmpCode: e.ICMPCode,
 		Action:   uint8(e.Action),
 		Reason:   uint8(e.Reason),
+		SrcSet:   e.SrcSet,
+		DstSet:   e.DstSet,
 	}
 }
 

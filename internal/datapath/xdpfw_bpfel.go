@@ -35,6 +35,8 @@ type xdpfwFwEntry struct {
 	Invert   uint32
 	Ifindex  uint32
 	RuleId   uint32
+	SrcSet   uint32
+	DstSet   uint32
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -73,6 +75,13 @@ type xdpfwFwRoot struct {
 	Pad    [2]uint8
 }
 
+type xdpfwFwSetKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	SetId     uint32
+	Addr      [16]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -85,6 +94,7 @@ const (
 	xdpfwMapFwReasonStats = "fw_reason_stats"
 	xdpfwMapFwRoots       = "fw_roots"
 	xdpfwMapFwRuleStats   = "fw_rule_stats"
+	xdpfwMapFwSets        = "fw_sets"
 	xdpfwProgXdpfwIngress = "xdpfw_ingress"
 	xdpfwVarFwMaxEntries  = "fw_max_entries"
 	xdpfwVarFwMaxLeaves   = "fw_max_leaves"
@@ -148,6 +158,7 @@ type xdpfwMapSpecs struct {
 	FwReasonStats *ebpf.MapSpec `ebpf:"fw_reason_stats"`
 	FwRoots       *ebpf.MapSpec `ebpf:"fw_roots"`
 	FwRuleStats   *ebpf.MapSpec `ebpf:"fw_rule_stats"`
+	FwSets        *ebpf.MapSpec `ebpf:"fw_sets"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -187,6 +198,7 @@ type xdpfwMaps struct {
 	FwReasonStats *ebpf.Map `ebpf:"fw_reason_stats"`
 	FwRoots       *ebpf.Map `ebpf:"fw_roots"`
 	FwRuleStats   *ebpf.Map `ebpf:"fw_rule_stats"`
+	FwSets        *ebpf.Map `ebpf:"fw_sets"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -199,6 +211,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwReasonStats,
 		m.FwRoots,
 		m.FwRuleStats,
+		m.FwSets,
 	)
 }
 

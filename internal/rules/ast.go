@@ -178,6 +178,13 @@ type VLANMatch struct {
 	Invert bool
 }
 
+// SetMatch is -m set --match-set NAME src|dst: the address is in the named
+// set (ipset-style; the set's contents live in the data plane).
+type SetMatch struct {
+	Name   string
+	Invert bool
+}
+
 // ProtoMatch is -p. Proto 0 with Invert=false is never stored: -p all means "no match".
 type ProtoMatch struct {
 	Proto  uint8
@@ -208,6 +215,10 @@ type Match struct {
 	TCPFlags *TCPFlagsMatch
 	ICMP     *ICMPMatch
 	VLAN     *VLANMatch
+
+	// SrcSet / DstSet: -m set --match-set NAME src / dst.
+	SrcSet *SetMatch
+	DstSet *SetMatch
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.

@@ -52,6 +52,15 @@ func (r Rule) Spec() string {
 			w.add(a.Invert, "--mac-destination", formatMAC(a.Addr))
 		}
 	}
+	for _, s := range []struct {
+		m   *SetMatch
+		dir string
+	}{{m.SrcSet, "src"}, {m.DstSet, "dst"}} {
+		if s.m != nil {
+			w.add(false, "-m", "set")
+			w.add(s.m.Invert, "--match-set", s.m.Name, s.dir)
+		}
+	}
 	if v := m.VLAN; v != nil {
 		w.add(false, "-m", "vlan")
 		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))

@@ -208,6 +208,43 @@ func (p *ruleParser) optVLAN(o optUse) *Error {
 	return nil
 }
 
+// optMatchSet handles -m set --match-set NAME src|dst (one set per
+// direction; ipset's multi-dimension flags such as src,dst are refused).
+func (p *ruleParser) optMatchSet(o optUse) *Error {
+	name, dir := o.args[0], o.args[1]
+	if !validSetName(name.text) {
+		return p.errAt(name, name.text, "not a set name",
+			"set names are 1-31 characters of letters, digits, '.', '_' and '-'")
+	}
+	var dst **SetMatch
+	switch dir.text {
+	case "src":
+		dst = &p.r.Match.SrcSet
+	case "dst":
+		dst = &p.r.Match.DstSet
+	default:
+		return p.errAt(dir, dir.text, "want src or dst", "xdpfw sets hold addresses: match the source (src) or the destination (dst)")
+	}
+	if *dst != nil {
+		return p.errAt(o.opt, "", fmt.Sprintf("--match-set ... %s given twice", dir.text), "use one set per direction")
+	}
+	*dst = &SetMatch{Name: name.text, Invert: o.invert}
+	return nil
+}
+
+// validSetName: ipset's limit (31) and a conservative character set.
+func validSetName(s string) bool {
+	if len(s) == 0 || len(s) > 31 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return s[0] != '-'
+}
+
 // optFragment handles -f.
 func (p *ruleParser) optFragment(o optUse) *Error {
 	if err := p.setFamily(FamilyIPv4, o.opt, "", "-f (IPv4 fragments)", "-f (IPv4)"); err != nil {
@@ -237,7 +274,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
-	case "multiport", "mac", "vlan", "comment":
+	case "multiport", "mac", "vlan", "comment", "set":
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m
@@ -251,8 +288,6 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 	case "conntrack", "state":
 		return p.errAt(a, name, "connection tracking matches are not supported yet (planned: stateful firewall)", "")
-	case "set":
-		return p.errAt(a, name, "named sets are not supported yet (planned)", "")
 	default:
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", name), supportedModules)
 	}

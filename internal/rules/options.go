@@ -74,6 +74,9 @@ func lookupOption(name string) (optSpec, bool) {
 			module: "vlan", parse: (*ruleParser).optVLAN}, true
 	case "-f", "--fragment":
 		return optSpec{slot: "-f", negatable: true, parse: (*ruleParser).optFragment}, true
+	case "--match-set":
+		return optSpec{nargs: 2, usage: "--match-set NAME src|dst", negatable: true,
+			module: "set", parse: (*ruleParser).optMatchSet}, true
 	case "--comment":
 		return optSpec{slot: name, nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -107,13 +110,15 @@ func moduleOptions(module string) (string, bool) {
 		return "--vlan-id", true
 	case "comment":
 		return "--comment", true
+	case "set":
+		return "--match-set NAME src|dst", true
 	}
 	return "", false
 }
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (no-ops after -p), " +
-	"multiport, mac, vlan, comment"
+	"multiport, mac, vlan, comment, set"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

@@ -55,6 +55,11 @@ func TestParseRules(t *testing.T) {
 	}{
 		// Targets.
 		{"-A INPUT -j ACCEPT", ParseOptions{}, Rule{Target: accept}},
+		// Named sets.
+		{"-A INPUT -m set --match-set blocklist src -j DROP", ParseOptions{},
+			Rule{Match: Match{SrcSet: &SetMatch{Name: "blocklist"}}, Target: drop}},
+		{"-A INPUT -m set ! --match-set allow.v6 dst -m set --match-set bad_src src -j DROP", ParseOptions{},
+			Rule{Match: Match{DstSet: &SetMatch{Name: "allow.v6", Invert: true}, SrcSet: &SetMatch{Name: "bad_src"}}, Target: drop}},
 		{"-A FORWARD -j DROP", ParseOptions{}, Rule{Chain: ChainForward, Target: drop}},
 		{"-A OUTPUT -j DROP", ParseOptions{}, Rule{Chain: ChainOutput, Target: drop}},
 		{"--append INPUT --jump REJECT", ParseOptions{}, Rule{Target: Target{Verdict: VerdictReject}}},

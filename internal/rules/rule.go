@@ -168,14 +168,12 @@ func (p *ruleParser) unknownOption(t token) *Error {
 	switch {
 	case t.text == "--ctstate" || t.text == "--state":
 		return p.errAt(t, t.text, "connection tracking matches are not supported yet (planned: stateful firewall)", "")
-	case t.text == "--match-set":
-		return p.errAt(t, t.text, "named sets are not supported yet (planned)", "")
 	case !strings.HasPrefix(t.text, "-") || t.text == "-" || t.quoted:
 		return p.errAt(t, t.text, "unexpected argument",
 			"each option takes a fixed number of arguments; quote text that contains spaces")
 	}
 	return p.errAt(t, t.text, "unknown option",
-		"supported: -4 -6 -p -s -d -i --sport --dport -m multiport -m mac -m vlan -m comment "+
+		"supported: -4 -6 -p -s -d -i --sport --dport -m multiport -m mac -m vlan -m comment -m set "+
 			"--tcp-flags --syn --icmp-type --icmpv6-type -f, and -j ACCEPT|DROP|REJECT|LOG")
 }
 
