@@ -81,8 +81,8 @@ func TestSets(t *testing.T) {
 		{"10.255.1.1", "192.0.2.10", 80, 1},
 		{"2001:db8:bad:1::1", "2001:db8::1", 80, 2},
 		{"2001:db8:bae::1", "2001:db8::1", 80, 0},
-		{"192.0.2.99", "192.0.2.10", 22, 0},  // ssh to a server: allowed
-		{"192.0.2.99", "192.0.2.12", 22, 3},  // ssh elsewhere: dropped
+		{"192.0.2.99", "192.0.2.10", 22, 0},   // ssh to a server: allowed
+		{"192.0.2.99", "192.0.2.12", 22, 3},   // ssh elsewhere: dropped
 		{"2001:db8::5", "2001:db8::1", 22, 0}, // servers is IPv4: the rule never matches IPv6
 	}
 	for _, c := range cases {
