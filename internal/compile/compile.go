@@ -192,7 +192,8 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		}
 		info, ok := sets[s.sm.Name]
 		if !ok {
-			return nil, nil, fmt.Errorf("set %q does not exist (create it with xdpfw set create, or load it with --sets)", s.sm.Name)
+			return nil, nil, fmt.Errorf("set %q does not exist (the data plane supports named sets, but the "+
+				"xdpfw set commands that create and fill them are not built yet)", s.sm.Name)
 		}
 		// A set holds one family; the rule matches only that family.
 		if base.Match&MFamily != 0 && base.Family != info.Family {
