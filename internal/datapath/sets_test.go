@@ -3,6 +3,7 @@ package datapath_test
 import (
 	"math/rand/v2"
 	"net/netip"
+	"sort"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -15,8 +16,14 @@ import (
 func (f *fixture) installWithSets(rs *rules.RuleSet, sets map[string][]netip.Prefix) map[string]compile.SetInfo {
 	f.t.Helper()
 	info := map[string]compile.SetInfo{}
+	names := make([]string, 0, len(sets))
+	for name := range sets {
+		names = append(names, name)
+	}
+	sort.Strings(names) // ids in a fixed order
 	id := uint32(1)
-	for name, ps := range sets {
+	for _, name := range names {
+		ps := sets[name]
 		fam := rules.FamilyIPv4
 		if len(ps) > 0 && ps[0].Addr().Is6() {
 			fam = rules.FamilyIPv6
@@ -65,7 +72,7 @@ func TestSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.installWithSets(rs, map[string][]netip.Prefix{
+	info := f.installWithSets(rs, map[string][]netip.Prefix{
 		"block4":  prefixes("203.0.113.0/24", "198.51.100.7/32", "10.0.0.0/8"),
 		"block6":  prefixes("2001:db8:bad::/48"),
 		"servers": prefixes("192.0.2.10/32", "192.0.2.11/32"),
@@ -98,14 +105,15 @@ func TestSets(t *testing.T) {
 		}
 	}
 	// Elements change without touching the rules.
-	if err := f.dp.SetDel(1, prefixes("10.0.0.0/8")); err != nil {
+	block4 := info["block4"].ID
+	if err := f.dp.SetDel(block4, prefixes("10.0.0.0/8")); err != nil {
 		t.Fatal(err)
 	}
 	p := v4pkt(6, "10.255.1.1", "192.0.2.10", 1, 80)
 	if r := f.mustRun(p.Bytes(), ""); r.RuleID != compile.PolicyID(0, false) {
 		t.Errorf("after del: rule id %d", r.RuleID)
 	}
-	got, err := f.dp.SetList(1, false)
+	got, err := f.dp.SetList(block4, false)
 	if err != nil || len(got) != 2 {
 		t.Errorf("list: %v %v", got, err)
 	}
