@@ -67,9 +67,6 @@ func (r Reason) String() string {
 	return "reason?"
 }
 
-// Malformed reports whether the reason is a malformed-packet reason.
-func (r Reason) Malformed() bool { return r >= ReasonBadEth && r < NumReasons }
-
 // Match bits (FW_M_* in bpf/types.h).
 const (
 	MFamily   uint32 = 1 << 0
