@@ -100,4 +100,14 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_config_map SEC(".maps");
 
+/* REJECT's answer budget per source: the time its token bucket is next
+ * full again (GCRA). Not pinned: a reload starts every source afresh. */
+#define FW_REJECT_RL_SOURCES 16384
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_REJECT_RL_SOURCES);
+	__type(key, struct fw_rl_key);
+	__type(value, __u64);
+} fw_reject_rl SEC(".maps");
+
 #endif

@@ -20,7 +20,25 @@ enum fw_chain {
 enum fw_action {
 	FW_ACT_ACCEPT = 0,
 	FW_ACT_DROP   = 1,
-	FW_ACT_REJECT = 2, /* answered by the stateful issue; dropped until then */
+	FW_ACT_REJECT = 2, /* answered in place (lib/reject.h), or dropped */
+};
+
+/* What a REJECT answers with (fw_entry.reject): iptables' --reject-with.
+ * The ICMP kinds name a message of one family; the parser accepts each
+ * only in rules of that family. Mirrored by internal/compile (abi.go). */
+enum fw_reject {
+	FW_REJ_PORT_UNREACH = 0, /* default: icmp-port-unreachable (3/3), icmp6-port-unreachable (1/4) */
+	FW_REJ_TCP_RESET,        /* tcp-reset: a TCP RST (rules with -p tcp only) */
+	FW_REJ_NET_UNREACH,      /* icmp-net-unreachable     ICMP 3/0 */
+	FW_REJ_HOST_UNREACH,     /* icmp-host-unreachable    ICMP 3/1 */
+	FW_REJ_PROTO_UNREACH,    /* icmp-proto-unreachable   ICMP 3/2 */
+	FW_REJ_NET_PROHIB,       /* icmp-net-prohibited      ICMP 3/9 */
+	FW_REJ_HOST_PROHIB,      /* icmp-host-prohibited     ICMP 3/10 */
+	FW_REJ_ADMIN_PROHIB,     /* icmp-admin-prohibited    ICMP 3/13 */
+	FW_REJ6_NO_ROUTE,        /* icmp6-no-route           ICMPv6 1/0 */
+	FW_REJ6_ADM_PROHIB,      /* icmp6-adm-prohibited     ICMPv6 1/1 */
+	FW_REJ6_ADDR_UNREACH,    /* icmp6-addr-unreachable   ICMPv6 1/3 */
+	FW_NUM_REJECTS,
 };
 
 /* Counter slots of fw_reason_stats: why a packet got its verdict.
@@ -28,7 +46,7 @@ enum fw_action {
 enum fw_reason {
 	FW_R_RULE_ACCEPT = 0,   /* accepted by a rule */
 	FW_R_RULE_DROP,         /* dropped by a rule */
-	FW_R_RULE_REJECT,       /* REJECT rule (dropped until REJECT answers) */
+	FW_R_RULE_REJECT,       /* REJECT rule, answered (XDP_TX) */
 	FW_R_POLICY_ACCEPT,     /* no rule matched, chain policy ACCEPT */
 	FW_R_POLICY_DROP,       /* no rule matched, chain policy DROP */
 	FW_R_NOT_IP,            /* not IPv4/IPv6 (ARP, LLDP...): passed, like iptables */
@@ -41,6 +59,11 @@ enum fw_reason {
 	FW_R_BAD_EXTHDR,        /* truncated IPv6 extension header */
 	FW_R_EXTHDR_DEPTH,      /* more IPv6 extension headers than FW_MAX_EXTHDR */
 	FW_R_BAD_L4,            /* truncated TCP/UDP/ICMP header, bad TCP data offset */
+	FW_R_REJECT_RATE,       /* REJECT over its source's answer rate: dropped */
+	FW_R_REJECT_ERROR,      /* REJECT of an ICMP error (or of a RST, with tcp-reset): never answered, dropped */
+	FW_R_REJECT_FRAG,       /* REJECT of a non-first fragment: not answered, dropped */
+	FW_R_REJECT_BCAST,      /* REJECT of a broadcast/multicast packet or a non-host source: not answered, dropped */
+	FW_R_REJECT_FAIL,       /* REJECT answer could not be built (no headroom): dropped */
 	FW_NUM_REASONS,
 };
 
@@ -105,8 +128,9 @@ struct fw_pkt {
 	__u8  icmp_code;
 	__u8  flags;       /* FW_PKT_* */
 	__u8  chain;       /* enum fw_chain */
-	__u8  _pad[3];
-	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
+	__u8  l3_off;      /* frame offset of the IP header */
+	__u16 l4_off;      /* frame offset of what follows the IP (extension) headers */
+	__u32 l3_len;      /* bytes of the IP packet (IP header to its end) */
 };
 
 /* fw_entry.match / fw_entry.invert bits: which fields an entry tests, and
@@ -158,7 +182,7 @@ struct fw_entry {
 	__u8  icmp_type, icmp_code;
 	__u8  action;      /* enum fw_action */
 	__u8  reason;      /* enum fw_reason counted when this entry decides */
-	__u8  _pad[1];
+	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
 };
 
 /* A node of a classifier tree. Interior: key[dim] <= thresh goes to left,
@@ -209,6 +233,20 @@ struct fw_counter {
 struct fw_config {
 	__u32 malformed_pass; /* 1: pass malformed packets; 0: drop them */
 	__u32 _pad;
+	__u32 reject_rate;    /* REJECT answers per second per source; 0: FW_REJECT_RATE_DEFAULT */
+	__u32 reject_burst;   /* ... of which this many at once; 0: FW_REJECT_BURST_DEFAULT */
+};
+
+/* REJECT's per-source answer budget (token bucket) when fw_config leaves it
+ * zero. A source is an IPv4 address or an IPv6 /64. docs/reject.md. */
+#define FW_REJECT_RATE_DEFAULT  100
+#define FW_REJECT_BURST_DEFAULT 200
+
+/* Key of fw_reject_rl: the source a REJECT answers. */
+struct fw_rl_key {
+	__u64 addr;   /* IPv4: the address, first 4 bytes; IPv6: the /64 prefix */
+	__u32 family; /* 4 or 6 */
+	__u32 _pad;
 };
 
 /* The trace hook: `xdpfw trace` (and the tests) run packets through the
@@ -221,7 +259,7 @@ struct fw_trace {
 	__u8  action;  /* enum fw_action, or 0xff when passed unfiltered (not IP) */
 	__u8  reason;  /* enum fw_reason */
 	__u8  chain;
-	__u8  _pad;
+	__u8  reject;  /* enum fw_reject of a REJECT decision */
 };
 
 /* Reserved rule ids: 0 = none, policies at FW_POLICY_ID(chain, is_v6),

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* xdpfw ingress: parse, pick the chain, classify, act, count. */
+/* xdpfw ingress: parse, pick the chain, classify, act (pass, drop, or answer a
+ * REJECT in place), count. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
@@ -7,14 +8,15 @@
 #include "lib/parse.h"
 #include "lib/chain.h"
 #include "lib/classify.h"
+#include "lib/reject.h"
 #include "lib/stats.h"
 #include "lib/trace.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* XDP action of ACCEPT and DROP (REJECT: fw_reject, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
 {
-	/* REJECT is dropped until the stateful issue makes it answer. */
 	return action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
 }
 
@@ -58,8 +60,12 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, pkt.chain);
 		return XDP_DROP;
 	}
+	rc = fw_xdp_action(d.action);
+	if (d.action == FW_ACT_REJECT)
+		rc = fw_reject(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
 	fw_count_rule(d.rule_id, bytes);
 	fw_count_reason(d.reason, bytes);
 	fw_trace(ctx, d.rule_id, d.action, d.reason, pkt.chain);
-	return fw_xdp_action(d.action);
+	fw_trace_reject(ctx, d.reject);
+	return rc;
 }

@@ -22,6 +22,7 @@ struct fw_decision {
 	__u32 rule_id;
 	__u8  action; /* enum fw_action */
 	__u8  reason; /* enum fw_reason */
+	__u8  reject; /* enum fw_reject, with FW_ACT_REJECT */
 };
 
 static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
@@ -181,6 +182,7 @@ static __always_inline int fw_classify(const struct fw_pkt *p, struct fw_decisio
 	d->rule_id = e->rule_id;
 	d->action = e->action;
 	d->reason = e->reason;
+	d->reject = e->reject;
 	return 0;
 }
 

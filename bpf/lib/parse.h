@@ -242,6 +242,7 @@ static __always_inline int fw_parse(void *data, void *data_end, struct fw_pkt *p
 	rc = parse_eth(&c, p, &eth_proto);
 	if (rc)
 		return rc;
+	p->l3_off = c.pos - data; /* <= 14 + 4 * FW_MAX_VLAN */
 	if (eth_proto == bpf_htons(ETH_P_IP))
 		rc = parse_ipv4(&c, p, &l4proto);
 	else if (eth_proto == bpf_htons(ETH_P_IPV6))
@@ -250,6 +251,7 @@ static __always_inline int fw_parse(void *data, void *data_end, struct fw_pkt *p
 		return FW_PARSE_NOT_IP;
 	if (rc)
 		return rc;
+	p->l4_off = c.pos - data;
 	return parse_l4(&c, p, l4proto);
 }
 

@@ -9,8 +9,8 @@
 #include <linux/bpf.h>
 #include "../types.h"
 
-static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
-				     __u8 reason, __u8 chain)
+/* fw_trace_meta returns the trace metadata, or NULL for live packets. */
+static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	struct fw_trace *t = (void *)(long)ctx->data_meta;
@@ -18,16 +18,35 @@ static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 act
 	/* Two separate tests: the first gives the verifier the bound; clang
 	 * would fold them into one != without the barrier. */
 	if ((void *)(t + 1) > data)
-		return;
+		return NULL;
 	asm volatile("" : "+r"(t));
 	if ((void *)(t + 1) != data)
-		return;
+		return NULL;
 	if (t->magic != FW_TRACE_MAGIC)
+		return NULL;
+	return t;
+}
+
+static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
+				     __u8 reason, __u8 chain)
+{
+	struct fw_trace *t = fw_trace_meta(ctx);
+
+	if (!t)
 		return;
 	t->rule_id = rule_id;
 	t->action = action;
 	t->reason = reason;
 	t->chain = chain;
+}
+
+/* fw_trace_reject adds what a REJECT decision answers with. */
+static __always_inline void fw_trace_reject(struct xdp_md *ctx, __u8 reject)
+{
+	struct fw_trace *t = fw_trace_meta(ctx);
+
+	if (t)
+		t->reject = reject;
 }
 
 #endif

@@ -6,13 +6,15 @@ package compile
 
 // This file mirrors the data-plane ABI in bpf/types.h; keep both in order.
 
+import "fmt"
+
 // Action is enum fw_action.
 type Action uint8
 
 const (
 	ActAccept Action = 0
 	ActDrop   Action = 1
-	ActReject Action = 2 // dropped until REJECT answers (stateful issue)
+	ActReject Action = 2 // answered in place (TCP RST / ICMP unreachable), or dropped
 	// ActPassUnfiltered is not in the enum: the trace hook reports it for
 	// non-IP frames, which pass unfiltered (0xff).
 	ActPassUnfiltered Action = 0xff
@@ -51,6 +53,11 @@ const (
 	ReasonBadExtHdr
 	ReasonExtHdrDepth
 	ReasonBadL4
+	ReasonRejectRate  // REJECT over its source's answer rate: dropped
+	ReasonRejectError // REJECT of an ICMP error (or of a RST, with tcp-reset): dropped
+	ReasonRejectFrag  // REJECT of a non-first fragment: dropped
+	ReasonRejectBcast // REJECT of a broadcast/multicast packet or a non-host source: dropped
+	ReasonRejectFail  // REJECT answer could not be built: dropped
 	NumReasons
 )
 
@@ -58,6 +65,8 @@ var reasonNames = [NumReasons]string{
 	"rule-accept", "rule-drop", "rule-reject", "policy-accept", "policy-drop",
 	"not-ip", "no-ruleset", "malformed-eth", "malformed-vlan", "vlan-depth",
 	"malformed-ipv4", "malformed-ipv6", "malformed-exthdr", "exthdr-depth", "malformed-l4",
+	"reject-rate-limited", "reject-unanswered-error", "reject-unanswered-fragment",
+	"reject-unanswered-broadcast", "reject-failed",
 }
 
 func (r Reason) String() string {
@@ -66,6 +75,62 @@ func (r Reason) String() string {
 	}
 	return "reason?"
 }
+
+// Reject is enum fw_reject: what a REJECT answers with (--reject-with).
+type Reject uint8
+
+const (
+	RejectPortUnreach  Reject = iota // default: ICMP 3/3, ICMPv6 1/4
+	RejectTCPReset                   // a TCP RST
+	RejectNetUnreach                 // ICMP 3/0
+	RejectHostUnreach                // ICMP 3/1
+	RejectProtoUnreach               // ICMP 3/2
+	RejectNetProhib                  // ICMP 3/9
+	RejectHostProhib                 // ICMP 3/10
+	RejectAdminProhib                // ICMP 3/13
+	Reject6NoRoute                   // ICMPv6 1/0
+	Reject6AdmProhib                 // ICMPv6 1/1
+	Reject6AddrUnreach               // ICMPv6 1/3
+	NumRejects
+)
+
+// rejectNames are the --reject-with spellings (canonical) of each kind; the
+// default answers port unreachable in the packet's family.
+var rejectNames = [NumRejects]string{
+	"port-unreachable", "tcp-reset", "icmp-net-unreachable", "icmp-host-unreachable",
+	"icmp-proto-unreachable", "icmp-net-prohibited", "icmp-host-prohibited", "icmp-admin-prohibited",
+	"icmp6-no-route", "icmp6-adm-prohibited", "icmp6-addr-unreachable",
+}
+
+func (r Reject) String() string {
+	if r < NumRejects {
+		return rejectNames[r]
+	}
+	return "reject?"
+}
+
+// RejectOf is the kind a rule's --reject-with names (canonical spelling,
+// as the parser stores it; "" is the default, port unreachable).
+func RejectOf(rejectWith string) (Reject, error) {
+	switch rejectWith {
+	case "", "icmp-port-unreachable", "icmp6-port-unreachable":
+		return RejectPortUnreach, nil
+	}
+	for k, n := range rejectNames {
+		if n == rejectWith {
+			return Reject(k), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown --reject-with %q", rejectWith)
+}
+
+// REJECT's per-source answer budget when the configuration leaves it zero
+// (FW_REJECT_RATE_DEFAULT, FW_REJECT_BURST_DEFAULT): answers per second,
+// and at once.
+const (
+	DefaultRejectRate  = 100
+	DefaultRejectBurst = 200
+)
 
 // Match bits (FW_M_* in bpf/types.h).
 const (

@@ -30,6 +30,8 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_R_NO_RULESET": ReasonNoRuleset, "FW_R_BAD_ETH": ReasonBadEth, "FW_R_BAD_VLAN": ReasonBadVLAN,
 		"FW_R_VLAN_DEPTH": ReasonVLANDepth, "FW_R_BAD_IPV4": ReasonBadIPv4, "FW_R_BAD_IPV6": ReasonBadIPv6,
 		"FW_R_BAD_EXTHDR": ReasonBadExtHdr, "FW_R_EXTHDR_DEPTH": ReasonExtHdrDepth, "FW_R_BAD_L4": ReasonBadL4,
+		"FW_R_REJECT_RATE": ReasonRejectRate, "FW_R_REJECT_ERROR": ReasonRejectError, "FW_R_REJECT_FRAG": ReasonRejectFrag,
+		"FW_R_REJECT_BCAST": ReasonRejectBcast, "FW_R_REJECT_FAIL": ReasonRejectFail,
 		"FW_NUM_REASONS": NumReasons,
 	}
 	if len(names) != len(want) {
@@ -38,6 +40,30 @@ func TestABIMirrorsHeader(t *testing.T) {
 	for i, n := range names {
 		if r, ok := want[n]; !ok || int(r) != i {
 			t.Errorf("enum fw_reason: %s is %d in C, %d in Go (known: %v)", n, i, r, ok)
+		}
+	}
+
+	// enum fw_reject, in order
+	rej := regexp.MustCompile(`(?s)enum fw_reject \{(.*?)\};`).FindStringSubmatch(src)
+	if rej == nil {
+		t.Fatal("enum fw_reject not found")
+	}
+	var rnames []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*(FW_(?:REJ6?_|NUM_REJECTS)[A-Z0-9_]*)`).FindAllStringSubmatch(rej[1], -1) {
+		rnames = append(rnames, m[1])
+	}
+	wantRej := map[string]Reject{
+		"FW_REJ_PORT_UNREACH": RejectPortUnreach, "FW_REJ_TCP_RESET": RejectTCPReset, "FW_REJ_NET_UNREACH": RejectNetUnreach,
+		"FW_REJ_HOST_UNREACH": RejectHostUnreach, "FW_REJ_PROTO_UNREACH": RejectProtoUnreach, "FW_REJ_NET_PROHIB": RejectNetProhib,
+		"FW_REJ_HOST_PROHIB": RejectHostProhib, "FW_REJ_ADMIN_PROHIB": RejectAdminProhib, "FW_REJ6_NO_ROUTE": Reject6NoRoute,
+		"FW_REJ6_ADM_PROHIB": Reject6AdmProhib, "FW_REJ6_ADDR_UNREACH": Reject6AddrUnreach, "FW_NUM_REJECTS": NumRejects,
+	}
+	if len(rnames) != len(wantRej) {
+		t.Fatalf("enum fw_reject has %d members %v, Go mirrors %d", len(rnames), rnames, len(wantRej))
+	}
+	for i, n := range rnames {
+		if r, ok := wantRej[n]; !ok || int(r) != i {
+			t.Errorf("enum fw_reject: %s is %d in C, %d in Go (known: %v)", n, i, r, ok)
 		}
 	}
 
@@ -66,6 +92,12 @@ func TestABIMirrorsHeader(t *testing.T) {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)
 		}
+	}
+	if c := define("FW_REJECT_RATE_DEFAULT"); c != DefaultRejectRate {
+		t.Errorf("FW_REJECT_RATE_DEFAULT: C %d, Go %d", c, DefaultRejectRate)
+	}
+	if c := define("FW_REJECT_BURST_DEFAULT"); c != DefaultRejectBurst {
+		t.Errorf("FW_REJECT_BURST_DEFAULT: C %d, Go %d", c, DefaultRejectBurst)
 	}
 	if c := define("FW_FIRST_RULE_ID"); c != FirstRuleID {
 		t.Errorf("FW_FIRST_RULE_ID: C %d, Go %d", c, FirstRuleID)

@@ -116,7 +116,11 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		base.Action, base.Reason = ActDrop, ReasonRuleDrop
 	case rules.VerdictReject:
 		base.Action, base.Reason = ActReject, ReasonRuleReject
-		warn = append(warn, "REJECT drops silently for now; answering with TCP RST / ICMP unreachable comes with the stateful firewall")
+		k, err := RejectOf(r.Target.RejectWith)
+		if err != nil {
+			return nil, nil, err
+		}
+		base.Reject = k
 	case rules.VerdictLog:
 		return nil, append(warn, "LOG is parsed but emits no events yet (planned: observability); the rule has no effect"), nil
 	default:

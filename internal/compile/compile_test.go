@@ -83,7 +83,7 @@ func TestExpansion(t *testing.T) {
 		{"-A INPUT -i ppp0 -j ACCEPT", 0, "matches no attached interface"},
 		{"-A INPUT -p icmp ! --icmp-type any -j ACCEPT", 0, "matches no packet"},
 		{"-A INPUT -j LOG", 0, "LOG is parsed"},
-		{"-A INPUT -p tcp -j REJECT", 1, "REJECT drops"},
+		{"-A INPUT -p tcp -j REJECT", 1, ""}, // REJECT answers: nothing to warn about
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {
@@ -193,5 +193,45 @@ func TestPrefixBytes(t *testing.T) {
 	}
 	if tb.Entries[1].SrcMask != [16]byte{255, 255, 255, 255} {
 		t.Errorf("v4 host: mask %v", tb.Entries[1].SrcMask)
+	}
+}
+
+// TestRejectKinds: --reject-with travels in the compiled entry (and in the
+// reference matcher's decision) as the kind the data plane answers with.
+func TestRejectKinds(t *testing.T) {
+	for _, c := range []struct {
+		rule string
+		want Reject
+	}{
+		{"-A INPUT -p udp -j REJECT", RejectPortUnreach},
+		{"-A INPUT -4 -j REJECT --reject-with icmp-port-unreachable", RejectPortUnreach},
+		{"-A INPUT -6 -j REJECT --reject-with icmp6-port-unreachable", RejectPortUnreach},
+		{"-A INPUT -6 -j REJECT --reject-with port-unreach", RejectPortUnreach},
+		{"-A INPUT -p tcp -j REJECT --reject-with tcp-reset", RejectTCPReset},
+		{"-A INPUT -4 -j REJECT --reject-with icmp-net-unreachable", RejectNetUnreach},
+		{"-A INPUT -4 -j REJECT --reject-with icmp-host-unreachable", RejectHostUnreach},
+		{"-A INPUT -4 -j REJECT --reject-with icmp-proto-unreachable", RejectProtoUnreach},
+		{"-A INPUT -4 -j REJECT --reject-with icmp-net-prohibited", RejectNetProhib},
+		{"-A INPUT -4 -j REJECT --reject-with icmp-host-prohibited", RejectHostProhib},
+		{"-A INPUT -4 -j REJECT --reject-with icmp-admin-prohibited", RejectAdminProhib},
+		{"-A INPUT -6 -j REJECT --reject-with icmp6-no-route", Reject6NoRoute},
+		{"-A INPUT -6 -j REJECT --reject-with no-route", Reject6NoRoute},
+		{"-A INPUT -6 -j REJECT --reject-with icmp6-adm-prohibited", Reject6AdmProhib},
+		{"-A INPUT -6 -j REJECT --reject-with icmp6-addr-unreachable", Reject6AddrUnreach},
+	} {
+		rs := parse(t, c.rule)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(1)})
+		if err != nil {
+			t.Fatalf("%s: %v", c.rule, err)
+		}
+		if len(tb.Entries) != 1 || tb.Entries[0].Action != ActReject || tb.Entries[0].Reject != c.want {
+			t.Errorf("%s: entries %v, want one REJECT %s", c.rule, tb.Entries, c.want)
+		}
+		if k, err := RejectOf(rs.Rules[0].Target.RejectWith); err != nil || k != c.want {
+			t.Errorf("%s: RejectOf = %s, %v", c.rule, k, err)
+		}
+	}
+	if _, err := RejectOf("icmp-bogus"); err == nil {
+		t.Error("RejectOf accepts an unknown type")
 	}
 }

@@ -29,6 +29,7 @@ type Entry struct {
 	ICMPCode       uint8
 	Action         Action
 	Reason         Reason
+	Reject         Reject // with ActReject: what answers
 	RuleID         uint32
 	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
 }

@@ -47,16 +47,90 @@ func (p *RefPacket) family() rules.Family {
 // deciding rule (-1 for the chain policy) and the verdict. LOG rules do not
 // decide (non-terminating).
 func Evaluate(rs *rules.RuleSet, p RefPacket) (int, rules.Verdict) {
+	d := Decide(rs, p)
+	return d.Rule, d.Verdict
+}
+
+// Decision is the reference matcher's whole answer for one packet.
+type Decision struct {
+	Rule    int           // index of the deciding rule, -1 for the chain policy
+	Verdict rules.Verdict // ACCEPT, DROP or REJECT
+	Reject  Reject        // with REJECT: what answers (--reject-with)
+	// Reason is the counter reason the data plane reports. For REJECT it
+	// says whether the packet is answered (ReasonRuleReject) or why not;
+	// the per-source rate limit (ReasonRejectRate) is not modelled.
+	Reason Reason
+}
+
+// Decide is Evaluate with what a REJECT answers and the counter reason.
+func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 	for i := range rs.Rules {
 		r := &rs.Rules[i]
 		if r.Chain != p.Chain || !r.Target.Verdict.Terminal() {
 			continue
 		}
-		if Matches(&r.Match, p) {
-			return i, r.Target.Verdict
+		if !Matches(&r.Match, p) {
+			continue
+		}
+		d := Decision{Rule: i, Verdict: r.Target.Verdict}
+		switch d.Verdict {
+		case rules.VerdictAccept:
+			d.Reason = ReasonRuleAccept
+		case rules.VerdictDrop:
+			d.Reason = ReasonRuleDrop
+		case rules.VerdictReject:
+			d.Reject, _ = RejectOf(r.Target.RejectWith) // the parser accepted it
+			d.Reason = RejectReason(p, d.Reject)
+		}
+		return d
+	}
+	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept}
+	if d.Verdict == rules.VerdictDrop {
+		d.Reason = ReasonPolicyDrop
+	}
+	return d
+}
+
+// RejectReason says whether a REJECT answers p (ReasonRuleReject) or why it
+// must not: a non-first fragment; a broadcast or multicast destination, at
+// the link layer or in IP, or a source that is not one host (RFC 1122
+// 3.2.2); an ICMP error (ICMPv4 types 3, 4, 5, 11, 12 and unknown ones above
+// 18, as Linux; ICMPv6 types below 128, RFC 4443 2.4(e)); a RST answered
+// with tcp-reset. The twin of fw_reject_unanswerable (bpf/lib/reject.h).
+func RejectReason(p RefPacket, k Reject) Reason {
+	switch {
+	case p.Fragment:
+		return ReasonRejectFrag
+	case p.DstMAC[0]&1 != 0 || p.SrcMAC[0]&1 != 0 || !oneHost(p.Src) || !oneHost(p.Dst):
+		return ReasonRejectBcast
+	}
+	v6 := p.Src.Is6()
+	if p.L4 && !v6 && p.Proto == 1 {
+		switch t := p.ICMPType; {
+		case t == 3 || t == 4 || t == 5 || t == 11 || t == 12 || t > 18:
+			return ReasonRejectError
 		}
 	}
-	return -1, rs.PolicyFor(p.Chain, p.family())
+	if p.L4 && v6 && p.Proto == 58 && p.ICMPType < 128 {
+		return ReasonRejectError
+	}
+	if k == RejectTCPReset && p.L4 && p.Proto == 6 && p.TCPFlags&0x04 != 0 {
+		return ReasonRejectError
+	}
+	return ReasonRuleReject
+}
+
+// oneHost: an address of one host, which an answer may go to or come from:
+// not 0/8, 127/8, 224/4 (multicast), 240/4 (incl. 255.255.255.255); not ::,
+// ::1 or ff00::/8.
+func oneHost(a netip.Addr) bool {
+	if a.Is4() {
+		b := a.As4()
+		return b[0] != 0 && b[0] != 127 && b[0] < 224
+	}
+	// bytes, not netip's IsLoopback/IsMulticast, which unmap ::ffff:a.b.c.d
+	b := a.As16()
+	return b != [16]byte{} && b != [16]byte{15: 1} && b[0] != 0xff
 }
 
 // Matches reports whether every selector of m matches p.

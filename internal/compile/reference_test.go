@@ -48,3 +48,58 @@ func TestReferenceSemantics(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectReason pins down which REJECTed packets are answered and why
+// the others are not (RFC 1122 3.2.2, RFC 4443 2.4(e), RFC 9293).
+func TestRejectReason(t *testing.T) {
+	mac := [6]byte{2, 0, 0, 0, 0, 1}
+	pkt := func(src, dst string, proto uint8, fn func(*RefPacket)) RefPacket {
+		p := RefPacket{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: proto, L4: true, SrcMAC: mac, DstMAC: mac}
+		if fn != nil {
+			fn(&p)
+		}
+		return p
+	}
+	icmp := func(typ uint8) func(*RefPacket) { return func(p *RefPacket) { p.ICMPType = typ } }
+	for _, c := range []struct {
+		name string
+		p    RefPacket
+		k    Reject
+		want Reason
+	}{
+		{"udp", pkt("192.0.2.1", "198.51.100.1", 17, nil), RejectPortUnreach, ReasonRuleReject},
+		{"udp v6", pkt("2001:db8::1", "2001:db8::2", 17, nil), RejectPortUnreach, ReasonRuleReject},
+		{"tcp syn, tcp-reset", pkt("192.0.2.1", "198.51.100.1", 6, func(p *RefPacket) { p.TCPFlags = 0x02 }), RejectTCPReset, ReasonRuleReject},
+		{"tcp rst, tcp-reset", pkt("192.0.2.1", "198.51.100.1", 6, func(p *RefPacket) { p.TCPFlags = 0x14 }), RejectTCPReset, ReasonRejectError},
+		{"tcp rst, icmp answer", pkt("192.0.2.1", "198.51.100.1", 6, func(p *RefPacket) { p.TCPFlags = 0x04 }), RejectPortUnreach, ReasonRuleReject},
+		{"non-first fragment", pkt("192.0.2.1", "198.51.100.1", 6, func(p *RefPacket) { p.L4, p.Fragment = false, true }), RejectTCPReset, ReasonRejectFrag},
+		{"echo request", pkt("192.0.2.1", "198.51.100.1", 1, icmp(8)), RejectPortUnreach, ReasonRuleReject},
+		{"echo reply", pkt("192.0.2.1", "198.51.100.1", 1, icmp(0)), RejectPortUnreach, ReasonRuleReject},
+		{"address mask reply (18)", pkt("192.0.2.1", "198.51.100.1", 1, icmp(18)), RejectPortUnreach, ReasonRuleReject},
+		{"unreachable", pkt("192.0.2.1", "198.51.100.1", 1, icmp(3)), RejectPortUnreach, ReasonRejectError},
+		{"source quench", pkt("192.0.2.1", "198.51.100.1", 1, icmp(4)), RejectPortUnreach, ReasonRejectError},
+		{"redirect", pkt("192.0.2.1", "198.51.100.1", 1, icmp(5)), RejectPortUnreach, ReasonRejectError},
+		{"time exceeded", pkt("192.0.2.1", "198.51.100.1", 1, icmp(11)), RejectPortUnreach, ReasonRejectError},
+		{"parameter problem", pkt("192.0.2.1", "198.51.100.1", 1, icmp(12)), RejectPortUnreach, ReasonRejectError},
+		{"unknown icmp type 19", pkt("192.0.2.1", "198.51.100.1", 1, icmp(19)), RejectPortUnreach, ReasonRejectError},
+		{"icmpv6 echo request", pkt("2001:db8::1", "2001:db8::2", 58, icmp(128)), RejectPortUnreach, ReasonRuleReject},
+		{"icmpv6 neighbour solicitation", pkt("2001:db8::1", "2001:db8::2", 58, icmp(135)), RejectPortUnreach, ReasonRuleReject},
+		{"icmpv6 error 127", pkt("2001:db8::1", "2001:db8::2", 58, icmp(127)), RejectPortUnreach, ReasonRejectError},
+		{"icmp type 3 in ipv6 is no icmpv6 error", pkt("2001:db8::1", "2001:db8::2", 1, icmp(3)), RejectPortUnreach, ReasonRuleReject},
+		{"broadcast", pkt("192.0.2.1", "255.255.255.255", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"multicast", pkt("192.0.2.1", "224.0.0.1", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"class e", pkt("192.0.2.1", "240.1.2.3", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"dst 0/8", pkt("192.0.2.1", "0.1.2.3", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"src 127/8", pkt("127.0.0.2", "198.51.100.1", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"v6 multicast", pkt("2001:db8::1", "ff02::1", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"v6 loopback source", pkt("::1", "2001:db8::2", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"v6 unspecified source", pkt("::", "2001:db8::2", 17, nil), RejectPortUnreach, ReasonRejectBcast},
+		{"v4-mapped is one host (bytes, not unmapped)", pkt("::ffff:127.0.0.1", "2001:db8::2", 17, nil), RejectPortUnreach, ReasonRuleReject},
+		{"link-layer broadcast", pkt("192.0.2.1", "198.51.100.255", 17, func(p *RefPacket) { p.DstMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff} }), RejectPortUnreach, ReasonRejectBcast},
+		{"link-layer multicast source", pkt("192.0.2.1", "198.51.100.1", 17, func(p *RefPacket) { p.SrcMAC = [6]byte{1, 0, 0x5e, 0, 0, 1} }), RejectPortUnreach, ReasonRejectBcast},
+	} {
+		if got := RejectReason(c.p, c.k); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}

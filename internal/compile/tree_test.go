@@ -33,23 +33,25 @@ func TestTreeAgreesWithReference(t *testing.T) {
 		}
 		for k := 0; k < 2000; k++ {
 			p := randomRefPacket(r, rs, names)
-			wantIdx, wantV := Evaluate(rs, p)
+			want := Decide(rs, p)
 			gotIdx, root := tb.Classify(&p, testIfaces[p.InIface])
 			var gotID, wantID uint32
+			gotAct, gotRej := root.Action, Reject(0)
 			if gotIdx >= 0 {
-				gotID = tb.Entries[gotIdx].RuleID
+				e := tb.Entries[gotIdx]
+				gotID, gotAct, gotRej = e.RuleID, e.Action, e.Reject
 			} else {
 				gotID = root.RuleID
 			}
-			if wantIdx >= 0 {
-				wantID = uint32(FirstRuleID + wantIdx)
+			if want.Rule >= 0 {
+				wantID = uint32(FirstRuleID + want.Rule)
 			} else {
 				wantID = PolicyID(uint8(p.Chain), p.Src.Is6())
 			}
-			gotAccept := (gotIdx >= 0 && tb.Entries[gotIdx].Action == ActAccept) || (gotIdx < 0 && root.Action == ActAccept)
-			if gotID != wantID || gotAccept != (wantV == rules.VerdictAccept) {
-				t.Fatalf("set %d packet %d: tree says id %d accept=%v, reference id %d %s\npacket %+v\n%s",
-					set, k, gotID, gotAccept, wantID, wantV, p, rs)
+			wantAct := map[rules.Verdict]Action{rules.VerdictAccept: ActAccept, rules.VerdictDrop: ActDrop, rules.VerdictReject: ActReject}[want.Verdict]
+			if gotID != wantID || gotAct != wantAct || gotRej != want.Reject {
+				t.Fatalf("set %d packet %d: tree says id %d %s (%s), reference id %d %s (%s)\npacket %+v\n%s",
+					set, k, gotID, gotAct, gotRej, wantID, want.Verdict, want.Reject, p, rs)
 			}
 			checked++
 		}

@@ -58,6 +58,7 @@ type Datapath struct {
 	reasons *ebpf.Map
 	config  *ebpf.Map
 	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
+	rl      *ebpf.Map // fw_reject_rl: REJECT's per-source budget, not pinned (nil when opened from pins)
 }
 
 func (d *Datapath) maps() map[string]**ebpf.Map {
@@ -118,6 +119,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		reasons: objs.FwReasonStats,
 		config:  objs.FwConfigMap,
 		sets:    objs.FwSets,
+		rl:      objs.FwRejectRl,
 	}, nil
 }
 
@@ -178,6 +180,9 @@ func (d *Datapath) Close() {
 		if *m != nil {
 			(*m).Close()
 		}
+	}
+	if d.rl != nil {
+		d.rl.Close()
 	}
 	if d.prog != nil {
 		d.prog.Close()

@@ -21,11 +21,13 @@ var (
 
 // TestDifferential runs random rule sets and packets through the loaded
 // program (BPF_PROG_TEST_RUN) and through the reference matcher, and
-// requires the same verdict, the same deciding rule id and the same chain
-// for every packet. Phase 1 has forwarding off (every packet is INPUT);
-// phase 2 turns forwarding on so the FIB decides INPUT vs FORWARD.
+// requires the same verdict (XDP action), the same deciding rule id, the
+// same chain, the same counter reason and, for REJECT, the same answer
+// kind for every packet. Phase 1 has forwarding off (every packet is
+// INPUT); phase 2 turns forwarding on so the FIB decides INPUT vs FORWARD.
 func TestDifferential(t *testing.T) {
 	f := newFixture(t)
+	f.unlimitedRejects()
 	r := rand.New(rand.NewPCG(*diffSeed, 0x78647066))
 	total := 0
 	for set := 0; set < *diffSets; set++ {
@@ -100,25 +102,23 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 				}
 			}
 		}
-		idx, verdict := compile.Evaluate(rs, ref)
+		d := compile.Decide(rs, ref)
 		wantID := compile.PolicyID(uint8(ref.Chain), p.Src.Is6())
-		if idx >= 0 {
-			wantID = f.ids[idx]
+		if d.Rule >= 0 {
+			wantID = f.ids[d.Rule]
 		}
-		wantAct := uint32(datapath.XDPDrop)
-		if verdict == rules.VerdictAccept {
-			wantAct = datapath.XDPPass
-		}
+		wantAct := wantXDP(d)
 		got := results[i]
-		if got.RuleID != wantID || got.XDPAction != wantAct || got.Chain != uint8(ref.Chain) {
+		if got.RuleID != wantID || got.XDPAction != wantAct || got.Chain != uint8(ref.Chain) ||
+			got.Reason != d.Reason || got.Reject != d.Reject {
 			rule := "policy"
-			if idx >= 0 {
-				rule = rs.Rules[idx].String()
+			if d.Rule >= 0 {
+				rule = rs.Rules[d.Rule].String()
 			}
-			t.Fatalf("%s: MISMATCH on packet %d\n  packet: %s (in %s)\n  frame: %x\n  reference: chain %s, rule id %d (%s), verdict %s\n"+
-				"  data plane: chain %s, rule id %d, action %d, reason %s\nrule set (ids from %d):\n%s",
-				what, i, p, ifs[i], p.Bytes(), ref.Chain, wantID, rule, verdict,
-				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, compile.FirstRuleID, head(rs.String(), 200))
+			t.Fatalf("%s: MISMATCH on packet %d\n  packet: %s (in %s)\n  frame: %x\n  reference: chain %s, rule id %d (%s), verdict %s, reason %s, reject %s\n"+
+				"  data plane: chain %s, rule id %d, action %d, reason %s, reject %s\nrule set (ids from %d):\n%s",
+				what, i, p, ifs[i], p.Bytes(), ref.Chain, wantID, rule, d.Verdict, d.Reason, d.Reject,
+				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, got.Reject, compile.FirstRuleID, head(rs.String(), 200))
 		}
 	}
 	return n
@@ -397,6 +397,7 @@ func routedDst(r *rand.Rand, p *packet.Packet, local []netip.Addr) {
 // v6, as firewalls of that size look).
 func TestDifferentialLarge(t *testing.T) {
 	f := newFixtureLimits(t, datapath.LimitsFor(1<<15))
+	f.unlimitedRejects()
 	r := rand.New(rand.NewPCG(*diffSeed, 0x1a46e))
 	random := rules.RandomRuleSet(r, 10000)
 	structured := &rules.RuleSet{}

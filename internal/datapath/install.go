@@ -13,11 +13,15 @@ import (
 // Config is the data-plane settings map.
 type Config struct {
 	MalformedAction compile.Action
+	// REJECT answers per second per source (IPv4 address, IPv6 /64), and
+	// at once; 0: compile.DefaultRejectRate / DefaultRejectBurst.
+	RejectRate  uint32
+	RejectBurst uint32
 }
 
 // SetConfig writes the settings map.
 func (d *Datapath) SetConfig(c Config) error {
-	v := xdpfwFwConfig{}
+	v := xdpfwFwConfig{RejectRate: c.RejectRate, RejectBurst: c.RejectBurst}
 	if c.MalformedAction == compile.ActAccept {
 		v.MalformedPass = 1
 	}
@@ -156,6 +160,7 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		IcmpCode: e.ICMPCode,
 		Action:   uint8(e.Action),
 		Reason:   uint8(e.Reason),
+		Reject:   uint8(e.Reject),
 		SrcSet:   e.SrcSet,
 		DstSet:   e.DstSet,
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
-	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -123,6 +122,7 @@ func TestSets(t *testing.T) {
 // the data plane and the reference matcher.
 func TestSetsDifferential(t *testing.T) {
 	f := newFixture(t)
+	f.unlimitedRejects()
 	r := rand.New(rand.NewPCG(*diffSeed, 5))
 	names := []string{"a4", "b4", "a6", "b6"}
 	total := 0
@@ -192,19 +192,15 @@ func TestSetsDifferential(t *testing.T) {
 			}
 			ref := refPacket(p, iface)
 			ref.Sets = refSets
-			idx, verdict := compile.Evaluate(rs, ref)
+			d := compile.Decide(rs, ref)
 			want := compile.PolicyID(0, p.Src.Is6())
-			if idx >= 0 {
-				want = f.ids[idx]
+			if d.Rule >= 0 {
+				want = f.ids[d.Rule]
 			}
 			got := f.mustRun(p.Bytes(), iface)
-			wantAct := uint32(datapath.XDPDrop)
-			if verdict == rules.VerdictAccept {
-				wantAct = datapath.XDPPass
-			}
-			if got.RuleID != want || got.XDPAction != wantAct {
-				t.Fatalf("round %d: %s in %s: data plane rule id %d action %d, reference %d %s\nsets %v\n%s",
-					round, p, iface, got.RuleID, got.XDPAction, want, verdict, sets, head(rs.String(), 40))
+			if wantAct := wantXDP(d); got.RuleID != want || got.XDPAction != wantAct {
+				t.Fatalf("round %d: %s in %s: data plane rule id %d action %d, reference %d %s (action %d)\nsets %v\n%s",
+					round, p, iface, got.RuleID, got.XDPAction, want, d.Verdict, wantAct, sets, head(rs.String(), 40))
 			}
 			total++
 		}

@@ -29,6 +29,9 @@ type TraceResult struct {
 	Action    compile.Action `json:"-"`          // the entry's action
 	Reason    compile.Reason `json:"-"`
 	Chain     uint8          `json:"-"`
+	Reject    compile.Reject `json:"-"` // with ActReject: what answers
+	// Frame is the frame as the program left it: with XDP_TX, the answer.
+	Frame []byte `json:"-"`
 }
 
 // xdpMd is struct xdp_md, the test-run context.
@@ -38,19 +41,22 @@ type xdpMd struct {
 
 // Trace runs frame through the program with BPF_PROG_TEST_RUN, the frame
 // arriving on ifindex (0: the loopback device of the caller's namespace),
-// and returns the decision the program wrote into the trace metadata.
-// Counters are updated as for a real packet.
+// and returns the decision the program wrote into the trace metadata and
+// the frame it left (a REJECT's answer). Counters and REJECT's per-source
+// rate limit are updated as for a real packet.
 func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error) {
 	in := make([]byte, traceSize+len(frame))
 	ne.PutUint64(in[0:8], traceMagic)
 	copy(in[traceSize:], frame)
-	out := make([]byte, len(in)+256)
+	out := make([]byte, len(in)+256) // an ICMP answer grows the frame by 48 bytes at most
 	ctx := xdpMd{Data: traceSize, DataEnd: uint32(len(in)), IngressIfindex: ifindex}
-	ret, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: out, Context: ctx})
+	opts := &ebpf.RunOptions{Data: in, DataOut: out, Context: ctx}
+	ret, err := prog.Run(opts)
 	if err != nil {
 		return TraceResult{}, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
 	}
-	if ne.Uint64(out[0:8]) != traceMagic {
+	out = opts.DataOut // cut to what the program left: metadata and frame
+	if len(out) < traceSize || ne.Uint64(out[0:8]) != traceMagic {
 		return TraceResult{}, fmt.Errorf("trace metadata lost (program did not keep it)")
 	}
 	return TraceResult{
@@ -59,5 +65,7 @@ func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error
 		Action:    compile.Action(out[12]),
 		Reason:    compile.Reason(out[13]),
 		Chain:     out[14],
+		Reject:    compile.Reject(out[15]),
+		Frame:     out[traceSize:],
 	}, nil
 }

@@ -17,6 +17,8 @@ type xdpfwFwConfig struct {
 	_             structs.HostLayout
 	MalformedPass uint32
 	Pad           uint32
+	RejectRate    uint32
+	RejectBurst   uint32
 }
 
 type xdpfwFwCounter struct {
@@ -53,7 +55,7 @@ type xdpfwFwEntry struct {
 	IcmpCode uint8
 	Action   uint8
 	Reason   uint8
-	Pad      [1]uint8
+	Reject   uint8
 }
 
 type xdpfwFwNode struct {
@@ -64,6 +66,13 @@ type xdpfwFwNode struct {
 	Pad    uint16
 	Left   uint32
 	Right  uint32
+}
+
+type xdpfwFwRlKey struct {
+	_      structs.HostLayout
+	Addr   uint64
+	Family uint32
+	Pad    uint32
 }
 
 type xdpfwFwRoot struct {
@@ -92,6 +101,7 @@ const (
 	xdpfwMapFwLeaves      = "fw_leaves"
 	xdpfwMapFwNodes       = "fw_nodes"
 	xdpfwMapFwReasonStats = "fw_reason_stats"
+	xdpfwMapFwRejectRl    = "fw_reject_rl"
 	xdpfwMapFwRoots       = "fw_roots"
 	xdpfwMapFwRuleStats   = "fw_rule_stats"
 	xdpfwMapFwSets        = "fw_sets"
@@ -156,6 +166,7 @@ type xdpfwMapSpecs struct {
 	FwLeaves      *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwNodes       *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwReasonStats *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRejectRl    *ebpf.MapSpec `ebpf:"fw_reject_rl"`
 	FwRoots       *ebpf.MapSpec `ebpf:"fw_roots"`
 	FwRuleStats   *ebpf.MapSpec `ebpf:"fw_rule_stats"`
 	FwSets        *ebpf.MapSpec `ebpf:"fw_sets"`
@@ -196,6 +207,7 @@ type xdpfwMaps struct {
 	FwLeaves      *ebpf.Map `ebpf:"fw_leaves"`
 	FwNodes       *ebpf.Map `ebpf:"fw_nodes"`
 	FwReasonStats *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRejectRl    *ebpf.Map `ebpf:"fw_reject_rl"`
 	FwRoots       *ebpf.Map `ebpf:"fw_roots"`
 	FwRuleStats   *ebpf.Map `ebpf:"fw_rule_stats"`
 	FwSets        *ebpf.Map `ebpf:"fw_sets"`
@@ -209,6 +221,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLeaves,
 		m.FwNodes,
 		m.FwReasonStats,
+		m.FwRejectRl,
 		m.FwRoots,
 		m.FwRuleStats,
 		m.FwSets,
