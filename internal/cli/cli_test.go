@@ -64,6 +64,10 @@ func TestUsageErrors(t *testing.T) {
 		{"delete", "NOPE", "1"},       // bad chain
 		{"policy", "INPUT", "REJECT"}, // bad policy
 		{"detach"},                    // neither -i nor --all
+		{"load", "-i", "lo", "--reject-rate", "0/s", "x"},       // rate below 1
+		{"load", "-i", "lo", "--reject-rate", "10/minute", "x"}, // per second only
+		{"apply", "--reject-rate", "many", "x"},                 // not a number
+		{"apply", "--reject-burst", "2000000", "x"},             // over the bound
 	} {
 		var out, errb bytes.Buffer
 		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)
@@ -81,6 +85,19 @@ func TestHelpTeaches(t *testing.T) {
 	for _, cmd := range []string{"load", "apply", "add", "delete", "list", "flush", "policy", "detach", "status", "trace"} {
 		if !strings.Contains(out.String(), "  "+cmd) {
 			t.Errorf("--help does not list %s:\n%s", cmd, out.String())
+		}
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]uint32{"1": 1, "100/s": 100, "20/sec": 20, "5/second": 5, "1000000/s": 1000000} {
+		if got, err := parseRate(in); err != nil || got != want {
+			t.Errorf("parseRate(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0/s", "-1/s", "1000001/s", "10/m", "x/s", "10/s/s"} {
+		if got, err := parseRate(in); err == nil {
+			t.Errorf("parseRate(%q) = %d, want an error", in, got)
 		}
 	}
 }

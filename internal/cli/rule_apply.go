@@ -16,6 +16,7 @@ func newApply(e *env) *cobra.Command {
 		v4file, v6file string
 		malformed      string
 		check          bool
+		reject         rejectFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [RULES_FILE]",
@@ -36,6 +37,10 @@ unchanged carry over. A file with any error changes nothing.
 			if file == "" && v4file == "" && v6file == "" {
 				return usageError{fmt.Errorf("apply needs a rule file")}
 			}
+			rate, burst, err := reject.values()
+			if err != nil {
+				return err
+			}
 			rs, err := readRuleFiles(file, v4file, v6file)
 			if err != nil {
 				return err
@@ -53,7 +58,7 @@ unchanged carry over. A file with any error changes nothing.
 				return err
 			}
 			defer fw.Close()
-			res, err := fw.Apply(rs, firewall.Options{Malformed: malformed})
+			res, err := fw.Apply(rs, firewall.Options{Malformed: malformed, RejectRate: rate, RejectBurst: burst})
 			if err != nil {
 				return err
 			}
@@ -65,6 +70,7 @@ unchanged carry over. A file with any error changes nothing.
 	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
+	reject.add(cmd.Flags(), "default: unchanged")
 	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
 	return cmd
 }

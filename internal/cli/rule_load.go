@@ -18,6 +18,7 @@ func newLoad(e *env) *cobra.Command {
 		v4file, v6file string
 		malformed      string
 		maxRules       int
+		reject         rejectFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "load -i IFACE [-i IFACE...] [RULES_FILE]",
@@ -35,11 +36,16 @@ output whose rules and policies apply to that family only.
 
 A file with any error changes nothing; errors name file:line:column.
 
+REJECT answers with a TCP RST or an ICMP unreachable sent back from XDP;
+--reject-rate and --reject-burst bound the answers each source (IPv4
+address, IPv6 /64) gets, so REJECT cannot be used as an amplifier.
+
 Attach modes: native (in the driver), generic (in the stack, any device),
 offload (on a NIC that runs BPF), auto (native, else generic).`,
 		Example: `  xdpfw load -i eth0 /etc/xdpfw/rules.conf
   xdpfw load -i eth0 -i eth1 --mode generic rules.conf
-  xdpfw load -i eth0 --ipv4-file rules.v4 --ipv6-file rules.v6`,
+  xdpfw load -i eth0 --ipv4-file rules.v4 --ipv6-file rules.v6
+  xdpfw load -i eth0 --reject-rate 20/s --reject-burst 50 rules.conf`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := datapath.ParseMode(mode)
@@ -49,6 +55,10 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 			if len(ifaces) == 0 {
 				return usageError{fmt.Errorf("load needs at least one -i IFACE")}
 			}
+			rate, burst, err := reject.values()
+			if err != nil {
+				return err
+			}
 			file := ""
 			if len(args) == 1 {
 				file = args[0]
@@ -57,7 +67,8 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 			if err != nil {
 				return err
 			}
-			res, err := firewall.Load(e.paths, ifaces, m, rs, firewall.Options{Malformed: malformed, MaxRules: maxRules})
+			res, err := firewall.Load(e.paths, ifaces, m, rs, firewall.Options{Malformed: malformed, MaxRules: maxRules,
+				RejectRate: rate, RejectBurst: burst})
 			if err != nil {
 				return err
 			}
@@ -79,6 +90,7 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop (default) or accept")
+	reject.add(cmd.Flags(), rejectDefaults+"; a reload keeps the values in force")
 	cmd.Flags().IntVar(&maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
 		"default %d, about %d MiB of kernel memory; changing it needs detach --all first)", compile.DefaultMaxEntries,
 		datapath.LimitsFor(0).Bytes()>>20))

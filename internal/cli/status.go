@@ -30,6 +30,7 @@ func newStatus(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.stdout, "xdpfw loaded: program id %d, pinned in %s\n", s.ProgramID, s.PinDir)
 			fmt.Fprintf(e.stdout, "generation %d, %d rules, malformed packets: %s\n", s.Generation, s.Rules, s.Malformed)
+			fmt.Fprintf(e.stdout, "REJECT answers per source: %d/s, %d at once\n", s.Reject.Rate, s.Reject.Burst)
 			fmt.Fprintf(e.stdout, "classifier tables: %d entries, %d nodes, %d leaf slots per generation (%d KiB kernel memory)\n",
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
 			names := make([]string, 0, len(s.Interfaces))
@@ -44,7 +45,7 @@ func newStatus(e *env) *cobra.Command {
 			for r := compile.Reason(0); r < compile.NumReasons; r++ {
 				c := s.Reasons[r.String()]
 				if c.Packets > 0 {
-					fmt.Fprintf(e.stdout, "  %-18s %12d pkts %14d bytes\n", r, c.Packets, c.Bytes)
+					fmt.Fprintf(e.stdout, "  %-27s %12d pkts %14d bytes\n", r, c.Packets, c.Bytes)
 				}
 			}
 			return nil

@@ -33,8 +33,9 @@ func newTrace(e *env) *cobra.Command {
 		Long: `trace is the what-if tool: it builds the packet the flags describe (or reads
 every frame of a pcap/pcapng file) and runs it through the LOADED program
 with BPF_PROG_TEST_RUN, as if it arrived on --in. It prints the verdict, the
-chain and the deciding rule. Nothing is sent anywhere; the run is counted
-like a real packet.`,
+chain and the deciding rule. Nothing is sent anywhere (a REJECT's answer
+is built, reported as XDP_TX, and discarded); the run is counted like a
+real packet and takes from REJECT's per-source answer budget.`,
 		Example: `  xdpfw trace -p tcp --src 198.51.100.7 --dst 10.0.0.1 --dport 22
   xdpfw trace -p tcp --dst 10.0.0.1 --dport 80 --tcp-flags SYN
   xdpfw trace -p icmp --dst 10.0.0.1 --icmp-type echo-request
@@ -82,6 +83,8 @@ like a real packet.`,
 				if !f.asJSON {
 					fmt.Fprintf(e.stdout, "%s\n  -> %s", descs[i], r.Verdict)
 					switch {
+					case r.Reject != "":
+						fmt.Fprintf(e.stdout, " by %s rule %d: %s\n     (%s)\n", r.Chain, r.RuleNum, r.Rule, rejectOutcome(r))
 					case r.Rule != "":
 						fmt.Fprintf(e.stdout, " by %s rule %d: %s\n", r.Chain, r.RuleNum, r.Rule)
 					case r.Policy:
@@ -176,6 +179,14 @@ func (f *traceFlags) build() (*packet.Packet, error) {
 	}
 	p.Payload = []byte("xdpfw trace")
 	return p, nil
+}
+
+// rejectOutcome says what a REJECT did with the traced packet.
+func rejectOutcome(r *firewall.TraceResult) string {
+	if r.Verdict == "XDP_TX" {
+		return "answered: " + r.Reject
+	}
+	return "not answered, dropped: " + r.Reason
 }
 
 func protoNumber(s string) (uint8, error) {

@@ -60,5 +60,9 @@ func prefixBytes(p netip.Prefix) (addr, mask [16]byte) {
 }
 
 func (e Entry) String() string {
-	return fmt.Sprintf("%s rule=%d match=%#x invert=%#x action=%s", e.Chain, e.RuleID, e.Match, e.Invert, e.Action)
+	s := fmt.Sprintf("%s rule=%d match=%#x invert=%#x action=%s", e.Chain, e.RuleID, e.Match, e.Invert, e.Action)
+	if e.Action == ActReject {
+		s += " with=" + e.Reject.String()
+	}
+	return s
 }

@@ -21,6 +21,11 @@ type Options struct {
 	// MaxRules sizes the classifier tables at load (classifier entries per
 	// generation; 0: keep what is loaded, else the default).
 	MaxRules int
+	// RejectRate and RejectBurst bound REJECT's answers per source: per
+	// second, and at once (0: keep what is in force, else
+	// compile.DefaultRejectRate / DefaultRejectBurst).
+	RejectRate  uint32
+	RejectBurst uint32
 }
 
 // Result reports what a change did.
@@ -252,9 +257,12 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	if malformed == "accept" {
 		act = compile.ActAccept
 	}
-	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act}); err != nil {
+	rate, burst := pick(opt.RejectRate, f.st.RejectRate, compile.DefaultRejectRate),
+		pick(opt.RejectBurst, f.st.RejectBurst, compile.DefaultRejectBurst)
+	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, RejectRate: rate, RejectBurst: burst}); err != nil {
 		return nil, err
 	}
+	f.st.RejectRate, f.st.RejectBurst = rate, burst
 	f.st.Generation++
 	f.st.Rules = rs.String()
 	f.st.IDs = ids
@@ -266,6 +274,16 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))
 	}
 	return res, nil
+}
+
+// pick is the first non-zero value.
+func pick(vals ...uint32) uint32 {
+	for _, v := range vals {
+		if v != 0 {
+			return v
+		}
+	}
+	return 0
 }
 
 // assignIDs keeps the id of every rule whose canonical text is unchanged

@@ -232,8 +232,6 @@ func (f *Firewall) List() (*Listing, error) {
 // ruleNote says when a rule does less than it will once later work lands.
 func ruleNote(r *rules.Rule) string {
 	switch {
-	case r.Target.Verdict == rules.VerdictReject:
-		return "REJECT acts as DROP for now (no RST/ICMP answer yet)"
 	case r.Target.Verdict == rules.VerdictLog:
 		return "LOG emits no events yet; the rule has no effect"
 	case r.Chain == rules.ChainOutput:
@@ -250,8 +248,16 @@ type Status struct {
 	Interfaces map[string]IfaceStatus      `json:"interfaces"`
 	Rules      int                         `json:"rules"`
 	Malformed  string                      `json:"malformed"`
+	Reject     RejectLimit                 `json:"reject"` // REJECT's per-source answer budget
 	Limits     datapath.Limits             `json:"limits"` // classifier table sizes (load --max-rules)
 	Reasons    map[string]datapath.Counter `json:"reasons"`
+}
+
+// RejectLimit is how many REJECT answers each source (IPv4 address, IPv6
+// /64) gets: Rate a second, Burst at once.
+type RejectLimit struct {
+	Rate  uint32 `json:"rate"`
+	Burst uint32 `json:"burst"`
 }
 
 // IfaceStatus is an attached interface as the kernel reports it.
@@ -263,7 +269,8 @@ type IfaceStatus struct {
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
 	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: len(f.rs.Rules), Limits: f.dp.Limits(),
-		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{}}
+		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
+		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst)}}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
@@ -287,7 +294,7 @@ func (f *Firewall) Status() (*Status, error) {
 
 // TraceResult explains the verdict on one frame.
 type TraceResult struct {
-	Verdict   string `json:"verdict"`    // XDP_PASS / XDP_DROP
+	Verdict   string `json:"verdict"`    // XDP_PASS / XDP_DROP / XDP_TX (a REJECT answered)
 	XDPAction uint32 `json:"xdp_action"` // the numeric XDP action
 	Chain     string `json:"chain"`      // INPUT / FORWARD
 	RuleID    uint32 `json:"rule_id"`    // the deciding counter id (0: none)
@@ -296,6 +303,7 @@ type TraceResult struct {
 	Policy    bool   `json:"policy"`             // decided by the chain policy
 	Action    string `json:"action"`             // ACCEPT / DROP / REJECT / PASS (not IP)
 	Reason    string `json:"reason"`             // counter reason, e.g. rule-accept, malformed-ipv4
+	Reject    string `json:"reject,omitempty"`   // with REJECT: the --reject-with kind
 }
 
 // Trace runs frame through the loaded program as if it arrived on iface
@@ -319,11 +327,16 @@ func (f *Firewall) Trace(frame []byte, iface string) (*TraceResult, error) {
 	}
 	out := &TraceResult{XDPAction: r.XDPAction, Chain: rules.Chain(r.Chain).String(), RuleID: r.RuleID,
 		Action: r.Action.String(), Reason: r.Reason.String()}
+	if r.Action == compile.ActReject {
+		out.Reject = r.Reject.String()
+	}
 	switch r.XDPAction {
 	case datapath.XDPPass:
 		out.Verdict = "XDP_PASS"
 	case datapath.XDPDrop:
 		out.Verdict = "XDP_DROP"
+	case datapath.XDPTx:
+		out.Verdict = "XDP_TX"
 	default:
 		out.Verdict = fmt.Sprintf("XDP action %d", r.XDPAction)
 	}

@@ -36,6 +36,10 @@ type state struct {
 	IDs        []uint32         `json:"ids"`   // stable counter id of each rule, in order
 	Interfaces map[string]Iface `json:"interfaces"`
 	Malformed  string           `json:"malformed"` // "drop" or "accept"
+	// REJECT's per-source answer budget in force (0 in states written
+	// before REJECT answered: the defaults).
+	RejectRate  uint32 `json:"reject_rate,omitempty"`
+	RejectBurst uint32 `json:"reject_burst,omitempty"`
 }
 
 const stateVersion = 1

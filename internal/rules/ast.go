@@ -79,7 +79,7 @@ type Verdict uint8
 const (
 	VerdictAccept Verdict = iota
 	VerdictDrop
-	VerdictReject // answers with TCP RST / ICMP unreachable (stateful issue); acts as DROP until then
+	VerdictReject // answers with a TCP RST or an ICMP unreachable (docs/reject.md)
 	VerdictLog    // non-terminating: logs and continues (observability issue); no effect until then
 )
 
