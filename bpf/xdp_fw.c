@@ -65,7 +65,6 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		rc = fw_reject(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
 	fw_count_rule(d.rule_id, bytes);
 	fw_count_reason(d.reason, bytes);
-	fw_trace(ctx, d.rule_id, d.action, d.reason, pkt.chain);
-	fw_trace_reject(ctx, d.reject);
+	fw_trace_reject(ctx, d.rule_id, d.action, d.reason, pkt.chain, d.reject);
 	return rc;
 }

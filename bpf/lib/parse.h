@@ -251,7 +251,11 @@ static __always_inline int fw_parse(void *data, void *data_end, struct fw_pkt *p
 		return FW_PARSE_NOT_IP;
 	if (rc)
 		return rc;
-	p->l4_off = c.pos - data;
+	/* The L4 offset from the lengths, not from c.pos - data: the pointer's
+	 * exact offset differs on every path through the IPv6 extension headers,
+	 * and a stored copy of it keeps the verifier from merging those paths
+	 * (it doubled the program's verification cost). */
+	p->l4_off = p->l3_off + (p->l3_len - c.l4len);
 	return parse_l4(&c, p, l4proto);
 }
 

@@ -75,19 +75,21 @@ static __always_inline __u64 fw_csum_words(const void *p, const int n, __u64 s)
 
 /* fw_csum_tail sums the bytes from pos to the end of the frame, which the
  * caller trimmed to at most 2 * max_words bytes. A bounded loop with a
- * bounds check per word: the verifier walks each iteration, so max_words
- * must stay small (at most 620 here). */
+ * bounds check per word. The verifier walks every iteration; the lone last
+ * byte is summed inside the loop so that nothing but the sum is live where
+ * the loop ends, and the exits of all iterations prune to one state. */
 static __always_inline __u64 fw_csum_tail(void *pos, void *end, const int max_words, __u64 s)
 {
 #pragma clang loop unroll(disable)
 	for (int i = 0; i < max_words; i++) {
-		if (pos + 2 > end)
+		if (pos + 2 > end) {
+			if (pos + 1 <= end)
+				s += *(__u8 *)pos;
 			break;
+		}
 		s += *(__u16 *)pos;
 		pos += 2;
 	}
-	if (pos + 1 <= end)
-		s += *(__u8 *)pos;
 	return s;
 }
 
@@ -345,27 +347,21 @@ static __always_inline int fw_icmp_unreach(struct xdp_md *ctx, const struct fw_p
 
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	/* Move Ethernet and the tags from data + grow to data: constant
-	 * offsets and sizes per tag count, checked against one constant bound
-	 * (the frame holds grow + l3 + an IP header, more than that). */
+	/* Move Ethernet and the tags from data + grow to data: the MACs are
+	 * written anew, the EtherType and up to FW_MAX_VLAN tags copied as 10
+	 * bytes whatever the tag count. Bytes past l3 are copied for nothing
+	 * (the new IP header overwrites them), but no branch on l3 splits the
+	 * verifier's state: every path below is walked once per family. */
 	if (v4) {
 		if (data + 28 + FW_L2_MAX > end)
 			return -1;
 		fw_put_eth(data, p);
-		__builtin_memcpy(data + 12, data + 28 + 12, 2);
-		if (l3 >= 18)
-			__builtin_memcpy(data + 14, data + 28 + 14, 4);
-		if (l3 >= 22)
-			__builtin_memcpy(data + 18, data + 28 + 18, 4);
+		__builtin_memcpy(data + 12, data + 28 + 12, FW_L2_MAX - 12);
 	} else {
 		if (data + 48 + FW_L2_MAX > end)
 			return -1;
 		fw_put_eth(data, p);
-		__builtin_memcpy(data + 12, data + 48 + 12, 2);
-		if (l3 >= 18)
-			__builtin_memcpy(data + 14, data + 48 + 14, 4);
-		if (l3 >= 22)
-			__builtin_memcpy(data + 18, data + 48 + 18, 4);
+		__builtin_memcpy(data + 12, data + 48 + 12, FW_L2_MAX - 12);
 	}
 
 	int delta = (int)(l3 + grow + quote) - (int)(end - data); /* <= 0 */
@@ -405,9 +401,17 @@ static __always_inline int fw_icmp_unreach(struct xdp_md *ctx, const struct fw_p
 }
 
 /* fw_reject acts on a REJECT decision: returns XDP_TX with the answer
- * built in the frame, or XDP_DROP, and sets d->reason to what happened. */
-static __always_inline int fw_reject(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d)
+ * built in the frame, or XDP_DROP, and sets d->reason to what happened.
+ * A global (non-inlined) function: the verifier checks it once (about 30k
+ * instructions), not once for every state the classifier leaves the caller
+ * in. The caller must not use packet pointers taken before the call: the
+ * frame may have moved (the kernel tracks this for global functions since
+ * 6.13; xdp_fw.c takes none). */
+__noinline int fw_reject(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d)
 {
+	if (!ctx || !p || !d) /* the verifier requires the check on global-function pointers */
+		return XDP_DROP;
+
 	__u8 why = fw_reject_unanswerable(p, d->reject);
 	int rc;
 

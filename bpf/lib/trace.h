@@ -27,8 +27,9 @@ static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
 	return t;
 }
 
-static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
-				     __u8 reason, __u8 chain)
+/* fw_trace_reject is fw_trace with what a REJECT decision answers with. */
+static __always_inline void fw_trace_reject(struct xdp_md *ctx, __u32 rule_id, __u8 action,
+					    __u8 reason, __u8 chain, __u8 reject)
 {
 	struct fw_trace *t = fw_trace_meta(ctx);
 
@@ -38,15 +39,13 @@ static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 act
 	t->action = action;
 	t->reason = reason;
 	t->chain = chain;
+	t->reject = reject;
 }
 
-/* fw_trace_reject adds what a REJECT decision answers with. */
-static __always_inline void fw_trace_reject(struct xdp_md *ctx, __u8 reject)
+static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
+				     __u8 reason, __u8 chain)
 {
-	struct fw_trace *t = fw_trace_meta(ctx);
-
-	if (t)
-		t->reject = reject;
+	fw_trace_reject(ctx, rule_id, action, reason, chain, 0);
 }
 
 #endif
