@@ -19,6 +19,7 @@
 #define FW_PARSE_NOT_IP 1
 
 struct cursor {
+	void *start;
 	void *pos;
 	void *end;
 	__u32 l4len; /* bytes the IP header says follow the network headers */
@@ -193,6 +194,7 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
 
 	if (p->flags & FW_PKT_FRAG)
 		return FW_PARSE_OK;
+	p->l4_off = (__u16)((void *)l4 - c->start); /* within the frame: < 64 KiB */
 
 	switch (proto) {
 	case IPPROTO_TCP: {
@@ -234,7 +236,7 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
  * or a negative enum fw_reason for a malformed frame. */
 static __always_inline int fw_parse(void *data, void *data_end, struct fw_pkt *p)
 {
-	struct cursor c = { .pos = data, .end = data_end, .l4len = 0 };
+	struct cursor c = { .start = data, .pos = data, .end = data_end, .l4len = 0 };
 	__be16 eth_proto;
 	__u8 l4proto = 0;
 	int rc;

@@ -31,6 +31,7 @@ type Entry struct {
 	Reason         Reason
 	RuleID         uint32
 	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
+	CTState        uint8  // bit mask of connection states, with MCTState
 }
 
 // Tables is what one generation installs in the data plane.

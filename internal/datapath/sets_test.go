@@ -192,12 +192,16 @@ func TestSetsDifferential(t *testing.T) {
 			}
 			ref := refPacket(p, iface)
 			ref.Sets = refSets
+			ref.CTState = uint8(r.IntN(int(compile.NumCTStates)))
 			idx, verdict := compile.Evaluate(rs, ref)
 			want := compile.PolicyID(0, p.Src.Is6())
 			if idx >= 0 {
 				want = f.ids[idx]
 			}
-			got := f.mustRun(p.Bytes(), iface)
+			got, err := f.runAssuming(p.Bytes(), iface, int(ref.CTState))
+			if err != nil {
+				t.Fatal(err)
+			}
 			wantAct := uint32(datapath.XDPDrop)
 			if verdict == rules.VerdictAccept {
 				wantAct = datapath.XDPPass

@@ -11,7 +11,11 @@ import (
 // traceMagic is FW_TRACE_MAGIC; traceSize is sizeof(struct fw_trace).
 const (
 	traceMagic = 0x78647066775f7472
-	traceSize  = 16
+	traceSize  = 24
+	// FW_TRACE_CTSTATE
+	traceAssumeCTState = 0x01
+	// NoCTState: let conntrack decide (Trace's assume argument).
+	NoCTState = -1
 )
 
 // XDP actions.
@@ -29,6 +33,7 @@ type TraceResult struct {
 	Action    compile.Action `json:"-"`          // the entry's action
 	Reason    compile.Reason `json:"-"`
 	Chain     uint8          `json:"-"`
+	CTState   uint8          `json:"-"` // the connection state the packet had (compile.CTNew...)
 }
 
 // xdpMd is struct xdp_md, the test-run context.
@@ -39,10 +44,20 @@ type xdpMd struct {
 // Trace runs frame through the program with BPF_PROG_TEST_RUN, the frame
 // arriving on ifindex (0: the loopback device of the caller's namespace),
 // and returns the decision the program wrote into the trace metadata.
-// Counters are updated as for a real packet.
+// Counters and conntrack are updated as for a real packet.
 func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error) {
+	return TraceAssuming(prog, frame, ifindex, NoCTState)
+}
+
+// TraceAssuming is Trace with the packet assumed to be in connection state
+// ctstate (compile.CTNew...) instead of what conntrack says; such a trace
+// records nothing in the conntrack table. NoCTState: plain Trace.
+func TraceAssuming(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
 	in := make([]byte, traceSize+len(frame))
 	ne.PutUint64(in[0:8], traceMagic)
+	if ctstate >= 0 {
+		in[16], in[17] = traceAssumeCTState, uint8(ctstate)
+	}
 	copy(in[traceSize:], frame)
 	out := make([]byte, len(in)+256)
 	ctx := xdpMd{Data: traceSize, DataEnd: uint32(len(in)), IngressIfindex: ifindex}
@@ -59,5 +74,6 @@ func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error
 		Action:    compile.Action(out[12]),
 		Reason:    compile.Reason(out[13]),
 		Chain:     out[14],
+		CTState:   out[15],
 	}, nil
 }
