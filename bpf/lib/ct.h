@@ -134,7 +134,8 @@ static __always_inline struct fw_ct_entry *fw_ct_live(const struct fw_ct_key *k,
 
 /* fw_tcp_next is the TCP state machine: the state a connection in state
  * moves to when a segment with these flags goes one way (reply: against
- * the first SYN), or FW_TCP_INVALID. fins: the FW_CTF_FIN_* seen so far.
+ * the first SYN), or FW_TCP_INVALID. fins: the entry's FW_CTF_* flags (the
+ * FINs seen so far).
  * A global function: the verifier checks it once. */
 __noinline int fw_tcp_next(__u32 state, __u32 flags, __u32 reply, __u32 fins)
 {
@@ -165,9 +166,10 @@ __noinline int fw_tcp_next(__u32 state, __u32 flags, __u32 reply, __u32 fins)
 		return FW_TCP_INVALID;
 	}
 	/* ACK, maybe with FIN */
+	fins &= FW_CTF_FIN_ORIG | FW_CTF_FIN_REPL;
 	if (fin)
 		fins |= reply ? FW_CTF_FIN_REPL : FW_CTF_FIN_ORIG;
-	__u32 both = (fins & (FW_CTF_FIN_ORIG | FW_CTF_FIN_REPL)) == (FW_CTF_FIN_ORIG | FW_CTF_FIN_REPL);
+	__u32 both = fins == (FW_CTF_FIN_ORIG | FW_CTF_FIN_REPL);
 	switch (state) {
 	case FW_CTS_SYN_RECV:
 	case FW_CTS_ESTABLISHED:

@@ -77,3 +77,44 @@ func TraceAssuming(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int
 		CTState:   out[15],
 	}, nil
 }
+
+// skbCtx is the prefix of struct __sk_buff that BPF_PROG_TEST_RUN takes for
+// tc programs (fields other than mark, priority, ifindex and cb must be 0).
+type skbCtx struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTci, VlanProto uint32
+	Priority, IngressIfindex, Ifindex, TcIndex                                   uint32
+	Cb                                                                           [5]uint32
+}
+
+// sizeof(struct __sk_buff) and offsetof(struct __sk_buff, cb).
+const (
+	skbSize     = 192
+	skbCbOffset = 48
+)
+
+// FW_TRACE_CB_MAGIC and the tc verdicts.
+const (
+	traceCBMagic = 0x78647066
+	TCActOK      = 0
+	TCActShot    = 2
+)
+
+// TraceEgress runs frame through the tc egress program (the OUTPUT chain)
+// as a packet this host sends, with BPF_PROG_TEST_RUN; ctstate as in
+// TraceAssuming. XDPAction holds the tc verdict (TCActOK, TCActShot).
+func TraceEgress(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, error) {
+	ctx := skbCtx{}
+	ctx.Cb[0] = traceCBMagic
+	if ctstate >= 0 {
+		ctx.Cb[3] = traceAssumeCTState<<8 | uint32(ctstate)
+	}
+	out := make([]byte, skbSize) // the kernel returns the whole struct __sk_buff
+	ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+512), Context: ctx, ContextOut: out})
+	if err != nil {
+		return TraceResult{}, fmt.Errorf("BPF_PROG_TEST_RUN (tc): %w", err)
+	}
+	cb := out[skbCbOffset:]
+	v := ne.Uint32(cb[8:12])
+	return TraceResult{XDPAction: ret, RuleID: ne.Uint32(cb[4:8]), Action: compile.Action(v), Reason: compile.Reason(v >> 8),
+		Chain: uint8(v >> 16), CTState: uint8(v >> 24)}, nil
+}
