@@ -82,8 +82,8 @@ func TraceAssuming(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int
 // tc programs (fields other than mark, priority, ifindex and cb must be 0).
 type skbCtx struct {
 	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTci, VlanProto uint32
-	Priority, IngressIfindex, Ifindex, TcIndex                                   uint32
-	Cb                                                                           [5]uint32
+	Priority, IngressIfindex, Ifindex, TcIndex                                  uint32
+	Cb                                                                          [5]uint32
 }
 
 // sizeof(struct __sk_buff) and offsetof(struct __sk_buff, cb).

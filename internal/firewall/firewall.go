@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
@@ -21,6 +22,16 @@ type Options struct {
 	// MaxRules sizes the classifier tables at load (classifier entries per
 	// generation; 0: keep what is loaded, else the default).
 	MaxRules int
+	// CTMax sizes the conntrack table at load (0: keep what is loaded, else
+	// the default).
+	CTMax int
+	// CTTimeouts, when CTTimeoutsSet, replace the conntrack timeouts in force
+	// (0 entries: the defaults).
+	CTTimeouts    conntrack.Timeouts
+	CTTimeoutsSet bool
+	// CTFull is what NEW connections get when the conntrack table is full:
+	// "drop" (default) or "accept" (untracked). "": keep what is in force.
+	CTFull string
 }
 
 // Result reports what a change did.
@@ -44,6 +55,8 @@ type Firewall struct {
 	prev       *rules.RuleSet
 	prevIDs    []uint32
 	prevIfaces map[string]Iface
+	prevCT     conntrack.Timeouts
+	prevCTFull string
 }
 
 // Open locks the state and opens the pinned data plane. It fails with
@@ -105,6 +118,9 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 			cur.Close()
 		}
 	}
+	if opt.CTMax > 0 {
+		lim.Conntrack = opt.CTMax
+	}
 	dp, err := datapath.Load(p.PinDir, lim)
 	if err != nil {
 		if fresh {
@@ -116,7 +132,8 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		inForce = &rules.RuleSet{}
 	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
-	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevIDs: st.IDs}
+	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevIDs: st.IDs,
+		prevCT: st.CTTimeouts, prevCTFull: st.CTFull}
 	defer dp.Close()
 
 	f.prevIfaces = map[string]Iface{}
@@ -192,7 +209,7 @@ func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 		// old id (and counter) back.
 		f.st.Interfaces = f.prevIfaces
 		f.rs, f.st.IDs = f.prev, f.prevIDs
-		if _, rerr := f.apply(f.prev, Options{}, false); rerr != nil {
+		if _, rerr := f.apply(f.prev, Options{CTTimeouts: f.prevCT, CTTimeoutsSet: true, CTFull: f.prevCTFull}, false); rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
 		}
 	}
@@ -226,6 +243,20 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	if malformed != "drop" && malformed != "accept" {
 		return nil, fmt.Errorf("--malformed %q: want drop or accept", malformed)
 	}
+	ctFull := opt.CTFull
+	if ctFull == "" {
+		ctFull = f.st.CTFull
+	}
+	if ctFull == "" {
+		ctFull = "drop"
+	}
+	if ctFull != "drop" && ctFull != "accept" {
+		return nil, fmt.Errorf("--ct-full %q: want drop or accept", ctFull)
+	}
+	timeouts := f.st.CTTimeouts
+	if opt.CTTimeoutsSet {
+		timeouts = opt.CTTimeouts
+	}
 	ids, fresh_ids, err := f.assignIDs(rs, fresh)
 	if err != nil {
 		return nil, err
@@ -252,9 +283,10 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	if malformed == "accept" {
 		act = compile.ActAccept
 	}
-	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act}); err != nil {
+	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts}); err != nil {
 		return nil, err
 	}
+	f.st.CTFull, f.st.CTTimeouts = ctFull, timeouts
 	f.st.Generation++
 	f.st.Rules = rs.String()
 	f.st.IDs = ids
