@@ -27,7 +27,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	struct fw_decision d = {};
 	int rc;
 
-	rc = fw_parse(data, data_end, &pkt);
+	rc = fw_parse(data, data_end, bytes, &pkt);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, bytes);
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, &pkt);
