@@ -91,6 +91,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_reason_stats SEC(".maps");
 
+/* Connection tracking table. A plain hash, not an LRU: a full LRU would
+ * evict live connections to make room for a flood's; this one refuses the
+ * new connection instead (FW_R_CT_FULL) and the control plane's GC removes
+ * expired entries. max_entries is set by the control plane (`--ct-max`). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fw_ct_key);
+	__type(value, struct fw_ct_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_ct SEC(".maps");
+
+/* Conntrack event counters per enum fw_ct_stat (per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_CT_STAT_NUM);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_ct_stats SEC(".maps");
+
 /* Settings written by the control plane (slot 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -46,7 +46,7 @@ enum fw_reject {
 enum fw_reason {
 	FW_R_RULE_ACCEPT = 0,   /* accepted by a rule */
 	FW_R_RULE_DROP,         /* dropped by a rule */
-	FW_R_RULE_REJECT,       /* REJECT rule, answered (XDP_TX) */
+	FW_R_RULE_REJECT,       /* REJECT rule, answered (XDP_TX); in OUTPUT: dropped */
 	FW_R_POLICY_ACCEPT,     /* no rule matched, chain policy ACCEPT */
 	FW_R_POLICY_DROP,       /* no rule matched, chain policy DROP */
 	FW_R_NOT_IP,            /* not IPv4/IPv6 (ARP, LLDP...): passed, like iptables */
@@ -59,6 +59,7 @@ enum fw_reason {
 	FW_R_BAD_EXTHDR,        /* truncated IPv6 extension header */
 	FW_R_EXTHDR_DEPTH,      /* more IPv6 extension headers than FW_MAX_EXTHDR */
 	FW_R_BAD_L4,            /* truncated TCP/UDP/ICMP header, bad TCP data offset */
+	FW_R_CT_FULL,           /* accepted NEW connection dropped: conntrack table full */
 	FW_R_REJECT_RATE,       /* REJECT over its source's answer rate: dropped */
 	FW_R_REJECT_ERROR,      /* REJECT of an ICMP error (or of a RST, with tcp-reset): never answered, dropped */
 	FW_R_REJECT_FRAG,       /* REJECT of a non-first fragment: not answered, dropped */
@@ -94,6 +95,7 @@ enum fw_dim {
 	FW_D_TCPFLAGS,
 	FW_D_ICMP,        /* type << 8 | code */
 	FW_D_FLAGS,       /* FW_KEY_FRAG | FW_KEY_L4 */
+	FW_D_CTSTATE,     /* enum fw_ct_state */
 	FW_NUM_DIMS,
 };
 #define FW_KEY_FRAG      1
@@ -128,9 +130,11 @@ struct fw_pkt {
 	__u8  icmp_code;
 	__u8  flags;       /* FW_PKT_* */
 	__u8  chain;       /* enum fw_chain */
-	__u8  l3_off;      /* frame offset of the IP header */
-	__u16 l4_off;      /* frame offset of what follows the IP (extension) headers */
-	__u32 l3_len;      /* bytes of the IP packet (IP header to its end) */
+	__u8  ctstate;     /* enum fw_ct_state (FW_CT_NEW while conntrack is off) */
+	__u16 l4_off;      /* offset of the L4 header from the frame start, with FW_PKT_L4 */
+	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
+	__u8  l3_off;      /* offset of the IP header from the frame start */
+	__u8  _pad[3];
 };
 
 /* fw_entry.match / fw_entry.invert bits: which fields an entry tests, and
@@ -152,6 +156,7 @@ struct fw_pkt {
 #define FW_M_L4HDR    (1u << 14) /* only "has an L4 header" (--icmp-type any) */
 #define FW_M_SRCSET   (1u << 15) /* source address in set src_set */
 #define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
+#define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
@@ -182,7 +187,9 @@ struct fw_entry {
 	__u8  icmp_type, icmp_code;
 	__u8  action;      /* enum fw_action */
 	__u8  reason;      /* enum fw_reason counted when this entry decides */
+	__u8  ctstate;     /* bit mask of enum fw_ct_state, with FW_M_CTSTATE */
 	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
+	__u8  _pad[7];
 };
 
 /* A node of a classifier tree. Interior: key[dim] <= thresh goes to left,
@@ -204,13 +211,112 @@ struct fw_node {
 #define FW_NO_TREE    0xffffffff
 #define FW_NUM_ROOTS  (FW_NUM_CHAINS * 2) /* chain * 2 + is_v6 */
 
-/* Where classification starts for one chain and family, and its policy. */
+/* fw_root.flags */
+#define FW_ROOT_CT 0x01 /* the generation uses connection tracking */
+
+/* Where classification starts for one chain and family, and its policy.
+ * The fast rule: when the first rule that can match a packet in one of the
+ * states fast_states matches every such packet (the classic
+ * "--ctstate ESTABLISHED,RELATED -j ACCEPT"), those packets are decided by
+ * it after the conntrack lookup, without walking the trees. */
 struct fw_root {
 	__u32 groups[FW_MAX_GROUPS]; /* tree root node, or FW_NO_TREE */
 	__u32 rule_id;               /* the policy's counter id */
+	__u32 fast_rule_id;
 	__u8  action;                /* the policy */
 	__u8  reason;
+	__u8  fast_action;
+	__u8  fast_reason;
+	__u8  fast_states;           /* bit mask of enum fw_ct_state */
+	__u8  flags;                 /* FW_ROOT_* */
+	__u8  fast_reject;           /* enum fw_reject, when fast_action is FW_ACT_REJECT */
+	__u8  _pad;
+};
+
+/* Connection tracking (lib/ct.h, docs/conntrack.md). */
+
+/* What a packet is to conntrack: bit i of fw_entry.ctstate is state i.
+ * Mirrored by internal/rules (CTNew, ...). */
+enum fw_ct_state {
+	FW_CT_NEW         = 0, /* starts a connection (no reply seen yet) */
+	FW_CT_ESTABLISHED = 1, /* part of a connection that has seen a reply */
+	FW_CT_RELATED     = 2, /* an ICMP error about a tracked connection */
+	FW_CT_INVALID     = 3, /* fits no connection, or breaks its state machine */
+	FW_CT_UNTRACKED   = 4, /* not tracked: non-first fragments, ND/MLD, other ICMP */
+	FW_CT_NUM_STATES,
+};
+
+/* The state of a tracked connection (fw_ct_entry.state). Mirrored by
+ * internal/conntrack.State. */
+enum fw_ct_conn {
+	FW_CTS_NONE = 0,
+	FW_CTS_SYN_SENT,    /* TCP: SYN seen */
+	FW_CTS_SYN_SENT2,   /* TCP: SYN seen both ways (simultaneous open) */
+	FW_CTS_SYN_RECV,    /* TCP: SYN-ACK seen */
+	FW_CTS_ESTABLISHED, /* TCP: handshake completed */
+	FW_CTS_FIN_WAIT,    /* TCP: a FIN seen one way */
+	FW_CTS_LAST_ACK,    /* TCP: FINs seen both ways, last ACK awaited */
+	FW_CTS_TIME_WAIT,   /* TCP: closed; a new SYN may reuse the tuple */
+	FW_CTS_CLOSE,       /* TCP: reset */
+	FW_CTS_UNREPLIED,   /* UDP, ICMP, other: seen one way */
+	FW_CTS_REPLIED,     /* UDP, ICMP, other: seen both ways */
+	FW_CTS_NUM,
+};
+
+/* Timeout classes, seconds in fw_config.ct_timeout; 0 = the default
+ * (lib/ct.h fw_ct_default_timeout, close to Linux nf_conntrack's).
+ * Mirrored by internal/conntrack.Timeouts. */
+enum fw_ct_timeout {
+	FW_CTT_TCP_SYN_SENT = 0, /* 120 */
+	FW_CTT_TCP_SYN_RECV,     /* 60 */
+	FW_CTT_TCP_ESTABLISHED,  /* 432000 (5 days) */
+	FW_CTT_TCP_FIN_WAIT,     /* 120 */
+	FW_CTT_TCP_LAST_ACK,     /* 30 */
+	FW_CTT_TCP_TIME_WAIT,    /* 120 */
+	FW_CTT_TCP_CLOSE,        /* 10 */
+	FW_CTT_UDP,              /* 30: unreplied */
+	FW_CTT_UDP_STREAM,       /* 120: replied */
+	FW_CTT_ICMP,             /* 30 */
+	FW_CTT_OTHER,            /* 600 */
+	FW_CTT_NUM,
+};
+
+/* A connection's key: its two endpoints in a fixed order (the lower
+ * (address, port) first), so both directions find the same entry. */
+struct fw_ct_key {
+	__u64 a[2];   /* endpoint a's address, network order (IPv4: first 4 bytes) */
+	__u64 b[2];
+	__u16 pa, pb; /* ports, host order; ICMP queries: the id on both; else 0 */
+	__u8  proto;
+	__u8  family; /* 4 or 6 */
 	__u8  _pad[2];
+};
+
+/* fw_ct_entry.flags */
+#define FW_CTF_ORIG_A   0x01 /* the first packet came from endpoint a */
+#define FW_CTF_REPLIED  0x02 /* a packet went the other way */
+#define FW_CTF_FIN_ORIG 0x04 /* TCP: FIN seen from the originator */
+#define FW_CTF_FIN_REPL 0x08 /* TCP: FIN seen from the responder */
+
+struct fw_ct_entry {
+	__u64 expires;    /* bpf_ktime_get_coarse_ns() deadline */
+	__u64 packets[2]; /* original direction, reply direction */
+	__u64 bytes[2];
+	__u32 rule_id;    /* the rule that accepted the first packet */
+	__u8  state;      /* enum fw_ct_conn */
+	__u8  flags;      /* FW_CTF_* */
+	__u8  chain;      /* the chain of the first packet */
+	__u8  _pad;
+};
+
+/* Conntrack event counters (fw_ct_stats, per CPU). Mirrored by
+ * internal/conntrack.Stats. */
+enum fw_ct_stat {
+	FW_CT_STAT_CREATED = 0, /* entries created */
+	FW_CT_STAT_TABLE_FULL,  /* NEW connections refused: table full */
+	FW_CT_STAT_INVALID,     /* packets found INVALID */
+	FW_CT_STAT_EXPIRED,     /* expired entries the data plane replaced */
+	FW_CT_STAT_NUM,
 };
 
 /* Key of fw_sets, the LPM trie holding every named set's prefixes:
@@ -231,10 +337,12 @@ struct fw_counter {
 /* Data-plane settings, one array slot, written by the control plane. The
  * zero value is the safe one: an unwritten slot drops malformed packets. */
 struct fw_config {
-	__u32 malformed_pass; /* 1: pass malformed packets; 0: drop them */
+	__u32 malformed_pass;            /* 1: pass malformed packets; 0: drop them */
+	__u32 ct_full_accept;            /* 1: accept NEW connections the full table cannot hold, untracked; 0: drop them */
+	__u32 ct_timeout[FW_CTT_NUM];    /* seconds per enum fw_ct_timeout; 0: the default */
 	__u32 _pad;
-	__u32 reject_rate;    /* REJECT answers per second per source; 0: FW_REJECT_RATE_DEFAULT */
-	__u32 reject_burst;   /* ... of which this many at once; 0: FW_REJECT_BURST_DEFAULT */
+	__u32 reject_rate;               /* REJECT answers per second per source; 0: FW_REJECT_RATE_DEFAULT */
+	__u32 reject_burst;              /* ... of which this many at once; 0: FW_REJECT_BURST_DEFAULT */
 };
 
 /* REJECT's per-source answer budget (token bucket) when fw_config leaves it
@@ -253,13 +361,18 @@ struct fw_rl_key {
  * loaded program with BPF_PROG_TEST_RUN and this struct as XDP metadata;
  * the program fills in its decision. Live packets never carry it. */
 #define FW_TRACE_MAGIC 0x78647066775f7472ULL /* "xdpfw_tr" */
+#define FW_TRACE_CTSTATE 0x01 /* in_flags: use in_ctstate, skip conntrack (records nothing) */
 struct fw_trace {
 	__u64 magic;
-	__u32 rule_id;
-	__u8  action;  /* enum fw_action, or 0xff when passed unfiltered (not IP) */
-	__u8  reason;  /* enum fw_reason */
-	__u8  chain;
-	__u8  reject;  /* enum fw_reject of a REJECT decision */
+	__u32 rule_id;    /* out: the deciding rule id */
+	__u8  action;     /* out: enum fw_action, or 0xff when passed unfiltered (not IP) */
+	__u8  reason;     /* out: enum fw_reason */
+	__u8  chain;      /* out */
+	__u8  ctstate;    /* out: enum fw_ct_state */
+	__u8  in_flags;   /* in: FW_TRACE_* */
+	__u8  in_ctstate; /* in: with FW_TRACE_CTSTATE */
+	__u8  reject;     /* out: enum fw_reject of a REJECT decision */
+	__u8  _pad[5];    /* sizeof: 24 */
 };
 
 /* Reserved rule ids: 0 = none, policies at FW_POLICY_ID(chain, is_v6),

@@ -1,31 +1,22 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* xdpfw ingress: parse, pick the chain, classify, act (pass, drop, or answer a
- * REJECT in place), count. */
+/* xdpfw ingress (XDP): parse, pick the chain (INPUT or FORWARD), decide
+ * (conntrack + classify), act (pass, drop, or answer a REJECT in place),
+ * count. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
 #include "maps.h"
 #include "lib/parse.h"
 #include "lib/chain.h"
-#include "lib/classify.h"
+#include "lib/verdict.h"
 #include "lib/reject.h"
 #include "lib/stats.h"
 #include "lib/trace.h"
-
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
 {
 	return action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
-}
-
-static __always_inline __u8 fw_malformed_action(void)
-{
-	__u32 zero = 0;
-	struct fw_config *cfg = bpf_map_lookup_elem(&fw_config_map, &zero);
-
-	return cfg && cfg->malformed_pass ? FW_ACT_ACCEPT : FW_ACT_DROP;
 }
 
 SEC("xdp")
@@ -38,26 +29,26 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	struct fw_decision d = {};
 	int rc;
 
-	rc = fw_parse(data, data_end, &pkt);
+	rc = fw_parse(data, data_end, bytes, &pkt);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, bytes);
-		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, 0);
+		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, &pkt);
 		return XDP_PASS;
 	}
 	if (rc < 0) {
 		__u8 act = fw_malformed_action();
 		fw_count_reason(-rc, bytes);
-		fw_trace(ctx, 0, act, -rc, 0);
+		fw_trace(ctx, 0, act, -rc, &pkt);
 		return fw_xdp_action(act);
 	}
 
 	pkt.ifindex = ctx->ingress_ifindex;
 	pkt.chain = fw_ingress_chain(ctx, &pkt);
 
-	if (fw_classify(&pkt, &d) < 0) {
+	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_ctstate(ctx)) < 0) {
 		/* no rule set: fail closed */
 		fw_count_reason(FW_R_NO_RULESET, bytes);
-		fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, pkt.chain);
+		fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
 		return XDP_DROP;
 	}
 	rc = fw_xdp_action(d.action);
@@ -65,6 +56,6 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		rc = fw_reject(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
 	fw_count_rule(d.rule_id, bytes);
 	fw_count_reason(d.reason, bytes);
-	fw_trace_reject(ctx, d.rule_id, d.action, d.reason, pkt.chain, d.reject);
+	fw_trace_reject(ctx, d.rule_id, d.action, d.reason, &pkt, d.reject);
 	return rc;
 }

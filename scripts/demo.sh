@@ -38,11 +38,13 @@ srv ip link set veth-srv up; cli ip link set veth-cli up
 # a bpffs the CLI can pin in from inside 'ip netns exec' (which remounts /sys)
 mkdir -p $BPF && mount -t bpf bpf $BPF
 
-# servers: ssh-like on 22, web on 80, an unlisted service on 8080
+# servers: ssh-like on 22, web on 80, an unlisted service on 8080; the
+# client runs one on 9000 for the server to connect out to
 for port in 22 80 8080; do
 	srv nc -4 -lk -p $port >/dev/null 2>&1 &
 	srv nc -6 -lk -p $port >/dev/null 2>&1 &
 done
+cli nc -4 -lk -p 9000 >/dev/null 2>&1 &
 sleep 0.3
 
 say "without a firewall everything is reachable"
@@ -62,12 +64,21 @@ try "ping 10.200.0.1" ok cli ping -c 2 -i 0.2 -W 1 10.200.0.1
 try "ping fd00:200::1" ok cli ping -6 -c 2 -i 0.2 -W 1 fd00:200::1
 try "udp 10.200.0.1:53 (sent; see counters)" ok cli sh -c 'echo q | nc -u -w 1 10.200.0.1 53'
 
+say "traffic the server starts: its replies come back (conntrack: ESTABLISHED)"
+try "server -> tcp 10.200.0.2:9000" ok srv nc -z -w 2 10.200.0.2 9000
+try "server -> ping 10.200.0.2" ok srv ping -c 2 -i 0.2 -W 1 10.200.0.2
+
+say "xdpfw conntrack list / stats"
+srv "$XDPFW" conntrack list
+srv "$XDPFW" conntrack stats
+
 say "xdpfw list: per-rule counters"
 srv "$XDPFW" list
 
 say "xdpfw trace: what would the loaded rules do?"
 srv "$XDPFW" trace -p tcp --src 198.51.100.9 --dst 10.200.0.1 --dport 22
 srv "$XDPFW" trace -p tcp --src 10.200.0.2 --dst 10.200.0.1 --dport 8080
+srv "$XDPFW" trace -p tcp --src 10.200.0.2 --dst 10.200.0.1 --dport 8080 --tcp-flags ACK
 
 say "xdpfw add INPUT -p tcp --dport 8080 -j ACCEPT   (live, atomic)"
 srv "$XDPFW" add INPUT -p tcp --dport 8080 -j ACCEPT

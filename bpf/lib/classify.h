@@ -78,6 +78,8 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 			       (!(m & FW_M_ICMPCODE) || p->icmp_code == e->icmp_code));
 	FW_TEST(FW_M_VLAN, (p->flags & FW_PKT_VLAN) && p->vlan_id == e->vlan_id);
 	FW_TEST(FW_M_FRAG, p->flags & FW_PKT_FRAG);
+	if ((m & FW_M_CTSTATE) && !(e->ctstate & (1u << p->ctstate)))
+		return 0;
 	/* set lookups last: the cheap tests above usually decide first */
 	FW_TEST(FW_M_SRCSET, fw_in_set(e->src_set, p->src));
 	FW_TEST(FW_M_DSTSET, fw_in_set(e->dst_set, p->dst));
@@ -109,6 +111,7 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_ICMP] = (__u32)p->icmp_type << 8 | p->icmp_code;
 	k[FW_D_FLAGS] = ((p->flags & FW_PKT_FRAG) ? FW_KEY_FRAG : 0) |
 			((p->flags & FW_PKT_L4) ? FW_KEY_L4 : 0);
+	k[FW_D_CTSTATE] = p->ctstate;
 }
 
 /* fw_tree returns the lowest index of an entry matching p among the
@@ -148,19 +151,34 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 	return best;
 }
 
-/* fw_classify returns 0 and fills *d, or -1 when no rule set is installed. */
-static __always_inline int fw_classify(const struct fw_pkt *p, struct fw_decision *d)
+/* fw_root_of returns the active generation's root for p's chain and
+ * family (and the generation in *gen), or NULL when no rule set is
+ * installed. */
+static __always_inline const struct fw_root *fw_root_of(const struct fw_pkt *p, __u32 *gen)
 {
-	__u32 zero = 0, key[FW_NUM_DIMS];
+	__u32 zero = 0;
 	const __u32 *active = bpf_map_lookup_elem(&fw_active, &zero);
 
 	if (!active || *active == 0)
+		return NULL;
+	*gen = (*active - 1) & 1;
+	__u32 r = *gen * FW_NUM_ROOTS + p->chain * 2 + (p->family == 6);
+	return bpf_map_lookup_elem(&fw_roots, &r);
+}
+
+/* fw_classify finds the first entry of root matching p and fills *d (the
+ * policy when none does). Returns 0, or -1 if the tables are inconsistent.
+ * A global function: verified once, not once per path through the
+ * conntrack code that precedes it (which would exceed the verifier's
+ * budget). */
+__noinline int fw_classify(const struct fw_root *root, __u32 gen, const struct fw_pkt *p,
+			   struct fw_decision *d)
+{
+	__u32 key[FW_NUM_DIMS];
+
+	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
 		return -1;
-	__u32 gen = (*active - 1) & 1;
-	__u32 r = gen * FW_NUM_ROOTS + p->chain * 2 + (p->family == 6);
-	const struct fw_root *root = bpf_map_lookup_elem(&fw_roots, &r);
-	if (!root)
-		return -1;
+	gen &= 1;
 
 	fw_key(p, key);
 	__u32 best = FW_NO_TREE;

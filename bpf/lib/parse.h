@@ -19,8 +19,10 @@
 #define FW_PARSE_NOT_IP 1
 
 struct cursor {
+	void *start;
 	void *pos;
-	void *end;
+	void *end;      /* end of the bytes we can read (an skb's linear part) */
+	__u32 len;      /* the whole frame's length (an skb's may exceed end) */
 	__u32 l4len; /* bytes the IP header says follow the network headers */
 };
 
@@ -80,9 +82,8 @@ static __always_inline int parse_ipv4(struct cursor *c, struct fw_pkt *p, __u8 *
 	__u32 tot = bpf_ntohs(ip->tot_len);
 	if (tot < hlen)
 		return -FW_R_BAD_IPV4;
-	/* tot <= 65535 keeps the pointer offset bounded; the frame may be
-	 * longer (Ethernet padding) but never shorter. */
-	if (c->pos + tot > c->end)
+	/* The frame may be longer (Ethernet padding) but never shorter. */
+	if ((__u32)(c->pos - c->start) + tot > c->len)
 		return -FW_R_BAD_IPV4;
 
 	p->family = 4;
@@ -122,7 +123,7 @@ static __always_inline int parse_ipv6(struct cursor *c, struct fw_pkt *p, __u8 *
 	if (ip6->version != 6)
 		return -FW_R_BAD_IPV6;
 	__u32 plen = bpf_ntohs(ip6->payload_len);
-	if ((void *)(ip6 + 1) + plen > c->end)
+	if ((__u32)((void *)(ip6 + 1) - c->start) + plen > c->len)
 		return -FW_R_BAD_IPV6;
 
 	p->family = 6;
@@ -230,11 +231,14 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
 	return FW_PARSE_OK;
 }
 
-/* fw_parse fills *p from the frame. Returns FW_PARSE_OK, FW_PARSE_NOT_IP,
- * or a negative enum fw_reason for a malformed frame. */
-static __always_inline int fw_parse(void *data, void *data_end, struct fw_pkt *p)
+/* fw_parse fills *p from the frame: headers are read from [data,
+ * data_end), lengths checked against len, the frame's full length (XDP:
+ * data_end - data; tc: skb->len, which includes paged data). Returns
+ * FW_PARSE_OK, FW_PARSE_NOT_IP, or a negative enum fw_reason for a
+ * malformed frame. */
+static __always_inline int fw_parse(void *data, void *data_end, __u32 len, struct fw_pkt *p)
 {
-	struct cursor c = { .pos = data, .end = data_end, .l4len = 0 };
+	struct cursor c = { .start = data, .pos = data, .end = data_end, .len = len, .l4len = 0 };
 	__be16 eth_proto;
 	__u8 l4proto = 0;
 	int rc;

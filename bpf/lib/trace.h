@@ -9,7 +9,7 @@
 #include <linux/bpf.h>
 #include "../types.h"
 
-/* fw_trace_meta returns the trace metadata, or NULL for live packets. */
+/* fw_trace_meta returns the trace struct in front of the packet, or NULL. */
 static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -22,14 +22,22 @@ static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
 	asm volatile("" : "+r"(t));
 	if ((void *)(t + 1) != data)
 		return NULL;
-	if (t->magic != FW_TRACE_MAGIC)
-		return NULL;
-	return t;
+	return t->magic == FW_TRACE_MAGIC ? t : NULL;
+}
+
+/* fw_trace_ctstate: the connection state a trace asks to assume, or -1. */
+static __always_inline int fw_trace_ctstate(struct xdp_md *ctx)
+{
+	struct fw_trace *t = fw_trace_meta(ctx);
+
+	if (!t || !(t->in_flags & FW_TRACE_CTSTATE) || t->in_ctstate >= FW_CT_NUM_STATES)
+		return -1;
+	return t->in_ctstate;
 }
 
 /* fw_trace_reject is fw_trace with what a REJECT decision answers with. */
 static __always_inline void fw_trace_reject(struct xdp_md *ctx, __u32 rule_id, __u8 action,
-					    __u8 reason, __u8 chain, __u8 reject)
+					    __u8 reason, const struct fw_pkt *p, __u8 reject)
 {
 	struct fw_trace *t = fw_trace_meta(ctx);
 
@@ -38,14 +46,38 @@ static __always_inline void fw_trace_reject(struct xdp_md *ctx, __u32 rule_id, _
 	t->rule_id = rule_id;
 	t->action = action;
 	t->reason = reason;
-	t->chain = chain;
+	t->chain = p->chain;
+	t->ctstate = p->ctstate;
 	t->reject = reject;
 }
 
 static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
-				     __u8 reason, __u8 chain)
+				     __u8 reason, const struct fw_pkt *p)
 {
-	fw_trace_reject(ctx, rule_id, action, reason, chain, 0);
+	fw_trace_reject(ctx, rule_id, action, reason, p, 0);
+}
+
+/* The tc hook's trace: BPF_PROG_TEST_RUN callers put FW_TRACE_CB_MAGIC in
+ * skb->cb[0] (and FW_TRACE_CTSTATE << 8 | state in cb[3] to assume a
+ * connection state); the program answers in cb[1] (rule id) and cb[2]
+ * (action, reason, chain, ctstate: one byte each, low first). */
+#define FW_TRACE_CB_MAGIC 0x78647066 /* "xdpf" */
+static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
+{
+	__u32 in = skb->cb[3];
+
+	if (skb->cb[0] != FW_TRACE_CB_MAGIC || !((in >> 8) & FW_TRACE_CTSTATE) || (in & 0xff) >= FW_CT_NUM_STATES)
+		return -1;
+	return in & 0xff;
+}
+
+static __always_inline void fw_trace_skb(struct __sk_buff *skb, __u32 rule_id, __u8 action,
+					 __u8 reason, const struct fw_pkt *p)
+{
+	if (skb->cb[0] != FW_TRACE_CB_MAGIC)
+		return;
+	skb->cb[1] = rule_id;
+	skb->cb[2] = action | (__u32)reason << 8 | (__u32)p->chain << 16 | (__u32)p->ctstate << 24;
 }
 
 #endif

@@ -16,13 +16,59 @@ func newBench(e *env) *cobra.Command {
 		Long: `bench measures xdpfw on this machine. It needs root and nothing else: it makes
 its own network namespace and bpffs, and removes them.
 
-  micro   per-packet cost of the XDP program (BPF_PROG_TEST_RUN) for growing
-          rule sets, compile time, install time and kernel memory
+  micro      per-packet cost of the XDP program (BPF_PROG_TEST_RUN) for growing
+             rule sets, compile time, install time and kernel memory
+  conntrack  established-flow vs new-flow cost with the stateful policy, and a
+             full conntrack table
 
 The macro benchmark (live-frame traffic over veth against iptables and a bare
 XDP_DROP, at several packet sizes, with plots) is not built yet.`,
 	}
-	cmd.AddCommand(newBenchMicro(e))
+	cmd.AddCommand(newBenchMicro(e), newBenchConntrack(e))
+	return cmd
+}
+
+func newBenchConntrack(e *env) *cobra.Command {
+	var (
+		sizes  []int
+		flows  int
+		table  int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "conntrack",
+		Short: "Established-flow vs new-flow cost, and behaviour with the conntrack table full",
+		Long: `conntrack loads the classic stateful policy (ESTABLISHED,RELATED accept,
+INVALID drop, filler rules, a last rule accepting udp/53) for each rule count
+and measures, one packet per BPF_PROG_TEST_RUN (kernel-measured, so every
+new-flow packet really is a new flow):
+  established   a reply of a known flow: one lookup, the fast rule, an update
+  new accepted  a new flow the last rule accepts: lookup miss, trees, insert
+  new dropped   a new flow no rule accepts: lookup miss, trees, policy
+Then it fills the table (--table entries) with accepted new flows and
+measures a refused new flow and the known flow, which must still pass.`,
+		Example: `  xdpfw bench conntrack
+  xdpfw bench conntrack --sizes 10,10000 --flows 5000 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(sizes) == 0 || flows < 1 || table < 1 {
+				return usageError{fmt.Errorf("--sizes, --flows and --table must be positive")}
+			}
+			res, err := bench.Conntrack(bench.CTOptions{Sizes: sizes, Flows: flows, TableMax: table, Progress: e.stderr})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(res)
+			}
+			bench.WriteCTTable(e.stdout, res)
+			return nil
+		},
+	}
+	cmd.Flags().IntSliceVar(&sizes, "sizes", []int{10, 1000, 10000}, "rule counts")
+	cmd.Flags().IntVar(&flows, "flows", 3000, "packets (distinct flows) per measurement")
+	cmd.Flags().IntVar(&table, "table", 16384, "conntrack table size for the table-full phase")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 

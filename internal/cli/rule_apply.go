@@ -15,6 +15,7 @@ func newApply(e *env) *cobra.Command {
 	var (
 		v4file, v6file string
 		malformed      string
+		ct             ctFlags
 		check          bool
 		reject         rejectFlags
 	)
@@ -58,7 +59,11 @@ unchanged carry over. A file with any error changes nothing.
 				return err
 			}
 			defer fw.Close()
-			res, err := fw.Apply(rs, firewall.Options{Malformed: malformed, RejectRate: rate, RejectBurst: burst})
+			opt := firewall.Options{Malformed: malformed, RejectRate: rate, RejectBurst: burst}
+			if err := ct.apply(cmd, &opt, false); err != nil {
+				return err
+			}
+			res, err := fw.Apply(rs, opt)
 			if err != nil {
 				return err
 			}
@@ -70,6 +75,7 @@ unchanged carry over. A file with any error changes nothing.
 	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
+	ct.register(cmd, false)
 	reject.add(cmd.Flags(), "default: unchanged")
 	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
 	return cmd

@@ -18,6 +18,7 @@ func newLoad(e *env) *cobra.Command {
 		v4file, v6file string
 		malformed      string
 		maxRules       int
+		ct             ctFlags
 		reject         rejectFlags
 	)
 	cmd := &cobra.Command{
@@ -41,7 +42,13 @@ REJECT answers with a TCP RST or an ICMP unreachable sent back from XDP;
 address, IPv6 /64) gets, so REJECT cannot be used as an amplifier.
 
 Attach modes: native (in the driver), generic (in the stack, any device),
-offload (on a NIC that runs BPF), auto (native, else generic).`,
+offload (on a NIC that runs BPF), auto (native, else generic). The OUTPUT
+chain runs in a tc egress program (tcx) attached to the same interfaces.
+
+Connection tracking runs when a rule uses -m conntrack --ctstate (or -m state
+--state): the table has --ct-max entries (preallocated, about 150 bytes each)
+and connections expire after per-state timeouts close to Linux's, which
+--ct-timeout NAME=SECONDS changes (see 'xdpfw conntrack --help').`,
 		Example: `  xdpfw load -i eth0 /etc/xdpfw/rules.conf
   xdpfw load -i eth0 -i eth1 --mode generic rules.conf
   xdpfw load -i eth0 --ipv4-file rules.v4 --ipv6-file rules.v6
@@ -67,8 +74,11 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 			if err != nil {
 				return err
 			}
-			res, err := firewall.Load(e.paths, ifaces, m, rs, firewall.Options{Malformed: malformed, MaxRules: maxRules,
-				RejectRate: rate, RejectBurst: burst})
+			opt := firewall.Options{Malformed: malformed, MaxRules: maxRules, RejectRate: rate, RejectBurst: burst}
+			if err := ct.apply(cmd, &opt, true); err != nil {
+				return err
+			}
+			res, err := firewall.Load(e.paths, ifaces, m, rs, opt)
 			if err != nil {
 				return err
 			}
@@ -94,5 +104,6 @@ offload (on a NIC that runs BPF), auto (native, else generic).`,
 	cmd.Flags().IntVar(&maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
 		"default %d, about %d MiB of kernel memory; changing it needs detach --all first)", compile.DefaultMaxEntries,
 		datapath.LimitsFor(0).Bytes()>>20))
+	ct.register(cmd, true)
 	return cmd
 }

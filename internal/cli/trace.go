@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -22,7 +23,8 @@ type traceFlags struct {
 	vlans                           []uint
 	frag                            bool
 	iface, pcap                     string
-	asJSON                          bool
+	asJSON, out                     bool
+	ctstate                         string
 }
 
 func newTrace(e *env) *cobra.Command {
@@ -35,11 +37,14 @@ every frame of a pcap/pcapng file) and runs it through the LOADED program
 with BPF_PROG_TEST_RUN, as if it arrived on --in. It prints the verdict, the
 chain and the deciding rule. Nothing is sent anywhere (a REJECT's answer
 is built, reported as XDP_TX, and discarded); the run is counted like a
-real packet and takes from REJECT's per-source answer budget.`,
+real packet: conntrack records it unless --ctstate gives the connection
+state to assume, and a REJECT answer takes from its source's budget.`,
 		Example: `  xdpfw trace -p tcp --src 198.51.100.7 --dst 10.0.0.1 --dport 22
   xdpfw trace -p tcp --dst 10.0.0.1 --dport 80 --tcp-flags SYN
   xdpfw trace -p icmp --dst 10.0.0.1 --icmp-type echo-request
   xdpfw trace -p udp --src 2001:db8::1 --dst 2001:db8::2 --dport 53 --vlan 10
+  xdpfw trace -p tcp --src 198.51.100.7 --dport 443 --tcp-flags ACK --ctstate ESTABLISHED
+  xdpfw trace --out -p udp --dst 192.0.2.53 --dport 53
   xdpfw trace --pcap capture.pcapng --in eth0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +73,19 @@ real packet and takes from REJECT's per-source answer budget.`,
 				}
 				frames, descs = [][]byte{p.Bytes()}, []string{p.String()}
 			}
+			ctstate := datapath.NoCTState
+			if f.ctstate != "" {
+				rs, err := rules.ParseRuleArgs("INPUT", []string{"-m", "conntrack", "--ctstate", f.ctstate, "-j", "ACCEPT"}, rules.ParseOptions{})
+				if err != nil {
+					return usageError{fmt.Errorf("--ctstate: %w", err)}
+				}
+				m := rs.Match.CTState.Mask
+				if m&(m-1) != 0 {
+					return usageError{fmt.Errorf("--ctstate: give one state")}
+				}
+				for ctstate = 0; m>>ctstate != 1; ctstate++ {
+				}
+			}
 			fw, err := e.open()
 			if err != nil {
 				return err
@@ -75,7 +93,7 @@ real packet and takes from REJECT's per-source answer budget.`,
 			defer fw.Close()
 			var results []*firewall.TraceResult
 			for i, fr := range frames {
-				r, err := fw.Trace(fr, f.iface)
+				r, err := fw.Trace(fr, firewall.TraceOptions{Iface: f.iface, Egress: f.out, CTState: ctstate})
 				if err != nil {
 					return fmt.Errorf("frame %d: %w", i+1, err)
 				}
@@ -91,6 +109,9 @@ real packet and takes from REJECT's per-source answer budget.`,
 						fmt.Fprintf(e.stdout, " by %s policy\n", r.Chain)
 					default:
 						fmt.Fprintf(e.stdout, " (%s)\n", r.Reason)
+					}
+					if r.CTState != "" {
+						fmt.Fprintf(e.stdout, "  connection state: %s\n", r.CTState)
 					}
 				}
 			}
@@ -113,6 +134,9 @@ real packet and takes from REJECT's per-source answer budget.`,
 	fl.UintSliceVar(&f.vlans, "vlan", nil, "VLAN tag(s), outermost first")
 	fl.BoolVar(&f.frag, "fragment", false, "make it a non-first fragment (no L4 header)")
 	fl.StringVar(&f.iface, "in", "", "interface the packet arrives on (default: the first attached)")
+	fl.BoolVar(&f.out, "out", false, "trace a packet this host sends (OUTPUT chain, tc egress) instead")
+	fl.StringVar(&f.ctstate, "ctstate", "", "assume this connection state (NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED) "+
+		"instead of asking conntrack; the run then records no connection")
 	fl.StringVar(&f.pcap, "pcap", "", "trace every frame of a pcap or pcapng file instead")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd

@@ -53,6 +53,7 @@ const (
 	ReasonBadExtHdr
 	ReasonExtHdrDepth
 	ReasonBadL4
+	ReasonCTFull
 	ReasonRejectRate  // REJECT over its source's answer rate: dropped
 	ReasonRejectError // REJECT of an ICMP error (or of a RST, with tcp-reset): dropped
 	ReasonRejectFrag  // REJECT of a non-first fragment: dropped
@@ -65,6 +66,7 @@ var reasonNames = [NumReasons]string{
 	"rule-accept", "rule-drop", "rule-reject", "policy-accept", "policy-drop",
 	"not-ip", "no-ruleset", "malformed-eth", "malformed-vlan", "vlan-depth",
 	"malformed-ipv4", "malformed-ipv6", "malformed-exthdr", "exthdr-depth", "malformed-l4",
+	"conntrack-full",
 	"reject-rate-limited", "reject-unanswered-error", "reject-unanswered-fragment",
 	"reject-unanswered-broadcast", "reject-failed",
 }
@@ -151,7 +153,34 @@ const (
 	ML4Hdr    uint32 = 1 << 14
 	MSrcSet   uint32 = 1 << 15
 	MDstSet   uint32 = 1 << 16
+	MCTState  uint32 = 1 << 17
 )
+
+// Root flags (FW_ROOT_*).
+const (
+	RootCT uint8 = 0x01 // the generation uses connection tracking
+)
+
+// Connection states (enum fw_ct_state); bit i of a state mask is state i,
+// as in rules.CTNew...
+const (
+	CTNew uint8 = iota
+	CTEstablished
+	CTRelated
+	CTInvalid
+	CTUntracked
+	NumCTStates
+)
+
+var ctStateNames = [NumCTStates]string{"NEW", "ESTABLISHED", "RELATED", "INVALID", "UNTRACKED"}
+
+// CTStateName names a connection state.
+func CTStateName(s uint8) string {
+	if s < NumCTStates {
+		return ctStateNames[s]
+	}
+	return "state?"
+}
 
 // Reserved rule ids (FW_POLICY_ID, FW_FIRST_RULE_ID).
 const (

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // TestABIMirrorsHeader reads bpf/types.h and bpf/maps.h and checks that the
@@ -30,6 +32,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_R_NO_RULESET": ReasonNoRuleset, "FW_R_BAD_ETH": ReasonBadEth, "FW_R_BAD_VLAN": ReasonBadVLAN,
 		"FW_R_VLAN_DEPTH": ReasonVLANDepth, "FW_R_BAD_IPV4": ReasonBadIPv4, "FW_R_BAD_IPV6": ReasonBadIPv6,
 		"FW_R_BAD_EXTHDR": ReasonBadExtHdr, "FW_R_EXTHDR_DEPTH": ReasonExtHdrDepth, "FW_R_BAD_L4": ReasonBadL4,
+		"FW_R_CT_FULL":     ReasonCTFull,
 		"FW_R_REJECT_RATE": ReasonRejectRate, "FW_R_REJECT_ERROR": ReasonRejectError, "FW_R_REJECT_FRAG": ReasonRejectFrag,
 		"FW_R_REJECT_BCAST": ReasonRejectBcast, "FW_R_REJECT_FAIL": ReasonRejectFail,
 		"FW_NUM_REASONS": NumReasons,
@@ -87,7 +90,8 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_M_FAMILY": MFamily, "FW_M_PROTO": MProto, "FW_M_SRC": MSrc, "FW_M_DST": MDst,
 		"FW_M_SPORT": MSPort, "FW_M_DPORT": MDPort, "FW_M_IFINDEX": MIfindex, "FW_M_MACSRC": MMACSrc,
 		"FW_M_MACDST": MMACDst, "FW_M_TCPFLAGS": MTCPFlags, "FW_M_ICMPTYPE": MICMPType, "FW_M_ICMPCODE": MICMPCode,
-		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr,
+		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr, "FW_M_SRCSET": MSrcSet,
+		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState,
 	} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)
@@ -112,7 +116,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		}
 	}
 	for name, goVal := range map[string]int{"FW_TREE_DEPTH": MaxDepth, "FW_LEAF_MAX": MaxLeaf,
-		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged} {
+		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT)} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %d, Go %d", name, c, goVal)
 		}
@@ -127,9 +131,23 @@ func TestABIMirrorsHeader(t *testing.T) {
 	}
 	wantDims := []string{"FW_D_SRC0", "FW_D_SRC1", "FW_D_SRC2", "FW_D_SRC3", "FW_D_DST0", "FW_D_DST1", "FW_D_DST2", "FW_D_DST3",
 		"FW_D_SPORT", "FW_D_DPORT", "FW_D_PROTO", "FW_D_IFINDEX", "FW_D_VLAN", "FW_D_MACSRC_HI", "FW_D_MACSRC_LO",
-		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_NUM_DIMS"}
+		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_NUM_DIMS"}
 	if strings.Join(dnames, ",") != strings.Join(wantDims, ",") || len(wantDims)-1 != NumDims {
 		t.Errorf("enum fw_dim is %v; Go mirrors %v (NumDims %d)", dnames, wantDims, NumDims)
+	}
+	for name, goVal := range map[string]uint8{"FW_CT_NEW": CTNew, "FW_CT_ESTABLISHED": CTEstablished,
+		"FW_CT_RELATED": CTRelated, "FW_CT_INVALID": CTInvalid, "FW_CT_UNTRACKED": CTUntracked} {
+		m := regexp.MustCompile(name + `\s*=\s*(\d+)`).FindStringSubmatch(src)
+		if m == nil || m[1] != strconv.Itoa(int(goVal)) {
+			t.Errorf("%s: C %v, Go %d", name, m, goVal)
+		}
+	}
+	// rules.CT* bits are 1 << state
+	for st, bit := range map[uint8]uint8{CTNew: rules.CTNew, CTEstablished: rules.CTEstablished,
+		CTRelated: rules.CTRelated, CTInvalid: rules.CTInvalid, CTUntracked: rules.CTUntracked} {
+		if 1<<st != bit {
+			t.Errorf("rules bit of %s is %#x, want 1<<%d", CTStateName(st), bit, st)
+		}
 	}
 	// Policy ids: FW_POLICY_ID(chain, v6) = 1 + chain*2 + v6
 	if !strings.Contains(src, "#define FW_POLICY_ID(chain, v6) (1 + (chain) * 2 + (v6))") {

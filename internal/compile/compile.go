@@ -99,6 +99,7 @@ func Compile(in Input) (*Tables, []Warning, error) {
 		return nil, nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, in.MaxLeafSlots)
 	}
 	t.Stats = st
+	setFastRules(&t)
 	t.SetNames = map[uint32]string{}
 	for name, s := range in.Sets {
 		t.SetNames[s.ID] = name
@@ -207,6 +208,18 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		base.Family = info.Family
 		test(s.bit, s.sm.Invert)
 		*s.id = info.ID
+	}
+
+	if c := m.CTState; c != nil {
+		mask := c.Mask
+		if c.Invert {
+			mask = ^mask & rules.CTAll // complemented here: the data plane never inverts it
+		}
+		if mask == 0 {
+			return nil, append(warn, "! --ctstate of every state matches no packet"), nil
+		}
+		test(MCTState, false)
+		base.CTState = mask
 	}
 
 	// A port test needs the L4 header even when its ranges cover every
@@ -369,4 +382,52 @@ func sortedNames(m map[string]uint32) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// setFastRules marks the generation as using conntrack when an entry tests
+// the connection state, and gives each root its fast rule: when the first
+// entry that can match a packet in some state tests nothing but the state
+// (the classic "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"), the
+// data plane decides packets in those states right after the conntrack
+// lookup, without walking the trees. That is the same verdict the trees
+// give, so it is an optimisation only: established traffic costs one hash
+// lookup whatever the rule count.
+func setFastRules(t *Tables) {
+	ct := false
+	for i := range t.Entries {
+		ct = ct || t.Entries[i].Match&MCTState != 0
+	}
+	if !ct {
+		return
+	}
+	all := rules.CTAll
+	for r := range t.Roots {
+		root := &t.Roots[r]
+		root.Flags |= RootCT
+		chain, fam := rules.Chain(r/2), rules.FamilyIPv4
+		if r%2 == 1 {
+			fam = rules.FamilyIPv6
+		}
+		var blocked uint8 // states an earlier entry may match
+		for i := range t.Entries {
+			e := &t.Entries[i]
+			if e.Chain != chain || (e.Match&MFamily != 0 && e.Family != fam) {
+				continue
+			}
+			states := all
+			if e.Match&MCTState != 0 {
+				states = e.CTState
+			}
+			if e.Match&^(MCTState|MFamily) == 0 && e.Invert == 0 {
+				if fast := states &^ blocked; fast != 0 {
+					root.FastStates, root.FastRuleID = fast, e.RuleID
+					root.FastAction, root.FastReason, root.FastReject = e.Action, e.Reason, e.Reject
+				}
+				break
+			}
+			if blocked |= states; blocked == all {
+				break
+			}
+		}
+	}
 }

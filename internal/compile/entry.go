@@ -32,6 +32,7 @@ type Entry struct {
 	Reject         Reject // with ActReject: what answers
 	RuleID         uint32
 	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
+	CTState        uint8  // bit mask of connection states, with MCTState
 }
 
 // Tables is what one generation installs in the data plane.

@@ -55,6 +55,7 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MICMPType, p.ICMPType == e.ICMPType && (m&MICMPCode == 0 || p.ICMPCode == e.ICMPCode)) &&
 		test(MVLAN, p.Tagged && p.VLAN == e.VLAN) &&
 		test(MFrag, p.Fragment) &&
+		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
 		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst))
 }

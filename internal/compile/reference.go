@@ -25,6 +25,7 @@ type RefPacket struct {
 	Tagged   bool
 	VLAN     uint16 // outermost VID when Tagged
 	Fragment bool   // a non-first fragment
+	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
 }
@@ -191,6 +192,9 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		return false
 	}
 	if m.Fragment != nil && p.Fragment != *m.Fragment {
+		return false
+	}
+	if c := m.CTState; c != nil && (c.Mask&(1<<p.CTState) != 0) == c.Invert {
 		return false
 	}
 	for _, s := range []struct {

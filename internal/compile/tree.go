@@ -43,8 +43,9 @@ const (
 	DimMACDstHi
 	DimMACDstLo
 	DimTCPFlags
-	DimICMP  // type << 8 | code
-	DimFlags // KeyFrag | KeyL4
+	DimICMP    // type << 8 | code
+	DimFlags   // KeyFrag | KeyL4
+	DimCTState // enum fw_ct_state
 	NumDims
 )
 
@@ -88,6 +89,14 @@ type Root struct {
 	Action Action
 	Reason Reason
 	RuleID uint32
+	Flags  uint8 // Root*
+	// The fast rule (see setFastRules): packets whose connection state is
+	// in FastStates get its verdict without the trees.
+	FastStates uint8
+	FastRuleID uint32
+	FastAction Action
+	FastReason Reason
+	FastReject Reject // with FastAction ActReject
 }
 
 type box [NumDims][2]uint32
@@ -105,6 +114,7 @@ var fullBox = func() (b box) {
 	b[DimTCPFlags][1] = 0xff
 	b[DimICMP][1] = 0xffff
 	b[DimFlags][1] = KeyL4 // KeyFrag|KeyL4 cannot happen
+	b[DimCTState][1] = uint32(NumCTStates - 1)
 	return
 }()
 
@@ -213,6 +223,20 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	}
 	if on(MSrcSet) || on(MDstSet) {
 		exact = false // set membership is no range: the leaf check decides
+	}
+	if on(MCTState) {
+		var parts []part
+		for s := uint32(0); s < uint32(NumCTStates); s++ {
+			if e.CTState&(1<<s) == 0 {
+				continue
+			}
+			if n := len(parts); n > 0 && parts[n-1][DimCTState][1] == s-1 {
+				parts[n-1][DimCTState] = [2]uint32{parts[n-1][DimCTState][0], s}
+				continue
+			}
+			parts = append(parts, part{DimCTState: {s, s}})
+		}
+		cross(parts)
 	}
 	if on(MICMPType) {
 		t := uint32(e.ICMPType) << 8
@@ -327,6 +351,7 @@ func KeyOf(p *RefPacket, ifindex uint32) Key {
 		k[DimTCPFlags] = uint32(p.TCPFlags)
 		k[DimICMP] = uint32(p.ICMPType)<<8 | uint32(p.ICMPCode)
 	}
+	k[DimCTState] = uint32(p.CTState)
 	return k
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 )
@@ -30,7 +31,33 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown mode %q (want native, generic, offload or auto)", s)
 }
 
-func linkPin(dir, iface string) string { return filepath.Join(dir, "link_xdp_"+iface) }
+func linkPin(dir, iface string) string     { return filepath.Join(dir, "link_xdp_"+iface) }
+func egressPinOf(dir, iface string) string { return filepath.Join(dir, "link_tc_"+iface) }
+
+// attachEgress attaches the tc egress program (the OUTPUT chain) to iface
+// with tcx and pins the link, or moves an existing link to this program.
+func (d *Datapath) attachEgress(iface string, index int) error {
+	pin := egressPinOf(d.dir, iface)
+	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+		defer l.Close()
+		if err := l.Update(d.egress); err != nil {
+			return fmt.Errorf("updating the tc egress link on %s: %w", iface, err)
+		}
+		return nil
+	}
+	l, err := link.AttachTCX(link.TCXOptions{Program: d.egress, Attach: ebpf.AttachTCXEgress, Interface: index})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return fmt.Errorf("attaching the OUTPUT chain to %s: this kernel has no tcx (Linux 6.6+ needed): %w", iface, err)
+		}
+		return fmt.Errorf("attaching the OUTPUT chain (tc egress) to %s: %w", iface, err)
+	}
+	defer l.Close()
+	if err := l.Pin(pin); err != nil {
+		return fmt.Errorf("pinning the tc egress link of %s: %w", iface, err)
+	}
+	return nil
+}
 
 // Attach attaches the program to iface in the given mode and pins the link,
 // so it stays attached after the process exits. If xdpfw is already attached
@@ -52,6 +79,9 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 		if err := l.Update(d.prog); err != nil {
 			return "", fmt.Errorf("updating the XDP link on %s: %w", iface, err)
 		}
+		if err := d.attachEgress(iface, nl.Attrs().Index); err != nil {
+			return "", err
+		}
 		return CurrentMode(iface), nil
 	}
 	tries := []Mode{mode}
@@ -68,6 +98,10 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 		defer l.Close()
 		if err := l.Pin(pin); err != nil {
 			return "", fmt.Errorf("pinning the XDP link of %s: %w", iface, err)
+		}
+		if err := d.attachEgress(iface, nl.Attrs().Index); err != nil {
+			_ = l.Unpin()
+			return "", err
 		}
 		return m, nil
 	}
@@ -93,8 +127,12 @@ func modeFlags(m Mode) link.XDPAttachFlags {
 // Detach removes xdpfw from iface (unpins and closes its link).
 func (d *Datapath) Detach(iface string) error { return DetachPinned(d.dir, iface) }
 
-// DetachPinned detaches the pinned link of iface in dir.
+// DetachPinned detaches the pinned links (XDP and tc egress) of iface in dir.
 func DetachPinned(dir, iface string) error {
+	if l, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
+		_ = l.Unpin()
+		l.Close()
+	}
 	pin := linkPin(dir, iface)
 	l, err := link.LoadPinnedLink(pin, nil)
 	if err != nil {

@@ -19,16 +19,25 @@ import (
 // DefaultPinDir is where programs, maps and links are pinned.
 const DefaultPinDir = "/sys/fs/bpf/xdpfw"
 
-const progPin = "prog_xdpfw_ingress"
+const (
+	progPin   = "prog_xdpfw_ingress"
+	egressPin = "prog_xdpfw_egress"
+)
 
 // Limits are one generation's table sizes. The data plane holds two
-// generations, so the kernel memory is about 2 x (112 B x Entries + 16 B x
+// generations, so the kernel memory is about 2 x (128 B x Entries + 16 B x
 // Nodes + 4 B x LeafSlots).
 type Limits struct {
 	Entries   int `json:"entries"`
 	Nodes     int `json:"nodes"`
 	LeafSlots int `json:"leaf_slots"`
+	// Conntrack is the connection-tracking table's size (0: the default).
+	Conntrack int `json:"conntrack"`
 }
+
+// DefaultConntrack is the default size of the connection-tracking table
+// (preallocated: about 150 bytes per entry).
+const DefaultConntrack = 65536
 
 // LimitsFor sizes the tables for a number of classifier entries (rules,
 // after multiport and -i expansion).
@@ -36,18 +45,19 @@ func LimitsFor(entries int) Limits {
 	if entries <= 0 {
 		entries = compile.DefaultMaxEntries
 	}
-	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries}
+	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack}
 }
 
 // Bytes is the kernel memory the tables take (both generations).
 func (l Limits) Bytes() int64 {
-	return 2 * (112*int64(l.Entries) + 16*int64(l.Nodes) + 4*int64(l.LeafSlots))
+	return 2*(128*int64(l.Entries)+16*int64(l.Nodes)+4*int64(l.LeafSlots)) + 150*int64(l.Conntrack)
 }
 
 // Datapath is a handle on the pinned data plane.
 type Datapath struct {
 	dir     string
-	prog    *ebpf.Program
+	prog    *ebpf.Program // XDP ingress
+	egress  *ebpf.Program // tc egress (OUTPUT)
 	limits  Limits
 	active  *ebpf.Map // fw_active: 0 none, g+1 generation g
 	entries *ebpf.Map
@@ -58,6 +68,8 @@ type Datapath struct {
 	reasons *ebpf.Map
 	config  *ebpf.Map
 	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
+	ct      *ebpf.Map // fw_ct: connections
+	ctStats *ebpf.Map // fw_ct_stats
 	rl      *ebpf.Map // fw_reject_rl: REJECT's per-source budget, not pinned (nil when opened from pins)
 }
 
@@ -65,7 +77,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
-		"fw_sets": &d.sets,
+		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats,
 	}
 }
 
@@ -82,8 +94,15 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
-	if lim == (Limits{}) {
+	if lim.Entries == 0 {
+		c := lim.Conntrack
 		lim = LimitsFor(0)
+		if c > 0 {
+			lim.Conntrack = c
+		}
+	}
+	if lim.Conntrack <= 0 {
+		lim.Conntrack = DefaultConntrack
 	}
 	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots} {
 		if err := spec.Variables[name].Set(uint32(n)); err != nil {
@@ -93,6 +112,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
+	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
 	var objs xdpfwObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
@@ -101,14 +121,15 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the xdpfw program: %+v", ve)
 		}
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("maps pinned in %s were made by another xdpfw version or for another --max-rules; "+
-				"run `xdpfw detach --all` first (or load with the same --max-rules): %w", dir, err)
+			return nil, fmt.Errorf("maps pinned in %s were made by another xdpfw version or for another --max-rules "+
+				"or --ct-max; run `xdpfw detach --all` first (or load with the same sizes): %w", dir, err)
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
 	return &Datapath{
 		dir:     dir,
 		prog:    objs.XdpfwIngress,
+		egress:  objs.XdpfwEgress,
 		limits:  lim,
 		active:  objs.FwActive,
 		entries: objs.FwEntries,
@@ -119,6 +140,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		reasons: objs.FwReasonStats,
 		config:  objs.FwConfigMap,
 		sets:    objs.FwSets,
+		ct:      objs.FwCt,
+		ctStats: objs.FwCtStats,
 		rl:      objs.FwRejectRl,
 	}, nil
 }
@@ -126,15 +149,20 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 // PinProgram makes this program the pinned one (the one status reports and
 // trace runs), replacing the previous pin atomically (rename on bpffs).
 func (d *Datapath) PinProgram() error {
-	pin := filepath.Join(d.dir, progPin)
-	tmp := pin + "_new" // bpffs refuses dots in names
-	_ = os.Remove(tmp)
-	if err := d.prog.Pin(tmp); err != nil {
-		return fmt.Errorf("pinning the program at %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, pin); err != nil {
+	for _, p := range []struct {
+		prog *ebpf.Program
+		name string
+	}{{d.egress, egressPin}, {d.prog, progPin}} { // the ingress pin last: Open looks for it
+		pin := filepath.Join(d.dir, p.name)
+		tmp := pin + "_new" // bpffs refuses dots in names
 		_ = os.Remove(tmp)
-		return fmt.Errorf("replacing the pinned program: %w", err)
+		if err := p.prog.Pin(tmp); err != nil {
+			return fmt.Errorf("pinning the program at %s: %w", tmp, err)
+		}
+		if err := os.Rename(tmp, pin); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("replacing the pinned program: %w", err)
+		}
 	}
 	return nil
 }
@@ -152,6 +180,10 @@ func Open(dir string) (*Datapath, error) {
 		return nil, fmt.Errorf("opening the pinned program: %w", err)
 	}
 	d := &Datapath{dir: dir, prog: prog}
+	if d.egress, err = ebpf.LoadPinnedProgram(filepath.Join(dir, egressPin), nil); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("opening the pinned egress program (made by another xdpfw version? `xdpfw detach --all` resets): %w", err)
+	}
 	for name, dst := range d.maps() {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if err != nil {
@@ -161,7 +193,7 @@ func Open(dir string) (*Datapath, error) {
 		*dst = m
 	}
 	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
-		LeafSlots: int(d.leaves.MaxEntries() / 2)}
+		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries())}
 	return d, nil
 }
 
@@ -170,6 +202,9 @@ func (d *Datapath) Dir() string { return d.dir }
 
 // Program is the loaded XDP program.
 func (d *Datapath) Program() *ebpf.Program { return d.prog }
+
+// EgressProgram is the loaded tc egress program (the OUTPUT chain).
+func (d *Datapath) EgressProgram() *ebpf.Program { return d.egress }
 
 // Limits are the table sizes this data plane was loaded with.
 func (d *Datapath) Limits() Limits { return d.limits }
@@ -184,8 +219,10 @@ func (d *Datapath) Close() {
 	if d.rl != nil {
 		d.rl.Close()
 	}
-	if d.prog != nil {
-		d.prog.Close()
+	for _, p := range []*ebpf.Program{d.prog, d.egress} {
+		if p != nil {
+			p.Close()
+		}
 	}
 }
 

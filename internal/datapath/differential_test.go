@@ -73,8 +73,10 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	pkts := make([]*packet.Packet, n)
 	ifs := make([]string, n)
+	states := make([]int, n) // the connection state each packet is traced in
 	for i := range pkts {
 		pkts[i], ifs[i] = genPacket(r, rs, names)
+		states[i] = r.IntN(int(compile.NumCTStates))
 		if local != nil {
 			routedDst(r, pkts[i], local)
 		}
@@ -83,7 +85,7 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 	err := f.ns.Do(func() error {
 		for i, p := range pkts {
 			var err error
-			if results[i], err = datapath.Trace(f.dp.Program(), p.Bytes(), f.ifaces[ifs[i]]); err != nil {
+			if results[i], err = datapath.TraceAssuming(f.dp.Program(), p.Bytes(), f.ifaces[ifs[i]], states[i]); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
@@ -94,6 +96,7 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 	}
 	for i, p := range pkts {
 		ref := refPacket(p, ifs[i])
+		ref.CTState = uint8(states[i])
 		if local != nil {
 			ref.Chain = rules.ChainForward
 			for _, a := range local {
@@ -115,9 +118,9 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 			if d.Rule >= 0 {
 				rule = rs.Rules[d.Rule].String()
 			}
-			t.Fatalf("%s: MISMATCH on packet %d\n  packet: %s (in %s)\n  frame: %x\n  reference: chain %s, rule id %d (%s), verdict %s, reason %s, reject %s\n"+
+			t.Fatalf("%s: MISMATCH on packet %d\n  packet: %s (in %s, state %s)\n  frame: %x\n  reference: chain %s, rule id %d (%s), verdict %s, reason %s, reject %s\n"+
 				"  data plane: chain %s, rule id %d, action %d, reason %s, reject %s\nrule set (ids from %d):\n%s",
-				what, i, p, ifs[i], p.Bytes(), ref.Chain, wantID, rule, d.Verdict, d.Reason, d.Reject,
+				what, i, p, ifs[i], compile.CTStateName(ref.CTState), p.Bytes(), ref.Chain, wantID, rule, d.Verdict, d.Reason, d.Reject,
 				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, got.Reject, compile.FirstRuleID, head(rs.String(), 200))
 		}
 	}

@@ -105,6 +105,12 @@ func (f *fixture) installText(text string) {
 
 // run traces frame arriving on iface ("" = lo) inside the namespace.
 func (f *fixture) run(frame []byte, iface string) (datapath.TraceResult, error) {
+	return f.runAssuming(frame, iface, datapath.NoCTState)
+}
+
+// runAssuming is run with the packet in connection state ctstate
+// (datapath.NoCTState: as conntrack says).
+func (f *fixture) runAssuming(frame []byte, iface string, ctstate int) (datapath.TraceResult, error) {
 	var res datapath.TraceResult
 	ifindex := uint32(1)
 	if iface != "" {
@@ -112,7 +118,7 @@ func (f *fixture) run(frame []byte, iface string) (datapath.TraceResult, error) 
 	}
 	err := f.ns.Do(func() error {
 		var err error
-		res, err = datapath.Trace(f.dp.Program(), frame, ifindex)
+		res, err = datapath.TraceAssuming(f.dp.Program(), frame, ifindex, ctstate)
 		return err
 	})
 	return res, err

@@ -8,11 +8,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/conntrack"
 )
 
 // Config is the data-plane settings map.
 type Config struct {
 	MalformedAction compile.Action
+	// CTFullAccept: NEW connections that do not fit the full conntrack
+	// table pass untracked (when their rule accepts them); default: drop.
+	CTFullAccept bool
+	// CTTimeouts are seconds per conntrack timeout class (0: the default).
+	CTTimeouts [conntrack.NumTimeouts]uint32
 	// REJECT answers per second per source (IPv4 address, IPv6 /64), and
 	// at once; 0: compile.DefaultRejectRate / DefaultRejectBurst.
 	RejectRate  uint32
@@ -21,9 +27,12 @@ type Config struct {
 
 // SetConfig writes the settings map.
 func (d *Datapath) SetConfig(c Config) error {
-	v := xdpfwFwConfig{RejectRate: c.RejectRate, RejectBurst: c.RejectBurst}
+	v := xdpfwFwConfig{CtTimeout: c.CTTimeouts, RejectRate: c.RejectRate, RejectBurst: c.RejectBurst}
 	if c.MalformedAction == compile.ActAccept {
 		v.MalformedPass = 1
+	}
+	if c.CTFullAccept {
+		v.CtFullAccept = 1
 	}
 	if err := d.config.Put(uint32(0), &v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
@@ -69,7 +78,9 @@ func (d *Datapath) Install(t *compile.Tables) error {
 	}
 	roots := make([]xdpfwFwRoot, len(t.Roots))
 	for i, r := range t.Roots {
-		roots[i] = xdpfwFwRoot{Groups: r.Groups, RuleId: r.RuleID, Action: uint8(r.Action), Reason: uint8(r.Reason)}
+		roots[i] = xdpfwFwRoot{Groups: r.Groups, RuleId: r.RuleID, Action: uint8(r.Action), Reason: uint8(r.Reason),
+			Flags: r.Flags, FastStates: r.FastStates, FastRuleId: r.FastRuleID,
+			FastAction: uint8(r.FastAction), FastReason: uint8(r.FastReason), FastReject: uint8(r.FastReject)}
 	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
@@ -163,6 +174,7 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		Reject:   uint8(e.Reject),
 		SrcSet:   e.SrcSet,
 		DstSet:   e.DstSet,
+		Ctstate:  e.CTState,
 	}
 }
 

@@ -495,3 +495,46 @@ func TestRejectRateDefault(t *testing.T) {
 			answered, n, elapsed, compile.DefaultRejectBurst, refill)
 	}
 }
+
+// TestRejectFastRule: a REJECT that is a root's fast rule (it tests only
+// the connection state) answers with its own --reject-with kind, carried
+// in fw_root.fast_reject.
+func TestRejectFastRule(t *testing.T) {
+	f := newFixture(t)
+	rs, err := rules.Parse("fast.rules", []byte(
+		"-A INPUT -4 -m conntrack --ctstate INVALID -j REJECT --reject-with icmp-admin-prohibited\n"+
+			"-A INPUT -6 -m conntrack --ctstate INVALID -j REJECT --reject-with icmp6-adm-prohibited\n"), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: []uint32{compile.FirstRuleID, compile.FirstRuleID + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, want := range map[int]compile.Reject{0: compile.RejectAdminProhib, 1: compile.Reject6AdmProhib} {
+		if root := tb.Roots[r]; root.FastStates != 1<<compile.CTInvalid || root.FastAction != compile.ActReject || root.FastReject != want {
+			t.Fatalf("INPUT root %d: fast states %#x action %s reject %s; want the INVALID fast rule REJECT %s",
+				r, root.FastStates, root.FastAction, root.FastReject, want)
+		}
+	}
+	f.install(rs)
+	for _, c := range []struct {
+		v6   bool
+		want [2]uint8
+	}{{false, [2]uint8{3, 13}}, {true, [2]uint8{1, 1}}} {
+		p := rpkt(c.v6, 17, 53, nil)
+		in := p.Bytes()
+		r, err := f.runAssuming(in, "eth0", int(compile.CTInvalid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.XDPAction != datapath.XDPTx || r.Action != compile.ActReject || r.Reason != compile.ReasonRuleReject {
+			t.Fatalf("%s (INVALID): action %d %s reason %s, want XDP_TX REJECT rule-reject", p, r.XDPAction, r.Action, r.Reason)
+		}
+		checkUnreach(t, p, in, r.Frame, c.want[0], c.want[1])
+		// Another state: no rule matches, the policy accepts.
+		if r, err := f.runAssuming(in, "eth0", int(compile.CTEstablished)); err != nil || r.XDPAction != datapath.XDPPass {
+			t.Fatalf("%s (ESTABLISHED): action %d, %v; want XDP_PASS", p, r.XDPAction, err)
+		}
+	}
+}

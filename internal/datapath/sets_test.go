@@ -192,12 +192,16 @@ func TestSetsDifferential(t *testing.T) {
 			}
 			ref := refPacket(p, iface)
 			ref.Sets = refSets
+			ref.CTState = uint8(r.IntN(int(compile.NumCTStates)))
 			d := compile.Decide(rs, ref)
 			want := compile.PolicyID(0, p.Src.Is6())
 			if d.Rule >= 0 {
 				want = f.ids[d.Rule]
 			}
-			got := f.mustRun(p.Bytes(), iface)
+			got, err := f.runAssuming(p.Bytes(), iface, int(ref.CTState))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if wantAct := wantXDP(d); got.RuleID != want || got.XDPAction != wantAct {
 				t.Fatalf("round %d: %s in %s: data plane rule id %d action %d, reference %d %s (action %d)\nsets %v\n%s",
 					round, p, iface, got.RuleID, got.XDPAction, want, d.Verdict, wantAct, sets, head(rs.String(), 40))

@@ -11,7 +11,11 @@ import (
 // traceMagic is FW_TRACE_MAGIC; traceSize is sizeof(struct fw_trace).
 const (
 	traceMagic = 0x78647066775f7472
-	traceSize  = 16
+	traceSize  = 24
+	// FW_TRACE_CTSTATE
+	traceAssumeCTState = 0x01
+	// NoCTState: let conntrack decide (Trace's assume argument).
+	NoCTState = -1
 )
 
 // XDP actions.
@@ -29,6 +33,7 @@ type TraceResult struct {
 	Action    compile.Action `json:"-"`          // the entry's action
 	Reason    compile.Reason `json:"-"`
 	Chain     uint8          `json:"-"`
+	CTState   uint8          `json:"-"` // the connection state the packet had (compile.CTNew...)
 	Reject    compile.Reject `json:"-"` // with ActReject: what answers
 	// Frame is the frame as the program left it: with XDP_TX, the answer.
 	Frame []byte `json:"-"`
@@ -42,11 +47,21 @@ type xdpMd struct {
 // Trace runs frame through the program with BPF_PROG_TEST_RUN, the frame
 // arriving on ifindex (0: the loopback device of the caller's namespace),
 // and returns the decision the program wrote into the trace metadata and
-// the frame it left (a REJECT's answer). Counters and REJECT's per-source
-// rate limit are updated as for a real packet.
+// the frame it left (a REJECT's answer). Counters, conntrack and REJECT's
+// per-source rate limit are updated as for a real packet.
 func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error) {
+	return TraceAssuming(prog, frame, ifindex, NoCTState)
+}
+
+// TraceAssuming is Trace with the packet assumed to be in connection state
+// ctstate (compile.CTNew...) instead of what conntrack says; such a trace
+// records nothing in the conntrack table. NoCTState: plain Trace.
+func TraceAssuming(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
 	in := make([]byte, traceSize+len(frame))
 	ne.PutUint64(in[0:8], traceMagic)
+	if ctstate >= 0 {
+		in[16], in[17] = traceAssumeCTState, uint8(ctstate)
+	}
 	copy(in[traceSize:], frame)
 	out := make([]byte, len(in)+256) // an ICMP answer grows the frame by 48 bytes at most
 	ctx := xdpMd{Data: traceSize, DataEnd: uint32(len(in)), IngressIfindex: ifindex}
@@ -65,7 +80,49 @@ func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error
 		Action:    compile.Action(out[12]),
 		Reason:    compile.Reason(out[13]),
 		Chain:     out[14],
-		Reject:    compile.Reject(out[15]),
+		CTState:   out[15],
+		Reject:    compile.Reject(out[18]),
 		Frame:     out[traceSize:],
 	}, nil
+}
+
+// skbCtx is the prefix of struct __sk_buff that BPF_PROG_TEST_RUN takes for
+// tc programs (fields other than mark, priority, ifindex and cb must be 0).
+type skbCtx struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTci, VlanProto uint32
+	Priority, IngressIfindex, Ifindex, TcIndex                                  uint32
+	Cb                                                                          [5]uint32
+}
+
+// sizeof(struct __sk_buff) and offsetof(struct __sk_buff, cb).
+const (
+	skbSize     = 192
+	skbCbOffset = 48
+)
+
+// FW_TRACE_CB_MAGIC and the tc verdicts.
+const (
+	traceCBMagic = 0x78647066
+	TCActOK      = 0
+	TCActShot    = 2
+)
+
+// TraceEgress runs frame through the tc egress program (the OUTPUT chain)
+// as a packet this host sends, with BPF_PROG_TEST_RUN; ctstate as in
+// TraceAssuming. XDPAction holds the tc verdict (TCActOK, TCActShot).
+func TraceEgress(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, error) {
+	ctx := skbCtx{}
+	ctx.Cb[0] = traceCBMagic
+	if ctstate >= 0 {
+		ctx.Cb[3] = traceAssumeCTState<<8 | uint32(ctstate)
+	}
+	out := make([]byte, skbSize) // the kernel returns the whole struct __sk_buff
+	ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+512), Context: ctx, ContextOut: out})
+	if err != nil {
+		return TraceResult{}, fmt.Errorf("BPF_PROG_TEST_RUN (tc): %w", err)
+	}
+	cb := out[skbCbOffset:]
+	v := ne.Uint32(cb[8:12])
+	return TraceResult{XDPAction: ret, RuleID: ne.Uint32(cb[4:8]), Action: compile.Action(v), Reason: compile.Reason(v >> 8),
+		Chain: uint8(v >> 16), CTState: uint8(v >> 24)}, nil
 }

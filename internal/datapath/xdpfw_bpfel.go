@@ -16,6 +16,8 @@ import (
 type xdpfwFwConfig struct {
 	_             structs.HostLayout
 	MalformedPass uint32
+	CtFullAccept  uint32
+	CtTimeout     [11]uint32
 	Pad           uint32
 	RejectRate    uint32
 	RejectBurst   uint32
@@ -25,6 +27,29 @@ type xdpfwFwCounter struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+}
+
+type xdpfwFwCtEntry struct {
+	_       structs.HostLayout
+	Expires uint64
+	Packets [2]uint64
+	Bytes   [2]uint64
+	RuleId  uint32
+	State   uint8
+	Flags   uint8
+	Chain   uint8
+	Pad     uint8
+}
+
+type xdpfwFwCtKey struct {
+	_      structs.HostLayout
+	A      [2]uint64
+	B      [2]uint64
+	Pa     uint16
+	Pb     uint16
+	Proto  uint8
+	Family uint8
+	Pad    [2]uint8
 }
 
 type xdpfwFwEntry struct {
@@ -55,7 +80,9 @@ type xdpfwFwEntry struct {
 	IcmpCode uint8
 	Action   uint8
 	Reason   uint8
+	Ctstate  uint8
 	Reject   uint8
+	Pad      [7]uint8
 }
 
 type xdpfwFwNode struct {
@@ -76,12 +103,18 @@ type xdpfwFwRlKey struct {
 }
 
 type xdpfwFwRoot struct {
-	_      structs.HostLayout
-	Groups [5]uint32
-	RuleId uint32
-	Action uint8
-	Reason uint8
-	Pad    [2]uint8
+	_          structs.HostLayout
+	Groups     [5]uint32
+	RuleId     uint32
+	FastRuleId uint32
+	Action     uint8
+	Reason     uint8
+	FastAction uint8
+	FastReason uint8
+	FastStates uint8
+	Flags      uint8
+	FastReject uint8
+	Pad        uint8
 }
 
 type xdpfwFwSetKey struct {
@@ -97,6 +130,8 @@ type xdpfwFwSetKey struct {
 const (
 	xdpfwMapFwActive      = "fw_active"
 	xdpfwMapFwConfigMap   = "fw_config_map"
+	xdpfwMapFwCt          = "fw_ct"
+	xdpfwMapFwCtStats     = "fw_ct_stats"
 	xdpfwMapFwEntries     = "fw_entries"
 	xdpfwMapFwLeaves      = "fw_leaves"
 	xdpfwMapFwNodes       = "fw_nodes"
@@ -105,6 +140,7 @@ const (
 	xdpfwMapFwRoots       = "fw_roots"
 	xdpfwMapFwRuleStats   = "fw_rule_stats"
 	xdpfwMapFwSets        = "fw_sets"
+	xdpfwProgXdpfwEgress  = "xdpfw_egress"
 	xdpfwProgXdpfwIngress = "xdpfw_ingress"
 	xdpfwVarFwMaxEntries  = "fw_max_entries"
 	xdpfwVarFwMaxLeaves   = "fw_max_leaves"
@@ -153,6 +189,7 @@ type xdpfwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwProgramSpecs struct {
+	XdpfwEgress  *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 }
 
@@ -162,6 +199,8 @@ type xdpfwProgramSpecs struct {
 type xdpfwMapSpecs struct {
 	FwActive      *ebpf.MapSpec `ebpf:"fw_active"`
 	FwConfigMap   *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCt          *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtStats     *ebpf.MapSpec `ebpf:"fw_ct_stats"`
 	FwEntries     *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwLeaves      *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwNodes       *ebpf.MapSpec `ebpf:"fw_nodes"`
@@ -203,6 +242,8 @@ func (o *xdpfwObjects) Close() error {
 type xdpfwMaps struct {
 	FwActive      *ebpf.Map `ebpf:"fw_active"`
 	FwConfigMap   *ebpf.Map `ebpf:"fw_config_map"`
+	FwCt          *ebpf.Map `ebpf:"fw_ct"`
+	FwCtStats     *ebpf.Map `ebpf:"fw_ct_stats"`
 	FwEntries     *ebpf.Map `ebpf:"fw_entries"`
 	FwLeaves      *ebpf.Map `ebpf:"fw_leaves"`
 	FwNodes       *ebpf.Map `ebpf:"fw_nodes"`
@@ -217,6 +258,8 @@ func (m *xdpfwMaps) Close() error {
 	return _XdpfwClose(
 		m.FwActive,
 		m.FwConfigMap,
+		m.FwCt,
+		m.FwCtStats,
 		m.FwEntries,
 		m.FwLeaves,
 		m.FwNodes,
@@ -241,11 +284,13 @@ type xdpfwVariables struct {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwPrograms struct {
+	XdpfwEgress  *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress *ebpf.Program `ebpf:"xdpfw_ingress"`
 }
 
 func (p *xdpfwPrograms) Close() error {
 	return _XdpfwClose(
+		p.XdpfwEgress,
 		p.XdpfwIngress,
 	)
 }

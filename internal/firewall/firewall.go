@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
@@ -21,6 +22,16 @@ type Options struct {
 	// MaxRules sizes the classifier tables at load (classifier entries per
 	// generation; 0: keep what is loaded, else the default).
 	MaxRules int
+	// CTMax sizes the conntrack table at load (0: keep what is loaded, else
+	// the default).
+	CTMax int
+	// CTTimeouts, when CTTimeoutsSet, replace the conntrack timeouts in force
+	// (0 entries: the defaults).
+	CTTimeouts    conntrack.Timeouts
+	CTTimeoutsSet bool
+	// CTFull is what NEW connections get when the conntrack table is full:
+	// "drop" (default) or "accept" (untracked). "": keep what is in force.
+	CTFull string
 	// RejectRate and RejectBurst bound REJECT's answers per source: per
 	// second, and at once (0: keep what is in force, else
 	// compile.DefaultRejectRate / DefaultRejectBurst).
@@ -49,6 +60,8 @@ type Firewall struct {
 	prev       *rules.RuleSet
 	prevIDs    []uint32
 	prevIfaces map[string]Iface
+	prevCT     conntrack.Timeouts
+	prevCTFull string
 }
 
 // Open locks the state and opens the pinned data plane. It fails with
@@ -110,6 +123,9 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 			cur.Close()
 		}
 	}
+	if opt.CTMax > 0 {
+		lim.Conntrack = opt.CTMax
+	}
 	dp, err := datapath.Load(p.PinDir, lim)
 	if err != nil {
 		if fresh {
@@ -121,7 +137,8 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		inForce = &rules.RuleSet{}
 	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
-	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevIDs: st.IDs}
+	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevIDs: st.IDs,
+		prevCT: st.CTTimeouts, prevCTFull: st.CTFull}
 	defer dp.Close()
 
 	f.prevIfaces = map[string]Iface{}
@@ -197,7 +214,7 @@ func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 		// old id (and counter) back.
 		f.st.Interfaces = f.prevIfaces
 		f.rs, f.st.IDs = f.prev, f.prevIDs
-		if _, rerr := f.apply(f.prev, Options{}, false); rerr != nil {
+		if _, rerr := f.apply(f.prev, Options{CTTimeouts: f.prevCT, CTTimeoutsSet: true, CTFull: f.prevCTFull}, false); rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
 		}
 	}
@@ -231,6 +248,20 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	if malformed != "drop" && malformed != "accept" {
 		return nil, fmt.Errorf("--malformed %q: want drop or accept", malformed)
 	}
+	ctFull := opt.CTFull
+	if ctFull == "" {
+		ctFull = f.st.CTFull
+	}
+	if ctFull == "" {
+		ctFull = "drop"
+	}
+	if ctFull != "drop" && ctFull != "accept" {
+		return nil, fmt.Errorf("--ct-full %q: want drop or accept", ctFull)
+	}
+	timeouts := f.st.CTTimeouts
+	if opt.CTTimeoutsSet {
+		timeouts = opt.CTTimeouts
+	}
 	ids, fresh_ids, err := f.assignIDs(rs, fresh)
 	if err != nil {
 		return nil, err
@@ -259,9 +290,11 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	}
 	rate, burst := pick(opt.RejectRate, f.st.RejectRate, compile.DefaultRejectRate),
 		pick(opt.RejectBurst, f.st.RejectBurst, compile.DefaultRejectBurst)
-	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, RejectRate: rate, RejectBurst: burst}); err != nil {
+	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
+		RejectRate: rate, RejectBurst: burst}); err != nil {
 		return nil, err
 	}
+	f.st.CTFull, f.st.CTTimeouts = ctFull, timeouts
 	f.st.RejectRate, f.st.RejectBurst = rate, burst
 	f.st.Generation++
 	f.st.Rules = rs.String()

@@ -234,8 +234,8 @@ func ruleNote(r *rules.Rule) string {
 	switch {
 	case r.Target.Verdict == rules.VerdictLog:
 		return "LOG emits no events yet; the rule has no effect"
-	case r.Chain == rules.ChainOutput:
-		return "OUTPUT is not enforced yet (tc egress comes with the stateful firewall)"
+	case r.Chain == rules.ChainOutput && r.Target.Verdict == rules.VerdictReject:
+		return "REJECT in OUTPUT drops (the sender is this host)"
 	}
 	return ""
 }
@@ -303,13 +303,27 @@ type TraceResult struct {
 	Policy    bool   `json:"policy"`             // decided by the chain policy
 	Action    string `json:"action"`             // ACCEPT / DROP / REJECT / PASS (not IP)
 	Reason    string `json:"reason"`             // counter reason, e.g. rule-accept, malformed-ipv4
+	CTState   string `json:"ctstate,omitempty"`  // the connection state the packet had (with conntrack)
 	Reject    string `json:"reject,omitempty"`   // with REJECT: the --reject-with kind
 }
 
-// Trace runs frame through the loaded program as if it arrived on iface
-// ("" = the first attached interface) and names the deciding rule. The
-// run counts like a real packet.
-func (f *Firewall) Trace(frame []byte, iface string) (*TraceResult, error) {
+// TraceOptions say how a frame is traced.
+type TraceOptions struct {
+	Iface string // arrives on ("" = the first attached interface)
+	// Egress traces the frame as a packet this host sends (the OUTPUT
+	// chain, tc egress program) instead of one arriving.
+	Egress bool
+	// CTState >= 0 assumes this connection state (compile.CTNew...)
+	// instead of asking conntrack; nothing is then recorded in conntrack.
+	// datapath.NoCTState: as conntrack says (and the run is recorded).
+	CTState int
+}
+
+// Trace runs frame through the loaded program as if it arrived on
+// o.Iface (or left the host, o.Egress) and names the deciding rule. The run
+// counts like a real packet.
+func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
+	iface := o.Iface
 	if iface == "" {
 		names := f.Interfaces()
 		if len(names) == 0 {
@@ -321,21 +335,35 @@ func (f *Firewall) Trace(frame []byte, iface string) (*TraceResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", iface, err)
 	}
-	r, err := datapath.Trace(f.dp.Program(), frame, uint32(nl.Index))
+	var r datapath.TraceResult
+	if o.Egress {
+		r, err = datapath.TraceEgress(f.dp.EgressProgram(), frame, o.CTState)
+	} else {
+		r, err = datapath.TraceAssuming(f.dp.Program(), frame, uint32(nl.Index), o.CTState)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := &TraceResult{XDPAction: r.XDPAction, Chain: rules.Chain(r.Chain).String(), RuleID: r.RuleID,
 		Action: r.Action.String(), Reason: r.Reason.String()}
+	if usesConntrack(f.rs) || o.CTState >= 0 {
+		out.CTState = compile.CTStateName(r.CTState)
+	}
 	if r.Action == compile.ActReject {
 		out.Reject = r.Reject.String()
 	}
-	switch r.XDPAction {
-	case datapath.XDPPass:
+	switch {
+	case o.Egress && r.XDPAction == datapath.TCActOK:
+		out.Verdict = "TC_ACT_OK"
+	case o.Egress && r.XDPAction == datapath.TCActShot:
+		out.Verdict = "TC_ACT_SHOT"
+	case o.Egress:
+		out.Verdict = fmt.Sprintf("tc action %d", r.XDPAction)
+	case r.XDPAction == datapath.XDPPass:
 		out.Verdict = "XDP_PASS"
-	case datapath.XDPDrop:
+	case r.XDPAction == datapath.XDPDrop:
 		out.Verdict = "XDP_DROP"
-	case datapath.XDPTx:
+	case r.XDPAction == datapath.XDPTx:
 		out.Verdict = "XDP_TX"
 	default:
 		out.Verdict = fmt.Sprintf("XDP action %d", r.XDPAction)
@@ -362,4 +390,14 @@ func chainPos(rs *rules.RuleSet, idx int) int {
 		}
 	}
 	return n
+}
+
+// usesConntrack: conntrack runs only when some rule tests the state.
+func usesConntrack(rs *rules.RuleSet) bool {
+	for i := range rs.Rules {
+		if rs.Rules[i].Match.CTState != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -36,6 +37,10 @@ type state struct {
 	IDs        []uint32         `json:"ids"`   // stable counter id of each rule, in order
 	Interfaces map[string]Iface `json:"interfaces"`
 	Malformed  string           `json:"malformed"` // "drop" or "accept"
+	// Conntrack settings in force: timeouts (seconds, 0: default) and
+	// what NEW connections get when the table is full ("drop", "accept").
+	CTTimeouts conntrack.Timeouts `json:"ct_timeouts"`
+	CTFull     string             `json:"ct_full,omitempty"`
 	// REJECT's per-source answer budget in force (0 in states written
 	// before REJECT answered: the defaults).
 	RejectRate  uint32 `json:"reject_rate,omitempty"`

@@ -185,6 +185,25 @@ type SetMatch struct {
 	Invert bool
 }
 
+// Connection-tracking states (-m conntrack --ctstate, -m state --state), as
+// bits of CTStateMatch.Mask. The bit numbers are enum fw_ct_state in
+// bpf/types.h: bit i is state i.
+const (
+	CTNew         uint8 = 1 << 0 // first packet(s) of a connection, no reply yet
+	CTEstablished uint8 = 1 << 1 // a connection that has seen a reply (and its replies)
+	CTRelated     uint8 = 1 << 2 // ICMP errors about a tracked connection
+	CTInvalid     uint8 = 1 << 3 // fits no connection (e.g. a TCP ACK for none)
+	CTUntracked   uint8 = 1 << 4 // never tracked: non-first fragments, IPv6 ND/MLD
+	CTAll         uint8 = 1<<5 - 1
+)
+
+// CTStateMatch is -m conntrack --ctstate LIST (or -m state --state LIST):
+// the packet's connection state is one of Mask.
+type CTStateMatch struct {
+	Mask   uint8
+	Invert bool
+}
+
 // ProtoMatch is -p. Proto 0 with Invert=false is never stored: -p all means "no match".
 type ProtoMatch struct {
 	Proto  uint8
@@ -219,6 +238,9 @@ type Match struct {
 	// SrcSet / DstSet: -m set --match-set NAME src / dst.
 	SrcSet *SetMatch
 	DstSet *SetMatch
+
+	// CTState: -m conntrack --ctstate / -m state --state.
+	CTState *CTStateMatch
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.

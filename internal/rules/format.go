@@ -61,6 +61,10 @@ func (r Rule) Spec() string {
 			w.add(s.m.Invert, "--match-set", s.m.Name, s.dir)
 		}
 	}
+	if c := m.CTState; c != nil {
+		w.add(false, "-m", "conntrack")
+		w.add(c.Invert, "--ctstate", formatCTState(c.Mask))
+	}
 	if v := m.VLAN; v != nil {
 		w.add(false, "-m", "vlan")
 		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))

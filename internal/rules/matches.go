@@ -1,6 +1,9 @@
 package rules
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // optFamily handles -4 and -6.
 func (p *ruleParser) optFamily(o optUse) *Error {
@@ -245,6 +248,49 @@ func validSetName(s string) bool {
 	return s[0] != '-'
 }
 
+// ctStateNames are the states in the order iptables prints them.
+var ctStateNames = []struct {
+	name string
+	bit  uint8
+}{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", CTRelated}, {"ESTABLISHED", CTEstablished}, {"UNTRACKED", CTUntracked}}
+
+// optCTState handles -m conntrack --ctstate and -m state --state.
+func (p *ruleParser) optCTState(o optUse) *Error {
+	a := o.args[0]
+	var mask uint8
+	off := 0
+	for name := range strings.SplitSeq(a.text, ",") {
+		up, found := strings.ToUpper(name), false
+		for _, s := range ctStateNames {
+			if s.name == up {
+				mask |= s.bit
+				found = true
+			}
+		}
+		if !found {
+			hint := "states are NEW, ESTABLISHED, RELATED, INVALID and UNTRACKED, separated by commas"
+			if up == "SNAT" || up == "DNAT" {
+				hint = "xdpfw does no NAT, so no connection is ever SNAT or DNAT"
+			}
+			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown connection state", hint: hint})
+		}
+		off += len(name) + 1
+	}
+	p.r.Match.CTState = &CTStateMatch{Mask: mask, Invert: o.invert}
+	return nil
+}
+
+// formatCTState prints a state mask the way optCTState reads it.
+func formatCTState(mask uint8) string {
+	var names []string
+	for _, s := range ctStateNames {
+		if mask&s.bit != 0 {
+			names = append(names, s.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
 // optFragment handles -f.
 func (p *ruleParser) optFragment(o optUse) *Error {
 	if err := p.setFamily(FamilyIPv4, o.opt, "", "-f (IPv4 fragments)", "-f (IPv4)"); err != nil {
@@ -274,7 +320,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
-	case "multiport", "mac", "vlan", "comment", "set":
+	case "multiport", "mac", "vlan", "comment", "set", "conntrack", "state":
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m
@@ -286,8 +332,6 @@ func (p *ruleParser) optModule(o optUse) *Error {
 				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
 			})
 		}
-	case "conntrack", "state":
-		return p.errAt(a, name, "connection tracking matches are not supported yet (planned: stateful firewall)", "")
 	default:
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", name), supportedModules)
 	}

@@ -77,6 +77,12 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--match-set":
 		return optSpec{nargs: 2, usage: "--match-set NAME src|dst", negatable: true,
 			module: "set", parse: (*ruleParser).optMatchSet}, true
+	case "--ctstate":
+		return optSpec{slot: "ctstate", nargs: 1, usage: "--ctstate STATE[,STATE...]", negatable: true,
+			module: "conntrack", parse: (*ruleParser).optCTState}, true
+	case "--state":
+		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
+			module: "state", parse: (*ruleParser).optCTState}, true
 	case "--comment":
 		return optSpec{slot: name, nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -112,13 +118,17 @@ func moduleOptions(module string) (string, bool) {
 		return "--comment", true
 	case "set":
 		return "--match-set NAME src|dst", true
+	case "conntrack":
+		return "--ctstate", true
+	case "state":
+		return "--state", true
 	}
 	return "", false
 }
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (no-ops after -p), " +
-	"multiport, mac, vlan, comment, set"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state)"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

@@ -133,9 +133,12 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -m comment -j DROP", ParseOptions{}, "1:10", "", "-m comment needs --comment", ""},
 		{"-A INPUT -m comment --comment -j DROP", ParseOptions{}, "1:21", "", "--comment needs an argument", ""},
 		{"-A INPUT -m comment --comment a --comment b -j DROP", ParseOptions{}, "1:33", "", "--comment given twice", "column 21"},
-		{"-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT", ParseOptions{}, "1:13", "conntrack", "connection tracking matches are not supported yet (planned: stateful firewall)", ""},
-		{"-A INPUT -m state --state NEW -j ACCEPT", ParseOptions{}, "1:13", "state", "connection tracking matches are not supported yet", ""},
-		{"-A INPUT --ctstate NEW -j ACCEPT", ParseOptions{}, "1:10", "--ctstate", "connection tracking matches are not supported yet", ""},
+		{"-A INPUT -m conntrack --ctstate ESTABLISHED,BOGUS -j ACCEPT", ParseOptions{}, "1:45", "BOGUS", "unknown connection state", "states are NEW, ESTABLISHED, RELATED, INVALID and UNTRACKED, separated by commas"},
+		{"-A INPUT -m state --state DNAT -j ACCEPT", ParseOptions{}, "1:27", "DNAT", "unknown connection state", "xdpfw does no NAT, so no connection is ever SNAT or DNAT"},
+		{"-A INPUT --ctstate NEW -j ACCEPT", ParseOptions{}, "1:10", "", "--ctstate needs -m conntrack before it", ""},
+		{"-A INPUT -m conntrack -j ACCEPT", ParseOptions{}, "1:10", "", "-m conntrack needs --ctstate", ""},
+		{"-A INPUT -m conntrack --ctstate NEW --ctstate INVALID -j ACCEPT", ParseOptions{}, "1:37", "", "given twice", ""},
+		{"-A INPUT -m limit --limit 5/s -j ACCEPT", ParseOptions{}, "1:13", "limit", "module limit is not supported", ""},
 		{"-A INPUT -m set --match-set bad/name src -j DROP", ParseOptions{}, "1:29", "bad/name", "not a set name", "1-31 characters"},
 		{"-A INPUT -m set --match-set bl both -j DROP", ParseOptions{}, "1:32", "both", "want src or dst", ""},
 		{"-A INPUT -m set --match-set bl src,dst -j DROP", ParseOptions{}, "1:32", "src,dst", "want src or dst", ""},
@@ -256,7 +259,7 @@ func TestParseReportsEveryBadLine(t *testing.T) {
 		"-A INPUT -j RETURN",
 		"",
 		"-A INPUT -s 10.0.0.0/8 -j FOO",
-		"-A INPUT -m state --state NEW -j ACCEPT",
+		"-A INPUT -m state --state OLD -j ACCEPT",
 		"-A INPUT --comment \"unterminated",
 	}, "\n")
 	rs, err := Parse("many.rules", []byte(src), ParseOptions{})
@@ -271,7 +274,7 @@ func TestParseReportsEveryBadLine(t *testing.T) {
 	for _, e := range list {
 		got = append(got, fmt.Sprintf("%d:%d", e.Pos.Line, e.Pos.Col))
 	}
-	if want := "2:25 4:13 6:27 7:13 8:20"; strings.Join(got, " ") != want {
+	if want := "2:25 4:13 6:27 7:27 8:20"; strings.Join(got, " ") != want {
 		t.Errorf("errors at %v, want %s\n%v", got, want, err)
 	}
 }
@@ -299,7 +302,7 @@ func TestParseRuleArgsErrors(t *testing.T) {
 		{"INPUT", "-p tcp", 1, "", "rule has no target"},
 		{"INPUT", "-p tcp -j", 8, "", "-j needs an argument"},
 		{"MYCHAIN", "-j DROP", 1, "MYCHAIN", "user-defined chains are not supported"},
-		{"INPUT", "-m conntrack --ctstate NEW -j ACCEPT", 4, "conntrack", "connection tracking"},
+		{"INPUT", "-m conntrack --ctstate NEW,OLD -j ACCEPT", 28, "OLD", "unknown connection state"},
 		{"INPUT", "-s ::1 -j DROP", 4, "::1", "conflicts with the default family (IPv4)"},
 	}
 	for _, tt := range tests {

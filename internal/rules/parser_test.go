@@ -456,3 +456,32 @@ func TestParseFileMissing(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestParseCTState checks both spellings, case, order and negation of the
+// connection-state match, and that both print as -m conntrack --ctstate.
+func TestParseCTState(t *testing.T) {
+	tests := []struct {
+		line, spec string
+		mask       uint8
+		invert     bool
+	}{
+		{"-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+			"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", CTEstablished | CTRelated, false},
+		{"-A INPUT -m state --state new -j ACCEPT", "-A INPUT -m conntrack --ctstate NEW -j ACCEPT", CTNew, false},
+		{"-A OUTPUT -m conntrack ! --ctstate INVALID,UNTRACKED -j ACCEPT",
+			"-A OUTPUT -m conntrack ! --ctstate INVALID,UNTRACKED -j ACCEPT", CTInvalid | CTUntracked, true},
+	}
+	for _, tt := range tests {
+		rs, err := Parse("t.rules", []byte(tt.line), ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.line, err)
+		}
+		c := rs.Rules[0].Match.CTState
+		if c == nil || c.Mask != tt.mask || c.Invert != tt.invert {
+			t.Errorf("%s: CTState = %+v, want mask %#x invert %v", tt.line, c, tt.mask, tt.invert)
+		}
+		if got := "-A " + rs.Rules[0].Chain.String() + " " + rs.Rules[0].Spec(); got != tt.spec {
+			t.Errorf("%s: Spec() = %q, want %q", tt.line, got, tt.spec)
+		}
+	}
+}

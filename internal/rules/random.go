@@ -25,7 +25,7 @@ var (
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; MAC addresses; VLAN ids; -i; -f; and the verdicts ACCEPT,
+// types and codes; MAC addresses; VLAN ids; -i; -f; connection states; and the verdicts ACCEPT,
 // DROP and (rarely) REJECT. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
@@ -91,6 +91,10 @@ func RandomRule(r *rand.Rand) Rule {
 			id = uint16(r.IntN(maxVLANID + 1))
 		}
 		m.VLAN = &VLANMatch{ID: id, Invert: chance(r, 20)}
+	}
+	if chance(r, 12) {
+		mask := uint8(1 + r.IntN(int(CTAll)))
+		m.CTState = &CTStateMatch{Mask: mask, Invert: chance(r, 15)}
 	}
 	if chance(r, 10) {
 		rule.Comment = pick(r, randomComment[:])

@@ -142,6 +142,8 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(m.Fragment != nil && *m.Fragment, "-f")
 		mark(m.Fragment != nil && !*m.Fragment, "! -f")
 		mark(r.Comment != "", "comment")
+		mark(m.CTState != nil, "ctstate")
+		mark(m.CTState != nil && m.CTState.Invert, "! ctstate")
 	}
 	for _, want := range []string{
 		"chain INPUT", "chain FORWARD", "family any", "family ipv4", "family ipv6",
@@ -151,6 +153,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"icmp any", "icmp code", "icmp type", "! icmp", "icmpv6",
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "comment",
+		"ctstate", "! ctstate",
 	} {
 		if !seen[want] {
 			t.Errorf("generator never produced %s", want)

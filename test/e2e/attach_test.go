@@ -33,6 +33,10 @@ func TestDetachRestores(t *testing.T) {
 	if want := "detached from " + l.srvIf + "\nno interface left: xdpfw removed\n"; r.stdout != want {
 		t.Errorf("detach output, want %q: %s", want, r)
 	}
+	// The policy dropped the client's IPv6 neighbour solicitations: a
+	// resolution still failing from then would refuse the next connect
+	// (EHOSTUNREACH) for a few seconds. Start the neighbour cache afresh.
+	ipOut(t, "-n", l.cli.Name, "neigh", "flush", "dev", l.cliIf)
 	checkTCP(t, "detached", probes(true)...)
 	checkPing(t, "detached", l.cli, l.srv4, true)
 	checkPing(t, "detached", l.cli, l.srv6, true)

@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Connection tracking: what a packet is to its connection (enum
+ * fw_ct_state), decided before classification, and the entry an accepted
+ * packet creates or advances.
+ *
+ * One hash entry per connection, keyed by its endpoints in a fixed order so
+ * both directions find it with one lookup. TCP follows a window-independent
+ * state machine (fw_tcp_next) that is strict about what cannot belong to a
+ * connection: a first packet that is not a bare SYN, an ACK before the
+ * SYN-ACK, flag combinations no stack sends. UDP and other protocols are
+ * NEW until a reply, ICMP queries are tracked by their id, and ICMP errors
+ * quoting a tracked connection are RELATED. An entry past its deadline is
+ * treated as absent before any GC runs. docs/conntrack.md has the details. */
+#ifndef XDPFW_CT_H
+#define XDPFW_CT_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "../types.h"
+#include "../maps.h"
+
+#define FW_TCP_FIN 0x01
+#define FW_TCP_SYN 0x02
+#define FW_TCP_RST 0x04
+#define FW_TCP_ACK 0x10
+
+/* What the lookup found, and what an accepted packet writes. */
+struct fw_ct {
+	struct fw_ct_key key;
+	struct fw_ct_entry *e; /* the live entry, or NULL */
+	__u8 from_a;           /* the packet goes from endpoint a to b */
+	__u8 reply;            /* it goes against the connection's first packet */
+	__u8 next;             /* enum fw_ct_conn after it; FW_CTS_NONE: write nothing */
+	__u8 create;           /* 1: create (or replace) the entry */
+	__u8 setflags;         /* FW_CTF_* to add to a live entry */
+};
+
+/* Default timeouts (seconds) per enum fw_ct_timeout, close to Linux
+ * nf_conntrack's; internal/conntrack.DefaultTimeouts mirrors them. */
+static const __u32 fw_ct_default_timeout[FW_CTT_NUM] = {
+	120, 60, 432000, 120, 30, 120, 10, 30, 120, 30, 600,
+};
+
+static __always_inline __u64 fw_ct_timeout_ns(__u32 cls)
+{
+	__u32 zero = 0, secs = 0;
+	const struct fw_config *cfg = bpf_map_lookup_elem(&fw_config_map, &zero);
+
+	if (cls >= FW_CTT_NUM)
+		return 0;
+	if (cfg)
+		secs = cfg->ct_timeout[cls];
+	if (!secs)
+		secs = fw_ct_default_timeout[cls];
+	return (__u64)secs * 1000000000ULL;
+}
+
+static __always_inline __u32 fw_ct_tclass(__u8 proto, __u8 state)
+{
+	switch (state) {
+	case FW_CTS_SYN_SENT:
+	case FW_CTS_SYN_SENT2:
+		return FW_CTT_TCP_SYN_SENT;
+	case FW_CTS_SYN_RECV:
+		return FW_CTT_TCP_SYN_RECV;
+	case FW_CTS_ESTABLISHED:
+		return FW_CTT_TCP_ESTABLISHED;
+	case FW_CTS_FIN_WAIT:
+		return FW_CTT_TCP_FIN_WAIT;
+	case FW_CTS_LAST_ACK:
+		return FW_CTT_TCP_LAST_ACK;
+	case FW_CTS_TIME_WAIT:
+		return FW_CTT_TCP_TIME_WAIT;
+	case FW_CTS_CLOSE:
+		return FW_CTT_TCP_CLOSE;
+	}
+	if (proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE)
+		return state == FW_CTS_REPLIED ? FW_CTT_UDP_STREAM : FW_CTT_UDP;
+	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
+		return FW_CTT_ICMP;
+	return FW_CTT_OTHER;
+}
+
+static __always_inline void fw_ct_count(__u32 stat)
+{
+	__u64 *c = bpf_map_lookup_elem(&fw_ct_stats, &stat);
+
+	if (c)
+		(*c)++;
+}
+
+/* fw_ct_key_of fills k with the endpoints in a fixed order: the lower
+ * (address, port) is a. *from_a tells whether src is a. */
+static __always_inline void fw_ct_key_of(struct fw_ct_key *k, __u8 family, __u8 proto,
+					 const __u64 *src, const __u64 *dst,
+					 __u16 sport, __u16 dport, __u8 *from_a)
+{
+	int src_first;
+
+	if (src[0] != dst[0])
+		src_first = src[0] < dst[0];
+	else if (src[1] != dst[1])
+		src_first = src[1] < dst[1];
+	else
+		src_first = sport <= dport;
+
+	__builtin_memset(k, 0, sizeof(*k));
+	k->proto = proto;
+	k->family = family;
+	if (src_first) {
+		k->a[0] = src[0], k->a[1] = src[1], k->pa = sport;
+		k->b[0] = dst[0], k->b[1] = dst[1], k->pb = dport;
+	} else {
+		k->a[0] = dst[0], k->a[1] = dst[1], k->pa = dport;
+		k->b[0] = src[0], k->b[1] = src[1], k->pb = sport;
+	}
+	*from_a = src_first;
+}
+
+/* fw_ct_live returns k's entry unless it is missing or expired. */
+static __always_inline struct fw_ct_entry *fw_ct_live(const struct fw_ct_key *k, __u64 now)
+{
+	struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, k);
+
+	return e && e->expires > now ? e : NULL;
+}
+
+#define FW_TCP_INVALID 0
+#define FW_TCP_REOPEN  0x100 /* a SYN starting a new connection on a closed tuple */
+
+/* fw_tcp_next is the TCP state machine: the state a connection in state
+ * moves to when a segment with these flags goes one way (reply: against
+ * the first SYN), or FW_TCP_INVALID. fins: the entry's FW_CTF_* flags (the
+ * FINs seen so far).
+ * A global function: the verifier checks it once. */
+__noinline int fw_tcp_next(__u32 state, __u32 flags, __u32 reply, __u32 fins)
+{
+	__u32 syn = flags & FW_TCP_SYN, ack = flags & FW_TCP_ACK;
+	__u32 rst = flags & FW_TCP_RST, fin = flags & FW_TCP_FIN;
+
+	if (!(syn | ack | rst) || (syn && (rst || fin)))
+		return FW_TCP_INVALID; /* NULL, bare FIN, SYN+RST, SYN+FIN... */
+	if (rst)
+		return state == FW_CTS_CLOSE ? FW_TCP_INVALID : FW_CTS_CLOSE;
+	if (syn && !ack) {
+		if (state == FW_CTS_TIME_WAIT || state == FW_CTS_CLOSE)
+			return FW_TCP_REOPEN | FW_CTS_SYN_SENT;
+		if (state == FW_CTS_SYN_SENT)
+			return reply ? FW_CTS_SYN_SENT2 : FW_CTS_SYN_SENT;
+		if (state == FW_CTS_SYN_SENT2)
+			return FW_CTS_SYN_SENT2;
+		return FW_TCP_INVALID;
+	}
+	if (syn) { /* SYN-ACK */
+		if (reply && (state == FW_CTS_SYN_SENT || state == FW_CTS_SYN_SENT2 ||
+			      state == FW_CTS_SYN_RECV))
+			return FW_CTS_SYN_RECV;
+		if (!reply && (state == FW_CTS_SYN_SENT2 || state == FW_CTS_SYN_RECV))
+			return FW_CTS_SYN_RECV; /* simultaneous open */
+		if (state == FW_CTS_ESTABLISHED)
+			return FW_CTS_ESTABLISHED; /* retransmitted: the last ACK was lost */
+		return FW_TCP_INVALID;
+	}
+	/* ACK, maybe with FIN */
+	fins &= FW_CTF_FIN_ORIG | FW_CTF_FIN_REPL;
+	if (fin)
+		fins |= reply ? FW_CTF_FIN_REPL : FW_CTF_FIN_ORIG;
+	__u32 both = fins == (FW_CTF_FIN_ORIG | FW_CTF_FIN_REPL);
+	switch (state) {
+	case FW_CTS_SYN_RECV:
+	case FW_CTS_ESTABLISHED:
+	case FW_CTS_FIN_WAIT:
+		if (both)
+			return FW_CTS_LAST_ACK;
+		return fins ? FW_CTS_FIN_WAIT : FW_CTS_ESTABLISHED;
+	case FW_CTS_LAST_ACK:
+		return fin ? FW_CTS_LAST_ACK : FW_CTS_TIME_WAIT;
+	case FW_CTS_TIME_WAIT:
+		return FW_CTS_TIME_WAIT;
+	}
+	return FW_TCP_INVALID; /* ACK before the SYN-ACK, or after a RST */
+}
+
+#define FW_ICMP_QUERY 1
+#define FW_ICMP_REPLY 2
+#define FW_ICMP_ERROR 3
+#define FW_ICMP_OTHER 4
+
+static __always_inline int fw_icmp_kind(__u8 family, __u8 type)
+{
+	if (family == 4) {
+		switch (type) {
+		case 8: case 13: case 15: case 17: /* echo, timestamp, info, mask */
+			return FW_ICMP_QUERY;
+		case 0: case 14: case 16: case 18:
+			return FW_ICMP_REPLY;
+		case 3: case 4: case 5: case 11: case 12:
+			return FW_ICMP_ERROR;
+		}
+		return FW_ICMP_OTHER;
+	}
+	switch (type) {
+	case 128:
+		return FW_ICMP_QUERY;
+	case 129:
+		return FW_ICMP_REPLY;
+	case 1: case 2: case 3: case 4:
+		return FW_ICMP_ERROR;
+	}
+	return FW_ICMP_OTHER; /* neighbour discovery, MLD...: not tracked */
+}
+
+/* The ICMP query id at bytes 4-5 of the ICMP header l4. */
+static __always_inline int fw_icmp_id(__u8 *l4, void *data_end, __u16 *id)
+{
+	if ((void *)(l4 + 8) > data_end)
+		return -1;
+	*id = (__u16)l4[4] << 8 | l4[5];
+	return 0;
+}
+
+/* fw_ct_related: an ICMP error is RELATED when the packet it quotes belongs
+ * to a live connection, else INVALID. */
+static __always_inline __u8 fw_ct_related(void *data, void *data_end, const struct fw_pkt *p, __u64 now)
+{
+	__u64 isrc[2] = {}, idst[2] = {};
+	struct fw_ct_key k;
+	__u16 sport = 0, dport = 0;
+	__u8 iproto, from_a, *il4;
+	__u32 off = p->l4_off;
+
+	if (off > 4096) /* bounds the offset for the verifier; frames are smaller */
+		return FW_CT_INVALID;
+	__u8 *in = data + off + 8; /* the quoted packet follows the 8-byte ICMP header */
+	if (p->family == 4) {
+		struct iphdr *ip = (void *)in;
+		if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
+			return FW_CT_INVALID;
+		if (bpf_ntohs(ip->frag_off) & 0x1fff)
+			return FW_CT_INVALID;
+		__builtin_memcpy(isrc, &ip->saddr, 4);
+		__builtin_memcpy(idst, &ip->daddr, 4);
+		iproto = ip->protocol;
+		il4 = in + ip->ihl * 4;
+	} else {
+		struct ipv6hdr *ip6 = (void *)in;
+		if ((void *)(ip6 + 1) > data_end)
+			return FW_CT_INVALID;
+		__builtin_memcpy(isrc, &ip6->saddr, 16);
+		__builtin_memcpy(idst, &ip6->daddr, 16);
+		iproto = ip6->nexthdr; /* quoted extension headers are not walked */
+		il4 = (__u8 *)(ip6 + 1);
+	}
+	if ((void *)(il4 + 8) > data_end)
+		return FW_CT_INVALID;
+	switch (iproto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_SCTP:
+		sport = (__u16)il4[0] << 8 | il4[1];
+		dport = (__u16)il4[2] << 8 | il4[3];
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (fw_icmp_kind(p->family, il4[0]) != FW_ICMP_QUERY)
+			return FW_CT_INVALID; /* errors are never about errors */
+		sport = dport = (__u16)il4[4] << 8 | il4[5];
+		break;
+	}
+	fw_ct_key_of(&k, p->family, iproto, isrc, idst, sport, dport, &from_a);
+	return fw_ct_live(&k, now) ? FW_CT_RELATED : FW_CT_INVALID;
+}
+
+/* fw_ct_lookup sets p->ctstate and fills ct with what fw_ct_commit writes
+ * should the packet be accepted. It writes nothing itself. */
+static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_pkt *p, struct fw_ct *ct)
+{
+	__u64 now = bpf_ktime_get_coarse_ns();
+	__u16 sport = p->sport, dport = p->dport;
+	int icmp_reply = 0;
+
+	ct->e = NULL;
+	ct->next = FW_CTS_NONE;
+	ct->create = 0;
+	ct->setflags = 0;
+	if (p->flags & FW_PKT_FRAG) {
+		p->ctstate = FW_CT_UNTRACKED; /* no ports: cannot be tied to a connection */
+		return;
+	}
+	switch (p->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_SCTP:
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6: {
+		int kind = fw_icmp_kind(p->family, p->icmp_type);
+		if ((p->proto == IPPROTO_ICMP) != (p->family == 4))
+			kind = FW_ICMP_OTHER; /* ICMP in IPv6 or ICMPv6 in IPv4 */
+		if (kind == FW_ICMP_ERROR) {
+			p->ctstate = fw_ct_related(data, data_end, p, now);
+			if (p->ctstate == FW_CT_INVALID)
+				fw_ct_count(FW_CT_STAT_INVALID);
+			return;
+		}
+		__u32 off = p->l4_off;
+		if (kind == FW_ICMP_OTHER || off > 4096 || fw_icmp_id(data + off, data_end, &sport) < 0) {
+			p->ctstate = FW_CT_UNTRACKED;
+			return;
+		}
+		dport = sport;
+		icmp_reply = kind == FW_ICMP_REPLY;
+		break;
+	}
+	default:
+		sport = dport = 0;
+	}
+
+	fw_ct_key_of(&ct->key, p->family, p->proto, p->src, p->dst, sport, dport, &ct->from_a);
+	struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &ct->key);
+	if (e && e->expires <= now) {
+		fw_ct_count(FW_CT_STAT_EXPIRED);
+		e = NULL; /* replaced if this packet starts a connection */
+	}
+	if (!e) {
+		if (p->proto == IPPROTO_TCP) {
+			if ((p->tcp_flags & (FW_TCP_SYN | FW_TCP_ACK | FW_TCP_RST | FW_TCP_FIN)) != FW_TCP_SYN)
+				goto invalid; /* only a bare SYN starts a TCP connection */
+			ct->next = FW_CTS_SYN_SENT;
+		} else if (icmp_reply) {
+			goto invalid; /* an answer to no question */
+		} else {
+			ct->next = FW_CTS_UNREPLIED;
+		}
+		ct->create = 1;
+		p->ctstate = FW_CT_NEW;
+		return;
+	}
+
+	ct->e = e;
+	ct->reply = ct->from_a != !!(e->flags & FW_CTF_ORIG_A);
+	if (p->proto == IPPROTO_TCP) {
+		int n = fw_tcp_next(e->state, p->tcp_flags, ct->reply, e->flags);
+		if (n == FW_TCP_INVALID)
+			goto invalid;
+		if (n & FW_TCP_REOPEN) { /* a new connection on the same tuple */
+			ct->e = NULL;
+			ct->next = FW_CTS_SYN_SENT;
+			ct->create = 1;
+			p->ctstate = FW_CT_NEW;
+			return;
+		}
+		ct->next = n;
+		if (p->tcp_flags & FW_TCP_FIN)
+			ct->setflags = ct->reply ? FW_CTF_FIN_REPL : FW_CTF_FIN_ORIG;
+	} else {
+		ct->next = ct->reply || e->state == FW_CTS_REPLIED ? FW_CTS_REPLIED : FW_CTS_UNREPLIED;
+	}
+	if (ct->reply)
+		ct->setflags |= FW_CTF_REPLIED;
+	p->ctstate = ct->reply || (e->flags & FW_CTF_REPLIED) ? FW_CT_ESTABLISHED : FW_CT_NEW;
+	return;
+invalid:
+	ct->next = FW_CTS_NONE;
+	ct->create = 0;
+	p->ctstate = FW_CT_INVALID;
+	fw_ct_count(FW_CT_STAT_INVALID);
+}
+
+/* fw_ct_commit records an accepted packet: creates its connection or
+ * advances it. Returns -1 when a new connection does not fit (table full). */
+static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p, __u64 bytes, __u32 rule_id)
+{
+	if (ct->next == FW_CTS_NONE)
+		return 0; /* INVALID, RELATED, UNTRACKED: nothing to record */
+	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 timeout = fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next));
+
+	if (ct->create) {
+		struct fw_ct_entry n = {};
+		n.expires = now + timeout;
+		n.packets[0] = 1;
+		n.bytes[0] = bytes;
+		n.rule_id = rule_id;
+		n.state = ct->next;
+		n.flags = ct->from_a ? FW_CTF_ORIG_A : 0;
+		n.chain = p->chain;
+		/* BPF_ANY also replaces an expired or closed entry; a full map
+		 * refuses a new key (the hash is preallocated, not an LRU). */
+		if (bpf_map_update_elem(&fw_ct, &ct->key, &n, BPF_ANY)) {
+			fw_ct_count(FW_CT_STAT_TABLE_FULL);
+			return -1;
+		}
+		fw_ct_count(FW_CT_STAT_CREATED);
+		return 0;
+	}
+	struct fw_ct_entry *e = ct->e;
+	if (!e)
+		return 0;
+	/* Plain stores, no lock: two CPUs racing on one connection both
+	 * write a state it legitimately reaches; counters may lose a count. */
+	e->state = ct->next;
+	e->flags |= ct->setflags;
+	e->expires = now + timeout;
+	if (ct->reply) {
+		e->packets[1]++;
+		e->bytes[1] += bytes;
+	} else {
+		e->packets[0]++;
+		e->bytes[0] += bytes;
+	}
+	return 0;
+}
+
+#endif

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* xdpfw egress (tc, attached with tcx): the OUTPUT chain for packets this
+ * host sends: parse, decide (conntrack + classify), act, count. Forwarded
+ * packets were decided by the XDP program where they came in and pass. */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+#include "maps.h"
+#include "lib/parse.h"
+#include "lib/verdict.h"
+#include "lib/stats.h"
+#include "lib/trace.h"
+
+/* Headers a locally built packet may keep outside the linear area are
+ * pulled in: up to this many bytes. */
+#define FW_TC_PULL 256
+
+SEC("tc")
+int xdpfw_egress(struct __sk_buff *skb)
+{
+	struct fw_pkt pkt = {};
+	struct fw_decision d = {};
+	__u64 bytes = skb->len;
+	int rc;
+
+	/* skb_iif is set where a packet entered the host: forwarded traffic
+	 * already met the FORWARD chain at ingress. Local packets have 0. */
+	if (skb->ingress_ifindex)
+		return TC_ACT_OK;
+	__u32 linear = skb->data_end - skb->data;
+	if (linear < FW_TC_PULL && skb->len > linear)
+		bpf_skb_pull_data(skb, skb->len < FW_TC_PULL ? skb->len : FW_TC_PULL);
+
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	pkt.chain = FW_CHAIN_OUTPUT;
+	rc = fw_parse(data, data_end, skb->len, &pkt);
+	if (rc == FW_PARSE_NOT_IP) {
+		fw_count_reason(FW_R_NOT_IP, bytes);
+		fw_trace_skb(skb, 0, 0xff, FW_R_NOT_IP, &pkt);
+		return TC_ACT_OK;
+	}
+	if (rc < 0) {
+		__u8 act = fw_malformed_action();
+		fw_count_reason(-rc, bytes);
+		fw_trace_skb(skb, 0, act, -rc, &pkt);
+		return act == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+	}
+	pkt.ifindex = skb->ifindex;
+	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
+		fw_count_reason(FW_R_NO_RULESET, bytes);
+		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
+		return TC_ACT_SHOT;
+	}
+	fw_count_rule(d.rule_id, bytes);
+	fw_count_reason(d.reason, bytes);
+	fw_trace_skb(skb, d.rule_id, d.action, d.reason, &pkt);
+	/* REJECT in OUTPUT drops: the sender is this host. */
+	return d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+}

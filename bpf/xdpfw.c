@@ -1,0 +1,6 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The data plane object: both entry programs, sharing every map. */
+#include "xdp_fw.c"
+#include "tc_fw.c"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/conntrack"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
+)
+
+// ctFlags are the conntrack settings load and apply take.
+type ctFlags struct {
+	max      int
+	timeouts []string
+	full     string
+}
+
+func (c *ctFlags) register(cmd *cobra.Command, load bool) {
+	if load {
+		cmd.Flags().IntVar(&c.max, "ct-max", 0, fmt.Sprintf("conntrack table size (default %d; changing it needs detach --all first)",
+			datapath.DefaultConntrack))
+	}
+	cmd.Flags().StringSliceVar(&c.timeouts, "ct-timeout", nil, "conntrack timeout NAME=SECONDS (repeatable; names: "+
+		strings.Join(conntrack.TimeoutNames[:], ", ")+"); giving any resets the others to their defaults")
+	cmd.Flags().StringVar(&c.full, "ct-full", "", "NEW connections when the conntrack table is full: drop (default) or accept (untracked)")
+}
+
+func (c *ctFlags) apply(cmd *cobra.Command, opt *firewall.Options, load bool) error {
+	if load && c.max < 0 {
+		return usageError{fmt.Errorf("--ct-max must be positive")}
+	}
+	opt.CTMax = c.max
+	opt.CTFull = c.full
+	if cmd.Flags().Changed("ct-timeout") {
+		t, err := conntrack.ParseTimeouts(c.timeouts)
+		if err != nil {
+			return usageError{err}
+		}
+		opt.CTTimeouts, opt.CTTimeoutsSet = t, true
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package conntrack holds the control plane's side of connection tracking:
+// the connection states, timeout classes and event counters the data plane
+// uses (mirrors of bpf/types.h), connections as Go values, and the timeout
+// settings operators give on the command line. Reading and writing the
+// kernel table is internal/datapath's job (ct.go); this package is pure Go.
+package conntrack
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// State is enum fw_ct_conn: where a tracked connection is.
+type State uint8
+
+const (
+	StateNone State = iota
+	StateSynSent
+	StateSynSent2
+	StateSynRecv
+	StateEstablished
+	StateFinWait
+	StateLastAck
+	StateTimeWait
+	StateClose
+	StateUnreplied
+	StateReplied
+	NumStates
+)
+
+var stateNames = [NumStates]string{"NONE", "SYN_SENT", "SYN_SENT2", "SYN_RECV", "ESTABLISHED", "FIN_WAIT",
+	"LAST_ACK", "TIME_WAIT", "CLOSE", "UNREPLIED", "REPLIED"}
+
+func (s State) String() string {
+	if s < NumStates {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state%d", uint8(s))
+}
+
+// Timeout classes (enum fw_ct_timeout), in order.
+const (
+	TimeoutTCPSynSent = iota
+	TimeoutTCPSynRecv
+	TimeoutTCPEstablished
+	TimeoutTCPFinWait
+	TimeoutTCPLastAck
+	TimeoutTCPTimeWait
+	TimeoutTCPClose
+	TimeoutUDP
+	TimeoutUDPStream
+	TimeoutICMP
+	TimeoutOther
+	NumTimeouts
+)
+
+// TimeoutNames are the names `--ct-timeout NAME=SECONDS` takes, in class order.
+var TimeoutNames = [NumTimeouts]string{"tcp_syn_sent", "tcp_syn_recv", "tcp_established", "tcp_fin_wait",
+	"tcp_last_ack", "tcp_time_wait", "tcp_close", "udp", "udp_stream", "icmp", "other"}
+
+// DefaultTimeouts are the data plane's defaults in seconds (lib/ct.h
+// fw_ct_default_timeout), close to Linux nf_conntrack's.
+var DefaultTimeouts = [NumTimeouts]uint32{120, 60, 432000, 120, 30, 120, 10, 30, 120, 30, 600}
+
+// Timeouts are seconds per class; 0 means the default.
+type Timeouts [NumTimeouts]uint32
+
+// ParseTimeouts reads NAME=SECONDS settings (e.g. "tcp_established=3600").
+func ParseTimeouts(specs []string) (Timeouts, error) {
+	var t Timeouts
+	for _, s := range specs {
+		name, val, ok := strings.Cut(s, "=")
+		if !ok {
+			return t, fmt.Errorf("--ct-timeout %q: want NAME=SECONDS (names: %s)", s, strings.Join(TimeoutNames[:], ", "))
+		}
+		i := -1
+		for k, n := range TimeoutNames {
+			if n == name {
+				i = k
+			}
+		}
+		if i < 0 {
+			return t, fmt.Errorf("--ct-timeout %q: unknown timeout %q (names: %s)", s, name, strings.Join(TimeoutNames[:], ", "))
+		}
+		secs, err := strconv.ParseUint(val, 10, 32)
+		if err != nil || secs == 0 {
+			return t, fmt.Errorf("--ct-timeout %q: seconds must be a positive whole number", s)
+		}
+		t[i] = uint32(secs)
+	}
+	return t, nil
+}
+
+// Effective returns the timeouts in force: the defaults where t has 0.
+func (t Timeouts) Effective() Timeouts {
+	for i := range t {
+		if t[i] == 0 {
+			t[i] = DefaultTimeouts[i]
+		}
+	}
+	return t
+}
+
+// Map is t by name (for JSON and status output).
+func (t Timeouts) Map() map[string]uint32 {
+	m := make(map[string]uint32, NumTimeouts)
+	for i, v := range t {
+		m[TimeoutNames[i]] = v
+	}
+	return m
+}
+
+// Stat counters (enum fw_ct_stat), in order.
+const (
+	StatCreated = iota
+	StatTableFull
+	StatInvalid
+	StatExpired
+	NumStats
+)
+
+// StatNames name the counters, in order.
+var StatNames = [NumStats]string{"created", "table_full", "invalid", "expired_replaced"}
+
+// Stats is what `xdpfw conntrack stats` reports.
+type Stats struct {
+	Entries   int               `json:"entries"`
+	Max       int               `json:"max"`
+	ByState   map[string]int    `json:"by_state"`
+	Expired   int               `json:"expired_not_collected"`
+	Counters  map[string]uint64 `json:"counters"`
+	Timeouts  map[string]uint32 `json:"timeouts_seconds"`
+	FullDrops uint64            `json:"-"`
+}
+
+// Entry is one tracked connection, oriented as its first packet went.
+type Entry struct {
+	Proto    uint8          `json:"proto"`
+	Src      netip.AddrPort `json:"src"` // the originator
+	Dst      netip.AddrPort `json:"dst"`
+	State    State          `json:"-"`
+	StateStr string         `json:"state"`
+	Replied  bool           `json:"replied"`
+	Expires  time.Duration  `json:"-"` // from now; <= 0: expired, not yet collected
+	TTL      int64          `json:"expires_in_seconds"`
+	RuleID   uint32         `json:"rule_id"`
+	Chain    uint8          `json:"-"`
+	Packets  [2]uint64      `json:"packets"` // original, reply
+	Bytes    [2]uint64      `json:"bytes"`
+}
+
+// ProtoName names an IP protocol number for listings.
+func ProtoName(p uint8) string {
+	switch p {
+	case 1:
+		return "icmp"
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 58:
+		return "icmpv6"
+	case 132:
+		return "sctp"
+	case 136:
+		return "udplite"
+	}
+	return strconv.Itoa(int(p))
+}
+
+func (e Entry) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-7s %-11s ", ProtoName(e.Proto), e.State)
+	switch e.Proto {
+	case 1, 58:
+		fmt.Fprintf(&b, "src=%s dst=%s id=%d", e.Src.Addr(), e.Dst.Addr(), e.Src.Port())
+	default:
+		fmt.Fprintf(&b, "src=%s dst=%s", e.Src, e.Dst)
+	}
+	if !e.Replied {
+		b.WriteString(" [UNREPLIED]")
+	}
+	fmt.Fprintf(&b, " packets=%d/%d bytes=%d/%d expires=%ds rule=%d", e.Packets[0], e.Packets[1],
+		e.Bytes[0], e.Bytes[1], int64(e.Expires.Round(time.Second)/time.Second), e.RuleID)
+	return b.String()
+}
+
+// Sort orders entries by protocol, originator and responder (stable listings).
+func Sort(es []Entry) {
+	sort.Slice(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if a.Proto != b.Proto {
+			return a.Proto < b.Proto
+		}
+		if c := a.Src.Compare(b.Src); c != 0 {
+			return c < 0
+		}
+		return a.Dst.Compare(b.Dst) < 0
+	})
+}

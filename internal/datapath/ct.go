@@ -1,0 +1,150 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/conntrack"
+)
+
+// ctNow is the data plane's conntrack clock, bpf_ktime_get_coarse_ns().
+func ctNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
+	return uint64(ts.Nano())
+}
+
+func keyAddr(w [2]uint64, family uint8) netip.Addr {
+	var b [16]byte
+	ne.PutUint64(b[0:8], w[0])
+	ne.PutUint64(b[8:16], w[1])
+	if family == 4 {
+		return netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrFrom16(b)
+}
+
+// ctEntry turns a table entry into a connection oriented as its first
+// packet went.
+func ctEntry(k *xdpfwFwCtKey, v *xdpfwFwCtEntry, now uint64) conntrack.Entry {
+	a := netip.AddrPortFrom(keyAddr(k.A, k.Family), k.Pa)
+	b := netip.AddrPortFrom(keyAddr(k.B, k.Family), k.Pb)
+	if v.Flags&ctfOrigA == 0 {
+		a, b = b, a
+	}
+	exp := time.Duration(int64(v.Expires) - int64(now))
+	return conntrack.Entry{
+		Proto: k.Proto, Src: a, Dst: b,
+		State: conntrack.State(v.State), StateStr: conntrack.State(v.State).String(),
+		Replied: v.Flags&ctfReplied != 0, Expires: exp, TTL: int64(exp / time.Second),
+		RuleID: v.RuleId, Chain: v.Chain, Packets: v.Packets, Bytes: v.Bytes,
+	}
+}
+
+// FW_CTF_* (bpf/types.h).
+const (
+	ctfOrigA   = 0x01
+	ctfReplied = 0x02
+)
+
+// Connections lists the tracked connections, expired ones included (they
+// are shown with Expires <= 0 until GC removes them).
+func (d *Datapath) Connections() ([]conntrack.Entry, error) {
+	now := ctNow()
+	var (
+		out []conntrack.Entry
+		k   xdpfwFwCtKey
+		v   xdpfwFwCtEntry
+	)
+	it := d.ct.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, ctEntry(&k, &v, now))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the conntrack table: %w", err)
+	}
+	conntrack.Sort(out)
+	return out, nil
+}
+
+// CTFlush removes every tracked connection and returns how many there were.
+// Established connections then look INVALID (TCP) or NEW (others) to the
+// rules until they are re-created.
+func (d *Datapath) CTFlush() (int, error) {
+	return d.ctDelete(func(*xdpfwFwCtEntry, uint64) bool { return true })
+}
+
+// CTGC removes expired connections and returns how many it removed.
+func (d *Datapath) CTGC() (int, error) {
+	return d.ctDelete(func(v *xdpfwFwCtEntry, now uint64) bool { return v.Expires <= now })
+}
+
+func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, error) {
+	now := ctNow()
+	var (
+		keys []xdpfwFwCtKey
+		k    xdpfwFwCtKey
+		v    xdpfwFwCtEntry
+	)
+	it := d.ct.Iterate()
+	for it.Next(&k, &v) {
+		if doomed(&v, now) {
+			keys = append(keys, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading the conntrack table: %w", err)
+	}
+	n := 0
+	for i := range keys {
+		// An entry refreshed since we read it may have been re-armed;
+		// deleting it costs that connection one INVALID/NEW packet at
+		// worst for GC and is what flush means.
+		if err := d.ct.Delete(&keys[i]); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return n, fmt.Errorf("deleting a conntrack entry: %w", err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// CTStats counts the table by state and reads the event counters.
+func (d *Datapath) CTStats() (conntrack.Stats, error) {
+	es, err := d.Connections()
+	if err != nil {
+		return conntrack.Stats{}, err
+	}
+	st := conntrack.Stats{Entries: len(es), Max: int(d.ct.MaxEntries()), ByState: map[string]int{},
+		Counters: map[string]uint64{}}
+	for _, e := range es {
+		if e.Expires <= 0 {
+			st.Expired++
+			continue
+		}
+		st.ByState[e.State.String()]++
+	}
+	for i := 0; i < conntrack.NumStats; i++ {
+		var per []uint64
+		if err := d.ctStats.Lookup(uint32(i), &per); err != nil {
+			return st, fmt.Errorf("reading conntrack counters: %w", err)
+		}
+		var sum uint64
+		for _, x := range per {
+			sum += x
+		}
+		st.Counters[conntrack.StatNames[i]] = sum
+	}
+	var cfg xdpfwFwConfig
+	if err := d.config.Lookup(uint32(0), &cfg); err == nil {
+		st.Timeouts = conntrack.Timeouts(cfg.CtTimeout).Effective().Map()
+	}
+	return st, nil
+}

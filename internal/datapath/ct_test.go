@@ -1,0 +1,424 @@
+package datapath_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/conntrack"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
+)
+
+// ctRules accepts everything conntrack does not call INVALID, so every
+// valid packet advances its connection and the trace shows its state.
+const ctRules = `
+-A INPUT -m conntrack --ctstate INVALID -j DROP
+-A INPUT -j ACCEPT
+`
+
+// A client and a server, both ways through the XDP program: conntrack is
+// one table whatever the direction, so a test plays both sides.
+type ctPeer struct{ cli, srv netip.Addr }
+
+var (
+	ct4 = ctPeer{netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("10.200.0.2")}
+	ct6 = ctPeer{netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")}
+)
+
+// step is one packet of a sequence and what it must be.
+type step struct {
+	fromSrv bool  // server -> client (else client -> server)
+	flags   uint8 // TCP flags
+	want    uint8 // compile.CT* the packet is classified in
+	conn    conntrack.State
+}
+
+func tcpPkt(p ctPeer, fromSrv bool, flags uint8) *packet.Packet {
+	pk := &packet.Packet{Src: p.cli, Dst: p.srv, Proto: packet.ProtoTCP, SPort: 40000, DPort: 22, TCPFlags: flags}
+	if fromSrv {
+		pk.Src, pk.Dst, pk.SPort, pk.DPort = p.srv, p.cli, 22, 40000
+	}
+	return pk
+}
+
+// conn returns the one connection between the peers (fails if not one).
+func (f *fixture) conn(t *testing.T, proto uint8) conntrack.Entry {
+	t.Helper()
+	es, err := f.dp.Connections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []conntrack.Entry
+	for _, e := range es {
+		if e.Proto == proto {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want 1 %s connection, have %v", conntrack.ProtoName(proto), es)
+	}
+	return found[0]
+}
+
+func (f *fixture) flushCT(t *testing.T) {
+	t.Helper()
+	if _, err := f.dp.CTFlush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConntrackTCP plays TCP exchanges through the program and checks the
+// state every packet is classified in and the connection's state after it.
+func TestConntrackTCP(t *testing.T) {
+	const (
+		syn, ack, fin, rst, psh = packet.TCPSyn, packet.TCPAck, packet.TCPFin, packet.TCPRst, packet.TCPPsh
+	)
+	est, nw, inv := compile.CTEstablished, compile.CTNew, compile.CTInvalid
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"handshake, data, close, reuse", []step{
+			{false, syn, nw, conntrack.StateSynSent},
+			{false, syn, nw, conntrack.StateSynSent}, // retransmitted SYN: still no reply
+			{true, syn | ack, est, conntrack.StateSynRecv},
+			{false, ack, est, conntrack.StateEstablished},
+			{false, psh | ack, est, conntrack.StateEstablished},
+			{true, psh | ack, est, conntrack.StateEstablished},
+			{false, fin | ack, est, conntrack.StateFinWait},
+			{true, ack, est, conntrack.StateFinWait},
+			{true, fin | ack, est, conntrack.StateLastAck},
+			{false, ack, est, conntrack.StateTimeWait},
+			{false, syn, nw, conntrack.StateSynSent}, // a new connection on the old tuple
+		}},
+		{"simultaneous open", []step{
+			{false, syn, nw, conntrack.StateSynSent},
+			{true, syn, est, conntrack.StateSynSent2},
+			{false, syn | ack, est, conntrack.StateSynRecv},
+			{true, syn | ack, est, conntrack.StateSynRecv},
+			{false, ack, est, conntrack.StateEstablished},
+		}},
+		{"reset, then nothing more", []step{
+			{false, syn, nw, conntrack.StateSynSent},
+			{true, syn | ack, est, conntrack.StateSynRecv},
+			{false, ack, est, conntrack.StateEstablished},
+			{true, rst | ack, est, conntrack.StateClose},
+			{false, ack, inv, conntrack.StateClose},
+		}},
+		{"refused: RST answers the SYN", []step{
+			{false, syn, nw, conntrack.StateSynSent},
+			{true, rst | ack, est, conntrack.StateClose},
+		}},
+		{"ACK before the SYN-ACK", []step{
+			{false, syn, nw, conntrack.StateSynSent},
+			{false, ack, inv, conntrack.StateSynSent},
+			{true, ack, inv, conntrack.StateSynSent},
+		}},
+		{"SYN into an established connection", []step{
+			{false, syn, nw, conntrack.StateSynSent},
+			{true, syn | ack, est, conntrack.StateSynRecv},
+			{false, ack, est, conntrack.StateEstablished},
+			{false, syn, inv, conntrack.StateEstablished},
+		}},
+	}
+	f := newFixture(t)
+	f.installText(ctRules)
+	for _, fam := range []ctPeer{ct4, ct6} {
+		for _, tt := range tests {
+			f.flushCT(t)
+			for i, s := range tt.steps {
+				pk := tcpPkt(fam, s.fromSrv, s.flags)
+				r := f.mustRun(pk.Bytes(), "eth0")
+				wantAct := uint32(datapath.XDPPass)
+				if s.want == compile.CTInvalid {
+					wantAct = datapath.XDPDrop
+				}
+				if r.CTState != s.want || r.XDPAction != wantAct {
+					t.Fatalf("%s (%s) step %d %s: state %s action %d, want %s action %d", tt.name, fam.cli, i, pk,
+						compile.CTStateName(r.CTState), r.XDPAction, compile.CTStateName(s.want), wantAct)
+				}
+				if c := f.conn(t, packet.ProtoTCP); c.State != s.conn || c.Src.Addr() != fam.cli {
+					t.Fatalf("%s (%s) step %d %s: connection %s, want %s from %s", tt.name, fam.cli, i, pk, c, s.conn, fam.cli)
+				}
+			}
+		}
+	}
+
+	// Packets that can start nothing: no entry appears.
+	for _, flags := range []uint8{ack, syn | ack, fin | ack, rst, syn | fin, syn | rst, 0, fin} {
+		f.flushCT(t)
+		pk := tcpPkt(ct4, false, flags)
+		r := f.mustRun(pk.Bytes(), "eth0")
+		if r.CTState != inv || r.XDPAction != datapath.XDPDrop {
+			t.Errorf("%s with no connection: %s action %d, want INVALID, dropped", pk, compile.CTStateName(r.CTState), r.XDPAction)
+		}
+		if es, _ := f.dp.Connections(); len(es) != 0 {
+			t.Errorf("%s created %v", pk, es)
+		}
+	}
+}
+
+// TestConntrackUDPICMP: UDP and ICMP queries are NEW until answered;
+// answers to nothing are INVALID; ICMP errors about a connection are
+// RELATED (and about none INVALID); ND and fragments are UNTRACKED.
+func TestConntrackUDPICMP(t *testing.T) {
+	f := newFixture(t)
+	f.installText(ctRules)
+	run := func(pk *packet.Packet, want uint8) {
+		t.Helper()
+		r := f.mustRun(pk.Bytes(), "eth0")
+		if r.CTState != want {
+			t.Fatalf("%s: state %s, want %s", pk, compile.CTStateName(r.CTState), compile.CTStateName(want))
+		}
+	}
+	for _, p := range []ctPeer{ct4, ct6} {
+		f.flushCT(t)
+		q := &packet.Packet{Src: p.cli, Dst: p.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 53, Payload: []byte("query")}
+		a := &packet.Packet{Src: p.srv, Dst: p.cli, Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, Payload: []byte("answer")}
+		run(q, compile.CTNew)
+		run(q, compile.CTNew)
+		if c := f.conn(t, packet.ProtoUDP); c.State != conntrack.StateUnreplied || c.Packets != [2]uint64{2, 0} {
+			t.Fatalf("after 2 queries: %s", c)
+		}
+		run(a, compile.CTEstablished)
+		run(q, compile.CTEstablished)
+		if c := f.conn(t, packet.ProtoUDP); c.State != conntrack.StateReplied || c.Packets != [2]uint64{3, 1} || !c.Replied {
+			t.Fatalf("after the answer: %s", c)
+		}
+
+		// ICMP errors quoting the query are RELATED; quoting another flow, INVALID.
+		icmp, unreach := packet.ProtoICMP, uint8(3)
+		if p.cli.Is6() {
+			icmp, unreach = packet.ProtoICMPv6, 1
+		}
+		quoted := q.Bytes()[14:]
+		errPkt := &packet.Packet{Src: p.srv, Dst: p.cli, Proto: icmp, ICMPType: unreach, ICMPCode: 3, Payload: quoted}
+		run(errPkt, compile.CTRelated)
+		other := *q
+		other.SPort = 9999
+		errPkt.Payload = other.Bytes()[14:]
+		run(errPkt, compile.CTInvalid)
+
+		// Echo: request NEW, reply ESTABLISHED; a reply to nothing INVALID.
+		req, rep := uint8(8), uint8(0)
+		if p.cli.Is6() {
+			req, rep = 128, 129
+		}
+		f.flushCT(t)
+		echo := &packet.Packet{Src: p.cli, Dst: p.srv, Proto: icmp, ICMPType: req}
+		reply := &packet.Packet{Src: p.srv, Dst: p.cli, Proto: icmp, ICMPType: rep}
+		run(reply, compile.CTInvalid)
+		run(echo, compile.CTNew)
+		run(reply, compile.CTEstablished)
+		if c := f.conn(t, icmp); c.Src.Port() != packet.ICMPEchoID || !c.Replied {
+			t.Fatalf("echo connection %s", c)
+		}
+		// A port unreachable quoting the echo request is RELATED to it.
+		errPkt.Payload = echo.Bytes()[14:]
+		run(errPkt, compile.CTRelated)
+	}
+	// Neighbour discovery and non-first fragments cannot be tracked.
+	run(&packet.Packet{Src: ct6.cli, Dst: ct6.srv, Proto: packet.ProtoICMPv6, ICMPType: 135}, compile.CTUntracked)
+	run(&packet.Packet{Src: ct4.cli, Dst: ct4.srv, Proto: packet.ProtoUDP, FragOffset: 185, Payload: make([]byte, 16)}, compile.CTUntracked)
+}
+
+// TestConntrackTimeouts: a connection's deadline follows its state's
+// timeout (configurable), and a connection past it is not ESTABLISHED even
+// though no GC has run; GC then removes it.
+func TestConntrackTimeouts(t *testing.T) {
+	f := newFixture(t)
+	f.installText(ctRules)
+	var to conntrack.Timeouts
+	to[conntrack.TimeoutUDP] = 1
+	to[conntrack.TimeoutTCPSynSent] = 77
+	if err := f.dp.SetConfig(datapath.Config{CTTimeouts: to}); err != nil {
+		t.Fatal(err)
+	}
+	near := func(e conntrack.Entry, secs int) {
+		t.Helper()
+		d := time.Duration(secs) * time.Second
+		if e.Expires > d || e.Expires < d-5*time.Second {
+			t.Fatalf("%s expires in %v, want about %v", e, e.Expires, d)
+		}
+	}
+	f.mustRun(tcpPkt(ct4, false, packet.TCPSyn).Bytes(), "eth0")
+	near(f.conn(t, packet.ProtoTCP), 77) // configured
+	f.mustRun(tcpPkt(ct4, true, packet.TCPSyn|packet.TCPAck).Bytes(), "eth0")
+	near(f.conn(t, packet.ProtoTCP), 60) // default tcp_syn_recv
+	f.mustRun(tcpPkt(ct4, false, packet.TCPAck).Bytes(), "eth0")
+	near(f.conn(t, packet.ProtoTCP), 432000) // default tcp_established
+
+	q := &packet.Packet{Src: ct4.cli, Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 53}
+	a := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoUDP, SPort: 53, DPort: 5353}
+	f.mustRun(q.Bytes(), "eth0")
+	near(f.conn(t, packet.ProtoUDP), 1)
+	time.Sleep(1100 * time.Millisecond) // past the 1 s udp timeout
+	if r := f.mustRun(a.Bytes(), "eth0"); r.CTState != compile.CTNew {
+		t.Fatalf("answer after the timeout: %s, want NEW (the connection expired)", compile.CTStateName(r.CTState))
+	}
+	// The answer started a connection of its own (server -> client).
+	if c := f.conn(t, packet.ProtoUDP); c.Src.Addr() != ct4.srv {
+		t.Fatalf("after expiry: %s", c)
+	}
+	st, err := f.dp.CTStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counters["expired_replaced"] != 1 {
+		t.Errorf("counters %v: want 1 expired_replaced", st.Counters)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	n, err := f.dp.CTGC()
+	if err != nil || n != 1 {
+		t.Fatalf("GC removed %d (%v), want the 1 expired UDP connection", n, err)
+	}
+	if es, _ := f.dp.Connections(); len(es) != 1 || es[0].Proto != packet.ProtoTCP {
+		t.Fatalf("after GC: %v, want the TCP connection only", es)
+	}
+}
+
+// TestConntrackTableFull: with the table full, new connections are
+// dropped and counted (never passed untracked by default), while packets
+// of existing connections keep passing.
+func TestConntrackTableFull(t *testing.T) {
+	f := newFixtureLimits(t, datapath.Limits{Conntrack: 64})
+	f.installText(ctRules)
+	// Established first, then fill the table with other flows.
+	f.mustRun(tcpPkt(ct4, false, packet.TCPSyn).Bytes(), "eth0")
+	f.mustRun(tcpPkt(ct4, true, packet.TCPSyn|packet.TCPAck).Bytes(), "eth0")
+	refused := 0
+	for i := 0; i < 200; i++ {
+		pk := &packet.Packet{Src: netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)}), Dst: ct4.srv,
+			Proto: packet.ProtoUDP, SPort: uint16(1000 + i), DPort: 53}
+		r := f.mustRun(pk.Bytes(), "eth0")
+		if r.XDPAction == datapath.XDPDrop {
+			if r.Reason != compile.ReasonCTFull {
+				t.Fatalf("%s dropped for %s, want conntrack-full", pk, r.Reason)
+			}
+			refused++
+		}
+	}
+	es, _ := f.dp.Connections()
+	if refused == 0 || len(es) > 64 || len(es)+refused != 201 {
+		t.Fatalf("%d connections, %d refused: want a full table of at most 64 and the rest refused", len(es), refused)
+	}
+	// The established connection keeps working, both ways.
+	for _, fromSrv := range []bool{false, true, false} {
+		if r := f.mustRun(tcpPkt(ct4, fromSrv, packet.TCPAck|packet.TCPPsh).Bytes(), "eth0"); r.XDPAction != datapath.XDPPass || r.CTState != compile.CTEstablished {
+			t.Fatalf("established connection with a full table: action %d state %s", r.XDPAction, compile.CTStateName(r.CTState))
+		}
+	}
+	st, err := f.dp.CTStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons, _ := f.dp.ReasonCounters()
+	if st.Counters["table_full"] != uint64(refused) || reasons[compile.ReasonCTFull].Packets != uint64(refused) {
+		t.Errorf("table_full %d, reason counter %d, want %d", st.Counters["table_full"], reasons[compile.ReasonCTFull].Packets, refused)
+	}
+	// Opting in to fail open for new connections passes them, untracked.
+	if err := f.dp.SetConfig(datapath.Config{CTFullAccept: true}); err != nil {
+		t.Fatal(err)
+	}
+	pk := &packet.Packet{Src: netip.MustParseAddr("10.202.0.1"), Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 1, DPort: 53}
+	if r := f.mustRun(pk.Bytes(), "eth0"); r.XDPAction != datapath.XDPPass {
+		t.Fatalf("with CTFullAccept: action %d", r.XDPAction)
+	}
+}
+
+// TestConntrackFastRule: with the classic policy, established packets are
+// decided by the ESTABLISHED,RELATED rule right after the lookup (the root's
+// fast rule), and the compiled root says so.
+func TestConntrackFastRule(t *testing.T) {
+	f := newFixture(t)
+	f.installText(`-P INPUT DROP
+-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A INPUT -m conntrack --ctstate INVALID -j DROP
+-A INPUT -p tcp --dport 22 -m conntrack --ctstate NEW -j ACCEPT
+`)
+	tb, _, err := compile.Compile(compile.Input{RuleSet: f.rs, IDs: f.ids, Ifaces: f.ifaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < 2; r++ { // INPUT v4, v6
+		root := tb.Roots[r]
+		if root.Flags&compile.RootCT == 0 || root.FastStates != 1<<compile.CTEstablished|1<<compile.CTRelated || root.FastRuleID != f.ids[0] {
+			t.Fatalf("root %d: %+v, want the fast rule %d for ESTABLISHED,RELATED", r, root, f.ids[0])
+		}
+	}
+	for _, fam := range []ctPeer{ct4, ct6} {
+		f.flushCT(t)
+		for i, s := range []struct {
+			fromSrv bool
+			flags   uint8
+			rule    uint32
+			act     uint32
+		}{
+			{false, packet.TCPSyn, f.ids[2], datapath.XDPPass},
+			{true, packet.TCPSyn | packet.TCPAck, f.ids[0], datapath.XDPPass},
+			{false, packet.TCPAck, f.ids[0], datapath.XDPPass},
+			{true, packet.TCPAck, f.ids[0], datapath.XDPPass},
+			{false, packet.TCPSyn, f.ids[1], datapath.XDPDrop},                 // INVALID in an established connection
+			{true, packet.TCPAck | packet.TCPPsh, f.ids[0], datapath.XDPPass},  // still established
+			{false, packet.TCPFin | packet.TCPAck, f.ids[0], datapath.XDPPass}, // closing
+			{false, packet.TCPSyn | packet.TCPAck, f.ids[1], datapath.XDPDrop}, // nonsense
+			{true, packet.TCPRst, f.ids[0], datapath.XDPPass},                  // reset
+			{true, packet.TCPAck, f.ids[1], datapath.XDPDrop},                  // after the reset
+			{false, packet.TCPSyn, f.ids[2], datapath.XDPPass},                 // reconnect
+			{true, packet.TCPAck, f.ids[1], datapath.XDPDrop},                  // not the SYN-ACK
+			{true, packet.TCPSyn | packet.TCPAck, f.ids[0], datapath.XDPPass},  // the SYN-ACK
+			{false, packet.TCPAck, f.ids[0], datapath.XDPPass},                 // established again
+		} {
+			pk := tcpPkt(fam, s.fromSrv, s.flags)
+			r := f.mustRun(pk.Bytes(), "eth0")
+			if r.RuleID != s.rule || r.XDPAction != s.act {
+				t.Fatalf("%s step %d %s: rule %d action %d (state %s), want rule %d action %d", fam.cli, i, pk,
+					r.RuleID, r.XDPAction, compile.CTStateName(r.CTState), s.rule, s.act)
+			}
+		}
+	}
+}
+
+// TestEgressOutputChain: the tc program runs the OUTPUT rules on packets
+// the host sends, and the connections it records let the replies in.
+func TestEgressOutputChain(t *testing.T) {
+	f := newFixture(t)
+	f.installText(`-P INPUT DROP
+-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A OUTPUT -p tcp --dport 25 -j DROP
+-A OUTPUT -j ACCEPT
+`)
+	out := tcpPkt(ct4, true, packet.TCPSyn) // the host (srv side) connects out
+	var r datapath.TraceResult
+	err := f.ns.Do(func() error {
+		var err error
+		r, err = datapath.TraceEgress(f.dp.EgressProgram(), out.Bytes(), datapath.NoCTState)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.XDPAction != datapath.TCActOK || r.RuleID != f.ids[2] || r.Chain != 2 || r.CTState != compile.CTNew {
+		t.Fatalf("egress SYN: %+v, want TC_ACT_OK by rule %d in OUTPUT, NEW", r, f.ids[2])
+	}
+	// The reply comes in through XDP: ESTABLISHED, accepted by rule 0.
+	if r := f.mustRun(tcpPkt(ct4, false, packet.TCPSyn|packet.TCPAck).Bytes(), "eth0"); r.XDPAction != datapath.XDPPass || r.RuleID != f.ids[0] {
+		t.Fatalf("reply to an outgoing connection: %+v", r)
+	}
+	// An unsolicited SYN to the host falls to the INPUT policy.
+	f.flushCT(t)
+	if r := f.mustRun(tcpPkt(ct4, false, packet.TCPSyn).Bytes(), "eth0"); r.XDPAction != datapath.XDPDrop || r.RuleID != compile.PolicyID(0, false) {
+		t.Fatalf("unsolicited SYN: %+v", r)
+	}
+	smtp := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoTCP, SPort: 40001, DPort: 25, TCPFlags: packet.TCPSyn}
+	err = f.ns.Do(func() error {
+		var err error
+		r, err = datapath.TraceEgress(f.dp.EgressProgram(), smtp.Bytes(), datapath.NoCTState)
+		return err
+	})
+	if err != nil || r.XDPAction != datapath.TCActShot || r.RuleID != f.ids[1] {
+		t.Fatalf("egress to port 25: %+v %v, want TC_ACT_SHOT by rule %d", r, err, f.ids[1])
+	}
+}
