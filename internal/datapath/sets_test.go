@@ -229,7 +229,7 @@ func TestSetOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.Capacity() != 1<<21 {
+	if s.Capacity() != datapath.MaxSetElems {
 		t.Errorf("capacity %d", s.Capacity())
 	}
 	const a, b, six = 1, 2, 3

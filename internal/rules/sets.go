@@ -187,3 +187,10 @@ func elemErr(at Pos, ve *valueErr) *Error {
 	at.Col += ve.off
 	return &Error{Pos: at, Token: ve.tok, Msg: ve.msg, Hint: ve.hint}
 }
+
+// Accepts reports whether p is an element a set of kind k takes (see
+// parseSetElem, which says why not).
+func (k SetKind) Accepts(p netip.Prefix) bool {
+	return p.IsValid() && familyOf(p.Addr()) == k.Family && p == p.Masked() &&
+		(k.Type == SetHashNet || p.Bits() == p.Addr().BitLen())
+}

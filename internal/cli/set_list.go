@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
+)
+
+// setListing is `set list --json` without a name.
+type setListing struct {
+	Sets     []firewall.SetInfo `json:"sets"`
+	Elements int                `json:"elements"` // all sets together
+	Capacity int                `json:"capacity"` // the most all sets together may hold
+}
+
+func newSetList(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [NAME]",
+		Short: "List the sets, or one set with its elements",
+		Long: `Without NAME, list summarizes every set: type, family, size, element count
+and the rules in force that use it (chain and number, as 'xdpfw list'
+numbers them). With NAME, it shows that set and every element, read from
+the data plane.`,
+		Example: `  xdpfw set list
+  xdpfw set list blocklist
+  xdpfw set list blocklist --json`,
+		Args: nArgs(0, 1, "set list [NAME] [--json]"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			s, err := e.openSets()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if len(a) == 1 {
+				c, err := s.Get(a[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return e.printJSON(c)
+				}
+				printSet(e, c)
+				return nil
+			}
+			l := setListing{Sets: s.List(), Capacity: datapath.MaxSetElems}
+			for _, i := range l.Sets {
+				l.Elements += i.Count
+			}
+			if asJSON {
+				return e.printJSON(l)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "name\ttype\tfamily\tsize\telements\tused by")
+			for _, i := range l.Sets {
+				users := make([]string, len(i.UsedBy))
+				for k, u := range i.UsedBy {
+					users[k] = fmt.Sprintf("%s %d", u.Chain, u.Num)
+				}
+				used := strings.Join(users, ", ")
+				if used == "" {
+					used = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Type, i.Family, i.Size, i.Count, used)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%d sets, %d elements (all sets together hold at most %d)\n", len(l.Sets), l.Elements, l.Capacity)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printSet prints a set as `ipset list NAME` does.
+func printSet(e *env, c *firewall.SetContents) {
+	fmt.Fprintf(e.stdout, "Name: %s\nType: %s\nFamily: %s\nSize: %d\nElements: %d\n", c.Name, c.Type, c.Family, c.Size, c.Count)
+	if len(c.UsedBy) == 0 {
+		fmt.Fprintln(e.stdout, "Used by: -")
+	}
+	for _, u := range c.UsedBy {
+		fmt.Fprintf(e.stdout, "Used by: %s\n", u)
+	}
+	fmt.Fprintln(e.stdout, "Members:")
+	for _, el := range c.Elements {
+		fmt.Fprintln(e.stdout, el)
+	}
+}
