@@ -46,6 +46,14 @@ Detaching the last interface keeps the sets; 'detach --all' removes them.`,
 	return cmd
 }
 
+// plural is "1 thing" or "N things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
 // nArgs checks the number of positional arguments, as a usage error.
 func nArgs(lo, hi int, usage string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {

@@ -50,8 +50,8 @@ and traffic is not disturbed.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "%s: %d added, %d already present; %d elements (size %d)\n",
-				a[0], ch.Changed, len(ch.Skipped), ch.Count, ch.Size)
+			fmt.Fprintf(e.stdout, "%s: %d added, %d already present; %s (size %d)\n",
+				a[0], ch.Changed, len(ch.Skipped), plural(ch.Count, "element"), ch.Size)
 			return nil
 		},
 	}
@@ -113,5 +113,5 @@ func printDel(e *env, name string, ch *firewall.SetChange) {
 	if n := len(ch.Skipped); n > 0 {
 		fmt.Fprintf(e.stdout, ", %d not in the set", n)
 	}
-	fmt.Fprintf(e.stdout, "; %d elements (size %d)\n", ch.Count, ch.Size)
+	fmt.Fprintf(e.stdout, "; %s (size %d)\n", plural(ch.Count, "element"), ch.Size)
 }

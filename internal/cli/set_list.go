@@ -55,6 +55,10 @@ the data plane.`,
 			if asJSON {
 				return e.printJSON(l)
 			}
+			if len(l.Sets) == 0 {
+				fmt.Fprintln(e.stdout, "no sets (xdpfw set create NAME hash:net makes one)")
+				return nil
+			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "name\ttype\tfamily\tsize\telements\tused by")
 			for _, i := range l.Sets {
@@ -71,7 +75,8 @@ the data plane.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "%d sets, %d elements (all sets together hold at most %d)\n", len(l.Sets), l.Elements, l.Capacity)
+			fmt.Fprintf(e.stdout, "%s, %s (all sets together hold at most %d)\n", plural(len(l.Sets), "set"),
+				plural(l.Elements, "element"), l.Capacity)
 			return nil
 		},
 	}

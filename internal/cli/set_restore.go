@@ -56,8 +56,8 @@ is checked first: with any error nothing changes.`,
 			if len(res.Created) > 0 {
 				created = " (" + strings.Join(res.Created, ", ") + ")"
 			}
-			fmt.Fprintf(e.stdout, "restored: %d sets created%s, %d elements added, %d already present\n",
-				len(res.Created), created, res.Added, res.Skipped)
+			fmt.Fprintf(e.stdout, "restored: %s created%s, %s added, %d already present\n",
+				plural(len(res.Created), "set"), created, plural(res.Added, "element"), res.Skipped)
 			return nil
 		},
 	}

@@ -157,6 +157,9 @@ func (f *Firewall) Detach(iface string) (last bool, err error) {
 	return false, f.st.save(f.paths)
 }
 
+// NumSets is the number of named sets.
+func (f *Firewall) NumSets() int { return len(f.st.Sets) }
+
 // Teardown detaches every interface and removes all pins (named sets
 // included) and the state, whatever state they are in (the way back to a
 // clean host).
@@ -260,7 +263,9 @@ type Status struct {
 	Interfaces map[string]IfaceStatus      `json:"interfaces"`
 	Rules      int                         `json:"rules"`
 	Malformed  string                      `json:"malformed"`
-	Limits     datapath.Limits             `json:"limits"` // classifier table sizes (load --max-rules)
+	Limits     datapath.Limits             `json:"limits"`       // classifier table sizes (load --max-rules)
+	Sets       int                         `json:"sets"`         // named sets
+	SetElems   int                         `json:"set_elements"` // their elements, all together
 	Reasons    map[string]datapath.Counter `json:"reasons"`
 }
 
@@ -273,7 +278,8 @@ type IfaceStatus struct {
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
 	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: len(f.rs.Rules), Limits: f.dp.Limits(),
-		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{}}
+		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
+		Sets: len(f.st.Sets), SetElems: f.st.setElems()}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
