@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -45,8 +46,7 @@ the data plane.`,
 				if asJSON {
 					return e.printJSON(c)
 				}
-				printSet(e, c)
-				return nil
+				return printSet(e, c)
 			}
 			l := setListing{Sets: s.List(), Capacity: datapath.MaxSetElems}
 			for _, i := range l.Sets {
@@ -85,16 +85,19 @@ the data plane.`,
 }
 
 // printSet prints a set as `ipset list NAME` does.
-func printSet(e *env, c *firewall.SetContents) {
-	fmt.Fprintf(e.stdout, "Name: %s\nType: %s\nFamily: %s\nSize: %d\nElements: %d\n", c.Name, c.Type, c.Family, c.Size, c.Count)
+func printSet(e *env, c *firewall.SetContents) error {
+	w := bufio.NewWriter(e.stdout)
+	fmt.Fprintf(w, "Name: %s\nType: %s\nFamily: %s\nSize: %d\nElements: %d\n", c.Name, c.Type, c.Family, c.Size, c.Count)
 	if len(c.UsedBy) == 0 {
-		fmt.Fprintln(e.stdout, "Used by: -")
+		fmt.Fprintln(w, "Used by: -")
 	}
 	for _, u := range c.UsedBy {
-		fmt.Fprintf(e.stdout, "Used by: %s\n", u)
+		fmt.Fprintf(w, "Used by: %s\n", u)
 	}
-	fmt.Fprintln(e.stdout, "Members:")
+	fmt.Fprintln(w, "Members:")
 	for _, el := range c.Elements {
-		fmt.Fprintln(e.stdout, el)
+		w.WriteString(el)
+		w.WriteByte('\n')
 	}
+	return w.Flush()
 }

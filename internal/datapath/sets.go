@@ -280,7 +280,7 @@ func (s *Sets) List(id uint32, v6 bool) ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(keys, compareKeys)
+	sortKeys(keys)
 	e := &Elems{id: id, keys: keys}
 	return e.Prefixes(v6), nil
 }
