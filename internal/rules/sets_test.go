@@ -217,3 +217,36 @@ func TestParseSetTypeFamily(t *testing.T) {
 		t.Error(s)
 	}
 }
+
+// FuzzParseSetElems checks that element files never panic the parser, that
+// errors carry positions inside the input, and that every element accepted
+// fits the set (so the firewall's own check never fires).
+func FuzzParseSetElems(f *testing.F) {
+	f.Add([]byte("# blocklist\n10.0.0.0/8\n192.0.2.1 # host\n\n"), uint8(0))
+	f.Add([]byte("2001:db8::/32\n::ffff:10.0.0.1\n"), uint8(1))
+	f.Add([]byte("10.0.0.1\n10.0.0.0/255.0.0.0\n'10.0.0.2'\n"), uint8(2))
+	f.Add([]byte("x\n1.2.3.4/40\n\"\n"), uint8(3))
+	kinds := []SetKind{net4, net6, ip4, ip6}
+	f.Fuzz(func(t *testing.T, src []byte, kind uint8) {
+		k := kinds[int(kind)%len(kinds)]
+		ps, err := ParseSetElems("fuzz", src, k)
+		if err != nil {
+			var list ErrorList
+			if ps != nil || !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("error %T %v (elements %v)", err, err, ps)
+			}
+			lines := strings.Count(string(src), "\n") + 1
+			for _, e := range list {
+				if e.Pos.File != "fuzz" || e.Pos.Line < 1 || e.Pos.Line > lines || e.Pos.Col < 1 || e.Msg == "" {
+					t.Fatalf("bad error position or message: %+v", e)
+				}
+			}
+			return
+		}
+		for _, p := range ps {
+			if !k.Accepts(p) {
+				t.Fatalf("%s accepted into a %s set", p, k)
+			}
+		}
+	})
+}
