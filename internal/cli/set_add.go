@@ -51,7 +51,7 @@ and traffic is not disturbed.`,
 				return err
 			}
 			fmt.Fprintf(e.stdout, "%s: %d added, %d already present; %s (size %d)\n",
-				a[0], ch.Changed, len(ch.Skipped), plural(ch.Count, "element"), ch.Size)
+				a[0], ch.Changed, ch.Skipped, plural(ch.Count, "element"), ch.Size)
 			return nil
 		},
 	}
@@ -110,8 +110,8 @@ others. Only the set map changes, as with add.`,
 
 func printDel(e *env, name string, ch *firewall.SetChange) {
 	fmt.Fprintf(e.stdout, "%s: %d removed", name, ch.Changed)
-	if n := len(ch.Skipped); n > 0 {
-		fmt.Fprintf(e.stdout, ", %d not in the set", n)
+	if ch.Skipped > 0 {
+		fmt.Fprintf(e.stdout, ", %d not in the set", ch.Skipped)
 	}
 	fmt.Fprintf(e.stdout, "; %s (size %d)\n", plural(ch.Count, "element"), ch.Size)
 }

@@ -58,9 +58,9 @@ func (u SetUser) String() string { return fmt.Sprintf("%s rule %d: %s", u.Chain,
 
 // SetChange is what an add or a del did to a set.
 type SetChange struct {
-	Changed int            // elements added / removed
-	Skipped []netip.Prefix // already in the set (add) / not in it (del)
-	Count   int            // elements now
+	Changed int // elements added / removed
+	Skipped int // elements already in the set (add) / not in it (del)
+	Count   int // elements now
 	Size    int
 }
 
@@ -121,7 +121,7 @@ func (m *setState) kind() rules.SetKind {
 	return rules.SetKind{Type: m.Type, Family: f}
 }
 
-// elems is the number of elements of all sets together.
+// setElems is the number of elements of all sets together.
 func (st *state) setElems() int {
 	n := 0
 	for _, m := range st.Sets {
@@ -247,7 +247,7 @@ func (s *Sets) Add(name string, ps []netip.Prefix) (*SetChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.plan(name, m, ps)
+	p, err := s.plan(name, m, ps, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (s *Sets) Add(name string, ps []netip.Prefix) (*SetChange, error) {
 		return nil, err
 	}
 	m.Count += p.add.Len()
-	ch := &SetChange{Changed: p.add.Len(), Skipped: p.held.Prefixes(m.Family == "inet6"), Count: m.Count, Size: m.Size}
+	ch := &SetChange{Changed: p.add.Len(), Skipped: p.held.Len(), Count: m.Count, Size: m.Size}
 	return ch, s.save()
 }
 
@@ -267,7 +267,7 @@ type addPlan struct {
 
 // plan works out which of ps are new to set m and checks that they fit.
 // extra is the elements other plans of the same change add to the map.
-func (s *Sets) plan(name string, m *setState, ps []netip.Prefix, extra ...int) (*addPlan, error) {
+func (s *Sets) plan(name string, m *setState, ps []netip.Prefix, extra int) (*addPlan, error) {
 	e := datapath.NewElems(m.ID, ps)
 	p := &addPlan{add: e, held: datapath.NewElems(m.ID, nil)}
 	if m.Count > 0 { // an empty set holds none of them: no need to look
@@ -281,11 +281,7 @@ func (s *Sets) plan(name string, m *setState, ps []netip.Prefix, extra ...int) (
 		return nil, fmt.Errorf("set %q would hold %d elements (%d now, %d new), more than its size %d; nothing was added "+
 			"(resize it: xdpfw set create %s %s --family %s --size N --exist)", name, m.Count+n, m.Count, n, m.Size, name, m.Type, m.Family)
 	}
-	total := s.st.setElems() + n
-	for _, x := range extra {
-		total += x
-	}
-	if total > datapath.MaxSetElems {
+	if total := s.st.setElems() + extra + n; total > datapath.MaxSetElems {
 		return nil, fmt.Errorf("all sets together would hold %d elements, more than the %d the data plane holds; nothing was added",
 			total, datapath.MaxSetElems)
 	}
@@ -310,9 +306,8 @@ func (s *Sets) Del(name string, ps []netip.Prefix, missingOK bool) (*SetChange, 
 	if err != nil {
 		return nil, err
 	}
-	v6 := m.Family == "inet6"
 	if out.Len() > 0 && !missingOK {
-		missing := out.Prefixes(v6)
+		missing := out.Prefixes(m.Family == "inet6")
 		list := make([]string, 0, 5)
 		for _, p := range missing[:min(5, len(missing))] {
 			list = append(list, p.String())
@@ -328,7 +323,7 @@ func (s *Sets) Del(name string, ps []netip.Prefix, missingOK bool) (*SetChange, 
 		return nil, err
 	}
 	m.Count = max(m.Count-in.Len(), 0)
-	ch := &SetChange{Changed: in.Len(), Skipped: out.Prefixes(v6), Count: m.Count, Size: m.Size}
+	ch := &SetChange{Changed: in.Len(), Skipped: out.Len(), Count: m.Count, Size: m.Size}
 	return ch, s.save()
 }
 

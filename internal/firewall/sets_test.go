@@ -212,12 +212,12 @@ func TestSetEdits(t *testing.T) {
 	gen := e.generation()
 	e.sets(func(s *Sets) {
 		ch := must[*SetChange](t)(s.Add("blk", prefixes("10.0.0.0/8", "10.0.0.0/8", "192.0.2.1/32")))
-		if ch.Changed != 2 || len(ch.Skipped) != 0 || ch.Count != 2 || ch.Size != 5 {
+		if ch.Changed != 2 || ch.Skipped != 0 || ch.Count != 2 || ch.Size != 5 {
 			t.Errorf("add: %+v", ch)
 		}
 		// 10.1.0.0/16 lies in 10.0.0.0/8 but is another element
 		ch = must[*SetChange](t)(s.Add("blk", prefixes("10.0.0.0/8", "10.1.0.0/16")))
-		if ch.Changed != 1 || !slices.Equal(ch.Skipped, prefixes("10.0.0.0/8")) || ch.Count != 3 {
+		if ch.Changed != 1 || ch.Skipped != 1 || ch.Count != 3 {
 			t.Errorf("add again: %+v", ch)
 		}
 		// 3 + 3 new > 5: nothing added
@@ -247,7 +247,7 @@ func TestSetEdits(t *testing.T) {
 			t.Errorf("del of a missing element: %v", err)
 		}
 		ch = must[*SetChange](t)(s.Del("blk", prefixes("10.0.0.0/8", "10.2.0.0/16"), true))
-		if ch.Changed != 1 || !slices.Equal(ch.Skipped, prefixes("10.2.0.0/16")) || ch.Count != 2 {
+		if ch.Changed != 1 || ch.Skipped != 1 || ch.Count != 2 {
 			t.Errorf("del --missing-ok: %+v", ch)
 		}
 
