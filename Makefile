@@ -38,7 +38,8 @@ test-go:
 	$(GO) test -count=1 -timeout 15m ./...
 
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./internal/rules/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=30s ./internal/rules/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseSetElems$$' -fuzztime=30s ./internal/rules/
 
 demo: deps build
 	bash scripts/demo.sh

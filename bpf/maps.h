@@ -62,7 +62,9 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_roots SEC(".maps");
 
-/* Named sets (xdpfw set ...): every set's prefixes, keyed by set id. */
+/* Named sets (xdpfw set ...): every set's prefixes, keyed by set id.
+ * Value: the key's prefixlen, never 0; the data plane tests presence only,
+ * the control plane uses it to tell an exact element from a covering one. */
 #define FW_MAX_SET_ELEMS (1 << 21)
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

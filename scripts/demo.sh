@@ -84,6 +84,15 @@ say "xdpfw add INPUT -p tcp --dport 8080 -j ACCEPT   (live, atomic)"
 srv "$XDPFW" add INPUT -p tcp --dport 8080 -j ACCEPT
 try "tcp 10.200.0.1:8080 (now allowed)" ok cli nc -z -w 2 10.200.0.1 8080
 
+say "named sets: a blocklist filled at runtime (map updates only, no reload)"
+srv "$XDPFW" set create blocklist hash:net
+srv "$XDPFW" add --position 1 INPUT -m set --match-set blocklist src -j DROP
+srv "$XDPFW" set add blocklist 10.200.0.2 203.0.113.0/24
+try "tcp 10.200.0.1:22 (client in the blocklist)" blocked cli nc -z -w 2 10.200.0.1 22
+srv "$XDPFW" set del blocklist 10.200.0.2
+try "tcp 10.200.0.1:22 (client removed from it)" ok cli nc -z -w 2 10.200.0.1 22
+srv "$XDPFW" set list
+
 say "xdpfw status"
 srv "$XDPFW" status
 

@@ -68,6 +68,16 @@ func TestUsageErrors(t *testing.T) {
 		{"load", "-i", "lo", "--reject-rate", "10/minute", "x"}, // per second only
 		{"apply", "--reject-rate", "many", "x"},                 // not a number
 		{"apply", "--reject-burst", "2000000", "x"},             // over the bound
+		{"set", "create", "bad name", "hash:net"},
+		{"set", "create", "x", "bitmap:ip"},
+		{"set", "create", "x", "hash:ip", "--family", "inet4"},
+		{"set", "create", "x", "hash:ip", "--size", "0"},
+		{"set", "create", "x"},
+		{"set", "add", "x"}, // no elements
+		{"set", "del", "x"},
+		{"set", "flush"},
+		{"set", "destroy", "a", "b"},
+		{"set", "list", "a", "b"},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)
@@ -82,9 +92,27 @@ func TestHelpTeaches(t *testing.T) {
 	if code := Main([]string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, cmd := range []string{"load", "apply", "add", "delete", "list", "flush", "policy", "detach", "status", "trace"} {
+	for _, cmd := range []string{"load", "apply", "add", "delete", "list", "flush", "policy", "detach", "status", "trace", "set"} {
 		if !strings.Contains(out.String(), "  "+cmd) {
 			t.Errorf("--help does not list %s:\n%s", cmd, out.String())
+		}
+	}
+}
+
+// TestSetHelpTeaches: `set --help` lists every set command, and each one's
+// help shows examples.
+func TestSetHelpTeaches(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main([]string{"set", "--help"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, cmd := range []string{"create", "add", "del", "list", "flush", "destroy", "restore"} {
+		if !strings.Contains(out.String(), "  "+cmd) {
+			t.Errorf("set --help does not list %s:\n%s", cmd, out.String())
+		}
+		var sub bytes.Buffer
+		if code := Main([]string{"set", cmd, "--help"}, &sub, &errb); code != 0 || !strings.Contains(sub.String(), "Examples:") || !strings.Contains(sub.String(), "xdpfw set "+cmd+" ") {
+			t.Errorf("set %s --help shows no example:\n%s", cmd, sub.String())
 		}
 	}
 }

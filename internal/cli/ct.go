@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/conntrack"
+	"github.com/xdpfw/xdpfw/internal/datapath"
 )
 
 func newConntrack(e *env) *cobra.Command {
@@ -121,50 +122,41 @@ func newCTStats(e *env) *cobra.Command {
 }
 
 func newCTFlush(e *env) *cobra.Command {
-	return &cobra.Command{
+	return ctRemove(e, &cobra.Command{
 		Use:   "flush",
 		Short: "Remove every tracked connection",
 		Long: `flush empties the table. Packets of connections that were established
 are then NEW (UDP, ICMP) or INVALID (TCP mid-stream) to the rules until a
 new connection is tracked.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fw, err := e.open()
-			if err != nil {
-				return err
-			}
-			defer fw.Close()
-			n, err := fw.Datapath().CTFlush()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "removed %d connections\n", n)
-			return nil
-		},
-	}
+	}, (*datapath.Datapath).CTFlush, "connections")
 }
 
 func newCTGC(e *env) *cobra.Command {
-	return &cobra.Command{
+	return ctRemove(e, &cobra.Command{
 		Use:   "gc",
 		Short: "Remove expired connections now",
 		Long: `gc removes the entries past their deadline (the data plane already treats
 them as gone, but they take room in the table). The daemon runs it
 periodically; without the daemon, run it from a timer, e.g. every minute.`,
 		Example: `  xdpfw conntrack gc`,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fw, err := e.open()
-			if err != nil {
-				return err
-			}
-			defer fw.Close()
-			n, err := fw.Datapath().CTGC()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "removed %d expired connections\n", n)
-			return nil
-		},
+	}, (*datapath.Datapath).CTGC, "expired connections")
+}
+
+// ctRemove completes a command that removes entries with remove.
+func ctRemove(e *env, cmd *cobra.Command, remove func(*datapath.Datapath) (int, error), what string) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		fw, err := e.open()
+		if err != nil {
+			return err
+		}
+		defer fw.Close()
+		n, err := remove(fw.Datapath())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "removed %d %s\n", n, what)
+		return nil
 	}
+	return cmd
 }

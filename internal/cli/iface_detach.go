@@ -17,8 +17,10 @@ func newDetach(e *env) *cobra.Command {
 		Use:   "detach (-i IFACE... | --all)",
 		Short: "Remove the firewall from interfaces",
 		Long: `detach removes the XDP program from each -i interface. When the last one is
-detached, or with --all, everything is removed: links, program, maps and the
-recorded state. --all works whatever state a previous run left behind.`,
+detached, everything is removed (links, program, maps, the recorded rules)
+but for the named sets, which stay for the next load as they were before
+it; --all removes them too. --all works whatever state a previous run left
+behind.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all {
@@ -43,7 +45,11 @@ recorded state. --all works whatever state a previous run left behind.`,
 				}
 				fmt.Fprintf(e.stdout, "detached from %s\n", iface)
 				if last {
-					fmt.Fprintln(e.stdout, "no interface left: xdpfw removed")
+					if n := fw.NumSets(); n > 0 {
+						fmt.Fprintf(e.stdout, "no interface left: xdpfw removed but for %s (detach --all removes them)\n", plural(n, "named set"))
+					} else {
+						fmt.Fprintln(e.stdout, "no interface left: xdpfw removed")
+					}
 					break
 				}
 			}

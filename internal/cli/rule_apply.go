@@ -47,7 +47,7 @@ unchanged carry over. A file with any error changes nothing.
 				return err
 			}
 			if check {
-				n, err := checkCompiles(rs)
+				n, err := checkCompiles(e.paths, rs)
 				if err != nil {
 					return usageError{err}
 				}
@@ -83,8 +83,12 @@ unchanged carry over. A file with any error changes nothing.
 
 // checkCompiles compiles rs without touching the kernel, so --check also
 // catches rule sets the data plane cannot hold. -i names are resolved
-// against this host's interfaces.
-func checkCompiles(rs *rules.RuleSet) (int, error) {
+// against this host's interfaces, set names against the sets that exist.
+func checkCompiles(p firewall.Paths, rs *rules.RuleSet) (int, error) {
+	sets, err := firewall.KnownSets(p)
+	if err != nil {
+		return 0, err
+	}
 	ids := make([]uint32, len(rs.Rules))
 	for i := range ids {
 		ids[i] = uint32(compile.FirstRuleID + i)
@@ -95,7 +99,7 @@ func checkCompiles(rs *rules.RuleSet) (int, error) {
 			ifaces[i.Name] = uint32(i.Index)
 		}
 	}
-	t, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces})
+	t, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: sets})
 	if err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
 )
 
 func newStatus(e *env) *cobra.Command {
@@ -34,6 +35,10 @@ func newStatus(e *env) *cobra.Command {
 			fmt.Fprintf(e.stdout, "classifier tables: %d entries, %d nodes, %d leaf slots per generation (%d KiB kernel memory with conntrack)\n",
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
 			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats')\n", s.Limits.Conntrack)
+			if s.Sets > 0 {
+				fmt.Fprintf(e.stdout, "named sets: %d with %d elements (all sets together hold at most %d; xdpfw set list)\n",
+					s.Sets, s.SetElems, datapath.MaxSetElems)
+			}
 			names := make([]string, 0, len(s.Interfaces))
 			for n := range s.Interfaces {
 				names = append(names, n)

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -74,6 +75,10 @@ func Compile(in Input) (*Tables, []Warning, error) {
 				continue
 			}
 			ents, w, err := compileRule(r, in.IDs[i], in.Ifaces, in.Sets)
+			var re *rules.Error
+			if errors.As(err, &re) {
+				return nil, nil, re // positioned already (a set name)
+			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", r.Pos, err)
 			}
@@ -197,12 +202,13 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		}
 		info, ok := sets[s.sm.Name]
 		if !ok {
-			return nil, nil, fmt.Errorf("set %q does not exist (the data plane supports named sets, but the "+
-				"xdpfw set commands that create and fill them are not built yet)", s.sm.Name)
+			return nil, nil, &rules.Error{Pos: s.sm.Pos, Msg: fmt.Sprintf("set %q does not exist", s.sm.Name),
+				Hint: fmt.Sprintf("create it first: xdpfw set create %s hash:net (hash:ip for single addresses; --family inet6 for IPv6)", s.sm.Name)}
 		}
 		// A set holds one family; the rule matches only that family.
 		if base.Match&MFamily != 0 && base.Family != info.Family {
-			return nil, nil, fmt.Errorf("set %q holds %s addresses but the rule matches %s packets", s.sm.Name, info.Family, base.Family)
+			return nil, nil, &rules.Error{Pos: s.sm.Pos,
+				Msg: fmt.Sprintf("set %q holds %s addresses but the rule matches %s packets", s.sm.Name, info.Family, base.Family)}
 		}
 		test(MFamily, false)
 		base.Family = info.Family

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -193,6 +194,32 @@ func TestPrefixBytes(t *testing.T) {
 	}
 	if tb.Entries[1].SrcMask != [16]byte{255, 255, 255, 255} {
 		t.Errorf("v4 host: mask %v", tb.Entries[1].SrcMask)
+	}
+}
+
+// TestSetErrors: a rule naming a set that does not exist, or one of the
+// other family, is refused at the set name's position, as a rule error.
+func TestSetErrors(t *testing.T) {
+	rs := parse(t, "-A INPUT -p tcp --dport 22 -j ACCEPT\n-A INPUT -m set --match-set blk src -j DROP\n")
+	_, _, err := Compile(Input{RuleSet: rs, IDs: ids(2)})
+	var re *rules.Error
+	if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), `t.rules:2:29: set "blk" does not exist`) ||
+		!strings.Contains(err.Error(), "xdpfw set create blk hash:net") {
+		t.Errorf("missing set: %v", err)
+	}
+	sets := map[string]SetInfo{"blk": {ID: 7, Family: rules.FamilyIPv6}}
+	rs = parse(t, "-A INPUT -s 10.0.0.0/8 -m set --match-set blk dst -j DROP\n")
+	if _, _, err = Compile(Input{RuleSet: rs, IDs: ids(1), Sets: sets}); !errors.As(err, &re) ||
+		!strings.HasPrefix(err.Error(), `t.rules:1:43: set "blk" holds ipv6 addresses but the rule matches ipv4 packets`) {
+		t.Errorf("family: %v", err)
+	}
+	rs = parse(t, "-A INPUT -m set ! --match-set blk dst -j DROP\n")
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(1), Sets: sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := tb.Entries[0]; e.DstSet != 7 || e.Family != rules.FamilyIPv6 || e.Match&MDstSet == 0 || e.Invert&MDstSet == 0 {
+		t.Errorf("entry %+v", e)
 	}
 }
 

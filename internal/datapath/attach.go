@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Mode is an XDP attach mode.
@@ -34,9 +35,59 @@ func ParseMode(s string) (Mode, error) {
 func linkPin(dir, iface string) string     { return filepath.Join(dir, "link_xdp_"+iface) }
 func egressPinOf(dir, iface string) string { return filepath.Join(dir, "link_tc_"+iface) }
 
-// attachEgress attaches the tc egress program (the OUTPUT chain) to iface
-// with tcx and pins the link, or moves an existing link to this program.
+// TCAttachEnv chooses how the egress program is attached: "tcx" (a pinned
+// bpf_link, Linux 6.6+), "clsact" (a direct-action filter in the clsact
+// qdisc, any kernel since 4.5) or "auto"/"" (tcx where the kernel has it,
+// clsact otherwise).
+const TCAttachEnv = "XDPFW_TC_ATTACH"
+
+// clsactHandle / clsactPrio identify xdpfw's filter in a clsact qdisc.
+const (
+	clsactPrio   = 0xfe01
+	clsactHandle = 0x78 // "x"
+)
+
+func clsactFilter(index, fd int) *netlink.BpfFilter {
+	return &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: index, Parent: netlink.HANDLE_MIN_EGRESS,
+			Handle: netlink.MakeHandle(0, clsactHandle), Protocol: unix.ETH_P_ALL, Priority: clsactPrio},
+		Fd: fd, Name: "xdpfw_egress", DirectAction: true,
+	}
+}
+
+// attachClsact puts the egress program in iface's clsact qdisc (created if
+// missing), replacing xdpfw's filter there if one is.
+func (d *Datapath) attachClsact(iface string, index int) error {
+	q := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: index, Handle: netlink.MakeHandle(0xffff, 0),
+		Parent: netlink.HANDLE_CLSACT}, QdiscType: "clsact"}
+	if err := netlink.QdiscAdd(q); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("adding a clsact qdisc to %s: %w", iface, err)
+	}
+	if err := netlink.FilterReplace(clsactFilter(index, d.egress.FD())); err != nil {
+		return fmt.Errorf("attaching the OUTPUT chain (clsact egress filter) to %s: %w", iface, err)
+	}
+	return nil
+}
+
+// detachClsact removes xdpfw's clsact filter from iface, if there is one.
+func detachClsact(iface string) {
+	if l, err := netlink.LinkByName(iface); err == nil {
+		_ = netlink.FilterDel(clsactFilter(l.Attrs().Index, -1))
+	}
+}
+
+// attachEgress attaches the tc egress program (the OUTPUT chain) to iface:
+// with tcx, pinning the link (or moving an existing link to this program),
+// or with a clsact filter where the kernel has no tcx (see TCAttachEnv).
 func (d *Datapath) attachEgress(iface string, index int) error {
+	how := os.Getenv(TCAttachEnv)
+	switch how {
+	case "", "auto", "tcx":
+	case "clsact":
+		return d.attachClsact(iface, index)
+	default:
+		return fmt.Errorf("%s=%q: want tcx, clsact or auto", TCAttachEnv, how)
+	}
 	pin := egressPinOf(d.dir, iface)
 	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
 		defer l.Close()
@@ -47,8 +98,8 @@ func (d *Datapath) attachEgress(iface string, index int) error {
 	}
 	l, err := link.AttachTCX(link.TCXOptions{Program: d.egress, Attach: ebpf.AttachTCXEgress, Interface: index})
 	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return fmt.Errorf("attaching the OUTPUT chain to %s: this kernel has no tcx (Linux 6.6+ needed): %w", iface, err)
+		if errors.Is(err, ebpf.ErrNotSupported) && how != "tcx" {
+			return d.attachClsact(iface, index) // a kernel before 6.6
 		}
 		return fmt.Errorf("attaching the OUTPUT chain (tc egress) to %s: %w", iface, err)
 	}
@@ -133,6 +184,7 @@ func DetachPinned(dir, iface string) error {
 		_ = l.Unpin()
 		l.Close()
 	}
+	detachClsact(iface)
 	pin := linkPin(dir, iface)
 	l, err := link.LoadPinnedLink(pin, nil)
 	if err != nil {

@@ -168,7 +168,7 @@ func (d *Datapath) PinProgram() error {
 }
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
-var ErrNotLoaded = errors.New("xdpfw is not loaded (nothing pinned); run `xdpfw load` first")
+var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")
 
 // Open opens the pinned program and maps without loading anything new.
 func Open(dir string) (*Datapath, error) {
@@ -229,6 +229,21 @@ func (d *Datapath) Close() {
 // Unpin removes every pin in dir (program, maps, links) and the directory.
 // Removing a link's pin detaches it once no process holds it.
 func Unpin(dir string) error {
+	if err := unpin(dir, ""); err != nil {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// UnpinKeepSets is Unpin but for the set map (named sets outlive the
+// program) and the directory.
+func UnpinKeepSets(dir string) error { return unpin(dir, setsMap) }
+
+// unpin removes every pin in dir but keep.
+func unpin(dir, keep string) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -238,12 +253,12 @@ func Unpin(dir string) error {
 	}
 	var errs []error
 	for _, e := range ents {
+		if e.Name() == keep {
+			continue
+		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -1,16 +1,20 @@
 package datapath_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sort"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
-// installSets compiles rs against named sets (ids 1..) holding the given
+// installWithSets compiles rs against named sets (ids 1..) holding the given
 // prefixes, writes the sets, and installs the tables.
 func (f *fixture) installWithSets(rs *rules.RuleSet, sets map[string][]netip.Prefix) map[string]compile.SetInfo {
 	f.t.Helper()
@@ -28,10 +32,10 @@ func (f *fixture) installWithSets(rs *rules.RuleSet, sets map[string][]netip.Pre
 			fam = rules.FamilyIPv6
 		}
 		info[name] = compile.SetInfo{ID: id, Family: fam}
-		if _, err := f.dp.SetFlush(id); err != nil {
+		if _, err := f.dp.Sets().Flush(id); err != nil {
 			f.t.Fatal(err)
 		}
-		if err := f.dp.SetAdd(id, ps); err != nil {
+		if err := f.dp.Sets().Insert(datapath.NewElems(id, ps)); err != nil {
 			f.t.Fatal(err)
 		}
 		id++
@@ -105,15 +109,15 @@ func TestSets(t *testing.T) {
 	}
 	// Elements change without touching the rules.
 	block4 := info["block4"].ID
-	if err := f.dp.SetDel(block4, prefixes("10.0.0.0/8")); err != nil {
+	if err := f.dp.Sets().Remove(datapath.NewElems(block4, prefixes("10.0.0.0/8"))); err != nil {
 		t.Fatal(err)
 	}
 	p := v4pkt(6, "10.255.1.1", "192.0.2.10", 1, 80)
 	if r := f.mustRun(p.Bytes(), ""); r.RuleID != compile.PolicyID(0, false) {
 		t.Errorf("after del: rule id %d", r.RuleID)
 	}
-	got, err := f.dp.SetList(block4, false)
-	if err != nil || len(got) != 2 {
+	got, err := f.dp.Sets().List(block4, false)
+	if err != nil || !slices.Equal(got, prefixes("198.51.100.7/32", "203.0.113.0/24")) {
 		t.Errorf("list: %v %v", got, err)
 	}
 }
@@ -210,4 +214,120 @@ func TestSetsDifferential(t *testing.T) {
 		}
 	}
 	t.Logf("%d packets with named sets agree", total)
+}
+
+// TestSetOps: membership is exact (an element, not a prefix covering it),
+// by lookups and by reading the trie alike; Insert, Remove, List and Flush
+// touch one set only; elements are sorted and deduplicated.
+func TestSetOps(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	if _, err := datapath.OpenSets(dir, false); !errors.Is(err, datapath.ErrNoSets) {
+		t.Fatalf("open without create: %v", err)
+	}
+	s, err := datapath.OpenSets(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Capacity() != datapath.MaxSetElems {
+		t.Errorf("capacity %d", s.Capacity())
+	}
+	const a, b, six = 1, 2, 3
+	mustInsert := func(id uint32, ps ...string) {
+		t.Helper()
+		if err := s.Insert(datapath.NewElems(id, prefixes(ps...))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustInsert(a, "10.0.0.0/8", "192.0.2.1/32", "10.0.0.0/8")
+	mustInsert(b, "10.1.0.0/16", "192.0.2.1/32")
+	mustInsert(six, "2001:db8::/32", "2001:db8::1/128")
+
+	e := datapath.NewElems(a, prefixes("10.1.0.0/16", "10.0.0.0/8", "192.0.2.1/32", "192.0.2.2/32", "10.0.0.0/8", "11.0.0.0/8"))
+	if e.Len() != 5 {
+		t.Errorf("%d distinct elements, want 5", e.Len())
+	}
+	for _, trieLen := range []int{0, 1000} { // read the trie; look each up
+		in, out, err := s.Split(e, trieLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 10.1.0.0/16 is covered by 10.0.0.0/8 (and in set b), but not an element of a
+		if got, want := in.Prefixes(false), prefixes("10.0.0.0/8", "192.0.2.1/32"); !slices.Equal(got, want) {
+			t.Errorf("trie %d: in %v, want %v", trieLen, got, want)
+		}
+		if got, want := out.Prefixes(false), prefixes("10.1.0.0/16", "11.0.0.0/8", "192.0.2.2/32"); !slices.Equal(got, want) {
+			t.Errorf("trie %d: out %v, want %v", trieLen, got, want)
+		}
+	}
+	list := func(id uint32, v6 bool, want ...string) {
+		t.Helper()
+		got, err := s.List(id, v6)
+		if err != nil || !slices.Equal(got, prefixes(want...)) {
+			t.Errorf("set %d: %v %v, want %v", id, got, err, want)
+		}
+	}
+	list(a, false, "10.0.0.0/8", "192.0.2.1/32")
+	list(b, false, "10.1.0.0/16", "192.0.2.1/32")
+	list(six, true, "2001:db8::/32", "2001:db8::1/128")
+
+	if err := s.Remove(datapath.NewElems(a, prefixes("192.0.2.1/32"))); err != nil {
+		t.Fatal(err)
+	}
+	list(a, false, "10.0.0.0/8")
+	list(b, false, "10.1.0.0/16", "192.0.2.1/32")
+	if n, err := s.Flush(b); n != 2 || err != nil {
+		t.Errorf("flush: %d %v", n, err)
+	}
+	list(b, false)
+	list(a, false, "10.0.0.0/8")
+
+	// The data plane loaded afterwards uses the pinned map.
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	got, err := dp.Sets().List(six, true)
+	if err != nil || len(got) != 2 {
+		t.Errorf("after load: %v %v", got, err)
+	}
+	if err := datapath.Unpin(dir); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSetsFull: an insert the map cannot hold fails with ErrSetsFull and
+// leaves the map as it was.
+func TestSetsFull(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	s, err := datapath.OpenSets(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		s.Close()
+		if err := datapath.Unpin(dir); err != nil {
+			t.Error(err)
+		}
+	}()
+	n := s.Capacity() + 10
+	ps := make([]netip.Prefix, n)
+	for i := range ps {
+		ps[i] = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+	}
+	if err := s.Insert(datapath.NewElems(1, ps[:10])); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Insert(datapath.NewElems(2, ps))
+	if !errors.Is(err, datapath.ErrSetsFull) {
+		t.Fatalf("inserting %d elements: %v", n, err)
+	}
+	for id, want := range map[uint32]int{1: 10, 2: 0} {
+		if got, err := s.List(id, false); len(got) != want || err != nil {
+			t.Errorf("set %d: %d elements (%v), want %d", id, len(got), err, want)
+		}
+	}
 }

@@ -76,7 +76,7 @@ func Open(p Paths) (*Firewall, error) {
 		unlock()
 		return nil, err
 	}
-	if st == nil {
+	if st == nil || !st.loaded() {
 		unlock()
 		return nil, datapath.ErrNotLoaded
 	}
@@ -112,9 +112,10 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 	if err != nil {
 		return nil, err
 	}
-	fresh := st == nil
-	if fresh {
-		st = &state{Version: stateVersion, Interfaces: map[string]Iface{}}
+	// fresh: no program loaded before (there may be named sets).
+	fresh := st == nil || !st.loaded()
+	if st == nil {
+		st = newState()
 	}
 	lim := datapath.LimitsFor(opt.MaxRules)
 	if opt.MaxRules == 0 && !fresh {
@@ -129,7 +130,7 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 	dp, err := datapath.Load(p.PinDir, lim)
 	if err != nil {
 		if fresh {
-			_ = datapath.Unpin(p.PinDir)
+			removeFresh(p, st)
 		}
 		return nil, err
 	}
@@ -220,10 +221,20 @@ func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 	}
 	if fresh {
 		f.dp.Close()
-		_ = datapath.Unpin(f.paths.PinDir)
-		_ = os.Remove(f.paths.stateFile())
+		removeFresh(f.paths, f.st)
 	}
 	return err
+}
+
+// removeFresh removes what a failed first load pinned: everything, but
+// for the named sets made before it (whose state file it did not touch).
+func removeFresh(p Paths, st *state) {
+	if len(st.Sets) > 0 {
+		_ = datapath.UnpinKeepSets(p.PinDir)
+		return
+	}
+	_ = datapath.Unpin(p.PinDir)
+	_ = os.Remove(p.stateFile())
 }
 
 // Apply replaces the whole rule set atomically.
@@ -271,7 +282,7 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 		ifaces[n] = uint32(i.Index)
 	}
 	lim := f.dp.Limits()
-	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces,
+	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: f.st.compileSets(),
 		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
 		return nil, err

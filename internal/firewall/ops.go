@@ -127,7 +127,8 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 }
 
 // Detach removes the firewall from iface. When no interface is left, the
-// whole firewall is removed (pins and state).
+// whole firewall is removed (pins and state) but for the named sets, which
+// stay as they were before any load (Teardown removes them too).
 func (f *Firewall) Detach(iface string) (last bool, err error) {
 	if _, ok := f.st.Interfaces[iface]; !ok {
 		return false, fmt.Errorf("xdpfw is not attached to %s (attached: %s)", iface, strings.Join(f.Interfaces(), ", "))
@@ -139,7 +140,15 @@ func (f *Firewall) Detach(iface string) (last bool, err error) {
 	if len(f.st.Interfaces) == 0 {
 		f.dp.Close()
 		f.dp = nil
-		return true, teardown(f.paths)
+		if len(f.st.Sets) == 0 {
+			return true, teardown(f.paths)
+		}
+		if err := datapath.UnpinKeepSets(f.paths.PinDir); err != nil {
+			return true, err
+		}
+		sets := newState()
+		sets.Generation, sets.Sets, sets.NextSetID = f.st.Generation, f.st.Sets, f.st.NextSetID
+		return true, sets.save(f.paths)
 	}
 	// -i matches resolve against the attached interfaces: recompile.
 	if _, err := f.apply(f.rs, Options{}, false); err != nil {
@@ -148,8 +157,12 @@ func (f *Firewall) Detach(iface string) (last bool, err error) {
 	return false, f.st.save(f.paths)
 }
 
-// Teardown detaches every interface and removes all pins and the state,
-// whatever state they are in (the way back to a clean host).
+// NumSets is the number of named sets.
+func (f *Firewall) NumSets() int { return len(f.st.Sets) }
+
+// Teardown detaches every interface and removes all pins (named sets
+// included) and the state, whatever state they are in (the way back to a
+// clean host).
 func Teardown(p Paths) error {
 	unlock, err := lock(p)
 	if err != nil {
@@ -248,8 +261,10 @@ type Status struct {
 	Interfaces map[string]IfaceStatus      `json:"interfaces"`
 	Rules      int                         `json:"rules"`
 	Malformed  string                      `json:"malformed"`
-	Reject     RejectLimit                 `json:"reject"` // REJECT's per-source answer budget
-	Limits     datapath.Limits             `json:"limits"` // classifier table sizes (load --max-rules)
+	Limits     datapath.Limits             `json:"limits"`       // classifier table sizes (load --max-rules)
+	Sets       int                         `json:"sets"`         // named sets
+	SetElems   int                         `json:"set_elements"` // their elements, all together
+	Reject     RejectLimit                 `json:"reject"`       // REJECT's per-source answer budget
 	Reasons    map[string]datapath.Counter `json:"reasons"`
 }
 
@@ -270,6 +285,7 @@ type IfaceStatus struct {
 func (f *Firewall) Status() (*Status, error) {
 	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: len(f.rs.Rules), Limits: f.dp.Limits(),
 		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
+		Sets: len(f.st.Sets), SetElems: f.st.setElems(),
 		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst)}}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()

@@ -29,7 +29,9 @@ type Iface struct {
 	Mode  string `json:"mode"`
 }
 
-// state is what is in force, saved as JSON after every change.
+// state is what is in force, saved as JSON after every change. With no
+// interface it records named sets only (made before any load, or kept
+// when the last interface was detached).
 type state struct {
 	Version    int              `json:"version"`
 	Generation uint64           `json:"generation"`
@@ -41,13 +43,38 @@ type state struct {
 	// what NEW connections get when the table is full ("drop", "accept").
 	CTTimeouts conntrack.Timeouts `json:"ct_timeouts"`
 	CTFull     string             `json:"ct_full,omitempty"`
+	// Version 2: named sets, by name; their elements are in fw_sets.
+	Sets      map[string]*setState `json:"sets,omitempty"`
+	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused
 	// REJECT's per-source answer budget in force (0 in states written
 	// before REJECT answered: the defaults).
 	RejectRate  uint32 `json:"reject_rate,omitempty"`
 	RejectBurst uint32 `json:"reject_burst,omitempty"`
 }
 
-const stateVersion = 1
+// setState is a named set.
+type setState struct {
+	ID     uint32        `json:"id"`
+	Type   rules.SetType `json:"type"`
+	Family string        `json:"family"` // inet or inet6
+	Size   int           `json:"size"`   // the most elements it may hold
+	Count  int           `json:"count"`  // the elements it holds
+}
+
+// Version 1 has no sets. This xdpfw reads both and writes version 1 while
+// there are no sets, so that an older xdpfw can still read the state.
+const (
+	stateVersion   = 2
+	stateVersionV1 = 1
+)
+
+func newState() *state {
+	return &state{Version: stateVersion, Interfaces: map[string]Iface{}, Sets: map[string]*setState{}}
+}
+
+// loaded reports whether the firewall is loaded (attached somewhere), as
+// opposed to holding named sets only.
+func (st *state) loaded() bool { return len(st.Interfaces) > 0 }
 
 func (p Paths) stateFile() string { return filepath.Join(p.StateDir, "state.json") }
 
@@ -63,8 +90,8 @@ func loadState(p Paths) (*state, *rules.RuleSet, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", p.stateFile(), err)
 	}
-	if st.Version != stateVersion {
-		return nil, nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d", p.stateFile(), st.Version, stateVersion)
+	if st.Version != stateVersion && st.Version != stateVersionV1 {
+		return nil, nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d and %d", p.stateFile(), st.Version, stateVersionV1, stateVersion)
 	}
 	rs, err := rules.Parse(p.stateFile(), []byte(st.Rules), rules.ParseOptions{})
 	if err != nil {
@@ -76,6 +103,9 @@ func loadState(p Paths) (*state, *rules.RuleSet, error) {
 	if st.Interfaces == nil {
 		st.Interfaces = map[string]Iface{}
 	}
+	if st.Sets == nil {
+		st.Sets = map[string]*setState{}
+	}
 	return &st, rs, nil
 }
 
@@ -83,6 +113,10 @@ func loadState(p Paths) (*state, *rules.RuleSet, error) {
 func (st *state) save(p Paths) error {
 	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
 		return err
+	}
+	st.Version = stateVersionV1
+	if len(st.Sets) > 0 || st.NextSetID > 0 {
+		st.Version = stateVersion
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {

@@ -183,6 +183,7 @@ type VLANMatch struct {
 type SetMatch struct {
 	Name   string
 	Invert bool
+	Pos    Pos // of the name, for errors about the set (not part of the rule's text)
 }
 
 // Connection-tracking states (-m conntrack --ctstate, -m state --state), as

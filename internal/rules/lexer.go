@@ -33,6 +33,15 @@ func lexLine(line string, pos Pos) ([]token, *Error) {
 			return toks, nil
 		}
 		start := i
+		// The common word has no quotes: it is a substring of the line.
+		for i < len(line) && !isSpace(line[i]) && line[i] != '\'' && line[i] != '"' {
+			i++
+		}
+		if i == len(line) || isSpace(line[i]) {
+			toks = append(toks, token{text: line[start:i], col: start + 1})
+			continue
+		}
+		i = start
 		quoted := false
 		var b strings.Builder
 		for i < len(line) && !isSpace(line[i]) {

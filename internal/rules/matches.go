@@ -215,9 +215,8 @@ func (p *ruleParser) optVLAN(o optUse) *Error {
 // direction; ipset's multi-dimension flags such as src,dst are refused).
 func (p *ruleParser) optMatchSet(o optUse) *Error {
 	name, dir := o.args[0], o.args[1]
-	if !validSetName(name.text) {
-		return p.errAt(name, name.text, "not a set name",
-			"set names are 1-31 characters of letters, digits, '.', '_' and '-'")
+	if !ValidSetName(name.text) {
+		return p.errAt(name, name.text, "not a set name", SetNameHint)
 	}
 	var dst **SetMatch
 	switch dir.text {
@@ -231,21 +230,8 @@ func (p *ruleParser) optMatchSet(o optUse) *Error {
 	if *dst != nil {
 		return p.errAt(o.opt, "", fmt.Sprintf("--match-set ... %s given twice", dir.text), "use one set per direction")
 	}
-	*dst = &SetMatch{Name: name.text, Invert: o.invert}
+	*dst = &SetMatch{Name: name.text, Invert: o.invert, Pos: p.at(name)}
 	return nil
-}
-
-// validSetName: ipset's limit (31) and a conservative character set.
-func validSetName(s string) bool {
-	if len(s) == 0 || len(s) > 31 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return s[0] != '-'
 }
 
 // ctStateNames are the states in the order iptables prints them.

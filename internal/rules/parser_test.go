@@ -30,6 +30,13 @@ var (
 // strip clears the fields that round trips ignore.
 func strip(r Rule) Rule {
 	r.Pos, r.Text = Pos{}, ""
+	for _, sm := range []**SetMatch{&r.Match.SrcSet, &r.Match.DstSet} {
+		if *sm != nil {
+			c := **sm
+			c.Pos = Pos{}
+			*sm = &c
+		}
+	}
 	return r
 }
 

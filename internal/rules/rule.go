@@ -66,9 +66,14 @@ func parseRule(start Pos, c Chain, toks []token, opt ParseOptions) (Rule, *Error
 
 // errAt returns an error at token t, quoting the text quoted (if not empty).
 func (p *ruleParser) errAt(t token, quoted, msg, hint string) *Error {
+	return &Error{Pos: p.at(t), Token: quoted, Msg: msg, Hint: hint}
+}
+
+// at is the position of t.
+func (p *ruleParser) at(t token) Pos {
 	pos := p.pos
 	pos.Col = t.col
-	return &Error{Pos: pos, Token: quoted, Msg: msg, Hint: hint}
+	return pos
 }
 
 // valueErr turns a problem in argument a into an error pointing into a.

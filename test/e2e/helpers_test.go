@@ -141,8 +141,14 @@ func (r result) String() string {
 
 // exec runs `ip netns exec NS xdpfw --pin-dir P --state-dir S ARGS...`.
 func (f *fw) exec(ctx context.Context, args ...string) result {
+	return f.execIn(ctx, "", args...)
+}
+
+// execIn is exec with stdin as the standard input.
+func (f *fw) execIn(ctx context.Context, stdin string, args ...string) result {
 	argv := append([]string{"netns", "exec", f.ns.Name, xdpfwBin, "--pin-dir", f.pinDir, "--state-dir", f.stateDir}, args...)
 	cmd := exec.CommandContext(ctx, "ip", argv...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = time.Second

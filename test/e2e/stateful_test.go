@@ -293,3 +293,50 @@ func TestConntrackTableFullUnderFlood(t *testing.T) {
 	f.mustRun("conntrack", "flush")
 	checkTCP(t, "after flush", tcpProbe{from: l.cli, addr: hostPort(l.srv4, 22), ok: true})
 }
+
+// TestOutputChainAttachModes: the OUTPUT chain is enforced whether the
+// egress program is attached with tcx (a pinned link) or, as on kernels
+// before 6.6, as a clsact filter; detach removes either.
+func TestOutputChainAttachModes(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, how := range []string{"tcx", "clsact"} {
+		t.Run(how, func(t *testing.T) {
+			t.Setenv("XDPFW_TC_ATTACH", how)
+			l := newPair(t)
+			serveTCP(t, l.cli, 9000, 9001)
+			f := newFW(t, l.srv)
+			f.mustRun("load", "-i", l.srvIf, writeRules(t, "out.rules",
+				"-A OUTPUT -p tcp --dport 9001 -j DROP", "-A OUTPUT -j ACCEPT"))
+			checkTCP(t, how,
+				tcpProbe{from: l.srv, addr: hostPort(l.cli4, 9000), ok: true},
+				tcpProbe{from: l.srv, addr: hostPort(l.cli4, 9001)},
+				tcpProbe{from: l.srv, addr: hostPort(l.cli6, 9001)})
+			if n := f.ruleCounter(t, "-A OUTPUT -p tcp --dport 9001 -j DROP"); n == 0 {
+				t.Errorf("the OUTPUT DROP rule counted nothing")
+			}
+			filters := func() string {
+				out, _ := l.srv.Exec(t.Context(), "tc", "filter", "show", "dev", l.srvIf, "egress")
+				return string(out)
+			}
+			hasPin := false
+			for _, p := range f.pins() {
+				hasPin = hasPin || strings.HasPrefix(p, "link_tc_")
+			}
+			switch how {
+			case "tcx":
+				if !hasPin || strings.Contains(filters(), "xdpfw_egress") {
+					t.Errorf("tcx: want a pinned link_tc_ and no clsact filter; pins %v, filters %q", f.pins(), filters())
+				}
+			case "clsact":
+				if hasPin || !strings.Contains(filters(), "xdpfw_egress") {
+					t.Errorf("clsact: want the xdpfw_egress filter and no link pin; pins %v, filters %q", f.pins(), filters())
+				}
+			}
+			f.mustRun("detach", "-i", l.srvIf)
+			if strings.Contains(filters(), "xdpfw_egress") {
+				t.Errorf("after detach the clsact filter is still there: %s", filters())
+			}
+			checkTCP(t, how+" detached", tcpProbe{from: l.srv, addr: hostPort(l.cli4, 9001), ok: true})
+		})
+	}
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/firewall"
+)
+
+func newSetAdd(e *env) *cobra.Command {
+	var file string
+	const usage = "set add NAME ELEMENT... | set add NAME --file FILE"
+	cmd := &cobra.Command{
+		Use:   "add NAME [ELEMENT...] [--file FILE]",
+		Short: "Add addresses or networks to a set",
+		Long: `add puts elements into a set: addresses, or for hash:net sets networks
+(10.0.0.0/8, 2001:db8::/32; host bits are cleared). Elements the set holds
+already are left as they are (and counted as such).
+
+--file reads one element per line ('#' comments and blank lines allowed;
+'-' reads standard input). If any element is malformed or of the wrong
+family or type, nothing is added and every error is shown as file:line:col;
+if the set would hold more than its --size, nothing is added either.
+
+Only the set map changes: the rules, their counters and the generation stay,
+and traffic is not disturbed.`,
+		Example: `  xdpfw set add blocklist 203.0.113.0/24 198.51.100.7
+  xdpfw set add blocklist --file blocklist.txt
+  curl -s https://example.net/drop.txt | xdpfw set add blocklist --file -`,
+		Args: nArgs(1, -1, usage),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if len(a) == 1 && file == "" {
+				return usageError{fmt.Errorf("usage: xdpfw %s", usage)}
+			}
+			s, err := e.openSets()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			kind, err := s.Kind(a[0])
+			if err != nil {
+				return err
+			}
+			ps, err := readElems(cmd, kind, a[1:], file)
+			if err != nil {
+				return err
+			}
+			ch, err := s.Add(a[0], ps)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s: %d added, %d already present; %s (size %d)\n",
+				a[0], ch.Changed, ch.Skipped, plural(ch.Count, "element"), ch.Size)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "read elements from FILE, one per line ('-': standard input)")
+	return cmd
+}
+
+func newSetDel(e *env) *cobra.Command {
+	var (
+		file      string
+		missingOK bool
+	)
+	const usage = "set del NAME ELEMENT... | set del NAME --file FILE"
+	cmd := &cobra.Command{
+		Use:   "del NAME [ELEMENT...] [--file FILE] [--missing-ok]",
+		Short: "Remove addresses or networks from a set",
+		Long: `del removes elements from a set, given as arguments or in a file as for add.
+An element is removed only as it was added: deleting 10.0.0.1 does not
+touch 10.0.0.0/8.
+
+Every element must be in the set, or nothing is removed (the error names
+the missing ones); --missing-ok removes those that are and reports the
+others. Only the set map changes, as with add.`,
+		Example: `  xdpfw set del blocklist 198.51.100.7
+  xdpfw set del blocklist --file unblock.txt --missing-ok`,
+		Args: nArgs(1, -1, usage),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if len(a) == 1 && file == "" {
+				return usageError{fmt.Errorf("usage: xdpfw %s", usage)}
+			}
+			s, err := e.openSets()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			kind, err := s.Kind(a[0])
+			if err != nil {
+				return err
+			}
+			ps, err := readElems(cmd, kind, a[1:], file)
+			if err != nil {
+				return err
+			}
+			ch, err := s.Del(a[0], ps, missingOK)
+			if err != nil {
+				return err
+			}
+			printDel(e, a[0], ch)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "read elements from FILE, one per line ('-': standard input)")
+	cmd.Flags().BoolVar(&missingOK, "missing-ok", false, "remove the elements that are in the set, report the others")
+	return cmd
+}
+
+func printDel(e *env, name string, ch *firewall.SetChange) {
+	fmt.Fprintf(e.stdout, "%s: %d removed", name, ch.Changed)
+	if ch.Skipped > 0 {
+		fmt.Fprintf(e.stdout, ", %d not in the set", ch.Skipped)
+	}
+	fmt.Fprintf(e.stdout, "; %s (size %d)\n", plural(ch.Count, "element"), ch.Size)
+}
