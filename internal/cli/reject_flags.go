@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 )
@@ -21,7 +21,8 @@ type rejectFlags struct {
 // is already no limit at all.
 const maxRejectRate = 1000000
 
-func (r *rejectFlags) add(fs *pflag.FlagSet, dflt string) {
+func (r *rejectFlags) add(cmd *cobra.Command, dflt string) {
+	fs := cmd.Flags()
 	fs.StringVar(&r.rate, "reject-rate", "", fmt.Sprintf("REJECT answers per second per source (IPv4 address, IPv6 /64), as N/s (%s)", dflt))
 	fs.Uint32Var(&r.burst, "reject-burst", 0, fmt.Sprintf("REJECT answers a quiet source may get at once (%s)", dflt))
 }

@@ -76,7 +76,7 @@ unchanged carry over. A file with any error changes nothing.
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
 	ct.register(cmd, false)
-	reject.add(cmd.Flags(), "default: unchanged")
+	reject.add(cmd, "default: unchanged")
 	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
 	return cmd
 }

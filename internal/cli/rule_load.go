@@ -100,7 +100,7 @@ and connections expire after per-state timeouts close to Linux's, which
 	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop (default) or accept")
-	reject.add(cmd.Flags(), rejectDefaults+"; a reload keeps the values in force")
+	reject.add(cmd, rejectDefaults+"; a reload keeps the values in force")
 	cmd.Flags().IntVar(&maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
 		"default %d, about %d MiB of kernel memory; changing it needs detach --all first)", compile.DefaultMaxEntries,
 		datapath.LimitsFor(0).Bytes()>>20))
