@@ -259,7 +259,7 @@ func (d *xdpfwDUT) close() {
 // privateBPFFS mounts a bpffs on a new temporary directory: the data
 // planes are pinned there, and unmounting removes every pin at once.
 func privateBPFFS() (dir string, cleanup func() error, err error) {
-	dir, err = os.MkdirTemp("", "xdpfw-bench-bpffs-")
+	dir, err = os.MkdirTemp("", fmt.Sprintf("%s%d-", bpffsPrefix, os.Getpid()))
 	if err != nil {
 		return "", nil, err
 	}

@@ -169,7 +169,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 		res.Kernel = unix.ByteSliceToString(uts.Release[:])
 	}
 	if gone := SweepStale(); len(gone) > 0 {
-		b.say("removed namespaces of an earlier run that was killed: %s", strings.Join(gone, ", "))
+		b.say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
 	}
 
 	// Topology, then everything in it; undone in reverse order.

@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -46,11 +48,53 @@ func leftovers(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(mi), "\n") {
-		if strings.Contains(l, "xdpfw-bench-bpffs-") || strings.Contains(l, "xdpfw-bench-sys-") {
-			out = append(out, "mount "+l)
+		for _, prefix := range []string{bpffsPrefix, sysfsPrefix} {
+			if strings.Contains(l, fmt.Sprintf("%s%d-", prefix, pid)) {
+				out = append(out, "mount "+l)
+			}
 		}
 	}
 	return out
+}
+
+// TestSweepStale: the namespaces and mounts of a run that was killed (its
+// pid is gone) are removed by the next run; those of live runs are not.
+func TestSweepStale(t *testing.T) {
+	testutil.RequireRoot(t)
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := cmd.Process.Pid
+	stale := fmt.Sprintf("%sgen-%d", NetNSPrefix, deadPID)
+	live := fmt.Sprintf("%sgen-%d", NetNSPrefix, 1) // pid 1 never goes away
+	topo := &Topology{}
+	defer topo.Close()
+	for _, name := range []string{stale, live} {
+		if _, err := topo.newNamespace(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mnt, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", bpffsPrefix, deadPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { unix.Unmount(mnt, unix.MNT_DETACH); os.Remove(mnt) }()
+
+	gone := SweepStale()
+	want := []string{"namespace " + stale, "mount " + mnt}
+	if !slices.Equal(gone, want) {
+		t.Errorf("swept %q, want %q", gone, want)
+	}
+	if _, err := os.Stat(filepath.Join(netnsDir, live)); err != nil {
+		t.Errorf("the live run's namespace was removed: %v", err)
+	}
+	if _, err := os.Stat(mnt); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale mount point %s still there: %v", mnt, err)
+	}
 }
 
 // TestMacroRuns runs a tiny macro benchmark and checks what it claims:

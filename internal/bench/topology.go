@@ -326,7 +326,7 @@ func addNeigh(ns *Namespace, ifindex int, peer Iface) error {
 // that mounted it, so a sysfs is mounted briefly from inside the DUT's
 // namespace in a private temporary directory.
 func (t *Topology) SetThreadedNAPI(on bool) error {
-	dir, err := os.MkdirTemp("", "xdpfw-bench-sys-")
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sysfsPrefix, os.Getpid()))
 	if err != nil {
 		return err
 	}
@@ -405,26 +405,51 @@ func (t *Topology) Close() error {
 	return errors.Join(errs...)
 }
 
-// SweepStale removes namespaces a killed earlier run left behind
-// (xdpfw-bench-*-PID whose PID is gone). It returns the names removed.
+// Temporary mount points are named PREFIX-PID-RANDOM under os.TempDir().
+const (
+	bpffsPrefix = "xdpfw-bench-bpffs-"
+	sysfsPrefix = "xdpfw-bench-sys-"
+)
+
+// SweepStale removes what a killed earlier run left behind: namespaces
+// xdpfw-bench-*-PID and temporary bpffs/sysfs mounts whose PID is gone.
+// It returns what it removed.
 func SweepStale() []string {
-	ents, _ := os.ReadDir(netnsDir)
 	var gone []string
+	dead := func(pid string) bool {
+		n, err := strconv.Atoi(pid)
+		if err != nil || n == os.Getpid() {
+			return false
+		}
+		_, err = os.Stat(filepath.Join("/proc", pid))
+		return errors.Is(err, os.ErrNotExist)
+	}
+	ents, _ := os.ReadDir(netnsDir)
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), NetNSPrefix)
 		if !ok {
 			continue
 		}
-		_, p, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(p)
-		if !ok || err != nil || pid == os.Getpid() {
+		if _, pid, ok := strings.Cut(rest, "-"); ok && dead(pid) && netns.DeleteNamed(e.Name()) == nil {
+			gone = append(gone, "namespace "+e.Name())
+		}
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || filepath.Dir(f[4]) != filepath.Clean(os.TempDir()) {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join("/proc", p)); err == nil {
-			continue // still running
-		}
-		if netns.DeleteNamed(e.Name()) == nil {
-			gone = append(gone, e.Name())
+		base := filepath.Base(f[4])
+		for _, prefix := range []string{bpffsPrefix, sysfsPrefix} {
+			rest, ok := strings.CutPrefix(base, prefix)
+			if !ok {
+				continue
+			}
+			if pid, _, ok := strings.Cut(rest, "-"); ok && dead(pid) && unix.Unmount(f[4], unix.MNT_DETACH) == nil {
+				os.Remove(f[4])
+				gone = append(gone, "mount "+f[4])
+			}
 		}
 	}
 	return gone
