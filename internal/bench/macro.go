@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,6 +165,9 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 	res = &MacroResult{Started: time.Now(), CPUs: runtime.NumCPU(), Rules: opt.Rules, Sizes: opt.Sizes,
 		Duration: opt.Duration.Seconds(), Rounds: opt.Rounds, Skipped: map[string]string{}}
 	res.Load[0] = loadavg()
+	if l1, _, _ := strings.Cut(res.Load[0], " "); parseFloat(l1) >= 1 {
+		b.say("warning: load average %s: other work will take CPU from the generator and the DUT; expect noisy results", res.Load[0])
+	}
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
 		res.Kernel = unix.ByteSliceToString(uts.Release[:])
@@ -562,6 +566,11 @@ func summarize(res *MacroResult) {
 			res.Summary = append(res.Summary, sum)
 		}
 	}
+}
+
+func parseFloat(s string) float64 {
+	v, _ := strconv.ParseFloat(s, 64)
+	return v
 }
 
 func loadavg() string {
