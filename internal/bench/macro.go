@@ -349,50 +349,65 @@ func (b *bench) measureAll(res *MacroResult) error {
 		b.opt.Rounds, len(b.opt.Rules), len(b.opt.Sizes), len(b.duts), total, b.opt.Duration, est.Round(time.Second))
 	start := time.Now()
 	done, k := 0, 0
+	type point struct{ n, s int }
+	var pts []point
+	for _, n := range b.opt.Rules {
+		for _, s := range b.opt.Sizes {
+			pts = append(pts, point{n, s})
+		}
+	}
 	for round := range b.opt.Rounds {
-		for _, n := range b.opt.Rules {
-			for _, s := range b.opt.Sizes {
-				order := slices.Clone(b.duts)
-				rot := k % len(order)
-				order = append(order[rot:], order[:rot]...)
-				k++
-				for _, d := range order {
-					if err := b.ctx.Err(); err != nil {
-						return fmt.Errorf("interrupted: %w", err)
-					}
-					if err := d.use(n); err != nil {
-						return err
-					}
-					frame := b.frames[s]
-					r, err := b.measure(d, func() (time.Duration, error) {
-						return b.gen.Run(b.ctx, frame, b.opt.Duration)
-					})
-					if err != nil {
-						return fmt.Errorf("%s, %d rules, %d B: %w", d.name(), n, s, err)
-					}
-					if err := b.ctx.Err(); err != nil {
-						return fmt.Errorf("interrupted: %w", err)
-					}
-					// A run's counts must add up as in the checks; a miss
-					// here is a bug (or another program on the veth).
-					if err := r.accounted(); err != nil {
-						return fmt.Errorf("%s, %d rules, %d B: %w", d.name(), n, s, err)
-					}
-					if err := d.check(r.Delivered, r.Dropped); err != nil {
-						return fmt.Errorf("%s, %d rules, %d B: %w", d.name(), n, s, err)
-					}
-					p := points[[3]any{d.name(), n, s}]
-					p.Runs = append(p.Runs, r)
-					done++
-					eta := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
-					b.say("[%3d/%d] round %d/%d %6d rules %5d B %-15s %8.3f Mpps dropped (offered %.2f) %8.0f ns/pkt busy %3.0f%%  ETA %v",
-						done, total, round+1, b.opt.Rounds, n, s, d.name(), r.droppedPPS()/1e6, r.offeredPPS()/1e6,
-						r.nsPerPacket(), 100*float64(r.NAPINS)/1e9/r.WindowS, eta.Round(time.Second))
+		// Odd rounds walk the points backwards, so a slow phase of the
+		// machine does not always fall on the same rule counts.
+		walk := slices.Clone(pts)
+		if round%2 == 1 {
+			slices.Reverse(walk)
+		}
+		for _, pt := range walk {
+			order := slices.Clone(b.duts)
+			rot := k % len(order)
+			order = append(order[rot:], order[:rot]...)
+			k++
+			for _, d := range order {
+				r, err := b.run(d, pt.n, pt.s)
+				if err != nil {
+					return err
 				}
+				p := points[[3]any{d.name(), pt.n, pt.s}]
+				p.Runs = append(p.Runs, r)
+				done++
+				eta := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
+				b.say("[%3d/%d] round %d/%d %6d rules %5d B %-15s %8.3f Mpps dropped (offered %.2f) %8.0f ns/pkt busy %3.0f%%  ETA %v",
+					done, total, round+1, b.opt.Rounds, pt.n, pt.s, d.name(), r.droppedPPS()/1e6, r.offeredPPS()/1e6,
+					r.nsPerPacket(), 100*float64(r.NAPINS)/1e9/r.WindowS, eta.Round(time.Second))
 			}
 		}
 	}
 	return nil
+}
+
+// run measures DUT d with n rules and frames of size bytes, and checks
+// that the counts add up as in the sanity checks (a miss here is a bug, or
+// another program on the veth).
+func (b *bench) run(d dut, n, size int) (MacroRun, error) {
+	if err := b.ctx.Err(); err != nil {
+		return MacroRun{}, fmt.Errorf("interrupted: %w", err)
+	}
+	if err := d.use(n); err != nil {
+		return MacroRun{}, err
+	}
+	frame := b.frames[size]
+	r, err := b.measure(d, func() (time.Duration, error) { return b.gen.Run(b.ctx, frame, b.opt.Duration) })
+	if err != nil {
+		return r, fmt.Errorf("%s, %d rules, %d B: %w", d.name(), n, size, err)
+	}
+	if err := b.ctx.Err(); err != nil {
+		return r, fmt.Errorf("interrupted: %w", err)
+	}
+	if err := errors.Join(r.accounted(), d.check(r.Delivered, r.Dropped)); err != nil {
+		return r, fmt.Errorf("%s, %d rules, %d B: %w", d.name(), n, size, err)
+	}
+	return r, nil
 }
 
 // snapshot is what a measurement reads before and after.
