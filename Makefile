@@ -21,11 +21,11 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/xdpfw ./cmd/xdpfw
 
 generate:
-	$(GO) generate ./internal/datapath/
+	$(GO) generate ./internal/datapath/ ./internal/bench/
 
 # CI: the committed bpf2go output must be what the sources produce.
 check-generated: generate
-	@git diff --exit-code -- internal/datapath/ || { echo "bpf2go output is stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- internal/datapath/ 'internal/bench/*_bpfel.*' || { echo "bpf2go output is stale: run 'make generate' and commit"; exit 1; }
 
 vet:
 	$(GO) vet ./...

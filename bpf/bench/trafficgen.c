@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Traffic generator of `xdpfw bench macro`, run with BPF_PROG_RUN in
+ * live-frames mode (BPF_F_TEST_XDP_LIVE_FRAMES): the kernel runs it on a
+ * page-pool copy of one IPv4/UDP template frame, Repeat times; every run
+ * makes the frame a new flow (UDP source port, then source address, from a
+ * per-CPU sequence number) and redirects it to gen_ifindex, the generator's
+ * veth, which hands it to its peer in the DUT namespace.
+ *
+ * Page-pool pages keep what the previous run wrote, so each run sets every
+ * field it varies and recomputes the IPv4 header checksum. The UDP checksum
+ * of the template is 0 ("none", allowed for IPv4), so changing ports and
+ * addresses keeps the frame valid. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "bench.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Interface to redirect to: the generator's veth (set before load). */
+volatile const __u32 gen_ifindex = 0;
+/* First source address of the flows, host order. */
+volatile const __u32 gen_src_base = 0;
+/* Source addresses cycled through, a power of two (mask + 1). */
+volatile const __u32 gen_src_mask = 0;
+
+/* Packets generated, per CPU; the packet count is also the flow sequence. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bench_counter);
+} gen_stats SEC(".maps");
+
+/* Ones' complement sum of the 20-byte IPv4 header (no options: the Go side
+ * builds the template). */
+static __always_inline __u16 ipv4_csum(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)ip;
+	__u32 s = 0;
+
+	ip->check = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		s += w[i];
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return ~s;
+}
+
+SEC("xdp")
+int trafficgen(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct udphdr *udp = (void *)(ip + 1);
+	struct bench_counter *c;
+	__u32 zero = 0;
+	__u64 seq;
+
+	if ((void *)(udp + 1) > data_end)
+		return XDP_ABORTED;
+	c = bpf_map_lookup_elem(&gen_stats, &zero);
+	if (!c)
+		return XDP_ABORTED;
+	seq = c->packets++;
+	c->bytes += data_end - data;
+
+	/* 65,536 source ports per address, then the next address: a new
+	 * 5-tuple for (gen_src_mask + 1) x 65,536 packets per CPU. */
+	udp->source = bpf_htons((__u16)seq);
+	ip->saddr = bpf_htonl(gen_src_base + ((__u32)(seq >> 16) & gen_src_mask));
+	ip->check = ipv4_csum(ip);
+	return bpf_redirect(gen_ifindex, 0);
+}

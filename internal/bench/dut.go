@@ -1,0 +1,273 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// The devices under test.
+const (
+	DUTXdpfw          = "xdpfw"           // the firewall with the generated rule set
+	DUTDrop           = "xdp-drop"        // a bare XDP_DROP program: the floor
+	DUTIptablesNFT    = "iptables-nft"    // iptables (nf_tables back end), the Debian default
+	DUTIptablesLegacy = "iptables-legacy" // iptables (x_tables back end)
+)
+
+// AllDUTs is every DUT, in the order tables list them.
+var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy}
+
+// Slots of dut_stats (bpf/bench/dut.c).
+const (
+	dutSlotDrop = 0
+	dutSlotPass = 1
+)
+
+// MacroRuleSet is the benchmark's rule set of n rules in iptables-save
+// format, given to iptables-restore and to xdpfw alike: n-1 rules that do
+// not match the traffic (a /32 source in 10.201.0.0/16 and up, a UDP port
+// each), then the one that drops it. INPUT's policy is ACCEPT, so the last
+// rule alone decides. Rules are written the way iptables-save prints them,
+// so its counter line can be found again.
+func MacroRuleSet(n int) string {
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	for i := 0; i < n-1; i++ {
+		fmt.Fprintf(&b, "-A INPUT -s 10.%d.%d.%d/32 -p udp -m udp --dport %d -j DROP\n",
+			201+i>>16, i>>8&0xff, i&0xff, 1000+i%5000)
+	}
+	b.WriteString(lastRule + "\n")
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// MaxMacroRules bounds the rule count (the rule sources of MacroRuleSet,
+// and xdpfw's counter slots).
+const MaxMacroRules = 60000
+
+// lastRule drops the generated traffic.
+var lastRule = fmt.Sprintf("-A INPUT -s %v -p udp -m udp --dport %d -j DROP", TrafficSrc, TrafficDPort)
+
+// dut is one device under test: an XDP program on the DUT's veth, and for
+// iptables the rules in the DUT's namespace.
+type dut interface {
+	name() string
+	// use puts the DUT with a rule set of n rules in force on the veth.
+	use(n int) error
+	// dropped is the running count of packets its intended rule dropped.
+	dropped() (uint64, error)
+	// check tells whether the counts of a run are consistent with every
+	// delivered packet having been dropped by the intended rule.
+	check(delivered, dropped uint64) error
+	close()
+}
+
+// dutLink is the one XDP link on the DUT's veth (native mode). Switching
+// DUTs updates the link's program atomically: the veth keeps its NAPI
+// instance (and so its NAPI thread) from one DUT to the next.
+type dutLink struct {
+	l link.Link
+}
+
+func attachDUTLink(t *Topology, prog *ebpf.Program) (*dutLink, error) {
+	var l link.Link
+	err := t.DUT.Do(func() error {
+		var err error
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: t.DUTIf.Index, Flags: link.XDPDriverMode})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attaching XDP (native mode) to %s: %w", t.DUTIf.Name, err)
+	}
+	return &dutLink{l: l}, nil
+}
+
+func (d *dutLink) set(prog *ebpf.Program) error {
+	if err := d.l.Update(prog); err != nil {
+		return fmt.Errorf("switching the DUT's XDP program: %w", err)
+	}
+	return nil
+}
+
+// benchProgs are the bare programs of bpf/bench/dut.c.
+type benchProgs struct {
+	objs dutObjects
+}
+
+func loadDUTPrograms() (*benchProgs, error) {
+	p := &benchProgs{}
+	if err := loadDutObjects(&p.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the benchmark's DUT programs: %w", err)
+	}
+	return p, nil
+}
+
+func (p *benchProgs) count(slot uint32) (uint64, error) {
+	var per []dutBenchCounter
+	if err := p.objs.DutStats.Lookup(slot, &per); err != nil {
+		return 0, fmt.Errorf("reading dut_stats: %w", err)
+	}
+	var n uint64
+	for _, c := range per {
+		n += c.Packets
+	}
+	return n, nil
+}
+
+// dropDUT is the floor: count and XDP_DROP.
+type dropDUT struct {
+	link  *dutLink
+	progs *benchProgs
+}
+
+func (d *dropDUT) name() string             { return DUTDrop }
+func (d *dropDUT) use(int) error            { return d.link.set(d.progs.objs.BenchDrop) }
+func (d *dropDUT) dropped() (uint64, error) { return d.progs.count(dutSlotDrop) }
+func (d *dropDUT) close()                   {}
+func (d *dropDUT) check(delivered, dropped uint64) error {
+	if dropped != delivered {
+		return fmt.Errorf("the veth delivered %d packets, the XDP_DROP program counted %d", delivered, dropped)
+	}
+	return nil
+}
+
+// xdpfwDUT is the firewall: one data plane per rule count (loaded and
+// installed with the datapath API, as `xdpfw load` does) in a private
+// bpffs; use switches the veth's program to that rule count's.
+type xdpfwDUT struct {
+	link *dutLink
+	dps  map[int]*datapath.Datapath
+	last map[int]uint32 // id of the last rule, per rule count
+	cur  int
+}
+
+// xdpfwSetup is what loading one rule count cost.
+type xdpfwSetup struct {
+	Rules     int     `json:"rules"`
+	CompileMS float64 `json:"compile_ms"`
+	InstallMS float64 `json:"install_ms"`
+}
+
+// newXdpfwDUT loads a data plane for every rule count under pinRoot and
+// checks, with BPF_PROG_TEST_RUN in the DUT's namespace (the chain is
+// picked by a FIB lookup there), that the generator's frame is dropped by
+// the last rule.
+func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte) (*xdpfwDUT, []xdpfwSetup, error) {
+	d := &xdpfwDUT{link: l, dps: map[int]*datapath.Datapath{}, last: map[int]uint32{}}
+	var setups []xdpfwSetup
+	for _, n := range counts {
+		if _, ok := d.dps[n]; ok {
+			continue
+		}
+		rs, err := rules.Parse("bench", []byte(MacroRuleSet(n)), rules.ParseOptions{Family: rules.FamilyIPv4})
+		if err != nil {
+			d.close()
+			return nil, nil, fmt.Errorf("%d rules: %w", n, err)
+		}
+		ids := make([]uint32, len(rs.Rules))
+		for i := range ids {
+			ids[i] = uint32(compile.FirstRuleID + i)
+		}
+		lim := datapath.LimitsFor(max(n, compile.DefaultMaxEntries))
+		t0 := time.Now()
+		tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids,
+			MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+		if err != nil {
+			d.close()
+			return nil, nil, fmt.Errorf("compiling %d rules: %w", n, err)
+		}
+		s := xdpfwSetup{Rules: n, CompileMS: msSince(t0)}
+		dp, err := datapath.Load(filepath.Join(pinRoot, fmt.Sprintf("xdpfw-%d", n)), lim)
+		if err != nil {
+			d.close()
+			return nil, nil, err
+		}
+		d.dps[n] = dp
+		t0 = time.Now()
+		if err := dp.Install(tables); err != nil {
+			d.close()
+			return nil, nil, err
+		}
+		s.InstallMS = msSince(t0)
+		if err := dp.SetConfig(datapath.Config{MalformedAction: compile.ActDrop}); err != nil {
+			d.close()
+			return nil, nil, err
+		}
+		d.last[n] = ids[len(ids)-1]
+		setups = append(setups, s)
+		var tr datapath.TraceResult
+		err = t.DUT.Do(func() error {
+			var err error
+			tr, err = datapath.Trace(dp.Program(), frame, uint32(t.DUTIf.Index))
+			return err
+		})
+		if err != nil {
+			d.close()
+			return nil, nil, err
+		}
+		if tr.RuleID != d.last[n] || tr.XDPAction != datapath.XDPDrop {
+			d.close()
+			return nil, nil, fmt.Errorf("xdpfw with %d rules: the benchmark frame got XDP action %d by rule id %d, want XDP_DROP by the last rule (id %d)",
+				n, tr.XDPAction, tr.RuleID, d.last[n])
+		}
+	}
+	return d, setups, nil
+}
+
+func (d *xdpfwDUT) name() string { return DUTXdpfw }
+
+func (d *xdpfwDUT) use(n int) error {
+	dp, ok := d.dps[n]
+	if !ok {
+		return fmt.Errorf("xdpfw: no data plane loaded for %d rules", n)
+	}
+	d.cur = n
+	return d.link.set(dp.Program())
+}
+
+func (d *xdpfwDUT) dropped() (uint64, error) {
+	c, err := d.dps[d.cur].RuleCounter(d.last[d.cur])
+	return c.Packets, err
+}
+
+func (d *xdpfwDUT) check(delivered, dropped uint64) error {
+	if dropped != delivered {
+		return fmt.Errorf("the veth delivered %d packets, xdpfw's last rule (id %d of %d rules) counted %d",
+			delivered, d.last[d.cur], d.cur, dropped)
+	}
+	return nil
+}
+
+func (d *xdpfwDUT) close() {
+	for _, dp := range d.dps {
+		dp.Close()
+	}
+	d.dps = nil
+}
+
+// privateBPFFS mounts a bpffs on a new temporary directory: the data
+// planes are pinned there, and unmounting removes every pin at once.
+func privateBPFFS() (dir string, cleanup func() error, err error) {
+	dir, err = os.MkdirTemp("", fmt.Sprintf("%s%d-", bpffsPrefix, os.Getpid()))
+	if err != nil {
+		return "", nil, err
+	}
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		os.Remove(dir)
+		return "", nil, fmt.Errorf("mounting a private bpffs: %w", err)
+	}
+	return dir, func() error {
+		return errors.Join(unix.Unmount(dir, unix.MNT_DETACH), os.Remove(dir))
+	}, nil
+}

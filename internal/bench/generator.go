@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/packet"
+)
+
+// Frame sizes the generator can send: an Ethernet, IPv4 and UDP header at
+// least, and no more than the veth's MTU carries (1500-byte IP packets).
+const (
+	MinFrameSize = 14 + 20 + 8
+	MaxFrameSize = 14 + 1500
+)
+
+// Generator is the live-frames traffic generator (bpf/bench/trafficgen.c),
+// loaded in the generator's namespace and redirecting to its veth.
+type Generator struct {
+	topo *Topology
+	objs trafficgenObjects
+}
+
+// NewGenerator loads the generator program for topology t.
+func NewGenerator(t *Topology) (*Generator, error) {
+	spec, err := loadTrafficgen()
+	if err != nil {
+		return nil, fmt.Errorf("loading embedded trafficgen objects: %w", err)
+	}
+	src := TrafficSrc.Addr().As4()
+	for name, v := range map[string]uint32{
+		"gen_ifindex":  uint32(t.GenIf.Index),
+		"gen_src_base": uint32(src[0])<<24 | uint32(src[1])<<16 | uint32(src[2])<<8 | uint32(src[3]),
+		"gen_src_mask": uint32(1)<<(32-TrafficSrc.Bits()) - 1,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	g := &Generator{topo: t}
+	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the verifier rejected trafficgen: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading trafficgen: %w", err)
+	}
+	return g, nil
+}
+
+// Close unloads the program.
+func (g *Generator) Close() { g.objs.Close() }
+
+// Frame is the template the generator sends at an Ethernet frame size
+// (without FCS): IPv4/UDP from the first traffic source to the DUT,
+// destination port TrafficDPort, UDP checksum 0 ("none", valid for IPv4;
+// the generator rewrites ports and addresses without touching it).
+func (g *Generator) Frame(size int) ([]byte, error) {
+	if size < MinFrameSize || size > MaxFrameSize {
+		return nil, fmt.Errorf("frame size %d: want %d..%d bytes", size, MinFrameSize, MaxFrameSize)
+	}
+	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: dutAddr.Addr(), Proto: packet.ProtoUDP,
+		SPort: 0, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
+	copy(p.SrcMAC[:], g.topo.GenIf.MAC)
+	copy(p.DstMAC[:], g.topo.DUTIf.MAC)
+	f, err := p.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if len(f) != size {
+		return nil, fmt.Errorf("frame of %d bytes built for size %d", len(f), size)
+	}
+	f[14+20+6], f[14+20+7] = 0, 0 // UDP checksum: none
+	return f, nil
+}
+
+// Sent is the number of packets the generator produced so far (all CPUs).
+func (g *Generator) Sent() (uint64, error) {
+	var per []trafficgenBenchCounter
+	if err := g.objs.GenStats.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading generator counters: %w", err)
+	}
+	var n uint64
+	for _, c := range per {
+		n += c.Packets
+	}
+	return n, nil
+}
+
+// genChunkTime bounds one BPF_PROG_RUN call, so a run ends close to its
+// deadline and Ctrl-C is noticed quickly. Each call also costs a fixed
+// ~20 ms in the kernel (setting up and tearing down the page pool and its
+// memory model, which waits for an RCU grace period), during which nothing
+// is sent: calls are made long so that gap is a small part of the run.
+const genChunkTime = 250 * time.Millisecond
+
+// Run sends frame, a new flow each time, for d (or until ctx ends), and
+// returns how long it ran.
+func (g *Generator) Run(ctx context.Context, frame []byte, d time.Duration) (time.Duration, error) {
+	return g.run(frame, func(run func(n uint32) error) error {
+		rate := 1e6 // packets per second, until measured
+		deadline := time.Now().Add(d)
+		for ctx.Err() == nil {
+			left := time.Until(deadline)
+			if left < 30*time.Millisecond {
+				break
+			}
+			n := uint32(max(1024, min(rate*min(left, genChunkTime).Seconds(), 1<<28)))
+			t0 := time.Now()
+			if err := run(n); err != nil {
+				return err
+			}
+			rate = float64(n) / time.Since(t0).Seconds()
+		}
+		return nil
+	})
+}
+
+// RunPackets sends n packets (new flows) in one BPF_PROG_RUN call.
+func (g *Generator) RunPackets(frame []byte, n uint32) (time.Duration, error) {
+	return g.run(frame, func(run func(n uint32) error) error { return run(n) })
+}
+
+// run calls loop from a thread in the generator's namespace pinned to
+// GenCPU; loop sends with run(n), one live-frames BPF_PROG_RUN of n
+// packets.
+func (g *Generator) run(frame []byte, loop func(run func(n uint32) error) error) (time.Duration, error) {
+	var ran time.Duration
+	err := g.topo.Gen.Do(func() error {
+		// Pin this (locked) thread for the run, then give the runtime
+		// back a thread with its old affinity.
+		var old, set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &old); err != nil {
+			return err
+		}
+		set.Set(g.topo.GenCPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("pinning the generator to CPU %d: %w", g.topo.GenCPU, err)
+		}
+		defer unix.SchedSetaffinity(0, &old)
+
+		// ingress_ifindex is resolved in this thread's namespace: the
+		// generator's veth. The frame "arrives" there and is redirected
+		// back out of it, to the DUT.
+		opts := &ebpf.RunOptions{Data: frame, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+			Context: xdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(g.topo.GenIf.Index)}}
+		start := time.Now()
+		err := loop(func(n uint32) error {
+			opts.Repeat = n
+			if _, err := g.objs.Trafficgen.Run(opts); err != nil {
+				return fmt.Errorf("BPF_PROG_RUN in live-frames mode (needs Linux 5.18+): %w", err)
+			}
+			return nil
+		})
+		ran = time.Since(start)
+		return err
+	})
+	return ran, err
+}
+
+// xdpMd is struct xdp_md, the BPF_PROG_RUN context of an XDP program.
+type xdpMd struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}

@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image/png"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithFDCheck(m)) }
+
+// leftovers lists what a macro run of this process may leave behind: its
+// namespaces, the NAPI thread of its veth (gone only when the veth is),
+// and private bpffs mounts.
+func leftovers(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	pid := os.Getpid()
+	for _, role := range []string{"gen", "dut"} {
+		name := fmt.Sprintf("%s%s-%d", NetNSPrefix, role, pid)
+		if _, err := os.Lstat(filepath.Join(netnsDir, name)); err == nil {
+			out = append(out, "namespace "+name)
+		}
+	}
+	topo := &Topology{DUTIf: Iface{Name: fmt.Sprintf("xbd%d", pid)}}
+	if pid, err := topo.NAPIThread(); err == nil {
+		out = append(out, fmt.Sprintf("NAPI thread %d of the DUT veth", pid))
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mi), "\n") {
+		for _, prefix := range []string{bpffsPrefix, sysfsPrefix} {
+			if strings.Contains(l, fmt.Sprintf("%s%d-", prefix, pid)) {
+				out = append(out, "mount "+l)
+			}
+		}
+	}
+	return out
+}
+
+// TestSweepStale: the namespaces and mounts of a run that was killed (its
+// pid is gone) are removed by the next run; those of live runs are not.
+func TestSweepStale(t *testing.T) {
+	testutil.RequireRoot(t)
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := cmd.Process.Pid
+	stale := fmt.Sprintf("%sgen-%d", NetNSPrefix, deadPID)
+	live := fmt.Sprintf("%sgen-%d", NetNSPrefix, 1) // pid 1 never goes away
+	topo := &Topology{}
+	defer topo.Close()
+	for _, name := range []string{stale, live} {
+		if _, err := topo.newNamespace(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mnt, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", bpffsPrefix, deadPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { unix.Unmount(mnt, unix.MNT_DETACH); os.Remove(mnt) }()
+
+	gone := SweepStale()
+	want := []string{"namespace " + stale, "mount " + mnt}
+	if !slices.Equal(gone, want) {
+		t.Errorf("swept %q, want %q", gone, want)
+	}
+	if _, err := os.Stat(filepath.Join(netnsDir, live)); err != nil {
+		t.Errorf("the live run's namespace was removed: %v", err)
+	}
+	if _, err := os.Stat(mnt); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale mount point %s still there: %v", mnt, err)
+	}
+}
+
+// TestMacroRuns runs a tiny macro benchmark and checks what it claims:
+// packets were generated, delivered, and dropped by each DUT's intended
+// rule, every count adds up, and nothing is left behind. Timing values
+// are not judged.
+func TestMacroRuns(t *testing.T) {
+	testutil.RequireRoot(t)
+	duts := []string{DUTDrop, DUTXdpfw}
+	if slices.Contains(AvailableDUTs(), DUTIptablesNFT) {
+		duts = append(duts, DUTIptablesNFT)
+	}
+	var progress bytes.Buffer
+	res, err := Macro(context.Background(), MacroOptions{Rules: []int{100}, Sizes: []int{64}, DUTs: duts,
+		Duration: 300 * time.Millisecond, Rounds: 2, Progress: &progress})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if l := leftovers(t); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+	if !slices.Equal(res.DUTs, duts) || len(res.Points) != len(duts) {
+		t.Fatalf("DUTs %v, %d points; want %v", res.DUTs, len(res.Points), duts)
+	}
+	for _, p := range res.Points {
+		if len(p.Runs) != 2 {
+			t.Errorf("%s: %d runs, want 2", p.DUT, len(p.Runs))
+		}
+		for i, r := range p.Runs {
+			switch {
+			case r.Offered == 0 || r.Delivered == 0:
+				t.Errorf("%s run %d: nothing generated or delivered: %+v", p.DUT, i, r)
+			case r.Delivered+r.RingDropped != r.Offered:
+				t.Errorf("%s run %d: offered %d != delivered %d + dropped at the veth %d", p.DUT, i, r.Offered, r.Delivered, r.RingDropped)
+			case r.Dropped != r.Delivered:
+				t.Errorf("%s run %d: the intended rule dropped %d of %d delivered", p.DUT, i, r.Dropped, r.Delivered)
+			case r.NAPINS == 0 || r.WindowS < r.GenS || r.GenS <= 0:
+				t.Errorf("%s run %d: CPU time or window missing: %+v", p.DUT, i, r)
+			}
+		}
+		if p.DroppedMpps <= 0 || p.NSPerPacket <= 0 || p.RateVsFloor <= 0 || p.CostVsFloor <= 0 {
+			t.Errorf("%s: medians or ratios missing: %+v", p.DUT, p)
+		}
+	}
+	if len(res.Summary) != 1 || res.Summary[0].FloorRate <= 0 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+	if slices.Contains(duts, DUTIptablesNFT) && res.Summary[0].IptablesRate <= 0 {
+		t.Errorf("no ratio to iptables-nft: %+v", res.Summary[0])
+	}
+	for _, want := range []string{"check xdpfw", "check xdp-drop", "[  1/", "ETA"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress.String())
+		}
+	}
+
+	// The outputs: a table line per point, and a report with its plots.
+	var table strings.Builder
+	WriteMacroTable(&table, res)
+	for _, d := range duts {
+		if !strings.Contains(table.String(), " "+d+" ") {
+			t.Errorf("table lacks %s:\n%s", d, table.String())
+		}
+	}
+	dir := t.TempDir()
+	if err := WriteMacroReport(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"index.html", "results.json", "rate-64.png", "cost-64.png", "floor-64.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("report file %s: %v", f, err)
+		}
+	}
+}
+
+// TestMacroInterrupted: ending the context (what Ctrl-C does) stops a run
+// in its first measurement, and everything is removed.
+func TestMacroInterrupted(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &watchWriter{want: "measuring:", seen: cancel}
+	_, err := Macro(ctx, MacroOptions{Rules: []int{10}, Sizes: []int{64}, DUTs: []string{DUTDrop, DUTXdpfw},
+		Duration: time.Minute, Rounds: 1, Progress: w})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want an interrupted run", err)
+	}
+	if l := leftovers(t); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
+
+// watchWriter calls seen once something containing want is written.
+type watchWriter struct {
+	mu   sync.Mutex
+	want string
+	seen func()
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen != nil && bytes.Contains(p, []byte(w.want)) {
+		w.seen()
+		w.seen = nil
+	}
+	return len(p), nil
+}
+
+// TestTrafficgenNewFlows runs the generator program (plain BPF_PROG_RUN,
+// frame out) and checks that every packet is a new flow with valid
+// headers: source port from the sequence, then the next source address.
+func TestTrafficgenNewFlows(t *testing.T) {
+	testutil.RequireRoot(t)
+	topo := &Topology{GenIf: Iface{Index: 1, MAC: []byte{2, 0, 0, 0, 0, 1}}, DUTIf: Iface{MAC: []byte{2, 0, 0, 0, 0, 2}}}
+	g, err := NewGenerator(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	frame, err := g.Frame(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := TrafficSrc.Addr()
+	hosts := uint64(1) << (32 - TrafficSrc.Bits())
+	for _, c := range []struct {
+		seq   uint64
+		src   netip.Addr
+		sport uint16
+	}{
+		{0, base, 0},
+		{1, base, 1},
+		{65535, base, 65535},
+		{65536, base.Next(), 0},
+		{3*65536 + 7, base.Next().Next().Next(), 7},
+		{hosts * 65536, base, 0}, // wraps to the first address
+	} {
+		if err := setSeq(g, c.seq); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]byte, len(frame))
+		ret, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: frame, DataOut: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ret != 4 { // XDP_REDIRECT
+			t.Fatalf("seq %d: XDP action %d, want XDP_REDIRECT", c.seq, ret)
+		}
+		p, err := packet.Decode(out)
+		if err != nil {
+			t.Fatalf("seq %d: %v", c.seq, err)
+		}
+		if p.Src != c.src || p.SPort != c.sport || p.Dst != dutAddr.Addr() || p.DPort != TrafficDPort || len(out) != 64 {
+			t.Errorf("seq %d: %s, want from %v port %d", c.seq, p, c.src, c.sport)
+		}
+		if sum := packet.Checksum(out[14:34]); sum != 0 {
+			t.Errorf("seq %d: IPv4 header checksum does not verify (%#x)", c.seq, sum)
+		}
+		// Every CPU's counter was set to seq; the one that ran counted one more.
+		if sent, _ := g.Sent(); sent != c.seq*uint64(ncpu)+1 {
+			t.Errorf("seq %d: counters sum to %d after the run", c.seq, sent)
+		}
+	}
+}
+
+// setSeq sets the generator's sequence (its packet counter) on every CPU.
+func setSeq(g *Generator, seq uint64) error {
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	per := make([]trafficgenBenchCounter, n)
+	for i := range per {
+		per[i].Packets = seq
+	}
+	return g.objs.GenStats.Put(uint32(0), per)
+}
+
+func TestMacroRuleSet(t *testing.T) {
+	for _, n := range []int{1, 2, 1000, MaxMacroRules} {
+		rs, err := rules.Parse("bench", []byte(MacroRuleSet(n)), rules.ParseOptions{Family: rules.FamilyIPv4})
+		if err != nil {
+			t.Fatalf("%d rules: %v", n, err)
+		}
+		if len(rs.Rules) != n {
+			t.Fatalf("%d rules parsed, want %d", len(rs.Rules), n)
+		}
+		srcs := map[string]bool{}
+		for _, r := range rs.Rules {
+			srcs[r.String()] = true
+		}
+		if len(srcs) != n {
+			t.Errorf("%d rules: %d distinct", n, len(srcs))
+		}
+	}
+	save := "# Generated by iptables-nft-save v1.8.9\n*filter\n:INPUT ACCEPT [0:0]\n" +
+		"[3:156] -A INPUT -s 10.201.0.0/32 -p udp -m udp --dport 1000 -j DROP\n" +
+		"[123456:7901184] " + lastRule + "\nCOMMIT\n"
+	if n, err := lastRuleCounter([]byte(save)); err != nil || n != 123456 {
+		t.Errorf("lastRuleCounter: %d, %v", n, err)
+	}
+	if _, err := lastRuleCounter([]byte("*filter\nCOMMIT\n")); err == nil {
+		t.Error("lastRuleCounter found a rule in an empty table")
+	}
+}
+
+func TestChartPNG(t *testing.T) {
+	c := &Chart{Title: "t", XLabel: "rules", YLabel: "Mpps", LogX: true, LogY: true, HLines: []float64{0.5},
+		Series: []Series{{Name: "a", Color: dutColors[DUTXdpfw], X: []float64{1, 100, 10000}, Y: []float64{3, 2.5, 0}}}}
+	b, err := c.PNG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Bounds().Dx() != chartW || img.Bounds().Dy() != chartH {
+		t.Fatalf("size %v", img.Bounds())
+	}
+	found := false
+	for y := 0; y < chartH && !found; y++ {
+		for x := padL; x < chartW-padR && !found; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			col := dutColors[DUTXdpfw]
+			found = r>>8 == uint32(col.R) && g>>8 == uint32(col.G) && bl>>8 == uint32(col.B)
+		}
+	}
+	if !found {
+		t.Error("the series is not drawn")
+	}
+	if got := ticks(0, 4, true); len(got) != 5 || got[4] != 10000 {
+		t.Errorf("log ticks %v", got)
+	}
+	if got := ticks(0, 1.1, false); len(got) < 3 || got[0] != 0 {
+		t.Errorf("linear ticks %v", got)
+	}
+}

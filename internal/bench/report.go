@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// WriteMacroTable prints the results: one line per DUT and point, then
+// xdpfw against the others.
+func WriteMacroTable(w io.Writer, res *MacroResult) {
+	fmt.Fprintf(w, "%6s %5s %-15s %9s %9s %5s %9s %9s %8s %8s\n", "rules", "size", "dut",
+		"offer_Mpps", "drop_Mpps", "busy", "ns/pkt", "stat_ns", "rate/flr", "cost/flr")
+	for _, p := range res.Points {
+		fmt.Fprintf(w, "%6d %5d %-15s %9.3f %9.4f %4.0f%% %9.0f %9.0f %8s %8s\n", p.Rules, p.Size, p.DUT,
+			p.OfferedMpps, p.DroppedMpps, 100*p.Busy, p.NSPerPacket, p.StatNS, ratio(p.RateVsFloor), ratio(p.CostVsFloor))
+	}
+	fmt.Fprintln(w, "offer/drop_Mpps: generated / dropped by the DUT's intended rule, per second (median over rounds);")
+	fmt.Fprintln(w, "busy: DUT NAPI thread CPU time / window; ns/pkt: that CPU time per dropped packet;")
+	fmt.Fprintln(w, "stat_ns: softirq+system+irq of the DUT's CPU (/proc/stat, includes anything else on it) per dropped packet;")
+	fmt.Fprintln(w, "rate/flr: drop rate / xdp-drop's; cost/flr: xdp-drop's ns/pkt / this one's (median of per-round ratios)")
+	if len(res.Summary) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "xdpfw against the others (higher is better for xdpfw; rate: drop rates, cost: inverse ns/pkt)\n")
+	fmt.Fprintf(w, "%6s %5s %10s %10s %10s %12s %12s %12s %12s\n", "rules", "size", "xdpfw_Mpps",
+		"floor_rate", "floor_cost", "ipt-nft_rate", "ipt-nft_cost", "ipt-leg_rate", "ipt-leg_cost")
+	for _, s := range res.Summary {
+		fmt.Fprintf(w, "%6d %5d %10.3f %10s %10s %12s %12s %12s %12s\n", s.Rules, s.Size, s.XdpfwDroppedMpps,
+			ratio(s.FloorRate), ratio(s.FloorCost), ratio(s.IptablesRate), ratio(s.IptablesCost),
+			ratio(s.IptLegacyRate), ratio(s.IptLegacyCost))
+	}
+}
+
+func ratio(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v >= 100:
+		return fmt.Sprintf("%.0fx", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1fx", v)
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+// WriteMacroReport writes dir/index.html with PNG plots per frame size
+// (drop rate, ns/packet and ratio to the floor, against the rule count),
+// the table, and dir/results.json.
+func WriteMacroReport(dir string, res *MacroResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
+		return err
+	}
+	type plot struct{ File, Alt string }
+	type section struct {
+		Size  int
+		Plots []plot
+	}
+	var sections []section
+	for _, size := range res.Sizes {
+		sec := section{Size: size}
+		for _, c := range macroCharts(res, size) {
+			b, err := c.chart.PNG()
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
+				return err
+			}
+			sec.Plots = append(sec.Plots, plot{File: c.file, Alt: c.chart.Title})
+		}
+		sections = append(sections, sec)
+	}
+	var table strings.Builder
+	WriteMacroTable(&table, res)
+	f, err := os.Create(filepath.Join(dir, "index.html"))
+	if err != nil {
+		return err
+	}
+	err = reportTmpl.Execute(f, map[string]any{"R": res, "Sections": sections, "Table": table.String()})
+	return errors.Join(err, f.Close())
+}
+
+type namedChart struct {
+	file  string
+	chart *Chart
+}
+
+// macroCharts are the plots of one frame size.
+func macroCharts(res *MacroResult, size int) []namedChart {
+	rate := &Chart{Title: fmt.Sprintf("Packets dropped per second, %d B frames, new flows", size),
+		XLabel: "rules (only the last one matches)", YLabel: "Mpps", LogX: true, LogY: true}
+	cost := &Chart{Title: fmt.Sprintf("DUT CPU time per dropped packet, %d B frames", size),
+		XLabel: "rules (only the last one matches)", YLabel: "ns/packet (NAPI thread)", LogX: true, LogY: true}
+	floor := &Chart{Title: fmt.Sprintf("Relative to a bare XDP_DROP program, %d B frames", size),
+		XLabel: "rules (only the last one matches)", YLabel: "drop rate / XDP_DROP's", LogX: true, LogY: true,
+		HLines: []float64{0.5, 1}}
+	for _, d := range res.DUTs {
+		var r, c, f, fc Series
+		r.Name, c.Name, f.Name = d, d, d+" (rate)"
+		r.Color, c.Color, f.Color = dutColors[d], dutColors[d], dutColors[d]
+		fc.Name, fc.Color = d+" (cost)", lighter(dutColors[d])
+		for _, p := range res.Points {
+			if p.DUT != d || p.Size != size {
+				continue
+			}
+			x := float64(p.Rules)
+			r.X, r.Y = append(r.X, x), append(r.Y, p.DroppedMpps)
+			c.X, c.Y = append(c.X, x), append(c.Y, p.NSPerPacket)
+			f.X, f.Y = append(f.X, x), append(f.Y, p.RateVsFloor)
+			fc.X, fc.Y = append(fc.X, x), append(fc.Y, p.CostVsFloor)
+		}
+		rate.Series = append(rate.Series, r)
+		cost.Series = append(cost.Series, c)
+		if d != DUTDrop && len(f.X) > 0 && f.Y[0] > 0 {
+			floor.Series = append(floor.Series, f)
+			if d == DUTXdpfw {
+				floor.Series = append(floor.Series, fc)
+			}
+		}
+	}
+	out := []namedChart{
+		{fmt.Sprintf("rate-%d.png", size), rate},
+		{fmt.Sprintf("cost-%d.png", size), cost},
+	}
+	if len(floor.Series) > 0 {
+		out = append(out, namedChart{fmt.Sprintf("floor-%d.png", size), floor})
+	}
+	return out
+}
+
+func lighter(c color.RGBA) color.RGBA {
+	l := func(v uint8) uint8 { return v + (0xff-v)/2 }
+	return color.RGBA{l(c.R), l(c.G), l(c.B), 0xff}
+}
+
+var reportTmpl = template.Must(template.New("report").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>xdpfw bench macro</title>
+<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
+pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
+td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
+<body>
+<h1>xdpfw bench macro</h1>
+<table>
+<tr><th>started</th><td>{{.R.Started.Format "2006-01-02 15:04:05 MST"}} ({{printf "%.0f" .R.Elapsed}} s)</td></tr>
+<tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
+<tr><th>kernel, CPUs</th><td>{{.R.Kernel}}, {{.R.CPUs}} CPUs; generator on CPU {{.R.GenCPU}}, DUT NAPI thread on CPU {{.R.DUTCPU}}</td></tr>
+<tr><th>load average before / after</th><td>{{index .R.Load 0}} / {{index .R.Load 1}}</td></tr>
+<tr><th>runs</th><td>{{.R.Rounds}} interleaved rounds, {{.R.Duration}} s of traffic per run, rules {{.R.Rules}}, frame sizes {{.R.Sizes}} B</td></tr>
+<tr><th>DUTs</th><td>{{range .R.DUTs}}{{.}} {{end}}</td></tr>
+{{range $d, $why := .R.Skipped}}<tr><th>not measured</th><td>{{$d}}: {{$why}}</td></tr>{{end}}
+</table>
+<p>Topology: two network namespaces joined by a veth pair. A live-frames XDP traffic generator
+(BPF_PROG_RUN, BPF_F_TEST_XDP_LIVE_FRAMES) on one CPU makes every packet a new flow (IPv4/UDP, new
+source port, then new source address) and redirects it into the veth; the DUT's veth is polled by
+its own NAPI thread on the other CPU, where the DUT drops the packet: xdpfw, a bare XDP_DROP program
+(the floor), or iptables in the DUT's namespace (an XDP_PASS program hands frames to the stack).
+The rule set has N rules of which only the last matches. See docs/bench.md for the method and its
+caveats (a veth is not a NIC).</p>
+<h2>Results</h2>
+<pre>{{.Table}}</pre>
+{{range .Sections}}<h2>{{.Size}} B frames</h2>
+{{range .Plots}}<img src="{{.File}}" alt="{{.Alt}}">
+{{end}}{{end}}
+<p>Raw data, every run: <a href="results.json">results.json</a>.</p>
+</body></html>
+`))
