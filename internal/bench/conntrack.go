@@ -4,13 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
@@ -70,27 +65,11 @@ func udpFrame(src, dst string, sport, dport uint16) []byte {
 // Conntrack measures the stateful fast path against new flows, and a full
 // table, in a throwaway namespace with a private bpffs.
 func Conntrack(opt CTOptions) ([]*CTResult, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
+	dir, undo, err := sandbox("xdpfw-bench-ct-")
 	if err != nil {
 		return nil, err
 	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		return nil, fmt.Errorf("creating a network namespace: %w", err)
-	}
-	defer func() { netns.Set(orig); ns.Close() }()
-	dir, err := os.MkdirTemp("", "xdpfw-bench-ct-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
-		return nil, fmt.Errorf("mounting a private bpffs: %w", err)
-	}
-	defer unix.Unmount(dir, unix.MNT_DETACH)
+	defer undo()
 	say := func(format string, a ...any) {
 		if opt.Progress != nil {
 			fmt.Fprintf(opt.Progress, format+"\n", a...)

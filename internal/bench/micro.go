@@ -6,15 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
@@ -104,28 +99,11 @@ type subject struct {
 // Micro runs the benchmark in a throwaway network namespace (so the FIB
 // answer is the same for every size) with a private bpffs, and removes both.
 func Micro(opt MicroOptions) ([]*MicroResult, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
+	dir, undo, err := sandbox("xdpfw-bench-")
 	if err != nil {
 		return nil, err
 	}
-	defer orig.Close()
-	ns, err := netns.New() // also enters it, on this thread
-	if err != nil {
-		return nil, fmt.Errorf("creating a network namespace: %w", err)
-	}
-	defer func() { netns.Set(orig); ns.Close() }()
-
-	dir, err := os.MkdirTemp("", "xdpfw-bench-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
-		return nil, fmt.Errorf("mounting a private bpffs: %w", err)
-	}
-	defer unix.Unmount(dir, unix.MNT_DETACH)
+	defer undo()
 
 	var subs []*subject
 	defer func() {
