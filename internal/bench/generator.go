@@ -24,6 +24,7 @@ const (
 type Generator struct {
 	topo *Topology
 	objs trafficgenObjects
+	rate float64 // packets per second of the last call (0: none yet)
 }
 
 // NewGenerator loads the generator program for topology t.
@@ -93,17 +94,23 @@ func (g *Generator) Sent() (uint64, error) {
 }
 
 // genChunkTime bounds one BPF_PROG_RUN call, so a run ends close to its
-// deadline and Ctrl-C is noticed quickly. Each call also costs a fixed
-// ~20 ms in the kernel (setting up and tearing down the page pool and its
-// memory model, which waits for an RCU grace period), during which nothing
-// is sent: calls are made long so that gap is a small part of the run.
-const genChunkTime = 250 * time.Millisecond
+// deadline and Ctrl-C is noticed within a second. Each call also costs a
+// fixed ~20 ms in the kernel (setting up and tearing down the page pool
+// and its memory model, which waits for an RCU grace period), during which
+// nothing is sent: calls are made long so that gap is a small part of the
+// run. Calls are sized with the rate the previous call achieved.
+const genChunkTime = time.Second
 
 // Run sends frame, a new flow each time, for d (or until ctx ends), and
 // returns how long it ran.
 func (g *Generator) Run(ctx context.Context, frame []byte, d time.Duration) (time.Duration, error) {
 	return g.run(frame, func(run func(n uint32) error) error {
-		rate := 1e6 // packets per second, until measured
+		// The rate another DUT or frame size saw may be off: aim short at
+		// first, a second call fills up the time left.
+		rate := 0.8 * g.rate
+		if rate == 0 {
+			rate = 1e6 // until measured
+		}
 		deadline := time.Now().Add(d)
 		for ctx.Err() == nil {
 			left := time.Until(deadline)
@@ -116,6 +123,7 @@ func (g *Generator) Run(ctx context.Context, frame []byte, d time.Duration) (tim
 				return err
 			}
 			rate = float64(n) / time.Since(t0).Seconds()
+			g.rate = rate
 		}
 		return nil
 	})

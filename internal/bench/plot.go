@@ -42,8 +42,8 @@ var dutColors = map[string]color.RGBA{
 }
 
 const (
-	chartW, chartH = 860, 420
-	padL, padR     = 70, 180 // the legend is in the right margin
+	chartW, chartH = 900, 420
+	padL, padR     = 70, 210 // the legend is in the right margin
 	padT, padB     = 40, 50
 )
 

@@ -107,7 +107,7 @@ func macroCharts(res *MacroResult, size int) []namedChart {
 	cost := &Chart{Title: fmt.Sprintf("DUT CPU time per dropped packet, %d B frames", size),
 		XLabel: "rules (only the last one matches)", YLabel: "ns/packet (NAPI thread)", LogX: true, LogY: true}
 	floor := &Chart{Title: fmt.Sprintf("Relative to a bare XDP_DROP program, %d B frames", size),
-		XLabel: "rules (only the last one matches)", YLabel: "drop rate / XDP_DROP's", LogX: true, LogY: true,
+		XLabel: "rules (only the last one matches)", YLabel: "ratio to XDP_DROP (1 = the floor; rate, or cost: inverse ns/pkt)", LogX: true, LogY: true,
 		HLines: []float64{0.5, 1}}
 	for _, d := range res.DUTs {
 		var r, c, f, fc Series
