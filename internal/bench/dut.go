@@ -152,8 +152,8 @@ type xdpfwDUT struct {
 	cur  int
 }
 
-// xdpfwSetup is what loading one rule count cost.
-type xdpfwSetup struct {
+// XdpfwSetup is what loading one rule count cost.
+type XdpfwSetup struct {
 	Rules     int     `json:"rules"`
 	CompileMS float64 `json:"compile_ms"`
 	InstallMS float64 `json:"install_ms"`
@@ -163,9 +163,9 @@ type xdpfwSetup struct {
 // checks, with BPF_PROG_TEST_RUN in the DUT's namespace (the chain is
 // picked by a FIB lookup there), that the generator's frame is dropped by
 // the last rule.
-func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte) (*xdpfwDUT, []xdpfwSetup, error) {
+func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte) (*xdpfwDUT, []XdpfwSetup, error) {
 	d := &xdpfwDUT{link: l, dps: map[int]*datapath.Datapath{}, last: map[int]uint32{}}
-	var setups []xdpfwSetup
+	var setups []XdpfwSetup
 	for _, n := range counts {
 		if _, ok := d.dps[n]; ok {
 			continue
@@ -187,7 +187,7 @@ func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []
 			d.close()
 			return nil, nil, fmt.Errorf("compiling %d rules: %w", n, err)
 		}
-		s := xdpfwSetup{Rules: n, CompileMS: msSince(t0)}
+		s := XdpfwSetup{Rules: n, CompileMS: msSince(t0)}
 		dp, err := datapath.Load(filepath.Join(pinRoot, fmt.Sprintf("xdpfw-%d", n)), lim)
 		if err != nil {
 			d.close()

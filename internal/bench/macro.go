@@ -41,7 +41,7 @@ type MacroResult struct {
 	Rounds   int               `json:"rounds"`
 	DUTs     []string          `json:"duts"`
 	Skipped  map[string]string `json:"skipped,omitempty"` // DUT -> why it was not measured
-	Xdpfw    []xdpfwSetup      `json:"xdpfw_setup"`
+	Xdpfw    []XdpfwSetup      `json:"xdpfw_setup"`
 	Points   []*MacroPoint     `json:"points"`
 	Summary  []*MacroSummary   `json:"summary"`
 }
@@ -67,15 +67,15 @@ type MacroPoint struct {
 
 // MacroRun is one measurement.
 type MacroRun struct {
-	Offered     uint64  `json:"offered"`      // packets the generator sent
-	Delivered   uint64  `json:"delivered"`    // packets the DUT's veth took in (rx_packets)
-	RingDropped uint64  `json:"ring_dropped"` // packets the veth dropped, its ring full (rx_dropped)
-	Dropped     uint64  `json:"dropped"`      // packets the DUT's intended rule dropped
-	GenS        float64 `json:"generator_s"`  // how long the generator ran
-	WindowS     float64 `json:"window_s"`     // generator start to the DUT's last packet
-	NAPINS      uint64  `json:"napi_ns"`      // DUT NAPI thread CPU time
-	StatBusyNS  float64 `json:"stat_busy_ns"` // DUT CPU softirq+system+irq, /proc/stat
-	StatTotalNS float64 `json:"stat_total_ns"`
+	Offered     uint64  `json:"offered"`       // packets the generator sent
+	Delivered   uint64  `json:"delivered"`     // packets the DUT's veth took in (rx_packets)
+	RingDropped uint64  `json:"ring_dropped"`  // packets the veth dropped, its ring full (rx_dropped)
+	Dropped     uint64  `json:"dropped"`       // packets the DUT's intended rule dropped
+	GenS        float64 `json:"generator_s"`   // how long the generator ran
+	WindowS     float64 `json:"window_s"`      // generator start to the DUT's last packet
+	NAPINS      uint64  `json:"napi_ns"`       // DUT NAPI thread CPU time
+	StatBusyNS  float64 `json:"stat_busy_ns"`  // DUT CPU softirq+system+irq, /proc/stat
+	StatTotalNS float64 `json:"stat_total_ns"` // DUT CPU, every state, /proc/stat
 }
 
 // accounted checks that every generated packet reached the DUT's veth or

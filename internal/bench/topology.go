@@ -97,9 +97,10 @@ type Topology struct {
 	cleanups       []func() error
 }
 
-// NewTopology creates both namespaces and the veth pair, configures
-// addresses, sysctls and threaded NAPI on the DUT's end. On error,
-// whatever was made is removed again; otherwise Close removes it.
+// NewTopology creates both namespaces and the veth pair and configures
+// addresses, neighbours and sysctls (SetThreadedNAPI and NAPIThread come
+// once the DUT's veth has an XDP program). On error, whatever was made is
+// removed again; otherwise Close removes it.
 func NewTopology() (t *Topology, err error) {
 	t = &Topology{}
 	defer func() {

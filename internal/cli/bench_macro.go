@@ -37,15 +37,16 @@ on CPU 0 sends IPv4/UDP frames into the veth, every packet a new flow (new
 source port, then new source address). On the other side, the DUT's veth is
 polled by its own NAPI thread, pinned to CPU 1, where one of these drops them:
 
-  xdp-drop         a bare XDP_DROP program: the floor, what any XDP program costs
+  xdp-drop         a bare XDP_DROP program: the floor, the least XDP can cost
   xdpfw            the firewall with the rule set below (native XDP)
   iptables-nft     the same rule text in the DUT's namespace (iptables-restore)
   iptables-legacy  likewise with the x_tables back end, if installed
 
 The rule set has N rules of which only the last matches the traffic. For each
 rule count and frame size ("a point"), every DUT runs for --duration, their
-order rotating from point to point, in --rounds interleaved rounds; ratios
-are medians of per-round ratios measured side by side. Before measuring, each
+order rotating from point to point, in --rounds interleaved rounds (odd ones
+walk the points backwards); ratios are medians of per-round ratios measured
+side by side. Before measuring, each
 DUT is checked to drop the generated packets with its intended rule (its
 counter must equal what the veth delivered).
 
@@ -54,9 +55,14 @@ Per run it counts packets offered (generator), dropped by the intended rule
 the DUT's CPU time: the NAPI thread's own (ns/pkt) and the DUT CPU's softirq +
 system time from /proc/stat (stat_ns; includes anything else on that CPU).
 Other load on the machine lowers drop rates: run it on a quiet machine.
-See docs/bench.md for the method and the caveats of a veth.`,
-		Example: `  # everything, about 5 minutes on 2 CPUs; the total is printed first
+It pins nothing under --pin-dir: the data planes it loads live in a private
+bpffs that goes away with the run. See docs/bench.md for the method and the
+caveats of a veth.`,
+		Example: `  # everything, about 4 minutes on 2 CPUs; the total is printed first
   xdpfw bench macro
+
+  # steadier medians (the README's run): 5 rounds, report with plots
+  xdpfw bench macro --rounds 5 --report /tmp/macro
 
   # a quick look at 64-byte frames, with an HTML report and PNG plots
   xdpfw bench macro --rules 1,1000,10000 --sizes 64 --duration 2s --report /tmp/macro
@@ -66,16 +72,17 @@ See docs/bench.md for the method and the caveats of a veth.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opt := bench.MacroOptions{Rules: rulesN, Sizes: sizes, Duration: duration, Rounds: rounds, Progress: e.stderr}
+			explicit := cmd.Flags().Changed("dut")
+			if !explicit {
+				duts = bench.AvailableDUTs()
+			}
 			if err := checkMacroFlags(opt, duts); err != nil {
 				return usageError{err}
 			}
-			if cmd.Flags().Changed("dut") {
+			if explicit {
 				opt.DUTs = duts
 			}
 			n := len(duts)
-			if opt.DUTs == nil {
-				n = len(bench.AvailableDUTs())
-			}
 			fmt.Fprintf(e.stderr, "xdpfw bench macro: rules %v, frames %v B, %d DUTs, %d rounds x %v per run: about %v in all\n",
 				rulesN, sizes, n, rounds, duration, bench.EstimateMacro(opt, n).Round(time.Second))
 
@@ -102,7 +109,7 @@ See docs/bench.md for the method and the caveats of a veth.`,
 	fl := cmd.Flags()
 	fl.IntSliceVar(&rulesN, "rules", []int{1, 100, 1000, 10000}, "rule counts")
 	fl.IntSliceVar(&sizes, "sizes", []int{64, 128, 512, 1024}, "Ethernet frame sizes in bytes, without FCS")
-	fl.StringSliceVar(&duts, "dut", bench.AllDUTs, "DUTs to measure (default: all that are installed)")
+	fl.StringSliceVar(&duts, "dut", nil, "DUTs to measure: "+strings.Join(bench.AllDUTs, ",")+" (default: all whose tools are installed)")
 	fl.DurationVar(&duration, "duration", time.Second, "traffic per run (one DUT at one point)")
 	fl.IntVar(&rounds, "rounds", 3, "interleaved rounds")
 	fl.StringVar(&report, "report", "", "write an HTML report with PNG plots into this directory")
