@@ -79,22 +79,12 @@ func Conntrack(opt CTOptions) ([]*CTResult, error) {
 	var out []*CTResult
 	for _, n := range opt.Sizes {
 		n = max(n, 3)
-		rs, err := rules.Parse("bench", []byte(CTRuleSetText(n)), rules.ParseOptions{})
+		c, err := compileText(CTRuleSetText(n), n, rules.ParseOptions{})
 		if err != nil {
 			return nil, err
 		}
-		ids := make([]uint32, len(rs.Rules))
-		for i := range ids {
-			ids[i] = uint32(compile.FirstRuleID + i)
-		}
-		lim := datapath.LimitsFor(max(n, compile.DefaultMaxEntries))
-		lim.Conntrack = max(opt.TableMax, 2*opt.Flows+16)
-		tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids,
-			MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
-		if err != nil {
-			return nil, err
-		}
-		r, err := ctMeasure(filepath.Join(dir, fmt.Sprint(n)), lim, tables, ids, opt)
+		c.lim.Conntrack = max(opt.TableMax, 2*opt.Flows+16)
+		r, err := ctMeasure(filepath.Join(dir, fmt.Sprint(n)), c.lim, c.tables, c.ids, opt)
 		if err != nil {
 			return nil, fmt.Errorf("%d rules: %w", n, err)
 		}

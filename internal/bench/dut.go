@@ -170,31 +170,20 @@ func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []
 		if _, ok := d.dps[n]; ok {
 			continue
 		}
-		rs, err := rules.Parse("bench", []byte(MacroRuleSet(n)), rules.ParseOptions{Family: rules.FamilyIPv4})
+		c, err := compileText(MacroRuleSet(n), n, rules.ParseOptions{Family: rules.FamilyIPv4})
 		if err != nil {
 			d.close()
 			return nil, nil, fmt.Errorf("%d rules: %w", n, err)
 		}
-		ids := make([]uint32, len(rs.Rules))
-		for i := range ids {
-			ids[i] = uint32(compile.FirstRuleID + i)
-		}
-		lim := datapath.LimitsFor(max(n, compile.DefaultMaxEntries))
-		t0 := time.Now()
-		tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids,
-			MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
-		if err != nil {
-			d.close()
-			return nil, nil, fmt.Errorf("compiling %d rules: %w", n, err)
-		}
-		s := XdpfwSetup{Rules: n, CompileMS: msSince(t0)}
-		dp, err := datapath.Load(filepath.Join(pinRoot, fmt.Sprintf("xdpfw-%d", n)), lim)
+		tables, ids := c.tables, c.ids
+		s := XdpfwSetup{Rules: n, CompileMS: c.compileMS}
+		dp, err := datapath.Load(filepath.Join(pinRoot, fmt.Sprintf("xdpfw-%d", n)), c.lim)
 		if err != nil {
 			d.close()
 			return nil, nil, err
 		}
 		d.dps[n] = dp
-		t0 = time.Now()
+		t0 := time.Now()
 		if err := dp.Install(tables); err != nil {
 			d.close()
 			return nil, nil, err

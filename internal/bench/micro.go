@@ -119,22 +119,12 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 	for _, fam := range opt.Families {
 		for _, n := range opt.Sizes {
 			res := &MicroResult{Family: fam, Rules: n}
-			rs, err := rules.Parse("bench", []byte(RuleSetText(n, fam)), rules.ParseOptions{})
+			c, err := compileText(RuleSetText(n, fam), n, rules.ParseOptions{})
 			if err != nil {
 				return nil, err
 			}
-			ids := make([]uint32, len(rs.Rules))
-			for i := range ids {
-				ids[i] = uint32(compile.FirstRuleID + i)
-			}
-			lim := datapath.LimitsFor(max(n, compile.DefaultMaxEntries))
-			t0 := time.Now()
-			tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids,
-				MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
-			if err != nil {
-				return nil, fmt.Errorf("%d rules: %w", n, err)
-			}
-			res.CompileMS = msSince(t0)
+			tables, ids, lim := c.tables, c.ids, c.lim
+			res.CompileMS = c.compileMS
 			res.Entries, res.Tree, res.KernelKiB = len(tables.Entries), tables.Stats, lim.Bytes()>>10
 			dp, err := datapath.Load(filepath.Join(dir, fmt.Sprintf("%s-%d", fam, n)), lim)
 			if err != nil {
@@ -142,7 +132,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			}
 			s := &subject{res: res, dp: dp}
 			subs = append(subs, s)
-			t0 = time.Now()
+			t0 := time.Now()
 			if err := dp.Install(tables); err != nil {
 				return nil, err
 			}

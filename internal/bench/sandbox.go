@@ -4,9 +4,14 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // sandbox locks the calling goroutine to its OS thread, moves that thread
@@ -46,4 +51,33 @@ func sandbox(prefix string) (dir string, undo func(), err error) {
 	}
 	steps = append(steps, func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	return dir, undo, nil
+}
+
+// compiled is a benchmark rule set ready to install.
+type compiled struct {
+	tables    *compile.Tables
+	ids       []uint32 // rule i's counter id
+	lim       datapath.Limits
+	compileMS float64
+}
+
+// compileText parses a benchmark's rule text (n rules) and compiles it
+// for tables sized to hold it, with ids FirstRuleID+i.
+func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) {
+	rs, err := rules.Parse("bench", []byte(text), opt)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiled{ids: make([]uint32, len(rs.Rules)), lim: datapath.LimitsFor(max(n, compile.DefaultMaxEntries))}
+	for i := range c.ids {
+		c.ids[i] = uint32(compile.FirstRuleID + i)
+	}
+	t0 := time.Now()
+	c.tables, _, err = compile.Compile(compile.Input{RuleSet: rs, IDs: c.ids,
+		MaxEntries: c.lim.Entries, MaxNodes: c.lim.Nodes, MaxLeafSlots: c.lim.LeafSlots})
+	if err != nil {
+		return nil, fmt.Errorf("compiling %d rules: %w", n, err)
+	}
+	c.compileMS = msSince(t0)
+	return c, nil
 }

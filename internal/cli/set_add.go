@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/spf13/cobra"
 
@@ -30,22 +31,11 @@ and traffic is not disturbed.`,
   curl -s https://example.net/drop.txt | xdpfw set add blocklist --file -`,
 		Args: nArgs(1, -1, usage),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) == 1 && file == "" {
-				return usageError{fmt.Errorf("usage: xdpfw %s", usage)}
-			}
-			s, err := e.openSets()
+			s, ps, err := e.setElems(cmd, a, file, usage)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			kind, err := s.Kind(a[0])
-			if err != nil {
-				return err
-			}
-			ps, err := readElems(cmd, kind, a[1:], file)
-			if err != nil {
-				return err
-			}
 			ch, err := s.Add(a[0], ps)
 			if err != nil {
 				return err
@@ -79,22 +69,11 @@ others. Only the set map changes, as with add.`,
   xdpfw set del blocklist --file unblock.txt --missing-ok`,
 		Args: nArgs(1, -1, usage),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) == 1 && file == "" {
-				return usageError{fmt.Errorf("usage: xdpfw %s", usage)}
-			}
-			s, err := e.openSets()
+			s, ps, err := e.setElems(cmd, a, file, usage)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			kind, err := s.Kind(a[0])
-			if err != nil {
-				return err
-			}
-			ps, err := readElems(cmd, kind, a[1:], file)
-			if err != nil {
-				return err
-			}
 			ch, err := s.Del(a[0], ps, missingOK)
 			if err != nil {
 				return err
@@ -114,4 +93,25 @@ func printDel(e *env, name string, ch *firewall.SetChange) {
 		fmt.Fprintf(e.stdout, ", %d not in the set", ch.Skipped)
 	}
 	fmt.Fprintf(e.stdout, "; %s (size %d)\n", plural(ch.Count, "element"), ch.Size)
+}
+
+// setElems opens the sets and reads the elements of an add or del: the
+// arguments after the set name and/or --file, parsed for the set's kind.
+func (e *env) setElems(cmd *cobra.Command, a []string, file, usage string) (*firewall.Sets, []netip.Prefix, error) {
+	if len(a) == 1 && file == "" {
+		return nil, nil, usageError{fmt.Errorf("usage: xdpfw %s", usage)}
+	}
+	s, err := e.openSets()
+	if err != nil {
+		return nil, nil, err
+	}
+	kind, err := s.Kind(a[0])
+	if err == nil {
+		var ps []netip.Prefix
+		if ps, err = readElems(cmd, kind, a[1:], file); err == nil {
+			return s, ps, nil
+		}
+	}
+	s.Close()
+	return nil, nil, err
 }

@@ -102,9 +102,13 @@ func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, err
 	}
 	n := 0
 	for i := range keys {
-		// An entry refreshed since we read it may have been re-armed;
-		// deleting it costs that connection one INVALID/NEW packet at
-		// worst for GC and is what flush means.
+		// Look again just before deleting: a new connection may have
+		// replaced an expired entry since the walk. (Lookup and delete
+		// are two calls; the window left is microseconds, and losing it
+		// costs that connection its entry.)
+		if err := d.ct.Lookup(&keys[i], &v); err != nil || !doomed(&v, ctNow()) {
+			continue
+		}
 		if err := d.ct.Delete(&keys[i]); err != nil {
 			if errors.Is(err, ebpf.ErrKeyNotExist) {
 				continue
