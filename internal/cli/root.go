@@ -112,24 +112,3 @@ func (e *env) printGeneration(res *firewall.Result) {
 	fmt.Fprintf(e.stdout, "generation %d: %d rules in force (%d classifier entries, %d trees, depth <= %d, <= %d candidates per leaf)\n",
 		res.Generation, res.Rules, res.Entries, res.Tree.Trees, res.Tree.MaxDepth, res.Tree.MaxLeaf)
 }
-
-// readRuleFiles parses the positional rule file and the per-family files.
-// Rules of the family files apply to that family only.
-func readRuleFiles(file, v4file, v6file string) (*rules.RuleSet, error) {
-	out := &rules.RuleSet{}
-	for _, f := range []struct {
-		path string
-		fam  rules.Family
-	}{{file, rules.FamilyAny}, {v4file, rules.FamilyIPv4}, {v6file, rules.FamilyIPv6}} {
-		if f.path == "" {
-			continue
-		}
-		rs, err := rules.ParseFile(f.path, rules.ParseOptions{Family: f.fam})
-		if err != nil {
-			return nil, err
-		}
-		out.Rules = append(out.Rules, rs.Rules...)
-		out.Policies = append(out.Policies, rs.Policies...)
-	}
-	return out, nil
-}

@@ -42,7 +42,7 @@ unchanged carry over. A file with any error changes nothing.
 			if err != nil {
 				return err
 			}
-			rs, err := readRuleFiles(file, v4file, v6file)
+			rs, err := rules.ReadFiles(file, v4file, v6file)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newLoad(e *env) *cobra.Command {
@@ -70,7 +71,7 @@ and connections expire after per-state timeouts close to Linux's, which
 			if len(args) == 1 {
 				file = args[0]
 			}
-			rs, err := readRuleFiles(file, v4file, v6file)
+			rs, err := rules.ReadFiles(file, v4file, v6file)
 			if err != nil {
 				return err
 			}
