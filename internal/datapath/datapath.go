@@ -5,6 +5,8 @@
 package datapath
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -292,4 +294,12 @@ func ensureBPFFS(dir string) error {
 		}
 	}
 	return os.MkdirAll(dir, 0o700)
+}
+
+// ProgramVersion identifies the BPF object this binary embeds (a hash of
+// its bytes): the control plane records it at load, so a daemon that
+// starts again knows whether the pinned program is the one it would load.
+func ProgramVersion() string {
+	sum := sha256.Sum256(_XdpfwBytes)
+	return hex.EncodeToString(sum[:8])
 }

@@ -88,18 +88,43 @@ func Open(p Paths) (*Firewall, error) {
 	return &Firewall{paths: p, dp: dp, st: st, rs: rs, unlock: unlock}, nil
 }
 
-// Close releases the lock and file descriptors.
+// Close releases the lock and file descriptors. Closing again does nothing.
 func (f *Firewall) Close() {
 	if f.dp != nil {
 		f.dp.Close()
+		f.dp = nil
 	}
-	f.unlock()
+	if f.unlock != nil {
+		f.unlock()
+		f.unlock = nil
+	}
 }
 
 // Load attaches the firewall to ifaces with rs in force. It loads (or
 // upgrades) the program, installs the rule set, attaches, and records the
 // state. If anything fails, what this call set up is undone.
 func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt Options) (*Result, error) {
+	modes := make([]IfaceMode, len(ifaces))
+	for i, name := range ifaces {
+		modes[i] = IfaceMode{Name: name, Mode: mode}
+	}
+	return LoadModes(p, modes, rs, opt)
+}
+
+// IfaceMode is an interface and the attach mode it asks for.
+type IfaceMode struct {
+	Name string        `json:"name"`
+	Mode datapath.Mode `json:"mode"`
+}
+
+// LoadModes is Load with an attach mode per interface.
+func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Result, error) {
+	ifaces := make([]string, len(modes))
+	modeOf := map[string]datapath.Mode{}
+	for i, m := range modes {
+		ifaces[i] = m.Name
+		modeOf[m.Name] = m.Mode
+	}
 	if len(ifaces) == 0 {
 		return nil, errors.New("no interface given (-i IFACE)")
 	}
@@ -171,7 +196,7 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 		if _, before := f.prevIfaces[name]; before {
 			continue
 		}
-		m, err := dp.Attach(name, mode)
+		m, err := dp.Attach(name, modeOf[name])
 		if err != nil {
 			return nil, f.undo(fresh, attached, err)
 		}
@@ -182,7 +207,7 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 	for name, prev := range f.prevIfaces {
 		want := datapath.ModeAuto // not named: keep its mode
 		if _, named := newIfaces[name]; named {
-			want = mode
+			want = modeOf[name]
 		}
 		m, err := dp.Attach(name, want) // updates the link; refuses a mode change
 		if err != nil {
@@ -196,6 +221,7 @@ func Load(p Paths, ifaces []string, mode datapath.Mode, rs *rules.RuleSet, opt O
 	if err := dp.PinProgram(); err != nil {
 		return nil, f.undo(fresh, attached, err)
 	}
+	st.Program = datapath.ProgramVersion()
 	if err := st.save(p); err != nil {
 		return nil, f.undo(fresh, attached, err)
 	}

@@ -534,3 +534,65 @@ func (s *Sets) Restore(r *rules.SetRestore) (res *RestoreResult, err error) {
 	}
 	return res, s.save()
 }
+
+// SyncResult is what Sync did.
+type SyncResult struct {
+	RestoreResult
+	Removed int // elements the sets held that the file does not list
+}
+
+// Sync makes the sets an `ipset save` file names hold exactly its
+// elements: Restore creates the missing sets and adds what is new, then
+// the elements the file no longer lists are removed (adds before removals,
+// so an element moved to a covering prefix is never unmatched in between).
+// Sets the file does not name are left alone. The daemon keeps its sets
+// files in force with it.
+func (s *Sets) Sync(r *rules.SetRestore) (*SyncResult, error) {
+	res, err := s.Restore(r)
+	if err != nil {
+		return nil, err
+	}
+	out := &SyncResult{RestoreResult: *res}
+	want := map[string]map[netip.Prefix]bool{}
+	for _, c := range r.Creates {
+		want[c.Name] = map[netip.Prefix]bool{}
+	}
+	for _, a := range r.Adds {
+		if want[a.Name] == nil {
+			want[a.Name] = map[netip.Prefix]bool{}
+		}
+		for _, p := range a.Elems {
+			want[a.Name][p.Masked()] = true
+		}
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m, err := s.get(name)
+		if err != nil {
+			return out, err
+		}
+		have, err := s.dp.List(m.ID, m.Family == "inet6")
+		if err != nil {
+			return out, err
+		}
+		var extra []netip.Prefix
+		for _, p := range have {
+			if !want[name][p.Masked()] {
+				extra = append(extra, p)
+			}
+		}
+		if len(extra) == 0 {
+			continue
+		}
+		ch, err := s.Del(name, extra, true)
+		if err != nil {
+			return out, fmt.Errorf("set %q: removing what the file no longer lists: %w", name, err)
+		}
+		out.Removed += ch.Changed
+	}
+	return out, nil
+}

@@ -50,6 +50,9 @@ type state struct {
 	// before REJECT answered: the defaults).
 	RejectRate  uint32 `json:"reject_rate,omitempty"`
 	RejectBurst uint32 `json:"reject_burst,omitempty"`
+	// Program is the datapath.ProgramVersion the last load put in force
+	// ("" in states written before it was recorded).
+	Program string `json:"program,omitempty"`
 }
 
 // setState is a named set.

@@ -1,0 +1,188 @@
+package firewall
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// Desired is the whole firewall as a configuration file describes it (the
+// daemon's): every setting is given, none means "keep what is in force".
+type Desired struct {
+	Interfaces []IfaceMode
+	Rules      *rules.RuleSet
+	// Options with every field set: Malformed and CTFull "drop" or
+	// "accept", CTTimeouts with CTTimeoutsSet, RejectRate and RejectBurst
+	// non-zero. MaxRules and CTMax size the tables at the first load (0:
+	// the defaults); changing them later needs `xdpfw detach --all`.
+	Options Options
+}
+
+// Change is what Reconcile did.
+type Change struct {
+	Loaded   bool     // the program was (re)loaded and the interfaces attached
+	Applied  bool     // the rules or settings were replaced
+	Detached []string // interfaces no longer wanted
+	Result   *Result  // of the Load or Apply, nil when nothing changed
+	Why      []string // what differed
+}
+
+// Changed reports whether anything in force changed.
+func (c *Change) Changed() bool { return c.Loaded || c.Applied || len(c.Detached) > 0 }
+
+// Reconcile makes the firewall in force what d describes, through the
+// calls the CLI makes (LoadModes, Apply, Detach), and changes nothing when
+// it is so already: reloading an unchanged configuration, or starting
+// again after a crash, leaves the generation, the program and every
+// counter as they are. The program is loaded again when this binary embeds
+// another one than the pinned (an upgrade) or an interface is to be added.
+// Like every change, it is all or nothing for the rules: if it fails, the
+// rules in force stay in force.
+func Reconcile(p Paths, d Desired) (*Change, error) {
+	if len(d.Interfaces) == 0 {
+		return nil, fmt.Errorf("no interface to attach to")
+	}
+	if d.Rules == nil {
+		d.Rules = &rules.RuleSet{}
+	}
+	st, inForce, err := readState(p)
+	if err != nil {
+		return nil, err
+	}
+	ch := &Change{}
+	if why := loadNeeded(st, d); len(why) > 0 {
+		ch.Why = why
+		res, err := LoadModes(p, d.Interfaces, d.Rules, d.Options)
+		if err != nil {
+			return nil, err
+		}
+		ch.Loaded, ch.Result = true, res
+	} else {
+		fw, err := Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer fw.Close()
+		if err := fw.checkSizes(d.Options); err != nil {
+			return nil, err
+		}
+		if ch.Why = applyNeeded(st, inForce, d); len(ch.Why) > 0 {
+			if ch.Result, err = fw.Apply(d.Rules, d.Options); err != nil {
+				return nil, err
+			}
+			ch.Applied = true
+		}
+		fw.Close() // the lock, for the detaches below
+	}
+	// Interfaces the configuration no longer names. The wanted ones are
+	// attached by now, so none of these is the last.
+	var extra []string
+	if st != nil {
+		for name := range st.Interfaces {
+			if !slices.ContainsFunc(d.Interfaces, func(m IfaceMode) bool { return m.Name == name }) {
+				extra = append(extra, name)
+			}
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		fw, err := Open(p)
+		if err != nil {
+			return ch, err
+		}
+		defer fw.Close()
+		for _, name := range extra {
+			if _, err := fw.Detach(name); err != nil {
+				return ch, err
+			}
+			ch.Detached = append(ch.Detached, name)
+		}
+	}
+	return ch, nil
+}
+
+// readState reads the state under the lock.
+func readState(p Paths) (*state, *rules.RuleSet, error) {
+	unlock, err := lock(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	return loadState(p)
+}
+
+// loadNeeded says why d needs a load: nothing is loaded, the pinned
+// program is not this binary's, or an interface is new or asks for
+// another mode than it has. None: an Apply (or nothing) will do.
+func loadNeeded(st *state, d Desired) []string {
+	if st == nil || !st.loaded() {
+		return []string{"nothing loaded"}
+	}
+	var why []string
+	if st.Program != datapath.ProgramVersion() {
+		why = append(why, "program upgrade")
+	}
+	for _, m := range d.Interfaces {
+		have, ok := st.Interfaces[m.Name]
+		switch {
+		case !ok:
+			why = append(why, "new interface "+m.Name)
+		case m.Mode != datapath.ModeAuto && string(m.Mode) != have.Mode:
+			// Load refuses to change a mode in place; say so.
+			why = append(why, fmt.Sprintf("interface %s in %s mode, configured %s", m.Name, have.Mode, m.Mode))
+		}
+	}
+	return why
+}
+
+// applyNeeded says what differs between the rules and settings in force
+// and d's.
+func applyNeeded(st *state, inForce *rules.RuleSet, d Desired) []string {
+	var why []string
+	if inForce == nil || inForce.String() != d.Rules.String() {
+		why = append(why, "rules")
+	}
+	o := d.Options
+	if orDefault(st.Malformed, "drop") != o.Malformed {
+		why = append(why, "malformed")
+	}
+	if orDefault(st.CTFull, "drop") != o.CTFull {
+		why = append(why, "conntrack full policy")
+	}
+	if st.CTTimeouts.Effective() != o.CTTimeouts.Effective() {
+		why = append(why, "conntrack timeouts")
+	}
+	if pick(st.RejectRate, compile.DefaultRejectRate) != o.RejectRate || pick(st.RejectBurst, compile.DefaultRejectBurst) != o.RejectBurst {
+		why = append(why, "reject rate")
+	}
+	return why
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// checkSizes refuses table sizes other than the loaded ones: the maps
+// would have to be made again, which only a fresh load does.
+func (f *Firewall) checkSizes(o Options) error {
+	lim := f.dp.Limits()
+	var diff []string
+	if o.MaxRules != 0 && o.MaxRules != lim.Entries {
+		diff = append(diff, fmt.Sprintf("max rules %d (loaded: %d)", o.MaxRules, lim.Entries))
+	}
+	if o.CTMax != 0 && o.CTMax != lim.Conntrack {
+		diff = append(diff, fmt.Sprintf("conntrack max %d (loaded: %d)", o.CTMax, lim.Conntrack))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("%s: table sizes change only with a fresh load (`xdpfw detach --all`, then load or restart the daemon); nothing changed",
+			strings.Join(diff, ", "))
+	}
+	return nil
+}
