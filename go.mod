@@ -4,16 +4,16 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/image v0.47.0
 	golang.org/x/sys v0.49.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
-require (
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-)
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -85,7 +85,7 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 	root.PersistentFlags().StringVar(&e.paths.StateDir, "state-dir", envOr("XDPFW_STATE_DIR", firewall.DefaultStateDir),
 		"directory recording the rule set in force (env XDPFW_STATE_DIR)")
 	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newDelete(e), newList(e), newFlush(e),
-		newPolicy(e), newDetach(e), newStatus(e), newTrace(e), newConntrack(e), newSet(e), newBench(e))
+		newPolicy(e), newDetach(e), newStatus(e), newTrace(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e))
 	return root
 }
 

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"net"
 
 	"github.com/spf13/cobra"
 
-	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
@@ -47,7 +45,7 @@ unchanged carry over. A file with any error changes nothing.
 				return err
 			}
 			if check {
-				n, err := checkCompiles(e.paths, rs)
+				n, err := firewall.CheckCompiles(e.paths, rs, nil)
 				if err != nil {
 					return usageError{err}
 				}
@@ -79,29 +77,4 @@ unchanged carry over. A file with any error changes nothing.
 	reject.add(cmd, "default: unchanged")
 	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
 	return cmd
-}
-
-// checkCompiles compiles rs without touching the kernel, so --check also
-// catches rule sets the data plane cannot hold. -i names are resolved
-// against this host's interfaces, set names against the sets that exist.
-func checkCompiles(p firewall.Paths, rs *rules.RuleSet) (int, error) {
-	sets, err := firewall.KnownSets(p)
-	if err != nil {
-		return 0, err
-	}
-	ids := make([]uint32, len(rs.Rules))
-	for i := range ids {
-		ids[i] = uint32(compile.FirstRuleID + i)
-	}
-	ifaces := map[string]uint32{}
-	if list, err := net.Interfaces(); err == nil {
-		for _, i := range list {
-			ifaces[i.Name] = uint32(i.Index)
-		}
-	}
-	t, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: sets})
-	if err != nil {
-		return 0, err
-	}
-	return len(t.Entries), nil
 }
