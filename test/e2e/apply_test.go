@@ -2,11 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"net"
-	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,66 +49,13 @@ func TestApplyUnderTraffic(t *testing.T) {
 		t.Fatalf("the warm-up datagram did not reach udp %d", portA)
 	}
 
-	// The stream: "a SEQ" to A and "b SEQ" to B alternately, perTick every
-	// millisecond, until the applies are done and minStream went out.
-	var sent atomic.Int64 // how many went out so far
-	type sentCount struct {
-		a, b int
-		err  error
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	stop := make(chan struct{})
-	done := make(chan sentCount, 1)
-	addrA := &net.UDPAddr{IP: net.ParseIP(l.srv4), Port: portA}
-	addrB := &net.UDPAddr{IP: net.ParseIP(l.srv4), Port: portB}
-	go func() {
-		var s sentCount
-		defer func() { done <- s }()
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		stopC, stopping := stop, false
-		for {
-			select {
-			case <-ctx.Done():
-				s.err = ctx.Err()
-				return
-			case <-stopC:
-				stopC, stopping = nil, true
-			case <-tick.C:
-			}
-			if total := s.a + s.b; stopping && total >= minStream || total >= maxStream {
-				return
-			}
-			for range perTick {
-				var err error
-				if (s.a+s.b)%2 == 0 {
-					_, err = sender.conn.WriteTo(fmt.Appendf(nil, "a %d", s.a), addrA)
-					s.a++
-				} else {
-					_, err = sender.conn.WriteTo(fmt.Appendf(nil, "b %d", s.b), addrB)
-					s.b++
-				}
-				if err != nil {
-					s.err = err
-					return
-				}
-			}
-			sent.Store(int64(s.a + s.b))
-		}
-	}()
-	var stopped *sentCount
-	stopStream := func() sentCount {
-		if stopped == nil {
-			close(stop)
-			s := <-done
-			stopped = &s
-		}
-		return *stopped
-	}
+	st := startStream(ctx, sender, &net.UDPAddr{IP: net.ParseIP(l.srv4), Port: portA},
+		&net.UDPAddr{IP: net.ParseIP(l.srv4), Port: portB}, minStream, maxStream, perTick)
 	defer func() {
 		cancel()
-		stopStream()
+		st.stop()
 	}()
 	if n := sinkA.wait(t, "a", 1); n < 1 {
 		t.Fatalf("the stream does not reach udp %d", portA)
@@ -123,8 +66,8 @@ func TestApplyUnderTraffic(t *testing.T) {
 	start := time.Now()
 	applied := 0
 	for i := range applies {
-		if !poll(ctx, time.Minute, func() bool { return sent.Load() >= int64((i+1)*minStream/(applies+1)) }) {
-			t.Fatalf("the stream stalled at %d datagrams", sent.Load())
+		if !st.waitSent(ctx, (i+1)*minStream/(applies+1)) {
+			t.Fatalf("the stream stalled at %d datagrams", st.sent.Load())
 		}
 		file := y
 		if i%2 == 1 {
@@ -138,37 +81,15 @@ func TestApplyUnderTraffic(t *testing.T) {
 		applied++
 	}
 	applyTime := time.Since(start)
-	s := stopStream()
+	s := st.stop()
 	if s.err != nil {
 		t.Fatalf("sending the stream: %v (sent %d + %d)", s.err, s.a, s.b)
 	}
 	t.Logf("%d applies in %v under a stream of %d datagrams (%d to each port) over %v",
 		applied, applyTime.Round(time.Millisecond), s.a+s.b, s.a, time.Since(start).Round(time.Millisecond))
-
-	// Every datagram to A arrives exactly once; then (same path, in
-	// order) every datagram to B has been through XDP too.
-	got := sinkA.wait(t, "a", s.a)
-	seqs := sinkA.seqs("a")
-	var missing, dup []int
-	for i := range s.a {
-		switch seqs[i] {
-		case 0:
-			missing = append(missing, i)
-		case 1:
-		default:
-			dup = append(dup, i)
-		}
-	}
-	if got != s.a || len(missing) > 0 || len(dup) > 0 || len(seqs) != s.a {
-		t.Errorf("udp %d received %d of the %d datagrams sent: %d missing (first: %v), %d duplicated (first: %v)\n%s%s",
-			portA, got, s.a, len(missing), missing[:min(len(missing), 10)], len(dup), dup[:min(len(dup), 10)],
-			ipOut(t, "-n", l.srv.Name, "-s", "link", "show", "dev", l.srvIf), f.status().raw)
-	}
-	sinkB.sync(t)
-	if n := sinkB.total(); n != 0 {
-		keys := slices.Sorted(maps.Keys(sinkB.seqs("b")))
-		t.Errorf("%d datagrams to udp %d got through (first: %v)", n, portB, keys[:min(len(keys), 10)])
-	}
+	s.wantExact(t, sinkA, sinkB, func() string {
+		return ipOut(t, "-n", l.srv.Name, "-s", "link", "show", "dev", l.srvIf) + f.status().raw
+	})
 
 	list := f.list()
 	if list.Generation != uint64(1+applied) {

@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// daemonProc is `xdpfw daemon` running in the firewall's namespace. It
+// tells the test its state over a NOTIFY_SOCKET of the test's own, as it
+// tells systemd.
+type daemonProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	states chan string // READY=1, RELOADING=1, STOPPING=1...
+	exited chan error
+}
+
+// lockedBuffer is a bytes.Buffer safe for the process's writes and the
+// test's reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startDaemon starts the daemon with config and waits until it is ready.
+func (f *fw) startDaemon(config string) *daemonProc {
+	t := f.t
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonProc{t: t, stderr: &lockedBuffer{}, states: make(chan string, 64), exited: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			for _, s := range strings.Split(string(buf[:n]), "\n") {
+				if strings.HasSuffix(s, "=1") {
+					d.states <- s
+				}
+			}
+		}
+	}()
+	d.cmd = exec.Command("ip", "netns", "exec", f.ns.Name, xdpfwBin, "--pin-dir", f.pinDir, "--state-dir", f.stateDir,
+		"daemon", "--config", config)
+	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	go func() { d.exited <- d.cmd.Wait(); conn.Close() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+		}
+	})
+	d.want("READY=1")
+	return d
+}
+
+// want waits for the daemon to report state (skipping others).
+func (d *daemonProc) want(state string) {
+	d.t.Helper()
+	timeout := time.After(cmdTimeout)
+	for {
+		select {
+		case s := <-d.states:
+			if s == state {
+				return
+			}
+		case err := <-d.exited:
+			d.t.Fatalf("the daemon exited (%v) before %s; its log:\n%s", err, state, d.stderr)
+		case <-timeout:
+			d.t.Fatalf("the daemon did not report %s within %v; its log:\n%s", state, cmdTimeout, d.stderr)
+		}
+	}
+}
+
+// reloaded waits for a reload to finish.
+func (d *daemonProc) reloaded() {
+	d.t.Helper()
+	d.want("RELOADING=1")
+	d.want("READY=1")
+}
+
+func (d *daemonProc) signal(s syscall.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(s); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// wait waits for the daemon to exit and returns its error.
+func (d *daemonProc) wait() error {
+	d.t.Helper()
+	select {
+	case err := <-d.exited:
+		return err
+	case <-time.After(cmdTimeout):
+		d.t.Fatalf("the daemon did not exit; its log:\n%s", d.stderr)
+		return nil
+	}
+}
+
+// writeAtomic replaces a file the way editors and config management do:
+// a new file renamed over the old.
+func writeAtomic(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDaemon: the daemon puts its configuration in force, reloads on a file
+// change and on SIGHUP, keeps the rules in force when a file is bad
+// (proven by traffic), collects conntrack entries by itself, survives
+// kill -9 under traffic with not one datagram misjudged and counters
+// continuing, adopts the pinned firewall without a new generation, and
+// leaves the firewall in force when stopped.
+func TestDaemon(t *testing.T) {
+	testutil.RequireRoot(t)
+	const (
+		portA, portB, portC = 5001, 5002, 5003
+		acceptA             = "-A INPUT -p udp --dport 5001 -j ACCEPT"
+		dropB               = "-A INPUT -p udp --dport 5002 -j DROP"
+		invalid             = "-A INPUT -m conntrack --ctstate INVALID -j DROP"
+	)
+	l := newPair(t)
+	sinkA, sinkB, sinkC := newUDPSink(t, l.srv, portA), newUDPSink(t, l.srv, portB), newUDPSink(t, l.srv, portC)
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "rules.conf")
+	writeAtomic(t, rulesFile, invalid, acceptA, dropB, "-A INPUT -p udp --dport 5003 -j DROP")
+	config := filepath.Join(dir, "xdpfw.yaml")
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf",
+		"conntrack: {timeouts: {udp: 1}, gc_min_interval: 1s, gc_max_interval: 2s}", `metrics: {listen: ""}`)
+
+	f := newFW(t, l.srv)
+	d := f.startDaemon(config)
+	if gen := f.list().Generation; gen != 1 {
+		t.Fatalf("generation %d after the daemon started, want 1", gen)
+	}
+	sender := newUDPSender(t, l.cli, "")
+	addrC := hostPort(l.srv4, portC)
+	sender.send(t, addrC, "c0", 0, 5)
+
+	// A changed rules file is reloaded: C is accepted now.
+	writeAtomic(t, rulesFile, invalid, acceptA, dropB, "-A INPUT -p udp --dport 5003 -j ACCEPT")
+	d.reloaded()
+	sender.send(t, addrC, "c1", 0, 5)
+	if n := sinkC.wait(t, "c1", 5); n != 5 {
+		t.Fatalf("after the reload, %d of 5 datagrams to udp %d arrived; daemon log:\n%s", n, portC, d.stderr)
+	}
+	sinkC.sync(t)
+	if n := sinkC.count("c0"); n != 0 {
+		t.Errorf("%d datagrams to udp %d got through before the reload", n, portC)
+	}
+
+	// A bad file is reported at file:line:col; the rules in force stay.
+	writeAtomic(t, rulesFile, invalid, "-A INPUT -p udp --dport 5003 -j ACCPT")
+	d.reloaded()
+	if want := rulesFile + ":2:33:"; !strings.Contains(d.stderr.String(), want) {
+		t.Errorf("the daemon's log does not name %s:\n%s", want, d.stderr)
+	}
+	if r := f.run("apply", "--check", rulesFile); r.code != 2 {
+		t.Errorf("apply --check of the bad file: want exit status 2: %s", r)
+	}
+	sender.send(t, addrC, "c2", 0, 5)
+	if n := sinkC.wait(t, "c2", 5); n != 5 {
+		t.Errorf("after a bad reload, %d of 5 datagrams to udp %d arrived (the old rules accept them)", n, portC)
+	}
+	if gen := f.list().Generation; gen != 2 {
+		t.Errorf("generation %d after one good and one bad reload, want 2", gen)
+	}
+	var ct struct {
+		Entries int `json:"entries"`
+	}
+	if f.decode(&ct, "conntrack", "stats", "--json"); ct.Entries == 0 {
+		t.Errorf("no conntrack entry for the datagrams just accepted")
+	}
+
+	// SIGHUP reloads too (here: the configuration stops watching files).
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", "watch: false",
+		"conntrack: {timeouts: {udp: 1}, gc_min_interval: 1s, gc_max_interval: 2s}", `metrics: {listen: ""}`)
+	d.reloaded() // still watching when the configuration changed
+	writeAtomic(t, rulesFile, invalid, acceptA, dropB, "-A INPUT -p udp --dport 5003 -j DROP")
+	d.signal(syscall.SIGHUP)
+	d.reloaded()
+	if gen := f.list().Generation; gen != 3 {
+		t.Fatalf("generation %d after SIGHUP, want 3; daemon log:\n%s", gen, d.stderr)
+	}
+	sender.send(t, addrC, "c3", 0, 5)
+	sinkC.sync(t)
+	if n := sinkC.count("c3"); n != 0 {
+		t.Errorf("%d datagrams to udp %d got through after SIGHUP put DROP back", n, portC)
+	}
+
+	// Conntrack entries (the datagrams above made some) are collected by
+	// the daemon: 1 s UDP timeout, GC every 1-2 s.
+	if !poll(t.Context(), 20*time.Second, func() bool {
+		f.decode(&ct, "conntrack", "stats", "--json")
+		return ct.Entries == 0
+	}) {
+		t.Errorf("conntrack still holds %d entries: the daemon's GC did not collect them", ct.Entries)
+	}
+
+	// kill -9 under traffic, then start again: filtering never stops.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	st := startStream(ctx, sender, &net.UDPAddr{IP: net.ParseIP(l.srv4), Port: portA},
+		&net.UDPAddr{IP: net.ParseIP(l.srv4), Port: portB}, 6000, 60000, 4)
+	defer func() {
+		cancel()
+		st.stop()
+	}()
+	if !st.waitSent(ctx, 2000) {
+		t.Fatal("the stream stalled")
+	}
+	d.signal(syscall.SIGKILL)
+	if err := d.wait(); err == nil {
+		t.Fatal("the daemon survived SIGKILL")
+	}
+	if !st.waitSent(ctx, 3000) { // traffic while no daemon runs
+		t.Fatal("the stream stalled")
+	}
+	d = f.startDaemon(config)
+	s := st.stop()
+	s.wantExact(t, sinkA, sinkB, func() string { return f.status().raw })
+	if !strings.Contains(d.stderr.String(), "adopted the firewall in force") {
+		t.Errorf("the restarted daemon did not adopt the firewall in force:\n%s", d.stderr)
+	}
+	list := f.list()
+	if list.Generation != 3 {
+		t.Errorf("generation %d after the restart, want 3 (nothing changed)", list.Generation)
+	}
+	// Counters continued: every datagram to A that arrived was counted
+	// once (plus none lost across the restart), every one to B dropped.
+	if r := list.rule(t, acceptA); r.Counters.Packets != uint64(sinkA.total()) {
+		t.Errorf("%q counted %d, want the %d datagrams udp %d received", acceptA, r.Counters.Packets, sinkA.total(), portA)
+	}
+	if r := list.rule(t, dropB); r.Counters.Packets != uint64(s.b) {
+		t.Errorf("%q counted %d, want the %d datagrams sent to udp %d", dropB, r.Counters.Packets, s.b, portB)
+	}
+	t.Logf("kill -9 under a stream of %d datagrams; the daemon's log after the restart:\n%s", s.a+s.b, d.stderr)
+
+	// SIGTERM: the daemon stops, the firewall stays in force.
+	d.signal(syscall.SIGTERM)
+	if err := d.wait(); err != nil {
+		t.Errorf("daemon exit after SIGTERM: %v\n%s", err, d.stderr)
+	}
+	if st := f.status(); len(st.Interfaces) != 1 {
+		t.Errorf("after the daemon stopped: %s", st.raw)
+	}
+}
+
+// TestDaemonCheck: --check names the mistake at file:line:col with exit
+// status 2 and changes nothing; a good configuration passes.
+func TestDaemonCheck(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := testutil.NewNetNS(t)
+	f := newFW(t, ns)
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "r.conf"), "-A INPUT -p tcp --dport 22 -m set --match-set adm src -j ACCEPT")
+	writeAtomic(t, filepath.Join(dir, "sets.save"), "create adm hash:net family inet", "add adm 192.0.2.0/24")
+	config := filepath.Join(dir, "c.yaml")
+	writeAtomic(t, config, "interfaces: [lo]", "rules: r.conf", "sets: [sets.save]")
+	r := f.mustRun("daemon", "--check", "--config", config)
+	if !strings.Contains(r.stdout, "ok: 1 interfaces (lo), 1 rules") {
+		t.Errorf("check: %s", r)
+	}
+	writeAtomic(t, config, "interfaces: [lo]", "rules: r.conf", "conntrack:", "  full: sometimes")
+	r = f.runWant(2, "daemon", "--check", "--config", config)
+	if want := fmt.Sprintf("%s:4:9: conntrack.full:", config); !strings.Contains(r.stderr, want) {
+		t.Errorf("check of a bad configuration does not name %s: %s", want, r)
+	}
+	// Without the sets file, the rule names a set that does not exist.
+	writeAtomic(t, config, "interfaces: [lo]", "rules: r.conf")
+	r = f.runWant(2, "daemon", "--check", "--config", config)
+	if !strings.Contains(r.stderr, filepath.Join(dir, "r.conf")+":1:") {
+		t.Errorf("check of rules naming a missing set: %s", r)
+	}
+	if pins := f.pins(); len(pins) != 0 {
+		t.Errorf("--check pinned %v", pins)
+	}
+}
