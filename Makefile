@@ -18,7 +18,7 @@ deps:
 	@bash scripts/deps.sh
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/xdpfw ./cmd/xdpfw
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/xdpfw ./cmd/xdpfw
 
 generate:
 	$(GO) generate ./internal/datapath/ ./internal/bench/

@@ -48,7 +48,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // startDaemon starts the daemon with config and waits until it is ready.
-func (f *fw) startDaemon(config string) *daemonProc {
+// wrap, if any, is a command line the binary runs under (setpriv ... --).
+func (f *fw) startDaemon(config string, wrap ...string) *daemonProc {
 	t := f.t
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "notify")
@@ -71,8 +72,9 @@ func (f *fw) startDaemon(config string) *daemonProc {
 			}
 		}
 	}()
-	d.cmd = exec.Command("ip", "netns", "exec", f.ns.Name, xdpfwBin, "--pin-dir", f.pinDir, "--state-dir", f.stateDir,
+	argv := append(append([]string{"netns", "exec", f.ns.Name}, wrap...), xdpfwBin, "--pin-dir", f.pinDir, "--state-dir", f.stateDir,
 		"daemon", "--config", config)
+	d.cmd = exec.Command("ip", argv...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
@@ -316,5 +318,60 @@ func TestDaemonCheck(t *testing.T) {
 	}
 	if pins := f.pins(); len(pins) != 0 {
 		t.Errorf("--check pinned %v", pins)
+	}
+}
+
+// TestDaemonCapabilities: the daemon runs with the capabilities the
+// systemd unit (and the Kubernetes DaemonSet) grants and no others: it
+// loads, attaches, filters and reloads.
+func TestDaemonCapabilities(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed: %v", err)
+	}
+	root, err := repoRoot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit, err := os.ReadFile(filepath.Join(root, "deploy", "systemd", "xdpfw.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps []string
+	for _, line := range strings.Split(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapabilityBoundingSet="); ok {
+			for _, c := range strings.Fields(v) {
+				caps = append(caps, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+			}
+		}
+	}
+	if len(caps) == 0 {
+		t.Fatal("the unit names no CapabilityBoundingSet")
+	}
+	set := "-all," + strings.Join(caps, ",")
+	wrap := []string{"setpriv", "--bounding-set=" + set, "--inh-caps=" + set, "--ambient-caps=" + set, "--"}
+
+	l := newPair(t)
+	sink := newUDPSink(t, l.srv, 5001)
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "rules.conf")
+	writeAtomic(t, rulesFile, "-A INPUT -p udp --dport 5001 -j DROP")
+	config := filepath.Join(dir, "xdpfw.yaml")
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", `metrics: {listen: ""}`)
+	f := newFW(t, l.srv)
+	d := f.startDaemon(config, wrap...)
+	sender := newUDPSender(t, l.cli, "")
+	sender.send(t, hostPort(l.srv4, 5001), "dropped", 0, 3)
+	writeAtomic(t, rulesFile, "-A INPUT -p udp --dport 5001 -j ACCEPT")
+	d.reloaded()
+	sender.send(t, hostPort(l.srv4, 5001), "accepted", 0, 3)
+	if n := sink.wait(t, "accepted", 3); n != 3 {
+		t.Errorf("after the reload %d of 3 datagrams arrived; daemon log:\n%s", n, d.stderr)
+	}
+	if n := sink.count("dropped"); n != 0 {
+		t.Errorf("%d datagrams got through the DROP rule", n)
+	}
+	if strings.Contains(d.stderr.String(), "level=ERROR") {
+		t.Errorf("errors with the unit's capabilities (%s):\n%s", set, d.stderr)
 	}
 }
