@@ -10,7 +10,7 @@ export GOFLAGS := -mod=mod
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/xdpfw/xdpfw/internal/cli.Version=$(VERSION)
 
-.PHONY: all deps build generate check-generated vet test test-go fuzz demo clean
+.PHONY: all deps build man generate check-generated vet test test-go fuzz demo clean
 
 all: build
 
@@ -19,6 +19,9 @@ deps:
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/xdpfw ./cmd/xdpfw
+
+man: build
+	bin/xdpfw man bin/man
 
 generate:
 	$(GO) generate ./internal/datapath/ ./internal/bench/

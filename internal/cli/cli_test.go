@@ -3,10 +3,13 @@ package cli
 import (
 	"bytes"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
 )
 
@@ -114,5 +117,28 @@ func TestSetHelpTeaches(t *testing.T) {
 		if code := Main([]string{"set", cmd, "--help"}, &sub, &errb); code != 0 || !strings.Contains(sub.String(), "Examples:") || !strings.Contains(sub.String(), "xdpfw set "+cmd+" ") {
 			t.Errorf("set %s --help shows no example:\n%s", cmd, sub.String())
 		}
+	}
+}
+
+// TestManAndVersion: man pages come from the command definitions, one per
+// command; --version names the BPF program version.
+func TestManAndVersion(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := Main([]string{"man", dir}, &out, &errb); code != 0 {
+		t.Fatalf("man: exit %d: %s", code, errb.String())
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "xdpfw-daemon.1"))
+	if err != nil || !bytes.Contains(page, []byte("daemon puts the configuration file")) || !bytes.Contains(page, []byte(".TH \"XDPFW\" \"1\"")) {
+		t.Errorf("xdpfw-daemon.1 (%v):\n%s", err, page)
+	}
+	for _, name := range []string{"xdpfw.1", "xdpfw-load.1", "xdpfw-set-add.1", "xdpfw-conntrack-gc.1"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("no man page %s: %v", name, err)
+		}
+	}
+	out.Reset()
+	if code := Main([]string{"--version"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "(BPF program "+datapath.ProgramVersion()) {
+		t.Errorf("--version: %q", out.String())
 	}
 }

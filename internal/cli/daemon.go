@@ -18,13 +18,11 @@ func newDaemon(e *env) *cobra.Command {
 		Use:   "daemon [--config FILE] [--check]",
 		Short: "Keep a configuration file in force: reload, conntrack GC, metrics",
 		Long: `daemon puts the configuration file in force (interfaces and attach modes,
-the rules file, sets files, conntrack and REJECT settings) and keeps it so:
-
-  SIGHUP, or a change of the configuration or a file it names (watch: true),
-  reloads. A file with errors is logged with file:line:col and changes
-  nothing: the rules in force stay in force.
-  Expired conntrack entries are collected at an adaptive interval.
-  Metrics are served at http://127.0.0.1:9477/metrics (metrics.listen).
+the rules file, sets files, conntrack and REJECT settings) and keeps it so. SIGHUP, or a change of the configuration or of a file it names
+(watch: true), reloads; a file with errors is logged with file:line:col and
+changes nothing: the rules in force stay in force. Expired conntrack entries
+are collected at an adaptive interval. Metrics are served at
+http://127.0.0.1:9477/metrics (metrics.listen).
 
 The daemon is not on the packet path. It adopts what is pinned when it
 starts: after a crash, kill -9 or an upgrade, filtering never stopped, and

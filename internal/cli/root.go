@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -80,12 +81,13 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 		SilenceErrors: true,
 		Version:       Version,
 	}
+	root.SetVersionTemplate(fmt.Sprintf("xdpfw {{.Version}} (BPF program %s, %s)\n", datapath.ProgramVersion(), runtime.Version()))
 	root.PersistentFlags().StringVar(&e.paths.PinDir, "pin-dir", envOr("XDPFW_PIN_DIR", datapath.DefaultPinDir),
 		"bpffs directory holding the pinned program, maps and links (env XDPFW_PIN_DIR)")
 	root.PersistentFlags().StringVar(&e.paths.StateDir, "state-dir", envOr("XDPFW_STATE_DIR", firewall.DefaultStateDir),
 		"directory recording the rule set in force (env XDPFW_STATE_DIR)")
 	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newDelete(e), newList(e), newFlush(e),
-		newPolicy(e), newDetach(e), newStatus(e), newTrace(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e))
+		newPolicy(e), newDetach(e), newStatus(e), newTrace(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
 	return root
 }
 
