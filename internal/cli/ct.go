@@ -32,7 +32,7 @@ Timeouts (seconds; set with load/apply --ct-timeout NAME=SECONDS):
   ` + timeoutHelp() + `
 
 An entry past its deadline counts as gone at once. Expired entries still
-take room until 'conntrack gc' (or the daemon) removes them: when the table
+take room until the daemon (xdpfw daemon) or 'conntrack gc' removes them: when the table
 is full, NEW connections are dropped and counted (--ct-full), existing ones
 keep working.`,
 	}
@@ -136,8 +136,8 @@ func newCTGC(e *env) *cobra.Command {
 		Use:   "gc",
 		Short: "Remove expired connections now",
 		Long: `gc removes the entries past their deadline (the data plane already treats
-them as gone, but they take room in the table). The daemon runs it
-periodically; without the daemon, run it from a timer, e.g. every minute.`,
+them as gone, but they take room in the table). xdpfw daemon runs it at an
+adaptive interval; without the daemon, run it from a timer, e.g. every minute.`,
 		Example: `  xdpfw conntrack gc`,
 	}, (*datapath.Datapath).CTGC, "expired connections")
 }
