@@ -27,6 +27,7 @@ type xdpfwFwCounter struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+	Last    uint64
 }
 
 type xdpfwFwCtEntry struct {

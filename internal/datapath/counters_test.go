@@ -1,0 +1,161 @@
+package datapath_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// TestOutcomeCounters: every packet is counted once under the reason of
+// its verdict and what the program returned (XDP action at ingress, tc
+// action at egress), exactly.
+func TestOutcomeCounters(t *testing.T) {
+	f := newFixture(t)
+	f.installText(`-A INPUT -p tcp --dport 22 -j ACCEPT
+-A INPUT -p tcp --dport 80 -j DROP
+-A INPUT -p tcp --dport 25 -j REJECT --reject-with tcp-reset
+-A OUTPUT -p tcp --dport 9 -j DROP
+`)
+	ssh := v4pkt(6, "1.2.3.4", "10.9.9.9", 1000, 22).Bytes()
+	web := v4pkt(6, "1.2.3.4", "10.9.9.9", 1000, 80).Bytes()
+	smtp := v4pkt(6, "1.2.3.4", "10.9.9.9", 1000, 25).Bytes()
+	other := v4pkt(17, "1.2.3.4", "10.9.9.9", 1000, 53).Bytes()
+	short := web[:14+20+10] // cut short: the IPv4 total length is longer than the frame
+	runs := []struct {
+		frame []byte
+		n     int
+		want  uint32
+	}{{ssh, 2, datapath.XDPPass}, {web, 3, datapath.XDPDrop}, {smtp, 1, datapath.XDPTx}, {other, 4, datapath.XDPPass},
+		{short, 1, datapath.XDPDrop}}
+	for _, r := range runs {
+		for i := 0; i < r.n; i++ {
+			if got := f.mustRun(r.frame, "eth0"); got.XDPAction != r.want {
+				t.Fatalf("action %d (%s), want %d", got.XDPAction, got.Reason, r.want)
+			}
+		}
+	}
+	out := v4pkt(6, "10.9.9.9", "1.2.3.4", 1000, 9).Bytes()
+	for i := 0; i < 2; i++ {
+		var r datapath.TraceResult
+		err := f.ns.Do(func() (err error) {
+			r, err = datapath.TraceEgress(f.dp.EgressProgram(), out, datapath.NoCTState)
+			return err
+		})
+		if err != nil || r.XDPAction != datapath.TCActShot {
+			t.Fatalf("egress: %+v %v", r, err)
+		}
+	}
+
+	oc, err := f.dp.ReadOutcomes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[datapath.Outcome]map[compile.Reason]uint64{
+		datapath.OutXDPPass: {compile.ReasonRuleAccept: 2, compile.ReasonPolicyAccept: 4},
+		datapath.OutXDPDrop: {compile.ReasonRuleDrop: 3, compile.ReasonBadIPv4: 1},
+		datapath.OutXDPTx:   {compile.ReasonRuleReject: 1},
+		datapath.OutTCShot:  {compile.ReasonRuleDrop: 2},
+	}
+	for o := datapath.Outcome(0); o < datapath.NumOutcomes; o++ {
+		for r := compile.Reason(0); r < compile.NumReasons; r++ {
+			if got := oc[o][r].Packets; got != want[o][r] {
+				t.Errorf("%s %s: %d packets, want %d", o, r, got, want[o][r])
+			}
+		}
+	}
+	if got := oc[datapath.OutXDPDrop][compile.ReasonRuleDrop].Bytes; got != 3*uint64(len(web)) {
+		t.Errorf("XDP_DROP rule-drop: %d bytes, want %d", got, 3*len(web))
+	}
+	outs, reasons := oc.Outcomes(), oc.Reasons()
+	if outs[datapath.OutXDPPass].Packets != 6 || outs[datapath.OutTCShot].Packets != 2 || outs[datapath.OutXDPTx].Packets != 1 {
+		t.Errorf("per outcome: %+v", outs)
+	}
+	if reasons[compile.ReasonRuleDrop].Packets != 5 {
+		t.Errorf("rule-drop over both hooks: %d, want 5", reasons[compile.ReasonRuleDrop].Packets)
+	}
+	rc, err := f.dp.ReasonCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range rc {
+		if !sameCounts(rc[r], reasons[r]) {
+			t.Errorf("ReasonCounters %s: %+v, want the outcomes' sum %+v", compile.Reason(r), rc[r], reasons[r])
+		}
+	}
+}
+
+// TestLastHit: a rule's counter carries the wall-clock time of its last
+// packet (the data plane's coarse monotonic clock converted in Go); a rule
+// never hit has none.
+func TestLastHit(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-A INPUT -p tcp --dport 22 -j ACCEPT\n-A INPUT -p tcp --dport 80 -j DROP\n")
+	before := time.Now()
+	f.mustRun(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22).Bytes(), "")
+	after := time.Now()
+	hit, err := f.dp.RuleCounter(f.ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The clock ticks every 1-10 ms (CONFIG_HZ); a wrong clock or offset
+	// (boot time, raw nanoseconds) would be off by far more than a second.
+	const slack = time.Second
+	if hit.Packets != 1 || hit.Last.Before(before.Add(-slack)) || hit.Last.After(after.Add(slack)) {
+		t.Errorf("rule hit between %s and %s: counter %+v", before.Format(time.StampMicro), after.Format(time.StampMicro), hit)
+	}
+	missed, err := f.dp.RuleCounter(f.ids[1])
+	if err != nil || !missed.Last.IsZero() || missed.Packets != 0 {
+		t.Errorf("rule never hit: %+v, %v", missed, err)
+	}
+}
+
+// TestRuleCountersBatch: RuleCounters (batch reads, across batches) agrees
+// with RuleCounter for every id asked, in the order asked.
+func TestRuleCountersBatch(t *testing.T) {
+	f := newFixture(t)
+	rs, err := rules.Parse("t", []byte("-A INPUT -p tcp --dport 22 -j ACCEPT\n-A INPUT -p tcp --dport 80 -j DROP\n"), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []uint32{9000, 17} // beyond the first batch of slots, and within it
+	lim := f.dp.Limits()
+	tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces,
+		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.Install(tables); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		f.mustRun(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22).Bytes(), "")
+	}
+	f.mustRun(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 80).Bytes(), "")
+	ask := []uint32{17, compile.PolicyID(0, false), 9000, 5000}
+	got, err := f.dp.RuleCounters(ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPkts := []uint64{1, 0, 3, 0}
+	for i, id := range ask {
+		one, err := f.dp.RuleCounter(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameCounts(got[i], one) || got[i].Packets != wantPkts[i] {
+			t.Errorf("id %d: batch %+v, single %+v, want %d packets", id, got[i], one, wantPkts[i])
+		}
+	}
+}
+
+// sameCounts compares two reads of one counter: the same packets and
+// bytes, and last-hit times equal but for the two reads' clock pairings
+// (microseconds apart).
+func sameCounts(a, b datapath.Counter) bool {
+	d := a.Last.Sub(b.Last)
+	return a.Packets == b.Packets && a.Bytes == b.Bytes && a.Last.IsZero() == b.Last.IsZero() &&
+		d < time.Millisecond && d > -time.Millisecond
+}
