@@ -333,7 +333,15 @@ struct fw_set_key {
 struct fw_counter {
 	__u64 packets;
 	__u64 bytes;
-	__u64 last; /* bpf_ktime_get_coarse_ns() of the last packet counted (0: none) */
+	__u64 last; /* bpf_jiffies64() of the last packet counted (0: none); see lib/stats.h fw_now */
+};
+
+/* What the clock probe (xdpfw_clock, clock.c) reads, at one instant: the
+ * counters' clock and CLOCK_MONOTONIC. The control plane turns counter
+ * stamps into wall time with it. */
+struct fw_clock {
+	__u64 jiffies;
+	__u64 mono_ns;
 };
 
 /* What the program returned for a packet: the second index of

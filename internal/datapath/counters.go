@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -24,37 +25,81 @@ type Counter struct {
 	Last    time.Time `json:"last_hit,omitzero"`
 }
 
-// Clock turns the data plane's counter times into wall-clock time. The
-// data plane stamps counters with bpf_ktime_get_coarse_ns() (lib/stats.h
-// fw_now), which is CLOCK_MONOTONIC_COARSE: CLOCK_MONOTONIC (nanoseconds
-// since boot, not counting suspend) as of the last tick. A Clock pairs one
-// reading of CLOCK_MONOTONIC itself (not its coarse twin, which would make
-// the offset jump by up to a tick from one Clock to the next) with one of
-// the wall clock; a stamp is then placed up to one tick (1-10 ms) before
-// the packet.
+// Clock turns the data plane's counter stamps into wall-clock time. The
+// data plane stamps counters with jiffies (lib/stats.h fw_now: the cheapest
+// clock a BPF program has). A Clock holds one reading of the clock probe
+// (bpf/clock.c: jiffies and CLOCK_MONOTONIC at one instant), the length of
+// a tick (clock_getres(CLOCK_MONOTONIC_COARSE): TICK_NSEC, the monotonic
+// time per jiffy) and a pairing of CLOCK_MONOTONIC with the wall clock, so
+// every stamp read with it is converted with the same offset. A stamp
+// places the packet within the tick it names: up to one tick (1-10 ms)
+// early. A Clock whose probe failed converts every stamp to the zero time
+// (unknown).
 type Clock struct {
-	wall time.Time
-	mono uint64
+	ok      bool
+	jiffies uint64 // the probe's jiffies ...
+	probe   uint64 // ... and CLOCK_MONOTONIC (ns) at the same instant
+	tick    uint64 // ns of CLOCK_MONOTONIC per jiffy
+	mono    uint64 // CLOCK_MONOTONIC (ns) read just before ...
+	wall    time.Time
 }
 
-// NewClock reads both clocks now.
-func NewClock() Clock {
+// clock reads the clock probe, loading it first if this handle has not
+// yet (a handle from Open has no program but the pinned ones).
+func (d *Datapath) clock() Clock {
+	c, err := d.readClock()
+	if err != nil {
+		return Clock{}
+	}
+	return c
+}
+
+func (d *Datapath) readClock() (Clock, error) {
+	if d.clockProg == nil {
+		spec, err := clockSpec()
+		if err != nil {
+			return Clock{}, err
+		}
+		if d.clockProg, err = ebpf.NewProgram(spec); err != nil {
+			return Clock{}, fmt.Errorf("loading the clock probe: %w", err)
+		}
+	}
+	var res unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &res); err != nil || res.Nano() <= 0 {
+		return Clock{}, fmt.Errorf("the tick length (clock_getres): %v", err)
+	}
+	var out xdpfwFwClock
+	if _, err := d.clockProg.Run(&ebpf.RunOptions{Context: xdpfwFwClock{}, ContextOut: &out}); err != nil {
+		return Clock{}, fmt.Errorf("running the clock probe: %w", err)
+	}
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return Clock{wall: time.Now().Round(0), mono: uint64(ts.Nano())}
+	return Clock{ok: true, jiffies: out.Jiffies, probe: out.MonoNs, tick: uint64(res.Nano()),
+		mono: uint64(ts.Nano()), wall: time.Now().Round(0)}, nil
 }
 
-// Wall is the wall-clock time of a data-plane stamp (zero for 0: never).
-// A stamp taken after the clock was read counts as now.
+// clockSpec is the clock probe's program, from the embedded object
+// (parsed once per process).
+var clockSpec = sync.OnceValues(func() (*ebpf.ProgramSpec, error) {
+	spec, err := loadXdpfw()
+	if err != nil {
+		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
+	}
+	return spec.Programs["xdpfw_clock"], nil
+})
+
+// Wall is the wall-clock time of a data-plane stamp (zero for 0: never,
+// or when the clock is unknown). A stamp taken after the probe counts as
+// now.
 func (c Clock) Wall(stamp uint64) time.Time {
-	if stamp == 0 {
+	if stamp == 0 || !c.ok {
 		return time.Time{}
 	}
-	age := int64(c.mono) - int64(stamp)
-	if age < 0 {
-		age = 0
+	age := int64(c.mono) - int64(c.probe) // the probe ran this long before the wall clock was read
+	if stamp < c.jiffies {
+		age += int64((c.jiffies - stamp) * c.tick)
 	}
-	return c.wall.Add(-time.Duration(age))
+	return c.wall.Add(-time.Duration(max(age, 0)))
 }
 
 func (c Clock) sum(per []xdpfwFwCounter) Counter {
@@ -75,7 +120,7 @@ func (d *Datapath) RuleCounter(id uint32) (Counter, error) {
 	if err := d.ruleCtr.Lookup(id, &per); err != nil {
 		return Counter{}, fmt.Errorf("reading counters of rule id %d: %w", id, err)
 	}
-	return NewClock().sum(per), nil
+	return d.clock().sum(per), nil
 }
 
 // RuleCounters reads the counters of many rule ids, in the order given,
@@ -90,7 +135,7 @@ func (d *Datapath) RuleCounters(ids []uint32) ([]Counter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading rule counters: %w", err)
 	}
-	clk := NewClock()
+	clk := d.clock()
 	out := make([]Counter, len(ids))
 	for i, id := range ids {
 		out[i] = clk.sum(slots[id])
@@ -253,7 +298,7 @@ func (d *Datapath) ReadOutcomes() (*OutcomeCounters, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading reason counters: %w", err)
 	}
-	clk := NewClock()
+	clk := d.clock()
 	var oc OutcomeCounters
 	for o := range oc {
 		for r := range oc[o] {

@@ -122,7 +122,7 @@ func collect(ch chan<- prometheus.Metric, s *Snapshot) {
 		counter(mRulePackets, float64(r.Packets), r.Chain, num, r.Hash)
 		counter(mRuleBytes, float64(r.Bytes), r.Chain, num, r.Hash)
 		if !r.Last.IsZero() {
-			gauge(mRuleLastHit, float64(r.Last.UnixNano())/1e9, r.Chain, num, r.Hash)
+			gauge(mRuleLastHit, float64(r.Last.Unix())+float64(r.Last.Nanosecond())/1e9, r.Chain, num, r.Hash)
 		}
 	}
 	for _, p := range s.Policies {

@@ -3,6 +3,8 @@ package telemetry
 import (
 	"sort"
 	"time"
+
+	"github.com/xdpfw/xdpfw/internal/datapath"
 )
 
 // Rates are per-second rates between two snapshots (what `xdpfw top`
@@ -72,6 +74,28 @@ func per(pkts, bytes uint64, secs float64) Rate {
 	return Rate{PPS: float64(pkts) / secs, BPS: float64(bytes) / secs}
 }
 
+// rate is how fast a counter grew from a to b over secs seconds.
+func rate(a, b datapath.Counter, secs float64) Rate {
+	return per(delta(a.Packets, b.Packets), delta(a.Bytes, b.Bytes), secs)
+}
+
+// earlier is the item of xs that same picks (the zero value if none): an
+// item of the later snapshot's match in the earlier one.
+func earlier[T any](xs []T, same func(T) bool) T {
+	for _, y := range xs {
+		if same(y) {
+			return y
+		}
+	}
+	var zero T
+	return zero
+}
+
+// busiestFirst sorts by packets per second, keeping the order of ties.
+func busiestFirst[T any](xs []T, pps func(T) float64) {
+	sort.SliceStable(xs, func(i, j int) bool { return pps(xs[i]) > pps(xs[j]) })
+}
+
 // Diff computes the rates from a to b (b taken later). Rules are matched
 // by counter id and text hash: a rule that is new in b, or whose id was
 // given to another rule, counts from zero.
@@ -89,32 +113,19 @@ func Diff(a, b *Snapshot) *Rates {
 		before[ruleKey{x.ID, x.Hash}] = x
 	}
 	for _, x := range b.Rules {
-		p := before[ruleKey{x.ID, x.Hash}]
-		r.Rules = append(r.Rules, RuleRate{Rule: x,
-			Rate: per(delta(p.Packets, x.Packets), delta(p.Bytes, x.Bytes), secs)})
+		r.Rules = append(r.Rules, RuleRate{Rule: x, Rate: rate(before[ruleKey{x.ID, x.Hash}].Counter, x.Counter, secs)})
 	}
-	sort.SliceStable(r.Rules, func(i, j int) bool { return r.Rules[i].PPS > r.Rules[j].PPS })
+	busiestFirst(r.Rules, func(x RuleRate) float64 { return x.PPS })
 
 	for _, x := range b.Policies {
-		var p Policy
-		for _, y := range a.Policies {
-			if y.Chain == x.Chain && y.Family == x.Family {
-				p = y
-			}
-		}
-		r.Policies = append(r.Policies, PolicyRate{Policy: x,
-			Rate: per(delta(p.Packets, x.Packets), delta(p.Bytes, x.Bytes), secs)})
+		p := earlier(a.Policies, func(y Policy) bool { return y.Chain == x.Chain && y.Family == x.Family })
+		r.Policies = append(r.Policies, PolicyRate{Policy: x, Rate: rate(p.Counter, x.Counter, secs)})
 	}
-	sort.SliceStable(r.Policies, func(i, j int) bool { return r.Policies[i].PPS > r.Policies[j].PPS })
+	busiestFirst(r.Policies, func(x PolicyRate) float64 { return x.PPS })
 
 	for _, x := range b.Reasons {
-		var p Reason
-		for _, y := range a.Reasons {
-			if y.Reason == x.Reason {
-				p = y
-			}
-		}
-		rr := ReasonRate{Reason: x, Rate: per(delta(p.Packets, x.Packets), delta(p.Bytes, x.Bytes), secs)}
+		p := earlier(a.Reasons, func(y Reason) bool { return y.Reason == x.Reason })
+		rr := ReasonRate{Reason: x, Rate: rate(p.Counter, x.Counter, secs)}
 		drop := per(delta(p.Dropped, x.Dropped), delta(p.DroppedBytes, x.DroppedBytes), secs)
 		rr.DropPPS = drop.PPS
 		r.Total.PPS += rr.PPS
@@ -123,18 +134,12 @@ func Diff(a, b *Snapshot) *Rates {
 		r.Dropped.BPS += drop.BPS
 		r.Reasons = append(r.Reasons, rr)
 	}
-	sort.SliceStable(r.Reasons, func(i, j int) bool { return r.Reasons[i].PPS > r.Reasons[j].PPS })
+	busiestFirst(r.Reasons, func(x ReasonRate) float64 { return x.PPS })
 
 	for _, x := range b.Actions {
-		var p Action
-		for _, y := range a.Actions {
-			if y.Hook == x.Hook && y.Action == x.Action {
-				p = y
-			}
-		}
-		r.Actions = append(r.Actions, ActionRate{Action: x,
-			Rate: per(delta(p.Packets, x.Packets), delta(p.Bytes, x.Bytes), secs)})
+		p := earlier(a.Actions, func(y Action) bool { return y.Hook == x.Hook && y.Action == x.Action })
+		r.Actions = append(r.Actions, ActionRate{Action: x, Rate: rate(p.Counter, x.Counter, secs)})
 	}
-	sort.SliceStable(r.Actions, func(i, j int) bool { return r.Actions[i].PPS > r.Actions[j].PPS })
+	busiestFirst(r.Actions, func(x ActionRate) float64 { return x.PPS })
 	return r
 }
