@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -246,6 +247,12 @@ func TestStatsTopMetrics(t *testing.T) {
 		}
 	})
 
+	t.Run("top on a terminal", func(t *testing.T) {
+		for _, key := range []string{"q", "\x03"} { // q, Ctrl-C
+			topOnTerminal(t, f, key)
+		}
+	})
+
 	wantMetrics := func(t *testing.T, mfs map[string]*dto.MetricFamily, what string, drops uint64) {
 		t.Helper()
 		for _, c := range []struct {
@@ -442,4 +449,104 @@ func scrape(t *testing.T, ns *testutil.NetNS, addr string) map[string]*dto.Metri
 		t.Fatalf("scraping %s: %v", addr, err)
 	}
 	return parseMetrics(t, body)
+}
+
+// topOnTerminal runs `xdpfw top` on a pseudo-terminal, waits for a frame
+// drawn on the alternate screen, presses key and checks that top exits 0,
+// leaves the alternate screen and restores the terminal's modes.
+func topOnTerminal(t *testing.T, f *fw, key string) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	var ptn uint32
+	if err := control(master, func(fd int) (err error) {
+		if err = unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err == nil {
+			ptn, err = unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("pseudo-terminal: %v", err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", ptn), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	termios := func() *unix.Termios {
+		var tio *unix.Termios
+		if err := control(slave, func(fd int) (err error) { tio, err = unix.IoctlGetTermios(fd, unix.TCGETS); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return tio
+	}
+	before := termios()
+
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", f.ns.Name, xdpfwBin, "--pin-dir", f.pinDir,
+		"--state-dir", f.stateDir, "top", "--interval", "200ms")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		screen strings.Builder
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := master.Read(b)
+			mu.Lock()
+			screen.Write(b[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	})
+	shown := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return screen.String()
+	}
+	framed := poll(ctx, cmdTimeout, func() bool { return strings.Contains(shown(), "INPUT 1: ") })
+	if _, err := master.Write([]byte(key)); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	after := termios()
+	slave.Close()
+	master.SetReadDeadline(time.Now().Add(time.Second)) // the reader ends with the terminal
+	wg.Wait()
+	out := shown()
+	switch {
+	case !framed:
+		t.Errorf("key %q: no frame drawn:\n%q", key, out)
+	case err != nil:
+		t.Errorf("key %q: top exited with %v:\n%q", key, err, out)
+	case !strings.Contains(out, "\x1b[?1049h") || !strings.HasSuffix(out, "\x1b[?25h\x1b[?1049l"):
+		t.Errorf("key %q: top did not enter and leave the alternate screen:\n%q", key, out)
+	case after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag:
+		t.Errorf("key %q: terminal modes not restored: before %+v, after %+v", key, before, after)
+	}
+}
+
+// control runs fn on the descriptor of f without making it blocking.
+func control(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
 }
