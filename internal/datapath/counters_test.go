@@ -1,6 +1,7 @@
 package datapath_test
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -169,4 +171,41 @@ func sameCounts(a, b datapath.Counter) bool {
 	d := a.Last.Sub(b.Last)
 	return a.Packets == b.Packets && a.Bytes == b.Bytes && a.Last.IsZero() == b.Last.IsZero() &&
 		d < time.Millisecond && d > -time.Millisecond
+}
+
+// TestCTWalkBatches: the conntrack table is read in batches; a table of
+// more entries than one batch holds is read whole, each entry once, by
+// Connections, CTStats and CTFlush alike.
+func TestCTWalkBatches(t *testing.T) {
+	const flows = 9000 // over two batches of 4096
+	f := newFixtureLimits(t, datapath.Limits{Conntrack: 16384})
+	f.installText(ctRules)
+	for i := 0; i < flows; i++ {
+		pk := &packet.Packet{Src: netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)}), Dst: ct4.srv,
+			Proto: packet.ProtoUDP, SPort: 1000, DPort: 53}
+		if r := f.mustRun(pk.Bytes(), "eth0"); r.XDPAction != datapath.XDPPass {
+			t.Fatalf("flow %d: action %d", i, r.XDPAction)
+		}
+	}
+	es, err := f.dp.Connections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[netip.AddrPort]bool{}
+	for _, e := range es {
+		seen[e.Src] = true
+	}
+	if len(es) != flows || len(seen) != flows {
+		t.Errorf("Connections: %d entries, %d distinct, want %d", len(es), len(seen), flows)
+	}
+	st, err := f.dp.CTStats()
+	if err != nil || st.Entries != flows || st.ByState["UNREPLIED"] != flows || st.Expired != 0 {
+		t.Errorf("CTStats: %+v (%v), want %d UNREPLIED", st, err, flows)
+	}
+	if n, err := f.dp.CTFlush(); err != nil || n != flows {
+		t.Errorf("CTFlush removed %d (%v), want %d", n, err, flows)
+	}
+	if st, err := f.dp.CTStats(); err != nil || st.Entries != 0 {
+		t.Errorf("after flush: %+v (%v)", st, err)
+	}
 }
