@@ -112,11 +112,15 @@ func printStats(w io.Writer, s *telemetry.Snapshot, all bool) error {
 	}
 	fmt.Fprintf(tw, "\nconntrack events: %s\n", strings.Join(parts, ", "))
 	if !s.BPFStats {
-		fmt.Fprintf(tw, "programs: run time not collected (sysctl kernel.bpf_stats_enabled=0)\n")
+		fmt.Fprintf(tw, "programs: run time not being collected (sysctl kernel.bpf_stats_enabled=0)\n")
 	}
 	for _, p := range s.Programs {
-		fmt.Fprintf(tw, "program %s (%s, id %d): %d runs, %s run time%s\n", p.Name, p.Hook, p.ID, p.Runs,
-			p.RunTime.Round(time.Microsecond), perRun(p))
+		frozen := ""
+		if !s.BPFStats {
+			frozen = " (counted while it was)"
+		}
+		fmt.Fprintf(tw, "program %s (%s, id %d): %d runs, %s run time%s%s\n", p.Name, p.Hook, p.ID, p.Runs,
+			p.RunTime.Round(time.Microsecond), perRun(p), frozen)
 	}
 	return tw.Flush()
 }

@@ -59,7 +59,7 @@ var (
 	mCTEvents = prometheus.NewDesc("xdpfw_conntrack_events_total",
 		"Conntrack events: created, table_full (NEW connections refused), invalid (packets), expired_replaced (expired entries the data plane evicted for a new connection).", []string{"event"}, nil)
 	mBPFStats = prometheus.NewDesc("xdpfw_bpf_stats_enabled",
-		"1 when the kernel collects program run time (sysctl kernel.bpf_stats_enabled=1 or BPF_ENABLE_STATS); the xdpfw_program_* metrics exist only then.", nil, nil)
+		"1 when the kernel collects program run time (sysctl kernel.bpf_stats_enabled=1, or this process holds BPF_ENABLE_STATS); the xdpfw_program_* metrics exist only then or once runs were counted.", nil, nil)
 	mProgRunTime = prometheus.NewDesc("xdpfw_program_run_time_seconds_total",
 		"Time the program ran, as the kernel counts it while BPF stats are enabled.", []string{"program"}, nil)
 	mProgRuns = prometheus.NewDesc("xdpfw_program_runs_total",

@@ -13,6 +13,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -42,9 +44,11 @@ type Snapshot struct {
 	Actions    []Action    `json:"actions"`  // every program outcome, in enum order
 	Conntrack  Conntrack   `json:"conntrack"`
 	// BPFStats says whether the kernel collects program run time and run
-	// counts (sysctl kernel.bpf_stats_enabled, or a process holding
-	// BPF_ENABLE_STATS). Programs is empty while it does not and never
-	// did.
+	// counts now: sysctl kernel.bpf_stats_enabled=1, or this process
+	// holds BPF_ENABLE_STATS (EnableProgramStats). Another process holding
+	// it is invisible. Programs is empty while the kernel does not
+	// collect and never counted a run of these programs; it holds the
+	// counts so far (frozen) when collection has stopped.
 	BPFStats bool      `json:"bpf_stats_enabled"`
 	Programs []Program `json:"programs,omitempty"`
 }
@@ -211,14 +215,12 @@ func fromCT(st conntrack.Stats) Conntrack {
 // statistics for everyone.
 const bpfStatsSysctl = "/proc/sys/kernel/bpf_stats_enabled"
 
-// programStats reads the programs' run statistics. The sysctl does not
-// see a process that enabled statistics with BPF_ENABLE_STATS (as
-// `metrics serve --bpf-stats` does), so a program that has counted runs
-// also says they are collected.
+// programStats reads the programs' run statistics.
 func programStats(progs map[string]*ebpf.Program) (bool, []Program) {
 	b, _ := os.ReadFile(bpfStatsSysctl)
-	enabled := strings.TrimSpace(string(b)) == "1"
+	enabled := strings.TrimSpace(string(b)) == "1" || statsHeld.Load() > 0
 	var out []Program
+	counted := false
 	for name, p := range progs {
 		if p == nil {
 			continue
@@ -235,17 +237,32 @@ func programStats(progs map[string]*ebpf.Program) (bool, []Program) {
 			id, _ := info.ID()
 			pr.ID = uint32(id)
 		}
+		counted = counted || pr.Runs > 0
 		out = append(out, pr)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name }) // ingress first
-	counted := false
-	for _, p := range out {
-		counted = counted || p.Runs > 0
-	}
 	if !enabled && !counted {
 		return false, nil
 	}
-	return true, out
+	return enabled, out
+}
+
+// statsHeld counts this process's live EnableProgramStats handles.
+var statsHeld atomic.Int32
+
+// statsHandle undoes one EnableProgramStats.
+type statsHandle struct {
+	fd   io.Closer
+	once sync.Once
+}
+
+func (h *statsHandle) Close() error {
+	var err error
+	h.once.Do(func() {
+		err = h.fd.Close()
+		statsHeld.Add(-1)
+	})
+	return err
 }
 
 // EnableProgramStats asks the kernel to collect program run time and run
@@ -257,5 +274,6 @@ func EnableProgramStats() (io.Closer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("enabling BPF program statistics: %w", err)
 	}
-	return c, nil
+	statsHeld.Add(1)
+	return &statsHandle{fd: c}, nil
 }
