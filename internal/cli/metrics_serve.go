@@ -46,9 +46,9 @@ xdpfw is loaded or not (xdpfw_loaded says which).
 
 --bpf-stats asks the kernel to measure the programs' run time while serving
 (BPF_ENABLE_STATS; xdpfw_program_run_time_seconds_total and
-xdpfw_program_runs_total). It costs every BPF program on the host about
-20-30 ns per run, so it is off by default; sysctl kernel.bpf_stats_enabled=1
-does the same for everyone.`,
+xdpfw_program_runs_total). It costs every BPF program on the host two clock
+reads per run while it is on, so it is off by default; sysctl
+kernel.bpf_stats_enabled=1 does the same for everyone.`,
 		Example: `  xdpfw metrics serve
   xdpfw metrics serve --listen 0.0.0.0:9477 --bpf-stats
   curl -s 127.0.0.1:9477/metrics | grep '^xdpfw_dropped_packets_total'`,

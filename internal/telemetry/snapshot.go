@@ -268,7 +268,7 @@ func (h *statsHandle) Close() error {
 // EnableProgramStats asks the kernel to collect program run time and run
 // counts (BPF_ENABLE_STATS) until the returned Closer is closed or the
 // process exits. It costs every BPF program on the host two clock reads
-// per run (about 20-30 ns), which is why the kernel leaves it off.
+// per run, which is why the kernel leaves it off.
 func EnableProgramStats() (io.Closer, error) {
 	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
