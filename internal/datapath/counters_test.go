@@ -2,6 +2,9 @@ package datapath_test
 
 import (
 	"net/netip"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -207,5 +210,47 @@ func TestCTWalkBatches(t *testing.T) {
 	}
 	if st, err := f.dp.CTStats(); err != nil || st.Entries != 0 {
 		t.Errorf("after flush: %+v (%v)", st, err)
+	}
+}
+
+// TestOutcomeMirrorsHeader: datapath.Outcome is enum fw_out of
+// bpf/types.h, member for member, and the XDP outcomes are the XDP action
+// values (the ingress program counts its return value as the outcome).
+func TestOutcomeMirrorsHeader(t *testing.T) {
+	h, err := os.ReadFile("../../bpf/types.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := regexp.MustCompile(`(?s)enum fw_out \{(.*?)\};`).FindSubmatch(h)
+	if body == nil {
+		t.Fatal("enum fw_out not found in bpf/types.h")
+	}
+	want := map[string]datapath.Outcome{
+		"FW_OUT_XDP_ABORTED": datapath.OutXDPAborted, "FW_OUT_XDP_DROP": datapath.OutXDPDrop,
+		"FW_OUT_XDP_PASS": datapath.OutXDPPass, "FW_OUT_XDP_TX": datapath.OutXDPTx,
+		"FW_OUT_XDP_REDIRECT": datapath.OutXDPRedirect, "FW_OUT_TC_OK": datapath.OutTCOK,
+		"FW_OUT_TC_SHOT": datapath.OutTCShot, "FW_OUT_TC_REDIRECT": datapath.OutTCRedirect,
+		"FW_NUM_OUTS": datapath.NumOutcomes,
+	}
+	members := regexp.MustCompile(`(?m)^\s*(FW_[A-Z_]+)\s*(?:=\s*(\d+))?,`).FindAllSubmatch(body[1], -1)
+	if len(members) != len(want) {
+		t.Fatalf("enum fw_out has %d members, Go mirrors %d", len(members), len(want))
+	}
+	for i, m := range members {
+		name := string(m[1])
+		if len(m[2]) > 0 {
+			if v, _ := strconv.Atoi(string(m[2])); v != i {
+				t.Errorf("%s = %s in C, but is member %d", name, m[2], i)
+			}
+		}
+		if o, ok := want[name]; !ok || int(o) != i {
+			t.Errorf("enum fw_out: %s is %d in C, %d in Go (known: %v)", name, i, o, ok)
+		}
+	}
+	for o, act := range map[datapath.Outcome]int{datapath.OutXDPAborted: datapath.XDPAborted,
+		datapath.OutXDPDrop: datapath.XDPDrop, datapath.OutXDPPass: datapath.XDPPass, datapath.OutXDPTx: datapath.XDPTx} {
+		if int(o) != act {
+			t.Errorf("%s is %d, the XDP action %d", o, o, act)
+		}
 	}
 }
