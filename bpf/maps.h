@@ -84,10 +84,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_rule_stats SEC(".maps");
 
-/* Packets and bytes per enum fw_reason (per CPU). */
+/* Packets and bytes per enum fw_out and enum fw_reason (per CPU): slot
+ * out * FW_NUM_REASONS + reason. One lookup counts both the reason and the
+ * action the program returned. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FW_NUM_REASONS);
+	__uint(max_entries, FW_NUM_OUTS * FW_NUM_REASONS);
 	__type(key, __u32);
 	__type(value, struct fw_counter);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);

@@ -37,25 +37,28 @@ int xdpfw_egress(struct __sk_buff *skb)
 	pkt.chain = FW_CHAIN_OUTPUT;
 	rc = fw_parse(data, data_end, skb->len, &pkt);
 	if (rc == FW_PARSE_NOT_IP) {
-		fw_count_reason(FW_R_NOT_IP, bytes);
+		fw_count_reason(FW_R_NOT_IP, FW_OUT_TC_OK, bytes, fw_now());
 		fw_trace_skb(skb, 0, 0xff, FW_R_NOT_IP, &pkt);
 		return TC_ACT_OK;
 	}
 	if (rc < 0) {
 		__u8 act = fw_malformed_action();
-		fw_count_reason(-rc, bytes);
+		int tc = act == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+		fw_count_reason(-rc, fw_tc_out(tc), bytes, fw_now());
 		fw_trace_skb(skb, 0, act, -rc, &pkt);
-		return act == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+		return tc;
 	}
 	pkt.ifindex = skb->ifindex;
 	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
-		fw_count_reason(FW_R_NO_RULESET, bytes);
+		fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
 		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
 		return TC_ACT_SHOT;
 	}
-	fw_count_rule(d.rule_id, bytes);
-	fw_count_reason(d.reason, bytes);
-	fw_trace_skb(skb, d.rule_id, d.action, d.reason, &pkt);
 	/* REJECT in OUTPUT drops: the sender is this host. */
-	return d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+	rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+	__u64 now = fw_now();
+	fw_count_rule(d.rule_id, bytes, now);
+	fw_count_reason(d.reason, fw_tc_out(rc), bytes, now);
+	fw_trace_skb(skb, d.rule_id, d.action, d.reason, &pkt);
+	return rc;
 }

@@ -328,10 +328,36 @@ struct fw_set_key {
 	__u8  addr[16];
 };
 
-/* Per-rule counters (per-CPU, summed in Go). */
+/* Per-rule and per-reason counters (per-CPU, summed in Go; last: the
+ * latest over the CPUs). */
 struct fw_counter {
 	__u64 packets;
 	__u64 bytes;
+	__u64 last; /* bpf_jiffies64() of the last packet counted (0: none); see lib/stats.h fw_now */
+};
+
+/* What the clock probe (xdpfw_clock, clock.c) reads, at one instant: the
+ * counters' clock and CLOCK_MONOTONIC. The control plane turns counter
+ * stamps into wall time with it. */
+struct fw_clock {
+	__u64 jiffies;
+	__u64 mono_ns;
+};
+
+/* What the program returned for a packet: the second index of
+ * fw_reason_stats (slot = out * FW_NUM_REASONS + reason). XDP outcomes are
+ * the XDP action values; tc's follow. Mirrored by
+ * internal/datapath.Outcome (counters.go). */
+enum fw_out {
+	FW_OUT_XDP_ABORTED  = 0, /* XDP_ABORTED (never returned today) */
+	FW_OUT_XDP_DROP     = 1, /* XDP_DROP */
+	FW_OUT_XDP_PASS     = 2, /* XDP_PASS */
+	FW_OUT_XDP_TX       = 3, /* XDP_TX: a REJECT answered in place */
+	FW_OUT_XDP_REDIRECT = 4, /* XDP_REDIRECT (never returned today) */
+	FW_OUT_TC_OK        = 5, /* tc egress: TC_ACT_OK */
+	FW_OUT_TC_SHOT      = 6, /* tc egress: TC_ACT_SHOT */
+	FW_OUT_TC_REDIRECT  = 7, /* tc egress: TC_ACT_REDIRECT (never returned today) */
+	FW_NUM_OUTS,
 };
 
 /* Data-plane settings, one array slot, written by the control plane. The

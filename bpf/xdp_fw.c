@@ -31,13 +31,13 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	rc = fw_parse(data, data_end, bytes, &pkt);
 	if (rc == FW_PARSE_NOT_IP) {
-		fw_count_reason(FW_R_NOT_IP, bytes);
+		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, &pkt);
 		return XDP_PASS;
 	}
 	if (rc < 0) {
 		__u8 act = fw_malformed_action();
-		fw_count_reason(-rc, bytes);
+		fw_count_reason(-rc, fw_xdp_action(act), bytes, fw_now());
 		fw_trace(ctx, 0, act, -rc, &pkt);
 		return fw_xdp_action(act);
 	}
@@ -47,15 +47,16 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_ctstate(ctx)) < 0) {
 		/* no rule set: fail closed */
-		fw_count_reason(FW_R_NO_RULESET, bytes);
+		fw_count_reason(FW_R_NO_RULESET, XDP_DROP, bytes, fw_now());
 		fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
 		return XDP_DROP;
 	}
 	rc = fw_xdp_action(d.action);
 	if (d.action == FW_ACT_REJECT)
 		rc = fw_reject(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
-	fw_count_rule(d.rule_id, bytes);
-	fw_count_reason(d.reason, bytes);
+	__u64 now = fw_now();
+	fw_count_rule(d.rule_id, bytes, now);
+	fw_count_reason(d.reason, rc, bytes, now);
 	fw_trace_reject(ctx, d.rule_id, d.action, d.reason, &pkt, d.reject);
 	return rc;
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/daemon"
+	"github.com/xdpfw/xdpfw/internal/telemetry"
 )
 
 func newDaemon(e *env) *cobra.Command {
@@ -48,7 +49,8 @@ a systemd unit and a Kubernetes DaemonSet.`,
 				fmt.Fprintln(e.stdout, msg)
 				return nil
 			}
-			d := &daemon.Daemon{Paths: e.paths, ConfigPath: config, Stderr: e.stderr}
+			d := &daemon.Daemon{Paths: e.paths, ConfigPath: config, Stderr: e.stderr,
+				Metrics: telemetry.MetricsHandler}
 			return d.Run(context.Background())
 		},
 	}

@@ -68,6 +68,7 @@ rules written in iptables syntax (or loaded from iptables-save output).
 
   xdpfw load -i eth0 rules.conf     attach and load rules; the firewall keeps running
   xdpfw list                        rules in force with packet/byte counters
+  xdpfw stats / xdpfw top           every counter / live rates (metrics serve: Prometheus)
   xdpfw add INPUT -p tcp --dport 22 -j ACCEPT
   xdpfw trace -p tcp --dst 10.0.0.1 --dport 22   what would the loaded rules do?
   xdpfw set create blk hash:net     a named set for -m set --match-set blk src
@@ -87,7 +88,8 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 	root.PersistentFlags().StringVar(&e.paths.StateDir, "state-dir", envOr("XDPFW_STATE_DIR", firewall.DefaultStateDir),
 		"directory recording the rule set in force (env XDPFW_STATE_DIR)")
 	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newDelete(e), newList(e), newFlush(e),
-		newPolicy(e), newDetach(e), newStatus(e), newTrace(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
+		newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e), newTrace(e), newConntrack(e),
+		newSet(e), newBench(e), newDaemon(e), newMan(e))
 	return root
 }
 
@@ -100,6 +102,12 @@ func (e *env) printJSON(v any) error {
 // open opens the firewall in force.
 func (e *env) open() (*firewall.Firewall, error) {
 	return firewall.Open(e.paths)
+}
+
+// openRead opens the firewall in force for reading only, without waiting
+// for a change in progress (firewall.OpenReadOnly).
+func (e *env) openRead() (*firewall.Firewall, error) {
+	return firewall.OpenReadOnly(e.paths)
 }
 
 func (e *env) printResult(res *firewall.Result) {

@@ -17,7 +17,7 @@ func newList(e *env) *cobra.Command {
 then each chain's policy per family with its counters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fw, err := e.open()
+			fw, err := e.openRead()
 			if err != nil {
 				return err
 			}

@@ -17,7 +17,7 @@ func newStatus(e *env) *cobra.Command {
 		Short: "Show what is loaded: interfaces and attach modes, generation, counters by reason",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fw, err := e.open()
+			fw, err := e.openRead()
 			if err != nil {
 				return err
 			}

@@ -56,20 +56,57 @@ const (
 // are shown with Expires <= 0 until GC removes them).
 func (d *Datapath) Connections() ([]conntrack.Entry, error) {
 	now := ctNow()
-	var (
-		out []conntrack.Entry
-		k   xdpfwFwCtKey
-		v   xdpfwFwCtEntry
-	)
-	it := d.ct.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, ctEntry(&k, &v, now))
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading the conntrack table: %w", err)
+	var out []conntrack.Entry
+	err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) { out = append(out, ctEntry(k, v, now)) })
+	if err != nil {
+		return nil, err
 	}
 	conntrack.Sort(out)
 	return out, nil
+}
+
+// ctBatch is how many connections one batch lookup reads.
+const ctBatch = 4096
+
+// ctWalk calls fn for every entry of the table, reading it in batches
+// (one system call per ctBatch entries: a full default table in 16
+// instead of 131,072), or one by one where the kernel has no batch
+// operations for hash maps (before 5.6). Entries the data plane adds or
+// removes meanwhile may or may not be seen, as with any walk.
+func (d *Datapath) ctWalk(fn func(*xdpfwFwCtKey, *xdpfwFwCtEntry)) error {
+	keys := make([]xdpfwFwCtKey, ctBatch)
+	vals := make([]xdpfwFwCtEntry, ctBatch)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := d.ct.BatchLookup(&cursor, keys, vals, nil)
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return d.ctWalkOneByOne(fn)
+		}
+		for i := 0; i < n; i++ {
+			fn(&keys[i], &vals[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil // the end
+		}
+		if err != nil {
+			return fmt.Errorf("reading the conntrack table: %w", err)
+		}
+	}
+}
+
+func (d *Datapath) ctWalkOneByOne(fn func(*xdpfwFwCtKey, *xdpfwFwCtEntry)) error {
+	var (
+		k xdpfwFwCtKey
+		v xdpfwFwCtEntry
+	)
+	it := d.ct.Iterate()
+	for it.Next(&k, &v) {
+		fn(&k, &v)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading the conntrack table: %w", err)
+	}
+	return nil
 }
 
 // CTFlush removes every tracked connection and returns how many there were.
@@ -88,17 +125,15 @@ func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, err
 	now := ctNow()
 	var (
 		keys []xdpfwFwCtKey
-		k    xdpfwFwCtKey
 		v    xdpfwFwCtEntry
 	)
-	it := d.ct.Iterate()
-	for it.Next(&k, &v) {
-		if doomed(&v, now) {
-			keys = append(keys, k)
+	err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) {
+		if doomed(v, now) {
+			keys = append(keys, *k)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("reading the conntrack table: %w", err)
+	})
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for i := range keys {
@@ -122,18 +157,24 @@ func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, err
 
 // CTStats counts the table by state and reads the event counters.
 func (d *Datapath) CTStats() (conntrack.Stats, error) {
-	es, err := d.Connections()
-	if err != nil {
-		return conntrack.Stats{}, err
-	}
-	st := conntrack.Stats{Entries: len(es), Max: int(d.ct.MaxEntries()), ByState: map[string]int{},
-		Counters: map[string]uint64{}}
-	for _, e := range es {
-		if e.Expires <= 0 {
+	now := ctNow()
+	var byState [256]int
+	st := conntrack.Stats{Max: int(d.ct.MaxEntries()), ByState: map[string]int{}, Counters: map[string]uint64{}}
+	err := d.ctWalk(func(_ *xdpfwFwCtKey, v *xdpfwFwCtEntry) {
+		st.Entries++
+		if v.Expires <= now { // as Connections: expired, not yet collected
 			st.Expired++
-			continue
+			return
 		}
-		st.ByState[e.State.String()]++
+		byState[v.State]++
+	})
+	if err != nil {
+		return st, err
+	}
+	for s, n := range byState {
+		if n > 0 {
+			st.ByState[conntrack.State(s).String()] = n
+		}
 	}
 	for i := 0; i < conntrack.NumStats; i++ {
 		var per []uint64

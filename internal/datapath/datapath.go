@@ -73,6 +73,9 @@ type Datapath struct {
 	ct      *ebpf.Map // fw_ct: connections
 	ctStats *ebpf.Map // fw_ct_stats
 	rl      *ebpf.Map // fw_reject_rl: REJECT's per-source budget, not pinned (nil when opened from pins)
+	// clockProg is the clock probe (bpf/clock.c), never pinned: loaded
+	// with the program, or on first use by a handle from Open.
+	clockProg *ebpf.Program
 }
 
 func (d *Datapath) maps() map[string]**ebpf.Map {
@@ -145,6 +148,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		ct:      objs.FwCt,
 		ctStats: objs.FwCtStats,
 		rl:      objs.FwRejectRl,
+
+		clockProg: objs.XdpfwClock,
 	}, nil
 }
 
@@ -221,7 +226,7 @@ func (d *Datapath) Close() {
 	if d.rl != nil {
 		d.rl.Close()
 	}
-	for _, p := range []*ebpf.Program{d.prog, d.egress} {
+	for _, p := range []*ebpf.Program{d.prog, d.egress, d.clockProg} {
 		if p != nil {
 			p.Close()
 		}

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpfwFwClock struct {
+	_       structs.HostLayout
+	Jiffies uint64
+	MonoNs  uint64
+}
+
 type xdpfwFwConfig struct {
 	_             structs.HostLayout
 	MalformedPass uint32
@@ -27,6 +33,7 @@ type xdpfwFwCounter struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+	Last    uint64
 }
 
 type xdpfwFwCtEntry struct {
@@ -140,6 +147,7 @@ const (
 	xdpfwMapFwRoots       = "fw_roots"
 	xdpfwMapFwRuleStats   = "fw_rule_stats"
 	xdpfwMapFwSets        = "fw_sets"
+	xdpfwProgXdpfwClock   = "xdpfw_clock"
 	xdpfwProgXdpfwEgress  = "xdpfw_egress"
 	xdpfwProgXdpfwIngress = "xdpfw_ingress"
 	xdpfwVarFwMaxEntries  = "fw_max_entries"
@@ -189,6 +197,7 @@ type xdpfwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwProgramSpecs struct {
+	XdpfwClock   *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
 	XdpfwEgress  *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 }
@@ -284,12 +293,14 @@ type xdpfwVariables struct {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwPrograms struct {
+	XdpfwClock   *ebpf.Program `ebpf:"xdpfw_clock"`
 	XdpfwEgress  *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress *ebpf.Program `ebpf:"xdpfw_ingress"`
 }
 
 func (p *xdpfwPrograms) Close() error {
 	return _XdpfwClose(
+		p.XdpfwClock,
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 	)

@@ -56,6 +56,8 @@ type Firewall struct {
 	st     *state
 	rs     *rules.RuleSet
 	unlock func()
+	// readOnly: opened without the lock (OpenReadOnly); changes refused.
+	readOnly bool
 	// Load: what to restore if it fails midway.
 	prev       *rules.RuleSet
 	prevIDs    []uint32
@@ -87,6 +89,32 @@ func Open(p Paths) (*Firewall, error) {
 	}
 	return &Firewall{paths: p, dp: dp, st: st, rs: rs, unlock: unlock}, nil
 }
+
+// OpenReadOnly opens the firewall in force for reading only (counters,
+// lists, status) without the lock that changes hold, so a monitor never
+// waits behind a long apply or set restore. The state file is replaced by
+// rename, so it is always read whole; what it records may trail the data
+// plane by the change in progress: read while a change is being made, a
+// rule that change removes can still be listed, and a counter id the
+// change reuses reads as the new rule's (near zero) for that moment.
+// Changes through a read-only handle are refused.
+func OpenReadOnly(p Paths) (*Firewall, error) {
+	st, rs, err := loadState(p)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil || !st.loaded() {
+		return nil, datapath.ErrNotLoaded
+	}
+	dp, err := datapath.Open(p.PinDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Firewall{paths: p, dp: dp, st: st, rs: rs, unlock: func() {}, readOnly: true}, nil
+}
+
+// errReadOnly refuses a change through OpenReadOnly's handle.
+var errReadOnly = errors.New("the firewall was opened read-only")
 
 // Close releases the lock and file descriptors. Closing again does nothing.
 func (f *Firewall) Close() {
@@ -265,6 +293,9 @@ func removeFresh(p Paths, st *state) {
 
 // Apply replaces the whole rule set atomically.
 func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
+	if f.readOnly {
+		return nil, errReadOnly
+	}
 	res, err := f.apply(rs, opt, false)
 	if err != nil {
 		return nil, err

@@ -130,6 +130,9 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 // whole firewall is removed (pins and state) but for the named sets, which
 // stay as they were before any load (Teardown removes them too).
 func (f *Firewall) Detach(iface string) (last bool, err error) {
+	if f.readOnly {
+		return false, errReadOnly
+	}
 	if _, ok := f.st.Interfaces[iface]; !ok {
 		return false, fmt.Errorf("xdpfw is not attached to %s (attached: %s)", iface, strings.Join(f.Interfaces(), ", "))
 	}
@@ -203,6 +206,7 @@ type PolicyInfo struct {
 	Chain   string           `json:"chain"`
 	Family  string           `json:"family"`
 	Verdict string           `json:"verdict"`
+	ID      uint32           `json:"id"` // the policy's counter id
 	Counter datapath.Counter `json:"counters"`
 }
 
@@ -216,14 +220,22 @@ type Listing struct {
 // List returns the rules and policies in force with their counters.
 func (f *Firewall) List() (*Listing, error) {
 	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}}
+	// Every counter in one read: policy ids, then the rules' ids.
+	var ids []uint32
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
-		for _, fam := range []rules.Family{rules.FamilyIPv4, rules.FamilyIPv6} {
-			ctr, err := f.dp.RuleCounter(compile.PolicyID(uint8(c), fam == rules.FamilyIPv6))
-			if err != nil {
-				return nil, err
-			}
+		ids = append(ids, compile.PolicyID(uint8(c), false), compile.PolicyID(uint8(c), true))
+	}
+	ids = append(ids, f.st.IDs...)
+	ctrs, err := f.dp.RuleCounters(ids)
+	if err != nil {
+		return nil, err
+	}
+	policyCtr, ruleCtr := ctrs[:2*rules.NumChains], ctrs[2*rules.NumChains:]
+	for c := rules.Chain(0); c < rules.NumChains; c++ {
+		for v6, fam := range []rules.Family{rules.FamilyIPv4, rules.FamilyIPv6} {
 			l.Policies = append(l.Policies, PolicyInfo{Chain: c.String(), Family: fam.String(),
-				Verdict: f.rs.PolicyFor(c, fam).String(), Counter: ctr})
+				Verdict: f.rs.PolicyFor(c, fam).String(), ID: compile.PolicyID(uint8(c), v6 == 1),
+				Counter: policyCtr[2*int(c)+v6]})
 		}
 		n := 0
 		for i, r := range f.rs.Rules {
@@ -231,12 +243,8 @@ func (f *Firewall) List() (*Listing, error) {
 				continue
 			}
 			n++
-			ctr, err := f.dp.RuleCounter(f.st.IDs[i])
-			if err != nil {
-				return nil, err
-			}
 			l.Rules = append(l.Rules, RuleInfo{Chain: c.String(), Num: n, ID: f.st.IDs[i],
-				Rule: r.String(), Counter: ctr, Note: ruleNote(&r)})
+				Rule: r.String(), Counter: ruleCtr[i], Note: ruleNote(&r)})
 		}
 	}
 	return l, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -169,8 +170,9 @@ func TestDaemon(t *testing.T) {
 	rulesFile := filepath.Join(dir, "rules.conf")
 	writeAtomic(t, rulesFile, invalid, acceptA, dropB, "-A INPUT -p udp --dport 5003 -j DROP")
 	config := filepath.Join(dir, "xdpfw.yaml")
+	const metricsAddr = "127.0.0.1:9477" // the namespace's own loopback
 	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf",
-		"conntrack: {timeouts: {udp: 1}, gc_min_interval: 1s, gc_max_interval: 2s}", `metrics: {listen: ""}`)
+		"conntrack: {timeouts: {udp: 1}, gc_min_interval: 1s, gc_max_interval: 2s}", "metrics: {listen: \""+metricsAddr+"\"}")
 
 	f := newFW(t, l.srv)
 	d := f.startDaemon(config)
@@ -218,7 +220,7 @@ func TestDaemon(t *testing.T) {
 
 	// SIGHUP reloads too (here: the configuration stops watching files).
 	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", "watch: false",
-		"conntrack: {timeouts: {udp: 1}, gc_min_interval: 1s, gc_max_interval: 2s}", `metrics: {listen: ""}`)
+		"conntrack: {timeouts: {udp: 1}, gc_min_interval: 1s, gc_max_interval: 2s}", "metrics: {listen: \""+metricsAddr+"\"}")
 	d.reloaded() // still watching when the configuration changed
 	writeAtomic(t, rulesFile, invalid, acceptA, dropB, "-A INPUT -p udp --dport 5003 -j DROP")
 	d.signal(syscall.SIGHUP)
@@ -277,6 +279,18 @@ func TestDaemon(t *testing.T) {
 	}
 	if r := list.rule(t, dropB); r.Counters.Packets != uint64(s.b) {
 		t.Errorf("%q counted %d, want the %d datagrams sent to udp %d", dropB, r.Counters.Packets, s.b, portB)
+	}
+	// The restarted daemon serves metrics; they count what was sent.
+	mfs := scrape(t, l.srv, metricsAddr)
+	for _, c := range []struct {
+		rule string
+		want int
+	}{{dropB, s.b}, {acceptA, sinkA.total()}} {
+		r := list.rule(t, c.rule)
+		labels := map[string]string{"chain": "INPUT", "rule": strconv.Itoa(r.Num)}
+		if got, ok := metricValue(mfs, "xdpfw_rule_packets_total", labels); !ok || got != float64(c.want) {
+			t.Errorf("metric xdpfw_rule_packets_total%v = %v (present: %v), want %d", labels, got, ok, c.want)
+		}
 	}
 	t.Logf("kill -9 under a stream of %d datagrams; the daemon's log after the restart:\n%s", s.a+s.b, d.stderr)
 
