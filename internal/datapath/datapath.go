@@ -34,19 +34,10 @@ type Limits struct {
 	// Conntrack is the connection-tracking table's size (0: the default).
 	Conntrack int `json:"conntrack"`
 	// LogSnap is how many bytes of a logged packet an event carries
-	// (0..MaxLogSnap). Load sets it; Open leaves it 0 (the firewall's state
+	// (0..compile.MaxLogSnap). Load sets it; Open leaves it 0 (the firewall's state
 	// records it).
 	LogSnap int `json:"-"`
 }
-
-// Logging's bounds (FW_LOG_SNAP_DEFAULT, FW_LOG_SNAP_MAX, FW_LOG_MAX,
-// FW_MAX_LOG_RULES in bpf/types.h).
-const (
-	DefaultLogSnap  = 128
-	MaxLogSnap      = 1024
-	MaxLogPerPacket = 4
-	MaxLogRules     = 4096
-)
 
 // DefaultConntrack is the default size of the connection-tracking table
 // (preallocated: about 150 bytes per entry).
@@ -58,7 +49,7 @@ func LimitsFor(entries int) Limits {
 	if entries <= 0 {
 		entries = compile.DefaultMaxEntries
 	}
-	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack, LogSnap: DefaultLogSnap}
+	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack, LogSnap: compile.DefaultLogSnap}
 }
 
 // Bytes is the kernel memory the tables take (both generations).
@@ -120,8 +111,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			lim.Conntrack = c
 		}
 	}
-	if lim.LogSnap < 0 || lim.LogSnap > MaxLogSnap {
-		return nil, fmt.Errorf("log snap length %d: want 0 to %d bytes", lim.LogSnap, MaxLogSnap)
+	if lim.LogSnap < 0 || lim.LogSnap > compile.MaxLogSnap {
+		return nil, fmt.Errorf("log snap length %d: want 0 to %d bytes", lim.LogSnap, compile.MaxLogSnap)
 	}
 	if lim.Conntrack <= 0 {
 		lim.Conntrack = DefaultConntrack
