@@ -54,6 +54,9 @@ func TestDifferential(t *testing.T) {
 		for i := range rs.Rules {
 			if chance(r, 45) {
 				rs.Rules[i].Target = rules.Target{Verdict: rules.VerdictLog}
+				if chance(r, 25) { // a broad one: many packets meet several
+					rs.Rules[i].Match = rules.Match{Family: rs.Rules[i].Match.Family}
+				}
 			}
 		}
 		total += diffRun(t, f, r, rs, *diffPackets/3, nil, fmt.Sprintf("seed %d LOG-heavy set %d", *diffSeed, set))

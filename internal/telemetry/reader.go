@@ -121,3 +121,26 @@ func (r *Reader) Close() error {
 	}
 	return err
 }
+
+// ReaderPID is the pid of the process holding the reader lock in stateDir
+// ("" when none), found in /proc/locks: probing the lock by taking it could
+// make a reader starting at that instant fail.
+func ReaderPID(stateDir string) string {
+	var st unix.Stat_t
+	if unix.Stat(filepath.Join(stateDir, LockFile), &st) != nil {
+		return ""
+	}
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return ""
+	}
+	// "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"
+	dev := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	for _, line := range strings.Split(string(locks), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == dev {
+			return f[4]
+		}
+	}
+	return ""
+}
