@@ -50,11 +50,11 @@ func (f *fixture) logStats() datapath.LogStats {
 
 // wantEvent is what one event must say.
 type wantEvent struct {
-	rule    int            // index of the logging rule
-	by      int            // index of the deciding rule, -1: policy
-	byLOG   bool           // logged by a LOG rule
-	action  compile.Action // the decision
-	reason  compile.Reason
+	rule   int            // index of the logging rule
+	by     int            // index of the deciding rule, -1: policy
+	byLOG  bool           // logged by a LOG rule
+	action compile.Action // the decision
+	reason compile.Reason
 }
 
 const logRules = `-P OUTPUT ACCEPT
