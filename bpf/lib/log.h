@@ -13,6 +13,7 @@
 #include "../types.h"
 #include "../maps.h"
 #include "classify.h"
+#include "stats.h"
 
 static __always_inline int fw_log_wanted(const struct fw_decision *d)
 {
@@ -114,6 +115,8 @@ __noinline int fw_log_xdp(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_
 		__u32 id = fw_log_rule(d, s, i, &flags);
 		if (!id)
 			break;
+		if (flags & FW_LOG_F_TARGET) /* a LOG rule counts the packets it logs, as iptables' */
+			fw_count_rule(id, bytes);
 		struct fw_log_stat *st = fw_log_take(id);
 		if (!st)
 			continue;
@@ -151,6 +154,8 @@ __noinline int fw_log_skb(struct __sk_buff *skb, const struct fw_pkt *p, struct 
 		__u32 id = fw_log_rule(d, s, i, &flags);
 		if (!id)
 			break;
+		if (flags & FW_LOG_F_TARGET) /* a LOG rule counts the packets it logs, as iptables' */
+			fw_count_rule(id, bytes);
 		struct fw_log_stat *st = fw_log_take(id);
 		if (!st)
 			continue;

@@ -204,6 +204,13 @@ func TestLogRateLimit(t *testing.T) {
 	run(k)
 	check("first run", 3, 5, map[uint32]datapath.LogCounter{
 		16: {Emitted: 3, Suppressed: k - 3}, 17: {Emitted: 5, Suppressed: k - 5}})
+	// The LOG rule's own counters count every packet it logged (as
+	// iptables counts a LOG rule's matches), suppressed or not.
+	for id := uint32(16); id <= 17; id++ {
+		if c, err := f.dp.RuleCounter(id); err != nil || c.Packets != k || c.Bytes != k*uint64(len(frame)) {
+			t.Errorf("rule id %d counters %+v (%v), want %d packets", id, c, err, k)
+		}
+	}
 
 	f.installText(text) // a new generation: same budgets, buckets kept
 	run(10)
