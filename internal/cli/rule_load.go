@@ -74,6 +74,10 @@ and connections expire after per-state timeouts close to Linux's, which
 			if err != nil {
 				return err
 			}
+			var logOpt firewall.Options
+			if err := logs.apply(cmd, &logOpt); err != nil {
+				return err
+			}
 			file := ""
 			if len(args) == 1 {
 				file = args[0]
@@ -86,9 +90,7 @@ and connections expire after per-state timeouts close to Linux's, which
 			if err := ct.apply(cmd, &opt, true); err != nil {
 				return err
 			}
-			if err := logs.apply(cmd, &opt); err != nil {
-				return err
-			}
+			opt.LogRate, opt.LogBurst, opt.LogSnap = logOpt.LogRate, logOpt.LogBurst, logOpt.LogSnap
 			res, err := firewall.Load(e.paths, ifaces, m, rs, opt)
 			if err != nil {
 				return err
