@@ -94,15 +94,15 @@ static __always_inline __u32 fw_log_rule(const struct fw_decision *d, const stru
 	return 0;
 }
 
-/* The events of one packet, for each hook: the copy of the frame differs.
- * They first settle which LOG rules log it (d->nlog, fw_log_finish).
- * Global functions: verified once, not once per path through the decision
- * code before them. `traced` sets FW_LOG_F_TRACE. */
-__noinline int fw_log_xdp(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
-			  __u64 bytes, int traced)
+/* fw_log_emit puts the events of one packet in the ring buffer: first it
+ * settles which LOG rules log it (d->nlog, fw_log_finish), then each
+ * logged rule within its budget gets an event with the frame's first
+ * bytes. hook is a constant in each caller: the other hook's copy helper
+ * (which its program type may not call) is compiled out. `traced` sets
+ * FW_LOG_F_TRACE. */
+static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct fw_pkt *p,
+				       struct fw_decision *d, __u64 bytes, int traced)
 {
-	if (!ctx || !p || !d) /* the verifier requires the check on global-function pointers */
-		return 0;
 	__u64 cap = bytes < fw_log_snap ? bytes : fw_log_snap;
 	const struct fw_log_scratch *s = NULL;
 
@@ -128,13 +128,27 @@ __noinline int fw_log_xdp(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_
 		if (traced)
 			flags |= FW_LOG_F_TRACE;
 		__u64 got = cap; /* 64 bits: the bound checked is the register passed */
-		if (got > 0 && got <= fw_log_snap && bpf_xdp_load_bytes(ctx, 0, ev->data, got) < 0)
-			got = 0;
-		fw_log_head(ev, id, flags, FW_HOOK_XDP, p, d, bytes, got);
+		if (got > 0 && got <= fw_log_snap) {
+			long rc = hook == FW_HOOK_XDP ? bpf_xdp_load_bytes(ctx, 0, ev->data, got)
+						      : bpf_skb_load_bytes(ctx, 0, ev->data, got);
+			if (rc < 0)
+				got = 0;
+		}
+		fw_log_head(ev, id, flags, hook, p, d, bytes, got);
 		bpf_ringbuf_submit(ev, 0);
 		st->emitted++;
 	}
 	return 0;
+}
+
+/* The hooks' entries to fw_log_emit. Global functions: verified once, not
+ * once per path through the decision code before them. */
+__noinline int fw_log_xdp(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
+			  __u64 bytes, int traced)
+{
+	if (!ctx || !p || !d) /* the verifier requires the check on global-function pointers */
+		return 0;
+	return fw_log_emit(ctx, FW_HOOK_XDP, p, d, bytes, traced);
 }
 
 __noinline int fw_log_skb(struct __sk_buff *skb, const struct fw_pkt *p, struct fw_decision *d,
@@ -142,38 +156,7 @@ __noinline int fw_log_skb(struct __sk_buff *skb, const struct fw_pkt *p, struct 
 {
 	if (!skb || !p || !d)
 		return 0;
-	__u64 cap = bytes < fw_log_snap ? bytes : fw_log_snap;
-	const struct fw_log_scratch *s = NULL;
-
-	if (d->nlog) {
-		fw_log_finish(d, p->chain);
-		s = fw_log_scratch_of(p->chain);
-	}
-	for (__u32 i = 0; i <= FW_LOG_MAX; i++) {
-		__u8 flags = 0;
-		__u32 id = fw_log_rule(d, s, i, &flags);
-		if (!id)
-			break;
-		if (flags & FW_LOG_F_TARGET) /* a LOG rule counts the packets it logs, as iptables' */
-			fw_count_rule(id, bytes);
-		struct fw_log_stat *st = fw_log_take(id);
-		if (!st)
-			continue;
-		struct fw_log_event *ev = bpf_ringbuf_reserve(&fw_log_ring, sizeof(*ev) + fw_log_snap, 0);
-		if (!ev) {
-			st->lost++;
-			continue;
-		}
-		if (traced)
-			flags |= FW_LOG_F_TRACE;
-		__u64 got = cap; /* 64 bits: the bound checked is the register passed */
-		if (got > 0 && got <= fw_log_snap && bpf_skb_load_bytes(skb, 0, ev->data, got) < 0)
-			got = 0;
-		fw_log_head(ev, id, flags, FW_HOOK_TC, p, d, bytes, got);
-		bpf_ringbuf_submit(ev, 0);
-		st->emitted++;
-	}
-	return 0;
+	return fw_log_emit(skb, FW_HOOK_TC, p, d, bytes, traced);
 }
 
 #endif

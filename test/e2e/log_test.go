@@ -194,7 +194,55 @@ func TestLog(t *testing.T) {
 		t.Errorf("a LOG rule has a note: %s", l.raw)
 	}
 
+	checkLogReload(t, f, l, sink)
 	checkLogFollow(t, f, l)
+}
+
+// checkLogReload loads again with --log-snap and --log-rate: status shows
+// them, an apply without them keeps them, and the rules' buckets and
+// counters survive the program's reload (the UDP rule's budget, spent, lets
+// no datagram log).
+func checkLogReload(t *testing.T, f *fw, l *link, sink *udpSink) {
+	t.Helper()
+	file := writeRules(t, "log.rules", logRuleSSH, "-A INPUT -p tcp --dport 5022 -j ACCEPT", logRuleDrop, logRuleUDP, logRuleOut)
+	f.mustRun("load", "-i", l.srvIf, "--log-snap", "64", "--log-rate", "5/min", "--log-burst", "7", file)
+	f.mustRun("apply", file)
+	var st struct {
+		Log struct {
+			Rate  string `json:"rate"`
+			Burst uint32 `json:"burst"`
+			Snap  int    `json:"snap"`
+		} `json:"log"`
+	}
+	f.decode(&st, "status", "--json")
+	if st.Log.Rate != "5/min" || st.Log.Burst != 7 || st.Log.Snap != 64 {
+		t.Errorf("status after load --log-snap 64 --log-rate 5/min --log-burst 7 and an apply: %+v", st.Log)
+	}
+	newUDPSender(t, l.cli, "").send(t, hostPort(l.srv4, logPortUDP), "v", 0, 4)
+	sink.wait(t, "v", 4)
+	if evs, _ := f.logJSON(); len(evs) != 0 {
+		t.Errorf("the UDP rule's spent budget (1/day) logged again after a reload: %v", evs)
+	}
+	var stats struct {
+		Rules []struct {
+			Num        int    `json:"num"`
+			Emitted    uint64 `json:"emitted"`
+			Suppressed uint64 `json:"suppressed"`
+		} `json:"rules"`
+	}
+	f.decode(&stats, "log", "--stats", "--json")
+	for _, r := range stats.Rules {
+		if r.Num == 4 && (r.Emitted != 2 || r.Suppressed != 7) {
+			t.Errorf("the UDP rule after a reload and 4 more datagrams: %+v, want 2 emitted, 7 suppressed", r)
+		}
+	}
+	// the smaller snap length is in force
+	if err := dialTCP(t.Context(), l.cli, "", hostPort(l.srv4, logPortSSH)); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := f.logJSON(); len(evs) != 1 || evs[0].CapLen != 64 || len(evs[0].Data) != 128 {
+		t.Errorf("after load --log-snap 64: %v", evs)
+	}
 }
 
 // checkLogPcap reads the pcapng file `xdpfw log --pcap` wrote: a packet per
