@@ -367,7 +367,7 @@ func TestParseSaveFiles(t *testing.T) {
 				{Chain: ChainOutput, Family: FamilyIPv6, Verdict: VerdictAccept},
 			},
 			[]string{"-6 -i lo -j ACCEPT", "! -i lo -s ::1/128 -j DROP", "-p ipv6-icmp --icmpv6-type 1 -j ACCEPT"}},
-		{"testdata/native.rules", ParseOptions{}, 15,
+		{"testdata/native.rules", ParseOptions{}, 16,
 			[]Policy{
 				{Chain: ChainInput, Family: FamilyAny, Verdict: VerdictDrop},
 				{Chain: ChainForward, Family: FamilyAny, Verdict: VerdictDrop},
