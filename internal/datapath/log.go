@@ -153,6 +153,12 @@ func (d *Datapath) putLogLimits(lims []compile.LogLimit) (stale []uint32, err er
 		return nil, err
 	}
 	for _, l := range lims {
+		var per []xdpfwFwLogStat
+		if d.logStat.Lookup(l.RuleID, &per) != nil {
+			if err := d.logStat.Put(l.RuleID, make([]xdpfwFwLogStat, ncpu)); err != nil {
+				return nil, fmt.Errorf("creating the log counters of rule id %d: %w", l.RuleID, err)
+			}
+		}
 		var cur xdpfwFwLogLimit
 		exists := d.logLim.Lookup(l.RuleID, &cur) == nil
 		if exists && cur.IntervalNs == l.IntervalNS && cur.Burst == l.Burst {
@@ -161,11 +167,6 @@ func (d *Datapath) putLogLimits(lims []compile.LogLimit) (stale []uint32, err er
 		v := xdpfwFwLogLimit{Tat: cur.Tat, IntervalNs: l.IntervalNS, Burst: l.Burst}
 		if err := d.logLim.Put(l.RuleID, &v); err != nil {
 			return nil, fmt.Errorf("writing the log budget of rule id %d: %w", l.RuleID, err)
-		}
-		if !exists {
-			if err := d.logStat.Put(l.RuleID, make([]xdpfwFwLogStat, ncpu)); err != nil {
-				return nil, fmt.Errorf("creating the log counters of rule id %d: %w", l.RuleID, err)
-			}
 		}
 	}
 	return stale, nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -24,10 +25,12 @@ import (
 // therefore takes an exclusive lock, and a second reader (`xdpfw log` while
 // the daemon forwards events, or two `xdpfw log`) fails with ErrBusy.
 type Reader struct {
-	m    *ebpf.Map
-	rd   *ringbuf.Reader
-	lock *os.File // nil for NewReader
-	rec  ringbuf.Record
+	m     *ebpf.Map
+	rd    *ringbuf.Reader
+	lock  *os.File // nil for NewReader
+	rec   ringbuf.Record
+	close sync.Once
+	err   error // of Close
 }
 
 // ErrBusy: another process reads the events.
@@ -112,14 +115,16 @@ func (r *Reader) Next(wait bool) (Event, error) {
 }
 
 // Close stops the reader (a blocked Next returns) and releases the lock.
-// It may be called from another goroutine.
+// It may be called from another goroutine, and more than once.
 func (r *Reader) Close() error {
-	err := r.rd.Close()
-	r.m.Close()
-	if r.lock != nil {
-		r.lock.Close()
-	}
-	return err
+	r.close.Do(func() {
+		r.err = r.rd.Close()
+		r.m.Close()
+		if r.lock != nil {
+			r.lock.Close()
+		}
+	})
+	return r.err
 }
 
 // ReaderPID is the pid of the process holding the reader lock in stateDir
