@@ -52,8 +52,9 @@ suppresses, and what a full ring buffer (1 MiB) loses, is counted: the
 summary on stderr, and --stats, say how many.
 
 Only one process can read the events: the ring buffer hands each event to
-one reader. A second 'xdpfw log' (or one while the daemon forwards the
-events to the journal) is refused; read the journal instead then.`,
+one reader, so a second 'xdpfw log' is refused. The daemon (not written yet)
+will forward the events to journald/syslog and hold the reader's place
+while it runs; read the journal then.`,
 		Example: `  xdpfw log                              the events waiting, then exit
   xdpfw log --follow                     keep printing (Ctrl-C stops)
   xdpfw log --follow --json | jq .src    one JSON object per event
