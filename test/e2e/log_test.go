@@ -48,6 +48,24 @@ type logRecord struct {
 	VerdictID uint32  `json:"verdict_rule_id"`
 }
 
+// logStatsJSON is `xdpfw log --stats --json`.
+type logStatsJSON struct {
+	Rules []struct {
+		Num        int    `json:"num"`
+		Chain      string `json:"chain"`
+		Emitted    uint64 `json:"emitted"`
+		Suppressed uint64 `json:"suppressed"`
+		Lost       uint64 `json:"lost"`
+	} `json:"rules"`
+}
+
+func (f *fw) logStats() logStatsJSON {
+	f.t.Helper()
+	var s logStatsJSON
+	f.decode(&s, "log", "--stats", "--json")
+	return s
+}
+
 func (r logRecord) String() string {
 	b, _ := json.Marshal(r)
 	return string(b)
@@ -172,16 +190,7 @@ func TestLog(t *testing.T) {
 	if again, r := f.logJSON(); len(again) != 0 || !strings.Contains(r.stderr, "xdpfw log: 0 events") {
 		t.Errorf("the ring buffer was drained, yet: %v\n%s", again, r)
 	}
-	var stats struct {
-		Rules []struct {
-			Num        int    `json:"num"`
-			Chain      string `json:"chain"`
-			Emitted    uint64 `json:"emitted"`
-			Suppressed uint64 `json:"suppressed"`
-			Lost       uint64 `json:"lost"`
-		} `json:"rules"`
-	}
-	f.decode(&stats, "log", "--stats", "--json")
+	stats := f.logStats()
 	for _, rs := range stats.Rules {
 		if rs.Chain == "INPUT" && rs.Num == 4 && (rs.Emitted != 2 || rs.Suppressed != 3) || rs.Lost != 0 {
 			t.Errorf("log --stats: %+v; want the UDP LOG rule at 2 emitted, 3 suppressed, nothing lost", stats.Rules)
@@ -223,16 +232,8 @@ func checkLogReload(t *testing.T, f *fw, l *link, sink *udpSink) {
 	if evs, _ := f.logJSON(); len(evs) != 0 {
 		t.Errorf("the UDP rule's spent budget (1/day) logged again after a reload: %v", evs)
 	}
-	var stats struct {
-		Rules []struct {
-			Num        int    `json:"num"`
-			Emitted    uint64 `json:"emitted"`
-			Suppressed uint64 `json:"suppressed"`
-		} `json:"rules"`
-	}
-	f.decode(&stats, "log", "--stats", "--json")
-	for _, r := range stats.Rules {
-		if r.Num == 4 && (r.Emitted != 2 || r.Suppressed != 7) {
+	for _, r := range f.logStats().Rules {
+		if r.Chain == "INPUT" && r.Num == 4 && (r.Emitted != 2 || r.Suppressed != 7) {
 			t.Errorf("the UDP rule after a reload and 4 more datagrams: %+v, want 2 emitted, 7 suppressed", r)
 		}
 	}
