@@ -17,6 +17,15 @@ volatile const __u32 fw_max_entries = 1;
 volatile const __u32 fw_max_nodes = 1;
 volatile const __u32 fw_max_leaves = 1;
 
+/* Bytes of a logged packet an event carries (`load --log-snap`, 0 ..
+ * FW_LOG_SNAP_MAX): a constant to the verifier, so events are fixed-size
+ * ring-buffer records. */
+volatile const __u32 fw_log_snap = FW_LOG_SNAP_DEFAULT;
+
+/* Puts struct fw_log_event (used only through pointers) into the BTF that
+ * bpf2go generates Go types from; never read. */
+const struct fw_log_event *const fw_log_event_btf __attribute__((unused)) = 0;
+
 /* Which generation packets use: 0 = none installed (drop), g+1 = g. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -134,5 +143,52 @@ struct {
 	__type(key, struct fw_rl_key);
 	__type(value, __u64);
 } fw_reject_rl SEC(".maps");
+
+/* Log events (struct fw_log_event + packet bytes), read by `xdpfw log` or
+ * the daemon: one consumer at a time (docs/log.md). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, FW_LOG_RING_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_log_ring SEC(".maps");
+
+/* Rate limit of each logged rule, by rule id: written by the control plane
+ * for the rules of the generation it installs; the data plane only takes
+ * tokens. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FW_MAX_LOG_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_log_limit);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_log_limits SEC(".maps");
+
+/* Events emitted, suppressed and lost per logged rule id (per CPU); the
+ * control plane creates and removes the entries with fw_log_limits'. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, FW_MAX_LOG_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_log_stat);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_log_stats SEC(".maps");
+
+/* The classifier's notes of LOG matches (struct fw_log_scratch), per CPU:
+ * slot 0 for XDP, 1 for tc. Not pinned: it lives for one packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct fw_log_scratch);
+} fw_log_scratch SEC(".maps");
+
+/* Logging's other counters, per enum fw_log_counter (per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_LOG_C_NUM);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_log_counters SEC(".maps");
 
 #endif

@@ -21,6 +21,7 @@ enum fw_action {
 	FW_ACT_ACCEPT = 0,
 	FW_ACT_DROP   = 1,
 	FW_ACT_REJECT = 2, /* answered in place (lib/reject.h), or dropped */
+	FW_ACT_LOG    = 3, /* a LOG rule's entry: logs and does not decide (lib/log.h) */
 };
 
 /* What a REJECT answers with (fw_entry.reject): iptables' --reject-with.
@@ -189,8 +190,12 @@ struct fw_entry {
 	__u8  reason;      /* enum fw_reason counted when this entry decides */
 	__u8  ctstate;     /* bit mask of enum fw_ct_state, with FW_M_CTSTATE */
 	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
-	__u8  _pad[7];
+	__u8  flags;       /* FW_EF_* */
+	__u8  _pad[6];
 };
+
+/* fw_entry.flags (and fw_root.fast_flags) */
+#define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
 
 /* A node of a classifier tree. Interior: key[dim] <= thresh goes to left,
  * else right. Leaf: candidates are leaves[left .. left+right-1], entry
@@ -230,7 +235,7 @@ struct fw_root {
 	__u8  fast_states;           /* bit mask of enum fw_ct_state */
 	__u8  flags;                 /* FW_ROOT_* */
 	__u8  fast_reject;           /* enum fw_reject, when fast_action is FW_ACT_REJECT */
-	__u8  _pad;
+	__u8  fast_flags;            /* FW_EF_* of the fast rule */
 };
 
 /* Connection tracking (lib/ct.h, docs/conntrack.md). */
@@ -398,7 +403,82 @@ struct fw_trace {
 	__u8  in_flags;   /* in: FW_TRACE_* */
 	__u8  in_ctstate; /* in: with FW_TRACE_CTSTATE */
 	__u8  reject;     /* out: enum fw_reject of a REJECT decision */
-	__u8  _pad[5];    /* sizeof: 24 */
+	__u8  log_n;      /* out: LOG rules that logged the packet (before rate limits) */
+	__u8  log_self;   /* out: 1 when the deciding rule logged it too (--log) */
+	__u8  _pad[3];    /* sizeof: 24 (XDP metadata holds at most 32 bytes) */
+};
+
+/* Logging (lib/log.h, docs/log.md). A packet is logged by the LOG rules
+ * that match it before the rule that decides it (at most FW_LOG_MAX, the
+ * first in rule order; more count FW_LOG_C_OVERFLOW) and by the deciding
+ * rule when it has --log. Each logged rule has a token bucket
+ * (fw_log_limits); an event that finds it empty is suppressed and counted. */
+#define FW_LOG_MAX        4       /* LOG rules that log one packet */
+#define FW_MAX_LOG_RULES  4096    /* logged rules (LOG, or --log) in a rule set */
+#define FW_LOG_SNAP_MAX   1024    /* bytes of a packet an event may carry */
+#define FW_LOG_SNAP_DEFAULT 128
+#define FW_LOG_RING_SIZE  (1 << 20) /* bytes of the event ring buffer */
+
+/* Where an event was taken. Mirrored by internal/telemetry (Hook). */
+enum fw_hook {
+	FW_HOOK_XDP = 0, /* ingress: INPUT and FORWARD */
+	FW_HOOK_TC  = 1, /* tc egress: OUTPUT */
+};
+
+/* fw_log_event.flags */
+#define FW_LOG_F_TARGET 0x01 /* logged by a LOG rule (else: the deciding rule's --log) */
+#define FW_LOG_F_TRACE  0x02 /* the packet was a trace (BPF_PROG_TEST_RUN), not traffic */
+
+/* One event in fw_log_ring: this header, then cap_len bytes of the frame
+ * (the record is sizeof header + fw_log_snap bytes long). The rule's log
+ * prefix and level stay in user space, found by rule_id. */
+struct fw_log_event {
+	__u64 ts_ns;      /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+	__u32 rule_id;    /* the rule that logs: a LOG rule, or the deciding rule (--log) */
+	__u32 verdict_id; /* the rule (or policy id) that decided the packet */
+	__u32 ifindex;    /* arrived on (XDP) or leaves by (tc) */
+	__u32 pkt_len;    /* frame length */
+	__u16 cap_len;    /* bytes of the frame that follow */
+	__u8  hook;       /* enum fw_hook */
+	__u8  chain;      /* enum fw_chain */
+	__u8  action;     /* the decision: enum fw_action */
+	__u8  reason;     /* enum fw_reason of the decision (REJECT: before its answer) */
+	__u8  ctstate;    /* enum fw_ct_state */
+	__u8  flags;      /* FW_LOG_F_* */
+	__u8  data[];     /* sizeof: 32 */
+};
+
+/* A logged rule's budget (fw_log_limits, by rule id): GCRA as REJECT's;
+ * burst events at once, then one per interval_ns. */
+struct fw_log_limit {
+	__u64 tat;         /* when the bucket is next full (bpf_ktime_get_ns) */
+	__u64 interval_ns; /* one event per interval */
+	__u32 burst;       /* >= 1 */
+	__u32 _pad;
+};
+
+/* A logged rule's event counters (fw_log_stats, by rule id, per CPU). */
+struct fw_log_stat {
+	__u64 emitted;    /* events put in the ring buffer */
+	__u64 suppressed; /* events the rate limit suppressed */
+	__u64 lost;       /* events the full ring buffer had no room for */
+};
+
+/* What the classifier notes of LOG matches while it walks (fw_log_scratch,
+ * per CPU): the walk visits several trees, so the LOG rules before the
+ * deciding entry are known only at its end. */
+struct fw_log_scratch {
+	__u32 idx[FW_LOG_MAX]; /* entry indices of the LOG rules noted */
+	__u32 ids[FW_LOG_MAX]; /* their rule ids */
+	__u32 over;            /* 1 + the lowest LOG entry index left out; 0: none */
+	__u32 best;            /* the deciding entry (FW_NO_TREE: the policy) */
+};
+
+/* Counters of fw_log_counters (per CPU). Mirrored by datapath.LogStats. */
+enum fw_log_counter {
+	FW_LOG_C_OVERFLOW = 0, /* packets more than FW_LOG_MAX LOG rules matched */
+	FW_LOG_C_NO_LIMIT,     /* events of a rule id without fw_log_limits entry (not emitted) */
+	FW_LOG_C_NUM,
 };
 
 /* Reserved rule ids: 0 = none, policies at FW_POLICY_ID(chain, is_v6),

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* xdpfw ingress (XDP): parse, pick the chain (INPUT or FORWARD), decide
- * (conntrack + classify), act (pass, drop, or answer a REJECT in place),
- * count. */
+ * (conntrack + classify), log, act (pass, drop, or answer a REJECT in
+ * place), count. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
@@ -12,6 +12,7 @@
 #include "lib/reject.h"
 #include "lib/stats.h"
 #include "lib/trace.h"
+#include "lib/log.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -52,11 +53,13 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		return XDP_DROP;
 	}
 	rc = fw_xdp_action(d.action);
+	if (fw_log_wanted(&d)) /* before REJECT rewrites the frame */
+		fw_log_xdp(ctx, &pkt, &d, bytes, fw_trace_meta(ctx) != NULL);
 	if (d.action == FW_ACT_REJECT)
 		rc = fw_reject(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
 	__u64 now = fw_now();
 	fw_count_rule(d.rule_id, bytes, now);
 	fw_count_reason(d.reason, rc, bytes, now);
-	fw_trace_reject(ctx, d.rule_id, d.action, d.reason, &pkt, d.reject);
+	fw_trace_decision(ctx, &d, &pkt);
 	return rc;
 }

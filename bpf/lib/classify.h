@@ -23,7 +23,115 @@ struct fw_decision {
 	__u8  action; /* enum fw_action */
 	__u8  reason; /* enum fw_reason */
 	__u8  reject; /* enum fw_reject, with FW_ACT_REJECT */
+	__u8  log;    /* FW_EF_LOG: the deciding rule logs the packet (--log) */
+	/* LOG rules that log the packet: fw_log_scratch's ids[0 .. nlog-1] once
+	 * fw_log_finish has run (in rule order); before, the matches noted. */
+	__u8  nlog;
 };
+
+/* fw_log_scratch_of is the scratch slot of the hook deciding p: XDP and tc
+ * may run on one CPU (a softirq's XDP never interrupts tc egress, which
+ * runs with bottom halves off, but they keep apart anyway). */
+static __always_inline struct fw_log_scratch *fw_log_scratch_of(__u8 chain)
+{
+	__u32 slot = chain == FW_CHAIN_OUTPUT;
+
+	return bpf_map_lookup_elem(&fw_log_scratch, &slot);
+}
+
+/* fw_log_note records that the LOG entry idx (of rule rule_id) matches
+ * the packet being classified in chain. The scratch keeps the FW_LOG_MAX
+ * lowest-index LOG rules, each once (a rule's entries may match in
+ * several trees), and in over the lowest index it had to leave out. A
+ * global function: verified once, not once per leaf candidate. */
+__noinline int fw_log_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
+{
+	if (!d) /* the verifier requires the check on global-function pointers */
+		return 0;
+	struct fw_log_scratch *s = fw_log_scratch_of(chain);
+	if (!s)
+		return 0;
+	__u32 n = d->nlog, worst = 0, at = 0;
+
+	if (n == 0) /* the packet's first LOG match: the slot is stale */
+		s->over = 0;
+	if (n > FW_LOG_MAX)
+		n = FW_LOG_MAX;
+	for (__u32 i = 0; i < FW_LOG_MAX; i++) {
+		if (i >= n)
+			break;
+		if (s->ids[i] == rule_id) {
+			if (idx < s->idx[i])
+				s->idx[i] = idx;
+			return 0;
+		}
+		if (s->idx[i] >= worst) {
+			worst = s->idx[i];
+			at = i;
+		}
+	}
+	if (n < FW_LOG_MAX) {
+		s->idx[n] = idx;
+		s->ids[n] = rule_id;
+		d->nlog = n + 1;
+		return 0;
+	}
+	if (idx < worst && at < FW_LOG_MAX) { /* evict the highest */
+		s->idx[at] = idx;
+		s->ids[at] = rule_id;
+		idx = worst;
+	}
+	if (!s->over || idx < s->over - 1)
+		s->over = idx + 1;
+	return 0;
+}
+
+/* fw_log_finish keeps the noted LOG rules that come before the deciding
+ * entry (s->best; FW_NO_TREE: the policy), in rule order, and counts a
+ * packet that had more of them than FW_LOG_MAX (FW_LOG_C_OVERFLOW). */
+__noinline int fw_log_finish(struct fw_decision *d, __u32 chain)
+{
+	if (!d)
+		return 0;
+	struct fw_log_scratch *s = fw_log_scratch_of(chain);
+	if (!s) {
+		d->nlog = 0;
+		return 0;
+	}
+	__u32 n = 0, total = d->nlog, best = s->best;
+
+	if (total > FW_LOG_MAX)
+		total = FW_LOG_MAX;
+	/* insertion sort by entry index, dropping those at or after best */
+	for (__u32 i = 0; i < FW_LOG_MAX; i++) {
+		if (i >= total)
+			break;
+		__u32 idx = s->idx[i], id = s->ids[i];
+		if (idx >= best)
+			continue;
+		__u32 j = n;
+		for (__u32 k = 0; k < FW_LOG_MAX; k++) {
+			if (j == 0 || j >= FW_LOG_MAX || s->idx[j - 1] <= idx)
+				break;
+			s->idx[j] = s->idx[j - 1];
+			s->ids[j] = s->ids[j - 1];
+			j--;
+		}
+		if (j < FW_LOG_MAX) {
+			s->idx[j] = idx;
+			s->ids[j] = id;
+		}
+		n++;
+	}
+	d->nlog = n;
+	if (s->over && s->over - 1 < best) {
+		__u32 k = FW_LOG_C_OVERFLOW;
+		__u64 *c = bpf_map_lookup_elem(&fw_log_counters, &k);
+		if (c)
+			(*c)++;
+	}
+	return 0;
+}
 
 static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 {
@@ -114,10 +222,11 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_CTSTATE] = p->ctstate;
 }
 
-/* fw_tree returns the lowest index of an entry matching p among the
- * candidates of the leaf that tree root reaches, below best (else best). */
+/* fw_tree returns the lowest index of a deciding entry matching p among
+ * the candidates of the leaf that tree root reaches, below best (else
+ * best). Matching LOG entries on the way are noted in d. */
 static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct fw_pkt *p,
-				     __u32 gen, __u32 best)
+				     __u32 gen, __u32 best, struct fw_decision *d)
 {
 	__u32 n = root, first = 0, count = 0;
 
@@ -145,8 +254,11 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 			break;
 		__u32 eslot = gen * fw_max_entries + *idx;
 		const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
-		if (e && fw_entry_match(e, p))
-			return *idx;
+		if (e && fw_entry_match(e, p)) {
+			if (e->action != FW_ACT_LOG)
+				return *idx;
+			fw_log_note(d, *idx, e->rule_id, p->chain); /* LOG: note it, go on */
+		}
 	}
 	return best;
 }
@@ -185,7 +297,12 @@ __noinline int fw_classify(const struct fw_root *root, __u32 gen, const struct f
 #pragma unroll
 	for (int g = 0; g < FW_MAX_GROUPS; g++) {
 		if (root->groups[g] != FW_NO_TREE)
-			best = fw_tree(root->groups[g], key, p, gen, best);
+			best = fw_tree(root->groups[g], key, p, gen, best, d);
+	}
+	if (d->nlog) { /* LOG rules matched: fw_log_finish needs the decision */
+		struct fw_log_scratch *s = fw_log_scratch_of(p->chain);
+		if (s)
+			s->best = best;
 	}
 	if (best == FW_NO_TREE) {
 		d->rule_id = root->rule_id;
@@ -201,6 +318,7 @@ __noinline int fw_classify(const struct fw_root *root, __u32 gen, const struct f
 	d->action = e->action;
 	d->reason = e->reason;
 	d->reject = e->reject;
+	d->log = e->flags & FW_EF_LOG;
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include <linux/bpf.h>
 #include "../types.h"
+#include "classify.h"
 
 /* fw_trace_meta returns the trace struct in front of the packet, or NULL. */
 static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
@@ -51,6 +52,19 @@ static __always_inline void fw_trace_reject(struct xdp_md *ctx, __u32 rule_id, _
 	t->reject = reject;
 }
 
+/* fw_trace_decision reports a classifier decision, with what logs it. */
+static __always_inline void fw_trace_decision(struct xdp_md *ctx, const struct fw_decision *d,
+					      const struct fw_pkt *p)
+{
+	struct fw_trace *t = fw_trace_meta(ctx);
+
+	if (!t)
+		return;
+	fw_trace_reject(ctx, d->rule_id, d->action, d->reason, p, d->reject);
+	t->log_n = d->nlog;
+	t->log_self = d->log ? 1 : 0;
+}
+
 static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
 				     __u8 reason, const struct fw_pkt *p)
 {
@@ -78,6 +92,15 @@ static __always_inline void fw_trace_skb(struct __sk_buff *skb, __u32 rule_id, _
 		return;
 	skb->cb[1] = rule_id;
 	skb->cb[2] = action | (__u32)reason << 8 | (__u32)p->chain << 16 | (__u32)p->ctstate << 24;
+}
+
+/* fw_trace_skb_log answers in cb[4]: LOG rules that logged the packet,
+ * and 1 << 8 when its deciding rule did too. */
+static __always_inline void fw_trace_skb_log(struct __sk_buff *skb, const struct fw_decision *d)
+{
+	if (skb->cb[0] != FW_TRACE_CB_MAGIC)
+		return;
+	skb->cb[4] = d->nlog | (d->log ? 1u << 8 : 0);
 }
 
 #endif

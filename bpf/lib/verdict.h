@@ -51,6 +51,7 @@ static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *
 		d->action = root->fast_action;
 		d->reason = root->fast_reason;
 		d->reject = root->fast_reject;
+		d->log = root->fast_flags & FW_EF_LOG;
 	} else if (fw_classify(root, gen, p, d) < 0) {
 		return -1;
 	}

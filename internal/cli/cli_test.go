@@ -81,6 +81,13 @@ func TestUsageErrors(t *testing.T) {
 		{"set", "flush"},
 		{"set", "destroy", "a", "b"},
 		{"set", "list", "a", "b"},
+		{"load", "-i", "lo", "--log-rate", "0/s", "x"},    // rate below 1
+		{"load", "-i", "lo", "--log-rate", "3/week", "x"}, // no such unit
+		{"load", "-i", "lo", "--log-snap", "1025", "x"},   // over the bound
+		{"load", "-i", "lo", "--log-snap", "-2", "x"},     // negative
+		{"apply", "--log-burst", "0", "x"},                // burst below 1
+		{"apply", "--check", "--log-rate", "many", "x"},   // checked with --check too
+		{"log", "--count", "-1"},                          // negative count
 	} {
 		var out, errb bytes.Buffer
 		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)
@@ -95,7 +102,7 @@ func TestHelpTeaches(t *testing.T) {
 	if code := Main([]string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, cmd := range []string{"load", "apply", "add", "delete", "list", "flush", "policy", "detach", "status", "trace", "set"} {
+	for _, cmd := range []string{"load", "apply", "add", "delete", "list", "flush", "policy", "detach", "status", "trace", "log", "set"} {
 		if !strings.Contains(out.String(), "  "+cmd) {
 			t.Errorf("--help does not list %s:\n%s", cmd, out.String())
 		}

@@ -71,6 +71,7 @@ rules written in iptables syntax (or loaded from iptables-save output).
   xdpfw stats / xdpfw top           every counter / live rates (metrics serve: Prometheus)
   xdpfw add INPUT -p tcp --dport 22 -j ACCEPT
   xdpfw trace -p tcp --dst 10.0.0.1 --dport 22   what would the loaded rules do?
+  xdpfw log --follow                what -j LOG and --log rules log
   xdpfw set create blk hash:net     a named set for -m set --match-set blk src
   xdpfw set add blk --file blk.txt  fill it (no reload, no traffic disturbed)
   xdpfw detach --all                remove it again
@@ -88,8 +89,8 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 	root.PersistentFlags().StringVar(&e.paths.StateDir, "state-dir", envOr("XDPFW_STATE_DIR", firewall.DefaultStateDir),
 		"directory recording the rule set in force (env XDPFW_STATE_DIR)")
 	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newDelete(e), newList(e), newFlush(e),
-		newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e), newTrace(e), newConntrack(e),
-		newSet(e), newBench(e), newDaemon(e), newMan(e))
+		newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e), newTrace(e), newLog(e),
+		newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
 	return root
 }
 

@@ -16,6 +16,7 @@ func newApply(e *env) *cobra.Command {
 		ct             ctFlags
 		check          bool
 		reject         rejectFlags
+		logs           logFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [RULES_FILE]",
@@ -40,6 +41,10 @@ unchanged carry over. A file with any error changes nothing.
 			if err != nil {
 				return err
 			}
+			var logOpt firewall.Options
+			if err := logs.apply(cmd, &logOpt); err != nil {
+				return err
+			}
 			rs, err := rules.ReadFiles(file, v4file, v6file)
 			if err != nil {
 				return err
@@ -61,6 +66,7 @@ unchanged carry over. A file with any error changes nothing.
 			if err := ct.apply(cmd, &opt, false); err != nil {
 				return err
 			}
+			opt.LogRate, opt.LogBurst = logOpt.LogRate, logOpt.LogBurst
 			res, err := fw.Apply(rs, opt)
 			if err != nil {
 				return err
@@ -75,6 +81,7 @@ unchanged carry over. A file with any error changes nothing.
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
 	ct.register(cmd, false)
 	reject.add(cmd, "default: unchanged")
+	logs.add(cmd, false, "default: unchanged")
 	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
 	return cmd
 }

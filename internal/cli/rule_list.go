@@ -44,6 +44,9 @@ then each chain's policy per family with its counters.`,
 						continue
 					}
 					fmt.Fprintf(tw, "%d\t%d\t%d\t%s", r.Num, r.Counter.Packets, r.Counter.Bytes, r.Rule)
+					if r.Log != nil {
+						fmt.Fprintf(tw, "   [logged %d, suppressed %d, lost %d]", r.Log.Emitted, r.Log.Suppressed, r.Log.Lost)
+					}
 					if r.Note != "" {
 						fmt.Fprintf(tw, "   [%s]", r.Note)
 					}

@@ -21,6 +21,7 @@ func newLoad(e *env) *cobra.Command {
 		maxRules       int
 		ct             ctFlags
 		reject         rejectFlags
+		logs           logFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "load -i IFACE [-i IFACE...] [RULES_FILE]",
@@ -46,6 +47,12 @@ Attach modes: native (in the driver), generic (in the stack, any device),
 offload (on a NIC that runs BPF), auto (native, else generic). The OUTPUT
 chain runs in a tc egress program (tcx) attached to the same interfaces.
 
+-j LOG rules and --log on ACCEPT, DROP or REJECT rules log packets: each
+event carries the packet's first --log-snap bytes and goes to a ring buffer
+that 'xdpfw log' reads; each logged rule emits at most its rate
+(--log-rate N/sec --log-burst N in the rule, else --log-rate/--log-burst
+here) and counts what it suppresses.
+
 Connection tracking runs when a rule uses -m conntrack --ctstate (or -m state
 --state): the table has --ct-max entries (preallocated, about 150 bytes each)
 and connections expire after per-state timeouts close to Linux's, which
@@ -53,7 +60,8 @@ and connections expire after per-state timeouts close to Linux's, which
 		Example: `  xdpfw load -i eth0 /etc/xdpfw/rules.conf
   xdpfw load -i eth0 -i eth1 --mode generic rules.conf
   xdpfw load -i eth0 --ipv4-file rules.v4 --ipv6-file rules.v6
-  xdpfw load -i eth0 --reject-rate 20/s --reject-burst 50 rules.conf`,
+  xdpfw load -i eth0 --reject-rate 20/s --reject-burst 50 rules.conf
+  xdpfw load -i eth0 --log-rate 1/sec --log-burst 5 --log-snap 256 rules.conf`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := datapath.ParseMode(mode)
@@ -65,6 +73,10 @@ and connections expire after per-state timeouts close to Linux's, which
 			}
 			rate, burst, err := reject.values()
 			if err != nil {
+				return err
+			}
+			var logOpt firewall.Options
+			if err := logs.apply(cmd, &logOpt); err != nil {
 				return err
 			}
 			file := ""
@@ -79,6 +91,7 @@ and connections expire after per-state timeouts close to Linux's, which
 			if err := ct.apply(cmd, &opt, true); err != nil {
 				return err
 			}
+			opt.LogRate, opt.LogBurst, opt.LogSnap = logOpt.LogRate, logOpt.LogBurst, logOpt.LogSnap
 			res, err := firewall.Load(e.paths, ifaces, m, rs, opt)
 			if err != nil {
 				return err
@@ -102,6 +115,7 @@ and connections expire after per-state timeouts close to Linux's, which
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
 	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop (default) or accept")
 	reject.add(cmd, rejectDefaults+"; a reload keeps the values in force")
+	logs.add(cmd, true, logDefaults+"; a reload keeps the values in force")
 	cmd.Flags().IntVar(&maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
 		"default %d, about %d MiB of kernel memory; changing it needs detach --all first)", compile.DefaultMaxEntries,
 		datapath.LimitsFor(0).Bytes()>>20))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/telemetry"
 )
 
 func newStatus(e *env) *cobra.Command {
@@ -26,6 +27,7 @@ func newStatus(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			s.Log.Reader = telemetry.ReaderPID(e.paths.StateDir)
 			if asJSON {
 				return e.printJSON(s)
 			}
@@ -35,6 +37,17 @@ func newStatus(e *env) *cobra.Command {
 			fmt.Fprintf(e.stdout, "classifier tables: %d entries, %d nodes, %d leaf slots per generation (%d KiB kernel memory with conntrack)\n",
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
 			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats')\n", s.Limits.Conntrack)
+			lg := s.Log
+			fmt.Fprintf(e.stdout, "logging: %d rules log (LOG, --log), each at most %s, burst %d, unless it sets its own; events carry %d bytes of the packet\n",
+				lg.Rules, lg.Rate, lg.Burst, lg.Snap)
+			if lg.Rules > 0 || lg.Counter.Total.Emitted > 0 {
+				reader := "no reader (xdpfw log)"
+				if lg.Reader != "" {
+					reader = "read by pid " + lg.Reader
+				}
+				fmt.Fprintf(e.stdout, "  events: %d emitted, %d suppressed by rate limits, %d lost to a full ring buffer; %s\n",
+					lg.Counter.Total.Emitted, lg.Counter.Total.Suppressed, lg.Counter.Total.Lost, reader)
+			}
 			if s.Sets > 0 {
 				fmt.Fprintf(e.stdout, "named sets: %d with %d elements (all sets together hold at most %d; xdpfw set list)\n",
 					s.Sets, s.SetElems, datapath.MaxSetElems)

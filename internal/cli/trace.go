@@ -38,7 +38,8 @@ with BPF_PROG_TEST_RUN, as if it arrived on --in. It prints the verdict, the
 chain and the deciding rule. Nothing is sent anywhere (a REJECT's answer
 is built, reported as XDP_TX, and discarded); the run is counted like a
 real packet: conntrack records it unless --ctstate gives the connection
-state to assume, and a REJECT answer takes from its source's budget.`,
+state to assume, a REJECT answer takes from its source's budget, and a
+logged packet's events (marked TRACE) go to 'xdpfw log'.`,
 		Example: `  xdpfw trace -p tcp --src 198.51.100.7 --dst 10.0.0.1 --dport 22
   xdpfw trace -p tcp --dst 10.0.0.1 --dport 80 --tcp-flags SYN
   xdpfw trace -p icmp --dst 10.0.0.1 --icmp-type echo-request
@@ -112,6 +113,9 @@ state to assume, and a REJECT answer takes from its source's budget.`,
 					}
 					if r.CTState != "" {
 						fmt.Fprintf(e.stdout, "  connection state: %s\n", r.CTState)
+					}
+					if r.LogRules > 0 || r.LogSelf {
+						fmt.Fprintf(e.stdout, "  logged: %s (xdpfw log shows the events, marked TRACE, within the rules' rate limits)\n", logWho(r))
 					}
 				}
 			}
@@ -203,6 +207,20 @@ func (f *traceFlags) build() (*packet.Packet, error) {
 	}
 	p.Payload = []byte("xdpfw trace")
 	return p, nil
+}
+
+// logWho says what logged a traced packet.
+func logWho(r *firewall.TraceResult) string {
+	var parts []string
+	if r.LogRules == 1 {
+		parts = append(parts, "by 1 LOG rule")
+	} else if r.LogRules > 1 {
+		parts = append(parts, fmt.Sprintf("by %d LOG rules", r.LogRules))
+	}
+	if r.LogSelf {
+		parts = append(parts, "by the deciding rule (--log)")
+	}
+	return strings.Join(parts, " and ")
 }
 
 // rejectOutcome says what a REJECT did with the traced packet.

@@ -6,7 +6,11 @@ package compile
 
 // This file mirrors the data-plane ABI in bpf/types.h; keep both in order.
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
 
 // Action is enum fw_action.
 type Action uint8
@@ -15,6 +19,7 @@ const (
 	ActAccept Action = 0
 	ActDrop   Action = 1
 	ActReject Action = 2 // answered in place (TCP RST / ICMP unreachable), or dropped
+	ActLog    Action = 3 // a LOG rule's entry: logs, never decides
 	// ActPassUnfiltered is not in the enum: the trace hook reports it for
 	// non-IP frames, which pass unfiltered (0xff).
 	ActPassUnfiltered Action = 0xff
@@ -28,6 +33,8 @@ func (a Action) String() string {
 		return "DROP"
 	case ActReject:
 		return "REJECT"
+	case ActLog:
+		return "LOG"
 	case ActPassUnfiltered:
 		return "PASS (not IP, unfiltered)"
 	}
@@ -133,6 +140,30 @@ const (
 	DefaultRejectRate  = 100
 	DefaultRejectBurst = 200
 )
+
+// Logging (docs/log.md; FW_LOG_* in bpf/types.h).
+const (
+	// MaxLogPerPacket is how many LOG rules log one packet (FW_LOG_MAX):
+	// the first in rule order; a packet more of them match is counted.
+	MaxLogPerPacket = 4
+	// MaxLogRules bounds the logged rules (LOG, or --log) of a rule set
+	// (FW_MAX_LOG_RULES).
+	MaxLogRules = 4096
+	// DefaultLogSnap and MaxLogSnap: bytes of a logged packet an event
+	// carries (FW_LOG_SNAP_DEFAULT, FW_LOG_SNAP_MAX).
+	DefaultLogSnap = 128
+	MaxLogSnap     = 1024
+	// DefaultLogBurst events at once, then DefaultLogRate: each logged
+	// rule's budget unless it or the load sets another (docs/log.md).
+	DefaultLogBurst = 20
+)
+
+// DefaultLogRate is a logged rule's default rate: 10 events a second.
+var DefaultLogRate = rules.LogRate{N: 10, Unit: rules.PerSecond}
+
+// EntryLog is FW_EF_LOG (fw_entry.flags, fw_root.fast_flags): the rule
+// logs the packets it decides.
+const EntryLog uint8 = 0x01
 
 // Match bits (FW_M_* in bpf/types.h).
 const (

@@ -19,6 +19,10 @@ type Input struct {
 	Ifaces map[string]uint32
 	// Sets are the named sets rules may use (-m set --match-set).
 	Sets map[string]SetInfo
+	// LogRate and LogBurst are the rate limit of logged rules that set
+	// none (zero: DefaultLogRate, DefaultLogBurst).
+	LogRate  rules.LogRate
+	LogBurst uint32
 	// Bounds of the data plane's tables (0: the defaults).
 	MaxEntries   int
 	MaxNodes     int
@@ -105,6 +109,9 @@ func Compile(in Input) (*Tables, []Warning, error) {
 	}
 	t.Stats = st
 	setFastRules(&t)
+	if t.Logs, err = logLimits(in); err != nil {
+		return nil, nil, err
+	}
 	t.SetNames = map[uint32]string{}
 	for name, s := range in.Sets {
 		t.SetNames[s.ID] = name
@@ -128,10 +135,11 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		}
 		base.Reject = k
 	case rules.VerdictLog:
-		return nil, append(warn, "LOG is parsed but emits no events yet (planned: observability); the rule has no effect"), nil
+		base.Action = ActLog // logs, decides nothing: the walk goes on
 	default:
 		return nil, nil, fmt.Errorf("unknown verdict %v", r.Target.Verdict)
 	}
+	base.Log = r.Target.Log
 
 	m := &r.Match
 	// test turns on a field test, negated when invert is set.
@@ -390,6 +398,37 @@ func sortedNames(m map[string]uint32) []string {
 	return names
 }
 
+// logLimits lists the rate limit of every logged rule, with the
+// defaults filled in.
+func logLimits(in Input) ([]LogLimit, error) {
+	defRate, defBurst := in.LogRate, in.LogBurst
+	if defRate.IsZero() {
+		defRate = DefaultLogRate
+	}
+	if defBurst == 0 {
+		defBurst = DefaultLogBurst
+	}
+	var out []LogLimit
+	for i := range in.RuleSet.Rules {
+		t := &in.RuleSet.Rules[i].Target
+		if !t.Logs() {
+			continue
+		}
+		rate, burst := t.LogRate, t.LogBurst
+		if rate.IsZero() {
+			rate = defRate
+		}
+		if burst == 0 {
+			burst = defBurst
+		}
+		out = append(out, LogLimit{RuleID: in.IDs[i], IntervalNS: rate.IntervalNS(), Burst: burst})
+	}
+	if len(out) > MaxLogRules {
+		return nil, fmt.Errorf("the rule set has %d rules that log (LOG or --log); the data plane keeps budgets for at most %d", len(out), MaxLogRules)
+	}
+	return out, nil
+}
+
 // setFastRules marks the generation as using conntrack when an entry tests
 // the connection state, and gives each root its fast rule: when the first
 // entry that can match a packet in some state tests nothing but the state
@@ -424,10 +463,13 @@ func setFastRules(t *Tables) {
 			if e.Match&MCTState != 0 {
 				states = e.CTState
 			}
-			if e.Match&^(MCTState|MFamily) == 0 && e.Invert == 0 {
+			// A LOG entry decides nothing but must see the packets it
+			// matches: it blocks its states like any other entry.
+			if e.Action != ActLog && e.Match&^(MCTState|MFamily) == 0 && e.Invert == 0 {
 				if fast := states &^ blocked; fast != 0 {
 					root.FastStates, root.FastRuleID = fast, e.RuleID
 					root.FastAction, root.FastReason, root.FastReject = e.Action, e.Reason, e.Reject
+					root.FastLog = e.Log
 				}
 				break
 			}

@@ -83,7 +83,8 @@ func TestExpansion(t *testing.T) {
 		{"-A INPUT ! -i eth+ -j ACCEPT", 1, ""},
 		{"-A INPUT -i ppp0 -j ACCEPT", 0, "matches no attached interface"},
 		{"-A INPUT -p icmp ! --icmp-type any -j ACCEPT", 0, "matches no packet"},
-		{"-A INPUT -j LOG", 0, "LOG is parsed"},
+		{"-A INPUT -j LOG", 1, ""},
+		{"-A INPUT -p tcp -m multiport --dports 22,80 -j LOG --log-prefix x", 2, ""},
 		{"-A INPUT -p tcp -j REJECT", 1, ""}, // REJECT answers: nothing to warn about
 	}
 	for _, c := range cases {

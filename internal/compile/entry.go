@@ -33,6 +33,25 @@ type Entry struct {
 	RuleID         uint32
 	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
 	CTState        uint8  // bit mask of connection states, with MCTState
+	// Log: the rule logs the packets this entry decides (--log). LOG
+	// rules' entries (ActLog) log whatever they match and decide nothing.
+	Log bool
+}
+
+// Flags is fw_entry.flags.
+func (e *Entry) Flags() uint8 {
+	if e.Log {
+		return EntryLog
+	}
+	return 0
+}
+
+// LogLimit is the rate limit of one logged rule (struct fw_log_limit):
+// Burst events at once, then one every IntervalNS.
+type LogLimit struct {
+	RuleID     uint32
+	IntervalNS uint64
+	Burst      uint32
 }
 
 // Tables is what one generation installs in the data plane.
@@ -44,6 +63,9 @@ type Tables struct {
 	Stats   TreeStats
 	// SetNames maps the set ids entries use to set names (for the Go twin).
 	SetNames map[uint32]string
+	// Logs are the rate limits of the logged rules (LOG rules and rules
+	// with --log), in rule order.
+	Logs []LogLimit
 }
 
 func prefixBytes(p netip.Prefix) (addr, mask [16]byte) {
@@ -64,6 +86,9 @@ func (e Entry) String() string {
 	s := fmt.Sprintf("%s rule=%d match=%#x invert=%#x action=%s", e.Chain, e.RuleID, e.Match, e.Invert, e.Action)
 	if e.Action == ActReject {
 		s += " with=" + e.Reject.String()
+	}
+	if e.Log {
+		s += " log"
 	}
 	return s
 }

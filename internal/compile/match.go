@@ -6,20 +6,45 @@ import (
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
-// Classify is the Go twin of the data plane's classifier: walk the tree of
-// (chain, family), check the leaf's candidates in order with Entry.Matches.
-// It returns the deciding entry index, or -1 and the root (policy).
-func (t *Tables) Classify(p *RefPacket, ifindex uint32) (int, Root) {
+// Classified is what the classifier finds for one packet.
+type Classified struct {
+	Entry int  // the deciding entry, or -1: the root's policy
+	Root  Root // the packet's root
+	// Logs are the rule ids of the LOG rules that log the packet: those
+	// matching it before the deciding entry, the first MaxLogPerPacket in
+	// rule order. LogOverflow: more of them matched.
+	Logs        []uint32
+	LogOverflow bool
+}
+
+// Classify is the Go twin of the data plane's classifier: walk the trees
+// of (chain, family), check the leaves' candidates in order with
+// Entry.Matches; LOG entries are noted and passed.
+func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 	r := int(p.Chain) * 2
 	if p.Src.Is6() {
 		r++
 	}
+	c := Classified{Entry: -1, Root: t.Roots[r]}
 	for _, i := range t.Lookup(r, KeyOf(p, ifindex)) {
-		if t.Entries[i].Matches(p, ifindex, t.SetNames) {
-			return int(i), t.Roots[r]
+		e := &t.Entries[i]
+		if !e.Matches(p, ifindex, t.SetNames) {
+			continue
 		}
+		if e.Action != ActLog {
+			c.Entry = int(i)
+			break
+		}
+		if n := len(c.Logs); n > 0 && c.Logs[n-1] == e.RuleID {
+			continue // another entry of the same rule (entries of a rule are adjacent)
+		}
+		if len(c.Logs) == MaxLogPerPacket {
+			c.LogOverflow = true
+			continue
+		}
+		c.Logs = append(c.Logs, e.RuleID)
 	}
-	return -1, t.Roots[r]
+	return c
 }
 
 // Matches mirrors fw_entry_match (bpf/lib/classify.h): every enabled test

@@ -46,7 +46,7 @@ func (p *RefPacket) family() rules.Family {
 // Evaluate is the reference matcher: iptables first-match semantics over
 // the AST, written for clarity, not speed. It returns the index of the
 // deciding rule (-1 for the chain policy) and the verdict. LOG rules do not
-// decide (non-terminating).
+// decide (non-terminating): they log and the search goes on.
 func Evaluate(rs *rules.RuleSet, p RefPacket) (int, rules.Verdict) {
 	d := Decide(rs, p)
 	return d.Rule, d.Verdict
@@ -61,19 +61,35 @@ type Decision struct {
 	// says whether the packet is answered (ReasonRuleReject) or why not;
 	// the per-source rate limit (ReasonRejectRate) is not modelled.
 	Reason Reason
+	// Logs are the LOG rules (indices) that log the packet: those it
+	// matches before the deciding rule, the first MaxLogPerPacket of them
+	// (LogOverflow: there were more). Log: the deciding rule has --log.
+	// The events come in this order: Logs, then the deciding rule's.
+	// Rate limits are not modelled.
+	Logs        []int
+	LogOverflow bool
+	Log         bool
 }
 
-// Decide is Evaluate with what a REJECT answers and the counter reason.
+// Decide is Evaluate with what a REJECT answers, the counter reason and
+// what logs the packet.
 func Decide(rs *rules.RuleSet, p RefPacket) Decision {
+	var logs []int
+	overflow := false
 	for i := range rs.Rules {
 		r := &rs.Rules[i]
-		if r.Chain != p.Chain || !r.Target.Verdict.Terminal() {
+		if r.Chain != p.Chain || !Matches(&r.Match, p) {
 			continue
 		}
-		if !Matches(&r.Match, p) {
+		if !r.Target.Verdict.Terminal() { // LOG: log and go on
+			if len(logs) < MaxLogPerPacket {
+				logs = append(logs, i)
+			} else {
+				overflow = true
+			}
 			continue
 		}
-		d := Decision{Rule: i, Verdict: r.Target.Verdict}
+		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log}
 		switch d.Verdict {
 		case rules.VerdictAccept:
 			d.Reason = ReasonRuleAccept
@@ -85,7 +101,7 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 		}
 		return d
 	}
-	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept}
+	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow}
 	if d.Verdict == rules.VerdictDrop {
 		d.Reason = ReasonPolicyDrop
 	}

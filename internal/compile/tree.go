@@ -97,6 +97,15 @@ type Root struct {
 	FastAction Action
 	FastReason Reason
 	FastReject Reject // with FastAction ActReject
+	FastLog    bool   // the fast rule logs (--log)
+}
+
+// FastFlags is fw_root.fast_flags.
+func (r *Root) FastFlags() uint8 {
+	if r.FastLog {
+		return EntryLog
+	}
+	return 0
 }
 
 type box [NumDims][2]uint32
@@ -379,9 +388,10 @@ func (t *Tables) Lookup(r int, k Key) []uint32 {
 
 // item is one box of one entry.
 type item struct {
-	entry uint32
-	exact bool
-	box   box
+	entry   uint32
+	exact   bool // the box holds only packets the entry matches
+	decides bool // not a LOG entry: a packet it matches goes no further
+	box     box
 }
 
 // treeBuilder builds the trees of one generation into shared node and
@@ -461,9 +471,10 @@ func (b *treeBuilder) entries(list []int32) []uint32 {
 }
 
 // prune keeps the items whose box meets region, in order, and stops after
-// the first exact one that covers what of the region any kept item
-// reaches (region ∩ their bounding box): a packet there matches it, so
-// nothing after it can decide; a packet outside matches none of them.
+// the first exact, deciding one that covers what of the region any kept
+// item reaches (region ∩ their bounding box): a packet there matches it, so
+// nothing after it can decide or log; a packet outside matches none of
+// them. A LOG entry never ends the list: the walk goes on past it.
 func (b *treeBuilder) prune(region box, list []int32) []int32 {
 	out := make([]int32, 0, len(list))
 	var bbox box
@@ -491,7 +502,7 @@ func (b *treeBuilder) prune(region box, list []int32) []int32 {
 		bbox[d] = [2]uint32{max(bbox[d][0], region[d][0]), min(bbox[d][1], region[d][1])}
 	}
 	for k, i := range out {
-		if !b.items[i].exact {
+		if !b.items[i].exact || !b.items[i].decides {
 			continue
 		}
 		bx, covers := &b.items[i].box, true
@@ -649,7 +660,7 @@ func buildTrees(t *Tables, rs *rules.RuleSet, maxNodes int) (TreeStats, error) {
 				}
 				for _, bx := range eb[i].boxes {
 					g := group(&bx, v6 == 1)
-					b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, box: bx})
+					b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: e.Action != ActLog, box: bx})
 					lists[g] = append(lists[g], int32(len(b.items)-1))
 				}
 			}

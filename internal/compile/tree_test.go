@@ -3,6 +3,7 @@ package compile
 import (
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -17,7 +18,7 @@ var testIfaces = map[string]uint32{"lo": 1, "eth0": 2, "eth1": 3, "veth0": 4}
 func TestTreeAgreesWithReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(42, 42))
 	names := []string{"lo", "eth0", "eth1", "veth0"}
-	checked := 0
+	checked, logged := 0, 0
 	for set := 0; set < 300; set++ {
 		n := 1 + r.IntN(60)
 		if set%60 == 59 {
@@ -34,15 +35,24 @@ func TestTreeAgreesWithReference(t *testing.T) {
 		for k := 0; k < 2000; k++ {
 			p := randomRefPacket(r, rs, names)
 			want := Decide(rs, p)
-			gotIdx, root := tb.Classify(&p, testIfaces[p.InIface])
+			c := tb.Classify(&p, testIfaces[p.InIface])
 			var gotID, wantID uint32
-			gotAct, gotRej := root.Action, Reject(0)
-			if gotIdx >= 0 {
-				e := tb.Entries[gotIdx]
-				gotID, gotAct, gotRej = e.RuleID, e.Action, e.Reject
+			gotAct, gotRej, gotLog := c.Root.Action, Reject(0), false
+			if c.Entry >= 0 {
+				e := tb.Entries[c.Entry]
+				gotID, gotAct, gotRej, gotLog = e.RuleID, e.Action, e.Reject, e.Log
 			} else {
-				gotID = root.RuleID
+				gotID = c.Root.RuleID
 			}
+			var wantLogs []uint32
+			for _, i := range want.Logs {
+				wantLogs = append(wantLogs, uint32(FirstRuleID+i))
+			}
+			if !slices.Equal(c.Logs, wantLogs) || c.LogOverflow != want.LogOverflow || gotLog != want.Log {
+				t.Fatalf("set %d packet %d: tree logs %v (overflow %v, deciding rule logs %v), reference %v (%v, %v)\npacket %+v\n%s",
+					set, k, c.Logs, c.LogOverflow, gotLog, wantLogs, want.LogOverflow, want.Log, p, rs)
+			}
+			logged += len(c.Logs)
 			if want.Rule >= 0 {
 				wantID = uint32(FirstRuleID + want.Rule)
 			} else {
@@ -56,7 +66,10 @@ func TestTreeAgreesWithReference(t *testing.T) {
 			checked++
 		}
 	}
-	t.Logf("%d packets agree", checked)
+	if logged == 0 {
+		t.Fatal("no packet was logged by a LOG rule: the test checks nothing of LOG")
+	}
+	t.Logf("%d packets agree (%d LOG events among them)", checked, logged)
 }
 
 // randomRefPacket draws a packet near a random rule of rs.

@@ -199,7 +199,8 @@ func readSlotsOneByOne(m *ebpf.Map, n uint32) ([][]xdpfwFwCounter, error) {
 	return out, nil
 }
 
-// ResetRuleCounter zeroes the counters of a rule id (before it is reused).
+// ResetRuleCounter zeroes the counters of a rule id (before it is reused),
+// its log counters and log budget included.
 func (d *Datapath) ResetRuleCounter(id uint32) error {
 	n, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -209,7 +210,7 @@ func (d *Datapath) ResetRuleCounter(id uint32) error {
 	if err := d.ruleCtr.Put(id, zero); err != nil {
 		return fmt.Errorf("resetting counters of rule id %d: %w", id, err)
 	}
-	return nil
+	return d.dropLogIDs([]uint32{id}) // Install creates them afresh
 }
 
 // MaxRuleIDs is the number of counter slots.

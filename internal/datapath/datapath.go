@@ -35,6 +35,10 @@ type Limits struct {
 	LeafSlots int `json:"leaf_slots"`
 	// Conntrack is the connection-tracking table's size (0: the default).
 	Conntrack int `json:"conntrack"`
+	// LogSnap is how many bytes of a logged packet an event carries
+	// (0..compile.MaxLogSnap). Load sets it; Open leaves it 0 (the firewall's state
+	// records it).
+	LogSnap int `json:"-"`
 }
 
 // DefaultConntrack is the default size of the connection-tracking table
@@ -47,7 +51,7 @@ func LimitsFor(entries int) Limits {
 	if entries <= 0 {
 		entries = compile.DefaultMaxEntries
 	}
-	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack}
+	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack, LogSnap: compile.DefaultLogSnap}
 }
 
 // Bytes is the kernel memory the tables take (both generations).
@@ -72,7 +76,12 @@ type Datapath struct {
 	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
 	ct      *ebpf.Map // fw_ct: connections
 	ctStats *ebpf.Map // fw_ct_stats
+	logRing *ebpf.Map // fw_log_ring: events
+	logLim  *ebpf.Map // fw_log_limits: per logged rule id
+	logStat *ebpf.Map // fw_log_stats: per logged rule id, per CPU
+	logCtr  *ebpf.Map // fw_log_counters
 	rl      *ebpf.Map // fw_reject_rl: REJECT's per-source budget, not pinned (nil when opened from pins)
+	scratch *ebpf.Map // fw_log_scratch: per-packet LOG notes, not pinned (nil when opened from pins)
 	// clockProg is the clock probe (bpf/clock.c), never pinned: loaded
 	// with the program, or on first use by a handle from Open.
 	clockProg *ebpf.Program
@@ -83,6 +92,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats,
+		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 	}
 }
 
@@ -106,10 +116,14 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			lim.Conntrack = c
 		}
 	}
+	if lim.LogSnap < 0 || lim.LogSnap > compile.MaxLogSnap {
+		return nil, fmt.Errorf("log snap length %d: want 0 to %d bytes", lim.LogSnap, compile.MaxLogSnap)
+	}
 	if lim.Conntrack <= 0 {
 		lim.Conntrack = DefaultConntrack
 	}
-	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots} {
+	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots,
+		"fw_log_snap": lim.LogSnap} {
 		if err := spec.Variables[name].Set(uint32(n)); err != nil {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}
@@ -147,7 +161,12 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		sets:    objs.FwSets,
 		ct:      objs.FwCt,
 		ctStats: objs.FwCtStats,
+		logRing: objs.FwLogRing,
+		logLim:  objs.FwLogLimits,
+		logStat: objs.FwLogStats,
+		logCtr:  objs.FwLogCounters,
 		rl:      objs.FwRejectRl,
+		scratch: objs.FwLogScratch,
 
 		clockProg: objs.XdpfwClock,
 	}, nil
@@ -223,8 +242,10 @@ func (d *Datapath) Close() {
 			(*m).Close()
 		}
 	}
-	if d.rl != nil {
-		d.rl.Close()
+	for _, m := range []*ebpf.Map{d.rl, d.scratch} {
+		if m != nil {
+			m.Close()
+		}
 	}
 	for _, p := range []*ebpf.Program{d.prog, d.egress, d.clockProg} {
 		if p != nil {

@@ -1,16 +1,19 @@
 package datapath_test
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
+	"github.com/xdpfw/xdpfw/internal/telemetry"
 )
 
 var (
@@ -22,12 +25,14 @@ var (
 // TestDifferential runs random rule sets and packets through the loaded
 // program (BPF_PROG_TEST_RUN) and through the reference matcher, and
 // requires the same verdict (XDP action), the same deciding rule id, the
-// same chain, the same counter reason and, for REJECT, the same answer
-// kind for every packet. Phase 1 has forwarding off (every packet is
+// same chain, the same counter reason, for REJECT the same answer kind,
+// and the same log events (LOG rules and --log, in order) for every
+// packet. Phase 1 has forwarding off (every packet is
 // INPUT); phase 2 turns forwarding on so the FIB decides INPUT vs FORWARD.
 func TestDifferential(t *testing.T) {
 	f := newFixture(t)
 	f.unlimitedRejects()
+	f.setUnlimitedLogs()
 	r := rand.New(rand.NewPCG(*diffSeed, 0x78647066))
 	total := 0
 	for set := 0; set < *diffSets; set++ {
@@ -40,6 +45,27 @@ func TestDifferential(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+	}
+
+	// LOG-heavy sets: many LOG rules match one packet, across the trees,
+	// more than log it.
+	for set := 0; set < *diffSets/5; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
+		for i := range rs.Rules {
+			if chance(r, 45) {
+				rs.Rules[i].Target = rules.Target{Verdict: rules.VerdictLog}
+				if chance(r, 25) { // a broad one: many packets meet several
+					rs.Rules[i].Match = rules.Match{Family: rs.Rules[i].Match.Family}
+				}
+			}
+		}
+		total += diffRun(t, f, r, rs, *diffPackets/3, nil, fmt.Sprintf("seed %d LOG-heavy set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+	}
+	if diffLogOverflows == 0 {
+		t.Fatal("no packet matched more LOG rules than log one: the test did not check the bound")
 	}
 
 	// Phase 2: a router. Local addresses on eth0, default routes out of it.
@@ -63,13 +89,22 @@ func TestDifferential(t *testing.T) {
 			return
 		}
 	}
-	t.Logf("%d packets checked against the reference matcher, zero mismatches", total)
+	if diffLogEvents == 0 {
+		t.Fatal("no log event came out: the test checked nothing of logging")
+	}
+	t.Logf("%d packets checked against the reference matcher, zero mismatches; %d log events agree, %d packets more LOG rules matched than log one",
+		total, diffLogEvents, diffLogOverflows)
 }
 
 // diffRun installs rs and checks n packets. With local non-nil, packets go
-// to a local address (INPUT) or a routed one (FORWARD).
+// to a local address (INPUT) or a routed one (FORWARD). It checks the log
+// events too: every event the ring buffer holds after a chunk of packets
+// against the reference's LOG rules and --log, in order; rate limits are
+// lifted (unlimitedLogs) so that every event is emitted.
 func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, local []netip.Addr, what string) int {
+	rs = unlimitedLogs(rs)
 	f.install(rs)
+	overflowBefore := f.logStats().Overflow
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	pkts := make([]*packet.Packet, n)
 	ifs := make([]string, n)
@@ -82,18 +117,35 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 		}
 	}
 	results := make([]datapath.TraceResult, n)
-	err := f.ns.Do(func() error {
-		for i, p := range pkts {
-			var err error
-			if results[i], err = datapath.TraceAssuming(f.dp.Program(), p.Bytes(), f.ifaces[ifs[i]], states[i]); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
+	events := make([][]telemetry.Event, n) // by packet
+	const chunk = 500                      // packets between ring drains: their events fit in the ring
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		err := f.ns.Do(func() error {
+			for i := lo; i < hi; i++ {
+				var err error
+				if results[i], err = datapath.TraceAssuming(f.dp.Program(), pkts[i].Bytes(), f.ifaces[ifs[i]], states[i]); err != nil {
+					return fmt.Errorf("%s: %w", pkts[i], err)
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		// Events come in packet order; a packet's events share its bytes.
+		evs, i := f.events(), lo
+		for _, e := range evs {
+			for i < hi && !(bytes.Equal(e.Data, logSnap(pkts[i].Bytes())) && e.Ifindex == f.ifaces[ifs[i]] && int(e.CTState) == states[i]) {
+				i++
+			}
+			if i == hi {
+				t.Fatalf("%s: an event matches no packet of its chunk (or comes out of order): %+v", what, e)
+			}
+			events[i] = append(events[i], e)
+		}
 	}
+	wantOverflow := uint64(0)
 	for i, p := range pkts {
 		ref := refPacket(p, ifs[i])
 		ref.CTState = uint8(states[i])
@@ -123,8 +175,82 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 				what, i, p, ifs[i], compile.CTStateName(ref.CTState), p.Bytes(), ref.Chain, wantID, rule, d.Verdict, d.Reason, d.Reject,
 				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, got.Reject, compile.FirstRuleID, head(rs.String(), 200))
 		}
+		if msg := checkLogs(f, d, wantID, got, events[i], p.Bytes(), ifs[i], ref); msg != "" {
+			t.Fatalf("%s: LOG MISMATCH on packet %d: %s\n  packet: %s (in %s, state %s)\n  frame: %x\nrule set (ids from %d):\n%s",
+				what, i, msg, p, ifs[i], compile.CTStateName(ref.CTState), p.Bytes(), compile.FirstRuleID, head(rs.String(), 200))
+		}
+		if d.LogOverflow {
+			wantOverflow++
+		}
+		diffLogEvents += len(events[i])
+	}
+	st := f.logStats()
+	diffLogOverflows += wantOverflow
+	if got := st.Overflow - overflowBefore; got != wantOverflow || st.Total.Lost != 0 || st.Total.Suppressed != 0 || st.Unbudgeted != 0 {
+		t.Fatalf("%s: %d packets counted for more LOG rules than log one, the reference says %d; lost %d, suppressed %d, unbudgeted %d",
+			what, got, wantOverflow, st.Total.Lost, st.Total.Suppressed, st.Unbudgeted)
 	}
 	return n
+}
+
+// What the differential tests saw of logging, so they can tell that they
+// tested it.
+var diffLogEvents, diffLogOverflows = 0, uint64(0)
+
+// unlimitedLogs returns rs with every logged rule at the fixture's default
+// budget, which differential tests lift (setUnlimitedLogs).
+func unlimitedLogs(rs *rules.RuleSet) *rules.RuleSet {
+	out := &rules.RuleSet{Policies: rs.Policies, Rules: slices.Clone(rs.Rules)}
+	for i := range out.Rules {
+		out.Rules[i].Target.LogRate, out.Rules[i].Target.LogBurst = rules.LogRate{}, 0
+		out.Rules[i].Text = out.Rules[i].Spec()
+	}
+	return out
+}
+
+// setUnlimitedLogs lifts the log rate limit of rules without their own.
+func (f *fixture) setUnlimitedLogs() {
+	f.logRate, f.logBurst = rules.LogRate{N: rules.MaxLogRate}, rules.MaxLogBurst
+}
+
+// logSnap is the part of a frame an event carries at the default snap.
+func logSnap(frame []byte) []byte { return frame[:min(len(frame), compile.DefaultLogSnap)] }
+
+// checkLogs compares a packet's trace and events with the reference's
+// decision d (deciding rule id wantID): which rules log it, in order, and
+// what each event says. It returns "" when they agree.
+func checkLogs(f *fixture, d compile.Decision, wantID uint32, got datapath.TraceResult, evs []telemetry.Event,
+	frame []byte, iface string, ref compile.RefPacket) string {
+	var want []uint32
+	for _, i := range d.Logs {
+		want = append(want, f.ids[i])
+	}
+	if d.Log {
+		want = append(want, wantID)
+	}
+	var have []uint32
+	for _, e := range evs {
+		have = append(have, e.RuleID)
+	}
+	if got.LogRules != len(d.Logs) || got.LogSelf != d.Log || !slices.Equal(have, want) {
+		return fmt.Sprintf("reference: LOG rule ids %v then --log %v (events %v); data plane: trace %d LOG rules, --log %v, events %v",
+			want[:len(d.Logs)], d.Log, want, got.LogRules, got.LogSelf, have)
+	}
+	// the event's reason is the decision's before a REJECT answers
+	reason := d.Reason
+	if d.Verdict == rules.VerdictReject {
+		reason = compile.ReasonRuleReject
+	}
+	for k, e := range evs {
+		if e.VerdictID != wantID || e.Action != compile.Action(map[rules.Verdict]compile.Action{rules.VerdictAccept: compile.ActAccept,
+			rules.VerdictDrop: compile.ActDrop, rules.VerdictReject: compile.ActReject}[d.Verdict]) || e.Reason != reason ||
+			e.Chain != ref.Chain || e.Hook != telemetry.HookIngress || e.Ifindex != f.ifaces[iface] || e.PktLen != len(frame) ||
+			e.CTState != ref.CTState || e.ByLOG != (k < len(d.Logs)) || !e.Trace {
+			return fmt.Sprintf("event %d says %+v; want decided by %d (%s, %s), chain %s, ifindex %d, %d bytes, state %d, by LOG %v",
+				k, e, wantID, d.Verdict, reason, ref.Chain, f.ifaces[iface], len(frame), ref.CTState, k < len(d.Logs))
+		}
+	}
+	return ""
 }
 
 // refPacket is what the reference matcher knows of p: the fields the data
@@ -401,6 +527,7 @@ func routedDst(r *rand.Rand, p *packet.Packet, local []netip.Addr) {
 func TestDifferentialLarge(t *testing.T) {
 	f := newFixtureLimits(t, datapath.LimitsFor(1<<15))
 	f.unlimitedRejects()
+	f.setUnlimitedLogs()
 	r := rand.New(rand.NewPCG(*diffSeed, 0x1a46e))
 	random := rules.RandomRuleSet(r, 10000)
 	structured := &rules.RuleSet{}

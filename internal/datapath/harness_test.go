@@ -27,6 +27,9 @@ type fixture struct {
 	ifaces map[string]uint32
 	rs     *rules.RuleSet
 	ids    []uint32
+	// the default log budget install compiles with (zero: compile's)
+	logRate  rules.LogRate
+	logBurst uint32
 }
 
 var fixtureIfaces = []string{"eth0", "eth1", "veth0"}
@@ -84,6 +87,7 @@ func (f *fixture) install(rs *rules.RuleSet) {
 	}
 	lim := f.dp.Limits()
 	tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces,
+		LogRate: f.logRate, LogBurst: f.logBurst,
 		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
 		f.t.Fatalf("compile: %v\n%s", err, head(rs.String(), 40))

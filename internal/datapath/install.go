@@ -45,7 +45,8 @@ func (d *Datapath) SetConfig(c Config) error {
 // 4-byte write of fw_active switches every new packet to it, and Install
 // waits for an RCU grace period so that no packet still walks the old one
 // before the next Install may overwrite it. A packet sees the old tables or
-// the new ones, never a mix.
+// the new ones, never a mix. The logged rules' budgets are written before
+// the switch; those of rules gone are removed after the grace period.
 func (d *Datapath) Install(t *compile.Tables) error {
 	lim := d.limits
 	switch {
@@ -80,7 +81,13 @@ func (d *Datapath) Install(t *compile.Tables) error {
 	for i, r := range t.Roots {
 		roots[i] = xdpfwFwRoot{Groups: r.Groups, RuleId: r.RuleID, Action: uint8(r.Action), Reason: uint8(r.Reason),
 			Flags: r.Flags, FastStates: r.FastStates, FastRuleId: r.FastRuleID,
-			FastAction: uint8(r.FastAction), FastReason: uint8(r.FastReason), FastReject: uint8(r.FastReject)}
+			FastAction: uint8(r.FastAction), FastReason: uint8(r.FastReason), FastReject: uint8(r.FastReject),
+			FastFlags: r.FastFlags()}
+	}
+	// Budgets of the logged rules first: the new generation finds them.
+	staleLogs, err := d.putLogLimits(t.Logs)
+	if err != nil {
+		return err
 	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
@@ -97,7 +104,10 @@ func (d *Datapath) Install(t *compile.Tables) error {
 	if err := d.active.Put(uint32(0), gen+1); err != nil {
 		return fmt.Errorf("switching to the new generation: %w", err)
 	}
-	return graceperiod()
+	if err := graceperiod(); err != nil {
+		return err
+	}
+	return d.dropLogIDs(staleLogs) // no packet uses the old generation now
 }
 
 // putRange writes vals to consecutive slots from base, in batches.
@@ -172,6 +182,7 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		Action:   uint8(e.Action),
 		Reason:   uint8(e.Reason),
 		Reject:   uint8(e.Reject),
+		Flags:    e.Flags(),
 		SrcSet:   e.SrcSet,
 		DstSet:   e.DstSet,
 		Ctstate:  e.CTState,

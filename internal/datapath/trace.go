@@ -35,6 +35,10 @@ type TraceResult struct {
 	Chain     uint8          `json:"-"`
 	CTState   uint8          `json:"-"` // the connection state the packet had (compile.CTNew...)
 	Reject    compile.Reject `json:"-"` // with ActReject: what answers
+	// LogRules is how many LOG rules logged the packet, LogSelf whether
+	// its deciding rule did too (--log); before the rate limits.
+	LogRules int  `json:"-"`
+	LogSelf  bool `json:"-"`
 	// Frame is the frame as the program left it: with XDP_TX, the answer.
 	Frame []byte `json:"-"`
 }
@@ -82,6 +86,8 @@ func TraceAssuming(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int
 		Chain:     out[14],
 		CTState:   out[15],
 		Reject:    compile.Reject(out[18]),
+		LogRules:  int(out[19]),
+		LogSelf:   out[20] != 0,
 		Frame:     out[traceSize:],
 	}, nil
 }
@@ -122,7 +128,7 @@ func TraceEgress(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, er
 		return TraceResult{}, fmt.Errorf("BPF_PROG_TEST_RUN (tc): %w", err)
 	}
 	cb := out[skbCbOffset:]
-	v := ne.Uint32(cb[8:12])
+	v, lg := ne.Uint32(cb[8:12]), ne.Uint32(cb[16:20])
 	return TraceResult{XDPAction: ret, RuleID: ne.Uint32(cb[4:8]), Action: compile.Action(v), Reason: compile.Reason(v >> 8),
-		Chain: uint8(v >> 16), CTState: uint8(v >> 24)}, nil
+		Chain: uint8(v >> 16), CTState: uint8(v >> 24), LogRules: int(lg & 0xff), LogSelf: lg>>8&1 != 0}, nil
 }

@@ -89,7 +89,48 @@ type xdpfwFwEntry struct {
 	Reason   uint8
 	Ctstate  uint8
 	Reject   uint8
-	Pad      [7]uint8
+	Flags    uint8
+	Pad      [6]uint8
+}
+
+type xdpfwFwLogEvent struct {
+	_         structs.HostLayout
+	TsNs      uint64
+	RuleId    uint32
+	VerdictId uint32
+	Ifindex   uint32
+	PktLen    uint32
+	CapLen    uint16
+	Hook      uint8
+	Chain     uint8
+	Action    uint8
+	Reason    uint8
+	Ctstate   uint8
+	Flags     uint8
+	Data      [0]uint8
+}
+
+type xdpfwFwLogLimit struct {
+	_          structs.HostLayout
+	Tat        uint64
+	IntervalNs uint64
+	Burst      uint32
+	Pad        uint32
+}
+
+type xdpfwFwLogScratch struct {
+	_    structs.HostLayout
+	Idx  [4]uint32
+	Ids  [4]uint32
+	Over uint32
+	Best uint32
+}
+
+type xdpfwFwLogStat struct {
+	_          structs.HostLayout
+	Emitted    uint64
+	Suppressed uint64
+	Lost       uint64
 }
 
 type xdpfwFwNode struct {
@@ -121,7 +162,7 @@ type xdpfwFwRoot struct {
 	FastStates uint8
 	Flags      uint8
 	FastReject uint8
-	Pad        uint8
+	FastFlags  uint8
 }
 
 type xdpfwFwSetKey struct {
@@ -141,6 +182,11 @@ const (
 	xdpfwMapFwCtStats     = "fw_ct_stats"
 	xdpfwMapFwEntries     = "fw_entries"
 	xdpfwMapFwLeaves      = "fw_leaves"
+	xdpfwMapFwLogCounters = "fw_log_counters"
+	xdpfwMapFwLogLimits   = "fw_log_limits"
+	xdpfwMapFwLogRing     = "fw_log_ring"
+	xdpfwMapFwLogScratch  = "fw_log_scratch"
+	xdpfwMapFwLogStats    = "fw_log_stats"
 	xdpfwMapFwNodes       = "fw_nodes"
 	xdpfwMapFwReasonStats = "fw_reason_stats"
 	xdpfwMapFwRejectRl    = "fw_reject_rl"
@@ -150,6 +196,8 @@ const (
 	xdpfwProgXdpfwClock   = "xdpfw_clock"
 	xdpfwProgXdpfwEgress  = "xdpfw_egress"
 	xdpfwProgXdpfwIngress = "xdpfw_ingress"
+	xdpfwVarFwLogEventBtf = "fw_log_event_btf"
+	xdpfwVarFwLogSnap     = "fw_log_snap"
 	xdpfwVarFwMaxEntries  = "fw_max_entries"
 	xdpfwVarFwMaxLeaves   = "fw_max_leaves"
 	xdpfwVarFwMaxNodes    = "fw_max_nodes"
@@ -212,6 +260,11 @@ type xdpfwMapSpecs struct {
 	FwCtStats     *ebpf.MapSpec `ebpf:"fw_ct_stats"`
 	FwEntries     *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwLeaves      *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwLogCounters *ebpf.MapSpec `ebpf:"fw_log_counters"`
+	FwLogLimits   *ebpf.MapSpec `ebpf:"fw_log_limits"`
+	FwLogRing     *ebpf.MapSpec `ebpf:"fw_log_ring"`
+	FwLogScratch  *ebpf.MapSpec `ebpf:"fw_log_scratch"`
+	FwLogStats    *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNodes       *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwReasonStats *ebpf.MapSpec `ebpf:"fw_reason_stats"`
 	FwRejectRl    *ebpf.MapSpec `ebpf:"fw_reject_rl"`
@@ -224,9 +277,11 @@ type xdpfwMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwVariableSpecs struct {
-	FwMaxEntries *ebpf.VariableSpec `ebpf:"fw_max_entries"`
-	FwMaxLeaves  *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
-	FwMaxNodes   *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
+	FwLogEventBtf *ebpf.VariableSpec `ebpf:"fw_log_event_btf"`
+	FwLogSnap     *ebpf.VariableSpec `ebpf:"fw_log_snap"`
+	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
+	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
+	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
 }
 
 // xdpfwObjects contains all objects after they have been loaded into the kernel.
@@ -255,6 +310,11 @@ type xdpfwMaps struct {
 	FwCtStats     *ebpf.Map `ebpf:"fw_ct_stats"`
 	FwEntries     *ebpf.Map `ebpf:"fw_entries"`
 	FwLeaves      *ebpf.Map `ebpf:"fw_leaves"`
+	FwLogCounters *ebpf.Map `ebpf:"fw_log_counters"`
+	FwLogLimits   *ebpf.Map `ebpf:"fw_log_limits"`
+	FwLogRing     *ebpf.Map `ebpf:"fw_log_ring"`
+	FwLogScratch  *ebpf.Map `ebpf:"fw_log_scratch"`
+	FwLogStats    *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNodes       *ebpf.Map `ebpf:"fw_nodes"`
 	FwReasonStats *ebpf.Map `ebpf:"fw_reason_stats"`
 	FwRejectRl    *ebpf.Map `ebpf:"fw_reject_rl"`
@@ -271,6 +331,11 @@ func (m *xdpfwMaps) Close() error {
 		m.FwCtStats,
 		m.FwEntries,
 		m.FwLeaves,
+		m.FwLogCounters,
+		m.FwLogLimits,
+		m.FwLogRing,
+		m.FwLogScratch,
+		m.FwLogStats,
 		m.FwNodes,
 		m.FwReasonStats,
 		m.FwRejectRl,
@@ -284,9 +349,11 @@ func (m *xdpfwMaps) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwVariables struct {
-	FwMaxEntries *ebpf.Variable `ebpf:"fw_max_entries"`
-	FwMaxLeaves  *ebpf.Variable `ebpf:"fw_max_leaves"`
-	FwMaxNodes   *ebpf.Variable `ebpf:"fw_max_nodes"`
+	FwLogEventBtf *ebpf.Variable `ebpf:"fw_log_event_btf"`
+	FwLogSnap     *ebpf.Variable `ebpf:"fw_log_snap"`
+	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`
+	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
+	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
 }
 
 // xdpfwPrograms contains all programs after they have been loaded into the kernel.

@@ -37,6 +37,14 @@ type Options struct {
 	// compile.DefaultRejectRate / DefaultRejectBurst).
 	RejectRate  uint32
 	RejectBurst uint32
+	// LogRate and LogBurst are the rate limit of logged rules that set
+	// none (zero: keep what is in force, else compile.DefaultLogRate /
+	// DefaultLogBurst). LogSnap (Load only) is how many bytes of a logged
+	// packet an event carries (nil: keep what is in force, else
+	// compile.DefaultLogSnap).
+	LogRate  rules.LogRate
+	LogBurst uint32
+	LogSnap  *int
 }
 
 // Result reports what a change did.
@@ -180,6 +188,13 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if opt.CTMax > 0 {
 		lim.Conntrack = opt.CTMax
 	}
+	lim.LogSnap = compile.DefaultLogSnap
+	if st.LogSnap != nil {
+		lim.LogSnap = *st.LogSnap
+	}
+	if opt.LogSnap != nil {
+		lim.LogSnap = *opt.LogSnap
+	}
 	dp, err := datapath.Load(p.PinDir, lim)
 	if err != nil {
 		if fresh {
@@ -250,6 +265,8 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, f.undo(fresh, attached, err)
 	}
 	st.Program = datapath.ProgramVersion()
+	snap := lim.LogSnap
+	st.LogSnap = &snap
 	if err := st.save(p); err != nil {
 		return nil, f.undo(fresh, attached, err)
 	}
@@ -338,8 +355,16 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	for n, i := range f.st.Interfaces {
 		ifaces[n] = uint32(i.Index)
 	}
+	logRate := opt.LogRate
+	if logRate.IsZero() && f.st.LogRate != "" {
+		if logRate, err = rules.ParseLogRate(f.st.LogRate); err != nil {
+			return nil, fmt.Errorf("the log rate in force (%s): %w", f.paths.stateFile(), err)
+		}
+	}
+	logBurst := pick(opt.LogBurst, f.st.LogBurst)
 	lim := f.dp.Limits()
 	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: f.st.compileSets(),
+		LogRate: logRate, LogBurst: logBurst,
 		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
 		return nil, err
@@ -364,6 +389,10 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	}
 	f.st.CTFull, f.st.CTTimeouts = ctFull, timeouts
 	f.st.RejectRate, f.st.RejectBurst = rate, burst
+	f.st.LogRate, f.st.LogBurst = "", logBurst
+	if !logRate.IsZero() {
+		f.st.LogRate = logRate.String()
+	}
 	f.st.Generation++
 	f.st.Rules = rs.String()
 	f.st.IDs = ids

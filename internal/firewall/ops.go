@@ -198,7 +198,9 @@ type RuleInfo struct {
 	ID      uint32           `json:"id"`
 	Rule    string           `json:"rule"`
 	Counter datapath.Counter `json:"counters"`
-	Note    string           `json:"note,omitempty"`
+	// Log counts the events of a rule that logs (LOG, or --log).
+	Log  *datapath.LogCounter `json:"log,omitempty"`
+	Note string               `json:"note,omitempty"`
 }
 
 // PolicyInfo is a chain policy for one family with its counters.
@@ -220,6 +222,10 @@ type Listing struct {
 // List returns the rules and policies in force with their counters.
 func (f *Firewall) List() (*Listing, error) {
 	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}}
+	ls, err := f.dp.LogStats()
+	if err != nil {
+		return nil, err
+	}
 	// Every counter in one read: policy ids, then the rules' ids.
 	var ids []uint32
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
@@ -243,8 +249,11 @@ func (f *Firewall) List() (*Listing, error) {
 				continue
 			}
 			n++
-			l.Rules = append(l.Rules, RuleInfo{Chain: c.String(), Num: n, ID: f.st.IDs[i],
-				Rule: r.String(), Counter: ruleCtr[i], Note: ruleNote(&r)})
+			ri := RuleInfo{Chain: c.String(), Num: n, ID: f.st.IDs[i], Rule: r.String(), Counter: ruleCtr[i], Note: ruleNote(&r)}
+			if lc, ok := ls.Rules[ri.ID]; ok && r.Target.Logs() {
+				ri.Log = &lc
+			}
+			l.Rules = append(l.Rules, ri)
 		}
 	}
 	return l, nil
@@ -253,8 +262,6 @@ func (f *Firewall) List() (*Listing, error) {
 // ruleNote says when a rule does less than it will once later work lands.
 func ruleNote(r *rules.Rule) string {
 	switch {
-	case r.Target.Verdict == rules.VerdictLog:
-		return "LOG emits no events yet; the rule has no effect"
 	case r.Chain == rules.ChainOutput && r.Target.Verdict == rules.VerdictReject:
 		return "REJECT in OUTPUT drops (the sender is this host)"
 	}
@@ -273,7 +280,18 @@ type Status struct {
 	Sets       int                         `json:"sets"`         // named sets
 	SetElems   int                         `json:"set_elements"` // their elements, all together
 	Reject     RejectLimit                 `json:"reject"`       // REJECT's per-source answer budget
+	Log        LogStatus                   `json:"log"`          // logging's settings and counters
 	Reasons    map[string]datapath.Counter `json:"reasons"`
+}
+
+// LogStatus is logging's settings in force and its counters.
+type LogStatus struct {
+	Rate    string            `json:"rate"`             // default rate limit of a logged rule, e.g. "10/sec"
+	Burst   uint32            `json:"burst"`            // ... and its burst
+	Snap    int               `json:"snap"`             // bytes of a logged packet an event carries
+	Rules   int               `json:"rules"`            // rules that log now
+	Reader  string            `json:"reader,omitempty"` // pid of the process reading the events, if any (filled by the CLI: telemetry.ReaderPID)
+	Counter datapath.LogStats `json:"counters"`
 }
 
 // RejectLimit is how many REJECT answers each source (IPv4 address, IPv6
@@ -306,6 +324,11 @@ func (f *Firewall) Status() (*Status, error) {
 		}
 		s.Interfaces[name] = IfaceStatus{Index: i.Index, Mode: mode}
 	}
+	ls, err := f.logStatus()
+	if err != nil {
+		return nil, err
+	}
+	s.Log = ls
 	rc, err := f.dp.ReasonCounters()
 	if err != nil {
 		return nil, err
@@ -314,6 +337,26 @@ func (f *Firewall) Status() (*Status, error) {
 		s.Reasons[compile.Reason(r).String()] = c
 	}
 	return s, nil
+}
+
+// logStatus reports logging's settings in force and its counters.
+func (f *Firewall) logStatus() (LogStatus, error) {
+	ls := LogStatus{Rate: compile.DefaultLogRate.String(), Burst: pick(f.st.LogBurst, compile.DefaultLogBurst),
+		Snap: compile.DefaultLogSnap}
+	if f.st.LogRate != "" {
+		ls.Rate = f.st.LogRate
+	}
+	if f.st.LogSnap != nil {
+		ls.Snap = *f.st.LogSnap
+	}
+	for i := range f.rs.Rules {
+		if f.rs.Rules[i].Target.Logs() {
+			ls.Rules++
+		}
+	}
+	var err error
+	ls.Counter, err = f.dp.LogStats()
+	return ls, err
 }
 
 // TraceResult explains the verdict on one frame.
@@ -329,6 +372,11 @@ type TraceResult struct {
 	Reason    string `json:"reason"`             // counter reason, e.g. rule-accept, malformed-ipv4
 	CTState   string `json:"ctstate,omitempty"`  // the connection state the packet had (with conntrack)
 	Reject    string `json:"reject,omitempty"`   // with REJECT: the --reject-with kind
+	// LogRules LOG rules logged the packet; LogSelf: its deciding rule
+	// did too (--log). Before rate limits: a trace's events are emitted,
+	// marked as a trace, when the budget allows.
+	LogRules int  `json:"log_rules"`
+	LogSelf  bool `json:"logged_by_rule"`
 }
 
 // TraceOptions say how a frame is traced.
@@ -369,7 +417,7 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 		return nil, err
 	}
 	out := &TraceResult{XDPAction: r.XDPAction, Chain: rules.Chain(r.Chain).String(), RuleID: r.RuleID,
-		Action: r.Action.String(), Reason: r.Reason.String()}
+		Action: r.Action.String(), Reason: r.Reason.String(), LogRules: r.LogRules, LogSelf: r.LogSelf}
 	if usesConntrack(f.rs) || o.CTState >= 0 {
 		out.CTState = compile.CTStateName(r.CTState)
 	}

@@ -9,7 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
+	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -53,6 +55,12 @@ type state struct {
 	// Program is the datapath.ProgramVersion the last load put in force
 	// ("" in states written before it was recorded).
 	Program string `json:"program,omitempty"`
+	// Logging's settings in force: the default rate limit of logged rules
+	// ("" and 0: compile's defaults) and the bytes of a logged packet
+	// events carry (nil in states written before logging: the default).
+	LogRate  string `json:"log_rate,omitempty"`
+	LogBurst uint32 `json:"log_burst,omitempty"`
+	LogSnap  *int   `json:"log_snap,omitempty"`
 }
 
 // setState is a named set.
@@ -110,6 +118,33 @@ func loadState(p Paths) (*state, *rules.RuleSet, error) {
 		st.Sets = map[string]*setState{}
 	}
 	return &st, rs, nil
+}
+
+// InForce is what a reader of the log events needs of the firewall in
+// force.
+type InForce struct {
+	Rules   *rules.RuleSet
+	IDs     []uint32 // the rules' ids, in order
+	LogSnap int      // bytes of a logged packet an event carries
+}
+
+// ReadInForce reads the rule set in force without taking the lock (the
+// state file is replaced atomically), for readers that must not hold up
+// changes (`xdpfw log --follow`). It fails with datapath.ErrNotLoaded when
+// nothing is loaded.
+func ReadInForce(p Paths) (*InForce, error) {
+	st, rs, err := loadState(p)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil || !st.loaded() {
+		return nil, datapath.ErrNotLoaded
+	}
+	in := &InForce{Rules: rs, IDs: st.IDs, LogSnap: compile.DefaultLogSnap}
+	if st.LogSnap != nil {
+		in.LogSnap = *st.LogSnap
+	}
+	return in, nil
 }
 
 // save writes the state atomically (temp file + rename).

@@ -31,7 +31,18 @@ func truncated(what string, need, have int) error {
 // extension header contents, and bytes after the end of the IP packet.
 // Checksums are not verified. Extension headers after a first-fragment
 // header are listed in IPv6Ext after the ones before it.
-func Decode(frame []byte) (Packet, error) {
+func Decode(frame []byte) (Packet, error) { return decode(frame, false) }
+
+// DecodeCut is Decode for a frame cut short at a snap length (the first
+// bytes of a packet, as a capture or a log event holds them): the lengths
+// the IP and UDP headers announce may run past the end. A header cut
+// short keeps the fields that fit before the cut (addresses once the fixed
+// IP header is there, ports once 4 bytes of TCP or UDP are, TCP flags
+// after 14, ICMP type and code after 2) and makes the error wrap
+// ErrTruncated. Other errors are Decode's.
+func DecodeCut(frame []byte) (Packet, error) { return decode(frame, true) }
+
+func decode(frame []byte, cut bool) (Packet, error) {
 	var p Packet
 	if len(frame) < ethHeaderLen {
 		return p, truncated("Ethernet header", ethHeaderLen, len(frame))
@@ -60,9 +71,9 @@ func Decode(frame []byte) (Packet, error) {
 	)
 	switch et {
 	case EtherTypeIPv4:
-		end, err = p.decodeIPv4(rest)
+		end, err = p.decodeIPv4(rest, cut)
 	case EtherTypeIPv6:
-		end, err = p.decodeIPv6(rest)
+		end, err = p.decodeIPv6(rest, cut)
 	case 0:
 		return p, errors.New("packet: EtherType 0 cannot be represented")
 	default:
@@ -79,8 +90,9 @@ func Decode(frame []byte) (Packet, error) {
 	return p, nil
 }
 
-// decodeIPv4 parses an IPv4 packet and returns its total length.
-func (p *Packet) decodeIPv4(b []byte) (int, error) {
+// decodeIPv4 parses an IPv4 packet and returns its total length (with
+// cut, what of it the frame holds).
+func (p *Packet) decodeIPv4(b []byte, cut bool) (int, error) {
 	if len(b) < ipv4HeaderLen {
 		return 0, truncated("IPv4 header", ipv4HeaderLen, len(b))
 	}
@@ -96,8 +108,23 @@ func (p *Packet) decodeIPv4(b []byte) (int, error) {
 		return 0, fmt.Errorf("packet: IPv4 total length %d below header length %d", total, hlen)
 	}
 	if len(b) < total {
-		return 0, truncated("IPv4 packet", total, len(b))
+		if !cut || len(b) < hlen {
+			if cut {
+				p.ipv4Fixed(b)
+			}
+			return 0, truncated("IPv4 packet", total, len(b))
+		}
+		total = len(b)
 	}
+	p.ipv4Fixed(b)
+	if hlen > ipv4HeaderLen {
+		p.IPv4Options = clone(b[ipv4HeaderLen:hlen])
+	}
+	return total, p.decodeL4(b[hlen:total], cut)
+}
+
+// ipv4Fixed reads the fixed IPv4 header (20 bytes of b).
+func (p *Packet) ipv4Fixed(b []byte) {
 	frag := binary.BigEndian.Uint16(b[6:])
 	p.FragOffset = frag & 0x1fff
 	p.MoreFragments = frag&0x2000 != 0
@@ -105,14 +132,11 @@ func (p *Packet) decodeIPv4(b []byte) (int, error) {
 	p.Proto = b[9]
 	p.Src = netip.AddrFrom4([4]byte(b[12:16]))
 	p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
-	if hlen > ipv4HeaderLen {
-		p.IPv4Options = clone(b[ipv4HeaderLen:hlen])
-	}
-	return total, p.decodeL4(b[hlen:total])
 }
 
-// decodeIPv6 parses an IPv6 packet and returns its total length.
-func (p *Packet) decodeIPv6(b []byte) (int, error) {
+// decodeIPv6 parses an IPv6 packet and returns its total length (with
+// cut, what of it the frame holds).
+func (p *Packet) decodeIPv6(b []byte, cut bool) (int, error) {
 	if len(b) < ipv6HeaderLen {
 		return 0, truncated("IPv6 header", ipv6HeaderLen, len(b))
 	}
@@ -121,7 +145,10 @@ func (p *Packet) decodeIPv6(b []byte) (int, error) {
 	}
 	total := ipv6HeaderLen + int(binary.BigEndian.Uint16(b[4:]))
 	if len(b) < total {
-		return 0, truncated("IPv6 packet", total, len(b))
+		if !cut {
+			return 0, truncated("IPv6 packet", total, len(b))
+		}
+		total = len(b)
 	}
 	p.TTL = b[7]
 	p.Src = netip.AddrFrom16([16]byte(b[8:24]))
@@ -167,17 +194,24 @@ func (p *Packet) decodeIPv6(b []byte) (int, error) {
 			}
 		default:
 			p.Proto = next
-			return total, p.decodeL4(rest)
+			return total, p.decodeL4(rest, cut)
 		}
 	}
 }
 
 // decodeL4 parses the upper-layer segment of a packet whose Proto,
-// FragOffset and addresses are already set.
-func (p *Packet) decodeL4(seg []byte) error {
+// FragOffset and addresses are already set. With cut, a header cut short
+// keeps what fits (DecodeCut).
+func (p *Packet) decodeL4(seg []byte, cut bool) error {
 	if !p.L4Present() {
 		p.Payload = clone(seg)
 		return nil
+	}
+	if cut {
+		if n, _ := l4HeaderLen(p.Proto); len(seg) < n {
+			p.partialL4(seg)
+			return truncated("L4 header", n, len(seg))
+		}
 	}
 	switch p.Proto {
 	case ProtoTCP:
@@ -189,6 +223,9 @@ func (p *Packet) decodeL4(seg []byte) error {
 			return fmt.Errorf("packet: TCP data offset %d below 20", doff)
 		}
 		if len(seg) < doff {
+			if cut { // options cut: the fixed header is there
+				p.partialL4(seg)
+			}
 			return truncated("TCP header", doff, len(seg))
 		}
 		p.SPort = binary.BigEndian.Uint16(seg[0:])
@@ -200,6 +237,9 @@ func (p *Packet) decodeL4(seg []byte) error {
 			return truncated("UDP header", udpHeaderLen, len(seg))
 		}
 		ulen := int(binary.BigEndian.Uint16(seg[4:]))
+		if cut && ulen > len(seg) {
+			ulen = len(seg)
+		}
 		if ulen < udpHeaderLen || ulen > len(seg) {
 			return fmt.Errorf("packet: UDP length %d outside 8..%d", ulen, len(seg))
 		}
@@ -214,6 +254,24 @@ func (p *Packet) decodeL4(seg []byte) error {
 		p.Payload = clone(seg[icmpHeaderLen:])
 	}
 	return nil
+}
+
+// partialL4 keeps the L4 fields that fit in a cut segment.
+func (p *Packet) partialL4(seg []byte) {
+	switch p.Proto {
+	case ProtoTCP, ProtoUDP:
+		if len(seg) >= 4 {
+			p.SPort = binary.BigEndian.Uint16(seg[0:])
+			p.DPort = binary.BigEndian.Uint16(seg[2:])
+		}
+		if p.Proto == ProtoTCP && len(seg) >= 14 {
+			p.TCPFlags = seg[13]
+		}
+	case ProtoICMP, ProtoICMPv6:
+		if len(seg) >= 2 {
+			p.ICMPType, p.ICMPCode = seg[0], seg[1]
+		}
+	}
 }
 
 // clone copies b, returning nil for an empty slice.

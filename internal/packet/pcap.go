@@ -38,15 +38,43 @@ const maxRecord = 64 << 20
 // blocks; other blocks are skipped; sections may differ in byte order). The
 // link type must be Ethernet; any other is an error naming it.
 func ReadFrames(r io.Reader) ([][]byte, error) {
+	recs, err := ReadCapture(r)
+	if err != nil {
+		return nil, err
+	}
+	frames := make([][]byte, len(recs))
+	for i := range recs {
+		frames[i] = recs[i].Data
+	}
+	return frames, nil
+}
+
+// Record is one packet of a capture file, with what the file says of it.
+type Record struct {
+	Data    []byte    // the captured bytes
+	OrigLen int       // the packet's length when captured (>= len(Data))
+	Time    time.Time // when it was captured
+	// pcapng only: the interface (its index in its section, and its
+	// if_name option), and the packet block's epb_flags and opt_comment
+	// options.
+	Iface   int
+	IfName  string
+	Flags   uint32
+	Comment string
+}
+
+// ReadCapture is ReadFrames with each packet's length, time, interface and
+// options.
+func ReadCapture(r io.Reader) ([]Record, error) {
 	var magic [4]byte
 	if _, err := io.ReadFull(r, magic[:]); err != nil {
 		return nil, fmt.Errorf("pcap: reading magic: %w", err)
 	}
-	switch binary.BigEndian.Uint32(magic[:]) {
+	switch m := binary.BigEndian.Uint32(magic[:]); m {
 	case pcapMagicMicro, pcapMagicNano:
-		return readPcap(r, binary.BigEndian)
+		return readPcap(r, binary.BigEndian, m == pcapMagicNano)
 	case swap32(pcapMagicMicro), swap32(pcapMagicNano):
-		return readPcap(r, binary.LittleEndian)
+		return readPcap(r, binary.LittleEndian, m == swap32(pcapMagicNano))
 	case pcapngSHB:
 		return readPcapng(r)
 	}
@@ -59,7 +87,7 @@ func swap32(v uint32) uint32 {
 }
 
 // readPcap reads a classic pcap file after its magic number.
-func readPcap(r io.Reader, bo binary.ByteOrder) ([][]byte, error) {
+func readPcap(r io.Reader, bo binary.ByteOrder, nano bool) ([]Record, error) {
 	var hdr [20]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, fmt.Errorf("pcap: reading file header: %w", unexpectedEOF(err))
@@ -67,24 +95,29 @@ func readPcap(r io.Reader, bo binary.ByteOrder) ([][]byte, error) {
 	if lt := bo.Uint32(hdr[16:]) & 0xffff; lt != LinkTypeEthernet {
 		return nil, fmt.Errorf("pcap: link type %s not supported, want Ethernet (1)", linkTypeName(lt))
 	}
-	var frames [][]byte
+	var recs []Record
 	for {
 		var rec [16]byte
 		if _, err := io.ReadFull(r, rec[:]); err != nil {
 			if err == io.EOF {
-				return frames, nil
+				return recs, nil
 			}
-			return nil, fmt.Errorf("pcap: record %d header: %w", len(frames)+1, unexpectedEOF(err))
+			return nil, fmt.Errorf("pcap: record %d header: %w", len(recs)+1, unexpectedEOF(err))
 		}
 		n := bo.Uint32(rec[8:])
 		if n > maxRecord {
-			return nil, fmt.Errorf("pcap: record %d claims %d bytes", len(frames)+1, n)
+			return nil, fmt.Errorf("pcap: record %d claims %d bytes", len(recs)+1, n)
 		}
 		data := make([]byte, n)
 		if _, err := io.ReadFull(r, data); err != nil {
-			return nil, fmt.Errorf("pcap: record %d data: %w", len(frames)+1, unexpectedEOF(err))
+			return nil, fmt.Errorf("pcap: record %d data: %w", len(recs)+1, unexpectedEOF(err))
 		}
-		frames = append(frames, data)
+		frac := int64(bo.Uint32(rec[4:]))
+		if !nano {
+			frac *= 1000
+		}
+		recs = append(recs, Record{Data: data, OrigLen: int(max(bo.Uint32(rec[12:]), n)),
+			Time: time.Unix(int64(bo.Uint32(rec[0:])), frac).UTC()})
 	}
 }
 
@@ -99,17 +132,56 @@ func unexpectedEOF(err error) error {
 
 // pcapngSection is the state of the pcapng section being read.
 type pcapngSection struct {
-	bo        binary.ByteOrder
-	linkTypes []uint32 // per interface ID
-	snapLens  []uint32 // per interface ID
+	bo     binary.ByteOrder
+	ifaces []pcapngIface // by interface ID
+}
+
+// pcapngIface is what an Interface Description Block says.
+type pcapngIface struct {
+	linkType uint32
+	snapLen  uint32
+	name     string // if_name
+	tsUnit   int64  // nanoseconds per timestamp unit (if_tsresol; default 1000); 0: finer than 1 ns
+	tsPer    int64  // timestamp units per nanosecond when tsUnit is 0
+}
+
+// pcapng option codes.
+const (
+	optEnd      = 0
+	optComment  = 1
+	optIfName   = 2 // IDB
+	optTSResol  = 9 // IDB
+	optEPBFlags = 2 // EPB
+)
+
+// options walks the options of a block body from off, calling fn for each.
+func (s *pcapngSection) options(b []byte, fn func(code uint16, val []byte)) {
+	for len(b) >= 4 {
+		code, n := s.bo.Uint16(b), int(s.bo.Uint16(b[2:]))
+		if code == optEnd || 4+n > len(b) {
+			return
+		}
+		fn(code, b[4:4+n])
+		b = b[4+(n+3)&^3:]
+	}
+}
+
+// time converts a packet block's timestamp on interface id.
+func (s *pcapngSection) time(id uint32, hi, lo uint32) time.Time {
+	ts := int64(hi)<<32 | int64(lo)
+	i := s.ifaces[id]
+	if i.tsUnit == 0 {
+		return time.Unix(0, ts/i.tsPer).UTC()
+	}
+	return time.Unix(0, ts*i.tsUnit).UTC()
 }
 
 // readPcapng reads a pcapng file whose first block type has been consumed.
-func readPcapng(r io.Reader) ([][]byte, error) {
+func readPcapng(r io.Reader) ([]Record, error) {
 	var (
-		frames [][]byte
-		sec    *pcapngSection
-		first  = true
+		recs  []Record
+		sec   *pcapngSection
+		first = true
 	)
 	for blockNo := 1; ; blockNo++ {
 		var head [8]byte
@@ -121,7 +193,7 @@ func readPcapng(r io.Reader) ([][]byte, error) {
 			first = false
 		} else if _, err := io.ReadFull(r, head[:]); err != nil {
 			if err == io.EOF {
-				return frames, nil
+				return recs, nil
 			}
 			return nil, fmt.Errorf("pcapng: block %d header: %w", blockNo, unexpectedEOF(err))
 		}
@@ -156,12 +228,12 @@ func readPcapng(r io.Reader) ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		frame, err := sec.block(typ, body, blockNo)
+		rec, err := sec.block(typ, body, blockNo)
 		if err != nil {
 			return nil, err
 		}
-		if frame != nil {
-			frames = append(frames, frame)
+		if rec != nil {
+			recs = append(recs, *rec)
 		}
 	}
 }
@@ -185,8 +257,8 @@ func readBlockBody(r io.Reader, bo binary.ByteOrder, total uint32, consumed int,
 }
 
 // block interprets one non-SHB block of the section; it returns the packet
-// data for packet blocks and nil for everything else.
-func (s *pcapngSection) block(typ uint32, body []byte, blockNo int) ([]byte, error) {
+// of packet blocks and nil for everything else.
+func (s *pcapngSection) block(typ uint32, body []byte, blockNo int) (*Record, error) {
 	short := func(need int) error {
 		return fmt.Errorf("pcapng: block %d (type %d): body of %d bytes, need %d", blockNo, typ, len(body), need)
 	}
@@ -195,33 +267,54 @@ func (s *pcapngSection) block(typ uint32, body []byte, blockNo int) ([]byte, err
 		if len(body) < 8 {
 			return nil, short(8)
 		}
-		s.linkTypes = append(s.linkTypes, uint32(s.bo.Uint16(body)))
-		s.snapLens = append(s.snapLens, s.bo.Uint32(body[4:]))
+		i := pcapngIface{linkType: uint32(s.bo.Uint16(body)), snapLen: s.bo.Uint32(body[4:]), tsUnit: 1000}
+		s.options(body[8:], func(code uint16, val []byte) {
+			switch {
+			case code == optIfName:
+				i.name = string(val)
+			case code == optTSResol && len(val) >= 1:
+				i.tsUnit, i.tsPer = tsResolution(val[0])
+			}
+		})
+		s.ifaces = append(s.ifaces, i)
 		return nil, nil
 	case blockEPB:
 		if len(body) < 20 {
 			return nil, short(20)
 		}
-		if err := s.checkInterface(s.bo.Uint32(body), blockNo); err != nil {
+		id := s.bo.Uint32(body)
+		if err := s.checkInterface(id, blockNo); err != nil {
 			return nil, err
 		}
 		n := s.bo.Uint32(body[12:])
 		if uint64(n) > uint64(len(body)-20) {
 			return nil, short(20 + int(n))
 		}
-		return copyData(body[20 : 20+n]), nil
+		rec := &Record{Data: copyData(body[20 : 20+n]), OrigLen: int(max(s.bo.Uint32(body[16:]), n)), Iface: int(id),
+			IfName: s.ifaces[id].name, Time: s.time(id, s.bo.Uint32(body[4:]), s.bo.Uint32(body[8:]))}
+		s.options(body[20+(n+3)&^3:], func(code uint16, val []byte) {
+			switch {
+			case code == optComment:
+				rec.Comment = string(val)
+			case code == optEPBFlags && len(val) == 4:
+				rec.Flags = s.bo.Uint32(val)
+			}
+		})
+		return rec, nil
 	case blockOPB:
 		if len(body) < 20 {
 			return nil, short(20)
 		}
-		if err := s.checkInterface(uint32(s.bo.Uint16(body)), blockNo); err != nil {
+		id := uint32(s.bo.Uint16(body))
+		if err := s.checkInterface(id, blockNo); err != nil {
 			return nil, err
 		}
 		n := s.bo.Uint32(body[12:])
 		if uint64(n) > uint64(len(body)-20) {
 			return nil, short(20 + int(n))
 		}
-		return copyData(body[20 : 20+n]), nil
+		return &Record{Data: copyData(body[20 : 20+n]), OrigLen: int(max(s.bo.Uint32(body[16:]), n)), Iface: int(id),
+			IfName: s.ifaces[id].name, Time: s.time(id, s.bo.Uint32(body[4:]), s.bo.Uint32(body[8:]))}, nil
 	case blockSPB:
 		if len(body) < 4 {
 			return nil, short(4)
@@ -231,23 +324,55 @@ func (s *pcapngSection) block(typ uint32, body []byte, blockNo int) ([]byte, err
 		}
 		// The captured length is the original length capped by the
 		// interface's snap length and by the data present in the block.
-		n := uint64(s.bo.Uint32(body))
-		if snap := uint64(s.snapLens[0]); snap != 0 && n > snap {
+		orig := uint64(s.bo.Uint32(body))
+		n := orig
+		if snap := uint64(s.ifaces[0].snapLen); snap != 0 && n > snap {
 			n = snap
 		}
 		n = min(n, uint64(len(body)-4))
-		return copyData(body[4 : 4+n]), nil
+		return &Record{Data: copyData(body[4 : 4+n]), OrigLen: int(orig), IfName: s.ifaces[0].name}, nil
 	}
 	return nil, nil
+}
+
+// tsResolution reads if_tsresol: 10^-v seconds (high bit clear) or 2^-v
+// seconds per unit, as nanoseconds per unit, or (0, units per nanosecond)
+// for a unit finer than a nanosecond.
+func tsResolution(v byte) (unit, per int64) {
+	pow := func(b int64, e int) int64 {
+		r := int64(1)
+		for range e {
+			r *= b
+		}
+		return r
+	}
+	exp := int(v & 0x7f)
+	base := int64(10)
+	if v&0x80 != 0 {
+		base = 2
+	}
+	if base == 10 && exp <= 9 {
+		return pow(10, 9-exp), 0
+	}
+	if base == 10 && exp <= 18 {
+		return 0, pow(10, exp-9)
+	}
+	if base == 2 && exp <= 29 { // binary fractions (rare) to the nearest nanosecond
+		return max(1, int64(1e9)>>exp), 0
+	}
+	if base == 2 && exp <= 62 {
+		return 0, max(1, pow(2, exp)/1e9)
+	}
+	return 0, 1
 }
 
 // checkInterface verifies that a packet block's interface exists and is an
 // Ethernet interface.
 func (s *pcapngSection) checkInterface(id uint32, blockNo int) error {
-	if uint64(id) >= uint64(len(s.linkTypes)) {
+	if uint64(id) >= uint64(len(s.ifaces)) {
 		return fmt.Errorf("pcapng: block %d: packet for undeclared interface %d", blockNo, id)
 	}
-	if lt := s.linkTypes[id]; lt != LinkTypeEthernet {
+	if lt := s.ifaces[id].linkType; lt != LinkTypeEthernet {
 		return fmt.Errorf("pcapng: interface %d has link type %s, want Ethernet (1)", id, linkTypeName(lt))
 	}
 	return nil

@@ -80,7 +80,7 @@ const (
 	VerdictAccept Verdict = iota
 	VerdictDrop
 	VerdictReject // answers with a TCP RST or an ICMP unreachable (docs/reject.md)
-	VerdictLog    // non-terminating: logs and continues (observability issue); no effect until then
+	VerdictLog    // non-terminating: logs the packet and goes on to the next rule (docs/log.md)
 )
 
 // String returns the iptables name of the verdict ("ACCEPT").
@@ -256,9 +256,59 @@ type Target struct {
 	// "tcp-reset", "icmp6-adm-prohibited"). Empty: the iptables default for the family.
 	RejectWith string
 
-	// LOG options.
+	// Log is --log on ACCEPT, DROP or REJECT: the rule logs the packets it
+	// decides, as a LOG rule just before it would (docs/log.md).
+	Log bool
+
+	// Options of -j LOG, and of a rule with --log: the prefix of its log
+	// lines, the syslog level they are forwarded with, and its rate limit
+	// (zero: the firewall's default, `load --log-rate / --log-burst`).
 	LogPrefix string
 	LogLevel  string
+	LogRate   LogRate
+	LogBurst  uint32
+}
+
+// Logs reports whether the rule emits log events: a LOG rule, or --log.
+func (t Target) Logs() bool { return t.Verdict == VerdictLog || t.Log }
+
+// LogRate is a rate of log events: N per Unit (--log-rate N/UNIT). The zero
+// value means "the default".
+type LogRate struct {
+	N    uint32
+	Unit RateUnit
+}
+
+// RateUnit is the unit of a LogRate.
+type RateUnit uint8
+
+// The units of --log-rate, as iptables' -m limit --limit has them.
+const (
+	PerSecond RateUnit = iota
+	PerMinute
+	PerHour
+	PerDay
+)
+
+var rateUnits = [...]struct {
+	name    string // canonical, as iptables-save writes --limit
+	seconds int64
+}{{"sec", 1}, {"min", 60}, {"hour", 3600}, {"day", 86400}}
+
+// IsZero reports whether r is unset.
+func (r LogRate) IsZero() bool { return r.N == 0 }
+
+// String returns "N/sec", "N/min", "N/hour" or "N/day".
+func (r LogRate) String() string {
+	return fmt.Sprintf("%d/%s", r.N, rateUnits[r.Unit%4].name)
+}
+
+// IntervalNS is the time between two events at this rate, in nanoseconds.
+func (r LogRate) IntervalNS() uint64 {
+	if r.N == 0 {
+		return 0
+	}
+	return uint64(rateUnits[r.Unit%4].seconds) * 1e9 / uint64(r.N)
 }
 
 // Rule is one `-A CHAIN ... -j TARGET` line.

@@ -17,7 +17,8 @@ func (r Rule) String() string {
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
 // -s, -d, -p, -f, -m mac, -m vlan, ports, --tcp-flags, ICMP type, -m comment,
-// then -j and the target's options.
+// then -j and the target's options (--reject-with, --log, --log-prefix,
+// --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
 	var w specWriter
 	m := r.Match
@@ -94,11 +95,20 @@ func (r Rule) Spec() string {
 	if t.RejectWith != "" {
 		w.add(false, "--reject-with", t.RejectWith)
 	}
+	if t.Log {
+		w.add(false, "--log")
+	}
 	if t.LogPrefix != "" {
 		w.add(false, "--log-prefix", quote(t.LogPrefix))
 	}
 	if t.LogLevel != "" {
 		w.add(false, "--log-level", t.LogLevel)
+	}
+	if !t.LogRate.IsZero() {
+		w.add(false, "--log-rate", t.LogRate.String())
+	}
+	if t.LogBurst != 0 {
+		w.add(false, "--log-burst", strconv.Itoa(int(t.LogBurst)))
 	}
 	return w.String()
 }

@@ -99,6 +99,12 @@ func lookupOption(name string) (optSpec, bool) {
 			parse: (*ruleParser).optLogPrefix}, true
 	case "--log-level":
 		return optSpec{slot: name, nargs: 1, usage: "--log-level LEVEL", parse: (*ruleParser).optLogLevel}, true
+	case "--log":
+		return optSpec{slot: name, usage: "--log", parse: (*ruleParser).optLog}, true
+	case "--log-rate":
+		return optSpec{slot: name, nargs: 1, usage: "--log-rate N/sec|min|hour|day", parse: (*ruleParser).optLogRate}, true
+	case "--log-burst":
+		return optSpec{slot: name, nargs: 1, usage: "--log-burst N", parse: (*ruleParser).optLogBurst}, true
 	case "-c", "--set-counters":
 		return optSpec{slot: "-c", nargs: 2, usage: name + " PACKETS BYTES", parse: (*ruleParser).optCounters}, true
 	}

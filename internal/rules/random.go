@@ -19,14 +19,16 @@ var (
 	randomIface   = [...]string{"veth0", "eth0", "eth+"}
 	randomVLAN    = [...]uint16{0, 1, 10, 100, 4095}
 	randomComment = [...]string{"ssh", "web servers", `say "hi"`, `back\slash`, "# not a comment", "!"}
+	// log prefixes, as people write them (a trailing space, a colon)
+	randomPrefixText = [...]string{"DROP: ", "fw ", "INPUT denied ", `"quoted" `, "ssh", "!"}
 )
 
 // RandomRuleSet returns a random, valid rule set of n rules (chains INPUT
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; MAC addresses; VLAN ids; -i; -f; connection states; and the verdicts ACCEPT,
-// DROP and (rarely) REJECT. Values mostly come from small pools so that
+// types and codes; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
+// DROP and (rarely) REJECT; LOG rules and --log, with log options. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
 func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
@@ -267,14 +269,48 @@ func randomICMP(r *rand.Rand, v6 bool) *ICMPMatch {
 }
 
 // randomTarget returns ACCEPT or DROP, sometimes REJECT with a --reject-with
-// valid for the rule.
+// valid for the rule, sometimes LOG; some ACCEPT, DROP and REJECT rules
+// log too (--log). Log options come with both.
 func randomTarget(r *rand.Rand, m *Match) Target {
+	var t Target
 	switch n := r.IntN(100); {
-	case n < 46:
-		return Target{Verdict: VerdictAccept}
+	case n < 42:
+		t = Target{Verdict: VerdictAccept}
+	case n < 84:
+		t = Target{Verdict: VerdictDrop}
 	case n < 92:
-		return Target{Verdict: VerdictDrop}
+		t = Target{Verdict: VerdictLog}
+	default:
+		t = randomReject(r, m)
 	}
+	if t.Verdict != VerdictLog && chance(r, 12) {
+		t.Log = true
+	}
+	if t.Logs() {
+		randomLogOptions(r, &t)
+	}
+	return t
+}
+
+// randomLogOptions sets some of the log options of a logging target.
+func randomLogOptions(r *rand.Rand, t *Target) {
+	if chance(r, 50) {
+		t.LogPrefix = pick(r, randomPrefixText[:])
+	}
+	if chance(r, 20) {
+		t.LogLevel = pick(r, logLevels[:])
+	}
+	if chance(r, 20) {
+		t.LogRate = LogRate{N: uint32(1 + r.IntN(100)), Unit: pick(r, []RateUnit{PerSecond, PerMinute, PerHour, PerDay})}
+	}
+	if chance(r, 15) {
+		t.LogBurst = uint32(1 + r.IntN(50))
+	}
+}
+
+// randomReject returns REJECT, half the time with a --reject-with valid for
+// the rule.
+func randomReject(r *rand.Rand, m *Match) Target {
 	t := Target{Verdict: VerdictReject}
 	if chance(r, 50) {
 		return t

@@ -144,6 +144,13 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(r.Comment != "", "comment")
 		mark(m.CTState != nil, "ctstate")
 		mark(m.CTState != nil && m.CTState.Invert, "! ctstate")
+		tg := r.Target
+		mark(tg.Log, "--log")
+		mark(tg.LogPrefix != "", "--log-prefix")
+		mark(tg.LogLevel != "", "--log-level")
+		mark(!tg.LogRate.IsZero(), "--log-rate")
+		mark(tg.LogBurst != 0, "--log-burst")
+		mark(tg.Log && tg.Verdict == VerdictReject, "REJECT --log")
 	}
 	for _, want := range []string{
 		"chain INPUT", "chain FORWARD", "family any", "family ipv4", "family ipv6",
@@ -154,13 +161,11 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "comment",
 		"ctstate", "! ctstate",
+		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {
 			t.Errorf("generator never produced %s", want)
 		}
-	}
-	if seen["verdict LOG"] {
-		t.Error("generator produced LOG")
 	}
 	for bits := 0; bits <= 128; bits++ {
 		if bits <= 32 && !v4len[bits] {

@@ -93,9 +93,42 @@ func rejectHint(f Family) string {
 		"icmp-proto-unreachable, icmp-net-prohibited, icmp-host-prohibited, icmp-admin-prohibited or tcp-reset"
 }
 
-// optLogPrefix handles -j LOG --log-prefix TEXT.
+// needLogTarget checks that a log option (--log-prefix, --log-level,
+// --log-rate, --log-burst) follows -j LOG, or -j ACCEPT|DROP|REJECT with
+// --log anywhere after it.
+func (p *ruleParser) needLogTarget(o optUse) *Error {
+	if !p.target {
+		return p.errAt(o.opt, "", o.opt.text+" needs -j LOG before it",
+			"or -j ACCEPT, DROP or REJECT with --log: the rule then logs the packets it decides")
+	}
+	if v := p.r.Target.Verdict; v != VerdictLog {
+		p.checks = append(p.checks, func() *Error {
+			if p.r.Target.Log {
+				return nil
+			}
+			return p.errAt(o.opt, "", fmt.Sprintf("%s on -j %s needs --log", o.opt.text, v),
+				fmt.Sprintf("write -j %s --log %s ... to log the packets the rule decides, or use a -j LOG rule", v, o.opt.text))
+		})
+	}
+	return nil
+}
+
+// optLog handles --log on -j ACCEPT, DROP or REJECT.
+func (p *ruleParser) optLog(o optUse) *Error {
+	switch {
+	case !p.target:
+		return p.errAt(o.opt, "", "--log needs -j ACCEPT, DROP or REJECT before it", "")
+	case p.r.Target.Verdict == VerdictLog:
+		return p.errAt(o.opt, "", "-j LOG logs already; --log is an option of -j ACCEPT, DROP and REJECT",
+			"remove --log")
+	}
+	p.r.Target.Log = true
+	return nil
+}
+
+// optLogPrefix handles --log-prefix TEXT.
 func (p *ruleParser) optLogPrefix(o optUse) *Error {
-	if err := p.needTarget(o, VerdictLog); err != nil {
+	if err := p.needLogTarget(o); err != nil {
 		return err
 	}
 	a := o.args[0]
@@ -106,9 +139,9 @@ func (p *ruleParser) optLogPrefix(o optUse) *Error {
 	return nil
 }
 
-// optLogLevel handles -j LOG --log-level LEVEL.
+// optLogLevel handles --log-level LEVEL.
 func (p *ruleParser) optLogLevel(o optUse) *Error {
-	if err := p.needTarget(o, VerdictLog); err != nil {
+	if err := p.needLogTarget(o); err != nil {
 		return err
 	}
 	a := o.args[0]
@@ -117,5 +150,33 @@ func (p *ruleParser) optLogLevel(o optUse) *Error {
 		return p.valueErr(a, ve)
 	}
 	p.r.Target.LogLevel = level
+	return nil
+}
+
+// optLogRate handles --log-rate N/UNIT.
+func (p *ruleParser) optLogRate(o optUse) *Error {
+	if err := p.needLogTarget(o); err != nil {
+		return err
+	}
+	a := o.args[0]
+	r, ve := parseLogRate(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Target.LogRate = r
+	return nil
+}
+
+// optLogBurst handles --log-burst N.
+func (p *ruleParser) optLogBurst(o optUse) *Error {
+	if err := p.needLogTarget(o); err != nil {
+		return err
+	}
+	a := o.args[0]
+	n, ok := parseUint(a.text, MaxLogBurst)
+	if !ok || n < 1 {
+		return p.errAt(a, a.text, "bad --log-burst", fmt.Sprintf("the events a quiet rule may log at once: 1 to %d", MaxLogBurst))
+	}
+	p.r.Target.LogBurst = uint32(n)
 	return nil
 }

@@ -378,6 +378,54 @@ func parseLogLevel(s string) (string, *valueErr) {
 		hint: "use 0-7 or emerg, alert, crit, error, warning, notice, info, debug"}
 }
 
+// Bounds of --log-rate N/UNIT and --log-burst N: a million a second is no
+// limit at all; a burst as large is a flood.
+const (
+	MaxLogRate  = 1000000
+	MaxLogBurst = 1000000
+)
+
+// ParseLogRate reads a log rate: "N/UNIT" with UNIT s, sec, second, m,
+// min, minute, h, hour, d or day (as iptables' --limit), or a bare N (per
+// second); N from 1 to MaxLogRate.
+func ParseLogRate(s string) (LogRate, error) {
+	r, ve := parseLogRate(s)
+	if ve != nil {
+		if ve.hint != "" {
+			return r, fmt.Errorf("%q: %s (%s)", s, ve.msg, ve.hint)
+		}
+		return r, fmt.Errorf("%q: %s", s, ve.msg)
+	}
+	return r, nil
+}
+
+func parseLogRate(s string) (LogRate, *valueErr) {
+	num, unit, slash := strings.Cut(s, "/")
+	n, ok := parseUint(num, MaxLogRate)
+	if !ok || n < 1 {
+		return LogRate{}, &valueErr{tok: num, msg: "bad log rate",
+			hint: fmt.Sprintf("N/sec, N/min, N/hour or N/day with N from 1 to %d", MaxLogRate)}
+	}
+	r := LogRate{N: uint32(n)}
+	switch strings.ToLower(unit) {
+	case "s", "sec", "second":
+		r.Unit = PerSecond
+	case "m", "min", "minute":
+		r.Unit = PerMinute
+	case "h", "hour":
+		r.Unit = PerHour
+	case "d", "day":
+		r.Unit = PerDay
+	default:
+		if !slash {
+			return r, nil // a bare number: per second
+		}
+		return LogRate{}, &valueErr{off: len(num) + 1, tok: unit, msg: "unknown rate unit",
+			hint: "use sec, min, hour or day (e.g. 10/sec)"}
+	}
+	return r, nil
+}
+
 // maxLogPrefix and maxComment are the lengths iptables accepts.
 const (
 	maxLogPrefix = 29

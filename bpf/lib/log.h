@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Logging: after the decision, before the act stage, a packet that LOG
+ * rules or its deciding rule's --log want logged becomes events in
+ * fw_log_ring (struct fw_log_event + the frame's first fw_log_snap bytes),
+ * one per logged rule, each within that rule's rate limit. A packet no
+ * logged rule wants costs one test of the decision (fw_log_wanted).
+ * docs/log.md. */
+#ifndef XDPFW_LOG_H
+#define XDPFW_LOG_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "../types.h"
+#include "../maps.h"
+#include "classify.h"
+#include "stats.h"
+
+static __always_inline int fw_log_wanted(const struct fw_decision *d)
+{
+	return d->nlog | d->log;
+}
+
+static __always_inline void fw_log_count(__u32 which)
+{
+	__u64 *c = bpf_map_lookup_elem(&fw_log_counters, &which);
+
+	if (c)
+		(*c)++;
+}
+
+/* fw_log_take takes a token from rule_id's bucket (GCRA, as REJECT's
+ * fw_reject_allow) and counts the outcome; returns the rule's counters when
+ * the event may go out, NULL when it is suppressed. Two CPUs logging one
+ * rule at the same instant may both take the last token: the bound is off
+ * by at most one event per CPU. */
+static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id)
+{
+	struct fw_log_limit *l = bpf_map_lookup_elem(&fw_log_limits, &rule_id);
+	struct fw_log_stat *st = bpf_map_lookup_elem(&fw_log_stats, &rule_id);
+
+	if (!l || !st) {
+		fw_log_count(FW_LOG_C_NO_LIMIT);
+		return NULL;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	__u64 interval = l->interval_ns, burst = l->burst;
+	if (!burst)
+		burst = 1;
+	__u64 t = l->tat > now ? l->tat : now;
+	if (t - now > (burst - 1) * interval) {
+		st->suppressed++;
+		return NULL;
+	}
+	l->tat = t + interval;
+	return st;
+}
+
+/* fw_log_head fills an event's header. */
+static __always_inline void fw_log_head(struct fw_log_event *ev, __u32 rule_id, __u8 flags, __u8 hook,
+					const struct fw_pkt *p, const struct fw_decision *d, __u64 bytes,
+					__u64 cap)
+{
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->rule_id = rule_id;
+	ev->verdict_id = d->rule_id;
+	ev->ifindex = p->ifindex;
+	ev->pkt_len = bytes;
+	ev->cap_len = cap;
+	ev->hook = hook;
+	ev->chain = p->chain;
+	ev->action = d->action;
+	ev->reason = d->reason;
+	ev->ctstate = p->ctstate;
+	ev->flags = flags;
+}
+
+/* fw_log_rule returns the i-th logged rule of d and its event flags, or 0
+ * past the end: LOG rules in rule order, then the deciding rule (--log). */
+static __always_inline __u32 fw_log_rule(const struct fw_decision *d, const struct fw_log_scratch *s,
+					 __u32 i, __u8 *flags)
+{
+	__u32 n = d->nlog;
+
+	if (n > FW_LOG_MAX)
+		n = FW_LOG_MAX;
+	if (i < n && s) {
+		*flags = FW_LOG_F_TARGET;
+		return s->ids[i & (FW_LOG_MAX - 1)]; /* the mask bounds the index for the verifier */
+	}
+	if (i == n && d->log) {
+		*flags = 0;
+		return d->rule_id;
+	}
+	return 0;
+}
+
+/* fw_log_emit puts the events of one packet in the ring buffer: first it
+ * settles which LOG rules log it (d->nlog, fw_log_finish), then each
+ * logged rule within its budget gets an event with the frame's first
+ * bytes. hook is a constant in each caller: the other hook's copy helper
+ * (which its program type may not call) is compiled out. `traced` sets
+ * FW_LOG_F_TRACE. */
+static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct fw_pkt *p,
+				       struct fw_decision *d, __u64 bytes, int traced)
+{
+	__u64 cap = bytes < fw_log_snap ? bytes : fw_log_snap;
+	const struct fw_log_scratch *s = NULL;
+
+	if (d->nlog) {
+		fw_log_finish(d, p->chain);
+		s = fw_log_scratch_of(p->chain);
+	}
+	for (__u32 i = 0; i <= FW_LOG_MAX; i++) {
+		__u8 flags = 0;
+		__u32 id = fw_log_rule(d, s, i, &flags);
+		if (!id)
+			break;
+		if (flags & FW_LOG_F_TARGET) /* a LOG rule counts the packets it logs, as iptables' */
+			fw_count_rule(id, bytes, fw_now());
+		struct fw_log_stat *st = fw_log_take(id);
+		if (!st)
+			continue;
+		struct fw_log_event *ev = bpf_ringbuf_reserve(&fw_log_ring, sizeof(*ev) + fw_log_snap, 0);
+		if (!ev) {
+			st->lost++;
+			continue;
+		}
+		if (traced)
+			flags |= FW_LOG_F_TRACE;
+		__u64 got = cap; /* 64 bits: the bound checked is the register passed */
+		if (got > 0 && got <= fw_log_snap) {
+			long rc = hook == FW_HOOK_XDP ? bpf_xdp_load_bytes(ctx, 0, ev->data, got)
+						      : bpf_skb_load_bytes(ctx, 0, ev->data, got);
+			if (rc < 0)
+				got = 0;
+		}
+		fw_log_head(ev, id, flags, hook, p, d, bytes, got);
+		bpf_ringbuf_submit(ev, 0);
+		st->emitted++;
+	}
+	return 0;
+}
+
+/* The hooks' entries to fw_log_emit. Global functions: verified once, not
+ * once per path through the decision code before them. */
+__noinline int fw_log_xdp(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
+			  __u64 bytes, int traced)
+{
+	if (!ctx || !p || !d) /* the verifier requires the check on global-function pointers */
+		return 0;
+	return fw_log_emit(ctx, FW_HOOK_XDP, p, d, bytes, traced);
+}
+
+__noinline int fw_log_skb(struct __sk_buff *skb, const struct fw_pkt *p, struct fw_decision *d,
+			  __u64 bytes, int traced)
+{
+	if (!skb || !p || !d)
+		return 0;
+	return fw_log_emit(skb, FW_HOOK_TC, p, d, bytes, traced);
+}
+
+#endif

@@ -1,0 +1,189 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+)
+
+// Logging's maps (docs/log.md): the event ring buffer, each logged rule's
+// budget and counters (by rule id), and the counters of enum
+// fw_log_counter.
+
+// LogCounter counts the events of one logged rule (struct fw_log_stat,
+// summed over CPUs).
+type LogCounter struct {
+	Emitted    uint64 `json:"emitted"`    // put in the ring buffer
+	Suppressed uint64 `json:"suppressed"` // over the rule's rate limit
+	Lost       uint64 `json:"lost"`       // no room in the ring buffer (no reader, or a slow one)
+}
+
+func (c *LogCounter) add(o LogCounter) {
+	c.Emitted += o.Emitted
+	c.Suppressed += o.Suppressed
+	c.Lost += o.Lost
+}
+
+// LogStats are logging's counters, as the metrics code reads them.
+type LogStats struct {
+	Rules map[uint32]LogCounter `json:"rules"` // by rule id, the rules logging now
+	Total LogCounter            `json:"total"` // over Rules
+	// Overflow counts packets that more LOG rules matched than log one
+	// packet (compile.MaxLogPerPacket): the later ones did not log it.
+	Overflow uint64 `json:"overflow"`
+	// Unbudgeted counts events of rule ids without a budget: a rule being
+	// replaced at the instant of the swap. They are not emitted.
+	Unbudgeted uint64 `json:"unbudgeted"`
+}
+
+// Slots of fw_log_counters (enum fw_log_counter).
+const (
+	logCtrOverflow = iota
+	logCtrNoLimit
+	numLogCtrs
+)
+
+// LogRing is the pinned ring buffer of log events (one reader at a time:
+// see telemetry.OpenReader).
+func (d *Datapath) LogRing() *ebpf.Map { return d.logRing }
+
+// OpenLogRing opens the pinned event ring buffer alone, for a reader that
+// needs nothing else of the data plane.
+func OpenLogRing(dir string) (*ebpf.Map, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "fw_log_ring"), nil)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no log ring buffer in %s: %w", dir, ErrNotLoaded)
+		}
+		return nil, fmt.Errorf("opening the log ring buffer (made by another xdpfw version? `xdpfw load` again upgrades): %w", err)
+	}
+	return m, nil
+}
+
+// LogStats reads logging's counters.
+func (d *Datapath) LogStats() (LogStats, error) {
+	s := LogStats{Rules: map[uint32]LogCounter{}}
+	var (
+		id  uint32
+		per []xdpfwFwLogStat
+	)
+	it := d.logStat.Iterate()
+	for it.Next(&id, &per) {
+		var c LogCounter
+		for _, v := range per {
+			c.add(LogCounter{Emitted: v.Emitted, Suppressed: v.Suppressed, Lost: v.Lost})
+		}
+		s.Rules[id] = c
+		s.Total.add(c)
+	}
+	if err := it.Err(); err != nil {
+		return s, fmt.Errorf("reading fw_log_stats: %w", err)
+	}
+	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted} {
+		var vals []uint64
+		if err := d.logCtr.Lookup(slot, &vals); err != nil {
+			return s, fmt.Errorf("reading fw_log_counters: %w", err)
+		}
+		for _, v := range vals {
+			*dst += v
+		}
+	}
+	return s, nil
+}
+
+// logIDs lists the rule ids that have a budget now.
+func (d *Datapath) logIDs() ([]uint32, error) {
+	var (
+		ids []uint32
+		id  uint32
+		v   xdpfwFwLogLimit
+	)
+	it := d.logLim.Iterate()
+	for it.Next(&id, &v) {
+		ids = append(ids, id)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading fw_log_limits: %w", err)
+	}
+	return ids, nil
+}
+
+// putLogLimits gives every logged rule of a generation about to be
+// installed its budget and counters; a rule that had them keeps its
+// counters and its bucket's state. It returns the ids to remove once the
+// generation is in force; those are removed now already when the maps
+// could not hold both.
+func (d *Datapath) putLogLimits(lims []compile.LogLimit) (stale []uint32, err error) {
+	have, err := d.logIDs()
+	if err != nil {
+		return nil, err
+	}
+	want := map[uint32]bool{}
+	for _, l := range lims {
+		want[l.RuleID] = true
+	}
+	had := map[uint32]bool{}
+	for _, id := range have {
+		had[id] = true
+		if !want[id] {
+			stale = append(stale, id)
+		}
+	}
+	added := 0
+	for id := range want {
+		if !had[id] {
+			added++
+		}
+	}
+	if len(have)+added > compile.MaxLogRules {
+		// Old and new do not fit side by side: the old rules' events stop
+		// a moment early (counted as unbudgeted).
+		if err := d.dropLogIDs(stale); err != nil {
+			return nil, err
+		}
+		stale = nil
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lims {
+		var per []xdpfwFwLogStat
+		if d.logStat.Lookup(l.RuleID, &per) != nil {
+			if err := d.logStat.Put(l.RuleID, make([]xdpfwFwLogStat, ncpu)); err != nil {
+				return nil, fmt.Errorf("creating the log counters of rule id %d: %w", l.RuleID, err)
+			}
+		}
+		var cur xdpfwFwLogLimit
+		exists := d.logLim.Lookup(l.RuleID, &cur) == nil
+		if exists && cur.IntervalNs == l.IntervalNS && cur.Burst == l.Burst {
+			continue
+		}
+		v := xdpfwFwLogLimit{Tat: cur.Tat, IntervalNs: l.IntervalNS, Burst: l.Burst}
+		if err := d.logLim.Put(l.RuleID, &v); err != nil {
+			return nil, fmt.Errorf("writing the log budget of rule id %d: %w", l.RuleID, err)
+		}
+	}
+	return stale, nil
+}
+
+// dropLogIDs removes the budgets and counters of rule ids.
+func (d *Datapath) dropLogIDs(ids []uint32) error {
+	for _, id := range ids {
+		for _, m := range []*ebpf.Map{d.logLim, d.logStat} {
+			if err := m.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("removing the log state of rule id %d: %w", id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// LogEventHeader is struct fw_log_event (bpf/types.h), generated by bpf2go:
+// a ring-buffer record is this header, then CapLen bytes of the frame.
+type LogEventHeader = xdpfwFwLogEvent

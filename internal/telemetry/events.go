@@ -1,0 +1,355 @@
+// Package telemetry turns the data plane's log events (bpf/lib/log.h) into
+// what people and tools read: text lines in the style of the kernel's
+// iptables LOG target, JSON records, and pcapng files. `xdpfw log` and the
+// daemon share it; docs/log.md describes the events.
+package telemetry
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// Hook is where an event was taken (enum fw_hook in bpf/types.h).
+type Hook uint8
+
+const (
+	HookIngress Hook = 0 // the XDP program: INPUT and FORWARD
+	HookEgress  Hook = 1 // the tc egress program: OUTPUT
+)
+
+func (h Hook) String() string {
+	if h == HookEgress {
+		return "egress"
+	}
+	return "ingress"
+}
+
+// Event flags (FW_LOG_F_* in bpf/types.h).
+const (
+	flagTarget = 0x01
+	flagTrace  = 0x02
+)
+
+// Event is one log event.
+type Event struct {
+	Time      time.Time      // when the data plane logged it (wall clock)
+	RuleID    uint32         // the rule that logs: a LOG rule, or the deciding rule (--log)
+	VerdictID uint32         // the rule (or policy id) that decided the packet
+	Ifindex   uint32         // arrived on (ingress) or leaves by (egress)
+	PktLen    int            // the frame's length
+	Hook      Hook           //
+	Chain     rules.Chain    //
+	Action    compile.Action // the decision: ACCEPT, DROP or REJECT
+	Reason    compile.Reason // the decision's counter reason (REJECT: before its answer)
+	CTState   uint8          // the packet's connection state (compile.CTNew...)
+	ByLOG     bool           // logged by a LOG rule (false: by its deciding rule's --log)
+	Trace     bool           // a packet of `xdpfw trace`, not traffic
+	Data      []byte         // the frame's first bytes (up to the snap length)
+}
+
+// headerSize is sizeof(struct fw_log_event).
+var headerSize = binary.Size(datapath.LogEventHeader{})
+
+// Decode parses one ring-buffer record.
+func Decode(raw []byte) (Event, error) {
+	var h datapath.LogEventHeader
+	if len(raw) < headerSize {
+		return Event{}, fmt.Errorf("log event of %d bytes, shorter than its %d-byte header", len(raw), headerSize)
+	}
+	if _, err := binary.Decode(raw, binary.NativeEndian, &h); err != nil {
+		return Event{}, fmt.Errorf("decoding a log event: %w", err)
+	}
+	data := raw[headerSize:]
+	if int(h.CapLen) > len(data) {
+		return Event{}, fmt.Errorf("log event claims %d packet bytes, holds %d", h.CapLen, len(data))
+	}
+	return Event{
+		Time:      monoToWall(h.TsNs),
+		RuleID:    h.RuleId,
+		VerdictID: h.VerdictId,
+		Ifindex:   h.Ifindex,
+		PktLen:    int(h.PktLen),
+		Hook:      Hook(h.Hook),
+		Chain:     rules.Chain(h.Chain),
+		Action:    compile.Action(h.Action),
+		Reason:    compile.Reason(h.Reason),
+		CTState:   h.Ctstate,
+		ByLOG:     h.Flags&flagTarget != 0,
+		Trace:     h.Flags&flagTrace != 0,
+		Data:      bytes.Clone(data[:h.CapLen]),
+	}, nil
+}
+
+// monoToWall converts a bpf_ktime_get_ns() time (CLOCK_MONOTONIC) to wall
+// clock time.
+func monoToWall(ns uint64) time.Time {
+	var ts unix.Timespec
+	now := time.Now()
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return now
+	}
+	return now.Add(-time.Duration(uint64(ts.Nano()) - ns))
+}
+
+// RuleInfo is what an event's text needs of a rule.
+type RuleInfo struct {
+	Chain  rules.Chain
+	Num    int    // 1-based within its chain, as `xdpfw list` numbers it
+	Prefix string // --log-prefix
+	Level  string // --log-level ("": the default, warning)
+	Text   string // the rule, canonical
+}
+
+// Rules finds rules by id; a nil Rules knows none.
+type Rules map[uint32]RuleInfo
+
+// IndexRules indexes the rules of rs by their ids.
+func IndexRules(rs *rules.RuleSet, ids []uint32) Rules {
+	out := Rules{}
+	num := map[rules.Chain]int{}
+	for i, r := range rs.Rules {
+		num[r.Chain]++
+		if i < len(ids) {
+			out[ids[i]] = RuleInfo{Chain: r.Chain, Num: num[r.Chain], Prefix: r.Target.LogPrefix, Level: r.Target.LogLevel, Text: r.String()}
+		}
+	}
+	return out
+}
+
+// DefaultLevel is the syslog level of events whose rule names none (as
+// iptables' LOG: warning).
+const DefaultLevel = "warning"
+
+// Level is the syslog level an event is forwarded with.
+func (rs Rules) Level(e *Event) string {
+	if r, ok := rs[e.RuleID]; ok && r.Level != "" {
+		return r.Level
+	}
+	return DefaultLevel
+}
+
+// IfName names interfaces by index ("" when unknown: the index is shown).
+type IfName func(ifindex uint32) string
+
+func ifname(names IfName, idx uint32) string {
+	if names != nil {
+		if n := names(idx); n != "" {
+			return n
+		}
+	}
+	return "if" + strconv.Itoa(int(idx))
+}
+
+// Line formats an event as the kernel's iptables LOG target would (the
+// message without syslog's time stamp), with xdpfw's own fields at the end:
+//
+//	ssh: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=60 TTL=64 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=3
+//
+// RULE is the logging rule's number in its chain; BY names the rule (or
+// the policy) that decided, when another than RULE; REASON appears when
+// the decision's reason is not the rule's or policy's own (e.g.
+// conntrack-full).
+func (e *Event) Line(rs Rules, names IfName) string {
+	var b strings.Builder
+	r, known := rs[e.RuleID]
+	b.WriteString(r.Prefix)
+	in, out := ifname(names, e.Ifindex), ""
+	if e.Hook == HookEgress {
+		in, out = "", in
+	}
+	fmt.Fprintf(&b, "IN=%s OUT=%s", in, out)
+	writePacket(&b, e.Data, e.PktLen)
+	fmt.Fprintf(&b, " CHAIN=%s", e.Chain)
+	if known {
+		fmt.Fprintf(&b, " RULE=%d", r.Num)
+	} else {
+		fmt.Fprintf(&b, " RULEID=%d", e.RuleID)
+	}
+	fmt.Fprintf(&b, " VERDICT=%s", e.Action)
+	if e.VerdictID != e.RuleID {
+		fmt.Fprintf(&b, " BY=%s", rs.verdictRule(e))
+	}
+	if !plainReason(e.Reason) {
+		fmt.Fprintf(&b, " REASON=%s", e.Reason)
+	}
+	if e.Trace {
+		b.WriteString(" TRACE")
+	}
+	return b.String()
+}
+
+// verdictRule names the deciding rule: its number, "policy", or its id.
+func (rs Rules) verdictRule(e *Event) string {
+	if e.VerdictID < compile.FirstRuleID {
+		return "policy"
+	}
+	if r, ok := rs[e.VerdictID]; ok {
+		return strconv.Itoa(r.Num)
+	}
+	return "id" + strconv.Itoa(int(e.VerdictID))
+}
+
+// plainReason: the reason a rule's or a policy's verdict has by itself.
+func plainReason(r compile.Reason) bool {
+	switch r {
+	case compile.ReasonRuleAccept, compile.ReasonRuleDrop, compile.ReasonRuleReject,
+		compile.ReasonPolicyAccept, compile.ReasonPolicyDrop:
+		return true
+	}
+	return false
+}
+
+// writePacket writes the kernel LOG target's packet fields for the
+// captured bytes of a frame of length n (FRAMELEN= alone when they hold no
+// IP header).
+func writePacket(b *strings.Builder, data []byte, n int) {
+	if len(data) >= 14 {
+		b.WriteString(" MAC=")
+		for i := 0; i < 14; i++ {
+			if i > 0 {
+				b.WriteByte(':')
+			}
+			fmt.Fprintf(b, "%02x", data[i])
+		}
+	}
+	p, err := packet.DecodeCut(data)
+	if (err != nil && !errors.Is(err, packet.ErrTruncated)) || !p.Src.IsValid() {
+		fmt.Fprintf(b, " FRAMELEN=%d", n)
+		return
+	}
+	if len(p.VLANs) > 0 {
+		fmt.Fprintf(b, " VLAN=%d", p.VLANs[0])
+	}
+	fmt.Fprintf(b, " SRC=%s DST=%s LEN=%d", p.Src, p.Dst, ipLen(data, p))
+	if p.Src.Is4() {
+		fmt.Fprintf(b, " TTL=%d", p.TTL)
+	} else {
+		fmt.Fprintf(b, " HOPLIMIT=%d", p.TTL)
+	}
+	if p.FragOffset != 0 {
+		fmt.Fprintf(b, " FRAG:%d", p.FragOffset)
+	}
+	if p.MoreFragments {
+		b.WriteString(" MF")
+	}
+	fmt.Fprintf(b, " PROTO=%s", protoName(p.Proto))
+	if !p.L4Present() || err != nil && p.SPort == 0 && p.DPort == 0 && p.ICMPType == 0 {
+		return
+	}
+	switch p.Proto {
+	case packet.ProtoTCP:
+		fmt.Fprintf(b, " SPT=%d DPT=%d", p.SPort, p.DPort)
+		for i, name := range []string{"FIN", "SYN", "RST", "PSH", "ACK", "URG"} {
+			if p.TCPFlags&(1<<i) != 0 {
+				b.WriteString(" " + name)
+			}
+		}
+	case packet.ProtoUDP:
+		fmt.Fprintf(b, " SPT=%d DPT=%d", p.SPort, p.DPort)
+	case packet.ProtoICMP, packet.ProtoICMPv6:
+		fmt.Fprintf(b, " TYPE=%d CODE=%d", p.ICMPType, p.ICMPCode)
+	}
+}
+
+// ipLen is the IP packet's length its header announces (as the kernel's
+// LEN=; Ethernet padding does not count). DecodeCut found the IP header.
+func ipLen(data []byte, p packet.Packet) int {
+	l3 := 14 + 4*len(p.VLANs)
+	if p.Src.Is4() {
+		return int(binary.BigEndian.Uint16(data[l3+2:]))
+	}
+	return 40 + int(binary.BigEndian.Uint16(data[l3+4:]))
+}
+
+// protoName is the kernel LOG target's name of a protocol.
+func protoName(p uint8) string {
+	switch p {
+	case packet.ProtoTCP:
+		return "TCP"
+	case packet.ProtoUDP:
+		return "UDP"
+	case packet.ProtoICMP:
+		return "ICMP"
+	case packet.ProtoICMPv6:
+		return "ICMPv6"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// Record is an event as `xdpfw log --json` prints it, one object per line.
+type Record struct {
+	Time      time.Time `json:"time"`
+	RuleID    uint32    `json:"rule_id"`
+	Rule      int       `json:"rule,omitempty"` // number in its chain (0: not in the rule set in force any more)
+	Chain     string    `json:"chain"`
+	Prefix    string    `json:"prefix,omitempty"`
+	Level     string    `json:"level"`
+	ByLOG     bool      `json:"by_log_rule"` // a LOG rule logged it (false: the deciding rule's --log)
+	Verdict   string    `json:"verdict"`
+	Reason    string    `json:"reason"`
+	VerdictID uint32    `json:"verdict_rule_id"`
+	By        string    `json:"decided_by"` // the deciding rule's number, or "policy"
+	Hook      string    `json:"hook"`
+	In        string    `json:"in,omitempty"`
+	Out       string    `json:"out,omitempty"`
+	Ifindex   uint32    `json:"ifindex"`
+	CTState   string    `json:"ctstate"`
+	Len       int       `json:"len"`    // the frame's length
+	CapLen    int       `json:"caplen"` // bytes captured (data)
+	Src       string    `json:"src,omitempty"`
+	Dst       string    `json:"dst,omitempty"`
+	Proto     *uint8    `json:"proto,omitempty"`
+	SPort     *uint16   `json:"sport,omitempty"`
+	DPort     *uint16   `json:"dport,omitempty"`
+	TCPFlags  string    `json:"tcp_flags,omitempty"`
+	ICMPType  *uint8    `json:"icmp_type,omitempty"`
+	ICMPCode  *uint8    `json:"icmp_code,omitempty"`
+	VLANs     []uint16  `json:"vlans,omitempty"`
+	Trace     bool      `json:"trace,omitempty"`
+	Data      string    `json:"data"` // the captured bytes, hex
+}
+
+// Record returns the event as a JSON record.
+func (e *Event) Record(rs Rules, names IfName) Record {
+	r := rs[e.RuleID]
+	rec := Record{Time: e.Time, RuleID: e.RuleID, Rule: r.Num, Chain: e.Chain.String(), Prefix: r.Prefix, Level: rs.Level(e),
+		ByLOG: e.ByLOG, Verdict: e.Action.String(), Reason: e.Reason.String(), VerdictID: e.VerdictID, By: rs.verdictRule(e),
+		Hook: e.Hook.String(), Ifindex: e.Ifindex, CTState: compile.CTStateName(e.CTState), Len: e.PktLen, CapLen: len(e.Data),
+		Trace: e.Trace, Data: hex.EncodeToString(e.Data)}
+	if e.Hook == HookEgress {
+		rec.Out = ifname(names, e.Ifindex)
+	} else {
+		rec.In = ifname(names, e.Ifindex)
+	}
+	p, err := packet.DecodeCut(e.Data)
+	if (err != nil && !errors.Is(err, packet.ErrTruncated)) || !p.Src.IsValid() {
+		return rec
+	}
+	rec.Src, rec.Dst, rec.Proto, rec.VLANs = p.Src.String(), p.Dst.String(), &p.Proto, p.VLANs
+	if !p.L4Present() || err != nil && p.SPort == 0 && p.DPort == 0 && p.ICMPType == 0 {
+		return rec
+	}
+	switch p.Proto {
+	case packet.ProtoTCP, packet.ProtoUDP:
+		rec.SPort, rec.DPort = &p.SPort, &p.DPort
+		if p.Proto == packet.ProtoTCP {
+			rec.TCPFlags = packet.TCPFlagsString(p.TCPFlags)
+		}
+	case packet.ProtoICMP, packet.ProtoICMPv6:
+		rec.ICMPType, rec.ICMPCode = &p.ICMPType, &p.ICMPCode
+	}
+	return rec
+}

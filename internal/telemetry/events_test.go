@@ -1,0 +1,149 @@
+package telemetry
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// record builds a ring-buffer record as the data plane writes it: the
+// header, then the frame's first snap bytes, then the unused rest of the
+// fixed-size record.
+func record(t *testing.T, h datapath.LogEventHeader, frame []byte, snap int) []byte {
+	t.Helper()
+	n := min(len(frame), snap)
+	h.PktLen, h.CapLen = uint32(len(frame)), uint16(n)
+	raw, err := binary.Append(nil, binary.NativeEndian, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = append(raw, frame[:n]...)
+	return append(raw, make([]byte, snap-n)...)
+}
+
+func testRules(t *testing.T) (*rules.RuleSet, Rules) {
+	t.Helper()
+	rs, err := rules.Parse("t.rules", []byte(`-A INPUT -p tcp --dport 22 -j LOG --log-prefix "ssh: " --log-level info
+-A INPUT -p tcp --dport 22 -j ACCEPT
+-A INPUT -j DROP --log
+-A OUTPUT -j LOG
+`), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs, IndexRules(rs, []uint32{16, 17, 18, 19})
+}
+
+var names = IfName(func(i uint32) string { return map[uint32]string{2: "eth0", 3: "eth1"}[i] })
+
+func TestDecodeAndFormat(t *testing.T) {
+	_, rs := testRules(t)
+	syn := (&packet.Packet{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
+		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: packet.ProtoTCP,
+		SPort: 40000, DPort: 22, TCPFlags: packet.TCPSyn, TTL: 63, Payload: make([]byte, 100)}).Bytes()
+	udp6 := (&packet.Packet{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"),
+		Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, VLANs: []uint16{10}, Payload: make([]byte, 300)}).Bytes()
+	for _, c := range []struct {
+		name  string
+		h     datapath.LogEventHeader
+		frame []byte
+		snap  int
+		line  string
+		check func(t *testing.T, r Record)
+	}{
+		{"LOG rule, then ACCEPT", datapath.LogEventHeader{TsNs: 1, RuleId: 16, VerdictId: 17, Ifindex: 2, Hook: 0, Chain: 0,
+			Action: uint8(compile.ActAccept), Reason: uint8(compile.ReasonRuleAccept), Flags: flagTarget}, syn, 128,
+			"ssh: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TTL=63 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=2",
+			func(t *testing.T, r Record) {
+				if r.Rule != 1 || r.Prefix != "ssh: " || r.Level != "info" || !r.ByLOG || r.By != "2" || *r.DPort != 22 || r.TCPFlags != "SYN" || r.CapLen != 128 || r.Len != len(syn) {
+					t.Errorf("record %+v", r)
+				}
+			}},
+		{"--log on DROP, cut at 60 bytes, conntrack full", datapath.LogEventHeader{RuleId: 18, VerdictId: 18, Ifindex: 3,
+			Action: uint8(compile.ActDrop), Reason: uint8(compile.ReasonCTFull), Ctstate: compile.CTNew}, udp6, 60,
+			"IN=eth1 OUT= MAC=00:00:00:00:00:00:00:00:00:00:00:00:81:00 VLAN=10 SRC=2001:db8::1 DST=2001:db8::2 LEN=348 HOPLIMIT=64 PROTO=UDP CHAIN=INPUT RULE=3 VERDICT=DROP REASON=conntrack-full",
+			func(t *testing.T, r Record) {
+				if r.Level != DefaultLevel || r.ByLOG || r.Len != len(udp6) || r.CapLen != 60 || r.SPort != nil || r.Src != "2001:db8::1" || r.VLANs[0] != 10 {
+					t.Errorf("record %+v", r)
+				}
+			}},
+		{"egress, unknown interface, snap 0, policy, trace", datapath.LogEventHeader{RuleId: 19, VerdictId: compile.PolicyID(2, false),
+			Ifindex: 9, Hook: 1, Chain: 2, Action: uint8(compile.ActAccept), Reason: uint8(compile.ReasonPolicyAccept), Flags: flagTarget | flagTrace},
+			syn, 0, "IN= OUT=if9 FRAMELEN=154 CHAIN=OUTPUT RULE=1 VERDICT=ACCEPT BY=policy TRACE",
+			func(t *testing.T, r Record) {
+				if r.Out != "if9" || r.In != "" || r.Hook != "egress" || r.By != "policy" || r.Data != "" || !r.Trace {
+					t.Errorf("record %+v", r)
+				}
+			}},
+		{"a rule no longer in force", datapath.LogEventHeader{RuleId: 99, VerdictId: 99, Ifindex: 2, Action: uint8(compile.ActDrop)}, syn, 128,
+			"IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TTL=63 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULEID=99 VERDICT=DROP",
+			nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := time.Now()
+			e, err := Decode(record(t, c.h, c.frame, c.snap))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := min(len(c.frame), c.snap); string(e.Data) != string(c.frame[:n]) || e.PktLen != len(c.frame) {
+				t.Errorf("data %x (len %d), want the frame's first %d bytes", e.Data, e.PktLen, n)
+			}
+			// ts 1 ns after boot: long before now
+			if c.h.TsNs == 1 && !e.Time.Before(before.Add(-time.Second)) {
+				t.Errorf("time %v for a time stamp at boot", e.Time)
+			}
+			if got := e.Line(rs, names); got != c.line {
+				t.Errorf("line\n got %s\nwant %s", got, c.line)
+			}
+			r := e.Record(rs, names)
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Record
+			if err := json.Unmarshal(b, &back); err != nil || back.RuleID != c.h.RuleId || back.Verdict != compile.Action(c.h.Action).String() {
+				t.Errorf("JSON %s: %v", b, err)
+			}
+			if c.check != nil {
+				c.check(t, back)
+			}
+		})
+	}
+	if _, err := Decode(make([]byte, 10)); err == nil || !strings.Contains(err.Error(), "shorter than its") {
+		t.Errorf("short record: %v", err)
+	}
+	bad := record(t, datapath.LogEventHeader{}, syn, 20)
+	binary.NativeEndian.PutUint16(bad[24:], 200) // cap_len beyond the record
+	if _, err := Decode(bad); err == nil {
+		t.Error("a record claiming more bytes than it holds decoded")
+	}
+}
+
+// TestEventTime: an event stamped now (CLOCK_MONOTONIC, as
+// bpf_ktime_get_ns) gets the wall-clock time of now.
+func TestEventTime(t *testing.T) {
+	now := time.Now()
+	e := monoToWall(monoNow(t))
+	if d := e.Sub(now); d < -50*time.Millisecond || d > 50*time.Millisecond {
+		t.Errorf("time %v is %v off now", e, d)
+	}
+}
+
+func monoNow(t *testing.T) uint64 {
+	t.Helper()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
+}
