@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"sort"
@@ -52,9 +51,9 @@ suppresses, and what a full ring buffer (1 MiB) loses, is counted: the
 summary on stderr, and --stats, say how many.
 
 Only one process can read the events: the ring buffer hands each event to
-one reader, so a second 'xdpfw log' is refused. The daemon (not written yet)
-will forward the events to journald/syslog and hold the reader's place
-while it runs; read the journal then.`,
+one reader, so a second 'xdpfw log' is refused. xdpfw daemon with
+log.events: journal or syslog forwards the events and holds the reader's
+place while it runs; read the journal (or syslog) then.`,
 		Example: `  xdpfw log                              the events waiting, then exit
   xdpfw log --follow                     keep printing (Ctrl-C stops)
   xdpfw log --follow --json | jq .src    one JSON object per event
@@ -131,7 +130,7 @@ func (e *env) logEvents(ctx context.Context, o logOpts) error {
 		}
 		return out.Flush()
 	}
-	names := ifNames()
+	names := telemetry.KernelIfNames()
 	rules := telemetry.IndexRules(in.Rules, in.IDs)
 	reread := map[uint32]bool{} // rule ids the state was re-read for
 	enc := json.NewEncoder(out)
@@ -208,22 +207,6 @@ func (e *env) logSummary(n, byLOG int, pcap string) {
 		fmt.Fprintf(e.stderr, ", %d packets matched more LOG rules than log one", st.Overflow)
 	}
 	fmt.Fprintln(e.stderr)
-}
-
-// ifNames names interfaces by index, asking the kernel once per index.
-func ifNames() telemetry.IfName {
-	cache := map[uint32]string{}
-	return func(i uint32) string {
-		if n, ok := cache[i]; ok {
-			return n
-		}
-		n := ""
-		if ifc, err := net.InterfaceByIndex(int(i)); err == nil {
-			n = ifc.Name
-		}
-		cache[i] = n
-		return n
-	}
 }
 
 // logRuleStats is one rule's line of --stats.

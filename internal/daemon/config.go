@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,12 @@ type MetricsConfig struct {
 type LogConfig struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 	Format string `yaml:"format"` // text or json
+	// Events is where the events of LOG and --log rules go: none (the
+	// default: `xdpfw log` reads them), journal or syslog.
+	Events string `yaml:"events"`
+	// SyslogAddress is where events: syslog sends them, NETWORK:ADDRESS
+	// (e.g. udp:192.0.2.1:514, unixgram:/dev/log); "": the local syslog.
+	SyslogAddress string `yaml:"syslog_address"`
 }
 
 // Duration is a time.Duration written as "10s", "1m".
@@ -136,7 +143,7 @@ func defaults() Config {
 		Conntrack: ConntrackConfig{Full: "drop", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
 		Reject:    RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst},
 		Metrics:   MetricsConfig{Listen: DefaultMetricsListen},
-		Log:       LogConfig{Level: "info", Format: "text"},
+		Log:       LogConfig{Level: "info", Format: "text", Events: EventsNone},
 		Watch:     true,
 	}
 }
@@ -251,6 +258,14 @@ func (c *Config) check(root *yaml.Node) error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad(fmt.Sprintf("%q: want text or json", c.Log.Format), "log", "format")
+	}
+	if c.Log.SyslogAddress != "" {
+		if n, a, ok := strings.Cut(c.Log.SyslogAddress, ":"); !ok || a == "" || !slices.Contains([]string{"udp", "tcp", "unix", "unixgram"}, n) {
+			bad(fmt.Sprintf("%q: want NETWORK:ADDRESS with NETWORK udp, tcp, unix or unixgram", c.Log.SyslogAddress), "log", "syslog_address")
+		}
+	}
+	if c.Log.Events != EventsNone && c.Log.Events != EventsJournal && c.Log.Events != EventsSyslog {
+		bad(fmt.Sprintf("%q: want none, journal or syslog", c.Log.Events), "log", "events")
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "\n"))

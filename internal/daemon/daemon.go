@@ -38,6 +38,15 @@ type Daemon struct {
 	mu      sync.Mutex // guards cfg
 	cfg     *Config
 	metrics *metricsServer
+	events  *forwarder
+}
+
+// stderr is where the daemon logs.
+func (d *Daemon) stderr() io.Writer {
+	if d.Stderr == nil {
+		return os.Stderr
+	}
+	return d.Stderr
 }
 
 // settle is how long the files must stay quiet after a change before the
@@ -51,12 +60,12 @@ const settle = 200 * time.Millisecond
 // firewall pinned before, if any, stays in force); later, a bad reload is
 // logged and the configuration in force stays.
 func (d *Daemon) Run(ctx context.Context) error {
-	d.log = newLogger(d.Stderr, LogConfig{Level: "info", Format: "text"})
+	d.log = newLogger(d.stderr(), LogConfig{Level: "info", Format: "text"})
 	cfg, err := LoadConfig(d.ConfigPath)
 	if err != nil {
 		return err
 	}
-	d.log = newLogger(d.Stderr, cfg.Log)
+	d.log = newLogger(d.stderr(), cfg.Log)
 	d.log.Info("starting", "config", d.ConfigPath, "pin_dir", d.Paths.PinDir, "program", datapath.ProgramVersion())
 	if err := d.put(cfg, true); err != nil {
 		return fmt.Errorf("%w (what was in force before, if anything, stays in force)", err)
@@ -77,6 +86,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.serveMetrics(cfg)
 	defer d.metrics.stop()
+	d.events = d.forwardEvents(cfg)
+	defer func() { d.events.close() }()
 
 	gcCtx, stopGC := context.WithCancel(ctx)
 	var gcDone sync.WaitGroup
@@ -144,7 +155,11 @@ func (d *Daemon) reload(w *watcher) {
 		d.serveMetrics(cfg)
 	}
 	if old.Log != cfg.Log {
-		d.log = newLogger(d.Stderr, cfg.Log)
+		d.log = newLogger(d.stderr(), cfg.Log)
+	}
+	if old.Log.Events != cfg.Log.Events {
+		d.events.close()
+		d.events = d.forwardEvents(cfg)
 	}
 }
 
@@ -436,9 +451,6 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 func newLogger(w io.Writer, c LogConfig) *slog.Logger {
-	if w == nil {
-		w = os.Stderr
-	}
 	l, _ := parseLevel(c.Level)
 	opts := &slog.HandlerOptions{Level: l}
 	if c.Format == "json" {

@@ -305,7 +305,7 @@ func removeFresh(p Paths, st *state) {
 		return
 	}
 	_ = datapath.Unpin(p.PinDir)
-	_ = os.Remove(p.stateFile())
+	_ = os.Remove(p.StateFile())
 }
 
 // Apply replaces the whole rule set atomically.
@@ -358,7 +358,7 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	logRate := opt.LogRate
 	if logRate.IsZero() && f.st.LogRate != "" {
 		if logRate, err = rules.ParseLogRate(f.st.LogRate); err != nil {
-			return nil, fmt.Errorf("the log rate in force (%s): %w", f.paths.stateFile(), err)
+			return nil, fmt.Errorf("the log rate in force (%s): %w", f.paths.StateFile(), err)
 		}
 	}
 	logBurst := pick(opt.LogBurst, f.st.LogBurst)

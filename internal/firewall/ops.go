@@ -185,7 +185,7 @@ func teardown(p Paths) error {
 	if err := datapath.Unpin(p.PinDir); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.Remove(p.stateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(p.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

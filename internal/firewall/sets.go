@@ -155,7 +155,7 @@ func (s *Sets) save() error {
 	if err := datapath.Unpin(s.paths.PinDir); err != nil {
 		return err
 	}
-	if err := os.Remove(s.paths.stateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(s.paths.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

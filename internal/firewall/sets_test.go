@@ -318,7 +318,7 @@ func TestSetCreate(t *testing.T) {
 	if pins := e.pins(); len(pins) != 0 {
 		t.Errorf("pinned after the last set went: %v", pins)
 	}
-	if _, err := os.Stat(e.p.stateFile()); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(e.p.StateFile()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state file after the last set went: %v", err)
 	}
 }
@@ -380,7 +380,7 @@ func TestStateVersions(t *testing.T) {
 	p := Paths{StateDir: t.TempDir()}
 	v1 := `{"version": 1, "generation": 3, "rules": "-A INPUT -p tcp --dport 22 -j ACCEPT\n", "ids": [16],
 	"interfaces": {"eth0": {"ifindex": 2, "mode": "generic"}}, "malformed": "drop"}`
-	if err := os.WriteFile(p.stateFile(), []byte(v1), 0o600); err != nil {
+	if err := os.WriteFile(p.StateFile(), []byte(v1), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st, rs, err := loadState(p)
@@ -401,7 +401,7 @@ func TestStateVersions(t *testing.T) {
 	if err := st.save(p); err != nil || version() != 2 {
 		t.Errorf("saved with sets: version %d, %v", version(), err)
 	}
-	if err := os.WriteFile(p.stateFile(), []byte(`{"version": 3}`), 0o600); err != nil {
+	if err := os.WriteFile(p.StateFile(), []byte(`{"version": 3}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := loadState(p); err == nil || !strings.Contains(err.Error(), "state version 3") {

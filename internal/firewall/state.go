@@ -87,10 +87,10 @@ func newState() *state {
 // opposed to holding named sets only.
 func (st *state) loaded() bool { return len(st.Interfaces) > 0 }
 
-func (p Paths) stateFile() string { return filepath.Join(p.StateDir, "state.json") }
+func (p Paths) StateFile() string { return filepath.Join(p.StateDir, "state.json") }
 
 func loadState(p Paths) (*state, *rules.RuleSet, error) {
-	b, err := os.ReadFile(p.stateFile())
+	b, err := os.ReadFile(p.StateFile())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -99,17 +99,17 @@ func loadState(p Paths) (*state, *rules.RuleSet, error) {
 	}
 	var st state
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", p.stateFile(), err)
+		return nil, nil, fmt.Errorf("%s: %w", p.StateFile(), err)
 	}
 	if st.Version != stateVersion && st.Version != stateVersionV1 {
-		return nil, nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d and %d", p.stateFile(), st.Version, stateVersionV1, stateVersion)
+		return nil, nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d and %d", p.StateFile(), st.Version, stateVersionV1, stateVersion)
 	}
-	rs, err := rules.Parse(p.stateFile(), []byte(st.Rules), rules.ParseOptions{})
+	rs, err := rules.Parse(p.StateFile(), []byte(st.Rules), rules.ParseOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("state rules do not parse (corrupt state?): %w", err)
 	}
 	if len(rs.Rules) != len(st.IDs) {
-		return nil, nil, fmt.Errorf("%s: %d rules but %d ids", p.stateFile(), len(rs.Rules), len(st.IDs))
+		return nil, nil, fmt.Errorf("%s: %d rules but %d ids", p.StateFile(), len(rs.Rules), len(st.IDs))
 	}
 	if st.Interfaces == nil {
 		st.Interfaces = map[string]Iface{}
@@ -160,11 +160,11 @@ func (st *state) save(p Paths) error {
 	if err != nil {
 		return err
 	}
-	tmp := p.stateFile() + ".tmp"
+	tmp := p.StateFile() + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, p.stateFile())
+	return os.Rename(tmp, p.StateFile())
 }
 
 // lock serializes xdpfw invocations that change the firewall.

@@ -484,3 +484,17 @@ func parseRejectWith(s string) (string, Family, *valueErr) {
 			"IPv6: icmp6-no-route, icmp6-adm-prohibited, icmp6-addr-unreachable, icmp6-port-unreachable; " +
 			"both: tcp-reset"}
 }
+
+// SyslogPriority is the syslog priority (0 emerg .. 7 debug) of a
+// --log-level value; "" (none given) is warning, as iptables' LOG.
+func SyslogPriority(level string) int {
+	if level == "" {
+		level = "warning"
+	}
+	for i, l := range logLevels {
+		if l == level {
+			return i
+		}
+	}
+	return 4
+}

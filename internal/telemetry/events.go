@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -143,6 +144,22 @@ func (rs Rules) Level(e *Event) string {
 
 // IfName names interfaces by index ("" when unknown: the index is shown).
 type IfName func(ifindex uint32) string
+
+// KernelIfNames names interfaces by index, asking the kernel once per index.
+func KernelIfNames() IfName {
+	cache := map[uint32]string{}
+	return func(i uint32) string {
+		if n, ok := cache[i]; ok {
+			return n
+		}
+		n := ""
+		if ifc, err := net.InterfaceByIndex(int(i)); err == nil {
+			n = ifc.Name
+		}
+		cache[i] = n
+		return n
+	}
+}
 
 func ifname(names IfName, idx uint32) string {
 	if names != nil {

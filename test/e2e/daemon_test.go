@@ -389,3 +389,62 @@ func TestDaemonCapabilities(t *testing.T) {
 		t.Errorf("errors with the unit's capabilities (%s):\n%s", set, d.stderr)
 	}
 }
+
+// TestDaemonLogEvents: with log.events the daemon forwards the events of
+// logged rules, each at its rule's --log-level: to journald (a "<N>"
+// prefix on standard error) and to a syslog socket (here the test's own).
+// While it forwards, `xdpfw log` is refused (one reader at a time).
+func TestDaemonLogEvents(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	dir := t.TempDir()
+	sysSock := filepath.Join(dir, "syslog")
+	syslogConn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sysSock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syslogConn.Close()
+	rulesFile := filepath.Join(dir, "rules.conf")
+	writeAtomic(t, rulesFile, `-A INPUT -p udp --dport 5004 -j DROP --log --log-prefix "dropped: " --log-level notice`)
+	config := filepath.Join(dir, "xdpfw.yaml")
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", `metrics: {listen: ""}`, "log: {events: journal}")
+	f := newFW(t, l.srv)
+	d := f.startDaemon(config)
+	if !poll(t.Context(), cmdTimeout, func() bool { return strings.Contains(d.stderr.String(), "forwarding log events") }) {
+		t.Fatalf("the daemon does not forward events:\n%s", d.stderr)
+	}
+	if r := f.run("log", "--count", "1"); r.code == 0 || !strings.Contains(r.stderr, "pid") {
+		t.Errorf("xdpfw log while the daemon forwards: want a refusal naming the reader: %s", r)
+	}
+	sender := newUDPSender(t, l.cli, "")
+	sender.send(t, hostPort(l.srv4, 5004), "x", 0, 3)
+	want := fmt.Sprintf("<5>dropped: IN=%s ", l.srvIf) // notice = 5
+	if !poll(t.Context(), arriveTimeout, func() bool { return strings.Count(d.stderr.String(), want) == 3 }) {
+		t.Fatalf("want 3 journal lines %q in the daemon's output:\n%s", want, d.stderr)
+	}
+	for _, line := range strings.Split(d.stderr.String(), "\n") {
+		if strings.HasPrefix(line, want) && (!strings.Contains(line, "SRC="+l.cli4+" DST="+l.srv4) || !strings.Contains(line, "DPT=5004") ||
+			!strings.Contains(line, "VERDICT=DROP")) {
+			t.Errorf("journal line lacks the packet's fields: %s", line)
+		}
+	}
+
+	// To syslog instead: a reload switches the forwarder.
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", `metrics: {listen: ""}`,
+		"log: {events: syslog, syslog_address: \"unixgram:"+sysSock+"\"}")
+	d.reloaded()
+	if !poll(t.Context(), cmdTimeout, func() bool { return strings.Count(d.stderr.String(), "forwarding log events") == 2 }) {
+		t.Fatalf("the daemon does not forward events to syslog:\n%s", d.stderr)
+	}
+	sender.send(t, hostPort(l.srv4, 5004), "y", 0, 1)
+	_ = syslogConn.SetReadDeadline(time.Now().Add(arriveTimeout))
+	buf := make([]byte, 4096)
+	n, err := syslogConn.Read(buf)
+	if err != nil {
+		t.Fatalf("no syslog message: %v\n%s", err, d.stderr)
+	}
+	// <PRI> with facility daemon (3) and severity notice (5): 3*8+5 = 29.
+	if msg := string(buf[:n]); !strings.HasPrefix(msg, "<29>") || !strings.Contains(msg, "xdpfw") || !strings.Contains(msg, "dropped: IN="+l.srvIf) {
+		t.Errorf("syslog message %q: want <29>, the tag xdpfw and the event", msg)
+	}
+}
