@@ -58,6 +58,12 @@ var (
 		"Size of the connection tracking table (load --ct-max).", nil, nil)
 	mCTEvents = prometheus.NewDesc("xdpfw_conntrack_events_total",
 		"Conntrack events: created, table_full (NEW connections refused), invalid (packets), expired_replaced (expired entries the data plane evicted for a new connection).", []string{"event"}, nil)
+	mLogEvents = prometheus.NewDesc("xdpfw_log_events_total",
+		"Events of LOG and --log rules: emitted (put in the ring buffer), suppressed (over the rule's rate limit), lost (the ring buffer was full: no reader, or a slow one).", []string{"outcome"}, nil)
+	mLogOverflow = prometheus.NewDesc("xdpfw_log_overflow_packets_total",
+		"Packets that more LOG rules matched than log one packet (the later rules did not log them).", nil, nil)
+	mRuleLogEvents = prometheus.NewDesc("xdpfw_rule_log_events_total",
+		"Events of one logging rule, by outcome (emitted, suppressed, lost).", append(append([]string{}, ruleLabels...), "outcome"), nil)
 	mBPFStats = prometheus.NewDesc("xdpfw_bpf_stats_enabled",
 		"1 when the kernel collects program run time (sysctl kernel.bpf_stats_enabled=1, or this process holds BPF_ENABLE_STATS); the xdpfw_program_* metrics exist only then or once runs were counted.", nil, nil)
 	mProgRunTime = prometheus.NewDesc("xdpfw_program_run_time_seconds_total",
@@ -67,7 +73,7 @@ var (
 	mProgMisses = prometheus.NewDesc("xdpfw_program_recursion_misses_total",
 		"Times the program was not run because another BPF program was running on the CPU.", []string{"program"}, nil)
 
-	allDescs = []*prometheus.Desc{mLoaded, mGeneration, mRules, mInterface, mRulePackets, mRuleBytes, mRuleLastHit,
+	allDescs = []*prometheus.Desc{mLogEvents, mLogOverflow, mRuleLogEvents, mLoaded, mGeneration, mRules, mInterface, mRulePackets, mRuleBytes, mRuleLastHit,
 		mPolicyPackets, mPolicyBytes, mReasonPackets, mReasonBytes, mDropped, mActionPackets, mActionBytes,
 		mCTEntries, mCTExpired, mCTMax, mCTEvents, mBPFStats, mProgRunTime, mProgRuns, mProgMisses}
 )
@@ -145,6 +151,21 @@ func collect(ch chan<- prometheus.Metric, s *Snapshot) {
 	gauge(mCTMax, float64(s.Conntrack.Max))
 	for ev, n := range s.Conntrack.Events {
 		counter(mCTEvents, float64(n), ev)
+	}
+	logEvents := func(d *prometheus.Desc, c datapath.LogCounter, labels ...string) {
+		for _, o := range []struct {
+			name string
+			n    uint64
+		}{{"emitted", c.Emitted}, {"suppressed", c.Suppressed}, {"lost", c.Lost}} {
+			counter(d, float64(o.n), append(labels, o.name)...)
+		}
+	}
+	logEvents(mLogEvents, s.Log.Total)
+	counter(mLogOverflow, float64(s.Log.Overflow))
+	for _, r := range s.Rules {
+		if r.Log != nil {
+			logEvents(mRuleLogEvents, *r.Log, r.Chain, strconv.Itoa(r.Num), r.Hash)
+		}
 	}
 	enabled := 0.0
 	if s.BPFStats {

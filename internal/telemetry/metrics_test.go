@@ -28,7 +28,7 @@ func fullSnapshot() *Snapshot {
 		Interfaces: []Interface{{Name: "eth0", Index: 2, Mode: "native"}},
 		Rules: []Rule{
 			{Chain: "INPUT", Num: 1, ID: 16, Text: "-A INPUT -p udp --dport 9 -j DROP", Hash: RuleHash("-A INPUT -p udp --dport 9 -j DROP"),
-				Counter: datapath.Counter{Packets: 10, Bytes: 640, Last: hit}},
+				Counter: datapath.Counter{Packets: 10, Bytes: 640, Last: hit}, Log: &datapath.LogCounter{Emitted: 6, Suppressed: 4, Lost: 1}},
 			{Chain: "INPUT", Num: 2, ID: 17, Text: "-A INPUT -j ACCEPT", Hash: RuleHash("-A INPUT -j ACCEPT")},
 		},
 		Policies: []Policy{{Chain: "INPUT", Family: "ipv4", Verdict: "DROP", Counter: datapath.Counter{Packets: 3, Bytes: 180}}},
@@ -36,6 +36,7 @@ func fullSnapshot() *Snapshot {
 		Actions:  []Action{{Hook: "xdp", Action: "XDP_DROP", Counter: datapath.Counter{Packets: 10, Bytes: 640}}},
 		Conntrack: Conntrack{Entries: 5, Max: 1024, Expired: 1, ByState: map[string]int{"ESTABLISHED": 4},
 			Events: map[string]uint64{"created": 9, "table_full": 2}},
+		Log:      datapath.LogStats{Total: datapath.LogCounter{Emitted: 6, Suppressed: 4, Lost: 1}, Overflow: 3},
 		BPFStats: true,
 		Programs: []Program{{Name: "xdpfw_ingress", Hook: "xdp", ID: 42, RunTime: 1500 * time.Millisecond, Runs: 3000, RecursionMisses: 1}},
 	}
@@ -104,6 +105,11 @@ func TestCollector(t *testing.T) {
 		{"xdpfw_conntrack_expired_entries", nil, 1},
 		{"xdpfw_conntrack_max_entries", nil, 1024},
 		{"xdpfw_conntrack_events_total", map[string]string{"event": "table_full"}, 2},
+		{"xdpfw_log_events_total", map[string]string{"outcome": "emitted"}, 6},
+		{"xdpfw_log_events_total", map[string]string{"outcome": "suppressed"}, 4},
+		{"xdpfw_log_events_total", map[string]string{"outcome": "lost"}, 1},
+		{"xdpfw_log_overflow_packets_total", nil, 3},
+		{"xdpfw_rule_log_events_total", map[string]string{"rule": "1", "hash": h, "outcome": "suppressed"}, 4},
 		{"xdpfw_bpf_stats_enabled", nil, 1},
 		{"xdpfw_program_run_time_seconds_total", map[string]string{"program": "xdpfw_ingress"}, 1.5},
 		{"xdpfw_program_runs_total", map[string]string{"program": "xdpfw_ingress"}, 3000},

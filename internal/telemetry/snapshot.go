@@ -43,6 +43,8 @@ type Snapshot struct {
 	Reasons    []Reason    `json:"reasons"`  // every reason, in enum order
 	Actions    []Action    `json:"actions"`  // every program outcome, in enum order
 	Conntrack  Conntrack   `json:"conntrack"`
+	// Log counts the events of LOG and --log rules (per rule: Rule.Log).
+	Log datapath.LogStats `json:"log"`
 	// BPFStats says whether the kernel collects program run time and run
 	// counts now: sysctl kernel.bpf_stats_enabled=1, or this process
 	// holds BPF_ENABLE_STATS (EnableProgramStats). Another process holding
@@ -70,6 +72,7 @@ type Rule struct {
 	// Hash identifies the rule's text across renumbering: RuleHash(Text).
 	Hash string `json:"hash"`
 	datapath.Counter
+	Log *datapath.LogCounter `json:"log,omitempty"` // a rule that logs: its events
 }
 
 // Policy is a chain's policy for one family and the packets it decided.
@@ -169,13 +172,14 @@ func TakeFrom(fw *firewall.Firewall) (*Snapshot, error) {
 	sort.Slice(s.Interfaces, func(i, j int) bool { return s.Interfaces[i].Name < s.Interfaces[j].Name })
 	for _, r := range l.Rules {
 		s.Rules = append(s.Rules, Rule{Chain: r.Chain, Num: r.Num, ID: r.ID, Text: r.Rule, Hash: RuleHash(r.Rule),
-			Counter: r.Counter})
+			Counter: r.Counter, Log: r.Log})
 	}
 	for _, p := range l.Policies {
 		s.Policies = append(s.Policies, Policy{Chain: p.Chain, Family: p.Family, Verdict: p.Verdict, Counter: p.Counter})
 	}
 	s.Reasons, s.Actions = fromOutcomes(oc)
 	s.Conntrack = fromCT(ct)
+	s.Log = st.Log.Counter
 	s.BPFStats, s.Programs = programStats(map[string]*ebpf.Program{
 		"xdpfw_ingress": dp.Program(), "xdpfw_egress": dp.EgressProgram()})
 	return s, nil

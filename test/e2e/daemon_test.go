@@ -407,7 +407,8 @@ func TestDaemonLogEvents(t *testing.T) {
 	rulesFile := filepath.Join(dir, "rules.conf")
 	writeAtomic(t, rulesFile, `-A INPUT -p udp --dport 5004 -j DROP --log --log-prefix "dropped: " --log-level notice`)
 	config := filepath.Join(dir, "xdpfw.yaml")
-	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", `metrics: {listen: ""}`, "log: {events: journal}")
+	const metricsAddr = "127.0.0.1:9477"
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", "metrics: {listen: \""+metricsAddr+"\"}", "log: {events: journal}")
 	f := newFW(t, l.srv)
 	d := f.startDaemon(config)
 	if !poll(t.Context(), cmdTimeout, func() bool { return strings.Contains(d.stderr.String(), "forwarding log events") }) {
@@ -426,6 +427,22 @@ func TestDaemonLogEvents(t *testing.T) {
 		if strings.HasPrefix(line, want) && (!strings.Contains(line, "SRC="+l.cli4+" DST="+l.srv4) || !strings.Contains(line, "DPT=5004") ||
 			!strings.Contains(line, "VERDICT=DROP")) {
 			t.Errorf("journal line lacks the packet's fields: %s", line)
+		}
+	}
+
+	// The metrics count the events (the ring buffer's losses too: none).
+	mfs := scrape(t, l.srv, metricsAddr)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"xdpfw_log_events_total", map[string]string{"outcome": "emitted"}, 3},
+		{"xdpfw_log_events_total", map[string]string{"outcome": "lost"}, 0},
+		{"xdpfw_rule_log_events_total", map[string]string{"chain": "INPUT", "rule": "1", "outcome": "emitted"}, 3},
+	} {
+		if got, ok := metricValue(mfs, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("metric %s%v = %v (present: %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
 
