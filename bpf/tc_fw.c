@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* xdpfw egress (tc, attached with tcx): the OUTPUT chain for packets this
- * host sends: parse, decide (conntrack + classify), act, count. Forwarded
- * packets were decided by the XDP program where they came in and pass. */
+/* xdpfw egress (tc, attached with tcx or clsact): the OUTPUT chain for
+ * packets this host sends: parse, decide (conntrack + classify), act (pass,
+ * drop, or turn a REJECT into its answer and send that into this host's
+ * stack), count. Forwarded packets were decided by the XDP program where
+ * they came in and pass. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
@@ -9,6 +11,7 @@
 #include "maps.h"
 #include "lib/parse.h"
 #include "lib/verdict.h"
+#include "lib/reject.h"
 #include "lib/stats.h"
 #include "lib/trace.h"
 
@@ -53,9 +56,11 @@ int xdpfw_egress(struct __sk_buff *skb)
 		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
 		return TC_ACT_SHOT;
 	}
+	rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+	if (d.action == FW_ACT_REJECT)
+		rc = fw_reject_tc(skb, &pkt, &d); /* the answer, redirected into this host; or drop; sets d.reason */
 	fw_count_rule(d.rule_id, bytes);
 	fw_count_reason(d.reason, bytes);
-	fw_trace_skb(skb, d.rule_id, d.action, d.reason, &pkt);
-	/* REJECT in OUTPUT drops: the sender is this host. */
-	return d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+	fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, &pkt, d.reject);
+	return rc;
 }

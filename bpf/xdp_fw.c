@@ -13,7 +13,7 @@
 #include "lib/stats.h"
 #include "lib/trace.h"
 
-/* XDP action of ACCEPT and DROP (REJECT: fw_reject, which may drop too). */
+/* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
 {
 	return action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
@@ -53,7 +53,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	}
 	rc = fw_xdp_action(d.action);
 	if (d.action == FW_ACT_REJECT)
-		rc = fw_reject(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
+		rc = fw_reject_xdp(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
 	fw_count_rule(d.rule_id, bytes);
 	fw_count_reason(d.reason, bytes);
 	fw_trace_reject(ctx, d.rule_id, d.action, d.reason, &pkt, d.reject);

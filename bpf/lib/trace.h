@@ -59,8 +59,9 @@ static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 act
 
 /* The tc hook's trace: BPF_PROG_TEST_RUN callers put FW_TRACE_CB_MAGIC in
  * skb->cb[0] (and FW_TRACE_CTSTATE << 8 | state in cb[3] to assume a
- * connection state); the program answers in cb[1] (rule id) and cb[2]
- * (action, reason, chain, ctstate: one byte each, low first). */
+ * connection state); the program answers in cb[1] (rule id), cb[2]
+ * (action, reason, chain, ctstate: one byte each, low first) and cb[4]
+ * (enum fw_reject of a REJECT decision). */
 #define FW_TRACE_CB_MAGIC 0x78647066 /* "xdpf" */
 static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
 {
@@ -71,13 +72,20 @@ static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
 	return in & 0xff;
 }
 
-static __always_inline void fw_trace_skb(struct __sk_buff *skb, __u32 rule_id, __u8 action,
-					 __u8 reason, const struct fw_pkt *p)
+static __always_inline void fw_trace_skb_reject(struct __sk_buff *skb, __u32 rule_id, __u8 action,
+						__u8 reason, const struct fw_pkt *p, __u8 reject)
 {
 	if (skb->cb[0] != FW_TRACE_CB_MAGIC)
 		return;
 	skb->cb[1] = rule_id;
 	skb->cb[2] = action | (__u32)reason << 8 | (__u32)p->chain << 16 | (__u32)p->ctstate << 24;
+	skb->cb[4] = reject;
+}
+
+static __always_inline void fw_trace_skb(struct __sk_buff *skb, __u32 rule_id, __u8 action,
+					 __u8 reason, const struct fw_pkt *p)
+{
+	fw_trace_skb_reject(skb, rule_id, action, reason, p, 0);
 }
 
 #endif

@@ -99,7 +99,7 @@ type xdpfwFwRlKey struct {
 	_      structs.HostLayout
 	Addr   uint64
 	Family uint32
-	Pad    uint32
+	Output uint32
 }
 
 type xdpfwFwRoot struct {
