@@ -42,6 +42,14 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		return fw_xdp_action(act);
 	}
 
+	if (fw_reject_own_answer(data, data_end, &pkt)) {
+		/* this host's OUTPUT REJECT answering one of its own sockets
+		 * (generic mode): passed as natively, counted where it was sent */
+		pkt.chain = FW_CHAIN_OUTPUT;
+		fw_trace(ctx, 0, 0xff, FW_R_RULE_REJECT, &pkt);
+		return XDP_PASS;
+	}
+
 	pkt.ifindex = ctx->ingress_ifindex;
 	pkt.chain = fw_ingress_chain(ctx, &pkt);
 

@@ -526,6 +526,81 @@ static __always_inline __u8 fw_reject_answer(void *ctx, const int hook, const st
 	return rc ? FW_R_REJECT_FAIL : 0;
 }
 
+/* ---- OUTPUT answers meeting the XDP program ----
+ * The XDP program meets the answers of OUTPUT REJECTs in generic mode only:
+ * there it runs on every skb that arrives, redirected ones included
+ * (natively it runs in the driver, which they never pass). It lets them
+ * through as native mode does: they are no traffic from the peer, were
+ * counted where they were sent, and a stateful INPUT policy would drop
+ * them (they belong to no connection: INVALID). fw_reject_tc records a hash
+ * of each answer; the XDP program passes a packet that may be one (a RST,
+ * an ICMP or ICMPv6 destination unreachable) if its hash is recorded,
+ * consuming it, and only within FW_REJECT_OWN_NS of the last answer sent,
+ * so that other traffic pays one comparison and an array lookup. */
+
+#define FW_REJECT_OWN_NS 1000000000ULL
+
+/* fw_answer_hash: FNV-1a over the 32-bit words of the first 64 bytes from
+ * the IP header (fewer if the frame is shorter; answers have 40 at least).
+ * Among them are the addresses, the ports or ICMP type, code and checksum,
+ * and for a RST its sequence numbers. */
+static __always_inline __u64 fw_answer_hash(void *data, void *end, __u32 l3)
+{
+	__u64 h = 0xcbf29ce484222325ULL;
+
+	if (l3 > FW_L2_MAX)
+		return h;
+	__u8 *pos = data + l3;
+	fw_opaque(pos);
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		if ((void *)(pos + 4) > end)
+			break;
+		h = (h ^ *(__u32 *)pos) * 0x100000001b3ULL;
+		pos += 4;
+	}
+	return h;
+}
+
+/* fw_reject_own_note records the answer now in the frame (tc). */
+static __always_inline void fw_reject_own_note(struct __sk_buff *skb, const struct fw_pkt *p)
+{
+	__u64 h = fw_answer_hash((void *)(long)skb->data, (void *)(long)skb->data_end, p->l3_off);
+	__u64 now = bpf_ktime_get_coarse_ns();
+	__u32 zero = 0;
+	__u64 *last = bpf_map_lookup_elem(&fw_reject_own_last, &zero);
+
+	bpf_map_update_elem(&fw_reject_own, &h, &now, BPF_ANY);
+	if (last)
+		*last = now;
+}
+
+/* fw_reject_own_answer: is the packet (XDP) an OUTPUT REJECT answer sent
+ * by fw_reject_tc? Each answer is recognized once. */
+static __always_inline int fw_reject_own_answer(void *data, void *end, const struct fw_pkt *p)
+{
+	__u32 zero = 0;
+	int maybe;
+
+	if (!(p->flags & FW_PKT_L4))
+		return 0;
+	if (p->proto == IPPROTO_TCP)
+		maybe = p->tcp_flags & FW_TCP_RST;
+	else if (p->proto == IPPROTO_ICMP)
+		maybe = p->family == 4 && p->icmp_type == 3;
+	else if (p->proto == IPPROTO_ICMPV6)
+		maybe = p->family == 6 && p->icmp_type == 1;
+	else
+		return 0;
+	if (!maybe)
+		return 0;
+	__u64 *last = bpf_map_lookup_elem(&fw_reject_own_last, &zero);
+	if (!last || !*last || bpf_ktime_get_coarse_ns() - *last > FW_REJECT_OWN_NS)
+		return 0;
+	__u64 h = fw_answer_hash(data, end, p->l3_off);
+	return bpf_map_delete_elem(&fw_reject_own, &h) == 0; /* one CPU alone deletes it */
+}
+
 /* fw_reject_xdp acts on a REJECT decision at XDP: returns XDP_TX with the
  * answer built in the frame, or XDP_DROP, and sets d->reason to what
  * happened. fw_reject_tc is its twin for the tc egress hook.
@@ -566,6 +641,7 @@ __noinline int fw_reject_tc(struct __sk_buff *skb, const struct fw_pkt *p, struc
 	d->reason = why ? why : FW_R_RULE_REJECT;
 	if (why)
 		return TC_ACT_SHOT;
+	fw_reject_own_note(skb, p);
 	return bpf_redirect(skb->ifindex, BPF_F_INGRESS);
 }
 

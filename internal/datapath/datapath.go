@@ -70,7 +70,10 @@ type Datapath struct {
 	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
 	ct      *ebpf.Map // fw_ct: connections
 	ctStats *ebpf.Map // fw_ct_stats
-	rl      *ebpf.Map // fw_reject_rl: REJECT's per-source budget, not pinned (nil when opened from pins)
+	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
+	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
+	// answers on their way in.
+	unpinned []*ebpf.Map
 }
 
 func (d *Datapath) maps() map[string]**ebpf.Map {
@@ -127,22 +130,22 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
 	return &Datapath{
-		dir:     dir,
-		prog:    objs.XdpfwIngress,
-		egress:  objs.XdpfwEgress,
-		limits:  lim,
-		active:  objs.FwActive,
-		entries: objs.FwEntries,
-		nodes:   objs.FwNodes,
-		leaves:  objs.FwLeaves,
-		roots:   objs.FwRoots,
-		ruleCtr: objs.FwRuleStats,
-		reasons: objs.FwReasonStats,
-		config:  objs.FwConfigMap,
-		sets:    objs.FwSets,
-		ct:      objs.FwCt,
-		ctStats: objs.FwCtStats,
-		rl:      objs.FwRejectRl,
+		dir:      dir,
+		prog:     objs.XdpfwIngress,
+		egress:   objs.XdpfwEgress,
+		limits:   lim,
+		active:   objs.FwActive,
+		entries:  objs.FwEntries,
+		nodes:    objs.FwNodes,
+		leaves:   objs.FwLeaves,
+		roots:    objs.FwRoots,
+		ruleCtr:  objs.FwRuleStats,
+		reasons:  objs.FwReasonStats,
+		config:   objs.FwConfigMap,
+		sets:     objs.FwSets,
+		ct:       objs.FwCt,
+		ctStats:  objs.FwCtStats,
+		unpinned: []*ebpf.Map{objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast},
 	}, nil
 }
 
@@ -216,8 +219,8 @@ func (d *Datapath) Close() {
 			(*m).Close()
 		}
 	}
-	if d.rl != nil {
-		d.rl.Close()
+	for _, m := range d.unpinned {
+		m.Close()
 	}
 	for _, p := range []*ebpf.Program{d.prog, d.egress} {
 		if p != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,15 +84,50 @@ type rstWant struct {
 	flags    uint8
 }
 
-// TestRejectAnswers: one packet per behaviour of REJECT, run through the
-// program; the frame it leaves is decoded and every field of the answer
-// checked (addresses, VLAN tags, TTL, lengths, flags, sequence numbers,
-// ICMP type/code, the quote, and every checksum, recomputed in Go), or the
-// packet must be dropped for the stated reason.
+// rejectHook is one of the two programs that answer REJECTs: XDP for
+// packets that arrive (INPUT), tc egress for packets this host sends
+// (OUTPUT), with the verdicts each returns for an answer and a drop.
+type rejectHook struct {
+	name         string
+	chain        rules.Chain
+	answer, drop uint32
+}
+
+var rejectHooks = []rejectHook{
+	{"xdp INPUT", rules.ChainInput, datapath.XDPTx, datapath.XDPDrop},
+	{"tc OUTPUT", rules.ChainOutput, datapath.TCActRedirect, datapath.TCActShot},
+}
+
+// runHook runs frame through the hook's program: arriving on eth0, or
+// sent by this host.
+func (f *fixture) runHook(h rejectHook, frame []byte) datapath.TraceResult {
+	f.t.Helper()
+	if h.chain != rules.ChainOutput {
+		return f.mustRun(frame, "eth0")
+	}
+	var r datapath.TraceResult
+	err := f.ns.Do(func() error {
+		var err error
+		r, err = datapath.TraceEgress(f.dp.EgressProgram(), frame, datapath.NoCTState)
+		return err
+	})
+	if err != nil {
+		f.t.Fatalf("run (tc egress): %v", err)
+	}
+	return r
+}
+
+// TestRejectAnswers: one packet per behaviour of REJECT, run through both
+// programs (the same rules in INPUT and in OUTPUT); the frame each leaves
+// is decoded and every field of the answer checked (addresses, VLAN tags,
+// TTL, lengths, flags, sequence numbers, ICMP type/code, the quote, and
+// every checksum, recomputed in Go), or the packet must be dropped for the
+// stated reason.
 func TestRejectAnswers(t *testing.T) {
 	f := newFixture(t)
-	f.installText(rejectRules)
+	f.installText(rejectRules + strings.ReplaceAll(rejectRules, "-A INPUT", "-A OUTPUT"))
 	f.unlimitedRejects()
+	nIn := strings.Count(rejectRules, "-A INPUT")
 
 	bigV4 := bytes.Repeat([]byte("0123456789abcdef"), 100) // 1600 bytes: the quote is cut
 	bigV6 := bytes.Repeat([]byte("fedcba9876543210"), 90)  // 1440 bytes
@@ -187,33 +223,40 @@ func TestRejectAnswers(t *testing.T) {
 		{name: "multicast source v6", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.Src = netip.MustParseAddr("ff05::2") }), rule: 5, drop: "reject-unanswered-broadcast"},
 		{name: "link-local source v6 is one host", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.Src = netip.MustParseAddr("fe80::1") }), rule: 5, icmp: [2]uint8{1, 4}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			in := c.pkt.Bytes()
-			r := f.mustRun(in, "eth0")
-			if r.RuleID != f.ids[c.rule-1] || r.Action != compile.ActReject {
-				t.Fatalf("%s: decided by rule id %d action %s, want rule %d (id %d) REJECT", c.pkt, r.RuleID, r.Action, c.rule, f.ids[c.rule-1])
-			}
-			if want := mustReject(t, f.rs.Rules[c.rule-1].Target.RejectWith); r.Reject != want {
-				t.Errorf("trace reports reject kind %s, want %s", r.Reject, want)
-			}
-			if c.drop != "" {
-				if r.XDPAction != datapath.XDPDrop || r.Reason.String() != c.drop {
-					t.Fatalf("%s: action %d reason %s, want XDP_DROP for %s", c.pkt, r.XDPAction, r.Reason, c.drop)
+	for _, h := range rejectHooks {
+		for _, c := range cases {
+			t.Run(h.name+"/"+c.name, func(t *testing.T) {
+				in := c.pkt.Bytes()
+				rule := c.rule - 1
+				if h.chain == rules.ChainOutput {
+					rule += nIn
 				}
-				return
-			}
-			if r.XDPAction != datapath.XDPTx || r.Reason != compile.ReasonRuleReject {
-				t.Fatalf("%s: action %d reason %s, want XDP_TX rule-reject", c.pkt, r.XDPAction, r.Reason)
-			}
-			if c.rst != nil {
-				checkRST(t, c.pkt, r.Frame, *c.rst)
-			} else {
-				checkUnreach(t, c.pkt, in, r.Frame, c.icmp[0], c.icmp[1])
-			}
-		})
+				r := f.runHook(h, in)
+				if r.RuleID != f.ids[rule] || r.Action != compile.ActReject || r.Chain != uint8(h.chain) {
+					t.Fatalf("%s: decided by rule id %d action %s in chain %d, want rule %d (id %d) REJECT in %s",
+						c.pkt, r.RuleID, r.Action, r.Chain, c.rule, f.ids[rule], h.chain)
+				}
+				if want := mustReject(t, f.rs.Rules[rule].Target.RejectWith); r.Reject != want {
+					t.Errorf("trace reports reject kind %s, want %s", r.Reject, want)
+				}
+				if c.drop != "" {
+					if r.XDPAction != h.drop || r.Reason.String() != c.drop {
+						t.Fatalf("%s: action %d reason %s, want %d (drop) for %s", c.pkt, r.XDPAction, r.Reason, h.drop, c.drop)
+					}
+					return
+				}
+				if r.XDPAction != h.answer || r.Reason != compile.ReasonRuleReject {
+					t.Fatalf("%s: action %d reason %s, want %d (answered) rule-reject", c.pkt, r.XDPAction, r.Reason, h.answer)
+				}
+				if c.rst != nil {
+					checkRST(t, c.pkt, r.Frame, *c.rst)
+				} else {
+					checkUnreach(t, c.pkt, in, r.Frame, c.icmp[0], c.icmp[1])
+				}
+			})
+		}
 	}
-	// Every packet counted once: on its rule, and by what happened.
+	// Every packet counted once per hook: on its rule, and by what happened.
 	rc, err := f.dp.ReasonCounters()
 	if err != nil {
 		t.Fatal(err)
@@ -221,9 +264,9 @@ func TestRejectAnswers(t *testing.T) {
 	want := map[string]uint64{}
 	for _, c := range cases {
 		if c.drop == "" {
-			want["rule-reject"]++
+			want["rule-reject"] += uint64(len(rejectHooks))
 		} else {
-			want[c.drop]++
+			want[c.drop] += uint64(len(rejectHooks))
 		}
 	}
 	for reason, n := range want {

@@ -247,8 +247,6 @@ func ruleNote(r *rules.Rule) string {
 	switch {
 	case r.Target.Verdict == rules.VerdictLog:
 		return "LOG emits no events yet; the rule has no effect"
-	case r.Chain == rules.ChainOutput && r.Target.Verdict == rules.VerdictReject:
-		return "REJECT in OUTPUT drops (the sender is this host)"
 	}
 	return ""
 }
@@ -310,9 +308,12 @@ func (f *Firewall) Status() (*Status, error) {
 
 // TraceResult explains the verdict on one frame.
 type TraceResult struct {
-	Verdict   string `json:"verdict"`    // XDP_PASS / XDP_DROP / XDP_TX (a REJECT answered)
-	XDPAction uint32 `json:"xdp_action"` // the numeric XDP action
-	Chain     string `json:"chain"`      // INPUT / FORWARD
+	// Verdict: XDP_PASS / XDP_DROP / XDP_TX (a REJECT answered); with
+	// --out the tc verdict: TC_ACT_OK / TC_ACT_SHOT / TC_ACT_REDIRECT (a
+	// REJECT answered: the answer goes into this host's stack).
+	Verdict   string `json:"verdict"`
+	XDPAction uint32 `json:"xdp_action"` // the numeric XDP action (with --out: the tc verdict)
+	Chain     string `json:"chain"`      // INPUT / FORWARD / OUTPUT
 	RuleID    uint32 `json:"rule_id"`    // the deciding counter id (0: none)
 	Rule      string `json:"rule,omitempty"`
 	RuleNum   int    `json:"rule_num,omitempty"` // number within the chain, as list shows it
@@ -373,6 +374,8 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 		out.Verdict = "TC_ACT_OK"
 	case o.Egress && r.XDPAction == datapath.TCActShot:
 		out.Verdict = "TC_ACT_SHOT"
+	case o.Egress && r.XDPAction == datapath.TCActRedirect:
+		out.Verdict = "TC_ACT_REDIRECT"
 	case o.Egress:
 		out.Verdict = fmt.Sprintf("tc action %d", r.XDPAction)
 	case r.XDPAction == datapath.XDPPass:

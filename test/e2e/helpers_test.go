@@ -341,6 +341,7 @@ type traceResult struct {
 	Policy    bool   `json:"policy"`
 	Action    string `json:"action"`
 	Reason    string `json:"reason"`
+	Reject    string `json:"reject"`
 }
 
 func (f *fw) trace(args ...string) ([]traceResult, result) {
