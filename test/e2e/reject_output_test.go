@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -37,6 +38,8 @@ var outRules = []string{
 	"-A OUTPUT -6 -p udp --dport 7005 -j REJECT --reject-with icmp6-adm-prohibited",
 	"-A OUTPUT -4 -p udp --dport 7006 -j REJECT --reject-with icmp-net-prohibited",
 	"-A OUTPUT -6 -p udp --dport 7006 -j REJECT --reject-with icmp6-no-route",
+	"-A OUTPUT -p icmp --icmp-type 8 -j REJECT --reject-with icmp-host-unreachable",
+	"-A OUTPUT -p ipv6-icmp --icmpv6-type 128 -j REJECT --reject-with icmp6-adm-prohibited",
 	"-A OUTPUT -j ACCEPT",
 }
 
@@ -142,6 +145,22 @@ func checkOutputRejects(t *testing.T, f *fw, l *link) {
 	} {
 		if err := udpProbe(t, l.srv, c.addr, c.port, c.recverr); !errors.Is(err, c.want) {
 			t.Errorf("udp to %s (recverr %v): got %v, want %v", hostPort(c.addr, c.port), c.recverr, err, c.want)
+		}
+	}
+
+	// ping's packets carry a checksum computed in software, and so does
+	// the answer to them (the kernel keeps a TCP or UDP packet's offload
+	// state, CHECKSUM_PARTIAL, in the answer, docs/reject.md): the kernel
+	// verifies the answer's ICMP checksum before ping reads the error.
+	for _, c := range []struct{ addr, want string }{
+		{l.cli4, "Destination Host Unreachable"},
+		{l.cli6, "Destination unreachable: Administratively prohibited"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+		out, err := l.srv.Exec(ctx, "ping", "-c", "1", "-W", "1", c.addr)
+		cancel()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("ping %s: want it to fail with %q, got %v:\n%s", c.addr, c.want, err, out)
 		}
 	}
 
