@@ -581,3 +581,106 @@ func TestRejectFastRule(t *testing.T) {
 		}
 	}
 }
+
+// egress runs frame through the tc egress program (a packet this host sends).
+func (f *fixture) egress(frame []byte) datapath.TraceResult {
+	f.t.Helper()
+	return f.runHook(rejectHooks[1], frame)
+}
+
+// TestRejectOutputRateLimit: in OUTPUT the answers are charged to the
+// destination the host tried to reach (IPv4 address, IPv6 /64), in buckets
+// apart from INPUT's, which are charged to the packet's source.
+func TestRejectOutputRateLimit(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-A INPUT -p udp -j REJECT\n-A OUTPUT -p udp -j REJECT\n")
+	const burst = 2
+	if err := f.dp.SetConfig(datapath.Config{RejectRate: 1, RejectBurst: burst}); err != nil {
+		t.Fatal(err)
+	}
+	udp := func(src, dst string) []byte {
+		p := rpkt(false, 17, 53, nil)
+		p.Src, p.Dst = netip.MustParseAddr(src), netip.MustParseAddr(dst)
+		return p.Bytes()
+	}
+	out := func(src, dst string, n int) (answered, limited int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			switch r := f.egress(udp(src, dst)); {
+			case r.XDPAction == datapath.TCActRedirect && r.Reason == compile.ReasonRuleReject:
+				answered++
+			case r.XDPAction == datapath.TCActShot && r.Reason == compile.ReasonRejectRate:
+				limited++
+			default:
+				t.Fatalf("%s > %s: action %d reason %s, want answered or rate-limited", src, dst, r.XDPAction, r.Reason)
+			}
+		}
+		return
+	}
+	const host, host2, peer = "198.51.100.1", "198.51.100.2", "192.0.2.7"
+	if a, l := out(host, peer, burst+1); a != burst || l != 1 {
+		t.Errorf("%d datagrams to one destination: %d answered, %d limited; want %d and 1", burst+1, a, l, burst)
+	}
+	if a, l := out(host, "192.0.2.8", 1); a != 1 || l != 0 {
+		t.Errorf("another destination: %d answered, %d limited; want answered", a, l)
+	}
+	if a, l := out(host2, peer, 1); a != 0 || l != 1 {
+		t.Errorf("another local source, same destination: %d answered, %d limited; want limited (the bucket is the destination)", a, l)
+	}
+	if a, l := out("2001:db8:1::1", "2001:db8:aa:1::1", burst); a != burst || l != 0 {
+		t.Errorf("IPv6 destination: %d answered, %d limited; want %d answered", a, l, burst)
+	}
+	if a, l := out("2001:db8:1::1", "2001:db8:aa:1:ffff::2", 1); a != 0 || l != 1 {
+		t.Errorf("same /64, other address: %d answered, %d limited; want limited", a, l)
+	}
+	// The peer's packets to this host have their own bucket (its address
+	// as a source): not spent by this host's answers about it.
+	if r := f.mustRun(udp(peer, host), "eth0"); r.XDPAction != datapath.XDPTx || r.Reason != compile.ReasonRuleReject {
+		t.Errorf("INPUT from %s after its OUTPUT bucket ran dry: action %d reason %s, want answered", peer, r.XDPAction, r.Reason)
+	}
+}
+
+// TestRejectOutputAnswerPassesXDP: the XDP program lets the answer of an
+// OUTPUT REJECT through once, unfiltered and uncounted, as native mode
+// does where it never meets it (generic mode runs it on the redirected
+// answer); a copy, or a RST it did not send, meets the INPUT rules.
+func TestRejectOutputAnswerPassesXDP(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-P INPUT DROP\n-A OUTPUT -p tcp -j REJECT --reject-with tcp-reset\n-A OUTPUT -p udp -j REJECT\n")
+	for _, p := range []*packet.Packet{
+		rpkt(false, 6, 80, func(p *packet.Packet) { p.Payload = nil }),
+		rpkt(true, 6, 80, func(p *packet.Packet) { p.Payload = nil }),
+		rpkt(false, 17, 53, nil),
+		rpkt(true, 17, 53, nil),
+	} {
+		r := f.egress(p.Bytes())
+		if r.XDPAction != datapath.TCActRedirect {
+			t.Fatalf("%s in OUTPUT: action %d reason %s, want answered", p, r.XDPAction, r.Reason)
+		}
+		answer := r.Frame
+		before, err := f.dp.ReasonCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := f.mustRun(answer, "eth0")
+		if in.XDPAction != datapath.XDPPass || in.RuleID != 0 || in.Chain != uint8(rules.ChainOutput) || in.Reason != compile.ReasonRuleReject {
+			t.Errorf("the answer to %s arriving: action %d rule %d chain %d reason %s; want XDP_PASS, no rule, OUTPUT's rule-reject",
+				p, in.XDPAction, in.RuleID, in.Chain, in.Reason)
+		}
+		after, err := f.dp.ReasonCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before != after {
+			t.Errorf("the answer to %s was counted on its way in: %v -> %v", p, before, after)
+		}
+		if again := f.mustRun(answer, "eth0"); again.XDPAction != datapath.XDPDrop || again.Reason != compile.ReasonPolicyDrop {
+			t.Errorf("the answer to %s a second time: action %d reason %s, want the INPUT policy's drop", p, again.XDPAction, again.Reason)
+		}
+	}
+	// A RST this host did not make, from the same peer to the same port.
+	rst := rpkt(false, 6, 80, func(p *packet.Packet) { p.Src, p.Dst, p.SPort, p.DPort = srv4, cli4, 80, 40000; p.TCPFlags = packet.TCPRst; p.Payload = nil })
+	if r := f.mustRun(rst.Bytes(), "eth0"); r.XDPAction != datapath.XDPDrop || r.Reason != compile.ReasonPolicyDrop {
+		t.Errorf("%s: action %d reason %s, want the INPUT policy's drop", rst, r.XDPAction, r.Reason)
+	}
+}
