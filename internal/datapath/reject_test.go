@@ -679,7 +679,11 @@ func TestRejectOutputAnswerPassesXDP(t *testing.T) {
 		}
 	}
 	// A RST this host did not make, from the same peer to the same port.
-	rst := rpkt(false, 6, 80, func(p *packet.Packet) { p.Src, p.Dst, p.SPort, p.DPort = srv4, cli4, 80, 40000; p.TCPFlags = packet.TCPRst; p.Payload = nil })
+	rst := rpkt(false, 6, 80, func(p *packet.Packet) {
+		p.Src, p.Dst, p.SPort, p.DPort = srv4, cli4, 80, 40000
+		p.TCPFlags = packet.TCPRst
+		p.Payload = nil
+	})
 	if r := f.mustRun(rst.Bytes(), "eth0"); r.XDPAction != datapath.XDPDrop || r.Reason != compile.ReasonPolicyDrop {
 		t.Errorf("%s: action %d reason %s, want the INPUT policy's drop", rst, r.XDPAction, r.Reason)
 	}
