@@ -1,11 +1,14 @@
 package datapath_test
 
 import (
+	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
 )
@@ -46,4 +49,113 @@ func BenchmarkClassify(b *testing.B) {
 			})
 		}
 	}
+}
+
+var baseObject = flag.String("base-object", "", "BenchmarkEgressAccept: also run this build's xdpfw_bpfel.o "+
+	"(e.g. `git show main:internal/datapath/xdpfw_bpfel.o`), interleaved with the current one, and report the ratio")
+
+// BenchmarkEgressAccept measures the tc egress program (the OUTPUT chain)
+// on packets it accepts: by a rule the classifier finds, and as part of a
+// tracked connection (a conntrack lookup, the ESTABLISHED fast rule, the
+// entry's update). With -base-object it loads another build beside this
+// one, installs the same tables, and runs both in interleaved rounds (one
+// round: b.N packets through each), reporting both medians and the median
+// of the per-round ratios (this build / base):
+//
+//	git show main:internal/datapath/xdpfw_bpfel.o > /tmp/base.o
+//	go test -run '^$' -bench EgressAccept ./internal/datapath/ -args -base-object /tmp/base.o
+func BenchmarkEgressAccept(b *testing.B) {
+	for _, c := range []struct {
+		name, rules string
+		tracked     bool
+	}{
+		{"classifier", "-A OUTPUT -p tcp --dport 25 -j REJECT --reject-with tcp-reset\n" +
+			"-A OUTPUT -p udp --dport 53 -j ACCEPT\n-A OUTPUT -j DROP\n", false},
+		{"conntrack-established", "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n" +
+			"-A OUTPUT -p tcp --dport 25 -j REJECT --reject-with tcp-reset\n-A OUTPUT -p udp --dport 53 -j ACCEPT\n-A OUTPUT -j DROP\n", true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f := newFixtureB(b)
+			f.installText(c.rules)
+			out := v4pkt(packet.ProtoUDP, "10.200.0.1", "10.200.0.2", 40000, 53)
+			frame := out.Bytes()
+			// This build (and the base) loaded alike, unpinned, with the
+			// tables the fixture compiled and installed.
+			objs := []string{""}
+			if *baseObject != "" {
+				objs = append(objs, *baseObject)
+			}
+			var dps []*datapath.Datapath
+			for _, obj := range objs {
+				dp, err := datapath.LoadObject(obj, f.dp.Limits())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(dp.Close)
+				if err := dp.Install(f.tables); err != nil {
+					b.Fatal(err)
+				}
+				dps = append(dps, dp)
+			}
+			reply := v4pkt(packet.ProtoUDP, "10.200.0.2", "10.200.0.1", 53, 40000).Bytes()
+			err := f.ns.Do(func() error {
+				for _, dp := range dps {
+					r, err := datapath.TraceEgress(dp.EgressProgram(), frame, datapath.NoCTState)
+					if err != nil || r.XDPAction != datapath.TCActOK {
+						return fmt.Errorf("probe: %+v, %v; want TC_ACT_OK", r, err)
+					}
+					if !c.tracked {
+						continue
+					}
+					if _, err := datapath.Trace(dp.Program(), reply, f.ifaces["eth0"]); err != nil {
+						return err
+					}
+					if r, err = datapath.TraceEgress(dp.EgressProgram(), frame, datapath.NoCTState); err != nil ||
+						r.XDPAction != datapath.TCActOK || r.CTState != compile.CTEstablished {
+						return fmt.Errorf("probe after the reply: %+v, %v; want TC_ACT_OK, ESTABLISHED", r, err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rounds := 1
+			if len(dps) > 1 {
+				rounds = 20
+			}
+			ns := make([][]float64, len(dps))
+			err = f.ns.Do(func() error {
+				for r := 0; r < rounds; r++ {
+					for j := range dps {
+						i := (j + r) % len(dps) // each build goes first in every other round
+						_, per, err := dps[i].EgressProgram().Benchmark(frame, b.N, nil)
+						if err != nil {
+							return err
+						}
+						ns[i] = append(ns[i], float64(per.Nanoseconds()))
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(medianOf(ns[0]), "ns/pkt")
+			if len(dps) > 1 {
+				ratios := make([]float64, rounds)
+				for r := range ratios {
+					ratios[r] = ns[0][r] / ns[1][r]
+				}
+				b.ReportMetric(medianOf(ns[1]), "base-ns/pkt")
+				b.ReportMetric(medianOf(ratios), "ratio")
+			}
+		})
+	}
+}
+
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

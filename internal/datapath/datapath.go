@@ -97,25 +97,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
-	if lim.Entries == 0 {
-		c := lim.Conntrack
-		lim = LimitsFor(0)
-		if c > 0 {
-			lim.Conntrack = c
-		}
+	if lim, err = sizeSpec(spec, lim); err != nil {
+		return nil, err
 	}
-	if lim.Conntrack <= 0 {
-		lim.Conntrack = DefaultConntrack
-	}
-	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots} {
-		if err := spec.Variables[name].Set(uint32(n)); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
-		}
-	}
-	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
-	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
-	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
-	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
 	var objs xdpfwObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
@@ -147,6 +131,31 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		ctStats:  objs.FwCtStats,
 		unpinned: []*ebpf.Map{objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast},
 	}, nil
+}
+
+// sizeSpec sets the table sizes of lim (defaults for zero fields) in spec
+// and returns the limits in effect.
+func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
+	if lim.Entries == 0 {
+		c := lim.Conntrack
+		lim = LimitsFor(0)
+		if c > 0 {
+			lim.Conntrack = c
+		}
+	}
+	if lim.Conntrack <= 0 {
+		lim.Conntrack = DefaultConntrack
+	}
+	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots} {
+		if err := spec.Variables[name].Set(uint32(n)); err != nil {
+			return lim, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
+	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
+	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
+	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
+	return lim, nil
 }
 
 // PinProgram makes this program the pinned one (the one status reports and

@@ -27,6 +27,7 @@ type fixture struct {
 	ifaces map[string]uint32
 	rs     *rules.RuleSet
 	ids    []uint32
+	tables *compile.Tables // the installed tables
 }
 
 var fixtureIfaces = []string{"eth0", "eth1", "veth0"}
@@ -91,7 +92,7 @@ func (f *fixture) install(rs *rules.RuleSet) {
 	if err := f.dp.Install(tables); err != nil {
 		f.t.Fatalf("install: %v", err)
 	}
-	f.rs, f.ids = rs, ids
+	f.rs, f.ids, f.tables = rs, ids, tables
 }
 
 func (f *fixture) installText(text string) {
