@@ -115,16 +115,7 @@ func checkOutputRejects(t *testing.T, f *fw, l *link) {
 		{l.cli4, outPortHost, syscall.EHOSTUNREACH, icmpConnLimit}, // ICMP 3/1
 		{l.cli6, outPortHost, syscall.EHOSTUNREACH, icmpConnLimit}, // ICMPv6 1/3
 	} {
-		err := l.srv.Do(func() error {
-			conn, err := (&net.Dialer{Timeout: c.limit}).DialContext(t.Context(), "tcp", hostPort(c.addr, c.port))
-			if err == nil {
-				conn.Close()
-			}
-			return err
-		})
-		if !errors.Is(err, c.want) {
-			t.Errorf("tcp connect to %s: got %v, want %v within %v", hostPort(c.addr, c.port), err, c.want, c.limit)
-		}
+		wantConnectErr(t, l.srv, hostPort(c.addr, c.port), c.want, c.limit)
 	}
 	// A connected UDP socket reads the error after one datagram. Linux
 	// reports ICMP codes it deems soft (net and host unreachable,
