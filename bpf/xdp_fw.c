@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* xdpfw ingress (XDP): parse, pick the chain (INPUT or FORWARD), decide
  * (conntrack + classify), act (pass, drop, or answer a REJECT in place),
- * count. */
+ * count. The answers this host's OUTPUT REJECTs send into its own stack
+ * pass unfiltered (generic mode is the only one where they come by). */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
