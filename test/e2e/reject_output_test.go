@@ -38,6 +38,7 @@ var outRules = []string{
 	"-A OUTPUT -6 -p udp --dport 7005 -j REJECT --reject-with icmp6-adm-prohibited",
 	"-A OUTPUT -4 -p udp --dport 7006 -j REJECT --reject-with icmp-net-prohibited",
 	"-A OUTPUT -6 -p udp --dport 7006 -j REJECT --reject-with icmp6-no-route",
+	"-A OUTPUT -4 -p udp --dport 7003 -j REJECT --reject-with icmp-host-unreachable",
 	"-A OUTPUT -p icmp --icmp-type 8 -j REJECT --reject-with icmp-host-unreachable",
 	"-A OUTPUT -p ipv6-icmp --icmpv6-type 128 -j REJECT --reject-with icmp6-adm-prohibited",
 	"-A OUTPUT -j ACCEPT",
@@ -61,7 +62,7 @@ func TestRejectOutput(t *testing.T) {
 			t.Setenv("XDPFW_TC_ATTACH", c.attach)
 			l := newPair(t)
 			serveTCP(t, l.cli, outPortOK, outPortRST, outPortICMP, outPortHost)
-			for _, port := range []int{outPortUDP, outPortAdmin, outPortNet} {
+			for _, port := range []int{outPortHost, outPortUDP, outPortAdmin, outPortNet} {
 				newUDPSink(t, l.cli, port)
 			}
 			// Without the firewall everything connects and nothing is refused.
@@ -69,7 +70,7 @@ func TestRejectOutput(t *testing.T) {
 				for _, port := range []int{outPortOK, outPortRST, outPortICMP, outPortHost} {
 					checkTCP(t, "no firewall", tcpProbe{from: l.srv, addr: hostPort(addr, port), ok: true})
 				}
-				for _, port := range []int{outPortUDP, outPortAdmin, outPortNet} {
+				for _, port := range []int{outPortHost, outPortUDP, outPortAdmin, outPortNet} {
 					if err := udpProbe(t, l.srv, addr, port, false); err != nil {
 						t.Errorf("no firewall: udp to %s: got %v, want no error", hostPort(addr, port), err)
 					}
@@ -132,6 +133,7 @@ func checkOutputRejects(t *testing.T, f *fw, l *link) {
 		{l.cli4, outPortAdmin, false, syscall.EHOSTUNREACH}, // ICMP 3/13
 		{l.cli6, outPortAdmin, false, syscall.EACCES},       // ICMPv6 1/1
 		{l.cli4, outPortNet, false, syscall.ENETUNREACH},    // ICMP 3/9
+		{l.cli4, outPortHost, true, syscall.EHOSTUNREACH},   // ICMP 3/1
 		{l.cli6, outPortNet, true, syscall.ENETUNREACH},     // ICMPv6 1/0
 	} {
 		if err := udpProbe(t, l.srv, c.addr, c.port, c.recverr); !errors.Is(err, c.want) {
@@ -181,10 +183,10 @@ func checkOutputRejects(t *testing.T, f *fw, l *link) {
 		}
 	}
 	// 6 TCP probes (those refused by ICMP twice: the SYN and its
-	// retransmission), 6 UDP probes and 2 traces answered at least.
+	// retransmission), 7 UDP probes, 2 pings and 2 traces answered at least.
 	st := f.status()
-	if n := st.Reasons["rule-reject"].Packets; n < 14 {
-		t.Errorf("status counts %d answered REJECTs, want at least 14:\n%s", n, st.raw)
+	if n := st.Reasons["rule-reject"].Packets; n < 17 {
+		t.Errorf("status counts %d answered REJECTs, want at least 17:\n%s", n, st.raw)
 	}
 	for _, reason := range []string{"reject-rate-limited", "reject-failed"} {
 		if n := st.Reasons[reason].Packets; n != 0 {
