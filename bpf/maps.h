@@ -191,4 +191,25 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_log_counters SEC(".maps");
 
+/* OUTPUT REJECT answers on their way into this host (lib/reject.h
+ * fw_reject_own_answer): a hash of each answer's first bytes, so that the
+ * XDP program, which meets them in generic mode, lets each through once.
+ * Value: when it was sent. Not pinned. */
+#define FW_REJECT_OWN_MAX 4096
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_REJECT_OWN_MAX);
+	__type(key, __u64);
+	__type(value, __u64);
+} fw_reject_own SEC(".maps");
+
+/* When an OUTPUT REJECT last sent an answer (bpf_ktime_get_coarse_ns):
+ * the XDP program looks answers up only within FW_REJECT_OWN_NS of it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} fw_reject_own_last SEC(".maps");
+
 #endif

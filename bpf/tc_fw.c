@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* xdpfw egress (tc, attached with tcx): the OUTPUT chain for packets this
- * host sends: parse, decide (conntrack + classify), log, act, count. Forwarded
- * packets were decided by the XDP program where they came in and pass. */
+/* xdpfw egress (tc, attached with tcx or clsact): the OUTPUT chain for
+ * packets this host sends: parse, decide (conntrack + classify), log, act
+ * (pass, drop, or turn a REJECT into its answer and send that into this
+ * host's stack), count. Forwarded packets were decided by the XDP program
+ * where they came in and pass. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
@@ -9,6 +11,7 @@
 #include "maps.h"
 #include "lib/parse.h"
 #include "lib/verdict.h"
+#include "lib/reject.h"
 #include "lib/stats.h"
 #include "lib/trace.h"
 #include "lib/log.h"
@@ -55,14 +58,15 @@ int xdpfw_egress(struct __sk_buff *skb)
 		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
 		return TC_ACT_SHOT;
 	}
-	if (fw_log_wanted(&d))
+	if (fw_log_wanted(&d)) /* before REJECT rewrites the packet */
 		fw_log_skb(skb, &pkt, &d, bytes, skb->cb[0] == FW_TRACE_CB_MAGIC);
-	/* REJECT in OUTPUT drops: the sender is this host. */
 	rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+	if (d.action == FW_ACT_REJECT)
+		rc = fw_reject_tc(skb, &pkt, &d); /* the answer, redirected into this host; or drop; sets d.reason */
 	__u64 now = fw_now();
 	fw_count_rule(d.rule_id, bytes, now);
 	fw_count_reason(d.reason, fw_tc_out(rc), bytes, now);
-	fw_trace_skb(skb, d.rule_id, d.action, d.reason, &pkt);
+	fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, &pkt, d.reject);
 	fw_trace_skb_log(skb, &d);
 	return rc;
 }

@@ -20,7 +20,7 @@ enum fw_chain {
 enum fw_action {
 	FW_ACT_ACCEPT = 0,
 	FW_ACT_DROP   = 1,
-	FW_ACT_REJECT = 2, /* answered in place (lib/reject.h), or dropped */
+	FW_ACT_REJECT = 2, /* answered (lib/reject.h), or dropped */
 	FW_ACT_LOG    = 3, /* a LOG rule's entry: logs and does not decide (lib/log.h) */
 };
 
@@ -47,7 +47,7 @@ enum fw_reject {
 enum fw_reason {
 	FW_R_RULE_ACCEPT = 0,   /* accepted by a rule */
 	FW_R_RULE_DROP,         /* dropped by a rule */
-	FW_R_RULE_REJECT,       /* REJECT rule, answered (XDP_TX); in OUTPUT: dropped */
+	FW_R_RULE_REJECT,       /* REJECT rule, answered (XDP_TX; in OUTPUT: redirected into this host's stack) */
 	FW_R_POLICY_ACCEPT,     /* no rule matched, chain policy ACCEPT */
 	FW_R_POLICY_DROP,       /* no rule matched, chain policy DROP */
 	FW_R_NOT_IP,            /* not IPv4/IPv6 (ARP, LLDP...): passed, like iptables */
@@ -65,7 +65,7 @@ enum fw_reason {
 	FW_R_REJECT_ERROR,      /* REJECT of an ICMP error (or of a RST, with tcp-reset): never answered, dropped */
 	FW_R_REJECT_FRAG,       /* REJECT of a non-first fragment: not answered, dropped */
 	FW_R_REJECT_BCAST,      /* REJECT of a broadcast/multicast packet or a non-host source: not answered, dropped */
-	FW_R_REJECT_FAIL,       /* REJECT answer could not be built (no headroom): dropped */
+	FW_R_REJECT_FAIL,       /* REJECT answer could not be built (no headroom, resize refused): dropped */
 	FW_NUM_REASONS,
 };
 
@@ -377,15 +377,16 @@ struct fw_config {
 };
 
 /* REJECT's per-source answer budget (token bucket) when fw_config leaves it
- * zero. A source is an IPv4 address or an IPv6 /64. docs/reject.md. */
+ * zero. A source is an IPv4 address or an IPv6 /64 (in OUTPUT: the
+ * destination the host tried to reach). docs/reject.md. */
 #define FW_REJECT_RATE_DEFAULT  100
 #define FW_REJECT_BURST_DEFAULT 200
 
-/* Key of fw_reject_rl: the source a REJECT answers. */
+/* Key of fw_reject_rl: the bucket a REJECT answer is charged to. */
 struct fw_rl_key {
 	__u64 addr;   /* IPv4: the address, first 4 bytes; IPv6: the /64 prefix */
 	__u32 family; /* 4 or 6 */
-	__u32 _pad;
+	__u32 output; /* 0: INPUT/FORWARD, addr is the packet's source; 1: OUTPUT, its destination */
 };
 
 /* The trace hook: `xdpfw trace` (and the tests) run packets through the

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* xdpfw ingress (XDP): parse, pick the chain (INPUT or FORWARD), decide
  * (conntrack + classify), log, act (pass, drop, or answer a REJECT in
- * place), count. */
+ * place), count. The answers this host's OUTPUT REJECTs send into its own
+ * stack pass unfiltered (generic mode is the only one where they come by). */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
@@ -14,7 +15,7 @@
 #include "lib/trace.h"
 #include "lib/log.h"
 
-/* XDP action of ACCEPT and DROP (REJECT: fw_reject, which may drop too). */
+/* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
 {
 	return action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
@@ -43,6 +44,14 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		return fw_xdp_action(act);
 	}
 
+	if (fw_reject_own_answer(data, data_end, &pkt)) {
+		/* this host's OUTPUT REJECT answering one of its own sockets
+		 * (generic mode): passed as natively, counted where it was sent */
+		pkt.chain = FW_CHAIN_OUTPUT;
+		fw_trace(ctx, 0, 0xff, FW_R_RULE_REJECT, &pkt);
+		return XDP_PASS;
+	}
+
 	pkt.ifindex = ctx->ingress_ifindex;
 	pkt.chain = fw_ingress_chain(ctx, &pkt);
 
@@ -56,7 +65,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	if (fw_log_wanted(&d)) /* before REJECT rewrites the frame */
 		fw_log_xdp(ctx, &pkt, &d, bytes, fw_trace_meta(ctx) != NULL);
 	if (d.action == FW_ACT_REJECT)
-		rc = fw_reject(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
+		rc = fw_reject_xdp(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
 	__u64 now = fw_now();
 	fw_count_rule(d.rule_id, bytes, now);
 	fw_count_reason(d.reason, rc, bytes, now);

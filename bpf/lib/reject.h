@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* REJECT: answer the packet, in place, out of the port it came in on
- * (XDP_TX): a TCP RST for --reject-with tcp-reset, else an ICMP or ICMPv6
- * destination unreachable that quotes the packet.
+/* REJECT: answer the packet instead of passing it, in both hooks:
+ * - XDP (INPUT, FORWARD): the answer is built in the frame and sent back out
+ *   of the port the packet came in on (XDP_TX);
+ * - tc egress (OUTPUT): the sender is this host. The answer is built in the
+ *   skb and handed to the stack as if the peer had sent it, on the same
+ *   interface (bpf_redirect with BPF_F_INGRESS): the local socket learns of
+ *   the refusal at once, as with iptables' REJECT in OUTPUT.
+ * The answer is a TCP RST for --reject-with tcp-reset, else an ICMP or
+ * ICMPv6 destination unreachable that quotes the packet.
  *
  * The answer swaps the MAC addresses and keeps the VLAN tags; its IP
  * source is the packet's destination, its TTL / hop limit FW_REJECT_TTL.
@@ -10,8 +16,13 @@
  * multicast destinations (link layer or IP), sources that are not one host.
  * Each source (IPv4 address, IPv6 /64) gets at most reject_rate answers a
  * second, reject_burst at once (struct fw_config), so REJECT cannot be
- * turned into an amplifier. Such packets are dropped, counted by reason.
- * docs/reject.md has the details and the RFC references. */
+ * turned into an amplifier; in OUTPUT the bucket is the destination the
+ * host tried to reach. Such packets are dropped, counted by reason.
+ *
+ * One builder serves both hooks: the headers of the answer are built on the
+ * stack from struct fw_pkt, then written into the frame; only resizing and
+ * writing the frame differ per hook (fw_hook_*). docs/reject.md has the
+ * details and the RFC references. */
 #ifndef XDPFW_REJECT_H
 #define XDPFW_REJECT_H
 
@@ -20,10 +31,12 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "../types.h"
 #include "../maps.h"
+#include "classify.h" /* struct fw_decision */
 
 #define FW_REJECT_TTL 64
 /* Quoted bytes of the offending IP packet: as much as keeps the answer
@@ -152,13 +165,19 @@ static __always_inline __u8 fw_reject_unanswerable(const struct fw_pkt *p, __u8 
 
 /* ---- the per-source rate limit ---- */
 
-/* fw_reject_allow takes a token from the source's bucket. GCRA: the map
- * holds the theoretical arrival time (tat) of the next answer; one answer
- * costs `interval`; an answer is allowed while tat - now <= (burst - 1) *
- * interval, so a quiet source has burst answers at once, then rate per
- * second. Two CPUs answering one source at the same instant may both take
- * the last token (no atomic compare-and-swap in BPF v1 instructions): the
- * bound is off by at most one answer per CPU, enough against amplification. */
+/* fw_reject_allow takes a token from the bucket the answer is charged to.
+ * GCRA: the map holds the theoretical arrival time (tat) of the next answer;
+ * one answer costs `interval`; an answer is allowed while tat - now <=
+ * (burst - 1) * interval, so a quiet bucket has burst answers at once, then
+ * rate per second. Two CPUs answering one bucket at the same instant may
+ * both take the last token (no atomic compare-and-swap in BPF v1
+ * instructions): the bound is off by at most one answer per CPU, enough
+ * against amplification.
+ * The bucket: in INPUT and FORWARD the packet's source, whom the answer
+ * goes to; in OUTPUT (the answer goes to this host) the destination the
+ * host tried to reach, whose address the answer comes from, in buckets of
+ * their own (fw_rl_key.output), so that a remote host cannot spend the
+ * answers local applications get about it. */
 static __always_inline int fw_reject_allow(const struct fw_pkt *p)
 {
 	__u32 zero = 0;
@@ -175,6 +194,10 @@ static __always_inline int fw_reject_allow(const struct fw_pkt *p)
 	__u64 tau = (burst - 1) * interval;    /* < 2^32 * 10^9: no overflow */
 
 	struct fw_rl_key k = { .addr = p->src[0], .family = p->family };
+	if (p->chain == FW_CHAIN_OUTPUT) {
+		k.addr = p->dst[0];
+		k.output = 1;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	__u64 *tat = bpf_map_lookup_elem(&fw_reject_rl, &k);
 	if (!tat) {
@@ -189,13 +212,100 @@ static __always_inline int fw_reject_allow(const struct fw_pkt *p)
 	return 1;
 }
 
+/* fw_reject_check returns why the packet gets no answer (a FW_R_REJECT_*
+ * reason), or 0: the rules of what is never answered first, so such
+ * packets cost no tokens, then the rate limit. */
+static __always_inline __u8 fw_reject_check(const struct fw_pkt *p, __u8 kind)
+{
+	__u8 why = fw_reject_unanswerable(p, kind);
+
+	if (why)
+		return why;
+	return fw_reject_allow(p) ? 0 : FW_R_REJECT_RATE;
+}
+
+/* ---- the hooks: what differs between XDP and tc ----
+ * Every function takes the hook as a constant; once inlined, only that
+ * hook's branch is left. */
+
+#define FW_HOOK_XDP 0
+#define FW_HOOK_TC  1
+
+static __always_inline void *fw_hook_data(void *ctx, const int hook)
+{
+	if (hook == FW_HOOK_XDP)
+		return (void *)(long)((struct xdp_md *)ctx)->data;
+	return (void *)(long)((struct __sk_buff *)ctx)->data;
+}
+
+static __always_inline void *fw_hook_end(void *ctx, const int hook)
+{
+	if (hook == FW_HOOK_XDP)
+		return (void *)(long)((struct xdp_md *)ctx)->data_end;
+	return (void *)(long)((struct __sk_buff *)ctx)->data_end;
+}
+
+/* fw_hook_trim cuts the frame to len bytes (no more than it has). On tc,
+ * bpf_skb_change_tail also makes the skb linear and private (uncloned: a
+ * TCP segment shares its data with the retransmit queue) and resets GSO,
+ * so the whole answer is then in [data, data_end). */
+static __always_inline int fw_hook_trim(void *ctx, const int hook, __u32 len)
+{
+	if (hook == FW_HOOK_XDP) {
+		void *data = fw_hook_data(ctx, hook), *end = fw_hook_end(ctx, hook);
+		int delta = (int)len - (int)(end - data);
+		return delta > 0 ? -1 : bpf_xdp_adjust_tail(ctx, delta);
+	}
+	return bpf_skb_change_tail(ctx, len, 0);
+}
+
+/* fw_hook_grow puts n bytes in front of the frame. */
+static __always_inline int fw_hook_grow(void *ctx, const int hook, __u32 n)
+{
+	if (hook == FW_HOOK_XDP)
+		return bpf_xdp_adjust_head(ctx, -(int)n);
+	return bpf_skb_change_head(ctx, n, 0);
+}
+
+/* fw_hook_store writes len bytes (a constant) from buf at offset off <=
+ * FW_L2_MAX of the frame. XDP writes the frame directly. tc writes with a
+ * helper: one direct packet write anywhere in a tc program makes the
+ * verifier prepend an "unclone" prologue that runs on every packet
+ * (bpf_skb_pull_data on each cloned skb, which every TCP segment is), and
+ * the OUTPUT chain's ACCEPT path must not pay for REJECT. The helper also
+ * drops the skb's flow hash, which was the original's. */
+static __always_inline int fw_hook_store(void *ctx, const int hook, __u32 off, const void *buf,
+					 const __u32 len)
+{
+	if (off > FW_L2_MAX)
+		return -1;
+	if (hook == FW_HOOK_TC)
+		return bpf_skb_store_bytes(ctx, off, buf, len, BPF_F_INVALIDATE_HASH);
+	void *dst = fw_hook_data(ctx, hook) + off;
+	fw_opaque(dst);
+	if (dst + len > fw_hook_end(ctx, hook))
+		return -1;
+	__builtin_memcpy(dst, buf, len);
+	return 0;
+}
+
 /* ---- building the answer ---- */
 
+/* The answer's headers, built on the stack and written into the frame in
+ * two pieces: l2 at offset 0 (the MACs; for an ICMP answer also the
+ * EtherType and tags, moved to the new front of the frame) and hdr at the
+ * IP header's offset (IP header + TCP header, or IP header + ICMP header). */
+struct fw_answer {
+	__u8 l2[FW_L2_MAX];
+	__u8 _pad[2];
+	__u8 hdr[sizeof(struct ipv6hdr) + 20]; /* at 24: every field aligned (the verifier requires it on the stack) */
+} __attribute__((aligned(8)));
+
 /* fw_put_eth writes the answer's Ethernet addresses: back to the sender. */
-static __always_inline void fw_put_eth(struct ethhdr *eth, const struct fw_pkt *p)
+static __always_inline void fw_put_eth(__u8 *eth, const struct fw_pkt *p)
 {
-	__builtin_memcpy(eth->h_dest, p->src_mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, p->dst_mac, ETH_ALEN);
+	__builtin_memcpy(eth, p->src_mac, ETH_ALEN);
+	__builtin_memcpy(eth + ETH_ALEN, p->dst_mac, ETH_ALEN);
 }
 
 static __always_inline void fw_put_ip4(struct iphdr *ip, const struct fw_pkt *p, __u8 tos,
@@ -225,24 +335,41 @@ static __always_inline void fw_put_ip6(struct ipv6hdr *ip6, const struct fw_pkt 
 	__builtin_memcpy(&ip6->daddr, p->src, 16);
 }
 
+/* fw_put_rst writes the RST's 20 bytes at t; sum is its pseudo-header sum. */
+static __always_inline void fw_put_rst(__u8 *t, const struct fw_pkt *p, __u32 seq, __u32 ack,
+				       __u8 flags, __u64 sum)
+{
+	*(__be16 *)(t + 0) = bpf_htons(p->dport);
+	*(__be16 *)(t + 2) = bpf_htons(p->sport);
+	*(__be32 *)(t + 4) = bpf_htonl(seq);
+	*(__be32 *)(t + 8) = bpf_htonl(ack);
+	t[12] = 5 << 4; /* data offset 5: no options */
+	t[13] = flags;
+	*(__be16 *)(t + 14) = 0; /* window */
+	*(__be16 *)(t + 16) = 0; /* checksum */
+	*(__be16 *)(t + 18) = 0; /* urgent pointer */
+	*(__u16 *)(t + 16) = fw_csum_fold(fw_csum_words(t, 10, sum));
+}
+
 /* fw_tcp_rst answers a TCP segment with a RST the sender accepts (RFC 9293
  * 3.10.7.1): to a segment with ACK, <SEQ=SEG.ACK><CTL=RST>; else
  * <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>, SEG.LEN counting SYN and FIN.
  * The frame shrinks to Ethernet (+tags) + IP without options or extension
  * headers + 20 bytes of TCP. Returns 0, or -1 if it cannot be built. */
-static __always_inline int fw_tcp_rst(struct xdp_md *ctx, const struct fw_pkt *p)
+static __always_inline int fw_tcp_rst(void *ctx, const int hook, const struct fw_pkt *p)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
+	void *data = fw_hook_data(ctx, hook);
+	void *end = fw_hook_end(ctx, hook);
 	__u32 l3 = p->l3_off, l4 = p->l4_off;
+	__u32 iplen = p->family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
 
-	if (l3 > FW_L2_MAX || l4 > FW_L4_OFF_MAX || l4 < l3)
+	if (l3 > FW_L2_MAX || l4 > FW_L4_OFF_MAX || l4 < l3 + iplen)
 		return -1;
 	__u8 *th = data + l4;
 	fw_opaque(th);
 	if ((void *)(th + 20) > end)
 		return -1;
-	/* What the answer needs, read before the headers are overwritten. */
+	/* What the answer needs, read before the frame changes. */
 	__u32 seq = bpf_ntohl(*(__be32 *)(th + 4));
 	__u32 ack = bpf_ntohl(*(__be32 *)(th + 8));
 	__u32 doff = (th[12] >> 4) * 4;
@@ -258,47 +385,30 @@ static __always_inline int fw_tcp_rst(struct xdp_md *ctx, const struct fw_pkt *p
 		rflags |= FW_TCP_ACK;
 	}
 
-	__u32 iplen = p->family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
-	int delta = (int)(l3 + iplen + 20) - (int)(end - data); /* <= 0 */
-	if (delta > 0 || bpf_xdp_adjust_tail(ctx, delta))
+	/* tc: the kernel refuses to cut an skb short of its transport header
+	 * (and of the checksum an offloading device is to fill in), so IPv4
+	 * options or IPv6 extension headers go first, which leaves the TCP
+	 * header where it was. XDP simply writes over them. */
+	if (hook == FW_HOOK_TC && l4 != l3 + iplen &&
+	    bpf_skb_adjust_room(ctx, -(int)(l4 - l3 - iplen), BPF_ADJ_ROOM_NET, 0))
 		return -1;
-	/* adjust_tail invalidates every packet pointer: load and check again. */
-	data = (void *)(long)ctx->data;
-	end = (void *)(long)ctx->data_end;
-	if (data + ETH_HLEN > end)
+	if (fw_hook_trim(ctx, hook, l3 + iplen + 20))
 		return -1;
-	fw_put_eth(data, p);
 
-	__u64 sum;
-	__u8 *t;
+	struct fw_answer a;
+	fw_put_eth(a.l2, p);
+	if (fw_hook_store(ctx, hook, 0, a.l2, 2 * ETH_ALEN))
+		return -1;
 	if (p->family == 4) {
-		struct iphdr *ip = data + l3;
-		fw_opaque(ip);
-		if ((void *)(ip + 1) + 20 > end)
-			return -1;
+		struct iphdr *ip = (void *)a.hdr;
 		fw_put_ip4(ip, p, 0, sizeof(*ip) + 20, 0x4000 /* DF */, IPPROTO_TCP);
-		t = (__u8 *)(ip + 1);
-		sum = fw_pseudo4(ip, IPPROTO_TCP, 20);
-	} else {
-		struct ipv6hdr *ip6 = data + l3;
-		fw_opaque(ip6);
-		if ((void *)(ip6 + 1) + 20 > end)
-			return -1;
-		fw_put_ip6(ip6, p, 20, IPPROTO_TCP);
-		t = (__u8 *)(ip6 + 1);
-		sum = fw_pseudo6(ip6, IPPROTO_TCP, 20);
+		fw_put_rst((__u8 *)(ip + 1), p, rseq, rack, rflags, fw_pseudo4(ip, IPPROTO_TCP, 20));
+		return fw_hook_store(ctx, hook, l3, a.hdr, sizeof(*ip) + 20);
 	}
-	*(__be16 *)(t + 0) = bpf_htons(p->dport);
-	*(__be16 *)(t + 2) = bpf_htons(p->sport);
-	*(__be32 *)(t + 4) = bpf_htonl(rseq);
-	*(__be32 *)(t + 8) = bpf_htonl(rack);
-	t[12] = 5 << 4; /* data offset 5: no options */
-	t[13] = rflags;
-	*(__be16 *)(t + 14) = 0; /* window */
-	*(__be16 *)(t + 16) = 0; /* checksum */
-	*(__be16 *)(t + 18) = 0; /* urgent pointer */
-	*(__u16 *)(t + 16) = fw_csum_fold(fw_csum_words(t, 10, sum));
-	return 0;
+	struct ipv6hdr *ip6 = (void *)a.hdr;
+	fw_put_ip6(ip6, p, 20, IPPROTO_TCP);
+	fw_put_rst((__u8 *)(ip6 + 1), p, rseq, rack, rflags, fw_pseudo6(ip6, IPPROTO_TCP, 20));
+	return fw_hook_store(ctx, hook, l3, a.hdr, sizeof(*ip6) + 20);
 }
 
 /* fw_icmp_code maps a reject kind to the ICMP (family 4) or ICMPv6 code; a
@@ -326,11 +436,13 @@ static __always_inline __u8 fw_icmp_code(__u8 kind, __u8 family)
 }
 
 /* fw_icmp_unreach answers with a destination unreachable quoting the packet
- * from its IP header on, as much as FW_ICMP{4,6}_QUOTE_MAX allows. The new
- * IP and ICMP headers go in front of the old IP header (adjust_head), the
- * Ethernet header and tags move to the new front, and the tail is cut to
- * the quote (dropping Ethernet padding too). Returns 0, or -1. */
-static __always_inline int fw_icmp_unreach(struct xdp_md *ctx, const struct fw_pkt *p, __u8 kind)
+ * from its IP header on, as much as FW_ICMP{4,6}_QUOTE_MAX allows. The
+ * frame is cut to the quote (dropping Ethernet padding too), room for the
+ * new IP and ICMP headers is made in front, Ethernet and the tags move to
+ * the new front, and the headers go between them and the quote. Returns 0,
+ * or -1. */
+static __always_inline int fw_icmp_unreach(void *ctx, const int hook, const struct fw_pkt *p,
+					   __u8 kind)
 {
 	__u32 l3 = p->l3_off;
 	int v4 = p->family == 4;
@@ -342,51 +454,39 @@ static __always_inline int fw_icmp_unreach(struct xdp_md *ctx, const struct fw_p
 		quote = qmax;
 	if (l3 > FW_L2_MAX)
 		return -1;
-	if (bpf_xdp_adjust_head(ctx, -(int)grow))
+	if (fw_hook_trim(ctx, hook, l3 + quote) || fw_hook_grow(ctx, hook, grow))
 		return -1;
 
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	/* Move Ethernet and the tags from data + grow to data: the MACs are
-	 * written anew, the EtherType and up to FW_MAX_VLAN tags copied as 10
+	void *data = fw_hook_data(ctx, hook);
+	void *end = fw_hook_end(ctx, hook);
+	struct fw_answer a;
+	/* The answer's L2 header: new MACs, then the EtherType and up to
+	 * FW_MAX_VLAN tags from the old front (data + grow), copied as 10
 	 * bytes whatever the tag count. Bytes past l3 are copied for nothing
-	 * (the new IP header overwrites them), but no branch on l3 splits the
-	 * verifier's state: every path below is walked once per family. */
+	 * (the IP header written next covers them), but no branch on l3
+	 * splits the verifier's state: every path below is walked once per
+	 * family. */
+	fw_put_eth(a.l2, p);
 	if (v4) {
 		if (data + 28 + FW_L2_MAX > end)
 			return -1;
-		fw_put_eth(data, p);
-		__builtin_memcpy(data + 12, data + 28 + 12, FW_L2_MAX - 12);
+		__builtin_memcpy(a.l2 + 12, data + 28 + 12, FW_L2_MAX - 12);
 	} else {
 		if (data + 48 + FW_L2_MAX > end)
 			return -1;
-		fw_put_eth(data, p);
-		__builtin_memcpy(data + 12, data + 48 + 12, FW_L2_MAX - 12);
+		__builtin_memcpy(a.l2 + 12, data + 48 + 12, FW_L2_MAX - 12);
 	}
 
-	int delta = (int)(l3 + grow + quote) - (int)(end - data); /* <= 0 */
-	if (delta > 0 || bpf_xdp_adjust_tail(ctx, delta))
-		return -1;
-	data = (void *)(long)ctx->data;
-	end = (void *)(long)ctx->data_end;
-
 	__u8 *icmp;
-	__u64 sum;
+	__u64 sum = 0;
 	if (v4) {
-		struct iphdr *ip = data + l3;
-		fw_opaque(ip);
-		if ((void *)(ip + 1) + 8 > end)
-			return -1;
+		struct iphdr *ip = (void *)a.hdr;
 		/* TOS: precedence internetwork control (RFC 1812 4.3.2.5), as Linux */
 		fw_put_ip4(ip, p, 0xc0, sizeof(*ip) + 8 + quote, 0, IPPROTO_ICMP);
 		icmp = (__u8 *)(ip + 1);
 		icmp[0] = 3; /* destination unreachable */
-		sum = 0;
 	} else {
-		struct ipv6hdr *ip6 = data + l3;
-		fw_opaque(ip6);
-		if ((void *)(ip6 + 1) + 8 > end)
-			return -1;
+		struct ipv6hdr *ip6 = (void *)a.hdr;
 		fw_put_ip6(ip6, p, 8 + quote, IPPROTO_ICMPV6);
 		icmp = (__u8 *)(ip6 + 1);
 		icmp[0] = 1; /* destination unreachable */
@@ -395,44 +495,154 @@ static __always_inline int fw_icmp_unreach(struct xdp_md *ctx, const struct fw_p
 	icmp[1] = fw_icmp_code(kind, p->family);
 	*(__u16 *)(icmp + 2) = 0;
 	*(__u32 *)(icmp + 4) = 0; /* unused */
-	sum = fw_csum_tail(icmp, end, (8 + FW_ICMP6_QUOTE_MAX + 1) / 2, sum);
+	sum = fw_csum_words(icmp, 4, sum);
+	/* the quote: the old frame from its IP header on, now at l3 + grow */
+	__u8 *q = data + l3 + grow;
+	sum = fw_csum_tail(q, end, (FW_ICMP6_QUOTE_MAX + 1) / 2, sum);
 	*(__u16 *)(icmp + 2) = fw_csum_fold(sum);
-	return 0;
+
+	if (fw_hook_store(ctx, hook, 0, a.l2, FW_L2_MAX))
+		return -1;
+	if (v4)
+		return fw_hook_store(ctx, hook, l3, a.hdr, sizeof(struct iphdr) + 8);
+	return fw_hook_store(ctx, hook, l3, a.hdr, sizeof(struct ipv6hdr) + 8);
 }
 
-/* fw_reject acts on a REJECT decision: returns XDP_TX with the answer
- * built in the frame, or XDP_DROP, and sets d->reason to what happened.
- * A global (non-inlined) function: the verifier checks it once (about 30k
+/* fw_reject_answer checks whether the packet may be answered and builds
+ * the answer in its frame. Returns 0 (answered), or the FW_R_REJECT_*
+ * reason it was not; the frame may be changed either way. */
+static __always_inline __u8 fw_reject_answer(void *ctx, const int hook, const struct fw_pkt *p,
+					     __u8 kind)
+{
+	__u8 why = fw_reject_check(p, kind);
+	int rc;
+
+	if (why)
+		return why;
+	if (kind == FW_REJ_TCP_RESET && p->proto == IPPROTO_TCP)
+		rc = fw_tcp_rst(ctx, hook, p);
+	else
+		rc = fw_icmp_unreach(ctx, hook, p, kind);
+	return rc ? FW_R_REJECT_FAIL : 0;
+}
+
+/* ---- OUTPUT answers meeting the XDP program ----
+ * The XDP program meets the answers of OUTPUT REJECTs in generic mode only:
+ * there it runs on every skb that arrives, redirected ones included
+ * (natively it runs in the driver, which they never pass). It lets them
+ * through as native mode does: they are no traffic from the peer, were
+ * counted where they were sent, and a stateful INPUT policy would drop
+ * them (they belong to no connection: INVALID). fw_reject_tc records a hash
+ * of each answer; the XDP program passes a packet that may be one (a RST,
+ * an ICMP or ICMPv6 destination unreachable) if its hash is recorded,
+ * consuming it, and only within FW_REJECT_OWN_NS of the last answer sent,
+ * so that other traffic pays one comparison and an array lookup. */
+
+#define FW_REJECT_OWN_NS 1000000000ULL
+
+/* fw_answer_hash: FNV-1a over the 32-bit words of the first 64 bytes from
+ * the IP header (fewer if the frame is shorter; answers have 40 at least).
+ * Among them are the addresses, the ports or ICMP type, code and checksum,
+ * and for a RST its sequence numbers. */
+static __always_inline __u64 fw_answer_hash(void *data, void *end, __u32 l3)
+{
+	__u64 h = 0xcbf29ce484222325ULL;
+
+	if (l3 > FW_L2_MAX)
+		return h;
+	__u8 *pos = data + l3;
+	fw_opaque(pos);
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		if ((void *)(pos + 4) > end)
+			break;
+		h = (h ^ *(__u32 *)pos) * 0x100000001b3ULL;
+		pos += 4;
+	}
+	return h;
+}
+
+/* fw_reject_own_note records the answer now in the frame (tc). */
+static __always_inline void fw_reject_own_note(struct __sk_buff *skb, const struct fw_pkt *p)
+{
+	__u64 h = fw_answer_hash((void *)(long)skb->data, (void *)(long)skb->data_end, p->l3_off);
+	__u64 now = bpf_ktime_get_coarse_ns();
+	__u32 zero = 0;
+	__u64 *last = bpf_map_lookup_elem(&fw_reject_own_last, &zero);
+
+	bpf_map_update_elem(&fw_reject_own, &h, &now, BPF_ANY);
+	if (last)
+		*last = now;
+}
+
+/* fw_reject_own_answer: is the packet (XDP) an OUTPUT REJECT answer sent
+ * by fw_reject_tc? Each answer is recognized once. */
+static __always_inline int fw_reject_own_answer(void *data, void *end, const struct fw_pkt *p)
+{
+	__u32 zero = 0;
+	int maybe;
+
+	if (!(p->flags & FW_PKT_L4))
+		return 0;
+	if (p->proto == IPPROTO_TCP)
+		maybe = p->tcp_flags & FW_TCP_RST;
+	else if (p->proto == IPPROTO_ICMP)
+		maybe = p->family == 4 && p->icmp_type == 3;
+	else if (p->proto == IPPROTO_ICMPV6)
+		maybe = p->family == 6 && p->icmp_type == 1;
+	else
+		return 0;
+	if (!maybe)
+		return 0;
+	__u64 *last = bpf_map_lookup_elem(&fw_reject_own_last, &zero);
+	if (!last || !*last || bpf_ktime_get_coarse_ns() - *last > FW_REJECT_OWN_NS)
+		return 0;
+	__u64 h = fw_answer_hash(data, end, p->l3_off);
+	return bpf_map_delete_elem(&fw_reject_own, &h) == 0; /* one CPU alone deletes it */
+}
+
+/* fw_reject_xdp acts on a REJECT decision at XDP: returns XDP_TX with the
+ * answer built in the frame, or XDP_DROP, and sets d->reason to what
+ * happened. fw_reject_tc is its twin for the tc egress hook.
+ * Global (non-inlined) functions: the verifier checks each once (about 30k
  * instructions), not once for every state the classifier leaves the caller
  * in. The caller must not use packet pointers taken before the call: the
  * frame may have moved (the kernel tracks this for global functions since
- * 6.13; xdp_fw.c takes none). */
-__noinline int fw_reject(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d)
+ * 6.13; the entry programs take none). */
+__noinline int fw_reject_xdp(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d)
 {
 	if (!ctx || !p || !d) /* the verifier requires the check on global-function pointers */
 		return XDP_DROP;
 
-	__u8 why = fw_reject_unanswerable(p, d->reject);
-	int rc;
+	__u8 why = fw_reject_answer(ctx, FW_HOOK_XDP, p, d->reject);
 
-	if (why) {
-		d->reason = why;
-		return XDP_DROP;
-	}
-	if (!fw_reject_allow(p)) {
-		d->reason = FW_R_REJECT_RATE;
-		return XDP_DROP;
-	}
-	if (d->reject == FW_REJ_TCP_RESET && p->proto == IPPROTO_TCP)
-		rc = fw_tcp_rst(ctx, p);
-	else
-		rc = fw_icmp_unreach(ctx, p, d->reject);
-	if (rc) {
-		d->reason = FW_R_REJECT_FAIL;
-		return XDP_DROP;
-	}
-	d->reason = FW_R_RULE_REJECT;
-	return XDP_TX;
+	d->reason = why ? why : FW_R_RULE_REJECT;
+	return why ? XDP_DROP : XDP_TX;
+}
+
+/* fw_reject_tc acts on a REJECT decision in OUTPUT (tc egress): the packet
+ * becomes the answer, which is sent into this host's stack on the same
+ * interface as if the peer had sent it (TC_ACT_REDIRECT); or TC_ACT_SHOT.
+ * Sets d->reason.
+ * The answer's dst is the skb's own: the original's is dropped on the way
+ * in (skb_scrub_packet), the route is looked up anew. What the kernel
+ * keeps is the skb's checksum state: a TCP or UDP packet of a socket is
+ * CHECKSUM_PARTIAL (its L4 checksum left for the device to fill in), no
+ * helper can change that, and the receiving stack then takes the answer's
+ * L4 checksum as verified; the answer carries full, correct checksums
+ * anyway. docs/reject.md "REJECT in OUTPUT". */
+__noinline int fw_reject_tc(struct __sk_buff *skb, const struct fw_pkt *p, struct fw_decision *d)
+{
+	if (!skb || !p || !d)
+		return TC_ACT_SHOT;
+
+	__u8 why = fw_reject_answer(skb, FW_HOOK_TC, p, d->reject);
+
+	d->reason = why ? why : FW_R_RULE_REJECT;
+	if (why)
+		return TC_ACT_SHOT;
+	fw_reject_own_note(skb, p);
+	return bpf_redirect(skb->ifindex, BPF_F_INGRESS);
 }
 
 #endif

@@ -73,8 +73,10 @@ static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 act
 
 /* The tc hook's trace: BPF_PROG_TEST_RUN callers put FW_TRACE_CB_MAGIC in
  * skb->cb[0] (and FW_TRACE_CTSTATE << 8 | state in cb[3] to assume a
- * connection state); the program answers in cb[1] (rule id) and cb[2]
- * (action, reason, chain, ctstate: one byte each, low first). */
+ * connection state); the program answers in cb[1] (rule id), cb[2]
+ * (action, reason, chain, ctstate: one byte each, low first) and cb[4]
+ * (LOG rules that logged it, 1 << 8 when its deciding rule did too, and
+ * enum fw_reject of a REJECT decision << 16). */
 #define FW_TRACE_CB_MAGIC 0x78647066 /* "xdpf" */
 static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
 {
@@ -85,22 +87,29 @@ static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
 	return in & 0xff;
 }
 
-static __always_inline void fw_trace_skb(struct __sk_buff *skb, __u32 rule_id, __u8 action,
-					 __u8 reason, const struct fw_pkt *p)
+static __always_inline void fw_trace_skb_reject(struct __sk_buff *skb, __u32 rule_id, __u8 action,
+						__u8 reason, const struct fw_pkt *p, __u8 reject)
 {
 	if (skb->cb[0] != FW_TRACE_CB_MAGIC)
 		return;
 	skb->cb[1] = rule_id;
 	skb->cb[2] = action | (__u32)reason << 8 | (__u32)p->chain << 16 | (__u32)p->ctstate << 24;
+	skb->cb[4] = (__u32)reject << 16;
 }
 
-/* fw_trace_skb_log answers in cb[4]: LOG rules that logged the packet,
- * and 1 << 8 when its deciding rule did too. */
+static __always_inline void fw_trace_skb(struct __sk_buff *skb, __u32 rule_id, __u8 action,
+					 __u8 reason, const struct fw_pkt *p)
+{
+	fw_trace_skb_reject(skb, rule_id, action, reason, p, 0);
+}
+
+/* fw_trace_skb_log adds to cb[4] (after fw_trace_skb_reject): LOG rules
+ * that logged the packet, and 1 << 8 when its deciding rule did too. */
 static __always_inline void fw_trace_skb_log(struct __sk_buff *skb, const struct fw_decision *d)
 {
 	if (skb->cb[0] != FW_TRACE_CB_MAGIC)
 		return;
-	skb->cb[4] = d->nlog | (d->log ? 1u << 8 : 0);
+	skb->cb[4] |= d->nlog | (d->log ? 1u << 8 : 0);
 }
 
 #endif

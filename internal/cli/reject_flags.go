@@ -18,7 +18,7 @@ type rejectFlags struct {
 
 func (r *rejectFlags) add(cmd *cobra.Command, dflt string) {
 	fs := cmd.Flags()
-	fs.StringVar(&r.rate, "reject-rate", "", fmt.Sprintf("REJECT answers per second per source (IPv4 address, IPv6 /64), as N/s (%s)", dflt))
+	fs.StringVar(&r.rate, "reject-rate", "", fmt.Sprintf("REJECT answers per second per source (IPv4 address, IPv6 /64; OUTPUT: per destination), as N/s (%s)", dflt))
 	fs.Uint32Var(&r.burst, "reject-burst", 0, fmt.Sprintf("REJECT answers a quiet source may get at once (%s)", dflt))
 }
 

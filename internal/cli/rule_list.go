@@ -47,9 +47,6 @@ then each chain's policy per family with its counters.`,
 					if r.Log != nil {
 						fmt.Fprintf(tw, "   [logged %d, suppressed %d, lost %d]", r.Log.Emitted, r.Log.Suppressed, r.Log.Lost)
 					}
-					if r.Note != "" {
-						fmt.Fprintf(tw, "   [%s]", r.Note)
-					}
 					fmt.Fprintln(tw)
 				}
 			}

@@ -40,12 +40,16 @@ output whose rules and policies apply to that family only.
 A file with any error changes nothing; errors name file:line:column.
 
 REJECT answers with a TCP RST or an ICMP unreachable sent back from XDP;
---reject-rate and --reject-burst bound the answers each source (IPv4
-address, IPv6 /64) gets, so REJECT cannot be used as an amplifier.
+in OUTPUT the answer goes to this host's own socket, which fails at once
+(ECONNREFUSED, EHOSTUNREACH...), as with iptables. --reject-rate and
+--reject-burst bound the answers each source (IPv4 address, IPv6 /64; in
+OUTPUT each destination) gets, so REJECT cannot be used as an amplifier.
 
 Attach modes: native (in the driver), generic (in the stack, any device),
 offload (on a NIC that runs BPF), auto (native, else generic). The OUTPUT
-chain runs in a tc egress program (tcx) attached to the same interfaces.
+chain runs in a tc egress program attached to the same interfaces (tcx,
+or a clsact filter on kernels before 6.6; XDPFW_TC_ATTACH=tcx|clsact
+chooses).
 
 -j LOG rules and --log on ACCEPT, DROP or REJECT rules log packets: each
 event carries the packet's first --log-snap bytes and goes to a ring buffer

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/packet"
@@ -39,13 +40,20 @@ chain and the deciding rule. Nothing is sent anywhere (a REJECT's answer
 is built, reported as XDP_TX, and discarded); the run is counted like a
 real packet: conntrack records it unless --ctstate gives the connection
 state to assume, a REJECT answer takes from its source's budget, and a
-logged packet's events (marked TRACE) go to 'xdpfw log'.`,
+logged packet's events (marked TRACE) go to 'xdpfw log'.
+
+--out traces a packet this host sends instead: the OUTPUT chain, run by
+the tc egress program. Its verdicts are TC_ACT_OK, TC_ACT_SHOT, and
+TC_ACT_REDIRECT for an answered REJECT (live, the answer goes into this
+host's stack on the same interface, so the sending socket fails at once;
+the trace builds it and discards it).`,
 		Example: `  xdpfw trace -p tcp --src 198.51.100.7 --dst 10.0.0.1 --dport 22
   xdpfw trace -p tcp --dst 10.0.0.1 --dport 80 --tcp-flags SYN
   xdpfw trace -p icmp --dst 10.0.0.1 --icmp-type echo-request
   xdpfw trace -p udp --src 2001:db8::1 --dst 2001:db8::2 --dport 53 --vlan 10
   xdpfw trace -p tcp --src 198.51.100.7 --dport 443 --tcp-flags ACK --ctstate ESTABLISHED
   xdpfw trace --out -p udp --dst 192.0.2.53 --dport 53
+  xdpfw trace --out -p tcp --src 10.0.0.1 --dst 203.0.113.9 --dport 25
   xdpfw trace --pcap capture.pcapng --in eth0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -225,7 +233,10 @@ func logWho(r *firewall.TraceResult) string {
 
 // rejectOutcome says what a REJECT did with the traced packet.
 func rejectOutcome(r *firewall.TraceResult) string {
-	if r.Verdict == "XDP_TX" {
+	switch {
+	case r.Reason == compile.ReasonRuleReject.String() && r.Chain == rules.ChainOutput.String():
+		return "answered: " + r.Reject + ", to this host's own socket"
+	case r.Reason == compile.ReasonRuleReject.String():
 		return "answered: " + r.Reject
 	}
 	return "not answered, dropped: " + r.Reason

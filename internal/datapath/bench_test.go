@@ -1,11 +1,16 @@
 package datapath_test
 
 import (
+	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
 )
@@ -46,4 +51,149 @@ func BenchmarkClassify(b *testing.B) {
 			})
 		}
 	}
+}
+
+var baseObject = flag.String("base-object", "", "BenchmarkAccept: also run this build's xdpfw_bpfel.o "+
+	"(e.g. `git show main:internal/datapath/xdpfw_bpfel.o`), interleaved with the current one, and report the ratio")
+
+// BenchmarkAccept measures both programs on packets they accept: the tc
+// egress program (OUTPUT) and the XDP program (INPUT), each with a rule
+// the classifier finds and as part of a tracked connection (a conntrack
+// lookup, the ESTABLISHED fast rule, the entry's update). The packets are
+// UDP; the rule sets hold a REJECT. With -base-object it loads another
+// build beside this one (both unpinned, alike), installs the same tables,
+// and runs both in interleaved rounds (one round: b.N packets through each,
+// in turn first), reporting both medians and the median of the per-round
+// ratios (this build / base):
+//
+//	git show main:internal/datapath/xdpfw_bpfel.o > /tmp/base.o
+//	go test -run '^$' -bench Accept ./internal/datapath/ -args -base-object /tmp/base.o
+func BenchmarkAccept(b *testing.B) {
+	const (
+		untracked = "-A %[1]s -p tcp --dport 25 -j REJECT --reject-with tcp-reset\n-A %[1]s -p udp --dport 53 -j ACCEPT\n-A %[1]s -j DROP\n"
+		tracked   = "-A %[1]s -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n" + untracked
+	)
+	// host 10.200.0.1 and peer 10.200.0.2: OUTPUT measures the host's
+	// query, INPUT the peer's; the other direction answers it.
+	query := func(egress bool) []byte {
+		if egress {
+			return v4pkt(packet.ProtoUDP, "10.200.0.1", "10.200.0.2", 40000, 53).Bytes()
+		}
+		return v4pkt(packet.ProtoUDP, "10.200.0.2", "10.200.0.1", 40000, 53).Bytes()
+	}
+	answer := func(egress bool) []byte {
+		if egress {
+			return v4pkt(packet.ProtoUDP, "10.200.0.2", "10.200.0.1", 53, 40000).Bytes()
+		}
+		return v4pkt(packet.ProtoUDP, "10.200.0.1", "10.200.0.2", 53, 40000).Bytes()
+	}
+	for _, c := range []struct {
+		name    string
+		egress  bool
+		tracked bool
+	}{
+		{"egress/classifier", true, false}, {"egress/conntrack-established", true, true},
+		{"ingress/classifier", false, false}, {"ingress/conntrack-established", false, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f := newFixtureB(b)
+			chain, rules := "INPUT", untracked
+			if c.egress {
+				chain = "OUTPUT"
+			}
+			if c.tracked {
+				rules = tracked
+			}
+			f.installText(fmt.Sprintf(rules, chain))
+			objs := []string{""}
+			if *baseObject != "" {
+				objs = append(objs, *baseObject)
+			}
+			var dps []*datapath.Datapath
+			for _, obj := range objs {
+				dp, err := datapath.LoadObject(obj, f.dp.Limits())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(dp.Close)
+				if err := dp.Install(f.tables); err != nil {
+					b.Fatal(err)
+				}
+				dps = append(dps, dp)
+			}
+			// run traces frame through dp's program for the direction
+			// out (true: egress), and tells whether it was accepted.
+			run := func(dp *datapath.Datapath, out bool, frame []byte) (datapath.TraceResult, bool, error) {
+				if out {
+					r, err := datapath.TraceEgress(dp.EgressProgram(), frame, datapath.NoCTState)
+					return r, r.XDPAction == datapath.TCActOK, err
+				}
+				r, err := datapath.Trace(dp.Program(), frame, 0)
+				return r, r.XDPAction == datapath.XDPPass, err
+			}
+			prog := func(dp *datapath.Datapath) *ebpf.Program {
+				if c.egress {
+					return dp.EgressProgram()
+				}
+				return dp.Program()
+			}
+			frame := query(c.egress)
+			err := f.ns.Do(func() error {
+				for _, dp := range dps {
+					if r, ok, err := run(dp, c.egress, frame); err != nil || !ok {
+						return fmt.Errorf("probe: %+v, %v; want it accepted", r, err)
+					}
+					if !c.tracked {
+						continue
+					}
+					if _, _, err := run(dp, !c.egress, answer(c.egress)); err != nil {
+						return err
+					}
+					if r, ok, err := run(dp, c.egress, frame); err != nil || !ok || r.CTState != compile.CTEstablished {
+						return fmt.Errorf("probe after the answer: %+v, %v; want it accepted, ESTABLISHED", r, err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rounds := 1
+			if len(dps) > 1 {
+				rounds = 20
+			}
+			ns := make([][]float64, len(dps))
+			err = f.ns.Do(func() error {
+				for r := 0; r < rounds; r++ {
+					for j := range dps {
+						i := (j + r) % len(dps) // each build goes first in every other round
+						_, per, err := prog(dps[i]).Benchmark(frame, b.N, nil)
+						if err != nil {
+							return err
+						}
+						ns[i] = append(ns[i], float64(per.Nanoseconds()))
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(medianOf(ns[0]), "ns/pkt")
+			if len(dps) > 1 {
+				ratios := make([]float64, rounds)
+				for r := range ratios {
+					ratios[r] = ns[0][r] / ns[1][r]
+				}
+				b.ReportMetric(medianOf(ns[1]), "base-ns/pkt")
+				b.ReportMetric(medianOf(ratios), "ratio")
+			}
+		})
+	}
+}
+
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

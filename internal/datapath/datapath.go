@@ -80,8 +80,10 @@ type Datapath struct {
 	logLim  *ebpf.Map // fw_log_limits: per logged rule id
 	logStat *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr  *ebpf.Map // fw_log_counters
-	rl      *ebpf.Map // fw_reject_rl: REJECT's per-source budget, not pinned (nil when opened from pins)
-	scratch *ebpf.Map // fw_log_scratch: per-packet LOG notes, not pinned (nil when opened from pins)
+	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
+	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
+	// answers on their way in; fw_log_scratch, per-packet LOG notes.
+	unpinned []*ebpf.Map
 	// clockProg is the clock probe (bpf/clock.c), never pinned: loaded
 	// with the program, or on first use by a handle from Open.
 	clockProg *ebpf.Program
@@ -109,29 +111,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
-	if lim.Entries == 0 {
-		c := lim.Conntrack
-		lim = LimitsFor(0)
-		if c > 0 {
-			lim.Conntrack = c
-		}
+	if lim, err = sizeSpec(spec, lim); err != nil {
+		return nil, err
 	}
-	if lim.LogSnap < 0 || lim.LogSnap > compile.MaxLogSnap {
-		return nil, fmt.Errorf("log snap length %d: want 0 to %d bytes", lim.LogSnap, compile.MaxLogSnap)
-	}
-	if lim.Conntrack <= 0 {
-		lim.Conntrack = DefaultConntrack
-	}
-	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots,
-		"fw_log_snap": lim.LogSnap} {
-		if err := spec.Variables[name].Set(uint32(n)); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
-		}
-	}
-	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
-	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
-	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
-	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
 	var objs xdpfwObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
@@ -146,30 +128,58 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
 	return &Datapath{
-		dir:     dir,
-		prog:    objs.XdpfwIngress,
-		egress:  objs.XdpfwEgress,
-		limits:  lim,
-		active:  objs.FwActive,
-		entries: objs.FwEntries,
-		nodes:   objs.FwNodes,
-		leaves:  objs.FwLeaves,
-		roots:   objs.FwRoots,
-		ruleCtr: objs.FwRuleStats,
-		reasons: objs.FwReasonStats,
-		config:  objs.FwConfigMap,
-		sets:    objs.FwSets,
-		ct:      objs.FwCt,
-		ctStats: objs.FwCtStats,
-		logRing: objs.FwLogRing,
-		logLim:  objs.FwLogLimits,
-		logStat: objs.FwLogStats,
-		logCtr:  objs.FwLogCounters,
-		rl:      objs.FwRejectRl,
-		scratch: objs.FwLogScratch,
+		dir:      dir,
+		prog:     objs.XdpfwIngress,
+		egress:   objs.XdpfwEgress,
+		limits:   lim,
+		active:   objs.FwActive,
+		entries:  objs.FwEntries,
+		nodes:    objs.FwNodes,
+		leaves:   objs.FwLeaves,
+		roots:    objs.FwRoots,
+		ruleCtr:  objs.FwRuleStats,
+		reasons:  objs.FwReasonStats,
+		config:   objs.FwConfigMap,
+		sets:     objs.FwSets,
+		ct:       objs.FwCt,
+		ctStats:  objs.FwCtStats,
+		logRing:  objs.FwLogRing,
+		logLim:   objs.FwLogLimits,
+		logStat:  objs.FwLogStats,
+		logCtr:   objs.FwLogCounters,
+		unpinned: []*ebpf.Map{objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch},
 
 		clockProg: objs.XdpfwClock,
 	}, nil
+}
+
+// sizeSpec sets the table sizes of lim (defaults for zero fields) in spec
+// and returns the limits in effect.
+func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
+	if lim.Entries == 0 {
+		c := lim.Conntrack
+		lim = LimitsFor(0)
+		if c > 0 {
+			lim.Conntrack = c
+		}
+	}
+	if lim.Conntrack <= 0 {
+		lim.Conntrack = DefaultConntrack
+	}
+	if lim.LogSnap < 0 || lim.LogSnap > compile.MaxLogSnap {
+		return lim, fmt.Errorf("log snap length %d: want 0 to %d bytes", lim.LogSnap, compile.MaxLogSnap)
+	}
+	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots,
+		"fw_log_snap": lim.LogSnap} {
+		if err := spec.Variables[name].Set(uint32(n)); err != nil {
+			return lim, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
+	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
+	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
+	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
+	return lim, nil
 }
 
 // PinProgram makes this program the pinned one (the one status reports and
@@ -242,10 +252,8 @@ func (d *Datapath) Close() {
 			(*m).Close()
 		}
 	}
-	for _, m := range []*ebpf.Map{d.rl, d.scratch} {
-		if m != nil {
-			m.Close()
-		}
+	for _, m := range d.unpinned {
+		m.Close()
 	}
 	for _, p := range []*ebpf.Program{d.prog, d.egress, d.clockProg} {
 		if p != nil {

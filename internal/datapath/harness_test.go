@@ -30,6 +30,7 @@ type fixture struct {
 	// the default log budget install compiles with (zero: compile's)
 	logRate  rules.LogRate
 	logBurst uint32
+	tables *compile.Tables // the installed tables
 }
 
 var fixtureIfaces = []string{"eth0", "eth1", "veth0"}
@@ -95,7 +96,7 @@ func (f *fixture) install(rs *rules.RuleSet) {
 	if err := f.dp.Install(tables); err != nil {
 		f.t.Fatalf("install: %v", err)
 	}
-	f.rs, f.ids = rs, ids
+	f.rs, f.ids, f.tables = rs, ids, tables
 }
 
 func (f *fixture) installText(text string) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,15 +84,50 @@ type rstWant struct {
 	flags    uint8
 }
 
-// TestRejectAnswers: one packet per behaviour of REJECT, run through the
-// program; the frame it leaves is decoded and every field of the answer
-// checked (addresses, VLAN tags, TTL, lengths, flags, sequence numbers,
-// ICMP type/code, the quote, and every checksum, recomputed in Go), or the
-// packet must be dropped for the stated reason.
+// rejectHook is one of the two programs that answer REJECTs: XDP for
+// packets that arrive (INPUT), tc egress for packets this host sends
+// (OUTPUT), with the verdicts each returns for an answer and a drop.
+type rejectHook struct {
+	name         string
+	chain        rules.Chain
+	answer, drop uint32
+}
+
+var rejectHooks = []rejectHook{
+	{"xdp INPUT", rules.ChainInput, datapath.XDPTx, datapath.XDPDrop},
+	{"tc OUTPUT", rules.ChainOutput, datapath.TCActRedirect, datapath.TCActShot},
+}
+
+// runHook runs frame through the hook's program: arriving on eth0, or
+// sent by this host.
+func (f *fixture) runHook(h rejectHook, frame []byte) datapath.TraceResult {
+	f.t.Helper()
+	if h.chain != rules.ChainOutput {
+		return f.mustRun(frame, "eth0")
+	}
+	var r datapath.TraceResult
+	err := f.ns.Do(func() error {
+		var err error
+		r, err = datapath.TraceEgress(f.dp.EgressProgram(), frame, datapath.NoCTState)
+		return err
+	})
+	if err != nil {
+		f.t.Fatalf("run (tc egress): %v", err)
+	}
+	return r
+}
+
+// TestRejectAnswers: one packet per behaviour of REJECT, run through both
+// programs (the same rules in INPUT and in OUTPUT); the frame each leaves
+// is decoded and every field of the answer checked (addresses, VLAN tags,
+// TTL, lengths, flags, sequence numbers, ICMP type/code, the quote, and
+// every checksum, recomputed in Go), or the packet must be dropped for the
+// stated reason.
 func TestRejectAnswers(t *testing.T) {
 	f := newFixture(t)
-	f.installText(rejectRules)
+	f.installText(rejectRules + strings.ReplaceAll(rejectRules, "-A INPUT", "-A OUTPUT"))
 	f.unlimitedRejects()
+	nIn := strings.Count(rejectRules, "-A INPUT")
 
 	bigV4 := bytes.Repeat([]byte("0123456789abcdef"), 100) // 1600 bytes: the quote is cut
 	bigV6 := bytes.Repeat([]byte("fedcba9876543210"), 90)  // 1440 bytes
@@ -187,33 +223,40 @@ func TestRejectAnswers(t *testing.T) {
 		{name: "multicast source v6", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.Src = netip.MustParseAddr("ff05::2") }), rule: 5, drop: "reject-unanswered-broadcast"},
 		{name: "link-local source v6 is one host", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.Src = netip.MustParseAddr("fe80::1") }), rule: 5, icmp: [2]uint8{1, 4}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			in := c.pkt.Bytes()
-			r := f.mustRun(in, "eth0")
-			if r.RuleID != f.ids[c.rule-1] || r.Action != compile.ActReject {
-				t.Fatalf("%s: decided by rule id %d action %s, want rule %d (id %d) REJECT", c.pkt, r.RuleID, r.Action, c.rule, f.ids[c.rule-1])
-			}
-			if want := mustReject(t, f.rs.Rules[c.rule-1].Target.RejectWith); r.Reject != want {
-				t.Errorf("trace reports reject kind %s, want %s", r.Reject, want)
-			}
-			if c.drop != "" {
-				if r.XDPAction != datapath.XDPDrop || r.Reason.String() != c.drop {
-					t.Fatalf("%s: action %d reason %s, want XDP_DROP for %s", c.pkt, r.XDPAction, r.Reason, c.drop)
+	for _, h := range rejectHooks {
+		for _, c := range cases {
+			t.Run(h.name+"/"+c.name, func(t *testing.T) {
+				in := c.pkt.Bytes()
+				rule := c.rule - 1
+				if h.chain == rules.ChainOutput {
+					rule += nIn
 				}
-				return
-			}
-			if r.XDPAction != datapath.XDPTx || r.Reason != compile.ReasonRuleReject {
-				t.Fatalf("%s: action %d reason %s, want XDP_TX rule-reject", c.pkt, r.XDPAction, r.Reason)
-			}
-			if c.rst != nil {
-				checkRST(t, c.pkt, r.Frame, *c.rst)
-			} else {
-				checkUnreach(t, c.pkt, in, r.Frame, c.icmp[0], c.icmp[1])
-			}
-		})
+				r := f.runHook(h, in)
+				if r.RuleID != f.ids[rule] || r.Action != compile.ActReject || r.Chain != uint8(h.chain) {
+					t.Fatalf("%s: decided by rule id %d action %s in chain %d, want rule %d (id %d) REJECT in %s",
+						c.pkt, r.RuleID, r.Action, r.Chain, c.rule, f.ids[rule], h.chain)
+				}
+				if want := mustReject(t, f.rs.Rules[rule].Target.RejectWith); r.Reject != want {
+					t.Errorf("trace reports reject kind %s, want %s", r.Reject, want)
+				}
+				if c.drop != "" {
+					if r.XDPAction != h.drop || r.Reason.String() != c.drop {
+						t.Fatalf("%s: action %d reason %s, want %d (drop) for %s", c.pkt, r.XDPAction, r.Reason, h.drop, c.drop)
+					}
+					return
+				}
+				if r.XDPAction != h.answer || r.Reason != compile.ReasonRuleReject {
+					t.Fatalf("%s: action %d reason %s, want %d (answered) rule-reject", c.pkt, r.XDPAction, r.Reason, h.answer)
+				}
+				if c.rst != nil {
+					checkRST(t, c.pkt, r.Frame, *c.rst)
+				} else {
+					checkUnreach(t, c.pkt, in, r.Frame, c.icmp[0], c.icmp[1])
+				}
+			})
+		}
 	}
-	// Every packet counted once: on its rule, and by what happened.
+	// Every packet counted once per hook: on its rule, and by what happened.
 	rc, err := f.dp.ReasonCounters()
 	if err != nil {
 		t.Fatal(err)
@@ -221,9 +264,9 @@ func TestRejectAnswers(t *testing.T) {
 	want := map[string]uint64{}
 	for _, c := range cases {
 		if c.drop == "" {
-			want["rule-reject"]++
+			want["rule-reject"] += uint64(len(rejectHooks))
 		} else {
-			want[c.drop]++
+			want[c.drop] += uint64(len(rejectHooks))
 		}
 	}
 	for reason, n := range want {
@@ -536,5 +579,112 @@ func TestRejectFastRule(t *testing.T) {
 		if r, err := f.runAssuming(in, "eth0", int(compile.CTEstablished)); err != nil || r.XDPAction != datapath.XDPPass {
 			t.Fatalf("%s (ESTABLISHED): action %d, %v; want XDP_PASS", p, r.XDPAction, err)
 		}
+	}
+}
+
+// egress runs frame through the tc egress program (a packet this host sends).
+func (f *fixture) egress(frame []byte) datapath.TraceResult {
+	f.t.Helper()
+	return f.runHook(rejectHooks[1], frame)
+}
+
+// TestRejectOutputRateLimit: in OUTPUT the answers are charged to the
+// destination the host tried to reach (IPv4 address, IPv6 /64), in buckets
+// apart from INPUT's, which are charged to the packet's source.
+func TestRejectOutputRateLimit(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-A INPUT -p udp -j REJECT\n-A OUTPUT -p udp -j REJECT\n")
+	const burst = 2
+	if err := f.dp.SetConfig(datapath.Config{RejectRate: 1, RejectBurst: burst}); err != nil {
+		t.Fatal(err)
+	}
+	udp := func(src, dst string) []byte {
+		p := rpkt(false, 17, 53, nil)
+		p.Src, p.Dst = netip.MustParseAddr(src), netip.MustParseAddr(dst)
+		return p.Bytes()
+	}
+	out := func(src, dst string, n int) (answered, limited int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			switch r := f.egress(udp(src, dst)); {
+			case r.XDPAction == datapath.TCActRedirect && r.Reason == compile.ReasonRuleReject:
+				answered++
+			case r.XDPAction == datapath.TCActShot && r.Reason == compile.ReasonRejectRate:
+				limited++
+			default:
+				t.Fatalf("%s > %s: action %d reason %s, want answered or rate-limited", src, dst, r.XDPAction, r.Reason)
+			}
+		}
+		return
+	}
+	const host, host2, peer = "198.51.100.1", "198.51.100.2", "192.0.2.7"
+	if a, l := out(host, peer, burst+1); a != burst || l != 1 {
+		t.Errorf("%d datagrams to one destination: %d answered, %d limited; want %d and 1", burst+1, a, l, burst)
+	}
+	if a, l := out(host, "192.0.2.8", 1); a != 1 || l != 0 {
+		t.Errorf("another destination: %d answered, %d limited; want answered", a, l)
+	}
+	if a, l := out(host2, peer, 1); a != 0 || l != 1 {
+		t.Errorf("another local source, same destination: %d answered, %d limited; want limited (the bucket is the destination)", a, l)
+	}
+	if a, l := out("2001:db8:1::1", "2001:db8:aa:1::1", burst); a != burst || l != 0 {
+		t.Errorf("IPv6 destination: %d answered, %d limited; want %d answered", a, l, burst)
+	}
+	if a, l := out("2001:db8:1::1", "2001:db8:aa:1:ffff::2", 1); a != 0 || l != 1 {
+		t.Errorf("same /64, other address: %d answered, %d limited; want limited", a, l)
+	}
+	// The peer's packets to this host have their own bucket (its address
+	// as a source): not spent by this host's answers about it.
+	if r := f.mustRun(udp(peer, host), "eth0"); r.XDPAction != datapath.XDPTx || r.Reason != compile.ReasonRuleReject {
+		t.Errorf("INPUT from %s after its OUTPUT bucket ran dry: action %d reason %s, want answered", peer, r.XDPAction, r.Reason)
+	}
+}
+
+// TestRejectOutputAnswerPassesXDP: the XDP program lets the answer of an
+// OUTPUT REJECT through once, unfiltered and uncounted, as native mode
+// does where it never meets it (generic mode runs it on the redirected
+// answer); a copy, or a RST it did not send, meets the INPUT rules.
+func TestRejectOutputAnswerPassesXDP(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-P INPUT DROP\n-A OUTPUT -p tcp -j REJECT --reject-with tcp-reset\n-A OUTPUT -p udp -j REJECT\n")
+	for _, p := range []*packet.Packet{
+		rpkt(false, 6, 80, func(p *packet.Packet) { p.Payload = nil }),
+		rpkt(true, 6, 80, func(p *packet.Packet) { p.Payload = nil }),
+		rpkt(false, 17, 53, nil),
+		rpkt(true, 17, 53, nil),
+	} {
+		r := f.egress(p.Bytes())
+		if r.XDPAction != datapath.TCActRedirect {
+			t.Fatalf("%s in OUTPUT: action %d reason %s, want answered", p, r.XDPAction, r.Reason)
+		}
+		answer := r.Frame
+		before, err := f.dp.ReasonCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := f.mustRun(answer, "eth0")
+		if in.XDPAction != datapath.XDPPass || in.RuleID != 0 || in.Chain != uint8(rules.ChainOutput) || in.Reason != compile.ReasonRuleReject {
+			t.Errorf("the answer to %s arriving: action %d rule %d chain %d reason %s; want XDP_PASS, no rule, OUTPUT's rule-reject",
+				p, in.XDPAction, in.RuleID, in.Chain, in.Reason)
+		}
+		after, err := f.dp.ReasonCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before != after {
+			t.Errorf("the answer to %s was counted on its way in: %v -> %v", p, before, after)
+		}
+		if again := f.mustRun(answer, "eth0"); again.XDPAction != datapath.XDPDrop || again.Reason != compile.ReasonPolicyDrop {
+			t.Errorf("the answer to %s a second time: action %d reason %s, want the INPUT policy's drop", p, again.XDPAction, again.Reason)
+		}
+	}
+	// A RST this host did not make, from the same peer to the same port.
+	rst := rpkt(false, 6, 80, func(p *packet.Packet) {
+		p.Src, p.Dst, p.SPort, p.DPort = srv4, cli4, 80, 40000
+		p.TCPFlags = packet.TCPRst
+		p.Payload = nil
+	})
+	if r := f.mustRun(rst.Bytes(), "eth0"); r.XDPAction != datapath.XDPDrop || r.Reason != compile.ReasonPolicyDrop {
+		t.Errorf("%s: action %d reason %s, want the INPUT policy's drop", rst, r.XDPAction, r.Reason)
 	}
 }

@@ -39,7 +39,8 @@ type TraceResult struct {
 	// its deciding rule did too (--log); before the rate limits.
 	LogRules int  `json:"-"`
 	LogSelf  bool `json:"-"`
-	// Frame is the frame as the program left it: with XDP_TX, the answer.
+	// Frame is the frame as the program left it: with XDP_TX (tc:
+	// TC_ACT_REDIRECT), the answer.
 	Frame []byte `json:"-"`
 }
 
@@ -108,14 +109,17 @@ const (
 
 // FW_TRACE_CB_MAGIC and the tc verdicts.
 const (
-	traceCBMagic = 0x78647066
-	TCActOK      = 0
-	TCActShot    = 2
+	traceCBMagic  = 0x78647066
+	TCActOK       = 0
+	TCActShot     = 2
+	TCActRedirect = 7 // a REJECT answered: the answer goes into this host's stack
 )
 
 // TraceEgress runs frame through the tc egress program (the OUTPUT chain)
 // as a packet this host sends, with BPF_PROG_TEST_RUN; ctstate as in
-// TraceAssuming. XDPAction holds the tc verdict (TCActOK, TCActShot).
+// TraceAssuming. XDPAction holds the tc verdict (TCActOK, TCActShot, or
+// TCActRedirect for an answered REJECT, whose answer is Frame; the test
+// run performs no redirect).
 func TraceEgress(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, error) {
 	ctx := skbCtx{}
 	ctx.Cb[0] = traceCBMagic
@@ -123,12 +127,14 @@ func TraceEgress(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, er
 		ctx.Cb[3] = traceAssumeCTState<<8 | uint32(ctstate)
 	}
 	out := make([]byte, skbSize) // the kernel returns the whole struct __sk_buff
-	ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+512), Context: ctx, ContextOut: out})
+	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+512), Context: ctx, ContextOut: out}
+	ret, err := prog.Run(opts)
 	if err != nil {
 		return TraceResult{}, fmt.Errorf("BPF_PROG_TEST_RUN (tc): %w", err)
 	}
 	cb := out[skbCbOffset:]
 	v, lg := ne.Uint32(cb[8:12]), ne.Uint32(cb[16:20])
 	return TraceResult{XDPAction: ret, RuleID: ne.Uint32(cb[4:8]), Action: compile.Action(v), Reason: compile.Reason(v >> 8),
-		Chain: uint8(v >> 16), CTState: uint8(v >> 24), LogRules: int(lg & 0xff), LogSelf: lg>>8&1 != 0}, nil
+		Chain: uint8(v >> 16), CTState: uint8(v >> 24), LogRules: int(lg & 0xff), LogSelf: lg>>8&1 != 0,
+		Reject: compile.Reject(lg >> 16 & 0xff), Frame: opts.DataOut}, nil
 }

@@ -147,7 +147,7 @@ type xdpfwFwRlKey struct {
 	_      structs.HostLayout
 	Addr   uint64
 	Family uint32
-	Pad    uint32
+	Output uint32
 }
 
 type xdpfwFwRoot struct {
@@ -176,31 +176,33 @@ type xdpfwFwSetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xdpfwMapFwActive      = "fw_active"
-	xdpfwMapFwConfigMap   = "fw_config_map"
-	xdpfwMapFwCt          = "fw_ct"
-	xdpfwMapFwCtStats     = "fw_ct_stats"
-	xdpfwMapFwEntries     = "fw_entries"
-	xdpfwMapFwLeaves      = "fw_leaves"
-	xdpfwMapFwLogCounters = "fw_log_counters"
-	xdpfwMapFwLogLimits   = "fw_log_limits"
-	xdpfwMapFwLogRing     = "fw_log_ring"
-	xdpfwMapFwLogScratch  = "fw_log_scratch"
-	xdpfwMapFwLogStats    = "fw_log_stats"
-	xdpfwMapFwNodes       = "fw_nodes"
-	xdpfwMapFwReasonStats = "fw_reason_stats"
-	xdpfwMapFwRejectRl    = "fw_reject_rl"
-	xdpfwMapFwRoots       = "fw_roots"
-	xdpfwMapFwRuleStats   = "fw_rule_stats"
-	xdpfwMapFwSets        = "fw_sets"
-	xdpfwProgXdpfwClock   = "xdpfw_clock"
-	xdpfwProgXdpfwEgress  = "xdpfw_egress"
-	xdpfwProgXdpfwIngress = "xdpfw_ingress"
-	xdpfwVarFwLogEventBtf = "fw_log_event_btf"
-	xdpfwVarFwLogSnap     = "fw_log_snap"
-	xdpfwVarFwMaxEntries  = "fw_max_entries"
-	xdpfwVarFwMaxLeaves   = "fw_max_leaves"
-	xdpfwVarFwMaxNodes    = "fw_max_nodes"
+	xdpfwMapFwActive        = "fw_active"
+	xdpfwMapFwConfigMap     = "fw_config_map"
+	xdpfwMapFwCt            = "fw_ct"
+	xdpfwMapFwCtStats       = "fw_ct_stats"
+	xdpfwMapFwEntries       = "fw_entries"
+	xdpfwMapFwLeaves        = "fw_leaves"
+	xdpfwMapFwLogCounters   = "fw_log_counters"
+	xdpfwMapFwLogLimits     = "fw_log_limits"
+	xdpfwMapFwLogRing       = "fw_log_ring"
+	xdpfwMapFwLogScratch    = "fw_log_scratch"
+	xdpfwMapFwLogStats      = "fw_log_stats"
+	xdpfwMapFwNodes         = "fw_nodes"
+	xdpfwMapFwReasonStats   = "fw_reason_stats"
+	xdpfwMapFwRejectOwn     = "fw_reject_own"
+	xdpfwMapFwRejectOwnLast = "fw_reject_own_last"
+	xdpfwMapFwRejectRl      = "fw_reject_rl"
+	xdpfwMapFwRoots         = "fw_roots"
+	xdpfwMapFwRuleStats     = "fw_rule_stats"
+	xdpfwMapFwSets          = "fw_sets"
+	xdpfwProgXdpfwClock     = "xdpfw_clock"
+	xdpfwProgXdpfwEgress    = "xdpfw_egress"
+	xdpfwProgXdpfwIngress   = "xdpfw_ingress"
+	xdpfwVarFwLogEventBtf   = "fw_log_event_btf"
+	xdpfwVarFwLogSnap       = "fw_log_snap"
+	xdpfwVarFwMaxEntries    = "fw_max_entries"
+	xdpfwVarFwMaxLeaves     = "fw_max_leaves"
+	xdpfwVarFwMaxNodes      = "fw_max_nodes"
 )
 
 // loadXdpfw returns the embedded CollectionSpec for xdpfw.
@@ -254,23 +256,25 @@ type xdpfwProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwMapSpecs struct {
-	FwActive      *ebpf.MapSpec `ebpf:"fw_active"`
-	FwConfigMap   *ebpf.MapSpec `ebpf:"fw_config_map"`
-	FwCt          *ebpf.MapSpec `ebpf:"fw_ct"`
-	FwCtStats     *ebpf.MapSpec `ebpf:"fw_ct_stats"`
-	FwEntries     *ebpf.MapSpec `ebpf:"fw_entries"`
-	FwLeaves      *ebpf.MapSpec `ebpf:"fw_leaves"`
-	FwLogCounters *ebpf.MapSpec `ebpf:"fw_log_counters"`
-	FwLogLimits   *ebpf.MapSpec `ebpf:"fw_log_limits"`
-	FwLogRing     *ebpf.MapSpec `ebpf:"fw_log_ring"`
-	FwLogScratch  *ebpf.MapSpec `ebpf:"fw_log_scratch"`
-	FwLogStats    *ebpf.MapSpec `ebpf:"fw_log_stats"`
-	FwNodes       *ebpf.MapSpec `ebpf:"fw_nodes"`
-	FwReasonStats *ebpf.MapSpec `ebpf:"fw_reason_stats"`
-	FwRejectRl    *ebpf.MapSpec `ebpf:"fw_reject_rl"`
-	FwRoots       *ebpf.MapSpec `ebpf:"fw_roots"`
-	FwRuleStats   *ebpf.MapSpec `ebpf:"fw_rule_stats"`
-	FwSets        *ebpf.MapSpec `ebpf:"fw_sets"`
+	FwActive        *ebpf.MapSpec `ebpf:"fw_active"`
+	FwConfigMap     *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCt            *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtStats       *ebpf.MapSpec `ebpf:"fw_ct_stats"`
+	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
+	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
+	FwLogLimits     *ebpf.MapSpec `ebpf:"fw_log_limits"`
+	FwLogRing       *ebpf.MapSpec `ebpf:"fw_log_ring"`
+	FwLogScratch    *ebpf.MapSpec `ebpf:"fw_log_scratch"`
+	FwLogStats      *ebpf.MapSpec `ebpf:"fw_log_stats"`
+	FwNodes         *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwReasonStats   *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRejectOwn     *ebpf.MapSpec `ebpf:"fw_reject_own"`
+	FwRejectOwnLast *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
+	FwRejectRl      *ebpf.MapSpec `ebpf:"fw_reject_rl"`
+	FwRoots         *ebpf.MapSpec `ebpf:"fw_roots"`
+	FwRuleStats     *ebpf.MapSpec `ebpf:"fw_rule_stats"`
+	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -304,23 +308,25 @@ func (o *xdpfwObjects) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwMaps struct {
-	FwActive      *ebpf.Map `ebpf:"fw_active"`
-	FwConfigMap   *ebpf.Map `ebpf:"fw_config_map"`
-	FwCt          *ebpf.Map `ebpf:"fw_ct"`
-	FwCtStats     *ebpf.Map `ebpf:"fw_ct_stats"`
-	FwEntries     *ebpf.Map `ebpf:"fw_entries"`
-	FwLeaves      *ebpf.Map `ebpf:"fw_leaves"`
-	FwLogCounters *ebpf.Map `ebpf:"fw_log_counters"`
-	FwLogLimits   *ebpf.Map `ebpf:"fw_log_limits"`
-	FwLogRing     *ebpf.Map `ebpf:"fw_log_ring"`
-	FwLogScratch  *ebpf.Map `ebpf:"fw_log_scratch"`
-	FwLogStats    *ebpf.Map `ebpf:"fw_log_stats"`
-	FwNodes       *ebpf.Map `ebpf:"fw_nodes"`
-	FwReasonStats *ebpf.Map `ebpf:"fw_reason_stats"`
-	FwRejectRl    *ebpf.Map `ebpf:"fw_reject_rl"`
-	FwRoots       *ebpf.Map `ebpf:"fw_roots"`
-	FwRuleStats   *ebpf.Map `ebpf:"fw_rule_stats"`
-	FwSets        *ebpf.Map `ebpf:"fw_sets"`
+	FwActive        *ebpf.Map `ebpf:"fw_active"`
+	FwConfigMap     *ebpf.Map `ebpf:"fw_config_map"`
+	FwCt            *ebpf.Map `ebpf:"fw_ct"`
+	FwCtStats       *ebpf.Map `ebpf:"fw_ct_stats"`
+	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
+	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
+	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
+	FwLogLimits     *ebpf.Map `ebpf:"fw_log_limits"`
+	FwLogRing       *ebpf.Map `ebpf:"fw_log_ring"`
+	FwLogScratch    *ebpf.Map `ebpf:"fw_log_scratch"`
+	FwLogStats      *ebpf.Map `ebpf:"fw_log_stats"`
+	FwNodes         *ebpf.Map `ebpf:"fw_nodes"`
+	FwReasonStats   *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRejectOwn     *ebpf.Map `ebpf:"fw_reject_own"`
+	FwRejectOwnLast *ebpf.Map `ebpf:"fw_reject_own_last"`
+	FwRejectRl      *ebpf.Map `ebpf:"fw_reject_rl"`
+	FwRoots         *ebpf.Map `ebpf:"fw_roots"`
+	FwRuleStats     *ebpf.Map `ebpf:"fw_rule_stats"`
+	FwSets          *ebpf.Map `ebpf:"fw_sets"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -338,6 +344,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogStats,
 		m.FwNodes,
 		m.FwReasonStats,
+		m.FwRejectOwn,
+		m.FwRejectOwnLast,
 		m.FwRejectRl,
 		m.FwRoots,
 		m.FwRuleStats,

@@ -199,8 +199,7 @@ type RuleInfo struct {
 	Rule    string           `json:"rule"`
 	Counter datapath.Counter `json:"counters"`
 	// Log counts the events of a rule that logs (LOG, or --log).
-	Log  *datapath.LogCounter `json:"log,omitempty"`
-	Note string               `json:"note,omitempty"`
+	Log *datapath.LogCounter `json:"log,omitempty"`
 }
 
 // PolicyInfo is a chain policy for one family with its counters.
@@ -249,7 +248,7 @@ func (f *Firewall) List() (*Listing, error) {
 				continue
 			}
 			n++
-			ri := RuleInfo{Chain: c.String(), Num: n, ID: f.st.IDs[i], Rule: r.String(), Counter: ruleCtr[i], Note: ruleNote(&r)}
+			ri := RuleInfo{Chain: c.String(), Num: n, ID: f.st.IDs[i], Rule: r.String(), Counter: ruleCtr[i]}
 			if lc, ok := ls.Rules[ri.ID]; ok && r.Target.Logs() {
 				ri.Log = &lc
 			}
@@ -257,15 +256,6 @@ func (f *Firewall) List() (*Listing, error) {
 		}
 	}
 	return l, nil
-}
-
-// ruleNote says when a rule does less than it will once later work lands.
-func ruleNote(r *rules.Rule) string {
-	switch {
-	case r.Chain == rules.ChainOutput && r.Target.Verdict == rules.VerdictReject:
-		return "REJECT in OUTPUT drops (the sender is this host)"
-	}
-	return ""
 }
 
 // Status summarizes the firewall in force.
@@ -361,9 +351,12 @@ func (f *Firewall) logStatus() (LogStatus, error) {
 
 // TraceResult explains the verdict on one frame.
 type TraceResult struct {
-	Verdict   string `json:"verdict"`    // XDP_PASS / XDP_DROP / XDP_TX (a REJECT answered)
-	XDPAction uint32 `json:"xdp_action"` // the numeric XDP action
-	Chain     string `json:"chain"`      // INPUT / FORWARD
+	// Verdict: XDP_PASS / XDP_DROP / XDP_TX (a REJECT answered); with
+	// --out the tc verdict: TC_ACT_OK / TC_ACT_SHOT / TC_ACT_REDIRECT (a
+	// REJECT answered: the answer goes into this host's stack).
+	Verdict   string `json:"verdict"`
+	XDPAction uint32 `json:"xdp_action"` // the numeric XDP action (with --out: the tc verdict)
+	Chain     string `json:"chain"`      // INPUT / FORWARD / OUTPUT
 	RuleID    uint32 `json:"rule_id"`    // the deciding counter id (0: none)
 	Rule      string `json:"rule,omitempty"`
 	RuleNum   int    `json:"rule_num,omitempty"` // number within the chain, as list shows it
@@ -429,6 +422,8 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 		out.Verdict = "TC_ACT_OK"
 	case o.Egress && r.XDPAction == datapath.TCActShot:
 		out.Verdict = "TC_ACT_SHOT"
+	case o.Egress && r.XDPAction == datapath.TCActRedirect:
+		out.Verdict = "TC_ACT_REDIRECT"
 	case o.Egress:
 		out.Verdict = fmt.Sprintf("tc action %d", r.XDPAction)
 	case r.XDPAction == datapath.XDPPass:

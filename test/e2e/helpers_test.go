@@ -215,7 +215,6 @@ type listedRule struct {
 	ID       uint32   `json:"id"`
 	Rule     string   `json:"rule"`
 	Counters counters `json:"counters"`
-	Note     string   `json:"note"`
 }
 
 type listedPolicy struct {
@@ -341,6 +340,7 @@ type traceResult struct {
 	Policy    bool   `json:"policy"`
 	Action    string `json:"action"`
 	Reason    string `json:"reason"`
+	Reject    string `json:"reject"`
 }
 
 func (f *fw) trace(args ...string) ([]traceResult, result) {

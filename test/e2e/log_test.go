@@ -199,9 +199,6 @@ func TestLog(t *testing.T) {
 	if len(stats.Rules) != 4 {
 		t.Errorf("log --stats lists %d rules, want the 4 that log", len(stats.Rules))
 	}
-	if l := f.list(); l.rule(t, logRuleUDP).Note != "" {
-		t.Errorf("a LOG rule has a note: %s", l.raw)
-	}
 
 	checkLogReload(t, f, l, sink)
 	checkLogFollow(t, f, l)

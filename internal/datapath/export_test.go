@@ -1,0 +1,46 @@
+package datapath
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// LoadObject is Load for another build's object file (xdpfw_bpfel.o of an
+// earlier commit; "": this build's), so that a benchmark can run two builds
+// side by side, both loaded the same way. Nothing is pinned; the maps are
+// found by name, so the object may lack maps this build added.
+func LoadObject(path string, lim Limits) (*Datapath, error) {
+	load := func() (*ebpf.CollectionSpec, error) { return ebpf.LoadCollectionSpec(path) }
+	if path == "" {
+		load = loadXdpfw
+	}
+	spec, err := load()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if lim, err = sizeSpec(spec, lim); err != nil {
+		return nil, err
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	d := &Datapath{prog: coll.Programs["xdpfw_ingress"], egress: coll.Programs["xdpfw_egress"], limits: lim}
+	named := d.maps()
+	for name, m := range coll.Maps {
+		if dst, ok := named[name]; ok {
+			*dst = m
+		} else {
+			d.unpinned = append(d.unpinned, m)
+		}
+	}
+	if d.prog == nil || d.egress == nil || len(coll.Programs) != 2 {
+		coll.Close()
+		return nil, fmt.Errorf("%s: want the programs xdpfw_ingress and xdpfw_egress, have %v", path, coll.Programs)
+	}
+	return d, nil
+}
