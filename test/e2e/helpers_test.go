@@ -578,6 +578,16 @@ func dialTCP(ctx context.Context, ns *testutil.NetNS, local, addr string) error 
 	})
 }
 
+// waitTCP waits until a connect from ns to addr succeeds (a link just
+// set up or reset), failing the test after arriveTimeout.
+func waitTCP(t *testing.T, ns *testutil.NetNS, addr string) {
+	t.Helper()
+	var err error
+	if !poll(t.Context(), arriveTimeout, func() bool { err = dialTCP(t.Context(), ns, "", addr); return err == nil }) {
+		t.Fatalf("tcp %s from %s never connected: %v", addr, ns, err)
+	}
+}
+
 // checkTCP runs the probes concurrently and reports every unexpected
 // outcome. A blocked probe must time out: a refused connection means the
 // SYN got through to a port nobody listens on, which is not what a DROP does.

@@ -49,6 +49,11 @@ func TestReject(t *testing.T) {
 	// peer runs XDP too: a physical NIC needs nothing of the kind.
 	xdpPass(t, l.cli, l.cliIf)
 
+	// Attaching XDP resets the veth's queues; wait until the link carries
+	// traffic again in both families before the first strict check.
+	for _, addr := range []string{l.srv4, l.srv6} {
+		waitTCP(t, l.cli, hostPort(addr, rejPortOK))
+	}
 	// Without the firewall everything connects and nothing is refused.
 	var before []tcpProbe
 	for _, addr := range []string{l.srv4, l.srv6} {
