@@ -80,6 +80,16 @@ srv "$XDPFW" trace -p tcp --src 198.51.100.9 --dst 10.200.0.1 --dport 22
 srv "$XDPFW" trace -p tcp --src 10.200.0.2 --dst 10.200.0.1 --dport 8080
 srv "$XDPFW" trace -p tcp --src 10.200.0.2 --dst 10.200.0.1 --dport 8080 --tcp-flags ACK
 
+say "xdpfw stats / top: every counter, and live rates"
+srv "$XDPFW" stats
+srv "$XDPFW" top --once -n 5
+
+say "logging: a LOG rule (non-terminating, rate limited in the kernel) and xdpfw log"
+srv "$XDPFW" add --position 3 INPUT -p tcp --dport 8080 -j LOG --log-prefix "to-8080: "
+try "tcp 10.200.0.1:8080 (logged, then dropped by the policy)" blocked cli nc -z -w 2 10.200.0.1 8080
+srv "$XDPFW" log
+srv "$XDPFW" delete INPUT 3
+
 say "xdpfw add INPUT -p tcp --dport 8080 -j ACCEPT   (live, atomic)"
 srv "$XDPFW" add INPUT -p tcp --dport 8080 -j ACCEPT
 try "tcp 10.200.0.1:8080 (now allowed)" ok cli nc -z -w 2 10.200.0.1 8080

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
@@ -31,8 +32,9 @@ type Daemon struct {
 	ConfigPath string
 	// Stderr receives the daemon's log (nil: os.Stderr).
 	Stderr io.Writer
-	// Metrics, when set, makes the handler served at /metrics.
-	Metrics func(firewall.Paths) http.Handler
+	// Metrics, when set, makes the handler served at /metrics, with the
+	// daemon's own collectors (Collectors) added.
+	Metrics func(firewall.Paths, ...prometheus.Collector) http.Handler
 
 	log     *slog.Logger
 	mu      sync.Mutex // guards cfg
@@ -417,7 +419,7 @@ func (d *Daemon) serveMetrics(cfg *Config) {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", d.Metrics(d.Paths))
+	mux.Handle("/metrics", d.Metrics(d.Paths, Collectors()...))
 	m := &metricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)

@@ -5,8 +5,26 @@ import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/xdpfw/xdpfw/internal/datapath"
 )
+
+// gcRemoved and gcRuns are the daemon's own metrics (served with the
+// firewall's at /metrics): what its conntrack GC did.
+var (
+	gcRemoved = prometheus.NewCounter(prometheus.CounterOpts{Name: "xdpfw_conntrack_gc_removed_total",
+		Help: "Expired conntrack entries the daemon's GC removed (their room given back)."})
+	gcRuns = prometheus.NewCounter(prometheus.CounterOpts{Name: "xdpfw_conntrack_gc_runs_total",
+		Help: "Runs of the daemon's conntrack GC."})
+	gcInterval = prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdpfw_conntrack_gc_interval_seconds",
+		Help: "The adaptive interval until the daemon's next conntrack GC run."})
+)
+
+// Collectors are the daemon's own metrics.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{gcRemoved, gcRuns, gcInterval}
+}
 
 // pacer chooses the conntrack GC interval. The data plane treats expired
 // entries as absent already, so GC only gives their room back; it must run
@@ -53,8 +71,11 @@ func (d *Daemon) collect(ctx context.Context) {
 		} else if removed > 0 {
 			d.log.Debug("conntrack gc", "removed", removed, "table", capacity)
 		}
+		gcRuns.Inc()
+		gcRemoved.Add(float64(removed))
 		c := d.config().Conntrack
 		wait = p.next(removed, capacity, time.Duration(c.GCMin), time.Duration(c.GCMax))
+		gcInterval.Set(wait.Seconds())
 	}
 }
 

@@ -182,11 +182,13 @@ func collect(ch chan<- prometheus.Metric, s *Snapshot) {
 // MetricsHandler serves the firewall under p as Prometheus metrics (text
 // exposition), with the Go runtime's and the process's own: what `xdpfw
 // metrics serve` and the daemon serve at /metrics. Each scrape opens the
-// firewall read-only and takes one snapshot.
-func MetricsHandler(p firewall.Paths) http.Handler {
+// firewall read-only and takes one snapshot. extra are the serving
+// process's own metrics (the daemon's conntrack GC).
+func MetricsHandler(p firewall.Paths, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(func() (*Snapshot, error) { return Take(p) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

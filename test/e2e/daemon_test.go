@@ -242,6 +242,10 @@ func TestDaemon(t *testing.T) {
 	}) {
 		t.Errorf("conntrack still holds %d entries: the daemon's GC did not collect them", ct.Entries)
 	}
+	// ... and says so in its own metrics.
+	if got, ok := metricValue(scrape(t, l.srv, metricsAddr), "xdpfw_conntrack_gc_removed_total", nil); !ok || got < 1 {
+		t.Errorf("xdpfw_conntrack_gc_removed_total = %v (present: %v), want at least 1", got, ok)
+	}
 
 	// kill -9 under traffic, then start again: filtering never stops.
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
