@@ -47,24 +47,8 @@ func (journalSink) close() {}
 type syslogSink struct{ w *syslog.Writer }
 
 func (s syslogSink) write(prio int, line string) error {
-	switch prio {
-	case 0:
-		return s.w.Emerg(line)
-	case 1:
-		return s.w.Alert(line)
-	case 2:
-		return s.w.Crit(line)
-	case 3:
-		return s.w.Err(line)
-	case 4:
-		return s.w.Warning(line)
-	case 5:
-		return s.w.Notice(line)
-	case 6:
-		return s.w.Info(line)
-	default:
-		return s.w.Debug(line)
-	}
+	byPrio := [...]func(string) error{s.w.Emerg, s.w.Alert, s.w.Crit, s.w.Err, s.w.Warning, s.w.Notice, s.w.Info, s.w.Debug}
+	return byPrio[min(max(prio, 0), len(byPrio)-1)](line)
 }
 
 func (s syslogSink) close() { s.w.Close() }
