@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,12 +37,15 @@ type Daemon struct {
 	// daemon's own collectors (Collectors) added.
 	Metrics func(firewall.Paths, ...prometheus.Collector) http.Handler
 
-	log     *slog.Logger
-	mu      sync.Mutex // guards cfg
+	logp    atomic.Pointer[slog.Logger] // replaced by a reload; read by every goroutine
+	mu      sync.Mutex                  // guards cfg
 	cfg     *Config
 	metrics *metricsServer
 	events  *forwarder
 }
+
+// log is the daemon's logger.
+func (d *Daemon) log() *slog.Logger { return d.logp.Load() }
 
 // stderr is where the daemon logs.
 func (d *Daemon) stderr() io.Writer {
@@ -62,13 +66,13 @@ const settle = 200 * time.Millisecond
 // firewall pinned before, if any, stays in force); later, a bad reload is
 // logged and the configuration in force stays.
 func (d *Daemon) Run(ctx context.Context) error {
-	d.log = newLogger(d.stderr(), LogConfig{Level: "info", Format: "text"})
+	d.logp.Store(newLogger(d.stderr(), LogConfig{Level: "info", Format: "text"}))
 	cfg, err := LoadConfig(d.ConfigPath)
 	if err != nil {
 		return err
 	}
-	d.log = newLogger(d.stderr(), cfg.Log)
-	d.log.Info("starting", "config", d.ConfigPath, "pin_dir", d.Paths.PinDir, "program", datapath.ProgramVersion())
+	d.logp.Store(newLogger(d.stderr(), cfg.Log))
+	d.log().Info("starting", "config", d.ConfigPath, "pin_dir", d.Paths.PinDir, "program", datapath.ProgramVersion())
 	if err := d.put(cfg, true); err != nil {
 		return fmt.Errorf("%w (what was in force before, if anything, stays in force)", err)
 	}
@@ -78,7 +82,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 
-	w, err := newWatcher(d.log)
+	w, err := newWatcher(d.log())
 	if err != nil {
 		return err
 	}
@@ -97,7 +101,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer func() { stopGC(); gcDone.Wait() }()
 
 	notify("READY=1\nSTATUS=in force")
-	d.log.Info("ready")
+	d.log().Info("ready")
 	var quiet <-chan time.Time // armed after a file event
 	for {
 		select {
@@ -105,13 +109,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return d.stop()
 		case s := <-sigs:
 			if s != syscall.SIGHUP {
-				d.log.Info("stopping", "signal", s.String())
+				d.log().Info("stopping", "signal", s.String())
 				return d.stop()
 			}
-			d.log.Info("reloading", "signal", "SIGHUP")
+			d.log().Info("reloading", "signal", "SIGHUP")
 			d.reload(w)
 		case ev := <-w.events:
-			d.log.Debug("file event", "file", ev)
+			d.log().Debug("file event", "file", ev)
 			quiet = time.After(settle)
 		case <-quiet:
 			quiet = nil
@@ -142,7 +146,7 @@ func (d *Daemon) reload(w *watcher) {
 		err = d.put(cfg, false)
 	}
 	if err != nil {
-		d.log.Error("reload failed; the configuration in force stays", "error", err.Error())
+		d.log().Error("reload failed; the configuration in force stays", "error", err.Error())
 		return
 	}
 	old := d.config()
@@ -157,7 +161,7 @@ func (d *Daemon) reload(w *watcher) {
 		d.serveMetrics(cfg)
 	}
 	if old.Log != cfg.Log {
-		d.log = newLogger(d.stderr(), cfg.Log)
+		d.logp.Store(newLogger(d.stderr(), cfg.Log))
 	}
 	if old.Log.Events != cfg.Log.Events {
 		d.events.close()
@@ -188,7 +192,7 @@ func (d *Daemon) put(cfg *Config, start bool) error {
 				return fmt.Errorf("%s: %w", r.file, err)
 			}
 			if res.Added+res.Removed+len(res.Created) > 0 {
-				d.log.Info("sets updated", "file", r.file, "created", res.Created, "added", res.Added, "removed", res.Removed)
+				d.log().Info("sets updated", "file", r.file, "created", res.Created, "added", res.Added, "removed", res.Removed)
 			}
 		}
 		s.Close()
@@ -203,17 +207,17 @@ func (d *Daemon) put(cfg *Config, start bool) error {
 		if ch.Result != nil {
 			attrs = append(attrs, "generation", ch.Result.Generation, "entries", ch.Result.Entries)
 			for _, w := range ch.Result.Warnings {
-				d.log.Warn("rule warning", "warning", w)
+				d.log().Warn("rule warning", "warning", w)
 			}
 		}
 		if len(ch.Detached) > 0 {
 			attrs = append(attrs, "detached", ch.Detached)
 		}
-		d.log.Info("configuration in force", attrs...)
+		d.log().Info("configuration in force", attrs...)
 	case start:
-		d.log.Info("adopted the firewall in force: it is what the configuration asks for", "rules", len(want.Rules.Rules))
+		d.log().Info("adopted the firewall in force: it is what the configuration asks for", "rules", len(want.Rules.Rules))
 	default:
-		d.log.Info("configuration unchanged")
+		d.log().Info("configuration unchanged")
 	}
 	return nil
 }
@@ -296,7 +300,7 @@ func (d *Daemon) stop() error {
 	notify("STOPPING=1")
 	cfg := d.config()
 	if cfg == nil || !cfg.DetachOnStop {
-		d.log.Info("stopped; the firewall stays in force (xdpfw detach --all removes it)")
+		d.log().Info("stopped; the firewall stays in force (xdpfw detach --all removes it)")
 		return nil
 	}
 	fw, err := firewall.Open(d.Paths)
@@ -313,7 +317,7 @@ func (d *Daemon) stop() error {
 			break
 		}
 	}
-	d.log.Info("stopped and detached (detach_on_stop)")
+	d.log().Info("stopped and detached (detach_on_stop)")
 	return nil
 }
 
@@ -415,7 +419,7 @@ func (d *Daemon) serveMetrics(cfg *Config) {
 	}
 	ln, err := net.Listen("tcp", cfg.Metrics.Listen)
 	if err != nil {
-		d.log.Error("metrics not served", "listen", cfg.Metrics.Listen, "error", err.Error())
+		d.log().Error("metrics not served", "listen", cfg.Metrics.Listen, "error", err.Error())
 		return
 	}
 	mux := http.NewServeMux()
@@ -424,11 +428,11 @@ func (d *Daemon) serveMetrics(cfg *Config) {
 	go func() {
 		defer close(m.done)
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("metrics server", "error", err.Error())
+			d.log().Error("metrics server", "error", err.Error())
 		}
 	}()
 	d.metrics = m
-	d.log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	d.log().Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 }
 
 func (m *metricsServer) stop() {

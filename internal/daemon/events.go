@@ -87,7 +87,7 @@ func (d *Daemon) forward(ctx context.Context, c LogConfig) {
 		if ctx.Err() != nil {
 			return
 		}
-		d.log.Warn("log events not forwarded; trying again", "events", c.Events, "error", err.Error(), "in", retryEvents.String())
+		d.log().Warn("log events not forwarded; trying again", "events", c.Events, "error", err.Error(), "in", retryEvents.String())
 		select {
 		case <-ctx.Done():
 			return
@@ -119,7 +119,7 @@ func (d *Daemon) forwardOnce(ctx context.Context, c LogConfig) error {
 	stop := context.AfterFunc(ctx, func() { rd.Close() })
 	defer stop()
 	defer rd.Close()
-	d.log.Info("forwarding log events", "to", c.Events)
+	d.log().Info("forwarding log events", "to", c.Events)
 	names := telemetry.KernelIfNames()
 	var (
 		idx     telemetry.Rules

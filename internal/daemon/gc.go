@@ -67,9 +67,9 @@ func (d *Daemon) collect(ctx context.Context) {
 		}
 		removed, capacity, err := gcOnce(d.Paths.PinDir)
 		if err != nil {
-			d.log.Warn("conntrack gc", "error", err.Error())
+			d.log().Warn("conntrack gc", "error", err.Error())
 		} else if removed > 0 {
-			d.log.Debug("conntrack gc", "removed", removed, "table", capacity)
+			d.log().Debug("conntrack gc", "removed", removed, "table", capacity)
 		}
 		gcRuns.Inc()
 		gcRemoved.Add(float64(removed))
