@@ -52,6 +52,15 @@ type xdpfwFwCtKey struct {
 	Pad    [2]uint8
 }
 
+type xdpfwFwDelta struct {
+	_         structs.HostLayout
+	Count     uint32
+	DeadCount uint32
+	Dead      [32]uint32
+	Pos       [32]uint32
+	Roots     [6]xdpfwFwRoot
+}
+
 type xdpfwFwEntry struct {
 	_        structs.HostLayout
 	Src      [2]uint64
@@ -128,23 +137,26 @@ type xdpfwFwSetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xdpfwMapFwActive      = "fw_active"
-	xdpfwMapFwConfigMap   = "fw_config_map"
-	xdpfwMapFwCt          = "fw_ct"
-	xdpfwMapFwCtStats     = "fw_ct_stats"
-	xdpfwMapFwEntries     = "fw_entries"
-	xdpfwMapFwLeaves      = "fw_leaves"
-	xdpfwMapFwNodes       = "fw_nodes"
-	xdpfwMapFwReasonStats = "fw_reason_stats"
-	xdpfwMapFwRejectRl    = "fw_reject_rl"
-	xdpfwMapFwRoots       = "fw_roots"
-	xdpfwMapFwRuleStats   = "fw_rule_stats"
-	xdpfwMapFwSets        = "fw_sets"
-	xdpfwProgXdpfwEgress  = "xdpfw_egress"
-	xdpfwProgXdpfwIngress = "xdpfw_ingress"
-	xdpfwVarFwMaxEntries  = "fw_max_entries"
-	xdpfwVarFwMaxLeaves   = "fw_max_leaves"
-	xdpfwVarFwMaxNodes    = "fw_max_nodes"
+	xdpfwMapFwActive       = "fw_active"
+	xdpfwMapFwConfigMap    = "fw_config_map"
+	xdpfwMapFwCt           = "fw_ct"
+	xdpfwMapFwCtStats      = "fw_ct_stats"
+	xdpfwMapFwDeltaEntries = "fw_delta_entries"
+	xdpfwMapFwDeltas       = "fw_deltas"
+	xdpfwMapFwEntries      = "fw_entries"
+	xdpfwMapFwLeaves       = "fw_leaves"
+	xdpfwMapFwNodes        = "fw_nodes"
+	xdpfwMapFwReasonStats  = "fw_reason_stats"
+	xdpfwMapFwRejectRl     = "fw_reject_rl"
+	xdpfwMapFwRoots        = "fw_roots"
+	xdpfwMapFwRuleStats    = "fw_rule_stats"
+	xdpfwMapFwSets         = "fw_sets"
+	xdpfwMapFwStamps       = "fw_stamps"
+	xdpfwProgXdpfwEgress   = "xdpfw_egress"
+	xdpfwProgXdpfwIngress  = "xdpfw_ingress"
+	xdpfwVarFwMaxEntries   = "fw_max_entries"
+	xdpfwVarFwMaxLeaves    = "fw_max_leaves"
+	xdpfwVarFwMaxNodes     = "fw_max_nodes"
 )
 
 // loadXdpfw returns the embedded CollectionSpec for xdpfw.
@@ -197,18 +209,21 @@ type xdpfwProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwMapSpecs struct {
-	FwActive      *ebpf.MapSpec `ebpf:"fw_active"`
-	FwConfigMap   *ebpf.MapSpec `ebpf:"fw_config_map"`
-	FwCt          *ebpf.MapSpec `ebpf:"fw_ct"`
-	FwCtStats     *ebpf.MapSpec `ebpf:"fw_ct_stats"`
-	FwEntries     *ebpf.MapSpec `ebpf:"fw_entries"`
-	FwLeaves      *ebpf.MapSpec `ebpf:"fw_leaves"`
-	FwNodes       *ebpf.MapSpec `ebpf:"fw_nodes"`
-	FwReasonStats *ebpf.MapSpec `ebpf:"fw_reason_stats"`
-	FwRejectRl    *ebpf.MapSpec `ebpf:"fw_reject_rl"`
-	FwRoots       *ebpf.MapSpec `ebpf:"fw_roots"`
-	FwRuleStats   *ebpf.MapSpec `ebpf:"fw_rule_stats"`
-	FwSets        *ebpf.MapSpec `ebpf:"fw_sets"`
+	FwActive       *ebpf.MapSpec `ebpf:"fw_active"`
+	FwConfigMap    *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCt           *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtStats      *ebpf.MapSpec `ebpf:"fw_ct_stats"`
+	FwDeltaEntries *ebpf.MapSpec `ebpf:"fw_delta_entries"`
+	FwDeltas       *ebpf.MapSpec `ebpf:"fw_deltas"`
+	FwEntries      *ebpf.MapSpec `ebpf:"fw_entries"`
+	FwLeaves       *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwNodes        *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwReasonStats  *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRejectRl     *ebpf.MapSpec `ebpf:"fw_reject_rl"`
+	FwRoots        *ebpf.MapSpec `ebpf:"fw_roots"`
+	FwRuleStats    *ebpf.MapSpec `ebpf:"fw_rule_stats"`
+	FwSets         *ebpf.MapSpec `ebpf:"fw_sets"`
+	FwStamps       *ebpf.MapSpec `ebpf:"fw_stamps"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -240,18 +255,21 @@ func (o *xdpfwObjects) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwMaps struct {
-	FwActive      *ebpf.Map `ebpf:"fw_active"`
-	FwConfigMap   *ebpf.Map `ebpf:"fw_config_map"`
-	FwCt          *ebpf.Map `ebpf:"fw_ct"`
-	FwCtStats     *ebpf.Map `ebpf:"fw_ct_stats"`
-	FwEntries     *ebpf.Map `ebpf:"fw_entries"`
-	FwLeaves      *ebpf.Map `ebpf:"fw_leaves"`
-	FwNodes       *ebpf.Map `ebpf:"fw_nodes"`
-	FwReasonStats *ebpf.Map `ebpf:"fw_reason_stats"`
-	FwRejectRl    *ebpf.Map `ebpf:"fw_reject_rl"`
-	FwRoots       *ebpf.Map `ebpf:"fw_roots"`
-	FwRuleStats   *ebpf.Map `ebpf:"fw_rule_stats"`
-	FwSets        *ebpf.Map `ebpf:"fw_sets"`
+	FwActive       *ebpf.Map `ebpf:"fw_active"`
+	FwConfigMap    *ebpf.Map `ebpf:"fw_config_map"`
+	FwCt           *ebpf.Map `ebpf:"fw_ct"`
+	FwCtStats      *ebpf.Map `ebpf:"fw_ct_stats"`
+	FwDeltaEntries *ebpf.Map `ebpf:"fw_delta_entries"`
+	FwDeltas       *ebpf.Map `ebpf:"fw_deltas"`
+	FwEntries      *ebpf.Map `ebpf:"fw_entries"`
+	FwLeaves       *ebpf.Map `ebpf:"fw_leaves"`
+	FwNodes        *ebpf.Map `ebpf:"fw_nodes"`
+	FwReasonStats  *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRejectRl     *ebpf.Map `ebpf:"fw_reject_rl"`
+	FwRoots        *ebpf.Map `ebpf:"fw_roots"`
+	FwRuleStats    *ebpf.Map `ebpf:"fw_rule_stats"`
+	FwSets         *ebpf.Map `ebpf:"fw_sets"`
+	FwStamps       *ebpf.Map `ebpf:"fw_stamps"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -260,6 +278,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwConfigMap,
 		m.FwCt,
 		m.FwCtStats,
+		m.FwDeltaEntries,
+		m.FwDeltas,
 		m.FwEntries,
 		m.FwLeaves,
 		m.FwNodes,
@@ -268,6 +288,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwRoots,
 		m.FwRuleStats,
 		m.FwSets,
+		m.FwStamps,
 	)
 }
 
