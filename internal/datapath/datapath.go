@@ -59,11 +59,14 @@ type Datapath struct {
 	prog    *ebpf.Program // XDP ingress
 	egress  *ebpf.Program // tc egress (OUTPUT)
 	limits  Limits
-	active  *ebpf.Map // fw_active: 0 none, g+1 generation g
+	active  *ebpf.Map // fw_active: FW_ACTIVE(generation, delta), 0 none
 	entries *ebpf.Map
 	nodes   *ebpf.Map
 	leaves  *ebpf.Map
 	roots   *ebpf.Map
+	deltas  *ebpf.Map // fw_deltas: the delta stage's two halves
+	deltaEn *ebpf.Map // fw_delta_entries
+	stamps  *ebpf.Map // fw_stamps: the generation number each half holds
 	ruleCtr *ebpf.Map
 	reasons *ebpf.Map
 	config  *ebpf.Map
@@ -78,6 +81,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats,
+		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 	}
 }
 
@@ -136,6 +140,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		nodes:   objs.FwNodes,
 		leaves:  objs.FwLeaves,
 		roots:   objs.FwRoots,
+		deltas:  objs.FwDeltas,
+		deltaEn: objs.FwDeltaEntries,
+		stamps:  objs.FwStamps,
 		ruleCtr: objs.FwRuleStats,
 		reasons: objs.FwReasonStats,
 		config:  objs.FwConfigMap,

@@ -1,0 +1,187 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// The delta stage (docs/classifier.md, "Single edits"): a small table of
+// edits the data plane applies after the main generation's trees, put in
+// force with one write of fw_active and cleared by the next Install.
+
+// active is fw_active decoded: FW_ACTIVE(gen, delta) = 1 + gen + 2*delta.
+type active struct {
+	installed bool
+	gen       uint32 // main generation, 0 or 1
+	delta     uint32 // 0: none; 1+h: delta half h in force
+}
+
+// activeValue is FW_ACTIVE(gen, delta).
+func activeValue(gen, delta uint32) uint32 { return 1 + gen + 2*delta }
+
+func (d *Datapath) activeState() (active, error) {
+	var v uint32
+	if err := d.active.Lookup(uint32(0), &v); err != nil {
+		return active{}, fmt.Errorf("reading fw_active: %w", err)
+	}
+	if v == 0 {
+		return active{}, nil
+	}
+	return active{installed: true, gen: (v - 1) & 1, delta: (v - 1) >> 1}, nil
+}
+
+// ErrStaleBase means the main generation in force is not the one a delta
+// was built against (the state on disk is behind the kernel, as after a
+// crash between the two): the rule set must be rebuilt in full.
+var ErrStaleBase = errors.New("the classifier in force is not the one the edit was computed against")
+
+// Stamp is the rule-set generation the main generation in force was
+// installed as (InstallStamped), 0 when none is installed.
+func (d *Datapath) Stamp() (uint64, error) {
+	a, err := d.activeState()
+	if err != nil || !a.installed {
+		return 0, err
+	}
+	var s uint64
+	if err := d.stamps.Lookup(a.gen, &s); err != nil {
+		return 0, fmt.Errorf("reading fw_stamps: %w", err)
+	}
+	return s, nil
+}
+
+// InstallDelta puts dl in force on top of the main generation, which must
+// be the one installed as stamp (else ErrStaleBase), and returns when the
+// switch happened. The delta is written into the half of fw_deltas packets
+// do not use, then one write of fw_active switches every new packet to it,
+// then it waits for an RCU grace period (as Install) before returning. An
+// empty dl clears the delta stage. A packet sees the delta before or after
+// the edit, never a mix.
+func (d *Datapath) InstallDelta(dl *compile.Delta, stamp uint64) (time.Time, error) {
+	a, err := d.activeState()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if have, err := d.Stamp(); err != nil {
+		return time.Time{}, err
+	} else if !a.installed || have != stamp || stamp == 0 {
+		return time.Time{}, fmt.Errorf("%w (installed as generation %d, the edit is for %d)", ErrStaleBase, have, stamp)
+	}
+	if dl.Empty() {
+		if a.delta == 0 {
+			return time.Now(), nil
+		}
+		if err := d.active.Put(uint32(0), activeValue(a.gen, 0)); err != nil {
+			return time.Time{}, fmt.Errorf("clearing the delta stage: %w", err)
+		}
+		return time.Now(), graceperiod()
+	}
+	if len(dl.Entries) > compile.DeltaMax || len(dl.Dead) > compile.DeltaDeadMax || len(dl.Pos) != len(dl.Entries) {
+		return time.Time{}, fmt.Errorf("delta of %d entries and %d deleted rules: %w", len(dl.Entries), len(dl.Dead), compile.ErrDeltaFull)
+	}
+	half := uint32(0)
+	if a.delta == 1 { // half 0 in force
+		half = 1
+	}
+	v := xdpfwFwDelta{Count: uint32(len(dl.Entries)), DeadCount: uint32(len(dl.Dead))}
+	copy(v.Dead[:], dl.Dead)
+	copy(v.Pos[:], dl.Pos)
+	for r := range dl.Roots {
+		v.Roots[r] = rootToBPF(&dl.Roots[r])
+	}
+	ents := make([]xdpfwFwEntry, len(dl.Entries))
+	for i := range dl.Entries {
+		ents[i] = toBPF(&dl.Entries[i])
+	}
+	if err := putRange(d.deltaEn, half*compile.DeltaMax, ents); err != nil {
+		return time.Time{}, fmt.Errorf("writing the delta entries: %w", err)
+	}
+	if err := d.deltas.Put(half, &v); err != nil {
+		return time.Time{}, fmt.Errorf("writing the delta stage: %w", err)
+	}
+	if err := d.active.Put(uint32(0), activeValue(a.gen, 1+half)); err != nil {
+		return time.Time{}, fmt.Errorf("switching to the delta stage: %w", err)
+	}
+	live := time.Now()
+	return live, graceperiod()
+}
+
+// DeltaInForce reports whether a delta stage is in force.
+func (d *Datapath) DeltaInForce() (bool, error) {
+	a, err := d.activeState()
+	return a.delta != 0, err
+}
+
+// EntrySize is the size of one entry in EncodeEntries' layout (struct
+// fw_entry).
+const EntrySize = int(unsafe.Sizeof(xdpfwFwEntry{}))
+
+// EncodeEntries lays entries out as the data plane holds them (struct
+// fw_entry, host byte order): the control plane keeps the main
+// generation's entries in this form to build deltas and rebuilds from.
+func EncodeEntries(entries []compile.Entry) []byte {
+	out := make([]byte, len(entries)*EntrySize)
+	for i := range entries {
+		e := toBPF(&entries[i])
+		copy(out[i*EntrySize:], unsafe.Slice((*byte)(unsafe.Pointer(&e)), EntrySize))
+	}
+	return out
+}
+
+// EntryTable reads entries laid out by EncodeEntries (compile.EntryReader).
+type EntryTable []byte
+
+// NumEntries is the number of entries.
+func (t EntryTable) NumEntries() int { return len(t) / EntrySize }
+
+// EntryAt decodes entry i.
+func (t EntryTable) EntryAt(i int) compile.Entry {
+	var e xdpfwFwEntry
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&e)), EntrySize), t[i*EntrySize:(i+1)*EntrySize])
+	return fromBPF(&e)
+}
+
+// fromBPF is toBPF's inverse.
+func fromBPF(e *xdpfwFwEntry) compile.Entry {
+	return compile.Entry{
+		Src:      bytes16(e.Src),
+		SrcMask:  bytes16(e.SrcMask),
+		Dst:      bytes16(e.Dst),
+		DstMask:  bytes16(e.DstMask),
+		Match:    e.Match,
+		Invert:   e.Invert,
+		Ifindex:  e.Ifindex,
+		RuleID:   e.RuleId,
+		SPortLo:  e.SportLo,
+		SPortHi:  e.SportHi,
+		DPortLo:  e.DportLo,
+		DPortHi:  e.DportHi,
+		SrcMAC:   e.SrcMac,
+		DstMAC:   e.DstMac,
+		VLAN:     e.VlanId,
+		Chain:    rules.Chain(e.Chain),
+		Family:   rules.Family(e.Family),
+		Proto:    e.Proto,
+		TCPMask:  e.TcpMask,
+		TCPCmp:   e.TcpCmp,
+		ICMPType: e.IcmpType,
+		ICMPCode: e.IcmpCode,
+		Action:   compile.Action(e.Action),
+		Reason:   compile.Reason(e.Reason),
+		Reject:   compile.Reject(e.Reject),
+		SrcSet:   e.SrcSet,
+		DstSet:   e.DstSet,
+		CTState:  e.Ctstate,
+	}
+}
+
+// bytes16 is words' inverse.
+func bytes16(w [2]uint64) (b [16]byte) {
+	ne.PutUint64(b[0:8], w[0])
+	ne.PutUint64(b[8:16], w[1])
+	return b
+}
