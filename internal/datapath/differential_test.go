@@ -70,6 +70,13 @@ func TestDifferential(t *testing.T) {
 // to a local address (INPUT) or a routed one (FORWARD).
 func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, local []netip.Addr, what string) int {
 	f.install(rs)
+	return diffCheck(t, f, r, rs, f.ids, n, local, what)
+}
+
+// diffCheck checks n packets against rs (rule i has counter id ids[i]) as
+// the data plane has it in force.
+func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []uint32, n int, local []netip.Addr, what string) int {
+	t.Helper()
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	pkts := make([]*packet.Packet, n)
 	ifs := make([]string, n)
@@ -108,7 +115,7 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 		d := compile.Decide(rs, ref)
 		wantID := compile.PolicyID(uint8(ref.Chain), p.Src.Is6())
 		if d.Rule >= 0 {
-			wantID = f.ids[d.Rule]
+			wantID = ids[d.Rule]
 		}
 		wantAct := wantXDP(d)
 		got := results[i]
@@ -119,9 +126,9 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 				rule = rs.Rules[d.Rule].String()
 			}
 			t.Fatalf("%s: MISMATCH on packet %d\n  packet: %s (in %s, state %s)\n  frame: %x\n  reference: chain %s, rule id %d (%s), verdict %s, reason %s, reject %s\n"+
-				"  data plane: chain %s, rule id %d, action %d, reason %s, reject %s\nrule set (ids from %d):\n%s",
+				"  data plane: chain %s, rule id %d, action %d, reason %s, reject %s\nrule set (ids %v):\n%s",
 				what, i, p, ifs[i], compile.CTStateName(ref.CTState), p.Bytes(), ref.Chain, wantID, rule, d.Verdict, d.Reason, d.Reject,
-				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, got.Reject, compile.FirstRuleID, head(rs.String(), 200))
+				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, got.Reject, head(fmt.Sprint(ids), 1), head(rs.String(), 200))
 		}
 	}
 	return n
@@ -429,4 +436,86 @@ func TestDifferentialLarge(t *testing.T) {
 		}
 	}
 	t.Logf("%d packets on 10k+ rule sets agree with the reference matcher", total)
+}
+
+// TestDifferentialEdits: random rule sets get random single-rule edits
+// (insert, append, delete, replace) put in force through the delta stage
+// (InstallDelta), and the data plane must decide every packet as the
+// reference matcher decides on the edited rule set; then the edits are
+// folded into a new main generation (the rebuild) and checked again. When
+// the delta stage is full, the edit is folded at once, as the control
+// plane does.
+func TestDifferentialEdits(t *testing.T) {
+	f := newFixture(t)
+	f.unlimitedRejects()
+	r := rand.New(rand.NewPCG(*diffSeed, 0xde17a))
+	total, edits, deltas := 0, 0, 0
+	stamp := uint64(0)
+	install := func(tb *compile.Tables) {
+		t.Helper()
+		stamp++
+		if err := f.dp.InstallStamped(tb, stamp); err != nil {
+			t.Fatalf("install: %v", err)
+		}
+	}
+	for set := 0; set < *diffSets/6; set++ {
+		n := 1 + r.IntN(48)
+		if set%20 == 19 {
+			n = 600 + r.IntN(300)
+		}
+		rs := rules.RandomRuleSet(r, n)
+		if set%3 == 0 {
+			// a stateful head, so that the edits move fast rules
+			head, err := rules.Parse("head", []byte("-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n"+
+				"-A FORWARD -m conntrack --ctstate INVALID,UNTRACKED -j DROP\n"), rules.ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.Rules = append(head.Rules, rs.Rules...)
+		}
+		sim, err := compile.NewEditSim(rs, f.ifaces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		install(sim.Tables)
+		for k := 0; k < 8; k++ {
+			what, folded, err := sim.Edit(r)
+			if err != nil {
+				t.Fatalf("set %d edit %d (%s): %v", set, k, what, err)
+			}
+			if folded {
+				install(sim.Tables)
+			} else {
+				if _, err := f.dp.InstallDelta(sim.Delta, stamp); err != nil {
+					t.Fatalf("set %d edit %d (%s): %v", set, k, what, err)
+				}
+				if in, _ := f.dp.DeltaInForce(); in != !sim.Delta.Empty() {
+					t.Fatalf("set %d edit %d: delta in force %v, want %v", set, k, in, !sim.Delta.Empty())
+				}
+				deltas++
+			}
+			edits++
+			stage := "folded"
+			if !folded {
+				stage = fmt.Sprintf("delta %d entries at %v, dead %v", len(sim.Delta.Entries), sim.Delta.Pos, sim.Delta.Dead)
+			}
+			total += diffCheck(t, f, r, sim.RuleSet, sim.IDs, *diffPackets/8, nil,
+				fmt.Sprintf("seed %d edit set %d, edit %d (%s; %s)", *diffSeed, set, k, what, stage))
+			if t.Failed() {
+				return
+			}
+		}
+		if err := sim.Fold(); err != nil {
+			t.Fatalf("set %d: %v", set, err)
+		}
+		install(sim.Tables) // the rebuild: the delta stage is cleared with the same write
+		if in, _ := f.dp.DeltaInForce(); in {
+			t.Fatalf("set %d: a delta is in force after the rebuild", set)
+		}
+		total += diffCheck(t, f, r, sim.RuleSet, sim.IDs, *diffPackets/8, nil, fmt.Sprintf("seed %d edit set %d, rebuilt", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+	}
+	t.Logf("%d edits (%d through the delta stage), %d packets checked against the reference matcher, zero mismatches", edits, deltas, total)
 }
