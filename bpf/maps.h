@@ -7,7 +7,8 @@
 #include <bpf/bpf_helpers.h>
 #include "types.h"
 
-/* Per-rule counter slots. */
+/* Per-rule counter slots, at least (the control plane raises it for large
+ * tables: `load --max-rules`). */
 #define FW_MAX_RULE_IDS  65536
 
 /* One generation's table sizes, set by the control plane before load

@@ -123,6 +123,14 @@ func NewOverlay(t *Tables, ids []uint32, chains []rules.Chain) *Overlay {
 	return o
 }
 
+// Clone is a copy of o whose edits can change without changing o's (the
+// main generation and base rules are shared: they never change).
+func (o *Overlay) Clone() *Overlay {
+	c := *o
+	c.Deleted, c.Added = slices.Clone(o.Deleted), slices.Clone(o.Added)
+	return &c
+}
+
 // Pending reports whether edits wait to be folded into a rebuild.
 func (o *Overlay) Pending() bool { return len(o.Deleted) > 0 || len(o.Added) > 0 }
 

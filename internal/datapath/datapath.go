@@ -33,7 +33,17 @@ type Limits struct {
 	LeafSlots int `json:"leaf_slots"`
 	// Conntrack is the connection-tracking table's size (0: the default).
 	Conntrack int `json:"conntrack"`
+	// RuleIDs is the number of per-rule counter slots (rule ids).
+	RuleIDs int `json:"rule_ids"`
 }
+
+// minRuleIDs is FW_MAX_RULE_IDS: the counter slots of the default tables.
+const minRuleIDs = 65536
+
+// ruleIDsFor is the counter slots for tables of entries: room for every
+// rule of a full table and as many again (rule ids stay unique while
+// edits wait in the delta stage, and assignIDs reuses freed ones).
+func ruleIDsFor(entries int) int { return max(minRuleIDs, 2*entries) }
 
 // DefaultConntrack is the default size of the connection-tracking table
 // (preallocated: about 150 bytes per entry).
@@ -45,7 +55,8 @@ func LimitsFor(entries int) Limits {
 	if entries <= 0 {
 		entries = compile.DefaultMaxEntries
 	}
-	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack}
+	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack,
+		RuleIDs: ruleIDsFor(entries)}
 }
 
 // Bytes is the kernel memory the tables take (both generations).
@@ -117,6 +128,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
+	lim.RuleIDs = ruleIDsFor(lim.Entries)
+	spec.Maps["fw_rule_stats"].MaxEntries = uint32(lim.RuleIDs)
 	var objs xdpfwObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
@@ -200,7 +213,7 @@ func Open(dir string) (*Datapath, error) {
 		*dst = m
 	}
 	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
-		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries())}
+		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries()), RuleIDs: int(d.ruleCtr.MaxEntries())}
 	return d, nil
 }
 

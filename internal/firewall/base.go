@@ -1,0 +1,281 @@
+package firewall
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// The base: the rules of the main generation (the one the classifier
+// trees were built from), with what the data plane holds of it, in one
+// binary file next to the state (rules-STAMP.bin). A single edit on a
+// large rule set reads neither JSON nor rule text: the file is mapped into
+// memory and only what the edit touches is decoded. A rebuild writes a new
+// file; state.json names the one in force.
+//
+// Layout (little endian):
+//
+//	0    "XDPFWRS1", u32 format, u32 entry size, u64 stamp
+//	24   u32 rules, u32 entries, u32 text bytes, u32 flags (baseCompiled)
+//	40   u32 chain ends [3], u32 highest rule id
+//	56   roots: 6 x 40 bytes
+//	296  rules: 24 bytes each: u32 id, u8 chain, u8 verdict, u8 flags
+//	     (ruleCT), u8 0, u32 first entry, u32 entries, u32 text offset,
+//	     u32 text length
+//	     rule text (canonical, "-A CHAIN ..."), padded to 8 bytes
+//	     entries: struct fw_entry each (datapath.EncodeEntries)
+const (
+	baseMagic    = "XDPFWRS1"
+	baseFormat   = 1
+	baseHeader   = 296
+	baseRootSize = 40
+	baseRecSize  = 24
+	// baseCompiled: spans, roots and entries are those of the main
+	// generation installed as stamp (else the file only lists the rules,
+	// as after reading a version 1 or 2 state).
+	baseCompiled = 1
+	// ruleCT: the rule tests the connection state.
+	ruleCT = 1
+)
+
+var le = binary.LittleEndian
+
+// baseRule is one rule of a base.
+type baseRule struct {
+	ID      uint32
+	Chain   rules.Chain
+	Verdict rules.Verdict
+	CT      bool
+	Span    compile.Span
+	Text    string
+}
+
+func baseRuleOf(r *rules.Rule, id uint32, span compile.Span) baseRule {
+	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.CTState != nil, Span: span, Text: r.String()}
+}
+
+// encodeBase lays out a base of rs (with t compiled from it as stamp; t
+// nil: rules only).
+func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
+	text := 0
+	for i := range rs {
+		text += len(rs[i].Text)
+	}
+	textPad := (text + 7) &^ 7
+	var ents []byte
+	if t != nil {
+		ents = datapath.EncodeEntries(t.Entries)
+	}
+	b := make([]byte, baseHeader+len(rs)*baseRecSize+textPad+len(ents))
+	copy(b, baseMagic)
+	le.PutUint32(b[8:], baseFormat)
+	le.PutUint32(b[12:], uint32(datapath.EntrySize))
+	le.PutUint64(b[16:], stamp)
+	le.PutUint32(b[24:], uint32(len(rs)))
+	le.PutUint32(b[28:], uint32(len(ents)/datapath.EntrySize))
+	le.PutUint32(b[32:], uint32(text))
+	var maxID uint32
+	for i := range rs {
+		maxID = max(maxID, rs[i].ID)
+	}
+	le.PutUint32(b[52:], maxID)
+	if t != nil {
+		le.PutUint32(b[36:], baseCompiled)
+		for c, end := range t.ChainEnd {
+			le.PutUint32(b[40+4*c:], end)
+		}
+		for r := range t.Roots {
+			putRoot(b[56+r*baseRootSize:], &t.Roots[r])
+		}
+	}
+	rec, off := b[baseHeader:], baseHeader+len(rs)*baseRecSize
+	toff := 0
+	for i := range rs {
+		r := &rs[i]
+		x := rec[i*baseRecSize:]
+		le.PutUint32(x[0:], r.ID)
+		x[4], x[5] = byte(r.Chain), byte(r.Verdict)
+		if r.CT {
+			x[6] = ruleCT
+		}
+		le.PutUint32(x[8:], r.Span.Start)
+		le.PutUint32(x[12:], r.Span.Count)
+		le.PutUint32(x[16:], uint32(toff))
+		le.PutUint32(x[20:], uint32(len(r.Text)))
+		copy(b[off+toff:], r.Text)
+		toff += len(r.Text)
+	}
+	copy(b[off+textPad:], ents)
+	return b
+}
+
+func putRoot(b []byte, r *compile.Root) {
+	for g, n := range r.Groups {
+		le.PutUint32(b[4*g:], n)
+	}
+	le.PutUint32(b[20:], r.RuleID)
+	le.PutUint32(b[24:], r.FastRuleID)
+	copy(b[28:], []byte{byte(r.Action), byte(r.Reason), r.Flags, r.FastStates, byte(r.FastAction), byte(r.FastReason), byte(r.FastReject)})
+}
+
+func getRoot(b []byte) (r compile.Root) {
+	for g := range r.Groups {
+		r.Groups[g] = le.Uint32(b[4*g:])
+	}
+	r.RuleID, r.FastRuleID = le.Uint32(b[20:]), le.Uint32(b[24:])
+	r.Action, r.Reason, r.Flags, r.FastStates = compile.Action(b[28]), compile.Reason(b[29]), b[30], b[31]
+	r.FastAction, r.FastReason, r.FastReject = compile.Action(b[32]), compile.Reason(b[33]), compile.Reject(b[34])
+	return r
+}
+
+// base is an open base file.
+type base struct {
+	name     string // in the state directory; "" until written
+	data     []byte
+	unmap    func()
+	stamp    uint64
+	n        int
+	compiled bool
+	maxID    uint32
+	textOff  int
+	entries  datapath.EntryTable
+}
+
+// baseName is the file name of the base installed as stamp.
+func baseName(stamp uint64) string { return fmt.Sprintf("rules-%d.bin", stamp) }
+
+// parseBase checks a base's layout and returns a handle on it.
+func parseBase(name string, b []byte) (*base, error) {
+	bad := func(why string) error { return fmt.Errorf("%s: not a base of this xdpfw (%s)", name, why) }
+	if len(b) < baseHeader || string(b[:8]) != baseMagic {
+		return nil, bad("no header")
+	}
+	if le.Uint32(b[8:]) != baseFormat || int(le.Uint32(b[12:])) != datapath.EntrySize {
+		return nil, bad("another format")
+	}
+	x := &base{name: name, data: b, stamp: le.Uint64(b[16:]), n: int(le.Uint32(b[24:])),
+		compiled: le.Uint32(b[36:])&baseCompiled != 0, maxID: le.Uint32(b[52:])}
+	nEnt, text := int(le.Uint32(b[28:])), int(le.Uint32(b[32:]))
+	x.textOff = baseHeader + x.n*baseRecSize
+	entOff := x.textOff + (text+7)&^7
+	if entOff+nEnt*datapath.EntrySize != len(b) {
+		return nil, bad("truncated")
+	}
+	x.entries = datapath.EntryTable(b[entOff:])
+	return x, nil
+}
+
+// openBase maps the base file name of the state directory.
+func openBase(p Paths, name string) (*base, error) {
+	path := filepath.Join(p.StateDir, name)
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening the rules in force: %w", err)
+	}
+	defer fd.Close()
+	fi, err := fd.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data, err := unix.Mmap(int(fd.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	b, err := parseBase(name, data)
+	if err != nil {
+		_ = unix.Munmap(data)
+		return nil, err
+	}
+	b.unmap = func() { _ = unix.Munmap(data) }
+	return b, nil
+}
+
+// close unmaps the file.
+func (b *base) close() {
+	if b != nil && b.unmap != nil {
+		b.unmap()
+		b.unmap = nil
+	}
+}
+
+// write saves an in-memory base (name "") into the state directory.
+func (b *base) write(p Paths) error {
+	if b.name != "" {
+		return nil
+	}
+	name := baseName(b.stamp)
+	if err := writeFileAtomic(filepath.Join(p.StateDir, name), b.data); err != nil {
+		return fmt.Errorf("saving the rules in force: %w", err)
+	}
+	b.name = name
+	return nil
+}
+
+// rule decodes rule k.
+func (b *base) rule(k int) baseRule {
+	x := b.data[baseHeader+k*baseRecSize:]
+	r := baseRule{ID: le.Uint32(x[0:]), Chain: rules.Chain(x[4]), Verdict: rules.Verdict(x[5]), CT: x[6]&ruleCT != 0,
+		Span: compile.Span{Start: le.Uint32(x[8:]), Count: le.Uint32(x[12:])}}
+	off, n := int(le.Uint32(x[16:])), int(le.Uint32(x[20:]))
+	r.Text = string(b.data[b.textOff+off : b.textOff+off+n])
+	return r
+}
+
+// overlay is the base with no edits. Only a compiled base can carry
+// edits in the delta stage; the others list their rules.
+func (b *base) overlay() *compile.Overlay {
+	o := &compile.Overlay{Main: b.entries, Base: make([]compile.BaseRule, b.n)}
+	for k := range o.Base {
+		x := b.data[baseHeader+k*baseRecSize:]
+		o.Base[k] = compile.BaseRule{ID: le.Uint32(x[0:]), Chain: rules.Chain(x[4]),
+			Span: compile.Span{Start: le.Uint32(x[8:]), Count: le.Uint32(x[12:])}}
+	}
+	if b.compiled {
+		for c := range o.ChainEnd {
+			o.ChainEnd[c] = le.Uint32(b.data[40+4*c:])
+		}
+		for r := range o.Roots {
+			o.Roots[r] = getRoot(b.data[56+r*baseRootSize:])
+		}
+	}
+	return o
+}
+
+// writeFileAtomic writes a file through a temporary one and a rename.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// removeBases removes the base files of the state directory but keep.
+func removeBases(p Paths, keep string) error {
+	ents, err := os.ReadDir(p.StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		n := e.Name()
+		if n != keep && strings.HasPrefix(n, "rules-") && (strings.HasSuffix(n, ".bin") || strings.HasSuffix(n, ".bin.tmp")) {
+			if err := os.Remove(filepath.Join(p.StateDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
