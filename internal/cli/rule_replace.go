@@ -18,7 +18,7 @@ func newReplace(e *env) *cobra.Command {
 counter; the other rules keep theirs. Like add, it is in force within
 milliseconds through the delta stage, then the classifier is rebuilt
 (--no-rebuild: later; see 'xdpfw add --help').`,
-		Example: `  xdpfw replace INPUT 2 -p tcp --dport 2222 -j ACCEPT`,
+		Example:            `  xdpfw replace INPUT 2 -p tcp --dport 2222 -j ACCEPT`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			own, rest, help, err := e.ownFlags(args, nil, noRebuildFlag)

@@ -250,7 +250,7 @@ type IfaceStatus struct {
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
 	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: f.rs.count(), Limits: f.dp.Limits(),
-		Delta: f.deltaStatus(),
+		Delta:     f.deltaStatus(),
 		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
 		Sets: len(f.st.Sets), SetElems: f.st.setElems(),
 		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst)}}
