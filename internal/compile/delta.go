@@ -24,6 +24,7 @@ package compile
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,19 +44,6 @@ var ErrDeltaFull = errors.New("the edits do not fit the delta stage")
 
 // Span is where one rule's entries sit in a generation's entry table.
 type Span struct{ Start, Count uint32 }
-
-// EntryReader reads a generation's entries by index: *Tables in memory,
-// or the copy of the main generation the control plane keeps.
-type EntryReader interface {
-	NumEntries() int
-	EntryAt(i int) Entry
-}
-
-// NumEntries is the number of entries (EntryReader).
-func (t *Tables) NumEntries() int { return len(t.Entries) }
-
-// EntryAt is entry i (EntryReader).
-func (t *Tables) EntryAt(i int) Entry { return t.Entries[i] }
 
 // Delta is the contents of the delta stage (struct fw_delta and its
 // entries). The zero Delta (no entries, no dead rules) changes nothing.
@@ -105,7 +93,7 @@ func AnchorEnd(c rules.Chain) int { return -1 - int(c) }
 // Overlay is the rule set in force as the main generation plus the edits
 // since it was built.
 type Overlay struct {
-	Main     EntryReader    // the main generation's entries
+	Main     []Entry        // the main generation's entries (EntriesOf a saved copy, or Tables.Entries)
 	Roots    [NumRoots]Root // and roots
 	ChainEnd [rules.NumChains]uint32
 	Base     []BaseRule // its rules, in rule-set order
@@ -116,7 +104,7 @@ type Overlay struct {
 // NewOverlay is the overlay of t, compiled from rules with ids and chains
 // as given, with no edits.
 func NewOverlay(t *Tables, ids []uint32, chains []rules.Chain) *Overlay {
-	o := &Overlay{Main: t, Roots: t.Roots, ChainEnd: t.ChainEnd, Base: make([]BaseRule, len(ids))}
+	o := &Overlay{Main: t.Entries, Roots: t.Roots, ChainEnd: t.ChainEnd, Base: make([]BaseRule, len(ids))}
 	for i := range ids {
 		o.Base[i] = BaseRule{ID: ids[i], Chain: chains[i], Span: t.Spans[i]}
 	}
@@ -296,24 +284,37 @@ func (o *Overlay) overlapping(k int) []uint32 {
 	if b.Span.Count == 0 {
 		return nil
 	}
-	del := make([]Entry, b.Span.Count)
-	for i := range del {
-		del[i] = o.Main.EntryAt(int(b.Span.Start) + i)
-	}
-	dead := o.deadEntries()
+	del := o.Main[b.Span.Start : b.Span.Start+b.Span.Count]
+	dead := o.deadSpans()
 	var out []uint32
 	for j := b.Span.Start + b.Span.Count; j < o.ChainEnd[b.Chain]; j++ {
-		if dead[j] {
+		for len(dead) > 0 && dead[0].Start+dead[0].Count <= j {
+			dead = dead[1:]
+		}
+		if len(dead) > 0 && dead[0].Start <= j {
+			j = dead[0].Start + dead[0].Count - 1 // skip the deleted rule
 			continue
 		}
-		e := o.Main.EntryAt(int(j))
+		e := &o.Main[j]
 		for i := range del {
-			if Overlaps(&del[i], &e) {
+			if Overlaps(&del[i], e) {
 				out = append(out, j)
 				break
 			}
 		}
 	}
+	return out
+}
+
+// deadSpans are the entry spans of deleted rules, in order.
+func (o *Overlay) deadSpans() []Span {
+	var out []Span
+	for _, d := range o.Deleted {
+		if s := o.Base[d.Base].Span; s.Count > 0 {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b Span) int { return cmp.Compare(a.Start, b.Start) })
 	return out
 }
 
@@ -369,7 +370,7 @@ func (o *Overlay) Delta() (*Delta, error) {
 		for _, j := range del.Copies {
 			if !dead[j] && !copies[j] {
 				copies[j] = true
-				items = append(items, deltaItem{pos: j, copy: true, e: o.Main.EntryAt(int(j))})
+				items = append(items, deltaItem{pos: j, copy: true, e: o.Main[j]})
 			}
 		}
 		if b := o.Base[del.Base]; b.Span.Count > 0 {
@@ -433,7 +434,7 @@ func (o *Overlay) deltaRoots(d *Delta, added []bool, dead map[uint32]bool) {
 				if !emitAdded(j) {
 					return
 				}
-				if !dead[j] && !yield(o.Main.EntryAt(int(j))) {
+				if !dead[j] && !yield(o.Main[j]) {
 					return
 				}
 			}
@@ -458,9 +459,7 @@ func (o *Overlay) Fold() (entries []Entry, refs []Ref, spans []Span) {
 				entries = append(entries, o.Added[r.Added].Entries...)
 			} else {
 				s := o.Base[r.Base].Span
-				for j := s.Start; j < s.Start+s.Count; j++ {
-					entries = append(entries, o.Main.EntryAt(int(j)))
-				}
+				entries = append(entries, o.Main[s.Start:s.Start+s.Count]...)
 			}
 			spans[i].Count = uint32(len(entries)) - spans[i].Start
 		}
@@ -559,8 +558,8 @@ func Overlaps(a, b *Entry) bool {
 			return false // p and !p
 		}
 	}
-	if pos&MSrc != 0 && !prefixesMeet(a.Src, a.SrcMask, b.Src, b.SrcMask) ||
-		pos&MDst != 0 && !prefixesMeet(a.Dst, a.DstMask, b.Dst, b.DstMask) {
+	if pos&MSrc != 0 && !prefixesMeet(&a.Src, &a.SrcMask, &b.Src, &b.SrcMask) ||
+		pos&MDst != 0 && !prefixesMeet(&a.Dst, &a.DstMask, &b.Dst, &b.DstMask) {
 		return false
 	}
 	if both&MSPort != 0 && (a.SPortHi < b.SPortLo || b.SPortHi < a.SPortLo) ||
@@ -589,9 +588,10 @@ func Overlaps(a, b *Entry) bool {
 
 // prefixesMeet reports whether two address prefixes (address, mask) share
 // an address: they agree on the bits both fix.
-func prefixesMeet(a, am, b, bm [16]byte) bool {
-	for i := range a {
-		if (a[i]^b[i])&am[i]&bm[i] != 0 {
+func prefixesMeet(a, am, b, bm *[16]byte) bool {
+	w := binary.NativeEndian.Uint64
+	for i := 0; i < 16; i += 8 {
+		if (w(a[i:])^w(b[i:]))&w(am[i:])&w(bm[i:]) != 0 {
 			return false
 		}
 	}

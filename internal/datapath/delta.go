@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unsafe"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
-	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // The delta stage (docs/classifier.md, "Single edits"): a small table of
@@ -114,74 +112,4 @@ func (d *Datapath) InstallDelta(dl *compile.Delta, stamp uint64) (time.Time, err
 func (d *Datapath) DeltaInForce() (bool, error) {
 	a, err := d.activeState()
 	return a.delta != 0, err
-}
-
-// EntrySize is the size of one entry in EncodeEntries' layout (struct
-// fw_entry).
-const EntrySize = int(unsafe.Sizeof(xdpfwFwEntry{}))
-
-// EncodeEntries lays entries out as the data plane holds them (struct
-// fw_entry, host byte order): the control plane keeps the main
-// generation's entries in this form to build deltas and rebuilds from.
-func EncodeEntries(entries []compile.Entry) []byte {
-	out := make([]byte, len(entries)*EntrySize)
-	for i := range entries {
-		e := toBPF(&entries[i])
-		copy(out[i*EntrySize:], unsafe.Slice((*byte)(unsafe.Pointer(&e)), EntrySize))
-	}
-	return out
-}
-
-// EntryTable reads entries laid out by EncodeEntries (compile.EntryReader).
-type EntryTable []byte
-
-// NumEntries is the number of entries.
-func (t EntryTable) NumEntries() int { return len(t) / EntrySize }
-
-// EntryAt decodes entry i.
-func (t EntryTable) EntryAt(i int) compile.Entry {
-	var e xdpfwFwEntry
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&e)), EntrySize), t[i*EntrySize:(i+1)*EntrySize])
-	return fromBPF(&e)
-}
-
-// fromBPF is toBPF's inverse.
-func fromBPF(e *xdpfwFwEntry) compile.Entry {
-	return compile.Entry{
-		Src:      bytes16(e.Src),
-		SrcMask:  bytes16(e.SrcMask),
-		Dst:      bytes16(e.Dst),
-		DstMask:  bytes16(e.DstMask),
-		Match:    e.Match,
-		Invert:   e.Invert,
-		Ifindex:  e.Ifindex,
-		RuleID:   e.RuleId,
-		SPortLo:  e.SportLo,
-		SPortHi:  e.SportHi,
-		DPortLo:  e.DportLo,
-		DPortHi:  e.DportHi,
-		SrcMAC:   e.SrcMac,
-		DstMAC:   e.DstMac,
-		VLAN:     e.VlanId,
-		Chain:    rules.Chain(e.Chain),
-		Family:   rules.Family(e.Family),
-		Proto:    e.Proto,
-		TCPMask:  e.TcpMask,
-		TCPCmp:   e.TcpCmp,
-		ICMPType: e.IcmpType,
-		ICMPCode: e.IcmpCode,
-		Action:   compile.Action(e.Action),
-		Reason:   compile.Reason(e.Reason),
-		Reject:   compile.Reject(e.Reject),
-		SrcSet:   e.SrcSet,
-		DstSet:   e.DstSet,
-		CTState:  e.Ctstate,
-	}
-}
-
-// bytes16 is words' inverse.
-func bytes16(w [2]uint64) (b [16]byte) {
-	ne.PutUint64(b[0:8], w[0])
-	ne.PutUint64(b[8:16], w[1])
-	return b
 }

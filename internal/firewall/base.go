@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
-	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -24,19 +23,21 @@ import (
 //
 // Layout (little endian):
 //
-//	0    "XDPFWRS1", u32 format, u32 entry size, u64 stamp
+//	0    "XDPFWRS1", u32 format, u32 0, u64 stamp
 //	24   u32 rules, u32 entries, u32 text bytes, u32 flags (baseCompiled)
 //	40   u32 chain ends [3], u32 highest rule id
 //	56   roots: 6 x 40 bytes
-//	296  rules: 24 bytes each: u32 id, u8 chain, u8 verdict, u8 flags
+//	296  u64 compile.EntryLayout
+//	304  rules: 24 bytes each: u32 id, u8 chain, u8 verdict, u8 flags
 //	     (ruleCT), u8 0, u32 first entry, u32 entries, u32 text offset,
 //	     u32 text length
 //	     rule text (canonical, "-A CHAIN ..."), padded to 8 bytes
-//	     entries: struct fw_entry each (datapath.EncodeEntries)
+//	     entries: compile.EntryBytes, whose layout (compile.EntryLayout)
+//	     is at 296
 const (
 	baseMagic    = "XDPFWRS1"
 	baseFormat   = 1
-	baseHeader   = 296
+	baseHeader   = 304
 	baseRootSize = 40
 	baseRecSize  = 24
 	// baseCompiled: spans, roots and entries are those of the main
@@ -73,15 +74,17 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 	textPad := (text + 7) &^ 7
 	var ents []byte
 	if t != nil {
-		ents = datapath.EncodeEntries(t.Entries)
+		ents = compile.EntryBytes(t.Entries)
 	}
 	b := make([]byte, baseHeader+len(rs)*baseRecSize+textPad+len(ents))
 	copy(b, baseMagic)
 	le.PutUint32(b[8:], baseFormat)
-	le.PutUint32(b[12:], uint32(datapath.EntrySize))
 	le.PutUint64(b[16:], stamp)
 	le.PutUint32(b[24:], uint32(len(rs)))
-	le.PutUint32(b[28:], uint32(len(ents)/datapath.EntrySize))
+	if t != nil {
+		le.PutUint32(b[28:], uint32(len(t.Entries)))
+	}
+	le.PutUint64(b[296:], compile.EntryLayout)
 	le.PutUint32(b[32:], uint32(text))
 	var maxID uint32
 	for i := range rs {
@@ -147,7 +150,7 @@ type base struct {
 	compiled bool
 	maxID    uint32
 	textOff  int
-	entries  datapath.EntryTable
+	entries  []compile.Entry // in data
 }
 
 // baseName is the file name of the base installed as stamp.
@@ -159,7 +162,7 @@ func parseBase(name string, b []byte) (*base, error) {
 	if len(b) < baseHeader || string(b[:8]) != baseMagic {
 		return nil, bad("no header")
 	}
-	if le.Uint32(b[8:]) != baseFormat || int(le.Uint32(b[12:])) != datapath.EntrySize {
+	if le.Uint32(b[8:]) != baseFormat || le.Uint64(b[296:]) != compile.EntryLayout {
 		return nil, bad("another format")
 	}
 	x := &base{name: name, data: b, stamp: le.Uint64(b[16:]), n: int(le.Uint32(b[24:])),
@@ -167,10 +170,10 @@ func parseBase(name string, b []byte) (*base, error) {
 	nEnt, text := int(le.Uint32(b[28:])), int(le.Uint32(b[32:]))
 	x.textOff = baseHeader + x.n*baseRecSize
 	entOff := x.textOff + (text+7)&^7
-	if entOff+nEnt*datapath.EntrySize != len(b) {
-		return nil, bad("truncated")
+	var err error
+	if x.entries, err = compile.EntriesOf(b[min(entOff, len(b)):]); err != nil || len(x.entries) != nEnt {
+		return nil, bad(fmt.Sprintf("truncated: %v", err))
 	}
-	x.entries = datapath.EntryTable(b[entOff:])
 	return x, nil
 }
 

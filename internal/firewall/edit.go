@@ -203,7 +203,7 @@ func (f *Firewall) editDelta(s *ruleStore, start time.Time) (*Result, error) {
 		return nil, err
 	}
 	f.rs = s
-	return &Result{Rules: s.count(), Entries: s.base.entries.NumEntries(), Delta: true,
+	return &Result{Rules: s.count(), Entries: len(s.base.entries), Delta: true,
 		DeltaEntries: len(d.Entries), DeltaDeleted: len(d.Dead), InForce: live.Sub(start)}, nil
 }
 
@@ -224,7 +224,7 @@ func (f *Firewall) Rebuild() (*Result, error) {
 		return nil, err
 	}
 	if !f.rs.ov.Pending() && !inForce {
-		return &Result{Generation: f.st.Generation, Rules: f.rs.count(), Entries: f.rs.base.entries.NumEntries()}, nil
+		return &Result{Generation: f.st.Generation, Rules: f.rs.count(), Entries: len(f.rs.base.entries)}, nil
 	}
 	var res *Result
 	if f.rs.base.compiled {
