@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/bench"
+	"github.com/xdpfw/xdpfw/internal/compile"
 )
 
 func newBench(e *env) *cobra.Command {
@@ -79,6 +80,7 @@ func newBenchMicro(e *env) *cobra.Command {
 		rounds   int
 		repeat   int
 		budget   time.Duration
+		delta    int
 		asJSON   bool
 	)
 	cmd := &cobra.Command{
@@ -89,7 +91,12 @@ rules of which only the last matches the probe packet, then measures in
 interleaved rounds (every size once per round) the program's ns/packet for
 that probe and for a packet no rule matches. Ratios to the smallest size are
 the median of per-round ratios, so a noisy machine's slow phases cancel out.
-Every probe is checked to get the verdict claimed before measuring.`,
+Every probe is checked to get the verdict claimed before measuring.
+
+With --delta K (default 4), each round also measures the probes with K rules
+in the delta stage (single edits waiting for a rebuild; rules no probe
+matches, placed first so that every probe checks them all), and reports the
+ratio to the empty delta stage.`,
 		Example: `  xdpfw bench micro
   xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json`,
 		Args: cobra.NoArgs,
@@ -102,6 +109,9 @@ Every probe is checked to get the verdict claimed before measuring.`,
 			if len(sizes) == 0 || rounds < 1 || repeat < 1 {
 				return usageError{fmt.Errorf("--sizes, --rounds and --repeat must be positive")}
 			}
+			if delta < 0 || delta > compile.DeltaMax {
+				return usageError{fmt.Errorf("--delta %d: from 0 to %d", delta, compile.DeltaMax)}
+			}
 			for _, n := range sizes {
 				if n < 1 {
 					return usageError{fmt.Errorf("--sizes: %d is not a rule count", n)}
@@ -110,7 +120,7 @@ Every probe is checked to get the verdict claimed before measuring.`,
 			progress := e.stderr
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
-				Repeat: repeat, Budget: budget, Progress: progress})
+				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta})
 			if err != nil {
 				return err
 			}
@@ -127,6 +137,7 @@ Every probe is checked to get the verdict claimed before measuring.`,
 	fl.IntVar(&rounds, "rounds", 11, "interleaved rounds")
 	fl.IntVar(&repeat, "repeat", 200000, "BPF_PROG_TEST_RUN runs per measurement")
 	fl.DurationVar(&budget, "time-budget", 3*time.Minute, "stop starting rounds after this long (at least 3 rounds run)")
+	fl.IntVar(&delta, "delta", 4, "rules in the delta stage for the second set of measurements (0: none)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
