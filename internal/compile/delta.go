@@ -93,10 +93,10 @@ func AnchorEnd(c rules.Chain) int { return -1 - int(c) }
 // Overlay is the rule set in force as the main generation plus the edits
 // since it was built.
 type Overlay struct {
-	Main     []Entry        // the main generation's entries (EntriesOf a saved copy, or Tables.Entries)
+	Main     []Entry        // the main generation's entries (Tables.Entries, or FromRaw a saved copy): read only
 	Roots    [NumRoots]Root // and roots
 	ChainEnd [rules.NumChains]uint32
-	Base     []BaseRule // its rules, in rule-set order
+	Base     []BaseRule // its rules, in rule-set order: read only
 	Deleted  []Deletion // in the order deleted
 	Added    []Addition
 }

@@ -18,28 +18,29 @@ import (
 // trees were built from), with what the data plane holds of it, in one
 // binary file next to the state (rules-STAMP.bin). A single edit on a
 // large rule set reads neither JSON nor rule text: the file is mapped into
-// memory and only what the edit touches is decoded. A rebuild writes a new
-// file; state.json names the one in force.
+// memory, its rules and entries are used in place (compile.FromRaw), and
+// only what the edit touches is read. A rebuild writes a new file;
+// state.json names the one in force.
 //
-// Layout (little endian):
+// Layout (little endian; "raw" is compile.RawBytes, in the layout
+// compile.Layout names):
 //
-//	0    "XDPFWRS1", u32 format, u32 0, u64 stamp
+//	0    "XDPFWRS2", u32 format, u32 0, u64 stamp
 //	24   u32 rules, u32 entries, u32 text bytes, u32 flags (baseCompiled)
 //	40   u32 chain ends [3], u32 highest rule id
 //	56   roots: 6 x 40 bytes
-//	296  u64 compile.EntryLayout
-//	304  rules: 24 bytes each: u32 id, u8 chain, u8 verdict, u8 flags
-//	     (ruleCT), u8 0, u32 first entry, u32 entries, u32 text offset,
-//	     u32 text length
+//	296  u64 compile.Layout
+//	304  rules: raw compile.BaseRule each
+//	     rule text index: 12 bytes each: u32 offset, u32 length,
+//	     u8 verdict, u8 flags (ruleCT), u16 0
 //	     rule text (canonical, "-A CHAIN ..."), padded to 8 bytes
-//	     entries: compile.EntryBytes, whose layout (compile.EntryLayout)
-//	     is at 296
+//	     entries: raw compile.Entry each
 const (
-	baseMagic    = "XDPFWRS1"
-	baseFormat   = 1
+	baseMagic    = "XDPFWRS2"
+	baseFormat   = 2
 	baseHeader   = 304
 	baseRootSize = 40
-	baseRecSize  = 24
+	baseInfoSize = 12
 	// baseCompiled: spans, roots and entries are those of the main
 	// generation installed as stamp (else the file only lists the rules,
 	// as after reading a version 1 or 2 state).
@@ -71,27 +72,31 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 	for i := range rs {
 		text += len(rs[i].Text)
 	}
-	textPad := (text + 7) &^ 7
+	brs := make([]compile.BaseRule, len(rs))
+	for i := range rs {
+		brs[i] = compile.BaseRule{ID: rs[i].ID, Chain: rs[i].Chain, Span: rs[i].Span}
+	}
 	var ents []byte
 	if t != nil {
-		ents = compile.EntryBytes(t.Entries)
+		ents = compile.RawBytes(t.Entries)
 	}
-	b := make([]byte, baseHeader+len(rs)*baseRecSize+textPad+len(ents))
+	infoOff := baseHeader + compile.RawSize[compile.BaseRule](len(rs))
+	textOff := infoOff + len(rs)*baseInfoSize
+	entOff := (textOff + text + 7) &^ 7
+	b := make([]byte, entOff+len(ents))
 	copy(b, baseMagic)
 	le.PutUint32(b[8:], baseFormat)
 	le.PutUint64(b[16:], stamp)
 	le.PutUint32(b[24:], uint32(len(rs)))
-	if t != nil {
-		le.PutUint32(b[28:], uint32(len(t.Entries)))
-	}
-	le.PutUint64(b[296:], compile.EntryLayout)
 	le.PutUint32(b[32:], uint32(text))
 	var maxID uint32
 	for i := range rs {
 		maxID = max(maxID, rs[i].ID)
 	}
 	le.PutUint32(b[52:], maxID)
+	le.PutUint64(b[296:], compile.Layout)
 	if t != nil {
+		le.PutUint32(b[28:], uint32(len(t.Entries)))
 		le.PutUint32(b[36:], baseCompiled)
 		for c, end := range t.ChainEnd {
 			le.PutUint32(b[40+4*c:], end)
@@ -100,24 +105,20 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 			putRoot(b[56+r*baseRootSize:], &t.Roots[r])
 		}
 	}
-	rec, off := b[baseHeader:], baseHeader+len(rs)*baseRecSize
+	copy(b[baseHeader:], compile.RawBytes(brs))
 	toff := 0
 	for i := range rs {
-		r := &rs[i]
-		x := rec[i*baseRecSize:]
-		le.PutUint32(x[0:], r.ID)
-		x[4], x[5] = byte(r.Chain), byte(r.Verdict)
-		if r.CT {
-			x[6] = ruleCT
+		x := b[infoOff+i*baseInfoSize:]
+		le.PutUint32(x[0:], uint32(toff))
+		le.PutUint32(x[4:], uint32(len(rs[i].Text)))
+		x[8] = byte(rs[i].Verdict)
+		if rs[i].CT {
+			x[9] = ruleCT
 		}
-		le.PutUint32(x[8:], r.Span.Start)
-		le.PutUint32(x[12:], r.Span.Count)
-		le.PutUint32(x[16:], uint32(toff))
-		le.PutUint32(x[20:], uint32(len(r.Text)))
-		copy(b[off+toff:], r.Text)
-		toff += len(r.Text)
+		copy(b[textOff+toff:], rs[i].Text)
+		toff += len(rs[i].Text)
 	}
-	copy(b[off+textPad:], ents)
+	copy(b[entOff:], ents)
 	return b
 }
 
@@ -149,6 +150,8 @@ type base struct {
 	n        int
 	compiled bool
 	maxID    uint32
+	rules    []compile.BaseRule // in data
+	infoOff  int
 	textOff  int
 	entries  []compile.Entry // in data
 }
@@ -162,17 +165,24 @@ func parseBase(name string, b []byte) (*base, error) {
 	if len(b) < baseHeader || string(b[:8]) != baseMagic {
 		return nil, bad("no header")
 	}
-	if le.Uint32(b[8:]) != baseFormat || le.Uint64(b[296:]) != compile.EntryLayout {
+	if le.Uint32(b[8:]) != baseFormat || le.Uint64(b[296:]) != compile.Layout {
 		return nil, bad("another format")
 	}
 	x := &base{name: name, data: b, stamp: le.Uint64(b[16:]), n: int(le.Uint32(b[24:])),
 		compiled: le.Uint32(b[36:])&baseCompiled != 0, maxID: le.Uint32(b[52:])}
 	nEnt, text := int(le.Uint32(b[28:])), int(le.Uint32(b[32:]))
-	x.textOff = baseHeader + x.n*baseRecSize
-	entOff := x.textOff + (text+7)&^7
+	x.infoOff = baseHeader + compile.RawSize[compile.BaseRule](x.n)
+	x.textOff = x.infoOff + x.n*baseInfoSize
+	entOff := (x.textOff + text + 7) &^ 7
+	if entOff+compile.RawSize[compile.Entry](nEnt) != len(b) {
+		return nil, bad("truncated")
+	}
 	var err error
-	if x.entries, err = compile.EntriesOf(b[min(entOff, len(b)):]); err != nil || len(x.entries) != nEnt {
-		return nil, bad(fmt.Sprintf("truncated: %v", err))
+	if x.rules, err = compile.FromRaw[compile.BaseRule](b[baseHeader:], x.n); err != nil {
+		return nil, bad(err.Error())
+	}
+	if x.entries, err = compile.FromRaw[compile.Entry](b[entOff:], nEnt); err != nil {
+		return nil, bad(err.Error())
 	}
 	return x, nil
 }
@@ -225,23 +235,18 @@ func (b *base) write(p Paths) error {
 
 // rule decodes rule k.
 func (b *base) rule(k int) baseRule {
-	x := b.data[baseHeader+k*baseRecSize:]
-	r := baseRule{ID: le.Uint32(x[0:]), Chain: rules.Chain(x[4]), Verdict: rules.Verdict(x[5]), CT: x[6]&ruleCT != 0,
-		Span: compile.Span{Start: le.Uint32(x[8:]), Count: le.Uint32(x[12:])}}
-	off, n := int(le.Uint32(x[16:])), int(le.Uint32(x[20:]))
-	r.Text = string(b.data[b.textOff+off : b.textOff+off+n])
-	return r
+	br := &b.rules[k]
+	x := b.data[b.infoOff+k*baseInfoSize:]
+	off, n := int(le.Uint32(x[0:])), int(le.Uint32(x[4:]))
+	return baseRule{ID: br.ID, Chain: br.Chain, Span: br.Span, Verdict: rules.Verdict(x[8]), CT: x[9]&ruleCT != 0,
+		Text: string(b.data[b.textOff+off : b.textOff+off+n])}
 }
 
-// overlay is the base with no edits. Only a compiled base can carry
-// edits in the delta stage; the others list their rules.
+// overlay is the base with no edits, using the base's rules and entries
+// in place. Only a compiled base can carry edits in the delta stage; the
+// others list their rules.
 func (b *base) overlay() *compile.Overlay {
-	o := &compile.Overlay{Main: b.entries, Base: make([]compile.BaseRule, b.n)}
-	for k := range o.Base {
-		x := b.data[baseHeader+k*baseRecSize:]
-		o.Base[k] = compile.BaseRule{ID: le.Uint32(x[0:]), Chain: rules.Chain(x[4]),
-			Span: compile.Span{Start: le.Uint32(x[8:]), Count: le.Uint32(x[12:])}}
-	}
+	o := &compile.Overlay{Main: b.entries, Base: b.rules}
 	if b.compiled {
 		for c := range o.ChainEnd {
 			o.ChainEnd[c] = le.Uint32(b.data[40+4*c:])
