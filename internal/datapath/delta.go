@@ -27,10 +27,15 @@ func (d *Datapath) activeState() (active, error) {
 	if err := d.active.Lookup(uint32(0), &v); err != nil {
 		return active{}, fmt.Errorf("reading fw_active: %w", err)
 	}
+	return decodeActive(v), nil
+}
+
+// decodeActive is activeValue's inverse (0: none installed).
+func decodeActive(v uint32) active {
 	if v == 0 {
-		return active{}, nil
+		return active{}
 	}
-	return active{installed: true, gen: (v - 1) & 1, delta: (v - 1) >> 1}, nil
+	return active{installed: true, gen: (v - 1) & 1, delta: (v - 1) >> 1}
 }
 
 // ErrStaleBase means the main generation in force is not the one a delta
