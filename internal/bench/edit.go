@@ -139,11 +139,7 @@ func Edit(opt EditOptions) (*EditResult, error) {
 		return nil, err
 	}
 	defer undo()
-	say := func(format string, a ...any) {
-		if opt.Progress != nil {
-			fmt.Fprintf(opt.Progress, format+"\n", a...)
-		}
-	}
+	say := sayer(opt.Progress)
 	stateDir, err := os.MkdirTemp("", "xdpfw-bench-edit-state-")
 	if err != nil {
 		return nil, err

@@ -157,11 +157,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			s.dp.Close()
 		}
 	}()
-	say := func(format string, a ...any) {
-		if opt.Progress != nil {
-			fmt.Fprintf(opt.Progress, format+"\n", a...)
-		}
-	}
+	say := sayer(opt.Progress)
 	for _, fam := range opt.Families {
 		for _, n := range opt.Sizes {
 			res := &MicroResult{Family: fam, Rules: n}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -70,20 +71,10 @@ or 'xdpfw rebuild', folds it in. An edit that does not fit the delta stage
 					return usageError{fmt.Errorf("--position %q: want a rule number from 1", p)}
 				}
 			}
-			r, err := rules.ParseRuleArgs(rest[0], rest[1:], rules.ParseOptions{})
-			if err != nil {
-				return err
-			}
-			fw, err := e.open()
-			if err != nil {
-				return err
-			}
-			defer fw.Close()
-			res, err := fw.Add(r, pos)
-			if err != nil {
-				return err
-			}
-			return e.finishEdit(fw, res, "added: "+r.String(), own[noRebuildFlag] != "")
+			return e.editRule(rest[0], rest[1:], own[noRebuildFlag] != "", func(fw *firewall.Firewall, r rules.Rule) (*firewall.Result, string, error) {
+				res, err := fw.Add(r, pos)
+				return res, "added: " + r.String(), err
+			})
 		},
 	}
 	return cmd

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -36,20 +37,10 @@ stage, then the classifier is rebuilt (--no-rebuild: later; see
 				}
 				pos, spec = n, rest[2:]
 			}
-			r, err := rules.ParseRuleArgs(rest[0], spec, rules.ParseOptions{})
-			if err != nil {
-				return err
-			}
-			fw, err := e.open()
-			if err != nil {
-				return err
-			}
-			defer fw.Close()
-			res, err := fw.Add(r, pos)
-			if err != nil {
-				return err
-			}
-			return e.finishEdit(fw, res, fmt.Sprintf("inserted as %s %d: %s", r.Chain, pos, r.String()), own[noRebuildFlag] != "")
+			return e.editRule(rest[0], spec, own[noRebuildFlag] != "", func(fw *firewall.Firewall, r rules.Rule) (*firewall.Result, string, error) {
+				res, err := fw.Add(r, pos)
+				return res, fmt.Sprintf("inserted as %s %d: %s", r.Chain, pos, r.String()), err
+			})
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // noRebuildFlag leaves a single edit in the delta stage.
@@ -48,6 +49,27 @@ what waits. It does nothing when nothing waits.`,
 			return nil
 		},
 	}
+}
+
+// editRule runs a single-edit command whose rule is CHAIN RULESPEC: it
+// parses the rule, opens the firewall, makes the edit (do, which also says
+// what it did) and reports it (finishEdit).
+func (e *env) editRule(chain string, spec []string, noRebuild bool,
+	do func(*firewall.Firewall, rules.Rule) (*firewall.Result, string, error)) error {
+	r, err := rules.ParseRuleArgs(chain, spec, rules.ParseOptions{})
+	if err != nil {
+		return err
+	}
+	fw, err := e.open()
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	res, what, err := do(fw, r)
+	if err != nil {
+		return err
+	}
+	return e.finishEdit(fw, res, what, noRebuild)
 }
 
 // finishEdit reports a single edit in force (what), then rebuilds unless

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -32,21 +33,10 @@ milliseconds through the delta stage, then the classifier is rebuilt
 			if err != nil || n < 1 {
 				return usageError{fmt.Errorf("rule number %q: want a number from 1", rest[1])}
 			}
-			r, err := rules.ParseRuleArgs(rest[0], rest[2:], rules.ParseOptions{})
-			if err != nil {
-				return err
-			}
-			fw, err := e.open()
-			if err != nil {
-				return err
-			}
-			defer fw.Close()
-			res, gone, err := fw.Replace(n, r)
-			if err != nil {
-				return err
-			}
-			return e.finishEdit(fw, res, fmt.Sprintf("replaced %s %d: %s with %s", r.Chain, n, gone.String(), r.String()),
-				own[noRebuildFlag] != "")
+			return e.editRule(rest[0], rest[2:], own[noRebuildFlag] != "", func(fw *firewall.Firewall, r rules.Rule) (*firewall.Result, string, error) {
+				res, gone, err := fw.Replace(n, r)
+				return res, fmt.Sprintf("replaced %s %d: %s with %s", r.Chain, n, gone.String(), r.String()), err
+			})
 		},
 	}
 }
