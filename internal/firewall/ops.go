@@ -148,6 +148,9 @@ func teardown(p Paths) error {
 	if err := os.Remove(p.stateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
+	if err := removeBases(p, ""); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
