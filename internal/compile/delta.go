@@ -190,6 +190,10 @@ func (o *Overlay) deletedSet() map[int]bool {
 	return m
 }
 
+// Walk calls f for the rules in force of chain c, in order, until f
+// returns false.
+func (o *Overlay) Walk(c rules.Chain, f func(Ref) bool) { o.walk(int(c), f) }
+
 // InForce lists the rules in force, in rule-set order.
 func (o *Overlay) InForce() []Ref {
 	out := make([]Ref, 0, len(o.Base)+len(o.Added)-len(o.Deleted))

@@ -237,9 +237,15 @@ func (b *base) write(p Paths) error {
 func (b *base) rule(k int) baseRule {
 	br := &b.rules[k]
 	x := b.data[b.infoOff+k*baseInfoSize:]
-	off, n := int(le.Uint32(x[0:])), int(le.Uint32(x[4:]))
 	return baseRule{ID: br.ID, Chain: br.Chain, Span: br.Span, Verdict: rules.Verdict(x[8]), CT: x[9]&ruleCT != 0,
-		Text: string(b.data[b.textOff+off : b.textOff+off+n])}
+		Text: string(b.text(k))}
+}
+
+// text is rule k's canonical text, in place.
+func (b *base) text(k int) []byte {
+	x := b.data[b.infoOff+k*baseInfoSize:]
+	off, n := int(le.Uint32(x[0:])), int(le.Uint32(x[4:]))
+	return b.data[b.textOff+off : b.textOff+off+n]
 }
 
 // overlay is the base with no edits, using the base's rules and entries

@@ -58,12 +58,10 @@ func (f *Firewall) DeleteSpec(r rules.Rule) (*Result, error) {
 		ref   compile.Ref
 		found bool
 	)
-	for _, x := range f.rs.refs() {
-		if f.rs.ov.Chain(x) == r.Chain && f.rs.ruleOf(x).Text == want {
-			ref, found = x, true
-			break
-		}
-	}
+	f.rs.ov.Walk(r.Chain, func(x compile.Ref) bool {
+		ref, found = x, f.rs.textIs(x, want)
+		return !found
+	})
 	if !found {
 		return nil, fmt.Errorf("no such rule: %s", want)
 	}

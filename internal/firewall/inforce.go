@@ -142,6 +142,15 @@ func (s *ruleStore) ruleOf(r compile.Ref) baseRule {
 	return s.base.rule(r.Base)
 }
 
+// textIs reports whether the rule r names has the canonical text want
+// (without decoding the text of a base rule into a new string).
+func (s *ruleStore) textIs(r compile.Ref, want string) bool {
+	if r.IsAdded() {
+		return s.ov.Added[r.Added].Rule.String() == want
+	}
+	return string(s.base.text(r.Base)) == want
+}
+
 // refs lists the rules in force in rule-set order.
 func (s *ruleStore) refs() []compile.Ref { return s.ov.InForce() }
 
