@@ -22,7 +22,7 @@ import (
 // only what the edit touches is read. A rebuild writes a new file;
 // state.json names the one in force.
 //
-// Layout (little endian; "raw" is compile.RawBytes, in the layout
+// Layout (little endian; "raw" is compile.RawBytes, in the memory layout
 // compile.Layout names):
 //
 //	0    "XDPFWRS2", u32 format, u32 0, u64 stamp
@@ -30,17 +30,21 @@ import (
 //	40   u32 chain ends [3], u32 highest rule id
 //	56   roots: 6 x 40 bytes
 //	296  u64 compile.Layout
-//	304  rules: raw compile.BaseRule each
-//	     rule text index: 12 bytes each: u32 offset, u32 length,
-//	     u8 verdict, u8 flags (ruleCT), u16 0
+//	304  rules: 16 bytes each: u32 id, u32 text offset, u32 text length,
+//	     u8 chain, u8 verdict, u8 flags (ruleCT), u8 0
 //	     rule text (canonical, "-A CHAIN ..."), padded to 8 bytes
-//	     entries: raw compile.Entry each
+//	     raw compile.BaseRule each (ids, chains and entry spans again)
+//	     raw compile.Entry each
+//
+// What comes before the raw parts reads the same in every build: a base
+// written by a build of another Layout (an upgrade) still lists the rules
+// in force, and is treated as not compiled until the next full build.
 const (
 	baseMagic    = "XDPFWRS2"
 	baseFormat   = 2
 	baseHeader   = 304
 	baseRootSize = 40
-	baseInfoSize = 12
+	baseInfoSize = 16
 	// baseCompiled: spans, roots and entries are those of the main
 	// generation installed as stamp (else the file only lists the rules,
 	// as after reading a version 1 or 2 state).
@@ -80,9 +84,9 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 	if t != nil {
 		ents = compile.RawBytes(t.Entries)
 	}
-	infoOff := baseHeader + compile.RawSize[compile.BaseRule](len(rs))
-	textOff := infoOff + len(rs)*baseInfoSize
-	entOff := (textOff + text + 7) &^ 7
+	textOff := baseHeader + len(rs)*baseInfoSize
+	rawOff := (textOff + text + 7) &^ 7
+	entOff := rawOff + compile.RawSize[compile.BaseRule](len(rs))
 	b := make([]byte, entOff+len(ents))
 	copy(b, baseMagic)
 	le.PutUint32(b[8:], baseFormat)
@@ -105,19 +109,20 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 			putRoot(b[56+r*baseRootSize:], &t.Roots[r])
 		}
 	}
-	copy(b[baseHeader:], compile.RawBytes(brs))
 	toff := 0
 	for i := range rs {
-		x := b[infoOff+i*baseInfoSize:]
-		le.PutUint32(x[0:], uint32(toff))
-		le.PutUint32(x[4:], uint32(len(rs[i].Text)))
-		x[8] = byte(rs[i].Verdict)
+		x := b[baseHeader+i*baseInfoSize:]
+		le.PutUint32(x[0:], rs[i].ID)
+		le.PutUint32(x[4:], uint32(toff))
+		le.PutUint32(x[8:], uint32(len(rs[i].Text)))
+		x[12], x[13] = byte(rs[i].Chain), byte(rs[i].Verdict)
 		if rs[i].CT {
-			x[9] = ruleCT
+			x[14] = ruleCT
 		}
 		copy(b[textOff+toff:], rs[i].Text)
 		toff += len(rs[i].Text)
 	}
+	copy(b[rawOff:], compile.RawBytes(brs))
 	copy(b[entOff:], ents)
 	return b
 }
@@ -150,8 +155,7 @@ type base struct {
 	n        int
 	compiled bool
 	maxID    uint32
-	rules    []compile.BaseRule // in data
-	infoOff  int
+	rules    []compile.BaseRule // in data, or decoded (another Layout)
 	textOff  int
 	entries  []compile.Entry // in data
 }
@@ -162,23 +166,33 @@ func baseName(stamp uint64) string { return fmt.Sprintf("rules-%d.bin", stamp) }
 // parseBase checks a base's layout and returns a handle on it.
 func parseBase(name string, b []byte) (*base, error) {
 	bad := func(why string) error { return fmt.Errorf("%s: not a base of this xdpfw (%s)", name, why) }
-	if len(b) < baseHeader || string(b[:8]) != baseMagic {
-		return nil, bad("no header")
-	}
-	if le.Uint32(b[8:]) != baseFormat || le.Uint64(b[296:]) != compile.Layout {
-		return nil, bad("another format")
+	if len(b) < baseHeader || string(b[:8]) != baseMagic || le.Uint32(b[8:]) != baseFormat {
+		return nil, bad("no header of format 2")
 	}
 	x := &base{name: name, data: b, stamp: le.Uint64(b[16:]), n: int(le.Uint32(b[24:])),
 		compiled: le.Uint32(b[36:])&baseCompiled != 0, maxID: le.Uint32(b[52:])}
 	nEnt, text := int(le.Uint32(b[28:])), int(le.Uint32(b[32:]))
-	x.infoOff = baseHeader + compile.RawSize[compile.BaseRule](x.n)
-	x.textOff = x.infoOff + x.n*baseInfoSize
-	entOff := (x.textOff + text + 7) &^ 7
+	x.textOff = baseHeader + x.n*baseInfoSize
+	rawOff := (x.textOff + text + 7) &^ 7
+	if rawOff > len(b) {
+		return nil, bad("truncated")
+	}
+	if le.Uint64(b[296:]) != compile.Layout {
+		// written by another build: the rules only, compiled again at
+		// the next full build
+		x.compiled, x.rules = false, make([]compile.BaseRule, x.n)
+		for k := range x.rules {
+			i := b[baseHeader+k*baseInfoSize:]
+			x.rules[k] = compile.BaseRule{ID: le.Uint32(i[0:]), Chain: rules.Chain(i[12])}
+		}
+		return x, nil
+	}
+	entOff := rawOff + compile.RawSize[compile.BaseRule](x.n)
 	if entOff+compile.RawSize[compile.Entry](nEnt) != len(b) {
 		return nil, bad("truncated")
 	}
 	var err error
-	if x.rules, err = compile.FromRaw[compile.BaseRule](b[baseHeader:], x.n); err != nil {
+	if x.rules, err = compile.FromRaw[compile.BaseRule](b[rawOff:], x.n); err != nil {
 		return nil, bad(err.Error())
 	}
 	if x.entries, err = compile.FromRaw[compile.Entry](b[entOff:], nEnt); err != nil {
@@ -236,15 +250,15 @@ func (b *base) write(p Paths) error {
 // rule decodes rule k.
 func (b *base) rule(k int) baseRule {
 	br := &b.rules[k]
-	x := b.data[b.infoOff+k*baseInfoSize:]
-	return baseRule{ID: br.ID, Chain: br.Chain, Span: br.Span, Verdict: rules.Verdict(x[8]), CT: x[9]&ruleCT != 0,
+	x := b.data[baseHeader+k*baseInfoSize:]
+	return baseRule{ID: br.ID, Chain: br.Chain, Span: br.Span, Verdict: rules.Verdict(x[13]), CT: x[14]&ruleCT != 0,
 		Text: string(b.text(k))}
 }
 
 // text is rule k's canonical text, in place.
 func (b *base) text(k int) []byte {
-	x := b.data[b.infoOff+k*baseInfoSize:]
-	off, n := int(le.Uint32(x[0:])), int(le.Uint32(x[4:]))
+	x := b.data[baseHeader+k*baseInfoSize:]
+	off, n := int(le.Uint32(x[4:])), int(le.Uint32(x[8:]))
 	return b.data[b.textOff+off : b.textOff+off+n]
 }
 
