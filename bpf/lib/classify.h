@@ -268,10 +268,11 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 /* fw_root_of returns the root for p's chain and family of what is in
  * force: the delta stage's root while a delta is in force (its fast rules
  * and flags account for the edits; its trees are the main generation's),
- * else the active generation's. It sets *gen to the main generation and
- * *delta to 0 (none) or 1 + the delta half, and returns NULL when no rule
- * set is installed. */
-static __always_inline const struct fw_root *fw_root_of(const struct fw_pkt *p, __u32 *gen, __u32 *delta)
+ * else the active generation's. It sets *sel to what fw_classify needs:
+ * FW_ACTIVE's value - 1, the main generation in bit 0, the delta (0 none,
+ * 1 + its half) in bits 1-2; it returns NULL when no rule set is
+ * installed. */
+static __always_inline const struct fw_root *fw_root_of(const struct fw_pkt *p, __u32 *sel)
 {
 	__u32 zero = 0;
 	const __u32 *active = bpf_map_lookup_elem(&fw_active, &zero);
@@ -279,17 +280,17 @@ static __always_inline const struct fw_root *fw_root_of(const struct fw_pkt *p, 
 	if (!active || *active == 0)
 		return NULL;
 	__u32 a = *active - 1;
-	*gen = a & 1;
-	*delta = (a >> 1) & 3;
+	*sel = a;
+	__u32 gen = a & 1, delta = (a >> 1) & 3;
 	__u32 r = p->chain * 2 + (p->family == 6);
 	if (r >= FW_NUM_ROOTS) /* bounds the index for the verifier */
 		return NULL;
-	if (*delta) {
-		__u32 half = (*delta - 1) & 1;
+	if (delta) {
+		__u32 half = (delta - 1) & 1;
 		const struct fw_delta *dl = bpf_map_lookup_elem(&fw_deltas, &half);
 		return dl ? &dl->roots[r] : NULL;
 	}
-	r += *gen * FW_NUM_ROOTS;
+	r += gen * FW_NUM_ROOTS;
 	return bpf_map_lookup_elem(&fw_roots, &r);
 }
 
@@ -333,19 +334,18 @@ static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 be
 }
 
 /* fw_classify finds the first entry of root matching p and fills *d (the
- * policy when none does). delta is fw_root_of's: 0, or 1 + the delta half
- * in force. Returns 0, or -1 if the tables are inconsistent.
+ * policy when none does). sel is fw_root_of's: the main generation and
+ * the delta in force. Returns 0, or -1 if the tables are inconsistent.
  * A global function: verified once, not once per path through the
  * conntrack code that precedes it (which would exceed the verifier's
  * budget). */
-__noinline int fw_classify(const struct fw_root *root, __u32 gen, __u32 delta, const struct fw_pkt *p,
-			   struct fw_decision *d)
+__noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)
 {
 	__u32 key[FW_NUM_DIMS];
 
 	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
 		return -1;
-	gen &= 1;
+	__u32 gen = sel & 1, delta = (sel >> 1) & 3;
 
 	fw_key(p, key);
 	__u32 best = FW_NO_TREE;

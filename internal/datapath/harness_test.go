@@ -30,7 +30,7 @@ type fixture struct {
 	// the default log budget install compiles with (zero: compile's)
 	logRate  rules.LogRate
 	logBurst uint32
-	tables *compile.Tables // the installed tables
+	tables   *compile.Tables // the installed tables
 }
 
 var fixtureIfaces = []string{"eth0", "eth1", "veth0"}
