@@ -52,7 +52,9 @@ rebuilt with the rule folded in and the delta stage cleared, in one atomic
 switch (about a second at 100,000 rules). --no-rebuild leaves the rule in the
 delta stage (every packet then checks it too): the next change that rebuilds,
 or 'xdpfw rebuild', folds it in. An edit that does not fit the delta stage
-(` + deltaCapacity + `) rebuilds at once.`,
+(` + deltaCapacity + `) rebuilds at once. When a rule before or after the edit
+logs (-j LOG or --log), the edited rule set is compiled in full instead, as
+apply does: the delta stage cannot carry LOG notes.`,
 		Example: `  xdpfw add INPUT -p tcp --dport 22 -j ACCEPT
   xdpfw add --position 1 INPUT -s 203.0.113.0/24 -j DROP
   xdpfw add --no-rebuild INPUT -s 198.51.100.7 -j DROP; xdpfw rebuild`,

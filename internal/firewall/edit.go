@@ -183,7 +183,7 @@ func (f *Firewall) edit(start time.Time, change func(*compile.Overlay, *editing)
 	switch {
 	case errors.Is(err, compile.ErrDeltaFull):
 		res, err = f.rebuild(edited, f.rs.policies, start)
-	case errors.Is(err, errNoDelta), errors.Is(err, errLogs), errors.Is(err, datapath.ErrStaleBase):
+	case errors.Is(err, errNoDelta), errors.Is(err, errLogs), errors.Is(err, compile.ErrDeltaLogs), errors.Is(err, datapath.ErrStaleBase):
 		res, err = f.installStore(edited)
 	}
 	if err != nil {

@@ -158,3 +158,119 @@ func TestEditPaths(t *testing.T) {
 		t.Errorf("udp/4 after deleting its rule: %q %v", r, pass)
 	}
 }
+
+// traceLogs traces a udp packet to dport and returns how many LOG rules
+// logged it and whether its deciding rule did (--log).
+func (e *env) traceLogs(f *Firewall, dport uint16) (int, bool) {
+	e.t.Helper()
+	p := packet.Packet{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
+		Src: netip.MustParseAddr("10.200.9.2"), Dst: netip.MustParseAddr("10.200.9.1"), Proto: packet.ProtoUDP,
+		SPort: 40000, DPort: dport, Payload: []byte("x")}
+	var tr *TraceResult
+	err := e.ns.Do(func() (err error) {
+		tr, err = f.Trace(p.Bytes(), TraceOptions{Iface: "fw0", CTState: datapath.NoCTState})
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tr.LogRules, tr.LogSelf
+}
+
+// TestEditLogs: an edit whose rule set logs before or after it (-j LOG,
+// --log) is compiled in full, never put in the delta stage: adding a LOG
+// rule, adding a --log rule (its budget installed: no event goes
+// unbudgeted), editing next to them, and deleting the last one. Once no
+// rule logs, edits use the delta stage again. Each time, traces show the
+// edited rule set's verdicts and LOG notes.
+func TestEditLogs(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.load("-P INPUT DROP\n-A INPUT -p udp --dport 1 -j ACCEPT\n"); err != nil {
+		t.Fatal(err)
+	}
+	f := e.open()
+	defer func() { f.Close() }()
+	full := func(what string, res *Result, err error) {
+		t.Helper()
+		if err != nil || res.Delta || !res.Rebuilt || f.Pending() {
+			t.Fatalf("%s: %+v %v, pending %v; want a full build, nothing in the delta stage", what, res, err, f.Pending())
+		}
+		if in, err := f.Datapath().DeltaInForce(); err != nil || in {
+			t.Fatalf("%s: a delta stage is in force (%v)", what, err)
+		}
+	}
+	logRule := "-A INPUT -p udp --dport 5 -j LOG"
+	res, err := f.Add(e.rule(logRule), 1)
+	full("add a LOG rule", res, err)
+	if n, self := e.traceLogs(f, 5); n != 1 || self {
+		t.Errorf("udp/5 after adding the LOG rule: %d LOG rules, --log %v; want 1, false", n, self)
+	}
+	if r, pass := e.decides(f, 5); r != "policy" || pass {
+		t.Errorf("udp/5: %q %v; the LOG rule must not decide", r, pass)
+	}
+	// An edit that logs nothing itself, on a rule set that logs.
+	two := "-A INPUT -p udp --dport 2 -j ACCEPT"
+	res, err = f.Add(e.rule(two), 0)
+	full("add next to a LOG rule", res, err)
+	if r, pass := e.decides(f, 2); r != two || !pass {
+		t.Errorf("udp/2: %q %v", r, pass)
+	}
+	// A deciding rule with --log: its budget comes with the full build.
+	logged := "-A INPUT -p udp --dport 5 -j ACCEPT --log"
+	res, err = f.Add(e.rule(logged), 0)
+	full("add a --log rule", res, err)
+	if n, self := e.traceLogs(f, 5); n != 1 || !self {
+		t.Errorf("udp/5 after adding the --log rule: %d LOG rules, --log %v; want 1, true", n, self)
+	}
+	if r, pass := e.decides(f, 5); r != logged || !pass {
+		t.Errorf("udp/5: %q %v, want %q", r, pass, logged)
+	}
+	l, err := f.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := f.Datapath().LogStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range l.Rules {
+		if _, ok := ls.Rules[r.ID]; ok != (r.Rule == logRule || r.Rule == logged) {
+			t.Errorf("rule %q (id %d): log budget %v", r.Rule, r.ID, ok)
+		}
+	}
+	if ls.Unbudgeted != 0 {
+		t.Errorf("%d events of rules without a log budget", ls.Unbudgeted)
+	}
+	// Delete both logging rules: the first delete still logs before it.
+	res, _, err = f.Delete(rules.ChainInput, 1)
+	full("delete the LOG rule", res, err)
+	if n, self := e.traceLogs(f, 5); n != 0 || !self {
+		t.Errorf("udp/5 after deleting the LOG rule: %d LOG rules, --log %v; want 0, true", n, self)
+	}
+	res, err = f.DeleteSpec(e.rule(logged))
+	full("delete the --log rule", res, err)
+	if n, self := e.traceLogs(f, 5); n != 0 || self {
+		t.Errorf("udp/5 after deleting the --log rule: %d LOG rules, --log %v", n, self)
+	}
+	// Nothing logs any more: the next edit uses the delta stage again.
+	res, err = f.Add(e.rule("-A INPUT -p udp --dport 3 -j ACCEPT"), 0)
+	if err != nil || !res.Delta {
+		t.Fatalf("add once nothing logs: %+v %v; want the delta stage", res, err)
+	}
+	// And adding a LOG rule while an edit waits folds both in a full build.
+	res, err = f.Add(e.rule(logRule), 1)
+	full("add a LOG rule with an edit pending", res, err)
+	for port, want := range map[uint16]bool{1: true, 2: true, 3: true, 5: false} {
+		if _, pass := e.decides(f, port); pass != want {
+			t.Errorf("udp/%d at the end: pass %v, want %v", port, pass, want)
+		}
+	}
+	if n, _ := e.traceLogs(f, 5); n != 1 {
+		t.Errorf("udp/5 at the end: %d LOG rules, want 1", n)
+	}
+	f.Close()
+	f = e.open()
+	if got := f.rs.logRules(); got != 1 || !f.rs.logs() {
+		t.Errorf("reopened: %d rules log (logs %v), want 1", got, f.rs.logs())
+	}
+}
