@@ -22,9 +22,8 @@ func (e *env) open() *Firewall {
 	return f
 }
 
-// decides traces a udp packet to dport and returns the deciding rule's text
-// ("policy" for the policy) and whether it passed.
-func (e *env) decides(f *Firewall, dport uint16) (string, bool) {
+// trace traces a udp packet to dport arriving on fw0.
+func (e *env) trace(f *Firewall, dport uint16) *TraceResult {
 	e.t.Helper()
 	p := packet.Packet{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
 		Src: netip.MustParseAddr("10.200.9.2"), Dst: netip.MustParseAddr("10.200.9.1"), Proto: packet.ProtoUDP,
@@ -37,6 +36,14 @@ func (e *env) decides(f *Firewall, dport uint16) (string, bool) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return tr
+}
+
+// decides traces a udp packet to dport and returns the deciding rule's text
+// ("policy" for the policy) and whether it passed.
+func (e *env) decides(f *Firewall, dport uint16) (string, bool) {
+	e.t.Helper()
+	tr := e.trace(f, dport)
 	if tr.Policy {
 		return "policy", tr.Verdict == "XDP_PASS"
 	}
@@ -163,17 +170,7 @@ func TestEditPaths(t *testing.T) {
 // logged it and whether its deciding rule did (--log).
 func (e *env) traceLogs(f *Firewall, dport uint16) (int, bool) {
 	e.t.Helper()
-	p := packet.Packet{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
-		Src: netip.MustParseAddr("10.200.9.2"), Dst: netip.MustParseAddr("10.200.9.1"), Proto: packet.ProtoUDP,
-		SPort: 40000, DPort: dport, Payload: []byte("x")}
-	var tr *TraceResult
-	err := e.ns.Do(func() (err error) {
-		tr, err = f.Trace(p.Bytes(), TraceOptions{Iface: "fw0", CTState: datapath.NoCTState})
-		return err
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	tr := e.trace(f, dport)
 	return tr.LogRules, tr.LogSelf
 }
 
