@@ -87,7 +87,7 @@ func checkSim(t *testing.T, r *rand.Rand, s *EditSim, n int, what string) {
 // folding equals compiling the edited rule set.
 func TestDeltaAgreesWithReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 3))
-	var folds, edits int
+	var folds, edits, deltas, full int
 	for set := 0; set < 150; set++ {
 		n := 1 + r.IntN(40)
 		if set%50 == 49 {
@@ -98,17 +98,42 @@ func TestDeltaAgreesWithReference(t *testing.T) {
 			// stateful sets: fast rules for the edits to move
 			rs.Rules = append(statefulRules(t, r), rs.Rules...)
 		}
+		// Rule sets that log are compiled in full (ErrDeltaLogs): every
+		// other set and its edits log nothing, so the delta stage is used.
+		quiet := set%2 == 0
+		if quiet {
+			for i := range rs.Rules {
+				rs.Rules[i].Target = quietTarget(rs.Rules[i].Target)
+			}
+		}
 		s, err := NewEditSim(Input{RuleSet: rs, Ifaces: testIfaces})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if quiet {
+			s.NewRule = func(r *rand.Rand) rules.Rule {
+				x := rules.RandomRule(r)
+				x.Target = quietTarget(x.Target)
+				x.Text = x.Spec()
+				return x
+			}
+		}
 		for k := 0; k < 12; k++ {
+			logged := Logging(s.RuleSet)
 			what, folded, err := s.Edit(r)
 			if err != nil {
 				t.Fatalf("set %d edit %d (%s): %v", set, k, what, err)
 			}
-			if folded {
+			switch {
+			case logged || Logging(s.RuleSet):
+				full++
+				if !folded || s.Delta != nil {
+					t.Fatalf("set %d edit %d (%s): a rule set that logs went into the delta stage", set, k, what)
+				}
+			case folded:
 				folds++
+			default:
+				deltas++
 			}
 			edits++
 			checkSim(t, r, s, 300, fmt.Sprintf("set %d edit %d (%s)", set, k, what))
@@ -118,7 +143,19 @@ func TestDeltaAgreesWithReference(t *testing.T) {
 		}
 		checkSim(t, r, s, 300, fmt.Sprintf("set %d folded", set))
 	}
-	t.Logf("%d edits (%d folded when the delta was full), %d packets agree with the reference", edits, folds, 150*13*300)
+	if deltas == 0 || full == 0 {
+		t.Fatalf("%d edits through the delta stage, %d compiled in full: the test missed a path", deltas, full)
+	}
+	t.Logf("%d edits (%d through the delta stage, %d folded when the delta was full, %d compiled in full as a rule logs), %d packets agree with the reference",
+		edits, deltas, folds, full, 150*13*300)
+}
+
+// quietTarget is t without logging: -j LOG becomes DROP, --log goes.
+func quietTarget(t rules.Target) rules.Target {
+	if t.Verdict == rules.VerdictLog {
+		return rules.Target{Verdict: rules.VerdictDrop}
+	}
+	return rules.Target{Verdict: t.Verdict, RejectWith: t.RejectWith}
 }
 
 // newSim is NewEditSim of a rule text.

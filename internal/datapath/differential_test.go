@@ -563,7 +563,7 @@ func TestDifferentialLarge(t *testing.T) {
 		}
 	}
 	// Single edits on the structured set, through the delta stage.
-	sim := f.newSim(structured, 0)
+	sim := f.newSim(structured, -1)
 	if err := f.dp.InstallStamped(sim.Tables, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -632,14 +632,12 @@ func TestDifferentialEdits(t *testing.T) {
 			}
 			rs.Rules = append(head.Rules, rs.Rules...)
 		}
-		logPct := 0
+		logPct := -1 // no rule logs: the edits go through the delta stage
 		if set%2 == 1 { // LOG-heavy
 			logPct = 30
-			for i := range rs.Rules {
-				if chance(r, logPct) {
-					rs.Rules[i].Target = rules.Target{Verdict: rules.VerdictLog}
-				}
-			}
+		}
+		for i := range rs.Rules {
+			rs.Rules[i].Target = logTarget(r, rs.Rules[i].Target, logPct)
 		}
 		sim := f.newSim(rs, logPct)
 		install(sim.Tables)
@@ -697,9 +695,24 @@ func TestDifferentialEdits(t *testing.T) {
 		edits, deltas, logEdits, total, diffLogEvents-eventsBefore)
 }
 
+// logTarget is t made -j LOG in logPct percent of the calls, or with
+// logPct < 0 made one that does not log (a LOG rule becomes DROP, --log
+// goes).
+func logTarget(r *rand.Rand, t rules.Target, logPct int) rules.Target {
+	switch {
+	case logPct < 0 && t.Verdict == rules.VerdictLog:
+		return rules.Target{Verdict: rules.VerdictDrop}
+	case logPct < 0:
+		return rules.Target{Verdict: t.Verdict, RejectWith: t.RejectWith}
+	case chance(r, logPct):
+		return rules.Target{Verdict: rules.VerdictLog}
+	}
+	return t
+}
+
 // newSim is compile.NewEditSim of rs (log options cleared, unlimitedLogs)
 // with the fixture's log budget; the rules its edits add are random, with
-// no log options, -j LOG in logPct percent of them.
+// no log options, made -j LOG or not logging as logTarget says.
 func (f *fixture) newSim(rs *rules.RuleSet, logPct int) *compile.EditSim {
 	f.t.Helper()
 	sim, err := compile.NewEditSim(compile.Input{RuleSet: unlimitedLogs(rs), Ifaces: f.ifaces, LogRate: f.logRate, LogBurst: f.logBurst})
@@ -708,9 +721,7 @@ func (f *fixture) newSim(rs *rules.RuleSet, logPct int) *compile.EditSim {
 	}
 	sim.NewRule = func(r *rand.Rand) rules.Rule {
 		x := rules.RandomRule(r)
-		if chance(r, logPct) {
-			x.Target = rules.Target{Verdict: rules.VerdictLog}
-		}
+		x.Target = logTarget(r, x.Target, logPct)
 		x.Target.LogRate, x.Target.LogBurst = rules.LogRate{}, 0
 		x.Text = x.Spec()
 		return x
