@@ -632,7 +632,7 @@ func TestDifferentialEdits(t *testing.T) {
 			}
 			rs.Rules = append(head.Rules, rs.Rules...)
 		}
-		logPct := -1 // no rule logs: the edits go through the delta stage
+		logPct := -1    // no rule logs: the edits go through the delta stage
 		if set%2 == 1 { // LOG-heavy
 			logPct = 30
 		}
