@@ -376,7 +376,8 @@ add adm 2001:db8::1
 
 // TestStateVersions: a version 1 state (rules in the JSON) is read, and
 // written back as version 3 with its rules, ids and policies in a base
-// file; a state of named sets only is written as version 1 without sets
+// file; so is a version 2 state with sets and logging's settings; a state
+// of named sets only is written as version 1 without sets
 // and 2 with them; a newer version is refused.
 func TestStateVersions(t *testing.T) {
 	p := Paths{StateDir: t.TempDir()}
@@ -414,6 +415,39 @@ func TestStateVersions(t *testing.T) {
 		t.Errorf("version 3 read back: %v", refs)
 	}
 	store.close()
+
+	// Version 2 as the xdpfw before version 3 wrote it: sets, the program,
+	// logging's settings and a rule that logs; read, then kept in version 3.
+	v2 := Paths{StateDir: t.TempDir()}
+	old := `{"version": 2, "generation": 5, "rules": "-A INPUT -p udp --dport 53 -j LOG --log-prefix \"dns \"\n-A INPUT -j DROP --log\n",
+	"ids": [16, 17], "interfaces": {"eth0": {"ifindex": 2, "mode": "native"}}, "malformed": "drop",
+	"sets": {"x": {"id": 1, "type": "hash:ip", "family": "inet", "size": 8, "count": 0}}, "next_set_id": 2,
+	"program": "abc", "log_rate": "5/minute", "log_burst": 7, "log_snap": 64}`
+	if err := os.WriteFile(v2.StateFile(), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{2, 3} {
+		st, err := loadState(v2)
+		if err != nil || st.Version != want || st.Program != "abc" || st.LogRate != "5/minute" || st.LogBurst != 7 ||
+			st.LogSnap == nil || *st.LogSnap != 64 || st.Sets["x"] == nil || st.NextSetID != 2 {
+			t.Fatalf("version %d: %+v %v", want, st, err)
+		}
+		store, err := openStore(v2, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, ids, err := store.ruleSet()
+		if err != nil || len(rs.Rules) != 2 || !slices.Equal(ids, []uint32{16, 17}) || !store.logs() || store.logRules() != 2 {
+			t.Fatalf("version %d rules: %v %v %v, logs %v", want, rs, ids, err, store.logs())
+		}
+		if err := saveState(v2, st, store); err != nil {
+			t.Fatal(err)
+		}
+		store.close()
+	}
+	if in, err := ReadInForce(v2); err != nil || len(in.Rules.Rules) != 2 || !slices.Equal(in.IDs, []uint32{16, 17}) || in.LogSnap != 64 {
+		t.Errorf("ReadInForce: %+v %v", in, err)
+	}
 
 	sets := Paths{StateDir: t.TempDir()}
 	version := func() int {
