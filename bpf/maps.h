@@ -7,7 +7,8 @@
 #include <bpf/bpf_helpers.h>
 #include "types.h"
 
-/* Per-rule counter slots. */
+/* Per-rule counter slots, at least (the control plane raises it for large
+ * tables: `load --max-rules`). */
 #define FW_MAX_RULE_IDS  65536
 
 /* One generation's table sizes, set by the control plane before load
@@ -26,7 +27,8 @@ volatile const __u32 fw_log_snap = FW_LOG_SNAP_DEFAULT;
  * bpf2go generates Go types from; never read. */
 const struct fw_log_event *const fw_log_event_btf __attribute__((unused)) = 0;
 
-/* Which generation packets use: 0 = none installed (drop), g+1 = g. */
+/* Which generation (and delta half) packets use: FW_ACTIVE(gen, delta),
+ * 0 = none installed (drop). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -70,6 +72,35 @@ struct {
 	__type(value, struct fw_root);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_roots SEC(".maps");
+
+/* The delta stage, two halves (the one in force and the one being written). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct fw_delta);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_deltas SEC(".maps");
+
+/* Delta entries (2 x FW_DELTA_MAX), half h at [h*FW_DELTA_MAX, ...). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * FW_DELTA_MAX);
+	__type(key, __u32);
+	__type(value, struct fw_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_delta_entries SEC(".maps");
+
+/* The rule-set generation number the tables of each generation hold.
+ * Only the control plane reads it: a delta is built against one main
+ * generation and checks that it is still the one in force. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_stamps SEC(".maps");
 
 /* Named sets (xdpfw set ...): every set's prefixes, keyed by set id.
  * Value: the key's prefixlen, never 0; the data plane tests presence only,

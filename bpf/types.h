@@ -482,6 +482,32 @@ enum fw_log_counter {
 	FW_LOG_C_NUM,
 };
 
+/* The delta stage: edits in force on top of the main generation until the
+ * control plane rebuilds it (docs/classifier.md, "Single edits"). A packet
+ * first finds the main tables' first match b; when b belongs to a deleted
+ * rule (dead), b no longer counts. Then the first delta entry (in array
+ * order, sorted by pos) that matches and has pos <= b (any pos when b is
+ * dead or none) decides; else b; else the policy. Entries are added rules
+ * (placed before main entry pos) and copies of the main entries after a
+ * deleted rule that overlap it (pos = their own index), which take over
+ * the packets the deleted rule matched. */
+#define FW_DELTA_MAX  32 /* delta entries checked at most */
+#define FW_DELTA_DEAD 32 /* deleted rules at most */
+
+struct fw_delta {
+	__u32 count;                        /* entries in use */
+	__u32 dead_count;                   /* dead ids in use */
+	__u32 dead[FW_DELTA_DEAD];          /* rule ids of the deleted main rules */
+	__u32 pos[FW_DELTA_MAX];            /* entry i sits before main entry pos[i] */
+	struct fw_root roots[FW_NUM_ROOTS]; /* used instead of the main roots (fast rules, flags) */
+};
+
+/* fw_active's value: 0 = no rule set installed; else
+ * FW_ACTIVE(main generation 0|1, delta 0 = none | 1 + the fw_deltas half in
+ * force). It stays below 256, so a write changes one byte and is never
+ * seen torn. */
+#define FW_ACTIVE(gen, delta) (1 + (gen) + 2 * (delta))
+
 /* Reserved rule ids: 0 = none, policies at FW_POLICY_ID(chain, is_v6),
  * rules from FW_FIRST_RULE_ID. */
 #define FW_POLICY_ID(chain, v6) (1 + (chain) * 2 + (v6))

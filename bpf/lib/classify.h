@@ -8,6 +8,8 @@
  * a leaf and checks its candidates (at most FW_LEAF_MAX, in priority order)
  * exactly with fw_entry_match; the lowest matching entry index wins, else
  * the root's policy. Cost: groups x (depth + leaf), whatever the rule count.
+ * While edits wait for a rebuild, a small delta stage (fw_delta_step, at
+ * most FW_DELTA_MAX more candidates) is applied to that answer.
  * docs/classifier.md describes the algorithm and its bounds. */
 #ifndef XDPFW_CLASSIFY_H
 #define XDPFW_CLASSIFY_H
@@ -263,34 +265,87 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 	return best;
 }
 
-/* fw_root_of returns the active generation's root for p's chain and
- * family (and the generation in *gen), or NULL when no rule set is
+/* fw_root_of returns the root for p's chain and family of what is in
+ * force: the delta stage's root while a delta is in force (its fast rules
+ * and flags account for the edits; its trees are the main generation's),
+ * else the active generation's. It sets *sel to what fw_classify needs:
+ * FW_ACTIVE's value - 1, the main generation in bit 0, the delta (0 none,
+ * 1 + its half) in bits 1-2; it returns NULL when no rule set is
  * installed. */
-static __always_inline const struct fw_root *fw_root_of(const struct fw_pkt *p, __u32 *gen)
+static __always_inline const struct fw_root *fw_root_of(const struct fw_pkt *p, __u32 *sel)
 {
 	__u32 zero = 0;
 	const __u32 *active = bpf_map_lookup_elem(&fw_active, &zero);
 
 	if (!active || *active == 0)
 		return NULL;
-	*gen = (*active - 1) & 1;
-	__u32 r = *gen * FW_NUM_ROOTS + p->chain * 2 + (p->family == 6);
+	__u32 a = *active - 1;
+	*sel = a;
+	__u32 gen = a & 1, delta = (a >> 1) & 3;
+	__u32 r = p->chain * 2 + (p->family == 6);
+	if (r >= FW_NUM_ROOTS) /* bounds the index for the verifier */
+		return NULL;
+	if (delta) {
+		__u32 half = (delta - 1) & 1;
+		const struct fw_delta *dl = bpf_map_lookup_elem(&fw_deltas, &half);
+		return dl ? &dl->roots[r] : NULL;
+	}
+	r += gen * FW_NUM_ROOTS;
 	return bpf_map_lookup_elem(&fw_roots, &r);
 }
 
+/* fw_delta_step applies the delta stage in half to the main tables' answer:
+ * best, the first matching main entry index (FW_NO_TREE: none), and e, that
+ * entry. It returns the deciding entry, or NULL for the policy. When best
+ * belongs to a deleted rule it no longer counts, and the delta's copies of
+ * the main entries that overlap the deleted rule take its place; else only
+ * added entries placed at or before best can beat it. Proof and bounds:
+ * docs/classifier.md. */
+static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 best, const struct fw_entry *e,
+							    const struct fw_pkt *p)
+{
+	const struct fw_delta *dl = bpf_map_lookup_elem(&fw_deltas, &half);
+
+	if (!dl)
+		return e;
+	__u32 bound = best;
+	if (e) {
+		for (__u32 i = 0; i < FW_DELTA_DEAD; i++) {
+			if (i >= dl->dead_count)
+				break;
+			if (dl->dead[i] == e->rule_id) {
+				bound = FW_NO_TREE;
+				e = NULL;
+				break;
+			}
+		}
+	}
+	for (__u32 i = 0; i < FW_DELTA_MAX; i++) {
+		if (i >= dl->count || dl->pos[i] > bound) /* sorted by pos */
+			break;
+		__u32 slot = half * FW_DELTA_MAX + i;
+		const struct fw_entry *de = bpf_map_lookup_elem(&fw_delta_entries, &slot);
+		/* The control plane puts no LOG entry here (rule sets that log
+		 * are compiled in full); should one come, it decides nothing. */
+		if (de && de->action != FW_ACT_LOG && fw_entry_match(de, p))
+			return de;
+	}
+	return e;
+}
+
 /* fw_classify finds the first entry of root matching p and fills *d (the
- * policy when none does). Returns 0, or -1 if the tables are inconsistent.
+ * policy when none does). sel is fw_root_of's: the main generation and
+ * the delta in force. Returns 0, or -1 if the tables are inconsistent.
  * A global function: verified once, not once per path through the
  * conntrack code that precedes it (which would exceed the verifier's
  * budget). */
-__noinline int fw_classify(const struct fw_root *root, __u32 gen, const struct fw_pkt *p,
-			   struct fw_decision *d)
+__noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)
 {
 	__u32 key[FW_NUM_DIMS];
 
 	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
 		return -1;
-	gen &= 1;
+	__u32 gen = sel & 1, delta = (sel >> 1) & 3;
 
 	fw_key(p, key);
 	__u32 best = FW_NO_TREE;
@@ -304,16 +359,21 @@ __noinline int fw_classify(const struct fw_root *root, __u32 gen, const struct f
 		if (s)
 			s->best = best;
 	}
-	if (best == FW_NO_TREE) {
+	const struct fw_entry *e = NULL;
+	if (best != FW_NO_TREE) {
+		__u32 eslot = gen * fw_max_entries + best;
+		e = bpf_map_lookup_elem(&fw_entries, &eslot);
+		if (!e)
+			return -1;
+	}
+	if (delta) /* nothing to do while no edit waits for a rebuild */
+		e = fw_delta_step((delta - 1) & 1, best, e, p);
+	if (!e) {
 		d->rule_id = root->rule_id;
 		d->action = root->action;
 		d->reason = root->reason;
 		return 0;
 	}
-	__u32 eslot = gen * fw_max_entries + best;
-	const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
-	if (!e)
-		return -1;
 	d->rule_id = e->rule_id;
 	d->action = e->action;
 	d->reason = e->reason;

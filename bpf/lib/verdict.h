@@ -34,8 +34,11 @@ static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *
 				     struct fw_decision *d, int assume_state)
 {
 	struct fw_ct ct = {};
-	__u32 gen = 0;
-	const struct fw_root *root = fw_root_of(p, &gen);
+	/* One variable for the generation and the delta half: the stack of
+	 * this frame, fw_log_xdp's and fw_log_finish's together stays within
+	 * the verifier's 512 bytes. */
+	__u32 sel = 0;
+	const struct fw_root *root = fw_root_of(p, &sel);
 
 	if (!root)
 		return -1;
@@ -52,7 +55,7 @@ static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *
 		d->reason = root->fast_reason;
 		d->reject = root->fast_reject;
 		d->log = root->fast_flags & FW_EF_LOG;
-	} else if (fw_classify(root, gen, p, d) < 0) {
+	} else if (fw_classify(root, sel, p, d) < 0) {
 		return -1;
 	}
 	if (tracked && d->action == FW_ACT_ACCEPT && fw_ct_commit(&ct, p, bytes, d->rule_id) < 0) {

@@ -70,11 +70,7 @@ func Conntrack(opt CTOptions) ([]*CTResult, error) {
 		return nil, err
 	}
 	defer undo()
-	say := func(format string, a ...any) {
-		if opt.Progress != nil {
-			fmt.Fprintf(opt.Progress, format+"\n", a...)
-		}
-	}
+	say := sayer(opt.Progress)
 
 	var out []*CTResult
 	for _, n := range opt.Sizes {

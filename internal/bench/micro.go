@@ -25,6 +25,10 @@ type MicroOptions struct {
 	Families []string      // "ipv4", "ipv6"
 	Progress io.Writer     // progress lines (nil: none)
 	Budget   time.Duration // stop adding rounds after this long (0: none)
+	// Delta is the number of rules in the delta stage for the second set
+	// of measurements (0: none): rules no probe matches, inserted first,
+	// so every probe checks them all.
+	Delta int
 }
 
 // MicroResult is one rule count and family.
@@ -48,6 +52,16 @@ type MicroResult struct {
 	// per-round ratios (each round measures all sizes side by side).
 	LastRatio float64 `json:"last_rule_ratio"`
 	MissRatio float64 `json:"no_match_ratio"`
+	// With MicroOptions.Delta rules in the delta stage, measured in the
+	// same rounds: per round, and the median per-round ratio to the same
+	// probe with the delta stage empty.
+	DeltaRules   int       `json:"delta_rules,omitempty"`
+	DeltaLastNS  []float64 `json:"delta_last_rule_ns,omitempty"`
+	DeltaMissNS  []float64 `json:"delta_no_match_ns,omitempty"`
+	DeltaLastMed float64   `json:"delta_last_rule_ns_median,omitempty"`
+	DeltaMissMed float64   `json:"delta_no_match_ns_median,omitempty"`
+	DeltaLastX   float64   `json:"delta_last_rule_vs_empty,omitempty"`
+	DeltaMissX   float64   `json:"delta_no_match_vs_empty,omitempty"`
 }
 
 // TreeShape is compile.TreeStats.
@@ -94,6 +108,38 @@ type subject struct {
 	res               *MicroResult
 	dp                *datapath.Datapath
 	last, miss, first []byte
+	delta             *compile.Delta // MicroOptions.Delta rules, nil: none
+}
+
+// deltaStamp is the generation number the benchmark installs its tables
+// as, so that it can put a delta stage on top.
+const deltaStamp = 1
+
+// benchDelta is the delta stage of k rules no probe matches, inserted
+// before every rule of tables (so each probe checks them all), and checks
+// that the probes still get their verdicts with it in force.
+func benchDelta(k int, fam string, tables *compile.Tables, ids []uint32) (*compile.Delta, error) {
+	chains := make([]rules.Chain, len(ids))
+	o := compile.NewOverlay(tables, ids, chains)
+	for i := 0; i < k; i++ {
+		text := fmt.Sprintf("-A INPUT -s 203.0.113.%d -p udp --dport 53 -j DROP", i+1)
+		if fam == "ipv6" {
+			text = fmt.Sprintf("-A INPUT -s 2001:db8:beef::%x -p udp --dport 53 -j DROP", i+1)
+		}
+		rs, err := rules.Parse("delta", []byte(text), rules.ParseOptions{})
+		if err != nil {
+			return nil, err
+		}
+		id := uint32(compile.FirstRuleID + len(ids) + i)
+		ents, _, err := compile.RuleEntries(&rs.Rules[0], id, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.Insert(1, compile.Addition{Rule: rs.Rules[0], ID: id, Entries: ents}); err != nil {
+			return nil, err
+		}
+	}
+	return o.Delta()
 }
 
 // Micro runs the benchmark in a throwaway network namespace (so the FIB
@@ -111,11 +157,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			s.dp.Close()
 		}
 	}()
-	say := func(format string, a ...any) {
-		if opt.Progress != nil {
-			fmt.Fprintf(opt.Progress, format+"\n", a...)
-		}
-	}
+	say := sayer(opt.Progress)
 	for _, fam := range opt.Families {
 		for _, n := range opt.Sizes {
 			res := &MicroResult{Family: fam, Rules: n}
@@ -133,7 +175,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			s := &subject{res: res, dp: dp}
 			subs = append(subs, s)
 			t0 := time.Now()
-			if err := dp.Install(tables); err != nil {
+			if err := dp.InstallStamped(tables, deltaStamp); err != nil {
 				return nil, err
 			}
 			res.InstallMS = msSince(t0)
@@ -141,18 +183,38 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			if n == 1 {
 				s.first = s.last // the only rule is the first and the last
 			}
-			// the probes must get the verdicts the benchmark claims
-			for _, c := range []struct {
-				frame []byte
-				id    uint32
-			}{{s.last, ids[len(ids)-1]}, {s.miss, compile.PolicyID(0, fam == "ipv6")}, {s.first, ids[0]}} {
-				tr, err := datapath.Trace(dp.Program(), c.frame, 0)
-				if err != nil {
+			if opt.Delta > 0 {
+				if s.delta, err = benchDelta(opt.Delta, fam, tables, ids); err != nil {
 					return nil, err
 				}
-				if tr.RuleID != c.id {
-					return nil, fmt.Errorf("%s %d rules: probe decided by rule id %d, want %d", fam, n, tr.RuleID, c.id)
+				res.DeltaRules = opt.Delta
+			}
+			// the probes must get the verdicts the benchmark claims, with
+			// and without the delta stage
+			deltas := []*compile.Delta{nil}
+			if s.delta != nil {
+				deltas = append(deltas, s.delta)
+			}
+			for _, d := range deltas {
+				if _, err := dp.InstallDelta(d, deltaStamp); err != nil {
+					return nil, err
 				}
+				for _, c := range []struct {
+					frame []byte
+					id    uint32
+				}{{s.last, ids[len(ids)-1]}, {s.miss, compile.PolicyID(0, fam == "ipv6")}, {s.first, ids[0]}} {
+					tr, err := datapath.Trace(dp.Program(), c.frame, 0)
+					if err != nil {
+						return nil, err
+					}
+					if tr.RuleID != c.id {
+						return nil, fmt.Errorf("%s %d rules (delta stage in force: %v): probe decided by rule id %d, want %d",
+							fam, n, d != nil, tr.RuleID, c.id)
+					}
+				}
+			}
+			if _, err := dp.InstallDelta(nil, deltaStamp); err != nil {
+				return nil, err
 			}
 			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB",
 				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB)
@@ -166,15 +228,8 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			break
 		}
 		for _, s := range subs {
-			for _, c := range []struct {
-				frame []byte
-				out   *[]float64
-			}{{s.last, &s.res.LastNS}, {s.miss, &s.res.MissNS}, {s.first, &s.res.FirstNS}} {
-				_, per, err := s.dp.Program().Benchmark(c.frame, opt.Repeat, nil)
-				if err != nil {
-					return nil, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
-				}
-				*c.out = append(*c.out, float64(per.Nanoseconds()))
+			if err := s.measure(opt.Repeat); err != nil {
+				return nil, err
 			}
 		}
 		say("  round %d/%d done", round+1, opt.Rounds)
@@ -182,9 +237,14 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 
 	out := make([]*MicroResult, 0, len(subs))
 	for _, s := range subs {
-		s.res.LastMed, s.res.MissMed, s.res.FirstMed = median(s.res.LastNS), median(s.res.MissNS), median(s.res.FirstNS)
-		s.res.MissVsFirst = medianRatio(s.res.MissNS, s.res.FirstNS)
-		out = append(out, s.res)
+		r := s.res
+		r.LastMed, r.MissMed, r.FirstMed = median(r.LastNS), median(r.MissNS), median(r.FirstNS)
+		r.MissVsFirst = medianRatio(r.MissNS, r.FirstNS)
+		if s.delta != nil {
+			r.DeltaLastMed, r.DeltaMissMed = median(r.DeltaLastNS), median(r.DeltaMissNS)
+			r.DeltaLastX, r.DeltaMissX = medianRatio(r.DeltaLastNS, r.LastNS), medianRatio(r.DeltaMissNS, r.MissNS)
+		}
+		out = append(out, r)
 	}
 	for _, r := range out {
 		for _, base := range out {
@@ -195,6 +255,42 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// measure runs one round of s: the three probes with the delta stage
+// empty, then the last-rule and no-match probes with it in force.
+func (s *subject) measure(repeat int) error {
+	run := func(frame []byte, out *[]float64) error {
+		_, per, err := s.dp.Program().Benchmark(frame, repeat, nil)
+		if err != nil {
+			return fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
+		}
+		*out = append(*out, float64(per.Nanoseconds()))
+		return nil
+	}
+	r := s.res
+	for _, c := range []struct {
+		frame []byte
+		out   *[]float64
+	}{{s.last, &r.LastNS}, {s.miss, &r.MissNS}, {s.first, &r.FirstNS}} {
+		if err := run(c.frame, c.out); err != nil {
+			return err
+		}
+	}
+	if s.delta == nil {
+		return nil
+	}
+	if _, err := s.dp.InstallDelta(s.delta, deltaStamp); err != nil {
+		return err
+	}
+	if err := run(s.last, &r.DeltaLastNS); err != nil {
+		return err
+	}
+	if err := run(s.miss, &r.DeltaMissNS); err != nil {
+		return err
+	}
+	_, err := s.dp.InstallDelta(nil, deltaStamp)
+	return err
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
@@ -233,4 +329,14 @@ func WriteTable(w io.Writer, res []*MicroResult) {
 			r.FirstMed, r.MissVsFirst)
 	}
 	fmt.Fprintln(w, "ns: median per packet over the rounds; x1: median per-round ratio to the smallest rule count")
+	if len(res) == 0 || res[0].DeltaRules == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nwith %d rules in the delta stage (checked by every probe), measured in the same rounds:\n", res[0].DeltaRules)
+	fmt.Fprintf(w, "%-6s %8s %9s %9s %9s %9s %9s %9s\n", "family", "rules", "last_ns", "dl_last", "dl/empty", "nomat_ns", "dl_nomat", "dl/empty")
+	for _, r := range res {
+		fmt.Fprintf(w, "%-6s %8d %9.0f %9.0f %8.2fx %9.0f %9.0f %8.2fx\n", r.Family, r.Rules, r.LastMed, r.DeltaLastMed, r.DeltaLastX,
+			r.MissMed, r.DeltaMissMed, r.DeltaMissX)
+	}
+	fmt.Fprintln(w, "dl/empty: median per-round ratio to the same probe with the delta stage empty")
 }

@@ -12,7 +12,7 @@ import (
 // every field, and leaves nothing behind. Timing values are not judged.
 func TestMicroRuns(t *testing.T) {
 	testutil.RequireRoot(t)
-	res, err := Micro(MicroOptions{Sizes: []int{1, 50}, Families: []string{"ipv4", "ipv6"}, Rounds: 3, Repeat: 1000})
+	res, err := Micro(MicroOptions{Sizes: []int{1, 50}, Families: []string{"ipv4", "ipv6"}, Rounds: 3, Repeat: 1000, Delta: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,10 +27,13 @@ func TestMicroRuns(t *testing.T) {
 		if r.Rules == 1 && r.LastRatio != 1 {
 			t.Errorf("base ratio %v", r.LastRatio)
 		}
+		if r.DeltaRules != 3 || len(r.DeltaLastNS) != 3 || len(r.DeltaMissNS) != 3 || r.DeltaLastX <= 0 || r.DeltaMissX <= 0 {
+			t.Errorf("incomplete delta measurements %+v", r)
+		}
 	}
 	var b strings.Builder
 	WriteTable(&b, res)
-	if strings.Count(b.String(), "\n") != 6 {
+	if strings.Count(b.String(), "\n") != 14 {
 		t.Errorf("table:\n%s", b.String())
 	}
 }

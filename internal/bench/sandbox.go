@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"time"
@@ -80,4 +81,13 @@ func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) 
 	}
 	c.compileMS = msSince(t0)
 	return c, nil
+}
+
+// sayer prints progress lines to w (nil: nowhere).
+func sayer(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if w != nil {
+			fmt.Fprintf(w, format+"\n", a...)
+		}
+	}
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/bench"
+	"github.com/xdpfw/xdpfw/internal/compile"
 )
 
 func newBench(e *env) *cobra.Command {
@@ -22,9 +24,11 @@ its own network namespace and bpffs, and removes them.
              over a veth pair between two namespaces: xdpfw against a bare
              XDP_DROP and iptables, at several rule counts and frame sizes
   conntrack  established-flow vs new-flow cost with the stateful policy, and a
-             full conntrack table`,
+             full conntrack table
+  edit       single edits (add, insert, delete, replace) on a large rule set:
+             time until packets see them, and the rebuild after`,
 	}
-	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchConntrack(e))
+	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchConntrack(e), newBenchEdit(e))
 	return cmd
 }
 
@@ -79,6 +83,7 @@ func newBenchMicro(e *env) *cobra.Command {
 		rounds   int
 		repeat   int
 		budget   time.Duration
+		delta    int
 		asJSON   bool
 	)
 	cmd := &cobra.Command{
@@ -89,7 +94,12 @@ rules of which only the last matches the probe packet, then measures in
 interleaved rounds (every size once per round) the program's ns/packet for
 that probe and for a packet no rule matches. Ratios to the smallest size are
 the median of per-round ratios, so a noisy machine's slow phases cancel out.
-Every probe is checked to get the verdict claimed before measuring.`,
+Every probe is checked to get the verdict claimed before measuring.
+
+With --delta K (default 4), each round also measures the probes with K rules
+in the delta stage (single edits waiting for a rebuild; rules no probe
+matches, placed first so that every probe checks them all), and reports the
+ratio to the empty delta stage.`,
 		Example: `  xdpfw bench micro
   xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json`,
 		Args: cobra.NoArgs,
@@ -102,6 +112,9 @@ Every probe is checked to get the verdict claimed before measuring.`,
 			if len(sizes) == 0 || rounds < 1 || repeat < 1 {
 				return usageError{fmt.Errorf("--sizes, --rounds and --repeat must be positive")}
 			}
+			if delta < 0 || delta > compile.DeltaMax {
+				return usageError{fmt.Errorf("--delta %d: from 0 to %d", delta, compile.DeltaMax)}
+			}
 			for _, n := range sizes {
 				if n < 1 {
 					return usageError{fmt.Errorf("--sizes: %d is not a rule count", n)}
@@ -110,7 +123,7 @@ Every probe is checked to get the verdict claimed before measuring.`,
 			progress := e.stderr
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
-				Repeat: repeat, Budget: budget, Progress: progress})
+				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta})
 			if err != nil {
 				return err
 			}
@@ -127,6 +140,63 @@ Every probe is checked to get the verdict claimed before measuring.`,
 	fl.IntVar(&rounds, "rounds", 11, "interleaved rounds")
 	fl.IntVar(&repeat, "repeat", 200000, "BPF_PROG_TEST_RUN runs per measurement")
 	fl.DurationVar(&budget, "time-budget", 3*time.Minute, "stop starting rounds after this long (at least 3 rounds run)")
+	fl.IntVar(&delta, "delta", 4, "rules in the delta stage for the second set of measurements (0: none)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newBenchEdit(e *env) *cobra.Command {
+	var (
+		n      int
+		rounds int
+		noCLI  bool
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "edit",
+		Short: "Single edits on a large rule set: time until packets see them, and the rebuild",
+		Long: `edit loads N rules (the micro benchmark's rule set, IPv4) with the firewall
+API, attached in generic mode to a veth pair in a throwaway namespace, with a
+private bpffs and state directory, all removed at the end. Then, per round, it
+makes pairs of single edits that leave the rule set as it was: append and
+delete it, insert at 1 and delete it, delete a loaded rule 1 and insert it
+back, replace the middle rule and replace it back. For each it measures:
+
+  api_visible  from firewall.Open (which reads the state) to the moment a packet
+               run through the loaded program (BPF_PROG_TEST_RUN, polled every
+               ~50 us) gets the new verdict
+  cli_visible  the same from starting 'xdpfw <edit> --no-rebuild' as a process
+  rebuild      firewall.Open + Rebuild: the edit folded into new trees and the
+               delta stage cleared (the probe is checked again after it)`,
+		Example: `  xdpfw bench edit
+  xdpfw bench edit --rules 10000 --rounds 5 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if n < 4 || rounds < 1 {
+				return usageError{fmt.Errorf("--rules must be at least 4 and --rounds positive")}
+			}
+			bin := ""
+			if !noCLI {
+				var err error
+				if bin, err = os.Executable(); err != nil {
+					return fmt.Errorf("finding the xdpfw binary: %w", err)
+				}
+			}
+			fmt.Fprintf(e.stderr, "xdpfw bench edit: %d rules, %d rounds\n", n, rounds)
+			res, err := bench.Edit(bench.EditOptions{Rules: n, Rounds: rounds, Binary: bin, Progress: e.stderr})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(res)
+			}
+			bench.WriteEditTable(e.stdout, res)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&n, "rules", 100000, "rules loaded")
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "rounds (each makes every edit once)")
+	cmd.Flags().BoolVar(&noCLI, "no-cli", false, "time the Go API only, not the xdpfw commands")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -88,9 +88,9 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 		"bpffs directory holding the pinned program, maps and links (env XDPFW_PIN_DIR)")
 	root.PersistentFlags().StringVar(&e.paths.StateDir, "state-dir", envOr("XDPFW_STATE_DIR", firewall.DefaultStateDir),
 		"directory recording the rule set in force (env XDPFW_STATE_DIR)")
-	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newDelete(e), newList(e), newFlush(e),
-		newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e), newTrace(e), newLog(e),
-		newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
+	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newInsert(e), newReplace(e), newDelete(e), newRebuild(e),
+		newList(e), newFlush(e), newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e),
+		newTrace(e), newLog(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
 	return root
 }
 

@@ -12,15 +12,18 @@ import (
 
 func newDelete(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete CHAIN (NUMBER | RULESPEC...)",
+		Use:   "delete [--no-rebuild] CHAIN (NUMBER | RULESPEC...)",
 		Short: "Delete one rule by number or by its spec (iptables -D)",
 		Long: `delete removes rule NUMBER of CHAIN (as numbered by 'xdpfw list'), or the first
-rule of CHAIN equal to RULESPEC. The change is atomic.`,
+rule of CHAIN equal to RULESPEC. The change is atomic; the counters of the
+other rules carry over. Like add, it is in force within milliseconds through
+the delta stage, then the classifier is rebuilt (--no-rebuild: later; see
+'xdpfw add --help').`,
 		Example: `  xdpfw delete INPUT 3
   xdpfw delete INPUT -p tcp --dport 22 -j ACCEPT`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, rest, help, err := e.ownFlags(args)
+			own, rest, help, err := e.ownFlags(args, nil, noRebuildFlag)
 			if err != nil || help {
 				return orHelp(cmd, err)
 			}
@@ -50,9 +53,7 @@ rule of CHAIN equal to RULESPEC. The change is atomic.`,
 			if err != nil {
 				return err
 			}
-			e.printResult(res)
-			fmt.Fprintf(e.stdout, "deleted: %s (generation %d)\n", gone.String(), res.Generation)
-			return nil
+			return e.finishEdit(fw, res, "deleted: "+gone.String(), own[noRebuildFlag] != "")
 		},
 	}
 }

@@ -3,6 +3,8 @@ package compile
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,14 +65,11 @@ func Compile(in Input) (*Tables, []Warning, error) {
 	if len(in.IDs) != len(rs.Rules) {
 		return nil, nil, fmt.Errorf("compile: %d ids for %d rules", len(in.IDs), len(rs.Rules))
 	}
-	limit := in.MaxEntries
-	if limit == 0 {
-		limit = DefaultMaxEntries
-	}
 	var (
-		t    Tables
-		warn []Warning
+		entries []Entry
+		warn    []Warning
 	)
+	spans := make([]Span, len(rs.Rules))
 	// Entries in priority order, chain by chain; a lower index wins.
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
 		for i := range rs.Rules {
@@ -78,37 +77,22 @@ func Compile(in Input) (*Tables, []Warning, error) {
 			if r.Chain != c {
 				continue
 			}
-			ents, w, err := compileRule(r, in.IDs[i], in.Ifaces, in.Sets)
-			var re *rules.Error
-			if errors.As(err, &re) {
-				return nil, nil, re // positioned already (a set name)
-			}
+			ents, w, err := RuleEntries(r, in.IDs[i], in.Ifaces, in.Sets)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", r.Pos, err)
+				return nil, nil, err
 			}
 			for _, m := range w {
 				warn = append(warn, Warning{Rule: i, Msg: m})
 			}
-			t.Entries = append(t.Entries, ents...)
+			spans[i] = Span{Start: uint32(len(entries)), Count: uint32(len(ents))}
+			entries = append(entries, ents...)
 		}
 	}
-	if len(t.Entries) > limit {
-		return nil, nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
-			"(multiport lists and -i wildcards expand into several entries each; load with a larger --max-rules)", len(t.Entries), limit)
-	}
-	maxNodes := in.MaxNodes
-	if maxNodes == 0 {
-		maxNodes = DefaultMaxNodes
-	}
-	st, err := buildTrees(&t, rs, maxNodes)
+	t, err := Build(entries, rs, Limits{Entries: in.MaxEntries, Nodes: in.MaxNodes, LeafSlots: in.MaxLeafSlots})
 	if err != nil {
-		return nil, nil, fmt.Errorf("the rule set cannot be loaded: %w", err)
+		return nil, nil, err
 	}
-	if in.MaxLeafSlots > 0 && st.LeafSlots > in.MaxLeafSlots {
-		return nil, nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, in.MaxLeafSlots)
-	}
-	t.Stats = st
-	setFastRules(&t)
+	t.Spans = spans
 	if t.Logs, err = logLimits(in); err != nil {
 		return nil, nil, err
 	}
@@ -116,7 +100,65 @@ func Compile(in Input) (*Tables, []Warning, error) {
 	for name, s := range in.Sets {
 		t.SetNames[s.ID] = name
 	}
-	return &t, warn, nil
+	return t, warn, nil
+}
+
+// Limits bound one generation's tables (0: the defaults).
+type Limits struct {
+	Entries   int
+	Nodes     int
+	LeafSlots int
+}
+
+// Build makes a generation's tables from its entries (priority order,
+// chain by chain) and the policies of pol (its rules are not read): the
+// trees, the roots and their fast rules. Compile calls it once every rule
+// is compiled; a rebuild that folds the delta stage calls it with the
+// entries in force, which are compiled already. Spans and SetNames are
+// left to the caller.
+func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
+	limit := lim.Entries
+	if limit == 0 {
+		limit = DefaultMaxEntries
+	}
+	if len(entries) > limit {
+		return nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
+			"(multiport lists and -i wildcards expand into several entries each; load with a larger --max-rules)", len(entries), limit)
+	}
+	maxNodes := lim.Nodes
+	if maxNodes == 0 {
+		maxNodes = DefaultMaxNodes
+	}
+	t := &Tables{Entries: entries}
+	for i := range entries {
+		for c := entries[i].Chain; c < rules.NumChains; c++ {
+			t.ChainEnd[c] = uint32(i + 1)
+		}
+	}
+	st, err := buildTrees(t, pol, maxNodes)
+	if err != nil {
+		return nil, fmt.Errorf("the rule set cannot be loaded: %w", err)
+	}
+	if lim.LeafSlots > 0 && st.LeafSlots > lim.LeafSlots {
+		return nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, lim.LeafSlots)
+	}
+	t.Stats = st
+	setFastRules(t)
+	return t, nil
+}
+
+// RuleEntries compiles one rule into its entries, all carrying id, with
+// warnings about what it will not do; errors carry the rule's position.
+func RuleEntries(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[string]SetInfo) ([]Entry, []string, error) {
+	ents, w, err := compileRule(r, id, ifaces, sets)
+	var re *rules.Error
+	if errors.As(err, &re) {
+		return nil, nil, re // positioned already (a set name)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", r.Pos, err)
+	}
+	return ents, w, nil
 }
 
 func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[string]SetInfo) ([]Entry, []string, error) {
@@ -430,13 +472,7 @@ func logLimits(in Input) ([]LogLimit, error) {
 }
 
 // setFastRules marks the generation as using conntrack when an entry tests
-// the connection state, and gives each root its fast rule: when the first
-// entry that can match a packet in some state tests nothing but the state
-// (the classic "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"), the
-// data plane decides packets in those states right after the conntrack
-// lookup, without walking the trees. That is the same verdict the trees
-// give, so it is an optimisation only: established traffic costs one hash
-// lookup whatever the rule count.
+// the connection state, and gives each root its fast rule (fastRule).
 func setFastRules(t *Tables) {
 	ct := false
 	for i := range t.Entries {
@@ -445,37 +481,48 @@ func setFastRules(t *Tables) {
 	if !ct {
 		return
 	}
-	all := rules.CTAll
 	for r := range t.Roots {
-		root := &t.Roots[r]
-		root.Flags |= RootCT
-		chain, fam := rules.Chain(r/2), rules.FamilyIPv4
-		if r%2 == 1 {
-			fam = rules.FamilyIPv6
+		t.Roots[r].Flags |= RootCT
+		fastRule(&t.Roots[r], r, slices.Values(t.Entries))
+	}
+}
+
+// fastRule gives root r its fast rule, read from entries (those of every
+// chain, in priority order; it stops early): when the first entry that can
+// match a packet in some state tests nothing but the state (the classic
+// "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"), the data plane
+// decides packets in those states right after the conntrack lookup,
+// without walking the trees. That is the same verdict the trees give, so
+// it is an optimisation only: established traffic costs one hash lookup
+// whatever the rule count.
+func fastRule(root *Root, r int, entries iter.Seq[Entry]) {
+	root.FastStates, root.FastRuleID, root.FastAction, root.FastReason, root.FastReject = 0, 0, 0, 0, 0
+	root.FastLog = false
+	chain, fam := rules.Chain(r/2), rules.FamilyIPv4
+	if r%2 == 1 {
+		fam = rules.FamilyIPv6
+	}
+	var blocked uint8 // states an earlier entry may match
+	for e := range entries {
+		if e.Chain != chain || (e.Match&MFamily != 0 && e.Family != fam) {
+			continue
 		}
-		var blocked uint8 // states an earlier entry may match
-		for i := range t.Entries {
-			e := &t.Entries[i]
-			if e.Chain != chain || (e.Match&MFamily != 0 && e.Family != fam) {
-				continue
+		states := rules.CTAll
+		if e.Match&MCTState != 0 {
+			states = e.CTState
+		}
+		// A LOG entry decides nothing but must see the packets it
+		// matches: it blocks its states like any other entry.
+		if e.Action != ActLog && e.Match&^(MCTState|MFamily) == 0 && e.Invert == 0 {
+			if fast := states &^ blocked; fast != 0 {
+				root.FastStates, root.FastRuleID = fast, e.RuleID
+				root.FastAction, root.FastReason, root.FastReject = e.Action, e.Reason, e.Reject
+				root.FastLog = e.Log
 			}
-			states := all
-			if e.Match&MCTState != 0 {
-				states = e.CTState
-			}
-			// A LOG entry decides nothing but must see the packets it
-			// matches: it blocks its states like any other entry.
-			if e.Action != ActLog && e.Match&^(MCTState|MFamily) == 0 && e.Invert == 0 {
-				if fast := states &^ blocked; fast != 0 {
-					root.FastStates, root.FastRuleID = fast, e.RuleID
-					root.FastAction, root.FastReason, root.FastReject = e.Action, e.Reason, e.Reject
-					root.FastLog = e.Log
-				}
-				break
-			}
-			if blocked |= states; blocked == all {
-				break
-			}
+			return
+		}
+		if blocked |= states; blocked == rules.CTAll {
+			return
 		}
 	}
 }

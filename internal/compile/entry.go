@@ -61,6 +61,11 @@ type Tables struct {
 	Leaves  []uint32 // entry indices, leaf by leaf
 	Roots   [NumRoots]Root
 	Stats   TreeStats
+	// Spans[i] is where rule i of the compiled rule set sits in Entries.
+	Spans []Span
+	// ChainEnd[c] is one past the last entry of chain c: chain c's
+	// entries are [ChainEnd[c-1], ChainEnd[c]) (from 0 for the first).
+	ChainEnd [rules.NumChains]uint32
 	// SetNames maps the set ids entries use to set names (for the Go twin).
 	SetNames map[uint32]string
 	// Logs are the rate limits of the logged rules (LOG rules and rules

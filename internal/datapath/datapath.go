@@ -39,7 +39,17 @@ type Limits struct {
 	// (0..compile.MaxLogSnap). Load sets it; Open leaves it 0 (the firewall's state
 	// records it).
 	LogSnap int `json:"-"`
+	// RuleIDs is the number of per-rule counter slots (rule ids).
+	RuleIDs int `json:"rule_ids"`
 }
+
+// minRuleIDs is FW_MAX_RULE_IDS: the counter slots of the default tables.
+const minRuleIDs = 65536
+
+// ruleIDsFor is the counter slots for tables of entries: room for every
+// rule of a full table and as many again (rule ids stay unique while
+// edits wait in the delta stage, and assignIDs reuses freed ones).
+func ruleIDsFor(entries int) int { return max(minRuleIDs, 2*entries) }
 
 // DefaultConntrack is the default size of the connection-tracking table
 // (preallocated: about 150 bytes per entry).
@@ -51,7 +61,8 @@ func LimitsFor(entries int) Limits {
 	if entries <= 0 {
 		entries = compile.DefaultMaxEntries
 	}
-	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack, LogSnap: compile.DefaultLogSnap}
+	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack,
+		LogSnap: compile.DefaultLogSnap, RuleIDs: ruleIDsFor(entries)}
 }
 
 // Bytes is the kernel memory the tables take (both generations).
@@ -65,11 +76,14 @@ type Datapath struct {
 	prog    *ebpf.Program // XDP ingress
 	egress  *ebpf.Program // tc egress (OUTPUT)
 	limits  Limits
-	active  *ebpf.Map // fw_active: 0 none, g+1 generation g
+	active  *ebpf.Map // fw_active: FW_ACTIVE(generation, delta), 0 none
 	entries *ebpf.Map
 	nodes   *ebpf.Map
 	leaves  *ebpf.Map
 	roots   *ebpf.Map
+	deltas  *ebpf.Map // fw_deltas: the delta stage's two halves
+	deltaEn *ebpf.Map // fw_delta_entries
+	stamps  *ebpf.Map // fw_stamps: the generation number each half holds
 	ruleCtr *ebpf.Map
 	reasons *ebpf.Map
 	config  *ebpf.Map
@@ -95,6 +109,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
+		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 	}
 }
 
@@ -143,6 +158,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		sets:     objs.FwSets,
 		ct:       objs.FwCt,
 		ctStats:  objs.FwCtStats,
+		deltas:   objs.FwDeltas,
+		deltaEn:  objs.FwDeltaEntries,
+		stamps:   objs.FwStamps,
 		logRing:  objs.FwLogRing,
 		logLim:   objs.FwLogLimits,
 		logStat:  objs.FwLogStats,
@@ -179,6 +197,8 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
+	lim.RuleIDs = ruleIDsFor(lim.Entries)
+	spec.Maps["fw_rule_stats"].MaxEntries = uint32(lim.RuleIDs)
 	return lim, nil
 }
 
@@ -229,7 +249,7 @@ func Open(dir string) (*Datapath, error) {
 		*dst = m
 	}
 	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
-		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries())}
+		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries()), RuleIDs: int(d.ruleCtr.MaxEntries())}
 	return d, nil
 }
 

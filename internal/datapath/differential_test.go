@@ -104,6 +104,13 @@ func TestDifferential(t *testing.T) {
 func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, local []netip.Addr, what string) int {
 	rs = unlimitedLogs(rs)
 	f.install(rs)
+	return diffCheck(t, f, r, rs, f.ids, n, local, what)
+}
+
+// diffCheck checks n packets against rs (rule i has counter id ids[i]) as
+// the data plane has it in force.
+func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []uint32, n int, local []netip.Addr, what string) int {
+	t.Helper()
 	overflowBefore := f.logStats().Overflow
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	pkts := make([]*packet.Packet, n)
@@ -160,7 +167,7 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 		d := compile.Decide(rs, ref)
 		wantID := compile.PolicyID(uint8(ref.Chain), p.Src.Is6())
 		if d.Rule >= 0 {
-			wantID = f.ids[d.Rule]
+			wantID = ids[d.Rule]
 		}
 		wantAct := wantXDP(d)
 		got := results[i]
@@ -171,13 +178,13 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 				rule = rs.Rules[d.Rule].String()
 			}
 			t.Fatalf("%s: MISMATCH on packet %d\n  packet: %s (in %s, state %s)\n  frame: %x\n  reference: chain %s, rule id %d (%s), verdict %s, reason %s, reject %s\n"+
-				"  data plane: chain %s, rule id %d, action %d, reason %s, reject %s\nrule set (ids from %d):\n%s",
+				"  data plane: chain %s, rule id %d, action %d, reason %s, reject %s\nrule set (ids %v):\n%s",
 				what, i, p, ifs[i], compile.CTStateName(ref.CTState), p.Bytes(), ref.Chain, wantID, rule, d.Verdict, d.Reason, d.Reject,
-				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, got.Reject, compile.FirstRuleID, head(rs.String(), 200))
+				rules.Chain(got.Chain), got.RuleID, got.XDPAction, got.Reason, got.Reject, head(fmt.Sprint(ids), 1), head(rs.String(), 200))
 		}
-		if msg := checkLogs(f, d, wantID, got, events[i], p.Bytes(), ifs[i], ref); msg != "" {
-			t.Fatalf("%s: LOG MISMATCH on packet %d: %s\n  packet: %s (in %s, state %s)\n  frame: %x\nrule set (ids from %d):\n%s",
-				what, i, msg, p, ifs[i], compile.CTStateName(ref.CTState), p.Bytes(), compile.FirstRuleID, head(rs.String(), 200))
+		if msg := checkLogs(f, ids, d, wantID, got, events[i], p.Bytes(), ifs[i], ref); msg != "" {
+			t.Fatalf("%s: LOG MISMATCH on packet %d: %s\n  packet: %s (in %s, state %s)\n  frame: %x\nrule set (ids %v):\n%s",
+				what, i, msg, p, ifs[i], compile.CTStateName(ref.CTState), p.Bytes(), head(fmt.Sprint(ids), 1), head(rs.String(), 200))
 		}
 		if d.LogOverflow {
 			wantOverflow++
@@ -219,11 +226,11 @@ func logSnap(frame []byte) []byte { return frame[:min(len(frame), compile.Defaul
 // checkLogs compares a packet's trace and events with the reference's
 // decision d (deciding rule id wantID): which rules log it, in order, and
 // what each event says. It returns "" when they agree.
-func checkLogs(f *fixture, d compile.Decision, wantID uint32, got datapath.TraceResult, evs []telemetry.Event,
+func checkLogs(f *fixture, ids []uint32, d compile.Decision, wantID uint32, got datapath.TraceResult, evs []telemetry.Event,
 	frame []byte, iface string, ref compile.RefPacket) string {
 	var want []uint32
 	for _, i := range d.Logs {
-		want = append(want, f.ids[i])
+		want = append(want, ids[i])
 	}
 	if d.Log {
 		want = append(want, wantID)
@@ -555,5 +562,169 @@ func TestDifferentialLarge(t *testing.T) {
 			return
 		}
 	}
-	t.Logf("%d packets on 10k+ rule sets agree with the reference matcher", total)
+	// Single edits on the structured set, through the delta stage.
+	sim := f.newSim(structured, -1)
+	if err := f.dp.InstallStamped(sim.Tables, 1); err != nil {
+		t.Fatal(err)
+	}
+	stamp := uint64(1)
+	for k := 0; k < 10; k++ {
+		what, folded, err := sim.Edit(r)
+		if err != nil {
+			t.Fatalf("edit %d (%s): %v", k, what, err)
+		}
+		if folded {
+			stamp++
+			err = f.dp.InstallStamped(sim.Tables, stamp)
+		} else {
+			_, err = f.dp.InstallDelta(sim.Delta, stamp)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += diffCheck(t, f, r, sim.RuleSet, sim.IDs, 2500, nil, fmt.Sprintf("seed %d structured 12k, edit %d (%s)", *diffSeed, k, what))
+		if t.Failed() {
+			return
+		}
+	}
+	t.Logf("%d packets on 10k+ rule sets (and single edits) agree with the reference matcher", total)
+}
+
+// TestDifferentialEdits: random rule sets get random single-rule edits
+// (insert, append, delete, replace) put in force through the delta stage
+// (InstallDelta), and the data plane must decide every packet as the
+// reference matcher decides on the edited rule set; then the edits are
+// folded into a new main generation (the rebuild) and checked again. When
+// the delta stage is full, the edit is folded at once, as the control
+// plane does.
+//
+// Rule sets that log (-j LOG, --log) never use the delta stage: an edit
+// with a rule that logs before or after it is compiled in full (as the
+// control plane does), and the log events must be the reference's too.
+// Every other set is LOG-heavy, and its edits add LOG rules often.
+func TestDifferentialEdits(t *testing.T) {
+	f := newFixture(t)
+	f.unlimitedRejects()
+	f.setUnlimitedLogs()
+	r := rand.New(rand.NewPCG(*diffSeed, 0xde17a))
+	total, edits, deltas, logEdits := 0, 0, 0, 0
+	eventsBefore := diffLogEvents
+	stamp := uint64(0)
+	install := func(tb *compile.Tables) {
+		t.Helper()
+		stamp++
+		if err := f.dp.InstallStamped(tb, stamp); err != nil {
+			t.Fatalf("install: %v", err)
+		}
+	}
+	for set := 0; set < *diffSets/6; set++ {
+		n := 1 + r.IntN(48)
+		if set%20 == 19 {
+			n = 600 + r.IntN(300)
+		}
+		rs := rules.RandomRuleSet(r, n)
+		if set%3 == 0 {
+			// a stateful head, so that the edits move fast rules
+			head, err := rules.Parse("head", []byte("-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n"+
+				"-A FORWARD -m conntrack --ctstate INVALID,UNTRACKED -j DROP\n"), rules.ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.Rules = append(head.Rules, rs.Rules...)
+		}
+		logPct := -1    // no rule logs: the edits go through the delta stage
+		if set%2 == 1 { // LOG-heavy
+			logPct = 30
+		}
+		for i := range rs.Rules {
+			rs.Rules[i].Target = logTarget(r, rs.Rules[i].Target, logPct)
+		}
+		sim := f.newSim(rs, logPct)
+		install(sim.Tables)
+		for k := 0; k < 8; k++ {
+			logged := compile.Logging(sim.RuleSet)
+			what, folded, err := sim.Edit(r)
+			if logged || compile.Logging(sim.RuleSet) {
+				logEdits++
+				if !folded {
+					t.Fatalf("set %d edit %d (%s): a rule set that logs went into the delta stage", set, k, what)
+				}
+			}
+			if err != nil {
+				t.Fatalf("set %d edit %d (%s): %v", set, k, what, err)
+			}
+			if folded {
+				install(sim.Tables)
+			} else {
+				if _, err := f.dp.InstallDelta(sim.Delta, stamp); err != nil {
+					t.Fatalf("set %d edit %d (%s): %v", set, k, what, err)
+				}
+				if in, _ := f.dp.DeltaInForce(); in != !sim.Delta.Empty() {
+					t.Fatalf("set %d edit %d: delta in force %v, want %v", set, k, in, !sim.Delta.Empty())
+				}
+				deltas++
+			}
+			edits++
+			stage := "folded"
+			if !folded {
+				stage = fmt.Sprintf("delta %d entries at %v, dead %v", len(sim.Delta.Entries), sim.Delta.Pos, sim.Delta.Dead)
+			}
+			total += diffCheck(t, f, r, sim.RuleSet, sim.IDs, *diffPackets/8, nil,
+				fmt.Sprintf("seed %d edit set %d, edit %d (%s; %s)", *diffSeed, set, k, what, stage))
+			if t.Failed() {
+				return
+			}
+		}
+		if err := sim.Fold(); err != nil {
+			t.Fatalf("set %d: %v", set, err)
+		}
+		install(sim.Tables) // the rebuild: the delta stage is cleared with the same write
+		if in, _ := f.dp.DeltaInForce(); in {
+			t.Fatalf("set %d: a delta is in force after the rebuild", set)
+		}
+		total += diffCheck(t, f, r, sim.RuleSet, sim.IDs, *diffPackets/8, nil, fmt.Sprintf("seed %d edit set %d, rebuilt", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+	}
+	if deltas == 0 || logEdits == 0 || diffLogEvents == eventsBefore {
+		t.Fatalf("%d edits through the delta stage, %d on rule sets that log, %d log events: the test missed a path",
+			deltas, logEdits, diffLogEvents-eventsBefore)
+	}
+	t.Logf("%d edits (%d through the delta stage, %d compiled in full as a rule logs), %d packets and %d log events checked against the reference matcher, zero mismatches",
+		edits, deltas, logEdits, total, diffLogEvents-eventsBefore)
+}
+
+// logTarget is t made -j LOG in logPct percent of the calls, or with
+// logPct < 0 made one that does not log (a LOG rule becomes DROP, --log
+// goes).
+func logTarget(r *rand.Rand, t rules.Target, logPct int) rules.Target {
+	switch {
+	case logPct < 0 && t.Verdict == rules.VerdictLog:
+		return rules.Target{Verdict: rules.VerdictDrop}
+	case logPct < 0:
+		return rules.Target{Verdict: t.Verdict, RejectWith: t.RejectWith}
+	case chance(r, logPct):
+		return rules.Target{Verdict: rules.VerdictLog}
+	}
+	return t
+}
+
+// newSim is compile.NewEditSim of rs (log options cleared, unlimitedLogs)
+// with the fixture's log budget; the rules its edits add are random, with
+// no log options, made -j LOG or not logging as logTarget says.
+func (f *fixture) newSim(rs *rules.RuleSet, logPct int) *compile.EditSim {
+	f.t.Helper()
+	sim, err := compile.NewEditSim(compile.Input{RuleSet: unlimitedLogs(rs), Ifaces: f.ifaces, LogRate: f.logRate, LogBurst: f.logBurst})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	sim.NewRule = func(r *rand.Rand) rules.Rule {
+		x := rules.RandomRule(r)
+		x.Target = logTarget(r, x.Target, logPct)
+		x.Target.LogRate, x.Target.LogBurst = rules.LogRate{}, 0
+		x.Text = x.Spec()
+		return x
+	}
+	return sim
 }

@@ -40,14 +40,20 @@ func (d *Datapath) SetConfig(c Config) error {
 	return nil
 }
 
-// Install makes t the active generation. Each table holds two
-// generations: t is written into the one packets do not use, then one
-// 4-byte write of fw_active switches every new packet to it, and Install
-// waits for an RCU grace period so that no packet still walks the old one
-// before the next Install may overwrite it. A packet sees the old tables or
-// the new ones, never a mix. The logged rules' budgets are written before
-// the switch; those of rules gone are removed after the grace period.
-func (d *Datapath) Install(t *compile.Tables) error {
+// Install makes t the active generation: InstallStamped with stamp 0
+// (no delta stage can be built against it).
+func (d *Datapath) Install(t *compile.Tables) error { return d.InstallStamped(t, 0) }
+
+// InstallStamped makes t the active generation, recorded as rule-set
+// generation stamp (see InstallDelta), and clears the delta stage. Each
+// table holds two generations: t is written into the one packets do not
+// use, then one write of fw_active switches every new packet to it (and
+// off any delta), and it waits for an RCU grace period so that no packet
+// still walks the old one before the next change may overwrite it. A
+// packet sees the old tables (with their delta) or the new ones, never a
+// mix. The logged rules' budgets are written before the switch; those
+// of rules gone are removed after the grace period.
+func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	lim := d.limits
 	switch {
 	case len(t.Entries) > lim.Entries:
@@ -57,12 +63,12 @@ func (d *Datapath) Install(t *compile.Tables) error {
 	case len(t.Leaves) > lim.LeafSlots:
 		return fmt.Errorf("the classifier needs %d leaf slots, the data plane was loaded for %d (--max-rules)", len(t.Leaves), lim.LeafSlots)
 	}
-	var cur uint32
-	if err := d.active.Lookup(uint32(0), &cur); err != nil {
-		return fmt.Errorf("reading fw_active: %w", err)
+	cur, err := d.activeState()
+	if err != nil {
+		return err
 	}
 	gen := uint32(0)
-	if cur == 1 {
+	if cur.installed && cur.gen == 0 {
 		gen = 1
 	}
 
@@ -78,11 +84,8 @@ func (d *Datapath) Install(t *compile.Tables) error {
 		}
 	}
 	roots := make([]xdpfwFwRoot, len(t.Roots))
-	for i, r := range t.Roots {
-		roots[i] = xdpfwFwRoot{Groups: r.Groups, RuleId: r.RuleID, Action: uint8(r.Action), Reason: uint8(r.Reason),
-			Flags: r.Flags, FastStates: r.FastStates, FastRuleId: r.FastRuleID,
-			FastAction: uint8(r.FastAction), FastReason: uint8(r.FastReason), FastReject: uint8(r.FastReject),
-			FastFlags: r.FastFlags()}
+	for i := range t.Roots {
+		roots[i] = rootToBPF(&t.Roots[i])
 	}
 	// Budgets of the logged rules first: the new generation finds them.
 	staleLogs, err := d.putLogLimits(t.Logs)
@@ -101,13 +104,23 @@ func (d *Datapath) Install(t *compile.Tables) error {
 	if err := putRange(d.roots, gen*uint32(compile.NumRoots), roots); err != nil {
 		return fmt.Errorf("writing roots: %w", err)
 	}
-	if err := d.active.Put(uint32(0), gen+1); err != nil {
+	if err := d.stamps.Put(gen, stamp); err != nil {
+		return fmt.Errorf("writing fw_stamps: %w", err)
+	}
+	if err := d.active.Put(uint32(0), activeValue(gen, 0)); err != nil {
 		return fmt.Errorf("switching to the new generation: %w", err)
 	}
 	if err := graceperiod(); err != nil {
 		return err
 	}
 	return d.dropLogIDs(staleLogs) // no packet uses the old generation now
+}
+
+func rootToBPF(r *compile.Root) xdpfwFwRoot {
+	return xdpfwFwRoot{Groups: r.Groups, RuleId: r.RuleID, Action: uint8(r.Action), Reason: uint8(r.Reason),
+		Flags: r.Flags, FastStates: r.FastStates, FastRuleId: r.FastRuleID,
+		FastAction: uint8(r.FastAction), FastReason: uint8(r.FastReason), FastReject: uint8(r.FastReject),
+		FastFlags: r.FastFlags()}
 }
 
 // putRange writes vals to consecutive slots from base, in batches.

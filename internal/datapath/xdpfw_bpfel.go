@@ -59,6 +59,15 @@ type xdpfwFwCtKey struct {
 	Pad    [2]uint8
 }
 
+type xdpfwFwDelta struct {
+	_         structs.HostLayout
+	Count     uint32
+	DeadCount uint32
+	Dead      [32]uint32
+	Pos       [32]uint32
+	Roots     [6]xdpfwFwRoot
+}
+
 type xdpfwFwEntry struct {
 	_        structs.HostLayout
 	Src      [2]uint64
@@ -180,6 +189,8 @@ const (
 	xdpfwMapFwConfigMap     = "fw_config_map"
 	xdpfwMapFwCt            = "fw_ct"
 	xdpfwMapFwCtStats       = "fw_ct_stats"
+	xdpfwMapFwDeltaEntries  = "fw_delta_entries"
+	xdpfwMapFwDeltas        = "fw_deltas"
 	xdpfwMapFwEntries       = "fw_entries"
 	xdpfwMapFwLeaves        = "fw_leaves"
 	xdpfwMapFwLogCounters   = "fw_log_counters"
@@ -195,6 +206,7 @@ const (
 	xdpfwMapFwRoots         = "fw_roots"
 	xdpfwMapFwRuleStats     = "fw_rule_stats"
 	xdpfwMapFwSets          = "fw_sets"
+	xdpfwMapFwStamps        = "fw_stamps"
 	xdpfwProgXdpfwClock     = "xdpfw_clock"
 	xdpfwProgXdpfwEgress    = "xdpfw_egress"
 	xdpfwProgXdpfwIngress   = "xdpfw_ingress"
@@ -260,6 +272,8 @@ type xdpfwMapSpecs struct {
 	FwConfigMap     *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCt            *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtStats       *ebpf.MapSpec `ebpf:"fw_ct_stats"`
+	FwDeltaEntries  *ebpf.MapSpec `ebpf:"fw_delta_entries"`
+	FwDeltas        *ebpf.MapSpec `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
@@ -275,6 +289,7 @@ type xdpfwMapSpecs struct {
 	FwRoots         *ebpf.MapSpec `ebpf:"fw_roots"`
 	FwRuleStats     *ebpf.MapSpec `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
+	FwStamps        *ebpf.MapSpec `ebpf:"fw_stamps"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -312,6 +327,8 @@ type xdpfwMaps struct {
 	FwConfigMap     *ebpf.Map `ebpf:"fw_config_map"`
 	FwCt            *ebpf.Map `ebpf:"fw_ct"`
 	FwCtStats       *ebpf.Map `ebpf:"fw_ct_stats"`
+	FwDeltaEntries  *ebpf.Map `ebpf:"fw_delta_entries"`
+	FwDeltas        *ebpf.Map `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
 	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
 	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
@@ -327,6 +344,7 @@ type xdpfwMaps struct {
 	FwRoots         *ebpf.Map `ebpf:"fw_roots"`
 	FwRuleStats     *ebpf.Map `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.Map `ebpf:"fw_sets"`
+	FwStamps        *ebpf.Map `ebpf:"fw_stamps"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -335,6 +353,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwConfigMap,
 		m.FwCt,
 		m.FwCtStats,
+		m.FwDeltaEntries,
+		m.FwDeltas,
 		m.FwEntries,
 		m.FwLeaves,
 		m.FwLogCounters,
@@ -350,6 +370,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwRoots,
 		m.FwRuleStats,
 		m.FwSets,
+		m.FwStamps,
 	)
 }
 

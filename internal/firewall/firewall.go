@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
@@ -51,10 +52,23 @@ type Options struct {
 type Result struct {
 	Generation uint64
 	Rules      int
-	Entries    int
+	Entries    int // classifier entries of the main generation (with Delta: the one in force)
 	Warnings   []string
 	Attached   map[string]datapath.Mode
 	Tree       compile.TreeStats
+	// Delta: the change went into the delta stage: in force, and pending
+	// until a rebuild folds it into the main generation (Rebuild).
+	Delta bool
+	// DeltaEntries and DeltaDeleted are how full the delta stage is
+	// (compile.DeltaMax entries, compile.DeltaDeadMax deleted rules).
+	DeltaEntries int
+	DeltaDeleted int
+	// Rebuilt: a new main generation was built (it folded the delta
+	// stage, if any).
+	Rebuilt bool
+	// InForce is how long the change took to reach packets, from the
+	// start of the call that made it.
+	InForce time.Duration
 }
 
 // Firewall is an open, locked handle on the firewall in force.
@@ -62,26 +76,28 @@ type Firewall struct {
 	paths  Paths
 	dp     *datapath.Datapath
 	st     *state
-	rs     *rules.RuleSet
+	rs     *ruleStore // the rules in force
 	unlock func()
 	// readOnly: opened without the lock (OpenReadOnly); changes refused.
 	readOnly bool
 	// Load: what to restore if it fails midway.
-	prev       *rules.RuleSet
-	prevIDs    []uint32
+	prev       *ruleStore
+	prevBase   string
 	prevIfaces map[string]Iface
 	prevCT     conntrack.Timeouts
 	prevCTFull string
 }
 
 // Open locks the state and opens the pinned data plane. It fails with
-// datapath.ErrNotLoaded when nothing is loaded.
+// datapath.ErrNotLoaded when nothing is loaded. It reads no more of the
+// rule set than the base file's header: single edits stay cheap however
+// many rules are in force.
 func Open(p Paths) (*Firewall, error) {
 	unlock, err := lock(p)
 	if err != nil {
 		return nil, err
 	}
-	st, rs, err := loadState(p)
+	st, err := loadState(p)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -90,8 +106,14 @@ func Open(p Paths) (*Firewall, error) {
 		unlock()
 		return nil, datapath.ErrNotLoaded
 	}
+	rs, err := openStore(p, st)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
 	dp, err := datapath.Open(p.PinDir)
 	if err != nil {
+		rs.close()
 		unlock()
 		return nil, err
 	}
@@ -107,15 +129,13 @@ func Open(p Paths) (*Firewall, error) {
 // change reuses reads as the new rule's (near zero) for that moment.
 // Changes through a read-only handle are refused.
 func OpenReadOnly(p Paths) (*Firewall, error) {
-	st, rs, err := loadState(p)
+	st, rs, err := readStore(p)
 	if err != nil {
 		return nil, err
 	}
-	if st == nil || !st.loaded() {
-		return nil, datapath.ErrNotLoaded
-	}
 	dp, err := datapath.Open(p.PinDir)
 	if err != nil {
+		rs.close()
 		return nil, err
 	}
 	return &Firewall{paths: p, dp: dp, st: st, rs: rs, unlock: func() {}, readOnly: true}, nil
@@ -124,7 +144,8 @@ func OpenReadOnly(p Paths) (*Firewall, error) {
 // errReadOnly refuses a change through OpenReadOnly's handle.
 var errReadOnly = errors.New("the firewall was opened read-only")
 
-// Close releases the lock and file descriptors. Closing again does nothing.
+// Close releases the lock, the rules' file and the file descriptors.
+// Closing again does nothing.
 func (f *Firewall) Close() {
 	if f.dp != nil {
 		f.dp.Close()
@@ -134,6 +155,26 @@ func (f *Firewall) Close() {
 		f.unlock()
 		f.unlock = nil
 	}
+	f.rs.close()
+	if f.prev != f.rs {
+		f.prev.close()
+	}
+}
+
+// save records the state, with the rules in force.
+func (f *Firewall) save() error { return saveState(f.paths, f.st, f.rs) }
+
+// saveState writes st, first writing the rules of rs to their base file
+// when they are only in memory (a version 1 or 2 state read).
+func saveState(p Paths, st *state, rs *ruleStore) error {
+	if rs != nil && st.loaded() {
+		if err := rs.base.write(p); err != nil {
+			return err
+		}
+		st.Base, st.Rules, st.IDs = rs.base.name, "", nil
+		st.Policies, st.Delta = policyText(rs.policies), rs.deltaState()
+	}
+	return st.save(p)
 }
 
 // Load attaches the firewall to ifaces with rs in force. It loads (or
@@ -169,7 +210,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, err
 	}
 	defer unlock()
-	st, inForce, err := loadState(p)
+	st, err := loadState(p)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +218,10 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	fresh := st == nil || !st.loaded()
 	if st == nil {
 		st = newState()
+	}
+	inForce, err := openStore(p, st)
+	if err != nil {
+		return nil, err
 	}
 	lim := datapath.LimitsFor(opt.MaxRules)
 	if opt.MaxRules == 0 && !fresh {
@@ -197,18 +242,16 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	}
 	dp, err := datapath.Load(p.PinDir, lim)
 	if err != nil {
+		inForce.close()
 		if fresh {
 			removeFresh(p, st)
 		}
 		return nil, err
 	}
-	if inForce == nil {
-		inForce = &rules.RuleSet{}
-	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
-	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevIDs: st.IDs,
-		prevCT: st.CTTimeouts, prevCTFull: st.CTFull}
-	defer dp.Close()
+	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevBase: st.Base,
+		prevCT: st.CTTimeouts, prevCTFull: st.CTFull, unlock: func() {}}
+	defer f.Close()
 
 	f.prevIfaces = map[string]Iface{}
 	for n, i := range st.Interfaces {
@@ -267,7 +310,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap
 	st.LogSnap = &snap
-	if err := st.save(p); err != nil {
+	if err := f.save(); err != nil {
 		return nil, f.undo(fresh, attached, err)
 	}
 	return res, nil
@@ -281,17 +324,22 @@ func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 		_ = f.dp.Detach(name)
 	}
 	if !fresh && f.prev != nil && f.rs != f.prev {
-		// The new rules were installed before the failure: put the old back.
-		// Restore what assignIDs compares against, so every rule gets its
-		// old id (and counter) back.
+		// The new rules were installed before the failure: put the old
+		// back, every rule with its old id (and counter).
 		f.st.Interfaces = f.prevIfaces
-		f.rs, f.st.IDs = f.prev, f.prevIDs
-		if _, rerr := f.apply(f.prev, Options{CTTimeouts: f.prevCT, CTTimeoutsSet: true, CTFull: f.prevCTFull}, false); rerr != nil {
+		f.rs.close()
+		f.rs, f.st.Base = f.prev, f.prevBase
+		prev, ids, rerr := f.prev.ruleSet()
+		if rerr == nil {
+			_, rerr = f.install(prev, ids, nil, Options{CTTimeouts: f.prevCT, CTTimeoutsSet: true, CTFull: f.prevCTFull})
+		}
+		if rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
 		}
 	}
 	if fresh {
 		f.dp.Close()
+		f.dp = nil
 		removeFresh(f.paths, f.st)
 	}
 	return err
@@ -302,13 +350,16 @@ func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 func removeFresh(p Paths, st *state) {
 	if len(st.Sets) > 0 {
 		_ = datapath.UnpinKeepSets(p.PinDir)
+		_ = removeBases(p, "")
 		return
 	}
 	_ = datapath.Unpin(p.PinDir)
 	_ = os.Remove(p.StateFile())
+	_ = removeBases(p, "")
 }
 
-// Apply replaces the whole rule set atomically.
+// Apply replaces the whole rule set atomically (and folds the delta
+// stage away).
 func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if f.readOnly {
 		return nil, errReadOnly
@@ -317,12 +368,30 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return res, f.st.save(f.paths)
+	return res, f.save()
 }
 
-// apply assigns stable ids, compiles, installs and updates f.st in memory.
-// Nothing in the kernel changes unless compilation succeeds.
+// apply assigns stable ids and installs rs.
 func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, error) {
+	ids, freshIDs, err := f.assignIDs(rs, fresh)
+	if err != nil {
+		return nil, err
+	}
+	res, err := f.install(rs, ids, freshIDs, opt)
+	if err != nil {
+		return nil, err
+	}
+	f.st.Generation++
+	res.Generation = f.st.Generation
+	return res, nil
+}
+
+// install compiles rs (rule i with counter id ids[i]; the counters of
+// freshIDs are zeroed first), installs it as a new main generation, writes
+// its base file, and updates f.st (but for the generation) and f.rs in
+// memory. Nothing in the kernel changes unless compilation succeeds.
+func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Options) (*Result, error) {
+	start := time.Now()
 	malformed := opt.Malformed
 	if malformed == "" {
 		malformed = f.st.Malformed
@@ -347,36 +416,34 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	if opt.CTTimeoutsSet {
 		timeouts = opt.CTTimeouts
 	}
-	ids, fresh_ids, err := f.assignIDs(rs, fresh)
-	if err != nil {
-		return nil, err
-	}
-	ifaces := map[string]uint32{}
-	for n, i := range f.st.Interfaces {
-		ifaces[n] = uint32(i.Index)
-	}
 	logRate := opt.LogRate
 	if logRate.IsZero() && f.st.LogRate != "" {
+		var err error
 		if logRate, err = rules.ParseLogRate(f.st.LogRate); err != nil {
 			return nil, fmt.Errorf("the log rate in force (%s): %w", f.paths.StateFile(), err)
 		}
 	}
 	logBurst := pick(opt.LogBurst, f.st.LogBurst)
 	lim := f.dp.Limits()
-	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: f.st.compileSets(),
+	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.st.ifaceIndexes(), Sets: f.st.compileSets(),
 		LogRate: logRate, LogBurst: logBurst,
 		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range fresh_ids {
+	for _, id := range freshIDs {
 		if err := f.dp.ResetRuleCounter(id); err != nil {
 			return nil, err
 		}
 	}
-	if err := f.dp.Install(tables); err != nil {
+	recs := make([]baseRule, len(rs.Rules))
+	for i := range rs.Rules {
+		recs[i] = baseRuleOf(&rs.Rules[i], ids[i], tables.Spans[i])
+	}
+	if err := f.installTables(tables, recs, rs); err != nil {
 		return nil, err
 	}
+	f.rs.parsed, f.rs.ids = rs, ids
 	act := compile.ActDrop
 	if malformed == "accept" {
 		act = compile.ActAccept
@@ -393,12 +460,8 @@ func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, e
 	if !logRate.IsZero() {
 		f.st.LogRate = logRate.String()
 	}
-	f.st.Generation++
-	f.st.Rules = rs.String()
-	f.st.IDs = ids
 	f.st.Malformed = malformed
-	f.rs = rs
-	res := &Result{Generation: f.st.Generation, Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats}
+	res := &Result{Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats, Rebuilt: true, InForce: time.Since(start)}
 	for _, w := range warns {
 		r := rs.Rules[w.Rule]
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))
@@ -416,6 +479,31 @@ func pick(vals ...uint32) uint32 {
 	return 0
 }
 
+// installTables installs t as a new main generation (clearing the delta
+// stage with the same switch), compiled from the rules recs describe, and
+// makes those the rules in force, with pol's policies and no edits: it
+// writes their base file and updates f.st (but for the generation) and
+// f.rs in memory.
+func (f *Firewall) installTables(t *compile.Tables, recs []baseRule, pol *rules.RuleSet) error {
+	stamp := f.st.Builds + 1
+	b, err := parseBase("", encodeBase(stamp, recs, t))
+	if err != nil {
+		return err
+	}
+	if err := b.write(f.paths); err != nil {
+		return err
+	}
+	if err := f.dp.InstallStamped(t, stamp); err != nil {
+		return err
+	}
+	if f.rs != f.prev {
+		f.rs.close()
+	}
+	f.rs = &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies}, base: b, ov: b.overlay()}
+	f.st.Builds, f.st.Base, f.st.Delta = stamp, b.name, nil
+	return nil
+}
+
 // assignIDs keeps the id of every rule whose canonical text is unchanged
 // (so its counters carry over) and gives new rules unused ids, returned in
 // fresh so their counters can be zeroed first.
@@ -423,8 +511,9 @@ func (f *Firewall) assignIDs(rs *rules.RuleSet, freshLoad bool) (ids, fresh []ui
 	old := map[string][]uint32{}
 	used := map[uint32]bool{}
 	if !freshLoad && f.rs != nil {
-		for i, r := range f.rs.Rules {
-			old[r.String()] = append(old[r.String()], f.st.IDs[i])
+		for _, ref := range f.rs.refs() {
+			r := f.rs.ruleOf(ref)
+			old[r.Text] = append(old[r.Text], r.ID)
 		}
 	}
 	ids = make([]uint32, len(rs.Rules))
@@ -454,8 +543,12 @@ func (f *Firewall) assignIDs(rs *rules.RuleSet, freshLoad bool) (ids, fresh []ui
 	return ids, fresh, nil
 }
 
-// RuleSet is the rule set in force.
-func (f *Firewall) RuleSet() *rules.RuleSet { return f.rs }
+// RuleSet parses the rule set in force (slow for large rule sets: single
+// edits never need it).
+func (f *Firewall) RuleSet() (*rules.RuleSet, error) {
+	rs, _, err := f.rs.ruleSet()
+	return rs, err
+}
 
 // Interfaces lists the attached interfaces, sorted.
 func (f *Firewall) Interfaces() []string {

@@ -5,94 +5,35 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
-// clone returns a copy of the rule set in force that can be edited.
-func (f *Firewall) clone() *rules.RuleSet {
+// clone returns a copy of the rule set in force that can be edited (the
+// whole rule set parsed: for changes that recompile every rule).
+func (f *Firewall) clone() (*rules.RuleSet, error) {
+	rs, _, err := f.rs.ruleSet()
+	if err != nil {
+		return nil, err
+	}
 	return &rules.RuleSet{
-		Rules:    append([]rules.Rule(nil), f.rs.Rules...),
-		Policies: append([]rules.Policy(nil), f.rs.Policies...),
-	}
-}
-
-// chainIndex returns the RuleSet index of the n-th (1-based) rule of chain,
-// or -1 when it has fewer rules.
-func chainIndex(rs *rules.RuleSet, chain rules.Chain, n int) int {
-	k := 0
-	for i, r := range rs.Rules {
-		if r.Chain == chain {
-			k++
-			if k == n {
-				return i
-			}
-		}
-	}
-	return -1
-}
-
-func chainLen(rs *rules.RuleSet, chain rules.Chain) int {
-	k := 0
-	for _, r := range rs.Rules {
-		if r.Chain == chain {
-			k++
-		}
-	}
-	return k
-}
-
-// Add inserts r as rule number pos of its chain (1-based, as iptables -I);
-// pos 0 appends (iptables -A).
-func (f *Firewall) Add(r rules.Rule, pos int) (*Result, error) {
-	rs := f.clone()
-	n := chainLen(rs, r.Chain)
-	switch {
-	case pos < 0 || pos > n+1:
-		return nil, fmt.Errorf("position %d out of range: %s has %d rules (use 1..%d)", pos, r.Chain, n, n+1)
-	case pos == 0 || pos == n+1:
-		rs.Rules = append(rs.Rules, r)
-	default:
-		i := chainIndex(rs, r.Chain, pos)
-		rs.Rules = append(rs.Rules[:i], append([]rules.Rule{r}, rs.Rules[i:]...)...)
-	}
-	return f.Apply(rs, Options{})
-}
-
-// Delete removes rule number n (1-based) of chain.
-func (f *Firewall) Delete(chain rules.Chain, n int) (*Result, rules.Rule, error) {
-	rs := f.clone()
-	i := chainIndex(rs, chain, n)
-	if i < 0 {
-		return nil, rules.Rule{}, fmt.Errorf("%s has no rule %d (it has %d)", chain, n, chainLen(rs, chain))
-	}
-	gone := rs.Rules[i]
-	rs.Rules = append(rs.Rules[:i], rs.Rules[i+1:]...)
-	res, err := f.Apply(rs, Options{})
-	return res, gone, err
-}
-
-// DeleteSpec removes the first rule of its chain equal to r (iptables -D
-// CHAIN rulespec), compared by canonical text.
-func (f *Firewall) DeleteSpec(r rules.Rule) (*Result, error) {
-	want := r.String()
-	for i, have := range f.rs.Rules {
-		if have.String() == want {
-			rs := f.clone()
-			rs.Rules = append(rs.Rules[:i], rs.Rules[i+1:]...)
-			return f.Apply(rs, Options{})
-		}
-	}
-	return nil, fmt.Errorf("no such rule: %s", want)
+		Rules:    append([]rules.Rule(nil), rs.Rules...),
+		Policies: append([]rules.Policy(nil), rs.Policies...),
+	}, nil
 }
 
 // Flush removes every rule of chain (all chains when chain is nil). Policies
 // stay, as with iptables -F.
 func (f *Firewall) Flush(chain *rules.Chain) (*Result, error) {
-	rs := f.clone()
+	rs, err := f.clone()
+	if err != nil {
+		return nil, err
+	}
 	kept := rs.Rules[:0]
 	for _, r := range rs.Rules {
 		if chain != nil && r.Chain != *chain {
@@ -105,11 +46,20 @@ func (f *Firewall) Flush(chain *rules.Chain) (*Result, error) {
 
 // SetPolicy sets the policy of chain for fam (both families: FamilyAny).
 func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdict) (*Result, error) {
+	if f.readOnly {
+		return nil, errReadOnly
+	}
 	if v != rules.VerdictAccept && v != rules.VerdictDrop {
 		return nil, fmt.Errorf("a policy is ACCEPT or DROP, not %s", v)
 	}
-	rs := f.clone()
-	rs.Policies = append(rs.Policies, rules.Policy{Chain: chain, Family: fam, Verdict: v})
+	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v})}
+	if !f.rs.base.compiled { // rules read from an older state: compile them all
+		full, err := f.clone()
+		if err != nil {
+			return nil, err
+		}
+		rs.Rules = full.Rules
+	}
 	// Normalize: keep only the effective policy per chain and family.
 	var ps []rules.Policy
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
@@ -123,7 +73,18 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 		}
 	}
 	rs.Policies = ps
-	return f.Apply(rs, Options{})
+	if !f.rs.base.compiled {
+		return f.Apply(rs, Options{})
+	}
+	// The rules stay as they are: rebuild from their compiled entries
+	// (folding any pending edits) with the new policies.
+	res, err := f.rebuild(f.rs, rs, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	f.st.Generation++
+	res.Generation = f.st.Generation
+	return res, f.save()
 }
 
 // Detach removes the firewall from iface. When no interface is left, the
@@ -151,13 +112,18 @@ func (f *Firewall) Detach(iface string) (last bool, err error) {
 		}
 		sets := newState()
 		sets.Generation, sets.Sets, sets.NextSetID = f.st.Generation, f.st.Sets, f.st.NextSetID
-		return true, sets.save(f.paths)
+		return true, saveState(f.paths, sets, nil)
 	}
 	// -i matches resolve against the attached interfaces: recompile.
-	if _, err := f.apply(f.rs, Options{}, false); err != nil {
+	rs, ids, err := f.rs.ruleSet()
+	if err != nil {
 		return false, err
 	}
-	return false, f.st.save(f.paths)
+	if _, err := f.install(rs, ids, nil, Options{}); err != nil {
+		return false, err
+	}
+	f.st.Generation++
+	return false, f.save()
 }
 
 // NumSets is the number of named sets.
@@ -186,6 +152,9 @@ func teardown(p Paths) error {
 		errs = append(errs, err)
 	}
 	if err := os.Remove(p.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := removeBases(p, ""); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -230,7 +199,12 @@ func (f *Firewall) List() (*Listing, error) {
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
 		ids = append(ids, compile.PolicyID(uint8(c), false), compile.PolicyID(uint8(c), true))
 	}
-	ids = append(ids, f.st.IDs...)
+	refs := f.rs.refs()
+	rs := make([]baseRule, len(refs))
+	for i, ref := range refs {
+		rs[i] = f.rs.ruleOf(ref)
+		ids = append(ids, rs[i].ID)
+	}
 	ctrs, err := f.dp.RuleCounters(ids)
 	if err != nil {
 		return nil, err
@@ -239,17 +213,18 @@ func (f *Firewall) List() (*Listing, error) {
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
 		for v6, fam := range []rules.Family{rules.FamilyIPv4, rules.FamilyIPv6} {
 			l.Policies = append(l.Policies, PolicyInfo{Chain: c.String(), Family: fam.String(),
-				Verdict: f.rs.PolicyFor(c, fam).String(), ID: compile.PolicyID(uint8(c), v6 == 1),
+				Verdict: f.rs.policies.PolicyFor(c, fam).String(), ID: compile.PolicyID(uint8(c), v6 == 1),
 				Counter: policyCtr[2*int(c)+v6]})
 		}
 		n := 0
-		for i, r := range f.rs.Rules {
+		for i := range rs {
+			r := &rs[i]
 			if r.Chain != c {
 				continue
 			}
 			n++
-			ri := RuleInfo{Chain: c.String(), Num: n, ID: f.st.IDs[i], Rule: r.String(), Counter: ruleCtr[i]}
-			if lc, ok := ls.Rules[ri.ID]; ok && r.Target.Logs() {
+			ri := RuleInfo{Chain: c.String(), Num: n, ID: r.ID, Rule: r.Text, Counter: ruleCtr[i]}
+			if lc, ok := ls.Rules[ri.ID]; ok && r.Logs {
 				ri.Log = &lc
 			}
 			l.Rules = append(l.Rules, ri)
@@ -271,6 +246,7 @@ type Status struct {
 	SetElems   int                         `json:"set_elements"` // their elements, all together
 	Reject     RejectLimit                 `json:"reject"`       // REJECT's per-source answer budget
 	Log        LogStatus                   `json:"log"`          // logging's settings and counters
+	Delta      DeltaStatus                 `json:"delta"`        // single-rule edits waiting for a rebuild
 	Reasons    map[string]datapath.Counter `json:"reasons"`
 }
 
@@ -299,7 +275,8 @@ type IfaceStatus struct {
 
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
-	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: len(f.rs.Rules), Limits: f.dp.Limits(),
+	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: f.rs.count(), Limits: f.dp.Limits(),
+		Delta:     f.deltaStatus(),
 		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
 		Sets: len(f.st.Sets), SetElems: f.st.setElems(),
 		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst)}}
@@ -339,11 +316,7 @@ func (f *Firewall) logStatus() (LogStatus, error) {
 	if f.st.LogSnap != nil {
 		ls.Snap = *f.st.LogSnap
 	}
-	for i := range f.rs.Rules {
-		if f.rs.Rules[i].Target.Logs() {
-			ls.Rules++
-		}
-	}
+	ls.Rules = f.rs.logRules()
 	var err error
 	ls.Counter, err = f.dp.LogStats()
 	return ls, err
@@ -411,7 +384,7 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	}
 	out := &TraceResult{XDPAction: r.XDPAction, Chain: rules.Chain(r.Chain).String(), RuleID: r.RuleID,
 		Action: r.Action.String(), Reason: r.Reason.String(), LogRules: r.LogRules, LogSelf: r.LogSelf}
-	if usesConntrack(f.rs) || o.CTState >= 0 {
+	if f.usesConntrack() || o.CTState >= 0 {
 		out.CTState = compile.CTStateName(r.CTState)
 	}
 	if r.Action == compile.ActReject {
@@ -436,11 +409,13 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 		out.Verdict = fmt.Sprintf("XDP action %d", r.XDPAction)
 	}
 	if r.RuleID >= compile.FirstRuleID {
-		for i, id := range f.st.IDs {
-			if id == r.RuleID {
-				rr := f.rs.Rules[i]
-				out.Rule = rr.String()
-				out.RuleNum = chainPos(f.rs, i)
+		num := map[rules.Chain]int{}
+		for _, ref := range f.rs.refs() {
+			c := f.rs.ov.Chain(ref)
+			num[c]++
+			if f.rs.ov.ID(ref) == r.RuleID {
+				out.Rule, out.RuleNum = f.rs.ruleOf(ref).Text, num[c]
+				break
 			}
 		}
 	} else if r.RuleID != 0 {
@@ -449,20 +424,10 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	return out, nil
 }
 
-func chainPos(rs *rules.RuleSet, idx int) int {
-	n := 0
-	for i := 0; i <= idx; i++ {
-		if rs.Rules[i].Chain == rs.Rules[idx].Chain {
-			n++
-		}
-	}
-	return n
-}
-
 // usesConntrack: conntrack runs only when some rule tests the state.
-func usesConntrack(rs *rules.RuleSet) bool {
-	for i := range rs.Rules {
-		if rs.Rules[i].Match.CTState != nil {
+func (f *Firewall) usesConntrack() bool {
+	for _, ref := range f.rs.refs() {
+		if f.rs.ruleOf(ref).CT {
 			return true
 		}
 	}

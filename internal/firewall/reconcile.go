@@ -112,7 +112,8 @@ func readState(p Paths) (*state, *rules.RuleSet, error) {
 		return nil, nil, err
 	}
 	defer unlock()
-	return loadState(p)
+	st, rs, _, err := loadRules(p)
+	return st, rs, err
 }
 
 // loadNeeded says why d needs a load: nothing is loaded, the pinned

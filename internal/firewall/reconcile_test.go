@@ -34,11 +34,11 @@ func (e *env) reconcile(d Desired) (*Change, error) {
 // ids are the stable ids of the rules in force.
 func (e *env) ids() []uint32 {
 	e.t.Helper()
-	st, _, err := loadState(e.p)
+	st, _, ids, err := loadRules(e.p)
 	if err != nil || st == nil {
 		e.t.Fatalf("state: %v", err)
 	}
-	return st.IDs
+	return ids
 }
 
 // TestReconcile: the daemon's path. A configuration is loaded once; the
@@ -85,7 +85,7 @@ func TestReconcile(t *testing.T) {
 
 	// Another program version pinned: loaded again, rules kept.
 	unlock := must[func()](t)(lock(e.p))
-	st, _, err := loadState(e.p)
+	st, err := loadState(e.p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestReconcile(t *testing.T) {
 	if !slices.Equal(ch.Detached, []string{"fw0"}) || ch.Loaded || ch.Applied {
 		t.Errorf("interface removed: %+v", ch)
 	}
-	if st, _, err = loadState(e.p); err != nil {
+	if st, err = loadState(e.p); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := st.Interfaces["fw0"]; ok || len(st.Interfaces) != 1 {

@@ -68,6 +68,7 @@ type SetChange struct {
 type Sets struct {
 	paths  Paths
 	st     *state
+	store  *ruleStore
 	rs     *rules.RuleSet // rules in force (empty when not loaded)
 	unlock func()
 	dp     *datapath.Sets // opened on first use
@@ -79,29 +80,40 @@ func OpenSets(p Paths) (*Sets, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, rs, err := loadState(p)
+	st, err := loadState(p)
+	if err == nil && st == nil {
+		st = newState()
+	}
+	var store *ruleStore
+	if err == nil {
+		store, err = openStore(p, st)
+	}
+	var rs *rules.RuleSet
+	if err == nil {
+		if rs, _, err = store.ruleSet(); err != nil {
+			store.close()
+		}
+	}
 	if err != nil {
 		unlock()
 		return nil, err
 	}
-	if st == nil {
-		st, rs = newState(), &rules.RuleSet{}
-	}
-	return &Sets{paths: p, st: st, rs: rs, unlock: unlock}, nil
+	return &Sets{paths: p, st: st, store: store, rs: rs, unlock: unlock}, nil
 }
 
-// Close releases the lock and the set map.
+// Close releases the lock, the rules and the set map.
 func (s *Sets) Close() {
 	if s.dp != nil {
 		s.dp.Close()
 	}
+	s.store.close()
 	s.unlock()
 }
 
 // KnownSets are the named sets as the compiler needs them, read from the
 // state without locking (for checks that change nothing).
 func KnownSets(p Paths) (map[string]compile.SetInfo, error) {
-	st, _, err := loadState(p)
+	st, err := loadState(p)
 	if err != nil || st == nil {
 		return nil, err
 	}
@@ -146,7 +158,7 @@ func (s *Sets) maps(create bool) (*datapath.Sets, error) {
 // the state and the set map instead: no trace is left.
 func (s *Sets) save() error {
 	if len(s.st.Sets) > 0 || s.st.loaded() {
-		return s.st.save(s.paths)
+		return saveState(s.paths, s.st, s.store)
 	}
 	if s.dp != nil {
 		s.dp.Close()

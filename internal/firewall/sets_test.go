@@ -74,7 +74,7 @@ func (e *env) sets(fn func(s *Sets)) {
 // generation is the generation in force (0: not loaded).
 func (e *env) generation() uint64 {
 	e.t.Helper()
-	st, _, err := loadState(e.p)
+	st, err := loadState(e.p)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -374,37 +374,101 @@ add adm 2001:db8::1
 	})
 }
 
-// TestStateVersions: a version 1 state (no sets) is read; without sets the
-// state is written as version 1, with sets as version 2.
+// TestStateVersions: a version 1 state (rules in the JSON) is read, and
+// written back as version 3 with its rules, ids and policies in a base
+// file; so is a version 2 state with sets and logging's settings; a state
+// of named sets only is written as version 1 without sets
+// and 2 with them; a newer version is refused.
 func TestStateVersions(t *testing.T) {
 	p := Paths{StateDir: t.TempDir()}
-	v1 := `{"version": 1, "generation": 3, "rules": "-A INPUT -p tcp --dport 22 -j ACCEPT\n", "ids": [16],
+	v1 := `{"version": 1, "generation": 3, "rules": "-P INPUT DROP\n-A INPUT -p tcp --dport 22 -j ACCEPT\n", "ids": [16],
 	"interfaces": {"eth0": {"ifindex": 2, "mode": "generic"}}, "malformed": "drop"}`
 	if err := os.WriteFile(p.StateFile(), []byte(v1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, rs, err := loadState(p)
-	if err != nil || st.Generation != 3 || len(rs.Rules) != 1 || len(st.Sets) != 0 || !st.loaded() {
+	st, err := loadState(p)
+	if err != nil || st.Generation != 3 || len(st.Sets) != 0 || !st.loaded() {
 		t.Fatalf("v1: %+v %v", st, err)
 	}
+	store, err := openStore(p, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, ids, err := store.ruleSet()
+	if err != nil || len(rs.Rules) != 1 || !slices.Equal(ids, []uint32{16}) || rs.PolicyFor(rules.ChainInput, rules.FamilyIPv4) != rules.VerdictDrop {
+		t.Fatalf("v1 rules: %v %v %v", rs, ids, err)
+	}
+	if err := saveState(p, st, store); err != nil {
+		t.Fatal(err)
+	}
+	store.close()
+	st, err = loadState(p)
+	if err != nil || st.Version != 3 || st.Rules != "" || st.Base == "" {
+		t.Fatalf("saved: %+v %v", st, err)
+	}
+	store, err = openStore(p, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := store.refs(); len(refs) != 1 || store.ruleOf(refs[0]).Text != "-A INPUT -p tcp --dport 22 -j ACCEPT" ||
+		store.ruleOf(refs[0]).ID != 16 || store.policies.PolicyFor(rules.ChainInput, rules.FamilyIPv6) != rules.VerdictDrop {
+		t.Errorf("version 3 read back: %v", refs)
+	}
+	store.close()
+
+	// Version 2 as the xdpfw before version 3 wrote it: sets, the program,
+	// logging's settings and a rule that logs; read, then kept in version 3.
+	v2 := Paths{StateDir: t.TempDir()}
+	old := `{"version": 2, "generation": 5, "rules": "-A INPUT -p udp --dport 53 -j LOG --log-prefix \"dns \"\n-A INPUT -j DROP --log\n",
+	"ids": [16, 17], "interfaces": {"eth0": {"ifindex": 2, "mode": "native"}}, "malformed": "drop",
+	"sets": {"x": {"id": 1, "type": "hash:ip", "family": "inet", "size": 8, "count": 0}}, "next_set_id": 2,
+	"program": "abc", "log_rate": "5/minute", "log_burst": 7, "log_snap": 64}`
+	if err := os.WriteFile(v2.StateFile(), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{2, 3} {
+		st, err := loadState(v2)
+		if err != nil || st.Version != want || st.Program != "abc" || st.LogRate != "5/minute" || st.LogBurst != 7 ||
+			st.LogSnap == nil || *st.LogSnap != 64 || st.Sets["x"] == nil || st.NextSetID != 2 {
+			t.Fatalf("version %d: %+v %v", want, st, err)
+		}
+		store, err := openStore(v2, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, ids, err := store.ruleSet()
+		if err != nil || len(rs.Rules) != 2 || !slices.Equal(ids, []uint32{16, 17}) || !store.logs() || store.logRules() != 2 {
+			t.Fatalf("version %d rules: %v %v %v, logs %v", want, rs, ids, err, store.logs())
+		}
+		if err := saveState(v2, st, store); err != nil {
+			t.Fatal(err)
+		}
+		store.close()
+	}
+	if in, err := ReadInForce(v2); err != nil || len(in.Rules.Rules) != 2 || !slices.Equal(in.IDs, []uint32{16, 17}) || in.LogSnap != 64 {
+		t.Errorf("ReadInForce: %+v %v", in, err)
+	}
+
+	sets := Paths{StateDir: t.TempDir()}
 	version := func() int {
-		st, _, err := loadState(p)
+		st, err := loadState(sets)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st.Version
 	}
-	if err := st.save(p); err != nil || version() != 1 {
+	st = newState()
+	if err := st.save(sets); err != nil || version() != 1 {
 		t.Errorf("saved without sets: version %d, %v", version(), err)
 	}
 	st.Sets["x"] = &setState{ID: 1, Type: rules.SetHashIP, Family: "inet", Size: 1}
-	if err := st.save(p); err != nil || version() != 2 {
+	if err := st.save(sets); err != nil || version() != 2 {
 		t.Errorf("saved with sets: version %d, %v", version(), err)
 	}
-	if err := os.WriteFile(p.StateFile(), []byte(`{"version": 3}`), 0o600); err != nil {
+	if err := os.WriteFile(sets.StateFile(), []byte(`{"version": 4}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := loadState(p); err == nil || !strings.Contains(err.Error(), "state version 3") {
-		t.Errorf("version 3: %v", err)
+	if _, err := loadState(sets); err == nil || !strings.Contains(err.Error(), "state version 4") {
+		t.Errorf("version 4: %v", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
-	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -33,12 +32,25 @@ type Iface struct {
 
 // state is what is in force, saved as JSON after every change. With no
 // interface it records named sets only (made before any load, or kept
-// when the last interface was detached).
+// when the last interface was detached). The rules themselves are in the
+// base file it names (base.go) plus the edits of Delta.
 type state struct {
-	Version    int              `json:"version"`
-	Generation uint64           `json:"generation"`
-	Rules      string           `json:"rules"` // canonical rule file (policies and rules)
-	IDs        []uint32         `json:"ids"`   // stable counter id of each rule, in order
+	Version int `json:"version"`
+	// Generation counts the changes of the rule set in force (a rebuild
+	// that only folds the delta stage changes nothing in force).
+	Generation uint64 `json:"generation"`
+	// Versions 1 and 2 held the rules here: the canonical rule file and
+	// each rule's stable counter id. Read, never written.
+	Rules string   `json:"rules,omitempty"`
+	IDs   []uint32 `json:"ids,omitempty"`
+	// Version 3: the policies ("-P" lines), the base file of the main
+	// generation, the number of main generations built (the last one's
+	// stamp, see datapath.InstallStamped), and the single-rule edits in
+	// the delta stage since.
+	Policies   string           `json:"policies,omitempty"`
+	Base       string           `json:"base,omitempty"`
+	Builds     uint64           `json:"builds,omitempty"`
+	Delta      *deltaState      `json:"delta,omitempty"`
 	Interfaces map[string]Iface `json:"interfaces"`
 	Malformed  string           `json:"malformed"` // "drop" or "accept"
 	// Conntrack settings in force: timeouts (seconds, 0: default) and
@@ -72,10 +84,31 @@ type setState struct {
 	Count  int           `json:"count"`  // the elements it holds
 }
 
-// Version 1 has no sets. This xdpfw reads both and writes version 1 while
-// there are no sets, so that an older xdpfw can still read the state.
+// deltaState is what the delta stage holds: base rules deleted and rules
+// added since the base was built (compile.Overlay's edits).
+type deltaState struct {
+	Deleted []deletedRule `json:"deleted,omitempty"`
+	Added   []addedRule   `json:"added,omitempty"` // in order among those of the same anchor
+}
+
+type deletedRule struct {
+	Base   int      `json:"base"`             // index in the base
+	Copies []uint32 `json:"copies,omitempty"` // compile.Deletion.Copies
+}
+
+type addedRule struct {
+	Anchor int    `json:"anchor"` // compile.Addition.Anchor
+	ID     uint32 `json:"id"`
+	Rule   string `json:"rule"` // canonical text
+}
+
+// Version 1 has no sets, version 2 has, version 3 keeps the rules in a
+// base file. This xdpfw reads all three; it writes version 3 while a rule
+// set is loaded and otherwise the lowest version that holds the state, so
+// that an older xdpfw can read a state of named sets only.
 const (
-	stateVersion   = 2
+	stateVersion   = 3
+	stateVersionV2 = 2
 	stateVersionV1 = 1
 )
 
@@ -89,27 +122,22 @@ func (st *state) loaded() bool { return len(st.Interfaces) > 0 }
 
 func (p Paths) StateFile() string { return filepath.Join(p.StateDir, "state.json") }
 
-func loadState(p Paths) (*state, *rules.RuleSet, error) {
+// loadState reads the state (nil when there is none). The rules are
+// read by openStore.
+func loadState(p Paths) (*state, error) {
 	b, err := os.ReadFile(p.StateFile())
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var st state
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", p.StateFile(), err)
+		return nil, fmt.Errorf("%s: %w", p.StateFile(), err)
 	}
-	if st.Version != stateVersion && st.Version != stateVersionV1 {
-		return nil, nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d and %d", p.StateFile(), st.Version, stateVersionV1, stateVersion)
-	}
-	rs, err := rules.Parse(p.StateFile(), []byte(st.Rules), rules.ParseOptions{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("state rules do not parse (corrupt state?): %w", err)
-	}
-	if len(rs.Rules) != len(st.IDs) {
-		return nil, nil, fmt.Errorf("%s: %d rules but %d ids", p.StateFile(), len(rs.Rules), len(st.IDs))
+	if st.Version < stateVersionV1 || st.Version > stateVersion {
+		return nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d to %d", p.StateFile(), st.Version, stateVersionV1, stateVersion)
 	}
 	if st.Interfaces == nil {
 		st.Interfaces = map[string]Iface{}
@@ -117,7 +145,7 @@ func loadState(p Paths) (*state, *rules.RuleSet, error) {
 	if st.Sets == nil {
 		st.Sets = map[string]*setState{}
 	}
-	return &st, rs, nil
+	return &st, nil
 }
 
 // InForce is what a reader of the log events needs of the firewall in
@@ -133,38 +161,44 @@ type InForce struct {
 // changes (`xdpfw log --follow`). It fails with datapath.ErrNotLoaded when
 // nothing is loaded.
 func ReadInForce(p Paths) (*InForce, error) {
-	st, rs, err := loadState(p)
+	st, store, err := readStore(p)
 	if err != nil {
 		return nil, err
 	}
-	if st == nil || !st.loaded() {
-		return nil, datapath.ErrNotLoaded
+	defer store.close()
+	rs, ids, err := store.ruleSet()
+	if err != nil {
+		return nil, err
 	}
-	in := &InForce{Rules: rs, IDs: st.IDs, LogSnap: compile.DefaultLogSnap}
+	in := &InForce{Rules: rs, IDs: ids, LogSnap: compile.DefaultLogSnap}
 	if st.LogSnap != nil {
 		in.LogSnap = *st.LogSnap
 	}
 	return in, nil
 }
 
-// save writes the state atomically (temp file + rename).
+// save writes the state atomically (temp file + rename), then removes the
+// base files it no longer names.
 func (st *state) save(p Paths) error {
 	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
 		return err
 	}
-	st.Version = stateVersionV1
-	if len(st.Sets) > 0 || st.NextSetID > 0 {
+	switch {
+	case st.Base != "":
 		st.Version = stateVersion
+	case len(st.Sets) > 0 || st.NextSetID > 0:
+		st.Version = stateVersionV2
+	default:
+		st.Version = stateVersionV1
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := p.StateFile() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := writeFileAtomic(p.StateFile(), b); err != nil {
 		return err
 	}
-	return os.Rename(tmp, p.StateFile())
+	return removeBases(p, st.Base)
 }
 
 // lock serializes xdpfw invocations that change the firewall.

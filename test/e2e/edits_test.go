@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -56,12 +57,19 @@ func TestRuntimeEdits(t *testing.T) {
 				what, udpOK, r.ID, r.Counters.Packets, udpID, nUDP, list.raw)
 		}
 	}
-	// run runs an editing command, checks its output and moves the generation on.
+	// run runs an editing command, checks its output and moves the
+	// generation on. Single-rule edits say what they did, then how they
+	// got in force (the delta stage, then the rebuild).
 	run := func(wantOut string, args ...string) {
 		t.Helper()
 		r := f.mustRun(args...)
 		gen++
-		if want := fmt.Sprintf(wantOut, gen); r.stdout != want {
+		want := fmt.Sprintf(wantOut, gen)
+		if single := args[0] == "add" || args[0] == "delete"; single {
+			if !strings.HasPrefix(r.stdout, want) || !deltaLine.MatchString(strings.TrimPrefix(r.stdout, want)) {
+				t.Errorf("stdout, want %q and a line matching %s: %s", want, deltaLine, r)
+			}
+		} else if r.stdout != want {
 			t.Errorf("stdout, want %q: %s", want, r)
 		}
 	}
@@ -134,3 +142,6 @@ func TestRuntimeEdits(t *testing.T) {
 		t.Errorf("policy ACCEPT: %d datagrams reached udp 5001, want %d", n, nUDP)
 	}
 }
+
+// deltaLine is what a single edit prints once in force and rebuilt.
+var deltaLine = regexp.MustCompile(`^in force after [0-9.]+ ms through the delta stage \(\d+ of 32 entries, \d+ of 32 deleted rules\); classifier rebuilt in [0-9.]+ ms\n$`)

@@ -358,8 +358,8 @@ func (f *fw) stateFile() string { return filepath.Join(f.stateDir, "state.json")
 
 // wantNothingLoaded checks that no trace of a firewall is left: `status`
 // fails saying it is not loaded, nothing is pinned (the pin dir is absent or
-// empty and the bpffs holds nothing else), no state file, and no XDP program
-// on any of ifaces.
+// empty and the bpffs holds nothing else), no state or rules file, and no
+// XDP program on any of ifaces.
 func (f *fw) wantNothingLoaded(ifaces ...string) {
 	f.t.Helper()
 	if r := f.run("status"); r.code != 1 || !strings.Contains(r.stderr, "not loaded") {
@@ -379,6 +379,9 @@ func (f *fw) wantNothingLoaded(ifaces ...string) {
 	}
 	if _, err := os.Stat(f.stateFile()); !errors.Is(err, os.ErrNotExist) {
 		f.t.Errorf("state file %s left behind (%v)", f.stateFile(), err)
+	}
+	if bases, _ := filepath.Glob(filepath.Join(f.stateDir, "rules-*")); len(bases) > 0 {
+		f.t.Errorf("rules files left behind: %v", bases)
 	}
 	for _, iface := range ifaces {
 		if prog := xdpProg(f.t, f.ns, iface); prog != "" {

@@ -1,0 +1,120 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+)
+
+// The delta stage (docs/classifier.md, "Single edits"): a small table of
+// edits the data plane applies after the main generation's trees, put in
+// force with one write of fw_active and cleared by the next Install.
+
+// active is fw_active decoded: FW_ACTIVE(gen, delta) = 1 + gen + 2*delta.
+type active struct {
+	installed bool
+	gen       uint32 // main generation, 0 or 1
+	delta     uint32 // 0: none; 1+h: delta half h in force
+}
+
+// activeValue is FW_ACTIVE(gen, delta).
+func activeValue(gen, delta uint32) uint32 { return 1 + gen + 2*delta }
+
+func (d *Datapath) activeState() (active, error) {
+	var v uint32
+	if err := d.active.Lookup(uint32(0), &v); err != nil {
+		return active{}, fmt.Errorf("reading fw_active: %w", err)
+	}
+	return decodeActive(v), nil
+}
+
+// decodeActive is activeValue's inverse (0: none installed).
+func decodeActive(v uint32) active {
+	if v == 0 {
+		return active{}
+	}
+	return active{installed: true, gen: (v - 1) & 1, delta: (v - 1) >> 1}
+}
+
+// ErrStaleBase means the main generation in force is not the one a delta
+// was built against (the state on disk is behind the kernel, as after a
+// crash between the two): the rule set must be rebuilt in full.
+var ErrStaleBase = errors.New("the classifier in force is not the one the edit was computed against")
+
+// Stamp is the rule-set generation the main generation in force was
+// installed as (InstallStamped), 0 when none is installed.
+func (d *Datapath) Stamp() (uint64, error) {
+	a, err := d.activeState()
+	if err != nil || !a.installed {
+		return 0, err
+	}
+	var s uint64
+	if err := d.stamps.Lookup(a.gen, &s); err != nil {
+		return 0, fmt.Errorf("reading fw_stamps: %w", err)
+	}
+	return s, nil
+}
+
+// InstallDelta puts dl in force on top of the main generation, which must
+// be the one installed as stamp (else ErrStaleBase), and returns when the
+// switch happened. The delta is written into the half of fw_deltas packets
+// do not use, then one write of fw_active switches every new packet to it,
+// then it waits for an RCU grace period (as Install) before returning. An
+// empty dl clears the delta stage. A packet sees the delta before or after
+// the edit, never a mix.
+func (d *Datapath) InstallDelta(dl *compile.Delta, stamp uint64) (time.Time, error) {
+	a, err := d.activeState()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if have, err := d.Stamp(); err != nil {
+		return time.Time{}, err
+	} else if !a.installed || have != stamp || stamp == 0 {
+		return time.Time{}, fmt.Errorf("%w (installed as generation %d, the edit is for %d)", ErrStaleBase, have, stamp)
+	}
+	if dl.Empty() {
+		if a.delta == 0 {
+			return time.Now(), nil
+		}
+		if err := d.active.Put(uint32(0), activeValue(a.gen, 0)); err != nil {
+			return time.Time{}, fmt.Errorf("clearing the delta stage: %w", err)
+		}
+		return time.Now(), graceperiod()
+	}
+	if len(dl.Entries) > compile.DeltaMax || len(dl.Dead) > compile.DeltaDeadMax || len(dl.Pos) != len(dl.Entries) {
+		return time.Time{}, fmt.Errorf("delta of %d entries and %d deleted rules: %w", len(dl.Entries), len(dl.Dead), compile.ErrDeltaFull)
+	}
+	half := uint32(0)
+	if a.delta == 1 { // half 0 in force
+		half = 1
+	}
+	v := xdpfwFwDelta{Count: uint32(len(dl.Entries)), DeadCount: uint32(len(dl.Dead))}
+	copy(v.Dead[:], dl.Dead)
+	copy(v.Pos[:], dl.Pos)
+	for r := range dl.Roots {
+		v.Roots[r] = rootToBPF(&dl.Roots[r])
+	}
+	ents := make([]xdpfwFwEntry, len(dl.Entries))
+	for i := range dl.Entries {
+		ents[i] = toBPF(&dl.Entries[i])
+	}
+	if err := putRange(d.deltaEn, half*compile.DeltaMax, ents); err != nil {
+		return time.Time{}, fmt.Errorf("writing the delta entries: %w", err)
+	}
+	if err := d.deltas.Put(half, &v); err != nil {
+		return time.Time{}, fmt.Errorf("writing the delta stage: %w", err)
+	}
+	if err := d.active.Put(uint32(0), activeValue(a.gen, 1+half)); err != nil {
+		return time.Time{}, fmt.Errorf("switching to the delta stage: %w", err)
+	}
+	live := time.Now()
+	return live, graceperiod()
+}
+
+// DeltaInForce reports whether a delta stage is in force.
+func (d *Datapath) DeltaInForce() (bool, error) {
+	a, err := d.activeState()
+	return a.delta != 0, err
+}

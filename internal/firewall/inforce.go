@@ -1,0 +1,277 @@
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// ruleStore is the rule set in force: the base (the main generation's
+// rules) with the single-rule edits since (the overlay), and the
+// policies. Only what an operation needs is decoded; the whole rule set
+// is parsed only when one asks for it (ruleSet).
+type ruleStore struct {
+	policies *rules.RuleSet // policies only
+	base     *base
+	ov       *compile.Overlay
+	parsed   *rules.RuleSet // ruleSet's, once parsed
+	ids      []uint32
+}
+
+// openStore opens the rules of st: its base file and edits, or the rules
+// of a version 1 or 2 state.
+func openStore(p Paths, st *state) (*ruleStore, error) {
+	pol, err := rules.Parse(p.StateFile(), []byte(st.Policies), rules.ParseOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("state policies do not parse (corrupt state?): %w", err)
+	}
+	s := &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies}}
+	switch {
+	case st.Rules != "" || len(st.IDs) > 0: // version 1 or 2
+		rs, err := rules.Parse(p.StateFile(), []byte(st.Rules), rules.ParseOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("state rules do not parse (corrupt state?): %w", err)
+		}
+		if len(rs.Rules) != len(st.IDs) {
+			return nil, fmt.Errorf("%s: %d rules but %d ids", p.StateFile(), len(rs.Rules), len(st.IDs))
+		}
+		s.policies.Policies = rs.Policies
+		s.base = rulesOnlyBase(rs, st.IDs)
+		s.parsed, s.ids = rs, st.IDs
+	case st.Base != "":
+		if s.base, err = openBase(p, st.Base); err != nil {
+			return nil, err
+		}
+	default:
+		s.base = rulesOnlyBase(&rules.RuleSet{}, nil)
+	}
+	s.ov = s.base.overlay()
+	if d := st.Delta; d != nil {
+		if !s.base.compiled {
+			s.close()
+			return nil, fmt.Errorf("%s: edits on top of rules that were never compiled (corrupt state?)", p.StateFile())
+		}
+		for _, x := range d.Deleted {
+			if x.Base < 0 || x.Base >= s.base.n {
+				s.close()
+				return nil, fmt.Errorf("%s: deleted rule %d of %d (corrupt state?)", p.StateFile(), x.Base, s.base.n)
+			}
+			s.ov.Deleted = append(s.ov.Deleted, compile.Deletion{Base: x.Base, Copies: x.Copies})
+		}
+		ifaces, sets := st.ifaceIndexes(), st.compileSets()
+		for _, x := range d.Added {
+			r, err := parseRule(p.StateFile(), x.Rule)
+			if err == nil && x.Anchor >= s.base.n {
+				err = fmt.Errorf("anchor %d of %d rules", x.Anchor, s.base.n)
+			}
+			var ents []compile.Entry
+			if err == nil {
+				ents, _, err = compile.RuleEntries(&r, x.ID, ifaces, sets)
+			}
+			if err != nil {
+				s.close()
+				return nil, fmt.Errorf("%s: added rule %q: %w (corrupt state?)", p.StateFile(), x.Rule, err)
+			}
+			s.ov.Added = append(s.ov.Added, compile.Addition{Anchor: x.Anchor, Rule: r, ID: x.ID, Entries: ents})
+		}
+	}
+	return s, nil
+}
+
+// rulesOnlyBase is an in-memory base listing rs (with ids), not compiled.
+func rulesOnlyBase(rs *rules.RuleSet, ids []uint32) *base {
+	recs := make([]baseRule, len(rs.Rules))
+	for i := range rs.Rules {
+		recs[i] = baseRuleOf(&rs.Rules[i], ids[i], compile.Span{})
+	}
+	b, err := parseBase("", encodeBase(0, recs, nil))
+	if err != nil {
+		panic(err) // encodeBase's own layout
+	}
+	return b
+}
+
+// parseRule parses one rule in canonical form.
+func parseRule(file, text string) (rules.Rule, error) {
+	rs, err := rules.Parse(file, []byte(text), rules.ParseOptions{})
+	if err != nil {
+		return rules.Rule{}, err
+	}
+	if len(rs.Rules) != 1 || len(rs.Policies) != 0 {
+		return rules.Rule{}, fmt.Errorf("%q is not one rule", text)
+	}
+	return rs.Rules[0], nil
+}
+
+// close unmaps the base.
+func (s *ruleStore) close() {
+	if s != nil {
+		s.base.close()
+	}
+}
+
+// deltaState is the edits to save with the state (nil: none).
+func (s *ruleStore) deltaState() *deltaState {
+	if !s.ov.Pending() {
+		return nil
+	}
+	d := &deltaState{}
+	for _, x := range s.ov.Deleted {
+		d.Deleted = append(d.Deleted, deletedRule{Base: x.Base, Copies: x.Copies})
+	}
+	for _, a := range s.ov.Added {
+		d.Added = append(d.Added, addedRule{Anchor: a.Anchor, ID: a.ID, Rule: a.Rule.String()})
+	}
+	return d
+}
+
+// with is s with the edits of ov instead (the policies and base shared).
+func (s *ruleStore) with(ov *compile.Overlay) *ruleStore {
+	return &ruleStore{policies: s.policies, base: s.base, ov: ov}
+}
+
+// ruleOf describes the rule r names: its canonical text, id and chain,
+// its verdict and whether it tests the connection state.
+func (s *ruleStore) ruleOf(r compile.Ref) baseRule {
+	if r.IsAdded() {
+		a := &s.ov.Added[r.Added]
+		return baseRuleOf(&a.Rule, a.ID, compile.Span{})
+	}
+	return s.base.rule(r.Base)
+}
+
+// logs reports whether a rule in force, or one deleted since the base was
+// built, logs (-j LOG, or --log). Such rule sets never use the delta
+// stage (see Firewall.edit). Cheap: a flag of the base and the added rules.
+func (s *ruleStore) logs() bool {
+	if s.base.logs {
+		return true
+	}
+	for i := range s.ov.Added {
+		if s.ov.Added[i].Rule.Target.Logs() {
+			return true
+		}
+	}
+	return false
+}
+
+// logRules counts the rules in force that log.
+func (s *ruleStore) logRules() int {
+	n := 0
+	for _, r := range s.refs() {
+		if r.IsAdded() && s.ov.Added[r.Added].Rule.Target.Logs() || !r.IsAdded() && s.base.ruleLogs(r.Base) {
+			n++
+		}
+	}
+	return n
+}
+
+// textIs reports whether the rule r names has the canonical text want
+// (without decoding the text of a base rule into a new string).
+func (s *ruleStore) textIs(r compile.Ref, want string) bool {
+	if r.IsAdded() {
+		return s.ov.Added[r.Added].Rule.String() == want
+	}
+	return string(s.base.text(r.Base)) == want
+}
+
+// refs lists the rules in force in rule-set order.
+func (s *ruleStore) refs() []compile.Ref { return s.ov.InForce() }
+
+// count is the number of rules in force.
+func (s *ruleStore) count() int { return len(s.ov.Base) - len(s.ov.Deleted) + len(s.ov.Added) }
+
+// ruleSet parses the rule set in force (with each rule's id): the slow
+// path, for the operations that recompile every rule or show them all.
+func (s *ruleStore) ruleSet() (*rules.RuleSet, []uint32, error) {
+	if s.parsed != nil {
+		return s.parsed, s.ids, nil
+	}
+	refs := s.refs()
+	var b strings.Builder
+	ids := make([]uint32, len(refs))
+	for i, r := range refs {
+		x := s.ruleOf(r)
+		b.WriteString(x.Text)
+		b.WriteByte('\n')
+		ids[i] = x.ID
+	}
+	rs, err := rules.Parse("rules in force", []byte(b.String()), rules.ParseOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the rules in force do not parse (corrupt state?): %w", err)
+	}
+	rs.Policies = s.policies.Policies
+	s.parsed, s.ids = rs, ids
+	return rs, ids, nil
+}
+
+// policyText is the policies as saved in the state.
+func policyText(rs *rules.RuleSet) string {
+	var b strings.Builder
+	for _, p := range rs.Policies {
+		b.WriteString(p.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// ifaceIndexes maps the attached interfaces' names to their ifindex (for
+// -i matches).
+func (st *state) ifaceIndexes() map[string]uint32 {
+	out := make(map[string]uint32, len(st.Interfaces))
+	for n, i := range st.Interfaces {
+		out[n] = uint32(i.Index)
+	}
+	return out
+}
+
+// readStore reads the state and opens its rules without the lock, for
+// readers that must not hold up changes (OpenReadOnly, ReadInForce). It
+// fails with datapath.ErrNotLoaded when nothing is loaded. A change
+// replaces the state file by rename and then removes the base file the
+// old state named, so a reader that finds that file gone reads the state
+// again.
+func readStore(p Paths) (*state, *ruleStore, error) {
+	for try := 0; ; try++ {
+		st, err := loadState(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st == nil || !st.loaded() {
+			return nil, nil, datapath.ErrNotLoaded
+		}
+		s, err := openStore(p, st)
+		if errors.Is(err, os.ErrNotExist) && try < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, s, nil
+	}
+}
+
+// loadRules reads the state and parses the rule set in force with each
+// rule's id (nil, nil when there is no state or no rule set): for the
+// callers that compare whole rule sets (Reconcile).
+func loadRules(p Paths) (*state, *rules.RuleSet, []uint32, error) {
+	st, err := loadState(p)
+	if err != nil || st == nil || !st.loaded() {
+		return st, nil, nil, err
+	}
+	s, err := openStore(p, st)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer s.close()
+	rs, ids, err := s.ruleSet()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return st, rs, ids, nil
+}
