@@ -57,7 +57,7 @@ func newCTList(e *env) *cobra.Command {
   xdpfw conntrack list --json | jq '.[] | select(.state == "ESTABLISHED")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fw, err := e.open()
+			fw, err := e.openRead() // reads only: never waits behind a change
 			if err != nil {
 				return err
 			}
@@ -90,7 +90,7 @@ func newCTStats(e *env) *cobra.Command {
 		Short: "Count connections by state, and conntrack events (created, table full, invalid)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fw, err := e.open()
+			fw, err := e.openRead()
 			if err != nil {
 				return err
 			}

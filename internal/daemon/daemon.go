@@ -176,7 +176,7 @@ func (d *Daemon) put(cfg *Config, start bool) error {
 	if err != nil {
 		return err
 	}
-	restores, err := d.readSets(cfg)
+	restores, err := readSets(d.Paths, cfg)
 	if err != nil {
 		return err
 	}
@@ -229,11 +229,11 @@ type setsFile struct {
 }
 
 // readSets parses every sets file of cfg (errors at file:line:col).
-func (d *Daemon) readSets(cfg *Config) ([]setsFile, error) {
+func readSets(p firewall.Paths, cfg *Config) ([]setsFile, error) {
 	if len(cfg.Sets) == 0 {
 		return nil, nil
 	}
-	s, err := firewall.OpenSets(d.Paths)
+	s, err := firewall.OpenSets(p)
 	if err != nil {
 		return nil, err
 	}
@@ -270,8 +270,7 @@ func Check(p firewall.Paths, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	d := &Daemon{Paths: p}
-	restores, err := d.readSets(cfg)
+	restores, err := readSets(p, cfg)
 	if err != nil {
 		return "", err
 	}

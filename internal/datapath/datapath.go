@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -353,7 +354,8 @@ func ensureBPFFS(dir string) error {
 // ProgramVersion identifies the BPF object this binary embeds (a hash of
 // its bytes): the control plane records it at load, so a daemon that
 // starts again knows whether the pinned program is the one it would load.
-func ProgramVersion() string {
+// Hashed once per process.
+var ProgramVersion = sync.OnceValue(func() string {
 	sum := sha256.Sum256(_XdpfwBytes)
 	return hex.EncodeToString(sum[:8])
-}
+})
