@@ -21,9 +21,10 @@ func newMetrics(e *env) *cobra.Command {
 		Use:   "metrics",
 		Short: "Serve the counters as Prometheus metrics",
 		Long: `metrics serves what 'xdpfw stats' shows as Prometheus metrics at /metrics
-(text exposition). The daemon will serve the same handler; until then run
-'xdpfw metrics serve' as a service, or write the exposition to a file for
-node_exporter's textfile collector with 'xdpfw stats --prometheus'.
+(text exposition). xdpfw daemon serves the same handler at its
+metrics.listen address; without the daemon, run 'xdpfw metrics serve', or
+write the exposition to a file for node_exporter's textfile collector with
+'xdpfw stats --prometheus'.
 Metric names and meanings: docs/observability.md. A Grafana dashboard:
 deploy/grafana/xdpfw-dashboard.json.`,
 	}
