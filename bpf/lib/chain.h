@@ -1,13 +1,26 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* INPUT or FORWARD: is the packet for this host? Asked of the kernel FIB, so
- * the answer follows every address and route change with no daemon:
- * local (RTN_LOCAL), broadcast and multicast destinations come back
- * NOT_FWDED, and a host with forwarding disabled forwards nothing. */
+/* INPUT or FORWARD: is the packet for this host? Asked of the kernel, so
+ * the answer follows every address, route and sysctl change with no
+ * daemon.
+ *
+ * A host that does not forward on the ingress device (the forwarding
+ * sysctl of its IPv4 or IPv6 configuration is 0, as on every host that is
+ * not a router) takes everything in INPUT. That is the first thing
+ * bpf_fib_lookup checks too (BPF_FIB_LKUP_RET_FWD_DISABLED), but the
+ * helper call, its device lookup by index and the 64-byte request it needs
+ * cost about a quarter of the program's time per packet; the flag is read
+ * here directly from the ingress device (bpf_cast_to_kern_ctx, Linux 6.3+,
+ * and CO-RE: the fields are found by name in the running kernel's BTF).
+ * On a forwarding device the kernel FIB decides: local (RTN_LOCAL),
+ * broadcast and multicast destinations come back NOT_FWDED, the rest is
+ * routed. Where the kfunc or a field is missing, the FIB decides alone. */
 #ifndef XDPFW_CHAIN_H
 #define XDPFW_CHAIN_H
 
 #include <linux/bpf.h>
+#include <linux/ip.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include "../types.h"
 
 #ifndef AF_INET
@@ -17,8 +30,59 @@
 #define AF_INET6 10
 #endif
 
+/* The kernel structures read, reduced to the fields used; CO-RE
+ * relocates each access to the running kernel's layout. */
+struct ipv4_devconf {
+	int data[IPV4_DEVCONF_FORWARDING]; /* data[IPV4_DEVCONF_X - 1]: uapi linux/ip.h */
+} __attribute__((preserve_access_index));
+struct in_device {
+	struct ipv4_devconf cnf;
+} __attribute__((preserve_access_index));
+struct ipv6_devconf {
+	__s32 forwarding;
+} __attribute__((preserve_access_index));
+struct inet6_dev {
+	struct ipv6_devconf cnf;
+} __attribute__((preserve_access_index));
+struct net_device {
+	struct in_device *ip_ptr;
+	struct inet6_dev *ip6_ptr;
+} __attribute__((preserve_access_index));
+struct xdp_rxq_info {
+	struct net_device *dev;
+} __attribute__((preserve_access_index));
+struct xdp_buff {
+	struct xdp_rxq_info *rxq;
+} __attribute__((preserve_access_index));
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym __weak;
+
+/* fw_forwards tells whether the ingress device forwards the family's
+ * packets: 1 yes, 0 no, -1 unknown here (no kfunc or field: ask the FIB).
+ * Reads of kernel memory through these pointers are checked loads: a NULL
+ * device configuration reads as 0, as the kernel's own check treats it. */
+static __always_inline int fw_forwards(struct xdp_md *ctx, __u8 family)
+{
+	if (!bpf_cast_to_kern_ctx || !bpf_core_field_exists(struct net_device, ip_ptr) ||
+	    !bpf_core_field_exists(struct net_device, ip6_ptr) ||
+	    !bpf_core_field_exists(struct ipv6_devconf, forwarding))
+		return -1;
+	struct xdp_buff *x = bpf_cast_to_kern_ctx(ctx);
+	struct net_device *dev = x->rxq->dev;
+
+	if (family == 4) {
+		struct in_device *in = dev->ip_ptr;
+		return in && in->cnf.data[IPV4_DEVCONF_FORWARDING - 1] != 0;
+	}
+	struct inet6_dev *in6 = dev->ip6_ptr;
+	return in6 && in6->cnf.forwarding != 0;
+}
+
 static __always_inline __u8 fw_ingress_chain(struct xdp_md *ctx, const struct fw_pkt *p)
 {
+	if (fw_forwards(ctx, p->family) == 0)
+		return FW_CHAIN_INPUT;
+
 	struct bpf_fib_lookup fib = {};
 
 	fib.ifindex = ctx->ingress_ifindex;
