@@ -162,6 +162,9 @@ struct fw_pkt {
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
 
+/* Key ranges an entry's compact form holds at most (fw_entry.rdim). */
+#define FW_RANGES_MAX 6
+
 /* One classifier entry: a conjunction of field tests. A rule compiles to one
  * or more entries (disjunctions such as multiport are expanded), all carrying
  * the rule's id. The last entry of each chain and family is the policy. */
@@ -191,11 +194,19 @@ struct fw_entry {
 	__u8  ctstate;     /* bit mask of enum fw_ct_state, with FW_M_CTSTATE */
 	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
 	__u8  flags;       /* FW_EF_* */
-	__u8  _pad[6];
+	/* With FW_EF_RANGES: the whole match as ranges of the classification
+	 * key (compile.EntryRanges): key[rdim[i]] in [rlo[i], rhi[i]] for
+	 * every i < nranges, given the chain and family of the tree the entry
+	 * sits in. The tree walk tests these instead of fw_entry_match. */
+	__u8  nranges;
+	__u8  rdim[FW_RANGES_MAX];
+	__u32 rlo[FW_RANGES_MAX];
+	__u32 rhi[FW_RANGES_MAX];
 };
 
 /* fw_entry.flags (and fw_root.fast_flags) */
 #define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
+#define FW_EF_RANGES 0x02 /* nranges/rdim/rlo/rhi hold the whole match (trees only) */
 
 /* A node of a classifier tree. Interior: key[dim] <= thresh goes to left,
  * else right. Leaf: candidates are leaves[left .. left+right-1], entry

@@ -224,6 +224,26 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_CTSTATE] = p->ctstate;
 }
 
+/* fw_ranges_match tests an entry with FW_EF_RANGES against the packet's
+ * key: each of its ranges is a load and two compares, where
+ * fw_entry_match tests every field the entry could use. */
+static __always_inline int fw_ranges_match(const struct fw_entry *e, const __u32 *key)
+{
+	__u32 n = e->nranges;
+
+	for (int i = 0; i < FW_RANGES_MAX; i++) {
+		if (i >= n)
+			break;
+		__u32 dim = e->rdim[i];
+		if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
+			return 0;
+		__u32 v = key[dim];
+		if (v < e->rlo[i] || v > e->rhi[i])
+			return 0;
+	}
+	return 1;
+}
+
 /* fw_tree returns the lowest index of a deciding entry matching p among
  * the candidates of the leaf that tree root reaches, below best (else
  * best). Matching LOG entries on the way are noted in d. */
@@ -256,7 +276,9 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 			break;
 		__u32 eslot = gen * fw_max_entries + *idx;
 		const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
-		if (e && fw_entry_match(e, p)) {
+		if (!e)
+			continue;
+		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
 			if (e->action != FW_ACT_LOG)
 				return *idx;
 			fw_log_note(d, *idx, e->rule_id, p->chain); /* LOG: note it, go on */

@@ -165,6 +165,13 @@ var DefaultLogRate = rules.LogRate{N: 10, Unit: rules.PerSecond}
 // logs the packets it decides.
 const EntryLog uint8 = 0x01
 
+// EntryHasRanges is FW_EF_RANGES (fw_entry.flags): the entry's Ranges hold
+// its whole match; RangesMax is FW_RANGES_MAX.
+const (
+	EntryHasRanges uint8 = 0x02
+	RangesMax            = 6
+)
+
 // Match bits (FW_M_* in bpf/types.h).
 const (
 	MFamily   uint32 = 1 << 0

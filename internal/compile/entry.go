@@ -71,6 +71,33 @@ type Tables struct {
 	// Logs are the rate limits of the logged rules (LOG rules and rules
 	// with --log), in rule order.
 	Logs []LogLimit
+	// Ranges[i] is Entries[i] as ranges of the key, where it can be
+	// (see Ranges); the trees' leaves test those.
+	Ranges []Ranges
+}
+
+// Ranges is an entry's match as at most RangesMax ranges of the
+// classification key (fw_entry's nranges, rdim, rlo, rhi): key[Dim[i]] in
+// [Lo[i], Hi[i]] for every i < N. Only where Exact: its one box holds
+// exactly the packets it matches, and no more than RangesMax dimensions
+// are narrowed. The chain and family are the tree's, so none is tested:
+// the delta stage, which mixes chains, never uses them.
+type Ranges struct {
+	Exact bool
+	N     uint8
+	Dim   [RangesMax]uint8
+	Lo    [RangesMax]uint32
+	Hi    [RangesMax]uint32
+}
+
+// Match tests key k as the data plane's fw_ranges_match does.
+func (r *Ranges) Match(k *Key) bool {
+	for i := range int(r.N) {
+		if v := k[r.Dim[i]]; v < r.Lo[i] || v > r.Hi[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func prefixBytes(p netip.Prefix) (addr, mask [16]byte) {

@@ -26,9 +26,15 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 		r++
 	}
 	c := Classified{Entry: -1, Root: t.Roots[r]}
-	for _, i := range t.Lookup(r, KeyOf(p, ifindex)) {
+	k := KeyOf(p, ifindex)
+	for _, i := range t.Lookup(r, k) {
 		e := &t.Entries[i]
-		if !e.Matches(p, ifindex, t.SetNames) {
+		// as fw_tree: an entry's key ranges where it has them
+		if i < uint32(len(t.Ranges)) && t.Ranges[i].Exact {
+			if !t.Ranges[i].Match(&k) {
+				continue
+			}
+		} else if !e.Matches(p, ifindex, t.SetNames) {
 			continue
 		}
 		if e.Action != ActLog {

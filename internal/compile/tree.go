@@ -271,6 +271,32 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	return bs, exact
 }
 
+// EntryRanges is e as ranges of the key (see Ranges).
+func EntryRanges(e *Entry) Ranges {
+	return boxRanges(entryBoxes(e))
+}
+
+// boxRanges is the Ranges of an entry with boxes bs: its dimensions
+// narrower than the domain, when it has one exact box and few enough.
+func boxRanges(bs []box, exact bool) Ranges {
+	var r Ranges
+	if !exact || len(bs) != 1 {
+		return r
+	}
+	for d := range NumDims {
+		if bs[0][d] == fullBox[d] {
+			continue
+		}
+		if int(r.N) == RangesMax {
+			return Ranges{}
+		}
+		r.Dim[r.N], r.Lo[r.N], r.Hi[r.N] = uint8(d), bs[0][d][0], bs[0][d][1]
+		r.N++
+	}
+	r.Exact = true
+	return r
+}
+
 // complementRanges is [0, top] minus [lo, hi]: at most two ranges.
 func complementRanges(lo, hi, top uint32) [][2]uint32 {
 	var out [][2]uint32
@@ -642,8 +668,10 @@ func buildTrees(t *Tables, rs *rules.RuleSet, maxNodes int) (TreeStats, error) {
 		exact bool
 	}
 	eb := make([]ebox, len(t.Entries))
+	t.Ranges = make([]Ranges, len(t.Entries))
 	for i := range t.Entries {
 		eb[i].boxes, eb[i].exact = entryBoxes(&t.Entries[i])
+		t.Ranges[i] = boxRanges(eb[i].boxes, eb[i].exact)
 	}
 	groups := 0
 	for c := rules.Chain(0); c < rules.NumChains; c++ {

@@ -72,6 +72,55 @@ func TestTreeAgreesWithReference(t *testing.T) {
 	t.Logf("%d packets agree (%d LOG events among them)", checked, logged)
 }
 
+// TestRangesAgreeWithMatches: where an entry has key ranges (the form the
+// data plane's leaves test), they match exactly the packets of its tree
+// (its chain and family) that the full entry test matches.
+func TestRangesAgreeWithMatches(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	exact, checked, matched := 0, 0, 0
+	for set := 0; set < 200; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			t.Fatalf("set %d: %v\n%s", set, err, rs)
+		}
+		if len(tb.Ranges) != len(tb.Entries) {
+			t.Fatalf("set %d: %d ranges for %d entries", set, len(tb.Ranges), len(tb.Entries))
+		}
+		for i := range tb.Entries {
+			e, rg := &tb.Entries[i], &tb.Ranges[i]
+			if rg.Exact != EntryRanges(e).Exact {
+				t.Fatalf("set %d entry %d: built ranges %+v, EntryRanges %+v", set, i, rg, EntryRanges(e))
+			}
+			if !rg.Exact {
+				continue
+			}
+			exact++
+			for k := 0; k < 200; k++ {
+				p := randomRefPacket(r, rs, names)
+				if p.Chain != e.Chain || (e.Family == rules.FamilyIPv4 && p.Src.Is6()) || (e.Family == rules.FamilyIPv6 && !p.Src.Is6()) {
+					continue
+				}
+				ifindex := testIfaces[p.InIface]
+				key := KeyOf(&p, ifindex)
+				want := e.Matches(&p, ifindex, tb.SetNames)
+				if got := rg.Match(&key); got != want {
+					t.Fatalf("set %d entry %d %+v: ranges %+v say %v, the entry test %v\npacket %+v\n%s", set, i, *e, *rg, got, want, p, rs)
+				}
+				checked++
+				if want {
+					matched++
+				}
+			}
+		}
+	}
+	if exact == 0 || matched == 0 {
+		t.Fatalf("%d entries with ranges, %d matching packets: the test checks nothing", exact, matched)
+	}
+	t.Logf("%d entries with ranges, %d packets checked, %d matching", exact, checked, matched)
+}
+
 // randomRefPacket draws a packet near a random rule of rs.
 func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket {
 	var m *rules.Match

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -68,7 +69,8 @@ func LimitsFor(entries int) Limits {
 
 // Bytes is the kernel memory the tables take (both generations).
 func (l Limits) Bytes() int64 {
-	return 2*(128*int64(l.Entries)+16*int64(l.Nodes)+4*int64(l.LeafSlots)) + 150*int64(l.Conntrack)
+	entry, node := int64(unsafe.Sizeof(xdpfwFwEntry{})), int64(unsafe.Sizeof(xdpfwFwNode{}))
+	return 2*(entry*int64(l.Entries)+node*int64(l.Nodes)+4*int64(l.LeafSlots)) + 150*int64(l.Conntrack)
 }
 
 // Datapath is a handle on the pinned data plane.

@@ -75,6 +75,9 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	entries := make([]xdpfwFwEntry, len(t.Entries))
 	for i := range t.Entries {
 		entries[i] = toBPF(&t.Entries[i])
+		if i < len(t.Ranges) {
+			setRanges(&entries[i], &t.Ranges[i])
+		}
 	}
 	nodes := make([]xdpfwFwNode, len(t.Nodes))
 	for i, n := range t.Nodes {
@@ -166,6 +169,15 @@ func graceperiod() error {
 func (d *Datapath) Installed() bool {
 	var cur uint32
 	return d.active.Lookup(uint32(0), &cur) == nil && cur != 0
+}
+
+// setRanges gives b the compact form r (FW_EF_RANGES), where r has one.
+func setRanges(b *xdpfwFwEntry, r *compile.Ranges) {
+	if !r.Exact {
+		return
+	}
+	b.Flags |= compile.EntryHasRanges
+	b.Nranges, b.Rdim, b.Rlo, b.Rhi = r.N, r.Dim, r.Lo, r.Hi
 }
 
 func toBPF(e *compile.Entry) xdpfwFwEntry {

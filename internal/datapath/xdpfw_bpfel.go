@@ -99,7 +99,12 @@ type xdpfwFwEntry struct {
 	Ctstate  uint8
 	Reject   uint8
 	Flags    uint8
-	Pad      [6]uint8
+	Nranges  uint8
+	Rdim     [6]uint8
+	_        [3]byte
+	Rlo      [6]uint32
+	Rhi      [6]uint32
+	_        [4]byte
 }
 
 type xdpfwFwLogEvent struct {
