@@ -138,6 +138,10 @@ struct fw_pkt {
 	__u8  _pad[3];
 };
 
+/* parse_eth and fw_key read and write the MACs as 16-bit words. */
+_Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 2 == 0 &&
+	       __builtin_offsetof(struct fw_pkt, dst_mac) % 2 == 0, "fw_pkt MACs must be 2-byte aligned");
+
 /* fw_entry.match / fw_entry.invert bits: which fields an entry tests, and
  * which of those tests are negated. Mirrored by internal/compile (entry.go). */
 #define FW_M_FAMILY   (1u << 0)

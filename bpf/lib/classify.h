@@ -211,12 +211,11 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_PROTO] = p->proto;
 	k[FW_D_IFINDEX] = p->ifindex;
 	k[FW_D_VLAN] = (p->flags & FW_PKT_VLAN) ? p->vlan_id : FW_VLAN_UNTAGGED;
-	k[FW_D_MACSRC_HI] = (__u32)p->src_mac[0] << 8 | p->src_mac[1];
-	k[FW_D_MACSRC_LO] = (__u32)p->src_mac[2] << 24 | (__u32)p->src_mac[3] << 16 |
-			    (__u32)p->src_mac[4] << 8 | p->src_mac[5];
-	k[FW_D_MACDST_HI] = (__u32)p->dst_mac[0] << 8 | p->dst_mac[1];
-	k[FW_D_MACDST_LO] = (__u32)p->dst_mac[2] << 24 | (__u32)p->dst_mac[3] << 16 |
-			    (__u32)p->dst_mac[4] << 8 | p->dst_mac[5];
+	const __u16 *sm = (const __u16 *)p->src_mac, *dm = (const __u16 *)p->dst_mac;
+	k[FW_D_MACSRC_HI] = bpf_ntohs(sm[0]);
+	k[FW_D_MACSRC_LO] = (__u32)bpf_ntohs(sm[1]) << 16 | bpf_ntohs(sm[2]);
+	k[FW_D_MACDST_HI] = bpf_ntohs(dm[0]);
+	k[FW_D_MACDST_LO] = (__u32)bpf_ntohs(dm[1]) << 16 | bpf_ntohs(dm[2]);
 	k[FW_D_TCPFLAGS] = p->tcp_flags;
 	k[FW_D_ICMP] = (__u32)p->icmp_type << 8 | p->icmp_code;
 	k[FW_D_FLAGS] = ((p->flags & FW_PKT_FRAG) ? FW_KEY_FRAG : 0) |

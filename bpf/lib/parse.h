@@ -44,8 +44,16 @@ static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 
 
 	if ((void *)(eth + 1) > c->end)
 		return -FW_R_BAD_ETH;
-	__builtin_memcpy(p->dst_mac, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(p->src_mac, eth->h_source, ETH_ALEN);
+	/* 16-bit words, not bytes (struct ethhdr is packed: memcpy would
+	 * copy byte by byte); fw_pkt keeps the MACs 2-byte aligned. */
+	const __u16 *w = c->pos;
+	__u16 *dm = (__u16 *)p->dst_mac, *sm = (__u16 *)p->src_mac;
+	dm[0] = w[0];
+	dm[1] = w[1];
+	dm[2] = w[2];
+	sm[0] = w[3];
+	sm[1] = w[4];
+	sm[2] = w[5];
 	c->pos = eth + 1;
 
 	__be16 proto = eth->h_proto;
