@@ -62,13 +62,13 @@ func LimitsFor(entries int) Limits {
 	if entries <= 0 {
 		entries = compile.DefaultMaxEntries
 	}
-	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack,
+	return Limits{Entries: entries, Nodes: entries, LeafSlots: min(16*entries, compile.MaxLeafSlots), Conntrack: DefaultConntrack,
 		LogSnap: compile.DefaultLogSnap, RuleIDs: ruleIDsFor(entries)}
 }
 
 // Bytes is the kernel memory the tables take (both generations).
 func (l Limits) Bytes() int64 {
-	return 2*(128*int64(l.Entries)+16*int64(l.Nodes)+4*int64(l.LeafSlots)) + 150*int64(l.Conntrack)
+	return 2*(128*int64(l.Entries)+64*int64(l.Nodes)+4*int64(l.LeafSlots)) + 150*int64(l.Conntrack)
 }
 
 // Datapath is a handle on the pinned data plane.
