@@ -93,6 +93,12 @@ const (
 	NoThresh = ^uint32(0)
 )
 
+// ChildOf and fw_tree search exactly 7 thresholds in 3 steps.
+var (
+	_ [NodeThresh - 7]struct{}
+	_ [7 - NodeThresh]struct{}
+)
+
 // Node is one fat tree node (struct fw_node): it splits dimension Dim at
 // the N ascending thresholds Thresh[:N]; a key k goes to Child[c], c the
 // number of thresholds below k[Dim]. Children are references (see
@@ -466,13 +472,20 @@ type treeBuilder struct {
 	t        *Tables
 	items    []item
 	rnd      *rand.Rand
-	maxNodes int       // fat nodes of the generation
-	maxLeaf  int       // the most candidates of a leaf
-	depth    int       // the most fat nodes on a walk
-	bin      []binNode // the binary tree being built
-	splits   int       // its interior nodes
+	treeOpts
+	maxLeaf int       // the most candidates of a leaf
+	depth   int       // the most fat nodes on a walk
+	bin     []binNode // the binary tree being built
+	splits  int       // its interior nodes
+}
+
+// treeOpts bound a generation's trees.
+type treeOpts struct {
+	maxNodes     int // fat nodes
+	maxLeafSlots int // leaf slots a reference can address (MaxLeafSlots)
 	// onTree, when set (tests), sees each binary tree and the fat tree
-	// collapse made of it.
+	// collapse made of it, once the fat nodes are in Tables.Nodes. bin
+	// is reused for the next tree.
 	onTree func(bin []binNode, binRoot, fatRoot uint32)
 }
 
@@ -531,9 +544,9 @@ func (b *treeBuilder) build(region box, list []int32, depth, parent int) (uint32
 	first := uint32(0) // an empty leaf points nowhere
 	if len(ents) > 0 {
 		first = uint32(len(b.t.Leaves))
-		if len(b.t.Leaves)+len(ents) > MaxLeafSlots {
+		if len(b.t.Leaves)+len(ents) > b.maxLeafSlots {
 			return 0, errTooBig{fmt.Sprintf("the classifier trees need more than %d leaf slots, "+
-				"the most a generation can address (rules overlapping in many fields multiply them; simplify)", MaxLeafSlots)}
+				"the most a generation can address (rules overlapping in many fields multiply them; simplify)", b.maxLeafSlots)}
 		}
 	}
 	b.bin = append(b.bin, binNode{leaf: true, left: LeafRef(first, uint32(len(ents)))})
@@ -811,10 +824,9 @@ func group(bx *box, v6 bool) int {
 	return g
 }
 
-// buildTrees fills t.Nodes, t.Leaves and t.Roots from t.Entries. onTree
-// (tests; nil otherwise) sees every tree: see treeBuilder.onTree.
-func buildTrees(t *Tables, rs *rules.RuleSet, maxNodes int, onTree func(bin []binNode, binRoot, fatRoot uint32)) (TreeStats, error) {
-	b := &treeBuilder{t: t, rnd: rand.New(rand.NewPCG(1, 2)), maxNodes: maxNodes, onTree: onTree}
+// buildTrees fills t.Nodes, t.Leaves and t.Roots from t.Entries.
+func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) {
+	b := &treeBuilder{t: t, rnd: rand.New(rand.NewPCG(1, 2)), treeOpts: opts}
 	type ebox struct {
 		boxes []box
 		exact bool
