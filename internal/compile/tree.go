@@ -469,9 +469,9 @@ type item struct {
 // treeBuilder builds the trees of one generation into shared node and
 // leaf arrays.
 type treeBuilder struct {
-	t        *Tables
-	items    []item
-	rnd      *rand.Rand
+	t     *Tables
+	items []item
+	rnd   *rand.Rand
 	treeOpts
 	maxLeaf int       // the most candidates of a leaf
 	depth   int       // the most fat nodes on a walk
