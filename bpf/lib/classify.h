@@ -248,22 +248,29 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
 			return best;
 		/* The child is child[c], c = the thresholds below v: a binary
-		 * search over the 7 (unused ones are FW_NO_THRESH), without
-		 * branches. t - v on zero-extended 64-bit values has bit 63 set
-		 * iff v > t. o is 4c, a byte offset: step 1 compares thresh[3],
-		 * step 2 thresh[1] or [5], step 3 thresh[0], [2], [4] or [6].
-		 * The empty asm hides from clang that v fits in 32 bits, or it
-		 * turns each step back into a compare and a branch. Measured
-		 * against a sum over the 7 thresholds and a search with
-		 * branches, this is the fewest instructions (docs/classifier.md). */
-		__u64 v = key[dim], o;
-		const __u8 *th = (const __u8 *)node->thresh;
+		 * search over the 7 (unused ones are FW_NO_THRESH, above every
+		 * key). With branches: a packet's path is predicted, so the CPU
+		 * runs ahead to the next node while the compares resolve.
+		 * Measured against a branchless search (fewer branches, but
+		 * each level then waits for its compares: slower than the
+		 * binary tree) and a sum over the 7, this is the fewest
+		 * instructions and the fastest (docs/classifier.md). */
+		__u32 v = key[dim];
+		const __u32 *t = node->thresh;
+		__u32 c;
 
-		asm volatile("" : "+r"(v));
-		o = (((__u64)node->thresh[3] - v) >> 63) << 4;
-		o += (((__u64)*(const __u32 *)(th + o + 4) - v) >> 63) << 3;
-		o += (((__u64)*(const __u32 *)(th + o) - v) >> 63) << 2;
-		ref = *(const __u32 *)((const __u8 *)node->child + o);
+		if (v > t[3]) {
+			if (v > t[5])
+				c = v > t[6] ? 7 : 6;
+			else
+				c = v > t[4] ? 5 : 4;
+		} else {
+			if (v > t[1])
+				c = v > t[2] ? 3 : 2;
+			else
+				c = v > t[0] ? 1 : 0;
+		}
+		ref = node->child[c];
 		asm volatile("" : "+r"(ref));
 	}
 	if (ref < FW_REF_LEAF) /* deeper than any tree the builder makes */
