@@ -46,7 +46,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_entries SEC(".maps");
 
-/* Tree nodes (2 x fw_max_nodes). */
+/* Tree nodes, 64-byte fat nodes (2 x fw_max_nodes). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);

@@ -212,17 +212,32 @@ struct fw_entry {
 #define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
 #define FW_EF_RANGES 0x02 /* nranges/rdim/rlo/rhi hold the whole match (trees only) */
 
-/* A node of a classifier tree. Interior: key[dim] <= thresh goes to left,
- * else right. Leaf: candidates are leaves[left .. left+right-1], entry
- * indices in priority order. Indices are relative to the generation. */
+/* A node of a classifier tree: a multiway ("fat") node, one cache line.
+ * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
+ * goes to child[c], c the number of thresholds below key[dim]. Unused
+ * thresholds are FW_NO_THRESH, which no key is above, so the walk counts
+ * over all FW_NODE_THRESH of them; unused children are the empty leaf.
+ * Children (and fw_root.groups) are tree references: FW_REF_LEAF set, a
+ * leaf inline, whose candidates are fw_leaves[first .. first+count-1]
+ * (entry indices in priority order; FW_REF_FIRST, FW_REF_COUNT); clear, the
+ * index of a node. Indices are relative to the generation. The builder
+ * never makes a leaf of more than FW_LEAF_MAX (64) candidates, so
+ * FW_NO_TREE (which would read as 127 candidates) is never a reference.
+ * internal/compile (Node, LeafRef) mirrors this. */
+#define FW_NODE_THRESH   7
+#define FW_NODE_CHILDREN 8
+#define FW_NO_THRESH     0xffffffff
+#define FW_REF_LEAF      (1u << 31)
+#define FW_REF_FIRST(ref) ((ref) & 0x00ffffff)
+#define FW_REF_COUNT(ref) (((ref) >> 24) & 0x7f)
+
 struct fw_node {
-	__u32 thresh;
 	__u8  dim;   /* enum fw_dim */
-	__u8  leaf;
+	__u8  n;     /* thresholds in use (1 .. FW_NODE_THRESH) */
 	__u16 _pad;
-	__u32 left;
-	__u32 right;
-};
+	__u32 thresh[FW_NODE_THRESH];
+	__u32 child[FW_NODE_CHILDREN];
+}; /* sizeof: 64 */
 
 /* Trees per root: rules are grouped by their most selective field (source,
  * destination, destination port, source port, other); a packet walks each
@@ -240,7 +255,7 @@ struct fw_node {
  * "--ctstate ESTABLISHED,RELATED -j ACCEPT"), those packets are decided by
  * it after the conntrack lookup, without walking the trees. */
 struct fw_root {
-	__u32 groups[FW_MAX_GROUPS]; /* tree root node, or FW_NO_TREE */
+	__u32 groups[FW_MAX_GROUPS]; /* tree reference (see fw_node), or FW_NO_TREE */
 	__u32 rule_id;               /* the policy's counter id */
 	__u32 fast_rule_id;
 	__u8  action;                /* the policy */

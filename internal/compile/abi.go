@@ -238,6 +238,6 @@ func PolicyID(chain uint8, v6 bool) uint32 {
 // active one and the one being written). `load --max-rules` scales them.
 const (
 	DefaultMaxEntries   = 16384
-	DefaultMaxNodes     = 4 * DefaultMaxEntries
+	DefaultMaxNodes     = DefaultMaxEntries // fat nodes (64 B); a node holds up to 7 splits
 	DefaultMaxLeafSlots = 16 * DefaultMaxEntries
 )

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -119,7 +120,9 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_DELTA_MAX": DeltaMax, "FW_DELTA_DEAD": DeltaDeadMax,
 		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT),
 		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_RANGES_MAX": RangesMax, "FW_LOG_MAX": MaxLogPerPacket, "FW_MAX_LOG_RULES": MaxLogRules,
-		"FW_LOG_SNAP_MAX": MaxLogSnap, "FW_LOG_SNAP_DEFAULT": DefaultLogSnap} {
+		"FW_LOG_SNAP_MAX": MaxLogSnap, "FW_LOG_SNAP_DEFAULT": DefaultLogSnap,
+		"FW_NODE_THRESH": NodeThresh, "FW_NODE_CHILDREN": NodeChildren, "FW_NO_THRESH": int(NoThresh),
+		"FW_REF_LEAF": RefLeaf, "FW_NO_TREE": int(NoTree)} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %d, Go %d", name, c, goVal)
 		}
@@ -150,6 +153,15 @@ func TestABIMirrorsHeader(t *testing.T) {
 		CTRelated: rules.CTRelated, CTInvalid: rules.CTInvalid, CTUntracked: rules.CTUntracked} {
 		if 1<<st != bit {
 			t.Errorf("rules bit of %s is %#x, want 1<<%d", CTStateName(st), bit, st)
+		}
+	}
+	// Tree references: LeafRef / LeafOf
+	for _, def := range []string{
+		fmt.Sprintf("#define FW_REF_FIRST(ref) ((ref) & %#08x)", MaxLeafSlots-1),
+		fmt.Sprintf("#define FW_REF_COUNT(ref) (((ref) >> %d) & 0x7f)", refCountShift),
+	} {
+		if !strings.Contains(src, def) {
+			t.Errorf("%q not in bpf/types.h; update LeafRef and LeafOf", def)
 		}
 	}
 	// Policy ids: FW_POLICY_ID(chain, v6) = 1 + chain*2 + v6

@@ -135,7 +135,7 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 			t.ChainEnd[c] = uint32(i + 1)
 		}
 	}
-	st, err := buildTrees(t, pol, maxNodes)
+	st, err := buildTrees(t, pol, treeOpts{maxNodes: maxNodes, maxLeafSlots: MaxLeafSlots})
 	if err != nil {
 		return nil, fmt.Errorf("the rule set cannot be loaded: %w", err)
 	}

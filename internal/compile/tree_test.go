@@ -1,9 +1,12 @@
 package compile
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -196,4 +199,271 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 		p.SPort, p.DPort, p.TCPFlags, p.ICMPType, p.ICMPCode = 0, 0, 0, 0, 0
 	}
 	return p
+}
+
+// builtTree is one tree as buildTrees made it: the binary tree and the fat
+// tree collapse made of it.
+type builtTree struct {
+	bin     []binNode
+	binRoot uint32
+	fatRoot uint32
+}
+
+// buildWithBinary compiles rs, then builds its trees again keeping every
+// binary tree (a generation built twice is the same: the builder is
+// deterministic).
+func buildWithBinary(t *testing.T, rs *rules.RuleSet) (*Tables, []builtTree) {
+	t.Helper()
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rs)
+	}
+	again := &Tables{Entries: tb.Entries}
+	var trees []builtTree
+	st, err := buildTrees(again, rs, treeOpts{maxNodes: DefaultMaxNodes, maxLeafSlots: MaxLeafSlots,
+		onTree: func(bin []binNode, binRoot, fatRoot uint32) {
+			trees = append(trees, builtTree{slices.Clone(bin), binRoot, fatRoot})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := st == tb.Stats && slices.Equal(again.Nodes, tb.Nodes) && slices.Equal(again.Leaves, tb.Leaves)
+	for i := range tb.Roots {
+		same = same && again.Roots[i].Groups == tb.Roots[i].Groups
+	}
+	if !same {
+		t.Fatalf("building twice differs: %+v, then %+v", tb.Stats, st)
+	}
+	return tb, trees
+}
+
+// walkBinary is the binary tree's walk: key[dim] <= thresh goes left.
+func walkBinary(bin []binNode, i uint32, k *Key) uint32 {
+	for !bin[i].leaf {
+		if k[bin[i].dim] <= bin[i].thresh {
+			i = bin[i].left
+		} else {
+			i = bin[i].right
+		}
+	}
+	return bin[i].left
+}
+
+// walkFat is the fat tree's walk (Tables.Lookup's), returning the leaf
+// reference and the nodes visited.
+func walkFat(tb *Tables, ref uint32, k *Key) (uint32, int) {
+	steps := 0
+	for !IsLeafRef(ref) {
+		n := &tb.Nodes[ref]
+		ref = n.Child[n.ChildOf(k[n.Dim])]
+		steps++
+	}
+	return ref, steps
+}
+
+// TestCollapseKeepsDecisions: on random rule sets, every key reaches the
+// same leaf through the fat tree as through the binary tree it was
+// collapsed from. Keys are random packets' keys with some dimensions set
+// to a threshold of the tree, or next to one, where a wrong child index or
+// an off-by-one would show.
+func TestCollapseKeepsDecisions(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	keys, multi := 0, 0
+	for set := 0; set < 120; set++ {
+		n := 1 + r.IntN(80)
+		if set%30 == 29 {
+			n = 1500
+		}
+		rs := rules.RandomRuleSet(r, n)
+		tb, trees := buildWithBinary(t, rs)
+		for _, n := range tb.Nodes {
+			if n.N > 1 {
+				multi++
+			}
+		}
+		for _, tr := range trees {
+			var th [NumDims][]uint32
+			for _, b := range tr.bin {
+				if !b.leaf {
+					th[b.dim] = append(th[b.dim], b.thresh)
+				}
+			}
+			for k := 0; k < 400; k++ {
+				p := randomRefPacket(r, rs, names)
+				key := KeyOf(&p, testIfaces[p.InIface])
+				for d := range key {
+					if len(th[d]) > 0 && r.IntN(3) == 0 {
+						key[d] = th[d][r.IntN(len(th[d]))] + uint32(r.IntN(3)) - 1
+					}
+				}
+				want := walkBinary(tr.bin, tr.binRoot, &key)
+				got, _ := walkFat(tb, tr.fatRoot, &key)
+				if got != want {
+					t.Fatalf("set %d: key %v reaches leaf %#x through the fat tree, %#x through the binary tree\n%s",
+						set, key, got, want, rs)
+				}
+				keys++
+			}
+		}
+	}
+	if multi == 0 {
+		t.Fatal("no fat node absorbed more than one split: the test checks no collapse")
+	}
+	t.Logf("%d keys agree; %d fat nodes with more than one threshold", keys, multi)
+}
+
+// TestFatNodeShape checks every node the builder makes: thresholds
+// strictly ascending (which the walk's binary search needs) and below
+// NoThresh, N+1 children that are leaves in bounds or later nodes (so no
+// walk loops), the unused slots filled as the data plane expects; and
+// that the stats' depth is the deepest walk.
+func TestFatNodeShape(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	check := func(name string, tb *Tables) {
+		t.Helper()
+		for i, n := range tb.Nodes {
+			if n.N < 1 || n.N > NodeThresh || n.Dim >= NumDims {
+				t.Fatalf("%s: node %d: %d thresholds, dimension %d", name, i, n.N, n.Dim)
+			}
+			for k := 0; k < NodeThresh; k++ {
+				switch {
+				case k >= int(n.N) && n.Thresh[k] != NoThresh:
+					t.Fatalf("%s: node %d: unused threshold %d is %#x", name, i, k, n.Thresh[k])
+				case k < int(n.N) && n.Thresh[k] == NoThresh:
+					t.Fatalf("%s: node %d: threshold %d is NoThresh", name, i, k)
+				case k > 0 && k < int(n.N) && n.Thresh[k] <= n.Thresh[k-1]:
+					t.Fatalf("%s: node %d: thresholds %v not strictly ascending", name, i, n.Thresh[:n.N])
+				}
+			}
+			for k, c := range n.Child {
+				if k > int(n.N) {
+					if c != LeafRef(0, 0) {
+						t.Fatalf("%s: node %d: unused child %d is %#x", name, i, k, c)
+					}
+					continue
+				}
+				if IsLeafRef(c) {
+					first, count := LeafOf(c)
+					if count > MaxLeaf || int(first+count) > len(tb.Leaves) || c == NoTree {
+						t.Fatalf("%s: node %d: child %d is leaf (%d, %d) of %d slots", name, i, k, first, count, len(tb.Leaves))
+					}
+				} else if c <= uint32(i) || int(c) >= len(tb.Nodes) {
+					t.Fatalf("%s: node %d: child %d is node %d of %d", name, i, k, c, len(tb.Nodes))
+				}
+			}
+			// The search agrees with counting the thresholds below v.
+			for k := 0; k < 50; k++ {
+				v := n.Thresh[r.IntN(int(n.N))] + uint32(r.IntN(3)) - 1
+				if k%5 == 0 {
+					v = r.Uint32()
+				}
+				below := 0
+				for _, th := range n.Thresh[:n.N] {
+					if v > th {
+						below++
+					}
+				}
+				if c := n.ChildOf(v); c != below {
+					t.Fatalf("%s: node %d %v: ChildOf(%#x) = %d, %d thresholds below", name, i, n.Thresh, v, c, below)
+				}
+			}
+		}
+		// The deepest walk, from the roots.
+		deepest := 0
+		var depth func(ref uint32, d int)
+		depth = func(ref uint32, d int) {
+			if IsLeafRef(ref) {
+				deepest = max(deepest, d)
+				return
+			}
+			for _, c := range tb.Nodes[ref].Child[:tb.Nodes[ref].N+1] {
+				depth(c, d+1)
+			}
+		}
+		for _, root := range tb.Roots {
+			for _, g := range root.Groups {
+				if g != NoTree {
+					depth(g, 0)
+				}
+			}
+		}
+		if deepest != tb.Stats.MaxDepth || tb.Stats.Nodes != len(tb.Nodes) {
+			t.Fatalf("%s: stats %+v; deepest walk %d, %d nodes", name, tb.Stats, deepest, len(tb.Nodes))
+		}
+	}
+	for set := 0; set < 60; set++ {
+		n := 1 + r.IntN(100)
+		if set%20 == 19 {
+			n = 2000
+		}
+		rs := rules.RandomRuleSet(r, n)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			t.Fatalf("set %d: %v\n%s", set, err, rs)
+		}
+		check(fmt.Sprintf("set %d", set), tb)
+	}
+	// 8 rules apart in one field: 7 splits of one dimension, one node (per
+	// family).
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&b, "-A INPUT -p udp --dport %d -j ACCEPT\n", 1000+10*i)
+	}
+	tb, _, err := Compile(Input{RuleSet: parse(t, b.String()), IDs: ids(8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("8 ports", tb)
+	if tb.Stats.Nodes != 2 || tb.Stats.MaxDepth != 1 {
+		t.Fatalf("8 ports: %+v, nodes %+v", tb.Stats, tb.Nodes)
+	}
+	for _, n := range tb.Nodes {
+		if n.N != NodeThresh || n.Dim != DimDPort {
+			t.Fatalf("8 ports: node %+v", n)
+		}
+	}
+	// Every port goes to its own rule's leaf, in one step.
+	for v6 := 0; v6 < 2; v6++ {
+		var trees []uint32
+		for _, g := range tb.Roots[int(rules.ChainInput)*2+v6].Groups {
+			if g != NoTree {
+				trees = append(trees, g)
+			}
+		}
+		if len(trees) != 1 {
+			t.Fatalf("8 ports, v6 %d: trees %#x", v6, trees)
+		}
+		for i := 0; i < 8; i++ {
+			key := Key{DimDPort: uint32(1000 + 10*i)}
+			ref, steps := walkFat(tb, trees[0], &key)
+			if first, count := LeafOf(ref); steps != 1 || count != 1 || tb.Leaves[first] != uint32(i) {
+				t.Errorf("v6 %d port %d: leaf (%d, %d) after %d steps", v6, 1000+10*i, first, count, steps)
+			}
+		}
+	}
+}
+
+// TestLeafSlotLimit: a generation whose leaves need more slots than a
+// reference can address is refused, not encoded wrongly.
+func TestLeafSlotLimit(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "-A INPUT -s 10.0.%d.0/24 -j ACCEPT\n", i)
+	}
+	rs := parse(t, b.String())
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = buildTrees(&Tables{Entries: tb.Entries}, rs, treeOpts{maxNodes: DefaultMaxNodes, maxLeafSlots: 50})
+	if !errors.As(err, new(errTooBig)) || !strings.Contains(err.Error(), "more than 50 leaf slots") {
+		t.Fatalf("100 leaves in 50 slots: %v", err)
+	}
+	if LeafRef(MaxLeafSlots-1, MaxLeaf) == NoTree {
+		t.Fatal("the largest leaf reference is NoTree")
+	}
+	if f, c := LeafOf(LeafRef(MaxLeafSlots-1, MaxLeaf)); f != MaxLeafSlots-1 || c != MaxLeaf {
+		t.Fatalf("LeafOf(LeafRef(%d, %d)) = %d, %d", MaxLeafSlots-1, MaxLeaf, f, c)
+	}
 }

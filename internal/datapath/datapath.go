@@ -63,7 +63,7 @@ func LimitsFor(entries int) Limits {
 	if entries <= 0 {
 		entries = compile.DefaultMaxEntries
 	}
-	return Limits{Entries: entries, Nodes: 4 * entries, LeafSlots: 16 * entries, Conntrack: DefaultConntrack,
+	return Limits{Entries: entries, Nodes: entries, LeafSlots: min(16*entries, compile.MaxLeafSlots), Conntrack: DefaultConntrack,
 		LogSnap: compile.DefaultLogSnap, RuleIDs: ruleIDsFor(entries)}
 }
 

@@ -81,10 +81,7 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	}
 	nodes := make([]xdpfwFwNode, len(t.Nodes))
 	for i, n := range t.Nodes {
-		nodes[i] = xdpfwFwNode{Thresh: n.Thresh, Dim: n.Dim, Left: n.Left, Right: n.Right}
-		if n.Leaf {
-			nodes[i].Leaf = 1
-		}
+		nodes[i] = xdpfwFwNode{Dim: n.Dim, N: n.N, Thresh: n.Thresh, Child: n.Child}
 	}
 	roots := make([]xdpfwFwRoot, len(t.Roots))
 	for i := range t.Roots {

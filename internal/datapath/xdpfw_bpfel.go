@@ -149,12 +149,11 @@ type xdpfwFwLogStat struct {
 
 type xdpfwFwNode struct {
 	_      structs.HostLayout
-	Thresh uint32
 	Dim    uint8
-	Leaf   uint8
+	N      uint8
 	Pad    uint16
-	Left   uint32
-	Right  uint32
+	Thresh [7]uint32
+	Child  [8]uint32
 }
 
 type xdpfwFwRlKey struct {
