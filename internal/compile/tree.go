@@ -447,16 +447,23 @@ func (t *Tables) Lookup(r int, k Key) []uint32 {
 		if g == NoTree {
 			continue
 		}
-		ref := g
-		for !IsLeafRef(ref) {
-			n := &t.Nodes[ref]
-			ref = n.Child[n.ChildOf(k[n.Dim])&(NodeChildren-1)]
-		}
-		first, count := LeafOf(ref)
+		leaf, _ := t.walk(g, &k)
+		first, count := LeafOf(leaf)
 		out = append(out, t.Leaves[first:first+count]...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// walk returns the leaf reference key k reaches from tree reference ref,
+// and the nodes it visits (fw_tree's walk).
+func (t *Tables) walk(ref uint32, k *Key) (leaf uint32, steps int) {
+	for !IsLeafRef(ref) {
+		n := &t.Nodes[ref]
+		ref = n.Child[n.ChildOf(k[n.Dim])]
+		steps++
+	}
+	return ref, steps
 }
 
 // item is one box of one entry.
