@@ -249,18 +249,6 @@ func walkBinary(bin []binNode, i uint32, k *Key) uint32 {
 	return bin[i].left
 }
 
-// walkFat is the fat tree's walk (Tables.Lookup's), returning the leaf
-// reference and the nodes visited.
-func walkFat(tb *Tables, ref uint32, k *Key) (uint32, int) {
-	steps := 0
-	for !IsLeafRef(ref) {
-		n := &tb.Nodes[ref]
-		ref = n.Child[n.ChildOf(k[n.Dim])]
-		steps++
-	}
-	return ref, steps
-}
-
 // TestCollapseKeepsDecisions: on random rule sets, every key reaches the
 // same leaf through the fat tree as through the binary tree it was
 // collapsed from. Keys are random packets' keys with some dimensions set
@@ -298,7 +286,7 @@ func TestCollapseKeepsDecisions(t *testing.T) {
 					}
 				}
 				want := walkBinary(tr.bin, tr.binRoot, &key)
-				got, _ := walkFat(tb, tr.fatRoot, &key)
+				got, _ := tb.walk(tr.fatRoot, &key)
 				if got != want {
 					t.Fatalf("set %d: key %v reaches leaf %#x through the fat tree, %#x through the binary tree\n%s",
 						set, key, got, want, rs)
@@ -436,7 +424,7 @@ func TestFatNodeShape(t *testing.T) {
 		}
 		for i := 0; i < 8; i++ {
 			key := Key{DimDPort: uint32(1000 + 10*i)}
-			ref, steps := walkFat(tb, trees[0], &key)
+			ref, steps := tb.walk(trees[0], &key)
 			if first, count := LeafOf(ref); steps != 1 || count != 1 || tb.Leaves[first] != uint32(i) {
 				t.Errorf("v6 %d port %d: leaf (%d, %d) after %d steps", v6, 1000+10*i, first, count, steps)
 			}
