@@ -270,10 +270,10 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		 * search over the 7 (unused ones are FW_NO_THRESH, above every
 		 * key). With branches: a packet's path is predicted, so the CPU
 		 * runs ahead to the next node while the compares resolve.
-		 * Measured against a branchless search (fewer branches, but
-		 * each level then waits for its compares: slower than the
-		 * binary tree) and a sum over the 7, this is the fewest
-		 * instructions and the fastest (docs/classifier.md). */
+		 * Measured against a branchless search (each level then waits
+		 * for its compares: slower than the binary tree) and a
+		 * branchless sum over the 7, this is the fewest instructions
+		 * and the fastest (docs/classifier.md). */
 		__u32 v = key[dim];
 		const __u32 *t = node->thresh;
 		__u32 c;
