@@ -28,10 +28,7 @@ func TestTreeAgreesWithReference(t *testing.T) {
 			n = 2000
 		}
 		rs := rules.RandomRuleSet(r, n)
-		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", set, err, rs)
-		}
+		tb := compileTest(t, rs)
 		if tb.Stats.MaxDepth >= MaxDepth || tb.Stats.MaxLeaf > MaxLeaf {
 			t.Fatalf("set %d: stats %+v beyond the data plane's limits", set, tb.Stats)
 		}
@@ -84,10 +81,7 @@ func TestRangesAgreeWithMatches(t *testing.T) {
 	exact, checked, matched := 0, 0, 0
 	for set := 0; set < 200; set++ {
 		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
-		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", set, err, rs)
-		}
+		tb := compileTest(t, rs)
 		if len(tb.Ranges) != len(tb.Entries) {
 			t.Fatalf("set %d: %d ranges for %d entries", set, len(tb.Ranges), len(tb.Entries))
 		}
@@ -122,6 +116,16 @@ func TestRangesAgreeWithMatches(t *testing.T) {
 		t.Fatalf("%d entries with ranges, %d matching packets: the test checks nothing", exact, matched)
 	}
 	t.Logf("%d entries with ranges, %d packets checked, %d matching", exact, checked, matched)
+}
+
+// compileTest compiles rs with the test interfaces, failing t on error.
+func compileTest(t *testing.T, rs *rules.RuleSet) *Tables {
+	t.Helper()
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rs)
+	}
+	return tb
 }
 
 // randomRefPacket draws a packet near a random rule of rs.
@@ -214,10 +218,7 @@ type builtTree struct {
 // deterministic).
 func buildWithBinary(t *testing.T, rs *rules.RuleSet) (*Tables, []builtTree) {
 	t.Helper()
-	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, rs)
-	}
+	tb := compileTest(t, rs)
 	again := &Tables{Entries: tb.Entries}
 	var trees []builtTree
 	st, err := buildTrees(again, rs, treeOpts{maxNodes: DefaultMaxNodes, maxLeafSlots: MaxLeafSlots,
@@ -386,10 +387,7 @@ func TestFatNodeShape(t *testing.T) {
 			n = 2000
 		}
 		rs := rules.RandomRuleSet(r, n)
-		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", set, err, rs)
-		}
+		tb := compileTest(t, rs)
 		check(fmt.Sprintf("set %d", set), tb)
 	}
 	// 8 rules apart in one field: 7 splits of one dimension, one node (per
