@@ -8,7 +8,7 @@ need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 pkg_missing() { ! dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
-for p in clang llvm libbpf-dev iproute2 iptables tcpdump ethtool iputils-ping netcat-openbsd linux-libc-dev make git ca-certificates curl unzip; do
+for p in clang llvm libbpf-dev iproute2 iptables nftables tcpdump ethtool iputils-ping netcat-openbsd linux-libc-dev make git ca-certificates curl unzip; do
 	pkg_missing "$p" && need+=("$p")
 done
 # bpftool is its own package on Debian 12+, part of linux-tools on Ubuntu.

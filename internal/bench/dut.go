@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,10 +24,12 @@ const (
 	DUTDrop           = "xdp-drop"        // a bare XDP_DROP program: the floor
 	DUTIptablesNFT    = "iptables-nft"    // iptables (nf_tables back end), the Debian default
 	DUTIptablesLegacy = "iptables-legacy" // iptables (x_tables back end)
+	DUTNftLinear      = "nft-linear"      // nftables, one rule per iptables rule
+	DUTNftSet         = "nft-set"         // nftables best practice: one rule, a concatenated interval set
 )
 
 // AllDUTs is every DUT, in the order tables list them.
-var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy}
+var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet}
 
 // Slots of dut_stats (bpf/bench/dut.c).
 const (
@@ -44,12 +47,18 @@ func MacroRuleSet(n int) string {
 	var b strings.Builder
 	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
 	for i := 0; i < n-1; i++ {
-		fmt.Fprintf(&b, "-A INPUT -s 10.%d.%d.%d/32 -p udp -m udp --dport %d -j DROP\n",
-			201+i>>16, i>>8&0xff, i&0xff, 1000+i%5000)
+		src, port := macroNonMatching(i)
+		fmt.Fprintf(&b, "-A INPUT -s %v/32 -p udp -m udp --dport %d -j DROP\n", src, port)
 	}
 	b.WriteString(lastRule + "\n")
 	b.WriteString("COMMIT\n")
 	return b.String()
+}
+
+// macroNonMatching is the source address and UDP port of rule i of the
+// n-1 that do not match the traffic.
+func macroNonMatching(i int) (netip.Addr, int) {
+	return netip.AddrFrom4([4]byte{10, byte(201 + i>>16), byte(i >> 8), byte(i)}), 1000 + i%5000
 }
 
 // MaxMacroRules bounds the rule count (the rule sources of MacroRuleSet,

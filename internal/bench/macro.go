@@ -100,18 +100,32 @@ func (r MacroRun) nsPerPacket() float64 {
 }
 
 // MacroSummary compares xdpfw with the others at one rule count and size:
-// median per-round ratios, rate (drop rate over the other's) and cost (the
-// other's ns/packet over xdpfw's). Absent DUTs leave theirs zero.
+// median per-round ratios, rate (xdpfw's drop rate over the other's) and
+// cost (the other's ns/packet over xdpfw's).
 type MacroSummary struct {
-	Rules            int     `json:"rules"`
-	Size             int     `json:"size"`
-	FloorRate        float64 `json:"vs_floor_rate,omitempty"`
-	FloorCost        float64 `json:"vs_floor_cost,omitempty"`
-	IptablesRate     float64 `json:"vs_iptables_nft_rate,omitempty"`
-	IptablesCost     float64 `json:"vs_iptables_nft_cost,omitempty"`
-	IptLegacyRate    float64 `json:"vs_iptables_legacy_rate,omitempty"`
-	IptLegacyCost    float64 `json:"vs_iptables_legacy_cost,omitempty"`
-	XdpfwDroppedMpps float64 `json:"xdpfw_dropped_mpps"`
+	Rules            int           `json:"rules"`
+	Size             int           `json:"size"`
+	XdpfwDroppedMpps float64       `json:"xdpfw_dropped_mpps"`
+	FloorRate        float64       `json:"vs_floor_rate,omitempty"`
+	FloorCost        float64       `json:"vs_floor_cost,omitempty"`
+	Versus           []MacroVersus `json:"versus,omitempty"` // the netfilter DUTs measured, in AllDUTs order
+}
+
+// MacroVersus is xdpfw against one netfilter DUT.
+type MacroVersus struct {
+	DUT  string  `json:"dut"`
+	Rate float64 `json:"rate"`
+	Cost float64 `json:"cost"`
+}
+
+// Vs is xdpfw against dut (zero if not measured).
+func (s *MacroSummary) Vs(dut string) MacroVersus {
+	for _, v := range s.Versus {
+		if v.DUT == dut {
+			return v
+		}
+	}
+	return MacroVersus{}
 }
 
 // per-measurement overhead beyond the traffic (settling, counters,
@@ -236,7 +250,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 	if !explicit {
 		want = AllDUTs
 	}
-	ipt := &iptablesState{loaded: map[string]int{}}
+	stack := &stackState{loaded: map[string]int{}}
 	for _, name := range want {
 		var d dut
 		switch name {
@@ -253,8 +267,8 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 			}
 			res.Xdpfw = setups
 			d = x
-		case DUTIptablesNFT, DUTIptablesLegacy:
-			x, err := newIptablesDUT(ctx, name, b.topo, l, progs, ipt)
+		case DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet:
+			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack)
 			if err != nil {
 				if explicit {
 					return nil, fmt.Errorf("%s: %w", name, err)
@@ -572,11 +586,13 @@ func summarize(res *MacroResult) {
 				continue
 			}
 			sum := &MacroSummary{Rules: n, Size: s, XdpfwDroppedMpps: x.DroppedMpps, FloorRate: x.RateVsFloor, FloorCost: x.CostVsFloor}
-			if o := at[[3]any{DUTIptablesNFT, n, s}]; o != nil {
-				sum.IptablesRate, sum.IptablesCost = medianRatio(rate(x), rate(o)), medianRatio(cost(o), cost(x))
-			}
-			if o := at[[3]any{DUTIptablesLegacy, n, s}]; o != nil {
-				sum.IptLegacyRate, sum.IptLegacyCost = medianRatio(rate(x), rate(o)), medianRatio(cost(o), cost(x))
+			for _, d := range AllDUTs {
+				if _, stack := stackFlavours[d]; !stack {
+					continue
+				}
+				if o := at[[3]any{d, n, s}]; o != nil {
+					sum.Versus = append(sum.Versus, MacroVersus{DUT: d, Rate: medianRatio(rate(x), rate(o)), Cost: medianRatio(cost(o), cost(x))})
+				}
 			}
 			res.Summary = append(res.Summary, sum)
 		}

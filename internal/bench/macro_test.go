@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -104,8 +105,10 @@ func TestSweepStale(t *testing.T) {
 func TestMacroRuns(t *testing.T) {
 	testutil.RequireRoot(t)
 	duts := []string{DUTDrop, DUTXdpfw}
-	if slices.Contains(AvailableDUTs(), DUTIptablesNFT) {
-		duts = append(duts, DUTIptablesNFT)
+	for _, d := range []string{DUTIptablesNFT, DUTNftLinear, DUTNftSet} {
+		if slices.Contains(AvailableDUTs(), d) {
+			duts = append(duts, d)
+		}
 	}
 	var progress bytes.Buffer
 	res, err := Macro(context.Background(), MacroOptions{Rules: []int{100}, Sizes: []int{64}, DUTs: duts,
@@ -142,8 +145,10 @@ func TestMacroRuns(t *testing.T) {
 	if len(res.Summary) != 1 || res.Summary[0].FloorRate <= 0 {
 		t.Fatalf("summary %+v", res.Summary)
 	}
-	if slices.Contains(duts, DUTIptablesNFT) && res.Summary[0].IptablesRate <= 0 {
-		t.Errorf("no ratio to iptables-nft: %+v", res.Summary[0])
+	for _, d := range duts[2:] {
+		if v := res.Summary[0].Vs(d); v.Rate <= 0 || v.Cost <= 0 {
+			t.Errorf("no ratio to %s: %+v", d, res.Summary[0])
+		}
 	}
 	for _, want := range []string{"check xdpfw", "check xdp-drop", "[  1/", "ETA"} {
 		if !strings.Contains(progress.String(), want) {
@@ -303,6 +308,47 @@ func TestMacroRuleSet(t *testing.T) {
 	}
 	if _, err := lastRuleCounter([]byte("*filter\nCOMMIT\n")); err == nil {
 		t.Error("lastRuleCounter found a rule in an empty table")
+	}
+}
+
+// TestNftRuleSets checks the nftables rule sets: as many rules (linear) or
+// set elements (set) as MacroRuleSet has rules, in the same order and with
+// the same pairs, one counter on the intended rule; and nftCounter.
+func TestNftRuleSets(t *testing.T) {
+	ipt := strings.Split(strings.TrimSpace(MacroRuleSet(300)), "\n")
+	ipt = ipt[4 : len(ipt)-1] // the -A lines
+	pair := regexp.MustCompile(`-s (\S+?)(/32)? -p udp -m udp --dport (\d+)`)
+	var want []string
+	for _, l := range ipt {
+		m := pair.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("unexpected rule %q", l)
+		}
+		want = append(want, m[1]+" "+m[3])
+	}
+	linear := regexp.MustCompile(`(?m)^\s+ip saddr (\S+) udp dport (\d+) (counter )?drop$`)
+	set := regexp.MustCompile(`(?m)^\s+(\S+) \. (\d+),?$`)
+	for name, c := range map[string]struct {
+		text string
+		re   *regexp.Regexp
+	}{"linear": {NftLinearRuleSet(300), linear}, "set": {NftSetRuleSet(300), set}} {
+		var got []string
+		for _, m := range c.re.FindAllStringSubmatch(c.text, -1) {
+			got = append(got, m[1]+" "+m[2])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %d pairs, want the %d of MacroRuleSet in order:\n%s", name, len(got), len(want), c.text)
+		}
+		if n := strings.Count(c.text, "counter"); n != 1 {
+			t.Errorf("%s: %d counters, want 1", name, n)
+		}
+	}
+	list := "table ip xdpfw_bench {\n\tchain input {\n\t\tip saddr . udp dport @blocked counter packets 4242 bytes 2 drop\n\t}\n}\n"
+	if n, err := nftCounter([]byte(list)); err != nil || n != 4242 {
+		t.Errorf("nftCounter: %d, %v", n, err)
+	}
+	if _, err := nftCounter([]byte("table ip xdpfw_bench {\n}\n")); err == nil {
+		t.Error("nftCounter found a counter in an empty table")
 	}
 }
 

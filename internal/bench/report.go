@@ -30,12 +30,19 @@ func WriteMacroTable(w io.Writer, res *MacroResult) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "xdpfw against the others (higher is better for xdpfw; rate: drop rates, cost: inverse ns/pkt)\n")
-	fmt.Fprintf(w, "%6s %5s %10s %10s %10s %12s %12s %12s %12s\n", "rules", "size", "xdpfw_Mpps",
-		"floor_rate", "floor_cost", "ipt-nft_rate", "ipt-nft_cost", "ipt-leg_rate", "ipt-leg_cost")
+	fmt.Fprintf(w, "%6s %5s %10s %10s %10s", "rules", "size", "xdpfw_Mpps", "floor_rate", "floor_cost")
+	others := res.Summary[0].Versus
+	for _, v := range others {
+		fmt.Fprintf(w, " %18s %18s", v.DUT+"_rate", v.DUT+"_cost")
+	}
+	fmt.Fprintln(w)
 	for _, s := range res.Summary {
-		fmt.Fprintf(w, "%6d %5d %10.3f %10s %10s %12s %12s %12s %12s\n", s.Rules, s.Size, s.XdpfwDroppedMpps,
-			ratio(s.FloorRate), ratio(s.FloorCost), ratio(s.IptablesRate), ratio(s.IptablesCost),
-			ratio(s.IptLegacyRate), ratio(s.IptLegacyCost))
+		fmt.Fprintf(w, "%6d %5d %10.3f %10s %10s", s.Rules, s.Size, s.XdpfwDroppedMpps, ratio(s.FloorRate), ratio(s.FloorCost))
+		for _, o := range others {
+			v := s.Vs(o.DUT)
+			fmt.Fprintf(w, " %18s %18s", ratio(v.Rate), ratio(v.Cost))
+		}
+		fmt.Fprintln(w)
 	}
 }
 

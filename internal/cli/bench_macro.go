@@ -27,7 +27,7 @@ func newBenchMacro(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "macro",
-		Short: "Drop rate and CPU per packet over veth: xdpfw vs XDP_DROP vs iptables",
+		Short: "Drop rate and CPU per packet over veth: xdpfw vs XDP_DROP vs iptables and nftables",
 		Long: `macro measures whole-system packet drops. It builds its own topology — two
 network namespaces (xdpfw-bench-gen-PID, xdpfw-bench-dut-PID) joined by a veth
 pair, 10.200.0.0/16 — and removes it again, also on error or Ctrl-C.
@@ -41,6 +41,10 @@ polled by its own NAPI thread, pinned to CPU 1, where one of these drops them:
   xdpfw            the firewall with the rule set below (native XDP)
   iptables-nft     the same rule text in the DUT's namespace (iptables-restore)
   iptables-legacy  likewise with the x_tables back end, if installed
+  nft-linear       the same rules written natively for nft, one per rule
+  nft-set          nftables best practice: one rule looking (source address,
+                   UDP port) up in a concatenated interval set holding every
+                   rule's pair (all of the rules drop)
 
 The rule set has N rules of which only the last matches the traffic. For each
 rule count and frame size ("a point"), every DUT runs for --duration, their
@@ -51,7 +55,8 @@ DUT is checked to drop the generated packets with its intended rule (its
 counter must equal what the veth delivered).
 
 Per run it counts packets offered (generator), dropped by the intended rule
-(xdpfw's rule counter, the XDP_DROP program's counter, iptables-save -c), and
+(xdpfw's rule counter, the XDP_DROP program's counter, iptables-save -c,
+the counter of nft's intended rule), and
 the DUT's CPU time: the NAPI thread's own (ns/pkt) and the DUT CPU's softirq +
 system time from /proc/stat (stat_ns; includes anything else on that CPU).
 Other load on the machine lowers drop rates: run it on a quiet machine.

@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// stackFlavour is a firewall of the kernel's network stack (netfilter),
+// driven through its own tools in the DUT's namespace: iptables with either
+// back end, and nftables written two ways.
+type stackFlavour struct {
+	dut   string
+	tools []string // binaries it needs
+	// load puts a rule set of n rules in force, replacing the flavour's own.
+	load func(n int) stackCmd
+	// empty removes the flavour's rules (it may keep empty chains).
+	empty stackCmd
+	// counter prints the intended rule's counter, which parse reads.
+	counter stackCmd
+	parse   func([]byte) (uint64, error)
+}
+
+// stackCmd is one run of a tool: its arguments and standard input.
+type stackCmd struct {
+	bin   string
+	args  []string
+	stdin string
+}
+
+// The nftables DUTs keep their rules in this table, replaced as a whole
+// (nft -f applies a file as one transaction).
+const nftTable = "xdpfw_bench"
+
+// emptyFilter is a filter table with no rules and ACCEPT policies.
+const emptyFilter = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+
+func iptablesFlavour(dut, prefix string) stackFlavour {
+	restore, save := prefix+"-restore", prefix+"-save"
+	return stackFlavour{
+		dut:     dut,
+		tools:   []string{restore, save},
+		load:    func(n int) stackCmd { return stackCmd{restore, []string{"-w", "10"}, MacroRuleSet(n)} },
+		empty:   stackCmd{restore, []string{"-w", "10"}, emptyFilter},
+		counter: stackCmd{bin: save, args: []string{"-c", "-t", "filter"}},
+		parse:   lastRuleCounter,
+	}
+}
+
+func nftFlavour(dut string, ruleset func(n int) string) stackFlavour {
+	return stackFlavour{
+		dut:     dut,
+		tools:   []string{"nft"},
+		load:    func(n int) stackCmd { return stackCmd{"nft", []string{"-f", "-"}, nftReplace + ruleset(n)} },
+		empty:   stackCmd{"nft", []string{"-f", "-"}, nftReplace},
+		counter: stackCmd{bin: "nft", args: []string{"list", "chain", "ip", nftTable, "input"}},
+		parse:   nftCounter,
+	}
+}
+
+var stackFlavours = map[string]stackFlavour{
+	DUTIptablesNFT:    iptablesFlavour(DUTIptablesNFT, "iptables-nft"),
+	DUTIptablesLegacy: iptablesFlavour(DUTIptablesLegacy, "iptables-legacy"),
+	DUTNftLinear:      nftFlavour(DUTNftLinear, NftLinearRuleSet),
+	DUTNftSet:         nftFlavour(DUTNftSet, NftSetRuleSet),
+}
+
+// nftReplace makes sure the table exists, then deletes it: what follows in
+// the same file (the same transaction) starts from nothing.
+var nftReplace = fmt.Sprintf("table ip %[1]s\ndelete table ip %[1]s\n", nftTable)
+
+// NftLinearRuleSet is MacroRuleSet written as native nftables rules, one
+// per iptables rule in the same order; only the last has a counter (each
+// of iptables-nft's rules has one).
+func NftLinearRuleSet(n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table ip %s {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n", nftTable)
+	for i := 0; i < n-1; i++ {
+		src, port := macroNonMatching(i)
+		fmt.Fprintf(&b, "\t\tip saddr %v udp dport %d drop\n", src, port)
+	}
+	fmt.Fprintf(&b, "\t\tip saddr %v udp dport %d counter drop\n\t}\n}\n", TrafficSrc, TrafficDPort)
+	return b.String()
+}
+
+// NftSetRuleSet is MacroRuleSet the way the nftables documentation advises
+// for many rules of one shape: a single rule that looks the packet's
+// (source address, UDP destination port) up in a concatenated interval set
+// holding every rule's pair. All of the benchmark's rules drop, so one set
+// says everything they say.
+func NftSetRuleSet(n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table ip %s {\n\tset blocked {\n\t\ttype ipv4_addr . inet_service\n\t\tflags interval\n\t\telements = {\n", nftTable)
+	for i := 0; i < n-1; i++ {
+		src, port := macroNonMatching(i)
+		fmt.Fprintf(&b, "\t\t\t%v . %d,\n", src, port)
+	}
+	fmt.Fprintf(&b, "\t\t\t%v . %d\n\t\t}\n\t}\n", TrafficSrc, TrafficDPort)
+	b.WriteString("\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n")
+	b.WriteString("\t\tip saddr . udp dport @blocked counter drop\n\t}\n}\n")
+	return b.String()
+}
+
+// stackTimeout bounds one run of a tool (10,000 rules take about half a
+// second to restore with nf_tables).
+const stackTimeout = 2 * time.Minute
+
+// stackState tracks the rule count each flavour has loaded in the DUT's
+// namespace: all of them hook the same packets, so only the one being
+// measured may hold rules.
+type stackState struct {
+	loaded map[string]int // flavour -> rule count in force (0: empty)
+}
+
+// stackDUT runs the rule set in the DUT's network stack; its XDP program
+// (bench_pass) counts and passes every frame up to it.
+type stackDUT struct {
+	fl    stackFlavour
+	topo  *Topology
+	link  *dutLink
+	progs *benchProgs
+	state *stackState
+	ctx   context.Context // the benchmark's: Ctrl-C stops a restore
+}
+
+// newStackDUT checks that the flavour's tools exist and work in the DUT's
+// namespace (emptying its rules), or says why not.
+func newStackDUT(ctx context.Context, name string, t *Topology, l *dutLink, p *benchProgs, st *stackState) (*stackDUT, error) {
+	fl, ok := stackFlavours[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown netfilter DUT %q", name)
+	}
+	if err := fl.installed(); err != nil {
+		return nil, err
+	}
+	d := &stackDUT{fl: fl, topo: t, link: l, progs: p, state: st, ctx: ctx}
+	if _, err := d.run(ctx, fl.empty); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (fl stackFlavour) installed() error {
+	for _, bin := range fl.tools {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%s is not installed", bin)
+		}
+	}
+	return nil
+}
+
+// run executes a tool inside the DUT's namespace: the child is forked from
+// a thread that entered it, so it is born there.
+func (d *stackDUT) run(ctx context.Context, c stackCmd) ([]byte, error) {
+	var out []byte
+	err := d.topo.DUT.Do(func() error {
+		ctx, cancel := context.WithTimeout(ctx, stackTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, c.bin, c.args...)
+		cmd.Stdin = strings.NewReader(c.stdin)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		var err error
+		out, err = cmd.Output()
+		if err != nil {
+			return fmt.Errorf("%s %s in %s: %w: %s", c.bin, strings.Join(c.args, " "), d.topo.DUT.Name, err,
+				strings.TrimSpace(stderr.String()))
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (d *stackDUT) name() string { return d.fl.dut }
+
+// use loads the rule set of n rules (unless loaded) after emptying the
+// other flavours' rules, and passes frames to the stack.
+func (d *stackDUT) use(n int) error {
+	for other, k := range d.state.loaded {
+		if other != d.fl.dut && k != 0 {
+			if _, err := d.run(d.ctx, stackFlavours[other].empty); err != nil {
+				return err
+			}
+			d.state.loaded[other] = 0
+		}
+	}
+	if d.state.loaded[d.fl.dut] != n {
+		if _, err := d.run(d.ctx, d.fl.load(n)); err != nil {
+			return err
+		}
+		d.state.loaded[d.fl.dut] = n
+	}
+	return d.link.set(d.progs.objs.BenchPass)
+}
+
+// dropped is the packet counter of the intended rule.
+func (d *stackDUT) dropped() (uint64, error) {
+	out, err := d.run(d.ctx, d.fl.counter)
+	if err != nil {
+		return 0, err
+	}
+	return d.fl.parse(out)
+}
+
+// lastRuleCounter finds the benchmark's last rule in iptables-save -c
+// output ("[PACKETS:BYTES] -A INPUT ...") and returns its packet count.
+func lastRuleCounter(save []byte) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(save))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		ctr, rule, ok := strings.Cut(line, "] ")
+		if !ok || rule != lastRule || !strings.HasPrefix(ctr, "[") {
+			continue
+		}
+		pkts, _, ok := strings.Cut(ctr[1:], ":")
+		if !ok {
+			break
+		}
+		return strconv.ParseUint(pkts, 10, 64)
+	}
+	return 0, fmt.Errorf("iptables-save -c does not list the rule %q", lastRule)
+}
+
+var nftCounterRE = regexp.MustCompile(`\bcounter packets (\d+) bytes \d+`)
+
+// nftCounter reads the one counter of `nft list chain` output: the
+// nftables rule sets count with the intended rule only.
+func nftCounter(list []byte) (uint64, error) {
+	m := nftCounterRE.FindAllSubmatch(list, -1)
+	if len(m) != 1 {
+		return 0, fmt.Errorf("nft list chain shows %d counters, want the intended rule's one", len(m))
+	}
+	return strconv.ParseUint(string(m[0][1]), 10, 64)
+}
+
+func (d *stackDUT) check(delivered, dropped uint64) error {
+	if dropped != delivered {
+		return fmt.Errorf("the veth delivered %d packets to the stack, %s's intended rule counted %d", delivered, d.fl.dut, dropped)
+	}
+	return nil
+}
+
+// close empties the rules (the namespace goes away anyway).
+func (d *stackDUT) close() {
+	if d.state.loaded[d.fl.dut] != 0 {
+		_, _ = d.run(context.Background(), d.fl.empty)
+		d.state.loaded[d.fl.dut] = 0
+	}
+}
+
+// AvailableDUTs are the DUTs whose tools are installed here (the XDP ones
+// always are).
+func AvailableDUTs() []string {
+	var out []string
+	for _, d := range AllDUTs {
+		if fl, ok := stackFlavours[d]; ok && fl.installed() != nil {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
