@@ -118,11 +118,11 @@ enum fw_dim {
 struct fw_pkt {
 	__u64 src[2];
 	__u64 dst[2];
-	__u8  src_mac[6];
+	__u16 sport;
+	__u8  src_mac[6];  /* at 2 mod 4: bytes 2-5 are one aligned word (fw_key) */
+	__u16 dport;
 	__u8  dst_mac[6];
 	__u32 ifindex;
-	__u16 sport;
-	__u16 dport;
 	__u16 vlan_id;     /* outermost tag's VID */
 	__u8  family;      /* 4 or 6 */
 	__u8  proto;       /* L4 protocol (after IPv6 extension headers) */
@@ -138,9 +138,10 @@ struct fw_pkt {
 	__u8  _pad[3];
 };
 
-/* parse_eth and fw_key read and write the MACs as 16-bit words. */
-_Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 2 == 0 &&
-	       __builtin_offsetof(struct fw_pkt, dst_mac) % 2 == 0, "fw_pkt MACs must be 2-byte aligned");
+/* parse_eth writes the MACs as 16-bit words; fw_key reads the first two
+ * bytes as one and the last four as a 32-bit word. */
+_Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
+	       __builtin_offsetof(struct fw_pkt, dst_mac) % 4 == 2, "fw_pkt MACs must sit at 2 mod 4");
 
 /* fw_entry.match / fw_entry.invert bits: which fields an entry tests, and
  * which of those tests are negated. Mirrored by internal/compile (entry.go). */
