@@ -226,13 +226,13 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_MACDST_HI] = bpf_ntohs(*(const __u16 *)p->dst_mac);
 	k[FW_D_MACDST_LO] = bpf_ntohl(*(const __u32 *)(p->dst_mac + 2));
 	k[FW_D_TCPFLAGS] = p->tcp_flags;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	k[FW_D_ICMP] = *(const __u16 *)&p->icmp_code; /* type << 8 | code: one load */
+#else
 	k[FW_D_ICMP] = (__u32)p->icmp_type << 8 | p->icmp_code;
-	/* The two bits swap places. A 4-entry table of 2-bit values, indexed
-	 * by FW_PKT_FRAG | FW_PKT_L4: clang turns conditionals or shifts
-	 * into a bit reversal through a 64-bit byte swap (~25 instructions). */
-	_Static_assert(FW_PKT_L4 == 1 && FW_PKT_FRAG == 2 && FW_KEY_FRAG == 1 && FW_KEY_L4 == 2,
-		       "fw_key's flag table");
-	k[FW_D_FLAGS] = (0xd8 >> ((p->flags & 3) << 1)) & 3; /* 0->0, L4->2, FRAG->1, both->3 */
+#endif
+	_Static_assert(FW_PKT_FRAG == FW_KEY_FRAG && FW_PKT_L4 == FW_KEY_L4, "fw_key masks the flags");
+	k[FW_D_FLAGS] = p->flags & (FW_PKT_FRAG | FW_PKT_L4);
 	k[FW_D_CTSTATE] = p->ctstate;
 }
 
@@ -408,7 +408,7 @@ static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 be
  * budget). */
 __noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)
 {
-	__u32 key[FW_NUM_DIMS];
+	__u32 key[FW_NUM_DIMS] __attribute__((aligned(8))); /* fw_key's zero pairs: one store each */
 
 	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
 		return -1;
