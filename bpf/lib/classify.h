@@ -236,6 +236,17 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_CTSTATE] = p->ctstate;
 }
 
+/* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */
+static __always_inline int fw_range_ok(const struct fw_entry *e, const __u32 *key, const int i)
+{
+	__u32 dim = e->rdim[i];
+
+	if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
+		return 0;
+	__u32 v = key[dim];
+	return v >= e->rlo[i] && v <= e->rhi[i];
+}
+
 /* fw_ranges_match tests an entry with FW_EF_RANGES against the packet's
  * key: each of its ranges is a load and two compares, where
  * fw_entry_match tests every field the entry could use. */
@@ -243,17 +254,32 @@ static __always_inline int fw_ranges_match(const struct fw_entry *e, const __u32
 {
 	__u32 n = e->nranges;
 
-	for (int i = 0; i < FW_RANGES_MAX; i++) {
-		if (i >= n)
-			break;
-		__u32 dim = e->rdim[i];
-		if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
-			return 0;
-		__u32 v = key[dim];
-		if (v < e->rlo[i] || v > e->rhi[i])
-			return 0;
-	}
-	return 1;
+	/* Written out (clang does not unroll it inside the leaf loop): no
+	 * loop counter, constant offsets into the entry. */
+	_Static_assert(FW_RANGES_MAX == 6, "fw_ranges_match tests FW_RANGES_MAX ranges");
+	if (n == 0)
+		return 1;
+	if (!fw_range_ok(e, key, 0))
+		return 0;
+	if (n == 1)
+		return 1;
+	if (!fw_range_ok(e, key, 1))
+		return 0;
+	if (n == 2)
+		return 1;
+	if (!fw_range_ok(e, key, 2))
+		return 0;
+	if (n == 3)
+		return 1;
+	if (!fw_range_ok(e, key, 3))
+		return 0;
+	if (n == 4)
+		return 1;
+	if (!fw_range_ok(e, key, 4))
+		return 0;
+	if (n == 5)
+		return 1;
+	return fw_range_ok(e, key, 5);
 }
 
 /* fw_tree returns the lowest index of a deciding entry matching p among
