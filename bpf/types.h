@@ -107,9 +107,9 @@ enum fw_dim {
 #define FW_TREE_DEPTH 32
 #define FW_LEAF_MAX   64
 
-/* fw_pkt.flags */
-#define FW_PKT_L4       0x01 /* an L4 header was parsed: ports / flags / ICMP type valid */
-#define FW_PKT_FRAG     0x02 /* a non-first fragment (IPv4 offset != 0, IPv6 fragment offset != 0) */
+/* fw_pkt.flags. FRAG and L4 are FW_KEY_FRAG and FW_KEY_L4: fw_key masks. */
+#define FW_PKT_FRAG     0x01 /* a non-first fragment (IPv4 offset != 0, IPv6 fragment offset != 0) */
+#define FW_PKT_L4       0x02 /* an L4 header was parsed: ports / flags / ICMP type valid */
 #define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
 
 /* What the parser extracts: the classifier's only input.
@@ -118,17 +118,17 @@ enum fw_dim {
 struct fw_pkt {
 	__u64 src[2];
 	__u64 dst[2];
-	__u8  src_mac[6];
+	__u16 sport;
+	__u8  src_mac[6];  /* at 2 mod 4: bytes 2-5 are one aligned word (fw_key) */
+	__u16 dport;
 	__u8  dst_mac[6];
 	__u32 ifindex;
-	__u16 sport;
-	__u16 dport;
 	__u16 vlan_id;     /* outermost tag's VID */
 	__u8  family;      /* 4 or 6 */
 	__u8  proto;       /* L4 protocol (after IPv6 extension headers) */
-	__u8  tcp_flags;
+	__u8  icmp_code;   /* code, then type: one 16-bit word type << 8 | code (fw_key) */
 	__u8  icmp_type;
-	__u8  icmp_code;
+	__u8  tcp_flags;
 	__u8  flags;       /* FW_PKT_* */
 	__u8  chain;       /* enum fw_chain */
 	__u8  ctstate;     /* enum fw_ct_state (FW_CT_NEW while conntrack is off) */
@@ -138,9 +138,13 @@ struct fw_pkt {
 	__u8  _pad[3];
 };
 
-/* parse_eth and fw_key read and write the MACs as 16-bit words. */
-_Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 2 == 0 &&
-	       __builtin_offsetof(struct fw_pkt, dst_mac) % 2 == 0, "fw_pkt MACs must be 2-byte aligned");
+/* parse_eth writes the MACs as 16-bit words; fw_key reads the first two
+ * bytes as one and the last four as a 32-bit word. */
+_Static_assert(__builtin_offsetof(struct fw_pkt, icmp_code) % 2 == 0 &&
+	       __builtin_offsetof(struct fw_pkt, icmp_type) == __builtin_offsetof(struct fw_pkt, icmp_code) + 1,
+	       "fw_pkt's ICMP code and type must be one aligned 16-bit word");
+_Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
+	       __builtin_offsetof(struct fw_pkt, dst_mac) % 4 == 2, "fw_pkt MACs must sit at 2 mod 4");
 
 /* fw_entry.match / fw_entry.invert bits: which fields an entry tests, and
  * which of those tests are negated. Mirrored by internal/compile (entry.go). */

@@ -55,7 +55,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	pkt.ifindex = ctx->ingress_ifindex;
 	pkt.chain = fw_ingress_chain(ctx, &pkt);
 
-	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_ctstate(ctx)) < 0) {
+	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_ctstate(fw_trace_meta(ctx))) < 0) {
 		/* no rule set: fail closed */
 		fw_count_reason(FW_R_NO_RULESET, XDP_DROP, bytes, fw_now());
 		fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);

@@ -201,26 +201,50 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 {
 	const __u32 *s = (const __u32 *)p->src, *d = (const __u32 *)p->dst;
 
+	if (p->family == 4) { /* the parser leaves the other words zero */
+		k[FW_D_SRC0] = bpf_ntohl(s[0]);
+		k[FW_D_DST0] = bpf_ntohl(d[0]);
 #pragma unroll
-	for (int w = 0; w < 4; w++) {
-		k[FW_D_SRC0 + w] = bpf_ntohl(s[w]);
-		k[FW_D_DST0 + w] = bpf_ntohl(d[w]);
+		for (int w = 1; w < 4; w++) {
+			k[FW_D_SRC0 + w] = 0;
+			k[FW_D_DST0 + w] = 0;
+		}
+	} else {
+#pragma unroll
+		for (int w = 0; w < 4; w++) {
+			k[FW_D_SRC0 + w] = bpf_ntohl(s[w]);
+			k[FW_D_DST0 + w] = bpf_ntohl(d[w]);
+		}
 	}
 	k[FW_D_SPORT] = p->sport;
 	k[FW_D_DPORT] = p->dport;
 	k[FW_D_PROTO] = p->proto;
 	k[FW_D_IFINDEX] = p->ifindex;
 	k[FW_D_VLAN] = (p->flags & FW_PKT_VLAN) ? p->vlan_id : FW_VLAN_UNTAGGED;
-	const __u16 *sm = (const __u16 *)p->src_mac, *dm = (const __u16 *)p->dst_mac;
-	k[FW_D_MACSRC_HI] = bpf_ntohs(sm[0]);
-	k[FW_D_MACSRC_LO] = (__u32)bpf_ntohs(sm[1]) << 16 | bpf_ntohs(sm[2]);
-	k[FW_D_MACDST_HI] = bpf_ntohs(dm[0]);
-	k[FW_D_MACDST_LO] = (__u32)bpf_ntohs(dm[1]) << 16 | bpf_ntohs(dm[2]);
+	k[FW_D_MACSRC_HI] = bpf_ntohs(*(const __u16 *)p->src_mac);
+	k[FW_D_MACSRC_LO] = bpf_ntohl(*(const __u32 *)(p->src_mac + 2));
+	k[FW_D_MACDST_HI] = bpf_ntohs(*(const __u16 *)p->dst_mac);
+	k[FW_D_MACDST_LO] = bpf_ntohl(*(const __u32 *)(p->dst_mac + 2));
 	k[FW_D_TCPFLAGS] = p->tcp_flags;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	k[FW_D_ICMP] = *(const __u16 *)&p->icmp_code; /* type << 8 | code: one load */
+#else
 	k[FW_D_ICMP] = (__u32)p->icmp_type << 8 | p->icmp_code;
-	k[FW_D_FLAGS] = ((p->flags & FW_PKT_FRAG) ? FW_KEY_FRAG : 0) |
-			((p->flags & FW_PKT_L4) ? FW_KEY_L4 : 0);
+#endif
+	_Static_assert(FW_PKT_FRAG == FW_KEY_FRAG && FW_PKT_L4 == FW_KEY_L4, "fw_key masks the flags");
+	k[FW_D_FLAGS] = p->flags & (FW_PKT_FRAG | FW_PKT_L4);
 	k[FW_D_CTSTATE] = p->ctstate;
+}
+
+/* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */
+static __always_inline int fw_range_ok(const struct fw_entry *e, const __u32 *key, const int i)
+{
+	__u32 dim = e->rdim[i];
+
+	if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
+		return 0;
+	__u32 v = key[dim];
+	return v >= e->rlo[i] && v <= e->rhi[i];
 }
 
 /* fw_ranges_match tests an entry with FW_EF_RANGES against the packet's
@@ -230,24 +254,41 @@ static __always_inline int fw_ranges_match(const struct fw_entry *e, const __u32
 {
 	__u32 n = e->nranges;
 
-	for (int i = 0; i < FW_RANGES_MAX; i++) {
-		if (i >= n)
-			break;
-		__u32 dim = e->rdim[i];
-		if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
-			return 0;
-		__u32 v = key[dim];
-		if (v < e->rlo[i] || v > e->rhi[i])
-			return 0;
-	}
-	return 1;
+	/* Written out (clang does not unroll it inside the leaf loop): no
+	 * loop counter, constant offsets into the entry. */
+	_Static_assert(FW_RANGES_MAX == 6, "fw_ranges_match tests FW_RANGES_MAX ranges");
+	if (n == 0)
+		return 1;
+	if (!fw_range_ok(e, key, 0))
+		return 0;
+	if (n == 1)
+		return 1;
+	if (!fw_range_ok(e, key, 1))
+		return 0;
+	if (n == 2)
+		return 1;
+	if (!fw_range_ok(e, key, 2))
+		return 0;
+	if (n == 3)
+		return 1;
+	if (!fw_range_ok(e, key, 3))
+		return 0;
+	if (n == 4)
+		return 1;
+	if (!fw_range_ok(e, key, 4))
+		return 0;
+	if (n == 5)
+		return 1;
+	return fw_range_ok(e, key, 5);
 }
 
 /* fw_tree returns the lowest index of a deciding entry matching p among
  * the candidates of the leaf that tree reference root reaches, below best
- * (else best). Matching LOG entries on the way are noted in d. */
+ * (else best; *best_e is then that entry). Matching LOG entries on the way
+ * are noted in d. */
 static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct fw_pkt *p,
-				     __u32 gen, __u32 best, struct fw_decision *d)
+				     __u32 gen, __u32 best,
+				     const struct fw_entry **best_e, struct fw_decision *d)
 {
 	/* 64-bit, and hidden from clang after each load (the empty asm): the
 	 * leaf test is then one compare, without a sign extension */
@@ -307,8 +348,10 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		if (!e)
 			continue;
 		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
-			if (e->action != FW_ACT_LOG)
+			if (e->action != FW_ACT_LOG) {
+				*best_e = e;
 				return *idx;
+			}
 			fw_log_note(d, *idx, e->rule_id, p->chain); /* LOG: note it, go on */
 		}
 	}
@@ -391,30 +434,25 @@ static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 be
  * budget). */
 __noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)
 {
-	__u32 key[FW_NUM_DIMS];
+	__u32 key[FW_NUM_DIMS] __attribute__((aligned(8))); /* fw_key's zero pairs: one store each */
 
 	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
 		return -1;
 	__u32 gen = sel & 1, delta = (sel >> 1) & 3;
+	/* the entry at best: fw_tree hands it over, no second lookup */
+	const struct fw_entry *e = NULL;
 
 	fw_key(p, key);
 	__u32 best = FW_NO_TREE;
 #pragma unroll
 	for (int g = 0; g < FW_MAX_GROUPS; g++) {
 		if (root->groups[g] != FW_NO_TREE)
-			best = fw_tree(root->groups[g], key, p, gen, best, d);
+			best = fw_tree(root->groups[g], key, p, gen, best, &e, d);
 	}
 	if (d->nlog) { /* LOG rules matched: fw_log_finish needs the decision */
 		struct fw_log_scratch *s = fw_log_scratch_of(p->chain);
 		if (s)
 			s->best = best;
-	}
-	const struct fw_entry *e = NULL;
-	if (best != FW_NO_TREE) {
-		__u32 eslot = gen * fw_max_entries + best;
-		e = bpf_map_lookup_elem(&fw_entries, &eslot);
-		if (!e)
-			return -1;
 	}
 	if (delta) /* nothing to do while no edit waits for a rebuild */
 		e = fw_delta_step((delta - 1) & 1, best, e, p);

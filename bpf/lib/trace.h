@@ -26,14 +26,24 @@ static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
 	return t->magic == FW_TRACE_MAGIC ? t : NULL;
 }
 
-/* fw_trace_ctstate: the connection state a trace asks to assume, or -1. */
-static __always_inline int fw_trace_ctstate(struct xdp_md *ctx)
+/* fw_trace_ctstate: the connection state trace t (NULL: none) asks to
+ * assume, or -1. */
+static __always_inline int fw_trace_ctstate(const struct fw_trace *t)
 {
-	struct fw_trace *t = fw_trace_meta(ctx);
-
 	if (!t || !(t->in_flags & FW_TRACE_CTSTATE) || t->in_ctstate >= FW_CT_NUM_STATES)
 		return -1;
 	return t->in_ctstate;
+}
+
+static __always_inline void fw_trace_fill(struct fw_trace *t, __u32 rule_id, __u8 action,
+					  __u8 reason, const struct fw_pkt *p, __u8 reject)
+{
+	t->rule_id = rule_id;
+	t->action = action;
+	t->reason = reason;
+	t->chain = p->chain;
+	t->ctstate = p->ctstate;
+	t->reject = reject;
 }
 
 /* fw_trace_reject is fw_trace with what a REJECT decision answers with. */
@@ -42,14 +52,8 @@ static __always_inline void fw_trace_reject(struct xdp_md *ctx, __u32 rule_id, _
 {
 	struct fw_trace *t = fw_trace_meta(ctx);
 
-	if (!t)
-		return;
-	t->rule_id = rule_id;
-	t->action = action;
-	t->reason = reason;
-	t->chain = p->chain;
-	t->ctstate = p->ctstate;
-	t->reject = reject;
+	if (t)
+		fw_trace_fill(t, rule_id, action, reason, p, reject);
 }
 
 /* fw_trace_decision reports a classifier decision, with what logs it. */
@@ -60,7 +64,7 @@ static __always_inline void fw_trace_decision(struct xdp_md *ctx, const struct f
 
 	if (!t)
 		return;
-	fw_trace_reject(ctx, d->rule_id, d->action, d->reason, p, d->reject);
+	fw_trace_fill(t, d->rule_id, d->action, d->reason, p, d->reject);
 	t->log_n = d->nlog;
 	t->log_self = d->log ? 1 : 0;
 }
