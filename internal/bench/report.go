@@ -33,14 +33,14 @@ func WriteMacroTable(w io.Writer, res *MacroResult) {
 	fmt.Fprintf(w, "%6s %5s %10s %10s %10s", "rules", "size", "xdpfw_Mpps", "floor_rate", "floor_cost")
 	others := res.Summary[0].Versus
 	for _, v := range others {
-		fmt.Fprintf(w, " %18s %18s", v.DUT+"_rate", v.DUT+"_cost")
+		fmt.Fprintf(w, " %*s %*s", len(v.DUT)+5, v.DUT+"_rate", len(v.DUT)+5, v.DUT+"_cost")
 	}
 	fmt.Fprintln(w)
 	for _, s := range res.Summary {
 		fmt.Fprintf(w, "%6d %5d %10.3f %10s %10s", s.Rules, s.Size, s.XdpfwDroppedMpps, ratio(s.FloorRate), ratio(s.FloorCost))
 		for _, o := range others {
 			v := s.Vs(o.DUT)
-			fmt.Fprintf(w, " %18s %18s", ratio(v.Rate), ratio(v.Cost))
+			fmt.Fprintf(w, " %*s %*s", len(o.DUT)+5, ratio(v.Rate), len(o.DUT)+5, ratio(v.Cost))
 		}
 		fmt.Fprintln(w)
 	}
