@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The clock probe: the control plane runs it (BPF_PROG_TEST_RUN) to read,
- * at one instant, the clock counters are stamped with (jiffies, see
- * lib/stats.h fw_now) and CLOCK_MONOTONIC, which user space can read too.
- * With the tick length (clock_getres(CLOCK_MONOTONIC_COARSE)) that turns
- * any stamp into wall time. Never attached. */
+/* The clock probe: the control plane runs it (BPF_PROG_TEST_RUN) to read
+ * the clock counters are stamped with (jiffies, see lib/stats.h fw_now),
+ * between two readings of CLOCK_MONOTONIC_COARSE that the tick, which
+ * moves both, did not change: then the jiffy began at that reading, and
+ * with the tick length (clock_getres(CLOCK_MONOTONIC_COARSE)) any stamp
+ * becomes the start of the tick it names (internal/datapath Clock).
+ * mono_ns, the fine clock, bounds it. Never attached. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"

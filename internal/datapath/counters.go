@@ -28,7 +28,8 @@ type Counter struct {
 // Clock turns the data plane's counter stamps into wall-clock time. The
 // data plane stamps counters with jiffies (lib/stats.h fw_now: the cheapest
 // clock a BPF program has). A Clock holds one reading of the clock probe
-// (bpf/clock.c: jiffies and CLOCK_MONOTONIC at one instant), the length of
+// (bpf/clock.c: jiffies) with CLOCK_MONOTONIC when that jiffy began (from
+// CLOCK_MONOTONIC_COARSE, which the tick moves with jiffies), the length of
 // a tick (clock_getres(CLOCK_MONOTONIC_COARSE): TICK_NSEC, the monotonic
 // time per jiffy) and a pairing of CLOCK_MONOTONIC with the wall clock, so
 // every stamp read with it is converted with the same offset. A stamp
@@ -38,7 +39,7 @@ type Counter struct {
 type Clock struct {
 	ok      bool
 	jiffies uint64 // the probe's jiffies ...
-	probe   uint64 // ... and CLOCK_MONOTONIC (ns) at the same instant
+	probe   uint64 // ... and CLOCK_MONOTONIC (ns) when that jiffy began
 	tick    uint64 // ns of CLOCK_MONOTONIC per jiffy
 	mono    uint64 // CLOCK_MONOTONIC (ns) read just before ...
 	wall    time.Time
@@ -68,14 +69,28 @@ func (d *Datapath) readClock() (Clock, error) {
 	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &res); err != nil || res.Nano() <= 0 {
 		return Clock{}, fmt.Errorf("the tick length (clock_getres): %v", err)
 	}
+	// The probe's jiffy began when the coarse clock last moved: the tick
+	// updates both. A coarse reading that did not change around the probe
+	// is that instant (a tick between them: read again).
 	var out xdpfwFwClock
-	if _, err := d.clockProg.Run(&ebpf.RunOptions{Context: xdpfwFwClock{}, ContextOut: &out}); err != nil {
-		return Clock{}, fmt.Errorf("running the clock probe: %w", err)
+	var began uint64
+	for try := 0; ; try++ {
+		c0 := monotonic(unix.CLOCK_MONOTONIC_COARSE)
+		if _, err := d.clockProg.Run(&ebpf.RunOptions{Context: xdpfwFwClock{}, ContextOut: &out}); err != nil {
+			return Clock{}, fmt.Errorf("running the clock probe: %w", err)
+		}
+		if began = monotonic(unix.CLOCK_MONOTONIC_COARSE); began == c0 || try == 3 {
+			break
+		}
 	}
+	return Clock{ok: true, jiffies: out.Jiffies, probe: min(began, out.MonoNs), tick: uint64(res.Nano()),
+		mono: monotonic(unix.CLOCK_MONOTONIC), wall: time.Now().Round(0)}, nil
+}
+
+func monotonic(clock int32) uint64 {
 	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return Clock{ok: true, jiffies: out.Jiffies, probe: out.MonoNs, tick: uint64(res.Nano()),
-		mono: uint64(ts.Nano()), wall: time.Now().Round(0)}, nil
+	_ = unix.ClockGettime(clock, &ts)
+	return uint64(ts.Nano())
 }
 
 // clockSpec is the clock probe's program, from the embedded object
@@ -95,7 +110,7 @@ func (c Clock) Wall(stamp uint64) time.Time {
 	if stamp == 0 || !c.ok {
 		return time.Time{}
 	}
-	age := int64(c.mono) - int64(c.probe) // the probe ran this long before the wall clock was read
+	age := int64(c.mono) - int64(c.probe) // the probe's jiffy began this long before the wall clock was read
 	if stamp < c.jiffies {
 		age += int64((c.jiffies - stamp) * c.tick)
 	}
