@@ -46,19 +46,19 @@ const (
 func MacroRuleSet(n int) string {
 	var b strings.Builder
 	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
-	for i := 0; i < n-1; i++ {
-		src, port := macroNonMatching(i)
-		fmt.Fprintf(&b, "-A INPUT -s %v/32 -p udp -m udp --dport %d -j DROP\n", src, port)
-	}
+	writeNonMatching(&b, n, "-A INPUT -s %v/32 -p udp -m udp --dport %d -j DROP\n")
 	b.WriteString(lastRule + "\n")
 	b.WriteString("COMMIT\n")
 	return b.String()
 }
 
-// macroNonMatching is the source address and UDP port of rule i of the
-// n-1 that do not match the traffic.
-func macroNonMatching(i int) (netip.Addr, int) {
-	return netip.AddrFrom4([4]byte{10, byte(201 + i>>16), byte(i >> 8), byte(i)}), 1000 + i%5000
+// writeNonMatching writes the n-1 rules that do not match the traffic,
+// each with format (its verbs: the source address, the UDP port).
+func writeNonMatching(b *strings.Builder, n int, format string) {
+	for i := 0; i < n-1; i++ {
+		src := netip.AddrFrom4([4]byte{10, byte(201 + i>>16), byte(i >> 8), byte(i)})
+		fmt.Fprintf(b, format, src, 1000+i%5000)
+	}
 }
 
 // MaxMacroRules bounds the rule count (the rule sources of MacroRuleSet,

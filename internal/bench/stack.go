@@ -81,10 +81,7 @@ var nftReplace = fmt.Sprintf("table ip %[1]s\ndelete table ip %[1]s\n", nftTable
 func NftLinearRuleSet(n int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n", nftTable)
-	for i := 0; i < n-1; i++ {
-		src, port := macroNonMatching(i)
-		fmt.Fprintf(&b, "\t\tip saddr %v udp dport %d drop\n", src, port)
-	}
+	writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d drop\n")
 	fmt.Fprintf(&b, "\t\tip saddr %v udp dport %d counter drop\n\t}\n}\n", TrafficSrc, TrafficDPort)
 	return b.String()
 }
@@ -97,10 +94,7 @@ func NftLinearRuleSet(n int) string {
 func NftSetRuleSet(n int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {\n\tset blocked {\n\t\ttype ipv4_addr . inet_service\n\t\tflags interval\n\t\telements = {\n", nftTable)
-	for i := 0; i < n-1; i++ {
-		src, port := macroNonMatching(i)
-		fmt.Fprintf(&b, "\t\t\t%v . %d,\n", src, port)
-	}
+	writeNonMatching(&b, n, "\t\t\t%v . %d,\n")
 	fmt.Fprintf(&b, "\t\t\t%v . %d\n\t\t}\n\t}\n", TrafficSrc, TrafficDPort)
 	b.WriteString("\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n")
 	b.WriteString("\t\tip saddr . udp dport @blocked counter drop\n\t}\n}\n")
