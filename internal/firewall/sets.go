@@ -235,6 +235,23 @@ func (s *Sets) Create(name string, spec SetSpec, exist bool) (created bool, err 
 
 // checkElems makes sure every element fits a set of kind k (the parsers
 // check this with positions; this guards the API).
+// editable is what Add and Del start from: the set, after checking that
+// every element fits its kind, and the set maps.
+func (s *Sets) editable(name string, ps []netip.Prefix) (*setState, *datapath.Sets, error) {
+	m, err := s.get(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkElems(name, m.kind(), ps); err != nil {
+		return nil, nil, err
+	}
+	dp, err := s.maps(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, dp, nil
+}
+
 func checkElems(name string, k rules.SetKind, ps []netip.Prefix) error {
 	for _, p := range ps {
 		if !k.Accepts(p) {
@@ -248,14 +265,7 @@ func checkElems(name string, k rules.SetKind, ps []netip.Prefix) error {
 // set would hold more than its size, or all sets more than the set map
 // holds, nothing is added.
 func (s *Sets) Add(name string, ps []netip.Prefix) (*SetChange, error) {
-	m, err := s.get(name)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkElems(name, m.kind(), ps); err != nil {
-		return nil, err
-	}
-	dp, err := s.maps(false)
+	m, dp, err := s.editable(name, ps)
 	if err != nil {
 		return nil, err
 	}
@@ -303,14 +313,7 @@ func (s *Sets) plan(name string, m *setState, ps []netip.Prefix, extra int) (*ad
 // Del removes elements from a set. Unless missingOK, every element must be
 // in the set, or nothing is removed.
 func (s *Sets) Del(name string, ps []netip.Prefix, missingOK bool) (*SetChange, error) {
-	m, err := s.get(name)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkElems(name, m.kind(), ps); err != nil {
-		return nil, err
-	}
-	dp, err := s.maps(false)
+	m, dp, err := s.editable(name, ps)
 	if err != nil {
 		return nil, err
 	}
