@@ -111,6 +111,8 @@ enum fw_dim {
 #define FW_PKT_FRAG     0x01 /* a non-first fragment (IPv4 offset != 0, IPv6 fragment offset != 0) */
 #define FW_PKT_L4       0x02 /* an L4 header was parsed: ports / flags / ICMP type valid */
 #define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
+#define FW_PKT_ANSWER   0x08 /* a TCP RST or an ICMP(v6) destination unreachable:
+			      * maybe this host's own REJECT answer (fw_reject_own_answer) */
 
 /* What the parser extracts: the classifier's only input.
  * Addresses are in network byte order, IPv4 in the first 4 bytes, rest zero.
@@ -223,8 +225,9 @@ struct fw_entry {
  * over all FW_NODE_THRESH of them; unused children are the empty leaf.
  * Children (and fw_root.groups) are tree references: FW_REF_LEAF set, a
  * leaf inline, whose candidates are fw_leaves[first .. first+count-1]
- * (entry indices in priority order; FW_REF_FIRST, FW_REF_COUNT); clear, the
- * index of a node. Indices are relative to the generation. The builder
+ * (entry indices in priority order; FW_REF_FIRST, FW_REF_COUNT), except
+ * that a leaf of one candidate holds its entry index as first (no slot:
+ * one load fewer); clear, the index of a node. Indices are relative to the generation. The builder
  * never makes a leaf of more than FW_LEAF_MAX (64) candidates, so
  * FW_NO_TREE (which would read as 127 candidates) is never a reference.
  * internal/compile (Node, LeafRef) mirrors this. */

@@ -339,20 +339,26 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 	for (__u32 j = 0; j < FW_LEAF_MAX; j++) {
 		if (j >= count)
 			break;
-		__u32 slot = gen * fw_max_leaves + first + j;
-		const __u32 *idx = bpf_map_lookup_elem(&fw_leaves, &slot);
-		if (!idx || *idx >= best) /* candidates are in priority order */
+		__u32 idx = first; /* a leaf of one candidate holds its entry index */
+		if (count > 1) {
+			__u32 slot = gen * fw_max_leaves + first + j;
+			const __u32 *ip = bpf_map_lookup_elem(&fw_leaves, &slot);
+			if (!ip)
+				break;
+			idx = *ip;
+		}
+		if (idx >= best) /* candidates are in priority order */
 			break;
-		__u32 eslot = gen * fw_max_entries + *idx;
+		__u32 eslot = gen * fw_max_entries + idx;
 		const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
 		if (!e)
 			continue;
 		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
 			if (e->action != FW_ACT_LOG) {
 				*best_e = e;
-				return *idx;
+				return idx;
 			}
-			fw_log_note(d, *idx, e->rule_id, p->chain); /* LOG: note it, go on */
+			fw_log_note(d, idx, e->rule_id, p->chain); /* LOG: note it, go on */
 		}
 	}
 	return best;

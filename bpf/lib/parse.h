@@ -211,6 +211,8 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
 		if (doff < 20 || l4_short(c, l4, doff))
 			return -FW_R_BAD_L4;
 		p->tcp_flags = l4[13];
+		if (l4[13] & 0x04) /* RST */
+			p->flags |= FW_PKT_ANSWER;
 		break;
 	}
 	case IPPROTO_UDP:
@@ -229,12 +231,17 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
 		p->icmp_type = l4[0];
 		p->icmp_code = l4[1];
 		p->flags |= FW_PKT_L4;
+		/* destination unreachable: type 3 (ICMP), 1 (ICMPv6) */
+		if (l4[0] == (proto == IPPROTO_ICMP ? 3 : 1))
+			p->flags |= FW_PKT_ANSWER;
 		return FW_PARSE_OK;
 	default:
 		return FW_PARSE_OK;
 	}
-	p->sport = ((__u16)l4[0] << 8) | l4[1];
-	p->dport = ((__u16)l4[2] << 8) | l4[3];
+	/* 16-bit loads: the L4 header is at an even offset (Ethernet 14, VLAN
+	 * tags 4, IPv4 header a multiple of 4, IPv6's of 8). */
+	p->sport = bpf_ntohs(*(__be16 *)l4);
+	p->dport = bpf_ntohs(*(__be16 *)(l4 + 2));
 	p->flags |= FW_PKT_L4;
 	return FW_PARSE_OK;
 }

@@ -580,19 +580,12 @@ static __always_inline void fw_reject_own_note(struct __sk_buff *skb, const stru
 static __always_inline int fw_reject_own_answer(void *data, void *end, const struct fw_pkt *p)
 {
 	__u32 zero = 0;
-	int maybe;
 
-	if (!(p->flags & FW_PKT_L4))
+	/* The parser flags what could be one: a TCP RST, an ICMP or ICMPv6
+	 * destination unreachable. Everything else goes on at one test. */
+	if (!(p->flags & FW_PKT_ANSWER))
 		return 0;
-	if (p->proto == IPPROTO_TCP)
-		maybe = p->tcp_flags & FW_TCP_RST;
-	else if (p->proto == IPPROTO_ICMP)
-		maybe = p->family == 4 && p->icmp_type == 3;
-	else if (p->proto == IPPROTO_ICMPV6)
-		maybe = p->family == 6 && p->icmp_type == 1;
-	else
-		return 0;
-	if (!maybe)
+	if ((p->proto == IPPROTO_ICMP && p->family != 4) || (p->proto == IPPROTO_ICMPV6 && p->family != 6))
 		return 0;
 	__u64 *last = bpf_map_lookup_elem(&fw_reject_own_last, &zero);
 	if (!last || !*last || bpf_ktime_get_coarse_ns() - *last > FW_REJECT_OWN_NS)

@@ -125,6 +125,9 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 		return nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
 			"(multiport lists and -i wildcards expand into several entries each; load with a larger --max-rules)", len(entries), limit)
 	}
+	if len(entries) > MaxLeafSlots { // a one-candidate leaf holds an entry index in 24 bits
+		return nil, fmt.Errorf("the rule set needs %d classifier entries; a generation holds at most %d", len(entries), MaxLeafSlots)
+	}
 	maxNodes := lim.Nodes
 	if maxNodes == 0 {
 		maxNodes = DefaultMaxNodes

@@ -156,7 +156,12 @@ func TestLimits(t *testing.T) {
 		!strings.Contains(err.Error(), "more than 100 nodes") {
 		t.Errorf("nodes: %v", err)
 	}
-	if _, _, err := Compile(Input{RuleSet: rs, IDs: ids(600), MaxLeafSlots: 100}); err == nil ||
+	// Leaves of two candidates (a leaf of one takes no slot): 200 slots.
+	b.Reset()
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "-A INPUT -s 10.0.%d.0/24 ! -d 10.9.9.9 -j ACCEPT\n-A INPUT -s 10.0.%d.0/24 -j DROP\n", i, i)
+	}
+	if _, _, err := Compile(Input{RuleSet: parse(t, b.String()), IDs: ids(200), MaxLeafSlots: 100}); err == nil ||
 		!strings.Contains(err.Error(), "leaf slots") {
 		t.Errorf("leaves: %v", err)
 	}

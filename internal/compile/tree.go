@@ -113,19 +113,23 @@ type Node struct {
 
 // Tree references (FW_REF_*): a node's children and a root's groups.
 // Bit 31 set: a leaf, inline, with its candidate count in bits 24..30 and
-// the index of its first candidate in Leaves in bits 0..23. Bit 31 clear:
-// the index of a node. NoTree (0xffffffff) would read as a leaf of 127
-// candidates; the builder never makes a leaf over MaxLeaf (64), so it
-// cannot be one.
+// the index of its first candidate in Leaves in bits 0..23 — except that
+// a leaf of one candidate holds that entry's index there itself (no slot
+// in Leaves: the walk saves a load, and most leaves have one candidate).
+// Bit 31 clear: the index of a node. NoTree (0xffffffff) would read as a
+// leaf of 127 candidates; the builder never makes a leaf over MaxLeaf
+// (64), so it cannot be one.
 const (
 	RefLeaf       = 1 << 31
 	refCountShift = 24
-	// MaxLeafSlots is how many leaf slots a generation can address.
+	// MaxLeafSlots is how many leaf slots a generation can address, and
+	// how many entries (a one-candidate leaf holds an entry index).
 	MaxLeafSlots = 1 << refCountShift
 )
 
 // LeafRef is the reference of a leaf of count candidates at
-// Leaves[first:first+count] (count <= MaxLeaf, first < MaxLeafSlots).
+// Leaves[first:first+count] (count <= MaxLeaf, first < MaxLeafSlots), or
+// with count 1, of the leaf whose one candidate is entry first.
 func LeafRef(first, count uint32) uint32 {
 	return RefLeaf | count<<refCountShift | first
 }
@@ -133,9 +137,20 @@ func LeafRef(first, count uint32) uint32 {
 // IsLeafRef tells whether ref is a leaf.
 func IsLeafRef(ref uint32) bool { return ref&RefLeaf != 0 }
 
-// LeafOf returns a leaf reference's candidates: Leaves[first:first+count].
+// LeafOf returns the fields of a leaf reference (see LeafRef; LeafEntries
+// reads its candidates).
 func LeafOf(ref uint32) (first, count uint32) {
 	return ref & (MaxLeafSlots - 1), ref >> refCountShift & 0x7f
+}
+
+// LeafEntries returns the candidates of leaf reference ref, in priority
+// order.
+func (t *Tables) LeafEntries(ref uint32) []uint32 {
+	first, count := LeafOf(ref)
+	if count == 1 {
+		return []uint32{first}
+	}
+	return t.Leaves[first : first+count]
 }
 
 // ChildOf is the index in n.Child that key value v takes: the number of
@@ -474,8 +489,7 @@ func (t *Tables) Lookup(r int, k Key) []uint32 {
 			continue
 		}
 		leaf, _ := t.walk(g, &k)
-		first, count := LeafOf(leaf)
-		out = append(out, t.Leaves[first:first+count]...)
+		out = append(out, t.LeafEntries(leaf)...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -575,16 +589,19 @@ func (b *treeBuilder) build(region box, list []int32, depth, parent int) (uint32
 		return 0, errTooBig{fmt.Sprintf("%d rules overlap so that no field separates them (a leaf holds at most %d): "+
 			"they differ only in negated addresses or masked TCP flags", len(ents), MaxLeaf)}
 	}
-	first := uint32(0) // an empty leaf points nowhere
-	if len(ents) > 0 {
-		first = uint32(len(b.t.Leaves))
+	ref := LeafRef(0, 0) // an empty leaf points nowhere
+	switch {
+	case len(ents) == 1:
+		ref = LeafRef(ents[0], 1) // the entry itself, no slot
+	case len(ents) > 1:
 		if len(b.t.Leaves)+len(ents) > b.maxLeafSlots {
 			return 0, errTooBig{fmt.Sprintf("the classifier trees need more than %d leaf slots, "+
 				"the most a generation can address (rules overlapping in many fields multiply them; simplify)", b.maxLeafSlots)}
 		}
+		ref = LeafRef(uint32(len(b.t.Leaves)), uint32(len(ents)))
+		b.t.Leaves = append(b.t.Leaves, ents...)
 	}
-	b.bin = append(b.bin, binNode{leaf: true, left: LeafRef(first, uint32(len(ents)))})
-	b.t.Leaves = append(b.t.Leaves, ents...)
+	b.bin = append(b.bin, binNode{leaf: true, left: ref})
 	b.maxLeaf = max(b.maxLeaf, len(ents))
 	return uint32(len(b.bin) - 1), nil
 }

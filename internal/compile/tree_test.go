@@ -334,7 +334,10 @@ func TestFatNodeShape(t *testing.T) {
 				}
 				if IsLeafRef(c) {
 					first, count := LeafOf(c)
-					if count > MaxLeaf || int(first+count) > len(tb.Leaves) || c == NoTree {
+					if count == 1 && int(first) >= len(tb.Entries) {
+						t.Fatalf("%s: node %d: child %d is the leaf of entry %d of %d", name, i, k, first, len(tb.Entries))
+					}
+					if count > MaxLeaf || (count > 1 && int(first+count) > len(tb.Leaves)) || c == NoTree {
 						t.Fatalf("%s: node %d: child %d is leaf (%d, %d) of %d slots", name, i, k, first, count, len(tb.Leaves))
 					}
 				} else if c <= uint32(i) || int(c) >= len(tb.Nodes) {
@@ -423,8 +426,8 @@ func TestFatNodeShape(t *testing.T) {
 		for i := 0; i < 8; i++ {
 			key := Key{DimDPort: uint32(1000 + 10*i)}
 			ref, steps := tb.walk(trees[0], &key)
-			if first, count := LeafOf(ref); steps != 1 || count != 1 || tb.Leaves[first] != uint32(i) {
-				t.Errorf("v6 %d port %d: leaf (%d, %d) after %d steps", v6, 1000+10*i, first, count, steps)
+			if ents := tb.LeafEntries(ref); steps != 1 || !slices.Equal(ents, []uint32{uint32(i)}) {
+				t.Errorf("v6 %d port %d: leaf %v after %d steps", v6, 1000+10*i, ents, steps)
 			}
 		}
 	}
@@ -433,18 +436,20 @@ func TestFatNodeShape(t *testing.T) {
 // TestLeafSlotLimit: a generation whose leaves need more slots than a
 // reference can address is refused, not encoded wrongly.
 func TestLeafSlotLimit(t *testing.T) {
+	// Leaves of two candidates (no field separates a negated address from
+	// the rule after it); a leaf of one takes no slot.
 	var b strings.Builder
 	for i := 0; i < 100; i++ {
-		fmt.Fprintf(&b, "-A INPUT -s 10.0.%d.0/24 -j ACCEPT\n", i)
+		fmt.Fprintf(&b, "-A INPUT -s 10.0.%d.0/24 ! -d 10.9.9.9 -j ACCEPT\n-A INPUT -s 10.0.%d.0/24 -j DROP\n", i, i)
 	}
 	rs := parse(t, b.String())
-	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(100)})
+	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(200)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = buildTrees(&Tables{Entries: tb.Entries}, rs, treeOpts{maxNodes: DefaultMaxNodes, maxLeafSlots: 50})
 	if !errors.As(err, new(errTooBig)) || !strings.Contains(err.Error(), "more than 50 leaf slots") {
-		t.Fatalf("100 leaves in 50 slots: %v", err)
+		t.Fatalf("100 two-candidate leaves in 50 slots: %v", err)
 	}
 	if LeafRef(MaxLeafSlots-1, MaxLeaf) == NoTree {
 		t.Fatal("the largest leaf reference is NoTree")
