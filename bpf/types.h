@@ -227,8 +227,9 @@ struct fw_entry {
  * leaf inline, whose candidates are fw_leaves[first .. first+count-1]
  * (entry indices in priority order; FW_REF_FIRST, FW_REF_COUNT), except
  * that a leaf of one candidate holds its entry index as first (no slot:
- * one load fewer); clear, the index of a node. Indices are relative to the generation. The builder
- * never makes a leaf of more than FW_LEAF_MAX (64) candidates, so
+ * one load fewer); clear, the index of a node. Indices are relative to
+ * the generation. The builder never makes a leaf of more than
+ * FW_LEAF_MAX (64) candidates, so
  * FW_NO_TREE (which would read as 127 candidates) is never a reference.
  * internal/compile (Node, LeafRef) mirrors this. */
 #define FW_NODE_THRESH   7

@@ -156,12 +156,7 @@ func TestLimits(t *testing.T) {
 		!strings.Contains(err.Error(), "more than 100 nodes") {
 		t.Errorf("nodes: %v", err)
 	}
-	// Leaves of two candidates (a leaf of one takes no slot): 200 slots.
-	b.Reset()
-	for i := 0; i < 100; i++ {
-		fmt.Fprintf(&b, "-A INPUT -s 10.0.%d.0/24 ! -d 10.9.9.9 -j ACCEPT\n-A INPUT -s 10.0.%d.0/24 -j DROP\n", i, i)
-	}
-	if _, _, err := Compile(Input{RuleSet: parse(t, b.String()), IDs: ids(200), MaxLeafSlots: 100}); err == nil ||
+	if _, _, err := Compile(Input{RuleSet: parse(t, twoCandidateLeaves(100)), IDs: ids(200), MaxLeafSlots: 100}); err == nil ||
 		!strings.Contains(err.Error(), "leaf slots") {
 		t.Errorf("leaves: %v", err)
 	}

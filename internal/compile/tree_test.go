@@ -433,16 +433,21 @@ func TestFatNodeShape(t *testing.T) {
 	}
 }
 
+// twoCandidateLeaves is a rule set of 2n rules whose trees have n leaves
+// of two candidates each (no field separates a negated address from the
+// rule after it), so they take 2n leaf slots (a leaf of one takes none).
+func twoCandidateLeaves(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "-A INPUT -s 10.0.%d.0/24 ! -d 10.9.9.9 -j ACCEPT\n-A INPUT -s 10.0.%d.0/24 -j DROP\n", i, i)
+	}
+	return b.String()
+}
+
 // TestLeafSlotLimit: a generation whose leaves need more slots than a
 // reference can address is refused, not encoded wrongly.
 func TestLeafSlotLimit(t *testing.T) {
-	// Leaves of two candidates (no field separates a negated address from
-	// the rule after it); a leaf of one takes no slot.
-	var b strings.Builder
-	for i := 0; i < 100; i++ {
-		fmt.Fprintf(&b, "-A INPUT -s 10.0.%d.0/24 ! -d 10.9.9.9 -j ACCEPT\n-A INPUT -s 10.0.%d.0/24 -j DROP\n", i, i)
-	}
-	rs := parse(t, b.String())
+	rs := parse(t, twoCandidateLeaves(100))
 	tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(200)})
 	if err != nil {
 		t.Fatal(err)
