@@ -111,8 +111,14 @@ enum fw_dim {
 #define FW_PKT_FRAG     0x01 /* a non-first fragment (IPv4 offset != 0, IPv6 fragment offset != 0) */
 #define FW_PKT_L4       0x02 /* an L4 header was parsed: ports / flags / ICMP type valid */
 #define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
-#define FW_PKT_ANSWER   0x08 /* a TCP RST or an ICMP(v6) destination unreachable:
+#define FW_PKT_ANSWER   0x08 /* a TCP RST, or an IPv4 ICMP / IPv6 ICMPv6 destination unreachable:
 			      * maybe this host's own REJECT answer (fw_reject_own_answer) */
+
+/* TCP header flag bits (fw_pkt.tcp_flags). */
+#define FW_TCP_FIN 0x01
+#define FW_TCP_SYN 0x02
+#define FW_TCP_RST 0x04
+#define FW_TCP_ACK 0x10
 
 /* What the parser extracts: the classifier's only input.
  * Addresses are in network byte order, IPv4 in the first 4 bytes, rest zero.

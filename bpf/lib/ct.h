@@ -23,11 +23,6 @@
 #include "../types.h"
 #include "../maps.h"
 
-#define FW_TCP_FIN 0x01
-#define FW_TCP_SYN 0x02
-#define FW_TCP_RST 0x04
-#define FW_TCP_ACK 0x10
-
 /* What the lookup found, and what an accepted packet writes. */
 struct fw_ct {
 	struct fw_ct_key key;

@@ -211,7 +211,7 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
 		if (doff < 20 || l4_short(c, l4, doff))
 			return -FW_R_BAD_L4;
 		p->tcp_flags = l4[13];
-		if (l4[13] & 0x04) /* RST */
+		if (l4[13] & FW_TCP_RST)
 			p->flags |= FW_PKT_ANSWER;
 		break;
 	}
@@ -231,8 +231,9 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
 		p->icmp_type = l4[0];
 		p->icmp_code = l4[1];
 		p->flags |= FW_PKT_L4;
-		/* destination unreachable: type 3 (ICMP), 1 (ICMPv6) */
-		if (l4[0] == (proto == IPPROTO_ICMP ? 3 : 1))
+		/* destination unreachable in the family's own ICMP: type 3
+		 * (ICMP over IPv4), 1 (ICMPv6 over IPv6) */
+		if (p->family == 4 ? proto == IPPROTO_ICMP && l4[0] == 3 : proto == IPPROTO_ICMPV6 && l4[0] == 1)
 			p->flags |= FW_PKT_ANSWER;
 		return FW_PARSE_OK;
 	default:

@@ -57,11 +57,6 @@
  * only, a recomputed pointer would have none. */
 #define fw_opaque(ptr) asm volatile("" : "+r"(ptr))
 
-#define FW_TCP_FIN 0x01
-#define FW_TCP_SYN 0x02
-#define FW_TCP_RST 0x04
-#define FW_TCP_ACK 0x10
-
 /* ---- checksums (RFC 1071), over native-order 16-bit loads: the folded
  * sum can be stored as is; a lone last byte counts as the high byte of
  * a word in network order, which is its low byte in a native load. ---- */
@@ -581,11 +576,10 @@ static __always_inline int fw_reject_own_answer(void *data, void *end, const str
 {
 	__u32 zero = 0;
 
-	/* The parser flags what could be one: a TCP RST, an ICMP or ICMPv6
-	 * destination unreachable. Everything else goes on at one test. */
+	/* The parser flags what could be one (FW_PKT_ANSWER): a TCP RST, an
+	 * ICMP or ICMPv6 destination unreachable. Everything else goes on at
+	 * one test. */
 	if (!(p->flags & FW_PKT_ANSWER))
-		return 0;
-	if ((p->proto == IPPROTO_ICMP && p->family != 4) || (p->proto == IPPROTO_ICMPV6 && p->family != 6))
 		return 0;
 	__u64 *last = bpf_map_lookup_elem(&fw_reject_own_last, &zero);
 	if (!last || !*last || bpf_ktime_get_coarse_ns() - *last > FW_REJECT_OWN_NS)
