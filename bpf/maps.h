@@ -243,4 +243,37 @@ struct {
 	__type(value, __u64);
 } fw_reject_own_last SEC(".maps");
 
+/* The XDP program's hand-over to its classify stage (xdp_fw.c), per CPU:
+ * the parsed packet, what conntrack will record, the rule set in force.
+ * The stage runs right after, on the same CPU, before anything else can
+ * use the slot. Not pinned: it lives for one packet. */
+struct fw_xdp_handoff {
+	struct fw_pkt pkt;
+	__u8 ct[48];         /* struct fw_ct's first fw_ct_plan_size bytes (lib/ct.h) */
+	struct fw_root root; /* a copy of the root in force for the packet */
+	__u32 sel;           /* fw_active_sel's */
+	__u32 _pad;
+	struct fw_decision d; /* the stage's decision */
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_xdp_handoff);
+} fw_xdp_handoff SEC(".maps");
+
+/* The XDP program's classify stage, entered by a tail call. Filled at
+ * load. Not pinned by name: each loaded program has its own, which the
+ * control plane pins as stages_<program id> (the kernel empties a program
+ * array once no file descriptor or pin holds it). */
+int xdpfw_ingress_classify(struct xdp_md *ctx);
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, int(struct xdp_md *));
+} fw_xdp_stages SEC(".maps") = {
+	.values = { [0] = (void *)&xdpfw_ingress_classify },
+};
+
 #endif

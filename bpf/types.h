@@ -146,6 +146,18 @@ struct fw_pkt {
 	__u8  _pad[3];
 };
 
+/* What decides a packet: the classifier's (or a fast rule's) answer. */
+struct fw_decision {
+	__u32 rule_id;
+	__u8  action; /* enum fw_action */
+	__u8  reason; /* enum fw_reason */
+	__u8  reject; /* enum fw_reject, with FW_ACT_REJECT */
+	__u8  log;    /* FW_EF_LOG: the deciding rule logs the packet (--log) */
+	/* LOG rules that log the packet: fw_log_scratch's ids[0 .. nlog-1] once
+	 * fw_log_finish has run (in rule order); before, the matches noted. */
+	__u8  nlog;
+};
+
 /* parse_eth writes the MACs as 16-bit words; fw_key reads the first two
  * bytes as one and the last four as a 32-bit word. */
 _Static_assert(__builtin_offsetof(struct fw_pkt, icmp_code) % 2 == 0 &&

@@ -2,7 +2,16 @@
 /* xdpfw ingress (XDP): parse, pick the chain (INPUT or FORWARD), decide
  * (conntrack + classify), log, act (pass, drop, or answer a REJECT in
  * place), count. The answers this host's OUTPUT REJECTs send into its own
- * stack pass unfiltered (generic mode is the only one where they come by). */
+ * stack pass unfiltered (generic mode is the only one where they come by).
+ *
+ * Two programs: xdpfw_ingress decides what conntrack and the fast rules
+ * can; a packet the classifier must decide continues in
+ * xdpfw_ingress_classify, entered by a tail call with the packet in a
+ * per-CPU hand-over slot (fw_xdp_handoff). A tail call is a jump: the
+ * classifier runs inline, without the BPF-to-BPF call whose return through
+ * the kernel's return thunk costs more than the jump and the hand-over
+ * (docs/classifier.md "Instructions are not the whole cost"). The tc
+ * program (tc_fw.c) calls the classifier as a global function. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
@@ -21,54 +30,122 @@ static __always_inline int fw_xdp_action(__u8 action)
 	return action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
 }
 
+/* fw_xdp_finish acts on decision d: logs, answers a REJECT, counts,
+ * traces. Returns the XDP action. */
+static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
+					 __u64 bytes)
+{
+	int rc = fw_xdp_action(d->action);
+
+	if (fw_log_wanted(d)) /* before REJECT rewrites the frame */
+		fw_log_xdp(ctx, p, d, bytes, fw_trace_meta(ctx) != NULL);
+	if (d->action == FW_ACT_REJECT)
+		rc = fw_reject_xdp(ctx, p, d); /* answer in place (XDP_TX), or drop; sets d->reason */
+	__u64 now = fw_now();
+	fw_count_rule(d->rule_id, bytes, now);
+	fw_count_reason(d->reason, rc, bytes, now);
+	fw_trace_decision(ctx, d, p);
+	return rc;
+}
+
+/* fw_xdp_fail_closed drops a packet nothing can decide: no rule set is
+ * installed, or (never while datapath holds fw_xdp_stages) the classify
+ * stage is missing. Both count as FW_R_NO_RULESET. */
+static __always_inline int fw_xdp_fail_closed(struct xdp_md *ctx, const struct fw_pkt *p, __u64 bytes)
+{
+	fw_count_reason(FW_R_NO_RULESET, XDP_DROP, bytes, fw_now());
+	fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, p);
+	return XDP_DROP;
+}
+
 SEC("xdp")
 int xdpfw_ingress(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u64 bytes = data_end - data;
-	struct fw_pkt pkt = {};
 	struct fw_decision d = {};
+	struct fw_ct ct;
+	const struct fw_root *root = NULL;
+	__u32 sel = 0, zero = 0;
 	int rc;
+	/* The packet is parsed into the hand-over slot, which the classify
+	 * stage reads: no copy on the way. */
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
 
-	rc = fw_parse(data, data_end, bytes, &pkt);
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	struct fw_pkt *pp = &h->pkt;
+	*pp = (struct fw_pkt){};
+
+	rc = fw_parse(data, data_end, bytes, pp);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
-		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, &pkt);
+		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, pp);
 		return XDP_PASS;
 	}
 	if (rc < 0) {
 		__u8 act = fw_malformed_action();
 		fw_count_reason(-rc, fw_xdp_action(act), bytes, fw_now());
-		fw_trace(ctx, 0, act, -rc, &pkt);
+		fw_trace(ctx, 0, act, -rc, pp);
 		return fw_xdp_action(act);
 	}
 
-	if (fw_reject_own_answer(data, data_end, &pkt)) {
+	if (fw_reject_own_answer(data, data_end, pp)) {
 		/* this host's OUTPUT REJECT answering one of its own sockets
 		 * (generic mode): passed as natively, counted where it was sent */
-		pkt.chain = FW_CHAIN_OUTPUT;
-		fw_trace(ctx, 0, 0xff, FW_R_RULE_REJECT, &pkt);
+		pp->chain = FW_CHAIN_OUTPUT;
+		fw_trace(ctx, 0, 0xff, FW_R_RULE_REJECT, pp);
 		return XDP_PASS;
 	}
 
-	pkt.ifindex = ctx->ingress_ifindex;
-	pkt.chain = fw_ingress_chain(ctx, &pkt);
+	pp->ifindex = ctx->ingress_ifindex;
+	pp->chain = fw_ingress_chain(ctx, pp);
 
-	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_ctstate(fw_trace_meta(ctx))) < 0) {
-		/* no rule set: fail closed */
-		fw_count_reason(FW_R_NO_RULESET, XDP_DROP, bytes, fw_now());
-		fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
-		return XDP_DROP;
+	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)));
+	if (rc == FW_DECIDE_CLASSIFY) {
+		_Static_assert(sizeof(h->ct) == fw_ct_plan_size, "fw_xdp_handoff.ct holds struct fw_ct but its pointer");
+		if (ct.next != FW_CTS_NONE)
+			__builtin_memcpy(h->ct, &ct, fw_ct_plan_size);
+		else /* conntrack off: the rest of ct was never written */
+			h->ct[fw_ct_next_off] = FW_CTS_NONE;
+		h->sel = sel;
+		/* A copy of the root: the stage's classifier then reads one
+		 * kind of pointer, not a fw_roots or a fw_deltas value (the
+		 * verifier would check it once for each). */
+		h->root = *root;
+		bpf_tail_call(ctx, &fw_xdp_stages, 0);
+		rc = FW_DECIDE_NO_RULESET; /* no classify stage: fail closed */
 	}
-	rc = fw_xdp_action(d.action);
-	if (fw_log_wanted(&d)) /* before REJECT rewrites the frame */
-		fw_log_xdp(ctx, &pkt, &d, bytes, fw_trace_meta(ctx) != NULL);
-	if (d.action == FW_ACT_REJECT)
-		rc = fw_reject_xdp(ctx, &pkt, &d); /* answer in place (XDP_TX), or drop; sets d.reason */
-	__u64 now = fw_now();
-	fw_count_rule(d.rule_id, bytes, now);
-	fw_count_reason(d.reason, rc, bytes, now);
-	fw_trace_decision(ctx, &d, &pkt);
-	return rc;
+	if (rc == FW_DECIDE_NO_RULESET)
+		return fw_xdp_fail_closed(ctx, pp, bytes);
+	fw_decide_end(&ct, pp, bytes, &d);
+	return fw_xdp_finish(ctx, pp, &d, bytes);
+}
+
+/* The classify stage (fw_xdp_stages[0]): the classifier inline, for what
+ * xdpfw_ingress handed over; then conntrack's record and the same finish.
+ * The decision lives in the slot too: the verifier tracks a stack copy's
+ * every byte, and the classifier's many paths would each be checked on. */
+SEC("xdp")
+int xdpfw_ingress_classify(struct xdp_md *ctx)
+{
+	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
+	struct fw_ct ct;
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	struct fw_decision *d = &h->d;
+	*d = (struct fw_decision){};
+	const struct fw_pkt *p = &h->pkt;
+	__u32 sel = h->sel;
+	fw_classify_in(&h->root, sel, p, d);
+	if (d->action == FW_ACT_ACCEPT) {
+		__builtin_memcpy(&ct, h->ct, fw_ct_plan_size);
+		fw_ct_relink(&ct);
+		fw_decide_end(&ct, p, bytes, d);
+	}
+	return fw_xdp_finish(ctx, p, d, bytes);
 }

@@ -20,17 +20,6 @@
 #include "../types.h"
 #include "../maps.h"
 
-struct fw_decision {
-	__u32 rule_id;
-	__u8  action; /* enum fw_action */
-	__u8  reason; /* enum fw_reason */
-	__u8  reject; /* enum fw_reject, with FW_ACT_REJECT */
-	__u8  log;    /* FW_EF_LOG: the deciding rule logs the packet (--log) */
-	/* LOG rules that log the packet: fw_log_scratch's ids[0 .. nlog-1] once
-	 * fw_log_finish has run (in rule order); before, the matches noted. */
-	__u8  nlog;
-};
-
 /* fw_log_scratch_of is the scratch slot of the hook deciding p: XDP and tc
  * may run on one CPU (a softirq's XDP never interrupts tc egress, which
  * runs with bottom halves off, but they keep apart anyway). */
@@ -364,24 +353,28 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 	return best;
 }
 
-/* fw_root_of returns the root for p's chain and family of what is in
- * force: the delta stage's root while a delta is in force (its fast rules
- * and flags account for the edits; its trees are the main generation's),
- * else the active generation's. It sets *sel to what fw_classify needs:
- * FW_ACTIVE's value - 1, the main generation in bit 0, the delta (0 none,
- * 1 + its half) in bits 1-2; it returns NULL when no rule set is
- * installed. */
-static __always_inline const struct fw_root *fw_root_of(const struct fw_pkt *p, __u32 *sel)
+/* fw_active_sel returns what is in force: FW_ACTIVE's value - 1 (the main
+ * generation in bit 0, the delta (0 none, 1 + its half) in bits 1-2), or
+ * -1 when no rule set is installed. */
+static __always_inline int fw_active_sel(void)
 {
 	__u32 zero = 0;
 	const __u32 *active = bpf_map_lookup_elem(&fw_active, &zero);
 
 	if (!active || *active == 0)
-		return NULL;
-	__u32 a = *active - 1;
-	*sel = a;
-	__u32 gen = a & 1, delta = (a >> 1) & 3;
+		return -1;
+	return (*active - 1) & 7;
+}
+
+/* fw_root_at returns the root for p's chain and family of sel (from
+ * fw_active_sel): the delta stage's root while a delta is in force (its
+ * fast rules and flags account for the edits; its trees are the main
+ * generation's), else the main generation's. */
+static __always_inline const struct fw_root *fw_root_at(const struct fw_pkt *p, __u32 sel)
+{
+	__u32 gen = sel & 1, delta = (sel >> 1) & 3;
 	__u32 r = p->chain * 2 + (p->family == 6);
+
 	if (r >= FW_NUM_ROOTS) /* bounds the index for the verifier */
 		return NULL;
 	if (delta) {
@@ -432,18 +425,16 @@ static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 be
 	return e;
 }
 
-/* fw_classify finds the first entry of root matching p and fills *d (the
- * policy when none does). sel is fw_root_of's: the main generation and
- * the delta in force. Returns 0, or -1 if the tables are inconsistent.
- * A global function: verified once, not once per path through the
- * conntrack code that precedes it (which would exceed the verifier's
- * budget). */
-__noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)
+/* fw_classify_in finds the first entry of root matching p and fills *d
+ * (the policy when none does). sel is fw_active_sel's: the main
+ * generation and the delta in force. Inline only where nothing precedes
+ * it in the program (the XDP classify stage, xdp_fw.c): the verifier
+ * checks it once per distinct state it is reached in. */
+static __always_inline int fw_classify_in(const struct fw_root *root, __u32 sel, const struct fw_pkt *p,
+					  struct fw_decision *d)
 {
 	__u32 key[FW_NUM_DIMS] __attribute__((aligned(8))); /* fw_key's zero pairs: one store each */
 
-	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
-		return -1;
 	__u32 gen = sel & 1, delta = (sel >> 1) & 3;
 	/* the entry at best: fw_tree hands it over, no second lookup */
 	const struct fw_entry *e = NULL;
@@ -474,6 +465,17 @@ __noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct f
 	d->reject = e->reject;
 	d->log = e->flags & FW_EF_LOG;
 	return 0;
+}
+
+/* fw_classify is fw_classify_in as a global function (tc egress): verified
+ * once, not once per path through the conntrack code that precedes it
+ * (which would exceed the verifier's budget). Returns 0, or -1 on a NULL
+ * argument. */
+__noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)
+{
+	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
+		return -1;
+	return fw_classify_in(root, sel, p, d);
 }
 
 #endif

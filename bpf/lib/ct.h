@@ -23,16 +23,22 @@
 #include "../types.h"
 #include "../maps.h"
 
-/* What the lookup found, and what an accepted packet writes. */
+/* What the lookup found, and what an accepted packet writes. The entry
+ * pointer comes last: the rest (fw_ct_plan_size bytes) holds no pointer,
+ * so the XDP program's classify stage receives it through a map
+ * (fw_ct_relink finds the entry again). */
 struct fw_ct {
 	struct fw_ct_key key;
-	struct fw_ct_entry *e; /* the live entry, or NULL */
 	__u8 from_a;           /* the packet goes from endpoint a to b */
 	__u8 reply;            /* it goes against the connection's first packet */
 	__u8 next;             /* enum fw_ct_conn after it; FW_CTS_NONE: write nothing */
 	__u8 create;           /* 1: create (or replace) the entry */
 	__u8 setflags;         /* FW_CTF_* to add to a live entry */
+	__u8 _pad[3];
+	struct fw_ct_entry *e; /* the live entry, or NULL */
 };
+#define fw_ct_plan_size __builtin_offsetof(struct fw_ct, e)
+#define fw_ct_next_off __builtin_offsetof(struct fw_ct, next)
 
 /* Default timeouts (seconds) per enum fw_ct_timeout, close to Linux
  * nf_conntrack's; internal/conntrack.DefaultTimeouts mirrors them. */
@@ -366,6 +372,15 @@ invalid:
 	ct->create = 0;
 	p->ctstate = FW_CT_INVALID;
 	fw_ct_count(FW_CT_STAT_INVALID);
+}
+
+/* fw_ct_relink sets ct->e again after ct crossed a map without it: the
+ * live entry a packet that creates nothing advances. */
+static __always_inline void fw_ct_relink(struct fw_ct *ct)
+{
+	ct->e = NULL;
+	if (ct->next != FW_CTS_NONE && !ct->create)
+		ct->e = bpf_map_lookup_elem(&fw_ct, &ct->key);
 }
 
 /* fw_ct_commit records an accepted packet: creates its connection or

@@ -27,49 +27,82 @@ static __always_inline __u8 fw_malformed_action(void)
 	return cfg && cfg->malformed_pass ? FW_ACT_ACCEPT : FW_ACT_DROP;
 }
 
-/* fw_decide fills *d for the parsed packet p (p->chain set). assume_state
- * >= 0 replaces the conntrack lookup (traces). Returns 0, or -1 when no
- * rule set is installed. */
-static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *p, __u64 bytes,
-				     struct fw_decision *d, int assume_state)
+/* What fw_decide_start leaves to do. */
+enum fw_decide_next {
+	FW_DECIDE_NO_RULESET = -1, /* no rule set installed: fail closed */
+	FW_DECIDE_DONE = 0,        /* *d holds the root's fast rule */
+	FW_DECIDE_CLASSIFY = 1,    /* the classifier decides (fw_classify_in) */
+};
+
+/* fw_decide_start looks up the packet's connection (when the rule set
+ * uses conntrack; assume_state >= 0 replaces the lookup, for traces) and
+ * applies the root's fast rule: *sel and *root are what the classifier
+ * then needs, ct what fw_decide_end records. */
+static __always_inline int fw_decide_start(void *data, void *data_end, struct fw_pkt *p, struct fw_decision *d,
+					   struct fw_ct *ct, __u32 *sel, const struct fw_root **rootp,
+					   int assume_state)
 {
-	/* Not zeroed (56 bytes of stores on every packet): fw_ct_lookup
+	/* ct is not zeroed (56 bytes of stores on every packet): fw_ct_lookup
 	 * writes what fw_ct_commit reads, and without a lookup (no conntrack,
 	 * a trace's assumed state) next = FW_CTS_NONE makes the commit a
 	 * no-op. */
-	struct fw_ct ct;
-	ct.next = FW_CTS_NONE;
-	/* One variable for the generation and the delta half: the stack of
-	 * this frame, fw_log_xdp's and fw_log_finish's together stays within
-	 * the verifier's 512 bytes. */
-	__u32 sel = 0;
-	const struct fw_root *root = fw_root_of(p, &sel);
-
+	ct->next = FW_CTS_NONE;
+	int s = fw_active_sel();
+	if (s < 0)
+		return FW_DECIDE_NO_RULESET;
+	const struct fw_root *root = fw_root_at(p, s);
 	if (!root)
-		return -1;
-	__u8 tracked = root->flags & FW_ROOT_CT;
+		return FW_DECIDE_NO_RULESET;
+	*sel = s;
+	*rootp = root;
 	p->ctstate = FW_CT_NEW;
 	if (assume_state >= 0) /* a trace's "what if": no lookup, nothing recorded */
 		p->ctstate = assume_state;
-	else if (tracked)
-		fw_ct_lookup(data, data_end, p, &ct);
-	if (root->fast_states & (1u << p->ctstate)) {
-		/* the first rule for this state matches every such packet */
-		d->rule_id = root->fast_rule_id;
-		d->action = root->fast_action;
-		d->reason = root->fast_reason;
-		d->reject = root->fast_reject;
-		d->log = root->fast_flags & FW_EF_LOG;
-	} else if (fw_classify(root, sel, p, d) < 0) {
-		return -1;
-	}
-	if (tracked && d->action == FW_ACT_ACCEPT && fw_ct_commit(&ct, p, bytes, d->rule_id) < 0) {
+	else if (root->flags & FW_ROOT_CT)
+		fw_ct_lookup(data, data_end, p, ct);
+	if (!(root->fast_states & (1u << p->ctstate)))
+		return FW_DECIDE_CLASSIFY;
+	/* the first rule for this state matches every such packet */
+	d->rule_id = root->fast_rule_id;
+	d->action = root->fast_action;
+	d->reason = root->fast_reason;
+	d->reject = root->fast_reject;
+	d->log = root->fast_flags & FW_EF_LOG;
+	return FW_DECIDE_DONE;
+}
+
+/* fw_decide_end records an accepted packet's connection (ct from
+ * fw_decide_start); a full table drops the packet unless configured not
+ * to. */
+static __always_inline void fw_decide_end(struct fw_ct *ct, const struct fw_pkt *p, __u64 bytes,
+					  struct fw_decision *d)
+{
+	if (d->action == FW_ACT_ACCEPT && fw_ct_commit(ct, p, bytes, d->rule_id) < 0) {
 		const struct fw_config *cfg = fw_config();
 		if (!cfg || !cfg->ct_full_accept) {
 			d->action = FW_ACT_DROP;
 			d->reason = FW_R_CT_FULL;
 		}
 	}
+}
+
+/* fw_decide fills *d for the parsed packet p (p->chain set): both stages
+ * in one program, the classifier a global function (verified once, not
+ * once per path through conntrack). Returns 0, or -1 when no rule set is
+ * installed. */
+static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *p, __u64 bytes,
+				     struct fw_decision *d, int assume_state)
+{
+	struct fw_ct ct;
+	const struct fw_root *root = NULL;
+	__u32 sel = 0;
+	int next = fw_decide_start(data, data_end, p, d, &ct, &sel, &root, assume_state);
+
+	if (next == FW_DECIDE_NO_RULESET)
+		return -1;
+	if (next == FW_DECIDE_CLASSIFY && fw_classify(root, sel, p, d) < 0)
+		return -1;
+	fw_decide_end(&ct, p, bytes, d);
 	return 0;
 }
 

@@ -381,6 +381,103 @@ func TestConntrackFastRule(t *testing.T) {
 	}
 }
 
+// TestConntrackClassified: packets of a live connection that no fast rule
+// decides go to the XDP program's classify stage, which gets the
+// connection through the hand-over without its entry pointer and must find
+// the entry again to advance it: counters and the replied state prove it
+// did.
+func TestConntrackClassified(t *testing.T) {
+	f := newFixture(t)
+	f.installText(`-P INPUT DROP
+-A INPUT -p udp --dport 53 -j ACCEPT
+-A INPUT -m conntrack --ctstate ESTABLISHED -j ACCEPT
+`)
+	tb, _, err := compile.Compile(compile.Input{RuleSet: f.rs, IDs: f.ids, Ifaces: f.ifaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root := tb.Roots[0]; root.Flags&compile.RootCT == 0 || root.FastStates != 0 {
+		t.Fatalf("INPUT v4 root %+v: want conntrack and no fast rule", root)
+	}
+	for _, p := range []ctPeer{ct4, ct6} {
+		f.flushCT(t)
+		q := &packet.Packet{Src: p.cli, Dst: p.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 53, Payload: []byte("query")}
+		a := &packet.Packet{Src: p.srv, Dst: p.cli, Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, Payload: []byte("answer")}
+		for i, s := range []struct {
+			pk    *packet.Packet
+			state uint8
+			rule  uint32
+			pkts  [2]uint64
+		}{
+			{q, compile.CTNew, f.ids[0], [2]uint64{1, 0}},         // creates
+			{q, compile.CTNew, f.ids[0], [2]uint64{2, 0}},         // advances the live entry
+			{a, compile.CTEstablished, f.ids[1], [2]uint64{2, 1}}, // the answer: replied
+			{q, compile.CTEstablished, f.ids[0], [2]uint64{3, 1}},
+		} {
+			r := f.mustRun(s.pk.Bytes(), "eth0")
+			if r.RuleID != s.rule || r.XDPAction != datapath.XDPPass || r.CTState != s.state {
+				t.Fatalf("%s step %d %s: rule %d action %d state %s, want rule %d, passed, %s", p.cli, i, s.pk,
+					r.RuleID, r.XDPAction, compile.CTStateName(r.CTState), s.rule, compile.CTStateName(s.state))
+			}
+			if c := f.conn(t, packet.ProtoUDP); c.Packets != s.pkts || c.Replied != (s.pkts[1] > 0) {
+				t.Fatalf("%s step %d: connection %s, want packets %v", p.cli, i, c, s.pkts)
+			}
+		}
+	}
+}
+
+// TestClassifyStage: the XDP classify stage's program array is pinned per
+// program from load on; pinning a newer program drops the older ones' pins
+// (the older program keeps its stage while a handle holds it); and a
+// program whose stage is gone fails closed.
+func TestClassifyStage(t *testing.T) {
+	f := newFixture(t)
+	f.installText(`-P INPUT ACCEPT
+-A INPUT -p udp --dport 53 -j DROP
+`)
+	q := &packet.Packet{Src: ct4.cli, Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 53}
+	other := &packet.Packet{Src: ct4.cli, Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 54}
+	check := func(what string, pk *packet.Packet, act uint32, reason compile.Reason) {
+		t.Helper()
+		r := f.mustRun(pk.Bytes(), "eth0")
+		if r.XDPAction != act || r.Reason != reason {
+			t.Fatalf("%s: %s action %d reason %s, want %d %s", what, pk, r.XDPAction, r.Reason, act, reason)
+		}
+	}
+	check("classified", q, datapath.XDPDrop, compile.ReasonRuleDrop)
+	check("classified", other, datapath.XDPPass, compile.ReasonPolicyAccept)
+
+	dir := f.dp.Dir()
+	first := f.dp.StagesPin()
+	if got := datapath.StagesPins(dir); len(got) != 1 || got[0] != first || first == "" {
+		t.Fatalf("stage pins after load: %v, want [%s]", got, first)
+	}
+	if err := f.dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp2, err := datapath.Load(dir, f.dp.Limits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp2.Close()
+	if got := datapath.StagesPins(dir); len(got) != 2 {
+		t.Fatalf("stage pins with two programs loaded: %v, want 2", got)
+	}
+	if err := dp2.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	if got := datapath.StagesPins(dir); len(got) != 1 || got[0] != dp2.StagesPin() || got[0] == first {
+		t.Fatalf("stage pins after pinning the newer program: %v, want [%s]", got, dp2.StagesPin())
+	}
+	check("older program, still held", q, datapath.XDPDrop, compile.ReasonRuleDrop)
+
+	if err := f.dp.DropClassifyStage(); err != nil {
+		t.Fatal(err)
+	}
+	check("stage gone", q, datapath.XDPDrop, compile.ReasonNoRuleset)
+	check("stage gone", other, datapath.XDPDrop, compile.ReasonNoRuleset)
+}
+
 // TestEgressOutputChain: the tc program runs the OUTPUT rules on packets
 // the host sends, and the connections it records let the replies in.
 func TestEgressOutputChain(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -26,6 +28,12 @@ const DefaultPinDir = "/sys/fs/bpf/xdpfw"
 const (
 	progPin   = "prog_xdpfw_ingress"
 	egressPin = "prog_xdpfw_egress"
+	// stagesPin + program id: the ingress program's fw_xdp_stages (its
+	// classify stage). The kernel empties a program array that no file
+	// descriptor or pin holds, so each loaded program's is pinned from
+	// load on, under its own name: a program still attached while a newer
+	// one is loaded keeps its own stage.
+	stagesPin = "stages_"
 )
 
 // Limits are one generation's table sizes. The data plane holds two
@@ -101,6 +109,10 @@ type Datapath struct {
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes.
 	unpinned []*ebpf.Map
+	// stages is fw_xdp_stages, pinned as stagesPin + the program's id (none
+	// when opened from pins).
+	stages    *ebpf.Map
+	stagesPin string
 	// clockProg is the clock probe (bpf/clock.c), never pinned: loaded
 	// with the program, or on first use by a handle from Open.
 	clockProg *ebpf.Program
@@ -145,33 +157,62 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
+	// The program array holds the classify stage: no other handle needed.
+	objs.XdpfwIngressClassify.Close()
+	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
+	if err != nil {
+		objs.Close()
+		return nil, err
+	}
 	return &Datapath{
-		dir:      dir,
-		prog:     objs.XdpfwIngress,
-		egress:   objs.XdpfwEgress,
-		limits:   lim,
-		active:   objs.FwActive,
-		entries:  objs.FwEntries,
-		nodes:    objs.FwNodes,
-		leaves:   objs.FwLeaves,
-		roots:    objs.FwRoots,
-		ruleCtr:  objs.FwRuleStats,
-		reasons:  objs.FwReasonStats,
-		config:   objs.FwConfigMap,
-		sets:     objs.FwSets,
-		ct:       objs.FwCt,
-		ctStats:  objs.FwCtStats,
-		deltas:   objs.FwDeltas,
-		deltaEn:  objs.FwDeltaEntries,
-		stamps:   objs.FwStamps,
-		logRing:  objs.FwLogRing,
-		logLim:   objs.FwLogLimits,
-		logStat:  objs.FwLogStats,
-		logCtr:   objs.FwLogCounters,
-		unpinned: []*ebpf.Map{objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch},
+		dir:       dir,
+		prog:      objs.XdpfwIngress,
+		egress:    objs.XdpfwEgress,
+		limits:    lim,
+		active:    objs.FwActive,
+		entries:   objs.FwEntries,
+		nodes:     objs.FwNodes,
+		leaves:    objs.FwLeaves,
+		roots:     objs.FwRoots,
+		ruleCtr:   objs.FwRuleStats,
+		reasons:   objs.FwReasonStats,
+		config:    objs.FwConfigMap,
+		sets:      objs.FwSets,
+		ct:        objs.FwCt,
+		ctStats:   objs.FwCtStats,
+		deltas:    objs.FwDeltas,
+		deltaEn:   objs.FwDeltaEntries,
+		stamps:    objs.FwStamps,
+		logRing:   objs.FwLogRing,
+		logLim:    objs.FwLogLimits,
+		logStat:   objs.FwLogStats,
+		logCtr:    objs.FwLogCounters,
+		stages:    objs.FwXdpStages,
+		stagesPin: stagesName,
+		unpinned:  []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch},
 
 		clockProg: objs.XdpfwClock,
 	}, nil
+}
+
+// pinStages pins stages, prog's program array, in dir as stagesPin + the
+// program's id, and returns that name.
+func pinStages(dir string, prog *ebpf.Program, stages *ebpf.Map) (string, error) {
+	info, err := prog.Info()
+	if err != nil {
+		return "", fmt.Errorf("reading the program's id: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return "", errors.New("reading the program's id: the kernel does not report it")
+	}
+	name := stagesPin + strconv.FormatUint(uint64(id), 10)
+	path := filepath.Join(dir, name)
+	_ = os.Remove(path) // a stale pin of an earlier program with this id
+	if err := stages.Pin(path); err != nil {
+		return "", fmt.Errorf("pinning the classify stage at %s: %w", path, err)
+	}
+	return name, nil
 }
 
 // sizeSpec sets the table sizes of lim (defaults for zero fields) in spec
@@ -221,6 +262,17 @@ func (d *Datapath) PinProgram() error {
 		if err := os.Rename(tmp, pin); err != nil {
 			_ = os.Remove(tmp)
 			return fmt.Errorf("replacing the pinned program: %w", err)
+		}
+	}
+	// Every interface runs this program now: the stages of earlier ones
+	// go with them.
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), stagesPin) && e.Name() != d.stagesPin {
+			_ = os.Remove(filepath.Join(d.dir, e.Name()))
 		}
 	}
 	return nil
@@ -277,6 +329,9 @@ func (d *Datapath) Close() {
 	}
 	for _, m := range d.unpinned {
 		m.Close()
+	}
+	if d.stages != nil {
+		d.stages.Close()
 	}
 	for _, p := range []*ebpf.Program{d.prog, d.egress, d.clockProg} {
 		if p != nil {

@@ -2,6 +2,8 @@ package datapath
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 )
@@ -29,7 +31,8 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
 	}
-	d := &Datapath{prog: coll.Programs["xdpfw_ingress"], egress: coll.Programs["xdpfw_egress"], limits: lim}
+	d := &Datapath{prog: coll.Programs["xdpfw_ingress"], egress: coll.Programs["xdpfw_egress"],
+		clockProg: coll.Programs["xdpfw_clock"], limits: lim}
 	named := d.maps()
 	for name, m := range coll.Maps {
 		if dst, ok := named[name]; ok {
@@ -38,9 +41,31 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 			d.unpinned = append(d.unpinned, m)
 		}
 	}
-	if d.prog == nil || d.egress == nil || len(coll.Programs) != 2 {
+	if d.prog == nil || d.egress == nil {
 		coll.Close()
 		return nil, fmt.Errorf("%s: want the programs xdpfw_ingress and xdpfw_egress, have %v", path, coll.Programs)
 	}
+	if p := coll.Programs["xdpfw_ingress_classify"]; p != nil {
+		p.Close() // its program array (in d.unpinned) holds it
+	}
 	return d, nil
+}
+
+// StagesPin is the name of d's classify stage pin ("": none).
+func (d *Datapath) StagesPin() string { return d.stagesPin }
+
+// DropClassifyStage empties d's program array, as the kernel does once
+// nothing holds it.
+func (d *Datapath) DropClassifyStage() error { return d.stages.Delete(uint32(0)) }
+
+// StagesPins lists the classify stage pins in dir.
+func StagesPins(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), stagesPin) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }

@@ -185,40 +185,84 @@ type xdpfwFwSetKey struct {
 	Addr      [16]uint8
 }
 
+type xdpfwFwXdpHandoff struct {
+	_   structs.HostLayout
+	Pkt struct {
+		_        structs.HostLayout
+		Src      [2]uint64
+		Dst      [2]uint64
+		Sport    uint16
+		SrcMac   [6]uint8
+		Dport    uint16
+		DstMac   [6]uint8
+		Ifindex  uint32
+		VlanId   uint16
+		Family   uint8
+		Proto    uint8
+		IcmpCode uint8
+		IcmpType uint8
+		TcpFlags uint8
+		Flags    uint8
+		Chain    uint8
+		Ctstate  uint8
+		L4Off    uint16
+		L3Len    uint32
+		L3Off    uint8
+		Pad      [3]uint8
+	}
+	Ct   [48]uint8
+	Root xdpfwFwRoot
+	Sel  uint32
+	Pad  uint32
+	D    struct {
+		_      structs.HostLayout
+		RuleId uint32
+		Action uint8
+		Reason uint8
+		Reject uint8
+		Log    uint8
+		Nlog   uint8
+		_      [3]byte
+	}
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xdpfwMapFwActive        = "fw_active"
-	xdpfwMapFwConfigMap     = "fw_config_map"
-	xdpfwMapFwCt            = "fw_ct"
-	xdpfwMapFwCtStats       = "fw_ct_stats"
-	xdpfwMapFwDeltaEntries  = "fw_delta_entries"
-	xdpfwMapFwDeltas        = "fw_deltas"
-	xdpfwMapFwEntries       = "fw_entries"
-	xdpfwMapFwLeaves        = "fw_leaves"
-	xdpfwMapFwLogCounters   = "fw_log_counters"
-	xdpfwMapFwLogLimits     = "fw_log_limits"
-	xdpfwMapFwLogRing       = "fw_log_ring"
-	xdpfwMapFwLogScratch    = "fw_log_scratch"
-	xdpfwMapFwLogStats      = "fw_log_stats"
-	xdpfwMapFwNodes         = "fw_nodes"
-	xdpfwMapFwReasonStats   = "fw_reason_stats"
-	xdpfwMapFwRejectOwn     = "fw_reject_own"
-	xdpfwMapFwRejectOwnLast = "fw_reject_own_last"
-	xdpfwMapFwRejectRl      = "fw_reject_rl"
-	xdpfwMapFwRoots         = "fw_roots"
-	xdpfwMapFwRuleStats     = "fw_rule_stats"
-	xdpfwMapFwSets          = "fw_sets"
-	xdpfwMapFwStamps        = "fw_stamps"
-	xdpfwProgXdpfwClock     = "xdpfw_clock"
-	xdpfwProgXdpfwEgress    = "xdpfw_egress"
-	xdpfwProgXdpfwIngress   = "xdpfw_ingress"
-	xdpfwVarFwLogEventBtf   = "fw_log_event_btf"
-	xdpfwVarFwLogSnap       = "fw_log_snap"
-	xdpfwVarFwMaxEntries    = "fw_max_entries"
-	xdpfwVarFwMaxLeaves     = "fw_max_leaves"
-	xdpfwVarFwMaxNodes      = "fw_max_nodes"
+	xdpfwMapFwActive              = "fw_active"
+	xdpfwMapFwConfigMap           = "fw_config_map"
+	xdpfwMapFwCt                  = "fw_ct"
+	xdpfwMapFwCtStats             = "fw_ct_stats"
+	xdpfwMapFwDeltaEntries        = "fw_delta_entries"
+	xdpfwMapFwDeltas              = "fw_deltas"
+	xdpfwMapFwEntries             = "fw_entries"
+	xdpfwMapFwLeaves              = "fw_leaves"
+	xdpfwMapFwLogCounters         = "fw_log_counters"
+	xdpfwMapFwLogLimits           = "fw_log_limits"
+	xdpfwMapFwLogRing             = "fw_log_ring"
+	xdpfwMapFwLogScratch          = "fw_log_scratch"
+	xdpfwMapFwLogStats            = "fw_log_stats"
+	xdpfwMapFwNodes               = "fw_nodes"
+	xdpfwMapFwReasonStats         = "fw_reason_stats"
+	xdpfwMapFwRejectOwn           = "fw_reject_own"
+	xdpfwMapFwRejectOwnLast       = "fw_reject_own_last"
+	xdpfwMapFwRejectRl            = "fw_reject_rl"
+	xdpfwMapFwRoots               = "fw_roots"
+	xdpfwMapFwRuleStats           = "fw_rule_stats"
+	xdpfwMapFwSets                = "fw_sets"
+	xdpfwMapFwStamps              = "fw_stamps"
+	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
+	xdpfwMapFwXdpStages           = "fw_xdp_stages"
+	xdpfwProgXdpfwClock           = "xdpfw_clock"
+	xdpfwProgXdpfwEgress          = "xdpfw_egress"
+	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
+	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
+	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
+	xdpfwVarFwLogSnap             = "fw_log_snap"
+	xdpfwVarFwMaxEntries          = "fw_max_entries"
+	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
+	xdpfwVarFwMaxNodes            = "fw_max_nodes"
 )
 
 // loadXdpfw returns the embedded CollectionSpec for xdpfw.
@@ -263,9 +307,10 @@ type xdpfwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwProgramSpecs struct {
-	XdpfwClock   *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
-	XdpfwEgress  *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
-	XdpfwIngress *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
+	XdpfwClock           *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
+	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
+	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
+	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
 }
 
 // xdpfwMapSpecs contains maps before they are loaded into the kernel.
@@ -294,6 +339,8 @@ type xdpfwMapSpecs struct {
 	FwRuleStats     *ebpf.MapSpec `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
 	FwStamps        *ebpf.MapSpec `ebpf:"fw_stamps"`
+	FwXdpHandoff    *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
+	FwXdpStages     *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -349,6 +396,8 @@ type xdpfwMaps struct {
 	FwRuleStats     *ebpf.Map `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.Map `ebpf:"fw_sets"`
 	FwStamps        *ebpf.Map `ebpf:"fw_stamps"`
+	FwXdpHandoff    *ebpf.Map `ebpf:"fw_xdp_handoff"`
+	FwXdpStages     *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -375,6 +424,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwRuleStats,
 		m.FwSets,
 		m.FwStamps,
+		m.FwXdpHandoff,
+		m.FwXdpStages,
 	)
 }
 
@@ -393,9 +444,10 @@ type xdpfwVariables struct {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwPrograms struct {
-	XdpfwClock   *ebpf.Program `ebpf:"xdpfw_clock"`
-	XdpfwEgress  *ebpf.Program `ebpf:"xdpfw_egress"`
-	XdpfwIngress *ebpf.Program `ebpf:"xdpfw_ingress"`
+	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
+	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
+	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
+	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
 }
 
 func (p *xdpfwPrograms) Close() error {
@@ -403,6 +455,7 @@ func (p *xdpfwPrograms) Close() error {
 		p.XdpfwClock,
 		p.XdpfwEgress,
 		p.XdpfwIngress,
+		p.XdpfwIngressClassify,
 	)
 }
 
