@@ -10,7 +10,7 @@
  * per-CPU hand-over slot (fw_xdp_handoff). A tail call is a jump: the
  * classifier runs inline, without the BPF-to-BPF call whose return through
  * the kernel's return thunk costs more than the jump and the hand-over
- * (docs/classifier.md "Instructions are not the whole cost"). The tc
+ * (docs/classifier.md "The XDP classify stage"). The tc
  * program (tc_fw.c) calls the classifier as a global function. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
