@@ -202,12 +202,9 @@ func DetachPinned(dir, iface string) error {
 
 // AttachedInterfaces lists the interfaces with a pinned xdpfw link in dir.
 func AttachedInterfaces(dir string) []string {
-	ents, _ := os.ReadDir(dir)
 	var out []string
-	for _, e := range ents {
-		if name, ok := strings.CutPrefix(e.Name(), "link_xdp_"); ok {
-			out = append(out, name)
-		}
+	for _, pin := range pinsWithPrefix(dir, "link_xdp_") {
+		out = append(out, strings.TrimPrefix(pin, "link_xdp_"))
 	}
 	return out
 }

@@ -266,16 +266,24 @@ func (d *Datapath) PinProgram() error {
 	}
 	// Every interface runs this program now: the stages of earlier ones
 	// go with them.
-	ents, err := os.ReadDir(d.dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), stagesPin) && e.Name() != d.stagesPin {
-			_ = os.Remove(filepath.Join(d.dir, e.Name()))
+	for _, name := range pinsWithPrefix(d.dir, stagesPin) {
+		if name != d.stagesPin {
+			_ = os.Remove(filepath.Join(d.dir, name))
 		}
 	}
 	return nil
+}
+
+// pinsWithPrefix lists the pins in dir whose names start with prefix.
+func pinsWithPrefix(dir, prefix string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.

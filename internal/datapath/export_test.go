@@ -2,8 +2,6 @@ package datapath
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/cilium/ebpf"
 )
@@ -59,13 +57,4 @@ func (d *Datapath) StagesPin() string { return d.stagesPin }
 func (d *Datapath) DropClassifyStage() error { return d.stages.Delete(uint32(0)) }
 
 // StagesPins lists the classify stage pins in dir.
-func StagesPins(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), stagesPin) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
+func StagesPins(dir string) []string { return pinsWithPrefix(dir, stagesPin) }
