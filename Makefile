@@ -3,9 +3,11 @@
 #   make test   install what is missing, build, run every test (what CI runs)
 GO      ?= go
 ARCH    := $(shell uname -m)
-# bpf2go's clang flags are pinned in internal/datapath/gen.go (-O2 -g -Wall -Werror,
-# and -mcpu=v3 for the data plane: 32-bit ALU and jumps, Linux 5.1+);
-# this adds the multiarch include dir Debian keeps <asm/types.h> in.
+# bpf2go's clang flags are pinned in internal/*/gen.go (-O2 -g -Wall -Werror,
+# and -mcpu=v3 for the data plane: 32-bit ALU and jumps, Linux 5.1+); their
+# -cflags expand $BPF2GO_CFLAGS (bpf2go itself reads that variable only when
+# -cflags is absent), which adds the multiarch include dir Debian keeps
+# <asm/types.h> in: a fresh Debian has no /usr/include/asm.
 export BPF2GO_CFLAGS := -I/usr/include/$(ARCH)-linux-gnu
 export GOFLAGS := -mod=mod
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
