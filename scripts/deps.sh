@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what xdpfw needs to build and test, when missing: Debian/Ubuntu
 # packages (clang, llvm, libbpf-dev, bpftool, iproute2, ...) and a Go
-# toolchain as go.mod asks (fetched through the Go module proxy).
+# toolchain as go.mod asks (fetched through the Go module proxy that GOPROXY
+# names, as the go command would: `go env GOPROXY` when an older go is here,
+# else $GOPROXY, else proxy.golang.org).
 set -euo pipefail
 
 need=()
@@ -28,12 +30,40 @@ ver_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]; }
 if have_cmd go && ver_ge "$(go env GOVERSION | sed 's/^go//')" "$want"; then
 	exit 0
 fi
+# goproxy prints the proxy the go command would ask first: the first entry of
+# the GOPROXY list (entries separated by ',' or '|') that is neither "direct"
+# nor "off". It fails when the list reaches "off" or holds no proxy: then the
+# go command would not download a toolchain either.
+goproxy() {
+	local list ent
+	if have_cmd go; then list=$(go env GOPROXY); else list=${GOPROXY-}; fi
+	if [ -z "$list" ]; then
+		echo https://proxy.golang.org
+		return
+	fi
+	for ent in $(printf '%s' "$list" | tr ',|' '  '); do
+		case $ent in
+		direct) ;;
+		off)
+			echo "deps: GOPROXY=$list forbids downloads (\"off\"): install Go $want by hand" >&2
+			return 1
+			;;
+		*)
+			echo "${ent%/}"
+			return
+			;;
+		esac
+	done
+	echo "deps: GOPROXY=$list names no proxy (only \"direct\"): install Go $want by hand or name a proxy" >&2
+	return 1
+}
 arch=$(dpkg --print-architecture)
 dest=/usr/local/go-xdpfw
 if [ ! -x "$dest/bin/go" ]; then
-	echo "deps: fetching Go $want through the Go module proxy"
+	proxy=$(goproxy)
+	echo "deps: fetching Go $want through the Go module proxy $proxy"
 	tmp=$(mktemp -d)
-	curl -fsSL -o "$tmp/go.zip" "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go${want}.linux-${arch}.zip"
+	curl -fsSL --netrc-optional -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/v0.0.1-go${want}.linux-${arch}.zip"
 	unzip -q "$tmp/go.zip" -d "$tmp"
 	rm -rf "$dest"
 	mv "$tmp/golang.org/toolchain@v0.0.1-go${want}.linux-${arch}" "$dest"
