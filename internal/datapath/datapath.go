@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -37,8 +36,8 @@ const (
 )
 
 // Limits are one generation's table sizes. The data plane holds two
-// generations, so the kernel memory is about 2 x (128 B x Entries + 16 B x
-// Nodes + 4 B x LeafSlots).
+// generations of the classifier tables; what a size costs in kernel memory
+// is Limits.Cost (memory.go), computed from the maps themselves.
 type Limits struct {
 	Entries   int `json:"entries"`
 	Nodes     int `json:"nodes"`
@@ -62,7 +61,7 @@ const minRuleIDs = 65536
 func ruleIDsFor(entries int) int { return max(minRuleIDs, 2*entries) }
 
 // DefaultConntrack is the default size of the connection-tracking table
-// (preallocated: about 150 bytes per entry).
+// (preallocated; Limits.Cost says what an entry takes).
 const DefaultConntrack = 65536
 
 // LimitsFor sizes the tables for a number of classifier entries (rules,
@@ -73,12 +72,6 @@ func LimitsFor(entries int) Limits {
 	}
 	return Limits{Entries: entries, Nodes: entries, LeafSlots: min(16*entries, compile.MaxLeafSlots), Conntrack: DefaultConntrack,
 		LogSnap: compile.DefaultLogSnap, RuleIDs: ruleIDsFor(entries)}
-}
-
-// Bytes is the kernel memory the tables take (both generations).
-func (l Limits) Bytes() int64 {
-	entry, node := int64(unsafe.Sizeof(xdpfwFwEntry{})), int64(unsafe.Sizeof(xdpfwFwNode{}))
-	return 2*(entry*int64(l.Entries)+node*int64(l.Nodes)+4*int64(l.LeafSlots)) + 150*int64(l.Conntrack)
 }
 
 // Datapath is a handle on the pinned data plane.
@@ -142,6 +135,19 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
 	if lim, err = sizeSpec(spec, lim); err != nil {
+		return nil, err
+	}
+	// Preallocated maps are taken from the kernel at once: refuse sizes
+	// the machine cannot hold before creating any.
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("counting the possible CPUs: %w", err)
+	}
+	avail, err := memAvailable()
+	if err != nil {
+		return nil, fmt.Errorf("reading the memory available: %w", err)
+	}
+	if err := checkMemory(specCost(spec, dir, cpus), lim, avail); err != nil {
 		return nil, err
 	}
 	var objs xdpfwObjects
@@ -228,8 +234,8 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	if lim.Conntrack <= 0 {
 		lim.Conntrack = DefaultConntrack
 	}
-	if lim.LogSnap < 0 || lim.LogSnap > compile.MaxLogSnap {
-		return lim, fmt.Errorf("log snap length %d: want 0 to %d bytes", lim.LogSnap, compile.MaxLogSnap)
+	if err := lim.check(); err != nil {
+		return lim, err
 	}
 	for name, n := range map[string]int{"fw_max_entries": lim.Entries, "fw_max_nodes": lim.Nodes, "fw_max_leaves": lim.LeafSlots,
 		"fw_log_snap": lim.LogSnap} {
