@@ -2,9 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -71,10 +69,10 @@ func (e *env) openSets() (*firewall.Sets, error) { return firewall.OpenSets(e.pa
 // errors are reported under.
 func readInput(cmd *cobra.Command, path string) (string, []byte, error) {
 	if path == "-" {
-		b, err := io.ReadAll(cmd.InOrStdin())
+		b, err := rules.ReadInput("<stdin>", cmd.InOrStdin())
 		return "<stdin>", b, err
 	}
-	b, err := os.ReadFile(path)
+	b, err := rules.ReadInputFile(path)
 	return path, b, err
 }
 

@@ -110,6 +110,9 @@ type Pos struct {
 
 // String returns "file:line:col", or "line:col" without a file.
 func (p Pos) String() string {
+	if p.Line == 0 && p.File != "" { // the whole file
+		return p.File
+	}
 	if p.File == "" {
 		return fmt.Sprintf("%d:%d", p.Line, p.Col)
 	}
@@ -333,6 +336,18 @@ type Policy struct {
 type RuleSet struct {
 	Rules    []Rule
 	Policies []Policy // in file order; later entries override earlier ones
+	// Tables is how many *filter sections (iptables-save) were read.
+	Tables int
+}
+
+// Empty reports whether rs says nothing at all: no rule, no policy and no
+// *filter section, as a file that is empty, blank or only comments (or
+// truncated to nothing) reads. Putting such a set in force accepts
+// everything, which iptables-restore and nft -f of an empty file never do,
+// so load and apply refuse it unless asked (firewall.Options.AllowEmpty).
+// A "*filter / COMMIT" file is not empty: it asks for an empty table.
+func (rs *RuleSet) Empty() bool {
+	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && rs.Tables == 0
 }
 
 // PolicyFor returns the effective policy of a chain for a family (ACCEPT unless set).

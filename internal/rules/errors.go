@@ -11,7 +11,7 @@ import (
 // Error is one problem found in a rule file or on a command line.
 //
 // Its text is "file:line:col: msg", or `file:line:col: "token": msg` when Token
-// is set, followed by a second line "\thint: ..." when Hint is set.
+// is set (at most its first 64 bytes: Clip), followed by a second line "\thint: ..." when Hint is set.
 type Error struct {
 	Pos   Pos    // where the problem is (the offending token)
 	Token string // the offending text, quoted in the message; may be empty
@@ -25,7 +25,7 @@ func (e *Error) Error() string {
 	b.WriteString(e.Pos.String())
 	b.WriteString(": ")
 	if e.Token != "" {
-		b.WriteString(strconv.Quote(e.Token))
+		b.WriteString(strconv.Quote(Clip(e.Token)))
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Msg)

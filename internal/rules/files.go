@@ -20,6 +20,7 @@ func ReadFiles(file, v4file, v6file string) (*RuleSet, error) {
 		}
 		out.Rules = append(out.Rules, rs.Rules...)
 		out.Policies = append(out.Policies, rs.Policies...)
+		out.Tables += rs.Tables
 	}
 	return out, nil
 }

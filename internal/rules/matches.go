@@ -319,7 +319,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 			})
 		}
 	default:
-		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", name), supportedModules)
+		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}
 	return nil
 }

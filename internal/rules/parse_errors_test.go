@@ -242,7 +242,7 @@ func TestParseErrors(t *testing.T) {
 			if !strings.Contains(e.Hint, tt.hintPart) {
 				t.Errorf("hint %q does not contain %q", e.Hint, tt.hintPart)
 			}
-			if tt.tok != "" && !strings.Contains(e.Error(), fmt.Sprintf("%q: ", tt.tok)) {
+			if tt.tok != "" && !strings.Contains(e.Error(), fmt.Sprintf("%q: ", Clip(tt.tok))) {
 				t.Errorf("Error() does not quote the token: %s", e.Error())
 			}
 		})

@@ -1,8 +1,8 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"strings"
 )
 
@@ -42,8 +42,12 @@ func Parse(name string, src []byte, opt ParseOptions) (*RuleSet, error) {
 
 // ParseFile reads and parses the rule file at path (see Parse).
 func ParseFile(path string, opt ParseOptions) (*RuleSet, error) {
-	src, err := os.ReadFile(path)
+	src, err := ReadInputFile(path)
 	if err != nil {
+		var re *Error
+		if errors.As(err, &re) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("reading rules: %w", err)
 	}
 	return Parse(path, src, opt)
@@ -95,6 +99,10 @@ type fileParser struct {
 	table    string // open table ("*filter" seen, no COMMIT yet)
 	tablePos Pos    // where it was opened
 	skipping bool   // inside an unsupported table: skip to its COMMIT
+	// filterRules and filterPolicies are where the rules and policies of
+	// the last *filter section start: a later *filter section replaces
+	// them, as iptables-restore does.
+	filterRules, filterPolicies int
 }
 
 // at returns the position of token t on line n.
@@ -159,16 +167,25 @@ func (p *fileParser) tableLine(n int, toks []token) {
 	switch {
 	case p.table != "":
 		p.fail(n, t, "", fmt.Sprintf("table %s starts before the COMMIT of table %s (line %d)",
-			name, p.table, p.tablePos.Line), "end each table with a COMMIT line")
+			Clip(name), p.table, p.tablePos.Line), "end each table with a COMMIT line")
 	case name != "filter":
-		p.fail(n, t, "", fmt.Sprintf("table %s is not supported; xdpfw implements the filter table only", name),
-			"remove the *"+name+" section (from this line to its COMMIT)")
+		p.fail(n, t, "", fmt.Sprintf("table %s is not supported; xdpfw implements the filter table only", Clip(name)),
+			"remove the *"+Clip(name)+" section (from this line to its COMMIT)")
 		p.skipping, p.table = true, name
 	case len(toks) > 1:
 		p.fail(n, toks[1], toks[1].text, "unexpected text after the table name", "")
 		fallthrough // go on as if the line were right
 	default:
 		p.table, p.tablePos = name, p.at(n, t)
+		// iptables-restore flushes a table each time a section names it:
+		// a later *filter section replaces an earlier one entirely, its
+		// rules and its policies (iptables-nft resets the chains it does
+		// not name to ACCEPT; xdpfw's default policy is ACCEPT too).
+		if p.rs.Tables > 0 {
+			p.rs.Rules, p.rs.Policies = p.rs.Rules[:p.filterRules], p.rs.Policies[:p.filterPolicies]
+		}
+		p.filterRules, p.filterPolicies = len(p.rs.Rules), len(p.rs.Policies)
+		p.rs.Tables++
 	}
 }
 
