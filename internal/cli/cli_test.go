@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -81,13 +82,33 @@ func TestUsageErrors(t *testing.T) {
 		{"set", "flush"},
 		{"set", "destroy", "a", "b"},
 		{"set", "list", "a", "b"},
-		{"load", "-i", "lo", "--log-rate", "0/s", "x"},    // rate below 1
-		{"load", "-i", "lo", "--log-rate", "3/week", "x"}, // no such unit
-		{"load", "-i", "lo", "--log-snap", "1025", "x"},   // over the bound
-		{"load", "-i", "lo", "--log-snap", "-2", "x"},     // negative
-		{"apply", "--log-burst", "0", "x"},                // burst below 1
-		{"apply", "--check", "--log-rate", "many", "x"},   // checked with --check too
-		{"log", "--count", "-1"},                          // negative count
+		{"load", "-i", "lo", "--log-rate", "0/s", "x"},          // rate below 1
+		{"load", "-i", "lo", "--log-rate", "3/week", "x"},       // no such unit
+		{"load", "-i", "lo", "--log-snap", "1025", "x"},         // over the bound
+		{"load", "-i", "lo", "--log-snap", "-2", "x"},           // negative
+		{"apply", "--log-burst", "0", "x"},                      // burst below 1
+		{"apply", "--check", "--log-rate", "many", "x"},         // checked with --check too
+		{"log", "--count", "-1"},                                // negative count
+		{"nosuch"},                                              // unknown command
+		{"set", "nosuch"},                                       // unknown subcommand
+		{"load", "--bogus", "-i", "lo", "x"},                    // unknown flag
+		{"apply", "a", "b"},                                     // too many arguments
+		{"load", "-i", "lo", "--max-rules", "-5", "x"},          // negative size
+		{"load", "-i", "lo", "--max-rules", "0", "x"},           // zero size
+		{"load", "-i", "lo", "--max-rules", "99999999999", "x"}, // would be truncated to uint32
+		{"load", "-i", "lo", "--max-rules", "16777217", "x"},    // over the bound
+		{"load", "-i", "lo", "--max-rules", "1e9", "x"},         // not a number
+		{"load", "-i", "lo", "--ct-max", "-1", "x"},
+		{"load", "-i", "lo", "--ct-max", "0", "x"},
+		{"load", "-i", "lo", "--ct-max", "4294967297", "x"},
+		{"load", "-i", "lo", "--reject-burst", "0", "x"},
+		{"load", "-i", "lo", "--reject-burst", "-5", "x"},
+		{"load", "-i", "lo", "--log-burst", "4294967296", "x"},
+		{"apply", "--check", "--ct-full", "maybe", "x"},             // checked with --check as apply checks it
+		{"apply", "--check", "--malformed", "yes", "x"},             // idem
+		{"apply", "--check", "--ct-timeout", "tcp_syn_sent=0", "x"}, // idem
+		{"apply", "--ct-full", "maybe", "x"},
+		{"apply", "--malformed", "yes", "x"},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)
@@ -147,5 +168,83 @@ func TestManAndVersion(t *testing.T) {
 	out.Reset()
 	if code := Main([]string{"--version"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "(BPF program "+datapath.ProgramVersion()) {
 		t.Errorf("--version: %q", out.String())
+	}
+}
+
+// TestEmptyRuleFile: a rule file that says nothing (empty, blank, only
+// comments, only carriage returns) is refused by load, apply and apply
+// --check with exit status 2, before anything is touched, unless
+// --allow-empty; an empty *filter section is a rule set.
+func TestEmptyRuleFile(t *testing.T) {
+	dir := t.TempDir()
+	for i, src := range []string{"", "\n\n  \t\n", "# nothing\n# yet\n", "\r", "\r\n\r\n"} {
+		path := filepath.Join(dir, fmt.Sprintf("empty%d.rules", i))
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"load", "-i", "lo", path}, {"apply", path}, {"apply", "--check", path}} {
+			var out, errb bytes.Buffer
+			code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)
+			if code != 2 || !strings.Contains(errb.String(), "--allow-empty") {
+				t.Errorf("%q %v: exit %d, stderr %q", src, args[:len(args)-1], code, errb.String())
+			}
+		}
+		var out, errb bytes.Buffer
+		if code := Main([]string{"--state-dir", dir + "/state", "apply", "--check", "--allow-empty", path}, &out, &errb); code != 0 {
+			t.Errorf("%q --check --allow-empty: exit %d: %s", src, code, errb.String())
+		}
+	}
+	if _, err := os.Stat(dir + "/pins"); err == nil {
+		t.Error("a refused load made the pin directory")
+	}
+	table := filepath.Join(dir, "table.rules")
+	if err := os.WriteFile(table, []byte("*filter\nCOMMIT\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := Main([]string{"--state-dir", dir + "/state", "apply", "--check", table}, &out, &errb); code != 0 {
+		t.Errorf("*filter/COMMIT: exit %d: %s", code, errb.String())
+	}
+}
+
+// TestCheckLikeApply: apply --check prints the warnings apply would print,
+// and judges -i names against this host only with --on-host.
+func TestCheckLikeApply(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.rules")
+	if err := os.WriteFile(path, []byte("-P INPUT DROP\n-A INPUT -i nosuch0 -p tcp --dport 22 -j ACCEPT\n-A INPUT ! -i lo -j DROP\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state", "apply", "--check"}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, out, errb := run(path)
+	if code != 0 || errb != "" || !strings.HasPrefix(out, "ok: 2 rules") {
+		t.Errorf("--check: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, out, errb = run("--on-host", path)
+	if code != 0 || !strings.Contains(errb, "warning: "+path+":2:1: ") || !strings.Contains(errb, "-i nosuch0 matches no attached interface; the rule never matches") ||
+		!strings.HasPrefix(out, "ok: 2 rules") {
+		t.Errorf("--check --on-host: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+// TestLongTokenNotEchoed: a megabyte-long argument is named in an error,
+// not echoed.
+func TestLongTokenNotEchoed(t *testing.T) {
+	long := strings.Repeat("9", 1<<20)
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "r.rules")
+	if err := os.WriteFile(rulesFile, []byte("-A INPUT -p tcp --dport "+long+" -j ACCEPT\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"load", "-i", "lo", "--max-rules", long, "x"}, {"apply", "--reject-rate", long, "x"}, {"apply", "--check", rulesFile}, {"apply", "--check", "--malformed", long, rulesFile}} {
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state"}, args...), &out, &errb)
+		if code != 2 || errb.Len() > 1000 || !strings.Contains(errb.String(), "bytes)") {
+			t.Errorf("%.40v: exit %d, %d bytes of stderr: %.300s", args, code, errb.Len(), errb.String())
+		}
 	}
 }

@@ -20,8 +20,8 @@ type ctFlags struct {
 
 func (c *ctFlags) register(cmd *cobra.Command, load bool) {
 	if load {
-		cmd.Flags().IntVar(&c.max, "ct-max", 0, fmt.Sprintf("conntrack table size (default %d; changing it needs detach --all first)",
-			datapath.DefaultConntrack))
+		cmd.Flags().IntVar(&c.max, "ct-max", 0, fmt.Sprintf("conntrack table size, 1 to %d (default %d; preallocated; changing it needs detach --all first)",
+			datapath.MaxConntrack, datapath.DefaultConntrack))
 	}
 	cmd.Flags().StringSliceVar(&c.timeouts, "ct-timeout", nil, "conntrack timeout NAME=SECONDS (repeatable; names: "+
 		strings.Join(conntrack.TimeoutNames[:], ", ")+"); giving any resets the others to their defaults")
@@ -29,8 +29,8 @@ func (c *ctFlags) register(cmd *cobra.Command, load bool) {
 }
 
 func (c *ctFlags) apply(cmd *cobra.Command, opt *firewall.Options, load bool) error {
-	if load && c.max < 0 {
-		return usageError{fmt.Errorf("--ct-max must be positive")}
+	if load && cmd.Flags().Changed("ct-max") && (c.max < 1 || c.max > datapath.MaxConntrack) {
+		return usageError{fmt.Errorf("--ct-max %d: want 1 to %d", c.max, datapath.MaxConntrack)}
 	}
 	opt.CTMax = c.max
 	opt.CTFull = c.full

@@ -31,7 +31,7 @@ func (l *logFlags) add(cmd *cobra.Command, load bool, dflt string) {
 
 // apply puts the flags given into opt.
 func (l *logFlags) apply(cmd *cobra.Command, opt *firewall.Options) error {
-	if l.rate != "" {
+	if cmd.Flags().Changed("log-rate") {
 		r, err := rules.ParseLogRate(l.rate)
 		if err != nil {
 			return usageError{fmt.Errorf("--log-rate %w", err)}

@@ -23,14 +23,14 @@ func (r *rejectFlags) add(cmd *cobra.Command, dflt string) {
 }
 
 // values returns the flags as firewall options (0: not given).
-func (r *rejectFlags) values() (rate, burst uint32, err error) {
-	if r.rate != "" {
+func (r *rejectFlags) values(cmd *cobra.Command) (rate, burst uint32, err error) {
+	if cmd.Flags().Changed("reject-rate") {
 		if rate, err = firewall.ParseRejectRate(r.rate); err != nil {
 			return 0, 0, usageError{fmt.Errorf("--reject-rate %w", err)}
 		}
 	}
-	if r.burst > firewall.MaxRejectRate {
-		return 0, 0, usageError{fmt.Errorf("--reject-burst %d: at most %d", r.burst, firewall.MaxRejectRate)}
+	if cmd.Flags().Changed("reject-burst") && (r.burst < 1 || r.burst > firewall.MaxRejectRate) {
+		return 0, 0, usageError{fmt.Errorf("--reject-burst %d: want 1 to %d", r.burst, firewall.MaxRejectRate)}
 	}
 	return rate, r.burst, nil
 }

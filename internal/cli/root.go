@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -42,14 +43,63 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "xdpfw: %v\n", err)
+	fmt.Fprintf(stderr, "xdpfw: %s\n", clipWords(err.Error()))
 	var ue usageError
 	var el rules.ErrorList
 	var re *rules.Error
-	if errors.As(err, &ue) || errors.As(err, &el) || errors.As(err, &re) {
+	var ie *firewall.InvalidError
+	if errors.As(err, &ue) || errors.As(err, &el) || errors.As(err, &re) || errors.As(err, &ie) {
 		return 2
 	}
 	return 1
+}
+
+// usageErrors makes every error of cobra's own checks (an unknown flag or
+// command, a bad flag value, a wrong number of arguments) a usageError,
+// in cmd and its subcommands. A command made of subcommands shows its
+// help, or refuses an unknown one ("xdpfw nosuch").
+func usageErrors(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(c *cobra.Command, a []string) error {
+			if len(a) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q (see %s --help)", a[0], c.CommandPath(), c.CommandPath())}
+			}
+			return c.Help()
+		}
+	}
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, c := range cmd.Commands() {
+		usageErrors(c)
+	}
+}
+
+// clipWords shortens every word of an error message longer than a token
+// an error may quote (rules.Clip): whatever path an over-long argument
+// took into a message, it is named, not echoed.
+func clipWords(msg string) string {
+	var b strings.Builder
+	for len(msg) > 0 {
+		i := strings.IndexAny(msg, " \t\n")
+		if i < 0 {
+			i = len(msg)
+		}
+		b.WriteString(rules.Clip(msg[:i]))
+		if i < len(msg) {
+			b.WriteByte(msg[i])
+			i++
+		}
+		msg = msg[i:]
+	}
+	return b.String()
 }
 
 func envOr(name, def string) string {
@@ -91,6 +141,7 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newInsert(e), newReplace(e), newDelete(e), newRebuild(e),
 		newList(e), newFlush(e), newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e),
 		newTrace(e), newLog(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
+	usageErrors(root)
 	return root
 }
 

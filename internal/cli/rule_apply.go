@@ -12,11 +12,8 @@ import (
 func newApply(e *env) *cobra.Command {
 	var (
 		v4file, v6file string
-		malformed      string
-		ct             ctFlags
-		check          bool
-		reject         rejectFlags
-		logs           logFlags
+		flags          changeFlags
+		check, onHost  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [RULES_FILE]",
@@ -25,9 +22,16 @@ func newApply(e *env) *cobra.Command {
 sees either the old rules or the new ones. Counters of rules whose text is
 unchanged carry over. A file with any error changes nothing.
 
---check only parses and compiles (exit status 2 on errors).`,
+A file with no rule, no policy and no *filter section (empty, blank, only
+comments) is refused unless --allow-empty: it would accept everything.
+
+--check validates the file and the options exactly as apply does and
+compiles the rules, changing nothing (exit status 2 on errors), and prints
+the warnings apply would print. It takes -i names as interfaces that exist
+unless --on-host: then it resolves them as apply on this host would.`,
 		Example: `  xdpfw apply /etc/xdpfw/rules.conf
-  xdpfw apply --check rules.conf`,
+  xdpfw apply --check rules.conf
+  xdpfw apply --check --on-host rules.conf`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := ""
@@ -37,24 +41,26 @@ unchanged carry over. A file with any error changes nothing.
 			if file == "" && v4file == "" && v6file == "" {
 				return usageError{fmt.Errorf("apply needs a rule file")}
 			}
-			rate, burst, err := reject.values()
+			opt, err := flags.options(cmd)
 			if err != nil {
-				return err
-			}
-			var logOpt firewall.Options
-			if err := logs.apply(cmd, &logOpt); err != nil {
 				return err
 			}
 			rs, err := rules.ReadFiles(file, v4file, v6file)
 			if err != nil {
 				return err
 			}
+			if err := firewall.Validate(rs, opt); err != nil {
+				return err // what Apply and Check would say, before touching anything
+			}
 			if check {
-				n, err := firewall.CheckCompiles(e.paths, rs, nil)
+				res, err := firewall.Check(e.paths, rs, opt, nil, onHost)
 				if err != nil {
 					return usageError{err}
 				}
-				fmt.Fprintf(e.stdout, "ok: %d rules, %d classifier entries\n", len(rs.Rules), n)
+				for _, w := range res.Warnings {
+					fmt.Fprintf(e.stderr, "warning: %s\n", w)
+				}
+				fmt.Fprintf(e.stdout, "ok: %d rules, %d classifier entries\n", len(rs.Rules), res.Entries)
 				return nil
 			}
 			fw, err := e.open()
@@ -62,11 +68,6 @@ unchanged carry over. A file with any error changes nothing.
 				return err
 			}
 			defer fw.Close()
-			opt := firewall.Options{Malformed: malformed, RejectRate: rate, RejectBurst: burst}
-			if err := ct.apply(cmd, &opt, false); err != nil {
-				return err
-			}
-			opt.LogRate, opt.LogBurst = logOpt.LogRate, logOpt.LogBurst
 			res, err := fw.Apply(rs, opt)
 			if err != nil {
 				return err
@@ -78,10 +79,9 @@ unchanged carry over. A file with any error changes nothing.
 	}
 	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
-	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
-	ct.register(cmd, false)
-	reject.add(cmd, "default: unchanged")
-	logs.add(cmd, false, "default: unchanged")
-	cmd.Flags().BoolVar(&check, "check", false, "parse and validate only; change nothing")
+	flags.add(cmd, false)
+	cmd.Flags().BoolVar(&check, "check", false, "validate and compile only, exactly as apply would, and print its warnings; change nothing")
+	cmd.Flags().BoolVar(&onHost, "on-host", false, "with --check: judge -i names against the interfaces of this host's firewall "+
+		"(else every -i name is taken to exist)")
 	return cmd
 }

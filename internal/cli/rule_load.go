@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -17,11 +16,7 @@ func newLoad(e *env) *cobra.Command {
 		ifaces         []string
 		mode           string
 		v4file, v6file string
-		malformed      string
-		maxRules       int
-		ct             ctFlags
-		reject         rejectFlags
-		logs           logFlags
+		flags          changeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "load -i IFACE [-i IFACE...] [RULES_FILE]",
@@ -37,7 +32,10 @@ apply to IPv4 and IPv6 unless an address, -4/-6 or the ICMP flavour says
 otherwise. --ipv4-file / --ipv6-file take iptables-save / ip6tables-save
 output whose rules and policies apply to that family only.
 
-A file with any error changes nothing; errors name file:line:column.
+A file with any error changes nothing; errors name file:line:column. A
+file that holds no rule, no policy and no *filter section (empty, blank,
+only comments) is refused unless --allow-empty: it would accept everything.
+Two *filter sections: the later replaces the earlier, as in iptables-restore.
 
 REJECT answers with a TCP RST or an ICMP unreachable sent back from XDP;
 in OUTPUT the answer goes to this host's own socket, which fails at once
@@ -60,7 +58,15 @@ here) and counts what it suppresses.
 Connection tracking runs when a rule uses -m conntrack --ctstate (or -m state
 --state): the table has --ct-max entries (preallocated, about 150 bytes each)
 and connections expire after per-state timeouts close to Linux's, which
---ct-timeout NAME=SECONDS changes (see 'xdpfw conntrack --help').`,
+--ct-timeout NAME=SECONDS changes (see 'xdpfw conntrack --help').
+
+Sizes: --max-rules and --ct-max size maps the kernel allocates at once.
+load computes what they take (per-CPU maps once per CPU) and refuses sizes
+that would take more than half of the memory available (MemAvailable),
+before it creates anything.
+
+Kernel: Linux 5.18 or newer (bpf_xdp_load_bytes); load names what an older
+kernel lacks before it changes anything.`,
 		Example: `  xdpfw load -i eth0 /etc/xdpfw/rules.conf
   xdpfw load -i eth0 -i eth1 --mode generic rules.conf
   xdpfw load -i eth0 --ipv4-file rules.v4 --ipv6-file rules.v6
@@ -75,12 +81,8 @@ and connections expire after per-state timeouts close to Linux's, which
 			if len(ifaces) == 0 {
 				return usageError{fmt.Errorf("load needs at least one -i IFACE")}
 			}
-			rate, burst, err := reject.values()
+			opt, err := flags.options(cmd)
 			if err != nil {
-				return err
-			}
-			var logOpt firewall.Options
-			if err := logs.apply(cmd, &logOpt); err != nil {
 				return err
 			}
 			file := ""
@@ -91,11 +93,6 @@ and connections expire after per-state timeouts close to Linux's, which
 			if err != nil {
 				return err
 			}
-			opt := firewall.Options{Malformed: malformed, MaxRules: maxRules, RejectRate: rate, RejectBurst: burst}
-			if err := ct.apply(cmd, &opt, true); err != nil {
-				return err
-			}
-			opt.LogRate, opt.LogBurst, opt.LogSnap = logOpt.LogRate, logOpt.LogBurst, logOpt.LogSnap
 			res, err := firewall.Load(e.paths, ifaces, m, rs, opt)
 			if err != nil {
 				return err
@@ -117,12 +114,6 @@ and connections expire after per-state timeouts close to Linux's, which
 	cmd.Flags().StringVar(&mode, "mode", "auto", "attach mode: native, generic, offload or auto")
 	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
 	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
-	cmd.Flags().StringVar(&malformed, "malformed", "", "verdict for malformed packets: drop (default) or accept")
-	reject.add(cmd, rejectDefaults+"; a reload keeps the values in force")
-	logs.add(cmd, true, logDefaults+"; a reload keeps the values in force")
-	cmd.Flags().IntVar(&maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
-		"default %d, about %d MiB of kernel memory; changing it needs detach --all first)", compile.DefaultMaxEntries,
-		datapath.LimitsFor(0).Bytes()>>20))
-	ct.register(cmd, true)
+	flags.add(cmd, true)
 	return cmd
 }

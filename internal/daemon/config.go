@@ -49,6 +49,10 @@ type Config struct {
 	Rules     string `yaml:"rules"`
 	RulesIPv4 string `yaml:"rules_ipv4"`
 	RulesIPv6 string `yaml:"rules_ipv6"`
+	// AllowEmpty lets the rule files say nothing (no rule, no policy, no
+	// *filter section: everything accepted); otherwise such files are
+	// refused like a file with errors, the rules in force staying.
+	AllowEmpty bool `yaml:"allow_empty"`
 	// Sets are `ipset save` files; each set they name holds exactly the
 	// elements they list.
 	Sets      []string        `yaml:"sets"`
@@ -227,11 +231,11 @@ func (c *Config) check(root *yaml.Node) error {
 	if c.Malformed != "drop" && c.Malformed != "accept" {
 		bad(fmt.Sprintf("%q: want drop or accept", c.Malformed), "malformed")
 	}
-	if c.MaxRules < 0 {
-		bad("must not be negative", "max_rules")
+	if c.MaxRules < 0 || c.MaxRules > datapath.MaxEntries {
+		bad(fmt.Sprintf("%d: want 1 to %d (0: the default)", c.MaxRules, datapath.MaxEntries), "max_rules")
 	}
-	if c.Conntrack.Max < 0 {
-		bad("must not be negative", "conntrack", "max")
+	if c.Conntrack.Max < 0 || c.Conntrack.Max > datapath.MaxConntrack {
+		bad(fmt.Sprintf("%d: want 1 to %d (0: the default)", c.Conntrack.Max, datapath.MaxConntrack), "conntrack", "max")
 	}
 	if c.Conntrack.Full != "drop" && c.Conntrack.Full != "accept" {
 		bad(fmt.Sprintf("%q: want drop or accept", c.Conntrack.Full), "conntrack", "full")
@@ -355,7 +359,7 @@ func (c *Config) desired() (firewall.Desired, error) {
 	t, _ := c.timeouts() // checked
 	rate, _ := firewall.ParseRejectRate(c.Reject.Rate)
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
-		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst}
+		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty}
 	rs, err := rules.ReadFiles(c.abs(c.Rules), c.abs(c.RulesIPv4), c.abs(c.RulesIPv6))
 	if err != nil {
 		return d, err

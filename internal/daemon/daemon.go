@@ -281,16 +281,21 @@ func Check(p firewall.Paths, path string) (string, error) {
 			more[c.Name] = compile.SetInfo{ID: uint32(1<<31 + len(more)), Family: c.Kind.Family}
 		}
 	}
-	n, err := firewall.CheckCompiles(p, want.Rules, more)
+	chk, err := firewall.Check(p, want.Rules, want.Options, more, true)
 	if err != nil {
 		return "", err
+	}
+	n := chk.Entries
+	var warns string
+	for _, w := range chk.Warnings {
+		warns += "\nwarning: " + w
 	}
 	ifaces := make([]string, len(cfg.Interfaces))
 	for i, ifc := range cfg.Interfaces {
 		ifaces[i] = ifc.Name
 	}
-	return fmt.Sprintf("ok: %d interfaces (%s), %d rules (%d classifier entries), %d sets files",
-		len(ifaces), strings.Join(ifaces, ", "), len(want.Rules.Rules), n, len(restores)), nil
+	return fmt.Sprintf("ok: %d interfaces (%s), %d rules (%d classifier entries), %d sets files%s",
+		len(ifaces), strings.Join(ifaces, ", "), len(want.Rules.Rules), n, len(restores), warns), nil
 }
 
 // stop ends the daemon; the firewall stays in force unless the

@@ -1,23 +1,41 @@
 package firewall
 
 import (
+	"fmt"
 	"net"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
-// CheckCompiles compiles rs without touching the kernel, so a check also
-// catches rule sets the data plane cannot hold. -i names are resolved
-// against this host's interfaces, set names against the sets that exist and more
-// (sets a configuration will create).
-func CheckCompiles(p Paths, rs *rules.RuleSet, more map[string]compile.SetInfo) (int, error) {
-	sets, err := KnownSets(p)
-	if err != nil {
-		return 0, err
+// CheckResult is what Check found.
+type CheckResult struct {
+	Entries  int      // classifier entries
+	Warnings []string // what Load or Apply would warn about
+}
+
+// Check does what Apply does but change anything: it validates rs and opt
+// (Validate, the same function Apply calls) and compiles rs, so a check
+// also catches rule sets the data plane cannot hold, and returns the
+// warnings Apply would print. Set names are resolved against the sets that
+// exist and more (sets a configuration will create).
+//
+// -i names are judged only with onHost: then against the interfaces the
+// firewall in force is attached to (what Apply resolves them against), or
+// this host's interfaces when nothing is loaded. Without onHost, a check
+// (made on another machine, say) takes every -i name as an interface that
+// exists.
+func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetInfo, onHost bool) (*CheckResult, error) {
+	if err := Validate(rs, opt); err != nil {
+		return nil, err
 	}
-	if sets == nil {
-		sets = map[string]compile.SetInfo{}
+	st, err := loadState(p)
+	if err != nil {
+		return nil, err
+	}
+	sets := map[string]compile.SetInfo{}
+	if st != nil {
+		sets = st.compileSets()
 	}
 	for name, info := range more {
 		if _, ok := sets[name]; !ok {
@@ -28,15 +46,48 @@ func CheckCompiles(p Paths, rs *rules.RuleSet, more map[string]compile.SetInfo) 
 	for i := range ids {
 		ids[i] = uint32(compile.FirstRuleID + i)
 	}
-	ifaces := map[string]uint32{}
-	if list, err := net.Interfaces(); err == nil {
-		for _, i := range list {
-			ifaces[i.Name] = uint32(i.Index)
+	var ifaces map[string]uint32
+	switch {
+	case !onHost:
+		ifaces = namedIfaces(rs)
+	case st != nil && st.loaded():
+		ifaces = st.ifaceIndexes()
+	default:
+		ifaces = map[string]uint32{}
+		if list, err := net.Interfaces(); err == nil {
+			for _, i := range list {
+				ifaces[i.Name] = uint32(i.Index)
+			}
 		}
 	}
-	t, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: sets})
+	t, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: sets})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return len(t.Entries), nil
+	return &CheckResult{Entries: len(t.Entries), Warnings: ruleWarnings(rs, warns)}, nil
+}
+
+// namedIfaces makes up an interface for every -i name of rs (a wildcard
+// "eth+" gets "eth"), and one that no rule names, so that every -i match
+// matches some interface.
+func namedIfaces(rs *rules.RuleSet) map[string]uint32 {
+	out := map[string]uint32{"\x00other": 1}
+	for _, r := range rs.Rules {
+		if m := r.Match.InIface; m != nil {
+			if _, ok := out[m.Name]; !ok {
+				out[m.Name] = uint32(len(out) + 1)
+			}
+		}
+	}
+	return out
+}
+
+// ruleWarnings words the compiler's warnings about the rules of rs.
+func ruleWarnings(rs *rules.RuleSet, warns []compile.Warning) []string {
+	var out []string
+	for _, w := range warns {
+		r := rs.Rules[w.Rule]
+		out = append(out, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))
+	}
+	return out
 }

@@ -152,7 +152,7 @@ func (f *Firewall) newID(ov *compile.Overlay) (uint32, error) {
 			return id, nil
 		}
 	}
-	return 0, fmt.Errorf("more than %d rules: out of counter slots", limit-compile.FirstRuleID)
+	return 0, fmt.Errorf("more than %d rules: out of counter slots, which --max-rules sizes (load with a larger --max-rules)", limit-compile.FirstRuleID)
 }
 
 // edit applies change to a copy of the overlay in force and puts the

@@ -46,6 +46,9 @@ type Options struct {
 	LogRate  rules.LogRate
 	LogBurst uint32
 	LogSnap  *int
+	// AllowEmpty lets an empty rule set (rules.RuleSet.Empty) be put in
+	// force; without it Validate refuses one.
+	AllowEmpty bool
 }
 
 // Result reports what a change did.
@@ -196,6 +199,9 @@ type IfaceMode struct {
 
 // LoadModes is Load with an attach mode per interface.
 func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Result, error) {
+	if err := Validate(rs, opt); err != nil {
+		return nil, err
+	}
 	ifaces := make([]string, len(modes))
 	modeOf := map[string]datapath.Mode{}
 	for i, m := range modes {
@@ -364,6 +370,9 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if f.readOnly {
 		return nil, errReadOnly
 	}
+	if err := Validate(rs, opt); err != nil {
+		return nil, err
+	}
 	res, err := f.apply(rs, opt, false)
 	if err != nil {
 		return nil, err
@@ -462,10 +471,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	}
 	f.st.Malformed = malformed
 	res := &Result{Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats, Rebuilt: true, InForce: time.Since(start)}
-	for _, w := range warns {
-		r := rs.Rules[w.Rule]
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))
-	}
+	res.Warnings = ruleWarnings(rs, warns)
 	return res, nil
 }
 
@@ -534,7 +540,7 @@ func (f *Firewall) assignIDs(rs *rules.RuleSet, freshLoad bool) (ids, fresh []ui
 			next++
 		}
 		if next >= max {
-			return nil, nil, fmt.Errorf("more than %d rules: out of counter slots", max-compile.FirstRuleID)
+			return nil, nil, fmt.Errorf("more than %d rules: out of counter slots, which --max-rules sizes (load with a larger --max-rules)", max-compile.FirstRuleID)
 		}
 		ids[i] = next
 		used[next] = true

@@ -41,7 +41,7 @@ func (f *Firewall) Flush(chain *rules.Chain) (*Result, error) {
 		}
 	}
 	rs.Rules = kept
-	return f.Apply(rs, Options{})
+	return f.Apply(rs, Options{AllowEmpty: true})
 }
 
 // SetPolicy sets the policy of chain for fam (both families: FamilyAny).
@@ -74,7 +74,7 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 	}
 	rs.Policies = ps
 	if !f.rs.base.compiled {
-		return f.Apply(rs, Options{})
+		return f.Apply(rs, Options{AllowEmpty: true}) // a policy command asks for what it gets
 	}
 	// The rules stay as they are: rebuild from their compiled entries
 	// (folding any pending edits) with the new policies.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // MaxRejectRate bounds REJECT's answer rate and burst per source: a million
@@ -17,11 +19,11 @@ func ParseRejectRate(s string) (uint32, error) {
 	switch unit {
 	case "", "s", "sec", "second":
 	default:
-		return 0, fmt.Errorf("%q: the unit is per second (N/s)", s)
+		return 0, fmt.Errorf("%q: the unit is per second (N/s)", rules.Clip(s))
 	}
 	n, err := strconv.ParseUint(num, 10, 32)
 	if err != nil || n < 1 || n > MaxRejectRate {
-		return 0, fmt.Errorf("%q: want N/s with N from 1 to %d", s, MaxRejectRate)
+		return 0, fmt.Errorf("%q: want N/s with N from 1 to %d", rules.Clip(s), MaxRejectRate)
 	}
 	return uint32(n), nil
 }

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
+)
+
+// changeFlags are the settings load and apply (and apply --check) take:
+// one place reads them into firewall.Options, and firewall.Validate checks
+// the result, for a change and a check alike.
+type changeFlags struct {
+	load       bool // load's flags (sizes, --log-snap) too
+	malformed  string
+	maxRules   int
+	allowEmpty bool
+	ct         ctFlags
+	reject     rejectFlags
+	logs       logFlags
+}
+
+// add registers the flags; dflt describes what an omitted setting means.
+func (c *changeFlags) add(cmd *cobra.Command, load bool) {
+	c.load = load
+	fs := cmd.Flags()
+	if load {
+		fs.StringVar(&c.malformed, "malformed", "", "verdict for malformed packets: drop (default) or accept")
+		c.reject.add(cmd, rejectDefaults+"; a reload keeps the values in force")
+		c.logs.add(cmd, true, logDefaults+"; a reload keeps the values in force")
+		fs.IntVar(&c.maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
+			"1 to %d, default %d; the kernel memory the tables take is checked against what the machine has; changing it needs detach --all first)",
+			datapath.MaxEntries, compile.DefaultMaxEntries))
+	} else {
+		fs.StringVar(&c.malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
+		c.reject.add(cmd, "default: unchanged")
+		c.logs.add(cmd, false, "default: unchanged")
+	}
+	c.ct.register(cmd, load)
+	fs.BoolVar(&c.allowEmpty, "allow-empty", false, "put in force a rule file with no rule, no policy and no *filter section "+
+		"(it accepts everything); without it such a file (empty, blank, only comments) is refused")
+}
+
+// options reads the flags given into firewall options and validates them
+// (firewall.Validate checks them again with the rule set).
+func (c *changeFlags) options(cmd *cobra.Command) (firewall.Options, error) {
+	opt := firewall.Options{Malformed: c.malformed, AllowEmpty: c.allowEmpty}
+	var err error
+	if opt.RejectRate, opt.RejectBurst, err = c.reject.values(cmd); err != nil {
+		return opt, err
+	}
+	if err := c.logs.apply(cmd, &opt); err != nil {
+		return opt, err
+	}
+	if c.load {
+		if cmd.Flags().Changed("max-rules") && (c.maxRules < 1 || c.maxRules > datapath.MaxEntries) {
+			return opt, usageError{fmt.Errorf("--max-rules %d: want 1 to %d", c.maxRules, datapath.MaxEntries)}
+		}
+		opt.MaxRules = c.maxRules
+	}
+	if err := c.ct.apply(cmd, &opt, c.load); err != nil {
+		return opt, err
+	}
+	return opt, opt.Validate()
+}
