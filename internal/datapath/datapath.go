@@ -127,6 +127,10 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 // load that fails midway leaves the pinned program in place. It attaches
 // nothing.
 func Load(dir string, lim Limits) (*Datapath, error) {
+	// Before anything changes: an old kernel fails here, naming what it lacks.
+	if err := checkKernel(); err != nil {
+		return nil, err
+	}
 	if err := ensureBPFFS(dir); err != nil {
 		return nil, err
 	}

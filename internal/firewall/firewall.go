@@ -202,6 +202,9 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
+	if err := datapath.CheckKernel(); err != nil {
+		return nil, err
+	}
 	ifaces := make([]string, len(modes))
 	modeOf := map[string]datapath.Mode{}
 	for i, m := range modes {
