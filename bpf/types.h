@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Structs and enums shared between the data plane and Go.
- * bpf2go turns the types named in internal/datapath/gen.go into Go types;
- * internal/datapath/layout_test.go checks the layouts. Enum values are
+ * bpf2go turns the types named in internal/datapath/gen.go into Go types of
+ * the same layout; internal/compile/abi_test.go checks the enums and constants
  * mirrored in Go where named (see the comment on each). */
 #ifndef XDPFW_TYPES_H
 #define XDPFW_TYPES_H
@@ -43,7 +43,7 @@ enum fw_reject {
 };
 
 /* Counter slots of fw_reason_stats: why a packet got its verdict.
- * Mirrored by internal/datapath.Reason (reasons.go); keep both in order. */
+ * Mirrored by internal/compile.Reason (abi.go); keep both in order. */
 enum fw_reason {
 	FW_R_RULE_ACCEPT = 0,   /* accepted by a rule */
 	FW_R_RULE_DROP,         /* dropped by a rule */
@@ -417,7 +417,7 @@ enum fw_out {
 	FW_OUT_XDP_REDIRECT = 4, /* XDP_REDIRECT (never returned today) */
 	FW_OUT_TC_OK        = 5, /* tc egress: TC_ACT_OK */
 	FW_OUT_TC_SHOT      = 6, /* tc egress: TC_ACT_SHOT */
-	FW_OUT_TC_REDIRECT  = 7, /* tc egress: TC_ACT_REDIRECT (never returned today) */
+	FW_OUT_TC_REDIRECT  = 7, /* tc egress: TC_ACT_REDIRECT (REJECT's answer, lib/reject.h) */
 	FW_NUM_OUTS,
 };
 

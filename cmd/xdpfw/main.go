@@ -1,4 +1,4 @@
-// Command xdpfw is the xdpfw firewall: CLI (and, later, daemon) in one binary.
+// Command xdpfw is the xdpfw firewall: CLI and daemon in one binary.
 // main only wires: the commands live in internal/cli.
 package main
 

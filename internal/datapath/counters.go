@@ -244,7 +244,7 @@ const (
 	OutXDPRedirect // never returned today
 	OutTCOK
 	OutTCShot
-	OutTCRedirect // never returned today
+	OutTCRedirect // REJECT's answer in OUTPUT, sent back in (lib/reject.h)
 	NumOutcomes
 )
 

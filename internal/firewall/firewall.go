@@ -1,6 +1,6 @@
 // Package firewall is the control-plane API: load, apply, add, delete,
-// flush, detach, list, status and trace. The CLI commands (and later the
-// daemon) call it; it never sits on the packet path.
+// flush, detach, list, status and trace. The CLI commands and the
+// daemon call it; it never sits on the packet path.
 package firewall
 
 import (

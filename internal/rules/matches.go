@@ -132,8 +132,8 @@ func (p *ruleParser) optInIface(o optUse) *Error {
 
 // optOutIface rejects -o.
 func (p *ruleParser) optOutIface(o optUse) *Error {
-	return p.errAt(o.opt, "", o.opt.text+" is not supported yet "+
-		"(XDP sees ingress traffic; OUTPUT/egress is enforced by the stateful issue)", "")
+	return p.errAt(o.opt, "", o.opt.text+" is not supported: rules match the interface a packet arrives on (-i)",
+		"OUTPUT rules run at tc egress on every attached interface; attach only the interfaces OUTPUT is for")
 }
 
 // optMACSrc handles -m mac --mac-source.

@@ -171,8 +171,6 @@ func (p *ruleParser) arg(o token, spec optSpec) (token, *Error) {
 // unknownOption explains a word that is not a rule option.
 func (p *ruleParser) unknownOption(t token) *Error {
 	switch {
-	case t.text == "--ctstate" || t.text == "--state":
-		return p.errAt(t, t.text, "connection tracking matches are not supported yet (planned: stateful firewall)", "")
 	case t.text == "--log-tcp-sequence" || t.text == "--log-tcp-options" || t.text == "--log-ip-options" ||
 		t.text == "--log-uid" || t.text == "--log-macdecode":
 		return p.errAt(t, t.text, "LOG option not supported",

@@ -18,7 +18,7 @@ import (
 	"github.com/xdpfw/xdpfw/testutil"
 )
 
-// The classic host policy of the stateful issue, with the ND messages
+// The classic stateful host policy, with the ND messages
 // IPv6 cannot live without (they are UNTRACKED, as in Linux).
 var classicPolicy = []string{
 	"-P INPUT DROP",
