@@ -43,7 +43,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "xdpfw: %s\n", clipWords(err.Error()))
+	fmt.Fprintf(stderr, "xdpfw: %v\n", err)
 	var ue usageError
 	var el rules.ErrorList
 	var re *rules.Error
@@ -59,12 +59,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // in cmd and its subcommands. A command made of subcommands shows its
 // help, or refuses an unknown one ("xdpfw nosuch").
 func usageErrors(cmd *cobra.Command) {
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{errors.New(clipWords(err.Error()))} })
 	if cmd.HasSubCommands() && !cmd.Runnable() {
 		cmd.Args = cobra.ArbitraryArgs
 		cmd.RunE = func(c *cobra.Command, a []string) error {
 			if len(a) > 0 {
-				return usageError{fmt.Errorf("unknown command %q for %q (see %s --help)", a[0], c.CommandPath(), c.CommandPath())}
+				return usageError{fmt.Errorf("unknown command %q for %q (see %s --help)", rules.Clip(a[0]), c.CommandPath(), c.CommandPath())}
 			}
 			return c.Help()
 		}
@@ -82,9 +82,8 @@ func usageErrors(cmd *cobra.Command) {
 	}
 }
 
-// clipWords shortens every word of an error message longer than a token
-// an error may quote (rules.Clip): whatever path an over-long argument
-// took into a message, it is named, not echoed.
+// clipWords shortens every word of a message longer than a token an
+// error may quote (rules.Clip): pflag's errors quote the bad value whole.
 func clipWords(msg string) string {
 	var b strings.Builder
 	for len(msg) > 0 {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // State is enum fw_ct_conn: where a tracked connection is.
@@ -75,7 +77,7 @@ func ParseTimeouts(specs []string) (Timeouts, error) {
 	for _, s := range specs {
 		name, val, ok := strings.Cut(s, "=")
 		if !ok {
-			return t, fmt.Errorf("--ct-timeout %q: want NAME=SECONDS (names: %s)", s, strings.Join(TimeoutNames[:], ", "))
+			return t, fmt.Errorf("--ct-timeout %q: want NAME=SECONDS (names: %s)", rules.Clip(s), strings.Join(TimeoutNames[:], ", "))
 		}
 		i := -1
 		for k, n := range TimeoutNames {
@@ -84,11 +86,11 @@ func ParseTimeouts(specs []string) (Timeouts, error) {
 			}
 		}
 		if i < 0 {
-			return t, fmt.Errorf("--ct-timeout %q: unknown timeout %q (names: %s)", s, name, strings.Join(TimeoutNames[:], ", "))
+			return t, fmt.Errorf("--ct-timeout %q: unknown timeout %q (names: %s)", rules.Clip(s), rules.Clip(name), strings.Join(TimeoutNames[:], ", "))
 		}
 		secs, err := strconv.ParseUint(val, 10, 32)
 		if err != nil || secs == 0 {
-			return t, fmt.Errorf("--ct-timeout %q: seconds must be a positive whole number", s)
+			return t, fmt.Errorf("--ct-timeout %q: seconds must be a positive whole number", rules.Clip(s))
 		}
 		t[i] = uint32(secs)
 	}

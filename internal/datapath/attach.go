@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // Mode is an XDP attach mode.
@@ -29,7 +31,7 @@ func ParseMode(s string) (Mode, error) {
 	case ModeAuto, ModeNative, ModeGeneric, ModeOffload:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown mode %q (want native, generic, offload or auto)", s)
+	return "", fmt.Errorf("unknown mode %q (want native, generic, offload or auto)", rules.Clip(s))
 }
 
 func linkPin(dir, iface string) string     { return filepath.Join(dir, "link_xdp_"+iface) }

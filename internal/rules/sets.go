@@ -27,7 +27,7 @@ func ParseSetType(s string) (SetType, error) {
 		return t, nil
 	}
 	return "", fmt.Errorf("set type %q: want hash:ip (single addresses) or hash:net (networks); "+
-		"other ipset types are not supported", s)
+		"other ipset types are not supported", Clip(s))
 }
 
 // ParseSetFamily parses a set's family: "inet" or "inet6" as ipset spells
@@ -39,7 +39,7 @@ func ParseSetFamily(s string) (Family, error) {
 	case "inet6", "ipv6":
 		return FamilyIPv6, nil
 	}
-	return FamilyAny, fmt.Errorf("set family %q: want inet (IPv4) or inet6 (IPv6)", s)
+	return FamilyAny, fmt.Errorf("set family %q: want inet (IPv4) or inet6 (IPv6)", Clip(s))
 }
 
 // SetFamilyName is the ipset name of a set's family: "inet" or "inet6".

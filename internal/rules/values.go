@@ -392,9 +392,9 @@ func ParseLogRate(s string) (LogRate, error) {
 	r, ve := parseLogRate(s)
 	if ve != nil {
 		if ve.hint != "" {
-			return r, fmt.Errorf("%q: %s (%s)", s, ve.msg, ve.hint)
+			return r, fmt.Errorf("%q: %s (%s)", Clip(s), ve.msg, ve.hint)
 		}
-		return r, fmt.Errorf("%q: %s", s, ve.msg)
+		return r, fmt.Errorf("%q: %s", Clip(s), ve.msg)
 	}
 	return r, nil
 }

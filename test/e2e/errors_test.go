@@ -162,3 +162,31 @@ func TestNoPartialStateOnFailedLoad(t *testing.T) {
 		wantStatusNamesAttachedProgram(t, f, l.srvIf)
 	})
 }
+
+// TestEmptyRuleFileRefused: a rule file that says nothing (empty, blank,
+// comments, carriage returns) is refused by load and apply with exit
+// status 2, changing nothing: nothing loaded, or the rules in force stay
+// (shown with traffic). --allow-empty puts it in force.
+func TestEmptyRuleFileRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	serveTCP(t, l.srv, 22, 8080)
+	f := newFW(t, l.srv)
+	empties := []string{writeRules(t, "empty.rules"), writeRules(t, "blank.rules", "", "  ", "# nothing yet"), writeRules(t, "cr.rules", "\r", "\r")}
+	for _, e := range empties {
+		r := f.runWant(2, "load", "-i", l.srvIf, e)
+		if !strings.Contains(r.stderr, "--allow-empty") {
+			t.Errorf("load %s: %s", e, r)
+		}
+		f.wantNothingLoaded(l.srvIf)
+	}
+	f.mustRun("load", "-i", l.srvIf, writeRules(t, "ssh.rules", "-P INPUT DROP", "-A INPUT -p tcp --dport 22 -j ACCEPT"))
+	for _, e := range empties {
+		f.runWant(2, "apply", e)
+		checkTCP(t, "after apply "+e,
+			tcpProbe{from: l.cli, addr: hostPort(l.srv4, 22), ok: true},
+			tcpProbe{from: l.cli, addr: hostPort(l.srv4, 8080), ok: false})
+	}
+	f.mustRun("apply", "--allow-empty", empties[0])
+	checkTCP(t, "after apply --allow-empty", tcpProbe{from: l.cli, addr: hostPort(l.srv4, 8080), ok: true})
+}

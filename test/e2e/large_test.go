@@ -40,3 +40,34 @@ func TestLargeRuleSet(t *testing.T) {
 		tcpProbe{from: l.cli, addr: hostPort(l.srv4, 8080), ok: false},
 		tcpProbe{from: l.cli, addr: hostPort(l.srv6, 22), ok: true})
 }
+
+// TestTooManyRules: 200,000 rules, beyond the counter slots the default
+// tables have, are refused with a message naming --max-rules, and nothing
+// is loaded; sizes beyond the bounds or the machine are refused before
+// anything is created (exit status 2, no pin made).
+func TestTooManyRules(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	lines := make([]string, 0, 200000)
+	for i := 0; i < 200000; i++ {
+		lines = append(lines, fmt.Sprintf("-A INPUT -s 10.%d.%d.%d -j DROP", i>>16, (i>>8)&255, i&255))
+	}
+	file := writeRules(t, "huge.rules", lines...)
+	f := newFW(t, l.srv)
+	r := f.runWant(1, "load", "-i", l.srvIf, file)
+	if !strings.Contains(r.stderr, "--max-rules") {
+		t.Errorf("200k rules: want a message naming --max-rules: %s", r)
+	}
+	f.wantNothingLoaded(l.srvIf)
+
+	small := writeRules(t, "small.rules", "-A INPUT -p tcp --dport 22 -j ACCEPT")
+	for _, args := range [][]string{
+		{"--max-rules", "99999999999"}, {"--max-rules", "-5"}, {"--ct-max", "99999999999"}, {"--reject-burst", "0"},
+	} {
+		r := f.runWant(2, append(append([]string{"load", "-i", l.srvIf}, args...), small)...)
+		if !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("%v: the error does not name %s: %s", args, args[0], r)
+		}
+		f.wantNothingLoaded(l.srvIf)
+	}
+}
