@@ -23,7 +23,7 @@ type changeFlags struct {
 	logs       logFlags
 }
 
-// add registers the flags; dflt describes what an omitted setting means.
+// add registers the flags: load's (sizes, --log-snap; defaults named) or apply's.
 func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 	c.load = load
 	fs := cmd.Flags()

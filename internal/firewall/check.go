@@ -14,7 +14,7 @@ type CheckResult struct {
 	Warnings []string // what Load or Apply would warn about
 }
 
-// Check does what Apply does but change anything: it validates rs and opt
+// Check does what Apply does without changing anything: it validates rs and opt
 // (Validate, the same function Apply calls) and compiles rs, so a check
 // also catches rule sets the data plane cannot hold, and returns the
 // warnings Apply would print. Set names are resolved against the sets that
