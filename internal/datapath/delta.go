@@ -1,9 +1,12 @@
 package datapath
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 )
@@ -90,16 +93,7 @@ func (d *Datapath) InstallDelta(dl *compile.Delta, stamp uint64) (time.Time, err
 	if a.delta == 1 { // half 0 in force
 		half = 1
 	}
-	v := xdpfwFwDelta{Count: uint32(len(dl.Entries)), DeadCount: uint32(len(dl.Dead))}
-	copy(v.Dead[:], dl.Dead)
-	copy(v.Pos[:], dl.Pos)
-	for r := range dl.Roots {
-		v.Roots[r] = rootToBPF(&dl.Roots[r])
-	}
-	ents := make([]xdpfwFwEntry, len(dl.Entries))
-	for i := range dl.Entries {
-		ents[i] = toBPF(&dl.Entries[i])
-	}
+	v, ents := deltaToBPF(dl)
 	if err := putRange(d.deltaEn, half*compile.DeltaMax, ents); err != nil {
 		return time.Time{}, fmt.Errorf("writing the delta entries: %w", err)
 	}
@@ -117,4 +111,85 @@ func (d *Datapath) InstallDelta(dl *compile.Delta, stamp uint64) (time.Time, err
 func (d *Datapath) DeltaInForce() (bool, error) {
 	a, err := d.activeState()
 	return a.delta != 0, err
+}
+
+// deltaToBPF is dl as the data plane holds it: a fw_deltas half and its
+// entries.
+func deltaToBPF(dl *compile.Delta) (xdpfwFwDelta, []xdpfwFwEntry) {
+	v := xdpfwFwDelta{Count: uint32(len(dl.Entries)), DeadCount: uint32(len(dl.Dead))}
+	copy(v.Dead[:], dl.Dead)
+	copy(v.Pos[:], dl.Pos)
+	for r := range dl.Roots {
+		v.Roots[r] = rootToBPF(&dl.Roots[r])
+	}
+	ents := make([]xdpfwFwEntry, len(dl.Entries))
+	for i := range dl.Entries {
+		ents[i] = toBPF(&dl.Entries[i])
+	}
+	return v, ents
+}
+
+// InForce names what the classifier has in force, as the kernel holds it:
+// the stamp of the main generation (InstallStamped) and a tag of the
+// delta stage. The control plane names the record of each rule set it
+// installs by the InForce it will have (firewall/record.go), so that the
+// kernel's one switch (fw_active) commits the record too.
+type InForce struct {
+	Installed bool   `json:"installed"`
+	Stamp     uint64 `json:"stamp"`
+	// Delta is DeltaTag of the delta stage in force ("": none).
+	Delta string `json:"delta,omitempty"`
+}
+
+// InForce reads what the classifier has in force.
+func (d *Datapath) InForce() (InForce, error) {
+	a, err := d.activeState()
+	if err != nil || !a.installed {
+		return InForce{}, err
+	}
+	in := InForce{Installed: true}
+	if err := d.stamps.Lookup(a.gen, &in.Stamp); err != nil {
+		return InForce{}, fmt.Errorf("reading fw_stamps: %w", err)
+	}
+	if a.delta == 0 {
+		return in, nil
+	}
+	half := a.delta - 1
+	var v xdpfwFwDelta
+	if err := d.deltas.Lookup(half, &v); err != nil {
+		return InForce{}, fmt.Errorf("reading the delta stage: %w", err)
+	}
+	if v.Count > compile.DeltaMax {
+		return InForce{}, fmt.Errorf("the delta stage in force holds %d entries, more than %d", v.Count, compile.DeltaMax)
+	}
+	ents := make([]xdpfwFwEntry, v.Count)
+	for i := range ents {
+		if err := d.deltaEn.Lookup(half*compile.DeltaMax+uint32(i), &ents[i]); err != nil {
+			return InForce{}, fmt.Errorf("reading the delta entries: %w", err)
+		}
+	}
+	in.Delta = deltaTag(&v, ents)
+	return in, nil
+}
+
+// DeltaTag is the tag InForce reports once dl is in force ("" for an
+// empty dl): a digest of exactly what the kernel will hold. Two deltas
+// with the same tag on the same main generation hold the same entries,
+// rule ids included, so they make the same decisions and, since rule ids
+// are never reused while in force, name the same rules.
+func DeltaTag(dl *compile.Delta) string {
+	if dl.Empty() {
+		return ""
+	}
+	v, ents := deltaToBPF(dl)
+	return deltaTag(&v, ents)
+}
+
+func deltaTag(v *xdpfwFwDelta, ents []xdpfwFwEntry) string {
+	h := sha256.New()
+	h.Write(unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v)))
+	if len(ents) > 0 {
+		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&ents[0])), uintptr(len(ents))*unsafe.Sizeof(ents[0])))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

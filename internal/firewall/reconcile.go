@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -113,6 +114,11 @@ func readState(p Paths) (*state, *rules.RuleSet, error) {
 	}
 	defer unlock()
 	st, rs, _, err := loadRules(p)
+	if re := (*RecordError)(nil); errors.As(err, &re) {
+		// attached, but what it holds is not known: a load replaces it
+		// in place, as after nothing loaded
+		return nil, nil, nil
+	}
 	return st, rs, err
 }
 

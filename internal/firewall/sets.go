@@ -80,13 +80,23 @@ func OpenSets(p Paths) (*Sets, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := loadState(p)
-	if err == nil && st == nil {
-		st = newState()
-	}
-	var store *ruleStore
-	if err == nil {
-		store, err = openStore(p, st)
+	var (
+		st    *state
+		store *ruleStore
+	)
+	dp, err := datapath.Open(p.PinDir)
+	switch {
+	case errors.Is(err, datapath.ErrNotLoaded):
+		st, err = loadState(p)
+		if err == nil && st == nil {
+			st = newState()
+		}
+		if err == nil {
+			store, err = openStore(p, st)
+		}
+	case err == nil:
+		st, store, err = openRecord(p, dp, true)
+		dp.Close()
 	}
 	var rs *rules.RuleSet
 	if err == nil {
