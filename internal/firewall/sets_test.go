@@ -14,7 +14,12 @@ import (
 	"github.com/xdpfw/xdpfw/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.RunWithFDCheck(m)) }
+func TestMain(m *testing.M) {
+	if op := os.Getenv("XDPFW_TEST_CHILD"); op != "" { // record_test.go
+		os.Exit(childMain(op))
+	}
+	os.Exit(testutil.RunWithFDCheck(m))
+}
 
 var (
 	net4 = rules.SetKind{Type: rules.SetHashNet, Family: rules.FamilyIPv4}
