@@ -193,3 +193,39 @@ func deltaTag(v *xdpfwFwDelta, ents []xdpfwFwEntry) string {
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
+
+// RuleIDsInForce lists the rule ids the classifier in force may count on
+// (entries of the main generation in force, used or not, and of the delta
+// stage in force): for a control plane that lost its record of them, so
+// that it gives none of them to a new rule while they may still count.
+func (d *Datapath) RuleIDsInForce() (map[uint32]bool, error) {
+	a, err := d.activeState()
+	if err != nil || !a.installed {
+		return nil, err
+	}
+	ids := map[uint32]bool{}
+	var e xdpfwFwEntry
+	base := a.gen * uint32(d.limits.Entries)
+	for i := uint32(0); i < uint32(d.limits.Entries); i++ {
+		if err := d.entries.Lookup(base+i, &e); err != nil {
+			return nil, fmt.Errorf("reading fw_entries: %w", err)
+		}
+		ids[e.RuleId] = true
+	}
+	for r := uint32(0); r < uint32(compile.NumRoots); r++ {
+		var root xdpfwFwRoot
+		if err := d.roots.Lookup(a.gen*uint32(compile.NumRoots)+r, &root); err != nil {
+			return nil, fmt.Errorf("reading fw_roots: %w", err)
+		}
+		ids[root.RuleId], ids[root.FastRuleId] = true, true
+	}
+	if a.delta != 0 {
+		for i := uint32(0); i < compile.DeltaMax; i++ {
+			if err := d.deltaEn.Lookup((a.delta-1)*compile.DeltaMax+i, &e); err != nil {
+				return nil, fmt.Errorf("reading the delta entries: %w", err)
+			}
+			ids[e.RuleId] = true
+		}
+	}
+	return ids, nil
+}

@@ -86,6 +86,9 @@ type Firewall struct {
 	prev       *ruleStore
 	prevState  *state
 	prevIfaces map[string]Iface
+	// reserved: ids the rules in force count on, read from the kernel
+	// when the record of them is lost (assignIDs gives them to no rule).
+	reserved map[uint32]bool
 }
 
 // Open locks the state and opens the pinned data plane with the record
@@ -217,6 +220,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		fresh      bool
 		recovering bool
 		loadedLim  *datapath.Limits
+		reserved   map[uint32]bool // ids the rules in force count on, when not recorded
 	)
 	cur, err := datapath.Open(p.PinDir)
 	switch {
@@ -244,6 +248,9 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 			recovering = true
 			if st, err = recoveredState(p, cur); err == nil {
 				inForce, err = openStore(p, st)
+			}
+			if err == nil {
+				reserved, err = cur.RuleIDsInForce()
 			}
 		}
 		cur.Close()
@@ -274,7 +281,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, err
 	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
-	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevState: st.clone(), unlock: func() {}}
+	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevState: st.clone(), reserved: reserved, unlock: func() {}}
 	defer f.Close()
 	// undo: what to restore on failure (nothing when the rules in force
 	// are unknown: the new ones stay, recorded).
@@ -618,6 +625,9 @@ func (f *Firewall) assignIDs(rs *rules.RuleSet, freshLoad bool) (ids, fresh []ui
 		for _, a := range f.rs.ov.Added {
 			used[a.ID] = true
 		}
+	}
+	for id := range f.reserved {
+		used[id] = true
 	}
 	ids = make([]uint32, len(rs.Rules))
 	for i, r := range rs.Rules {

@@ -291,6 +291,13 @@ func TestRecordLost(t *testing.T) {
 			if baseData, err = os.ReadFile(basePath); err != nil {
 				t.Fatal(err)
 			}
+			f := e.open()
+			l, err := f.List()
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			oldID := l.Rules[0].ID
 			d.do()
 			for name, open := range map[string]func(Paths) (*Firewall, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
 				_, err := open(e.p)
@@ -318,10 +325,14 @@ func TestRecordLost(t *testing.T) {
 			if v := verdicts(); v != [2]bool{false, true} {
 				t.Fatalf("after the load: verdicts %v, want [false true]", v)
 			}
-			f := e.open()
+			f = e.open()
 			defer f.Close()
 			if got := e.agree(f, []uint16{1001, 1002}); !slices.Equal(got, []string{"-A INPUT -p udp --dport 1002 -j ACCEPT"}) {
 				t.Errorf("listed %q", got)
+			}
+			// The id the lost rules counted on is not reused (14.14).
+			if l, err := f.List(); err != nil || l.Rules[0].ID == oldID {
+				t.Errorf("the new rule has id %d, the lost rule had %d (%v)", l.Rules[0].ID, oldID, err)
 			}
 		})
 	}
