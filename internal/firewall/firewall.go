@@ -403,7 +403,8 @@ func removeFresh(p Paths, st *state) {
 
 // recoveredState is the record of a data plane whose record is lost: its
 // interfaces, as the kernel's pinned links name them, and nothing else
-// known (the rules, their ids and the named sets are lost with it).
+// known (the rules, their ids and the named sets are lost with it; the
+// ids in use are read from the kernel).
 func recoveredState(p Paths, dp *datapath.Datapath) (*state, error) {
 	st := newState()
 	for _, name := range datapath.AttachedInterfaces(p.PinDir) {
@@ -418,6 +419,13 @@ func recoveredState(p Paths, dp *datapath.Datapath) (*state, error) {
 		return nil, err
 	}
 	st.Builds = k.Stamp
+	// The sets' names are lost; their elements stay in the map under ids
+	// no new set may take.
+	hi, err := dp.Sets().HighestID()
+	if err != nil {
+		return nil, err
+	}
+	st.NextSetID = hi + 1
 	c, err := dp.Config()
 	if err != nil {
 		return nil, err

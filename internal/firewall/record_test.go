@@ -460,3 +460,30 @@ func TestLockWait(t *testing.T) {
 		t.Errorf("told %q", told)
 	}
 }
+
+// TestRecordLostSets: after a load replaced a lost record, a new set does
+// not take the id of a lost set whose elements are still in the map (its
+// rules would match them while the set lists none).
+func TestRecordLostSets(t *testing.T) {
+	e := newEnv(t)
+	kind := rules.SetKind{Type: rules.SetHashIP, Family: rules.FamilyIPv4}
+	e.sets(func(s *Sets) {
+		must[bool](t)(s.Create("old", SetSpec{Kind: kind}, false))
+		must[*SetChange](t)(s.Add("old", prefixes("10.200.9.2/32")))
+	})
+	if _, err := e.load("-A INPUT -m set --match-set old src -j DROP\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(e.p.StateFile()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.load("-A INPUT -p udp --dport 1001 -j DROP\n"); err != nil {
+		t.Fatal(err)
+	}
+	e.sets(func(s *Sets) {
+		must[bool](t)(s.Create("new", SetSpec{Kind: kind}, false))
+		if c := must[*SetContents](t)(s.Get("new")); len(c.Elements) != 0 {
+			t.Errorf("a new set holds the lost set's elements: %v", c.Elements)
+		}
+	})
+}
