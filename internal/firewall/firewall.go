@@ -402,11 +402,14 @@ func removeFresh(p Paths, st *state) {
 }
 
 // recoveredState is the record of a data plane whose record is lost: its
-// interfaces, as the kernel's pinned links name them, and nothing else
-// known (the rules, their ids and the named sets are lost with it; the
-// ids in use are read from the kernel).
+// interfaces, as the kernel's pinned links name them, the named sets made
+// since (setsRecord), and nothing else known (the rules, their ids and
+// the sets are lost with it; the ids in use are read from the kernel).
 func recoveredState(p Paths, dp *datapath.Datapath) (*state, error) {
-	st := newState()
+	st, err := setsRecord(p, dp)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range datapath.AttachedInterfaces(p.PinDir) {
 		nl, err := net.InterfaceByName(name)
 		if err != nil {
@@ -419,13 +422,6 @@ func recoveredState(p Paths, dp *datapath.Datapath) (*state, error) {
 		return nil, err
 	}
 	st.Builds = k.Stamp
-	// The sets' names are lost; their elements stay in the map under ids
-	// no new set may take.
-	hi, err := dp.Sets().HighestID()
-	if err != nil {
-		return nil, err
-	}
-	st.NextSetID = hi + 1
 	c, err := dp.Config()
 	if err != nil {
 		return nil, err

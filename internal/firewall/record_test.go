@@ -477,7 +477,25 @@ func TestRecordLostSets(t *testing.T) {
 	if err := os.Remove(e.p.StateFile()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.load("-A INPUT -p udp --dport 1001 -j DROP\n"); err != nil {
+	// Sets made and removed while the record is lost (as the daemon
+	// restores its sets before it loads): the firewall stays.
+	e.sets(func(s *Sets) {
+		must[bool](t)(s.Create("tmp", SetSpec{Kind: kind}, false))
+		if err := s.Destroy("tmp"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := datapath.Open(e.p.PinDir); err != nil {
+		t.Fatalf("destroying the last set removed the firewall: %v", err)
+	}
+	e.sets(func(s *Sets) {
+		must[bool](t)(s.Create("mid", SetSpec{Kind: kind}, false))
+		if c := must[*SetContents](t)(s.Get("mid")); len(c.Elements) != 0 {
+			t.Errorf("a new set holds the lost set's elements: %v", c.Elements)
+		}
+	})
+	// The load that replaces the record keeps them.
+	if _, err := e.load("-A INPUT -m set --match-set mid src -j DROP\n"); err != nil {
 		t.Fatal(err)
 	}
 	e.sets(func(s *Sets) {
