@@ -37,7 +37,13 @@ apply to IPv4 and IPv6 unless an address, -4/-6 or the ICMP flavour says
 otherwise. --ipv4-file / --ipv6-file take iptables-save / ip6tables-save
 output whose rules and policies apply to that family only.
 
-A file with any error changes nothing; errors name file:line:column.
+A file with any error changes nothing; errors name file:line:column. A load
+that fails (a mistyped interface, tables too small) leaves the firewall in
+force as it was.
+
+If the record of the rules in force (--state-dir) is lost or damaged while
+the firewall is attached, every command says so; load then replaces the
+rules in place, with one switch: packets stay filtered throughout.
 
 REJECT answers with a TCP RST or an ICMP unreachable sent back from XDP;
 in OUTPUT the answer goes to this host's own socket, which fails at once
