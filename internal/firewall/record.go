@@ -83,9 +83,13 @@ func (e *RecordError) Error() string {
 	if errors.Is(e.Err, os.ErrNotExist) {
 		what = "lost"
 	}
-	return fmt.Sprintf("xdpfw is attached and filtering, but the record of its rules is %s: %s: %v; "+
+	where := ""
+	if e.Path != "" {
+		where = e.Path + ": "
+	}
+	return fmt.Sprintf("xdpfw is attached and filtering, but the record of its rules is %s: %s%v; "+
 		"run `xdpfw load -i IFACE FILE` to replace the rules in place (packets stay filtered throughout), "+
-		"or `xdpfw detach --all` to remove the firewall", what, e.Path, e.Err)
+		"or `xdpfw detach --all` to remove the firewall", what, where, e.Err)
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
@@ -228,7 +232,7 @@ func resolve(p Paths, dp *datapath.Datapath, locked bool) (*state, error) {
 		case cerr == nil && cur.confirmedBy(k):
 			st = cur
 		default:
-			err := cerr
+			err, path := cerr, "" // read errors name the file
 			switch {
 			case err == nil && cur == nil:
 				err = os.ErrNotExist
@@ -237,7 +241,10 @@ func resolve(p Paths, dp *datapath.Datapath, locked bool) (*state, error) {
 			case err == nil:
 				err = fmt.Errorf("it records %s, the kernel has %s in force", cur.commitText(), commitText(k))
 			}
-			return nil, &RecordError{Path: p.StateFile(), Err: err}
+			if cerr == nil {
+				path = p.StateFile()
+			}
+			return nil, &RecordError{Path: path, Err: err}
 		}
 		if locked {
 			if err := cleanup(p, st); err != nil {
@@ -498,7 +505,7 @@ func lock(p Paths) (func(), error) {
 		holder := lockHolder(path)
 		if p.LockWait == NoWait || p.LockWait > 0 && waited >= p.LockWait {
 			f.Close()
-			return nil, fmt.Errorf("another xdpfw holds the lock %s (%s); gave up after %s (--wait)", path, holder, waited.Round(time.Millisecond))
+			return nil, fmt.Errorf("the xdpfw lock %s is held by %s; gave up after %s (--wait)", path, holder, waited.Round(time.Millisecond))
 		}
 		if !told && waited >= lockNotice {
 			told = true
