@@ -32,12 +32,20 @@ import (
 func childMain(op string) int {
 	p := Paths{PinDir: os.Getenv("XDPFW_PIN_DIR"), StateDir: os.Getenv("XDPFW_STATE_DIR")}
 	err := func() error {
+		verb, arg, _ := strings.Cut(op, " ")
+		if verb == "load" { // run in the test's namespace, which has fw0
+			rs, err := rules.Parse("child.rules", []byte(strings.ReplaceAll(arg, ";", "\n")), rules.ParseOptions{})
+			if err != nil {
+				return err
+			}
+			_, err = Load(p, []string{"fw0"}, datapath.ModeGeneric, rs, Options{})
+			return err
+		}
 		f, err := Open(p)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		verb, arg, _ := strings.Cut(op, " ")
 		switch verb {
 		case "apply":
 			rs, err := rules.Parse("child.rules", []byte(strings.ReplaceAll(arg, ";", "\n")), rules.ParseOptions{})
@@ -78,7 +86,16 @@ func (e *env) child(op, step string) bool {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "XDPFW_TEST_CHILD="+op, "XDPFW_TEST_CRASH="+step,
 		"XDPFW_PIN_DIR="+e.p.PinDir, "XDPFW_STATE_DIR="+e.p.StateDir)
-	out, err := cmd.CombinedOutput()
+	var (
+		out []byte
+		err error
+	)
+	if nsErr := e.ns.Do(func() error { // the child inherits the namespace of the thread that starts it
+		out, err = cmd.CombinedOutput()
+		return nil
+	}); nsErr != nil {
+		e.t.Fatal(nsErr)
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
@@ -162,7 +179,7 @@ func (e *env) settled() {
 	}
 }
 
-// TestCrashConsistency kills apply, add and delete at every step of
+// TestCrashConsistency kills apply, add, delete and load at every step of
 // their change (issue 14.9): afterwards list, trace and the program agree,
 // for a reader without the lock and after a locked open alike; the
 // change is in force exactly when its switch happened; and the next
@@ -195,15 +212,17 @@ func TestCrashConsistency(t *testing.T) {
 			[]string{"-A INPUT -p udp --dport 1004 -j ACCEPT", "-A INPUT -p udp --dport 1001 -j DROP"}},
 		{"add -A INPUT -p udp --dport 1005 -j ACCEPT", append(slices.Clone(before), "-A INPUT -p udp --dport 1005 -j ACCEPT")},
 		{"delete 1", before[1:]},
+		{"load -P INPUT DROP;-A INPUT -p udp --dport 1005 -j ACCEPT", []string{"-A INPUT -p udp --dport 1005 -j ACCEPT"}},
 	}
 	// An edit makes two changes: the edit (delta stage), then the
-	// rebuild that folds it (":2"); an apply one.
+	// rebuild that folds it (":2"); an apply or a load one.
 	steps := []string{"recorded", "switched", "committed", "cleaned", "recorded:2", "switched:2", "committed:2", "cleaned:2"}
 	for _, c := range changes {
 		for _, step := range steps {
 			t.Run(strings.Fields(c.op)[0]+"/"+step, func(t *testing.T) {
 				e := &env{t: t, p: e.p, ns: e.ns}
-				if !e.child(c.op, step) && !(strings.HasSuffix(step, ":2") && strings.HasPrefix(c.op, "apply")) {
+				oneChange := strings.HasPrefix(c.op, "apply") || strings.HasPrefix(c.op, "load")
+				if !e.child(c.op, step) && !(strings.HasSuffix(step, ":2") && oneChange) {
 					t.Fatalf("not killed at %s", step)
 				}
 				inForce := step != "recorded" // the first switch commits the change
