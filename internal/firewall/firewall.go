@@ -214,18 +214,25 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	// fresh: no program pinned before (there may be named sets).
 	// recovering: one is, attached and filtering, but its record is lost
 	// or corrupt: the rules are replaced in place, with one switch.
+	cur, err := datapath.Open(p.PinDir)
+	fresh := errors.Is(err, datapath.ErrNotLoaded)
+	lim := datapath.LimitsFor(opt.MaxRules)
+	if err == nil {
+		if opt.MaxRules == 0 {
+			lim = cur.Limits() // keep the loaded size
+		}
+		cur.Close()
+	} // else an upgrade whose maps the pins lack: Load reuses what fits
+	if opt.CTMax > 0 {
+		lim.Conntrack = opt.CTMax
+	}
 	var (
 		st         *state
 		inForce    *ruleStore
-		fresh      bool
 		recovering bool
-		loadedLim  *datapath.Limits
 		reserved   map[uint32]bool // ids the rules in force count on, when not recorded
 	)
-	cur, err := datapath.Open(p.PinDir)
-	switch {
-	case errors.Is(err, datapath.ErrNotLoaded):
-		fresh = true
+	if fresh {
 		if st, err = loadState(p); err != nil {
 			return nil, err
 		}
@@ -237,37 +244,11 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		if inForce, err = openStore(p, st); err != nil {
 			return nil, err
 		}
-	case err != nil:
-		return nil, err
-	default:
-		l := cur.Limits()
-		loadedLim = &l
-		var re *RecordError
-		st, inForce, err = openRecord(p, cur, true)
-		if errors.As(err, &re) {
-			recovering = true
-			if st, err = recoveredState(p, cur); err == nil {
-				inForce, err = openStore(p, st)
-			}
-			if err == nil {
-				reserved, err = cur.RuleIDsInForce()
-			}
-		}
-		cur.Close()
-		if err != nil {
-			return nil, err
-		}
 	}
-	lim := datapath.LimitsFor(opt.MaxRules)
-	if opt.MaxRules == 0 && loadedLim != nil {
-		lim = *loadedLim // keep the loaded size
-	}
-	if opt.CTMax > 0 {
-		lim.Conntrack = opt.CTMax
-	}
+	peek, _ := loadState(p) // the snap length in force, when recorded
 	lim.LogSnap = compile.DefaultLogSnap
-	if st.LogSnap != nil {
-		lim.LogSnap = *st.LogSnap
+	if peek != nil && peek.LogSnap != nil {
+		lim.LogSnap = *peek.LogSnap
 	}
 	if opt.LogSnap != nil {
 		lim.LogSnap = *opt.LogSnap
@@ -279,6 +260,25 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 			removeFresh(p, st)
 		}
 		return nil, err
+	}
+	if !fresh {
+		// The record the kernel confirms, read through the maps just
+		// loaded: they are the pinned ones.
+		var re *RecordError
+		st, inForce, err = openRecord(p, dp, true)
+		if errors.As(err, &re) {
+			recovering = true
+			if st, err = recoveredState(p, dp); err == nil {
+				inForce, err = openStore(p, st)
+			}
+			if err == nil {
+				reserved, err = dp.RuleIDsInForce()
+			}
+		}
+		if err != nil {
+			dp.Close()
+			return nil, err
+		}
 	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
 	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevState: st.clone(), reserved: reserved, unlock: func() {}}
@@ -389,9 +389,10 @@ func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) er
 }
 
 // removeFresh removes what a failed first load pinned: everything, but
-// for the named sets made before it, whose record it puts back.
+// for the named sets made before it (recorded in st), whose record it puts
+// back.
 func removeFresh(p Paths, st *state) {
-	if len(st.Sets) > 0 {
+	if st != nil && len(st.Sets) > 0 {
 		_ = datapath.UnpinKeepSets(p.PinDir)
 		_ = st.setsOnly().save(p)
 		return
