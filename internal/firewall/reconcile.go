@@ -51,11 +51,19 @@ func Reconcile(p Paths, d Desired) (*Change, error) {
 		d.Rules = &rules.RuleSet{}
 	}
 	st, inForce, err := readState(p)
+	var lost *RecordError
+	if errors.As(err, &lost) {
+		st, inForce, err = nil, nil, nil // attached, holding what no record says: a load replaces it in place
+	}
 	if err != nil {
 		return nil, err
 	}
 	ch := &Change{}
-	if why := loadNeeded(st, d); len(why) > 0 {
+	why := loadNeeded(st, d)
+	if lost != nil {
+		why = []string{"the record of the rules in force is lost or corrupt (" + lost.Err.Error() + ")"}
+	}
+	if len(why) > 0 {
 		ch.Why = why
 		res, err := LoadModes(p, d.Interfaces, d.Rules, d.Options)
 		if err != nil {
@@ -114,11 +122,6 @@ func readState(p Paths) (*state, *rules.RuleSet, error) {
 	}
 	defer unlock()
 	st, rs, _, err := loadRules(p)
-	if re := (*RecordError)(nil); errors.As(err, &re) {
-		// attached, but what it holds is not known: a load replaces it
-		// in place, as after nothing loaded
-		return nil, nil, nil
-	}
 	return st, rs, err
 }
 
