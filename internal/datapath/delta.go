@@ -42,8 +42,8 @@ func decodeActive(v uint32) active {
 }
 
 // ErrStaleBase means the main generation in force is not the one a delta
-// was built against (the state on disk is behind the kernel, as after a
-// crash between the two): the rule set must be rebuilt in full.
+// was built against (a record on disk behind the kernel, which records the
+// kernel confirms never are): the rule set must be rebuilt in full.
 var ErrStaleBase = errors.New("the classifier in force is not the one the edit was computed against")
 
 // Stamp is the rule-set generation the main generation in force was

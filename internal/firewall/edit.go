@@ -22,7 +22,8 @@ import (
 // An edit that does not fit the delta stage is folded into a rebuild at
 // once. One that cannot use it at all recompiles the edited rule set in
 // full: the rules were read from a version 1 or 2 state, the kernel holds
-// another generation than the state says (as after a crash), or a rule
+// another generation than the record says (a record of version 3, which
+// the kernel does not confirm, after a crash), or a rule
 // before or after the edit logs (-j LOG or --log). LOG rules are noted
 // during the main tree walk and cut by the main table's answer, which the
 // delta stage does not see: a LOG entry in the delta would decide, a
