@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -137,11 +138,30 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 		"bpffs directory holding the pinned program, maps and links (env XDPFW_PIN_DIR)")
 	root.PersistentFlags().StringVar(&e.paths.StateDir, "state-dir", envOr("XDPFW_STATE_DIR", firewall.DefaultStateDir),
 		"directory recording the rule set in force (env XDPFW_STATE_DIR)")
+	var wait float64
+	root.PersistentFlags().Float64Var(&wait, "wait", -1,
+		"how many seconds to wait for another xdpfw's change to finish (0: fail at once; default: as long as it takes, "+
+			"saying after a second whom it waits for)")
+	root.PersistentPreRun = func(*cobra.Command, []string) { e.setWait(wait) }
 	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newInsert(e), newReplace(e), newDelete(e), newRebuild(e),
 		newList(e), newFlush(e), newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e),
 		newTrace(e), newLog(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
 	usageErrors(root)
 	return root
+}
+
+// setWait sets how long a change waits for the lock (--wait: seconds,
+// 0 not at all, < 0 as long as it takes) and how it says so.
+func (e *env) setWait(wait float64) {
+	switch {
+	case wait == 0:
+		e.paths.LockWait = firewall.NoWait
+	case wait > 0:
+		e.paths.LockWait = time.Duration(wait * float64(time.Second))
+	default:
+		e.paths.LockWait = 0
+	}
+	e.paths.LockWaiting = func(msg string) { fmt.Fprintf(e.stderr, "xdpfw: %s\n", msg) }
 }
 
 func (e *env) printJSON(v any) error {

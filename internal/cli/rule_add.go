@@ -83,10 +83,10 @@ apply does: the delta stage cannot carry LOG notes.`,
 }
 
 // ownFlags is the prologue of commands whose rule spec cobra must not
-// parse: it takes off -h/--help, --pin-dir, --state-dir and the named
+// parse: it takes off -h/--help, --pin-dir, --state-dir, --wait and the named
 // value and boolean flags, and honours the path flags.
 func (e *env) ownFlags(args []string, valueFlags []string, boolFlags ...string) (own map[string]string, rest []string, help bool, err error) {
-	withValue := map[string]bool{"--pin-dir": true, "--state-dir": true}
+	withValue := map[string]bool{"--pin-dir": true, "--state-dir": true, "--wait": true}
 	for _, f := range valueFlags {
 		withValue[f] = true
 	}
@@ -103,6 +103,13 @@ func (e *env) ownFlags(args []string, valueFlags []string, boolFlags ...string) 
 	}
 	if v, ok := own["--state-dir"]; ok {
 		e.paths.StateDir = v
+	}
+	if v, ok := own["--wait"]; ok {
+		w, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, nil, false, usageError{fmt.Errorf("--wait %q: want seconds", v)}
+		}
+		e.setWait(w)
 	}
 	return own, rest, own["-h"] != "" || own["--help"] != "", nil
 }

@@ -36,6 +36,12 @@ A file with any error changes nothing; errors name file:line:column. A
 file that holds no rule, no policy and no *filter section (empty, blank,
 only comments) is refused unless --allow-empty: it would accept everything.
 Two *filter sections: the later replaces the earlier, as in iptables-restore.
+A load that fails (a mistyped interface, tables too small) leaves the
+firewall in force as it was.
+
+If the record of the rules in force (--state-dir) is lost or damaged while
+the firewall is attached, every command says so; load then replaces the
+rules in place, with one switch: packets stay filtered throughout.
 
 REJECT answers with a TCP RST or an ICMP unreachable sent back from XDP;
 in OUTPUT the answer goes to this host's own socket, which fails at once

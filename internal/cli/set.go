@@ -76,16 +76,12 @@ func readInput(cmd *cobra.Command, path string) (string, []byte, error) {
 	return path, b, err
 }
 
-// readElems parses the elements given as arguments and in file (may be
-// "" or "-") for a set of kind k.
-func readElems(cmd *cobra.Command, k rules.SetKind, elems []string, file string) ([]netip.Prefix, error) {
+// parseElems parses the elements given as arguments and those of src
+// (read from name; nil: none) for a set of kind k.
+func parseElems(k rules.SetKind, elems []string, name string, src []byte) ([]netip.Prefix, error) {
 	ps, err := rules.ParseSetElemArgs(elems, k)
-	if err != nil || file == "" {
+	if err != nil || src == nil {
 		return ps, err
-	}
-	name, src, err := readInput(cmd, file)
-	if err != nil {
-		return nil, err
 	}
 	more, err := rules.ParseSetElems(name, src, k)
 	if err != nil {

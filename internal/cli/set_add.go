@@ -101,6 +101,16 @@ func (e *env) setElems(cmd *cobra.Command, a []string, file, usage string) (*fir
 	if len(a) == 1 && file == "" {
 		return nil, nil, usageError{fmt.Errorf("usage: xdpfw %s", usage)}
 	}
+	// Read the file (or standard input, which may take as long as its
+	// writer likes) before taking the lock that every change waits for.
+	var name string
+	var src []byte
+	if file != "" {
+		var err error
+		if name, src, err = readInput(cmd, file); err != nil {
+			return nil, nil, err
+		}
+	}
 	s, err := e.openSets()
 	if err != nil {
 		return nil, nil, err
@@ -108,7 +118,7 @@ func (e *env) setElems(cmd *cobra.Command, a []string, file, usage string) (*fir
 	kind, err := s.Kind(a[0])
 	if err == nil {
 		var ps []netip.Prefix
-		if ps, err = readElems(cmd, kind, a[1:], file); err == nil {
+		if ps, err = parseElems(kind, a[1:], name, src); err == nil {
 			return s, ps, nil
 		}
 	}

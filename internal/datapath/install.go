@@ -40,6 +40,20 @@ func (d *Datapath) SetConfig(c Config) error {
 	return nil
 }
 
+// Config reads the settings map: what packets get now.
+func (d *Datapath) Config() (Config, error) {
+	var v xdpfwFwConfig
+	if err := d.config.Lookup(uint32(0), &v); err != nil {
+		return Config{}, fmt.Errorf("reading fw_config_map: %w", err)
+	}
+	c := Config{MalformedAction: compile.ActDrop, CTFullAccept: v.CtFullAccept != 0, CTTimeouts: v.CtTimeout,
+		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst}
+	if v.MalformedPass != 0 {
+		c.MalformedAction = compile.ActAccept
+	}
+	return c, nil
+}
+
 // Install makes t the active generation: InstallStamped with stamp 0
 // (no delta stage can be built against it).
 func (d *Datapath) Install(t *compile.Tables) error { return d.InstallStamped(t, 0) }

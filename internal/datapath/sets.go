@@ -298,45 +298,60 @@ func (s *Sets) Flush(id uint32) (int, error) {
 }
 
 // scan reads the keys of set id. The trie cannot be read from a given set
-// on, so this reads all of it, in batches.
+// on, so this reads all of it.
 func (s *Sets) scan(id uint32) ([]xdpfwFwSetKey, error) {
 	var out []xdpfwFwSetKey
+	err := s.each(func(k *xdpfwFwSetKey) {
+		if setID(k) == id {
+			out = append(out, *k)
+		}
+	})
+	return out, err
+}
+
+// HighestID is the highest set id of an element in the map (0: none): for
+// a control plane that lost its record of the sets, so that a new set
+// never shares an id with elements left in the map.
+func (s *Sets) HighestID() (uint32, error) {
+	var hi uint32
+	err := s.each(func(k *xdpfwFwSetKey) { hi = max(hi, setID(k)) })
+	return hi, err
+}
+
+// each calls fn on every key of the map, read in batches (one by one on
+// kernels without batch lookups on LPM tries).
+func (s *Sets) each(fn func(*xdpfwFwSetKey)) error {
 	keys := make([]xdpfwFwSetKey, setBatch)
 	vals := make([]uint8, setBatch)
 	var cursor ebpf.MapBatchCursor
-	for {
+	for first := true; ; first = false {
 		n, err := s.m.BatchLookup(&cursor, keys, vals, nil)
 		for i := range keys[:n] {
-			if setID(&keys[i]) == id {
-				out = append(out, keys[i])
-			}
+			fn(&keys[i])
 		}
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
-			return out, nil
-		case errors.Is(err, ebpf.ErrNotSupported) && out == nil:
-			return s.iterate(id)
+			return nil
+		case errors.Is(err, ebpf.ErrNotSupported) && first:
+			return s.iterate(fn)
 		case err != nil:
-			return nil, fmt.Errorf("reading the set map: %w", err)
+			return fmt.Errorf("reading the set map: %w", err)
 		}
 	}
 }
 
-// iterate is scan for kernels without batch lookups on LPM tries.
-func (s *Sets) iterate(id uint32) ([]xdpfwFwSetKey, error) {
-	var out []xdpfwFwSetKey
+// iterate is each for kernels without batch lookups on LPM tries.
+func (s *Sets) iterate(fn func(*xdpfwFwSetKey)) error {
 	var k xdpfwFwSetKey
 	var v uint8
 	it := s.m.Iterate()
 	for it.Next(&k, &v) {
-		if setID(&k) == id {
-			out = append(out, k)
-		}
+		fn(&k)
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading the set map: %w", err)
+		return fmt.Errorf("reading the set map: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 func setID(k *xdpfwFwSetKey) uint32 { return htonl(k.SetId) }

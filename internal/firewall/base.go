@@ -2,11 +2,9 @@ package firewall
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -25,7 +23,7 @@ import (
 // Layout (little endian; "raw" is compile.RawBytes, in the memory layout
 // compile.Layout names):
 //
-//	0    "XDPFWRS2", u32 format, u32 0, u64 stamp
+//	0    "XDPFWRS2", u32 format, u32 checksum, u64 stamp
 //	24   u32 rules, u32 entries, u32 text bytes, u32 flags (baseCompiled, baseLogs)
 //	40   u32 chain ends [3], u32 highest rule id
 //	56   roots: 6 x 40 bytes
@@ -36,12 +34,17 @@ import (
 //	     raw compile.BaseRule each (ids, chains and entry spans again)
 //	     raw compile.Entry each
 //
+// The checksum (format 3 on; format 2, written before, has none) is
+// CRC-32C of everything after it (record.go, checksum), verified on every
+// read: a base is never changed once written.
+//
 // What comes before the raw parts reads the same in every build: a base
 // written by a build of another Layout (an upgrade) still lists the rules
 // in force, and is treated as not compiled until the next full build.
 const (
 	baseMagic    = "XDPFWRS2"
-	baseFormat   = 2
+	baseFormat   = 3
+	baseFormatV2 = 2 // no checksum: read, never written
 	baseHeader   = 304
 	baseRootSize = 40
 	baseInfoSize = 16
@@ -138,6 +141,7 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 	}
 	copy(b[rawOff:], compile.RawBytes(brs))
 	copy(b[entOff:], ents)
+	le.PutUint32(b[12:], checksum(b[16:]))
 	return b
 }
 
@@ -184,17 +188,35 @@ func baseName(stamp uint64) string { return fmt.Sprintf("rules-%d.bin", stamp) }
 
 // parseBase checks a base's layout and returns a handle on it.
 func parseBase(name string, b []byte) (*base, error) {
-	bad := func(why string) error { return fmt.Errorf("%s: not a base of this xdpfw (%s)", name, why) }
-	if len(b) < baseHeader || string(b[:8]) != baseMagic || le.Uint32(b[8:]) != baseFormat {
-		return nil, bad("no header of format 2")
+	bad := func(why string) error { return &corruptError{name, "not a base of this xdpfw: " + why} }
+	if len(b) < baseHeader || string(b[:8]) != baseMagic {
+		return nil, bad("no header")
+	}
+	switch le.Uint32(b[8:]) {
+	case baseFormat:
+		if sum := checksum(b[16:]); sum != le.Uint32(b[12:]) {
+			return nil, bad(fmt.Sprintf("checksum %d, the file says %d", sum, le.Uint32(b[12:])))
+		}
+	case baseFormatV2:
+	default:
+		return nil, bad(fmt.Sprintf("format %d", le.Uint32(b[8:])))
 	}
 	x := &base{name: name, data: b, stamp: le.Uint64(b[16:]), n: int(le.Uint32(b[24:])),
 		compiled: le.Uint32(b[36:])&baseCompiled != 0, logs: le.Uint32(b[36:])&baseLogs != 0, maxID: le.Uint32(b[52:])}
 	nEnt, text := int(le.Uint32(b[28:])), int(le.Uint32(b[32:]))
+	if x.n > (len(b)-baseHeader)/baseInfoSize || text > len(b) {
+		return nil, bad("truncated")
+	}
 	x.textOff = baseHeader + x.n*baseInfoSize
 	rawOff := (x.textOff + text + 7) &^ 7
 	if rawOff > len(b) {
 		return nil, bad("truncated")
+	}
+	for k := range x.n { // every rule's text within the text
+		i := b[baseHeader+k*baseInfoSize:]
+		if off, n := uint64(le.Uint32(i[4:])), uint64(le.Uint32(i[8:])); off+n > uint64(text) {
+			return nil, bad(fmt.Sprintf("rule %d's text out of bounds", k+1))
+		}
 	}
 	if le.Uint64(b[296:]) != compile.Layout {
 		// written by another build: the rules only, compiled again at
@@ -207,7 +229,7 @@ func parseBase(name string, b []byte) (*base, error) {
 		return x, nil
 	}
 	entOff := rawOff + compile.RawSize[compile.BaseRule](x.n)
-	if entOff+compile.RawSize[compile.Entry](nEnt) != len(b) {
+	if nEnt > len(b) || entOff+compile.RawSize[compile.Entry](nEnt) != len(b) {
 		return nil, bad("truncated")
 	}
 	var err error
@@ -220,10 +242,11 @@ func parseBase(name string, b []byte) (*base, error) {
 	return x, nil
 }
 
-// openBase maps the base file name of the state directory.
-func openBase(p Paths, name string) (*base, error) {
+// openBase maps the base file name of the state directory, which must
+// be the base installed as stamp.
+func openBase(p Paths, name string, stamp uint64) (*base, error) {
 	path := filepath.Join(p.StateDir, name)
-	fd, err := os.Open(path)
+	fd, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening the rules in force: %w", err)
 	}
@@ -236,11 +259,15 @@ func openBase(p Paths, name string) (*base, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapping %s: %w", path, err)
 	}
-	b, err := parseBase(name, data)
+	b, err := parseBase(path, data)
+	if err == nil && b.stamp != stamp {
+		b, err = nil, &corruptError{path, fmt.Sprintf("holds build %d, the record names build %d", b.stamp, stamp)}
+	}
 	if err != nil {
 		_ = unix.Munmap(data)
 		return nil, err
 	}
+	b.name = name
 	b.unmap = func() { _ = unix.Munmap(data) }
 	return b, nil
 }
@@ -298,34 +325,4 @@ func (b *base) overlay() *compile.Overlay {
 		}
 	}
 	return o
-}
-
-// writeFileAtomic writes a file through a temporary one and a rename.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// removeBases removes the base files of the state directory but keep.
-func removeBases(p Paths, keep string) error {
-	ents, err := os.ReadDir(p.StateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range ents {
-		n := e.Name()
-		if n != keep && strings.HasPrefix(n, "rules-") && (strings.HasSuffix(n, ".bin") || strings.HasSuffix(n, ".bin.tmp")) {
-			if err := os.Remove(filepath.Join(p.StateDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -51,6 +52,7 @@ func TestBaseRoundTrip(t *testing.T) {
 
 	other := append([]byte(nil), data...)
 	other[296] ^= 1 // another build's layout
+	le.PutUint32(other[12:], checksum(other[16:]))
 	b, err = parseBase("t", other)
 	if err != nil {
 		t.Fatal(err)
@@ -67,5 +69,25 @@ func TestBaseRoundTrip(t *testing.T) {
 	}
 	if _, err := parseBase("t", data[:len(data)-1]); err == nil {
 		t.Error("a truncated base: want an error")
+	}
+	// Damage anywhere is refused with a clear error, never a panic
+	// (issue 14.10: a corrupt text length panicked every command; patched
+	// entry bytes were enforced by the next rebuild).
+	for _, c := range []struct {
+		name string
+		off  int
+	}{{"a text length", baseHeader + 8}, {"an entry", len(data) - 3}, {"a rule id", baseHeader}, {"the stamp", 16}} {
+		bad := append([]byte(nil), data...)
+		bad[c.off] ^= 0x40
+		if _, err := parseBase("t", bad); err == nil || !strings.Contains(err.Error(), "checksum") {
+			t.Errorf("%s damaged: %v, want a checksum error", c.name, err)
+		}
+	}
+	// A base of format 2 (no checksum) with a text length out of bounds.
+	v2 := append([]byte(nil), data...)
+	le.PutUint32(v2[8:], baseFormatV2)
+	le.PutUint32(v2[baseHeader+8:], 1<<31)
+	if _, err := parseBase("t", v2); err == nil || !strings.Contains(err.Error(), "out of bounds") {
+		t.Errorf("format 2, text length out of bounds: %v", err)
 	}
 }

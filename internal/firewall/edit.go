@@ -22,7 +22,8 @@ import (
 // An edit that does not fit the delta stage is folded into a rebuild at
 // once. One that cannot use it at all recompiles the edited rule set in
 // full: the rules were read from a version 1 or 2 state, the kernel holds
-// another generation than the state says (as after a crash), or a rule
+// another generation than the record says (a record of version 3, which
+// the kernel does not confirm, after a crash), or a rule
 // before or after the edit logs (-j LOG or --log). LOG rules are noted
 // during the main tree walk and cut by the main table's answer, which the
 // delta stage does not see: a LOG entry in the delta would decide, a
@@ -128,24 +129,30 @@ func (e *editing) insert(ov *compile.Overlay, n int, r rules.Rule) error {
 	return nil
 }
 
-// newID is a counter id no rule of ov has, deleted ones included (their
-// entries stay in the main generation until the rebuild): one past the
-// highest, else the lowest free one.
+// newID is a counter id no rule of ov has, nor any rule in force (a rule
+// this edit removes is still counted by the generation in force until the
+// switch: its id must not count for a new rule), deleted base rules
+// included (their entries stay in the main generation until the
+// rebuild): one past the highest, else the lowest free one.
 func (f *Firewall) newID(ov *compile.Overlay) (uint32, error) {
 	next := max(f.rs.base.maxID+1, compile.FirstRuleID)
-	for _, a := range ov.Added {
-		next = max(next, a.ID+1)
+	for _, o := range []*compile.Overlay{f.rs.ov, ov} {
+		for _, a := range o.Added {
+			next = max(next, a.ID+1)
+		}
 	}
 	limit := f.dp.MaxRuleIDs()
 	if next < limit {
 		return next, nil
 	}
-	used := make(map[uint32]bool, len(ov.Base)+len(ov.Added))
+	used := make(map[uint32]bool, len(ov.Base)+len(ov.Added)+len(f.rs.ov.Added))
 	for _, b := range ov.Base {
 		used[b.ID] = true
 	}
-	for _, a := range ov.Added {
-		used[a.ID] = true
+	for _, o := range []*compile.Overlay{f.rs.ov, ov} {
+		for _, a := range o.Added {
+			used[a.ID] = true
+		}
 	}
 	for id := uint32(compile.FirstRuleID); id < limit; id++ {
 		if !used[id] {
@@ -173,26 +180,27 @@ func (f *Firewall) edit(start time.Time, change func(*compile.Overlay, *editing)
 		}
 	}
 	edited := f.rs.with(ov)
-	var res *Result
-	var err error
-	if f.rs.logs() || edited.logs() {
-		err = errLogs
-	} else {
-		res, err = f.editDelta(edited, start)
-	}
-	switch {
-	case errors.Is(err, compile.ErrDeltaFull):
-		res, err = f.rebuild(edited, f.rs.policies, start)
-	case errors.Is(err, errNoDelta), errors.Is(err, errLogs), errors.Is(err, compile.ErrDeltaLogs), errors.Is(err, datapath.ErrStaleBase):
-		res, err = f.installStore(edited)
-	}
+	res, err := f.nextGeneration(func() (*Result, error) {
+		var res *Result
+		var err error
+		if f.rs.logs() || edited.logs() {
+			err = errLogs
+		} else {
+			res, err = f.editDelta(edited, start)
+		}
+		switch {
+		case errors.Is(err, compile.ErrDeltaFull):
+			res, err = f.rebuild(edited, f.rs.policies, start)
+		case errors.Is(err, errNoDelta), errors.Is(err, errLogs), errors.Is(err, compile.ErrDeltaLogs), errors.Is(err, datapath.ErrStaleBase):
+			res, err = f.installStore(edited)
+		}
+		return res, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	f.st.Generation++
-	res.Generation = f.st.Generation
 	res.Warnings = append(res.Warnings, e.warnings...)
-	return res, f.save()
+	return res, nil
 }
 
 // errNoDelta: the rules in force were never compiled by this xdpfw (read
@@ -222,11 +230,22 @@ func (f *Firewall) editDelta(s *ruleStore, start time.Time) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	live, err := f.dp.InstallDelta(d, s.base.stamp)
-	if err != nil {
+	prev := f.st.Delta
+	f.st.Delta = s.deltaState()
+	var live time.Time
+	want := datapath.InForce{Installed: true, Stamp: s.base.stamp, Delta: datapath.DeltaTag(d)}
+	committed, err := f.commit(want, func() (err error) {
+		live, err = f.dp.InstallDelta(d, s.base.stamp)
+		return err
+	})
+	if !committed {
+		f.st.Delta = prev
 		return nil, err
 	}
 	f.rs = s
+	if err != nil {
+		return nil, err
+	}
 	return &Result{Rules: s.count(), Entries: len(s.base.entries), Delta: true,
 		DeltaEntries: len(d.Entries), DeltaDeleted: len(d.Dead), InForce: live.Sub(start)}, nil
 }
@@ -258,7 +277,7 @@ func (f *Firewall) Rebuild() (*Result, error) {
 		return nil, err
 	}
 	res.Generation = f.st.Generation
-	return res, f.save()
+	return res, nil
 }
 
 // rebuild installs a new main generation made from the compiled entries

@@ -6,8 +6,10 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -85,38 +87,32 @@ type Firewall struct {
 	readOnly bool
 	// Load: what to restore if it fails midway.
 	prev       *ruleStore
-	prevBase   string
+	prevState  *state
 	prevIfaces map[string]Iface
-	prevCT     conntrack.Timeouts
-	prevCTFull string
+	// reserved: ids the rules in force count on, read from the kernel
+	// when the record of them is lost (assignIDs gives them to no rule).
+	reserved map[uint32]bool
 }
 
-// Open locks the state and opens the pinned data plane. It fails with
-// datapath.ErrNotLoaded when nothing is loaded. It reads no more of the
-// rule set than the base file's header: single edits stay cheap however
-// many rules are in force.
+// Open locks the state and opens the pinned data plane with the record
+// of what it has in force (record.go). It fails with datapath.ErrNotLoaded
+// when nothing is loaded, and with a RecordError when the program is
+// pinned but its record is lost or corrupt. It reads no more of the rule
+// set than the base file's header: single edits stay cheap however many
+// rules are in force.
 func Open(p Paths) (*Firewall, error) {
 	unlock, err := lock(p)
 	if err != nil {
 		return nil, err
 	}
-	st, err := loadState(p)
-	if err != nil {
-		unlock()
-		return nil, err
-	}
-	if st == nil || !st.loaded() {
-		unlock()
-		return nil, datapath.ErrNotLoaded
-	}
-	rs, err := openStore(p, st)
-	if err != nil {
-		unlock()
-		return nil, err
-	}
 	dp, err := datapath.Open(p.PinDir)
 	if err != nil {
-		rs.close()
+		unlock()
+		return nil, err
+	}
+	st, rs, err := openRecord(p, dp, true)
+	if err != nil {
+		dp.Close()
 		unlock()
 		return nil, err
 	}
@@ -125,20 +121,13 @@ func Open(p Paths) (*Firewall, error) {
 
 // OpenReadOnly opens the firewall in force for reading only (counters,
 // lists, status) without the lock that changes hold, so a monitor never
-// waits behind a long apply or set restore. The state file is replaced by
-// rename, so it is always read whole; what it records may trail the data
-// plane by the change in progress: read while a change is being made, a
-// rule that change removes can still be listed, and a counter id the
-// change reuses reads as the new rule's (near zero) for that moment.
-// Changes through a read-only handle are refused.
+// waits behind a long apply or set restore. It reads the record the
+// kernel confirms (record.go), so what it shows is what packets see at
+// the moment it read the kernel. Changes through a read-only handle are
+// refused.
 func OpenReadOnly(p Paths) (*Firewall, error) {
-	st, rs, err := readStore(p)
+	dp, st, rs, err := readStore(p)
 	if err != nil {
-		return nil, err
-	}
-	dp, err := datapath.Open(p.PinDir)
-	if err != nil {
-		rs.close()
 		return nil, err
 	}
 	return &Firewall{paths: p, dp: dp, st: st, rs: rs, unlock: func() {}, readOnly: true}, nil
@@ -164,11 +153,13 @@ func (f *Firewall) Close() {
 	}
 }
 
-// save records the state, with the rules in force.
+// save rewrites the record in force (for what no classifier switch
+// commits: interface modes, the program version).
 func (f *Firewall) save() error { return saveState(f.paths, f.st, f.rs) }
 
-// saveState writes st, first writing the rules of rs to their base file
-// when they are only in memory (a version 1 or 2 state read).
+// saveState writes st as the record in force, first writing the rules of
+// rs to their base file when they are only in memory (a version 1 or 2
+// state read).
 func saveState(p Paths, st *state, rs *ruleStore) error {
 	if rs != nil && st.loaded() {
 		if err := rs.base.write(p); err != nil {
@@ -214,37 +205,59 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if len(ifaces) == 0 {
 		return nil, errors.New("no interface given (-i IFACE)")
 	}
+	// Interfaces that will be attached, for -i resolution; a mistyped one
+	// fails here, before anything is touched.
+	newIfaces := map[string]Iface{}
+	for _, name := range ifaces {
+		nl, err := net.InterfaceByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("interface %s: %w", name, err)
+		}
+		newIfaces[name] = Iface{Index: nl.Index}
+	}
 	unlock, err := lock(p)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	st, err := loadState(p)
-	if err != nil {
-		return nil, err
-	}
-	// fresh: no program loaded before (there may be named sets).
-	fresh := st == nil || !st.loaded()
-	if st == nil {
-		st = newState()
-	}
-	inForce, err := openStore(p, st)
-	if err != nil {
-		return nil, err
-	}
+	// fresh: no program pinned before (there may be named sets).
+	// recovering: one is, attached and filtering, but its record is lost
+	// or corrupt: the rules are replaced in place, with one switch.
+	cur, err := datapath.Open(p.PinDir)
+	fresh := errors.Is(err, datapath.ErrNotLoaded)
 	lim := datapath.LimitsFor(opt.MaxRules)
-	if opt.MaxRules == 0 && !fresh {
-		if cur, err := datapath.Open(p.PinDir); err == nil {
+	if err == nil {
+		if opt.MaxRules == 0 {
 			lim = cur.Limits() // keep the loaded size
-			cur.Close()
 		}
-	}
+		cur.Close()
+	} // else an upgrade whose maps the pins lack: Load reuses what fits
 	if opt.CTMax > 0 {
 		lim.Conntrack = opt.CTMax
 	}
+	var (
+		st         *state
+		inForce    *ruleStore
+		recovering bool
+		reserved   map[uint32]bool // ids the rules in force count on, when not recorded
+	)
+	if fresh {
+		if st, err = loadState(p); err != nil {
+			return nil, err
+		}
+		if st == nil {
+			st = newState()
+		} else if st.loaded() { // a record left behind by pins removed by hand
+			st = st.setsOnly()
+		}
+		if inForce, err = openStore(p, st); err != nil {
+			return nil, err
+		}
+	}
+	peek, _ := loadState(p) // the snap length in force, when recorded
 	lim.LogSnap = compile.DefaultLogSnap
-	if st.LogSnap != nil {
-		lim.LogSnap = *st.LogSnap
+	if peek != nil && peek.LogSnap != nil {
+		lim.LogSnap = *peek.LogSnap
 	}
 	if opt.LogSnap != nil {
 		lim.LogSnap = *opt.LogSnap
@@ -257,31 +270,44 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 		return nil, err
 	}
+	if !fresh {
+		// The record the kernel confirms, read through the maps just
+		// loaded: they are the pinned ones.
+		var re *RecordError
+		st, inForce, err = openRecord(p, dp, true)
+		if errors.As(err, &re) {
+			recovering = true
+			if st, err = recoveredState(p, dp); err == nil {
+				inForce, err = openStore(p, st)
+			}
+			if err == nil {
+				reserved, err = dp.RuleIDsInForce()
+			}
+		}
+		if err != nil {
+			dp.Close()
+			return nil, err
+		}
+	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
-	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevBase: st.Base,
-		prevCT: st.CTTimeouts, prevCTFull: st.CTFull, unlock: func() {}}
+	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevState: st.clone(), reserved: reserved, unlock: func() {}}
 	defer f.Close()
+	// undo: what to restore on failure (nothing when the rules in force
+	// are unknown: the new ones stay, recorded).
+	undo := func(attached []string, err error) error {
+		return f.undo(fresh, recovering, attached, err)
+	}
 
 	f.prevIfaces = map[string]Iface{}
 	for n, i := range st.Interfaces {
 		f.prevIfaces[n] = i
 	}
-	// Interfaces that will be attached, for -i resolution.
-	newIfaces := map[string]Iface{}
-	for _, name := range ifaces {
-		nl, err := net.InterfaceByName(name)
-		if err != nil {
-			return nil, f.undo(fresh, nil, fmt.Errorf("interface %s: %w", name, err))
-		}
-		newIfaces[name] = Iface{Index: nl.Index}
-	}
 	for n, i := range newIfaces {
 		st.Interfaces[n] = i
 	}
-	res, err := f.apply(rs, opt, fresh)
+	res, err := f.apply(rs, opt, fresh || recovering)
 	if err != nil {
-		st.Interfaces = f.prevIfaces
-		return nil, f.undo(fresh, nil, err)
+		return nil, undo(nil, err)
 	}
 	res.Attached = map[string]datapath.Mode{}
 	// New interfaces first; interfaces attached before switch to the new
@@ -293,7 +319,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 		m, err := dp.Attach(name, modeOf[name])
 		if err != nil {
-			return nil, f.undo(fresh, attached, err)
+			return nil, undo(attached, err)
 		}
 		attached = append(attached, name)
 		res.Attached[name] = m
@@ -306,7 +332,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 		m, err := dp.Attach(name, want) // updates the link; refuses a mode change
 		if err != nil {
-			return nil, f.undo(fresh, attached, fmt.Errorf("updating %s to the new program: %w", name, err))
+			return nil, undo(attached, fmt.Errorf("updating %s to the new program: %w", name, err))
 		}
 		if _, named := newIfaces[name]; named {
 			res.Attached[name] = m
@@ -314,57 +340,120 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		st.Interfaces[name] = Iface{Index: prev.Index, Mode: string(m)}
 	}
 	if err := dp.PinProgram(); err != nil {
-		return nil, f.undo(fresh, attached, err)
+		return nil, undo(attached, err)
 	}
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap
 	st.LogSnap = &snap
 	if err := f.save(); err != nil {
-		return nil, f.undo(fresh, attached, err)
+		return nil, undo(attached, err)
 	}
 	return res, nil
 }
 
 // undo removes what a failed Load set up: the interfaces it newly
 // attached, the rules it installed, and everything when nothing was loaded
-// before.
-func (f *Firewall) undo(fresh bool, attached []string, err error) error {
+// before. When the rules in force before were not known (recovering: the
+// record was lost), the new rules stay in force, recorded as such: the
+// firewall never opens for want of the old ones.
+func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) error {
 	for _, name := range attached {
 		_ = f.dp.Detach(name)
 	}
-	if !fresh && f.prev != nil && f.rs != f.prev {
+	switch {
+	case fresh:
+		f.dp.Close()
+		f.dp = nil
+		removeFresh(f.paths, f.prevState)
+	case recovering:
+		for name := range f.st.Interfaces {
+			if slices.Contains(attached, name) {
+				delete(f.st.Interfaces, name)
+			}
+		}
+		if f.st.Commit != nil {
+			if serr := f.save(); serr != nil {
+				return fmt.Errorf("%w; recording the rules in force also failed: %v", err, serr)
+			}
+		}
+	case f.prev != nil && f.rs != f.prev:
 		// The new rules were installed before the failure: put the old
-		// back, every rule with its old id (and counter).
-		f.st.Interfaces = f.prevIfaces
+		// back, every rule with its old id (and counter), and the old
+		// record with them.
+		prev := f.prevState.clone()
+		prev.Builds, prev.Commit = f.st.Builds, f.st.Commit
+		f.st = prev
 		f.rs.close()
-		f.rs, f.st.Base = f.prev, f.prevBase
-		prev, ids, rerr := f.prev.ruleSet()
+		f.rs = f.prev
+		rs, ids, rerr := f.prev.ruleSet()
 		if rerr == nil {
-			_, rerr = f.install(prev, ids, nil, Options{CTTimeouts: f.prevCT, CTTimeoutsSet: true, CTFull: f.prevCTFull})
+			_, rerr = f.install(rs, ids, nil, Options{CTTimeouts: prev.CTTimeouts, CTTimeoutsSet: true, CTFull: prev.CTFull,
+				Malformed: prev.Malformed, RejectRate: prev.RejectRate, RejectBurst: prev.RejectBurst})
 		}
 		if rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
 		}
 	}
-	if fresh {
-		f.dp.Close()
-		f.dp = nil
-		removeFresh(f.paths, f.st)
-	}
 	return err
 }
 
 // removeFresh removes what a failed first load pinned: everything, but
-// for the named sets made before it (whose state file it did not touch).
+// for the named sets made before it (recorded in st), whose record it puts
+// back.
 func removeFresh(p Paths, st *state) {
-	if len(st.Sets) > 0 {
+	if st != nil && len(st.Sets) > 0 {
 		_ = datapath.UnpinKeepSets(p.PinDir)
-		_ = removeBases(p, "")
+		_ = st.setsOnly().save(p)
 		return
 	}
 	_ = datapath.Unpin(p.PinDir)
 	_ = os.Remove(p.StateFile())
-	_ = removeBases(p, "")
+	_ = cleanup(p, nil)
+}
+
+// recoveredState is the record of a data plane whose record is lost: its
+// interfaces, as the kernel's pinned links name them, the named sets made
+// since (setsRecord), and nothing else known (the rules, their ids and
+// the sets are lost with it; the ids in use are read from the kernel).
+func recoveredState(p Paths, dp *datapath.Datapath) (*state, error) {
+	st, err := setsRecord(p, dp)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range datapath.AttachedInterfaces(p.PinDir) {
+		nl, err := net.InterfaceByName(name)
+		if err != nil {
+			continue // its link is severed: load -i NAME attaches it again
+		}
+		st.Interfaces[name] = Iface{Index: nl.Index, Mode: string(datapath.CurrentMode(name))}
+	}
+	k, err := dp.InForce()
+	if err != nil {
+		return nil, err
+	}
+	st.Builds = k.Stamp
+	c, err := dp.Config()
+	if err != nil {
+		return nil, err
+	}
+	st.setConfig(c)
+	return st, nil
+}
+
+// clone is a deep copy of st.
+func (st *state) clone() *state {
+	c := *st
+	c.Interfaces = maps.Clone(st.Interfaces)
+	c.Sets = map[string]*setState{}
+	for n, m := range st.Sets {
+		x := *m
+		c.Sets[n] = &x
+	}
+	if st.Commit != nil {
+		k := *st.Commit
+		c.Commit = &k
+	}
+	return &c
 }
 
 // Apply replaces the whole rule set atomically (and folds the delta
@@ -376,24 +465,27 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
-	res, err := f.apply(rs, opt, false)
-	if err != nil {
-		return nil, err
-	}
-	return res, f.save()
+	return f.apply(rs, opt, false)
 }
 
-// apply assigns stable ids and installs rs.
+// apply assigns stable ids and installs rs as the next generation.
 func (f *Firewall) apply(rs *rules.RuleSet, opt Options, fresh bool) (*Result, error) {
 	ids, freshIDs, err := f.assignIDs(rs, fresh)
 	if err != nil {
 		return nil, err
 	}
-	res, err := f.install(rs, ids, freshIDs, opt)
+	return f.nextGeneration(func() (*Result, error) { return f.install(rs, ids, freshIDs, opt) })
+}
+
+// nextGeneration runs change, which puts a change of the rule set in
+// force, recorded as the next generation.
+func (f *Firewall) nextGeneration(change func() (*Result, error)) (*Result, error) {
+	f.st.Generation++
+	res, err := change()
 	if err != nil {
+		f.st.Generation--
 		return nil, err
 	}
-	f.st.Generation++
 	res.Generation = f.st.Generation
 	return res, nil
 }
@@ -452,20 +544,15 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	for i := range rs.Rules {
 		recs[i] = baseRuleOf(&rs.Rules[i], ids[i], tables.Spans[i])
 	}
-	if err := f.installTables(tables, recs, rs); err != nil {
-		return nil, err
-	}
-	f.rs.parsed, f.rs.ids = rs, ids
 	act := compile.ActDrop
 	if malformed == "accept" {
 		act = compile.ActAccept
 	}
 	rate, burst := pick(opt.RejectRate, f.st.RejectRate, compile.DefaultRejectRate),
 		pick(opt.RejectBurst, f.st.RejectBurst, compile.DefaultRejectBurst)
-	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
-		RejectRate: rate, RejectBurst: burst}); err != nil {
-		return nil, err
-	}
+	// The settings go into the record with the rules (readers take the
+	// data plane's from the kernel: they switch just after the rules).
+	prev := *f.st
 	f.st.CTFull, f.st.CTTimeouts = ctFull, timeouts
 	f.st.RejectRate, f.st.RejectBurst = rate, burst
 	f.st.LogRate, f.st.LogBurst = "", logBurst
@@ -473,6 +560,16 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		f.st.LogRate = logRate.String()
 	}
 	f.st.Malformed = malformed
+	if err := f.installTables(tables, recs, rs); err != nil {
+		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
+		f.st.LogRate, f.st.LogBurst, f.st.Malformed = prev.LogRate, prev.LogBurst, prev.Malformed
+		return nil, err
+	}
+	f.rs.parsed, f.rs.ids = rs, ids
+	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
+		RejectRate: rate, RejectBurst: burst}); err != nil {
+		return nil, fmt.Errorf("the rules are in force, but: %w", err)
+	}
 	res := &Result{Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats, Rebuilt: true, InForce: time.Since(start)}
 	res.Warnings = ruleWarnings(rs, warns)
 	return res, nil
@@ -491,10 +588,14 @@ func pick(vals ...uint32) uint32 {
 // installTables installs t as a new main generation (clearing the delta
 // stage with the same switch), compiled from the rules recs describe, and
 // makes those the rules in force, with pol's policies and no edits: it
-// writes their base file and updates f.st (but for the generation) and
-// f.rs in memory.
+// writes their base file, and the record of f.st with them before the
+// switch commits both (commit), and updates f.rs.
 func (f *Firewall) installTables(t *compile.Tables, recs []baseRule, pol *rules.RuleSet) error {
-	stamp := f.st.Builds + 1
+	k, err := f.dp.InForce()
+	if err != nil {
+		return err
+	}
+	stamp := max(f.st.Builds, k.Stamp) + 1 // a stamp the kernel never had in force
 	b, err := parseBase("", encodeBase(stamp, recs, t))
 	if err != nil {
 		return err
@@ -502,20 +603,28 @@ func (f *Firewall) installTables(t *compile.Tables, recs []baseRule, pol *rules.
 	if err := b.write(f.paths); err != nil {
 		return err
 	}
-	if err := f.dp.InstallStamped(t, stamp); err != nil {
+	prev := *f.st
+	f.st.Builds, f.st.Base, f.st.Delta = stamp, b.name, nil
+	f.st.Policies, f.st.Rules, f.st.IDs = policyText(pol), "", nil
+	committed, err := f.commit(datapath.InForce{Installed: true, Stamp: stamp}, func() error { return f.dp.InstallStamped(t, stamp) })
+	if !committed {
+		f.st.Builds, f.st.Base, f.st.Delta = prev.Builds, prev.Base, prev.Delta
+		f.st.Policies, f.st.Rules, f.st.IDs = prev.Policies, prev.Rules, prev.IDs
+		b.close()
 		return err
 	}
 	if f.rs != f.prev {
 		f.rs.close()
 	}
 	f.rs = &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies}, base: b, ov: b.overlay()}
-	f.st.Builds, f.st.Base, f.st.Delta = stamp, b.name, nil
-	return nil
+	return err
 }
 
 // assignIDs keeps the id of every rule whose canonical text is unchanged
 // (so its counters carry over) and gives new rules unused ids, returned in
-// fresh so their counters can be zeroed first.
+// fresh so their counters can be zeroed first. An id in force is never
+// given to a new rule, even when its rule goes: the generation in force
+// counts it until the switch, which would show in the new rule's counter.
 func (f *Firewall) assignIDs(rs *rules.RuleSet, freshLoad bool) (ids, fresh []uint32, err error) {
 	old := map[string][]uint32{}
 	used := map[uint32]bool{}
@@ -524,6 +633,15 @@ func (f *Firewall) assignIDs(rs *rules.RuleSet, freshLoad bool) (ids, fresh []ui
 			r := f.rs.ruleOf(ref)
 			old[r.Text] = append(old[r.Text], r.ID)
 		}
+		for _, b := range f.rs.ov.Base { // deleted ones too: the delta stage hides them
+			used[b.ID] = true
+		}
+		for _, a := range f.rs.ov.Added {
+			used[a.ID] = true
+		}
+	}
+	for id := range f.reserved {
+		used[id] = true
 	}
 	ids = make([]uint32, len(rs.Rules))
 	for i, r := range rs.Rules {

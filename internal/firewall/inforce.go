@@ -44,7 +44,7 @@ func openStore(p Paths, st *state) (*ruleStore, error) {
 		s.base = rulesOnlyBase(rs, st.IDs)
 		s.parsed, s.ids = rs, st.IDs
 	case st.Base != "":
-		if s.base, err = openBase(p, st.Base); err != nil {
+		if s.base, err = openBase(p, st.Base, st.Builds); err != nil {
 			return nil, err
 		}
 	default:
@@ -230,41 +230,66 @@ func (st *state) ifaceIndexes() map[string]uint32 {
 	return out
 }
 
-// readStore reads the state and opens its rules without the lock, for
-// readers that must not hold up changes (OpenReadOnly, ReadInForce). It
-// fails with datapath.ErrNotLoaded when nothing is loaded. A change
-// replaces the state file by rename and then removes the base file the
-// old state named, so a reader that finds that file gone reads the state
-// again.
-func readStore(p Paths) (*state, *ruleStore, error) {
+// openRecord opens the record and the rules the kernel has in force
+// (resolve, then openStore). Without the lock (readers that must not hold
+// up changes), a base file a change removed meanwhile is read again. Any
+// record that does not open is a RecordError.
+func openRecord(p Paths, dp *datapath.Datapath, locked bool) (*state, *ruleStore, error) {
 	for try := 0; ; try++ {
-		st, err := loadState(p)
+		st, err := resolve(p, dp, locked)
 		if err != nil {
 			return nil, nil, err
-		}
-		if st == nil || !st.loaded() {
-			return nil, nil, datapath.ErrNotLoaded
 		}
 		s, err := openStore(p, st)
-		if errors.Is(err, os.ErrNotExist) && try < 3 {
+		if err == nil {
+			return st, s, nil
+		}
+		if !locked && errors.Is(err, os.ErrNotExist) && try < 3 {
 			continue
 		}
-		if err != nil {
-			return nil, nil, err
+		var re *RecordError
+		if !errors.As(err, &re) {
+			err = &RecordError{Err: err}
 		}
-		return st, s, nil
+		return nil, nil, err
 	}
 }
 
-// loadRules reads the state and parses the rule set in force with each
-// rule's id (nil, nil when there is no state or no rule set): for the
-// callers that compare whole rule sets (Reconcile).
+// readStore opens the data plane and the rules it has in force without
+// the lock, for readers that must not hold up changes (OpenReadOnly,
+// ReadInForce). It fails with datapath.ErrNotLoaded when nothing is
+// loaded.
+func readStore(p Paths) (*datapath.Datapath, *state, *ruleStore, error) {
+	dp, err := datapath.Open(p.PinDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, s, err := openRecord(p, dp, false)
+	if err != nil {
+		dp.Close()
+		return nil, nil, nil, err
+	}
+	return dp, st, s, nil
+}
+
+// loadRules reads the record and parses the rule set in force with each
+// rule's id, under the lock (nil, nil when nothing is loaded; a record
+// lost or corrupt while the program is pinned is returned as a
+// RecordError): for the callers that compare whole rule sets (Reconcile).
 func loadRules(p Paths) (*state, *rules.RuleSet, []uint32, error) {
-	st, err := loadState(p)
-	if err != nil || st == nil || !st.loaded() {
+	dp, err := datapath.Open(p.PinDir)
+	if errors.Is(err, datapath.ErrNotLoaded) {
+		st, err := loadState(p)
+		if st != nil && st.loaded() {
+			st = st.setsOnly()
+		}
 		return st, nil, nil, err
 	}
-	s, err := openStore(p, st)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer dp.Close()
+	st, s, err := openRecord(p, dp, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -274,4 +299,11 @@ func loadRules(p Paths) (*state, *rules.RuleSet, []uint32, error) {
 		return nil, nil, nil, err
 	}
 	return st, rs, ids, nil
+}
+
+// setsOnly is the record of st's named sets alone (nothing loaded).
+func (st *state) setsOnly() *state {
+	sets := newState()
+	sets.Generation, sets.Sets, sets.NextSetID = st.Generation, st.Sets, st.NextSetID
+	return sets
 }

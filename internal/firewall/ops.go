@@ -78,13 +78,7 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 	}
 	// The rules stay as they are: rebuild from their compiled entries
 	// (folding any pending edits) with the new policies.
-	res, err := f.rebuild(f.rs, rs, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	f.st.Generation++
-	res.Generation = f.st.Generation
-	return res, f.save()
+	return f.nextGeneration(func() (*Result, error) { return f.rebuild(f.rs, rs, time.Now()) })
 }
 
 // Detach removes the firewall from iface. When no interface is left, the
@@ -110,20 +104,15 @@ func (f *Firewall) Detach(iface string) (last bool, err error) {
 		if err := datapath.UnpinKeepSets(f.paths.PinDir); err != nil {
 			return true, err
 		}
-		sets := newState()
-		sets.Generation, sets.Sets, sets.NextSetID = f.st.Generation, f.st.Sets, f.st.NextSetID
-		return true, saveState(f.paths, sets, nil)
+		return true, saveState(f.paths, f.st.setsOnly(), nil)
 	}
 	// -i matches resolve against the attached interfaces: recompile.
 	rs, ids, err := f.rs.ruleSet()
 	if err != nil {
 		return false, err
 	}
-	if _, err := f.install(rs, ids, nil, Options{}); err != nil {
-		return false, err
-	}
-	f.st.Generation++
-	return false, f.save()
+	_, err = f.nextGeneration(func() (*Result, error) { return f.install(rs, ids, nil, Options{}) })
+	return false, err
 }
 
 // NumSets is the number of named sets.
@@ -154,7 +143,7 @@ func teardown(p Paths) error {
 	if err := os.Remove(p.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	if err := removeBases(p, ""); err != nil {
+	if err := cleanup(p, nil); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

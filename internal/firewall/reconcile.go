@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,11 +51,19 @@ func Reconcile(p Paths, d Desired) (*Change, error) {
 		d.Rules = &rules.RuleSet{}
 	}
 	st, inForce, err := readState(p)
+	var lost *RecordError
+	if errors.As(err, &lost) {
+		st, inForce, err = nil, nil, nil // attached, holding what no record says: a load replaces it in place
+	}
 	if err != nil {
 		return nil, err
 	}
 	ch := &Change{}
-	if why := loadNeeded(st, d); len(why) > 0 {
+	why := loadNeeded(st, d)
+	if lost != nil {
+		why = []string{"the record of the rules in force is lost or corrupt (" + lost.Err.Error() + ")"}
+	}
+	if len(why) > 0 {
 		ch.Why = why
 		res, err := LoadModes(p, d.Interfaces, d.Rules, d.Options)
 		if err != nil {

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -153,5 +154,25 @@ func TestSetSync(t *testing.T) {
 	res = sync("create blk hash:net family inet maxelem 100\n")
 	if res.Removed != 2 || len(elems("blk")) != 0 {
 		t.Errorf("emptied: %+v, %v", res, elems("blk"))
+	}
+}
+
+// TestReconcileRecordLost: the daemon replaces the rules of a firewall
+// whose record is lost in place, and says why.
+func TestReconcileRecordLost(t *testing.T) {
+	e := newEnv(t)
+	const rs = "-P INPUT DROP\n-A INPUT -p udp --dport 1001 -j ACCEPT\n"
+	must[*Change](t)(e.reconcile(e.desired(rs, "fw0")))
+	if err := os.Remove(e.p.StateFile()); err != nil {
+		t.Fatal(err)
+	}
+	ch := must[*Change](t)(e.reconcile(e.desired(rs, "fw0")))
+	if !ch.Loaded || len(ch.Why) != 1 || !strings.Contains(ch.Why[0], "record of the rules in force is lost") {
+		t.Errorf("reconcile with the record lost: %+v (why %q)", ch, ch.Why)
+	}
+	f := e.open()
+	defer f.Close()
+	if got := e.agree(f, []uint16{1001, 1002}); !slices.Equal(got, []string{"-A INPUT -p udp --dport 1001 -j ACCEPT"}) {
+		t.Errorf("listed %q", got)
 	}
 }

@@ -66,10 +66,13 @@ type SetChange struct {
 
 // Sets is an open, locked handle on the named sets.
 type Sets struct {
-	paths  Paths
-	st     *state
-	store  *ruleStore
-	rs     *rules.RuleSet // rules in force (empty when not loaded)
+	paths Paths
+	st    *state
+	store *ruleStore
+	rs    *rules.RuleSet // rules in force (empty when not loaded)
+	// pinned: the program is pinned (attached and filtering), whether
+	// its record is known or lost.
+	pinned bool
 	unlock func()
 	dp     *datapath.Sets // opened on first use
 }
@@ -80,13 +83,34 @@ func OpenSets(p Paths) (*Sets, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := loadState(p)
-	if err == nil && st == nil {
-		st = newState()
-	}
-	var store *ruleStore
-	if err == nil {
-		store, err = openStore(p, st)
+	var (
+		st     *state
+		store  *ruleStore
+		pinned bool
+	)
+	dp, err := datapath.Open(p.PinDir)
+	switch {
+	case errors.Is(err, datapath.ErrNotLoaded):
+		st, err = loadState(p)
+		if err == nil && st == nil {
+			st = newState()
+		}
+		if err == nil {
+			store, err = openStore(p, st)
+		}
+	case err == nil:
+		pinned = true
+		st, store, err = openRecord(p, dp, true)
+		if re := (*RecordError)(nil); errors.As(err, &re) {
+			// Attached, but the record is lost: the sets are kept as
+			// if nothing were loaded, until a load replaces the record
+			// (and keeps them).
+			st, err = setsRecord(p, dp)
+			if err == nil {
+				store, err = openStore(p, st)
+			}
+		}
+		dp.Close()
 	}
 	var rs *rules.RuleSet
 	if err == nil {
@@ -98,7 +122,7 @@ func OpenSets(p Paths) (*Sets, error) {
 		unlock()
 		return nil, err
 	}
-	return &Sets{paths: p, st: st, store: store, rs: rs, unlock: unlock}, nil
+	return &Sets{paths: p, st: st, store: store, rs: rs, pinned: pinned, unlock: unlock}, nil
 }
 
 // Close releases the lock, the rules and the set map.
@@ -157,7 +181,7 @@ func (s *Sets) maps(create bool) (*datapath.Sets, error) {
 // save records the state. With no set left and nothing loaded, it removes
 // the state and the set map instead: no trace is left.
 func (s *Sets) save() error {
-	if len(s.st.Sets) > 0 || s.st.loaded() {
+	if len(s.st.Sets) > 0 || s.st.loaded() || s.pinned {
 		return saveState(s.paths, s.st, s.store)
 	}
 	if s.dp != nil {
@@ -610,4 +634,21 @@ func (s *Sets) Sync(r *rules.SetRestore) (*SyncResult, error) {
 		out.Removed += ch.Changed
 	}
 	return out, nil
+}
+
+// setsRecord is the record of the named sets of a data plane whose record
+// is lost: a record of named sets only, if there is one (made since the
+// record was lost), else none. New sets never take the id of elements
+// left in the set map by the sets lost with the record.
+func setsRecord(p Paths, dp *datapath.Datapath) (*state, error) {
+	st, err := loadState(p)
+	if err != nil || st == nil || st.loaded() {
+		st = newState()
+	}
+	hi, err := dp.Sets().HighestID()
+	if err != nil {
+		return nil, err
+	}
+	st.NextSetID = max(st.NextSetID, hi+1)
+	return st, nil
 }

@@ -14,7 +14,12 @@ import (
 	"github.com/xdpfw/xdpfw/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.RunWithFDCheck(m)) }
+func TestMain(m *testing.M) {
+	if op := os.Getenv("XDPFW_TEST_CHILD"); op != "" { // record_test.go
+		os.Exit(childMain(op))
+	}
+	os.Exit(testutil.RunWithFDCheck(m))
+}
 
 var (
 	net4 = rules.SetKind{Type: rules.SetHashNet, Family: rules.FamilyIPv4}
@@ -375,10 +380,10 @@ add adm 2001:db8::1
 }
 
 // TestStateVersions: a version 1 state (rules in the JSON) is read, and
-// written back as version 3 with its rules, ids and policies in a base
-// file; so is a version 2 state with sets and logging's settings; a state
-// of named sets only is written as version 1 without sets
-// and 2 with them; a newer version is refused.
+// written back as a version 4 record with its rules, ids and policies in
+// a base file; so is a version 2 state with sets and logging's settings;
+// a record that fails its checksum (a policy changed by hand) is refused,
+// as is a newer version.
 func TestStateVersions(t *testing.T) {
 	p := Paths{StateDir: t.TempDir()}
 	v1 := `{"version": 1, "generation": 3, "rules": "-P INPUT DROP\n-A INPUT -p tcp --dport 22 -j ACCEPT\n", "ids": [16],
@@ -403,7 +408,7 @@ func TestStateVersions(t *testing.T) {
 	}
 	store.close()
 	st, err = loadState(p)
-	if err != nil || st.Version != 3 || st.Rules != "" || st.Base == "" {
+	if err != nil || st.Version != 4 || st.Rules != "" || st.Base == "" {
 		t.Fatalf("saved: %+v %v", st, err)
 	}
 	store, err = openStore(p, st)
@@ -412,12 +417,12 @@ func TestStateVersions(t *testing.T) {
 	}
 	if refs := store.refs(); len(refs) != 1 || store.ruleOf(refs[0]).Text != "-A INPUT -p tcp --dport 22 -j ACCEPT" ||
 		store.ruleOf(refs[0]).ID != 16 || store.policies.PolicyFor(rules.ChainInput, rules.FamilyIPv6) != rules.VerdictDrop {
-		t.Errorf("version 3 read back: %v", refs)
+		t.Errorf("version 4 read back: %v", refs)
 	}
 	store.close()
 
 	// Version 2 as the xdpfw before version 3 wrote it: sets, the program,
-	// logging's settings and a rule that logs; read, then kept in version 3.
+	// logging's settings and a rule that logs; read, then kept in version 4.
 	v2 := Paths{StateDir: t.TempDir()}
 	old := `{"version": 2, "generation": 5, "rules": "-A INPUT -p udp --dport 53 -j LOG --log-prefix \"dns \"\n-A INPUT -j DROP --log\n",
 	"ids": [16, 17], "interfaces": {"eth0": {"ifindex": 2, "mode": "native"}}, "malformed": "drop",
@@ -426,7 +431,7 @@ func TestStateVersions(t *testing.T) {
 	if err := os.WriteFile(v2.StateFile(), []byte(old), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []int{2, 3} {
+	for _, want := range []int{2, 4} {
 		st, err := loadState(v2)
 		if err != nil || st.Version != want || st.Program != "abc" || st.LogRate != "5/minute" || st.LogBurst != 7 ||
 			st.LogSnap == nil || *st.LogSnap != 64 || st.Sets["x"] == nil || st.NextSetID != 2 {
@@ -445,30 +450,43 @@ func TestStateVersions(t *testing.T) {
 		}
 		store.close()
 	}
-	if in, err := ReadInForce(v2); err != nil || len(in.Rules.Rules) != 2 || !slices.Equal(in.IDs, []uint32{16, 17}) || in.LogSnap != 64 {
-		t.Errorf("ReadInForce: %+v %v", in, err)
+
+	// A record changed by hand (the policy made ACCEPT while the kernel
+	// drops: issue 14.10) fails its checksum.
+	b, err := os.ReadFile(p.StateFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := strings.Replace(string(b), "-P INPUT DROP", "-P INPUT ACCEPT", 1)
+	if tampered == string(b) {
+		t.Fatalf("no policy in %s", b)
+	}
+	if err := os.WriteFile(p.StateFile(), []byte(tampered), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadState(p); err == nil || !strings.Contains(err.Error(), "corrupt (checksum") {
+		t.Errorf("tampered record: %v", err)
 	}
 
 	sets := Paths{StateDir: t.TempDir()}
-	version := func() int {
-		st, err := loadState(sets)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Version
-	}
 	st = newState()
-	if err := st.save(sets); err != nil || version() != 1 {
-		t.Errorf("saved without sets: version %d, %v", version(), err)
-	}
 	st.Sets["x"] = &setState{ID: 1, Type: rules.SetHashIP, Family: "inet", Size: 1}
-	if err := st.save(sets); err != nil || version() != 2 {
-		t.Errorf("saved with sets: version %d, %v", version(), err)
+	if err := st.save(sets); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := loadState(sets); err != nil || st.Version != 4 || st.Sets["x"] == nil {
+		t.Errorf("sets saved: %+v, %v", st, err)
 	}
 	if err := os.WriteFile(sets.StateFile(), []byte(`{"version": 4}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadState(sets); err == nil || !strings.Contains(err.Error(), "state version 4") {
-		t.Errorf("version 4: %v", err)
+	if _, err := loadState(sets); err == nil || !strings.Contains(err.Error(), "no checksum") {
+		t.Errorf("version 4 without a checksum: %v", err)
+	}
+	if err := os.WriteFile(sets.StateFile(), []byte(`{"version": 5}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadState(sets); err == nil || !strings.Contains(err.Error(), "state version 5") {
+		t.Errorf("version 5: %v", err)
 	}
 }

@@ -1,16 +1,11 @@
 package firewall
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
+	"time"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
+	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -22,6 +17,11 @@ const DefaultStateDir = "/run/xdpfw"
 type Paths struct {
 	PinDir   string // bpffs directory, default /sys/fs/bpf/xdpfw
 	StateDir string // default /run/xdpfw
+	// LockWait bounds the wait for another xdpfw's change (0: as long as
+	// it takes; NoWait: not at all). LockWaiting is told, after a second
+	// of waiting, whom it waits for (nil: standard error).
+	LockWait    time.Duration
+	LockWaiting func(msg string)
 }
 
 // Iface is an attached interface.
@@ -43,6 +43,9 @@ type state struct {
 	// each rule's stable counter id. Read, never written.
 	Rules string   `json:"rules,omitempty"`
 	IDs   []uint32 `json:"ids,omitempty"`
+	// Version 4: the classifier this record describes, as the kernel
+	// names it (record.go). Records of version 4 are checksummed.
+	Commit *datapath.InForce `json:"commit,omitempty"`
 	// Version 3: the policies ("-P" lines), the base file of the main
 	// generation, the number of main generations built (the last one's
 	// stamp, see datapath.InstallStamped), and the single-rule edits in
@@ -103,11 +106,11 @@ type addedRule struct {
 }
 
 // Version 1 has no sets, version 2 has, version 3 keeps the rules in a
-// base file. This xdpfw reads all three; it writes version 3 while a rule
-// set is loaded and otherwise the lowest version that holds the state, so
-// that an older xdpfw can read a state of named sets only.
+// base file, version 4 names the classifier it describes and is
+// checksummed (record.go). This xdpfw reads all four and writes version 4.
 const (
-	stateVersion   = 3
+	stateVersion   = 4
+	stateVersionV3 = 3
 	stateVersionV2 = 2
 	stateVersionV1 = 1
 )
@@ -120,34 +123,6 @@ func newState() *state {
 // opposed to holding named sets only.
 func (st *state) loaded() bool { return len(st.Interfaces) > 0 }
 
-func (p Paths) StateFile() string { return filepath.Join(p.StateDir, "state.json") }
-
-// loadState reads the state (nil when there is none). The rules are
-// read by openStore.
-func loadState(p Paths) (*state, error) {
-	b, err := os.ReadFile(p.StateFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var st state
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("%s: %w", p.StateFile(), err)
-	}
-	if st.Version < stateVersionV1 || st.Version > stateVersion {
-		return nil, fmt.Errorf("%s: state version %d, this xdpfw reads %d to %d", p.StateFile(), st.Version, stateVersionV1, stateVersion)
-	}
-	if st.Interfaces == nil {
-		st.Interfaces = map[string]Iface{}
-	}
-	if st.Sets == nil {
-		st.Sets = map[string]*setState{}
-	}
-	return &st, nil
-}
-
 // InForce is what a reader of the log events needs of the firewall in
 // force.
 type InForce struct {
@@ -157,14 +132,15 @@ type InForce struct {
 }
 
 // ReadInForce reads the rule set in force without taking the lock (the
-// state file is replaced atomically), for readers that must not hold up
+// record the kernel confirms, see record.go), for readers that must not hold up
 // changes (`xdpfw log --follow`). It fails with datapath.ErrNotLoaded when
 // nothing is loaded.
 func ReadInForce(p Paths) (*InForce, error) {
-	st, store, err := readStore(p)
+	dp, st, store, err := readStore(p)
 	if err != nil {
 		return nil, err
 	}
+	dp.Close()
 	defer store.close()
 	rs, ids, err := store.ruleSet()
 	if err != nil {
@@ -175,44 +151,4 @@ func ReadInForce(p Paths) (*InForce, error) {
 		in.LogSnap = *st.LogSnap
 	}
 	return in, nil
-}
-
-// save writes the state atomically (temp file + rename), then removes the
-// base files it no longer names.
-func (st *state) save(p Paths) error {
-	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
-		return err
-	}
-	switch {
-	case st.Base != "":
-		st.Version = stateVersion
-	case len(st.Sets) > 0 || st.NextSetID > 0:
-		st.Version = stateVersionV2
-	default:
-		st.Version = stateVersionV1
-	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(p.StateFile(), b); err != nil {
-		return err
-	}
-	return removeBases(p, st.Base)
-}
-
-// lock serializes xdpfw invocations that change the firewall.
-func lock(p Paths) (func(), error) {
-	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(p.StateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
-	}
-	return func() { f.Close() }, nil
 }
