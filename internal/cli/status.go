@@ -64,7 +64,15 @@ func newStatus(e *env) *cobra.Command {
 			}
 			sort.Strings(names)
 			for _, n := range names {
-				fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d mode %s\n", n, s.Interfaces[n].Index, s.Interfaces[n].Mode)
+				i := s.Interfaces[n]
+				if !i.Filtering {
+					fmt.Fprintf(e.stdout, "interface %-16s NOT FILTERING: %s\n", n, i.Problem)
+					continue
+				}
+				fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d mode %s\n", n, i.Index, i.Mode)
+				if i.Problem != "" {
+					fmt.Fprintf(e.stdout, "  warning: %s\n", i.Problem)
+				}
 			}
 			fmt.Fprintln(e.stdout, "packets by reason:")
 			for r := compile.Reason(0); r < compile.NumReasons; r++ {

@@ -105,6 +105,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	gcDone.Go(func() { d.collect(gcCtx) })
 	defer func() { stopGC(); gcDone.Wait() }()
 
+	linksDone := make(chan struct{})
+	defer close(linksDone)
+	links := d.watchLinks(linksDone)
+
 	notify("READY=1\nSTATUS=in force")
 	d.log().Info("ready")
 	var quiet <-chan time.Time // armed after a file event
@@ -126,6 +130,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case ev := <-w.events:
 			d.log().Debug("file event", "file", ev)
 			quiet, why = time.After(settle), "file change"
+		case name := <-links:
+			d.log().Info("a configured interface is not filtered (re-created?); attaching it again", "interface", name)
+			quiet, why = time.After(settle), "interface "+name
 		case <-quiet:
 			quiet = nil
 			if d.tryReload(w, why) {

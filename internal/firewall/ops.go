@@ -267,11 +267,10 @@ type RejectLimit struct {
 	Burst uint32 `json:"burst"`
 }
 
-// IfaceStatus is an attached interface as the kernel reports it.
-type IfaceStatus struct {
-	Index int    `json:"ifindex"`
-	Mode  string `json:"mode"` // the mode the kernel reports now
-}
+// IfaceStatus is a configured interface as the kernel reports it
+// (datapath.IfaceState): its index, the XDP mode in effect, and whether
+// xdpfw filters it (not when it was deleted, or deleted and re-created).
+type IfaceStatus = datapath.IfaceState
 
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
@@ -284,12 +283,8 @@ func (f *Firewall) Status() (*Status, error) {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
 	}
-	for name, i := range f.st.Interfaces {
-		mode := string(datapath.CurrentMode(name))
-		if mode == "" {
-			mode = "DETACHED (link missing!)"
-		}
-		s.Interfaces[name] = IfaceStatus{Index: i.Index, Mode: mode}
+	for name := range f.st.Interfaces {
+		s.Interfaces[name] = datapath.InterfaceState(f.paths.PinDir, name)
 	}
 	ls, err := f.logStatus()
 	if err != nil {

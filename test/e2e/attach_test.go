@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -248,4 +249,83 @@ func TestModeChangeRefused(t *testing.T) {
 	}
 	// the same mode (or auto) just updates
 	f.mustRun("load", "-i", l.srvIf, "--mode", "auto", rules)
+}
+
+// TestRecreatedInterface: an interface deleted and created again under the
+// same name comes back without xdpfw (the kernel severs the link from the
+// deleted one). status says so (NOT FILTERING, never a mode) and packets
+// agree; `load` repairs it with a new link, and an -i rule follows the new
+// ifindex; the daemon does the same by itself on the kernel's link event.
+func TestRecreatedInterface(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	sink := newUDPSink(t, l.srv, 5001)
+	sender := newUDPSender(t, l.cli, "")
+	addr := hostPort(l.srv4, 5001)
+	// dropped says whether 5 datagrams to udp 5001 are dropped (the path
+	// is checked first: a re-created veth resolves its neighbours anew).
+	n := 0
+	dropped := func(what string) bool {
+		t.Helper()
+		checkPing(t, what, l.cli, l.srv4, true)
+		n++
+		tag := fmt.Sprintf("%s-%d", what, n)
+		sender.send(t, addr, tag, 0, 5)
+		if got := sink.wait(t, tag, 5); got == 5 {
+			return false
+		}
+		sink.sync(t)
+		if got := sink.count(tag); got != 0 {
+			t.Fatalf("%s: %d of 5 datagrams arrived: neither filtered nor not", what, got)
+		}
+		return true
+	}
+	recreate := func() {
+		t.Helper()
+		ipOut(t, "-n", l.srv.Name, "link", "del", l.srvIf)
+		testutil.VethPair(t, l.srv, l.srvIf, []string{l.srv4 + "/24", l.srv6 + "/64"}, l.cli, l.cliIf, []string{l.cli4 + "/24", l.cli6 + "/64"})
+	}
+	fw := newFW(t, l.srv)
+	wantFiltering := func(what string, want bool) {
+		t.Helper()
+		st := fw.status()
+		i := st.Interfaces[l.srvIf]
+		if i.Filtering != want || (want && i.Mode != "native") || (!want && i.Mode != "") {
+			t.Fatalf("%s: status says filtering %v in mode %q, want filtering %v:\n%s", what, i.Filtering, i.Mode, want, st.raw)
+		}
+	}
+
+	rules := writeRules(t, "drop.rules", "-A INPUT -i "+l.srvIf+" -p udp --dport 5001 -j DROP")
+	fw.mustRun("load", "-i", l.srvIf, rules)
+	if !dropped("loaded") {
+		t.Fatal("the DROP rule does not drop")
+	}
+	recreate()
+	wantFiltering("re-created", false)
+	if r := fw.mustRun("status"); !strings.Contains(r.stdout, "NOT FILTERING: the link is severed") {
+		t.Errorf("status does not say the re-created interface is not filtered:\n%s", r.stdout)
+	}
+	if dropped("re-created") {
+		t.Fatal("re-created: dropped, yet status says not filtering")
+	}
+	fw.mustRun("load", "-i", l.srvIf, rules) // repairs
+	wantFiltering("load again", true)
+	if !dropped("load again") {
+		t.Fatal("after load repaired the link: not dropped (the -i rule must follow the new ifindex)")
+	}
+
+	// The daemon attaches it again by itself.
+	dir := t.TempDir()
+	config := filepath.Join(dir, "xdpfw.yaml")
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: "+rules, `metrics: {listen: ""}`)
+	d := fw.startDaemon(config)
+	recreate()
+	d.reloadedWant("applied")
+	wantFiltering("daemon", true)
+	if !dropped("daemon") {
+		t.Fatal("after the daemon re-attached: not dropped")
+	}
+	if !strings.Contains(d.stderr.String(), "not filtered: the link is severed") {
+		t.Errorf("the daemon's log does not say why it loaded:\n%s", d.stderr)
+	}
 }
