@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/telemetry"
 )
 
@@ -20,6 +22,9 @@ func newStatus(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fw, err := e.openRead()
 			if err != nil {
+				if errors.Is(err, datapath.ErrNotLoaded) {
+					return e.statusUnpinned(err, asJSON)
+				}
 				return err
 			}
 			defer fw.Close()
@@ -86,4 +91,29 @@ func newStatus(e *env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// statusUnpinned is status when nothing is pinned (notLoaded): xdpfw may
+// still run on interfaces here, found through the kernel (the bpffs
+// unmounted while something kept it alive). Then it lists them, and fails
+// all the same: nothing can be managed until `xdpfw detach --all` removes
+// them or `xdpfw load` takes them over.
+func (e *env) statusUnpinned(notLoaded error, asJSON bool) error {
+	rs := firewall.Unpinned(e.paths)
+	if len(rs) == 0 {
+		return notLoaded
+	}
+	if asJSON {
+		if err := e.printJSON(map[string]any{"pinned": false, "pin_dir": e.paths.PinDir, "running": rs}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "nothing pinned in %s, but the kernel runs xdpfw here:\n", e.paths.PinDir)
+		for _, r := range rs {
+			fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d %-9s link id %d, program id %d (tag %s)\n",
+				r.Interface, r.Ifindex, r.Hook, r.LinkID, r.ProgramID, r.Tag)
+		}
+	}
+	return fmt.Errorf("xdpfw filters %s but nothing is pinned in %s (was the bpffs unmounted?): "+
+		"`xdpfw detach --all` removes it, `xdpfw load` takes its links over and pins them again", plural(len(rs), "link"), e.paths.PinDir)
 }

@@ -89,7 +89,7 @@ func (d *Datapath) attachEgress(iface string, index int) error {
 		return fmt.Errorf("%s=%q: want tcx, clsact or auto", TCAttachEnv, how)
 	}
 	pin := egressPinOf(d.dir, iface)
-	if l := loadLiveLink(pin, index); l != nil {
+	if l := ownLink(d.dir, pin, index, "tc egress"); l != nil {
 		defer l.Close()
 		if err := l.Update(d.egress); err != nil {
 			return fmt.Errorf("updating the tc egress link on %s: %w", iface, err)
@@ -129,6 +129,34 @@ func loadLiveLink(pin string, index int) link.Link {
 	return nil
 }
 
+// ownLink opens xdpfw's link of hook ("xdp" or "tc egress") attached to
+// the interface with index: the one pinned at pin (loadLiveLink), or else
+// one the kernel runs there unpinned (Discover), which it pins at pin: the
+// bpffs was unmounted while something kept it alive, so the link still
+// filters but its pin was lost; a new bpffs is populated again this way.
+// nil when xdpfw has no link there.
+func ownLink(dir, pin string, index int, hook string) link.Link {
+	if l := loadLiveLink(pin, index); l != nil {
+		return l
+	}
+	rs, _ := Discover(dir)
+	for _, r := range rs {
+		if r.Ifindex != index || r.Hook != hook || r.Pinned {
+			continue
+		}
+		l, err := link.NewFromID(link.ID(r.LinkID))
+		if err != nil {
+			continue
+		}
+		if err := l.Pin(pin); err != nil {
+			l.Close()
+			continue
+		}
+		return l
+	}
+	return nil
+}
+
 // linkIfindex is the interface an XDP or tcx link is attached to (0:
 // severed, or not such a link).
 func linkIfindex(l link.Link) int {
@@ -158,7 +186,7 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 		return "", fmt.Errorf("interface %s: %w", iface, err)
 	}
 	pin := linkPin(d.dir, iface)
-	if l := loadLiveLink(pin, nl.Attrs().Index); l != nil {
+	if l := ownLink(d.dir, pin, nl.Attrs().Index, "xdp"); l != nil {
 		defer l.Close()
 		if cur := CurrentMode(iface); mode != ModeAuto && cur != "" && cur != mode {
 			return "", fmt.Errorf("xdpfw is attached to %s in %s mode; to use %s mode, detach it first", iface, cur, mode)
@@ -218,6 +246,7 @@ func (d *Datapath) Detach(iface string) error { return DetachPinned(d.dir, iface
 func DetachPinned(dir, iface string) error {
 	if l, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
 		_ = l.Unpin()
+		_ = l.Detach() // as below
 		l.Close()
 	}
 	detachClsact(iface)
@@ -233,7 +262,11 @@ func DetachPinned(dir, iface string) error {
 	if err := l.Unpin(); err != nil {
 		return err
 	}
-	return l.Close() // the last reference: the program leaves the interface
+	// Detach explicitly: closing the last reference would do, but the
+	// link may be pinned elsewhere too (a bpffs unmounted while something
+	// kept it alive, whose link load took over: ownLink).
+	_ = l.Detach()
+	return l.Close()
 }
 
 // AttachedInterfaces lists the interfaces with a pinned xdpfw link in dir.

@@ -148,6 +148,11 @@ func teardown(p Paths) error {
 			errs = append(errs, err)
 		}
 	}
+	// Links whose pins are gone still filter (the bpffs was unmounted
+	// while something kept it alive): found through the kernel.
+	if err := datapath.DetachRunning(Unpinned(p)); err != nil {
+		errs = append(errs, err)
+	}
 	if err := datapath.Unpin(p.PinDir); err != nil {
 		errs = append(errs, err)
 	}
@@ -158,6 +163,30 @@ func teardown(p Paths) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Unpinned lists xdpfw's links that the kernel runs on interfaces of this
+// network namespace but that are not pinned in p.PinDir (the bpffs was
+// unmounted while something kept it alive): on the interfaces the state
+// records, or on any when there is no state (another firewall of this
+// namespace, with its own state, keeps its own). status shows them when
+// nothing is pinned; `detach --all` detaches them.
+func Unpinned(p Paths) []datapath.Running {
+	rs, _ := datapath.Discover(p.PinDir)
+	st, err := loadState(p)
+	var out []datapath.Running
+	for _, r := range rs {
+		if r.Pinned {
+			continue
+		}
+		if err == nil && st != nil && st.loaded() {
+			if _, ok := st.Interfaces[r.Interface]; !ok {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // RuleInfo is one rule in force with its counters.

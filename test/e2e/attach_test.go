@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/testutil"
 )
@@ -259,27 +262,7 @@ func TestModeChangeRefused(t *testing.T) {
 func TestRecreatedInterface(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := newPair(t)
-	sink := newUDPSink(t, l.srv, 5001)
-	sender := newUDPSender(t, l.cli, "")
-	addr := hostPort(l.srv4, 5001)
-	// dropped says whether 5 datagrams to udp 5001 are dropped (the path
-	// is checked first: a re-created veth resolves its neighbours anew).
-	n := 0
-	dropped := func(what string) bool {
-		t.Helper()
-		checkPing(t, what, l.cli, l.srv4, true)
-		n++
-		tag := fmt.Sprintf("%s-%d", what, n)
-		sender.send(t, addr, tag, 0, 5)
-		if got := sink.wait(t, tag, 5); got == 5 {
-			return false
-		}
-		sink.sync(t)
-		if got := sink.count(tag); got != 0 {
-			t.Fatalf("%s: %d of 5 datagrams arrived: neither filtered nor not", what, got)
-		}
-		return true
-	}
+	dropped := udpDropped(t, l, 5001)
 	recreate := func() {
 		t.Helper()
 		ipOut(t, "-n", l.srv.Name, "link", "del", l.srvIf)
@@ -327,5 +310,100 @@ func TestRecreatedInterface(t *testing.T) {
 	}
 	if !strings.Contains(d.stderr.String(), "not filtered: the link is severed") {
 		t.Errorf("the daemon's log does not say why it loaded:\n%s", d.stderr)
+	}
+}
+
+// udpDropped returns a probe that says whether 5 datagrams from l's client
+// to udp port on its server are dropped (all of them) or not (none). It
+// checks the path with ping first: a re-created veth resolves its
+// neighbours anew.
+func udpDropped(t *testing.T, l *link, port int) func(what string) bool {
+	sink := newUDPSink(t, l.srv, port)
+	sender := newUDPSender(t, l.cli, "")
+	addr := hostPort(l.srv4, port)
+	n := 0
+	return func(what string) bool {
+		t.Helper()
+		checkPing(t, what, l.cli, l.srv4, true)
+		n++
+		tag := fmt.Sprintf("%s-%d", what, n)
+		sender.send(t, addr, tag, 0, 5)
+		if got := sink.wait(t, tag, 5); got == 5 {
+			return false
+		}
+		sink.sync(t)
+		if got := sink.count(tag); got != 0 {
+			t.Fatalf("%s: %d of 5 datagrams arrived: neither filtered nor not", what, got)
+		}
+		return true
+	}
+}
+
+// TestLostPins: the bpffs is unmounted while something keeps it alive (a
+// mount in another mount namespace; here an open directory), and an empty
+// one mounted in its place. The links stay attached and filter, with no
+// pin to reach them: status lists them (found through the kernel) and
+// fails, detach --all detaches them, and load takes them over and pins
+// them again.
+func TestLostPins(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	dropped := udpDropped(t, l, 5001)
+	f := newFW(t, l.srv)
+	rules := writeRules(t, "drop.rules", "-A INPUT -p udp --dport 5001 -j DROP")
+	root := filepath.Dir(f.pinDir)
+	losePins := func() {
+		t.Helper()
+		keep, err := os.Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { keep.Close() })
+		if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("bpf", root, "bpf", 0, "mode=0700"); err != nil { // testutil.BPFFS's cleanup unmounts it
+			t.Fatal(err)
+		}
+	}
+
+	f.mustRun("load", "-i", l.srvIf, rules)
+	losePins()
+	if !dropped("pins lost") {
+		t.Fatal("the links do not filter once their pins are lost: nothing to test")
+	}
+	r := f.run("status")
+	if r.code != 1 || !strings.Contains(r.stdout, "interface "+l.srvIf) || !strings.Contains(r.stdout, "xdp") ||
+		!strings.Contains(r.stderr, "nothing is pinned") {
+		t.Errorf("status with the pins lost: want exit status 1 listing the xdp link on %s: %s", l.srvIf, r)
+	}
+	f.mustRun("detach", "--all")
+	if prog := xdpProg(t, l.srv, l.srvIf); prog != "" {
+		t.Errorf("after detach --all, %s still runs %q", l.srvIf, prog)
+	}
+	if dropped("detached") {
+		t.Fatal("dropped after detach --all")
+	}
+
+	// load takes lost links over: the interface filters throughout.
+	f.mustRun("load", "-i", l.srvIf, rules)
+	before := xdpProg(t, l.srv, l.srvIf)
+	losePins()
+	f.mustRun("load", "-i", l.srvIf, rules)
+	if st := f.status(); !st.Interfaces[l.srvIf].Filtering {
+		t.Errorf("after load took the links over: %s", st.raw)
+	}
+	if _, err := os.Stat(filepath.Join(f.pinDir, "link_xdp_"+l.srvIf)); err != nil {
+		t.Errorf("the taken-over link is not pinned again: %v", err)
+	}
+	if after := xdpProg(t, l.srv, l.srvIf); after == before || after == "" {
+		t.Errorf("%s runs %q, before %q: want the new program, in the same link", l.srvIf, after, before)
+	}
+	if !dropped("taken over") {
+		t.Fatal("not dropped after load took the links over")
+	}
+	f.mustRun("detach", "--all") // the old bpffs holds the link too: detached all the same
+	if prog := xdpProg(t, l.srv, l.srvIf); prog != "" {
+		t.Errorf("after detach --all, %s still runs %q", l.srvIf, prog)
 	}
 }
