@@ -78,6 +78,9 @@ func newStatus(e *env) *cobra.Command {
 				if i.Problem != "" {
 					fmt.Fprintf(e.stdout, "  warning: %s\n", i.Problem)
 				}
+				for _, w := range i.Warnings {
+					fmt.Fprintf(e.stdout, "  warning: %s\n", w)
+				}
 			}
 			fmt.Fprintln(e.stdout, "packets by reason:")
 			for r := compile.Reason(0); r < compile.NumReasons; r++ {

@@ -289,6 +289,9 @@ type IfaceState struct {
 	// Problem says why not, or what else is wrong (the OUTPUT chain's
 	// link severed).
 	Problem string `json:"problem,omitempty"`
+	// Warnings are the device's caveats the rules in force run into
+	// (DeviceCaveats; filled by the firewall, which knows the rules).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // InterfaceState asks the kernel whether xdpfw's links pinned in dir

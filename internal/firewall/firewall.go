@@ -315,6 +315,9 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err := dp.PinProgram(); err != nil {
 		return nil, f.undo(fresh, attached, err)
 	}
+	for _, name := range ifaces {
+		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, datapath.Mode(st.Interfaces[name].Mode))...)
+	}
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap
 	st.LogSnap = &snap

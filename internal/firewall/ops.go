@@ -312,8 +312,19 @@ func (f *Firewall) Status() (*Status, error) {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
 	}
+	var rs *rules.RuleSet // read when a device has a caveat (rare): it costs the whole rule set
 	for name := range f.st.Interfaces {
-		s.Interfaces[name] = datapath.InterfaceState(f.paths.PinDir, name)
+		is := datapath.InterfaceState(f.paths.PinDir, name)
+		if is.Filtering && datapath.CheckDevice(name, is.Mode) != (datapath.DeviceCaveats{}) {
+			if rs == nil {
+				var err error
+				if rs, _, err = f.rs.ruleSet(); err != nil {
+					return nil, err
+				}
+			}
+			is.Warnings = deviceWarnings(rs, name, is.Mode)
+		}
+		s.Interfaces[name] = is
 	}
 	ls, err := f.logStatus()
 	if err != nil {

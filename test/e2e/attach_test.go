@@ -407,3 +407,33 @@ func TestLostPins(t *testing.T) {
 		t.Errorf("after detach --all, %s still runs %q", l.srvIf, prog)
 	}
 }
+
+// TestDeviceWarnings: REJECT on a veth in native mode whose peer runs no
+// XDP program would answer nothing (the kernel drops XDP_TX frames there),
+// and a veth passes on VLAN tags its peer's sender keeps beside the frame:
+// load warns of what its rules run into, with the remedy, and status shows
+// it with the interface until it no longer holds.
+func TestDeviceWarnings(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	f := newFW(t, l.srv)
+	r := f.mustRun("load", "-i", l.srvIf, writeRules(t, "r.rules",
+		"-A INPUT -p tcp --dport 5000 -j REJECT", "-A INPUT -m vlan --vlan-id 5 -j DROP"))
+	for _, want := range []string{"warning: " + l.srvIf + " is a veth in native mode and its peer " + l.cliIf,
+		"REJECT answers nothing", "--mode generic", "ethtool -K PEER txvlan off"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("load does not warn %q: %s", want, r)
+		}
+	}
+	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 2 {
+		t.Errorf("status: want the REJECT and the VLAN warning with %s:\n%s", l.srvIf, st.raw)
+	}
+	xdpPass(t, l.cli, l.cliIf)
+	st := f.status()
+	if w := st.Interfaces[l.srvIf].Warnings; len(w) != 1 || !strings.Contains(w[0], "vlan") {
+		t.Errorf("status with XDP on the peer: want the VLAN warning only:\n%s", st.raw)
+	}
+	if r := f.mustRun("status"); !strings.Contains(r.stdout, "  warning: "+l.srvIf+" is a veth: a tag") {
+		t.Errorf("status text does not show the warning:\n%s", r.stdout)
+	}
+}
