@@ -80,3 +80,61 @@ func TestCheckDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestVethVLANBesideFrame proves the VLAN caveat CheckDevice states for a
+// veth, and its remedy: a tag the peer's sender puts in the packet's
+// metadata (here a tc program on the peer's egress, bpf_skb_vlan_push, as a
+// VLAN device over the peer does) reaches native XDP beside the frame while
+// the peer's tx-vlan-offload is on, so --vlan-id does not match; with it
+// off, the kernel writes the tag into the frame and the rule matches.
+func TestVethVLANBesideFrame(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-A INPUT -m vlan --vlan-id 5 -j ACCEPT\n-A INPUT -j ACCEPT\n")
+	vlanRule, plainRule := f.ids[0], f.ids[1]
+	peer := testutil.NewNetNS(t)
+	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, datapath.ModeNative); return err }); err != nil {
+		t.Fatal(err)
+	}
+	push, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{ // bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), 5); return TC_ACT_OK
+			asm.Mov.Imm(asm.R2, 0x0081),
+			asm.Mov.Imm(asm.R3, 5),
+			asm.FnSkbVlanPush.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	var lk link.Link
+	if err := peer.Do(func() (err error) {
+		lk, err = link.AttachTCX(link.TCXOptions{Program: push, Attach: ebpf.AttachTCXEgress, Interface: far.Index})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	var c datapath.DeviceCaveats
+	_ = f.ns.Do(func() error { c = datapath.CheckDevice(fw.Name, datapath.ModeNative); return nil })
+	if c.VLAN == "" {
+		t.Fatal("CheckDevice states no VLAN caveat for a veth")
+	}
+
+	frame := v4pkt(17, "10.1.2.3", "10.9.9.9", 1, 53).Bytes()
+	ids := []uint32{vlanRule, plainRule}
+	for _, tc := range []struct {
+		txvlan string
+		want   uint32
+	}{{"on", plainRule}, {"off", vlanRule}} {
+		if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
+			t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+		}
+		before := snapshot(t, f.dp, ids)
+		sendRaw(t, peer, far.Index, frame)
+		if got := waitCounted(t, f.dp, ids, before); got != tc.want {
+			t.Errorf("peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
+				tc.txvlan, got, tc.want, vlanRule, plainRule)
+		}
+	}
+}
