@@ -55,8 +55,8 @@ type Snapshot struct {
 	Programs []Program `json:"programs,omitempty"`
 }
 
-// Interface is an attached interface with the XDP mode the kernel reports
-// now ("DETACHED (link missing!)" when the link is gone).
+// Interface is a configured interface with the XDP mode the kernel reports
+// now ("" when none) and whether xdpfw filters it.
 type Interface struct {
 	Name  string `json:"name"`
 	Index int    `json:"ifindex"`
