@@ -137,7 +137,9 @@ func loadNeeded(p Paths, st *state, d Desired) []string {
 			// Load refuses to change a mode in place; say so.
 			why = append(why, fmt.Sprintf("interface %s in %s mode, configured %s", m.Name, have.Mode, m.Mode))
 		default:
-			if s := datapath.InterfaceState(p.PinDir, m.Name); !s.Filtering || s.Problem != "" {
+			// One that is gone cannot be attached: status shows it, and it
+			// is attached again when it is back (the daemon's link events).
+			if s := datapath.InterfaceState(p.PinDir, m.Name); s.Index != 0 && (!s.Filtering || s.Problem != "") {
 				why = append(why, fmt.Sprintf("interface %s not filtered: %s", m.Name, s.Problem))
 			}
 		}

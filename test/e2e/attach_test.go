@@ -263,11 +263,12 @@ func TestRecreatedInterface(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := newPair(t)
 	dropped := udpDropped(t, l, 5001)
-	recreate := func() {
+	remove := func() { t.Helper(); ipOut(t, "-n", l.srv.Name, "link", "del", l.srvIf) }
+	create := func() {
 		t.Helper()
-		ipOut(t, "-n", l.srv.Name, "link", "del", l.srvIf)
 		testutil.VethPair(t, l.srv, l.srvIf, []string{l.srv4 + "/24", l.srv6 + "/64"}, l.cli, l.cliIf, []string{l.cli4 + "/24", l.cli6 + "/64"})
 	}
+	recreate := func() { t.Helper(); remove(); create() }
 	fw := newFW(t, l.srv)
 	wantFiltering := func(what string, want bool) {
 		t.Helper()
@@ -302,7 +303,11 @@ func TestRecreatedInterface(t *testing.T) {
 	config := filepath.Join(dir, "xdpfw.yaml")
 	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: "+rules, `metrics: {listen: ""}`)
 	d := fw.startDaemon(config)
-	recreate()
+	// While the interface is gone, rule changes still go in force.
+	remove()
+	writeAtomic(t, rules, "-A INPUT -i "+l.srvIf+" -p udp --dport 5001 -j DROP", "-A INPUT -p udp --dport 5002 -j DROP")
+	d.reloadedWant("applied")
+	create()
 	d.reloadedWant("applied")
 	wantFiltering("daemon", true)
 	if !dropped("daemon") {
