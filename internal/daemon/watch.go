@@ -141,6 +141,8 @@ func (w *watcher) event(wd int, name string, mask uint32) {
 	watched := dir != "" && (w.files[path] || strings.HasPrefix(name, ".."))
 	if watched && w.files[path] {
 		switch {
+		case mask&unix.IN_CREATE != 0 && !openedToWrite(path):
+			delete(w.writing, path) // a symlink or a hard link made in place: complete
 		case mask&(unix.IN_MODIFY|unix.IN_CREATE) != 0:
 			if !w.writing[path] {
 				w.log.Debug("file being written; the reload waits until it is closed", "file", path)
@@ -154,6 +156,18 @@ func (w *watcher) event(wd int, name string, mask uint32) {
 	if watched {
 		w.notify(path)
 	}
+}
+
+// openedToWrite says whether a file just created at path was created by
+// open(2) (and will be closed after writing, IN_CLOSE_WRITE): a regular
+// file with one link. A symlink (ln -sf) or a hard link (ln) made in place
+// is complete at once, and no close would ever come.
+func openedToWrite(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return false // gone already
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1
 }
 
 // overflow: events were lost; nothing is known to be half-written, but

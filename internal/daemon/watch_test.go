@@ -85,4 +85,24 @@ func TestWatcherWriting(t *testing.T) {
 	if got := w.beingWritten(); len(got) != 0 {
 		t.Errorf("renamed into place: being written %v, want none", got)
 	}
+
+	// A symlink or a hard link made in place (ln -sf, ln): complete, no
+	// close ever comes.
+	target := filepath.Join(dir, "rules-v2.conf")
+	if err := os.WriteFile(target, []byte("-A INPUT -j DROP\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ln := range []func(string, string) error{os.Symlink, os.Link} {
+		if err := os.Remove(rules); err != nil {
+			t.Fatal(err)
+		}
+		event("remove")
+		if err := ln(target, rules); err != nil {
+			t.Fatal(err)
+		}
+		event("link")
+		if got := w.beingWritten(); len(got) != 0 {
+			t.Errorf("linked in place: being written %v, want none", got)
+		}
+	}
 }
