@@ -47,12 +47,13 @@ test-go:
 
 # The race detector over the packages where goroutines share state (the
 # daemon's watcher, reloads, GC and forwarder; the firewall's lock; the
-# telemetry readers; the CLI's commands). It needs cgo (gcc); the data
-# plane's packages run packets through BPF and gain nothing from it but
-# a 10x longer run.
+# telemetry readers; the CLI's commands). It needs cgo: gcc, or the clang
+# that deps installs; the data plane's packages run packets through BPF
+# and gain nothing from it but a 10x longer run.
 RACE_PKGS := ./internal/daemon/ ./internal/firewall/ ./internal/telemetry/ ./internal/conntrack/ ./internal/cli/
+RACE_CC   := $(shell command -v gcc || command -v clang)
 test-race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+	CGO_ENABLED=1 CC=$(RACE_CC) $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=30s ./internal/rules/
