@@ -32,6 +32,9 @@ func newStatus(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := fw.AddDeviceWarnings(s); err != nil {
+				return err
+			}
 			s.Log.Reader = telemetry.ReaderPID(e.paths.StateDir)
 			if asJSON {
 				return e.printJSON(s)

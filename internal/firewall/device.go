@@ -8,12 +8,11 @@ import (
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
-// deviceWarnings are the caveats of iface in mode (datapath.CheckDevice)
-// that rs runs into: REJECT in an XDP chain (INPUT, FORWARD) needs
-// XDP_TX, --vlan-id needs the tags in the frame. Load returns them as
-// warnings; status shows them with the interface.
-func deviceWarnings(rs *rules.RuleSet, iface string, mode datapath.Mode) []string {
-	c := datapath.CheckDevice(iface, mode)
+// deviceWarnings are the caveats c of iface (datapath.CheckDevice) that
+// rs runs into: REJECT in an XDP chain (INPUT, FORWARD) needs XDP_TX,
+// --vlan-id needs the tags in the frame. Load returns them as warnings;
+// status shows them with the interface.
+func deviceWarnings(rs *rules.RuleSet, iface string, c datapath.DeviceCaveats) []string {
 	if c == (datapath.DeviceCaveats{}) || rs == nil {
 		return nil
 	}

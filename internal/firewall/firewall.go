@@ -316,7 +316,8 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, f.undo(fresh, attached, err)
 	}
 	for _, name := range ifaces {
-		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, datapath.Mode(st.Interfaces[name].Mode))...)
+		c := datapath.CheckDevice(name, datapath.Mode(st.Interfaces[name].Mode))
+		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, c)...)
 	}
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap

@@ -312,19 +312,8 @@ func (f *Firewall) Status() (*Status, error) {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
 	}
-	var rs *rules.RuleSet // read when a device has a caveat (rare): it costs the whole rule set
 	for name := range f.st.Interfaces {
-		is := datapath.InterfaceState(f.paths.PinDir, name)
-		if is.Filtering && datapath.CheckDevice(name, is.Mode) != (datapath.DeviceCaveats{}) {
-			if rs == nil {
-				var err error
-				if rs, _, err = f.rs.ruleSet(); err != nil {
-					return nil, err
-				}
-			}
-			is.Warnings = deviceWarnings(rs, name, is.Mode)
-		}
-		s.Interfaces[name] = is
+		s.Interfaces[name] = datapath.InterfaceState(f.paths.PinDir, name)
 	}
 	ls, err := f.logStatus()
 	if err != nil {
@@ -339,6 +328,29 @@ func (f *Firewall) Status() (*Status, error) {
 		s.Reasons[compile.Reason(r).String()] = c
 	}
 	return s, nil
+}
+
+// AddDeviceWarnings fills in the Warnings of s's filtering interfaces: the
+// device caveats the rules in force run into (deviceWarnings). Not part of
+// Status, which metrics scrapes call: it reads the whole rule set when a
+// device has a caveat.
+func (f *Firewall) AddDeviceWarnings(s *Status) error {
+	var rs *rules.RuleSet
+	for name, is := range s.Interfaces {
+		c := datapath.CheckDevice(name, is.Mode)
+		if !is.Filtering || c == (datapath.DeviceCaveats{}) {
+			continue
+		}
+		if rs == nil {
+			var err error
+			if rs, _, err = f.rs.ruleSet(); err != nil {
+				return err
+			}
+		}
+		is.Warnings = deviceWarnings(rs, name, c)
+		s.Interfaces[name] = is
+	}
+	return nil
 }
 
 // logStatus reports logging's settings in force and its counters.
