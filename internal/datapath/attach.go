@@ -300,24 +300,31 @@ func InterfaceState(dir, iface string) IfaceState {
 	var s IfaceState
 	nl, err := netlink.LinkByName(iface)
 	if err != nil {
-		s.Problem = "the interface does not exist (deleted?): xdpfw attaches again when it is back (daemon), or with xdpfw load/attach"
+		s.Problem = "the interface does not exist (deleted?): the daemon attaches it again when it is back, or xdpfw load"
 		return s
 	}
 	s.Index, s.Mode = nl.Attrs().Index, CurrentMode(iface)
 	l, err := link.LoadPinnedLink(linkPin(dir, iface), nil)
 	if err != nil {
 		s.Problem = "no xdpfw link pinned for it (" + err.Error() + ")"
+		rs, _ := Discover(dir)
+		for _, r := range rs {
+			if r.Ifindex == s.Index && r.Hook == "xdp" {
+				s.Filtering = true
+				s.Problem = "xdpfw filters it, but its link is not pinned in " + dir + " (was the bpffs unmounted?): xdpfw load pins it again"
+			}
+		}
 		return s
 	}
 	defer l.Close()
 	if idx := linkIfindex(l); idx != s.Index {
-		s.Problem = "the link is severed (the interface was deleted and re-created): xdpfw load or attach repairs it; the daemon does by itself"
+		s.Problem = "the link is severed (the interface was deleted and created again, or the link detached): xdpfw load repairs it; the daemon does by itself"
 		return s
 	}
 	s.Filtering = true
 	if e, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
 		if linkIfindex(e) != s.Index {
-			s.Problem = "the OUTPUT chain's tc link is severed: xdpfw load or attach repairs it"
+			s.Problem = "the OUTPUT chain's tc link is severed: xdpfw load repairs it"
 		}
 		e.Close()
 	}
