@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -406,6 +407,25 @@ func TestLostPins(t *testing.T) {
 	}
 	if !dropped("taken over") {
 		t.Fatal("not dropped after load took the links over")
+	}
+
+	// The daemon, started with the pins lost, takes them over too.
+	losePins()
+	config := filepath.Join(t.TempDir(), "xdpfw.yaml")
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: "+rules, `metrics: {listen: ""}`)
+	d := f.startDaemon(config)
+	if !strings.Contains(d.stderr.String(), "its link is not pinned") {
+		t.Errorf("the daemon does not say why it loaded:\n%s", d.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(f.pinDir, "link_xdp_"+l.srvIf)); err != nil {
+		t.Errorf("the daemon did not pin the link again: %v", err)
+	}
+	if !dropped("daemon took over") {
+		t.Fatal("not dropped after the daemon took the links over")
+	}
+	d.signal(syscall.SIGTERM)
+	if err := d.wait(); err != nil {
+		t.Errorf("daemon exit after SIGTERM: %v\n%s", err, d.stderr)
 	}
 	f.mustRun("detach", "--all") // the old bpffs holds the link too: detached all the same
 	if prog := xdpProg(t, l.srv, l.srvIf); prog != "" {
