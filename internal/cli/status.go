@@ -105,7 +105,10 @@ func newStatus(e *env) *cobra.Command {
 // all the same: nothing can be managed until `xdpfw detach --all` removes
 // them or `xdpfw load` takes them over.
 func (e *env) statusUnpinned(notLoaded error, asJSON bool) error {
-	rs := firewall.Unpinned(e.paths)
+	rs, err := firewall.Unpinned(e.paths)
+	if err != nil {
+		return fmt.Errorf("%w; whether xdpfw still runs here without pins is not known: %v", notLoaded, err)
+	}
 	if len(rs) == 0 {
 		return notLoaded
 	}

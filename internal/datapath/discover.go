@@ -50,6 +50,8 @@ func Discover(dir string) ([]Running, error) {
 		}
 	}
 	var out []Running
+	// Listing links (BPF_LINK_GET_NEXT_ID) and opening them by id need
+	// CAP_SYS_ADMIN: without it the iterator reports EPERM.
 	it := new(link.Iterator)
 	defer it.Close()
 	for it.Next() {

@@ -150,7 +150,10 @@ func teardown(p Paths) error {
 	}
 	// Links whose pins are gone still filter (the bpffs was unmounted
 	// while something kept it alive): found through the kernel.
-	if err := datapath.DetachRunning(Unpinned(p)); err != nil {
+	// Best effort: without CAP_SYS_ADMIN they cannot be listed (status
+	// says so), and that must not stop a teardown.
+	rs, _ := Unpinned(p)
+	if err := datapath.DetachRunning(rs); err != nil {
 		errs = append(errs, err)
 	}
 	if err := datapath.Unpin(p.PinDir); err != nil {
@@ -171,8 +174,10 @@ func teardown(p Paths) error {
 // records, or on any when there is no state (another firewall of this
 // namespace, with its own state, keeps its own). status shows them when
 // nothing is pinned; `detach --all` detaches them.
-func Unpinned(p Paths) []datapath.Running {
-	rs, _ := datapath.Discover(p.PinDir)
+// Listing links through the kernel needs CAP_SYS_ADMIN: the error says
+// when that failed.
+func Unpinned(p Paths) ([]datapath.Running, error) {
+	rs, derr := datapath.Discover(p.PinDir)
 	st, err := loadState(p)
 	var out []datapath.Running
 	for _, r := range rs {
@@ -186,7 +191,7 @@ func Unpinned(p Paths) []datapath.Running {
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, derr
 }
 
 // RuleInfo is one rule in force with its counters.
