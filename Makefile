@@ -13,7 +13,7 @@ export GOFLAGS := -mod=mod
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/xdpfw/xdpfw/internal/cli.Version=$(VERSION)
 
-.PHONY: all deps build man generate check-generated vet test test-go fuzz demo clean
+.PHONY: all deps build man generate check-generated vet test test-go test-race fuzz demo clean
 
 all: build
 
@@ -40,10 +40,20 @@ vet:
 	@test -z "$$(gofmt -l cmd internal testutil test)" || { gofmt -l cmd internal testutil test; echo "gofmt needed"; exit 1; }
 
 test: deps
-	$(MAKE) check-generated vet build test-go
+	$(MAKE) check-generated vet build test-go test-race
 
 test-go:
 	$(GO) test -count=1 -timeout 15m ./...
+
+# The race detector over the packages where goroutines share state (the
+# daemon's watcher, reloads, GC and forwarder; the firewall's lock; the
+# telemetry readers; the CLI's commands). It needs cgo: gcc, or the clang
+# that deps installs; the data plane's packages run packets through BPF
+# and gain nothing from it but a 10x longer run.
+RACE_PKGS := ./internal/daemon/ ./internal/firewall/ ./internal/telemetry/ ./internal/conntrack/ ./internal/cli/
+RACE_CC   := $(shell command -v gcc || command -v clang)
+test-race:
+	CGO_ENABLED=1 CC=$(RACE_CC) $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=30s ./internal/rules/

@@ -20,7 +20,9 @@ func newDetach(e *env) *cobra.Command {
 detached, everything is removed (links, program, maps, the recorded rules)
 but for the named sets, which stay for the next load as they were before
 it; --all removes them too. --all works whatever state a previous run left
-behind.`,
+behind: it also detaches xdpfw's links that the kernel runs on interfaces of
+this network namespace without a pin in --pin-dir (the bpffs was unmounted
+while something kept it alive; 'xdpfw status' lists them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all {

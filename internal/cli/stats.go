@@ -71,7 +71,7 @@ func printStats(w io.Writer, s *telemetry.Snapshot, all bool) error {
 		s.Time.Format("2006-01-02 15:04:05"))
 	var ifs []string
 	for _, i := range s.Interfaces {
-		ifs = append(ifs, fmt.Sprintf("%s (%s)", i.Name, i.Mode))
+		ifs = append(ifs, fmt.Sprintf("%s (%s)", i.Name, i.State()))
 	}
 	fmt.Fprintf(tw, "interfaces: %s\n", strings.Join(ifs, ", "))
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/telemetry"
 )
 
@@ -20,11 +22,17 @@ func newStatus(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fw, err := e.openRead()
 			if err != nil {
+				if errors.Is(err, datapath.ErrNotLoaded) {
+					return e.statusUnpinned(err, asJSON)
+				}
 				return err
 			}
 			defer fw.Close()
 			s, err := fw.Status()
 			if err != nil {
+				return err
+			}
+			if err := fw.AddDeviceWarnings(s); err != nil {
 				return err
 			}
 			s.Log.Reader = telemetry.ReaderPID(e.paths.StateDir)
@@ -64,7 +72,18 @@ func newStatus(e *env) *cobra.Command {
 			}
 			sort.Strings(names)
 			for _, n := range names {
-				fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d mode %s\n", n, s.Interfaces[n].Index, s.Interfaces[n].Mode)
+				i := s.Interfaces[n]
+				if !i.Filtering {
+					fmt.Fprintf(e.stdout, "interface %-16s NOT FILTERING: %s\n", n, i.Problem)
+					continue
+				}
+				fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d mode %s\n", n, i.Index, i.Mode)
+				if i.Problem != "" {
+					fmt.Fprintf(e.stdout, "  warning: %s\n", i.Problem)
+				}
+				for _, w := range i.Warnings {
+					fmt.Fprintf(e.stdout, "  warning: %s\n", w)
+				}
 			}
 			fmt.Fprintln(e.stdout, "packets by reason:")
 			for r := compile.Reason(0); r < compile.NumReasons; r++ {
@@ -78,4 +97,32 @@ func newStatus(e *env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// statusUnpinned is status when nothing is pinned (notLoaded): xdpfw may
+// still run on interfaces here, found through the kernel (the bpffs
+// unmounted while something kept it alive). Then it lists them, and fails
+// all the same: nothing can be managed until `xdpfw detach --all` removes
+// them or `xdpfw load` takes them over.
+func (e *env) statusUnpinned(notLoaded error, asJSON bool) error {
+	rs, err := firewall.Unpinned(e.paths)
+	if err != nil {
+		return fmt.Errorf("%w; whether xdpfw still runs here without pins is not known: %v", notLoaded, err)
+	}
+	if len(rs) == 0 {
+		return notLoaded
+	}
+	if asJSON {
+		if err := e.printJSON(map[string]any{"pinned": false, "pin_dir": e.paths.PinDir, "running": rs}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "nothing pinned in %s, but the kernel runs xdpfw here:\n", e.paths.PinDir)
+		for _, r := range rs {
+			fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d %-9s link id %d, program id %d (tag %s)\n",
+				r.Interface, r.Ifindex, r.Hook, r.LinkID, r.ProgramID, r.Tag)
+		}
+	}
+	return fmt.Errorf("xdpfw filters %s but nothing is pinned in %s (was the bpffs unmounted?): "+
+		"`xdpfw detach --all` removes it, `xdpfw load` takes its links over and pins them again", plural(len(rs), "link"), e.paths.PinDir)
 }

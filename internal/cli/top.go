@@ -189,7 +189,7 @@ func topInteractive(ctx context.Context, in, out *os.File, take func() (*telemet
 func renderTop(w io.Writer, r *telemetry.Rates, rows, height int) error {
 	var ifs []string
 	for _, i := range r.Interfaces {
-		ifs = append(ifs, i.Name+" "+i.Mode)
+		ifs = append(ifs, i.Name+" "+i.State())
 	}
 	fmt.Fprintf(w, "xdpfw top  %s  generation %d  over %.2fs  %s\n", r.To.Format("15:04:05"), r.Generation, r.Seconds,
 		strings.Join(ifs, ", "))

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -38,6 +37,7 @@ type Daemon struct {
 	Metrics func(firewall.Paths, ...prometheus.Collector) http.Handler
 
 	logp    atomic.Pointer[slog.Logger] // replaced by a reload; read by every goroutine
+	reloads atomic.Uint64               // reloads begun: the sequence number of the last
 	mu      sync.Mutex                  // guards cfg
 	cfg     *Config
 	metrics *metricsServer
@@ -56,7 +56,8 @@ func (d *Daemon) stderr() io.Writer {
 }
 
 // settle is how long the files must stay quiet after a change before the
-// daemon reloads (editors write a file in several steps).
+// daemon reloads (editors write a file in several steps). A file still open
+// for writing holds the reload back however long it takes (watcher).
 const settle = 200 * time.Millisecond
 
 // Run starts the daemon: it reads the configuration and puts it in force
@@ -73,7 +74,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.logp.Store(newLogger(d.stderr(), cfg.Log))
 	d.log().Info("starting", "config", d.ConfigPath, "pin_dir", d.Paths.PinDir, "program", datapath.ProgramVersion())
-	if err := d.put(cfg, true); err != nil {
+	pl, err := readPlan(d.Paths, cfg)
+	if err == nil {
+		_, err = d.put(pl, true)
+	}
+	if err != nil {
 		return fmt.Errorf("%w (what was in force before, if anything, stays in force)", err)
 	}
 	d.setConfig(cfg)
@@ -100,9 +105,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	gcDone.Go(func() { d.collect(gcCtx) })
 	defer func() { stopGC(); gcDone.Wait() }()
 
+	linksDone := make(chan struct{})
+	defer close(linksDone)
+	links := d.watchLinks(linksDone)
+
 	notify("READY=1\nSTATUS=in force")
 	d.log().Info("ready")
 	var quiet <-chan time.Time // armed after a file event
+	why := ""                  // what the pending reload is for
 	for {
 		select {
 		case <-ctx.Done():
@@ -113,13 +123,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 				return d.stop()
 			}
 			d.log().Info("reloading", "signal", "SIGHUP")
-			d.reload(w)
+			quiet, why = nil, "SIGHUP"
+			if d.tryReload(w, why) {
+				quiet = time.After(settle)
+			}
 		case ev := <-w.events:
 			d.log().Debug("file event", "file", ev)
-			quiet = time.After(settle)
+			quiet, why = time.After(settle), "file change"
+		case name := <-links:
+			d.log().Info("a configured interface is not filtered (re-created?); attaching it again", "interface", name)
+			quiet, why = time.After(settle), "interface "+name
 		case <-quiet:
 			quiet = nil
-			d.reload(w)
+			if d.tryReload(w, why) {
+				quiet = time.After(settle)
+			}
 		}
 	}
 }
@@ -136,18 +154,65 @@ func (d *Daemon) config() *Config {
 	return d.cfg
 }
 
+// tryReload reloads unless a watched file is being written: then the
+// writer's close (a file event) brings the reload back. It reports
+// whether the reload must be tried again once the files are quiet (they
+// changed while being read).
+func (d *Daemon) tryReload(w *watcher, why string) (again bool) {
+	if busy := w.beingWritten(); len(busy) > 0 {
+		d.log().Info("reload waits: a file is being written (modified, not closed yet); the configuration in force stays",
+			"files", busy, "why", why)
+		return false
+	}
+	return d.reload(w, why)
+}
+
+// Reload results, as the "reload done" log line and the STATUS= sent to
+// systemd name them.
+const (
+	reloadApplied   = "applied"   // something in force changed
+	reloadUnchanged = "unchanged" // the configuration is what is in force
+	reloadFailed    = "failed"    // an error; the configuration in force stays
+	reloadChanging  = "changing"  // a file changed while it was read; tried again
+)
+
 // reload reads the configuration again and puts it in force; on any
-// error the configuration in force stays.
-func (d *Daemon) reload(w *watcher) {
+// error the configuration in force stays. Each reload has a sequence
+// number, logged with its result when it is done ("reload done", seq,
+// result) and sent to systemd (STATUS=reload N: RESULT): what waits for a
+// reload waits for that line, not for the next READY=1 (which a reload
+// of its own, or none, may send). It reports whether to try again (the
+// files changed while they were read: nothing was applied).
+func (d *Daemon) reload(w *watcher, why string) (again bool) {
+	seq := d.reloads.Add(1)
 	notify("RELOADING=1")
-	defer notify("READY=1")
+	result := d.reloadOnce(w)
+	d.log().Info("reload done", "seq", seq, "result", result, "why", why)
+	notify(fmt.Sprintf("READY=1\nSTATUS=reload %d: %s", seq, result))
+	return result == reloadChanging
+}
+
+func (d *Daemon) reloadOnce(w *watcher) string {
+	// Stamp the files before reading and after parsing: a file that
+	// changed meanwhile may have been read half-written.
+	before := stamp(nil, d.ConfigPath)
 	cfg, err := LoadConfig(d.ConfigPath)
+	var pl *plan
 	if err == nil {
-		err = d.put(cfg, false)
+		stamp(before, cfg.Files()...)
+		pl, err = readPlan(d.Paths, cfg)
+	}
+	if after := stamp(nil, slices.Collect(maps.Keys(before))...); !maps.Equal(before, after) {
+		d.log().Warn("a file changed while it was read; nothing applied, reading it again when it is quiet")
+		return reloadChanging
+	}
+	changed := false
+	if err == nil {
+		changed, err = d.put(pl, false)
 	}
 	if err != nil {
 		d.log().Error("reload failed; the configuration in force stays", "error", err.Error())
-		return
+		return reloadFailed
 	}
 	old := d.config()
 	d.setConfig(cfg)
@@ -167,31 +232,73 @@ func (d *Daemon) reload(w *watcher) {
 		d.events.close()
 		d.events = d.forwardEvents(cfg)
 	}
+	if changed {
+		return reloadApplied
+	}
+	return reloadUnchanged
 }
 
-// put puts cfg in force: the sets files first (rules may name their
-// sets), then interfaces, rules and settings through firewall.Reconcile.
-func (d *Daemon) put(cfg *Config, start bool) error {
+// stamp adds to m (nil: a new map) an identity of each file's content as
+// the file system reports it: inode, size and modification time; a file
+// that cannot be read is stamped with the error.
+func stamp(m map[string]string, files ...string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			m[f] = err.Error()
+			continue
+		}
+		var ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		m[f] = fmt.Sprintf("%d %d %d", ino, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return m
+}
+
+// plan is a configuration read whole, every file it names parsed, nothing
+// put in force yet.
+type plan struct {
+	want     firewall.Desired
+	restores []setsFile
+}
+
+// readPlan reads and parses every file cfg names.
+func readPlan(p firewall.Paths, cfg *Config) (*plan, error) {
 	want, err := cfg.desired()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	restores, err := readSets(d.Paths, cfg)
+	restores, err := readSets(p, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(restores) > 0 {
+	return &plan{want: want, restores: restores}, nil
+}
+
+// put puts pl in force: the sets files first (rules may name their sets),
+// then interfaces, rules and settings through firewall.Reconcile. It
+// reports whether anything changed.
+func (d *Daemon) put(pl *plan, start bool) (bool, error) {
+	want := pl.want
+	changed := false
+	if len(pl.restores) > 0 {
 		s, err := firewall.OpenSets(d.Paths)
 		if err != nil {
-			return err
+			return false, err
 		}
-		for _, r := range restores {
+		for _, r := range pl.restores {
 			res, err := s.Sync(r.restore)
 			if err != nil {
 				s.Close()
-				return fmt.Errorf("%s: %w", r.file, err)
+				return changed, fmt.Errorf("%s: %w", r.file, err)
 			}
 			if res.Added+res.Removed+len(res.Created) > 0 {
+				changed = true
 				d.log().Info("sets updated", "file", r.file, "created", res.Created, "added", res.Added, "removed", res.Removed)
 			}
 		}
@@ -199,7 +306,7 @@ func (d *Daemon) put(cfg *Config, start bool) error {
 	}
 	ch, err := firewall.Reconcile(d.Paths, want)
 	if err != nil {
-		return err
+		return changed, err
 	}
 	switch {
 	case ch.Changed():
@@ -214,12 +321,13 @@ func (d *Daemon) put(cfg *Config, start bool) error {
 			attrs = append(attrs, "detached", ch.Detached)
 		}
 		d.log().Info("configuration in force", attrs...)
+		return true, nil
 	case start:
 		d.log().Info("adopted the firewall in force: it is what the configuration asks for", "rules", len(want.Rules.Rules))
-	default:
+	case !changed:
 		d.log().Info("configuration unchanged")
 	}
-	return nil
+	return changed, nil
 }
 
 // setsFile is a parsed sets file.
@@ -266,22 +374,18 @@ func Check(p firewall.Paths, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	want, err := cfg.desired()
-	if err != nil {
-		return "", err
-	}
-	restores, err := readSets(p, cfg)
+	pl, err := readPlan(p, cfg)
 	if err != nil {
 		return "", err
 	}
 	more := map[string]compile.SetInfo{}
-	for _, r := range restores {
+	for _, r := range pl.restores {
 		for _, c := range r.restore.Creates {
 			// Any id will do for a compile that is not installed.
 			more[c.Name] = compile.SetInfo{ID: uint32(1<<31 + len(more)), Family: c.Kind.Family}
 		}
 	}
-	chk, err := firewall.Check(p, want.Rules, want.Options, more, true)
+	chk, err := firewall.Check(p, pl.want.Rules, pl.want.Options, more, true)
 	if err != nil {
 		return "", err
 	}
@@ -295,7 +399,7 @@ func Check(p firewall.Paths, path string) (string, error) {
 		ifaces[i] = ifc.Name
 	}
 	return fmt.Sprintf("ok: %d interfaces (%s), %d rules (%d classifier entries), %d sets files%s",
-		len(ifaces), strings.Join(ifaces, ", "), len(want.Rules.Rules), n, len(restores), warns), nil
+		len(ifaces), strings.Join(ifaces, ", "), len(pl.want.Rules.Rules), n, len(pl.restores), warns), nil
 }
 
 // stop ends the daemon; the firewall stays in force unless the
@@ -323,88 +427,6 @@ func (d *Daemon) stop() error {
 	}
 	d.log().Info("stopped and detached (detach_on_stop)")
 	return nil
-}
-
-// ---------------------------------------------------------------------------
-// Watching files
-
-// watcher reports changes in the directories of the watched files.
-// Directories, not files: editors and Kubernetes ConfigMaps replace a file
-// by renaming another over it, which a watch on the file itself loses.
-type watcher struct {
-	fs     *fsnotify.Watcher
-	log    *slog.Logger
-	files  map[string]bool // watched files (absolute)
-	dirs   []string
-	events chan string
-	done   chan struct{}
-	wg     sync.WaitGroup
-}
-
-func newWatcher(log *slog.Logger) (*watcher, error) {
-	fs, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("watching files: %w", err)
-	}
-	w := &watcher{fs: fs, log: log, events: make(chan string, 16), done: make(chan struct{})}
-	w.wg.Go(w.loop)
-	return w, nil
-}
-
-// watch replaces the watched files.
-func (w *watcher) watch(files []string) {
-	var dirs []string
-	w.files = map[string]bool{}
-	for _, f := range files {
-		w.files[f] = true
-		if d := filepath.Dir(f); !slices.Contains(dirs, d) {
-			dirs = append(dirs, d)
-		}
-	}
-	for _, d := range w.dirs {
-		if !slices.Contains(dirs, d) {
-			_ = w.fs.Remove(d)
-		}
-	}
-	for _, d := range dirs {
-		if !slices.Contains(w.dirs, d) {
-			if err := w.fs.Add(d); err != nil {
-				w.log.Warn("cannot watch a directory; changes there need SIGHUP", "dir", d, "error", err.Error())
-			}
-		}
-	}
-	w.dirs = dirs
-}
-
-func (w *watcher) loop() {
-	for {
-		select {
-		case <-w.done:
-			return
-		case ev, ok := <-w.fs.Events:
-			if !ok {
-				return
-			}
-			// A watched file, or a Kubernetes ConfigMap's "..data" swap.
-			if w.files[ev.Name] || strings.HasPrefix(filepath.Base(ev.Name), "..") {
-				select {
-				case w.events <- ev.Name:
-				default: // a reload is pending already
-				}
-			}
-		case err, ok := <-w.fs.Errors:
-			if !ok {
-				return
-			}
-			w.log.Warn("file watch", "error", err.Error())
-		}
-	}
-}
-
-func (w *watcher) close() {
-	close(w.done)
-	w.fs.Close()
-	w.wg.Wait()
 }
 
 // ---------------------------------------------------------------------------

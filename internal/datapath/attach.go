@@ -91,7 +91,7 @@ func (d *Datapath) attachEgress(iface string, index int) error {
 		return fmt.Errorf("%s=%q: want tcx, clsact or auto", TCAttachEnv, how)
 	}
 	pin := egressPinOf(d.dir, iface)
-	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+	if l := ownLink(d.dir, pin, index, "tc egress"); l != nil {
 		defer l.Close()
 		if err := l.Update(d.egress); err != nil {
 			return fmt.Errorf("updating the tc egress link on %s: %w", iface, err)
@@ -112,19 +112,83 @@ func (d *Datapath) attachEgress(iface string, index int) error {
 	return nil
 }
 
+// loadLiveLink opens the link pinned at pin if it is attached to the
+// interface with index now. A link severed from its interface (the
+// interface was deleted, perhaps re-created since under the same name with
+// another index) filters nothing and cannot be updated: its pin is
+// removed, and nil returned, so that the caller attaches afresh. nil too
+// when nothing is pinned there.
+func loadLiveLink(pin string, index int) link.Link {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return nil
+	}
+	if linkIfindex(l) == index {
+		return l
+	}
+	_ = l.Unpin()
+	l.Close()
+	return nil
+}
+
+// ownLink opens xdpfw's link of hook ("xdp" or "tc egress") attached to
+// the interface with index: the one pinned at pin (loadLiveLink), or else
+// one the kernel runs there unpinned (Discover), which it pins at pin: the
+// bpffs was unmounted while something kept it alive, so the link still
+// filters but its pin was lost; a new bpffs is populated again this way.
+// nil when xdpfw has no link there.
+func ownLink(dir, pin string, index int, hook string) link.Link {
+	if l := loadLiveLink(pin, index); l != nil {
+		return l
+	}
+	rs, _ := Discover(dir)
+	for _, r := range rs {
+		if r.Ifindex != index || r.Hook != hook || r.Pinned {
+			continue
+		}
+		l, err := link.NewFromID(link.ID(r.LinkID))
+		if err != nil {
+			continue
+		}
+		if err := l.Pin(pin); err != nil {
+			l.Close()
+			continue
+		}
+		return l
+	}
+	return nil
+}
+
+// linkIfindex is the interface an XDP or tcx link is attached to (0:
+// severed, or not such a link).
+func linkIfindex(l link.Link) int {
+	info, err := l.Info()
+	if err != nil {
+		return 0
+	}
+	if x := info.XDP(); x != nil {
+		return int(x.Ifindex)
+	}
+	if x := info.TCX(); x != nil {
+		return int(x.Ifindex)
+	}
+	return 0
+}
+
 // Attach attaches the program to iface in the given mode and pins the link,
 // so it stays attached after the process exits. If xdpfw is already attached
 // there, the link is updated to the current program atomically; asking for
 // another mode than the one in effect is an error (changing it would leave
-// the interface unfiltered for a moment: detach first). Returns the mode in
-// effect.
+// the interface unfiltered for a moment: detach first). A link severed from
+// the interface (deleted and re-created) is replaced by a new one. Returns
+// the mode in effect.
 func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 	nl, err := netlink.LinkByName(iface)
 	if err != nil {
 		return "", fmt.Errorf("interface %s: %w", iface, err)
 	}
 	pin := linkPin(d.dir, iface)
-	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+	if l := ownLink(d.dir, pin, nl.Attrs().Index, "xdp"); l != nil {
 		defer l.Close()
 		if cur := CurrentMode(iface); mode != ModeAuto && cur != "" && cur != mode {
 			return "", fmt.Errorf("xdpfw is attached to %s in %s mode; to use %s mode, detach it first", iface, cur, mode)
@@ -184,6 +248,7 @@ func (d *Datapath) Detach(iface string) error { return DetachPinned(d.dir, iface
 func DetachPinned(dir, iface string) error {
 	if l, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
 		_ = l.Unpin()
+		_ = l.Detach() // as below
 		l.Close()
 	}
 	detachClsact(iface)
@@ -199,7 +264,11 @@ func DetachPinned(dir, iface string) error {
 	if err := l.Unpin(); err != nil {
 		return err
 	}
-	return l.Close() // the last reference: the program leaves the interface
+	// Detach explicitly: closing the last reference would do, but the
+	// link may be pinned elsewhere too (a bpffs unmounted while something
+	// kept it alive, whose link load took over: ownLink).
+	_ = l.Detach()
+	return l.Close()
 }
 
 // AttachedInterfaces lists the interfaces with a pinned xdpfw link in dir.
@@ -209,6 +278,59 @@ func AttachedInterfaces(dir string) []string {
 		out = append(out, strings.TrimPrefix(pin, "link_xdp_"))
 	}
 	return out
+}
+
+// IfaceState is what the kernel says of xdpfw on an interface: what
+// packets arriving there see.
+type IfaceState struct {
+	Index int  `json:"ifindex"` // the interface's index now (0: there is no such interface)
+	Mode  Mode `json:"mode"`    // the XDP mode in effect there ("": no XDP program)
+	// Filtering: xdpfw's XDP link is attached to this interface (not to
+	// an interface of this name deleted since).
+	Filtering bool `json:"filtering"`
+	// Problem says why not, or what else is wrong (the OUTPUT chain's
+	// link severed).
+	Problem string `json:"problem,omitempty"`
+	// Warnings are the device's caveats the rules in force run into
+	// (DeviceCaveats; filled by the firewall, which knows the rules).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// InterfaceState asks the kernel whether xdpfw's links pinned in dir
+// filter iface.
+func InterfaceState(dir, iface string) IfaceState {
+	var s IfaceState
+	nl, err := netlink.LinkByName(iface)
+	if err != nil {
+		s.Problem = "the interface does not exist (deleted?): the daemon attaches it again when it is back, or xdpfw load"
+		return s
+	}
+	s.Index, s.Mode = nl.Attrs().Index, CurrentMode(iface)
+	l, err := link.LoadPinnedLink(linkPin(dir, iface), nil)
+	if err != nil {
+		s.Problem = "no xdpfw link pinned for it (" + err.Error() + ")"
+		rs, _ := Discover(dir)
+		for _, r := range rs {
+			if r.Ifindex == s.Index && r.Hook == "xdp" {
+				s.Filtering = true
+				s.Problem = "xdpfw filters it, but its link is not pinned in " + dir + " (was the bpffs unmounted?): xdpfw load pins it again"
+			}
+		}
+		return s
+	}
+	defer l.Close()
+	if idx := linkIfindex(l); idx != s.Index {
+		s.Problem = "the link is severed (the interface was deleted and created again, or the link detached): xdpfw load repairs it; the daemon does by itself"
+		return s
+	}
+	s.Filtering = true
+	if e, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
+		if linkIfindex(e) != s.Index {
+			s.Problem = "the OUTPUT chain's tc link is severed: xdpfw load repairs it"
+		}
+		e.Close()
+	}
+	return s
 }
 
 // CurrentMode asks the kernel (netlink) which XDP mode is active on iface.

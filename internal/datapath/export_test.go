@@ -58,3 +58,6 @@ func (d *Datapath) DropClassifyStage() error { return d.stages.Delete(uint32(0))
 
 // StagesPins lists the classify stage pins in dir.
 func StagesPins(dir string) []string { return pinsWithPrefix(dir, stagesPin) }
+
+// RXVLANOffload is rxVLANOffload, for the tests.
+func RXVLANOffload(iface string) (bool, error) { return rxVLANOffload(iface) }

@@ -305,6 +305,14 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	for n, i := range newIfaces {
 		st.Interfaces[n] = i
 	}
+	// An interface attached before and re-created since has another
+	// index: -i matches resolve against the one it has now.
+	for n, i := range st.Interfaces {
+		if nl, err := net.InterfaceByName(n); err == nil && nl.Index != i.Index {
+			i.Index = nl.Index
+			st.Interfaces[n] = i
+		}
+	}
 	res, err := f.apply(rs, opt, fresh || recovering)
 	if err != nil {
 		return nil, undo(nil, err)
@@ -325,7 +333,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		res.Attached[name] = m
 		st.Interfaces[name] = Iface{Index: newIfaces[name].Index, Mode: string(m)}
 	}
-	for name, prev := range f.prevIfaces {
+	for name := range f.prevIfaces {
 		want := datapath.ModeAuto // not named: keep its mode
 		if _, named := newIfaces[name]; named {
 			want = modeOf[name]
@@ -337,10 +345,14 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		if _, named := newIfaces[name]; named {
 			res.Attached[name] = m
 		}
-		st.Interfaces[name] = Iface{Index: prev.Index, Mode: string(m)}
+		st.Interfaces[name] = Iface{Index: st.Interfaces[name].Index, Mode: string(m)}
 	}
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
+	}
+	for _, name := range ifaces {
+		c := datapath.CheckDevice(name, datapath.Mode(st.Interfaces[name].Mode))
+		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, c)...)
 	}
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap

@@ -137,6 +137,14 @@ func teardown(p Paths) error {
 			errs = append(errs, err)
 		}
 	}
+	// Links whose pins are gone still filter (the bpffs was unmounted
+	// while something kept it alive): found through the kernel.
+	// Best effort: without CAP_SYS_ADMIN they cannot be listed (status
+	// says so), and that must not stop a teardown.
+	rs, _ := Unpinned(p)
+	if err := datapath.DetachRunning(rs); err != nil {
+		errs = append(errs, err)
+	}
 	if err := datapath.Unpin(p.PinDir); err != nil {
 		errs = append(errs, err)
 	}
@@ -147,6 +155,32 @@ func teardown(p Paths) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Unpinned lists xdpfw's links that the kernel runs on interfaces of this
+// network namespace but that are not pinned in p.PinDir (the bpffs was
+// unmounted while something kept it alive): on the interfaces the state
+// records, or on any when there is no state (another firewall of this
+// namespace, with its own state, keeps its own). status shows them when
+// nothing is pinned; `detach --all` detaches them.
+// Listing links through the kernel needs CAP_SYS_ADMIN: the error says
+// when that failed.
+func Unpinned(p Paths) ([]datapath.Running, error) {
+	rs, derr := datapath.Discover(p.PinDir)
+	st, err := loadState(p)
+	var out []datapath.Running
+	for _, r := range rs {
+		if r.Pinned {
+			continue
+		}
+		if err == nil && st != nil && st.loaded() {
+			if _, ok := st.Interfaces[r.Interface]; !ok {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out, derr
 }
 
 // RuleInfo is one rule in force with its counters.
@@ -256,11 +290,10 @@ type RejectLimit struct {
 	Burst uint32 `json:"burst"`
 }
 
-// IfaceStatus is an attached interface as the kernel reports it.
-type IfaceStatus struct {
-	Index int    `json:"ifindex"`
-	Mode  string `json:"mode"` // the mode the kernel reports now
-}
+// IfaceStatus is a configured interface as the kernel reports it
+// (datapath.IfaceState): its index, the XDP mode in effect, and whether
+// xdpfw filters it (not when it was deleted, or deleted and re-created).
+type IfaceStatus = datapath.IfaceState
 
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
@@ -273,12 +306,8 @@ func (f *Firewall) Status() (*Status, error) {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
 	}
-	for name, i := range f.st.Interfaces {
-		mode := string(datapath.CurrentMode(name))
-		if mode == "" {
-			mode = "DETACHED (link missing!)"
-		}
-		s.Interfaces[name] = IfaceStatus{Index: i.Index, Mode: mode}
+	for name := range f.st.Interfaces {
+		s.Interfaces[name] = datapath.InterfaceState(f.paths.PinDir, name)
 	}
 	ls, err := f.logStatus()
 	if err != nil {
@@ -293,6 +322,29 @@ func (f *Firewall) Status() (*Status, error) {
 		s.Reasons[compile.Reason(r).String()] = c
 	}
 	return s, nil
+}
+
+// AddDeviceWarnings fills in the Warnings of s's filtering interfaces: the
+// device caveats the rules in force run into (deviceWarnings). Not part of
+// Status, which metrics scrapes call: it reads the whole rule set when a
+// device has a caveat.
+func (f *Firewall) AddDeviceWarnings(s *Status) error {
+	var rs *rules.RuleSet
+	for name, is := range s.Interfaces {
+		c := datapath.CheckDevice(name, is.Mode)
+		if !is.Filtering || c == (datapath.DeviceCaveats{}) {
+			continue
+		}
+		if rs == nil {
+			var err error
+			if rs, _, err = f.rs.ruleSet(); err != nil {
+				return err
+			}
+		}
+		is.Warnings = deviceWarnings(rs, name, c)
+		s.Interfaces[name] = is
+	}
+	return nil
 }
 
 // logStatus reports logging's settings in force and its counters.

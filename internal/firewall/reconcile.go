@@ -59,7 +59,7 @@ func Reconcile(p Paths, d Desired) (*Change, error) {
 		return nil, err
 	}
 	ch := &Change{}
-	why := loadNeeded(st, d)
+	why := loadNeeded(p, st, d)
 	if lost != nil {
 		why = []string{"the record of the rules in force is lost or corrupt (" + lost.Err.Error() + ")"}
 	}
@@ -126,9 +126,10 @@ func readState(p Paths) (*state, *rules.RuleSet, error) {
 }
 
 // loadNeeded says why d needs a load: nothing is loaded, the pinned
-// program is not this binary's, or an interface is new or asks for
-// another mode than it has. None: an Apply (or nothing) will do.
-func loadNeeded(st *state, d Desired) []string {
+// program is not this binary's, or an interface is new, asks for another
+// mode than it has, or is not filtered (deleted and re-created: its link
+// severed). None: an Apply (or nothing) will do.
+func loadNeeded(p Paths, st *state, d Desired) []string {
 	if st == nil || !st.loaded() {
 		return []string{"nothing loaded"}
 	}
@@ -144,6 +145,12 @@ func loadNeeded(st *state, d Desired) []string {
 		case m.Mode != datapath.ModeAuto && string(m.Mode) != have.Mode:
 			// Load refuses to change a mode in place; say so.
 			why = append(why, fmt.Sprintf("interface %s in %s mode, configured %s", m.Name, have.Mode, m.Mode))
+		default:
+			// One that is gone cannot be attached: status shows it, and it
+			// is attached again when it is back (the daemon's link events).
+			if s := datapath.InterfaceState(p.PinDir, m.Name); s.Index != 0 && (!s.Filtering || s.Problem != "") {
+				why = append(why, fmt.Sprintf("interface %s not filtered: %s", m.Name, s.Problem))
+			}
 		}
 	}
 	return why

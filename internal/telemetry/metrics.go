@@ -30,6 +30,8 @@ var (
 		"Rules in force.", nil, nil)
 	mInterface = prometheus.NewDesc("xdpfw_interface_info",
 		"An attached interface and the XDP mode the kernel reports for it (always 1).", []string{"interface", "mode"}, nil)
+	mFiltering = prometheus.NewDesc("xdpfw_interface_filtering",
+		"1 if xdpfw filters a configured interface, 0 if not (the interface was deleted, or re-created and not attached again yet).", []string{"interface"}, nil)
 	mRulePackets = prometheus.NewDesc("xdpfw_rule_packets_total",
 		"Packets a rule decided. rule: its number in the chain; hash: first 16 hex digits of the SHA-256 of its text.", ruleLabels, nil)
 	mRuleBytes = prometheus.NewDesc("xdpfw_rule_bytes_total",
@@ -73,7 +75,7 @@ var (
 	mProgMisses = prometheus.NewDesc("xdpfw_program_recursion_misses_total",
 		"Times the program was not run because another BPF program was running on the CPU.", []string{"program"}, nil)
 
-	allDescs = []*prometheus.Desc{mLogEvents, mLogOverflow, mRuleLogEvents, mLoaded, mGeneration, mRules, mInterface, mRulePackets, mRuleBytes, mRuleLastHit,
+	allDescs = []*prometheus.Desc{mLogEvents, mLogOverflow, mRuleLogEvents, mLoaded, mGeneration, mRules, mInterface, mFiltering, mRulePackets, mRuleBytes, mRuleLastHit,
 		mPolicyPackets, mPolicyBytes, mReasonPackets, mReasonBytes, mDropped, mActionPackets, mActionBytes,
 		mCTEntries, mCTExpired, mCTMax, mCTEvents, mBPFStats, mProgRunTime, mProgRuns, mProgMisses}
 )
@@ -122,6 +124,11 @@ func collect(ch chan<- prometheus.Metric, s *Snapshot) {
 	gauge(mRules, float64(len(s.Rules)))
 	for _, i := range s.Interfaces {
 		gauge(mInterface, 1, i.Name, i.Mode)
+		filtering := 0.0
+		if i.Filtering {
+			filtering = 1
+		}
+		gauge(mFiltering, filtering, i.Name)
 	}
 	for _, r := range s.Rules {
 		num := strconv.Itoa(r.Num)

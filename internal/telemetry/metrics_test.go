@@ -25,7 +25,7 @@ func fullSnapshot() *Snapshot {
 	hit := time.Unix(1700000000, 250_000_000)
 	return &Snapshot{
 		Time: hit.Add(time.Second), Generation: 7, ProgramID: 42,
-		Interfaces: []Interface{{Name: "eth0", Index: 2, Mode: "native"}},
+		Interfaces: []Interface{{Name: "eth0", Index: 2, Mode: "native", Filtering: true}, {Name: "eth1", Problem: "deleted"}},
 		Rules: []Rule{
 			{Chain: "INPUT", Num: 1, ID: 16, Text: "-A INPUT -p udp --dport 9 -j DROP", Hash: RuleHash("-A INPUT -p udp --dport 9 -j DROP"),
 				Counter: datapath.Counter{Packets: 10, Bytes: 640, Last: hit}, Log: &datapath.LogCounter{Emitted: 6, Suppressed: 4, Lost: 1}},
@@ -93,6 +93,8 @@ func TestCollector(t *testing.T) {
 		{"xdpfw_generation", nil, 7},
 		{"xdpfw_rules", nil, 2},
 		{"xdpfw_interface_info", map[string]string{"interface": "eth0", "mode": "native"}, 1},
+		{"xdpfw_interface_filtering", map[string]string{"interface": "eth0"}, 1},
+		{"xdpfw_interface_filtering", map[string]string{"interface": "eth1"}, 0},
 		{"xdpfw_rule_packets_total", map[string]string{"chain": "INPUT", "rule": "1", "hash": h}, 10},
 		{"xdpfw_rule_bytes_total", map[string]string{"chain": "INPUT", "rule": "1", "hash": h}, 640},
 		{"xdpfw_rule_packets_total", map[string]string{"rule": "2"}, 0},

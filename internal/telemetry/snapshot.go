@@ -55,12 +55,25 @@ type Snapshot struct {
 	Programs []Program `json:"programs,omitempty"`
 }
 
-// Interface is an attached interface with the XDP mode the kernel reports
-// now ("DETACHED (link missing!)" when the link is gone).
+// Interface is a configured interface with the XDP mode the kernel reports
+// now ("" when none) and whether xdpfw filters it.
 type Interface struct {
 	Name  string `json:"name"`
 	Index int    `json:"ifindex"`
 	Mode  string `json:"mode"`
+	// Filtering: xdpfw filters it (false: deleted, or deleted and
+	// re-created, and not attached again yet; Problem says which).
+	Filtering bool   `json:"filtering"`
+	Problem   string `json:"problem,omitempty"`
+}
+
+// State is how a listing shows the interface: its XDP mode, or NOT
+// FILTERING.
+func (i Interface) State() string {
+	if !i.Filtering {
+		return "NOT FILTERING"
+	}
+	return i.Mode
 }
 
 // Rule is one rule in force and its counters.
@@ -167,7 +180,7 @@ func TakeFrom(fw *firewall.Firewall) (*Snapshot, error) {
 	s := &Snapshot{Time: time.Now().Round(0), Generation: l.Generation, ProgramID: st.ProgramID,
 		Rules: make([]Rule, 0, len(l.Rules))}
 	for name, i := range st.Interfaces {
-		s.Interfaces = append(s.Interfaces, Interface{Name: name, Index: i.Index, Mode: i.Mode})
+		s.Interfaces = append(s.Interfaces, Interface{Name: name, Index: i.Index, Mode: string(i.Mode), Filtering: i.Filtering, Problem: i.Problem})
 	}
 	sort.Slice(s.Interfaces, func(i, j int) bool { return s.Interfaces[i].Name < s.Interfaces[j].Name })
 	for _, r := range l.Rules {

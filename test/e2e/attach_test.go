@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/testutil"
 )
@@ -248,4 +253,212 @@ func TestModeChangeRefused(t *testing.T) {
 	}
 	// the same mode (or auto) just updates
 	f.mustRun("load", "-i", l.srvIf, "--mode", "auto", rules)
+}
+
+// TestRecreatedInterface: an interface deleted and created again under the
+// same name comes back without xdpfw (the kernel severs the link from the
+// deleted one). status says so (NOT FILTERING, never a mode) and packets
+// agree; `load` repairs it with a new link, and an -i rule follows the new
+// ifindex; the daemon does the same by itself on the kernel's link event.
+func TestRecreatedInterface(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	dropped := udpDropped(t, l, 5001)
+	remove := func() { t.Helper(); ipOut(t, "-n", l.srv.Name, "link", "del", l.srvIf) }
+	create := func() {
+		t.Helper()
+		testutil.VethPair(t, l.srv, l.srvIf, []string{l.srv4 + "/24", l.srv6 + "/64"}, l.cli, l.cliIf, []string{l.cli4 + "/24", l.cli6 + "/64"})
+	}
+	recreate := func() { t.Helper(); remove(); create() }
+	fw := newFW(t, l.srv)
+	wantFiltering := func(what string, want bool) {
+		t.Helper()
+		st := fw.status()
+		i := st.Interfaces[l.srvIf]
+		if i.Filtering != want || (want && i.Mode != "native") || (!want && i.Mode != "") {
+			t.Fatalf("%s: status says filtering %v in mode %q, want filtering %v:\n%s", what, i.Filtering, i.Mode, want, st.raw)
+		}
+	}
+
+	rules := writeRules(t, "drop.rules", "-A INPUT -i "+l.srvIf+" -p udp --dport 5001 -j DROP")
+	fw.mustRun("load", "-i", l.srvIf, rules)
+	if !dropped("loaded") {
+		t.Fatal("the DROP rule does not drop")
+	}
+	recreate()
+	wantFiltering("re-created", false)
+	if r := fw.mustRun("status"); !strings.Contains(r.stdout, "NOT FILTERING: the link is severed") {
+		t.Errorf("status does not say the re-created interface is not filtered:\n%s", r.stdout)
+	}
+	if dropped("re-created") {
+		t.Fatal("re-created: dropped, yet status says not filtering")
+	}
+	fw.mustRun("load", "-i", l.srvIf, rules) // repairs
+	wantFiltering("load again", true)
+	if !dropped("load again") {
+		t.Fatal("after load repaired the link: not dropped (the -i rule must follow the new ifindex)")
+	}
+
+	// The daemon attaches it again by itself.
+	dir := t.TempDir()
+	config := filepath.Join(dir, "xdpfw.yaml")
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: "+rules, `metrics: {listen: ""}`)
+	d := fw.startDaemon(config)
+	// While the interface is gone, rule changes still go in force.
+	remove()
+	writeAtomic(t, rules, "-A INPUT -i "+l.srvIf+" -p udp --dport 5001 -j DROP", "-A INPUT -p udp --dport 5002 -j DROP")
+	d.reloadedWant("applied")
+	create()
+	d.reloadedWant("applied")
+	wantFiltering("daemon", true)
+	if !dropped("daemon") {
+		t.Fatal("after the daemon re-attached: not dropped")
+	}
+	if !strings.Contains(d.stderr.String(), "not filtered: the link is severed") {
+		t.Errorf("the daemon's log does not say why it loaded:\n%s", d.stderr)
+	}
+}
+
+// udpDropped returns a probe that says whether 5 datagrams from l's client
+// to udp port on its server are dropped (all of them) or not (none). It
+// checks the path with ping first: a re-created veth resolves its
+// neighbours anew.
+func udpDropped(t *testing.T, l *link, port int) func(what string) bool {
+	sink := newUDPSink(t, l.srv, port)
+	sender := newUDPSender(t, l.cli, "")
+	addr := hostPort(l.srv4, port)
+	n := 0
+	return func(what string) bool {
+		t.Helper()
+		checkPing(t, what, l.cli, l.srv4, true)
+		n++
+		tag := fmt.Sprintf("%s-%d", what, n)
+		sender.send(t, addr, tag, 0, 5)
+		if got := sink.wait(t, tag, 5); got == 5 {
+			return false
+		}
+		sink.sync(t)
+		if got := sink.count(tag); got != 0 {
+			t.Fatalf("%s: %d of 5 datagrams arrived: neither filtered nor not", what, got)
+		}
+		return true
+	}
+}
+
+// TestLostPins: the bpffs is unmounted while something keeps it alive (a
+// mount in another mount namespace; here an open directory), and an empty
+// one mounted in its place. The links stay attached and filter, with no
+// pin to reach them: status lists them (found through the kernel) and
+// fails, detach --all detaches them, and load takes them over and pins
+// them again.
+func TestLostPins(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	dropped := udpDropped(t, l, 5001)
+	f := newFW(t, l.srv)
+	rules := writeRules(t, "drop.rules", "-A INPUT -p udp --dport 5001 -j DROP")
+	root := filepath.Dir(f.pinDir)
+	losePins := func() {
+		t.Helper()
+		keep, err := os.Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { keep.Close() })
+		if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("bpf", root, "bpf", 0, "mode=0700"); err != nil { // testutil.BPFFS's cleanup unmounts it
+			t.Fatal(err)
+		}
+	}
+
+	f.mustRun("load", "-i", l.srvIf, rules)
+	losePins()
+	if !dropped("pins lost") {
+		t.Fatal("the links do not filter once their pins are lost: nothing to test")
+	}
+	r := f.run("status")
+	if r.code != 1 || !strings.Contains(r.stdout, "interface "+l.srvIf) || !strings.Contains(r.stdout, "xdp") ||
+		!strings.Contains(r.stderr, "nothing is pinned") {
+		t.Errorf("status with the pins lost: want exit status 1 listing the xdp link on %s: %s", l.srvIf, r)
+	}
+	f.mustRun("detach", "--all")
+	if prog := xdpProg(t, l.srv, l.srvIf); prog != "" {
+		t.Errorf("after detach --all, %s still runs %q", l.srvIf, prog)
+	}
+	if dropped("detached") {
+		t.Fatal("dropped after detach --all")
+	}
+
+	// load takes lost links over: the interface filters throughout.
+	f.mustRun("load", "-i", l.srvIf, rules)
+	before := xdpProg(t, l.srv, l.srvIf)
+	losePins()
+	f.mustRun("load", "-i", l.srvIf, rules)
+	if st := f.status(); !st.Interfaces[l.srvIf].Filtering {
+		t.Errorf("after load took the links over: %s", st.raw)
+	}
+	if _, err := os.Stat(filepath.Join(f.pinDir, "link_xdp_"+l.srvIf)); err != nil {
+		t.Errorf("the taken-over link is not pinned again: %v", err)
+	}
+	if after := xdpProg(t, l.srv, l.srvIf); after == before || after == "" {
+		t.Errorf("%s runs %q, before %q: want the new program, in the same link", l.srvIf, after, before)
+	}
+	if !dropped("taken over") {
+		t.Fatal("not dropped after load took the links over")
+	}
+
+	// The daemon, started with the pins lost, takes them over too.
+	losePins()
+	config := filepath.Join(t.TempDir(), "xdpfw.yaml")
+	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: "+rules, `metrics: {listen: ""}`)
+	d := f.startDaemon(config)
+	if !strings.Contains(d.stderr.String(), "its link is not pinned") {
+		t.Errorf("the daemon does not say why it loaded:\n%s", d.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(f.pinDir, "link_xdp_"+l.srvIf)); err != nil {
+		t.Errorf("the daemon did not pin the link again: %v", err)
+	}
+	if !dropped("daemon took over") {
+		t.Fatal("not dropped after the daemon took the links over")
+	}
+	d.signal(syscall.SIGTERM)
+	if err := d.wait(); err != nil {
+		t.Errorf("daemon exit after SIGTERM: %v\n%s", err, d.stderr)
+	}
+	f.mustRun("detach", "--all") // the old bpffs holds the link too: detached all the same
+	if prog := xdpProg(t, l.srv, l.srvIf); prog != "" {
+		t.Errorf("after detach --all, %s still runs %q", l.srvIf, prog)
+	}
+}
+
+// TestDeviceWarnings: REJECT on a veth in native mode whose peer runs no
+// XDP program would answer nothing (the kernel drops XDP_TX frames there),
+// and a veth passes on VLAN tags its peer's sender keeps beside the frame:
+// load warns of what its rules run into, with the remedy, and status shows
+// it with the interface until it no longer holds.
+func TestDeviceWarnings(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newPair(t)
+	f := newFW(t, l.srv)
+	r := f.mustRun("load", "-i", l.srvIf, writeRules(t, "r.rules",
+		"-A INPUT -p tcp --dport 5000 -j REJECT", "-A INPUT -m vlan --vlan-id 5 -j DROP"))
+	for _, want := range []string{"warning: " + l.srvIf + " is a veth in native mode and its peer " + l.cliIf,
+		"REJECT answers nothing", "--mode generic", "ethtool -K PEER txvlan off"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("load does not warn %q: %s", want, r)
+		}
+	}
+	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 2 {
+		t.Errorf("status: want the REJECT and the VLAN warning with %s:\n%s", l.srvIf, st.raw)
+	}
+	xdpPass(t, l.cli, l.cliIf)
+	st := f.status()
+	if w := st.Interfaces[l.srvIf].Warnings; len(w) != 1 || !strings.Contains(w[0], "vlan") {
+		t.Errorf("status with XDP on the peer: want the VLAN warning only:\n%s", st.raw)
+	}
+	if r := f.mustRun("status"); !strings.Contains(r.stdout, "  warning: "+l.srvIf+" is a veth: a tag") {
+		t.Errorf("status text does not show the warning:\n%s", r.stdout)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type daemonProc struct {
 	stderr *lockedBuffer
 	states chan string // READY=1, RELOADING=1, STOPPING=1...
 	exited chan error
+	seq    uint64 // the sequence number of the last reload waited for
 }
 
 // lockedBuffer is a bytes.Buffer safe for the process's writes and the
@@ -111,11 +113,45 @@ func (d *daemonProc) want(state string) {
 	}
 }
 
-// reloaded waits for a reload to finish.
-func (d *daemonProc) reloaded() {
+// reloaded waits for the daemon's next reload to be done and returns its
+// result (applied, unchanged, failed). It waits for the log line that ends
+// that reload by its sequence number ("reload done" seq=N), not for the
+// next READY=1: the log before that line (an error at file:line:col) is
+// then in d.stderr too, and a reload of the daemon's own is not taken for
+// the one the test caused.
+func (d *daemonProc) reloaded() string {
 	d.t.Helper()
-	d.want("RELOADING=1")
-	d.want("READY=1")
+	d.seq++
+	re := regexp.MustCompile(fmt.Sprintf(`msg="reload done" seq=%d result=(\w+)`, d.seq))
+	var result string
+	done := func() bool {
+		if m := re.FindStringSubmatch(d.stderr.String()); m != nil {
+			result = m[1]
+			return true
+		}
+		return false
+	}
+	ctx, cancel := context.WithTimeout(d.t.Context(), cmdTimeout)
+	defer cancel()
+	for !done() {
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			d.t.Fatalf("the daemon exited (%v) before reload %d was done; its log:\n%s", err, d.seq, d.stderr)
+		case <-ctx.Done():
+			d.t.Fatalf("reload %d was not done within %v; the daemon's log:\n%s", d.seq, cmdTimeout, d.stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return result
+}
+
+// reloadedWant is reloaded, failing the test on another result.
+func (d *daemonProc) reloadedWant(result string) {
+	d.t.Helper()
+	if got := d.reloaded(); got != result {
+		d.t.Fatalf("reload %d: %s, want %s; the daemon's log:\n%s", d.seq, got, result, d.stderr)
+	}
 }
 
 func (d *daemonProc) signal(s syscall.Signal) {
@@ -146,6 +182,30 @@ func writeAtomic(t *testing.T, path string, lines ...string) {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slowWrite rewrites path in place the way a slow writer does: it
+// truncates it, writes first, waits far longer than the daemon's settle
+// time, calls during (the file half written, open), writes rest and
+// closes.
+func slowWrite(t *testing.T, path string, first, rest []string, during func()) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strings.Join(first, "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // gives a daemon that does not wait for the close every chance to apply the half
+	during()
+	if _, err := f.WriteString(strings.Join(rest, "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -185,7 +245,7 @@ func TestDaemon(t *testing.T) {
 
 	// A changed rules file is reloaded: C is accepted now.
 	writeAtomic(t, rulesFile, invalid, acceptA, dropB, "-A INPUT -p udp --dport 5003 -j ACCEPT")
-	d.reloaded()
+	d.reloadedWant("applied")
 	sender.send(t, addrC, "c1", 0, 5)
 	if n := sinkC.wait(t, "c1", 5); n != 5 {
 		t.Fatalf("after the reload, %d of 5 datagrams to udp %d arrived; daemon log:\n%s", n, portC, d.stderr)
@@ -195,9 +255,31 @@ func TestDaemon(t *testing.T) {
 		t.Errorf("%d datagrams to udp %d got through before the reload", n, portC)
 	}
 
+	// A file rewritten in place, slowly (truncated, a part written, a
+	// pause far longer than the daemon's 200 ms settle time, the rest):
+	// the daemon waits for the writer to close it and applies it once,
+	// whole. The part alone parses (it would DROP udp 5003: policy DROP,
+	// which the rest sets back to ACCEPT).
+	slowRules := [][]string{{invalid, "-P INPUT DROP"},
+		{acceptA, dropB, "-A INPUT -p udp --dport 5003 -j ACCEPT", "-A INPUT -p udp --dport 5009 -j DROP", "-P INPUT ACCEPT"}}
+	slowWrite(t, rulesFile, slowRules[0], slowRules[1],
+		func() {
+			sender.send(t, addrC, "c1w", 0, 5)
+			if n := sinkC.wait(t, "c1w", 5); n != 5 {
+				t.Errorf("while the file was half written, %d of 5 datagrams to udp %d arrived: the half was applied", n, portC)
+			}
+		})
+	d.reloadedWant("applied")
+	if gen := f.list().Generation; gen != 3 {
+		t.Fatalf("generation %d after a slow rewrite, want 3 (the whole file, once); daemon log:\n%s", gen, d.stderr)
+	}
+	if !strings.Contains(d.stderr.String(), "reload waits: a file is being written") {
+		t.Errorf("the daemon did not log that it waits for the file being written:\n%s", d.stderr)
+	}
+
 	// A bad file is reported at file:line:col; the rules in force stay.
 	writeAtomic(t, rulesFile, invalid, "-A INPUT -p udp --dport 5003 -j ACCPT")
-	d.reloaded()
+	d.reloadedWant("failed")
 	if want := rulesFile + ":2:33:"; !strings.Contains(d.stderr.String(), want) {
 		t.Errorf("the daemon's log does not name %s:\n%s", want, d.stderr)
 	}
@@ -208,8 +290,8 @@ func TestDaemon(t *testing.T) {
 	if n := sinkC.wait(t, "c2", 5); n != 5 {
 		t.Errorf("after a bad reload, %d of 5 datagrams to udp %d arrived (the old rules accept them)", n, portC)
 	}
-	if gen := f.list().Generation; gen != 2 {
-		t.Errorf("generation %d after one good and one bad reload, want 2", gen)
+	if gen := f.list().Generation; gen != 3 {
+		t.Errorf("generation %d after two good and one bad reload, want 3", gen)
 	}
 	var ct struct {
 		Entries int `json:"entries"`
@@ -218,15 +300,19 @@ func TestDaemon(t *testing.T) {
 		t.Errorf("no conntrack entry for the datagrams just accepted")
 	}
 
+	// The good file back (what is in force): nothing to change.
+	writeAtomic(t, rulesFile, append(slowRules[0], slowRules[1]...)...)
+	d.reloadedWant("unchanged")
+
 	// SIGHUP reloads too (here: the configuration stops watching files).
 	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", "watch: false",
 		"conntrack: {timeouts: {udp: 1}, gc_min_interval: 1s, gc_max_interval: 2s}", "metrics: {listen: \""+metricsAddr+"\"}")
-	d.reloaded() // still watching when the configuration changed
+	d.reloadedWant("unchanged") // still watching when the configuration changed
 	writeAtomic(t, rulesFile, invalid, acceptA, dropB, "-A INPUT -p udp --dport 5003 -j DROP")
 	d.signal(syscall.SIGHUP)
-	d.reloaded()
-	if gen := f.list().Generation; gen != 3 {
-		t.Fatalf("generation %d after SIGHUP, want 3; daemon log:\n%s", gen, d.stderr)
+	d.reloadedWant("applied")
+	if gen := f.list().Generation; gen != 4 {
+		t.Fatalf("generation %d after SIGHUP, want 4; daemon log:\n%s", gen, d.stderr)
 	}
 	sender.send(t, addrC, "c3", 0, 5)
 	sinkC.sync(t)
@@ -273,8 +359,8 @@ func TestDaemon(t *testing.T) {
 		t.Errorf("the restarted daemon did not adopt the firewall in force:\n%s", d.stderr)
 	}
 	list := f.list()
-	if list.Generation != 3 {
-		t.Errorf("generation %d after the restart, want 3 (nothing changed)", list.Generation)
+	if list.Generation != 4 {
+		t.Errorf("generation %d after the restart, want 4 (nothing changed)", list.Generation)
 	}
 	// Counters continued: every datagram to A that arrived was counted
 	// once (plus none lost across the restart), every one to B dropped.
@@ -381,7 +467,7 @@ func TestDaemonCapabilities(t *testing.T) {
 	sender := newUDPSender(t, l.cli, "")
 	sender.send(t, hostPort(l.srv4, 5001), "dropped", 0, 3)
 	writeAtomic(t, rulesFile, "-A INPUT -p udp --dport 5001 -j ACCEPT")
-	d.reloaded()
+	d.reloadedWant("applied")
 	sender.send(t, hostPort(l.srv4, 5001), "accepted", 0, 3)
 	if n := sink.wait(t, "accepted", 3); n != 3 {
 		t.Errorf("after the reload %d of 3 datagrams arrived; daemon log:\n%s", n, d.stderr)
@@ -453,7 +539,7 @@ func TestDaemonLogEvents(t *testing.T) {
 	// To syslog instead: a reload switches the forwarder.
 	writeAtomic(t, config, "interfaces: ["+l.srvIf+"]", "rules: rules.conf", `metrics: {listen: ""}`,
 		"log: {events: syslog, syslog_address: \"unixgram:"+sysSock+"\"}")
-	d.reloaded()
+	d.reloadedWant("unchanged") // the daemon's own settings only
 	if !poll(t.Context(), cmdTimeout, func() bool { return strings.Count(d.stderr.String(), "forwarding log events") == 2 }) {
 		t.Fatalf("the daemon does not forward events to syslog:\n%s", d.stderr)
 	}

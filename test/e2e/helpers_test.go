@@ -312,8 +312,11 @@ type statusJSON struct {
 	ProgramID  uint32 `json:"program_id"`
 	PinDir     string `json:"pin_dir"`
 	Interfaces map[string]struct {
-		Index int    `json:"ifindex"`
-		Mode  string `json:"mode"`
+		Index     int      `json:"ifindex"`
+		Mode      string   `json:"mode"`
+		Filtering bool     `json:"filtering"`
+		Problem   string   `json:"problem"`
+		Warnings  []string `json:"warnings"`
 	} `json:"interfaces"`
 	Rules     int                 `json:"rules"`
 	Malformed string              `json:"malformed"`

@@ -1,0 +1,47 @@
+package daemon
+
+import (
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/datapath"
+)
+
+// watchLinks reports, by name, each configured interface that appears or
+// changes (netlink RTM_NEWLINK) while xdpfw does not filter it: an
+// interface deleted and created again (a VM's tap, a container's veth, a
+// NIC whose driver was reloaded) comes back without the program, its
+// old link severed. The daemon then reloads, and the reload attaches it
+// again (firewall.Reconcile sees it unfiltered). It watches until done is
+// closed; nil if the kernel's link events cannot be had (then SIGHUP
+// repairs).
+func (d *Daemon) watchLinks(done <-chan struct{}) <-chan string {
+	updates := make(chan netlink.LinkUpdate, 64)
+	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) {
+			d.log().Warn("interface events lost; SIGHUP attaches re-created interfaces again", "error", err.Error())
+		}})
+	if err != nil {
+		d.log().Warn("interface events not watched; SIGHUP attaches re-created interfaces again", "error", err.Error())
+		return nil
+	}
+	out := make(chan string, 4)
+	go func() {
+		for u := range updates {
+			name := u.Attrs().Name
+			if u.Header.Type != unix.RTM_NEWLINK || !slices.ContainsFunc(d.config().Interfaces, func(i Interface) bool { return i.Name == name }) {
+				continue
+			}
+			if s := datapath.InterfaceState(d.Paths.PinDir, name); s.Filtering && s.Problem == "" {
+				continue
+			}
+			select {
+			case out <- name:
+			default: // a reload is pending already
+			}
+		}
+	}()
+	return out
+}

@@ -1,0 +1,140 @@
+package datapath_test
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// TestCheckDevice: a veth in native mode whose peer (in another network
+// namespace) runs no XDP program drops XDP_TX frames, so REJECT would
+// answer nothing: CheckDevice names the peer and the remedy; not once the
+// peer runs an XDP_PASS program, nor in generic mode. A veth passes on VLAN
+// tags its peer's sender keeps beside the frame: always said. A NIC's rx
+// VLAN offload is read with ETHTOOL_GFLAGS (a veth reports it, on by
+// default, and off after ethtool -K rxvlan off).
+func TestCheckDevice(t *testing.T) {
+	testutil.RequireRoot(t)
+	a, b := testutil.NewNetNS(t), testutil.NewNetNS(t)
+	testutil.VethPair(t, a, "dev0", nil, b, "peer0", nil)
+	check := func(mode datapath.Mode) (c datapath.DeviceCaveats) {
+		t.Helper()
+		if err := a.Do(func() error { c = datapath.CheckDevice("dev0", mode); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := check(datapath.ModeNative)
+	if want := "peer peer0 (network namespace " + b.Name + ") runs no XDP program"; !strings.Contains(c.Reject, want) ||
+		!strings.Contains(c.Reject, "--mode generic") {
+		t.Errorf("native, peer without XDP: Reject %q, want it to say %q and the remedy", c.Reject, want)
+	}
+	if !strings.Contains(c.VLAN, "txvlan off") {
+		t.Errorf("veth: VLAN %q, want the peer's tx-vlan-offload named", c.VLAN)
+	}
+	if c := check(datapath.ModeGeneric); c.Reject != "" {
+		t.Errorf("generic mode: Reject %q, want none", c.Reject)
+	}
+
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	var lk link.Link
+	if err := b.Do(func() error {
+		ifc, err := net.InterfaceByName("peer0")
+		if err != nil {
+			return err
+		}
+		lk, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if c := check(datapath.ModeNative); c.Reject != "" {
+		t.Errorf("native, peer with XDP: Reject %q, want none", c.Reject)
+	}
+
+	for _, want := range []bool{true, false} {
+		if !want {
+			if out, err := a.Exec(t.Context(), "ethtool", "-K", "dev0", "rxvlan", "off"); err != nil {
+				t.Fatalf("ethtool -K dev0 rxvlan off: %v: %s", err, out)
+			}
+		}
+		var got bool
+		if err := a.Do(func() (err error) { got, err = datapath.RXVLANOffload("dev0"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("rx VLAN offload read %v, want %v", got, want)
+		}
+	}
+}
+
+// TestVethVLANBesideFrame proves the VLAN caveat CheckDevice states for a
+// veth, and its remedy: a tag the peer's sender puts in the packet's
+// metadata (here a tc program on the peer's egress, bpf_skb_vlan_push, as a
+// VLAN device over the peer does) reaches native XDP beside the frame while
+// the peer's tx-vlan-offload is on, so --vlan-id does not match; with it
+// off, the kernel writes the tag into the frame and the rule matches.
+func TestVethVLANBesideFrame(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-A INPUT -m vlan --vlan-id 5 -j ACCEPT\n-A INPUT -j ACCEPT\n")
+	vlanRule, plainRule := f.ids[0], f.ids[1]
+	peer := testutil.NewNetNS(t)
+	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, datapath.ModeNative); return err }); err != nil {
+		t.Fatal(err)
+	}
+	push, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{ // bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), 5); return TC_ACT_OK
+			asm.Mov.Imm(asm.R2, 0x0081),
+			asm.Mov.Imm(asm.R3, 5),
+			asm.FnSkbVlanPush.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	var lk link.Link
+	if err := peer.Do(func() (err error) {
+		lk, err = link.AttachTCX(link.TCXOptions{Program: push, Attach: ebpf.AttachTCXEgress, Interface: far.Index})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	var c datapath.DeviceCaveats
+	_ = f.ns.Do(func() error { c = datapath.CheckDevice(fw.Name, datapath.ModeNative); return nil })
+	if c.VLAN == "" {
+		t.Fatal("CheckDevice states no VLAN caveat for a veth")
+	}
+
+	frame := v4pkt(17, "10.1.2.3", "10.9.9.9", 1, 53).Bytes()
+	ids := []uint32{vlanRule, plainRule}
+	for _, tc := range []struct {
+		txvlan string
+		want   uint32
+	}{{"on", plainRule}, {"off", vlanRule}} {
+		if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
+			t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+		}
+		before := snapshot(t, f.dp, ids)
+		sendRaw(t, peer, far.Index, frame)
+		if got := waitCounted(t, f.dp, ids, before); got != tc.want {
+			t.Errorf("peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
+				tc.txvlan, got, tc.want, vlanRule, plainRule)
+		}
+	}
+}
