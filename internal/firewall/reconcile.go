@@ -131,7 +131,18 @@ func readState(p Paths) (*state, *rules.RuleSet, error) {
 // severed). None: an Apply (or nothing) will do.
 func loadNeeded(p Paths, st *state, d Desired) []string {
 	if st == nil || !st.loaded() {
-		return []string{"nothing loaded"}
+		// Links the kernel still runs though nothing is pinned (a lost
+		// bpffs): the load takes them over; say so.
+		var why []string
+		for _, m := range d.Interfaces {
+			if s := datapath.InterfaceState(p.PinDir, m.Name); s.Problem != "" {
+				why = append(why, fmt.Sprintf("interface %s: %s", m.Name, s.Problem))
+			}
+		}
+		if len(why) == 0 {
+			why = []string{"nothing loaded"}
+		}
+		return why
 	}
 	var why []string
 	if st.Program != datapath.ProgramVersion() {
