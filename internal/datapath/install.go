@@ -2,10 +2,8 @@ package datapath
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
@@ -143,21 +141,34 @@ func putRange[T any](m *ebpf.Map, base uint32, vals []T) error {
 	return nil
 }
 
-// membarrierCmdGlobal is MEMBARRIER_CMD_GLOBAL (linux/membarrier.h).
-const membarrierCmdGlobal = 1 << 0
-
 // graceperiod waits until every packet that may have seen the previous
-// generation is done: membarrier(MEMBARRIER_CMD_GLOBAL) is synchronize_rcu(),
-// and XDP runs inside RCU read-side sections.
+// generation is done: every XDP and tc program runs inside an RCU
+// read-side section, so an RCU grace period (synchronize_rcu) is enough.
+// The kernel guarantees one to user space through map-in-map updates: an
+// update of an array-of-maps entry from user space returns only after
+// synchronize_rcu() (kernel/bpf/syscall.c maybe_wait_bpf_programs), so
+// that user space knows no program still uses the inner map it replaced.
+// That is the documented behaviour programs rely on to free an inner map
+// (the kernel's selftests use it the same way), unlike
+// membarrier(MEMBARRIER_CMD_GLOBAL), which is synchronize_rcu() today but
+// is refused on nohz_full kernels. The array of maps is private to this
+// process and used by no program: only the wait matters. Made anew each
+// time (two map creations, microseconds against the wait's milliseconds),
+// so nothing stays open.
 func graceperiod() error {
-	_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0)
-	if errno == unix.EINVAL {
-		// nohz_full kernels refuse it: wait far longer than any packet takes
-		time.Sleep(100 * time.Millisecond)
-		return nil
+	inner, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		return fmt.Errorf("grace period: creating its inner map: %w", err)
 	}
-	if errno != 0 {
-		return fmt.Errorf("membarrier: %w", errno)
+	defer inner.Close()
+	outer, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: 1,
+		InnerMap: &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}})
+	if err != nil {
+		return fmt.Errorf("grace period: creating its array of maps: %w", err)
+	}
+	defer outer.Close()
+	if err := outer.Put(uint32(0), inner); err != nil {
+		return fmt.Errorf("grace period: updating the array of maps: %w", err)
 	}
 	return nil
 }
