@@ -147,6 +147,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_ct SEC(".maps");
 
+/* Where conntrack's search for room in a full table stands (lib/ct.h
+ * fw_ct_reclaim), slot 0. Not pinned: a reload starts afresh. */
+struct fw_ct_gc {
+	__u64 quiet_until; /* no search before (bpf_ktime_get_coarse_ns) */
+	__u32 cursor;      /* entries the next search passes over */
+	__u32 _pad;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_ct_gc);
+} fw_ct_gc SEC(".maps");
+
 /* Conntrack event counters per enum fw_ct_stat (per CPU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -175,6 +189,17 @@ struct {
 	__type(value, __u64);
 } fw_reject_rl SEC(".maps");
 
+/* REJECT's global answer budget (slot 0), over every source together:
+ * the settings are written by the control plane (`--reject-global-rate`),
+ * the data plane takes tokens. Pinned, so that commands reach it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_reject_global SEC(".maps");
+
 /* Log events (struct fw_log_event + packet bytes), read by `xdpfw log` or
  * the daemon: one consumer at a time (docs/log.md). */
 struct {
@@ -190,7 +215,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, FW_MAX_LOG_RULES);
 	__type(key, __u32);
-	__type(value, struct fw_log_limit);
+	__type(value, struct fw_bucket);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_log_limits SEC(".maps");
 

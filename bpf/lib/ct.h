@@ -60,8 +60,13 @@ static __always_inline __u64 fw_ct_timeout_ns(__u32 cls)
 	return (__u64)secs * 1000000000ULL;
 }
 
-static __always_inline __u32 fw_ct_tclass(__u8 proto, __u8 state)
+/* fw_ct_tclass is the timeout class of a connection in state with flags
+ * (FW_CTF_*). A connection picked up mid-stream that has not been answered
+ * yet has tcp_syn_recv's: it may be nothing but a stray or forged ACK. */
+static __always_inline __u32 fw_ct_tclass(__u8 proto, __u8 state, __u8 flags)
 {
+	if (state == FW_CTS_ESTABLISHED && (flags & (FW_CTF_PICKUP | FW_CTF_REPLIED)) == FW_CTF_PICKUP)
+		return FW_CTT_TCP_SYN_RECV;
 	switch (state) {
 	case FW_CTS_SYN_SENT:
 	case FW_CTS_SYN_SENT2:
@@ -84,6 +89,15 @@ static __always_inline __u32 fw_ct_tclass(__u8 proto, __u8 state)
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
 		return FW_CTT_ICMP;
 	return FW_CTT_OTHER;
+}
+
+/* fw_ct_tcp_strict: is mid-stream pickup off (fw_config.ct_tcp_strict)? */
+static __always_inline int fw_ct_tcp_strict(void)
+{
+	__u32 zero = 0;
+	const struct fw_config *cfg = bpf_map_lookup_elem(&fw_config_map, &zero);
+
+	return cfg && cfg->ct_tcp_strict;
 }
 
 static __always_inline void fw_ct_count(__u32 stat)
@@ -331,9 +345,20 @@ static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_p
 	}
 	if (!e) {
 		if (p->proto == IPPROTO_TCP) {
-			if ((p->tcp_flags & (FW_TCP_SYN | FW_TCP_ACK | FW_TCP_RST | FW_TCP_FIN)) != FW_TCP_SYN)
-				goto invalid; /* only a bare SYN starts a TCP connection */
-			ct->next = FW_CTS_SYN_SENT;
+			__u8 f = p->tcp_flags & (FW_TCP_SYN | FW_TCP_ACK | FW_TCP_RST | FW_TCP_FIN);
+			if (f == FW_TCP_SYN) {
+				ct->next = FW_CTS_SYN_SENT;
+			} else if (f == FW_TCP_ACK && !fw_ct_tcp_strict()) {
+				/* Mid-stream pickup, as Linux with nf_conntrack_tcp_loose=1:
+				 * a bare ACK of a connection the table does not know (it
+				 * predates the rules, or the table was flushed) starts an
+				 * ESTABLISHED entry, NEW to the rules like its first SYN
+				 * would be. SYN-ACK, FIN, RST start nothing. */
+				ct->next = FW_CTS_ESTABLISHED;
+				ct->setflags = FW_CTF_PICKUP;
+			} else {
+				goto invalid; /* strict: only a bare SYN starts a TCP connection */
+			}
 		} else if (icmp_reply) {
 			goto invalid; /* an answer to no question */
 		} else {
@@ -360,8 +385,17 @@ static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_p
 		ct->next = n;
 		if (p->tcp_flags & FW_TCP_FIN)
 			ct->setflags = ct->reply ? FW_CTF_FIN_REPL : FW_CTF_FIN_ORIG;
+		/* Assured once established with both sides heard: the handshake
+		 * completed (SYN_RECV has seen the SYN-ACK), or a picked-up
+		 * connection was answered. */
+		if (n == FW_CTS_ESTABLISHED && (ct->reply || (e->flags & FW_CTF_REPLIED)))
+			ct->setflags |= FW_CTF_ASSURED;
 	} else {
 		ct->next = ct->reply || e->state == FW_CTS_REPLIED ? FW_CTS_REPLIED : FW_CTS_UNREPLIED;
+		/* Assured by a packet after the reply: a one-packet answer (to a
+		 * spoofed query) does not make a connection worth keeping. */
+		if (!ct->reply && (e->flags & FW_CTF_REPLIED))
+			ct->setflags |= FW_CTF_ASSURED;
 	}
 	if (ct->reply)
 		ct->setflags |= FW_CTF_REPLIED;
@@ -383,31 +417,125 @@ static __always_inline void fw_ct_relink(struct fw_ct *ct)
 		ct->e = bpf_map_lookup_elem(&fw_ct, &ct->key);
 }
 
+/* ---- room in a full table ----
+ * The table is a plain hash (maps.h fw_ct): nothing evicts by itself. When
+ * a new connection finds it full, fw_ct_reclaim makes room, so that no
+ * daemon is needed and a flood cannot lock real clients out:
+ * - expired entries are removed (several at once, while looking);
+ * - else one entry that is not assured is evicted ("early drop", as Linux's
+ *   nf_conntrack does): a connection that never completed its handshake
+ *   (SYN_SENT, SYN_RECV: a SYN flood's), a picked-up one never answered,
+ *   an unanswered or one-packet UDP/ICMP/other exchange, or a TCP
+ *   connection already closing (FIN_WAIT, LAST_ACK, TIME_WAIT, CLOSE);
+ * - assured connections are never evicted: a full table of them refuses
+ *   the new connection (FW_R_CT_FULL), as before.
+ * The search walks the table in its hash order (bpf_for_each_map_elem),
+ * at most FW_CT_RECLAIM_WINDOW entries from where the last fruitless search
+ * stopped (fw_ct_gc.cursor, 0 after a successful one: under a flood the
+ * victims are at hand); entries before the cursor cost a callback that
+ * returns at once. A fruitless search (nothing expired or evictable in
+ * its window) holds off the next one for FW_CT_RECLAIM_QUIET_NS, so a full
+ * table of live connections costs new packets nothing more. */
+#define FW_CT_RECLAIM_WINDOW 1024          /* entries examined by one search at most */
+#define FW_CT_RECLAIM_BATCH  64            /* ... and at least, once it found something */
+#define FW_CT_RECLAIM_QUIET_NS 100000000ULL /* after a fruitless search: 100 ms */
+
+/* fw_ct_evictable: may e give way to a new connection (when not expired)? */
+static __always_inline int fw_ct_evictable(const struct fw_ct_key *k, const struct fw_ct_entry *e)
+{
+	if (!(e->flags & FW_CTF_ASSURED))
+		return 1;
+	return k->proto == IPPROTO_TCP && e->state >= FW_CTS_FIN_WAIT && e->state <= FW_CTS_CLOSE;
+}
+
+struct fw_ct_reclaim_ctx {
+	__u64 now;
+	__u32 skip;     /* entries to pass over (the cursor) */
+	__u32 seen;     /* entries the walk came by */
+	__u32 visited;  /* ... of which examined */
+	__u32 expired;  /* expired entries removed */
+	__u32 have;     /* 1: cand holds an evictable entry's key */
+	__u32 _pad;
+	struct fw_ct_key cand;
+};
+
+static long fw_ct_reclaim_cb(void *map, struct fw_ct_key *k, struct fw_ct_entry *e,
+			     struct fw_ct_reclaim_ctx *c)
+{
+	if (++c->seen <= c->skip)
+		return 0;
+	c->visited++;
+	if (e->expires <= c->now) {
+		if (!bpf_map_delete_elem(&fw_ct, k))
+			c->expired++;
+	} else if (!c->have && fw_ct_evictable(k, e)) {
+		__builtin_memcpy(&c->cand, k, sizeof(c->cand));
+		c->have = 1;
+	}
+	if (c->visited >= FW_CT_RECLAIM_WINDOW)
+		return 1;
+	return c->visited >= FW_CT_RECLAIM_BATCH && (c->expired || c->have);
+}
+
+/* fw_ct_reclaim makes room in the full table (see above): returns the
+ * entries it removed. A global function: the verifier checks it once. */
+__noinline int fw_ct_reclaim(__u64 now)
+{
+	__u32 zero = 0;
+	struct fw_ct_gc *g = bpf_map_lookup_elem(&fw_ct_gc, &zero);
+
+	if (!g || g->quiet_until > now)
+		return 0;
+	struct fw_ct_reclaim_ctx c = { .now = now, .skip = g->cursor };
+	long walked = bpf_for_each_map_elem(&fw_ct, fw_ct_reclaim_cb, &c, 0);
+	int freed = c.expired;
+
+	if (!freed && c.have && !bpf_map_delete_elem(&fw_ct, &c.cand)) {
+		fw_ct_count(FW_CT_STAT_EARLY_DROP);
+		freed = 1;
+	}
+	for (__u32 i = 0; i < c.expired && i < FW_CT_RECLAIM_WINDOW; i++)
+		fw_ct_count(FW_CT_STAT_EXPIRED);
+	if (freed) {
+		g->cursor = 0;
+		return freed;
+	}
+	/* Fruitless: the next search starts after this window (at the start
+	 * again when this one reached the end), and not before a while. */
+	g->cursor = walked > 0 && c.visited >= FW_CT_RECLAIM_WINDOW ? c.seen : 0;
+	g->quiet_until = now + FW_CT_RECLAIM_QUIET_NS;
+	return 0;
+}
+
 /* fw_ct_commit records an accepted packet: creates its connection or
- * advances it. Returns -1 when a new connection does not fit (table full). */
+ * advances it. Returns -1 when a new connection does not fit (table full
+ * of assured connections). */
 static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p, __u64 bytes, __u32 rule_id)
 {
 	if (ct->next == FW_CTS_NONE)
 		return 0; /* INVALID, RELATED, UNTRACKED: nothing to record */
 	__u64 now = bpf_ktime_get_coarse_ns();
-	__u64 timeout = fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next));
 
 	if (ct->create) {
 		struct fw_ct_entry n = {};
-		n.expires = now + timeout;
+		n.flags = (ct->from_a ? FW_CTF_ORIG_A : 0) | ct->setflags;
+		n.expires = now + fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next, n.flags));
 		n.packets[0] = 1;
 		n.bytes[0] = bytes;
 		n.rule_id = rule_id;
 		n.state = ct->next;
-		n.flags = ct->from_a ? FW_CTF_ORIG_A : 0;
 		n.chain = p->chain;
 		/* BPF_ANY also replaces an expired or closed entry; a full map
-		 * refuses a new key (the hash is preallocated, not an LRU). */
-		if (bpf_map_update_elem(&fw_ct, &ct->key, &n, BPF_ANY)) {
+		 * refuses a new key (the hash is preallocated, not an LRU):
+		 * then room is made, and the insert tried once more. */
+		if (bpf_map_update_elem(&fw_ct, &ct->key, &n, BPF_ANY) &&
+		    (fw_ct_reclaim(now) <= 0 || bpf_map_update_elem(&fw_ct, &ct->key, &n, BPF_ANY))) {
 			fw_ct_count(FW_CT_STAT_TABLE_FULL);
 			return -1;
 		}
 		fw_ct_count(FW_CT_STAT_CREATED);
+		if (n.flags & FW_CTF_PICKUP)
+			fw_ct_count(FW_CT_STAT_PICKUP);
 		return 0;
 	}
 	struct fw_ct_entry *e = ct->e;
@@ -415,9 +543,10 @@ static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p
 		return 0;
 	/* Plain stores, no lock: two CPUs racing on one connection both
 	 * write a state it legitimately reaches; counters may lose a count. */
+	__u8 flags = e->flags | ct->setflags;
 	e->state = ct->next;
-	e->flags |= ct->setflags;
-	e->expires = now + timeout;
+	e->flags = flags;
+	e->expires = now + fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next, flags));
 	if (ct->reply) {
 		e->packets[1]++;
 		e->bytes[1] += bytes;

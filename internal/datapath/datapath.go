@@ -105,10 +105,16 @@ type Datapath struct {
 	logLim  *ebpf.Map // fw_log_limits: per logged rule id
 	logStat *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr  *ebpf.Map // fw_log_counters
+	rejGlob *ebpf.Map // fw_reject_global: REJECT's global budget
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
-	// answers on their way in; fw_log_scratch, per-packet LOG notes.
+	// answers on their way in; fw_log_scratch, per-packet LOG notes;
+	// fw_ct_gc, conntrack's search for room.
 	unpinned []*ebpf.Map
+	// upgraded are pinned maps an earlier version made with another
+	// layout, by name: this program has new ones, which PinProgram puts in
+	// their place (see upgradable).
+	upgraded map[string]*ebpf.Map
 	// stages is fw_xdp_stages, pinned as stagesPin + the program's id (none
 	// when opened from pins).
 	stages    *ebpf.Map
@@ -125,6 +131,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
+		"fw_reject_global": &d.rejGlob,
 	}
 }
 
@@ -144,9 +151,19 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	if lim, err = sizeSpec(spec, lim); err != nil {
 		return nil, err
 	}
+	upgraded, err := upgradeSpec(spec, dir)
+	if err != nil {
+		return nil, err
+	}
+	closeUpgraded := func() {
+		for _, m := range upgraded {
+			m.Close()
+		}
+	}
 	var objs xdpfwObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
+		closeUpgraded()
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the xdpfw program: %+v", ve)
@@ -162,6 +179,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
 		objs.Close()
+		closeUpgraded()
 		return nil, err
 	}
 	return &Datapath{
@@ -187,12 +205,105 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		logLim:    objs.FwLogLimits,
 		logStat:   objs.FwLogStats,
 		logCtr:    objs.FwLogCounters,
+		rejGlob:   objs.FwRejectGlobal,
 		stages:    objs.FwXdpStages,
 		stagesPin: stagesName,
-		unpinned:  []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch},
+		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch,
+			objs.FwCtGc},
+		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
 	}, nil
+}
+
+// upgradable are the pinned maps a newer program may make with another
+// layout and whose contents carry over, with how: per-CPU u64 counters
+// indexed by an enum that only grows (new values at the end), summed into
+// the new map. Any other pinned map of another layout makes Load fail with
+// ErrMapIncompatible (`detach --all` first). fw_reason_stats is not one:
+// its slot is out * FW_NUM_REASONS + reason, so a new reason moves every
+// slot; it would need its own copy.
+var upgradable = map[string]func(old, cur *ebpf.Map) error{
+	"fw_ct_stats": addCounters,
+}
+
+// upgradeSpec finds the upgradable maps pinned in dir with a layout other
+// than spec's: spec gets fresh ones for them (not pinned yet: the pinned
+// ones stay in place, and the program in force keeps using them, until
+// PinProgram), and the pinned ones are returned by name.
+func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map, error) {
+	out := map[string]*ebpf.Map{}
+	for name := range upgradable {
+		ms := spec.Maps[name]
+		old, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			for _, m := range out {
+				m.Close()
+			}
+			return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
+		}
+		if old.Type() == ms.Type && old.KeySize() == ms.KeySize && old.ValueSize() == ms.ValueSize &&
+			old.MaxEntries() == ms.MaxEntries {
+			old.Close()
+			continue
+		}
+		ms.Pinning = ebpf.PinNone
+		out[name] = old
+	}
+	return out, nil
+}
+
+// commitUpgrades carries the contents of the maps upgradeSpec replaced
+// into this program's, and pins them in their place. Called once every
+// interface runs this program: counts the old program makes after the
+// copy (packets in flight) are lost.
+func (d *Datapath) commitUpgrades() error {
+	named := d.maps()
+	for name, old := range d.upgraded {
+		cur := *named[name]
+		if err := upgradable[name](old, cur); err != nil {
+			return fmt.Errorf("carrying %s over to the new program: %w", name, err)
+		}
+		pin := filepath.Join(d.dir, name)
+		tmp := pin + "_new"
+		_ = os.Remove(tmp)
+		if err := cur.Pin(tmp); err != nil {
+			return fmt.Errorf("pinning the new %s: %w", name, err)
+		}
+		if err := os.Rename(tmp, pin); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("replacing the pinned %s: %w", name, err)
+		}
+		old.Close()
+		delete(d.upgraded, name)
+	}
+	return nil
+}
+
+// addCounters adds the per-CPU u64 counters of old to cur, slot by slot.
+func addCounters(old, cur *ebpf.Map) error {
+	n := min(old.MaxEntries(), cur.MaxEntries())
+	for i := uint32(0); i < n; i++ {
+		var a, b []uint64
+		if err := old.Lookup(i, &a); err != nil {
+			return err
+		}
+		if err := cur.Lookup(i, &b); err != nil {
+			return err
+		}
+		for c := range b {
+			if c < len(a) {
+				b[c] += a[c]
+			}
+		}
+		if err := cur.Put(i, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pinStages pins stages, prog's program array, in dir as stagesPin + the
@@ -249,6 +360,9 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 // PinProgram makes this program the pinned one (the one status reports and
 // trace runs), replacing the previous pin atomically (rename on bpffs).
 func (d *Datapath) PinProgram() error {
+	if err := d.commitUpgrades(); err != nil {
+		return err
+	}
 	for _, p := range []struct {
 		prog *ebpf.Program
 		name string
@@ -336,6 +450,9 @@ func (d *Datapath) Close() {
 		}
 	}
 	for _, m := range d.unpinned {
+		m.Close()
+	}
+	for _, m := range d.upgraded {
 		m.Close()
 	}
 	if d.stages != nil {

@@ -58,3 +58,24 @@ func (d *Datapath) DropClassifyStage() error { return d.stages.Delete(uint32(0))
 
 // StagesPins lists the classify stage pins in dir.
 func StagesPins(dir string) []string { return pinsWithPrefix(dir, stagesPin) }
+
+// ExpireConnections puts every tracked connection past its deadline, as
+// if its timeout had run out: tests drive conntrack's clock without
+// waiting.
+func (d *Datapath) ExpireConnections() error {
+	var keys []xdpfwFwCtKey
+	var vals []xdpfwFwCtEntry
+	if err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) {
+		keys = append(keys, *k)
+		vals = append(vals, *v)
+	}); err != nil {
+		return err
+	}
+	for i := range keys {
+		vals[i].Expires = 1
+		if err := d.ct.Update(&keys[i], &vals[i], ebpf.UpdateExist); err != nil {
+			return err
+		}
+	}
+	return nil
+}

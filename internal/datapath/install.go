@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -21,9 +22,17 @@ type Config struct {
 	// at once; 0: compile.DefaultRejectRate / DefaultRejectBurst.
 	RejectRate  uint32
 	RejectBurst uint32
+	// RejectGlobalRate is REJECT's answers per second from all sources
+	// together, as many at once (0: compile.DefaultRejectGlobalRate).
+	RejectGlobalRate uint32
+	// CTTCPStrict turns mid-stream pickup off: a TCP packet other than a
+	// SYN that belongs to no tracked connection is INVALID (Linux's
+	// nf_conntrack_tcp_loose=0). Default: a bare ACK picks it up (NEW).
+	CTTCPStrict bool
 }
 
-// SetConfig writes the settings map.
+// SetConfig writes the settings map and REJECT's global budget (whose
+// bucket starts full).
 func (d *Datapath) SetConfig(c Config) error {
 	v := xdpfwFwConfig{CtTimeout: c.CTTimeouts, RejectRate: c.RejectRate, RejectBurst: c.RejectBurst}
 	if c.MalformedAction == compile.ActAccept {
@@ -32,10 +41,40 @@ func (d *Datapath) SetConfig(c Config) error {
 	if c.CTFullAccept {
 		v.CtFullAccept = 1
 	}
+	if c.CTTCPStrict {
+		v.CtTcpStrict = 1
+	}
 	if err := d.config.Put(uint32(0), &v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
 	}
+	g := c.RejectGlobalRate
+	if g == 0 {
+		g = compile.DefaultRejectGlobalRate
+	}
+	b := xdpfwFwBucket{IntervalNs: uint64(time.Second) / uint64(g), Burst: g}
+	if err := d.rejGlob.Put(uint32(0), &b); err != nil {
+		return fmt.Errorf("writing fw_reject_global: %w", err)
+	}
 	return nil
+}
+
+// ConfigInForce reads back what SetConfig wrote: the settings packets see.
+func (d *Datapath) ConfigInForce() (Config, error) {
+	var v xdpfwFwConfig
+	if err := d.config.Lookup(uint32(0), &v); err != nil {
+		return Config{}, fmt.Errorf("reading fw_config_map: %w", err)
+	}
+	c := Config{MalformedAction: compile.ActDrop, CTFullAccept: v.CtFullAccept != 0, CTTimeouts: v.CtTimeout,
+		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0}
+	if v.MalformedPass != 0 {
+		c.MalformedAction = compile.ActAccept
+	}
+	var b xdpfwFwBucket
+	if err := d.rejGlob.Lookup(uint32(0), &b); err != nil {
+		return Config{}, fmt.Errorf("reading fw_reject_global: %w", err)
+	}
+	c.RejectGlobalRate = b.Burst
+	return c, nil
 }
 
 // Install makes t the active generation: InstallStamped with stamp 0
