@@ -63,6 +63,9 @@ unchanged carry over. A file with any error changes nothing.
 			}
 			defer fw.Close()
 			opt := firewall.Options{Malformed: malformed, RejectRate: rate, RejectBurst: burst}
+			if err := reject.setGlobal(&opt); err != nil {
+				return err
+			}
 			if err := ct.apply(cmd, &opt, false); err != nil {
 				return err
 			}

@@ -92,6 +92,9 @@ and connections expire after per-state timeouts close to Linux's, which
 				return err
 			}
 			opt := firewall.Options{Malformed: malformed, MaxRules: maxRules, RejectRate: rate, RejectBurst: burst}
+			if err := reject.setGlobal(&opt); err != nil {
+				return err
+			}
 			if err := ct.apply(cmd, &opt, true); err != nil {
 				return err
 			}

@@ -2,13 +2,18 @@ package datapath_test
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // ctRules accepts everything conntrack does not call INVALID, so every
@@ -685,5 +690,61 @@ func TestEgressOutputChain(t *testing.T) {
 	})
 	if err != nil || r.XDPAction != datapath.TCActShot || r.RuleID != f.ids[1] {
 		t.Fatalf("egress to port 25: %+v %v, want TC_ACT_SHOT by rule %d", r, err, f.ids[1])
+	}
+}
+
+// TestUpgradeCTStats: maps pinned by an earlier version with fewer
+// conntrack counters are upgraded by a load: it succeeds (the pinned map
+// stays in place until the new program is pinned), and PinProgram puts a
+// map of the new size in its place with the old counts carried over.
+func TestUpgradeCTStats(t *testing.T) {
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	// What an earlier version pinned: four counters, some counted.
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	per := make([]uint64, ebpf.MustPossibleCPU())
+	per[0] = 7
+	if err := old.Put(uint32(conntrack.StatCreated), per); err != nil {
+		t.Fatal(err)
+	}
+	pin := filepath.Join(dir, "fw_ct_stats")
+	if err := os.Remove(pin); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	dp, err = datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatalf("load over an earlier version's fw_ct_stats: %v", err)
+	}
+	defer dp.Close()
+	if m, err := ebpf.LoadPinnedMap(pin, nil); err != nil || m.MaxEntries() != 4 {
+		t.Fatalf("before PinProgram the pinned map must be the old one: %v", err)
+	} else {
+		m.Close()
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.LoadPinnedMap(pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.MaxEntries() != conntrack.NumStats {
+		t.Fatalf("pinned fw_ct_stats has %d counters, want %d", m.MaxEntries(), conntrack.NumStats)
+	}
+	st, err := dp.CTStats()
+	if err != nil || st.Counters["created"] != 7 {
+		t.Fatalf("counters %v (%v): want the 7 created carried over", st.Counters, err)
 	}
 }

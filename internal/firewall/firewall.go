@@ -33,6 +33,16 @@ type Options struct {
 	// CTFull is what NEW connections get when the conntrack table is full:
 	// "drop" (default) or "accept" (untracked). "": keep what is in force.
 	CTFull string
+	// CTTCPPickup is whether conntrack picks up TCP connections it does
+	// not know mid-stream: "loose" (default: a bare ACK starts an entry,
+	// NEW to the rules, as Linux's nf_conntrack_tcp_loose=1) or "strict"
+	// (only a SYN starts one; such ACKs are INVALID). "": keep what is in
+	// force.
+	CTTCPPickup string
+	// RejectGlobalRate bounds REJECT's answers from all sources together,
+	// per second and at once (0: keep what is in force, else
+	// compile.DefaultRejectGlobalRate).
+	RejectGlobalRate uint32
 	// RejectRate and RejectBurst bound REJECT's answers per source: per
 	// second, and at once (0: keep what is in force, else
 	// compile.DefaultRejectRate / DefaultRejectBurst).
@@ -86,6 +96,7 @@ type Firewall struct {
 	prevIfaces map[string]Iface
 	prevCT     conntrack.Timeouts
 	prevCTFull string
+	prevPickup string
 }
 
 // Open locks the state and opens the pinned data plane. It fails with
@@ -250,7 +261,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	}
 	// With the rule set in force known, unchanged rules keep their ids and counters.
 	f := &Firewall{paths: p, dp: dp, st: st, rs: inForce, prev: inForce, prevBase: st.Base,
-		prevCT: st.CTTimeouts, prevCTFull: st.CTFull, unlock: func() {}}
+		prevCT: st.CTTimeouts, prevCTFull: st.CTFull, prevPickup: st.CTTCPPickup, unlock: func() {}}
 	defer f.Close()
 
 	f.prevIfaces = map[string]Iface{}
@@ -331,7 +342,8 @@ func (f *Firewall) undo(fresh bool, attached []string, err error) error {
 		f.rs, f.st.Base = f.prev, f.prevBase
 		prev, ids, rerr := f.prev.ruleSet()
 		if rerr == nil {
-			_, rerr = f.install(prev, ids, nil, Options{CTTimeouts: f.prevCT, CTTimeoutsSet: true, CTFull: f.prevCTFull})
+			_, rerr = f.install(prev, ids, nil, Options{CTTimeouts: f.prevCT, CTTimeoutsSet: true, CTFull: f.prevCTFull,
+				CTTCPPickup: orDefault(f.prevPickup, "loose")})
 		}
 		if rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
@@ -412,6 +424,10 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	if ctFull != "drop" && ctFull != "accept" {
 		return nil, fmt.Errorf("--ct-full %q: want drop or accept", ctFull)
 	}
+	pickup := orDefault(opt.CTTCPPickup, orDefault(f.st.CTTCPPickup, "loose"))
+	if pickup != "loose" && pickup != "strict" {
+		return nil, fmt.Errorf("--ct-tcp-pickup %q: want loose or strict", pickup)
+	}
 	timeouts := f.st.CTTimeouts
 	if opt.CTTimeoutsSet {
 		timeouts = opt.CTTimeouts
@@ -450,12 +466,13 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	}
 	rate, burst := pick(opt.RejectRate, f.st.RejectRate, compile.DefaultRejectRate),
 		pick(opt.RejectBurst, f.st.RejectBurst, compile.DefaultRejectBurst)
+	global := pick(opt.RejectGlobalRate, f.st.RejectGlobalRate, compile.DefaultRejectGlobalRate)
 	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
-		RejectRate: rate, RejectBurst: burst}); err != nil {
+		RejectRate: rate, RejectBurst: burst, RejectGlobalRate: global, CTTCPStrict: pickup == "strict"}); err != nil {
 		return nil, err
 	}
-	f.st.CTFull, f.st.CTTimeouts = ctFull, timeouts
-	f.st.RejectRate, f.st.RejectBurst = rate, burst
+	f.st.CTFull, f.st.CTTimeouts, f.st.CTTCPPickup = ctFull, timeouts, pickup
+	f.st.RejectRate, f.st.RejectBurst, f.st.RejectGlobalRate = rate, burst, global
 	f.st.LogRate, f.st.LogBurst = "", logBurst
 	if !logRate.IsZero() {
 		f.st.LogRate = logRate.String()
