@@ -23,6 +23,31 @@ volatile const __u32 fw_max_leaves = 1;
  * ring-buffer records. */
 volatile const __u32 fw_log_snap = FW_LOG_SNAP_DEFAULT;
 
+/* Which instance of the object this is (lib/trace.h): FW_TRACE_OFF, the
+ * live one attached to interfaces, which has every trace branch pruned by
+ * the verifier (no metadata, no skb->cb is read); FW_TRACE_REPORT, the one
+ * `xdpfw trace` runs with BPF_PROG_TEST_RUN, which reports its decision
+ * and writes no live state (counters, conntrack, REJECT and LOG budgets,
+ * log events); FW_TRACE_RECORD, the tests' (internal/datapath), which
+ * reports and records as a live packet would. Set from Go before load. */
+#define FW_TRACE_OFF    0
+#define FW_TRACE_REPORT 1
+#define FW_TRACE_RECORD 2
+volatile const __u32 fw_trace_mode = FW_TRACE_OFF;
+
+/* fw_tracing: is this a trace instance (report the decision)? */
+static __always_inline int fw_tracing(void)
+{
+	return fw_trace_mode != FW_TRACE_OFF;
+}
+
+/* fw_live_writes: may this instance change live state? Every write to a
+ * map that outlives the packet checks it. */
+static __always_inline int fw_live_writes(void)
+{
+	return fw_trace_mode != FW_TRACE_REPORT;
+}
+
 /* Puts struct fw_log_event (used only through pointers) into the BTF that
  * bpf2go generates Go types from; never read. */
 const struct fw_log_event *const fw_log_event_btf __attribute__((unused)) = 0;

@@ -102,6 +102,8 @@ static __always_inline int fw_ct_tcp_strict(void)
 
 static __always_inline void fw_ct_count(__u32 stat)
 {
+	if (!fw_live_writes())
+		return;
 	__u64 *c = bpf_map_lookup_elem(&fw_ct_stats, &stat);
 
 	if (c)
@@ -514,6 +516,8 @@ static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p
 {
 	if (ct->next == FW_CTS_NONE)
 		return 0; /* INVALID, RELATED, UNTRACKED: nothing to record */
+	if (!fw_live_writes())
+		return 0; /* a trace records nothing (nor knows whether a full table would refuse it) */
 	__u64 now = bpf_ktime_get_coarse_ns();
 
 	if (ct->create) {

@@ -23,6 +23,8 @@ static __always_inline int fw_log_wanted(const struct fw_decision *d)
 
 static __always_inline void fw_log_count(__u32 which)
 {
+	if (!fw_live_writes())
+		return;
 	__u64 *c = bpf_map_lookup_elem(&fw_log_counters, &which);
 
 	if (c)
@@ -92,7 +94,7 @@ static __always_inline __u32 fw_log_rule(const struct fw_decision *d, const stru
  * logged rule within its budget gets an event with the frame's first
  * bytes. hook is a constant in each caller: the other hook's copy helper
  * (which its program type may not call) is compiled out. `traced` sets
- * FW_LOG_F_TRACE. */
+ * FW_LOG_F_TRACE (a recording trace instance's events, maps.h). */
 static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct fw_pkt *p,
 				       struct fw_decision *d, __u64 bytes, int traced)
 {
@@ -103,6 +105,8 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 		fw_log_finish(d, p->chain);
 		s = fw_log_scratch_of(p->chain);
 	}
+	if (!fw_live_writes()) /* a trace: which rules log it is settled (d->nlog), nothing is sent */
+		return 0;
 	for (__u32 i = 0; i <= FW_LOG_MAX; i++) {
 		__u8 flags = 0;
 		__u32 id = fw_log_rule(d, s, i, &flags);

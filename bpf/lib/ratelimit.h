@@ -9,12 +9,14 @@
  * allows burst events at once, then one per interval. A bucket that was
  * never used (tat 0) is full. Two CPUs taking from one bucket at the same
  * instant may both take the last token (no compare-and-swap in BPF v1-v3
- * instructions): the bound is off by at most one event per CPU. */
+ * instructions): the bound is off by at most one event per CPU. A trace
+ * instance (maps.h fw_trace_mode) looks, and takes nothing. */
 #ifndef XDPFW_RATELIMIT_H
 #define XDPFW_RATELIMIT_H
 
 #include <linux/types.h>
 #include "../types.h"
+#include "../maps.h" /* fw_live_writes */
 
 /* fw_rl_interval is the interval of rate events per second (rate >= 1). */
 static __always_inline __u64 fw_rl_interval(__u64 rate)
@@ -35,7 +37,8 @@ static __always_inline int fw_rl_take(__u64 *tat, __u64 now, __u64 interval, __u
 		burst = 1;
 	if (t - now > (burst - 1) * interval) /* burst < 2^32, interval <= 10^9: no overflow */
 		return 0;
-	*tat = t + interval;
+	if (fw_live_writes()) /* a trace tells whether a token is there, takes none */
+		*tat = t + interval;
 	return 1;
 }
 

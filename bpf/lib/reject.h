@@ -195,7 +195,8 @@ static __always_inline int fw_reject_allow(const struct fw_pkt *p)
 	if (!tat) {
 		__u64 first = 0;
 		fw_rl_take(&first, now, interval, burst);
-		bpf_map_update_elem(&fw_reject_rl, &k, &first, BPF_ANY);
+		if (fw_live_writes())
+			bpf_map_update_elem(&fw_reject_rl, &k, &first, BPF_ANY);
 	} else if (!fw_rl_take(tat, now, interval, burst)) {
 		return 0;
 	}
@@ -557,6 +558,8 @@ static __always_inline __u64 fw_answer_hash(void *data, void *end, __u32 l3)
 /* fw_reject_own_note records the answer now in the frame (tc). */
 static __always_inline void fw_reject_own_note(struct __sk_buff *skb, const struct fw_pkt *p)
 {
+	if (!fw_live_writes())
+		return;
 	__u64 h = fw_answer_hash((void *)(long)skb->data, (void *)(long)skb->data_end, p->l3_off);
 	__u64 now = bpf_ktime_get_coarse_ns();
 	__u32 zero = 0;
@@ -582,6 +585,8 @@ static __always_inline int fw_reject_own_answer(void *data, void *end, const str
 	if (!last || !*last || bpf_ktime_get_coarse_ns() - *last > FW_REJECT_OWN_NS)
 		return 0;
 	__u64 h = fw_answer_hash(data, end, p->l3_off);
+	if (!fw_live_writes()) /* a trace consumes nothing */
+		return bpf_map_lookup_elem(&fw_reject_own, &h) != NULL;
 	return bpf_map_delete_elem(&fw_reject_own, &h) == 0; /* one CPU alone deletes it */
 }
 

@@ -109,7 +109,7 @@ func ctMeasure(pin string, lim datapath.Limits, tables *compile.Tables, ids []ui
 		return float64(d.Nanoseconds()), err
 	}
 	check := func(frame []byte, rule uint32, state uint8) error {
-		tr, err := datapath.TraceAssuming(prog, frame, 0, datapath.NoCTState)
+		tr, err := dp.Trace(frame, 0, datapath.NoCTState)
 		if err != nil {
 			return err
 		}
@@ -123,6 +123,9 @@ func ctMeasure(pin string, lim datapath.Limits, tables *compile.Tables, ids []ui
 	query := udpFrame("192.0.2.7", "10.255.0.1", 40000, 53)
 	answer := udpFrame("10.255.0.1", "192.0.2.7", 53, 40000)
 	if err := check(query, ids[len(ids)-1], compile.CTNew); err != nil {
+		return nil, err
+	}
+	if _, err := run1(query); err != nil { // the live program records it (a trace records nothing)
 		return nil, err
 	}
 	if err := check(answer, ids[0], compile.CTEstablished); err != nil {

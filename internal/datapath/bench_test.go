@@ -125,10 +125,10 @@ func BenchmarkAccept(b *testing.B) {
 			// out (true: egress), and tells whether it was accepted.
 			run := func(dp *datapath.Datapath, out bool, frame []byte) (datapath.TraceResult, bool, error) {
 				if out {
-					r, err := datapath.TraceEgress(dp.EgressProgram(), frame, datapath.NoCTState)
+					r, err := dp.RecordEgress(frame, datapath.NoCTState)
 					return r, r.XDPAction == datapath.TCActOK, err
 				}
-				r, err := datapath.Trace(dp.Program(), frame, 0)
+				r, err := dp.Record(frame, 0, datapath.NoCTState)
 				return r, r.XDPAction == datapath.XDPPass, err
 			}
 			prog := func(dp *datapath.Datapath) *ebpf.Program {

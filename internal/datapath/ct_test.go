@@ -664,7 +664,7 @@ func TestEgressOutputChain(t *testing.T) {
 	var r datapath.TraceResult
 	err := f.ns.Do(func() error {
 		var err error
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), out.Bytes(), datapath.NoCTState)
+		r, err = f.dp.RecordEgress(out.Bytes(), datapath.NoCTState)
 		return err
 	})
 	if err != nil {
@@ -685,7 +685,7 @@ func TestEgressOutputChain(t *testing.T) {
 	smtp := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoTCP, SPort: 40001, DPort: 25, TCPFlags: packet.TCPSyn}
 	err = f.ns.Do(func() error {
 		var err error
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), smtp.Bytes(), datapath.NoCTState)
+		r, err = f.dp.RecordEgress(smtp.Bytes(), datapath.NoCTState)
 		return err
 	})
 	if err != nil || r.XDPAction != datapath.TCActShot || r.RuleID != f.ids[1] {

@@ -119,6 +119,12 @@ type Datapath struct {
 	// when opened from pins).
 	stages    *ebpf.Map
 	stagesPin string
+	// tracers are the trace instances, loaded on first use (trace.go):
+	// XDP and tc, reporting; XDP and tc, recording (tests).
+	tracers [4]*tracer
+	// objPath: the object file of another build a benchmark loaded
+	// (export_test.go LoadObject); "" for this build's.
+	objPath string
 	// clockProg is the clock probe (bpf/clock.c), never pinned: loaded
 	// with the program, or on first use by a handle from Open.
 	clockProg *ebpf.Program
@@ -454,6 +460,9 @@ func (d *Datapath) Close() {
 	}
 	for _, m := range d.upgraded {
 		m.Close()
+	}
+	for _, t := range d.tracers {
+		t.close()
 	}
 	if d.stages != nil {
 		d.stages.Close()

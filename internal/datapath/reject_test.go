@@ -108,7 +108,7 @@ func (f *fixture) runHook(h rejectHook, frame []byte) datapath.TraceResult {
 	var r datapath.TraceResult
 	err := f.ns.Do(func() error {
 		var err error
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), frame, datapath.NoCTState)
+		r, err = f.dp.RecordEgress(frame, datapath.NoCTState)
 		return err
 	})
 	if err != nil {
@@ -563,7 +563,7 @@ func TestRejectRateDefault(t *testing.T) {
 	start := time.Now()
 	err := f.ns.Do(func() error {
 		for i := 0; i < n; i++ {
-			r, err := datapath.Trace(f.dp.Program(), frame, f.ifaces["eth0"])
+			r, err := f.dp.Record(frame, f.ifaces["eth0"], datapath.NoCTState)
 			if err != nil {
 				return err
 			}

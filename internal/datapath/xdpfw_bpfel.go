@@ -272,6 +272,7 @@ const (
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
 	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
 	xdpfwVarFwMaxNodes            = "fw_max_nodes"
+	xdpfwVarFwTraceMode           = "fw_trace_mode"
 )
 
 // loadXdpfw returns the embedded CollectionSpec for xdpfw.
@@ -363,6 +364,7 @@ type xdpfwVariableSpecs struct {
 	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
+	FwTraceMode   *ebpf.VariableSpec `ebpf:"fw_trace_mode"`
 }
 
 // xdpfwObjects contains all objects after they have been loaded into the kernel.
@@ -453,6 +455,7 @@ type xdpfwVariables struct {
 	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
+	FwTraceMode   *ebpf.Variable `ebpf:"fw_trace_mode"`
 }
 
 // xdpfwPrograms contains all programs after they have been loaded into the kernel.

@@ -392,9 +392,9 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	}
 	var r datapath.TraceResult
 	if o.Egress {
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), frame, o.CTState)
+		r, err = f.dp.TraceEgress(frame, o.CTState)
 	} else {
-		r, err = datapath.TraceAssuming(f.dp.Program(), frame, uint32(nl.Index), o.CTState)
+		r, err = f.dp.Trace(frame, uint32(nl.Index), o.CTState)
 	}
 	if err != nil {
 		return nil, err
