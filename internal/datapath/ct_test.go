@@ -647,8 +647,23 @@ func TestClassifyStage(t *testing.T) {
 	if err := f.dp.DropClassifyStage(); err != nil {
 		t.Fatal(err)
 	}
-	check("stage gone", q, datapath.XDPDrop, compile.ReasonNoRuleset)
-	check("stage gone", other, datapath.XDPDrop, compile.ReasonNoRuleset)
+	// The live program itself (a trace instance has its own stage):
+	// dropped, and counted as no-ruleset.
+	for _, pk := range []*packet.Packet{q, other} {
+		before, _ := f.dp.ReasonCounters()
+		var r datapath.TraceResult
+		if err := f.ns.Do(func() (err error) {
+			r, err = f.dp.TraceLive(pk.Bytes(), f.ifaces["eth0"], datapath.NoCTState)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := f.dp.ReasonCounters()
+		if r.XDPAction != datapath.XDPDrop || after[compile.ReasonNoRuleset].Packets != before[compile.ReasonNoRuleset].Packets+1 {
+			t.Fatalf("stage gone: %s action %d, no-ruleset %d -> %d; want dropped and counted", pk, r.XDPAction,
+				before[compile.ReasonNoRuleset].Packets, after[compile.ReasonNoRuleset].Packets)
+		}
+	}
 }
 
 // TestEgressOutputChain: the tc program runs the OUTPUT rules on packets

@@ -28,12 +28,12 @@ func wantXDP(d compile.Decision) uint32 {
 	return datapath.XDPDrop
 }
 
-// unlimitedRejects lifts REJECT's per-source rate limit (10^9 answers a
+// unlimitedRejects lifts REJECT's rate limits (10^9 answers a
 // second, as many at once), for tests that send many packets from one
 // source and compare with the reference matcher, which has no clock.
 func (f *fixture) unlimitedRejects() {
 	f.t.Helper()
-	if err := f.dp.SetConfig(datapath.Config{RejectRate: 1e9, RejectBurst: 1e9}); err != nil {
+	if err := f.dp.SetConfig(datapath.Config{RejectRate: 1e9, RejectBurst: 1e9, RejectGlobalRate: 1e9}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -692,6 +692,13 @@ func TestRejectOutputRateLimit(t *testing.T) {
 func TestRejectOutputAnswerPassesXDP(t *testing.T) {
 	f := newFixture(t)
 	f.installText("-P INPUT DROP\n-A OUTPUT -p tcp -j REJECT --reject-with tcp-reset\n-A OUTPUT -p udp -j REJECT\n")
+	// Load both hooks' recording instances first: an answer is recognized
+	// within a second of being sent, and a load takes about as long.
+	f.mustRun(rpkt(false, 17, 9, nil).Bytes(), "eth0")
+	f.egress(rpkt(false, 17, 9, nil).Bytes())
+	if _, err := f.dp.CTFlush(); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*packet.Packet{
 		rpkt(false, 6, 80, func(p *packet.Packet) { p.Payload = nil }),
 		rpkt(true, 6, 80, func(p *packet.Packet) { p.Payload = nil }),
