@@ -172,6 +172,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_ct SEC(".maps");
 
+/* Early-drop candidates of the conntrack table, oldest first (lib/ct.h
+ * fw_ct_reclaim): the key of every entry created, and of every assured TCP
+ * connection that starts closing. Keys of entries gone or assured since
+ * are skipped when popped. As big as fw_ct (`--ct-max`). */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, 65536);
+	__type(value, struct fw_ct_key);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_ct_evict SEC(".maps");
+
 /* Where conntrack's search for room in a full table stands (lib/ct.h
  * fw_ct_reclaim), slot 0. Not pinned: a reload starts afresh. */
 struct fw_ct_gc {

@@ -423,24 +423,31 @@ static __always_inline void fw_ct_relink(struct fw_ct *ct)
  * The table is a plain hash (maps.h fw_ct): nothing evicts by itself. When
  * a new connection finds it full, fw_ct_reclaim makes room, so that no
  * daemon is needed and a flood cannot lock real clients out:
- * - expired entries are removed (several at once, while looking);
- * - else one entry that is not assured is evicted ("early drop", as Linux's
- *   nf_conntrack does): a connection that never completed its handshake
- *   (SYN_SENT, SYN_RECV: a SYN flood's), a picked-up one never answered,
- *   an unanswered or one-packet UDP/ICMP/other exchange, or a TCP
- *   connection already closing (FIN_WAIT, LAST_ACK, TIME_WAIT, CLOSE);
- * - assured connections are never evicted: a full table of them refuses
- *   the new connection (FW_R_CT_FULL), as before.
- * The search walks the table in its hash order (bpf_for_each_map_elem),
- * at most FW_CT_RECLAIM_WINDOW entries from where the last fruitless search
- * stopped (fw_ct_gc.cursor, 0 after a successful one: under a flood the
- * victims are at hand); entries before the cursor cost a callback that
- * returns at once. A fruitless search (nothing expired or evictable in
- * its window) holds off the next one for FW_CT_RECLAIM_QUIET_NS, so a full
- * table of live connections costs new packets nothing more. */
-#define FW_CT_RECLAIM_WINDOW 1024          /* entries examined by one search at most */
-#define FW_CT_RECLAIM_BATCH  64            /* ... and at least, once it found something */
-#define FW_CT_RECLAIM_QUIET_NS 100000000ULL /* after a fruitless search: 100 ms */
+ * 1. Early drop, as Linux's nf_conntrack does: the oldest entry that is not
+ *    assured goes. Every entry is queued in fw_ct_evict when it is created
+ *    (not assured yet), and an assured TCP connection again when it starts
+ *    closing; a search pops keys, oldest first, and evicts the first whose
+ *    entry is still evictable (or expired). Keys of entries gone, or
+ *    assured since, are dropped from the queue on the way, at most
+ *    FW_CT_EVICT_TRIES per search. Not assured: a connection that never
+ *    completed its handshake (SYN_SENT, SYN_RECV: a SYN flood's), a
+ *    picked-up one never answered, an unanswered or one-packet
+ *    UDP/ICMP/other exchange; TCP already closing (FIN_WAIT, LAST_ACK,
+ *    TIME_WAIT, CLOSE) may go too. A real client's fresh entry is the
+ *    newest: it is at risk only once a whole table of newer ones came.
+ * 2. Else expired entries, which the queue no longer names (assured ones):
+ *    a walk of the table in its hash order (bpf_for_each_map_elem) removes
+ *    those it meets, at most FW_CT_RECLAIM_WINDOW entries examined, at least
+ *    FW_CT_RECLAIM_BATCH once it found one, from where the last fruitless
+ *    walk stopped (fw_ct_gc.cursor). The walk restarts at the table's first
+ *    bucket each time, so it costs more the further it goes; a fruitless
+ *    one holds off the next for FW_CT_RECLAIM_QUIET_NS.
+ * 3. Assured connections are never evicted: a full table of them refuses
+ *    the new connection (FW_R_CT_FULL). */
+#define FW_CT_EVICT_TRIES      16            /* queued keys one search pops at most */
+#define FW_CT_RECLAIM_WINDOW   1024          /* entries one walk examines at most */
+#define FW_CT_RECLAIM_BATCH    64            /* ... and at least, once it removed one */
+#define FW_CT_RECLAIM_QUIET_NS 100000000ULL  /* after a fruitless walk: 100 ms */
 
 /* fw_ct_evictable: may e give way to a new connection (when not expired)? */
 static __always_inline int fw_ct_evictable(const struct fw_ct_key *k, const struct fw_ct_entry *e)
@@ -450,15 +457,19 @@ static __always_inline int fw_ct_evictable(const struct fw_ct_key *k, const stru
 	return k->proto == IPPROTO_TCP && e->state >= FW_CTS_FIN_WAIT && e->state <= FW_CTS_CLOSE;
 }
 
+/* fw_ct_queue_evictable queues k as a candidate for early drop; a full
+ * queue forgets its oldest key (BPF_EXIST). */
+static __always_inline void fw_ct_queue_evictable(const struct fw_ct_key *k)
+{
+	bpf_map_push_elem(&fw_ct_evict, k, BPF_EXIST);
+}
+
 struct fw_ct_reclaim_ctx {
 	__u64 now;
 	__u32 skip;     /* entries to pass over (the cursor) */
 	__u32 seen;     /* entries the walk came by */
 	__u32 visited;  /* ... of which examined */
 	__u32 expired;  /* expired entries removed */
-	__u32 have;     /* 1: cand holds an evictable entry's key */
-	__u32 _pad;
-	struct fw_ct_key cand;
 };
 
 static long fw_ct_reclaim_cb(void *map, struct fw_ct_key *k, struct fw_ct_entry *e,
@@ -467,42 +478,48 @@ static long fw_ct_reclaim_cb(void *map, struct fw_ct_key *k, struct fw_ct_entry 
 	if (++c->seen <= c->skip)
 		return 0;
 	c->visited++;
-	if (e->expires <= c->now) {
-		if (!bpf_map_delete_elem(&fw_ct, k))
-			c->expired++;
-	} else if (!c->have && fw_ct_evictable(k, e)) {
-		__builtin_memcpy(&c->cand, k, sizeof(c->cand));
-		c->have = 1;
-	}
+	if (e->expires <= c->now && !bpf_map_delete_elem(&fw_ct, k))
+		c->expired++;
 	if (c->visited >= FW_CT_RECLAIM_WINDOW)
 		return 1;
-	return c->visited >= FW_CT_RECLAIM_BATCH && (c->expired || c->have);
+	return c->visited >= FW_CT_RECLAIM_BATCH && c->expired;
 }
 
 /* fw_ct_reclaim makes room in the full table (see above): returns the
  * entries it removed. A global function: the verifier checks it once. */
 __noinline int fw_ct_reclaim(__u64 now)
 {
+	struct fw_ct_key k;
+
+	for (int i = 0; i < FW_CT_EVICT_TRIES; i++) {
+		if (bpf_map_pop_elem(&fw_ct_evict, &k))
+			break; /* nothing queued */
+		struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &k);
+		if (!e)
+			continue; /* gone already */
+		int expired = e->expires <= now;
+		if (!expired && !fw_ct_evictable(&k, e))
+			continue; /* assured since it was queued */
+		if (bpf_map_delete_elem(&fw_ct, &k))
+			continue; /* another CPU took it */
+		fw_ct_count(expired ? FW_CT_STAT_EXPIRED : FW_CT_STAT_EARLY_DROP);
+		return 1;
+	}
+
 	__u32 zero = 0;
 	struct fw_ct_gc *g = bpf_map_lookup_elem(&fw_ct_gc, &zero);
-
 	if (!g || g->quiet_until > now)
 		return 0;
 	struct fw_ct_reclaim_ctx c = { .now = now, .skip = g->cursor };
 	long walked = bpf_for_each_map_elem(&fw_ct, fw_ct_reclaim_cb, &c, 0);
-	int freed = c.expired;
 
-	if (!freed && c.have && !bpf_map_delete_elem(&fw_ct, &c.cand)) {
-		fw_ct_count(FW_CT_STAT_EARLY_DROP);
-		freed = 1;
-	}
 	for (__u32 i = 0; i < c.expired && i < FW_CT_RECLAIM_WINDOW; i++)
 		fw_ct_count(FW_CT_STAT_EXPIRED);
-	if (freed) {
+	if (c.expired) {
 		g->cursor = 0;
-		return freed;
+		return c.expired;
 	}
-	/* Fruitless: the next search starts after this window (at the start
+	/* Fruitless: the next walk starts after this window (at the start
 	 * again when this one reached the end), and not before a while. */
 	g->cursor = walked > 0 && c.visited >= FW_CT_RECLAIM_WINDOW ? c.seen : 0;
 	g->quiet_until = now + FW_CT_RECLAIM_QUIET_NS;
@@ -538,6 +555,7 @@ static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p
 			return -1;
 		}
 		fw_ct_count(FW_CT_STAT_CREATED);
+		fw_ct_queue_evictable(&ct->key);
 		if (n.flags & FW_CTF_PICKUP)
 			fw_ct_count(FW_CT_STAT_PICKUP);
 		return 0;
@@ -548,6 +566,9 @@ static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p
 	/* Plain stores, no lock: two CPUs racing on one connection both
 	 * write a state it legitimately reaches; counters may lose a count. */
 	__u8 flags = e->flags | ct->setflags;
+	if ((flags & FW_CTF_ASSURED) && e->state < FW_CTS_FIN_WAIT && ct->next >= FW_CTS_FIN_WAIT &&
+	    ct->next <= FW_CTS_CLOSE && p->proto == IPPROTO_TCP)
+		fw_ct_queue_evictable(&ct->key); /* closing: a candidate again */
 	e->state = ct->next;
 	e->flags = flags;
 	e->expires = now + fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next, flags));

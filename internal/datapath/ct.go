@@ -116,7 +116,16 @@ func (d *Datapath) ctWalkOneByOne(fn func(*xdpfwFwCtKey, *xdpfwFwCtEntry)) error
 // Established connections then look NEW to the rules (TCP: picked up by
 // their next ACK; with strict pickup INVALID) until they are re-created.
 func (d *Datapath) CTFlush() (int, error) {
-	return d.ctDelete(func(*xdpfwFwCtEntry, uint64) bool { return true })
+	n, err := d.ctDelete(func(*xdpfwFwCtEntry, uint64) bool { return true })
+	if err != nil {
+		return n, err
+	}
+	// The early-drop queue names only entries gone now: emptied, so that
+	// the data plane need not skip them one by one.
+	var k xdpfwFwCtKey
+	for d.ctEvict.LookupAndDelete(nil, &k) == nil {
+	}
+	return n, nil
 }
 
 // CTGC removes expired connections and returns how many it removed.

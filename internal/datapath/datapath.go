@@ -101,6 +101,7 @@ type Datapath struct {
 	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
 	ct      *ebpf.Map // fw_ct: connections
 	ctStats *ebpf.Map // fw_ct_stats
+	ctEvict *ebpf.Map // fw_ct_evict: early-drop candidates
 	logRing *ebpf.Map // fw_log_ring: events
 	logLim  *ebpf.Map // fw_log_limits: per logged rule id
 	logStat *ebpf.Map // fw_log_stats: per logged rule id, per CPU
@@ -134,7 +135,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
-		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats,
+		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob,
@@ -204,6 +205,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		sets:      objs.FwSets,
 		ct:        objs.FwCt,
 		ctStats:   objs.FwCtStats,
+		ctEvict:   objs.FwCtEvict,
 		deltas:    objs.FwDeltas,
 		deltaEn:   objs.FwDeltaEntries,
 		stamps:    objs.FwStamps,
@@ -358,6 +360,9 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
+	if m := spec.Maps["fw_ct_evict"]; m != nil { // absent in objects of earlier builds (LoadObject)
+		m.MaxEntries = uint32(lim.Conntrack)
+	}
 	lim.RuleIDs = ruleIDsFor(lim.Entries)
 	spec.Maps["fw_rule_stats"].MaxEntries = uint32(lim.RuleIDs)
 	return lim, nil

@@ -240,6 +240,7 @@ const (
 	xdpfwMapFwActive              = "fw_active"
 	xdpfwMapFwConfigMap           = "fw_config_map"
 	xdpfwMapFwCt                  = "fw_ct"
+	xdpfwMapFwCtEvict             = "fw_ct_evict"
 	xdpfwMapFwCtGc                = "fw_ct_gc"
 	xdpfwMapFwCtStats             = "fw_ct_stats"
 	xdpfwMapFwDeltaEntries        = "fw_delta_entries"
@@ -330,6 +331,7 @@ type xdpfwMapSpecs struct {
 	FwActive        *ebpf.MapSpec `ebpf:"fw_active"`
 	FwConfigMap     *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCt            *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtEvict       *ebpf.MapSpec `ebpf:"fw_ct_evict"`
 	FwCtGc          *ebpf.MapSpec `ebpf:"fw_ct_gc"`
 	FwCtStats       *ebpf.MapSpec `ebpf:"fw_ct_stats"`
 	FwDeltaEntries  *ebpf.MapSpec `ebpf:"fw_delta_entries"`
@@ -390,6 +392,7 @@ type xdpfwMaps struct {
 	FwActive        *ebpf.Map `ebpf:"fw_active"`
 	FwConfigMap     *ebpf.Map `ebpf:"fw_config_map"`
 	FwCt            *ebpf.Map `ebpf:"fw_ct"`
+	FwCtEvict       *ebpf.Map `ebpf:"fw_ct_evict"`
 	FwCtGc          *ebpf.Map `ebpf:"fw_ct_gc"`
 	FwCtStats       *ebpf.Map `ebpf:"fw_ct_stats"`
 	FwDeltaEntries  *ebpf.Map `ebpf:"fw_delta_entries"`
@@ -420,6 +423,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwActive,
 		m.FwConfigMap,
 		m.FwCt,
+		m.FwCtEvict,
 		m.FwCtGc,
 		m.FwCtStats,
 		m.FwDeltaEntries,
