@@ -453,9 +453,10 @@ struct fw_rl_key {
 	__u32 output; /* 0: INPUT/FORWARD, addr is the packet's source; 1: OUTPUT, its destination */
 };
 
-/* The trace hook: `xdpfw trace` (and the tests) run packets through the
- * loaded program with BPF_PROG_TEST_RUN and this struct as XDP metadata;
- * the program fills in its decision. Live packets never carry it. */
+/* The trace hook: `xdpfw trace` (and the tests) run packets through a trace
+ * instance of the program (maps.h fw_trace_mode) with BPF_PROG_TEST_RUN and
+ * this struct as XDP metadata; the program fills in its decision. The live
+ * instance has no trace code: a packet carrying this struct is no trace. */
 #define FW_TRACE_MAGIC 0x78647066775f7472ULL /* "xdpfw_tr" */
 #define FW_TRACE_CTSTATE 0x01 /* in_flags: use in_ctstate, skip conntrack (records nothing) */
 struct fw_trace {

@@ -64,12 +64,8 @@ func newFixtureLimits(t testing.TB, lim datapath.Limits) *fixture {
 		}
 		f.ifaces["lo"] = 1
 		var err error
-		if f.dp, err = datapath.Load(pins, lim); err != nil {
-			return err
-		}
-		// REJECT's global budget out of the way: differential tests
-		// answer thousands of sources at once (per-source budgets hold).
-		return f.dp.SetConfig(datapath.Config{RejectGlobalRate: 1000000})
+		f.dp, err = datapath.Load(pins, lim)
+		return err
 	})
 	if err != nil {
 		t.Fatalf("setting up: %v", err)
