@@ -33,8 +33,12 @@ func newStatus(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.stdout, "xdpfw loaded: program id %d, pinned in %s\n", s.ProgramID, s.PinDir)
 			fmt.Fprintf(e.stdout, "generation %d, %d rules, malformed packets: %s\n", s.Generation, s.Rules, s.Malformed)
-			fmt.Fprintf(e.stdout, "REJECT answers per source: %d/s, %d at once; all sources together: %d/s\n", s.Reject.Rate, s.Reject.Burst,
-				s.Reject.GlobalRate)
+			global := fmt.Sprintf("%d/s", s.Reject.GlobalRate)
+			if s.Reject.GlobalRate == 0 {
+				global = "no limit (the program in force predates it: load again)"
+			}
+			fmt.Fprintf(e.stdout, "REJECT answers per source: %d/s, %d at once; all sources together: %s\n", s.Reject.Rate, s.Reject.Burst,
+				global)
 			if d := s.Delta; d.Pending {
 				fmt.Fprintf(e.stdout, "delta stage: %d added and %d deleted rules wait for a rebuild (%d of %d entries; 'xdpfw rebuild')\n",
 					d.Added, d.Deleted, d.Entries, d.Capacity)

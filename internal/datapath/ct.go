@@ -123,7 +123,7 @@ func (d *Datapath) CTFlush() (int, error) {
 	// The early-drop queue names only entries gone now: emptied, so that
 	// the data plane need not skip them one by one.
 	var k xdpfwFwCtKey
-	for d.ctEvict.LookupAndDelete(nil, &k) == nil {
+	for d.ctEvict != nil && d.ctEvict.LookupAndDelete(nil, &k) == nil {
 	}
 	return n, nil
 }

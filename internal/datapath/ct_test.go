@@ -708,14 +708,17 @@ func TestEgressOutputChain(t *testing.T) {
 	}
 }
 
-// TestUpgradeCTStats: maps pinned by an earlier version with fewer
-// conntrack counters are upgraded by a load: it succeeds (the pinned map
+// TestUpgradeCTStats: an earlier version's pins (fewer conntrack counters,
+// none of the maps added since) serve commands, and a load upgrades them: it succeeds (the pinned map
 // stays in place until the new program is pinned), and PinProgram puts a
 // map of the new size in its place with the old counts carried over.
 func TestUpgradeCTStats(t *testing.T) {
 	dir := testutil.BPFFS(t) + "/xdpfw"
 	dp, err := datapath.Load(dir, datapath.Limits{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
 		t.Fatal(err)
 	}
 	dp.Close()
@@ -737,6 +740,23 @@ func TestUpgradeCTStats(t *testing.T) {
 	if err := old.Pin(pin); err != nil {
 		t.Fatal(err)
 	}
+	// ... and none of the maps added since, which commands do without.
+	for _, name := range []string{"fw_ct_evict", "fw_reject_global"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	od, err := datapath.Open(dir)
+	if err != nil {
+		t.Fatalf("open an earlier version's pins: %v", err)
+	}
+	if c, err := od.ConfigInForce(); err != nil || c.RejectGlobalRate != 0 {
+		t.Errorf("config in force of an earlier version's program: %+v %v, want no global REJECT budget", c, err)
+	}
+	if _, err := od.CTFlush(); err != nil {
+		t.Errorf("flush with an earlier version's pins: %v", err)
+	}
+	od.Close()
 	dp, err = datapath.Load(dir, datapath.Limits{})
 	if err != nil {
 		t.Fatalf("load over an earlier version's fw_ct_stats: %v", err)

@@ -411,6 +411,11 @@ func pinsWithPrefix(dir, prefix string) []string {
 	return out
 }
 
+// laterPins are maps that programs of earlier versions did not have: Open
+// leaves them nil when they are not pinned, so that commands still work
+// until the next load brings the program they belong to.
+var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true}
+
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")
 
@@ -430,6 +435,9 @@ func Open(dir string) (*Datapath, error) {
 	}
 	for name, dst := range d.maps() {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if errors.Is(err, os.ErrNotExist) && laterPins[name] {
+			continue // a program of an earlier version: nil until the next load
+		}
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("opening pinned map %s (made by another xdpfw version? `xdpfw detach --all` resets): %w", name, err)

@@ -47,6 +47,9 @@ func (d *Datapath) SetConfig(c Config) error {
 	if err := d.config.Put(uint32(0), &v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
 	}
+	if d.rejGlob == nil {
+		return nil // a program of an earlier version, without the global budget
+	}
 	g := c.RejectGlobalRate
 	if g == 0 {
 		g = compile.DefaultRejectGlobalRate
@@ -59,6 +62,8 @@ func (d *Datapath) SetConfig(c Config) error {
 }
 
 // ConfigInForce reads back what SetConfig wrote: the settings packets see.
+// RejectGlobalRate is 0 when the program in force has no global budget (an
+// earlier version's, until the next load).
 func (d *Datapath) ConfigInForce() (Config, error) {
 	var v xdpfwFwConfig
 	if err := d.config.Lookup(uint32(0), &v); err != nil {
@@ -69,11 +74,17 @@ func (d *Datapath) ConfigInForce() (Config, error) {
 	if v.MalformedPass != 0 {
 		c.MalformedAction = compile.ActAccept
 	}
+	if d.rejGlob == nil {
+		return c, nil // an earlier version's program: no global budget
+	}
 	var b xdpfwFwBucket
 	if err := d.rejGlob.Lookup(uint32(0), &b); err != nil {
 		return Config{}, fmt.Errorf("reading fw_reject_global: %w", err)
 	}
 	c.RejectGlobalRate = b.Burst
+	if c.RejectGlobalRate == 0 {
+		c.RejectGlobalRate = compile.DefaultRejectGlobalRate // what the data plane applies
+	}
 	return c, nil
 }
 

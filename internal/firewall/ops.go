@@ -269,7 +269,7 @@ type RejectLimit struct {
 	Rate  uint32 `json:"rate"`
 	Burst uint32 `json:"burst"`
 	// GlobalRate is how many all sources together get, a second and at
-	// once.
+	// once; 0: no global budget (a program of an earlier version in force).
 	GlobalRate uint32 `json:"global_rate"`
 }
 
@@ -295,7 +295,7 @@ func (f *Firewall) Status() (*Status, error) {
 			s.CTTCPPickup = "strict"
 		}
 		s.Reject = RejectLimit{Rate: pick(c.RejectRate, compile.DefaultRejectRate), Burst: pick(c.RejectBurst, compile.DefaultRejectBurst),
-			GlobalRate: pick(c.RejectGlobalRate, compile.DefaultRejectGlobalRate)}
+			GlobalRate: c.RejectGlobalRate}
 	}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()
