@@ -42,7 +42,7 @@ is built, reported as XDP_TX, and discarded) and nothing packets see
 changes: no counter counts it, conntrack records nothing, no REJECT or LOG
 token is taken, no log event is sent. (It cannot tell whether a full
 conntrack table would refuse a new connection.) Loading the trace instance
-takes a second or two: the kernel verifies it.
+takes most of a second: the kernel verifies it.
 
 --out traces a packet this host sends instead: the OUTPUT chain, run by
 the tc egress program. Its verdicts are TC_ACT_OK, TC_ACT_SHOT, and
