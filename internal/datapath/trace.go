@@ -216,8 +216,8 @@ func (d *Datapath) tracerFor(mode uint32, egress bool) (*tracer, error) {
 // stay as they were (a trace cannot tell whether a full conntrack table
 // would refuse a new connection). ctstate: the connection state to assume
 // (compile.CTNew...) instead of what conntrack says, or NoCTState. The
-// first trace of a handle loads the instance (the kernel verifies it: a
-// second: 0.7–0.8 s measured).
+// first trace of a handle loads the instance (the kernel verifies it:
+// 0.7–0.8 s measured).
 func (d *Datapath) Trace(frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
 	t, err := d.tracerFor(traceReport, false)
 	if err != nil {
