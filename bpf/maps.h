@@ -23,6 +23,31 @@ volatile const __u32 fw_max_leaves = 1;
  * ring-buffer records. */
 volatile const __u32 fw_log_snap = FW_LOG_SNAP_DEFAULT;
 
+/* Which instance of the object this is (lib/trace.h): FW_TRACE_OFF, the
+ * live one attached to interfaces, which has every trace branch pruned by
+ * the verifier (no metadata, no skb->cb is read); FW_TRACE_REPORT, the one
+ * `xdpfw trace` runs with BPF_PROG_TEST_RUN, which reports its decision
+ * and writes no live state (counters, conntrack, REJECT and LOG budgets,
+ * log events); FW_TRACE_RECORD, the tests' (internal/datapath), which
+ * reports and records as a live packet would. Set from Go before load. */
+#define FW_TRACE_OFF    0
+#define FW_TRACE_REPORT 1
+#define FW_TRACE_RECORD 2
+volatile const __u32 fw_trace_mode = FW_TRACE_OFF;
+
+/* fw_tracing: is this a trace instance (report the decision)? */
+static __always_inline int fw_tracing(void)
+{
+	return fw_trace_mode != FW_TRACE_OFF;
+}
+
+/* fw_live_writes: may this instance change live state? Every write to a
+ * map that outlives the packet checks it. */
+static __always_inline int fw_live_writes(void)
+{
+	return fw_trace_mode != FW_TRACE_REPORT;
+}
+
 /* Puts struct fw_log_event (used only through pointers) into the BTF that
  * bpf2go generates Go types from; never read. */
 const struct fw_log_event *const fw_log_event_btf __attribute__((unused)) = 0;
@@ -147,6 +172,31 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_ct SEC(".maps");
 
+/* Early-drop candidates of the conntrack table, oldest first (lib/ct.h
+ * fw_ct_reclaim): the key of every entry created, and of every assured TCP
+ * connection that starts closing. Keys of entries gone or assured since
+ * are skipped when popped. As big as fw_ct (`--ct-max`). */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, 65536);
+	__type(value, struct fw_ct_key);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_ct_evict SEC(".maps");
+
+/* Where conntrack's search for room in a full table stands (lib/ct.h
+ * fw_ct_reclaim), slot 0. Not pinned: a reload starts afresh. */
+struct fw_ct_gc {
+	__u64 quiet_until; /* no search before (bpf_ktime_get_coarse_ns) */
+	__u32 cursor;      /* entries the next search passes over */
+	__u32 _pad;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_ct_gc);
+} fw_ct_gc SEC(".maps");
+
 /* Conntrack event counters per enum fw_ct_stat (per CPU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -175,6 +225,17 @@ struct {
 	__type(value, __u64);
 } fw_reject_rl SEC(".maps");
 
+/* REJECT's global answer budget (slot 0), over every source together:
+ * the settings are written by the control plane (`--reject-global-rate`),
+ * the data plane takes tokens. Pinned, so that commands reach it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_reject_global SEC(".maps");
+
 /* Log events (struct fw_log_event + packet bytes), read by `xdpfw log` or
  * the daemon: one consumer at a time (docs/log.md). */
 struct {
@@ -190,7 +251,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, FW_MAX_LOG_RULES);
 	__type(key, __u32);
-	__type(value, struct fw_log_limit);
+	__type(value, struct fw_bucket);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_log_limits SEC(".maps");
 

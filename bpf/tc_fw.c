@@ -59,7 +59,7 @@ int xdpfw_egress(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	}
 	if (fw_log_wanted(&d)) /* before REJECT rewrites the packet */
-		fw_log_skb(skb, &pkt, &d, bytes, skb->cb[0] == FW_TRACE_CB_MAGIC);
+		fw_log_skb(skb, &pkt, &d, bytes, fw_tracing());
 	rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 	if (d.action == FW_ACT_REJECT)
 		rc = fw_reject_tc(skb, &pkt, &d); /* the answer, redirected into this host; or drop; sets d.reason */

@@ -61,7 +61,7 @@ enum fw_reason {
 	FW_R_EXTHDR_DEPTH,      /* more IPv6 extension headers than FW_MAX_EXTHDR */
 	FW_R_BAD_L4,            /* truncated TCP/UDP/ICMP header, bad TCP data offset */
 	FW_R_CT_FULL,           /* accepted NEW connection dropped: conntrack table full */
-	FW_R_REJECT_RATE,       /* REJECT over its source's answer rate: dropped */
+	FW_R_REJECT_RATE,       /* REJECT over its source's or the global answer budget: dropped */
 	FW_R_REJECT_ERROR,      /* REJECT of an ICMP error (or of a RST, with tcp-reset): never answered, dropped */
 	FW_R_REJECT_FRAG,       /* REJECT of a non-first fragment: not answered, dropped */
 	FW_R_REJECT_BCAST,      /* REJECT of a broadcast/multicast packet or a non-host source: not answered, dropped */
@@ -358,6 +358,9 @@ struct fw_ct_key {
 #define FW_CTF_REPLIED  0x02 /* a packet went the other way */
 #define FW_CTF_FIN_ORIG 0x04 /* TCP: FIN seen from the originator */
 #define FW_CTF_FIN_REPL 0x08 /* TCP: FIN seen from the responder */
+#define FW_CTF_ASSURED  0x10 /* a real two-way connection (TCP: handshake completed, or a picked-up connection
+			      * answered; else: a packet after the reply): never evicted from a full table */
+#define FW_CTF_PICKUP   0x20 /* TCP: picked up mid-stream (no handshake seen) */
 
 struct fw_ct_entry {
 	__u64 expires;    /* bpf_ktime_get_coarse_ns() deadline */
@@ -376,7 +379,9 @@ enum fw_ct_stat {
 	FW_CT_STAT_CREATED = 0, /* entries created */
 	FW_CT_STAT_TABLE_FULL,  /* NEW connections refused: table full */
 	FW_CT_STAT_INVALID,     /* packets found INVALID */
-	FW_CT_STAT_EXPIRED,     /* expired entries the data plane replaced */
+	FW_CT_STAT_EXPIRED,     /* expired entries the data plane replaced or removed */
+	FW_CT_STAT_EARLY_DROP,  /* not-assured entries evicted to make room in a full table */
+	FW_CT_STAT_PICKUP,      /* TCP connections picked up mid-stream */
 	FW_CT_STAT_NUM,
 };
 
@@ -427,7 +432,7 @@ struct fw_config {
 	__u32 malformed_pass;            /* 1: pass malformed packets; 0: drop them */
 	__u32 ct_full_accept;            /* 1: accept NEW connections the full table cannot hold, untracked; 0: drop them */
 	__u32 ct_timeout[FW_CTT_NUM];    /* seconds per enum fw_ct_timeout; 0: the default */
-	__u32 _pad;
+	__u32 ct_tcp_strict;             /* 1: a TCP packet other than a SYN starts nothing (INVALID); 0: an ACK picks up the connection mid-stream */
 	__u32 reject_rate;               /* REJECT answers per second per source; 0: FW_REJECT_RATE_DEFAULT */
 	__u32 reject_burst;              /* ... of which this many at once; 0: FW_REJECT_BURST_DEFAULT */
 };
@@ -437,6 +442,9 @@ struct fw_config {
  * destination the host tried to reach). docs/reject.md. */
 #define FW_REJECT_RATE_DEFAULT  100
 #define FW_REJECT_BURST_DEFAULT 200
+/* REJECT's global budget (all sources together, fw_reject_global) when the
+ * control plane left it zero: as many answers a second, as many at once. */
+#define FW_REJECT_GLOBAL_RATE_DEFAULT 1000
 
 /* Key of fw_reject_rl: the bucket a REJECT answer is charged to. */
 struct fw_rl_key {
@@ -445,9 +453,10 @@ struct fw_rl_key {
 	__u32 output; /* 0: INPUT/FORWARD, addr is the packet's source; 1: OUTPUT, its destination */
 };
 
-/* The trace hook: `xdpfw trace` (and the tests) run packets through the
- * loaded program with BPF_PROG_TEST_RUN and this struct as XDP metadata;
- * the program fills in its decision. Live packets never carry it. */
+/* The trace hook: `xdpfw trace` (and the tests) run packets through a trace
+ * instance of the program (maps.h fw_trace_mode) with BPF_PROG_TEST_RUN and
+ * this struct as XDP metadata; the program fills in its decision. The live
+ * instance has no trace code: a packet carrying this struct is no trace. */
 #define FW_TRACE_MAGIC 0x78647066775f7472ULL /* "xdpfw_tr" */
 #define FW_TRACE_CTSTATE 0x01 /* in_flags: use in_ctstate, skip conntrack (records nothing) */
 struct fw_trace {
@@ -505,12 +514,14 @@ struct fw_log_event {
 	__u8  data[];     /* sizeof: 32 */
 };
 
-/* A logged rule's budget (fw_log_limits, by rule id): GCRA as REJECT's;
- * burst events at once, then one per interval_ns. */
-struct fw_log_limit {
-	__u64 tat;         /* when the bucket is next full (bpf_ktime_get_ns) */
-	__u64 interval_ns; /* one event per interval */
-	__u32 burst;       /* >= 1 */
+/* A token bucket that holds its own settings (lib/ratelimit.h, GCRA):
+ * burst events at once, then one per interval_ns. A logged rule's budget
+ * (fw_log_limits, by rule id) and REJECT's global budget (fw_reject_global)
+ * are one each. */
+struct fw_bucket {
+	__u64 tat;         /* when the bucket is next full (bpf_ktime_get_ns); 0: full */
+	__u64 interval_ns; /* one event per interval; 0: the user's default */
+	__u32 burst;       /* events at once; 0: the user's default */
 	__u32 _pad;
 };
 

@@ -38,7 +38,7 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 	int rc = fw_xdp_action(d->action);
 
 	if (fw_log_wanted(d)) /* before REJECT rewrites the frame */
-		fw_log_xdp(ctx, p, d, bytes, fw_trace_meta(ctx) != NULL);
+		fw_log_xdp(ctx, p, d, bytes, fw_tracing());
 	if (d->action == FW_ACT_REJECT)
 		rc = fw_reject_xdp(ctx, p, d); /* answer in place (XDP_TX), or drop; sets d->reason */
 	__u64 now = fw_now();

@@ -115,7 +115,7 @@ __noinline int fw_log_finish(struct fw_decision *d, __u32 chain)
 		n++;
 	}
 	d->nlog = n;
-	if (s->over && s->over - 1 < best) {
+	if (s->over && s->over - 1 < best && fw_live_writes()) {
 		__u32 k = FW_LOG_C_OVERFLOW;
 		__u64 *c = bpf_map_lookup_elem(&fw_log_counters, &k);
 		if (c)

@@ -60,8 +60,13 @@ static __always_inline __u64 fw_ct_timeout_ns(__u32 cls)
 	return (__u64)secs * 1000000000ULL;
 }
 
-static __always_inline __u32 fw_ct_tclass(__u8 proto, __u8 state)
+/* fw_ct_tclass is the timeout class of a connection in state with flags
+ * (FW_CTF_*). A connection picked up mid-stream that has not been answered
+ * yet has tcp_syn_recv's: it may be nothing but a stray or forged ACK. */
+static __always_inline __u32 fw_ct_tclass(__u8 proto, __u8 state, __u8 flags)
 {
+	if (state == FW_CTS_ESTABLISHED && (flags & (FW_CTF_PICKUP | FW_CTF_REPLIED)) == FW_CTF_PICKUP)
+		return FW_CTT_TCP_SYN_RECV;
 	switch (state) {
 	case FW_CTS_SYN_SENT:
 	case FW_CTS_SYN_SENT2:
@@ -86,8 +91,19 @@ static __always_inline __u32 fw_ct_tclass(__u8 proto, __u8 state)
 	return FW_CTT_OTHER;
 }
 
+/* fw_ct_tcp_strict: is mid-stream pickup off (fw_config.ct_tcp_strict)? */
+static __always_inline int fw_ct_tcp_strict(void)
+{
+	__u32 zero = 0;
+	const struct fw_config *cfg = bpf_map_lookup_elem(&fw_config_map, &zero);
+
+	return cfg && cfg->ct_tcp_strict;
+}
+
 static __always_inline void fw_ct_count(__u32 stat)
 {
+	if (!fw_live_writes())
+		return;
 	__u64 *c = bpf_map_lookup_elem(&fw_ct_stats, &stat);
 
 	if (c)
@@ -331,9 +347,20 @@ static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_p
 	}
 	if (!e) {
 		if (p->proto == IPPROTO_TCP) {
-			if ((p->tcp_flags & (FW_TCP_SYN | FW_TCP_ACK | FW_TCP_RST | FW_TCP_FIN)) != FW_TCP_SYN)
-				goto invalid; /* only a bare SYN starts a TCP connection */
-			ct->next = FW_CTS_SYN_SENT;
+			__u8 f = p->tcp_flags & (FW_TCP_SYN | FW_TCP_ACK | FW_TCP_RST | FW_TCP_FIN);
+			if (f == FW_TCP_SYN) {
+				ct->next = FW_CTS_SYN_SENT;
+			} else if (f == FW_TCP_ACK && !fw_ct_tcp_strict()) {
+				/* Mid-stream pickup, as Linux with nf_conntrack_tcp_loose=1:
+				 * a bare ACK of a connection the table does not know (it
+				 * predates the rules, or the table was flushed) starts an
+				 * ESTABLISHED entry, NEW to the rules like its first SYN
+				 * would be. SYN-ACK, FIN, RST start nothing. */
+				ct->next = FW_CTS_ESTABLISHED;
+				ct->setflags = FW_CTF_PICKUP;
+			} else {
+				goto invalid; /* strict: only a bare SYN starts a TCP connection */
+			}
 		} else if (icmp_reply) {
 			goto invalid; /* an answer to no question */
 		} else {
@@ -360,8 +387,17 @@ static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_p
 		ct->next = n;
 		if (p->tcp_flags & FW_TCP_FIN)
 			ct->setflags = ct->reply ? FW_CTF_FIN_REPL : FW_CTF_FIN_ORIG;
+		/* Assured once established with both sides heard: the handshake
+		 * completed (SYN_RECV has seen the SYN-ACK), or a picked-up
+		 * connection was answered. */
+		if (n == FW_CTS_ESTABLISHED && (ct->reply || (e->flags & FW_CTF_REPLIED)))
+			ct->setflags |= FW_CTF_ASSURED;
 	} else {
 		ct->next = ct->reply || e->state == FW_CTS_REPLIED ? FW_CTS_REPLIED : FW_CTS_UNREPLIED;
+		/* Assured by a packet after the reply: a one-packet answer (to a
+		 * spoofed query) does not make a connection worth keeping. */
+		if (!ct->reply && (e->flags & FW_CTF_REPLIED))
+			ct->setflags |= FW_CTF_ASSURED;
 	}
 	if (ct->reply)
 		ct->setflags |= FW_CTF_REPLIED;
@@ -383,31 +419,145 @@ static __always_inline void fw_ct_relink(struct fw_ct *ct)
 		ct->e = bpf_map_lookup_elem(&fw_ct, &ct->key);
 }
 
+/* ---- room in a full table ----
+ * The table is a plain hash (maps.h fw_ct): nothing evicts by itself. When
+ * a new connection finds it full, fw_ct_reclaim makes room, so that no
+ * daemon is needed and a flood cannot lock real clients out:
+ * 1. Early drop, as Linux's nf_conntrack does: the oldest entry that is not
+ *    assured goes. Every entry is queued in fw_ct_evict when it is created
+ *    (not assured yet), and an assured TCP connection again when it starts
+ *    closing; a search pops keys, oldest first, and evicts the first whose
+ *    entry is still evictable (or expired). Keys of entries gone, or
+ *    assured since, are dropped from the queue on the way, at most
+ *    FW_CT_EVICT_TRIES per search. Not assured: a connection that never
+ *    completed its handshake (SYN_SENT, SYN_RECV: a SYN flood's), a
+ *    picked-up one never answered, an unanswered or one-packet
+ *    UDP/ICMP/other exchange; TCP already closing (FIN_WAIT, LAST_ACK,
+ *    TIME_WAIT, CLOSE) may go too. A real client's fresh entry is the
+ *    newest: it is at risk only once a whole table of newer ones came.
+ * 2. Else expired entries, which the queue no longer names (assured ones):
+ *    a walk of the table in its hash order (bpf_for_each_map_elem) removes
+ *    those it meets, at most FW_CT_RECLAIM_WINDOW entries examined, at least
+ *    FW_CT_RECLAIM_BATCH once it found one, from where the last fruitless
+ *    walk stopped (fw_ct_gc.cursor). The walk restarts at the table's first
+ *    bucket each time, so it costs more the further it goes; a fruitless
+ *    one holds off the next for FW_CT_RECLAIM_QUIET_NS.
+ * 3. Assured connections are never evicted: a full table of them refuses
+ *    the new connection (FW_R_CT_FULL). */
+#define FW_CT_EVICT_TRIES      16            /* queued keys one search pops at most */
+#define FW_CT_RECLAIM_WINDOW   1024          /* entries one walk examines at most */
+#define FW_CT_RECLAIM_BATCH    64            /* ... and at least, once it removed one */
+#define FW_CT_RECLAIM_QUIET_NS 100000000ULL  /* after a fruitless walk: 100 ms */
+
+/* fw_ct_evictable: may e give way to a new connection (when not expired)? */
+static __always_inline int fw_ct_evictable(const struct fw_ct_key *k, const struct fw_ct_entry *e)
+{
+	if (!(e->flags & FW_CTF_ASSURED))
+		return 1;
+	return k->proto == IPPROTO_TCP && e->state >= FW_CTS_FIN_WAIT && e->state <= FW_CTS_CLOSE;
+}
+
+/* fw_ct_queue_evictable queues k as a candidate for early drop; a full
+ * queue forgets its oldest key (BPF_EXIST). */
+static __always_inline void fw_ct_queue_evictable(const struct fw_ct_key *k)
+{
+	bpf_map_push_elem(&fw_ct_evict, k, BPF_EXIST);
+}
+
+struct fw_ct_reclaim_ctx {
+	__u64 now;
+	__u32 skip;     /* entries to pass over (the cursor) */
+	__u32 seen;     /* entries the walk came by */
+	__u32 visited;  /* ... of which examined */
+	__u32 expired;  /* expired entries removed */
+};
+
+static long fw_ct_reclaim_cb(void *map, struct fw_ct_key *k, struct fw_ct_entry *e,
+			     struct fw_ct_reclaim_ctx *c)
+{
+	if (++c->seen <= c->skip)
+		return 0;
+	c->visited++;
+	if (e->expires <= c->now && !bpf_map_delete_elem(&fw_ct, k))
+		c->expired++;
+	if (c->visited >= FW_CT_RECLAIM_WINDOW)
+		return 1;
+	return c->visited >= FW_CT_RECLAIM_BATCH && c->expired;
+}
+
+/* fw_ct_reclaim makes room in the full table (see above): returns the
+ * entries it removed. A global function: the verifier checks it once. */
+__noinline int fw_ct_reclaim(__u64 now)
+{
+	struct fw_ct_key k;
+
+	for (int i = 0; i < FW_CT_EVICT_TRIES; i++) {
+		if (bpf_map_pop_elem(&fw_ct_evict, &k))
+			break; /* nothing queued */
+		struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &k);
+		if (!e)
+			continue; /* gone already */
+		int expired = e->expires <= now;
+		if (!expired && !fw_ct_evictable(&k, e))
+			continue; /* assured since it was queued */
+		if (bpf_map_delete_elem(&fw_ct, &k))
+			continue; /* another CPU took it */
+		fw_ct_count(expired ? FW_CT_STAT_EXPIRED : FW_CT_STAT_EARLY_DROP);
+		return 1;
+	}
+
+	__u32 zero = 0;
+	struct fw_ct_gc *g = bpf_map_lookup_elem(&fw_ct_gc, &zero);
+	if (!g || g->quiet_until > now)
+		return 0;
+	struct fw_ct_reclaim_ctx c = { .now = now, .skip = g->cursor };
+	long walked = bpf_for_each_map_elem(&fw_ct, fw_ct_reclaim_cb, &c, 0);
+
+	for (__u32 i = 0; i < c.expired && i < FW_CT_RECLAIM_WINDOW; i++)
+		fw_ct_count(FW_CT_STAT_EXPIRED);
+	if (c.expired) {
+		g->cursor = 0;
+		return c.expired;
+	}
+	/* Fruitless: the next walk starts after this window (at the start
+	 * again when this one reached the end), and not before a while. */
+	g->cursor = walked > 0 && c.visited >= FW_CT_RECLAIM_WINDOW ? c.seen : 0;
+	g->quiet_until = now + FW_CT_RECLAIM_QUIET_NS;
+	return 0;
+}
+
 /* fw_ct_commit records an accepted packet: creates its connection or
- * advances it. Returns -1 when a new connection does not fit (table full). */
+ * advances it. Returns -1 when a new connection does not fit (table full
+ * of assured connections). */
 static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p, __u64 bytes, __u32 rule_id)
 {
 	if (ct->next == FW_CTS_NONE)
 		return 0; /* INVALID, RELATED, UNTRACKED: nothing to record */
+	if (!fw_live_writes())
+		return 0; /* a trace records nothing (nor knows whether a full table would refuse it) */
 	__u64 now = bpf_ktime_get_coarse_ns();
-	__u64 timeout = fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next));
 
 	if (ct->create) {
 		struct fw_ct_entry n = {};
-		n.expires = now + timeout;
+		n.flags = (ct->from_a ? FW_CTF_ORIG_A : 0) | ct->setflags;
+		n.expires = now + fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next, n.flags));
 		n.packets[0] = 1;
 		n.bytes[0] = bytes;
 		n.rule_id = rule_id;
 		n.state = ct->next;
-		n.flags = ct->from_a ? FW_CTF_ORIG_A : 0;
 		n.chain = p->chain;
 		/* BPF_ANY also replaces an expired or closed entry; a full map
-		 * refuses a new key (the hash is preallocated, not an LRU). */
-		if (bpf_map_update_elem(&fw_ct, &ct->key, &n, BPF_ANY)) {
+		 * refuses a new key (the hash is preallocated, not an LRU):
+		 * then room is made, and the insert tried once more. */
+		if (bpf_map_update_elem(&fw_ct, &ct->key, &n, BPF_ANY) &&
+		    (fw_ct_reclaim(now) <= 0 || bpf_map_update_elem(&fw_ct, &ct->key, &n, BPF_ANY))) {
 			fw_ct_count(FW_CT_STAT_TABLE_FULL);
 			return -1;
 		}
 		fw_ct_count(FW_CT_STAT_CREATED);
+		fw_ct_queue_evictable(&ct->key);
+		if (n.flags & FW_CTF_PICKUP)
+			fw_ct_count(FW_CT_STAT_PICKUP);
 		return 0;
 	}
 	struct fw_ct_entry *e = ct->e;
@@ -415,9 +565,13 @@ static __always_inline int fw_ct_commit(struct fw_ct *ct, const struct fw_pkt *p
 		return 0;
 	/* Plain stores, no lock: two CPUs racing on one connection both
 	 * write a state it legitimately reaches; counters may lose a count. */
+	__u8 flags = e->flags | ct->setflags;
+	if ((flags & FW_CTF_ASSURED) && e->state < FW_CTS_FIN_WAIT && ct->next >= FW_CTS_FIN_WAIT &&
+	    ct->next <= FW_CTS_CLOSE && p->proto == IPPROTO_TCP)
+		fw_ct_queue_evictable(&ct->key); /* closing: a candidate again */
 	e->state = ct->next;
-	e->flags |= ct->setflags;
-	e->expires = now + timeout;
+	e->flags = flags;
+	e->expires = now + fw_ct_timeout_ns(fw_ct_tclass(p->proto, ct->next, flags));
 	if (ct->reply) {
 		e->packets[1]++;
 		e->bytes[1] += bytes;

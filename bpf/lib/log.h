@@ -14,6 +14,7 @@
 #include "../maps.h"
 #include "classify.h"
 #include "stats.h"
+#include "ratelimit.h"
 
 static __always_inline int fw_log_wanted(const struct fw_decision *d)
 {
@@ -22,36 +23,30 @@ static __always_inline int fw_log_wanted(const struct fw_decision *d)
 
 static __always_inline void fw_log_count(__u32 which)
 {
+	if (!fw_live_writes())
+		return;
 	__u64 *c = bpf_map_lookup_elem(&fw_log_counters, &which);
 
 	if (c)
 		(*c)++;
 }
 
-/* fw_log_take takes a token from rule_id's bucket (GCRA, as REJECT's
- * fw_reject_allow) and counts the outcome; returns the rule's counters when
- * the event may go out, NULL when it is suppressed. Two CPUs logging one
- * rule at the same instant may both take the last token: the bound is off
- * by at most one event per CPU. */
+/* fw_log_take takes a token from rule_id's bucket (lib/ratelimit.h) and
+ * counts the outcome; returns the rule's counters when the event may go
+ * out, NULL when it is suppressed. */
 static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id)
 {
-	struct fw_log_limit *l = bpf_map_lookup_elem(&fw_log_limits, &rule_id);
+	struct fw_bucket *l = bpf_map_lookup_elem(&fw_log_limits, &rule_id);
 	struct fw_log_stat *st = bpf_map_lookup_elem(&fw_log_stats, &rule_id);
 
 	if (!l || !st) {
 		fw_log_count(FW_LOG_C_NO_LIMIT);
 		return NULL;
 	}
-	__u64 now = bpf_ktime_get_ns();
-	__u64 interval = l->interval_ns, burst = l->burst;
-	if (!burst)
-		burst = 1;
-	__u64 t = l->tat > now ? l->tat : now;
-	if (t - now > (burst - 1) * interval) {
+	if (!fw_rl_take(&l->tat, bpf_ktime_get_ns(), l->interval_ns, l->burst)) {
 		st->suppressed++;
 		return NULL;
 	}
-	l->tat = t + interval;
 	return st;
 }
 
@@ -99,7 +94,7 @@ static __always_inline __u32 fw_log_rule(const struct fw_decision *d, const stru
  * logged rule within its budget gets an event with the frame's first
  * bytes. hook is a constant in each caller: the other hook's copy helper
  * (which its program type may not call) is compiled out. `traced` sets
- * FW_LOG_F_TRACE. */
+ * FW_LOG_F_TRACE (a recording trace instance's events, maps.h). */
 static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct fw_pkt *p,
 				       struct fw_decision *d, __u64 bytes, int traced)
 {
@@ -110,6 +105,8 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 		fw_log_finish(d, p->chain);
 		s = fw_log_scratch_of(p->chain);
 	}
+	if (!fw_live_writes()) /* a trace: which rules log it is settled (d->nlog), nothing is sent */
+		return 0;
 	for (__u32 i = 0; i <= FW_LOG_MAX; i++) {
 		__u8 flags = 0;
 		__u32 id = fw_log_rule(d, s, i, &flags);

@@ -15,9 +15,11 @@
  * non-first fragments, ICMP errors, a RST (with tcp-reset), broadcast and
  * multicast destinations (link layer or IP), sources that are not one host.
  * Each source (IPv4 address, IPv6 /64) gets at most reject_rate answers a
- * second, reject_burst at once (struct fw_config), so REJECT cannot be
- * turned into an amplifier; in OUTPUT the bucket is the destination the
- * host tried to reach. Such packets are dropped, counted by reason.
+ * second, reject_burst at once (struct fw_config), and all sources together
+ * at most the global budget (fw_reject_global), so REJECT cannot be turned
+ * into an amplifier, not even by spoofed sources; in OUTPUT the bucket is
+ * the destination the host tried to reach. Packets over a budget are
+ * dropped, counted as FW_R_REJECT_RATE.
  *
  * One builder serves both hooks: the headers of the answer are built on the
  * stack from struct fw_pkt, then written into the frame; only resizing and
@@ -37,6 +39,7 @@
 #include "../types.h"
 #include "../maps.h"
 #include "classify.h" /* struct fw_decision */
+#include "ratelimit.h"
 
 #define FW_REJECT_TTL 64
 /* Quoted bytes of the offending IP packet: as much as keeps the answer
@@ -158,20 +161,17 @@ static __always_inline __u8 fw_reject_unanswerable(const struct fw_pkt *p, __u8 
 	return 0;
 }
 
-/* ---- the per-source rate limit ---- */
+/* ---- the rate limits (lib/ratelimit.h) ---- */
 
-/* fw_reject_allow takes a token from the bucket the answer is charged to.
- * GCRA: the map holds the theoretical arrival time (tat) of the next answer;
- * one answer costs `interval`; an answer is allowed while tat - now <=
- * (burst - 1) * interval, so a quiet bucket has burst answers at once, then
- * rate per second. Two CPUs answering one bucket at the same instant may
- * both take the last token (no atomic compare-and-swap in BPF v1
- * instructions): the bound is off by at most one answer per CPU, enough
- * against amplification.
- * The bucket: in INPUT and FORWARD the packet's source, whom the answer
- * goes to; in OUTPUT (the answer goes to this host) the destination the
- * host tried to reach, whose address the answer comes from, in buckets of
- * their own (fw_rl_key.output), so that a remote host cannot spend the
+/* fw_reject_allow takes a token from the source's bucket the answer is
+ * charged to, then one from the global bucket (fw_reject_global), so that
+ * many sources together (spoofed ones: 100,000 addresses reflect 100,000
+ * times the per-source rate) get no more than the global rate. A source
+ * over its own budget costs the others nothing.
+ * The source's bucket: in INPUT and FORWARD the packet's source, whom the
+ * answer goes to; in OUTPUT (the answer goes to this host) the destination
+ * the host tried to reach, whose address the answer comes from, in buckets
+ * of their own (fw_rl_key.output), so that a remote host cannot spend the
  * answers local applications get about it. */
 static __always_inline int fw_reject_allow(const struct fw_pkt *p)
 {
@@ -183,10 +183,7 @@ static __always_inline int fw_reject_allow(const struct fw_pkt *p)
 		rate = cfg->reject_rate;
 	if (cfg && cfg->reject_burst)
 		burst = cfg->reject_burst;
-	__u64 interval = 1000000000ULL / rate; /* rate >= 1 */
-	if (!interval)
-		interval = 1;
-	__u64 tau = (burst - 1) * interval;    /* < 2^32 * 10^9: no overflow */
+	__u64 interval = fw_rl_interval(rate);
 
 	struct fw_rl_key k = { .addr = p->src[0], .family = p->family };
 	if (p->chain == FW_CHAIN_OUTPUT) {
@@ -196,15 +193,16 @@ static __always_inline int fw_reject_allow(const struct fw_pkt *p)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 *tat = bpf_map_lookup_elem(&fw_reject_rl, &k);
 	if (!tat) {
-		__u64 next = now + interval;
-		bpf_map_update_elem(&fw_reject_rl, &k, &next, BPF_ANY);
-		return 1;
-	}
-	__u64 t = *tat > now ? *tat : now;
-	if (t - now > tau)
+		__u64 first = 0;
+		fw_rl_take(&first, now, interval, burst);
+		if (fw_live_writes())
+			bpf_map_update_elem(&fw_reject_rl, &k, &first, BPF_ANY);
+	} else if (!fw_rl_take(tat, now, interval, burst)) {
 		return 0;
-	*tat = t + interval;
-	return 1;
+	}
+	struct fw_bucket *g = bpf_map_lookup_elem(&fw_reject_global, &zero);
+	return g && fw_rl_take_bucket(g, now, fw_rl_interval(FW_REJECT_GLOBAL_RATE_DEFAULT),
+				      FW_REJECT_GLOBAL_RATE_DEFAULT);
 }
 
 /* fw_reject_check returns why the packet gets no answer (a FW_R_REJECT_*
@@ -560,6 +558,8 @@ static __always_inline __u64 fw_answer_hash(void *data, void *end, __u32 l3)
 /* fw_reject_own_note records the answer now in the frame (tc). */
 static __always_inline void fw_reject_own_note(struct __sk_buff *skb, const struct fw_pkt *p)
 {
+	if (!fw_live_writes())
+		return;
 	__u64 h = fw_answer_hash((void *)(long)skb->data, (void *)(long)skb->data_end, p->l3_off);
 	__u64 now = bpf_ktime_get_coarse_ns();
 	__u32 zero = 0;
@@ -585,6 +585,8 @@ static __always_inline int fw_reject_own_answer(void *data, void *end, const str
 	if (!last || !*last || bpf_ktime_get_coarse_ns() - *last > FW_REJECT_OWN_NS)
 		return 0;
 	__u64 h = fw_answer_hash(data, end, p->l3_off);
+	if (!fw_live_writes()) /* a trace consumes nothing */
+		return bpf_map_lookup_elem(&fw_reject_own, &h) != NULL;
 	return bpf_map_delete_elem(&fw_reject_own, &h) == 0; /* one CPU alone deletes it */
 }
 

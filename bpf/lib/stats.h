@@ -23,6 +23,8 @@ static __always_inline __u64 fw_now(void)
 
 static __always_inline void fw_count(struct fw_counter *c, __u64 bytes, __u64 now)
 {
+	if (!fw_live_writes())
+		return;
 	c->packets++;
 	c->bytes += bytes;
 	c->last = now;

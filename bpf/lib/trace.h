@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The trace hook (see struct fw_trace): when the XDP metadata in front of
- * the packet is exactly a struct fw_trace carrying FW_TRACE_MAGIC, write the
- * decision into it. Only BPF_PROG_TEST_RUN callers set such metadata, so for
- * live traffic this costs one pointer comparison. */
+/* The trace hook (see struct fw_trace), in trace instances only (maps.h
+ * fw_trace_mode): when the XDP metadata in front of the packet is exactly
+ * a struct fw_trace carrying FW_TRACE_MAGIC, write the decision into it;
+ * at tc, the same in skb->cb. The live instance, attached to interfaces,
+ * has fw_trace_mode FW_TRACE_OFF: every function here is a constant no-op
+ * the verifier prunes, so nothing a packet carries (metadata another XDP
+ * program wrote, skb->cb that any tc program may set) can steer it. */
 #ifndef XDPFW_TRACE_H
 #define XDPFW_TRACE_H
 
 #include <linux/bpf.h>
 #include "../types.h"
+#include "../maps.h"
 #include "classify.h"
 
 /* fw_trace_meta returns the trace struct in front of the packet, or NULL. */
@@ -16,6 +20,8 @@ static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	struct fw_trace *t = (void *)(long)ctx->data_meta;
 
+	if (!fw_tracing())
+		return NULL;
 	/* Two separate tests: the first gives the verifier the bound; clang
 	 * would fold them into one != without the barrier. */
 	if ((void *)(t + 1) > data)
@@ -84,6 +90,8 @@ static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 act
 #define FW_TRACE_CB_MAGIC 0x78647066 /* "xdpf" */
 static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
 {
+	if (!fw_tracing())
+		return -1;
 	__u32 in = skb->cb[3];
 
 	if (skb->cb[0] != FW_TRACE_CB_MAGIC || !((in >> 8) & FW_TRACE_CTSTATE) || (in & 0xff) >= FW_CT_NUM_STATES)
@@ -94,7 +102,7 @@ static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
 static __always_inline void fw_trace_skb_reject(struct __sk_buff *skb, __u32 rule_id, __u8 action,
 						__u8 reason, const struct fw_pkt *p, __u8 reject)
 {
-	if (skb->cb[0] != FW_TRACE_CB_MAGIC)
+	if (!fw_tracing() || skb->cb[0] != FW_TRACE_CB_MAGIC)
 		return;
 	skb->cb[1] = rule_id;
 	skb->cb[2] = action | (__u32)reason << 8 | (__u32)p->chain << 16 | (__u32)p->ctstate << 24;
@@ -111,7 +119,7 @@ static __always_inline void fw_trace_skb(struct __sk_buff *skb, __u32 rule_id, _
  * that logged the packet, and 1 << 8 when its deciding rule did too. */
 static __always_inline void fw_trace_skb_log(struct __sk_buff *skb, const struct fw_decision *d)
 {
-	if (skb->cb[0] != FW_TRACE_CB_MAGIC)
+	if (!fw_tracing() || skb->cb[0] != FW_TRACE_CB_MAGIC)
 		return;
 	skb->cb[4] |= d->nlog | (d->log ? 1u << 8 : 0);
 }

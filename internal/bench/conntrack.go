@@ -29,7 +29,7 @@ type CTResult struct {
 	Established float64 `json:"established_ns"`  // a reply-direction packet of a known flow: lookup + fast rule + update
 	NewAccepted float64 `json:"new_accepted_ns"` // a new flow the last rule accepts: lookup miss + trees + insert
 	NewDropped  float64 `json:"new_dropped_ns"`  // a new flow no rule accepts: lookup miss + trees + policy
-	// Table full (TableMax entries, filled by accepted new flows):
+	// Table full (TableMax entries, filled by assured flows):
 	FullRefused     float64 `json:"full_new_refused_ns"` // a new flow refused (conntrack-full)
 	FullEstablished float64 `json:"full_established_ns"` // the known flow, still passing
 	Refused         int     `json:"full_refused"`        // new flows refused, of Flows
@@ -109,7 +109,7 @@ func ctMeasure(pin string, lim datapath.Limits, tables *compile.Tables, ids []ui
 		return float64(d.Nanoseconds()), err
 	}
 	check := func(frame []byte, rule uint32, state uint8) error {
-		tr, err := datapath.TraceAssuming(prog, frame, 0, datapath.NoCTState)
+		tr, err := dp.Trace(frame, 0, datapath.NoCTState)
 		if err != nil {
 			return err
 		}
@@ -125,8 +125,16 @@ func ctMeasure(pin string, lim datapath.Limits, tables *compile.Tables, ids []ui
 	if err := check(query, ids[len(ids)-1], compile.CTNew); err != nil {
 		return nil, err
 	}
+	if _, err := run1(query); err != nil { // the live program records it (a trace records nothing)
+		return nil, err
+	}
 	if err := check(answer, ids[0], compile.CTEstablished); err != nil {
 		return nil, err
+	}
+	for _, fr := range [][]byte{answer, query} { // a packet after the answer: assured, never evicted
+		if _, err := run1(fr); err != nil {
+			return nil, err
+		}
 	}
 	res := &CTResult{}
 	var est, acc, drop []float64
@@ -162,11 +170,16 @@ func ctMeasure(pin string, lim datapath.Limits, tables *compile.Tables, ids []ui
 		res.EstablishedRepeat = float64(d.Nanoseconds())
 	}
 
-	// Fill the table, then offer new flows and the known one.
+	// Fill the table with assured flows (query, answer, query: a new flow
+	// evicts none of them), then offer new flows and the known one.
 	var reasons0 [compile.NumReasons]datapath.Counter
-	for i := 0; i < lim.Conntrack; i++ { // more new flows than the table has room left for
-		if _, err := run1(udpFrame(fmt.Sprintf("192.0.2.%d", 9+i/60000), "10.255.0.2", uint16(1024+i%60000), 53)); err != nil {
-			return nil, err
+	for i := 0; i < lim.Conntrack+64; i++ { // more flows than the table holds: the earlier unassured ones go first
+		cli, port := fmt.Sprintf("192.0.2.%d", 9+i/60000), uint16(1024+i%60000)
+		q := udpFrame(cli, "10.255.0.2", port, 53)
+		for _, fr := range [][]byte{q, udpFrame("10.255.0.2", cli, 53, port), q} {
+			if _, err := run1(fr); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if st, err := dp.CTStats(); err != nil || st.Counters["table_full"] == 0 {

@@ -207,7 +207,7 @@ func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []
 		var tr datapath.TraceResult
 		err = t.DUT.Do(func() error {
 			var err error
-			tr, err = datapath.Trace(dp.Program(), frame, uint32(t.DUTIf.Index))
+			tr, err = dp.Trace(frame, uint32(t.DUTIf.Index), datapath.NoCTState)
 			return err
 		})
 		if err != nil {

@@ -278,7 +278,7 @@ func awaitVerdict(dp *datapath.Datapath, probe []byte, pass bool, start time.Tim
 	deadline := start.Add(10 * time.Second)
 	for {
 		ended := finished() // before the probe: an edit in force by then shows in it
-		tr, err := datapath.Trace(dp.Program(), probe, 0)
+		tr, err := dp.Trace(probe, 0, datapath.NoCTState)
 		if err != nil {
 			return 0, err
 		}
@@ -296,7 +296,7 @@ func awaitVerdict(dp *datapath.Datapath, probe []byte, pass bool, start time.Tim
 }
 
 func checkVerdict(dp *datapath.Datapath, probe []byte, pass bool, when string) error {
-	tr, err := datapath.Trace(dp.Program(), probe, 0)
+	tr, err := dp.Trace(probe, 0, datapath.NoCTState)
 	if err != nil {
 		return err
 	}

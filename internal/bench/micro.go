@@ -203,7 +203,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 					frame []byte
 					id    uint32
 				}{{s.last, ids[len(ids)-1]}, {s.miss, compile.PolicyID(0, fam == "ipv6")}, {s.first, ids[0]}} {
-					tr, err := datapath.Trace(dp.Program(), c.frame, 0)
+					tr, err := dp.Trace(c.frame, 0, datapath.NoCTState)
 					if err != nil {
 						return nil, err
 					}

@@ -52,6 +52,9 @@ func (c *changeFlags) options(cmd *cobra.Command) (firewall.Options, error) {
 	if opt.RejectRate, opt.RejectBurst, err = c.reject.values(cmd); err != nil {
 		return opt, err
 	}
+	if err := c.reject.setGlobal(&opt); err != nil {
+		return opt, err
+	}
 	if err := c.logs.apply(cmd, &opt); err != nil {
 		return opt, err
 	}

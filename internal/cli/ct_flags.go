@@ -16,6 +16,7 @@ type ctFlags struct {
 	max      int
 	timeouts []string
 	full     string
+	pickup   string
 }
 
 func (c *ctFlags) register(cmd *cobra.Command, load bool) {
@@ -25,7 +26,10 @@ func (c *ctFlags) register(cmd *cobra.Command, load bool) {
 	}
 	cmd.Flags().StringSliceVar(&c.timeouts, "ct-timeout", nil, "conntrack timeout NAME=SECONDS (repeatable; names: "+
 		strings.Join(conntrack.TimeoutNames[:], ", ")+"); giving any resets the others to their defaults")
-	cmd.Flags().StringVar(&c.full, "ct-full", "", "NEW connections when the conntrack table is full: drop (default) or accept (untracked)")
+	cmd.Flags().StringVar(&c.full, "ct-full", "", "NEW connections when the conntrack table is full of assured connections: drop (default) or accept (untracked)")
+	cmd.Flags().StringVar(&c.pickup, "ct-tcp-pickup", "", "TCP connections conntrack does not know (they predate the rules, or the table was flushed): "+
+		"loose (default) picks them up mid-stream, their next bare ACK being NEW to the rules, as Linux's nf_conntrack_tcp_loose=1; "+
+		"strict starts connections with a SYN only, such ACKs are INVALID (a reload or apply keeps the value in force)")
 }
 
 func (c *ctFlags) apply(cmd *cobra.Command, opt *firewall.Options, load bool) error {
@@ -34,6 +38,10 @@ func (c *ctFlags) apply(cmd *cobra.Command, opt *firewall.Options, load bool) er
 	}
 	opt.CTMax = c.max
 	opt.CTFull = c.full
+	if c.pickup != "" && c.pickup != "loose" && c.pickup != "strict" {
+		return usageError{fmt.Errorf("--ct-tcp-pickup %q: want loose or strict", c.pickup)}
+	}
+	opt.CTTCPPickup = c.pickup
 	if cmd.Flags().Changed("ct-timeout") {
 		t, err := conntrack.ParseTimeouts(c.timeouts)
 		if err != nil {

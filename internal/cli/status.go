@@ -41,7 +41,12 @@ func newStatus(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.stdout, "xdpfw loaded: program id %d, pinned in %s\n", s.ProgramID, s.PinDir)
 			fmt.Fprintf(e.stdout, "generation %d, %d rules, malformed packets: %s\n", s.Generation, s.Rules, s.Malformed)
-			fmt.Fprintf(e.stdout, "REJECT answers per source: %d/s, %d at once\n", s.Reject.Rate, s.Reject.Burst)
+			global := fmt.Sprintf("%d/s", s.Reject.GlobalRate)
+			if s.Reject.GlobalRate == 0 {
+				global = "no limit (the program in force predates it: load again)"
+			}
+			fmt.Fprintf(e.stdout, "REJECT answers per source: %d/s, %d at once; all sources together: %s\n", s.Reject.Rate, s.Reject.Burst,
+				global)
 			if d := s.Delta; d.Pending {
 				fmt.Fprintf(e.stdout, "delta stage: %d added and %d deleted rules wait for a rebuild (%d of %d entries; 'xdpfw rebuild')\n",
 					d.Added, d.Deleted, d.Entries, d.Capacity)
@@ -50,7 +55,8 @@ func newStatus(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.stdout, "classifier tables: %d entries, %d nodes, %d leaf slots per generation (%d KiB kernel memory with conntrack)\n",
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
-			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats')\n", s.Limits.Conntrack)
+			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats'); TCP pickup %s\n",
+				s.Limits.Conntrack, s.CTTCPPickup)
 			lg := s.Log
 			fmt.Fprintf(e.stdout, "logging: %d rules log (LOG, --log), each at most %s, burst %d, unless it sets its own; events carry %d bytes of the packet\n",
 				lg.Rules, lg.Rate, lg.Burst, lg.Snap)

@@ -34,13 +34,15 @@ func newTrace(e *env) *cobra.Command {
 		Use:   "trace [packet flags | --pcap FILE]",
 		Short: "Run a described packet (or a pcap's packets) through the loaded firewall",
 		Long: `trace is the what-if tool: it builds the packet the flags describe (or reads
-every frame of a pcap/pcapng file) and runs it through the LOADED program
-with BPF_PROG_TEST_RUN, as if it arrived on --in. It prints the verdict, the
+every frame of a pcap/pcapng file) and runs it with BPF_PROG_TEST_RUN through
+a trace instance of the LOADED program, as if it arrived on --in: the same
+code on the same rules, connections and budgets. It prints the verdict, the
 chain and the deciding rule. Nothing is sent anywhere (a REJECT's answer
-is built, reported as XDP_TX, and discarded); the run is counted like a
-real packet: conntrack records it unless --ctstate gives the connection
-state to assume, a REJECT answer takes from its source's budget, and a
-logged packet's events (marked TRACE) go to 'xdpfw log'.
+is built, reported as XDP_TX, and discarded) and nothing packets see
+changes: no counter counts it, conntrack records nothing, no REJECT or LOG
+token is taken, no log event is sent. (It cannot tell whether a full
+conntrack table would refuse a new connection.) Loading the trace instance
+takes most of a second: the kernel verifies it.
 
 --out traces a packet this host sends instead: the OUTPUT chain, run by
 the tc egress program. Its verdicts are TC_ACT_OK, TC_ACT_SHOT, and
@@ -148,7 +150,7 @@ the trace builds it and discards it).`,
 	fl.StringVar(&f.iface, "in", "", "interface the packet arrives on (default: the first attached)")
 	fl.BoolVar(&f.out, "out", false, "trace a packet this host sends (OUTPUT chain, tc egress) instead")
 	fl.StringVar(&f.ctstate, "ctstate", "", "assume this connection state (NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED) "+
-		"instead of asking conntrack; the run then records no connection")
+		"instead of asking conntrack")
 	fl.StringVar(&f.pcap, "pcap", "", "trace every frame of a pcap or pcapng file instead")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd

@@ -61,7 +61,7 @@ const (
 	ReasonExtHdrDepth
 	ReasonBadL4
 	ReasonCTFull
-	ReasonRejectRate  // REJECT over its source's answer rate: dropped
+	ReasonRejectRate  // REJECT over its source's or the global answer budget: dropped
 	ReasonRejectError // REJECT of an ICMP error (or of a RST, with tcp-reset): dropped
 	ReasonRejectFrag  // REJECT of a non-first fragment: dropped
 	ReasonRejectBcast // REJECT of a broadcast/multicast packet or a non-host source: dropped
@@ -139,6 +139,10 @@ func RejectOf(rejectWith string) (Reject, error) {
 const (
 	DefaultRejectRate  = 100
 	DefaultRejectBurst = 200
+	// DefaultRejectGlobalRate is REJECT's global budget, all sources
+	// together, when the configuration leaves it zero
+	// (FW_REJECT_GLOBAL_RATE_DEFAULT): answers per second, as many at once.
+	DefaultRejectGlobalRate = 1000
 )
 
 // Logging (docs/log.md; FW_LOG_* in bpf/types.h).

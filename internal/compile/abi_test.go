@@ -104,6 +104,9 @@ func TestABIMirrorsHeader(t *testing.T) {
 	if c := define("FW_REJECT_BURST_DEFAULT"); c != DefaultRejectBurst {
 		t.Errorf("FW_REJECT_BURST_DEFAULT: C %d, Go %d", c, DefaultRejectBurst)
 	}
+	if c := define("FW_REJECT_GLOBAL_RATE_DEFAULT"); c != DefaultRejectGlobalRate {
+		t.Errorf("FW_REJECT_GLOBAL_RATE_DEFAULT: C %d, Go %d", c, DefaultRejectGlobalRate)
+	}
 	if c := define("FW_FIRST_RULE_ID"); c != FirstRuleID {
 		t.Errorf("FW_FIRST_RULE_ID: C %d, Go %d", c, FirstRuleID)
 	}

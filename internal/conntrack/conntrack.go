@@ -122,11 +122,17 @@ const (
 	StatTableFull
 	StatInvalid
 	StatExpired
+	StatEarlyDrop
+	StatPickup
 	NumStats
 )
 
-// StatNames name the counters, in order.
-var StatNames = [NumStats]string{"created", "table_full", "invalid", "expired_replaced"}
+// StatNames name the counters, in order: entries created; NEW connections
+// refused (table full of assured connections); INVALID packets; expired
+// entries the data plane replaced or removed (the name is older than the
+// removal); not-assured entries evicted for a new connection; TCP
+// connections picked up mid-stream.
+var StatNames = [NumStats]string{"created", "table_full", "invalid", "expired_replaced", "early_drop", "picked_up"}
 
 // Stats is what `xdpfw conntrack stats` reports.
 type Stats struct {
@@ -147,7 +153,9 @@ type Entry struct {
 	State    State          `json:"-"`
 	StateStr string         `json:"state"`
 	Replied  bool           `json:"replied"`
-	Expires  time.Duration  `json:"-"` // from now; <= 0: expired, not yet collected
+	Assured  bool           `json:"assured"`   // a real two-way connection: never evicted from a full table
+	PickedUp bool           `json:"picked_up"` // TCP picked up mid-stream (no handshake seen)
+	Expires  time.Duration  `json:"-"`         // from now; <= 0: expired, not yet collected
 	TTL      int64          `json:"expires_in_seconds"`
 	RuleID   uint32         `json:"rule_id"`
 	Chain    uint8          `json:"-"`
@@ -185,6 +193,12 @@ func (e Entry) String() string {
 	}
 	if !e.Replied {
 		b.WriteString(" [UNREPLIED]")
+	}
+	if e.Assured {
+		b.WriteString(" [ASSURED]")
+	}
+	if e.PickedUp {
+		b.WriteString(" [PICKED UP]")
 	}
 	fmt.Fprintf(&b, " packets=%d/%d bytes=%d/%d expires=%ds rule=%d", e.Packets[0], e.Packets[1],
 		e.Bytes[0], e.Bytes[1], int64(e.Expires.Round(time.Second)/time.Second), e.RuleID)

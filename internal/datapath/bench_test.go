@@ -3,6 +3,7 @@ package datapath_test
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -125,10 +126,10 @@ func BenchmarkAccept(b *testing.B) {
 			// out (true: egress), and tells whether it was accepted.
 			run := func(dp *datapath.Datapath, out bool, frame []byte) (datapath.TraceResult, bool, error) {
 				if out {
-					r, err := datapath.TraceEgress(dp.EgressProgram(), frame, datapath.NoCTState)
+					r, err := dp.RecordEgress(frame, datapath.NoCTState)
 					return r, r.XDPAction == datapath.TCActOK, err
 				}
-				r, err := datapath.Trace(dp.Program(), frame, 0)
+				r, err := dp.Record(frame, 0, datapath.NoCTState)
 				return r, r.XDPAction == datapath.XDPPass, err
 			}
 			prog := func(dp *datapath.Datapath) *ebpf.Program {
@@ -196,4 +197,78 @@ func medianOf(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkConntrackFull: what a new connection's first packet costs the
+// live XDP program (kernel-measured, one BPF_PROG_TEST_RUN each, median of
+// b.N distinct SYNs) into a 65,536-entry table: with room; full of a
+// flood's entries (not assured: each SYN evicts one, docs/conntrack.md);
+// full of assured connections (refused; searches held off 100 ms after a
+// fruitless one).
+//
+//	go test -run '^$' -bench ConntrackFull -benchtime 2000x ./internal/datapath/
+func BenchmarkConntrackFull(b *testing.B) {
+	syn := func(i int) []byte {
+		return (&packet.Packet{Src: netip.AddrFrom4([4]byte{10, byte(100 + i>>16), byte(i >> 8), byte(i)}), Dst: ct4.srv,
+			Proto: packet.ProtoTCP, SPort: uint16(1024 + i%50000), DPort: 22, TCPFlags: packet.TCPSyn}).Bytes()
+	}
+	for _, c := range []struct {
+		name    string
+		fill    bool
+		assured bool
+	}{{"room", false, false}, {"full-of-flood", true, false}, {"full-of-assured", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			f := newFixtureB(b)
+			f.installText(ctRules)
+			prog := f.dp.Program()
+			run1 := func(frame []byte) (float64, error) {
+				_, d, err := prog.Benchmark(frame, 1, nil)
+				return float64(d.Nanoseconds()), err
+			}
+			max := f.dp.Limits().Conntrack
+			err := f.ns.Do(func() error {
+				for i := 0; c.fill && i < max; i++ {
+					src := netip.AddrFrom4([4]byte{10, byte(200 + i>>16), byte(i >> 8), byte(i)})
+					pk := &packet.Packet{Src: src, Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5000, DPort: 53}
+					frames := [][]byte{pk.Bytes()}
+					if c.assured { // query, answer, query: assured
+						an := &packet.Packet{Src: ct4.srv, Dst: src, Proto: packet.ProtoUDP, SPort: 53, DPort: 5000}
+						frames = append(frames, an.Bytes(), pk.Bytes())
+					}
+					for _, fr := range frames {
+						if _, err := run1(fr); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if st, _ := f.dp.CTStats(); c.fill && st.Entries != max {
+				b.Fatalf("table holds %d of %d", st.Entries, max)
+			}
+			ns := make([]float64, 0, b.N)
+			err = f.ns.Do(func() error {
+				for i := 0; i < b.N; i++ {
+					d, err := run1(syn(i))
+					if err != nil {
+						return err
+					}
+					ns = append(ns, d)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st, _ := f.dp.CTStats()
+			b.ReportMetric(medianOf(ns), "ns/pkt")
+			slices.Sort(ns)
+			b.ReportMetric(ns[len(ns)*99/100], "p99-ns/pkt")
+			b.ReportMetric(float64(st.Counters["early_drop"]), "early-drops")
+			b.ReportMetric(float64(st.Counters["table_full"]), "refused")
+		})
+	}
 }

@@ -48,7 +48,7 @@ func TestOutcomeCounters(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		var r datapath.TraceResult
 		err := f.ns.Do(func() (err error) {
-			r, err = datapath.TraceEgress(f.dp.EgressProgram(), out, datapath.NoCTState)
+			r, err = f.dp.RecordEgress(out, datapath.NoCTState)
 			return err
 		})
 		if err != nil || r.XDPAction != datapath.TCActShot {

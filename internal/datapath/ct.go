@@ -41,7 +41,8 @@ func ctEntry(k *xdpfwFwCtKey, v *xdpfwFwCtEntry, now uint64) conntrack.Entry {
 	return conntrack.Entry{
 		Proto: k.Proto, Src: a, Dst: b,
 		State: conntrack.State(v.State), StateStr: conntrack.State(v.State).String(),
-		Replied: v.Flags&ctfReplied != 0, Expires: exp, TTL: int64(exp / time.Second),
+		Replied: v.Flags&ctfReplied != 0, Assured: v.Flags&ctfAssured != 0, PickedUp: v.Flags&ctfPickup != 0,
+		Expires: exp, TTL: int64(exp / time.Second),
 		RuleID: v.RuleId, Chain: v.Chain, Packets: v.Packets, Bytes: v.Bytes,
 	}
 }
@@ -50,6 +51,8 @@ func ctEntry(k *xdpfwFwCtKey, v *xdpfwFwCtEntry, now uint64) conntrack.Entry {
 const (
 	ctfOrigA   = 0x01
 	ctfReplied = 0x02
+	ctfAssured = 0x10
+	ctfPickup  = 0x20
 )
 
 // Connections lists the tracked connections, expired ones included (they
@@ -110,10 +113,19 @@ func (d *Datapath) ctWalkOneByOne(fn func(*xdpfwFwCtKey, *xdpfwFwCtEntry)) error
 }
 
 // CTFlush removes every tracked connection and returns how many there were.
-// Established connections then look INVALID (TCP) or NEW (others) to the
-// rules until they are re-created.
+// Established connections then look NEW to the rules (TCP: picked up by
+// their next ACK; with strict pickup INVALID) until they are re-created.
 func (d *Datapath) CTFlush() (int, error) {
-	return d.ctDelete(func(*xdpfwFwCtEntry, uint64) bool { return true })
+	n, err := d.ctDelete(func(*xdpfwFwCtEntry, uint64) bool { return true })
+	if err != nil {
+		return n, err
+	}
+	// The early-drop queue names only entries gone now: emptied, so that
+	// the data plane need not skip them one by one.
+	var k xdpfwFwCtKey
+	for d.ctEvict != nil && d.ctEvict.LookupAndDelete(nil, &k) == nil {
+	}
+	return n, nil
 }
 
 // CTGC removes expired connections and returns how many it removed.
@@ -176,7 +188,9 @@ func (d *Datapath) CTStats() (conntrack.Stats, error) {
 			st.ByState[conntrack.State(s).String()] = n
 		}
 	}
-	for i := 0; i < conntrack.NumStats; i++ {
+	// A table pinned by an earlier version may have fewer counters (until
+	// the next load carries them over): the others read 0.
+	for i := 0; i < min(conntrack.NumStats, int(d.ctStats.MaxEntries())); i++ {
 		var per []uint64
 		if err := d.ctStats.Lookup(uint32(i), &per); err != nil {
 			return st, fmt.Errorf("reading conntrack counters: %w", err)

@@ -2,13 +2,18 @@ package datapath_test
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // ctRules accepts everything conntrack does not call INVALID, so every
@@ -146,8 +151,12 @@ func TestConntrackTCP(t *testing.T) {
 		}
 	}
 
-	// Packets that can start nothing: no entry appears.
-	for _, flags := range []uint8{ack, syn | ack, fin | ack, rst, syn | fin, syn | rst, 0, fin} {
+	// Packets that can start nothing: no entry appears. A bare ACK starts
+	// nothing with strict pickup only (TestConntrackPickup).
+	if err := f.dp.SetConfig(datapath.Config{CTTCPStrict: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, flags := range []uint8{ack, psh | ack, syn | ack, fin | ack, rst, syn | fin, syn | rst, 0, fin} {
 		f.flushCT(t)
 		pk := tcpPkt(ct4, false, flags)
 		r := f.mustRun(pk.Bytes(), "eth0")
@@ -157,6 +166,95 @@ func TestConntrackTCP(t *testing.T) {
 		if es, _ := f.dp.Connections(); len(es) != 0 {
 			t.Errorf("%s created %v", pk, es)
 		}
+	}
+}
+
+// TestConntrackPickup: by default a TCP connection the table does not know
+// (it predates the rules, or the table was flushed) is picked up by its
+// next bare ACK, which is NEW as in Linux (nf_conntrack_tcp_loose=1), so
+// the rules for new connections decide it; the answer makes it ESTABLISHED
+// and assured. SYN-ACK, FIN, RST and odd flags pick up nothing. Strict
+// pickup makes the ACK INVALID.
+func TestConntrackPickup(t *testing.T) {
+	const ack, psh, syn, fin, rst = packet.TCPAck, packet.TCPPsh, packet.TCPSyn, packet.TCPFin, packet.TCPRst
+	f := newFixture(t)
+	f.installText(`
+-P INPUT DROP
+-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A INPUT -m conntrack --ctstate INVALID -j DROP
+-A INPUT -p tcp --dport 22 -m conntrack --ctstate NEW -j ACCEPT
+-A INPUT -p tcp --sport 22 -m conntrack --ctstate NEW -j ACCEPT
+`)
+	for _, fam := range []ctPeer{ct4, ct6} {
+		f.flushCT(t)
+		// The ssh session the operator loads the rules from: mid-stream.
+		r := f.mustRun(tcpPkt(fam, false, psh|ack).Bytes(), "eth0")
+		if r.XDPAction != datapath.XDPPass || r.CTState != compile.CTNew {
+			t.Fatalf("%s: mid-stream ACK: action %d state %s, want passed as NEW", fam.cli, r.XDPAction, compile.CTStateName(r.CTState))
+		}
+		c := f.conn(t, packet.ProtoTCP)
+		if c.State != conntrack.StateEstablished || !c.PickedUp || c.Assured || c.Replied || c.Src.Addr() != fam.cli {
+			t.Fatalf("%s: picked up as %s, want ESTABLISHED, picked up, not assured, from the client", fam.cli, c)
+		}
+		if c.Expires > 60*time.Second || c.Expires < 55*time.Second {
+			t.Fatalf("%s: unanswered pickup expires in %v, want tcp_syn_recv's 60 s", fam.cli, c.Expires)
+		}
+		// Another ACK the same way: still NEW (nothing answered yet).
+		if r := f.mustRun(tcpPkt(fam, false, ack).Bytes(), "eth0"); r.CTState != compile.CTNew {
+			t.Fatalf("%s: second ACK before an answer: %s, want NEW", fam.cli, compile.CTStateName(r.CTState))
+		}
+		for i, fromSrv := range []bool{true, false, true} {
+			if r := f.mustRun(tcpPkt(fam, fromSrv, psh|ack).Bytes(), "eth0"); r.XDPAction != datapath.XDPPass || r.CTState != compile.CTEstablished {
+				t.Fatalf("%s: packet %d after pickup: action %d state %s, want ESTABLISHED", fam.cli, i, r.XDPAction, compile.CTStateName(r.CTState))
+			}
+		}
+		c = f.conn(t, packet.ProtoTCP)
+		if c.State != conntrack.StateEstablished || !c.Assured || !c.Replied || c.Expires < 400000*time.Second {
+			t.Fatalf("%s: after the answer %s, want ESTABLISHED, assured, tcp_established's timeout", fam.cli, c)
+		}
+		// It closes as any connection does.
+		f.mustRun(tcpPkt(fam, false, fin|ack).Bytes(), "eth0")
+		f.mustRun(tcpPkt(fam, true, fin|ack).Bytes(), "eth0")
+		f.mustRun(tcpPkt(fam, false, ack).Bytes(), "eth0")
+		if c := f.conn(t, packet.ProtoTCP); c.State != conntrack.StateTimeWait {
+			t.Fatalf("%s: after the close %s, want TIME_WAIT", fam.cli, c)
+		}
+	}
+	// A mid-stream ACK the rules do not accept as NEW is dropped and
+	// records nothing.
+	f.flushCT(t)
+	pk := &packet.Packet{Src: ct4.cli, Dst: ct4.srv, Proto: packet.ProtoTCP, SPort: 40000, DPort: 80, TCPFlags: ack}
+	if r := f.mustRun(pk.Bytes(), "eth0"); r.XDPAction != datapath.XDPDrop || r.CTState != compile.CTNew {
+		t.Fatalf("mid-stream ACK to a closed port: action %d state %s, want dropped as NEW", r.XDPAction, compile.CTStateName(r.CTState))
+	}
+	if es, _ := f.dp.Connections(); len(es) != 0 {
+		t.Fatalf("a dropped pickup created %v", es)
+	}
+	// Only a bare ACK (with or without data) picks up.
+	for _, flags := range []uint8{syn | ack, fin | ack, rst | ack, rst, fin, 0} {
+		f.flushCT(t)
+		pk := tcpPkt(ct4, false, flags)
+		if r := f.mustRun(pk.Bytes(), "eth0"); r.CTState != compile.CTInvalid || r.XDPAction != datapath.XDPDrop {
+			t.Errorf("%s with no connection: %s action %d, want INVALID, dropped", pk, compile.CTStateName(r.CTState), r.XDPAction)
+		}
+		if es, _ := f.dp.Connections(); len(es) != 0 {
+			t.Errorf("%s created %v", pk, es)
+		}
+	}
+	// Strict: the ACK is INVALID.
+	if err := f.dp.SetConfig(datapath.Config{CTTCPStrict: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.flushCT(t)
+	if r := f.mustRun(tcpPkt(ct4, false, psh|ack).Bytes(), "eth0"); r.CTState != compile.CTInvalid || r.XDPAction != datapath.XDPDrop {
+		t.Fatalf("strict: mid-stream ACK %s action %d, want INVALID, dropped", compile.CTStateName(r.CTState), r.XDPAction)
+	}
+	st, err := f.dp.CTStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counters["picked_up"] != 2 {
+		t.Errorf("counters %v: want 2 picked_up", st.Counters)
 	}
 }
 
@@ -279,52 +377,127 @@ func TestConntrackTimeouts(t *testing.T) {
 	}
 }
 
-// TestConntrackTableFull: with the table full, new connections are
-// dropped and counted (never passed untracked by default), while packets
-// of existing connections keep passing.
+// TestConntrackTableFull: a full table makes room by itself, with no GC:
+// new connections evict ones that are not assured (early drop), so a
+// flood of unanswered flows never locks a real client out, while an
+// assured connection is never evicted and keeps passing; only a table
+// full of assured connections refuses new ones (dropped and counted, or,
+// opted in, passed untracked).
 func TestConntrackTableFull(t *testing.T) {
 	f := newFixtureLimits(t, datapath.Limits{Conntrack: 64})
 	f.installText(ctRules)
-	// Established first, then fill the table with other flows.
+	// An assured connection first (handshake done), then a flood of
+	// unanswered flows, four times the table.
 	f.mustRun(tcpPkt(ct4, false, packet.TCPSyn).Bytes(), "eth0")
 	f.mustRun(tcpPkt(ct4, true, packet.TCPSyn|packet.TCPAck).Bytes(), "eth0")
-	refused := 0
-	for i := 0; i < 200; i++ {
-		pk := &packet.Packet{Src: netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)}), Dst: ct4.srv,
-			Proto: packet.ProtoUDP, SPort: uint16(1000 + i), DPort: 53}
-		r := f.mustRun(pk.Bytes(), "eth0")
-		if r.XDPAction == datapath.XDPDrop {
-			if r.Reason != compile.ReasonCTFull {
-				t.Fatalf("%s dropped for %s, want conntrack-full", pk, r.Reason)
+	f.mustRun(tcpPkt(ct4, false, packet.TCPAck).Bytes(), "eth0")
+	flood := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			pk := &packet.Packet{Src: netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)}), Dst: ct4.srv,
+				Proto: packet.ProtoTCP, SPort: uint16(1000 + i), DPort: 22, TCPFlags: packet.TCPSyn}
+			if r := f.mustRun(pk.Bytes(), "eth0"); r.XDPAction != datapath.XDPPass {
+				t.Fatalf("flood packet %d (%s): action %d reason %s, want passed (room made)", i, pk, r.XDPAction, r.Reason)
 			}
-			refused++
 		}
 	}
+	flood(0, 256)
 	es, _ := f.dp.Connections()
-	if refused == 0 || len(es) > 64 || len(es)+refused != 201 {
-		t.Fatalf("%d connections, %d refused: want a full table of at most 64 and the rest refused", len(es), refused)
+	if len(es) > 64 {
+		t.Fatalf("%d connections in a table of 64", len(es))
 	}
-	// The established connection keeps working, both ways.
+	// The assured connection is still there and passes both ways.
 	for _, fromSrv := range []bool{false, true, false} {
 		if r := f.mustRun(tcpPkt(ct4, fromSrv, packet.TCPAck|packet.TCPPsh).Bytes(), "eth0"); r.XDPAction != datapath.XDPPass || r.CTState != compile.CTEstablished {
-			t.Fatalf("established connection with a full table: action %d state %s", r.XDPAction, compile.CTStateName(r.CTState))
+			t.Fatalf("assured connection after the flood: action %d state %s", r.XDPAction, compile.CTStateName(r.CTState))
 		}
+	}
+	// A real client gets in during the flood, completes its handshake,
+	// and then survives the rest of it.
+	cli := ctPeer{netip.MustParseAddr("10.203.0.1"), ct4.srv}
+	for _, s := range []step{
+		{false, packet.TCPSyn, compile.CTNew, 0},
+		{true, packet.TCPSyn | packet.TCPAck, compile.CTEstablished, 0},
+		{false, packet.TCPAck, compile.CTEstablished, 0},
+	} {
+		if r := f.mustRun(tcpPkt(cli, s.fromSrv, s.flags).Bytes(), "eth0"); r.XDPAction != datapath.XDPPass || r.CTState != s.want {
+			t.Fatalf("real client during the flood: action %d reason %s state %s, want %s", r.XDPAction, r.Reason,
+				compile.CTStateName(r.CTState), compile.CTStateName(s.want))
+		}
+	}
+	flood(256, 256)
+	if r := f.mustRun(tcpPkt(cli, false, packet.TCPAck|packet.TCPPsh).Bytes(), "eth0"); r.CTState != compile.CTEstablished {
+		t.Fatalf("real client after more flood: %s, want ESTABLISHED", compile.CTStateName(r.CTState))
 	}
 	st, err := f.dp.CTStats()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st.Counters["early_drop"] < 512-64 || st.Counters["table_full"] != 0 {
+		t.Errorf("counters %v: want early_drop >= %d and no table_full", st.Counters, 512-64)
+	}
+
+	// A table full of assured connections refuses a new one.
+	f.flushCT(t)
+	for i := 0; i < 64; i++ {
+		q := &packet.Packet{Src: netip.AddrFrom4([4]byte{10, 204, 0, byte(i)}), Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5000, DPort: 53}
+		a := &packet.Packet{Src: ct4.srv, Dst: q.Src, Proto: packet.ProtoUDP, SPort: 53, DPort: 5000}
+		for _, pk := range []*packet.Packet{q, a, q} { // a packet after the answer: assured
+			f.mustRun(pk.Bytes(), "eth0")
+		}
+	}
+	pk := &packet.Packet{Src: netip.MustParseAddr("10.202.0.1"), Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 1, DPort: 53}
+	r := f.mustRun(pk.Bytes(), "eth0")
+	if r.XDPAction != datapath.XDPDrop || r.Reason != compile.ReasonCTFull {
+		t.Fatalf("new flow with a table full of assured connections: action %d reason %s, want dropped, conntrack-full", r.XDPAction, r.Reason)
+	}
+	st, _ = f.dp.CTStats()
 	reasons, _ := f.dp.ReasonCounters()
-	if st.Counters["table_full"] != uint64(refused) || reasons[compile.ReasonCTFull].Packets != uint64(refused) {
-		t.Errorf("table_full %d, reason counter %d, want %d", st.Counters["table_full"], reasons[compile.ReasonCTFull].Packets, refused)
+	if st.Counters["table_full"] != 1 || reasons[compile.ReasonCTFull].Packets != 1 {
+		t.Errorf("table_full %d, reason counter %d, want 1", st.Counters["table_full"], reasons[compile.ReasonCTFull].Packets)
 	}
 	// Opting in to fail open for new connections passes them, untracked.
 	if err := f.dp.SetConfig(datapath.Config{CTFullAccept: true}); err != nil {
 		t.Fatal(err)
 	}
-	pk := &packet.Packet{Src: netip.MustParseAddr("10.202.0.1"), Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 1, DPort: 53}
+	pk.SPort = 2
 	if r := f.mustRun(pk.Bytes(), "eth0"); r.XDPAction != datapath.XDPPass {
 		t.Fatalf("with CTFullAccept: action %d", r.XDPAction)
+	}
+}
+
+// TestConntrackReclaimExpired: expired entries take no room a new
+// connection needs, with no GC run: a table full of connections past their
+// deadline (the clock driven by setting the deadlines, no waiting) takes
+// new ones, which remove the expired entries, even assured ones.
+func TestConntrackReclaimExpired(t *testing.T) {
+	f := newFixtureLimits(t, datapath.Limits{Conntrack: 64})
+	f.installText(ctRules)
+	for i := 0; i < 64; i++ {
+		q := &packet.Packet{Src: netip.AddrFrom4([4]byte{10, 204, 0, byte(i)}), Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5000, DPort: 53}
+		a := &packet.Packet{Src: ct4.srv, Dst: q.Src, Proto: packet.ProtoUDP, SPort: 53, DPort: 5000}
+		for _, pk := range []*packet.Packet{q, a, q} {
+			f.mustRun(pk.Bytes(), "eth0")
+		}
+	}
+	if err := f.dp.ExpireConnections(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 64; i++ {
+		pk := tcpPkt(ctPeer{netip.AddrFrom4([4]byte{10, 205, 0, byte(i)}), ct4.srv}, false, packet.TCPSyn)
+		if r := f.mustRun(pk.Bytes(), "eth0"); r.XDPAction != datapath.XDPPass || r.CTState != compile.CTNew {
+			t.Fatalf("new connection %d into a table of expired ones: action %d reason %s", i, r.XDPAction, r.Reason)
+		}
+	}
+	es, _ := f.dp.Connections()
+	for _, e := range es {
+		if e.Proto != packet.ProtoTCP {
+			t.Fatalf("left after 64 new connections: %s (every expired entry should have made room)", e)
+		}
+	}
+	st, _ := f.dp.CTStats()
+	if st.Counters["expired_replaced"] != 64 || st.Counters["early_drop"] != 0 || st.Counters["table_full"] != 0 {
+		t.Errorf("counters %v: want 64 expired_replaced, no early_drop, no table_full", st.Counters)
 	}
 }
 
@@ -474,8 +647,23 @@ func TestClassifyStage(t *testing.T) {
 	if err := f.dp.DropClassifyStage(); err != nil {
 		t.Fatal(err)
 	}
-	check("stage gone", q, datapath.XDPDrop, compile.ReasonNoRuleset)
-	check("stage gone", other, datapath.XDPDrop, compile.ReasonNoRuleset)
+	// The live program itself (a trace instance has its own stage):
+	// dropped, and counted as no-ruleset.
+	for _, pk := range []*packet.Packet{q, other} {
+		before, _ := f.dp.ReasonCounters()
+		var r datapath.TraceResult
+		if err := f.ns.Do(func() (err error) {
+			r, err = f.dp.TraceLive(pk.Bytes(), f.ifaces["eth0"], datapath.NoCTState)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := f.dp.ReasonCounters()
+		if r.XDPAction != datapath.XDPDrop || after[compile.ReasonNoRuleset].Packets != before[compile.ReasonNoRuleset].Packets+1 {
+			t.Fatalf("stage gone: %s action %d, no-ruleset %d -> %d; want dropped and counted", pk, r.XDPAction,
+				before[compile.ReasonNoRuleset].Packets, after[compile.ReasonNoRuleset].Packets)
+		}
+	}
 }
 
 // TestEgressOutputChain: the tc program runs the OUTPUT rules on packets
@@ -491,7 +679,7 @@ func TestEgressOutputChain(t *testing.T) {
 	var r datapath.TraceResult
 	err := f.ns.Do(func() error {
 		var err error
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), out.Bytes(), datapath.NoCTState)
+		r, err = f.dp.RecordEgress(out.Bytes(), datapath.NoCTState)
 		return err
 	})
 	if err != nil {
@@ -512,10 +700,86 @@ func TestEgressOutputChain(t *testing.T) {
 	smtp := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoTCP, SPort: 40001, DPort: 25, TCPFlags: packet.TCPSyn}
 	err = f.ns.Do(func() error {
 		var err error
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), smtp.Bytes(), datapath.NoCTState)
+		r, err = f.dp.RecordEgress(smtp.Bytes(), datapath.NoCTState)
 		return err
 	})
 	if err != nil || r.XDPAction != datapath.TCActShot || r.RuleID != f.ids[1] {
 		t.Fatalf("egress to port 25: %+v %v, want TC_ACT_SHOT by rule %d", r, err, f.ids[1])
+	}
+}
+
+// TestUpgradeCTStats: an earlier version's pins (fewer conntrack counters,
+// none of the maps added since) serve commands, and a load upgrades them: it succeeds (the pinned map
+// stays in place until the new program is pinned), and PinProgram puts a
+// map of the new size in its place with the old counts carried over.
+func TestUpgradeCTStats(t *testing.T) {
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	// What an earlier version pinned: four counters, some counted.
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	per := make([]uint64, ebpf.MustPossibleCPU())
+	per[0] = 7
+	if err := old.Put(uint32(conntrack.StatCreated), per); err != nil {
+		t.Fatal(err)
+	}
+	pin := filepath.Join(dir, "fw_ct_stats")
+	if err := os.Remove(pin); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	// ... and none of the maps added since, which commands do without.
+	for _, name := range []string{"fw_ct_evict", "fw_reject_global"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	od, err := datapath.Open(dir)
+	if err != nil {
+		t.Fatalf("open an earlier version's pins: %v", err)
+	}
+	if c, err := od.ConfigInForce(); err != nil || c.RejectGlobalRate != 0 {
+		t.Errorf("config in force of an earlier version's program: %+v %v, want no global REJECT budget", c, err)
+	}
+	if _, err := od.CTFlush(); err != nil {
+		t.Errorf("flush with an earlier version's pins: %v", err)
+	}
+	od.Close()
+	dp, err = datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatalf("load over an earlier version's fw_ct_stats: %v", err)
+	}
+	defer dp.Close()
+	if m, err := ebpf.LoadPinnedMap(pin, nil); err != nil || m.MaxEntries() != 4 {
+		t.Fatalf("before PinProgram the pinned map must be the old one: %v", err)
+	} else {
+		m.Close()
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.LoadPinnedMap(pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.MaxEntries() != conntrack.NumStats {
+		t.Fatalf("pinned fw_ct_stats has %d counters, want %d", m.MaxEntries(), conntrack.NumStats)
+	}
+	st, err := dp.CTStats()
+	if err != nil || st.Counters["created"] != 7 {
+		t.Fatalf("counters %v (%v): want the 7 created carried over", st.Counters, err)
 	}
 }

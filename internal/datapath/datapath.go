@@ -94,18 +94,31 @@ type Datapath struct {
 	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
 	ct      *ebpf.Map // fw_ct: connections
 	ctStats *ebpf.Map // fw_ct_stats
+	ctEvict *ebpf.Map // fw_ct_evict: early-drop candidates
 	logRing *ebpf.Map // fw_log_ring: events
 	logLim  *ebpf.Map // fw_log_limits: per logged rule id
 	logStat *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr  *ebpf.Map // fw_log_counters
+	rejGlob *ebpf.Map // fw_reject_global: REJECT's global budget
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
-	// answers on their way in; fw_log_scratch, per-packet LOG notes.
+	// answers on their way in; fw_log_scratch, per-packet LOG notes;
+	// fw_ct_gc, conntrack's search for room.
 	unpinned []*ebpf.Map
+	// upgraded are pinned maps an earlier version made with another
+	// layout, by name: this program has new ones, which PinProgram puts in
+	// their place (see upgradable).
+	upgraded map[string]*ebpf.Map
 	// stages is fw_xdp_stages, pinned as stagesPin + the program's id (none
 	// when opened from pins).
 	stages    *ebpf.Map
 	stagesPin string
+	// tracers are the trace instances, loaded on first use (trace.go):
+	// XDP and tc, reporting; XDP and tc, recording (tests).
+	tracers [4]*tracer
+	// objPath: the object file of another build a benchmark loaded
+	// (export_test.go LoadObject); "" for this build's.
+	objPath string
 	// clockProg is the clock probe (bpf/clock.c), never pinned: loaded
 	// with the program, or on first use by a handle from Open.
 	clockProg *ebpf.Program
@@ -115,9 +128,10 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
-		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats,
+		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
+		"fw_reject_global": &d.rejGlob,
 	}
 }
 
@@ -154,9 +168,19 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	if err := checkMemory(specCost(spec, dir, cpus), lim, avail); err != nil {
 		return nil, err
 	}
+	upgraded, err := upgradeSpec(spec, dir)
+	if err != nil {
+		return nil, err
+	}
+	closeUpgraded := func() {
+		for _, m := range upgraded {
+			m.Close()
+		}
+	}
 	var objs xdpfwObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
+		closeUpgraded()
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the xdpfw program: %+v", ve)
@@ -172,6 +196,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
 		objs.Close()
+		closeUpgraded()
 		return nil, err
 	}
 	return &Datapath{
@@ -190,6 +215,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		sets:      objs.FwSets,
 		ct:        objs.FwCt,
 		ctStats:   objs.FwCtStats,
+		ctEvict:   objs.FwCtEvict,
 		deltas:    objs.FwDeltas,
 		deltaEn:   objs.FwDeltaEntries,
 		stamps:    objs.FwStamps,
@@ -197,12 +223,105 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		logLim:    objs.FwLogLimits,
 		logStat:   objs.FwLogStats,
 		logCtr:    objs.FwLogCounters,
+		rejGlob:   objs.FwRejectGlobal,
 		stages:    objs.FwXdpStages,
 		stagesPin: stagesName,
-		unpinned:  []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch},
+		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch,
+			objs.FwCtGc},
+		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
 	}, nil
+}
+
+// upgradable are the pinned maps a newer program may make with another
+// layout and whose contents carry over, with how: per-CPU u64 counters
+// indexed by an enum that only grows (new values at the end), summed into
+// the new map. Any other pinned map of another layout makes Load fail with
+// ErrMapIncompatible (`detach --all` first). fw_reason_stats is not one:
+// its slot is out * FW_NUM_REASONS + reason, so a new reason moves every
+// slot; it would need its own copy.
+var upgradable = map[string]func(old, cur *ebpf.Map) error{
+	"fw_ct_stats": addCounters,
+}
+
+// upgradeSpec finds the upgradable maps pinned in dir with a layout other
+// than spec's: spec gets fresh ones for them (not pinned yet: the pinned
+// ones stay in place, and the program in force keeps using them, until
+// PinProgram), and the pinned ones are returned by name.
+func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map, error) {
+	out := map[string]*ebpf.Map{}
+	for name := range upgradable {
+		ms := spec.Maps[name]
+		old, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			for _, m := range out {
+				m.Close()
+			}
+			return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
+		}
+		if old.Type() == ms.Type && old.KeySize() == ms.KeySize && old.ValueSize() == ms.ValueSize &&
+			old.MaxEntries() == ms.MaxEntries {
+			old.Close()
+			continue
+		}
+		ms.Pinning = ebpf.PinNone
+		out[name] = old
+	}
+	return out, nil
+}
+
+// commitUpgrades carries the contents of the maps upgradeSpec replaced
+// into this program's, and pins them in their place. Called once every
+// interface runs this program: counts the old program makes after the
+// copy (packets in flight) are lost.
+func (d *Datapath) commitUpgrades() error {
+	named := d.maps()
+	for name, old := range d.upgraded {
+		cur := *named[name]
+		if err := upgradable[name](old, cur); err != nil {
+			return fmt.Errorf("carrying %s over to the new program: %w", name, err)
+		}
+		pin := filepath.Join(d.dir, name)
+		tmp := pin + "_new"
+		_ = os.Remove(tmp)
+		if err := cur.Pin(tmp); err != nil {
+			return fmt.Errorf("pinning the new %s: %w", name, err)
+		}
+		if err := os.Rename(tmp, pin); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("replacing the pinned %s: %w", name, err)
+		}
+		old.Close()
+		delete(d.upgraded, name)
+	}
+	return nil
+}
+
+// addCounters adds the per-CPU u64 counters of old to cur, slot by slot.
+func addCounters(old, cur *ebpf.Map) error {
+	n := min(old.MaxEntries(), cur.MaxEntries())
+	for i := uint32(0); i < n; i++ {
+		var a, b []uint64
+		if err := old.Lookup(i, &a); err != nil {
+			return err
+		}
+		if err := cur.Lookup(i, &b); err != nil {
+			return err
+		}
+		for c := range b {
+			if c < len(a) {
+				b[c] += a[c]
+			}
+		}
+		if err := cur.Put(i, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pinStages pins stages, prog's program array, in dir as stagesPin + the
@@ -251,6 +370,9 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
+	if m := spec.Maps["fw_ct_evict"]; m != nil { // absent in objects of earlier builds (LoadObject)
+		m.MaxEntries = uint32(lim.Conntrack)
+	}
 	lim.RuleIDs = ruleIDsFor(lim.Entries)
 	spec.Maps["fw_rule_stats"].MaxEntries = uint32(lim.RuleIDs)
 	return lim, nil
@@ -259,6 +381,9 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 // PinProgram makes this program the pinned one (the one status reports and
 // trace runs), replacing the previous pin atomically (rename on bpffs).
 func (d *Datapath) PinProgram() error {
+	if err := d.commitUpgrades(); err != nil {
+		return err
+	}
 	for _, p := range []struct {
 		prog *ebpf.Program
 		name string
@@ -296,6 +421,11 @@ func pinsWithPrefix(dir, prefix string) []string {
 	return out
 }
 
+// laterPins are maps that programs of earlier versions did not have: Open
+// leaves them nil when they are not pinned, so that commands still work
+// until the next load brings the program they belong to.
+var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true}
+
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")
 
@@ -315,6 +445,9 @@ func Open(dir string) (*Datapath, error) {
 	}
 	for name, dst := range d.maps() {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if errors.Is(err, os.ErrNotExist) && laterPins[name] {
+			continue // a program of an earlier version: nil until the next load
+		}
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("opening pinned map %s (made by another xdpfw version? `xdpfw detach --all` resets): %w", name, err)
@@ -347,6 +480,12 @@ func (d *Datapath) Close() {
 	}
 	for _, m := range d.unpinned {
 		m.Close()
+	}
+	for _, m := range d.upgraded {
+		m.Close()
+	}
+	for _, t := range d.tracers {
+		t.close()
 	}
 	if d.stages != nil {
 		d.stages.Close()

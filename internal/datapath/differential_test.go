@@ -131,7 +131,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		err := f.ns.Do(func() error {
 			for i := lo; i < hi; i++ {
 				var err error
-				if results[i], err = datapath.TraceAssuming(f.dp.Program(), pkts[i].Bytes(), f.ifaces[ifs[i]], states[i]); err != nil {
+				if results[i], err = f.dp.Record(pkts[i].Bytes(), f.ifaces[ifs[i]], states[i]); err != nil {
 					return fmt.Errorf("%s: %w", pkts[i], err)
 				}
 			}

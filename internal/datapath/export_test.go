@@ -30,7 +30,7 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	d := &Datapath{prog: coll.Programs["xdpfw_ingress"], egress: coll.Programs["xdpfw_egress"],
-		clockProg: coll.Programs["xdpfw_clock"], limits: lim}
+		clockProg: coll.Programs["xdpfw_clock"], limits: lim, objPath: path}
 	named := d.maps()
 	for name, m := range coll.Maps {
 		if dst, ok := named[name]; ok {
@@ -61,3 +61,64 @@ func StagesPins(dir string) []string { return pinsWithPrefix(dir, stagesPin) }
 
 // RXVLANOffload is rxVLANOffload, for the tests.
 func RXVLANOffload(iface string) (bool, error) { return rxVLANOffload(iface) }
+
+// ExpireConnections puts every tracked connection past its deadline, as
+// if its timeout had run out: tests drive conntrack's clock without
+// waiting.
+func (d *Datapath) ExpireConnections() error {
+	var keys []xdpfwFwCtKey
+	var vals []xdpfwFwCtEntry
+	if err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) {
+		keys = append(keys, *k)
+		vals = append(vals, *v)
+	}); err != nil {
+		return err
+	}
+	for i := range keys {
+		vals[i].Expires = 1
+		if err := d.ct.Update(&keys[i], &vals[i], ebpf.UpdateExist); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Record is Trace through the recording trace instance: the decision is
+// reported and the packet recorded (counters, conntrack, budgets, log
+// events) as the live program would, so that tests can play sequences.
+// Another build's object (LoadObject) is traced through its own program,
+// as builds before trace instances traced.
+func (d *Datapath) Record(frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
+	if d.objPath != "" {
+		return traceXDP(d.prog, frame, ifindex, ctstate)
+	}
+	t, err := d.tracerFor(traceRecord, false)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	return traceXDP(t.prog, frame, ifindex, ctstate)
+}
+
+// RecordEgress is Record through the tc egress program.
+func (d *Datapath) RecordEgress(frame []byte, ctstate int) (TraceResult, error) {
+	if d.objPath != "" {
+		return traceTC(d.egress, frame, ctstate)
+	}
+	t, err := d.tracerFor(traceRecord, true)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	return traceTC(t.prog, frame, ctstate)
+}
+
+// TraceLive runs frame through the live XDP program with a trace request
+// in its metadata, as a packet carrying one would arrive: the live
+// program must ignore it (TraceLiveEgress: the same in skb->cb at tc).
+func (d *Datapath) TraceLive(frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
+	return traceXDP(d.prog, frame, ifindex, ctstate)
+}
+
+// TraceLiveEgress is TraceLive through the live tc egress program.
+func (d *Datapath) TraceLiveEgress(frame []byte, ctstate int) (TraceResult, error) {
+	return traceTC(d.egress, frame, ctstate)
+}

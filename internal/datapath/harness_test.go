@@ -123,7 +123,7 @@ func (f *fixture) runAssuming(frame []byte, iface string, ctstate int) (datapath
 	}
 	err := f.ns.Do(func() error {
 		var err error
-		res, err = datapath.TraceAssuming(f.dp.Program(), frame, ifindex, ctstate)
+		res, err = f.dp.Record(frame, ifindex, ctstate)
 		return err
 	})
 	return res, err

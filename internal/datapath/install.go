@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
@@ -23,9 +22,17 @@ type Config struct {
 	// at once; 0: compile.DefaultRejectRate / DefaultRejectBurst.
 	RejectRate  uint32
 	RejectBurst uint32
+	// RejectGlobalRate is REJECT's answers per second from all sources
+	// together, as many at once (0: compile.DefaultRejectGlobalRate).
+	RejectGlobalRate uint32
+	// CTTCPStrict turns mid-stream pickup off: a TCP packet other than a
+	// SYN that belongs to no tracked connection is INVALID (Linux's
+	// nf_conntrack_tcp_loose=0). Default: a bare ACK picks it up (NEW).
+	CTTCPStrict bool
 }
 
-// SetConfig writes the settings map.
+// SetConfig writes the settings map and REJECT's global budget (whose
+// bucket starts full).
 func (d *Datapath) SetConfig(c Config) error {
 	v := xdpfwFwConfig{CtTimeout: c.CTTimeouts, RejectRate: c.RejectRate, RejectBurst: c.RejectBurst}
 	if c.MalformedAction == compile.ActAccept {
@@ -34,22 +41,49 @@ func (d *Datapath) SetConfig(c Config) error {
 	if c.CTFullAccept {
 		v.CtFullAccept = 1
 	}
+	if c.CTTCPStrict {
+		v.CtTcpStrict = 1
+	}
 	if err := d.config.Put(uint32(0), &v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
+	}
+	if d.rejGlob == nil {
+		return nil // a program of an earlier version, without the global budget
+	}
+	g := c.RejectGlobalRate
+	if g == 0 {
+		g = compile.DefaultRejectGlobalRate
+	}
+	b := xdpfwFwBucket{IntervalNs: uint64(time.Second) / uint64(g), Burst: g}
+	if err := d.rejGlob.Put(uint32(0), &b); err != nil {
+		return fmt.Errorf("writing fw_reject_global: %w", err)
 	}
 	return nil
 }
 
-// Config reads the settings map: what packets get now.
-func (d *Datapath) Config() (Config, error) {
+// ConfigInForce reads back what SetConfig wrote: the settings packets see.
+// RejectGlobalRate is 0 when the program in force has no global budget (an
+// earlier version's, until the next load).
+func (d *Datapath) ConfigInForce() (Config, error) {
 	var v xdpfwFwConfig
 	if err := d.config.Lookup(uint32(0), &v); err != nil {
 		return Config{}, fmt.Errorf("reading fw_config_map: %w", err)
 	}
 	c := Config{MalformedAction: compile.ActDrop, CTFullAccept: v.CtFullAccept != 0, CTTimeouts: v.CtTimeout,
-		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst}
+		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0}
 	if v.MalformedPass != 0 {
 		c.MalformedAction = compile.ActAccept
+	}
+	if d.rejGlob == nil {
+		return c, nil // an earlier version's program: no global budget
+	}
+	var b xdpfwFwBucket
+	if err := d.rejGlob.Lookup(uint32(0), &b); err != nil {
+		return Config{}, fmt.Errorf("reading fw_reject_global: %w", err)
+	}
+	c.RejectGlobalRate = b.Burst
+	if c.RejectGlobalRate == 0 {
+		c.RejectGlobalRate = compile.DefaultRejectGlobalRate // what the data plane applies
 	}
 	return c, nil
 }
@@ -157,21 +191,34 @@ func putRange[T any](m *ebpf.Map, base uint32, vals []T) error {
 	return nil
 }
 
-// membarrierCmdGlobal is MEMBARRIER_CMD_GLOBAL (linux/membarrier.h).
-const membarrierCmdGlobal = 1 << 0
-
 // graceperiod waits until every packet that may have seen the previous
-// generation is done: membarrier(MEMBARRIER_CMD_GLOBAL) is synchronize_rcu(),
-// and XDP runs inside RCU read-side sections.
+// generation is done: every XDP and tc program runs inside an RCU
+// read-side section, so an RCU grace period (synchronize_rcu) is enough.
+// The kernel guarantees one to user space through map-in-map updates: an
+// update of an array-of-maps entry from user space returns only after
+// synchronize_rcu() (kernel/bpf/syscall.c maybe_wait_bpf_programs), so
+// that user space knows no program still uses the inner map it replaced.
+// That is the documented behaviour programs rely on to free an inner map
+// (the kernel's selftests use it the same way), unlike
+// membarrier(MEMBARRIER_CMD_GLOBAL), which is synchronize_rcu() today but
+// is refused on nohz_full kernels. The array of maps is private to this
+// process and used by no program: only the wait matters. Made anew each
+// time (two map creations, microseconds against the wait's milliseconds),
+// so nothing stays open.
 func graceperiod() error {
-	_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0)
-	if errno == unix.EINVAL {
-		// nohz_full kernels refuse it: wait far longer than any packet takes
-		time.Sleep(100 * time.Millisecond)
-		return nil
+	inner, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		return fmt.Errorf("grace period: creating its inner map: %w", err)
 	}
-	if errno != 0 {
-		return fmt.Errorf("membarrier: %w", errno)
+	defer inner.Close()
+	outer, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: 1,
+		InnerMap: &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}})
+	if err != nil {
+		return fmt.Errorf("grace period: creating its array of maps: %w", err)
+	}
+	defer outer.Close()
+	if err := outer.Put(uint32(0), inner); err != nil {
+		return fmt.Errorf("grace period: updating the array of maps: %w", err)
 	}
 	return nil
 }

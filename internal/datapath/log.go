@@ -101,7 +101,7 @@ func (d *Datapath) logIDs() ([]uint32, error) {
 	var (
 		ids []uint32
 		id  uint32
-		v   xdpfwFwLogLimit
+		v   xdpfwFwBucket
 	)
 	it := d.logLim.Iterate()
 	for it.Next(&id, &v) {
@@ -159,12 +159,12 @@ func (d *Datapath) putLogLimits(lims []compile.LogLimit) (stale []uint32, err er
 				return nil, fmt.Errorf("creating the log counters of rule id %d: %w", l.RuleID, err)
 			}
 		}
-		var cur xdpfwFwLogLimit
+		var cur xdpfwFwBucket
 		exists := d.logLim.Lookup(l.RuleID, &cur) == nil
 		if exists && cur.IntervalNs == l.IntervalNS && cur.Burst == l.Burst {
 			continue
 		}
-		v := xdpfwFwLogLimit{Tat: cur.Tat, IntervalNs: l.IntervalNS, Burst: l.Burst}
+		v := xdpfwFwBucket{Tat: cur.Tat, IntervalNs: l.IntervalNS, Burst: l.Burst}
 		if err := d.logLim.Put(l.RuleID, &v); err != nil {
 			return nil, fmt.Errorf("writing the log budget of rule id %d: %w", l.RuleID, err)
 		}

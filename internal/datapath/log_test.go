@@ -115,9 +115,9 @@ func TestLogEvents(t *testing.T) {
 			err := f.ns.Do(func() error {
 				var err error
 				if c.egress {
-					res, err = datapath.TraceEgress(f.dp.EgressProgram(), c.frame, datapath.NoCTState)
+					res, err = f.dp.RecordEgress(c.frame, datapath.NoCTState)
 				} else {
-					res, err = datapath.Trace(f.dp.Program(), c.frame, f.ifaces["eth0"])
+					res, err = f.dp.Record(c.frame, f.ifaces["eth0"], datapath.NoCTState)
 				}
 				return err
 			})

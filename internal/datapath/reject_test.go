@@ -28,12 +28,12 @@ func wantXDP(d compile.Decision) uint32 {
 	return datapath.XDPDrop
 }
 
-// unlimitedRejects lifts REJECT's per-source rate limit (10^9 answers a
+// unlimitedRejects lifts REJECT's rate limits (10^9 answers a
 // second, as many at once), for tests that send many packets from one
 // source and compare with the reference matcher, which has no clock.
 func (f *fixture) unlimitedRejects() {
 	f.t.Helper()
-	if err := f.dp.SetConfig(datapath.Config{RejectRate: 1e9, RejectBurst: 1e9}); err != nil {
+	if err := f.dp.SetConfig(datapath.Config{RejectRate: 1e9, RejectBurst: 1e9, RejectGlobalRate: 1e9}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -108,7 +108,7 @@ func (f *fixture) runHook(h rejectHook, frame []byte) datapath.TraceResult {
 	var r datapath.TraceResult
 	err := f.ns.Do(func() error {
 		var err error
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), frame, datapath.NoCTState)
+		r, err = f.dp.RecordEgress(frame, datapath.NoCTState)
 		return err
 	})
 	if err != nil {
@@ -505,6 +505,51 @@ func TestRejectRateLimit(t *testing.T) {
 	}
 }
 
+// TestRejectGlobalRate: all sources together get at most the global
+// budget (spoofed sources cannot multiply the per-source one); a source
+// over its own budget spends none of the global one.
+func TestRejectGlobalRate(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-A INPUT -p udp -j REJECT\n")
+	// Rates of 1 and 2 a second: no token comes back during the test.
+	if err := f.dp.SetConfig(datapath.Config{RejectRate: 1, RejectBurst: 1, RejectGlobalRate: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.dp.ConfigInForce(); err != nil || c.RejectGlobalRate != 2 {
+		t.Fatalf("config in force %+v (%v): want the global rate 2", c, err)
+	}
+	from := func(i int) []byte {
+		p := rpkt(false, 17, 53, nil)
+		p.Src = netip.AddrFrom4([4]byte{203, 0, 113, byte(i)})
+		return p.Bytes()
+	}
+	var got []bool
+	for _, src := range []int{1, 1, 1, 1, 2, 3, 4, 5} {
+		r := f.mustRun(from(src), "eth0")
+		switch {
+		case r.XDPAction == datapath.XDPTx && r.Reason == compile.ReasonRuleReject:
+			got = append(got, true)
+		case r.XDPAction == datapath.XDPDrop && r.Reason == compile.ReasonRejectRate:
+			got = append(got, false)
+		default:
+			t.Fatalf("action %d reason %s, want answered or rate-limited", r.XDPAction, r.Reason)
+		}
+	}
+	// Source 1: one answer (its burst), then limited by its own bucket;
+	// source 2 gets the global budget's second answer; 3, 4, 5 none.
+	want := []bool{true, false, false, false, true, false, false, false}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("answered %v, want %v", got, want)
+	}
+	rc, err := f.dp.ReasonCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rc[compile.ReasonRejectRate].Packets; n != 6 {
+		t.Errorf("reject-rate-limited counted %d, want 6", n)
+	}
+}
+
 // TestRejectRateDefault: with nothing configured (the zero config), a
 // source gets FW_REJECT_BURST_DEFAULT answers at once, then
 // FW_REJECT_RATE_DEFAULT a second: of a quick run of 300 packets, at least
@@ -518,7 +563,7 @@ func TestRejectRateDefault(t *testing.T) {
 	start := time.Now()
 	err := f.ns.Do(func() error {
 		for i := 0; i < n; i++ {
-			r, err := datapath.Trace(f.dp.Program(), frame, f.ifaces["eth0"])
+			r, err := f.dp.Record(frame, f.ifaces["eth0"], datapath.NoCTState)
 			if err != nil {
 				return err
 			}
@@ -647,6 +692,13 @@ func TestRejectOutputRateLimit(t *testing.T) {
 func TestRejectOutputAnswerPassesXDP(t *testing.T) {
 	f := newFixture(t)
 	f.installText("-P INPUT DROP\n-A OUTPUT -p tcp -j REJECT --reject-with tcp-reset\n-A OUTPUT -p udp -j REJECT\n")
+	// Load both hooks' recording instances first: an answer is recognized
+	// within a second of being sent, and a load takes about as long.
+	f.mustRun(rpkt(false, 17, 9, nil).Bytes(), "eth0")
+	f.egress(rpkt(false, 17, 9, nil).Bytes())
+	if _, err := f.dp.CTFlush(); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*packet.Packet{
 		rpkt(false, 6, 80, func(p *packet.Packet) { p.Payload = nil }),
 		rpkt(true, 6, 80, func(p *packet.Packet) { p.Payload = nil }),

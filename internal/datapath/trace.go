@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -49,19 +50,197 @@ type xdpMd struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
-// Trace runs frame through the program with BPF_PROG_TEST_RUN, the frame
-// arriving on ifindex (0: the loopback device of the caller's namespace),
-// and returns the decision the program wrote into the trace metadata and
-// the frame it left (a REJECT's answer). Counters, conntrack and REJECT's
-// per-source rate limit are updated as for a real packet.
-func Trace(prog *ebpf.Program, frame []byte, ifindex uint32) (TraceResult, error) {
-	return TraceAssuming(prog, frame, ifindex, NoCTState)
+// fw_trace_mode (bpf/maps.h): which instance of the object a program is.
+const (
+	traceOff    = 0 // the live instance: no trace code at all
+	traceReport = 1 // reports its decision, writes no live state
+	traceRecord = 2 // reports, and records as a live packet (tests)
+)
+
+// tracer is a trace instance of the data plane's programs for one hook:
+// the embedded object loaded again with fw_trace_mode set, sharing the
+// live instance's state maps (tables, counters, conntrack, REJECT and LOG
+// budgets), so it decides as the live program would, on the state the
+// live program has. The live program has no trace code: nothing a packet
+// carries can make it report or assume anything.
+type tracer struct {
+	prog   *ebpf.Program
+	stages *ebpf.Map // the XDP instance's own classify stage (fw_xdp_stages)
 }
 
-// TraceAssuming is Trace with the packet assumed to be in connection state
-// ctstate (compile.CTNew...) instead of what conntrack says; such a trace
-// records nothing in the conntrack table. NoCTState: plain Trace.
-func TraceAssuming(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
+func (t *tracer) close() {
+	if t == nil {
+		return
+	}
+	t.prog.Close()
+	if t.stages != nil {
+		t.stages.Close()
+	}
+}
+
+// liveStateMaps are the maps a trace instance shares with the live one
+// besides the pinned ones: REJECT's per-source budget and its OUTPUT
+// answers on their way in, and conntrack's search for room. Per-packet
+// scratch (fw_xdp_handoff, fw_log_scratch) and the classify stage stay the
+// instance's own. Kernel map names are cut to 15 characters.
+var liveStateMaps = []string{"fw_reject_rl", "fw_reject_own", "fw_reject_own_last", "fw_ct_gc"}
+
+// liveMaps returns the live instance's state maps by name (see tracer);
+// the caller closes those in the second result.
+func (d *Datapath) liveMaps() (map[string]*ebpf.Map, []*ebpf.Map, error) {
+	out := map[string]*ebpf.Map{}
+	for name, m := range d.maps() {
+		if *m != nil {
+			out[name] = *m
+		}
+	}
+	want := map[string]string{}
+	for _, n := range liveStateMaps {
+		want[n[:min(len(n), 15)]] = n
+	}
+	var opened []*ebpf.Map
+	for _, p := range []*ebpf.Program{d.prog, d.egress} {
+		info, err := p.Info()
+		if err != nil {
+			return nil, opened, fmt.Errorf("reading the live program's maps: %w", err)
+		}
+		ids, ok := info.MapIDs()
+		if !ok {
+			return nil, opened, fmt.Errorf("reading the live program's maps: the kernel does not report them")
+		}
+		for _, id := range ids {
+			m, err := ebpf.NewMapFromID(id)
+			if err != nil {
+				return nil, opened, fmt.Errorf("opening the live program's map %d: %w", id, err)
+			}
+			mi, err := m.Info()
+			name, ok := want[mi.Name]
+			if err != nil || !ok || out[name] != nil {
+				m.Close()
+				continue
+			}
+			opened = append(opened, m)
+			out[name] = m
+		}
+	}
+	for _, n := range liveStateMaps {
+		if out[n] == nil {
+			return nil, opened, fmt.Errorf("the live program has no map %s (loaded by another xdpfw version? `xdpfw load` again)", n)
+		}
+	}
+	return out, opened, nil
+}
+
+// loadTracer loads a trace instance (mode) of one hook's program.
+func (d *Datapath) loadTracer(mode uint32, egress bool) (*tracer, error) {
+	spec, err := loadXdpfw()
+	if err != nil {
+		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
+	}
+	if _, err := sizeSpec(spec, d.limits); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["fw_trace_mode"].Set(mode); err != nil {
+		return nil, fmt.Errorf("setting fw_trace_mode: %w", err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone // shares the live maps, pins nothing
+	}
+	live, opened, err := d.liveMaps()
+	defer func() {
+		for _, m := range opened {
+			m.Close()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: live}
+	if egress {
+		var o struct {
+			Prog *ebpf.Program `ebpf:"xdpfw_egress"`
+		}
+		if err := spec.LoadAndAssign(&o, opts); err != nil {
+			return nil, traceLoadErr(err)
+		}
+		return &tracer{prog: o.Prog}, nil
+	}
+	var o struct {
+		Prog     *ebpf.Program `ebpf:"xdpfw_ingress"`
+		Classify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+		Stages   *ebpf.Map     `ebpf:"fw_xdp_stages"` // held: the kernel empties a program array nothing holds
+	}
+	if err := spec.LoadAndAssign(&o, opts); err != nil {
+		return nil, traceLoadErr(err)
+	}
+	o.Classify.Close() // the program array holds it
+	return &tracer{prog: o.Prog, stages: o.Stages}, nil
+}
+
+func traceLoadErr(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("loading the trace program: the kernel's verifier rejected it: %+v", ve)
+	}
+	if errors.Is(err, ebpf.ErrMapIncompatible) {
+		return fmt.Errorf("loading the trace program: the loaded data plane was made by another xdpfw version (`xdpfw load` again): %w", err)
+	}
+	return fmt.Errorf("loading the trace program: %w", err)
+}
+
+// tracerFor returns d's trace instance (mode) for a hook, loaded on first
+// use and kept until Close.
+func (d *Datapath) tracerFor(mode uint32, egress bool) (*tracer, error) {
+	i := 0
+	if egress {
+		i = 1
+	}
+	if mode == traceRecord {
+		i += 2
+	}
+	if d.tracers[i] == nil {
+		t, err := d.loadTracer(mode, egress)
+		if err != nil {
+			return nil, err
+		}
+		d.tracers[i] = t
+	}
+	return d.tracers[i], nil
+}
+
+// Trace runs frame through a trace instance of the XDP program (see
+// tracer) with BPF_PROG_TEST_RUN, the frame arriving on ifindex (0: the
+// loopback device of the caller's namespace), and returns the decision and
+// the frame the program left (a REJECT's answer). It changes no live
+// state: counters, conntrack, REJECT's and LOG's budgets and the log ring
+// stay as they were (a trace cannot tell whether a full conntrack table
+// would refuse a new connection). ctstate: the connection state to assume
+// (compile.CTNew...) instead of what conntrack says, or NoCTState. The
+// first trace of a handle loads the instance (the kernel verifies it:
+// 0.7–0.8 s measured).
+func (d *Datapath) Trace(frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
+	t, err := d.tracerFor(traceReport, false)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	return traceXDP(t.prog, frame, ifindex, ctstate)
+}
+
+// TraceEgress is Trace through the tc egress program (the OUTPUT chain),
+// for a packet this host sends. XDPAction holds the tc verdict (TCActOK,
+// TCActShot, or TCActRedirect for an answered REJECT, whose answer is
+// Frame; the test run performs no redirect).
+func (d *Datapath) TraceEgress(frame []byte, ctstate int) (TraceResult, error) {
+	t, err := d.tracerFor(traceReport, true)
+	if err != nil {
+		return TraceResult{}, err
+	}
+	return traceTC(t.prog, frame, ctstate)
+}
+
+// traceXDP runs frame through prog, a trace instance of the XDP program,
+// with the trace metadata in front of it.
+func traceXDP(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
 	in := make([]byte, traceSize+len(frame))
 	ne.PutUint64(in[0:8], traceMagic)
 	if ctstate >= 0 {
@@ -115,12 +294,9 @@ const (
 	TCActRedirect = 7 // a REJECT answered: the answer goes into this host's stack
 )
 
-// TraceEgress runs frame through the tc egress program (the OUTPUT chain)
-// as a packet this host sends, with BPF_PROG_TEST_RUN; ctstate as in
-// TraceAssuming. XDPAction holds the tc verdict (TCActOK, TCActShot, or
-// TCActRedirect for an answered REJECT, whose answer is Frame; the test
-// run performs no redirect).
-func TraceEgress(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, error) {
+// traceTC runs frame through prog, a trace instance of the tc egress
+// program, with the trace request in skb->cb.
+func traceTC(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, error) {
 	ctx := skbCtx{}
 	ctx.Cb[0] = traceCBMagic
 	if ctstate >= 0 {

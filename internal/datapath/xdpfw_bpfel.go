@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpfwFwBucket struct {
+	_          structs.HostLayout
+	Tat        uint64
+	IntervalNs uint64
+	Burst      uint32
+	Pad        uint32
+}
+
 type xdpfwFwClock struct {
 	_       structs.HostLayout
 	Jiffies uint64
@@ -24,7 +32,7 @@ type xdpfwFwConfig struct {
 	MalformedPass uint32
 	CtFullAccept  uint32
 	CtTimeout     [11]uint32
-	Pad           uint32
+	CtTcpStrict   uint32
 	RejectRate    uint32
 	RejectBurst   uint32
 }
@@ -46,6 +54,13 @@ type xdpfwFwCtEntry struct {
 	Flags   uint8
 	Chain   uint8
 	Pad     uint8
+}
+
+type xdpfwFwCtGc struct {
+	_          structs.HostLayout
+	QuietUntil uint64
+	Cursor     uint32
+	Pad        uint32
 }
 
 type xdpfwFwCtKey struct {
@@ -122,14 +137,6 @@ type xdpfwFwLogEvent struct {
 	Ctstate   uint8
 	Flags     uint8
 	Data      [0]uint8
-}
-
-type xdpfwFwLogLimit struct {
-	_          structs.HostLayout
-	Tat        uint64
-	IntervalNs uint64
-	Burst      uint32
-	Pad        uint32
 }
 
 type xdpfwFwLogScratch struct {
@@ -233,6 +240,8 @@ const (
 	xdpfwMapFwActive              = "fw_active"
 	xdpfwMapFwConfigMap           = "fw_config_map"
 	xdpfwMapFwCt                  = "fw_ct"
+	xdpfwMapFwCtEvict             = "fw_ct_evict"
+	xdpfwMapFwCtGc                = "fw_ct_gc"
 	xdpfwMapFwCtStats             = "fw_ct_stats"
 	xdpfwMapFwDeltaEntries        = "fw_delta_entries"
 	xdpfwMapFwDeltas              = "fw_deltas"
@@ -245,6 +254,7 @@ const (
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNodes               = "fw_nodes"
 	xdpfwMapFwReasonStats         = "fw_reason_stats"
+	xdpfwMapFwRejectGlobal        = "fw_reject_global"
 	xdpfwMapFwRejectOwn           = "fw_reject_own"
 	xdpfwMapFwRejectOwnLast       = "fw_reject_own_last"
 	xdpfwMapFwRejectRl            = "fw_reject_rl"
@@ -263,6 +273,7 @@ const (
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
 	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
 	xdpfwVarFwMaxNodes            = "fw_max_nodes"
+	xdpfwVarFwTraceMode           = "fw_trace_mode"
 )
 
 // loadXdpfw returns the embedded CollectionSpec for xdpfw.
@@ -320,6 +331,8 @@ type xdpfwMapSpecs struct {
 	FwActive        *ebpf.MapSpec `ebpf:"fw_active"`
 	FwConfigMap     *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCt            *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtEvict       *ebpf.MapSpec `ebpf:"fw_ct_evict"`
+	FwCtGc          *ebpf.MapSpec `ebpf:"fw_ct_gc"`
 	FwCtStats       *ebpf.MapSpec `ebpf:"fw_ct_stats"`
 	FwDeltaEntries  *ebpf.MapSpec `ebpf:"fw_delta_entries"`
 	FwDeltas        *ebpf.MapSpec `ebpf:"fw_deltas"`
@@ -332,6 +345,7 @@ type xdpfwMapSpecs struct {
 	FwLogStats      *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNodes         *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwReasonStats   *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRejectGlobal  *ebpf.MapSpec `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.MapSpec `ebpf:"fw_reject_own"`
 	FwRejectOwnLast *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
 	FwRejectRl      *ebpf.MapSpec `ebpf:"fw_reject_rl"`
@@ -352,6 +366,7 @@ type xdpfwVariableSpecs struct {
 	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
+	FwTraceMode   *ebpf.VariableSpec `ebpf:"fw_trace_mode"`
 }
 
 // xdpfwObjects contains all objects after they have been loaded into the kernel.
@@ -377,6 +392,8 @@ type xdpfwMaps struct {
 	FwActive        *ebpf.Map `ebpf:"fw_active"`
 	FwConfigMap     *ebpf.Map `ebpf:"fw_config_map"`
 	FwCt            *ebpf.Map `ebpf:"fw_ct"`
+	FwCtEvict       *ebpf.Map `ebpf:"fw_ct_evict"`
+	FwCtGc          *ebpf.Map `ebpf:"fw_ct_gc"`
 	FwCtStats       *ebpf.Map `ebpf:"fw_ct_stats"`
 	FwDeltaEntries  *ebpf.Map `ebpf:"fw_delta_entries"`
 	FwDeltas        *ebpf.Map `ebpf:"fw_deltas"`
@@ -389,6 +406,7 @@ type xdpfwMaps struct {
 	FwLogStats      *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNodes         *ebpf.Map `ebpf:"fw_nodes"`
 	FwReasonStats   *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRejectGlobal  *ebpf.Map `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.Map `ebpf:"fw_reject_own"`
 	FwRejectOwnLast *ebpf.Map `ebpf:"fw_reject_own_last"`
 	FwRejectRl      *ebpf.Map `ebpf:"fw_reject_rl"`
@@ -405,6 +423,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwActive,
 		m.FwConfigMap,
 		m.FwCt,
+		m.FwCtEvict,
+		m.FwCtGc,
 		m.FwCtStats,
 		m.FwDeltaEntries,
 		m.FwDeltas,
@@ -417,6 +437,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogStats,
 		m.FwNodes,
 		m.FwReasonStats,
+		m.FwRejectGlobal,
 		m.FwRejectOwn,
 		m.FwRejectOwnLast,
 		m.FwRejectRl,
@@ -438,6 +459,7 @@ type xdpfwVariables struct {
 	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
+	FwTraceMode   *ebpf.Variable `ebpf:"fw_trace_mode"`
 }
 
 // xdpfwPrograms contains all programs after they have been loaded into the kernel.

@@ -35,6 +35,16 @@ type Options struct {
 	// CTFull is what NEW connections get when the conntrack table is full:
 	// "drop" (default) or "accept" (untracked). "": keep what is in force.
 	CTFull string
+	// CTTCPPickup is whether conntrack picks up TCP connections it does
+	// not know mid-stream: "loose" (default: a bare ACK starts an entry,
+	// NEW to the rules, as Linux's nf_conntrack_tcp_loose=1) or "strict"
+	// (only a SYN starts one; such ACKs are INVALID). "": keep what is in
+	// force.
+	CTTCPPickup string
+	// RejectGlobalRate bounds REJECT's answers from all sources together,
+	// per second and at once (0: keep what is in force, else
+	// compile.DefaultRejectGlobalRate).
+	RejectGlobalRate uint32
 	// RejectRate and RejectBurst bound REJECT's answers per source: per
 	// second, and at once (0: keep what is in force, else
 	// compile.DefaultRejectRate / DefaultRejectBurst).
@@ -400,7 +410,8 @@ func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) er
 		rs, ids, rerr := f.prev.ruleSet()
 		if rerr == nil {
 			_, rerr = f.install(rs, ids, nil, Options{CTTimeouts: prev.CTTimeouts, CTTimeoutsSet: true, CTFull: prev.CTFull,
-				Malformed: prev.Malformed, RejectRate: prev.RejectRate, RejectBurst: prev.RejectBurst})
+				Malformed: prev.Malformed, RejectRate: prev.RejectRate, RejectBurst: prev.RejectBurst,
+				RejectGlobalRate: prev.RejectGlobalRate, CTTCPPickup: orDefault(prev.CTTCPPickup, "loose")})
 		}
 		if rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
@@ -444,7 +455,7 @@ func recoveredState(p Paths, dp *datapath.Datapath) (*state, error) {
 		return nil, err
 	}
 	st.Builds = k.Stamp
-	c, err := dp.Config()
+	c, err := dp.ConfigInForce()
 	if err != nil {
 		return nil, err
 	}
@@ -528,6 +539,10 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	if ctFull != "drop" && ctFull != "accept" {
 		return nil, fmt.Errorf("--ct-full %q: want drop or accept", ctFull)
 	}
+	pickup := orDefault(opt.CTTCPPickup, orDefault(f.st.CTTCPPickup, "loose"))
+	if pickup != "loose" && pickup != "strict" {
+		return nil, fmt.Errorf("--ct-tcp-pickup %q: want loose or strict", pickup)
+	}
 	timeouts := f.st.CTTimeouts
 	if opt.CTTimeoutsSet {
 		timeouts = opt.CTTimeouts
@@ -562,11 +577,12 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	}
 	rate, burst := pick(opt.RejectRate, f.st.RejectRate, compile.DefaultRejectRate),
 		pick(opt.RejectBurst, f.st.RejectBurst, compile.DefaultRejectBurst)
+	global := pick(opt.RejectGlobalRate, f.st.RejectGlobalRate, compile.DefaultRejectGlobalRate)
 	// The settings go into the record with the rules (readers take the
 	// data plane's from the kernel: they switch just after the rules).
 	prev := *f.st
-	f.st.CTFull, f.st.CTTimeouts = ctFull, timeouts
-	f.st.RejectRate, f.st.RejectBurst = rate, burst
+	f.st.CTFull, f.st.CTTimeouts, f.st.CTTCPPickup = ctFull, timeouts, pickup
+	f.st.RejectRate, f.st.RejectBurst, f.st.RejectGlobalRate = rate, burst, global
 	f.st.LogRate, f.st.LogBurst = "", logBurst
 	if !logRate.IsZero() {
 		f.st.LogRate = logRate.String()
@@ -574,12 +590,13 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	f.st.Malformed = malformed
 	if err := f.installTables(tables, recs, rs); err != nil {
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
+		f.st.CTTCPPickup, f.st.RejectGlobalRate = prev.CTTCPPickup, prev.RejectGlobalRate
 		f.st.LogRate, f.st.LogBurst, f.st.Malformed = prev.LogRate, prev.LogBurst, prev.Malformed
 		return nil, err
 	}
 	f.rs.parsed, f.rs.ids = rs, ids
 	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
-		RejectRate: rate, RejectBurst: burst}); err != nil {
+		RejectRate: rate, RejectBurst: burst, RejectGlobalRate: global, CTTCPStrict: pickup == "strict"}); err != nil {
 		return nil, fmt.Errorf("the rules are in force, but: %w", err)
 	}
 	res := &Result{Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats, Rebuilt: true, InForce: time.Since(start)}

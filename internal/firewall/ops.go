@@ -258,19 +258,22 @@ func (f *Firewall) List() (*Listing, error) {
 
 // Status summarizes the firewall in force.
 type Status struct {
-	Generation uint64                      `json:"generation"`
-	ProgramID  uint32                      `json:"program_id"`
-	PinDir     string                      `json:"pin_dir"`
-	Interfaces map[string]IfaceStatus      `json:"interfaces"`
-	Rules      int                         `json:"rules"`
-	Malformed  string                      `json:"malformed"`
-	Limits     datapath.Limits             `json:"limits"`       // classifier table sizes (load --max-rules)
-	Sets       int                         `json:"sets"`         // named sets
-	SetElems   int                         `json:"set_elements"` // their elements, all together
-	Reject     RejectLimit                 `json:"reject"`       // REJECT's per-source answer budget
-	Log        LogStatus                   `json:"log"`          // logging's settings and counters
-	Delta      DeltaStatus                 `json:"delta"`        // single-rule edits waiting for a rebuild
-	Reasons    map[string]datapath.Counter `json:"reasons"`
+	Generation uint64                 `json:"generation"`
+	ProgramID  uint32                 `json:"program_id"`
+	PinDir     string                 `json:"pin_dir"`
+	Interfaces map[string]IfaceStatus `json:"interfaces"`
+	Rules      int                    `json:"rules"`
+	Malformed  string                 `json:"malformed"`
+	Limits     datapath.Limits        `json:"limits"`       // classifier table sizes (load --max-rules)
+	Sets       int                    `json:"sets"`         // named sets
+	SetElems   int                    `json:"set_elements"` // their elements, all together
+	Reject     RejectLimit            `json:"reject"`       // REJECT's answer budgets
+	// CTTCPPickup is conntrack's mid-stream pickup of TCP as the kernel has
+	// it: "loose" or "strict".
+	CTTCPPickup string                      `json:"ct_tcp_pickup"`
+	Log         LogStatus                   `json:"log"`   // logging's settings and counters
+	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
+	Reasons     map[string]datapath.Counter `json:"reasons"`
 }
 
 // LogStatus is logging's settings in force and its counters.
@@ -288,6 +291,9 @@ type LogStatus struct {
 type RejectLimit struct {
 	Rate  uint32 `json:"rate"`
 	Burst uint32 `json:"burst"`
+	// GlobalRate is how many all sources together get, a second and at
+	// once; 0: no global budget (a program of an earlier version in force).
+	GlobalRate uint32 `json:"global_rate"`
 }
 
 // IfaceStatus is a configured interface as the kernel reports it
@@ -301,7 +307,18 @@ func (f *Firewall) Status() (*Status, error) {
 		Delta:     f.deltaStatus(),
 		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
 		Sets: len(f.st.Sets), SetElems: f.st.setElems(),
-		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst)}}
+		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst),
+			GlobalRate: pick(f.st.RejectGlobalRate, compile.DefaultRejectGlobalRate)},
+		CTTCPPickup: orDefault(f.st.CTTCPPickup, "loose")}
+	// What the kernel has, where it can say: the settings packets see.
+	if c, err := f.dp.ConfigInForce(); err == nil {
+		s.CTTCPPickup = "loose"
+		if c.CTTCPStrict {
+			s.CTTCPPickup = "strict"
+		}
+		s.Reject = RejectLimit{Rate: pick(c.RejectRate, compile.DefaultRejectRate), Burst: pick(c.RejectBurst, compile.DefaultRejectBurst),
+			GlobalRate: c.RejectGlobalRate}
+	}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
@@ -416,9 +433,9 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	}
 	var r datapath.TraceResult
 	if o.Egress {
-		r, err = datapath.TraceEgress(f.dp.EgressProgram(), frame, o.CTState)
+		r, err = f.dp.TraceEgress(frame, o.CTState)
 	} else {
-		r, err = datapath.TraceAssuming(f.dp.Program(), frame, uint32(nl.Index), o.CTState)
+		r, err = f.dp.Trace(frame, uint32(nl.Index), o.CTState)
 	}
 	if err != nil {
 		return nil, err

@@ -187,6 +187,13 @@ func applyNeeded(st *state, inForce *rules.RuleSet, d Desired) []string {
 	if pick(st.RejectRate, compile.DefaultRejectRate) != o.RejectRate || pick(st.RejectBurst, compile.DefaultRejectBurst) != o.RejectBurst {
 		why = append(why, "reject rate")
 	}
+	// Settings a configuration may leave out ("" / 0: keep what is in force).
+	if o.CTTCPPickup != "" && orDefault(st.CTTCPPickup, "loose") != o.CTTCPPickup {
+		why = append(why, "conntrack TCP pickup")
+	}
+	if o.RejectGlobalRate != 0 && pick(st.RejectGlobalRate, compile.DefaultRejectGlobalRate) != o.RejectGlobalRate {
+		why = append(why, "reject global rate")
+	}
 	return why
 }
 

@@ -251,7 +251,7 @@ func resolve(p Paths, dp *datapath.Datapath, locked bool) (*state, error) {
 				return nil, err
 			}
 		}
-		c, err := dp.Config()
+		c, err := dp.ConfigInForce()
 		if err != nil {
 			return nil, err
 		}
@@ -289,7 +289,11 @@ func (st *state) setConfig(c datapath.Config) {
 		st.CTFull = "accept"
 	}
 	st.CTTimeouts = c.CTTimeouts
-	st.RejectRate, st.RejectBurst = c.RejectRate, c.RejectBurst
+	st.RejectRate, st.RejectBurst, st.RejectGlobalRate = c.RejectRate, c.RejectBurst, c.RejectGlobalRate
+	st.CTTCPPickup = "loose"
+	if c.CTTCPStrict {
+		st.CTTCPPickup = "strict"
+	}
 }
 
 // cleanup removes the files of the state directory no record names: a

@@ -60,6 +60,9 @@ type state struct {
 	// what NEW connections get when the table is full ("drop", "accept").
 	CTTimeouts conntrack.Timeouts `json:"ct_timeouts"`
 	CTFull     string             `json:"ct_full,omitempty"`
+	// CTTCPPickup: "loose" or "strict" ("" in states written before
+	// mid-stream pickup: loose).
+	CTTCPPickup string `json:"ct_tcp_pickup,omitempty"`
 	// Version 2: named sets, by name; their elements are in fw_sets.
 	Sets      map[string]*setState `json:"sets,omitempty"`
 	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused
@@ -67,6 +70,9 @@ type state struct {
 	// before REJECT answered: the defaults).
 	RejectRate  uint32 `json:"reject_rate,omitempty"`
 	RejectBurst uint32 `json:"reject_burst,omitempty"`
+	// REJECT's global budget, all sources together (0 in states written
+	// before it: the default).
+	RejectGlobalRate uint32 `json:"reject_global_rate,omitempty"`
 	// Program is the datapath.ProgramVersion the last load put in force
 	// ("" in states written before it was recorded).
 	Program string `json:"program,omitempty"`

@@ -121,8 +121,8 @@ type Conntrack struct {
 	// included); Expired those past their deadline not yet collected.
 	ByState map[string]int `json:"by_state"`
 	Expired int            `json:"expired_not_collected"`
-	// Events: created, table_full, invalid, expired_replaced (see
-	// conntrack.StatNames).
+	// Events: created, table_full, invalid, expired_replaced, early_drop,
+	// picked_up (see conntrack.StatNames).
 	Events map[string]uint64 `json:"events"`
 }
 
