@@ -91,19 +91,24 @@ func (i *Interface) UnmarshalYAML(n *yaml.Node) error {
 
 // ConntrackConfig sizes and times connection tracking.
 type ConntrackConfig struct {
-	Max      int               `yaml:"max"`      // table size (0: the default)
-	Full     string            `yaml:"full"`     // drop or accept: NEW connections when full
-	Timeouts map[string]uint32 `yaml:"timeouts"` // seconds by name; others: the defaults
+	Max  int    `yaml:"max"`  // table size (0: the default)
+	Full string `yaml:"full"` // drop or accept: NEW connections when full
+	// TCPPickup: loose (TCP picked up mid-stream) or strict; "": the
+	// default, loose.
+	TCPPickup string            `yaml:"tcp_pickup"`
+	Timeouts  map[string]uint32 `yaml:"timeouts"` // seconds by name; others: the defaults
 	// GC runs at an adaptive interval between these: shorter while it
 	// finds much to collect, longer while it finds little.
 	GCMin Duration `yaml:"gc_min_interval"`
 	GCMax Duration `yaml:"gc_max_interval"`
 }
 
-// RejectConfig is REJECT's answer budget per source.
+// RejectConfig is REJECT's answer budget per source, and for all
+// sources together.
 type RejectConfig struct {
-	Rate  string `yaml:"rate"` // N/s
-	Burst uint32 `yaml:"burst"`
+	Rate       string `yaml:"rate"` // N/s
+	Burst      uint32 `yaml:"burst"`
+	GlobalRate string `yaml:"global_rate"` // N/s
 }
 
 // MetricsConfig is where Prometheus metrics are served.
@@ -144,11 +149,12 @@ func defaults() Config {
 	return Config{
 		Rules:     DefaultRulesPath,
 		Malformed: "drop",
-		Conntrack: ConntrackConfig{Full: "drop", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
-		Reject:    RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst},
-		Metrics:   MetricsConfig{Listen: DefaultMetricsListen},
-		Log:       LogConfig{Level: "info", Format: "text", Events: EventsNone},
-		Watch:     true,
+		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
+		Reject: RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst,
+			GlobalRate: fmt.Sprintf("%d/s", compile.DefaultRejectGlobalRate)},
+		Metrics: MetricsConfig{Listen: DefaultMetricsListen},
+		Log:     LogConfig{Level: "info", Format: "text", Events: EventsNone},
+		Watch:   true,
 	}
 }
 
@@ -240,6 +246,9 @@ func (c *Config) check(root *yaml.Node) error {
 	if c.Conntrack.Full != "drop" && c.Conntrack.Full != "accept" {
 		bad(fmt.Sprintf("%q: want drop or accept", c.Conntrack.Full), "conntrack", "full")
 	}
+	if p := c.Conntrack.TCPPickup; p != "" && p != "loose" && p != "strict" {
+		bad(fmt.Sprintf("%q: want loose or strict", p), "conntrack", "tcp_pickup")
+	}
 	if _, err := c.timeouts(); err != nil {
 		bad(err.Error(), "conntrack", "timeouts")
 	}
@@ -248,6 +257,9 @@ func (c *Config) check(root *yaml.Node) error {
 	}
 	if _, err := firewall.ParseRejectRate(c.Reject.Rate); err != nil {
 		bad(err.Error(), "reject", "rate")
+	}
+	if _, err := firewall.ParseRejectRate(c.Reject.GlobalRate); err != nil {
+		bad(err.Error(), "reject", "global_rate")
 	}
 	if c.Reject.Burst < 1 || c.Reject.Burst > firewall.MaxRejectRate {
 		bad(fmt.Sprintf("%d: want 1 to %d", c.Reject.Burst, firewall.MaxRejectRate), "reject", "burst")
@@ -358,8 +370,10 @@ func (c *Config) desired() (firewall.Desired, error) {
 	}
 	t, _ := c.timeouts() // checked
 	rate, _ := firewall.ParseRejectRate(c.Reject.Rate)
+	global, _ := firewall.ParseRejectRate(c.Reject.GlobalRate)
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
-		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty}
+		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty,
+		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup}
 	rs, err := rules.ReadFiles(c.abs(c.Rules), c.abs(c.RulesIPv4), c.abs(c.RulesIPv6))
 	if err != nil {
 		return d, err

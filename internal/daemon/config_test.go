@@ -37,7 +37,7 @@ func TestConfigDefaultsAndDesired(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := ParseConfig(path, []byte("interfaces: [eth1, {name: eth2, mode: native}]\nrules: r.conf\n"+
-		"conntrack: {timeouts: {udp: 5}, max: 1024}\nreject: {rate: 10/s, burst: 3}\n"))
+		"conntrack: {timeouts: {udp: 5}, max: 1024, tcp_pickup: strict}\nreject: {rate: 10/s, burst: 3, global_rate: 50/s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestConfigDefaultsAndDesired(t *testing.T) {
 	}
 	o := d.Options
 	if o.Malformed != "drop" || o.CTFull != "drop" || o.CTMax != 1024 || !o.CTTimeoutsSet || o.CTTimeouts[7] != 5 ||
-		o.RejectRate != 10 || o.RejectBurst != 3 || len(d.Rules.Rules) != 1 {
+		o.RejectRate != 10 || o.RejectBurst != 3 || o.RejectGlobalRate != 50 || o.CTTCPPickup != "strict" || len(d.Rules.Rules) != 1 {
 		t.Errorf("desired %+v, %d rules", o, len(d.Rules.Rules))
 	}
 	if time.Duration(c.Conntrack.GCMax) != DefaultGCMax || c.Metrics.Listen != DefaultMetricsListen || !c.Watch {
@@ -82,6 +82,8 @@ func TestConfigErrors(t *testing.T) {
 		{"interfaces: [eth0]\nconntrack:\n  gc_min_interval: 2m\n", "c.yaml:3:20: conntrack.gc_min_interval: longer than gc_max_interval (1m0s)"},
 		{"interfaces: [eth0]\nreject:\n  rate: 5/h\n", `c.yaml:3:9: reject.rate: "5/h": the unit is per second`},
 		{"interfaces: [eth0]\nreject: {burst: 0}\n", "c.yaml:2:17: reject.burst: 0: want 1 to"},
+		{"interfaces: [eth0]\nreject: {global_rate: 0/s}\n", "c.yaml:2:23: reject.global_rate: "},
+		{"interfaces: [eth0]\nconntrack: {tcp_pickup: lax}\n", `c.yaml:2:25: conntrack.tcp_pickup: "lax": want loose or strict`},
 		{"interfaces: [eth0]\nmetrics: {listen: 9477}\n", `c.yaml:2:19: metrics.listen: "9477": want host:port`},
 		{"interfaces: [eth0]\nlog: {level: loud}\n", `c.yaml:2:14: log.level: "loud": want debug`},
 		{"interfaces: [eth0]\nrules: \"\"\n", "c.yaml:2:8: rules: no rule file"},

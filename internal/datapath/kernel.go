@@ -35,6 +35,7 @@ var helperSince = map[asm.BuiltinFunc]string{
 	asm.FnKtimeGetNs: "4.1", asm.FnSkbStoreBytes: "4.1", asm.FnTailCall: "4.2", asm.FnRedirect: "4.4",
 	asm.FnSkbLoadBytes: "4.5", asm.FnSkbChangeTail: "4.9", asm.FnSkbPullData: "4.9", asm.FnSkbChangeHead: "4.10",
 	asm.FnXdpAdjustHead: "4.10", asm.FnSkbAdjustRoom: "4.13", asm.FnXdpAdjustTail: "4.18", asm.FnFibLookup: "4.18",
+	asm.FnMapPushElem: "4.20", asm.FnMapPopElem: "4.20", asm.FnForEachMapElem: "5.13",
 	asm.FnJiffies64: "5.5", asm.FnRingbufReserve: "5.8", asm.FnRingbufSubmit: "5.8", asm.FnKtimeGetCoarseNs: "5.11",
 	asm.FnXdpLoadBytes: "5.18",
 }
@@ -45,7 +46,8 @@ var mapTypes = map[ebpf.MapType]struct{ name, since string }{
 	ebpf.Hash: {"BPF_MAP_TYPE_HASH", "3.19"}, ebpf.Array: {"BPF_MAP_TYPE_ARRAY", "3.19"},
 	ebpf.ProgramArray: {"BPF_MAP_TYPE_PROG_ARRAY", "4.2"}, ebpf.PerCPUHash: {"BPF_MAP_TYPE_PERCPU_HASH", "4.6"},
 	ebpf.PerCPUArray: {"BPF_MAP_TYPE_PERCPU_ARRAY", "4.6"}, ebpf.LRUHash: {"BPF_MAP_TYPE_LRU_HASH", "4.10"},
-	ebpf.LPMTrie: {"BPF_MAP_TYPE_LPM_TRIE", "4.11"}, ebpf.RingBuf: {"BPF_MAP_TYPE_RINGBUF", "5.8"},
+	ebpf.LPMTrie: {"BPF_MAP_TYPE_LPM_TRIE", "4.11"}, ebpf.Queue: {"BPF_MAP_TYPE_QUEUE", "4.20"},
+	ebpf.RingBuf: {"BPF_MAP_TYPE_RINGBUF", "5.8"},
 }
 
 // progTypes names each program type and the Linux version that brought
