@@ -11,7 +11,28 @@ func (p *ruleParser) optFamily(o optUse) *Error {
 	if o.opt.text == "-6" || o.opt.text == "--ipv6" {
 		f = FamilyIPv6
 	}
+	if p.opt.restore && p.opt.Family != FamilyAny && p.opt.Family != f {
+		p.other, p.fam = true, f
+		return nil
+	}
 	return p.setFamily(f, o.opt, "", o.opt.text, o.opt.text)
+}
+
+// optTable handles -t TABLE: only the filter table has rules here.
+func (p *ruleParser) optTable(o optUse) *Error {
+	if ve := checkTable(o.args[0].text); ve != nil {
+		return p.valueErr(o.args[0], ve)
+	}
+	return nil
+}
+
+// checkTable checks the argument of -t: xdpfw's rules are the filter table.
+func checkTable(name string) *valueErr {
+	if name == "filter" {
+		return nil
+	}
+	return &valueErr{tok: name, msg: fmt.Sprintf("table %s is not supported; xdpfw implements the filter table only", Clip(name)),
+		hint: "leave out -t, or write -t filter"}
 }
 
 // optProto handles -p.

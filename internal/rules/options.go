@@ -23,6 +23,8 @@ func lookupOption(name string) (optSpec, bool) {
 	switch name {
 	case "-4", "--ipv4", "-6", "--ipv6":
 		return optSpec{slot: "family", usage: name, parse: (*ruleParser).optFamily}, true
+	case "-t", "--table":
+		return optSpec{slot: "-t", nargs: 1, usage: name + " filter", parse: (*ruleParser).optTable}, true
 	case "-p", "--protocol":
 		return optSpec{slot: "-p", nargs: 1, usage: "-p PROTOCOL", negatable: true,
 			parse: (*ruleParser).optProto}, true

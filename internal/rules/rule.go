@@ -16,6 +16,7 @@ type ruleParser struct {
 	seen    map[string]token      // option slot -> the option that filled it
 	modules map[string]*moduleUse // -m modules that have options
 	target  bool                  // -j given
+	other   bool                  // -4/-6 names the other family than opt.Family: skip the rule
 	fam     Family                // family fixed by -4/-6 or implied by a selector
 	famWhy  string                // what fixed fam, for conflict messages
 	checks  []func() *Error       // run once every option is read
@@ -41,6 +42,11 @@ func parseRule(start Pos, c Chain, toks []token, opt ParseOptions) (Rule, *Error
 	for p.next < len(p.toks) {
 		if err := p.option(); err != nil {
 			return Rule{}, err
+		}
+		if p.other {
+			// iptables-restore stops reading a line at the -6 that says
+			// the line is for ip6tables-restore (and the other way round).
+			return Rule{Chain: c, Pos: start, Match: Match{Family: p.fam}}, nil
 		}
 	}
 	if !p.target {

@@ -217,6 +217,7 @@ func hexDigit(c byte) (byte, bool) {
 const maxIfaceLen = 15
 
 // parseIface parses an interface name; a trailing '+' makes it a prefix match.
+// A '+' elsewhere is part of the name, as in iptables (Linux allows it).
 func parseIface(s string) (IfaceMatch, *valueErr) {
 	if len(s) > maxIfaceLen {
 		return IfaceMatch{}, &valueErr{tok: s,
@@ -230,7 +231,7 @@ func parseIface(s string) (IfaceMatch, *valueErr) {
 		return m, &valueErr{tok: s, msg: "not an interface name"}
 	}
 	for i := 0; i < len(m.Name); i++ {
-		if c := m.Name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`/:"'\#+!`, c) >= 0 {
+		if c := m.Name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`/:"'\#!`, c) >= 0 {
 			return m, &valueErr{off: i, tok: s, msg: fmt.Sprintf("invalid character %q in interface name", c),
 				hint: "a trailing + matches every interface with that prefix (eth+)"}
 		}
@@ -446,20 +447,31 @@ func checkText(s, what string, max int) *valueErr {
 	return nil
 }
 
-// rejectTypes are the --reject-with values: iptables spelling, the canonical
-// (stored) spelling, and the family it is valid for (FamilyAny: both).
+// rejectTypes are the --reject-with values: every spelling iptables and
+// ip6tables accept (libipt_REJECT, libip6t_REJECT), the canonical (stored)
+// spelling iptables-save prints, and the family it is valid for
+// (FamilyAny: both). port-unreach means port unreachable in the rule's
+// family: its canonical spelling is chosen once the family is known.
 var rejectTypes = [...]struct {
 	name, canon string
 	family      Family
 }{
 	{"icmp-net-unreachable", "icmp-net-unreachable", FamilyIPv4},
+	{"net-unreach", "icmp-net-unreachable", FamilyIPv4},
 	{"icmp-host-unreachable", "icmp-host-unreachable", FamilyIPv4},
+	{"host-unreach", "icmp-host-unreachable", FamilyIPv4},
 	{"icmp-port-unreachable", "icmp-port-unreachable", FamilyIPv4},
 	{"icmp-proto-unreachable", "icmp-proto-unreachable", FamilyIPv4},
+	{"proto-unreach", "icmp-proto-unreachable", FamilyIPv4},
 	{"icmp-net-prohibited", "icmp-net-prohibited", FamilyIPv4},
+	{"net-prohib", "icmp-net-prohibited", FamilyIPv4},
 	{"icmp-host-prohibited", "icmp-host-prohibited", FamilyIPv4},
+	{"host-prohib", "icmp-host-prohibited", FamilyIPv4},
 	{"icmp-admin-prohibited", "icmp-admin-prohibited", FamilyIPv4},
+	{"admin-prohib", "icmp-admin-prohibited", FamilyIPv4},
 	{"tcp-reset", "tcp-reset", FamilyAny},
+	{"tcp-rst", "tcp-reset", FamilyAny}, // iptables only; ip6tables refuses it
+	{"port-unreach", portUnreach, FamilyAny},
 	{"icmp6-no-route", "icmp6-no-route", FamilyIPv6},
 	{"no-route", "icmp6-no-route", FamilyIPv6},
 	{"icmp6-adm-prohibited", "icmp6-adm-prohibited", FamilyIPv6},
@@ -467,7 +479,24 @@ var rejectTypes = [...]struct {
 	{"icmp6-addr-unreachable", "icmp6-addr-unreachable", FamilyIPv6},
 	{"addr-unreach", "icmp6-addr-unreachable", FamilyIPv6},
 	{"icmp6-port-unreachable", "icmp6-port-unreachable", FamilyIPv6},
-	{"port-unreach", "icmp6-port-unreachable", FamilyIPv6},
+}
+
+// portUnreach is the canonical spelling of port-unreach until the rule's
+// family decides it (see portUnreachFor).
+const portUnreach = "port-unreach"
+
+// portUnreachFor is what port-unreach means in a rule of family f:
+// iptables reads it as icmp-port-unreachable, ip6tables as
+// icmp6-port-unreachable; in a rule for both families it is the default
+// answer (port unreachable in the packet's family), so nothing is stored.
+func portUnreachFor(f Family) string {
+	switch f {
+	case FamilyIPv4:
+		return "icmp-port-unreachable"
+	case FamilyIPv6:
+		return "icmp6-port-unreachable"
+	}
+	return ""
 }
 
 // parseRejectWith returns the canonical spelling of a --reject-with value and
@@ -478,11 +507,17 @@ func parseRejectWith(s string) (string, Family, *valueErr) {
 			return t.canon, t.family, nil
 		}
 	}
+	switch s {
+	case "icmp6-policy-fail", "policy-fail", "icmp6-reject-route", "reject-route":
+		return "", 0, &valueErr{tok: s, msg: "--reject-with " + s + " is not supported",
+			hint: "xdpfw answers ICMPv6 destination unreachable with codes 0 (no-route), 1 (adm-prohibited), " +
+				"3 (addr-unreach) and 4 (port-unreach) only; use one of those"}
+	}
 	return "", 0, &valueErr{tok: s, msg: "unknown --reject-with type",
 		hint: "IPv4: icmp-net-unreachable, icmp-host-unreachable, icmp-port-unreachable, " +
 			"icmp-proto-unreachable, icmp-net-prohibited, icmp-host-prohibited, icmp-admin-prohibited; " +
 			"IPv6: icmp6-no-route, icmp6-adm-prohibited, icmp6-addr-unreachable, icmp6-port-unreachable; " +
-			"both: tcp-reset"}
+			"both: tcp-reset, port-unreach (and iptables' short forms such as net-unreach, host-prohib)"}
 }
 
 // SyslogPriority is the syslog priority (0 emerg .. 7 debug) of a

@@ -1,0 +1,139 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// The cases below encode what iptables v1.8.9 (nf_tables and legacy back
+// ends) printed in a throwaway network namespace: `iptables -A INPUT ARGS`
+// followed by `iptables-save`, or `iptables-restore FILE`.
+
+func TestRealFileSyntaxCanonical(t *testing.T) {
+	any, v4, v6 := ParseOptions{}, ParseOptions{Family: FamilyIPv4}, ParseOptions{Family: FamilyIPv6}
+	tests := []struct {
+		in, want string
+		opt      ParseOptions
+	}{
+		// --reject-with: every spelling of libipt_REJECT / libip6t_REJECT;
+		// iptables-save prints the long form.
+		{"-A INPUT -j REJECT --reject-with net-unreach", "-4 -j REJECT --reject-with icmp-net-unreachable", v4},
+		{"-A INPUT -j REJECT --reject-with host-unreach", "-4 -j REJECT --reject-with icmp-host-unreachable", v4},
+		{"-A INPUT -j REJECT --reject-with proto-unreach", "-4 -j REJECT --reject-with icmp-proto-unreachable", v4},
+		{"-A INPUT -j REJECT --reject-with port-unreach", "-4 -j REJECT --reject-with icmp-port-unreachable", v4},
+		{"-A INPUT -j REJECT --reject-with net-prohib", "-4 -j REJECT --reject-with icmp-net-prohibited", v4},
+		{"-A INPUT -j REJECT --reject-with host-prohib", "-4 -j REJECT --reject-with icmp-host-prohibited", v4},
+		{"-A INPUT -j REJECT --reject-with admin-prohib", "-4 -j REJECT --reject-with icmp-admin-prohibited", v4},
+		{"-A INPUT -p tcp -j REJECT --reject-with tcp-rst", "-4 -p tcp -j REJECT --reject-with tcp-reset", v4},
+		{"-A INPUT -j REJECT --reject-with no-route", "-6 -j REJECT --reject-with icmp6-no-route", v6},
+		{"-A INPUT -j REJECT --reject-with adm-prohibited", "-6 -j REJECT --reject-with icmp6-adm-prohibited", v6},
+		{"-A INPUT -j REJECT --reject-with addr-unreach", "-6 -j REJECT --reject-with icmp6-addr-unreachable", v6},
+		{"-A INPUT -j REJECT --reject-with port-unreach", "-6 -j REJECT --reject-with icmp6-port-unreachable", v6},
+		// In a rule for both families port-unreach is the default answer.
+		{"-A INPUT -j REJECT --reject-with port-unreach", "-j REJECT", any},
+		// ttl-exceeded is time-exceeded (iptables-save: 11; ip6tables-save: 3).
+		{"-A INPUT -p icmp --icmp-type ttl-exceeded -j DROP", "-p icmp --icmp-type 11 -j DROP", any},
+		{"-A INPUT -p ipv6-icmp --icmpv6-type ttl-exceeded -j DROP", "-p ipv6-icmp --icmpv6-type 3 -j DROP", any},
+		// '+' is a wildcard only at the end of an interface name.
+		{"-A INPUT -i e+th -j DROP", "-i e+th -j DROP", any},
+		{"-A INPUT -i eth+0 -j DROP", "-i eth+0 -j DROP", any},
+		{"-A INPUT -i eth++ -j DROP", "-i eth++ -j DROP", any},
+		// -t filter, before or after -A.
+		{"-t filter -A INPUT -j DROP", "-j DROP", any},
+		{"-A INPUT --table filter -p tcp -j DROP", "-p tcp -j DROP", any},
+		// -4/-6 before -A.
+		{"-4 -A INPUT -j DROP", "-4 -j DROP", any},
+		{"-6 -A INPUT -p tcp -j DROP", "-6 -p tcp -j DROP", any},
+		{"-t filter -6 -A INPUT -j DROP", "-6 -j DROP", any},
+		// Counters before -A (iptables-save -c).
+		{"[12:3400] -A INPUT -j DROP", "-j DROP", any},
+		{"[0:0] -4 -A INPUT -j DROP", "-4 -j DROP", any},
+	}
+	for _, tt := range tests {
+		got := parseLine(t, tt.in, tt.opt)
+		if got.Text != tt.want {
+			t.Errorf("%q: Text = %q, want %q", tt.in, got.Text, tt.want)
+		}
+	}
+}
+
+// TestDualFamilyFile: one file for iptables-restore and ip6tables-restore.
+// iptables-restore skipped the lines with -6 (before -A or after it) and
+// ip6tables-restore those with -4, including lines that would be errors in
+// the other family.
+func TestDualFamilyFile(t *testing.T) {
+	src := `*filter
+:INPUT ACCEPT [0:0]
+-4 -A INPUT -s 1.2.3.4 -j DROP
+-6 -A INPUT -s ::1 -j DROP
+-A INPUT -6 -p ipv6-icmp -j ACCEPT
+-A INPUT -p tcp -4 -j REJECT --reject-with net-unreach
+[5:6] -A INPUT -p udp -j DROP
+-6 -P FORWARD DROP
+-P OUTPUT DROP -4
+COMMIT
+`
+	tests := []struct {
+		opt      ParseOptions
+		rules    []string
+		policies []string
+	}{
+		{ParseOptions{Family: FamilyIPv4},
+			[]string{"-A INPUT -s 1.2.3.4/32 -j DROP", "-A INPUT -4 -p tcp -j REJECT --reject-with icmp-net-unreachable", "-A INPUT -4 -p udp -j DROP"},
+			[]string{"-P INPUT ACCEPT -4", "-P OUTPUT DROP -4"}},
+		{ParseOptions{Family: FamilyIPv6},
+			[]string{"-A INPUT -s ::1/128 -j DROP", "-A INPUT -p ipv6-icmp -j ACCEPT", "-A INPUT -6 -p udp -j DROP"},
+			[]string{"-P INPUT ACCEPT -6", "-P FORWARD DROP -6"}},
+		{ParseOptions{},
+			[]string{"-A INPUT -s 1.2.3.4/32 -j DROP", "-A INPUT -s ::1/128 -j DROP", "-A INPUT -p ipv6-icmp -j ACCEPT",
+				"-A INPUT -4 -p tcp -j REJECT --reject-with icmp-net-unreachable", "-A INPUT -p udp -j DROP"},
+			[]string{"-P INPUT ACCEPT", "-P FORWARD DROP -6", "-P OUTPUT DROP -4"}},
+	}
+	for _, tt := range tests {
+		rs, err := Parse("dual.rules", []byte(src), tt.opt)
+		if err != nil {
+			t.Fatalf("family %v: %v", tt.opt.Family, err)
+		}
+		var rules, pols []string
+		for _, r := range rs.Rules {
+			rules = append(rules, r.String())
+		}
+		for _, p := range rs.Policies {
+			pols = append(pols, p.String())
+		}
+		if strings.Join(rules, "\n") != strings.Join(tt.rules, "\n") || strings.Join(pols, "\n") != strings.Join(tt.policies, "\n") {
+			t.Errorf("family %v:\n%s\n%s\nwant\n%s\n%s", tt.opt.Family, strings.Join(rules, "\n"), strings.Join(pols, "\n"),
+				strings.Join(tt.rules, "\n"), strings.Join(tt.policies, "\n"))
+		}
+		assertRoundTrip(t, rs)
+	}
+	// On a command line -6 in an IPv4 context is still an error.
+	if _, err := ParseRuleArgs("INPUT", []string{"-6", "-j", "DROP"}, ParseOptions{Family: FamilyIPv4}); err == nil {
+		t.Error("ParseRuleArgs -6 with an IPv4 default: no error")
+	}
+}
+
+func TestRealFileSyntaxErrors(t *testing.T) {
+	tests := []struct{ src, pos, tok, msg string }{
+		{"-t nat -A INPUT -j DROP", "1:4", "nat", "table nat is not supported"},
+		{"-A INPUT -t mangle -j DROP", "1:13", "mangle", "table mangle is not supported"},
+		{"-P INPUT DROP -t raw", "1:18", "raw", "table raw is not supported"},
+		{"[1:2] -P INPUT DROP", "1:7", "", "counters [PACKETS:BYTES] must be followed by -A"},
+		{"-A INPUT -6 -j REJECT --reject-with policy-fail", "1:37", "policy-fail", "--reject-with policy-fail is not supported"},
+		{"-A INPUT -6 -j REJECT --reject-with icmp6-reject-route", "1:37", "icmp6-reject-route", "is not supported"},
+		{"-A INPUT -4 -j REJECT --reject-with no-route", "1:37", "no-route", "IPv6 reject type in an IPv4 rule"},
+	}
+	for _, tt := range tests {
+		_, err := Parse("f", []byte(tt.src), ParseOptions{})
+		var e *Error
+		if !errors.As(err, &e) || e.Pos.String() != "f:"+tt.pos || e.Token != tt.tok || !strings.Contains(e.Msg, tt.msg) {
+			t.Errorf("%q: err = %v (token %q), want %s %q %s", tt.src, err, func() string {
+				if e != nil {
+					return e.Token
+				}
+				return ""
+			}(), tt.pos, tt.tok, tt.msg)
+		}
+	}
+}
