@@ -105,7 +105,7 @@ func (p *ruleParser) optDPort(o optUse) *Error { return p.port(o, &p.r.Match.DPo
 // port handles --sport and --dport.
 func (p *ruleParser) port(o optUse, dst **PortMatch) *Error {
 	a := o.args[0]
-	r, ve := parsePortRange(a.text, 0)
+	r, ve := parsePortRange(a.text, 0, "")
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
@@ -126,13 +126,22 @@ func (p *ruleParser) optPorts(o optUse) *Error { return p.portList(o, &p.r.Match
 // portList handles the -m multiport options.
 func (p *ruleParser) portList(o optUse, dst **PortMatch) *Error {
 	a := o.args[0]
-	ranges, ve := parsePortList(a.text)
+	ranges, ve := parsePortList(a.text, p.protoText())
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
 	*dst = &PortMatch{Ranges: ranges, Invert: o.invert}
 	p.needPorts(o.opt)
 	return nil
+}
+
+// protoText names the rule's protocol (so far) for service lookups: "" when
+// it has none.
+func (p *ruleParser) protoText() string {
+	if pr := p.r.Match.Proto; pr != nil && !pr.Invert {
+		return protoName(pr.Proto)
+	}
+	return ""
 }
 
 // optInIface handles -i.

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -135,5 +136,78 @@ func TestRealFileSyntaxErrors(t *testing.T) {
 				return ""
 			}(), tt.pos, tt.tok, tt.msg)
 		}
+	}
+}
+
+// TestProtocolAndPortNames: what iptables-save printed for -p NAME and
+// --dport NAME (Debian 12, netbase 6.4).
+func TestProtocolAndPortNames(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"-p igmp", "-p igmp"}, {"-p IGMP", "-p igmp"}, {"-p 2", "-p igmp"},
+		{"-p 4", "-p ipencap"}, {"-p ipencap", "-p ipencap"},
+		{"-p 43", "-p ipv6-route"}, {"-p ipv6-frag", "-p ipv6-frag"}, {"-p 60", "-p ipv6-opts"},
+		{"-p ipv6-nonxt", "-p ipv6-nonxt"}, {"-p 103", "-p pim"},
+		{"-p 135", "-p mobility-header"}, {"-p mh", "-p mobility-header"}, {"-p ipv6-mh", "-p mobility-header"},
+		{"-p 47", "-p gre"}, {"-p 50", "-p esp"}, {"-p 51", "-p ah"}, {"-p 132", "-p sctp"}, {"-p 136", "-p udplite"},
+		{"-p ICMPv6", "-p ipv6-icmp"}, {"-p 58", "-p ipv6-icmp"}, {"-p 200", "-p 200"},
+		{"-p ip", ""}, {"-p hopopt", ""}, {"-p all", ""},
+		{"-p tcp --dport ssh", "-p tcp --dport 22"},
+		{"-p tcp --dport ssh:http", "-p tcp --dport 22:80"},
+		{"-p tcp --sport ssh: --dport :www", "-p tcp --sport 22:65535 --dport 0:80"},
+		{"-p udp --dport ssh", "-p udp --dport 22"}, // --dport takes a name of any protocol
+		{"-p tcp -m multiport --dports domain,http:https", "-p tcp -m multiport --dports 53,80:443"},
+		{"-p udp -m multiport --sports domain,ntp", "-p udp -m multiport --sports 53,123"},
+	}
+	for _, tt := range tests {
+		want := strings.TrimSpace(tt.want + " -j DROP")
+		got := parseLine(t, "-A INPUT "+tt.in+" -j DROP", ParseOptions{})
+		if got.Text != want {
+			t.Errorf("%q: Text = %q, want %q", tt.in, got.Text, want)
+		}
+	}
+}
+
+// TestBuiltinNetDB: without /etc/protocols and /etc/services the built-in
+// copies answer, and they agree with the host's files where it has them.
+func TestBuiltinNetDB(t *testing.T) {
+	dir := t.TempDir()
+	db := loadNetDB(dir+"/protocols", dir+"/services")
+	if n, ok := db.protoByName["igmp"]; !ok || n != 2 {
+		t.Errorf("built-in igmp = %d, %v", n, ok)
+	}
+	if n, ok := db.portByName["domain"]; !ok || n != 53 {
+		t.Errorf("built-in domain = %d, %v", n, ok)
+	}
+	builtin := parseNetDB(builtinProtocols, builtinServices)
+	if len(builtin.protoByName) < 50 || len(builtin.portByName) < 200 {
+		t.Fatalf("built-in tables too small: %d protocols, %d services", len(builtin.protoByName), len(builtin.portByName))
+	}
+	host := loadNetDB("/etc/protocols", "/etc/services")
+	agree := func(what string, a, b map[string]uint16) {
+		t.Helper()
+		for name, n := range a {
+			if m, ok := b[name]; ok && m != n {
+				t.Errorf("%s %s: host %d, built-in %d", what, name, n, m)
+			}
+		}
+	}
+	widen := func(m map[string]uint8) map[string]uint16 {
+		out := map[string]uint16{}
+		for k, v := range m {
+			out[k] = uint16(v)
+		}
+		return out
+	}
+	if _, err := os.Stat("/etc/protocols"); err == nil {
+		agree("protocol", widen(host.protoByName), widen(builtin.protoByName))
+		for n, name := range host.protoName {
+			if b, ok := builtin.protoName[n]; ok && b != name {
+				t.Errorf("protocol %d: host names it %s, built-in %s", n, name, b)
+			}
+		}
+	}
+	if _, err := os.Stat("/etc/services"); err == nil {
+		agree("service", host.portByName, builtin.portByName)
+		agree("service", host.portByProto, builtin.portByProto)
 	}
 }

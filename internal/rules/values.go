@@ -40,8 +40,10 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// parsePort parses one port number; off is the offset of s in the argument.
-func parsePort(s string, off int) (uint16, *valueErr) {
+// parsePort parses one port: a number or a name from /etc/services (see
+// lookupService; proto "" takes a name of any protocol); off is the offset
+// of s in the argument.
+func parsePort(s string, off int, proto string) (uint16, *valueErr) {
 	if s == "" {
 		return 0, &valueErr{off: off, msg: "missing port number"}
 	}
@@ -52,26 +54,33 @@ func parsePort(s string, off int) (uint16, *valueErr) {
 	if isDigits(s) {
 		return 0, &valueErr{off: off, tok: s, msg: "port out of range (0-65535)"}
 	}
-	return 0, &valueErr{off: off, tok: s, msg: "not a port number",
-		hint: "port names are not supported; use numbers (e.g. 22 for ssh, 443 for https)"}
+	if p, ok := lookupService(s, proto); ok {
+		return p, nil
+	}
+	hint := "use a number or a name of /etc/services (e.g. 22 or ssh)"
+	if proto != "" {
+		hint = "use a number or a name /etc/services lists for " + proto + " (-m multiport takes only those)"
+	}
+	return 0, &valueErr{off: off, tok: s, msg: "unknown port name", hint: hint}
 }
 
-// parsePortRange parses "p", "a:b", ":b" (0:b), "a:" (a:65535) or ":".
-func parsePortRange(s string, off int) (PortRange, *valueErr) {
+// parsePortRange parses "p", "a:b", ":b" (0:b), "a:" (a:65535) or ":";
+// names are looked up for proto (see parsePort).
+func parsePortRange(s string, off int, proto string) (PortRange, *valueErr) {
 	lo, hi, isRange := strings.Cut(s, ":")
 	if !isRange {
-		p, err := parsePort(s, off)
+		p, err := parsePort(s, off, proto)
 		return PortRange{p, p}, err
 	}
 	r := PortRange{0, 65535}
 	var err *valueErr
 	if lo != "" {
-		if r.Lo, err = parsePort(lo, off); err != nil {
+		if r.Lo, err = parsePort(lo, off, proto); err != nil {
 			return r, err
 		}
 	}
 	if hi != "" {
-		if r.Hi, err = parsePort(hi, off+len(lo)+1); err != nil {
+		if r.Hi, err = parsePort(hi, off+len(lo)+1, proto); err != nil {
 			return r, err
 		}
 	}
@@ -86,12 +95,13 @@ func parsePortRange(s string, off int) (PortRange, *valueErr) {
 // maxMultiport is the number of ports -m multiport takes (a range counts as two).
 const maxMultiport = 15
 
-// parsePortList parses a multiport list "a,b,c:d".
-func parsePortList(s string) ([]PortRange, *valueErr) {
+// parsePortList parses a multiport list "a,b,c:d"; names are those
+// /etc/services lists for proto.
+func parsePortList(s, proto string) ([]PortRange, *valueErr) {
 	var out []PortRange
 	count, off := 0, 0
 	for item := range strings.SplitSeq(s, ",") {
-		r, err := parsePortRange(item, off)
+		r, err := parsePortRange(item, off, proto)
 		if err != nil {
 			return nil, err
 		}
@@ -305,42 +315,31 @@ const (
 	protoUDP     = 17
 	protoICMPv6  = 58
 	protoSCTP    = 132
+	protoMH      = 135 // IPv6 mobility header
 	protoUDPLite = 136
 )
 
-// protoNames are the protocol names -p accepts, canonical spelling first.
-var protoNames = [...]struct {
-	name  string
-	proto uint8
-}{
-	{"tcp", protoTCP}, {"udp", protoUDP}, {"icmp", protoICMP}, {"ipv6-icmp", protoICMPv6},
-	{"icmpv6", protoICMPv6}, {"sctp", protoSCTP}, {"udplite", protoUDPLite},
-	{"gre", 47}, {"esp", 50}, {"ah", 51}, {"all", 0},
-}
-
-// parseProto parses a -p argument: a name (any case) or a number 0-255.
+// parseProto parses a -p argument as iptables does: a number 0-255, or a
+// name (any case) from /etc/protocols (see lookupProto), "all", or one of
+// iptables' own names icmpv6, mh and ipv6-mh.
 func parseProto(s string) (uint8, *valueErr) {
-	low := strings.ToLower(s)
-	for _, p := range protoNames {
-		if p.name == low {
-			return p.proto, nil
-		}
-	}
 	if n, ok := parseUint(s, 255); ok {
 		return uint8(n), nil
 	}
-	return 0, &valueErr{tok: s, msg: "unknown protocol",
-		hint: "use tcp, udp, icmp, ipv6-icmp, sctp, udplite, gre, esp, ah, all or a number 0-255"}
-}
-
-// protoName returns the canonical -p spelling of a protocol number.
-func protoName(p uint8) string {
-	for _, n := range protoNames {
-		if n.proto == p {
-			return n.name
-		}
+	low := strings.ToLower(s)
+	switch low {
+	case "all":
+		return 0, nil
+	case "icmpv6":
+		return protoICMPv6, nil
+	case "mh", "ipv6-mh":
+		return protoMH, nil
 	}
-	return fmt.Sprint(p)
+	if n, ok := lookupProto(low); ok {
+		return n, nil
+	}
+	return 0, &valueErr{tok: s, msg: "unknown protocol",
+		hint: "use a name of /etc/protocols (tcp, udp, icmp, ipv6-icmp, sctp, gre, esp, igmp ...), all or a number 0-255"}
 }
 
 // isPortProto reports whether a protocol has ports (--sport/--dport).
