@@ -320,10 +320,17 @@ func (p *ruleParser) optFragment(o optUse) *Error {
 // optComment handles -m comment --comment.
 func (p *ruleParser) optComment(o optUse) *Error {
 	a := o.args[0]
+	if p.comment == nil {
+		return p.errAt(o.opt, "", "--comment given twice for one -m comment",
+			"each comment needs its own -m comment: -m comment --comment A -m comment --comment B")
+	}
 	if ve := checkText(a.text, "comment", maxComment); ve != nil {
 		return p.valueErr(a, ve)
 	}
-	p.r.Comment = a.text
+	if a.text != "" {
+		p.r.Comments = append(p.r.Comments, a.text)
+	}
+	p.comment = nil
 	return nil
 }
 
@@ -336,7 +343,21 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
-	case "multiport", "mac", "vlan", "comment", "set", "conntrack", "state":
+	case "comment":
+		if p.comment != nil {
+			return p.errAt(*p.comment, "", "-m comment needs --comment", "")
+		}
+		if p.modules[name] == nil {
+			p.checks = append(p.checks, func() *Error {
+				if p.comment != nil {
+					return p.errAt(*p.comment, "", "-m comment needs --comment", "")
+				}
+				return nil
+			})
+		}
+		p.comment = &o.opt
+		fallthrough
+	case "multiport", "mac", "vlan", "set", "conntrack", "state":
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m

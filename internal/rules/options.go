@@ -86,7 +86,7 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
 	case "--comment":
-		return optSpec{slot: name, nargs: 1, usage: `--comment "TEXT"`, freeText: true,
+		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
 	case "-m", "--match":
 		return optSpec{nargs: 1, usage: name + " MODULE", parse: (*ruleParser).optModule}, true

@@ -47,6 +47,14 @@ func TestRealFileSyntaxCanonical(t *testing.T) {
 		{"-4 -A INPUT -j DROP", "-4 -j DROP", any},
 		{"-6 -A INPUT -p tcp -j DROP", "-6 -p tcp -j DROP", any},
 		{"-t filter -6 -A INPUT -j DROP", "-6 -j DROP", any},
+		// Each -m comment keeps its text; list prints them in order, as
+		// iptables-save does.
+		{"-A INPUT -m comment --comment a -p tcp -m comment --comment 'b c' -j DROP",
+			`-p tcp -m comment --comment "a" -m comment --comment "b c" -j DROP`, any},
+		// A match module given twice is one match (iptables-save keeps
+		// both -m tcp; the meaning is the same).
+		{"-A INPUT -p tcp -m tcp -m tcp --dport 22 -j DROP", "-p tcp --dport 22 -j DROP", any},
+		{"-A INPUT -p tcp -m multiport -m multiport --dports 1,2 -j DROP", "-p tcp -m multiport --dports 1,2 -j DROP", any},
 		// Counters before -A (iptables-save -c).
 		{"[12:3400] -A INPUT -j DROP", "-j DROP", any},
 		{"[0:0] -4 -A INPUT -j DROP", "-4 -j DROP", any},

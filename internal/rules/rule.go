@@ -17,6 +17,9 @@ type ruleParser struct {
 	modules map[string]*moduleUse // -m modules that have options
 	target  bool                  // -j given
 	other   bool                  // -4/-6 names the other family than opt.Family: skip the rule
+	// comment is the last -m comment while it has no --comment: each
+	// -m comment takes one, as in iptables.
+	comment *token
 	fam     Family                // family fixed by -4/-6 or implied by a selector
 	famWhy  string                // what fixed fam, for conflict messages
 	checks  []func() *Error       // run once every option is read
