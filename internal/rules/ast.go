@@ -316,9 +316,9 @@ func (r LogRate) IntervalNS() uint64 {
 
 // Rule is one `-A CHAIN ... -j TARGET` line.
 type Rule struct {
-	Chain   Chain
-	Match   Match
-	Target  Target
+	Chain  Chain
+	Match  Match
+	Target Target
 	// Comments are the texts of the rule's -m comment --comment, in order
 	// (iptables keeps each one; empty ones are left out).
 	Comments []string

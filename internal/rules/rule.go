@@ -20,9 +20,9 @@ type ruleParser struct {
 	// comment is the last -m comment while it has no --comment: each
 	// -m comment takes one, as in iptables.
 	comment *token
-	fam     Family                // family fixed by -4/-6 or implied by a selector
-	famWhy  string                // what fixed fam, for conflict messages
-	checks  []func() *Error       // run once every option is read
+	fam     Family          // family fixed by -4/-6 or implied by a selector
+	famWhy  string          // what fixed fam, for conflict messages
+	checks  []func() *Error // run once every option is read
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
