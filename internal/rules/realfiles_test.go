@@ -55,6 +55,10 @@ func TestRealFileSyntaxCanonical(t *testing.T) {
 		// both -m tcp; the meaning is the same).
 		{"-A INPUT -p tcp -m tcp -m tcp --dport 22 -j DROP", "-p tcp --dport 22 -j DROP", any},
 		{"-A INPUT -p tcp -m multiport -m multiport --dports 1,2 -j DROP", "-p tcp -m multiport --dports 1,2 -j DROP", any},
+		// ADDRESS/NETMASK in both families (ip6tables-save prints /32).
+		{"-A INPUT -s 10.1.2.3/255.255.0.0 -j DROP", "-s 10.1.0.0/16 -j DROP", any},
+		{"-A INPUT -d 2001:db8:1::/ffff:ffff:: -j DROP", "-d 2001:db8::/32 -j DROP", any},
+		{"-A INPUT -s ::/:: -j DROP", "-s ::/0 -j DROP", any},
 		// Counters before -A (iptables-save -c).
 		{"[12:3400] -A INPUT -j DROP", "-j DROP", any},
 		{"[0:0] -4 -A INPUT -j DROP", "-4 -j DROP", any},
@@ -131,6 +135,11 @@ func TestRealFileSyntaxErrors(t *testing.T) {
 		{"[1:2] -P INPUT DROP", "1:7", "", "counters [PACKETS:BYTES] must be followed by -A"},
 		{"-A INPUT -6 -j REJECT --reject-with policy-fail", "1:37", "policy-fail", "--reject-with policy-fail is not supported"},
 		{"-A INPUT -6 -j REJECT --reject-with icmp6-reject-route", "1:37", "icmp6-reject-route", "is not supported"},
+		// Masks with holes: iptables takes them, xdpfw's classifier
+		// matches prefixes only.
+		{"-A INPUT -s 10.0.0.0/255.0.255.0 -j DROP", "1:22", "255.0.255.0", "netmask is not contiguous"},
+		{"-A INPUT -s 2001:db8::/ffff:0:ffff:: -j DROP", "1:24", "ffff:0:ffff::", "netmask is not contiguous"},
+		{"-A INPUT -s 10.0.0.0/ffff:: -j DROP", "1:22", "ffff::", "not an IPv4 netmask"},
 		{"-A INPUT -4 -j REJECT --reject-with no-route", "1:37", "no-route", "IPv6 reject type in an IPv4 rule"},
 	}
 	for _, tt := range tests {

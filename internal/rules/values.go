@@ -150,14 +150,17 @@ func parsePrefix(s string) (netip.Prefix, *valueErr) {
 		switch n, ok := parseUint(maskText, addr.BitLen()); {
 		case ok:
 			bits = n
-		case addr.Is4() && strings.Contains(maskText, "."):
+		case strings.ContainsAny(maskText, ".:"):
+			// ADDRESS/NETMASK, as iptables reads it (255.255.0.0,
+			// ffff:ffff::).
 			mask, err := netip.ParseAddr(maskText)
-			if err != nil || !mask.Is4() {
-				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "not a netmask"}
+			if err != nil || mask.Is4() != addr.Is4() || mask.Zone() != "" {
+				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "not an " + fam + " netmask"}
 			}
-			if bits = maskBits(mask.As4()); bits < 0 {
+			if bits = maskBits(mask.AsSlice()); bits < 0 {
 				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "netmask is not contiguous",
-					hint: "only masks of the form 255.255.0.0 (a prefix length) are supported"}
+					hint: "xdpfw matches an address against a prefix (its classifier splits address ranges); " +
+						"a mask with holes such as 255.0.255.0 matches no single prefix: write one rule per prefix it covers"}
 			}
 		case isDigits(maskText):
 			return netip.Prefix{}, &valueErr{off: off, tok: maskText,
@@ -173,16 +176,17 @@ func parsePrefix(s string) (netip.Prefix, *valueErr) {
 // isLetter reports whether r is an ASCII letter.
 func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
 
-// maskBits returns the prefix length of a contiguous IPv4 netmask, or -1.
-func maskBits(m [4]byte) int {
-	v := uint32(m[0])<<24 | uint32(m[1])<<16 | uint32(m[2])<<8 | uint32(m[3])
+// maskBits returns the prefix length of a contiguous netmask (leading ones,
+// then zeros), or -1.
+func maskBits(m []byte) int {
 	bits := 0
-	for v&0x80000000 != 0 {
-		v <<= 1
+	for bits < 8*len(m) && m[bits/8]&(0x80>>(bits%8)) != 0 {
 		bits++
 	}
-	if v != 0 {
-		return -1
+	for i := bits; i < 8*len(m); i++ {
+		if m[i/8]&(0x80>>(i%8)) != 0 {
+			return -1
+		}
 	}
 	return bits
 }
