@@ -109,8 +109,23 @@ func (p *ruleParser) port(o optUse, dst **PortMatch) *Error {
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
-	*dst = &PortMatch{Ranges: []PortRange{r}, Invert: o.invert}
 	p.needPorts(o.opt)
+	return p.setPorts(a, dst, &PortMatch{Ranges: []PortRange{r}, Invert: o.invert})
+}
+
+// setPorts stores port match m (from option argument a) in *dst; when
+// *dst holds the other spelling's match already (--dport beside
+// -m multiport --dports), the packet must pass both, as in iptables.
+func (p *ruleParser) setPorts(a token, dst **PortMatch, m *PortMatch) *Error {
+	if *dst != nil {
+		both, ve := bothPorts(*dst, m)
+		if ve != nil {
+			ve.tok = a.text
+			return p.valueErr(a, ve)
+		}
+		m = both
+	}
+	*dst = m
 	return nil
 }
 
@@ -130,9 +145,8 @@ func (p *ruleParser) portList(o optUse, dst **PortMatch) *Error {
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
-	*dst = &PortMatch{Ranges: ranges, Invert: o.invert}
 	p.needPorts(o.opt)
-	return nil
+	return p.setPorts(a, dst, &PortMatch{Ranges: ranges, Invert: o.invert})
 }
 
 // protoText names the rule's protocol (so far) for service lookups: "" when

@@ -41,10 +41,10 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "--dport", nargs: 1, usage: name + " PORT[:PORT]", negatable: true,
 			parse: (*ruleParser).optDPort}, true
 	case "--sports", "--source-ports":
-		return optSpec{slot: "--sport", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
+		return optSpec{slot: "--sports", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
 			module: "multiport", parse: (*ruleParser).optSPorts}, true
 	case "--dports", "--destination-ports":
-		return optSpec{slot: "--dport", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
+		return optSpec{slot: "--dports", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
 			module: "multiport", parse: (*ruleParser).optDPorts}, true
 	case "--ports":
 		return optSpec{slot: "--ports", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
