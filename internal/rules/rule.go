@@ -189,7 +189,7 @@ func (p *ruleParser) unknownOption(t token) *Error {
 			"each option takes a fixed number of arguments; quote text that contains spaces")
 	}
 	return p.errAt(t, t.text, "unknown option",
-		"supported: -4 -6 -p -s -d -i --sport --dport -m multiport -m mac -m vlan -m comment -m set "+
+		"supported: -4 -6 -t filter -p -s -d -i --sport --dport -m multiport -m mac -m vlan -m comment -m set "+
 			"--tcp-flags --syn --icmp-type --icmpv6-type -f, and -j ACCEPT|DROP|REJECT|LOG")
 }
 
