@@ -237,3 +237,14 @@ func TestBuiltinNetDB(t *testing.T) {
 		agree("service", host.portByProto, builtin.portByProto)
 	}
 }
+
+// TestProtoNameReadsBack: every protocol number prints as a word -p reads
+// back as that number.
+func TestProtoNameReadsBack(t *testing.T) {
+	for p := 1; p < 256; p++ {
+		name := protoName(uint8(p))
+		if got, ve := parseProto(name); ve != nil || got != uint8(p) {
+			t.Errorf("protocol %d prints as %q, which reads as %d (%v)", p, name, got, ve)
+		}
+	}
+}
