@@ -248,3 +248,58 @@ func TestProtoNameReadsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestDualFamilyTestdata: the seed file of real-file syntax loads for each
+// family with the rules iptables-restore and ip6tables-restore kept (their
+// iptables-save output, in xdpfw's canonical form; the file less its
+// "-t filter", which iptables-restore refuses).
+func TestDualFamilyTestdata(t *testing.T) {
+	src, err := os.ReadFile("testdata/dual-family.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		fam  Family
+		want []string
+	}{
+		{FamilyIPv4, []string{
+			"-A INPUT -4 -i lo -j ACCEPT",
+			"-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+			"-A INPUT -p icmp --icmp-type 8 -j ACCEPT",
+			"-A INPUT -p icmp --icmp-type 11 -j ACCEPT",
+			"-A INPUT -4 -p igmp -j ACCEPT",
+			`-A INPUT -4 -p tcp --dport 22 -m comment --comment "ssh" -m comment --comment "from anywhere" -j ACCEPT`,
+			"-A INPUT -4 -p udp -m multiport --dports 53,123 -j ACCEPT",
+			"-A INPUT -4 -p tcp -m multiport --dports 1000:1499,1501:2000 -j ACCEPT",
+			"-A INPUT -4 -i wg+0 -j ACCEPT",
+			"-A INPUT -s 10.0.0.0/16 -p tcp -j REJECT --reject-with tcp-reset",
+			"-A INPUT -4 -j REJECT --reject-with icmp-host-prohibited",
+			"-A FORWARD -4 -j REJECT --reject-with icmp-port-unreachable",
+		}},
+		{FamilyIPv6, []string{
+			"-A INPUT -6 -i lo -j ACCEPT",
+			"-A INPUT -6 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+			"-A INPUT -p ipv6-icmp -j ACCEPT",
+			"-A INPUT -s fe80::/64 -p udp --dport 546 -j ACCEPT",
+			`-A INPUT -6 -p tcp --dport 22 -m comment --comment "ssh" -m comment --comment "from anywhere" -j ACCEPT`,
+			"-A INPUT -6 -p udp -m multiport --dports 53,123 -j ACCEPT",
+			"-A INPUT -6 -p tcp -m multiport --dports 1000:1499,1501:2000 -j ACCEPT",
+			"-A INPUT -6 -i wg+0 -j ACCEPT",
+			"-A INPUT -6 -j REJECT --reject-with icmp6-adm-prohibited",
+			"-A FORWARD -6 -j REJECT --reject-with icmp6-port-unreachable",
+		}},
+	} {
+		rs, err := Parse("dual-family.rules", src, ParseOptions{Family: tt.fam})
+		if err != nil {
+			t.Fatalf("family %v: %v", tt.fam, err)
+		}
+		var got []string
+		for _, r := range rs.Rules {
+			got = append(got, r.String())
+		}
+		if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+			t.Errorf("family %v:\n%s\nwant\n%s", tt.fam, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+		}
+		assertRoundTrip(t, rs)
+	}
+}
