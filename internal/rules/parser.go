@@ -377,6 +377,16 @@ func (p *fileParser) ruleLine(n int, toks []token) {
 		p.fail(n, toks[0], "", toks[0].text+" needs a chain", "write -A INPUT ... -j ACCEPT")
 		return
 	}
+	// A rule of another table (-t nat -A PREROUTING ...) is refused for
+	// its table rather than for its chain.
+	for i := 2; i+1 < len(toks); i++ {
+		if t := toks[i]; !t.quoted && (t.text == "-t" || t.text == "--table") {
+			if ve := checkTable(toks[i+1].text); ve != nil {
+				p.fail(n, toks[i+1], ve.tok, ve.msg, ve.hint)
+				return
+			}
+		}
+	}
 	start := p.at(n, toks[0])
 	c, err := parseChain(start, toks[1])
 	if err == nil {

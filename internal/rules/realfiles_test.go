@@ -139,6 +139,7 @@ COMMIT
 func TestRealFileSyntaxErrors(t *testing.T) {
 	tests := []struct{ src, pos, tok, msg string }{
 		{"-t nat -A INPUT -j DROP", "1:4", "nat", "table nat is not supported"},
+		{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE", "1:4", "nat", "table nat is not supported"},
 		{"-A INPUT -t mangle -j DROP", "1:13", "mangle", "table mangle is not supported"},
 		{"-P INPUT DROP -t raw", "1:18", "raw", "table raw is not supported"},
 		{"[1:2] -P INPUT DROP", "1:7", "", "counters [PACKETS:BYTES] must be followed by -A"},
