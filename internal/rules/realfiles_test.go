@@ -250,6 +250,23 @@ func TestProtoNameReadsBack(t *testing.T) {
 	}
 }
 
+// TestReadFilesOneFileForBoth: one file given as --ipv4-file and
+// --ipv6-file loads each family's lines once.
+func TestReadFilesOneFileForBoth(t *testing.T) {
+	const f = "testdata/dual-family.rules"
+	rs, err := ReadFiles("", f, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[Family]int{}
+	for _, r := range rs.Rules {
+		fams[r.Match.Family]++
+	}
+	if fams[FamilyIPv4] != 12 || fams[FamilyIPv6] != 10 || len(rs.Rules) != 22 {
+		t.Errorf("rules by family: %v (%d in all), want 12 IPv4, 10 IPv6", fams, len(rs.Rules))
+	}
+}
+
 // TestDualFamilyTestdata: the seed file of real-file syntax loads for each
 // family with the rules iptables-restore and ip6tables-restore kept (their
 // iptables-save output, in xdpfw's canonical form; the file less its
