@@ -30,7 +30,10 @@ RULES_FILE holds iptables rules, one per line ('-A INPUT -p tcp --dport 22 -j
 ACCEPT', '-P INPUT DROP', '# comments'), or iptables-save output. Its rules
 apply to IPv4 and IPv6 unless an address, -4/-6 or the ICMP flavour says
 otherwise. --ipv4-file / --ipv6-file take iptables-save / ip6tables-save
-output whose rules and policies apply to that family only.
+output whose rules and policies apply to that family only; a line marked
+for the other family (-6 in the IPv4 file, -4 in the IPv6 one) is skipped,
+as iptables-restore and ip6tables-restore do, so one file written for both
+can be given as both.
 
 A file with any error changes nothing; errors name file:line:column. A
 file that holds no rule, no policy and no *filter section (empty, blank,

@@ -298,13 +298,17 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	if m.Ports != nil {
 		if m.Ports.Invert {
 			// neither port in the set: both in its complement
-			comp := complement(m.Ports.Ranges)
+			comp := rules.ComplementPorts(m.Ports.Ranges)
 			alts = cross(alts, rangesAlts(comp, true))
 			alts = cross(alts, rangesAlts(comp, false))
 		} else {
 			either := append(rangesAlts(m.Ports.Ranges, true), rangesAlts(m.Ports.Ranges, false)...)
 			alts = cross(alts, either)
 		}
+	}
+	if len(alts) == 0 {
+		// e.g. ! --dport 0:65535, or --dport 22 beside --dports 80,443
+		warn = append(warn, "its port tests leave no port; the rule never matches")
 	}
 	if m.InIface != nil {
 		var ia []alt
@@ -347,7 +351,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 func portAlts(pm *rules.PortMatch, src bool) []alt {
 	rs := pm.Ranges
 	if pm.Invert {
-		rs = complement(rs)
+		rs = rules.ComplementPorts(rs)
 	}
 	return rangesAlts(rs, src)
 }
@@ -393,26 +397,6 @@ func cross(a, b []alt) []alt {
 func intersect(a, b rules.PortRange) (rules.PortRange, bool) {
 	lo, hi := max(a.Lo, b.Lo), min(a.Hi, b.Hi)
 	return rules.PortRange{Lo: lo, Hi: hi}, lo <= hi
-}
-
-// complement returns the ports of 0..65535 not covered by rs, as sorted ranges.
-func complement(rs []rules.PortRange) []rules.PortRange {
-	s := append([]rules.PortRange(nil), rs...)
-	sort.Slice(s, func(i, j int) bool { return s[i].Lo < s[j].Lo })
-	var out []rules.PortRange
-	next := 0 // first port not yet covered
-	for _, r := range s {
-		if int(r.Lo) > next {
-			out = append(out, rules.PortRange{Lo: uint16(next), Hi: r.Lo - 1})
-		}
-		if int(r.Hi)+1 > next {
-			next = int(r.Hi) + 1
-		}
-	}
-	if next <= 65535 {
-		out = append(out, rules.PortRange{Lo: uint16(next), Hi: 65535})
-	}
-	return out
 }
 
 func ifaceMatches(im *rules.IfaceMatch, name string) bool {

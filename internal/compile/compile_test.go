@@ -41,7 +41,7 @@ func TestComplement(t *testing.T) {
 		{[]rules.PortRange{pr(10, 20), pr(0, 5)}, []rules.PortRange{pr(6, 9), pr(21, 65535)}},
 	}
 	for _, c := range cases {
-		if got := complement(c.in); !reflect.DeepEqual(got, c.want) {
+		if got := rules.ComplementPorts(c.in); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("complement(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
@@ -57,7 +57,7 @@ func TestComplementIsExact(t *testing.T) {
 			lo := uint16(r.IntN(65536))
 			set = append(set, rules.PortRange{Lo: lo, Hi: lo + uint16(r.IntN(int(65535-lo)+1))})
 		}
-		comp := complement(set)
+		comp := rules.ComplementPorts(set)
 		for _, port := range []uint16{0, 1, 65534, 65535, uint16(r.IntN(65536)), set[0].Lo, set[0].Hi, set[0].Lo - 1, set[0].Hi + 1} {
 			if inPorts(set, port) == inPorts(comp, port) {
 				t.Fatalf("port %d: in set %v = %v, in complement %v = %v", port, set, inPorts(set, port), comp, inPorts(comp, port))
@@ -83,6 +83,9 @@ func TestExpansion(t *testing.T) {
 		{"-A INPUT ! -i eth+ -j ACCEPT", 1, ""},
 		{"-A INPUT -i ppp0 -j ACCEPT", 0, "matches no attached interface"},
 		{"-A INPUT -p icmp ! --icmp-type any -j ACCEPT", 0, "matches no packet"},
+		{"-A INPUT -p tcp --dport 22 -m multiport --dports 22,80 -j ACCEPT", 1, ""}, // both tests: 22
+		{"-A INPUT -p tcp --dport 22 -m multiport --dports 80,443 -j ACCEPT", 0, "leave no port; the rule never matches"},
+		{"-A INPUT -p tcp ! --sport 0:65535 -j ACCEPT", 0, "leave no port"},
 		{"-A INPUT -j LOG", 1, ""},
 		{"-A INPUT -p tcp -m multiport --dports 22,80 -j LOG --log-prefix x", 2, ""},
 		{"-A INPUT -p tcp -j REJECT", 1, ""}, // REJECT answers: nothing to warn about

@@ -316,12 +316,14 @@ func (r LogRate) IntervalNS() uint64 {
 
 // Rule is one `-A CHAIN ... -j TARGET` line.
 type Rule struct {
-	Chain   Chain
-	Match   Match
-	Target  Target
-	Comment string // -m comment --comment
-	Pos     Pos    // position of the start of the rule (the -A token)
-	Text    string // the rule in canonical form (Rule.Spec), without the leading "-A CHAIN "
+	Chain  Chain
+	Match  Match
+	Target Target
+	// Comments are the texts of the rule's -m comment --comment, in order
+	// (iptables keeps each one; empty ones are left out).
+	Comments []string
+	Pos      Pos    // position of the start of the rule (the -A token)
+	Text     string // the rule in canonical form (Rule.Spec), without the leading "-A CHAIN "
 }
 
 // Policy is the default verdict of a chain for one family (ACCEPT or DROP).

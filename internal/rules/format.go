@@ -87,8 +87,8 @@ func (r Rule) Spec() string {
 		}
 		w.add(c.Invert, opt, formatICMPType(*c))
 	}
-	if r.Comment != "" {
-		w.add(false, "-m", "comment", "--comment", quote(r.Comment))
+	for _, c := range r.Comments {
+		w.add(false, "-m", "comment", "--comment", quote(c))
 	}
 	t := r.Target
 	w.add(false, "-j", t.Verdict.String())

@@ -11,7 +11,7 @@ import (
 // ErrorList with positions inside the input, and that every accepted input
 // round-trips: Parse(String(rs)) == rs, and String is a fixed point.
 func FuzzParse(f *testing.F) {
-	for _, file := range []string{"testdata/iptables-save.v4", "testdata/ip6tables-save.v6", "testdata/native.rules"} {
+	for _, file := range []string{"testdata/iptables-save.v4", "testdata/ip6tables-save.v6", "testdata/native.rules", "testdata/dual-family.rules"} {
 		src, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)

@@ -13,7 +13,7 @@ type icmpName struct {
 }
 
 // icmpNames are the --icmp-type names of `iptables -p icmp -h`, plus the
-// ping/pong aliases.
+// aliases iptables also reads (ping, pong, ttl-exceeded).
 var icmpNames = [...]icmpName{
 	{"echo-reply", 0, -1}, {"pong", 0, -1},
 	{"destination-unreachable", 3, -1},
@@ -31,7 +31,7 @@ var icmpNames = [...]icmpName{
 	{"TOS-network-redirect", 5, 2}, {"TOS-host-redirect", 5, 3},
 	{"echo-request", 8, -1}, {"ping", 8, -1},
 	{"router-advertisement", 9, -1}, {"router-solicitation", 10, -1},
-	{"time-exceeded", 11, -1},
+	{"time-exceeded", 11, -1}, {"ttl-exceeded", 11, -1},
 	{"ttl-zero-during-transit", 11, 0}, {"ttl-zero-during-reassembly", 11, 1},
 	{"parameter-problem", 12, -1},
 	{"ip-header-bad", 12, 0}, {"required-option-missing", 12, 1},
@@ -46,7 +46,7 @@ var icmpv6Names = [...]icmpName{
 	{"address-unreachable", 1, 3}, {"port-unreachable", 1, 4},
 	{"failed-policy", 1, 5}, {"reject-route", 1, 6},
 	{"packet-too-big", 2, -1},
-	{"time-exceeded", 3, -1},
+	{"time-exceeded", 3, -1}, {"ttl-exceeded", 3, -1},
 	{"ttl-zero-during-transit", 3, 0}, {"ttl-zero-during-reassembly", 3, 1},
 	{"parameter-problem", 4, -1},
 	{"bad-header", 4, 0}, {"unknown-header-type", 4, 1}, {"unknown-option", 4, 2},

@@ -11,7 +11,28 @@ func (p *ruleParser) optFamily(o optUse) *Error {
 	if o.opt.text == "-6" || o.opt.text == "--ipv6" {
 		f = FamilyIPv6
 	}
+	if p.opt.restore && p.opt.Family != FamilyAny && p.opt.Family != f {
+		p.other, p.fam = true, f
+		return nil
+	}
 	return p.setFamily(f, o.opt, "", o.opt.text, o.opt.text)
+}
+
+// optTable handles -t TABLE: only the filter table has rules here.
+func (p *ruleParser) optTable(o optUse) *Error {
+	if ve := checkTable(o.args[0].text); ve != nil {
+		return p.valueErr(o.args[0], ve)
+	}
+	return nil
+}
+
+// checkTable checks the argument of -t: xdpfw's rules are the filter table.
+func checkTable(name string) *valueErr {
+	if name == "filter" {
+		return nil
+	}
+	return &valueErr{tok: name, msg: fmt.Sprintf("table %s is not supported; xdpfw implements the filter table only", Clip(name)),
+		hint: "leave out -t, or write -t filter"}
 }
 
 // optProto handles -p.
@@ -84,12 +105,27 @@ func (p *ruleParser) optDPort(o optUse) *Error { return p.port(o, &p.r.Match.DPo
 // port handles --sport and --dport.
 func (p *ruleParser) port(o optUse, dst **PortMatch) *Error {
 	a := o.args[0]
-	r, ve := parsePortRange(a.text, 0)
+	r, ve := parsePortRange(a.text, 0, "")
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
-	*dst = &PortMatch{Ranges: []PortRange{r}, Invert: o.invert}
 	p.needPorts(o.opt)
+	return p.setPorts(a, dst, &PortMatch{Ranges: []PortRange{r}, Invert: o.invert})
+}
+
+// setPorts stores port match m (from option argument a) in *dst; when
+// *dst holds the other spelling's match already (--dport beside
+// -m multiport --dports), the packet must pass both, as in iptables.
+func (p *ruleParser) setPorts(a token, dst **PortMatch, m *PortMatch) *Error {
+	if *dst != nil {
+		both, ve := bothPorts(*dst, m)
+		if ve != nil {
+			ve.tok = a.text
+			return p.valueErr(a, ve)
+		}
+		m = both
+	}
+	*dst = m
 	return nil
 }
 
@@ -105,13 +141,21 @@ func (p *ruleParser) optPorts(o optUse) *Error { return p.portList(o, &p.r.Match
 // portList handles the -m multiport options.
 func (p *ruleParser) portList(o optUse, dst **PortMatch) *Error {
 	a := o.args[0]
-	ranges, ve := parsePortList(a.text)
+	ranges, ve := parsePortList(a.text, p.protoText())
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
-	*dst = &PortMatch{Ranges: ranges, Invert: o.invert}
 	p.needPorts(o.opt)
-	return nil
+	return p.setPorts(a, dst, &PortMatch{Ranges: ranges, Invert: o.invert})
+}
+
+// protoText names the rule's protocol (so far) for service lookups: "" when
+// it has none.
+func (p *ruleParser) protoText() string {
+	if pr := p.r.Match.Proto; pr != nil && !pr.Invert {
+		return protoName(pr.Proto)
+	}
+	return ""
 }
 
 // optInIface handles -i.
@@ -290,10 +334,17 @@ func (p *ruleParser) optFragment(o optUse) *Error {
 // optComment handles -m comment --comment.
 func (p *ruleParser) optComment(o optUse) *Error {
 	a := o.args[0]
+	if p.comment == nil {
+		return p.errAt(o.opt, "", "--comment given twice for one -m comment",
+			"each comment needs its own -m comment: -m comment --comment A -m comment --comment B")
+	}
 	if ve := checkText(a.text, "comment", maxComment); ve != nil {
 		return p.valueErr(a, ve)
 	}
-	p.r.Comment = a.text
+	if a.text != "" {
+		p.r.Comments = append(p.r.Comments, a.text)
+	}
+	p.comment = nil
 	return nil
 }
 
@@ -306,7 +357,21 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
-	case "multiport", "mac", "vlan", "comment", "set", "conntrack", "state":
+	case "comment":
+		if p.comment != nil {
+			return p.errAt(*p.comment, "", "-m comment needs --comment", "")
+		}
+		if p.modules[name] == nil {
+			p.checks = append(p.checks, func() *Error {
+				if p.comment != nil {
+					return p.errAt(*p.comment, "", "-m comment needs --comment", "")
+				}
+				return nil
+			})
+		}
+		p.comment = &o.opt
+		fallthrough
+	case "multiport", "mac", "vlan", "set", "conntrack", "state":
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m

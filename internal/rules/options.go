@@ -23,6 +23,8 @@ func lookupOption(name string) (optSpec, bool) {
 	switch name {
 	case "-4", "--ipv4", "-6", "--ipv6":
 		return optSpec{slot: "family", usage: name, parse: (*ruleParser).optFamily}, true
+	case "-t", "--table":
+		return optSpec{slot: "-t", nargs: 1, usage: name + " filter", parse: (*ruleParser).optTable}, true
 	case "-p", "--protocol":
 		return optSpec{slot: "-p", nargs: 1, usage: "-p PROTOCOL", negatable: true,
 			parse: (*ruleParser).optProto}, true
@@ -39,10 +41,10 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "--dport", nargs: 1, usage: name + " PORT[:PORT]", negatable: true,
 			parse: (*ruleParser).optDPort}, true
 	case "--sports", "--source-ports":
-		return optSpec{slot: "--sport", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
+		return optSpec{slot: "--sports", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
 			module: "multiport", parse: (*ruleParser).optSPorts}, true
 	case "--dports", "--destination-ports":
-		return optSpec{slot: "--dport", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
+		return optSpec{slot: "--dports", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
 			module: "multiport", parse: (*ruleParser).optDPorts}, true
 	case "--ports":
 		return optSpec{slot: "--ports", nargs: 1, usage: name + " PORT[,PORT:PORT...]", negatable: true,
@@ -84,7 +86,7 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
 	case "--comment":
-		return optSpec{slot: name, nargs: 1, usage: `--comment "TEXT"`, freeText: true,
+		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
 	case "-m", "--match":
 		return optSpec{nargs: 1, usage: name + " MODULE", parse: (*ruleParser).optModule}, true

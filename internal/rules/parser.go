@@ -10,8 +10,13 @@ import (
 type ParseOptions struct {
 	// Family is the default family of every rule and policy: FamilyIPv4 for an
 	// iptables-save file, FamilyIPv6 for an ip6tables-save file, FamilyAny for
-	// a native xdpfw file. A rule that names the other family is an error.
+	// a native xdpfw file. A rule that names the other family is an error,
+	// except that in a file a line with -4 or -6 for the other family is
+	// skipped, as iptables-restore and ip6tables-restore do (one file can
+	// serve both).
 	Family Family
+
+	restore bool // reading a file (set by Parse), not a command line
 }
 
 // commandLine is the file name of the errors of ParseRuleArgs.
@@ -27,6 +32,7 @@ func Parse(name string, src []byte, opt ParseOptions) (*RuleSet, error) {
 	if err := opt.check(); err != nil {
 		return nil, err
 	}
+	opt.restore = true
 	p := &fileParser{name: name, opt: opt, rs: &RuleSet{}}
 	lines := strings.Split(string(src), "\n")
 	for i, line := range lines {
@@ -130,6 +136,25 @@ func (p *fileParser) line(n int, text string) {
 		}
 		return
 	}
+	counters := strings.HasPrefix(first.text, "[")
+	if counters {
+		// iptables-save -c puts a rule's counters before its -A.
+		if !isCounters(first.text) {
+			p.fail(n, first, first.text, "not a counter [PACKETS:BYTES]", "")
+			return
+		}
+		if len(toks) < 2 {
+			p.fail(n, first, "", "counters [PACKETS:BYTES] must be followed by -A", "")
+			return
+		}
+		toks = toks[1:]
+	}
+	toks = hoistCommand(toks)
+	first = toks[0]
+	if counters && first.text != "-A" && first.text != "--append" {
+		p.fail(n, first, "", "counters [PACKETS:BYTES] must be followed by -A", "")
+		return
+	}
 	switch {
 	case strings.HasPrefix(first.text, "*"):
 		p.tableLine(n, toks)
@@ -143,14 +168,6 @@ func (p *fileParser) line(n int, text string) {
 		p.table = ""
 	case strings.HasPrefix(first.text, ":"):
 		p.chainLine(n, toks)
-	case strings.HasPrefix(first.text, "["):
-		if !isCounters(first.text) {
-			p.fail(n, first, first.text, "not a counter [PACKETS:BYTES]", "")
-		} else if len(toks) < 2 || toks[1].text != "-A" && toks[1].text != "--append" {
-			p.fail(n, first, "", "counters [PACKETS:BYTES] must be followed by -A", "")
-		} else {
-			p.ruleLine(n, toks[1:])
-		}
 	case first.text == "-A" || first.text == "--append":
 		p.ruleLine(n, toks)
 	case first.text == "-P" || first.text == "--policy":
@@ -158,6 +175,44 @@ func (p *fileParser) line(n int, text string) {
 	default:
 		p.badCommand(n, first)
 	}
+}
+
+// hoistCommand moves the options written before a line's command (-4 and
+// -6, as in one file for both iptables-restore and ip6tables-restore, and
+// -t TABLE) behind the command and its chain (and a policy's verdict), where
+// the rule and policy parsers read them: "-6 -A INPUT -j DROP" becomes
+// "-A INPUT -6 -j DROP". Tokens keep their columns, so errors still point
+// into the line as written.
+func hoistCommand(toks []token) []token {
+	i := 0
+	for i < len(toks) {
+		switch toks[i].text {
+		case "-4", "--ipv4", "-6", "--ipv6":
+			i++
+			continue
+		case "-t", "--table":
+			if i+1 < len(toks) {
+				i += 2
+				continue
+			}
+		}
+		break
+	}
+	if i == 0 || i == len(toks) {
+		return toks
+	}
+	head := 2 // -A CHAIN
+	switch toks[i].text {
+	case "-A", "--append":
+	case "-P", "--policy":
+		head = 3 // -P CHAIN VERDICT
+	default:
+		return toks
+	}
+	head = min(i+head, len(toks))
+	out := append([]token{}, toks[i:head]...)
+	out = append(out, toks[:i]...)
+	return append(out, toks[head:]...)
 }
 
 // tableLine handles "*TABLE".
@@ -278,24 +333,37 @@ func (p *fileParser) policyLine(n int, toks []token) {
 		return
 	}
 	pol := Policy{Chain: c, Family: p.opt.Family, Verdict: v, Pos: p.at(n, toks[0])}
-	for i, t := range toks[3:] {
+	fams := 0
+	for i := 3; i < len(toks); i++ {
+		t := toks[i]
 		f := FamilyAny
 		switch t.text {
 		case "-4", "--ipv4":
 			f = FamilyIPv4
 		case "-6", "--ipv6":
 			f = FamilyIPv6
+		case "-t", "--table":
+			if i+1 == len(toks) {
+				p.fail(n, t, "", t.text+" needs a table name", "write -t filter")
+				return
+			}
+			i++
+			if ve := checkTable(toks[i].text); ve != nil {
+				p.fail(n, toks[i], ve.tok, ve.msg, ve.hint)
+				return
+			}
+			continue
 		default:
 			p.fail(n, t, t.text, "unexpected text after the policy", "a policy line is -P CHAIN ACCEPT|DROP [-4|-6]")
 			return
 		}
-		switch {
-		case i > 0:
+		if fams++; fams > 1 {
 			p.fail(n, t, "", "family given twice", "")
 			return
-		case p.opt.Family != FamilyAny && p.opt.Family != f:
-			p.fail(n, t, "", fmt.Sprintf("%s conflicts with the default family (%s)", t.text, famName(p.opt.Family)),
-				defaultFamilyHint(p.opt.Family))
+		}
+		if p.opt.Family != FamilyAny && p.opt.Family != f {
+			// One file for iptables-restore and ip6tables-restore: each
+			// skips the lines marked for the other family.
 			return
 		}
 		pol.Family = f
@@ -309,12 +377,24 @@ func (p *fileParser) ruleLine(n int, toks []token) {
 		p.fail(n, toks[0], "", toks[0].text+" needs a chain", "write -A INPUT ... -j ACCEPT")
 		return
 	}
+	// A rule of another table (-t nat -A PREROUTING ...) is refused for
+	// its table rather than for its chain.
+	for i := 2; i+1 < len(toks); i++ {
+		if t := toks[i]; !t.quoted && (t.text == "-t" || t.text == "--table") {
+			if ve := checkTable(toks[i+1].text); ve != nil {
+				p.fail(n, toks[i+1], ve.tok, ve.msg, ve.hint)
+				return
+			}
+		}
+	}
 	start := p.at(n, toks[0])
 	c, err := parseChain(start, toks[1])
 	if err == nil {
 		var r Rule
 		if r, err = parseRule(start, c, toks[2:], p.opt); err == nil {
-			p.rs.Rules = append(p.rs.Rules, r)
+			if p.opt.Family == FamilyAny || r.Match.Family == p.opt.Family {
+				p.rs.Rules = append(p.rs.Rules, r)
+			}
 			return
 		}
 	}

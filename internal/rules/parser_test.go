@@ -227,9 +227,9 @@ func TestParseRules(t *testing.T) {
 		{"-A INPUT -m vlan ! --vlan-id 0 -j DROP", ParseOptions{}, Rule{Match: Match{VLAN: &VLANMatch{ID: 0, Invert: true}}, Target: drop}},
 		{"-A INPUT -f -j DROP", ParseOptions{}, Rule{Match: Match{Family: FamilyIPv4, Fragment: boolp(true)}, Target: drop}},
 		{"-A INPUT ! --fragment -j DROP", ParseOptions{}, Rule{Match: Match{Family: FamilyIPv4, Fragment: boolp(false)}, Target: drop}},
-		{`-A INPUT -m comment --comment "allow \"x\"" -j ACCEPT`, ParseOptions{}, Rule{Comment: `allow "x"`, Target: accept}},
-		{`-A INPUT -m comment --comment 'a # b' -j ACCEPT # trailing`, ParseOptions{}, Rule{Comment: "a # b", Target: accept}},
-		{`-A INPUT -m comment --comment ! -j ACCEPT`, ParseOptions{}, Rule{Comment: "!", Target: accept}},
+		{`-A INPUT -m comment --comment "allow \"x\"" -j ACCEPT`, ParseOptions{}, Rule{Comments: []string{`allow "x"`}, Target: accept}},
+		{`-A INPUT -m comment --comment 'a # b' -j ACCEPT # trailing`, ParseOptions{}, Rule{Comments: []string{"a # b"}, Target: accept}},
+		{`-A INPUT -m comment --comment ! -j ACCEPT`, ParseOptions{}, Rule{Comments: []string{"!"}, Target: accept}},
 		{`-A INPUT -m comment --comment "" -j ACCEPT`, ParseOptions{}, Rule{Target: accept}},
 		{"[12:345] -A INPUT -j ACCEPT", ParseOptions{}, Rule{Target: accept}},
 		{"-A INPUT -c 12 345 -j ACCEPT", ParseOptions{}, Rule{Target: accept}},
@@ -242,7 +242,7 @@ func TestParseRules(t *testing.T) {
 				Family: FamilyIPv4, InIface: &IfaceMatch{Name: "eth", Prefix: true}, Src: nsrc("10.0.0.0/8"), Dst: src("10.1.2.3/32"),
 				Proto: proto(6), MACSrc: &MACMatch{Addr: [6]byte{2, 0, 0, 0, 0, 1}}, VLAN: &VLANMatch{ID: 7},
 				SPort: ports(rng(1024, 65535)), DPort: nports(one(22), one(80)), TCPFlags: &TCPFlagsMatch{Mask: 0x17, Comp: 0x02},
-			}, Comment: "x", Target: Target{Verdict: VerdictReject, RejectWith: "tcp-reset"}}},
+			}, Comments: []string{"x"}, Target: Target{Verdict: VerdictReject, RejectWith: "tcp-reset"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -432,7 +432,7 @@ func TestParseSaveFileDetails(t *testing.T) {
 		t.Fatalf("no rule contains %q", substr)
 		return Rule{}
 	}
-	if r := find("ssh"); r.Comment != "ssh from the office" || r.Match.DPort.Ranges[0] != one(22) || r.Pos.Line != 11 {
+	if r := find("ssh"); strings.Join(r.Comments, "|") != "ssh from the office" || r.Match.DPort.Ranges[0] != one(22) || r.Pos.Line != 11 {
 		t.Errorf("ssh rule: %+v", r)
 	}
 	if r := find("LOG"); r.Target.LogPrefix != "blocked net: " || r.Target.LogLevel != "warning" {
@@ -460,7 +460,7 @@ func TestParseRuleArgs(t *testing.T) {
 	}
 	// Arguments with spaces come as one word from the shell.
 	r, err = ParseRuleArgs("FORWARD", []string{"-m", "comment", "--comment", "two words", "-j", "DROP"}, ParseOptions{Family: FamilyIPv6})
-	if err != nil || r.Comment != "two words" || r.Match.Family != FamilyIPv6 || r.Chain != ChainForward {
+	if err != nil || strings.Join(r.Comments, "|") != "two words" || r.Match.Family != FamilyIPv6 || r.Chain != ChainForward {
 		t.Errorf("got %+v, %v", r, err)
 	}
 }

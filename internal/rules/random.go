@@ -98,8 +98,8 @@ func RandomRule(r *rand.Rand) Rule {
 		mask := uint8(1 + r.IntN(int(CTAll)))
 		m.CTState = &CTStateMatch{Mask: mask, Invert: chance(r, 15)}
 	}
-	if chance(r, 10) {
-		rule.Comment = pick(r, randomComment[:])
+	for chance(r, 10) && len(rule.Comments) < 2 {
+		rule.Comments = append(rule.Comments, pick(r, randomComment[:]))
 	}
 	rule.Target = randomTarget(r, m)
 	rule.Text = rule.Spec()

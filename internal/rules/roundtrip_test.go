@@ -141,7 +141,8 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(m.VLAN != nil && m.VLAN.Invert, "! vlan")
 		mark(m.Fragment != nil && *m.Fragment, "-f")
 		mark(m.Fragment != nil && !*m.Fragment, "! -f")
-		mark(r.Comment != "", "comment")
+		mark(len(r.Comments) > 0, "comment")
+		mark(len(r.Comments) > 1, "two comments")
 		mark(m.CTState != nil, "ctstate")
 		mark(m.CTState != nil && m.CTState.Invert, "! ctstate")
 		tg := r.Target

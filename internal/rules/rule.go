@@ -16,9 +16,13 @@ type ruleParser struct {
 	seen    map[string]token      // option slot -> the option that filled it
 	modules map[string]*moduleUse // -m modules that have options
 	target  bool                  // -j given
-	fam     Family                // family fixed by -4/-6 or implied by a selector
-	famWhy  string                // what fixed fam, for conflict messages
-	checks  []func() *Error       // run once every option is read
+	other   bool                  // -4/-6 names the other family than opt.Family: skip the rule
+	// comment is the last -m comment while it has no --comment: each
+	// -m comment takes one, as in iptables.
+	comment *token
+	fam     Family          // family fixed by -4/-6 or implied by a selector
+	famWhy  string          // what fixed fam, for conflict messages
+	checks  []func() *Error // run once every option is read
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
@@ -41,6 +45,11 @@ func parseRule(start Pos, c Chain, toks []token, opt ParseOptions) (Rule, *Error
 	for p.next < len(p.toks) {
 		if err := p.option(); err != nil {
 			return Rule{}, err
+		}
+		if p.other {
+			// iptables-restore stops reading a line at the -6 that says
+			// the line is for ip6tables-restore (and the other way round).
+			return Rule{Chain: c, Pos: start, Match: Match{Family: p.fam}}, nil
 		}
 	}
 	if !p.target {
@@ -180,7 +189,7 @@ func (p *ruleParser) unknownOption(t token) *Error {
 			"each option takes a fixed number of arguments; quote text that contains spaces")
 	}
 	return p.errAt(t, t.text, "unknown option",
-		"supported: -4 -6 -p -s -d -i --sport --dport -m multiport -m mac -m vlan -m comment -m set "+
+		"supported: -4 -6 -t filter -p -s -d -i --sport --dport -m multiport -m mac -m vlan -m comment -m set "+
 			"--tcp-flags --syn --icmp-type --icmpv6-type -f, and -j ACCEPT|DROP|REJECT|LOG")
 }
 

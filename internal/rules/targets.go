@@ -64,6 +64,13 @@ func (p *ruleParser) optRejectWith(o optUse) *Error {
 		return p.valueErr(a, ve)
 	}
 	p.r.Target.RejectWith = canon
+	if canon == portUnreach {
+		p.checks = append(p.checks, func() *Error {
+			p.r.Target.RejectWith = portUnreachFor(p.r.Match.Family)
+			return nil
+		})
+		return nil
+	}
 	if canon == "tcp-reset" {
 		p.needProto(a, is(protoTCP), "--reject-with tcp-reset needs -p tcp", "")
 		return nil

@@ -40,8 +40,10 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// parsePort parses one port number; off is the offset of s in the argument.
-func parsePort(s string, off int) (uint16, *valueErr) {
+// parsePort parses one port: a number or a name from /etc/services (see
+// lookupService; proto "" takes a name of any protocol); off is the offset
+// of s in the argument.
+func parsePort(s string, off int, proto string) (uint16, *valueErr) {
 	if s == "" {
 		return 0, &valueErr{off: off, msg: "missing port number"}
 	}
@@ -52,26 +54,33 @@ func parsePort(s string, off int) (uint16, *valueErr) {
 	if isDigits(s) {
 		return 0, &valueErr{off: off, tok: s, msg: "port out of range (0-65535)"}
 	}
-	return 0, &valueErr{off: off, tok: s, msg: "not a port number",
-		hint: "port names are not supported; use numbers (e.g. 22 for ssh, 443 for https)"}
+	if p, ok := lookupService(s, proto); ok {
+		return p, nil
+	}
+	hint := "use a number or a name of /etc/services (e.g. 22 or ssh)"
+	if proto != "" {
+		hint = "use a number or a name /etc/services lists for " + proto + " (-m multiport takes only those)"
+	}
+	return 0, &valueErr{off: off, tok: s, msg: "unknown port name", hint: hint}
 }
 
-// parsePortRange parses "p", "a:b", ":b" (0:b), "a:" (a:65535) or ":".
-func parsePortRange(s string, off int) (PortRange, *valueErr) {
+// parsePortRange parses "p", "a:b", ":b" (0:b), "a:" (a:65535) or ":";
+// names are looked up for proto (see parsePort).
+func parsePortRange(s string, off int, proto string) (PortRange, *valueErr) {
 	lo, hi, isRange := strings.Cut(s, ":")
 	if !isRange {
-		p, err := parsePort(s, off)
+		p, err := parsePort(s, off, proto)
 		return PortRange{p, p}, err
 	}
 	r := PortRange{0, 65535}
 	var err *valueErr
 	if lo != "" {
-		if r.Lo, err = parsePort(lo, off); err != nil {
+		if r.Lo, err = parsePort(lo, off, proto); err != nil {
 			return r, err
 		}
 	}
 	if hi != "" {
-		if r.Hi, err = parsePort(hi, off+len(lo)+1); err != nil {
+		if r.Hi, err = parsePort(hi, off+len(lo)+1, proto); err != nil {
 			return r, err
 		}
 	}
@@ -86,12 +95,13 @@ func parsePortRange(s string, off int) (PortRange, *valueErr) {
 // maxMultiport is the number of ports -m multiport takes (a range counts as two).
 const maxMultiport = 15
 
-// parsePortList parses a multiport list "a,b,c:d".
-func parsePortList(s string) ([]PortRange, *valueErr) {
+// parsePortList parses a multiport list "a,b,c:d"; names are those
+// /etc/services lists for proto.
+func parsePortList(s, proto string) ([]PortRange, *valueErr) {
 	var out []PortRange
 	count, off := 0, 0
 	for item := range strings.SplitSeq(s, ",") {
-		r, err := parsePortRange(item, off)
+		r, err := parsePortRange(item, off, proto)
 		if err != nil {
 			return nil, err
 		}
@@ -140,14 +150,17 @@ func parsePrefix(s string) (netip.Prefix, *valueErr) {
 		switch n, ok := parseUint(maskText, addr.BitLen()); {
 		case ok:
 			bits = n
-		case addr.Is4() && strings.Contains(maskText, "."):
+		case strings.ContainsAny(maskText, ".:"):
+			// ADDRESS/NETMASK, as iptables reads it (255.255.0.0,
+			// ffff:ffff::).
 			mask, err := netip.ParseAddr(maskText)
-			if err != nil || !mask.Is4() {
-				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "not a netmask"}
+			if err != nil || mask.Is4() != addr.Is4() || mask.Zone() != "" {
+				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "not an " + fam + " netmask"}
 			}
-			if bits = maskBits(mask.As4()); bits < 0 {
+			if bits = maskBits(mask.AsSlice()); bits < 0 {
 				return netip.Prefix{}, &valueErr{off: off, tok: maskText, msg: "netmask is not contiguous",
-					hint: "only masks of the form 255.255.0.0 (a prefix length) are supported"}
+					hint: "xdpfw matches an address against a prefix (its classifier splits address ranges); " +
+						"a mask with holes such as 255.0.255.0 matches no single prefix: write one rule per prefix it covers"}
 			}
 		case isDigits(maskText):
 			return netip.Prefix{}, &valueErr{off: off, tok: maskText,
@@ -163,16 +176,17 @@ func parsePrefix(s string) (netip.Prefix, *valueErr) {
 // isLetter reports whether r is an ASCII letter.
 func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
 
-// maskBits returns the prefix length of a contiguous IPv4 netmask, or -1.
-func maskBits(m [4]byte) int {
-	v := uint32(m[0])<<24 | uint32(m[1])<<16 | uint32(m[2])<<8 | uint32(m[3])
+// maskBits returns the prefix length of a contiguous netmask (leading ones,
+// then zeros), or -1.
+func maskBits(m []byte) int {
 	bits := 0
-	for v&0x80000000 != 0 {
-		v <<= 1
+	for bits < 8*len(m) && m[bits/8]&(0x80>>(bits%8)) != 0 {
 		bits++
 	}
-	if v != 0 {
-		return -1
+	for i := bits; i < 8*len(m); i++ {
+		if m[i/8]&(0x80>>(i%8)) != 0 {
+			return -1
+		}
 	}
 	return bits
 }
@@ -217,6 +231,7 @@ func hexDigit(c byte) (byte, bool) {
 const maxIfaceLen = 15
 
 // parseIface parses an interface name; a trailing '+' makes it a prefix match.
+// A '+' elsewhere is part of the name, as in iptables (Linux allows it).
 func parseIface(s string) (IfaceMatch, *valueErr) {
 	if len(s) > maxIfaceLen {
 		return IfaceMatch{}, &valueErr{tok: s,
@@ -230,7 +245,7 @@ func parseIface(s string) (IfaceMatch, *valueErr) {
 		return m, &valueErr{tok: s, msg: "not an interface name"}
 	}
 	for i := 0; i < len(m.Name); i++ {
-		if c := m.Name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`/:"'\#+!`, c) >= 0 {
+		if c := m.Name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`/:"'\#!`, c) >= 0 {
 			return m, &valueErr{off: i, tok: s, msg: fmt.Sprintf("invalid character %q in interface name", c),
 				hint: "a trailing + matches every interface with that prefix (eth+)"}
 		}
@@ -304,42 +319,31 @@ const (
 	protoUDP     = 17
 	protoICMPv6  = 58
 	protoSCTP    = 132
+	protoMH      = 135 // IPv6 mobility header
 	protoUDPLite = 136
 )
 
-// protoNames are the protocol names -p accepts, canonical spelling first.
-var protoNames = [...]struct {
-	name  string
-	proto uint8
-}{
-	{"tcp", protoTCP}, {"udp", protoUDP}, {"icmp", protoICMP}, {"ipv6-icmp", protoICMPv6},
-	{"icmpv6", protoICMPv6}, {"sctp", protoSCTP}, {"udplite", protoUDPLite},
-	{"gre", 47}, {"esp", 50}, {"ah", 51}, {"all", 0},
-}
-
-// parseProto parses a -p argument: a name (any case) or a number 0-255.
+// parseProto parses a -p argument as iptables does: a number 0-255, or a
+// name (any case) from /etc/protocols (see lookupProto), "all", or one of
+// iptables' own names icmpv6, mh and ipv6-mh.
 func parseProto(s string) (uint8, *valueErr) {
-	low := strings.ToLower(s)
-	for _, p := range protoNames {
-		if p.name == low {
-			return p.proto, nil
-		}
-	}
 	if n, ok := parseUint(s, 255); ok {
 		return uint8(n), nil
 	}
-	return 0, &valueErr{tok: s, msg: "unknown protocol",
-		hint: "use tcp, udp, icmp, ipv6-icmp, sctp, udplite, gre, esp, ah, all or a number 0-255"}
-}
-
-// protoName returns the canonical -p spelling of a protocol number.
-func protoName(p uint8) string {
-	for _, n := range protoNames {
-		if n.proto == p {
-			return n.name
-		}
+	low := strings.ToLower(s)
+	switch low {
+	case "all":
+		return 0, nil
+	case "icmpv6":
+		return protoICMPv6, nil
+	case "mh", "ipv6-mh":
+		return protoMH, nil
 	}
-	return fmt.Sprint(p)
+	if n, ok := lookupProto(low); ok {
+		return n, nil
+	}
+	return 0, &valueErr{tok: s, msg: "unknown protocol",
+		hint: "use a name of /etc/protocols (tcp, udp, icmp, ipv6-icmp, sctp, gre, esp, igmp ...), all or a number 0-255"}
 }
 
 // isPortProto reports whether a protocol has ports (--sport/--dport).
@@ -446,20 +450,31 @@ func checkText(s, what string, max int) *valueErr {
 	return nil
 }
 
-// rejectTypes are the --reject-with values: iptables spelling, the canonical
-// (stored) spelling, and the family it is valid for (FamilyAny: both).
+// rejectTypes are the --reject-with values: every spelling iptables and
+// ip6tables accept (libipt_REJECT, libip6t_REJECT), the canonical (stored)
+// spelling iptables-save prints, and the family it is valid for
+// (FamilyAny: both). port-unreach means port unreachable in the rule's
+// family: its canonical spelling is chosen once the family is known.
 var rejectTypes = [...]struct {
 	name, canon string
 	family      Family
 }{
 	{"icmp-net-unreachable", "icmp-net-unreachable", FamilyIPv4},
+	{"net-unreach", "icmp-net-unreachable", FamilyIPv4},
 	{"icmp-host-unreachable", "icmp-host-unreachable", FamilyIPv4},
+	{"host-unreach", "icmp-host-unreachable", FamilyIPv4},
 	{"icmp-port-unreachable", "icmp-port-unreachable", FamilyIPv4},
 	{"icmp-proto-unreachable", "icmp-proto-unreachable", FamilyIPv4},
+	{"proto-unreach", "icmp-proto-unreachable", FamilyIPv4},
 	{"icmp-net-prohibited", "icmp-net-prohibited", FamilyIPv4},
+	{"net-prohib", "icmp-net-prohibited", FamilyIPv4},
 	{"icmp-host-prohibited", "icmp-host-prohibited", FamilyIPv4},
+	{"host-prohib", "icmp-host-prohibited", FamilyIPv4},
 	{"icmp-admin-prohibited", "icmp-admin-prohibited", FamilyIPv4},
+	{"admin-prohib", "icmp-admin-prohibited", FamilyIPv4},
 	{"tcp-reset", "tcp-reset", FamilyAny},
+	{"tcp-rst", "tcp-reset", FamilyAny}, // iptables only; ip6tables refuses it
+	{"port-unreach", portUnreach, FamilyAny},
 	{"icmp6-no-route", "icmp6-no-route", FamilyIPv6},
 	{"no-route", "icmp6-no-route", FamilyIPv6},
 	{"icmp6-adm-prohibited", "icmp6-adm-prohibited", FamilyIPv6},
@@ -467,7 +482,24 @@ var rejectTypes = [...]struct {
 	{"icmp6-addr-unreachable", "icmp6-addr-unreachable", FamilyIPv6},
 	{"addr-unreach", "icmp6-addr-unreachable", FamilyIPv6},
 	{"icmp6-port-unreachable", "icmp6-port-unreachable", FamilyIPv6},
-	{"port-unreach", "icmp6-port-unreachable", FamilyIPv6},
+}
+
+// portUnreach is the canonical spelling of port-unreach until the rule's
+// family decides it (see portUnreachFor).
+const portUnreach = "port-unreach"
+
+// portUnreachFor is what port-unreach means in a rule of family f:
+// iptables reads it as icmp-port-unreachable, ip6tables as
+// icmp6-port-unreachable; in a rule for both families it is the default
+// answer (port unreachable in the packet's family), so nothing is stored.
+func portUnreachFor(f Family) string {
+	switch f {
+	case FamilyIPv4:
+		return "icmp-port-unreachable"
+	case FamilyIPv6:
+		return "icmp6-port-unreachable"
+	}
+	return ""
 }
 
 // parseRejectWith returns the canonical spelling of a --reject-with value and
@@ -478,11 +510,17 @@ func parseRejectWith(s string) (string, Family, *valueErr) {
 			return t.canon, t.family, nil
 		}
 	}
+	switch s {
+	case "icmp6-policy-fail", "policy-fail", "icmp6-reject-route", "reject-route":
+		return "", 0, &valueErr{tok: s, msg: "--reject-with " + s + " is not supported",
+			hint: "xdpfw answers ICMPv6 destination unreachable with codes 0 (no-route), 1 (adm-prohibited), " +
+				"3 (addr-unreach) and 4 (port-unreach) only; use one of those"}
+	}
 	return "", 0, &valueErr{tok: s, msg: "unknown --reject-with type",
 		hint: "IPv4: icmp-net-unreachable, icmp-host-unreachable, icmp-port-unreachable, " +
 			"icmp-proto-unreachable, icmp-net-prohibited, icmp-host-prohibited, icmp-admin-prohibited; " +
 			"IPv6: icmp6-no-route, icmp6-adm-prohibited, icmp6-addr-unreachable, icmp6-port-unreachable; " +
-			"both: tcp-reset"}
+			"both: tcp-reset, port-unreach (and iptables' short forms such as net-unreach, host-prohib)"}
 }
 
 // SyslogPriority is the syslog priority (0 emerg .. 7 debug) of a
