@@ -282,8 +282,9 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	}
 
 	// A port test needs the L4 header even when its ranges cover every
-	// port (iptables: no header, no match), so say so explicitly.
-	if m.SPort != nil || m.DPort != nil || m.Ports != nil {
+	// port (iptables: no header, no match), so say so explicitly; so does a
+	// bare -m tcp.
+	if m.SPort != nil || m.DPort != nil || m.Ports != nil || m.L4Header {
 		test(ML4Hdr, false)
 	}
 

@@ -155,8 +155,7 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	if m.Family != rules.FamilyAny && m.Family != p.family() {
 		return false
 	}
-	needsL4 := m.SPort != nil || m.DPort != nil || m.Ports != nil || m.TCPFlags != nil || m.ICMP != nil
-	if needsL4 && !p.L4 {
+	if m.NeedsL4() && !p.L4 {
 		return false // iptables: a header that is not there matches nothing
 	}
 	if m.Proto != nil && (p.Proto == m.Proto.Proto) == m.Proto.Invert {

@@ -103,3 +103,53 @@ func TestRejectReason(t *testing.T) {
 		}
 	}
 }
+
+// TestL4ModuleNeedsHeader: a bare -m tcp (udp, sctp) and --icmp-type any
+// (255) need the L4 header, as xt_tcpudp and xt_icmp do in the kernel:
+// they match no non-first fragment, which -p tcp / -p icmp alone match.
+// The reference and the compiled tree must both say so.
+func TestL4ModuleNeedsHeader(t *testing.T) {
+	pkt := func(proto uint8, frag bool) RefPacket {
+		return RefPacket{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
+			Proto: proto, L4: !frag, Fragment: frag, DPort: 22, ICMPType: 13}
+	}
+	v6 := func(p RefPacket) RefPacket {
+		p.Src, p.Dst = netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+		return p
+	}
+	cases := []struct {
+		rule string
+		p    RefPacket
+		want int // the deciding rule, -1: the policy
+	}{
+		{"-A INPUT -p tcp -m tcp -j DROP", pkt(6, false), 0},
+		{"-A INPUT -p tcp -m tcp -j DROP", pkt(6, true), -1},
+		{"-A INPUT -p tcp -m tcp -j DROP", v6(pkt(6, true)), -1},
+		{"-A INPUT -p tcp --dport 0:65535 -j DROP", pkt(6, true), -1},
+		{"-A INPUT -p tcp --tcp-flags NONE NONE -j DROP", pkt(6, true), -1},
+		{"-A INPUT -p tcp -j DROP", pkt(6, true), 0},
+		{"-A INPUT -p tcp -j DROP", v6(pkt(6, true)), 0},
+		{"-A INPUT -p udp -m udp -j DROP", pkt(17, true), -1},
+		{"-A INPUT -p sctp -m sctp -j DROP", pkt(132, true), -1},
+		{"-A INPUT -p sctp -m sctp -j DROP", pkt(132, false), 0},
+		{"-A INPUT -p icmp --icmp-type 255 -j DROP", pkt(1, false), 0},
+		{"-A INPUT -p icmp --icmp-type 255/7 -j DROP", pkt(1, false), 0},
+		{"-A INPUT -p icmp --icmp-type 255 -j DROP", pkt(1, true), -1},
+		{"-A INPUT -p icmp -j DROP", pkt(1, true), 0},
+		{"-A INPUT -p ipv6-icmp --icmpv6-type 255 -j DROP", v6(pkt(58, false)), -1}, // ip6tables: type 255 only
+	}
+	for _, c := range cases {
+		rs := parse(t, c.rule+"\n")
+		if got, _ := Evaluate(rs, c.p); got != c.want {
+			t.Errorf("%q, %+v: reference says rule %d, want %d", c.rule, c.p, got, c.want)
+		}
+		tb := compileTest(t, rs)
+		got := -1
+		if cl := tb.Classify(&c.p, 0); cl.Entry >= 0 {
+			got = int(tb.Entries[cl.Entry].RuleID - FirstRuleID)
+		}
+		if got != c.want {
+			t.Errorf("%q, %+v: compiled tree says rule %d, want %d", c.rule, c.p, got, c.want)
+		}
+	}
+}

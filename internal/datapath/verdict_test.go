@@ -174,3 +174,50 @@ func TestMalformedAccept(t *testing.T) {
 		t.Fatalf("accept: action %d reason %s", r.XDPAction, r.Reason)
 	}
 }
+
+// TestL4ModuleFragments: a bare -m tcp (what iptables-save writes for
+// --dport 0:65535) and --icmp-type any (255) read the L4 header, so, as in
+// the kernel (xt_tcpudp, xt_icmp: fragoff != 0 matches nothing), they pass
+// over non-first fragments, which -p tcp / -p icmp alone match.
+func TestL4ModuleFragments(t *testing.T) {
+	f := newFixture(t)
+	mod := func(p *packet.Packet, fn func(*packet.Packet)) *packet.Packet { fn(p); return p }
+	frag := func(p *packet.Packet) { p.FragOffset = 100 }
+	tcp := func() *packet.Packet { return v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22) }
+	icmp := func() *packet.Packet { return mod(v4pkt(1, "1.2.3.4", "10.9.9.9", 0, 0), func(p *packet.Packet) { p.ICMPType = 13 }) }
+	v6 := func() *packet.Packet {
+		p := tcp()
+		p.Src, p.Dst = netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("2001:db8::1")
+		return p
+	}
+	cases := []struct {
+		rules  string
+		pkt    *packet.Packet
+		rule   int // 1-based; 0: the policy (ACCEPT)
+		action uint32
+	}{
+		{"-A INPUT -p tcp -m tcp -j DROP", tcp(), 1, datapath.XDPDrop},
+		{"-A INPUT -p tcp -m tcp -j DROP", mod(tcp(), frag), 0, datapath.XDPPass},
+		{"-A INPUT -p tcp -m tcp -j DROP", mod(v6(), frag), 0, datapath.XDPPass},
+		{"-A INPUT -p tcp -m tcp -j DROP", mod(tcp(), func(p *packet.Packet) { p.MoreFragments = true }), 1, datapath.XDPDrop},
+		{"-A INPUT -p tcp -j DROP", mod(tcp(), frag), 1, datapath.XDPDrop},
+		{"-A INPUT -p tcp -j DROP", mod(v6(), frag), 1, datapath.XDPDrop},
+		{"-A INPUT -p udp -m udp -j DROP", mod(v4pkt(17, "1.2.3.4", "10.9.9.9", 1, 53), frag), 0, datapath.XDPPass},
+		{"-A INPUT -p icmp --icmp-type 255 -j DROP", icmp(), 1, datapath.XDPDrop},
+		{"-A INPUT -p icmp --icmp-type 255/3 -j DROP", icmp(), 1, datapath.XDPDrop},
+		{"-A INPUT -p icmp --icmp-type any -j DROP", mod(icmp(), frag), 0, datapath.XDPPass},
+		{"-A INPUT -p icmp -j DROP", mod(icmp(), frag), 1, datapath.XDPDrop},
+	}
+	for _, c := range cases {
+		f.installText(c.rules)
+		r := f.mustRun(c.pkt.Bytes(), "")
+		wantID := compile.PolicyID(0, c.pkt.Src.Is6())
+		if c.rule > 0 {
+			wantID = f.ids[c.rule-1]
+		}
+		if r.XDPAction != c.action || r.RuleID != wantID {
+			t.Errorf("%q, %s: got action %d rule id %d (%s), want action %d rule id %d",
+				c.rules, c.pkt, r.XDPAction, r.RuleID, r.Reason, c.action, wantID)
+		}
+	}
+}

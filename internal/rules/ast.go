@@ -249,6 +249,22 @@ type Match struct {
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.
 	Fragment *bool
+
+	// L4Header: -m tcp, -m udp, -m sctp or -m udplite without an option of its
+	// own (iptables-save writes `-p tcp -m tcp` for --dport 0:65535 or
+	// --tcp-flags NONE NONE). The module still reads the L4 header, so, as in
+	// the kernel, the rule matches no non-first fragment, where -p tcp alone
+	// does. Set only with -p of that protocol and without a port or TCP flag
+	// test, which need the header already (Match.NeedsL4).
+	L4Header bool
+}
+
+// NeedsL4 reports whether m tests the L4 header: a port, TCP flag or ICMP
+// type test, or a bare -m tcp (L4Header). Such a rule matches only packets
+// that have the header, never a non-first fragment (iptables: xt_tcpudp,
+// xt_multiport, xt_sctp and the icmp matches return false when fragoff != 0).
+func (m *Match) NeedsL4() bool {
+	return m.SPort != nil || m.DPort != nil || m.Ports != nil || m.TCPFlags != nil || m.ICMP != nil || m.L4Header
 }
 
 // Target holds the -j target and its options.

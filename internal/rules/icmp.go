@@ -103,6 +103,17 @@ func parseICMPType(s string, v6 bool) (ICMPMatch, *valueErr) {
 	return m, nil
 }
 
+// canonical returns m with IPv4 type 255 as "any": libxt_icmp and the
+// kernel's icmp match (ip_tables.c, icmp_type_code_match) take type 0xFF as
+// every type, whatever the code, and iptables-save prints it as any.
+// ip6tables has no such type: --icmpv6-type 255 is type 255.
+func (m ICMPMatch) canonical(v6 bool) ICMPMatch {
+	if !v6 && m.Type == 255 {
+		m.Type, m.Code, m.Any = 0, -1, true
+	}
+	return m
+}
+
 // formatICMPType prints an ICMP match's argument the way iptables-save does.
 func formatICMPType(m ICMPMatch) string {
 	switch {

@@ -239,6 +239,7 @@ func (p *ruleParser) icmp(o optUse, v6 bool, proto uint8, msg, hint string) *Err
 		return p.valueErr(a, ve)
 	}
 	m.Invert = o.invert
+	m = m.canonical(v6)
 	p.r.Match.ICMP = &m
 	p.needProto(o.opt, is(proto), msg, hint)
 	return nil
@@ -352,11 +353,16 @@ func (p *ruleParser) optComment(o optUse) *Error {
 func (p *ruleParser) optModule(o optUse) *Error {
 	a := o.args[0]
 	switch name := a.text; name {
-	case "tcp", "udp", "sctp", "udplite", "icmp":
+	case "tcp", "udp", "sctp", "udplite":
 		proto, _ := parseProto(name)
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
+		p.r.Match.L4Header = true // cleared at the end if an option of the module says so already
+	case "icmp":
+		p.needProto(o.opt, is(protoICMP), "-m icmp needs -p icmp", "")
+		p.needICMPType(o.opt, "-m icmp needs --icmp-type", "for every ICMP type: --icmp-type any")
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
+		p.needICMPType(o.opt, "-m icmp6 needs --icmpv6-type", "for every ICMPv6 type: -p ipv6-icmp alone")
 	case "comment":
 		if p.comment != nil {
 			return p.errAt(*p.comment, "", "-m comment needs --comment", "")
@@ -387,6 +393,17 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}
 	return nil
+}
+
+// needICMPType adds the check that -m icmp (icmp6) has its type option, which
+// iptables requires: the module has no meaning without one.
+func (p *ruleParser) needICMPType(at token, msg, hint string) {
+	p.checks = append(p.checks, func() *Error {
+		if p.r.Match.ICMP == nil {
+			return p.errAt(at, "", msg, hint)
+		}
+		return nil
+	})
 }
 
 // optCounters handles -c PACKETS BYTES (accepted and ignored).

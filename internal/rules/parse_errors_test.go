@@ -150,6 +150,8 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -m limit --limit 5/s -j ACCEPT", ParseOptions{}, "1:13", "limit", "module limit is not supported", "supported modules: tcp, udp"},
 		{"-A INPUT -p udp -m tcp --dport 53 -j ACCEPT", ParseOptions{}, "1:17", "", "-m tcp needs -p tcp", ""},
 		{"-A INPUT -p icmp -m icmp6 -j ACCEPT", ParseOptions{}, "1:18", "", "-m icmp6 needs -p ipv6-icmp", ""},
+		{"-A INPUT -p icmp -m icmp -j ACCEPT", ParseOptions{}, "1:18", "", "-m icmp needs --icmp-type", "--icmp-type any"},
+		{"-A INPUT -p ipv6-icmp -m icmp6 -j ACCEPT", ParseOptions{}, "1:23", "", "-m icmp6 needs --icmpv6-type", ""},
 		{"-A INPUT -m", ParseOptions{}, "1:10", "", "-m needs an argument", ""},
 		{"-A INPUT --foo -j DROP", ParseOptions{}, "1:10", "--foo", "unknown option", ""},
 		{"-A INPUT -p tcp 22 -j DROP", ParseOptions{}, "1:17", "22", "unexpected argument", "quote text"},

@@ -150,6 +150,11 @@ func TestParseRules(t *testing.T) {
 		{"-A INPUT -p tcp --dport 22 -j ACCEPT", ParseOptions{}, Rule{Match: Match{Proto: proto(6), DPort: ports(one(22))}, Target: accept}},
 		{"-A INPUT --dport 22 -p tcp -j ACCEPT", ParseOptions{}, Rule{Match: Match{Proto: proto(6), DPort: ports(one(22))}, Target: accept}},
 		{"-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT", ParseOptions{}, Rule{Match: Match{Proto: proto(6), DPort: ports(one(22))}, Target: accept}},
+		// a bare -m tcp needs the header: no non-first fragment matches it
+		{"-A INPUT -p tcp -m tcp -j ACCEPT", ParseOptions{}, Rule{Match: Match{Proto: proto(6), L4Header: true}, Target: accept}},
+		{"-A INPUT -m udp -p udp -j ACCEPT", ParseOptions{}, Rule{Match: Match{Proto: proto(17), L4Header: true}, Target: accept}},
+		{"-A INPUT -p tcp -m tcp --tcp-flags NONE NONE -j ACCEPT", ParseOptions{},
+			Rule{Match: Match{Proto: proto(6), TCPFlags: &TCPFlagsMatch{}}, Target: accept}},
 		{"-A INPUT -p udp -m udp --sport 67:68 --destination-port 0 -j ACCEPT", ParseOptions{},
 			Rule{Match: Match{Proto: proto(17), SPort: ports(rng(67, 68)), DPort: ports(one(0))}, Target: accept}},
 		{"-A INPUT -p sctp -m sctp --source-port :1023 -j ACCEPT", ParseOptions{}, Rule{Match: Match{Proto: proto(132), SPort: ports(rng(0, 1023))}, Target: accept}},
@@ -207,8 +212,13 @@ func TestParseRules(t *testing.T) {
 			Rule{Match: Match{Family: FamilyIPv4, Proto: proto(1), ICMP: &ICMPMatch{Type: 5, Code: 3}}, Target: accept}},
 		{"-A INPUT -p icmp --icmp-type 3/4 -j ACCEPT", ParseOptions{},
 			Rule{Match: Match{Family: FamilyIPv4, Proto: proto(1), ICMP: &ICMPMatch{Type: 3, Code: 4}}, Target: accept}},
+		// type 255 is iptables' "any", whatever the code (ip6tables has no such type)
 		{"-A INPUT -p icmp --icmp-type 255/255 -j ACCEPT", ParseOptions{},
-			Rule{Match: Match{Family: FamilyIPv4, Proto: proto(1), ICMP: &ICMPMatch{Type: 255, Code: 255}}, Target: accept}},
+			Rule{Match: Match{Family: FamilyIPv4, Proto: proto(1), ICMP: &ICMPMatch{Any: true, Code: -1}}, Target: accept}},
+		{"-A INPUT -p icmp ! --icmp-type 255 -j ACCEPT", ParseOptions{},
+			Rule{Match: Match{Family: FamilyIPv4, Proto: proto(1), ICMP: &ICMPMatch{Any: true, Code: -1, Invert: true}}, Target: accept}},
+		{"-A INPUT -p ipv6-icmp --icmpv6-type 255 -j ACCEPT", ParseOptions{},
+			Rule{Match: Match{Family: FamilyIPv6, Proto: proto(58), ICMP: &ICMPMatch{Type: 255, Code: -1}}, Target: accept}},
 		{"-A INPUT -p icmp --icmp-type 11 -j ACCEPT", v4,
 			Rule{Match: Match{Family: FamilyIPv4, Proto: proto(1), ICMP: &ICMPMatch{Type: 11, Code: -1}}, Target: accept}},
 		{"-A INPUT -p icmp ! --icmp-type any -j ACCEPT", ParseOptions{},
@@ -294,6 +304,14 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A INPUT -j DROP --log-rate 10 --log", `-j DROP --log --log-rate 10/sec`, ParseOptions{}},
 		{"-A INPUT -m comment --comment 'x y' -d ::1 -i lo -j DROP", `-i lo -d ::1/128 -m comment --comment "x y" -j DROP`, ParseOptions{}},
 		{"-A INPUT ! -f -j DROP", "! -f -j DROP", ParseOptions{}},
+		// what iptables-save prints for --dport 0:65535 and --tcp-flags NONE NONE
+		{"-A INPUT -p tcp -m tcp -j DROP", "-p tcp -m tcp -j DROP", ParseOptions{}},
+		{"-A INPUT -m sctp -p sctp -s 10.0.0.0/8 -m comment --comment c -j DROP", `-s 10.0.0.0/8 -p sctp -m sctp -m comment --comment "c" -j DROP`, ParseOptions{}},
+		{"-A INPUT -p udplite -m udplite -j DROP", "-p udplite -m udplite -j DROP", ParseOptions{}},
+		{"-A INPUT -p udp -m udp --sport 53 -j DROP", "-p udp --sport 53 -j DROP", ParseOptions{}},
+		{"-A INPUT -p icmp -m icmp --icmp-type 255 -j DROP", "-p icmp --icmp-type any -j DROP", ParseOptions{}},
+		{"-A INPUT -p icmp --icmp-type 255/3 -j DROP", "-p icmp --icmp-type any -j DROP", ParseOptions{}},
+		{"-A INPUT -p ipv6-icmp --icmpv6-type 255 -j DROP", "-p ipv6-icmp --icmpv6-type 255 -j DROP", ParseOptions{}},
 		{"-A INPUT -m vlan ! --vlan-id 12 -j DROP", "-m vlan ! --vlan-id 12 -j DROP", ParseOptions{}},
 	}
 	for _, tt := range tests {

@@ -188,6 +188,8 @@ func randomL4(r *rand.Rand, m *Match, proto uint8) {
 			}
 			m.TCPFlags = f
 		}
+		// a bare -m tcp (udp, ...): needs the header, tests nothing in it
+		m.L4Header = !m.NeedsL4() && chance(r, 15)
 	case proto == protoICMP || proto == protoICMPv6:
 		if chance(r, 60) {
 			m.ICMP = randomICMP(r, proto == protoICMPv6)
@@ -265,6 +267,7 @@ func randomICMP(r *rand.Rand, v6 bool) *ICMPMatch {
 			}
 		}
 	}
+	*m = m.canonical(v6)
 	return m
 }
 

@@ -57,6 +57,12 @@ func parseRule(start Pos, c Chain, toks []token, opt ParseOptions) (Rule, *Error
 			Hint: "add -j ACCEPT or -j DROP"}
 	}
 	p.r.Match.Family = p.fam
+	if m := &p.r.Match; m.L4Header {
+		// -m tcp --dport 22: the port test needs the header already (one
+		// meaning, one AST: the canonical text drops that -m tcp)
+		m.L4Header = false
+		m.L4Header = !m.NeedsL4()
+	}
 	if p.fam == FamilyAny {
 		p.r.Match.Family = opt.Family
 	}
