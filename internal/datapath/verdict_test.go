@@ -184,7 +184,9 @@ func TestL4ModuleFragments(t *testing.T) {
 	mod := func(p *packet.Packet, fn func(*packet.Packet)) *packet.Packet { fn(p); return p }
 	frag := func(p *packet.Packet) { p.FragOffset = 100 }
 	tcp := func() *packet.Packet { return v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22) }
-	icmp := func() *packet.Packet { return mod(v4pkt(1, "1.2.3.4", "10.9.9.9", 0, 0), func(p *packet.Packet) { p.ICMPType = 13 }) }
+	icmp := func() *packet.Packet {
+		return mod(v4pkt(1, "1.2.3.4", "10.9.9.9", 0, 0), func(p *packet.Packet) { p.ICMPType = 13 })
+	}
 	v6 := func() *packet.Packet {
 		p := tcp()
 		p.Src, p.Dst = netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("2001:db8::1")
