@@ -135,7 +135,7 @@ func moduleOptions(module string) (string, bool) {
 }
 
 // supportedModules is the hint given for an unsupported -m module.
-const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (no-ops after -p), " +
+const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
 	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state)"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
