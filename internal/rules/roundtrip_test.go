@@ -141,6 +141,8 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(m.VLAN != nil && m.VLAN.Invert, "! vlan")
 		mark(m.Fragment != nil && *m.Fragment, "-f")
 		mark(m.Fragment != nil && !*m.Fragment, "! -f")
+		mark(m.L4Header, "bare -m tcp")
+		mark(m.L4Header && m.Family != FamilyIPv4, "bare -m tcp on IPv6")
 		mark(len(r.Comments) > 0, "comment")
 		mark(len(r.Comments) > 1, "two comments")
 		mark(m.CTState != nil, "ctstate")
@@ -160,7 +162,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"single port", "port range", "multiport", "! port", "--ports", "--syn", "--tcp-flags", "! tcp flags",
 		"icmp any", "icmp code", "icmp type", "! icmp", "icmpv6",
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
-		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "comment",
+		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
 		"ctstate", "! ctstate",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
