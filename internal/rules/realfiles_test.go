@@ -55,6 +55,12 @@ func TestRealFileSyntaxCanonical(t *testing.T) {
 		// both -m tcp; the meaning is the same).
 		{"-A INPUT -p tcp -m tcp -m tcp --dport 22 -j DROP", "-p tcp --dport 22 -j DROP", any},
 		{"-A INPUT -p tcp -m multiport -m multiport --dports 1,2 -j DROP", "-p tcp -m multiport --dports 1,2 -j DROP", any},
+		{"-A INPUT -p tcp -m tcp -m tcp -j DROP", "-p tcp -m tcp -j DROP", any},
+		// What iptables-save prints for --dport 0:65535, --tcp-flags NONE
+		// NONE and --icmp-type 255 (all three read the L4 header, so no
+		// non-first fragment matches them).
+		{"-A INPUT -p tcp -m tcp -j DROP", "-p tcp -m tcp -j DROP", any},
+		{"-A INPUT -p icmp -m icmp --icmp-type any -j DROP", "-p icmp --icmp-type any -j DROP", any},
 		// --dport beside -m multiport --dports: iptables tests both
 		// (iptables-save prints both), so the rule matches the ports they
 		// share.
