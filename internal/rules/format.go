@@ -17,8 +17,8 @@ func (r Rule) String() string {
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
 // -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
-// --tcp-flags, ICMP type, -m comment, then -j and the target's options (--reject-with, --log, --log-prefix,
-// --log-level, --log-rate, --log-burst).
+// --tcp-flags, ICMP type, -m comment, then -j and the target's options
+// (--reject-with, --log, --log-prefix, --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
 	var w specWriter
 	m := r.Match

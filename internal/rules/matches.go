@@ -362,7 +362,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		p.needICMPType(o.opt, "-m icmp needs --icmp-type", "for every ICMP type: --icmp-type any")
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
-		p.needICMPType(o.opt, "-m icmp6 needs --icmpv6-type", "for every ICMPv6 type: -p ipv6-icmp alone")
+		p.needICMPType(o.opt, "-m icmp6 needs --icmpv6-type", "-p ipv6-icmp alone matches every ICMPv6 packet")
 	case "comment":
 		if p.comment != nil {
 			return p.errAt(*p.comment, "", "-m comment needs --comment", "")
