@@ -27,7 +27,7 @@ var (
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
+// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
 // DROP and (rarely) REJECT; LOG rules and --log, with log options. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
@@ -42,6 +42,18 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 	}
 	for range n {
 		rs.Rules = append(rs.Rules, RandomRule(r))
+	}
+	// A bare -m tcp (udp, ...) on some rules of a port protocol without a
+	// port or flag test: drawn last, from a stream of its own, so that the
+	// rule sets of the seeds the tests use stay what they were (a 10k-rule
+	// set's tree size varies a lot from one draw to another).
+	l4 := rand.New(rand.NewPCG(r.Uint64(), 0x14))
+	for i := range rs.Rules {
+		m := &rs.Rules[i].Match
+		if p := m.Proto; p != nil && !p.Invert && isPortProto(p.Proto) && !m.NeedsL4() && chance(l4, 15) {
+			m.L4Header = true
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
 	}
 	return rs
 }
@@ -188,8 +200,6 @@ func randomL4(r *rand.Rand, m *Match, proto uint8) {
 			}
 			m.TCPFlags = f
 		}
-		// a bare -m tcp (udp, ...): needs the header, tests nothing in it
-		m.L4Header = !m.NeedsL4() && chance(r, 15)
 	case proto == protoICMP || proto == protoICMPv6:
 		if chance(r, 60) {
 			m.ICMP = randomICMP(r, proto == protoICMPv6)
