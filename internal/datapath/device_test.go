@@ -89,7 +89,10 @@ func TestCheckDevice(t *testing.T) {
 // off, the kernel writes the tag into the frame and the rule matches.
 func TestVethVLANBesideFrame(t *testing.T) {
 	f := newFixture(t)
-	f.installText("-A INPUT -m vlan --vlan-id 5 -j ACCEPT\n-A INPUT -j ACCEPT\n")
+	// Only the probe counts: the peer's own packets (IPv6 neighbour
+	// discovery, MLD as the link comes up) get the tag too.
+	f.installText("-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 -j ACCEPT\n" +
+		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n")
 	vlanRule, plainRule := f.ids[0], f.ids[1]
 	peer := testutil.NewNetNS(t)
 	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
