@@ -307,18 +307,11 @@ func (f *Firewall) Status() (*Status, error) {
 		Delta:     f.deltaStatus(),
 		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
 		Sets: len(f.st.Sets), SetElems: f.st.setElems(),
+		// The record holds the settings as the kernel has them (setConfig):
+		// a global rate of 0 is an earlier program's, with no global budget.
 		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst),
-			GlobalRate: pick(f.st.RejectGlobalRate, compile.DefaultRejectGlobalRate)},
+			GlobalRate: f.st.RejectGlobalRate},
 		CTTCPPickup: orDefault(f.st.CTTCPPickup, "loose")}
-	// What the kernel has, where it can say: the settings packets see.
-	if c, err := f.dp.ConfigInForce(); err == nil {
-		s.CTTCPPickup = "loose"
-		if c.CTTCPStrict {
-			s.CTTCPPickup = "strict"
-		}
-		s.Reject = RejectLimit{Rate: pick(c.RejectRate, compile.DefaultRejectRate), Burst: pick(c.RejectBurst, compile.DefaultRejectBurst),
-			GlobalRate: c.RejectGlobalRate}
-	}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
