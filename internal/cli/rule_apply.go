@@ -6,14 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/firewall"
-	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newApply(e *env) *cobra.Command {
 	var (
-		v4file, v6file string
-		flags          changeFlags
-		check, onHost  bool
+		src           sourceFlags
+		flags         changeFlags
+		check, onHost bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [RULES_FILE]",
@@ -25,30 +24,39 @@ unchanged carry over. A file with any error changes nothing.
 A file with no rule, no policy and no *filter section (empty, blank, only
 comments) is refused unless --allow-empty: it would accept everything.
 
+RULES_FILE - reads standard input: iptables-save | xdpfw apply -, and
+ip6tables-save | xdpfw apply --ipv6-file -. -I, -D and -R lines apply in
+order while the file is read, as iptables-restore does.
+
+` + skipHelp + `
+
 --check validates the file and the options exactly as apply does and
 compiles the rules, changing nothing (exit status 2 on errors), and prints
 the warnings apply would print. It takes -i names as interfaces that exist
 unless --on-host: then it resolves them as apply on this host would.`,
 		Example: `  xdpfw apply /etc/xdpfw/rules.conf
   xdpfw apply --check rules.conf
-  xdpfw apply --check --on-host rules.conf`,
+  xdpfw apply --check --on-host rules.conf
+  iptables-save | xdpfw apply --skip-unsupported -
+  ip6tables-save | xdpfw apply --ipv6-file -`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := ""
 			if len(args) == 1 {
 				file = args[0]
 			}
-			if file == "" && v4file == "" && v6file == "" {
+			if !src.any(file) {
 				return usageError{fmt.Errorf("apply needs a rule file")}
 			}
 			opt, err := flags.options(cmd)
 			if err != nil {
 				return err
 			}
-			rs, err := rules.ReadFiles(file, v4file, v6file)
+			rs, err := src.read(cmd, file)
 			if err != nil {
 				return err
 			}
+			e.printSkipped(rs)
 			if err := firewall.Validate(rs, opt); err != nil {
 				return err // what Apply and Check would say, before touching anything
 			}
@@ -77,8 +85,7 @@ unless --on-host: then it resolves them as apply on this host would.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
-	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
+	src.add(cmd)
 	flags.add(cmd, false)
 	cmd.Flags().BoolVar(&check, "check", false, "validate and compile only, exactly as apply would, and print its warnings; change nothing")
 	cmd.Flags().BoolVar(&onHost, "on-host", false, "with --check: judge -i names against the interfaces of this host's firewall "+

@@ -8,15 +8,14 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
-	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newLoad(e *env) *cobra.Command {
 	var (
-		ifaces         []string
-		mode           string
-		v4file, v6file string
-		flags          changeFlags
+		ifaces []string
+		mode   string
+		src    sourceFlags
+		flags  changeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "load -i IFACE [-i IFACE...] [RULES_FILE]",
@@ -33,7 +32,10 @@ otherwise. --ipv4-file / --ipv6-file take iptables-save / ip6tables-save
 output whose rules and policies apply to that family only; a line marked
 for the other family (-6 in the IPv4 file, -4 in the IPv6 one) is skipped,
 as iptables-restore and ip6tables-restore do, so one file written for both
-can be given as both.
+can be given as both. "-" is standard input. -I, -D and -R lines apply in
+order while the file is read, as iptables-restore does.
+
+` + skipHelp + `
 
 A file with any error changes nothing; errors name file:line:column. A
 file that holds no rule, no policy and no *filter section (empty, blank,
@@ -98,10 +100,11 @@ kernel lacks before it changes anything.`,
 			if len(args) == 1 {
 				file = args[0]
 			}
-			rs, err := rules.ReadFiles(file, v4file, v6file)
+			rs, err := src.read(cmd, file)
 			if err != nil {
 				return err
 			}
+			e.printSkipped(rs)
 			res, err := firewall.Load(e.paths, ifaces, m, rs, opt)
 			if err != nil {
 				return err
@@ -121,8 +124,7 @@ kernel lacks before it changes anything.`,
 	}
 	cmd.Flags().StringSliceVarP(&ifaces, "interface", "i", nil, "interface to attach to (repeatable)")
 	cmd.Flags().StringVar(&mode, "mode", "auto", "attach mode: native, generic, offload or auto")
-	cmd.Flags().StringVar(&v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only")
-	cmd.Flags().StringVar(&v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only")
+	src.add(cmd)
 	flags.add(cmd, true)
 	return cmd
 }

@@ -374,7 +374,7 @@ func (c *Config) desired() (firewall.Desired, error) {
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
 		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty,
 		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup}
-	rs, err := rules.ReadFiles(c.abs(c.Rules), c.abs(c.RulesIPv4), c.abs(c.RulesIPv6))
+	rs, err := rules.ReadFiles(rules.Sources{File: c.abs(c.Rules), IPv4File: c.abs(c.RulesIPv4), IPv6File: c.abs(c.RulesIPv6)})
 	if err != nil {
 		return d, err
 	}

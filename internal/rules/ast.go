@@ -286,6 +286,45 @@ type Target struct {
 	LogLevel  string
 	LogRate   LogRate
 	LogBurst  uint32
+
+	// Group is set by -j NFLOG and -j ULOG: a LOG rule (Verdict is
+	// VerdictLog) whose events name the netlink group iptables would send
+	// them to, and whose prefix (LogPrefix) is --nflog-prefix or
+	// --ulog-prefix. The events go to xdpfw's ring buffer as every LOG
+	// rule's do (docs/log.md).
+	Group *LogGroup
+}
+
+// LogGroup holds the options of -j NFLOG and -j ULOG.
+type LogGroup struct {
+	ULOG  bool   // -j ULOG (else -j NFLOG)
+	Group uint16 // --nflog-group (0-65535, default 0), --ulog-nlgroup (1-32, default 1)
+	// Size is --nflog-size or --ulog-cprange: how many bytes of the packet
+	// an event keeps (0: all the snap length holds); xdpfw log cuts the
+	// captured bytes to it.
+	Size uint32
+	// Range (--nflog-range) never worked in the kernel (iptables warns and
+	// nft ignores it); Threshold (--nflog-threshold, --ulog-qthreshold)
+	// batches netlink messages, which a ring buffer does not need. Both are
+	// kept for the rule's text only.
+	Range     uint32
+	Threshold uint32
+}
+
+// Name is the target's name: "NFLOG" or "ULOG".
+func (g *LogGroup) Name() string {
+	if g.ULOG {
+		return "ULOG"
+	}
+	return "NFLOG"
+}
+
+// Number is the group the events name (ULOG's default is 1).
+func (g *LogGroup) Number() uint16 {
+	if g.ULOG && g.Group == 0 {
+		return 1
+	}
+	return g.Group
 }
 
 // Logs reports whether the rule emits log events: a LOG rule, or --log.
@@ -356,6 +395,24 @@ type RuleSet struct {
 	Policies []Policy // in file order; later entries override earlier ones
 	// Tables is how many *filter sections (iptables-save) were read.
 	Tables int
+	// Skipped are the lines xdpfw cannot run that ParseOptions.SkipUnsupported
+	// left out, in file order. Every command that puts the rules in force
+	// prints them: nothing is skipped silently.
+	Skipped []Skipped
+}
+
+// Skipped is one line of a rule file left out (ParseOptions.SkipUnsupported).
+type Skipped struct {
+	Pos  Pos    // the line (column 1), or the token that cannot be run
+	Line string // the line as written, white space trimmed (at most 64 bytes: Clip)
+	Why  string // what cannot be run and why
+}
+
+// String returns "file:line: why: line".
+func (s Skipped) String() string {
+	pos := s.Pos
+	pos.Col = 0
+	return fmt.Sprintf("%s:%d: skipped: %s: %s", pos.File, pos.Line, s.Why, s.Line)
 }
 
 // Empty reports whether rs says nothing at all: no rule, no policy and no

@@ -17,6 +17,11 @@ type Error struct {
 	Token string // the offending text, quoted in the message; may be empty
 	Msg   string // what is wrong
 	Hint  string // how to fix it; may be empty
+	// Unsupported marks a line xdpfw understands but cannot run, whose
+	// leaving out changes nothing else the rule set does (a rule of the
+	// nat or mangle table, a non-terminating target that rewrites
+	// packets): ParseOptions.SkipUnsupported skips such a line.
+	Unsupported bool
 }
 
 // Error implements the error interface.

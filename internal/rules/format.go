@@ -18,7 +18,8 @@ func (r Rule) String() string {
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
 // -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
 // --tcp-flags, ICMP type, -m comment, then -j and the target's options
-// (--reject-with, --log, --log-prefix, --log-level, --log-rate, --log-burst).
+// (--reject-with, --log, --log-prefix or NFLOG's and ULOG's options,
+// --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
 	var w specWriter
 	m := r.Match
@@ -94,14 +95,18 @@ func (r Rule) Spec() string {
 		w.add(false, "-m", "comment", "--comment", quote(c))
 	}
 	t := r.Target
-	w.add(false, "-j", t.Verdict.String())
+	if g := t.Group; g != nil {
+		w.logGroup(g, t.LogPrefix)
+	} else {
+		w.add(false, "-j", t.Verdict.String())
+	}
 	if t.RejectWith != "" {
 		w.add(false, "--reject-with", t.RejectWith)
 	}
 	if t.Log {
 		w.add(false, "--log")
 	}
-	if t.LogPrefix != "" {
+	if t.LogPrefix != "" && t.Group == nil {
 		w.add(false, "--log-prefix", quote(t.LogPrefix))
 	}
 	if t.LogLevel != "" {
@@ -114,6 +119,37 @@ func (r Rule) Spec() string {
 		w.add(false, "--log-burst", strconv.Itoa(int(t.LogBurst)))
 	}
 	return w.String()
+}
+
+// logGroup writes -j NFLOG or -j ULOG with its options, as iptables-save
+// does.
+func (w *specWriter) logGroup(g *LogGroup, prefix string) {
+	num := func(opt string, n uint32) {
+		if n != 0 {
+			w.add(false, opt, strconv.FormatUint(uint64(n), 10))
+		}
+	}
+	w.add(false, "-j", g.Name())
+	if g.ULOG {
+		if prefix != "" {
+			w.add(false, "--ulog-prefix", quote(prefix))
+		}
+		if g.Group > 1 {
+			num("--ulog-nlgroup", uint32(g.Group))
+		}
+		num("--ulog-cprange", g.Size)
+		if g.Threshold > 1 {
+			num("--ulog-qthreshold", g.Threshold)
+		}
+		return
+	}
+	if prefix != "" {
+		w.add(false, "--nflog-prefix", quote(prefix))
+	}
+	num("--nflog-group", uint32(g.Group))
+	num("--nflog-range", g.Range)
+	num("--nflog-size", g.Size)
+	num("--nflog-threshold", g.Threshold)
 }
 
 // specWriter builds the text of a rule.

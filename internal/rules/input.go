@@ -42,11 +42,17 @@ const maxQuoted = 64
 // Clip shortens s for an error message: at most its first 64 bytes (cut
 // at a character boundary), then "…(N bytes)" giving its length. A
 // megabyte-long token is named, not echoed.
-func Clip(s string) string {
-	if len(s) <= maxQuoted {
+func Clip(s string) string { return clipTo(s, maxQuoted) }
+
+// maxLine is how much of a line a skipped-line report quotes.
+const maxLine = 512
+
+// clipTo shortens s as Clip does, to at most max bytes.
+func clipTo(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	n := maxQuoted
+	n := max
 	for n > 0 && n < len(s) && s[n]&0xc0 == 0x80 { // not inside a UTF-8 sequence
 		n--
 	}

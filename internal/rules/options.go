@@ -91,7 +91,7 @@ func lookupOption(name string) (optSpec, bool) {
 	case "-m", "--match":
 		return optSpec{nargs: 1, usage: name + " MODULE", parse: (*ruleParser).optModule}, true
 	case "-j", "--jump":
-		return optSpec{slot: "-j", nargs: 1, usage: "-j ACCEPT|DROP|REJECT|LOG", parse: (*ruleParser).optJump}, true
+		return optSpec{slot: "-j", nargs: 1, usage: "-j ACCEPT|DROP|REJECT|LOG|NFLOG", parse: (*ruleParser).optJump}, true
 	case "-g", "--goto":
 		return optSpec{parse: (*ruleParser).optGoto}, true
 	case "--reject-with":
@@ -101,6 +101,13 @@ func lookupOption(name string) (optSpec, bool) {
 			parse: (*ruleParser).optLogPrefix}, true
 	case "--log-level":
 		return optSpec{slot: name, nargs: 1, usage: "--log-level LEVEL", parse: (*ruleParser).optLogLevel}, true
+	case "--nflog-prefix", "--ulog-prefix":
+		return optSpec{slot: "group-prefix", nargs: 1, usage: name + ` "TEXT"`, freeText: true,
+			parse: (*ruleParser).optGroupOption}, true
+	case "--nflog-group", "--ulog-nlgroup", "--nflog-range", "--nflog-threshold", "--ulog-qthreshold":
+		return optSpec{slot: name, nargs: 1, usage: name + " N", parse: (*ruleParser).optGroupOption}, true
+	case "--nflog-size", "--ulog-cprange":
+		return optSpec{slot: "group-size", nargs: 1, usage: name + " N", parse: (*ruleParser).optGroupOption}, true
 	case "--log":
 		return optSpec{slot: name, usage: "--log", parse: (*ruleParser).optLog}, true
 	case "--log-rate":
@@ -137,17 +144,3 @@ func moduleOptions(module string) (string, bool) {
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
 	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state)"
-
-// isIptablesTarget reports whether name is a target of iptables/ip6tables
-// (other than the four xdpfw supports), as opposed to a user-defined chain.
-func isIptablesTarget(name string) bool {
-	switch name {
-	case "RETURN", "QUEUE", "NFQUEUE", "NFLOG", "ULOG", "MASQUERADE", "SNAT", "DNAT", "REDIRECT",
-		"NETMAP", "MARK", "CONNMARK", "CT", "NOTRACK", "TRACE", "TCPMSS", "TEE", "TOS", "TTL",
-		"HL", "DSCP", "ECN", "CLASSIFY", "AUDIT", "SET", "SECMARK", "CONNSECMARK", "CHECKSUM",
-		"IDLETIMER", "LED", "RATEEST", "SYNPROXY", "TPROXY", "HMARK", "CLUSTERIP",
-		"TCPOPTSTRIP", "MIRROR", "CONNLIMIT":
-		return true
-	}
-	return false
-}

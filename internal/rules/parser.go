@@ -16,6 +16,15 @@ type ParseOptions struct {
 	// serve both).
 	Family Family
 
+	// SkipUnsupported leaves out the lines xdpfw understands but cannot
+	// run and whose leaving out changes nothing else the rules decide:
+	// the rules of the nat, mangle, security and raw tables, and rules
+	// whose target only rewrites, marks or reports packets (-j TCPMSS,
+	// -j MARK...). Each skipped line is in RuleSet.Skipped, with the
+	// reason; without it such a line is an error. A terminating target
+	// xdpfw cannot run (-j NFQUEUE) is an error either way.
+	SkipUnsupported bool
+
 	restore bool // reading a file (set by Parse), not a command line
 }
 
@@ -23,7 +32,10 @@ type ParseOptions struct {
 const commandLine = "<command line>"
 
 // Parse parses a rule file: -A and -P lines, or iptables-save /
-// ip6tables-save output (filter table only). name is used in positions.
+// ip6tables-save output, as iptables-restore reads them: -I, -D and -R lines
+// change the rules read so far, in order. Of the tables other than filter,
+// an empty one (chain declarations and COMMIT) is accepted; a rule in one is
+// an error unless opt.SkipUnsupported. name is used in positions.
 //
 // It reports every bad line (one error per line) as an ErrorList sorted by
 // position, and then returns a nil RuleSet: a file with any error changes
@@ -104,7 +116,10 @@ type fileParser struct {
 
 	table    string // open table ("*filter" seen, no COMMIT yet)
 	tablePos Pos    // where it was opened
-	skipping bool   // inside an unsupported table: skip to its COMMIT
+	skipping bool   // inside an unknown table: skip to its COMMIT
+	// other is the open section of a table xdpfw cannot load (nat,
+	// mangle...): its lines are read for what they would do, and skipped.
+	other *otherTable
 	// filterRules and filterPolicies are where the rules and policies of
 	// the last *filter section start: a later *filter section replaces
 	// them, as iptables-restore does.
@@ -134,6 +149,10 @@ func (p *fileParser) line(n int, text string) {
 		if first.text == "COMMIT" {
 			p.skipping, p.table = false, ""
 		}
+		return
+	}
+	if p.other != nil {
+		p.otherLine(n, text, toks)
 		return
 	}
 	counters := strings.HasPrefix(first.text, "[")
@@ -168,8 +187,8 @@ func (p *fileParser) line(n int, text string) {
 		p.table = ""
 	case strings.HasPrefix(first.text, ":"):
 		p.chainLine(n, toks)
-	case first.text == "-A" || first.text == "--append":
-		p.ruleLine(n, toks)
+	case isRuleCommand(first.text):
+		p.ruleLine(n, text, toks)
 	case first.text == "-P" || first.text == "--policy":
 		p.policyLine(n, toks)
 	default:
@@ -204,6 +223,10 @@ func hoistCommand(toks []token) []token {
 	head := 2 // -A CHAIN
 	switch toks[i].text {
 	case "-A", "--append":
+	case "-I", "--insert", "-D", "--delete", "-R", "--replace":
+		if i+2 < len(toks) && isDigits(toks[i+2].text) {
+			head = 3 // -I CHAIN N
+		}
 	case "-P", "--policy":
 		head = 3 // -P CHAIN VERDICT
 	default:
@@ -224,8 +247,13 @@ func (p *fileParser) tableLine(n int, toks []token) {
 		p.fail(n, t, "", fmt.Sprintf("table %s starts before the COMMIT of table %s (line %d)",
 			Clip(name), p.table, p.tablePos.Line), "end each table with a COMMIT line")
 	case name != "filter":
-		p.fail(n, t, "", fmt.Sprintf("table %s is not supported; xdpfw implements the filter table only", Clip(name)),
-			"remove the *"+Clip(name)+" section (from this line to its COMMIT)")
+		if why, ok := refusedTables[name]; ok {
+			p.table, p.tablePos = name, p.at(n, t)
+			p.other = &otherTable{why: why}
+			return
+		}
+		p.fail(n, t, "", fmt.Sprintf("unknown table %s: iptables has filter, nat, mangle, raw and security", Clip(name)),
+			"xdpfw loads the filter table")
 		p.skipping, p.table = true, name
 	case len(toks) > 1:
 		p.fail(n, toks[1], toks[1].text, "unexpected text after the table name", "")
@@ -247,7 +275,7 @@ func (p *fileParser) tableLine(n int, toks []token) {
 // finish reports an unterminated table.
 func (p *fileParser) finish() {
 	if p.table != "" && !p.skipping {
-		p.errs = append(p.errs, &Error{Pos: p.tablePos, Msg: "table filter has no COMMIT",
+		p.errs = append(p.errs, &Error{Pos: p.tablePos, Msg: "table " + p.table + " has no COMMIT",
 			Hint: "iptables-save output ends each table with COMMIT; the file may be truncated"})
 	}
 }
@@ -371,54 +399,66 @@ func (p *fileParser) policyLine(n int, toks []token) {
 	p.rs.Policies = append(p.rs.Policies, pol)
 }
 
-// ruleLine handles "-A CHAIN OPTIONS...".
-func (p *fileParser) ruleLine(n int, toks []token) {
+// ruleLine handles "-A CHAIN OPTIONS...", and -I, -D and -R (commands.go).
+func (p *fileParser) ruleLine(n int, text string, toks []token) {
 	if len(toks) < 2 || strings.HasPrefix(toks[1].text, "-") && !toks[1].quoted {
-		p.fail(n, toks[0], "", toks[0].text+" needs a chain", "write -A INPUT ... -j ACCEPT")
+		p.fail(n, toks[0], "", toks[0].text+" needs a chain", "write "+toks[0].text+" INPUT ... -j ACCEPT")
 		return
 	}
 	// A rule of another table (-t nat -A PREROUTING ...) is refused for
 	// its table rather than for its chain.
 	for i := 2; i+1 < len(toks); i++ {
 		if t := toks[i]; !t.quoted && (t.text == "-t" || t.text == "--table") {
+			if why, ok := refusedTables[toks[i+1].text]; ok {
+				p.unsupported(n, text, &Error{Pos: p.at(n, toks[i+1]), Token: toks[i+1].text,
+					Msg: "table " + toks[i+1].text + " is not supported: " + why.why, Hint: why.hint, Unsupported: why.skippable})
+				return
+			}
 			if ve := checkTable(toks[i+1].text); ve != nil {
 				p.fail(n, toks[i+1], ve.tok, ve.msg, ve.hint)
 				return
 			}
 		}
 	}
-	start := p.at(n, toks[0])
-	c, err := parseChain(start, toks[1])
-	if err == nil {
-		var r Rule
-		if r, err = parseRule(start, c, toks[2:], p.opt); err == nil {
-			if p.opt.Family == FamilyAny || r.Match.Family == p.opt.Family {
-				p.rs.Rules = append(p.rs.Rules, r)
-			}
-			return
-		}
+	if err := p.command(n, toks); err != nil {
+		p.unsupported(n, text, err)
 	}
+}
+
+// unsupported records err of line n (text): a skipped line when err is
+// Unsupported and the options skip such lines, else an error (whose hint
+// then says that the line could be skipped).
+func (p *fileParser) unsupported(n int, text string, err *Error) {
+	if !err.Unsupported {
+		p.errs = append(p.errs, err)
+		return
+	}
+	if p.opt.SkipUnsupported {
+		p.rs.Skipped = append(p.rs.Skipped, Skipped{Pos: err.Pos, Line: clipTo(strings.TrimSpace(text), maxLine), Why: err.Msg})
+		return
+	}
+	if err.Hint != "" {
+		err.Hint += "; "
+	}
+	err.Hint += "or --skip-unsupported: load the rest and list each line left out"
 	p.errs = append(p.errs, err)
 }
 
 // badCommand explains a line that does not start with -A, -P or an
 // iptables-save keyword.
 func (p *fileParser) badCommand(n int, t token) {
-	const only = "a rule file holds only -A and -P lines"
+	const only = "a rule file holds -A, -I, -D, -R and -P lines"
 	switch t.text {
-	case "-I", "--insert", "-D", "--delete", "-R", "--replace":
-		p.fail(n, t, "", t.text+" is not allowed here: "+only,
-			"to change rules at runtime use xdpfw add / xdpfw delete")
 	case "-N", "--new-chain", "-X", "--delete-chain", "-E", "--rename-chain":
 		p.fail(n, t, "", t.text+": user-defined chains are not supported ("+only+")", "")
 	case "-F", "--flush", "-Z", "--zero":
 		p.fail(n, t, "", t.text+" is not allowed here: "+only,
 			"loading a rule file replaces every rule; there is nothing to flush")
 	case "iptables", "ip6tables", "xdpfw", "iptables-legacy", "iptables-nft", "ip6tables-legacy", "ip6tables-nft":
-		p.fail(n, t, t.text, "a rule file holds -A and -P lines, not commands",
+		p.fail(n, t, t.text, "a rule file holds -A, -I, -D, -R and -P lines, not commands",
 			"leave out the command name: -A INPUT ... -j ACCEPT")
 	default:
-		p.fail(n, t, t.text, "expected -A, -P or an iptables-save line",
+		p.fail(n, t, t.text, "expected -A, -I, -D, -R, -P or an iptables-save line",
 			"a rule file holds -A CHAIN ... -j TARGET and -P CHAIN POLICY lines, and # comments")
 	}
 }

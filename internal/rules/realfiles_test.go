@@ -260,7 +260,7 @@ func TestProtoNameReadsBack(t *testing.T) {
 // --ipv6-file loads each family's lines once.
 func TestReadFilesOneFileForBoth(t *testing.T) {
 	const f = "testdata/dual-family.rules"
-	rs, err := ReadFiles("", f, f)
+	rs, err := ReadFiles(Sources{IPv4File: f, IPv6File: f})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package rules
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // optJump handles -j TARGET.
 func (p *ruleParser) optJump(o optUse) *Error {
@@ -14,6 +17,9 @@ func (p *ruleParser) optJump(o optUse) *Error {
 		p.r.Target.Verdict = VerdictReject
 	case "LOG":
 		p.r.Target.Verdict = VerdictLog
+	case "NFLOG", "ULOG":
+		p.r.Target.Verdict = VerdictLog
+		p.r.Target.Group = &LogGroup{ULOG: a.text == "ULOG"}
 	default:
 		return p.badTarget(a)
 	}
@@ -22,14 +28,17 @@ func (p *ruleParser) optJump(o optUse) *Error {
 }
 
 // supportedTargets is the hint given for an unsupported target.
-const supportedTargets = "supported targets: ACCEPT, DROP, REJECT, LOG"
+const supportedTargets = "supported targets: ACCEPT, DROP, REJECT, LOG, NFLOG, ULOG"
 
 // badTarget explains an unsupported -j target.
 func (p *ruleParser) badTarget(a token) *Error {
+	if why, ok := refusedTargets[a.text]; ok {
+		err := p.errAt(a, a.text, fmt.Sprintf("target %s is not supported: %s", a.text, why.why), why.hint)
+		err.Unsupported = why.skippable
+		return err
+	}
 	switch up := toUpperASCII(a.text); {
-	case isIptablesTarget(a.text):
-		return p.errAt(a, a.text, fmt.Sprintf("target %s is not supported", a.text), supportedTargets)
-	case up == "ACCEPT" || up == "DROP" || up == "REJECT" || up == "LOG":
+	case up == "ACCEPT" || up == "DROP" || up == "REJECT" || up == "LOG" || up == "NFLOG" || up == "ULOG":
 		return p.errAt(a, a.text, "unknown target", "targets are upper case: -j "+up)
 	}
 	return p.errAt(a, a.text, "user-defined chains are not supported",
@@ -104,6 +113,13 @@ func rejectHint(f Family) string {
 // --log-rate, --log-burst) follows -j LOG, or -j ACCEPT|DROP|REJECT with
 // --log anywhere after it.
 func (p *ruleParser) needLogTarget(o optUse) *Error {
+	if g := p.r.Target.Group; g != nil && (o.opt.text == "--log-prefix" || o.opt.text == "--log-level") {
+		hint := "NFLOG has no level: its events go at the default (warning)"
+		if o.opt.text == "--log-prefix" {
+			hint = "write --" + toLowerASCII(g.Name()) + "-prefix"
+		}
+		return p.errAt(o.opt, "", fmt.Sprintf("%s is an option of -j LOG, not of -j %s", o.opt.text, g.Name()), hint)
+	}
 	if !p.target {
 		return p.errAt(o.opt, "", o.opt.text+" needs -j LOG before it",
 			"or -j ACCEPT, DROP or REJECT with --log: the rule then logs the packets it decides")
@@ -186,4 +202,100 @@ func (p *ruleParser) optLogBurst(o optUse) *Error {
 	}
 	p.r.Target.LogBurst = uint32(n)
 	return nil
+}
+
+// toLowerASCII lower-cases ASCII letters.
+func toLowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c - 'A' + 'a'
+		}
+	}
+	return string(b)
+}
+
+// Limits of the NFLOG and ULOG options, as iptables has them.
+const (
+	maxNFLOGPrefix = 63 // NFLOG: 64 bytes with the terminating NUL
+	maxULOGPrefix  = 31 // ULOG: 32 bytes
+	maxULOGGroup   = 32
+	maxULOGQueue   = 50 // --ulog-qthreshold
+)
+
+// needGroupTarget checks that an NFLOG (ulog: ULOG) option follows its -j.
+func (p *ruleParser) needGroupTarget(o optUse, ulog bool) *Error {
+	want := "NFLOG"
+	if ulog {
+		want = "ULOG"
+	}
+	if g := p.r.Target.Group; g == nil || g.ULOG != ulog {
+		if !p.target {
+			return p.errAt(o.opt, "", fmt.Sprintf("%s needs -j %s before it", o.opt.text, want), "")
+		}
+		have := p.r.Target.Verdict.String()
+		if g != nil {
+			have = g.Name()
+		}
+		return p.errAt(o.opt, "", fmt.Sprintf("%s is an option of -j %s, not of -j %s", o.opt.text, want, have), "")
+	}
+	return nil
+}
+
+// optGroupOption handles the options of -j NFLOG (--nflog-prefix,
+// --nflog-group, --nflog-size, --nflog-range, --nflog-threshold) and -j ULOG
+// (--ulog-prefix, --ulog-nlgroup, --ulog-cprange, --ulog-qthreshold).
+func (p *ruleParser) optGroupOption(o optUse) *Error {
+	name := o.opt.text
+	ulog := strings.HasPrefix(name, "--ulog-")
+	if err := p.needGroupTarget(o, ulog); err != nil {
+		return err
+	}
+	g, a := p.r.Target.Group, o.args[0]
+	number := func(lo, hi int, what string) (int, *Error) {
+		n, ok := parseUint(a.text, hi)
+		if !ok || n < lo {
+			return 0, p.errAt(a, a.text, "bad "+name, fmt.Sprintf("%s: %d to %d", what, lo, hi))
+		}
+		return n, nil
+	}
+	var n int
+	var err *Error
+	switch name {
+	case "--nflog-prefix", "--ulog-prefix":
+		max := maxNFLOGPrefix
+		if ulog {
+			max = maxULOGPrefix
+		}
+		if ve := checkText(a.text, "log prefix", max); ve != nil {
+			return p.valueErr(a, ve)
+		}
+		p.r.Target.LogPrefix = a.text
+		return nil
+	case "--nflog-group":
+		n, err = number(0, 65535, "the netlink group")
+		g.Group = uint16(n)
+	case "--ulog-nlgroup":
+		n, err = number(1, maxULOGGroup, "the netlink group")
+		g.Group = uint16(n)
+		if n == 1 {
+			g.Group = 0 // the default: one meaning, one AST
+		}
+	case "--nflog-size", "--ulog-cprange":
+		n, err = number(0, 1<<32-1, "bytes of the packet each event keeps (0: all)")
+		g.Size = uint32(n)
+	case "--nflog-range":
+		n, err = number(0, 1<<32-1, "bytes of the packet (obsolete: the kernel never honoured it; use --nflog-size)")
+		g.Range = uint32(n)
+	case "--nflog-threshold":
+		n, err = number(1, 65535, "packets the kernel batches in one netlink message")
+		g.Threshold = uint32(n)
+	case "--ulog-qthreshold":
+		n, err = number(1, maxULOGQueue, "packets the kernel batches in one netlink message")
+		g.Threshold = uint32(n)
+		if n == 1 {
+			g.Threshold = 0 // the default
+		}
+	}
+	return err
 }

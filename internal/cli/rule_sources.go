@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// sourceFlags are the rule files of load and apply (and import) beside the
+// RULES_FILE argument: --ipv4-file, --ipv6-file and --skip-unsupported. "-"
+// names standard input.
+type sourceFlags struct {
+	v4file, v6file string
+	skip           bool
+}
+
+// skipHelp explains --skip-unsupported.
+const skipHelp = `iptables-save output often holds more than the filter table. xdpfw
+refuses, with the reason, what it cannot run: the rules of the nat, mangle,
+security and raw tables (sections of chain declarations only are fine),
+and targets that rewrite, mark or report packets (-j TCPMSS, -j MARK...).
+--skip-unsupported loads the rest and prints each line it left out, with
+file:line and why. A target that would decide the packet (-j NFQUEUE) is
+refused even then: its packets would go on to the next rule.`
+
+func (s *sourceFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&s.v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only (- for standard input)")
+	fs.StringVar(&s.v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only (- for standard input)")
+	fs.BoolVar(&s.skip, "skip-unsupported", false, "leave out the lines xdpfw cannot run (nat, mangle, security and raw rules; "+
+		"-j TCPMSS, MARK...) and print each with its reason, instead of refusing the file")
+}
+
+// any reports whether a file is named.
+func (s *sourceFlags) any(file string) bool { return file != "" || s.v4file != "" || s.v6file != "" }
+
+// read parses the files: file (the argument, both families) and the flags'.
+func (s *sourceFlags) read(cmd *cobra.Command, file string) (*rules.RuleSet, error) {
+	return rules.ReadFiles(rules.Sources{File: file, IPv4File: s.v4file, IPv6File: s.v6file,
+		Stdin: cmd.InOrStdin(), SkipUnsupported: s.skip})
+}
+
+// printSkipped lists the lines --skip-unsupported left out, on stderr.
+func (e *env) printSkipped(rs *rules.RuleSet) {
+	for _, s := range rs.Skipped {
+		fmt.Fprintln(e.stderr, s)
+	}
+	if n := len(rs.Skipped); n > 0 {
+		fmt.Fprintf(e.stderr, "%d lines skipped (--skip-unsupported)\n", n)
+	}
+}

@@ -1,0 +1,83 @@
+package rules
+
+// refusal says why xdpfw cannot run an iptables target or table, and what to
+// do instead. docs/compat.md ("Targets", "Tables") lists the same reasons.
+type refusal struct {
+	why  string // what it does that XDP/tc cannot
+	hint string // what to do instead
+	// skippable: leaving the line out changes nothing else the rule set
+	// decides (the target does not decide the packet's fate: it rewrites,
+	// marks, or tells someone), so ParseOptions.SkipUnsupported may skip it.
+	// A terminating target (NFQUEUE, SYNPROXY...) is never skipped: the
+	// packets it would take would go on to the next rule instead.
+	skippable bool
+}
+
+const (
+	whyRewrite = "it rewrites the packet; xdpfw decides (accept, drop, reject, log) and never changes a packet"
+	whyMark    = "it sets the kernel's packet or connection mark, which exists only in the kernel's stack after XDP " +
+		"(and xdpfw's rules could not match it: -m mark works only in OUTPUT)"
+	hintKernel = "keep this rule in the kernel's iptables beside xdpfw (it sees what xdpfw accepts)"
+	whyNAT     = "it translates addresses (the nat table): not supported yet (xdpfw issue 16)"
+	hintNAT    = "keep NAT in the kernel's iptables or nftables: it sees the packets xdpfw accepts"
+)
+
+// refusedTargets are the iptables and ip6tables targets xdpfw refuses, with
+// the reason. A -j name neither here nor supported is a user-defined chain.
+var refusedTargets = map[string]refusal{
+	"RETURN": {why: "it returns from a user-defined chain", hint: "user-defined chains are not supported"},
+	"QUEUE":  {why: "it hands the packet to a user-space program through the kernel's netfilter queue, which XDP and tc have not", hint: "decide in the rules, or keep the rule in the kernel's iptables (it sees what xdpfw accepts)"},
+	"NFQUEUE": {why: "it hands the packet to a user-space program through the kernel's netfilter queue, which XDP and tc have not",
+		hint: "decide in the rules, or keep the rule in the kernel's iptables (it sees what xdpfw accepts)"},
+	"MASQUERADE":  {why: whyNAT, hint: hintNAT},
+	"SNAT":        {why: whyNAT, hint: hintNAT},
+	"DNAT":        {why: whyNAT, hint: hintNAT},
+	"REDIRECT":    {why: whyNAT, hint: hintNAT},
+	"NETMAP":      {why: whyNAT, hint: hintNAT},
+	"DNPT":        {why: whyNAT, hint: hintNAT},
+	"SNPT":        {why: whyNAT, hint: hintNAT},
+	"TPROXY":      {why: "it hands the packet to a local socket (transparent proxy, mangle table); XDP cannot assign sockets", hint: hintKernel},
+	"MARK":        {why: whyMark, hint: hintKernel, skippable: true},
+	"CONNMARK":    {why: whyMark, hint: hintKernel, skippable: true},
+	"HMARK":       {why: whyMark, hint: hintKernel, skippable: true},
+	"SECMARK":     {why: "it sets a security label (SELinux) on the kernel's packet, which XDP has not", hint: hintKernel, skippable: true},
+	"CONNSECMARK": {why: "it copies security labels between the kernel's packets and connections, which XDP has not", hint: hintKernel, skippable: true},
+	"CT": {why: "it sets the kernel's conntrack options (zone, helper, timeout) in the raw table; only -j CT --notrack has a meaning in xdpfw's conntrack",
+		hint: "write -j CT --notrack in *raw PREROUTING or OUTPUT, or keep the rule in the kernel's iptables", skippable: true},
+	"NOTRACK": {why: "it exempts packets from the kernel's conntrack: it belongs to the raw table", hint: "put it in a *raw section (PREROUTING or OUTPUT)"},
+	"TRACE": {why: "it turns on the kernel's packet tracing (raw table)",
+		hint: "xdpfw trace shows which rule decides a packet", skippable: true},
+	"TCPMSS":      {why: "it rewrites the MSS option of TCP SYNs; xdpfw decides and never changes a packet", hint: "clamp the MSS in the kernel (iptables mangle, or `ip route ... advmss`)", skippable: true},
+	"TOS":         {why: whyRewrite, hint: hintKernel, skippable: true},
+	"DSCP":        {why: whyRewrite, hint: hintKernel, skippable: true},
+	"TTL":         {why: whyRewrite, hint: hintKernel, skippable: true},
+	"HL":          {why: whyRewrite, hint: hintKernel, skippable: true},
+	"ECN":         {why: whyRewrite, hint: hintKernel, skippable: true},
+	"TCPOPTSTRIP": {why: whyRewrite, hint: hintKernel, skippable: true},
+	"CHECKSUM":    {why: whyRewrite, hint: hintKernel, skippable: true},
+	"CLASSIFY":    {why: "it sets the kernel's packet priority for queueing disciplines, which XDP has not", hint: hintKernel, skippable: true},
+	"TEE":         {why: "it clones the packet to another gateway; xdpfw does not copy packets", hint: hintKernel, skippable: true},
+	"AUDIT":       {why: "it writes kernel audit records", hint: "log with -j LOG or -j NFLOG (the events go to xdpfw log)", skippable: true},
+	"SET": {why: "it adds or deletes set elements from the packet path; xdpfw's sets change only from user space (xdpfw set add/del)",
+		hint: hintKernel, skippable: true},
+	"IDLETIMER": {why: "it drives a kernel timer file in sysfs", hint: hintKernel, skippable: true},
+	"LED":       {why: "it blinks a kernel LED trigger", hint: hintKernel, skippable: true},
+	"RATEEST":   {why: "it feeds the kernel's rate estimator (-m rateest), which xdpfw has not", hint: hintKernel, skippable: true},
+	"SYNPROXY":  {why: "it answers SYNs with SYN cookies on the server's behalf; xdpfw does not proxy TCP", hint: "keep it in the kernel's iptables; Linux's own SYN cookies (net.ipv4.tcp_syncookies) protect the host"},
+	"CLUSTERIP": {why: "it shares an address between cluster nodes (removed from Linux 6.3)", hint: "use a load balancer"},
+	"MIRROR":    {why: "it sends the packet back with the addresses swapped (removed from Linux long ago)", hint: "use -j REJECT"},
+}
+
+// refusedTables are the iptables tables xdpfw cannot load, with the reason.
+// filter is what xdpfw is; raw's NOTRACK is refused per rule.
+var refusedTables = map[string]refusal{
+	"nat": {why: "xdpfw does not translate addresses yet (the nat table: xdpfw issue 16)",
+		hint: "keep NAT in the kernel's iptables or nftables (it sees the packets xdpfw accepts)", skippable: true},
+	"mangle": {why: "the mangle table rewrites and marks packets in the kernel's stack (TTL, DSCP, MSS, marks); " +
+		"xdpfw decides and never changes a packet, and XDP has no packet mark",
+		hint: "keep the mangle table in the kernel's iptables (it sees the packets xdpfw accepts)", skippable: true},
+	"security": {why: "the security table sets SELinux labels (SECMARK, CONNSECMARK) on the kernel's packets, which XDP has not",
+		hint: "keep the security table in the kernel's iptables", skippable: true},
+	"raw": {why: "the raw table's targets set the kernel's conntrack options; xdpfw runs -j NOTRACK and -j CT --notrack only",
+		hint: "keep the rule in the kernel's iptables", skippable: true},
+}

@@ -1,0 +1,236 @@
+package rules
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// groupSpellings are -j NFLOG and -j ULOG rules as written, and what
+// iptables-save v1.8.9 printed for them (ULOG: the text its save function
+// prints; Linux removed ULOG in 3.17, so iptables cannot load it now).
+var groupSpellings = []struct {
+	args, saved string
+	live        bool // iptables can load it here (TestGroupSpellingsLive)
+}{
+	{"-j NFLOG", "-j NFLOG", true},
+	{"-j NFLOG --nflog-group 0", "-j NFLOG", true},
+	{`-j NFLOG --nflog-group 5 --nflog-prefix "hi there" --nflog-threshold 3`, `-j NFLOG --nflog-prefix "hi there" --nflog-group 5 --nflog-threshold 3`, true},
+	{"-j NFLOG --nflog-size 64", "-j NFLOG --nflog-size 64", true},
+	{"-p tcp --dport 22 -j NFLOG --nflog-prefix ssh --nflog-group 2", "-p tcp -m tcp --dport 22 -j NFLOG --nflog-prefix ssh --nflog-group 2", true},
+	{"-j NFLOG --nflog-range 100", "-j NFLOG --nflog-range 100", false}, // legacy prints it, nft drops it
+	{"-j ULOG --ulog-nlgroup 2 --ulog-prefix y", `-j ULOG --ulog-prefix "y" --ulog-nlgroup 2`, false},
+	{"-j ULOG --ulog-nlgroup 1 --ulog-cprange 100 --ulog-qthreshold 10", "-j ULOG --ulog-cprange 100 --ulog-qthreshold 10", false},
+}
+
+// TestGroupSpellings: each spelling parses into a LOG rule with its group,
+// and iptables-save's text parses into the same rule.
+func TestGroupSpellings(t *testing.T) {
+	for _, tt := range groupSpellings {
+		a, err := Parse("a", []byte("-A INPUT -4 "+tt.args), ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.args, err)
+		}
+		b, err := Parse("b", []byte("-A INPUT -4 "+tt.saved), ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.saved, err)
+		}
+		if d := diffRuleSets(a, b); d != "" {
+			t.Errorf("%s vs iptables-save's %s: %s", tt.args, tt.saved, d)
+		}
+		r := a.Rules[0]
+		if r.Target.Verdict != VerdictLog || r.Target.Group == nil || !r.Target.Logs() {
+			t.Errorf("%s: target %+v, want a LOG rule with a group", tt.args, r.Target)
+		}
+		assertRoundTrip(t, a)
+	}
+	rs, err := Parse("g", []byte(`-A INPUT -j NFLOG --nflog-group 7 --nflog-prefix "p: " --nflog-size 40
+-A INPUT -j ULOG --ulog-prefix u
+-A INPUT -j NFLOG --log-rate 1/min --log-burst 2`), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0, g1, g2 := rs.Rules[0].Target, rs.Rules[1].Target, rs.Rules[2].Target
+	if g0.Group.Number() != 7 || g0.LogPrefix != "p: " || g0.Group.Size != 40 || g0.Group.Name() != "NFLOG" {
+		t.Errorf("NFLOG: %+v %+v", g0, *g0.Group)
+	}
+	if g1.Group.Number() != 1 || g1.LogPrefix != "u" || g1.Group.Name() != "ULOG" {
+		t.Errorf("ULOG's default group is 1: %+v %+v", g1, *g1.Group)
+	}
+	if g2.LogRate != (LogRate{N: 1, Unit: PerMinute}) || g2.LogBurst != 2 {
+		t.Errorf("NFLOG takes xdpfw's --log-rate/--log-burst as LOG does: %+v", g2)
+	}
+}
+
+// TestGroupSpellingsLive: iptables-save in a throwaway namespace prints
+// what groupSpellings records, and xdpfw's canonical text is that text.
+func TestGroupSpellingsLive(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("iptables-nft"); err != nil {
+		t.Skip("iptables-nft not installed")
+	}
+	ns := testutil.NewNetNS(t)
+	for _, backend := range []string{"iptables-legacy", "iptables-nft"} {
+		for _, tt := range groupSpellings {
+			if !tt.live {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			args := append([]string{"-A", "INPUT"}, splitArgs(t, tt.args)...)
+			if out, err := ns.Exec(ctx, backend, "-F", "INPUT"); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if out, err := ns.Exec(ctx, backend, args...); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			out, err := ns.Exec(ctx, backend+"-save", "-t", "filter")
+			cancel()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			var got string
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.HasPrefix(l, "-A INPUT ") {
+					got = strings.TrimPrefix(l, "-A INPUT ")
+				}
+			}
+			if got != tt.saved {
+				t.Errorf("%s -A INPUT %s: iptables-save printed %q, the record says %q", backend, tt.args, got, tt.saved)
+			}
+			theirs, perr := Parse("saved", []byte("-A INPUT -4 "+got), ParseOptions{})
+			if perr != nil {
+				t.Fatalf("%q: %v", got, perr)
+			}
+			ours, perr := Parse("args", []byte("-A INPUT -4 "+tt.args), ParseOptions{})
+			if perr != nil {
+				t.Fatalf("%q: %v", tt.args, perr)
+			}
+			if d := diffRuleSets(theirs, ours); d != "" {
+				t.Errorf("%s: iptables-save's %q is another rule: %s", tt.args, got, d)
+			}
+		}
+	}
+}
+
+// splitArgs splits a rule's arguments as a shell would.
+func splitArgs(t *testing.T, s string) []string {
+	toks, err := lexLine(s, Pos{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tk := range toks {
+		out = append(out, tk.text)
+	}
+	return out
+}
+
+// dockerHost is a Docker host's iptables-save (our own, in the shape
+// Docker 24 writes it): nat and filter, and an empty mangle and raw.
+const dockerHost = `# Generated by iptables-save v1.8.9 on Fri Nov 27 08:00:00 2026
+*mangle
+:PREROUTING ACCEPT [1000:100000]
+:INPUT ACCEPT [900:90000]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [800:80000]
+:POSTROUTING ACCEPT [800:80000]
+COMMIT
+*raw
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+COMMIT
+*security
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+COMMIT
+*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:DOCKER - [0:0]
+-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER
+-A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER
+-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE
+-A DOCKER -i docker0 -j RETURN
+COMMIT
+*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -i lo -j ACCEPT
+-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A INPUT -p tcp --dport 22 -j ACCEPT
+-A INPUT -m limit --limit 1/sec -j NFLOG --nflog-prefix "drop: " --nflog-group 2
+-A FORWARD -p tcp -j TCPMSS --clamp-mss-to-pmtu
+-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+COMMIT
+`
+
+// TestSkipUnsupported: a Docker host's file is refused with one error per
+// table section xdpfw cannot run (empty sections are no reason) and one per
+// line whose target it cannot run; with SkipUnsupported it loads, and each
+// line left out is listed with its reason.
+func TestSkipUnsupported(t *testing.T) {
+	// -m limit is another change's (issue 15 point 3): without it, this
+	// test reads the file less that match.
+	src := dockerHost
+	if _, err := Parse("l", []byte("-A INPUT -m limit --limit 1/sec -j NFLOG"), ParseOptions{}); err != nil {
+		src = strings.Replace(src, "-m limit --limit 1/sec ", "", 1)
+	}
+	_, err := Parse("docker.rules", []byte(src), ParseOptions{Family: FamilyIPv4})
+	var el ErrorList
+	if !asList(err, &el) || len(el) != 2 {
+		t.Fatalf("want 2 errors (the nat section, the TCPMSS rule), got %v", err)
+	}
+	if e := el[0]; e.Pos.Line != 18 || !strings.Contains(e.Msg, "table nat is not supported") ||
+		!strings.Contains(e.Msg, "4 lines, from line 24") || !strings.Contains(e.Hint, "--skip-unsupported") || !e.Unsupported {
+		t.Errorf("nat: %v", e)
+	}
+	if e := el[1]; e.Pos.Line != 37 || e.Token != "TCPMSS" || !strings.Contains(e.Hint, "--skip-unsupported") {
+		t.Errorf("TCPMSS: %v", e)
+	}
+
+	rs, err := Parse("docker.rules", []byte(src), ParseOptions{Family: FamilyIPv4, SkipUnsupported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skipped []string
+	for _, s := range rs.Skipped {
+		skipped = append(skipped, s.String())
+	}
+	want := []string{
+		"docker.rules:24: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
+		"docker.rules:25: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER",
+		"docker.rules:26: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE",
+		"docker.rules:27: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A DOCKER -i docker0 -j RETURN",
+		"docker.rules:37: skipped: target TCPMSS is not supported: it rewrites the MSS option of TCP SYNs; xdpfw decides and never changes a packet: -A FORWARD -p tcp -j TCPMSS --clamp-mss-to-pmtu",
+	}
+	if strings.Join(skipped, "\n") != strings.Join(want, "\n") {
+		t.Errorf("skipped:\n%s\nwant\n%s", strings.Join(skipped, "\n"), strings.Join(want, "\n"))
+	}
+	if len(rs.Rules) != 5 || rs.Tables != 1 || rs.PolicyFor(ChainInput, FamilyIPv4) != VerdictDrop {
+		t.Errorf("rules %q, %d tables", rulesText(rs), rs.Tables)
+	}
+
+	// A terminating target is never skipped: its packets would go on.
+	_, err = Parse("q", []byte("-A INPUT -j NFQUEUE --queue-num 1\n"), ParseOptions{SkipUnsupported: true})
+	if err == nil || !strings.Contains(err.Error(), "target NFQUEUE is not supported") {
+		t.Errorf("NFQUEUE with SkipUnsupported: %v", err)
+	}
+	// A policy other than ACCEPT in a skipped table is a line that matters.
+	rs, err = Parse("m", []byte("*mangle\n:PREROUTING DROP [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"), ParseOptions{SkipUnsupported: true})
+	if err != nil || len(rs.Skipped) != 1 || rs.Skipped[0].Pos.Line != 2 {
+		t.Errorf("mangle DROP policy: %v, %+v", err, rs)
+	}
+	// A file of skipped tables only is empty: load refuses it unless asked.
+	rs, err = Parse("n", []byte("*nat\n-A POSTROUTING -j MASQUERADE\nCOMMIT\n"), ParseOptions{SkipUnsupported: true})
+	if err != nil || !rs.Empty() {
+		t.Errorf("nat only: %v, empty %v", err, rs.Empty())
+	}
+}
