@@ -153,6 +153,7 @@ func (e *env) logEvents(ctx context.Context, o logOpts) error {
 				rules = telemetry.IndexRules(in.Rules, in.IDs)
 			}
 		}
+		rules.Trim(&ev)
 		n++
 		if ev.ByLOG {
 			byLOG++

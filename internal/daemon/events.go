@@ -145,6 +145,7 @@ func (d *Daemon) forwardOnce(ctx context.Context, c LogConfig) error {
 			return err
 		}
 		index()
+		idx.Trim(&ev)
 		r := idx[ev.RuleID]
 		if err := sink.write(rules.SyslogPriority(r.Level), ev.Line(idx, names)); err != nil {
 			return err

@@ -60,17 +60,18 @@ type wantEvent struct {
 
 const logRules = `-P OUTPUT ACCEPT
 -A INPUT -p udp --dport 53 -j LOG --log-prefix "dns: "
--A INPUT -s 10.9.0.0/16 -j LOG
+-A INPUT -s 10.9.0.0/16 -j NFLOG --nflog-group 3 --nflog-prefix "nf: "
 -A INPUT -p udp --dport 53 -j ACCEPT
 -A INPUT -p tcp --dport 22 -j DROP --log
 -A INPUT -p tcp --dport 23 -j REJECT --log --reject-with tcp-reset
 -A INPUT -p tcp --dport 24 -j ACCEPT
--A OUTPUT -p udp -j LOG
+-A OUTPUT -p udp -j ULOG --ulog-nlgroup 2
 -A OUTPUT -p udp --dport 9 -j DROP --log
 `
 
 // TestLogEvents runs packets through both hooks and checks every event
-// that comes out of the ring buffer: which rules log, in which order,
+// that comes out of the ring buffer (NFLOG and ULOG rules log as LOG rules
+// do, their events naming the group): which rules log, in which order,
 // with the decision, the hook, the interface, the lengths and the
 // packet's own bytes (for a REJECT, the packet, not the answer built in
 // its place); and what the trace hook reports of it.
@@ -162,6 +163,13 @@ func checkEvent(t *testing.T, f *fixture, e telemetry.Event, w wantEvent, frame 
 		!e.Trace || e.CTState != compile.CTNew {
 		t.Errorf("event %+v\nwant rule id %d, decided by %d, by LOG %v, %s (%s), chain %s, hook %s, ifindex %d, %d bytes of %d, trace",
 			e, f.ids[w.rule], by, w.byLOG, w.action, w.reason, chain, hook, ifindex, len(snap), len(frame))
+	}
+	if g := f.rs.Rules[w.rule].Target.Group; g != nil {
+		line := e.Line(telemetry.IndexRules(f.rs, f.ids), nil)
+		if want := fmt.Sprintf(" %s=%d ", g.Name(), g.Number()); !strings.Contains(line, want) ||
+			!strings.HasPrefix(line, f.rs.Rules[w.rule].Target.LogPrefix+"IN=") {
+			t.Errorf("%s event: %s, want %q and the prefix", g.Name(), line, want)
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ var (
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
 // types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
-// DROP and (rarely) REJECT; LOG rules and --log, with log options. Values mostly come from small pools so that
+// DROP and (rarely) REJECT; LOG, NFLOG and ULOG rules and --log, with log options. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
 func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
@@ -52,6 +52,22 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 		m := &rs.Rules[i].Match
 		if p := m.Proto; p != nil && !p.Invert && isPortProto(p.Proto) && !m.NeedsL4() && chance(l4, 15) {
 			m.L4Header = true
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
+	// Some LOG rules are NFLOG or ULOG rules (their events are LOG
+	// events): drawn last, from a stream of their own, as above.
+	g := rand.New(rand.NewPCG(l4.Uint64(), 0x9f))
+	for i := range rs.Rules {
+		if t := &rs.Rules[i].Target; t.Verdict == VerdictLog && chance(g, 25) {
+			t.Group = &LogGroup{ULOG: chance(g, 20), Group: uint16(g.IntN(3))}
+			if t.Group.ULOG && t.Group.Group == 1 {
+				t.Group.Group = 0 // the default, as the parser stores it
+			}
+			if chance(g, 30) {
+				t.Group.Size = uint32(g.IntN(200))
+			}
+			t.LogLevel = "" // NFLOG and ULOG have none
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}

@@ -109,9 +109,15 @@ func monoToWall(ns uint64) time.Time {
 type RuleInfo struct {
 	Chain  rules.Chain
 	Num    int    // 1-based within its chain, as `xdpfw list` numbers it
-	Prefix string // --log-prefix
+	Prefix string // --log-prefix (--nflog-prefix, --ulog-prefix)
 	Level  string // --log-level ("": the default, warning)
 	Text   string // the rule, canonical
+	// Target is "NFLOG" or "ULOG" for such a rule ("" for LOG and --log);
+	// Group is then its netlink group, and Size its --nflog-size or
+	// --ulog-cprange (0: no cut).
+	Target string
+	Group  uint16
+	Size   uint32
 }
 
 // Rules finds rules by id; a nil Rules knows none.
@@ -124,10 +130,23 @@ func IndexRules(rs *rules.RuleSet, ids []uint32) Rules {
 	for i, r := range rs.Rules {
 		num[r.Chain]++
 		if i < len(ids) {
-			out[ids[i]] = RuleInfo{Chain: r.Chain, Num: num[r.Chain], Prefix: r.Target.LogPrefix, Level: r.Target.LogLevel, Text: r.String()}
+			info := RuleInfo{Chain: r.Chain, Num: num[r.Chain], Prefix: r.Target.LogPrefix, Level: r.Target.LogLevel, Text: r.String()}
+			if g := r.Target.Group; g != nil {
+				info.Target, info.Group, info.Size = g.Name(), g.Number(), g.Size
+			}
+			out[ids[i]] = info
 		}
 	}
 	return out
+}
+
+// Trim cuts the captured bytes of e to what its rule keeps: an NFLOG rule's
+// --nflog-size (ULOG's --ulog-cprange), when under the snap length. Readers
+// call it once per event, before printing or writing it.
+func (rs Rules) Trim(e *Event) {
+	if r, ok := rs[e.RuleID]; ok && r.Size != 0 && int(r.Size) < len(e.Data) {
+		e.Data = e.Data[:r.Size]
+	}
 }
 
 // DefaultLevel is the syslog level of events whose rule names none (as
@@ -194,6 +213,9 @@ func (e *Event) Line(rs Rules, names IfName) string {
 		fmt.Fprintf(&b, " RULE=%d", r.Num)
 	} else {
 		fmt.Fprintf(&b, " RULEID=%d", e.RuleID)
+	}
+	if known && r.Target != "" {
+		fmt.Fprintf(&b, " %s=%d", r.Target, r.Group)
 	}
 	fmt.Fprintf(&b, " VERDICT=%s", e.Action)
 	if e.VerdictID != e.RuleID {
@@ -314,6 +336,8 @@ type Record struct {
 	Chain     string    `json:"chain"`
 	Prefix    string    `json:"prefix,omitempty"`
 	Level     string    `json:"level"`
+	Target    string    `json:"target,omitempty"` // NFLOG or ULOG: the rule's target (with group)
+	Group     *uint16   `json:"group,omitempty"`  // its netlink group
 	ByLOG     bool      `json:"by_log_rule"` // a LOG rule logged it (false: the deciding rule's --log)
 	Verdict   string    `json:"verdict"`
 	Reason    string    `json:"reason"`
@@ -346,6 +370,9 @@ func (e *Event) Record(rs Rules, names IfName) Record {
 		ByLOG: e.ByLOG, Verdict: e.Action.String(), Reason: e.Reason.String(), VerdictID: e.VerdictID, By: rs.verdictRule(e),
 		Hook: e.Hook.String(), Ifindex: e.Ifindex, CTState: compile.CTStateName(e.CTState), Len: e.PktLen, CapLen: len(e.Data),
 		Trace: e.Trace, Data: hex.EncodeToString(e.Data)}
+	if r.Target != "" {
+		rec.Target, rec.Group = r.Target, &r.Group
+	}
 	if e.Hook == HookEgress {
 		rec.Out = ifname(names, e.Ifindex)
 	} else {

@@ -37,11 +37,13 @@ func testRules(t *testing.T) (*rules.RuleSet, Rules) {
 -A INPUT -p tcp --dport 22 -j ACCEPT
 -A INPUT -j DROP --log
 -A OUTPUT -j LOG
+-A INPUT -j NFLOG --nflog-group 5 --nflog-prefix "nf: " --nflog-size 20
+-A INPUT -j ULOG --ulog-prefix "u: "
 `), rules.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rs, IndexRules(rs, []uint32{16, 17, 18, 19})
+	return rs, IndexRules(rs, []uint32{16, 17, 18, 19, 20, 21})
 }
 
 var names = IfName(func(i uint32) string { return map[uint32]string{2: "eth0", 3: "eth1"}[i] })
@@ -82,6 +84,22 @@ func TestDecodeAndFormat(t *testing.T) {
 			syn, 0, "IN= OUT=if9 FRAMELEN=154 CHAIN=OUTPUT RULE=1 VERDICT=ACCEPT BY=policy TRACE",
 			func(t *testing.T, r Record) {
 				if r.Out != "if9" || r.In != "" || r.Hook != "egress" || r.By != "policy" || r.Data != "" || !r.Trace {
+					t.Errorf("record %+v", r)
+				}
+			}},
+		{"NFLOG: group and prefix", datapath.LogEventHeader{RuleId: 20, VerdictId: compile.PolicyID(0, false), Ifindex: 2,
+			Action: uint8(compile.ActDrop), Reason: uint8(compile.ReasonPolicyDrop), Flags: flagTarget}, syn, 128,
+			"nf: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TTL=63 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULE=4 NFLOG=5 VERDICT=DROP BY=policy",
+			func(t *testing.T, r Record) {
+				if r.Target != "NFLOG" || r.Group == nil || *r.Group != 5 || r.Prefix != "nf: " || r.Level != DefaultLevel {
+					t.Errorf("record %+v", r)
+				}
+			}},
+		{"ULOG: default group 1", datapath.LogEventHeader{RuleId: 21, VerdictId: compile.PolicyID(0, false), Ifindex: 2,
+			Action: uint8(compile.ActDrop), Reason: uint8(compile.ReasonPolicyDrop), Flags: flagTarget}, syn, 0,
+			"u: IN=eth0 OUT= FRAMELEN=154 CHAIN=INPUT RULE=5 ULOG=1 VERDICT=DROP BY=policy",
+			func(t *testing.T, r Record) {
+				if r.Target != "ULOG" || *r.Group != 1 {
 					t.Errorf("record %+v", r)
 				}
 			}},
@@ -126,6 +144,26 @@ func TestDecodeAndFormat(t *testing.T) {
 	binary.NativeEndian.PutUint16(bad[24:], 200) // cap_len beyond the record
 	if _, err := Decode(bad); err == nil {
 		t.Error("a record claiming more bytes than it holds decoded")
+	}
+}
+
+// TestTrimNFLOGSize: --nflog-size cuts what an event of its rule keeps;
+// other rules' events keep the snap length.
+func TestTrimNFLOGSize(t *testing.T) {
+	_, rs := testRules(t)
+	frame := make([]byte, 100)
+	for _, c := range []struct {
+		rule uint32
+		want int
+	}{{20, 20}, {16, 64}, {21, 64}, {99, 64}} {
+		e, err := Decode(record(t, datapath.LogEventHeader{RuleId: c.rule}, frame, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.Trim(&e)
+		if len(e.Data) != c.want || e.PktLen != 100 {
+			t.Errorf("rule %d: %d bytes kept (frame %d), want %d", c.rule, len(e.Data), e.PktLen, c.want)
+		}
 	}
 }
 
