@@ -338,7 +338,7 @@ type Record struct {
 	Level     string    `json:"level"`
 	Target    string    `json:"target,omitempty"` // NFLOG or ULOG: the rule's target (with group)
 	Group     *uint16   `json:"group,omitempty"`  // its netlink group
-	ByLOG     bool      `json:"by_log_rule"` // a LOG rule logged it (false: the deciding rule's --log)
+	ByLOG     bool      `json:"by_log_rule"`      // a LOG rule logged it (false: the deciding rule's --log)
 	Verdict   string    `json:"verdict"`
 	Reason    string    `json:"reason"`
 	VerdictID uint32    `json:"verdict_rule_id"`
