@@ -45,11 +45,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "xdpfw: %v\n", err)
+	return exitCode(err)
+}
+
+// exitCode is the exit status of a command that failed with err: 2 for
+// bad usage or a rule file with errors (nothing was changed), else 1.
+func exitCode(err error) int {
 	var ue usageError
 	var el rules.ErrorList
 	var re *rules.Error
 	var ie *firewall.InvalidError
-	if errors.As(err, &ue) || errors.As(err, &el) || errors.As(err, &re) || errors.As(err, &ie) {
+	var rl refusedLines
+	if errors.As(err, &ue) || errors.As(err, &el) || errors.As(err, &re) || errors.As(err, &ie) || errors.As(err, &rl) {
 		return 2
 	}
 	return 1
@@ -117,6 +124,7 @@ func newRoot(e *env) *cobra.Command {
 rules written in iptables syntax (or loaded from iptables-save output).
 
   xdpfw load -i eth0 rules.conf     attach and load rules; the firewall keeps running
+  iptables-save | xdpfw import --ipv4-file -    what xdpfw makes of each line
   xdpfw list                        rules in force with packet/byte counters
   xdpfw stats / xdpfw top           every counter / live rates (metrics serve: Prometheus)
   xdpfw add INPUT -p tcp --dport 22 -j ACCEPT
@@ -143,7 +151,7 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 		"how many seconds to wait for another xdpfw's change to finish (0: fail at once; default: as long as it takes, "+
 			"saying after a second whom it waits for)")
 	root.PersistentPreRun = func(*cobra.Command, []string) { e.setWait(wait) }
-	root.AddCommand(newLoad(e), newApply(e), newAdd(e), newInsert(e), newReplace(e), newDelete(e), newRebuild(e),
+	root.AddCommand(newLoad(e), newApply(e), newImport(e), newAdd(e), newInsert(e), newReplace(e), newDelete(e), newRebuild(e),
 		newList(e), newFlush(e), newPolicy(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e),
 		newTrace(e), newLog(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
 	usageErrors(root)

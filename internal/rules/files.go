@@ -20,9 +20,56 @@ type Sources struct {
 const StdinName = "<stdin>"
 
 // ReadFiles parses the files of src, in that order, into one rule set. The
-// CLI's load, apply and import and the daemon read rules through it.
+// CLI's load and apply and the daemon read rules through it.
 func ReadFiles(src Sources) (*RuleSet, error) {
 	out := &RuleSet{}
+	err := src.each(func(name string, b []byte, opt ParseOptions) error {
+		rs, err := Parse(name, b, opt)
+		if err == nil {
+			out.add(rs)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReportFiles reads the files of src as ReadFiles does with
+// SkipUnsupported and reports what became of each line (Report): the
+// reports of every file in order, and the rule set ReadFiles would return
+// with SkipUnsupported (nil when a line is refused).
+func ReportFiles(src Sources) ([]LineReport, *RuleSet, error) {
+	var lines []LineReport
+	out := &RuleSet{}
+	err := src.each(func(name string, b []byte, opt ParseOptions) error {
+		lr, rs, err := Report(name, b, opt)
+		lines = append(lines, lr...)
+		if rs == nil {
+			out = nil
+		} else if out != nil {
+			out.add(rs)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return lines, out, nil
+}
+
+// add appends what rs holds to out.
+func (out *RuleSet) add(rs *RuleSet) {
+	out.Rules = append(out.Rules, rs.Rules...)
+	out.Policies = append(out.Policies, rs.Policies...)
+	out.Tables += rs.Tables
+	out.Skipped = append(out.Skipped, rs.Skipped...)
+}
+
+// each reads the files of src in order and calls fn with each one's name,
+// contents and options.
+func (src Sources) each(fn func(name string, b []byte, opt ParseOptions) error) error {
 	stdin := 0
 	for _, f := range []struct {
 		path string
@@ -31,27 +78,26 @@ func ReadFiles(src Sources) (*RuleSet, error) {
 		if f.path == "" {
 			continue
 		}
-		opt := ParseOptions{Family: f.fam, SkipUnsupported: src.SkipUnsupported}
-		var rs *RuleSet
+		name, r := f.path, src.Stdin
+		if f.path == "-" {
+			if stdin++; stdin > 1 || r == nil {
+				return errors.New("standard input (-) can be one rule file only")
+			}
+			name = StdinName
+		}
+		var b []byte
 		var err error
 		if f.path == "-" {
-			if stdin++; stdin > 1 || src.Stdin == nil {
-				return nil, errors.New("standard input (-) can be one rule file only")
-			}
-			var b []byte
-			if b, err = ReadInput(StdinName, src.Stdin); err == nil {
-				rs, err = Parse(StdinName, b, opt)
-			}
+			b, err = ReadInput(name, r)
 		} else {
-			rs, err = ParseFile(f.path, opt)
+			b, err = readRuleFile(f.path)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out.Rules = append(out.Rules, rs.Rules...)
-		out.Policies = append(out.Policies, rs.Policies...)
-		out.Tables += rs.Tables
-		out.Skipped = append(out.Skipped, rs.Skipped...)
+		if err := fn(name, b, ParseOptions{Family: f.fam, SkipUnsupported: src.SkipUnsupported}); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }

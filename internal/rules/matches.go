@@ -389,6 +389,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
 			})
 		}
+	case "mark", "connmark":
+		return p.errAt(a, name, "module "+name+" is not supported: "+whyMarkMatch, hintMarkMatch)
 	default:
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}

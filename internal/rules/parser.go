@@ -44,13 +44,7 @@ func Parse(name string, src []byte, opt ParseOptions) (*RuleSet, error) {
 	if err := opt.check(); err != nil {
 		return nil, err
 	}
-	opt.restore = true
-	p := &fileParser{name: name, opt: opt, rs: &RuleSet{}}
-	lines := strings.Split(string(src), "\n")
-	for i, line := range lines {
-		p.line(i+1, line)
-	}
-	p.finish()
+	p := parseLines(name, src, opt, nil)
 	if len(p.errs) > 0 {
 		p.errs.Sort()
 		return nil, p.errs
@@ -58,8 +52,39 @@ func Parse(name string, src []byte, opt ParseOptions) (*RuleSet, error) {
 	return p.rs, nil
 }
 
+// parseLines reads src line by line into a fileParser; with a non-nil
+// report it records what became of each line (Report).
+func parseLines(name string, src []byte, opt ParseOptions, report *[]LineReport) *fileParser {
+	opt.restore = true
+	p := &fileParser{name: name, opt: opt, rs: &RuleSet{}}
+	lines := strings.Split(string(src), "\n")
+	for i, line := range lines {
+		if report == nil {
+			p.line(i+1, line)
+			continue
+		}
+		errs, other := len(p.errs), p.other != nil
+		p.line(i+1, line)
+		if lr, ok := p.lineReport(i+1, line, errs, other || p.other != nil); ok {
+			*report = append(*report, lr)
+		}
+	}
+	p.finish()
+	return p
+}
+
 // ParseFile reads and parses the rule file at path (see Parse).
 func ParseFile(path string, opt ParseOptions) (*RuleSet, error) {
+	src, err := readRuleFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, src, opt)
+}
+
+// readRuleFile reads the rule file at path (ReadInputFile), its errors
+// saying so.
+func readRuleFile(path string) ([]byte, error) {
 	src, err := ReadInputFile(path)
 	if err != nil {
 		var re *Error
@@ -68,7 +93,7 @@ func ParseFile(path string, opt ParseOptions) (*RuleSet, error) {
 		}
 		return nil, fmt.Errorf("reading rules: %w", err)
 	}
-	return Parse(path, src, opt)
+	return src, nil
 }
 
 // ParseRuleArgs parses one rule given as command-line arguments, e.g. chain
