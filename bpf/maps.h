@@ -89,6 +89,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_leaves SEC(".maps");
 
+/* The raw table's NOTRACK rules (2 x FW_MAX_RAW: a half per generation),
+ * in rule order; the first slot whose action is not FW_ACT_NOTRACK ends a
+ * half. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * FW_MAX_RAW);
+	__type(key, __u32);
+	__type(value, struct fw_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_raw SEC(".maps");
+
 /* Tree roots and policies (2 x FW_NUM_ROOTS). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

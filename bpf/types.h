@@ -22,6 +22,7 @@ enum fw_action {
 	FW_ACT_DROP   = 1,
 	FW_ACT_REJECT = 2, /* answered (lib/reject.h), or dropped */
 	FW_ACT_LOG    = 3, /* a LOG rule's entry: logs and does not decide (lib/log.h) */
+	FW_ACT_NOTRACK = 4, /* a raw-table entry (fw_raw): the packet is not tracked */
 };
 
 /* What a REJECT answers with (fw_entry.reject): iptables' --reject-with.
@@ -273,7 +274,11 @@ struct fw_node {
 #define FW_NUM_ROOTS  (FW_NUM_CHAINS * 2) /* chain * 2 + is_v6 */
 
 /* fw_root.flags */
-#define FW_ROOT_CT 0x01 /* the generation uses connection tracking */
+#define FW_ROOT_CT  0x01 /* the generation uses connection tracking */
+#define FW_ROOT_RAW 0x02 /* fw_raw holds NOTRACK entries of this root's chain and family */
+
+/* The raw table: at most this many entries (fw_raw) per generation. */
+#define FW_MAX_RAW 32
 
 /* Where classification starts for one chain and family, and its policy.
  * The fast rule: when the first rule that can match a packet in one of the

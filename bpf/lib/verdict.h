@@ -34,8 +34,28 @@ enum fw_decide_next {
 	FW_DECIDE_CLASSIFY = 1,    /* the classifier decides (fw_classify_in) */
 };
 
+/* fw_raw_notrack tells whether a NOTRACK rule of the raw table of
+ * generation gen matches p (its chain and family are p's: PREROUTING's
+ * rules have an entry in INPUT and one in FORWARD). At most FW_MAX_RAW
+ * entries, each tested by the classifier's own entry test (a global
+ * function: verified once). */
+static __always_inline int fw_raw_notrack(const struct fw_pkt *p, __u32 gen)
+{
+	for (__u32 i = 0; i < FW_MAX_RAW; i++) {
+		__u32 slot = gen * FW_MAX_RAW + i;
+		const struct fw_entry *e = bpf_map_lookup_elem(&fw_raw, &slot);
+
+		if (!e || e->action != FW_ACT_NOTRACK)
+			return 0;
+		if (fw_entry_match(e, p))
+			return 1;
+	}
+	return 0;
+}
+
 /* fw_decide_start looks up the packet's connection (when the rule set
- * uses conntrack; assume_state >= 0 replaces the lookup, for traces) and
+ * uses conntrack; assume_state >= 0 replaces the lookup, for traces;
+ * a NOTRACK rule of the raw table makes it UNTRACKED, before both) and
  * applies the root's fast rule: *sel and *root are what the classifier
  * then needs, ct what fw_decide_end records. */
 static __always_inline int fw_decide_start(void *data, void *data_end, struct fw_pkt *p, struct fw_decision *d,
@@ -56,7 +76,9 @@ static __always_inline int fw_decide_start(void *data, void *data_end, struct fw
 	*sel = s;
 	*rootp = root;
 	p->ctstate = FW_CT_NEW;
-	if (assume_state >= 0) /* a trace's "what if": no lookup, nothing recorded */
+	if ((root->flags & FW_ROOT_RAW) && fw_raw_notrack(p, s & 1))
+		p->ctstate = FW_CT_UNTRACKED; /* the raw table's NOTRACK: no lookup, nothing recorded */
+	else if (assume_state >= 0) /* a trace's "what if": no lookup, nothing recorded */
 		p->ctstate = assume_state;
 	else if (root->flags & FW_ROOT_CT)
 		fw_ct_lookup(data, data_end, p, ct);

@@ -43,7 +43,7 @@ func TestImportReport(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
-		ow + ":6:1: skipped: -A PREROUTING -i br-lan -p udp --dport 53 -j CT --helper dns\n\twhy: table raw is not supported",
+		ow + ":6:1: skipped: -A PREROUTING -i br-lan -p udp --dport 53 -j CT --helper dns\n\twhy: -j CT --helper is not supported: it sets the kernel's conntrack",
 		ow + ":14:1: skipped: -A FORWARD -o pppoe-wan",
 		ow + ":21:1: skipped: -A POSTROUTING -o pppoe-wan -m comment --comment \"!fw3\" -j MASQUERADE\n\twhy: table nat is not supported: xdpfw does not translate addresses yet",
 		ow + ":24:1: taken: :INPUT DROP [0:0]\n",

@@ -31,6 +31,12 @@ then each chain's policy per family with its counters.`,
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "generation %d\n", l.Generation)
+			if len(l.Raw) > 0 {
+				fmt.Fprintf(tw, "\nTable raw (before conntrack: what a rule matches is UNTRACKED)\n")
+				for _, r := range l.Raw {
+					fmt.Fprintln(tw, r)
+				}
+			}
 			for _, chain := range []string{"INPUT", "FORWARD", "OUTPUT"} {
 				fmt.Fprintf(tw, "\nChain %s (policy", chain)
 				for _, p := range l.Policies {

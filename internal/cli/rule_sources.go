@@ -18,9 +18,11 @@ type sourceFlags struct {
 
 // skipHelp explains --skip-unsupported.
 const skipHelp = `iptables-save output often holds more than the filter table. xdpfw
-refuses, with the reason, what it cannot run: the rules of the nat, mangle,
-security and raw tables (sections of chain declarations only are fine),
-and targets that rewrite, mark or report packets (-j TCPMSS, -j MARK...).
+refuses, with the reason, what it cannot run: the rules of the nat, mangle
+and security tables (sections of chain declarations only are fine), the raw
+table's rules but -j NOTRACK / -j CT --notrack (which it runs: the packets
+are UNTRACKED), and targets that rewrite, mark or report packets (-j TCPMSS,
+-j MARK...).
 --skip-unsupported loads the rest and prints each line it left out, with
 file:line and why. A target that would decide the packet (-j NFQUEUE) is
 refused even then: its packets would go on to the next rule.`
@@ -29,7 +31,7 @@ func (s *sourceFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&s.v4file, "ipv4-file", "", "iptables-save file whose rules apply to IPv4 only (- for standard input)")
 	fs.StringVar(&s.v6file, "ipv6-file", "", "ip6tables-save file whose rules apply to IPv6 only (- for standard input)")
-	fs.BoolVar(&s.skip, "skip-unsupported", false, "leave out the lines xdpfw cannot run (nat, mangle, security and raw rules; "+
+	fs.BoolVar(&s.skip, "skip-unsupported", false, "leave out the lines xdpfw cannot run (nat, mangle, security rules, raw rules but NOTRACK; "+
 		"-j TCPMSS, MARK...) and print each with its reason, instead of refusing the file")
 }
 

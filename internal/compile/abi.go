@@ -20,6 +20,8 @@ const (
 	ActDrop   Action = 1
 	ActReject Action = 2 // answered in place (TCP RST / ICMP unreachable), or dropped
 	ActLog    Action = 3 // a LOG rule's entry: logs, never decides
+	// ActNotrack is a raw-table entry (Tables.Raw): the packet is not tracked.
+	ActNotrack Action = 4
 	// ActPassUnfiltered is not in the enum: the trace hook reports it for
 	// non-IP frames, which pass unfiltered (0xff).
 	ActPassUnfiltered Action = 0xff
@@ -35,6 +37,8 @@ func (a Action) String() string {
 		return "REJECT"
 	case ActLog:
 		return "LOG"
+	case ActNotrack:
+		return "NOTRACK"
 	case ActPassUnfiltered:
 		return "PASS (not IP, unfiltered)"
 	}
@@ -200,8 +204,13 @@ const (
 
 // Root flags (FW_ROOT_*).
 const (
-	RootCT uint8 = 0x01 // the generation uses connection tracking
+	RootCT  uint8 = 0x01 // the generation uses connection tracking
+	RootRaw uint8 = 0x02 // Tables.Raw has entries of this root's chain and family
 )
+
+// MaxRaw is how many entries the raw table holds (FW_MAX_RAW): the NOTRACK
+// rules, a PREROUTING rule taking two (INPUT and FORWARD).
+const MaxRaw = 32
 
 // Connection states (enum fw_ct_state); bit i of a state mask is state i,
 // as in rules.CTNew...

@@ -113,7 +113,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	for _, a := range []struct {
 		name string
 		v    Action
-	}{{"FW_ACT_ACCEPT", ActAccept}, {"FW_ACT_DROP", ActDrop}, {"FW_ACT_REJECT", ActReject}, {"FW_ACT_LOG", ActLog}} {
+	}{{"FW_ACT_ACCEPT", ActAccept}, {"FW_ACT_DROP", ActDrop}, {"FW_ACT_REJECT", ActReject}, {"FW_ACT_LOG", ActLog}, {"FW_ACT_NOTRACK", ActNotrack}} {
 		m := regexp.MustCompile(a.name + `\s*=\s*(\d+)`).FindStringSubmatch(src)
 		if m == nil || m[1] != strconv.Itoa(int(a.v)) {
 			t.Errorf("%s: C %v, Go %d", a.name, m, a.v)
@@ -121,7 +121,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	}
 	for name, goVal := range map[string]int{"FW_TREE_DEPTH": MaxDepth, "FW_LEAF_MAX": MaxLeaf,
 		"FW_DELTA_MAX": DeltaMax, "FW_DELTA_DEAD": DeltaDeadMax,
-		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT),
+		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT), "FW_ROOT_RAW": int(RootRaw), "FW_MAX_RAW": MaxRaw,
 		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_RANGES_MAX": RangesMax, "FW_LOG_MAX": MaxLogPerPacket, "FW_MAX_LOG_RULES": MaxLogRules,
 		"FW_LOG_SNAP_MAX": MaxLogSnap, "FW_LOG_SNAP_DEFAULT": DefaultLogSnap,
 		"FW_NODE_THRESH": NodeThresh, "FW_NODE_CHILDREN": NodeChildren, "FW_NO_THRESH": int(NoThresh),

@@ -147,7 +147,61 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 	}
 	t.Stats = st
 	setFastRules(t)
+	if t.Raw, err = rawEntries(pol); err != nil {
+		return nil, err
+	}
+	for i := range t.Raw {
+		e := &t.Raw[i]
+		for r := range t.Roots {
+			fam := rules.FamilyIPv4
+			if r%2 == 1 {
+				fam = rules.FamilyIPv6
+			}
+			if rules.Chain(r/2) == e.Chain && (e.Match&MFamily == 0 || e.Family == fam) {
+				t.Roots[r].Flags |= RootRaw
+			}
+		}
+	}
 	return t, nil
+}
+
+// rawEntries compiles the raw table's NOTRACK rules (pol.Raw): a
+// PREROUTING rule into an entry of chain INPUT and one of FORWARD (the
+// packets arriving), an OUTPUT rule into one of OUTPUT. The parser lets
+// them match on the family, protocol, addresses and one port range each,
+// so each rule is one entry per chain.
+func rawEntries(pol *rules.RuleSet) ([]Entry, error) {
+	var out []Entry
+	for i := range pol.Raw {
+		r := pol.Raw[i]
+		chains := []rules.Chain{r.Chain}
+		if r.Chain == rules.ChainPrerouting {
+			chains = []rules.Chain{rules.ChainInput, rules.ChainForward}
+		}
+		for _, c := range chains {
+			r.Chain = c
+			ents, _, err := RuleEntries(&r, 0, nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ents...)
+		}
+	}
+	if len(out) > MaxRaw {
+		return nil, fmt.Errorf("the raw table has %d NOTRACK rules; xdpfw holds at most %d entries (a PREROUTING rule takes two)", len(pol.Raw), MaxRaw)
+	}
+	return out, nil
+}
+
+// RawMatch tells whether a NOTRACK rule of the raw table matches p (the
+// Go twin of fw_raw_notrack).
+func (t *Tables) RawMatch(p *RefPacket, ifindex uint32) bool {
+	for i := range t.Raw {
+		if t.Raw[i].Matches(p, ifindex, t.SetNames) {
+			return true
+		}
+	}
+	return false
 }
 
 // RuleEntries compiles one rule into its entries, all carrying id, with
@@ -181,6 +235,8 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		base.Reject = k
 	case rules.VerdictLog:
 		base.Action = ActLog // logs, decides nothing: the walk goes on
+	case rules.VerdictNotrack:
+		base.Action = ActNotrack // the raw table (rawEntries)
 	default:
 		return nil, nil, fmt.Errorf("unknown verdict %v", r.Target.Verdict)
 	}

@@ -66,6 +66,10 @@ type Tables struct {
 	// ChainEnd[c] is one past the last entry of chain c: chain c's
 	// entries are [ChainEnd[c-1], ChainEnd[c]) (from 0 for the first).
 	ChainEnd [rules.NumChains]uint32
+	// Raw are the entries of the raw table's NOTRACK rules, in rule order
+	// (at most MaxRaw): the data plane tests them before conntrack, in
+	// every root flagged RootRaw (rawEntries).
+	Raw []Entry
 	// SetNames maps the set ids entries use to set names (for the Go twin).
 	SetNames map[uint32]string
 	// Logs are the rate limits of the logged rules (LOG rules and rules

@@ -74,6 +74,9 @@ type Decision struct {
 // Decide is Evaluate with what a REJECT answers, the counter reason and
 // what logs the packet.
 func Decide(rs *rules.RuleSet, p RefPacket) Decision {
+	if rawNotrack(rs, &p) {
+		p.CTState = CTUntracked
+	}
 	var logs []int
 	overflow := false
 	for i := range rs.Rules {
@@ -106,6 +109,19 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 		d.Reason = ReasonPolicyDrop
 	}
 	return d
+}
+
+// rawNotrack tells whether a NOTRACK rule of the raw table matches p:
+// PREROUTING's in INPUT and FORWARD (packets arriving), OUTPUT's in OUTPUT.
+func rawNotrack(rs *rules.RuleSet, p *RefPacket) bool {
+	for i := range rs.Raw {
+		r := &rs.Raw[i]
+		in := r.Chain == rules.ChainPrerouting && (p.Chain == rules.ChainInput || p.Chain == rules.ChainForward)
+		if (in || r.Chain == p.Chain) && Matches(&r.Match, *p) {
+			return true
+		}
+	}
+	return false
 }
 
 // RejectReason says whether a REJECT answers p (ReasonRuleReject) or why it

@@ -85,6 +85,7 @@ type Datapath struct {
 	nodes   *ebpf.Map
 	leaves  *ebpf.Map
 	roots   *ebpf.Map
+	raw     *ebpf.Map // fw_raw: the raw table's NOTRACK entries, a half per generation
 	deltas  *ebpf.Map // fw_deltas: the delta stage's two halves
 	deltaEn *ebpf.Map // fw_delta_entries
 	stamps  *ebpf.Map // fw_stamps: the generation number each half holds
@@ -131,7 +132,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
-		"fw_reject_global": &d.rejGlob,
+		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw,
 	}
 }
 
@@ -209,6 +210,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		nodes:     objs.FwNodes,
 		leaves:    objs.FwLeaves,
 		roots:     objs.FwRoots,
+		raw:       objs.FwRaw,
 		ruleCtr:   objs.FwRuleStats,
 		reasons:   objs.FwReasonStats,
 		config:    objs.FwConfigMap,

@@ -135,6 +135,14 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	for i := range t.Roots {
 		roots[i] = rootToBPF(&t.Roots[i])
 	}
+	if len(t.Raw) > compile.MaxRaw {
+		return fmt.Errorf("the raw table needs %d entries, the data plane holds %d", len(t.Raw), compile.MaxRaw)
+	}
+	// every slot of the half: an unused one (action ACCEPT) ends the table
+	raw := make([]xdpfwFwEntry, compile.MaxRaw)
+	for i := range t.Raw {
+		raw[i] = toBPF(&t.Raw[i])
+	}
 	// Budgets of the logged rules first: the new generation finds them.
 	staleLogs, err := d.putLogLimits(t.Logs)
 	if err != nil {
@@ -148,6 +156,9 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	}
 	if err := putRange(d.leaves, gen*uint32(lim.LeafSlots), t.Leaves); err != nil {
 		return fmt.Errorf("writing leaves: %w", err)
+	}
+	if err := putRange(d.raw, gen*uint32(compile.MaxRaw), raw); err != nil {
+		return fmt.Errorf("writing the raw table: %w", err)
 	}
 	if err := putRange(d.roots, gen*uint32(compile.NumRoots), roots); err != nil {
 		return fmt.Errorf("writing roots: %w", err)

@@ -253,6 +253,7 @@ const (
 	xdpfwMapFwLogScratch          = "fw_log_scratch"
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNodes               = "fw_nodes"
+	xdpfwMapFwRaw                 = "fw_raw"
 	xdpfwMapFwReasonStats         = "fw_reason_stats"
 	xdpfwMapFwRejectGlobal        = "fw_reject_global"
 	xdpfwMapFwRejectOwn           = "fw_reject_own"
@@ -344,6 +345,7 @@ type xdpfwMapSpecs struct {
 	FwLogScratch    *ebpf.MapSpec `ebpf:"fw_log_scratch"`
 	FwLogStats      *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNodes         *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwRaw           *ebpf.MapSpec `ebpf:"fw_raw"`
 	FwReasonStats   *ebpf.MapSpec `ebpf:"fw_reason_stats"`
 	FwRejectGlobal  *ebpf.MapSpec `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.MapSpec `ebpf:"fw_reject_own"`
@@ -405,6 +407,7 @@ type xdpfwMaps struct {
 	FwLogScratch    *ebpf.Map `ebpf:"fw_log_scratch"`
 	FwLogStats      *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNodes         *ebpf.Map `ebpf:"fw_nodes"`
+	FwRaw           *ebpf.Map `ebpf:"fw_raw"`
 	FwReasonStats   *ebpf.Map `ebpf:"fw_reason_stats"`
 	FwRejectGlobal  *ebpf.Map `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.Map `ebpf:"fw_reject_own"`
@@ -436,6 +439,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogScratch,
 		m.FwLogStats,
 		m.FwNodes,
+		m.FwRaw,
 		m.FwReasonStats,
 		m.FwRejectGlobal,
 		m.FwRejectOwn,

@@ -291,7 +291,7 @@ func (f *Firewall) rebuild(s *ruleStore, pol *rules.RuleSet, start time.Time) (*
 		if err != nil {
 			return nil, err
 		}
-		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies}
+		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies, Raw: pol.Raw}
 		return f.install(rs, ids, nil, Options{})
 	}
 	entries, refs, spans := s.ov.Fold()

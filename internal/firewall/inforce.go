@@ -30,7 +30,7 @@ func openStore(p Paths, st *state) (*ruleStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state policies do not parse (corrupt state?): %w", err)
 	}
-	s := &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies}}
+	s := &ruleStore{policies: policiesOf(pol)}
 	switch {
 	case st.Rules != "" || len(st.IDs) > 0: // version 1 or 2
 		rs, err := rules.Parse(p.StateFile(), []byte(st.Rules), rules.ParseOptions{})
@@ -205,7 +205,7 @@ func (s *ruleStore) ruleSet() (*rules.RuleSet, []uint32, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("the rules in force do not parse (corrupt state?): %w", err)
 	}
-	rs.Policies = s.policies.Policies
+	rs.Policies, rs.Raw = s.policies.Policies, s.policies.Raw
 	s.parsed, s.ids = rs, ids
 	return rs, ids, nil
 }
@@ -217,7 +217,17 @@ func policyText(rs *rules.RuleSet) string {
 		b.WriteString(p.String())
 		b.WriteByte('\n')
 	}
+	for _, r := range rs.Raw {
+		b.WriteString(r.String())
+		b.WriteByte('\n')
+	}
 	return b.String()
+}
+
+// policiesOf is what of rs the state records beside the rules, as text
+// (policyText): the policies and the raw table's rules.
+func policiesOf(rs *rules.RuleSet) *rules.RuleSet {
+	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw}
 }
 
 // ifaceIndexes maps the attached interfaces' names to their ifindex (for

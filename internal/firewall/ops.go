@@ -24,6 +24,7 @@ func (f *Firewall) clone() (*rules.RuleSet, error) {
 	return &rules.RuleSet{
 		Rules:    append([]rules.Rule(nil), rs.Rules...),
 		Policies: append([]rules.Policy(nil), rs.Policies...),
+		Raw:      append([]rules.Rule(nil), rs.Raw...),
 	}, nil
 }
 
@@ -52,7 +53,8 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 	if v != rules.VerdictAccept && v != rules.VerdictDrop {
 		return nil, fmt.Errorf("a policy is ACCEPT or DROP, not %s", v)
 	}
-	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v})}
+	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v}),
+		Raw: f.rs.policies.Raw}
 	if !f.rs.base.compiled { // rules read from an older state: compile them all
 		full, err := f.clone()
 		if err != nil {
@@ -208,11 +210,16 @@ type Listing struct {
 	Generation uint64       `json:"generation"`
 	Rules      []RuleInfo   `json:"rules"`
 	Policies   []PolicyInfo `json:"policies"`
+	// Raw are the raw table's NOTRACK rules in force, in order.
+	Raw []string `json:"raw,omitempty"`
 }
 
 // List returns the rules and policies in force with their counters.
 func (f *Firewall) List() (*Listing, error) {
 	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}}
+	for _, r := range f.rs.policies.Raw {
+		l.Raw = append(l.Raw, r.String())
+	}
 	ls, err := f.dp.LogStats()
 	if err != nil {
 		return nil, err

@@ -23,6 +23,10 @@ const (
 	ChainForward Chain = 1
 	ChainOutput  Chain = 2
 	NumChains          = 3
+	// ChainPrerouting is the raw table's PREROUTING chain (RuleSet.Raw),
+	// which every packet arriving meets before conntrack; the raw table's
+	// OUTPUT is ChainOutput. It is no filter chain: NumChains leaves it out.
+	ChainPrerouting Chain = 3
 )
 
 // String returns the iptables name of the chain ("INPUT").
@@ -34,6 +38,8 @@ func (c Chain) String() string {
 		return "FORWARD"
 	case ChainOutput:
 		return "OUTPUT"
+	case ChainPrerouting:
+		return "PREROUTING"
 	}
 	return fmt.Sprintf("chain(%d)", uint8(c))
 }
@@ -81,6 +87,9 @@ const (
 	VerdictDrop
 	VerdictReject // answers with a TCP RST or an ICMP unreachable (docs/reject.md)
 	VerdictLog    // non-terminating: logs the packet and goes on to the next rule (docs/log.md)
+	// VerdictNotrack is -j NOTRACK (or -j CT --notrack) in the raw table
+	// (RuleSet.Raw): the packet is not tracked, its state is UNTRACKED.
+	VerdictNotrack
 )
 
 // String returns the iptables name of the verdict ("ACCEPT").
@@ -94,6 +103,8 @@ func (v Verdict) String() string {
 		return "REJECT"
 	case VerdictLog:
 		return "LOG"
+	case VerdictNotrack:
+		return "NOTRACK"
 	}
 	return fmt.Sprintf("verdict(%d)", uint8(v))
 }
@@ -287,6 +298,10 @@ type Target struct {
 	LogRate   LogRate
 	LogBurst  uint32
 
+	// CT: a NOTRACK rule written -j CT --notrack (the same meaning as
+	// -j NOTRACK; the text keeps the spelling, as iptables-save does).
+	CT bool
+
 	// Group is set by -j NFLOG and -j ULOG: a LOG rule (Verdict is
 	// VerdictLog) whose events name the netlink group iptables would send
 	// them to, and whose prefix (LogPrefix) is --nflog-prefix or
@@ -395,6 +410,11 @@ type RuleSet struct {
 	Policies []Policy // in file order; later entries override earlier ones
 	// Tables is how many *filter sections (iptables-save) were read.
 	Tables int
+	// Raw are the rules of the raw table: -j NOTRACK (-j CT --notrack) in
+	// PREROUTING (ChainPrerouting: packets arriving, INPUT and FORWARD)
+	// and OUTPUT, in order. A packet one of them matches is not tracked:
+	// its connection state is UNTRACKED, and conntrack records nothing.
+	Raw []Rule
 	// Skipped are the lines xdpfw cannot run that ParseOptions.SkipUnsupported
 	// left out, in file order. Every command that puts the rules in force
 	// prints them: nothing is skipped silently.
@@ -422,7 +442,7 @@ func (s Skipped) String() string {
 // so load and apply refuse it unless asked (firewall.Options.AllowEmpty).
 // A "*filter / COMMIT" file is not empty: it asks for an empty table.
 func (rs *RuleSet) Empty() bool {
-	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && rs.Tables == 0
+	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && len(rs.Raw) == 0 && rs.Tables == 0
 }
 
 // PolicyFor returns the effective policy of a chain for a family (ACCEPT unless set).

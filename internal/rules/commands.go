@@ -156,6 +156,7 @@ func (p *fileParser) chainRules(c Chain) []int {
 // otherTable is an open section of a table xdpfw cannot load.
 type otherTable struct {
 	why   refusal
+	raw   bool      // the raw table: its NOTRACK rules load (rawRule)
 	lines []Skipped // the lines that would change what packets see
 }
 
@@ -191,6 +192,10 @@ func (p *fileParser) otherLine(n int, text string, toks []token) {
 	case "-N", "--new-chain", "-X", "--delete-chain", "-F", "--flush", "-Z", "--zero", "-E", "--rename-chain":
 		return
 	}
+	if p.other.raw && isRuleCommand(first.text) {
+		p.rawRule(n, text, hoistCommand(toks))
+		return
+	}
 	p.other.lines = append(p.other.lines, Skipped{Pos: p.at(n, first), Line: clipTo(strings.TrimSpace(text), maxLine),
 		Why: "table " + p.table + " is not supported: " + p.other.why.why})
 }
@@ -219,4 +224,46 @@ func (p *fileParser) endOther() {
 		Msg: fmt.Sprintf("table %s is not supported: %s (this section has rules: %s)", p.table, o.why.why, what),
 		Hint: o.why.hint + "; or --skip-unsupported: load the other tables and list each line left out " +
 			"(a section of chain declarations only loads)"})
+}
+
+// rawRule handles a line of the raw table (toks: the command, the chain,
+// the rule): -A PREROUTING|OUTPUT ... -j NOTRACK (or -j CT --notrack) is
+// a rule of RuleSet.Raw; what else the raw table can hold is refused, as
+// an Unsupported error (skippable) where leaving it out changes only what
+// conntrack tracks.
+func (p *fileParser) rawRule(n int, text string, toks []token) {
+	cmd := toks[0]
+	if len(toks) < 2 {
+		p.fail(n, cmd, "", cmd.text+" needs a chain", "write -A PREROUTING ... -j NOTRACK")
+		return
+	}
+	if cmd.text != "-A" && cmd.text != "--append" {
+		p.unsupported(n, text, &Error{Pos: p.at(n, cmd), Unsupported: true,
+			Msg:  cmd.text + " in the raw table is not supported: xdpfw reads the raw table's rules in order, with -A",
+			Hint: "write the raw rules in the order they apply, each with -A"})
+		return
+	}
+	var c Chain
+	switch ct := toks[1]; ct.text {
+	case "PREROUTING":
+		c = ChainPrerouting
+	case "OUTPUT":
+		c = ChainOutput
+	default:
+		p.unsupported(n, text, &Error{Pos: p.at(n, ct), Token: ct.text, Unsupported: true,
+			Msg:  "chain " + Clip(ct.text) + " of the raw table is not supported: xdpfw runs the raw table's PREROUTING and OUTPUT",
+			Hint: "put the NOTRACK rules in PREROUTING (packets arriving) or OUTPUT (packets this host sends)"})
+		return
+	}
+	opt := p.opt
+	opt.raw = true
+	r, err := parseRule(p.at(n, cmd), c, toks[2:], opt)
+	if err != nil {
+		p.unsupported(n, text, err)
+		return
+	}
+	if p.opt.Family != FamilyAny && r.Match.Family != p.opt.Family {
+		return // a line for the other family's restore
+	}
+	p.rs.Raw = append(p.rs.Raw, r)
 }

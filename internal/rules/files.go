@@ -63,6 +63,7 @@ func ReportFiles(src Sources) ([]LineReport, *RuleSet, error) {
 func (out *RuleSet) add(rs *RuleSet) {
 	out.Rules = append(out.Rules, rs.Rules...)
 	out.Policies = append(out.Policies, rs.Policies...)
+	out.Raw = append(out.Raw, rs.Raw...)
 	out.Tables += rs.Tables
 	out.Skipped = append(out.Skipped, rs.Skipped...)
 }

@@ -10,6 +10,9 @@ import (
 // "-A INPUT -s 10.0.0.0/8 -p tcp --dport 22 -j ACCEPT". Parse reads it back
 // into the same rule.
 func (r Rule) String() string {
+	if r.Target.Verdict == VerdictNotrack {
+		return "-t raw -A " + r.Chain.String() + " " + r.Spec()
+	}
 	return "-A " + r.Chain.String() + " " + r.Spec()
 }
 
@@ -95,9 +98,12 @@ func (r Rule) Spec() string {
 		w.add(false, "-m", "comment", "--comment", quote(c))
 	}
 	t := r.Target
-	if g := t.Group; g != nil {
-		w.logGroup(g, t.LogPrefix)
-	} else {
+	switch {
+	case t.Group != nil:
+		w.logGroup(t.Group, t.LogPrefix)
+	case t.Verdict == VerdictNotrack && t.CT:
+		w.add(false, "-j", "CT", "--notrack")
+	default:
 		w.add(false, "-j", t.Verdict.String())
 	}
 	if t.RejectWith != "" {
@@ -210,8 +216,9 @@ func (p Policy) String() string {
 }
 
 // String returns the rule set as a rule file that Parse (with FamilyAny)
-// reads back into the same policies and rules: the -P lines, then the -A
-// lines, one per line.
+// reads back into the same policies and rules: the -P lines, the raw
+// table's rules ("-t raw -A PREROUTING ... -j NOTRACK"), then the -A lines,
+// one per line.
 func (rs *RuleSet) String() string {
 	if rs == nil {
 		return ""
@@ -219,6 +226,10 @@ func (rs *RuleSet) String() string {
 	var b strings.Builder
 	for _, p := range rs.Policies {
 		b.WriteString(p.String())
+		b.WriteByte('\n')
+	}
+	for _, r := range rs.Raw {
+		b.WriteString(r.String())
 		b.WriteByte('\n')
 	}
 	for _, r := range rs.Rules {

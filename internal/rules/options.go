@@ -108,6 +108,10 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: name, nargs: 1, usage: name + " N", parse: (*ruleParser).optGroupOption}, true
 	case "--nflog-size", "--ulog-cprange":
 		return optSpec{slot: "group-size", nargs: 1, usage: name + " N", parse: (*ruleParser).optGroupOption}, true
+	case "--notrack":
+		return optSpec{slot: name, parse: (*ruleParser).optNotrack}, true
+	case "--zone", "--zone-orig", "--zone-reply", "--helper", "--ctevents", "--expevents", "--timeout":
+		return optSpec{slot: name, nargs: 1, usage: name + " VALUE", parse: (*ruleParser).optCTOther}, true
 	case "--log":
 		return optSpec{slot: name, usage: "--log", parse: (*ruleParser).optLog}, true
 	case "--log-rate":

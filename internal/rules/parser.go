@@ -18,7 +18,8 @@ type ParseOptions struct {
 
 	// SkipUnsupported leaves out the lines xdpfw understands but cannot
 	// run and whose leaving out changes nothing else the rules decide:
-	// the rules of the nat, mangle, security and raw tables, and rules
+	// the rules of the nat, mangle and security tables, those of the raw
+	// table but NOTRACK (RuleSet.Raw), and rules
 	// whose target only rewrites, marks or reports packets (-j TCPMSS,
 	// -j MARK...). Each skipped line is in RuleSet.Skipped, with the
 	// reason; without it such a line is an error. A terminating target
@@ -26,6 +27,7 @@ type ParseOptions struct {
 	SkipUnsupported bool
 
 	restore bool // reading a file (set by Parse), not a command line
+	raw     bool // reading a rule of the raw table
 }
 
 // commandLine is the file name of the errors of ParseRuleArgs.
@@ -149,6 +151,9 @@ type fileParser struct {
 	// the last *filter section start: a later *filter section replaces
 	// them, as iptables-restore does.
 	filterRules, filterPolicies int
+	// rawTables counts the *raw sections; rawStart is where the rules of
+	// the last one start in rs.Raw (a later one replaces them).
+	rawTables, rawStart int
 }
 
 // at returns the position of token t on line n.
@@ -274,7 +279,14 @@ func (p *fileParser) tableLine(n int, toks []token) {
 	case name != "filter":
 		if why, ok := refusedTables[name]; ok {
 			p.table, p.tablePos = name, p.at(n, t)
-			p.other = &otherTable{why: why}
+			p.other = &otherTable{why: why, raw: name == "raw"}
+			if name == "raw" { // each section replaces the last, as iptables-restore flushes the table
+				if p.rawTables > 0 {
+					p.rs.Raw = p.rs.Raw[:p.rawStart]
+				}
+				p.rawStart = len(p.rs.Raw)
+				p.rawTables++
+			}
 			return
 		}
 		p.fail(n, t, "", fmt.Sprintf("unknown table %s: iptables has filter, nat, mangle, raw and security", Clip(name)),
@@ -434,6 +446,10 @@ func (p *fileParser) ruleLine(n int, text string, toks []token) {
 	// its table rather than for its chain.
 	for i := 2; i+1 < len(toks); i++ {
 		if t := toks[i]; !t.quoted && (t.text == "-t" || t.text == "--table") {
+			if toks[i+1].text == "raw" {
+				p.rawRule(n, text, append(toks[:i:i], toks[i+2:]...))
+				return
+			}
 			if why, ok := refusedTables[toks[i+1].text]; ok {
 				p.unsupported(n, text, &Error{Pos: p.at(n, toks[i+1]), Token: toks[i+1].text,
 					Msg: "table " + toks[i+1].text + " is not supported: " + why.why, Hint: why.hint, Unsupported: why.skippable})

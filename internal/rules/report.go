@@ -118,8 +118,12 @@ func (p *fileParser) lineReport(n int, text string, errs int, other bool) (LineR
 		lr.Result, lr.Why = LineSkipped, p.rs.Skipped[k-1].Why
 		return lr, true
 	}
+	if r := p.lineRaw(n); r != nil {
+		lr.Rule = r.String()
+		return lr, true
+	}
 	if other {
-		lr.Why = "nothing to load (a table xdpfw does not load; the line changes nothing a packet sees)"
+		lr.Why = "nothing to load: a declaration of a table xdpfw does not load, which changes nothing a packet sees"
 		return lr, true
 	}
 	toks, _ := lexLine(text, Pos{})
@@ -167,6 +171,16 @@ func (p *fileParser) lineReport(n int, text string, errs int, other bool) (LineR
 func (p *fileParser) lineRule(n int) *Rule {
 	for i := len(p.rs.Rules) - 1; i >= 0; i-- {
 		if r := &p.rs.Rules[i]; r.Pos.Line == n && r.Pos.File == p.name {
+			return r
+		}
+	}
+	return nil
+}
+
+// lineRaw finds the raw-table rule line n added, if any.
+func (p *fileParser) lineRaw(n int) *Rule {
+	if k := len(p.rs.Raw); k > 0 {
+		if r := &p.rs.Raw[k-1]; r.Pos.Line == n && r.Pos.File == p.name {
 			return r
 		}
 	}

@@ -16,6 +16,7 @@ type ruleParser struct {
 	seen    map[string]token      // option slot -> the option that filled it
 	modules map[string]*moduleUse // -m modules that have options
 	target  bool                  // -j given
+	notrack bool                  // -j CT --notrack's option given
 	other   bool                  // -4/-6 names the other family than opt.Family: skip the rule
 	// comment is the last -m comment while it has no --comment: each
 	// -m comment takes one, as in iptables.

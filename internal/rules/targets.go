@@ -8,6 +8,10 @@ import (
 // optJump handles -j TARGET.
 func (p *ruleParser) optJump(o optUse) *Error {
 	a := o.args[0]
+	if p.rawTarget(a) {
+		p.target = true
+		return nil
+	}
 	switch a.text {
 	case "ACCEPT":
 		p.r.Target.Verdict = VerdictAccept
@@ -23,8 +27,89 @@ func (p *ruleParser) optJump(o optUse) *Error {
 	default:
 		return p.badTarget(a)
 	}
+	if p.opt.raw && p.r.Target.Verdict != VerdictNotrack {
+		return p.errAt(a, a.text, fmt.Sprintf("-j %s in the raw table is not supported: xdpfw runs -j NOTRACK and -j CT --notrack there", a.text),
+			"put rules that decide packets in the filter table (INPUT, FORWARD, OUTPUT)")
+	}
 	p.target = true
 	return nil
+}
+
+// rawTarget handles -j NOTRACK and -j CT in the raw table.
+func (p *ruleParser) rawTarget(a token) bool {
+	if !p.opt.raw {
+		return false
+	}
+	switch a.text {
+	case "NOTRACK":
+	case "CT": // --notrack must follow
+		p.r.Target.CT = true
+		ct := a
+		p.checks = append(p.checks, func() *Error {
+			if !p.notrack {
+				return p.errAt(ct, "", "-j CT without --notrack is not supported: the other CT options set the kernel's conntrack (zones, helpers, timeouts)",
+					"write -j CT --notrack, or keep the rule in the kernel's iptables")
+			}
+			return nil
+		})
+	default:
+		return false
+	}
+	p.r.Target.Verdict = VerdictNotrack
+	p.checks = append(p.checks, p.checkRawMatch)
+	return true
+}
+
+// checkRawMatch refuses the matches a NOTRACK rule cannot have: the raw
+// table runs before conntrack on what the packet's headers say.
+func (p *ruleParser) checkRawMatch() *Error {
+	m := &p.r.Match
+	bad := ""
+	switch {
+	case m.InIface != nil:
+		bad = "-i"
+	case m.MACSrc != nil || m.MACDst != nil:
+		bad = "-m mac"
+	case m.VLAN != nil:
+		bad = "-m vlan"
+	case m.SrcSet != nil || m.DstSet != nil:
+		bad = "-m set"
+	case m.CTState != nil:
+		bad = "-m conntrack"
+	case m.TCPFlags != nil:
+		bad = "--tcp-flags"
+	case m.ICMP != nil:
+		bad = "--icmp-type"
+	case m.Fragment != nil:
+		bad = "-f"
+	case m.Ports != nil || m.SPort != nil && len(m.SPort.Ranges) > 1 || m.DPort != nil && len(m.DPort.Ranges) > 1:
+		bad = "-m multiport"
+	default:
+		return nil
+	}
+	return &Error{Pos: p.r.Pos, Unsupported: true,
+		Msg:  fmt.Sprintf("%s in a NOTRACK rule is not supported: xdpfw's raw table matches -4/-6, -p, -s, -d, --sport and --dport", bad),
+		Hint: "write the NOTRACK rule with those matches, or keep it in the kernel's iptables"}
+}
+
+// optNotrack handles -j CT --notrack.
+func (p *ruleParser) optNotrack(o optUse) *Error {
+	if !p.target || p.r.Target.Verdict != VerdictNotrack || !p.r.Target.CT {
+		return p.errAt(o.opt, "", "--notrack is an option of -j CT (raw table)", "")
+	}
+	p.notrack = true
+	return nil
+}
+
+// optCTOther refuses the options of -j CT other than --notrack.
+func (p *ruleParser) optCTOther(o optUse) *Error {
+	if !p.target || !p.r.Target.CT {
+		return p.errAt(o.opt, "", o.opt.text+" is an option of -j CT (raw table)", "")
+	}
+	err := p.errAt(o.opt, "", "-j CT "+o.opt.text+" is not supported: it sets the kernel's conntrack (zones, helpers, events, timeouts), which xdpfw's is not",
+		"keep the rule in the kernel's iptables")
+	err.Unsupported = true
+	return err
 }
 
 // supportedTargets is the hint given for an unsupported target.

@@ -234,3 +234,81 @@ func TestSkipUnsupported(t *testing.T) {
 		t.Errorf("nat only: %v, empty %v", err, rs.Empty())
 	}
 }
+
+// TestRawTable: the raw table's NOTRACK rules, as iptables-save prints them
+// (checked in a throwaway namespace, both back ends: -j NOTRACK and -j CT
+// --notrack keep their spelling), and what else the raw table may hold.
+func TestRawTable(t *testing.T) {
+	src := `*raw
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A PREROUTING -p udp -m udp --dport 53 -j NOTRACK
+-A OUTPUT -p udp -m udp --sport 53 -j CT --notrack
+-A PREROUTING -s 10.0.0.0/8 ! -d 10.0.0.1/32 -p tcp -j CT --notrack
+-A PREROUTING -i lo -j CT --notrack
+-A PREROUTING -j CT --helper ftp
+-A PREROUTING -j TRACE
+-I PREROUTING 1 -p icmp -j NOTRACK
+-A MYCHAIN -j NOTRACK
+COMMIT
+`
+	want := []string{
+		"-t raw -A PREROUTING -4 -p udp --dport 53 -j NOTRACK",
+		"-t raw -A OUTPUT -4 -p udp --sport 53 -j CT --notrack",
+		"-t raw -A PREROUTING -s 10.0.0.0/8 ! -d 10.0.0.1/32 -p tcp -j CT --notrack",
+	}
+	_, err := Parse("raw.rules", []byte(src), ParseOptions{Family: FamilyIPv4})
+	var el ErrorList
+	if !asList(err, &el) || len(el) != 5 {
+		t.Fatalf("want 5 errors (-i, CT --helper, TRACE, -I, MYCHAIN), got %v", err)
+	}
+	for i, w := range []struct {
+		line int
+		msg  string
+	}{{7, "-i in a NOTRACK rule is not supported"}, {8, "-j CT --helper is not supported"}, {9, "target TRACE is not supported"},
+		{10, "-I in the raw table is not supported"}, {11, "chain MYCHAIN of the raw table is not supported"}} {
+		if e := el[i]; e.Pos.Line != w.line || !strings.Contains(e.Msg, w.msg) || !e.Unsupported {
+			t.Errorf("error %d: %v, want line %d: %s", i, e, w.line, w.msg)
+		}
+	}
+	rs, err := Parse("raw.rules", []byte(src), ParseOptions{Family: FamilyIPv4, SkipUnsupported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs.Raw {
+		got = append(got, r.String())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(rs.Skipped) != 5 || len(rs.Rules) != 0 || rs.Empty() {
+		t.Errorf("raw rules:\n%s\nwant\n%s\n(%d skipped)", strings.Join(got, "\n"), strings.Join(want, "\n"), len(rs.Skipped))
+	}
+	if rs.Raw[0].Chain != ChainPrerouting || rs.Raw[1].Chain != ChainOutput || rs.Raw[0].Target.Verdict != VerdictNotrack || !rs.Raw[1].Target.CT {
+		t.Errorf("raw rules: %+v", rs.Raw)
+	}
+	// the canonical text ("-t raw -A ...", the state's) reads back
+	again, err := Parse("again", []byte(rs.String()), ParseOptions{})
+	if err != nil || again.String() != rs.String() || len(again.Raw) != 3 {
+		t.Errorf("round trip: %v\n%s\nvs\n%s", err, rs.String(), again.String())
+	}
+	// a second *raw section replaces the first, as iptables-restore does
+	rs, err = Parse("two", []byte("*raw\n-A PREROUTING -p udp -j NOTRACK\nCOMMIT\n*raw\n-A OUTPUT -p tcp -j NOTRACK\nCOMMIT\n"), ParseOptions{})
+	if err != nil || len(rs.Raw) != 1 || rs.Raw[0].Chain != ChainOutput {
+		t.Errorf("two raw sections: %v %+v", err, rs)
+	}
+	for _, c := range []struct {
+		src, msg string
+		skip     bool
+	}{
+		// a DROP in raw decides packets: refused even with SkipUnsupported
+		{"-t raw -A PREROUTING -s 10.0.0.0/8 -j DROP", "-j DROP in the raw table is not supported", true},
+		{"-t raw -A PREROUTING -p udp -j CT", "-j CT without --notrack is not supported", false},
+		{"-A INPUT -j NOTRACK", "target NOTRACK is not supported: it exempts packets from conntrack: it belongs to the raw table", false},
+		{"-A INPUT -j CT --notrack", "target CT is not supported", false},
+		{"-t raw -A PREROUTING -p tcp -m multiport --dports 1,2 -j NOTRACK", "-m multiport in a NOTRACK rule is not supported", false},
+	} {
+		_, err := Parse("c", []byte(c.src), ParseOptions{SkipUnsupported: c.skip})
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want %q", c.src, err, c.msg)
+		}
+	}
+}
