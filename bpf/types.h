@@ -145,6 +145,7 @@ struct fw_pkt {
 	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
 	__u8  l3_off;      /* offset of the IP header from the frame start */
 	__u8  _pad[3];
+	__u32 mark;        /* tc egress: skb->mark (a socket's SO_MARK, the kernel's rules); XDP: 0 */
 };
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -187,6 +188,7 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_SRCSET   (1u << 15) /* source address in set src_set */
 #define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
 #define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
+#define FW_M_MARK     (1u << 18) /* (skb mark & mark_mask) == mark: OUTPUT only (tc egress) */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
@@ -208,6 +210,7 @@ struct fw_entry {
 	__u32 rule_id;     /* index into fw_rule_stats */
 	__u32 src_set;     /* set ids (fw_sets), with FW_M_SRCSET / FW_M_DSTSET */
 	__u32 dst_set;
+	__u32 mark, mark_mask; /* with FW_M_MARK */
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];

@@ -179,6 +179,7 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_FRAG, p->flags & FW_PKT_FRAG);
 	if ((m & FW_M_CTSTATE) && !(e->ctstate & (1u << p->ctstate)))
 		return 0;
+	FW_TEST(FW_M_MARK, (p->mark & e->mark_mask) == e->mark);
 	/* set lookups last: the cheap tests above usually decide first */
 	FW_TEST(FW_M_SRCSET, fw_in_set(e->src_set, p->src));
 	FW_TEST(FW_M_DSTSET, fw_in_set(e->dst_set, p->dst));

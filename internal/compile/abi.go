@@ -200,6 +200,7 @@ const (
 	MSrcSet   uint32 = 1 << 15
 	MDstSet   uint32 = 1 << 16
 	MCTState  uint32 = 1 << 17
+	MMark     uint32 = 1 << 18 // -m mark: OUTPUT only
 )
 
 // Root flags (FW_ROOT_*).

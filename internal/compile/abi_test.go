@@ -92,7 +92,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_M_SPORT": MSPort, "FW_M_DPORT": MDPort, "FW_M_IFINDEX": MIfindex, "FW_M_MACSRC": MMACSrc,
 		"FW_M_MACDST": MMACDst, "FW_M_TCPFLAGS": MTCPFlags, "FW_M_ICMPTYPE": MICMPType, "FW_M_ICMPCODE": MICMPCode,
 		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr, "FW_M_SRCSET": MSrcSet,
-		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState,
+		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_MARK": MMark,
 	} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)

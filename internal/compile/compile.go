@@ -325,6 +325,13 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		*s.id = info.ID
 	}
 
+	if mk := m.Mark; mk != nil {
+		if mk.Value&^mk.Mask != 0 && !mk.Invert {
+			return nil, append(warn, "--mark VALUE has bits outside MASK; the rule never matches"), nil
+		}
+		test(MMark, mk.Invert)
+		base.Mark, base.MarkMask = mk.Value, mk.Mask
+	}
 	if c := m.CTState; c != nil {
 		mask := c.Mask
 		if c.Invert {

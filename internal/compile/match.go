@@ -92,6 +92,7 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MVLAN, p.Tagged && p.VLAN == e.VLAN) &&
 		test(MFrag, p.Fragment) &&
 		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
+		test(MMark, p.Mark&e.MarkMask == e.Mark) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
 		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst))
 }

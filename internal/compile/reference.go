@@ -26,6 +26,7 @@ type RefPacket struct {
 	VLAN     uint16 // outermost VID when Tagged
 	Fragment bool   // a non-first fragment
 	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
+	Mark     uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
 }
@@ -220,6 +221,9 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		}
 	}
 	if m.VLAN != nil && (p.Tagged && p.VLAN == m.VLAN.ID) == m.VLAN.Invert {
+		return false
+	}
+	if m.Mark != nil && (p.Mark&m.Mark.Mask == m.Mark.Value) == m.Mark.Invert {
 		return false
 	}
 	if m.Fragment != nil && p.Fragment != *m.Fragment {

@@ -320,8 +320,8 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 			exact = false // many narrow ranges: leave the dimension wide
 		}
 	}
-	if on(MSrcSet) || on(MDstSet) {
-		exact = false // set membership is no range: the leaf check decides
+	if on(MSrcSet) || on(MDstSet) || on(MMark) {
+		exact = false // set membership, a masked mark: no range; the leaf check decides
 	}
 	if on(MCTState) {
 		var parts []part

@@ -280,6 +280,8 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		SrcSet:   e.SrcSet,
 		DstSet:   e.DstSet,
 		Ctstate:  e.CTState,
+		Mark:     e.Mark,
+		MarkMask: e.MarkMask,
 	}
 }
 

@@ -219,6 +219,15 @@ type CTStateMatch struct {
 	Invert bool
 }
 
+// MarkMatch is -m mark --mark VALUE[/MASK]: (the packet's mark & Mask) ==
+// Value. Only in OUTPUT, whose tc program sees the kernel's packet (skb)
+// and its mark. A Value with bits outside Mask never matches (iptables
+// takes it; the compiler warns).
+type MarkMatch struct {
+	Value, Mask uint32
+	Invert      bool
+}
+
 // ProtoMatch is -p. Proto 0 with Invert=false is never stored: -p all means "no match".
 type ProtoMatch struct {
 	Proto  uint8
@@ -256,6 +265,9 @@ type Match struct {
 
 	// CTState: -m conntrack --ctstate / -m state --state.
 	CTState *CTStateMatch
+
+	// Mark: -m mark --mark (OUTPUT only).
+	Mark *MarkMatch
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.

@@ -70,6 +70,10 @@ func (r Rule) Spec() string {
 		w.add(false, "-m", "conntrack")
 		w.add(c.Invert, "--ctstate", formatCTState(c.Mask))
 	}
+	if mk := m.Mark; mk != nil {
+		w.add(false, "-m", "mark")
+		w.add(mk.Invert, "--mark", formatMark(*mk))
+	}
 	if v := m.VLAN; v != nil {
 		w.add(false, "-m", "vlan")
 		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))
@@ -198,6 +202,15 @@ func formatPortRange(r PortRange) string {
 		return strconv.Itoa(int(r.Lo))
 	}
 	return fmt.Sprintf("%d:%d", r.Lo, r.Hi)
+}
+
+// formatMark prints a mark as iptables-save does: 0xVALUE, and /0xMASK
+// unless every bit counts.
+func formatMark(m MarkMatch) string {
+	if m.Mask == 0xffffffff {
+		return fmt.Sprintf("0x%x", m.Value)
+	}
+	return fmt.Sprintf("0x%x/0x%x", m.Value, m.Mask)
 }
 
 // formatMAC prints a MAC address as xx:xx:xx:xx:xx:xx.

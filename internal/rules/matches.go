@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -389,8 +390,22 @@ func (p *ruleParser) optModule(o optUse) *Error {
 				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
 			})
 		}
-	case "mark", "connmark":
-		return p.errAt(a, name, "module "+name+" is not supported: "+whyMarkMatch, hintMarkMatch)
+	case "mark":
+		if p.r.Chain != ChainOutput {
+			return p.errAt(a, name, "-m mark in "+p.r.Chain.String()+" is not supported: "+whyMarkMatch, hintMarkMatch)
+		}
+		if p.modules[name] == nil {
+			m := &moduleUse{tok: o.opt}
+			p.modules[name] = m
+			p.checks = append(p.checks, func() *Error {
+				if m.used {
+					return nil
+				}
+				return p.errAt(m.tok, "", "-m mark needs --mark VALUE[/MASK]", "")
+			})
+		}
+	case "connmark":
+		return p.errAt(a, name, "module connmark is not supported: xdpfw's conntrack keeps no mark", hintMarkMatch)
 	default:
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}
@@ -415,5 +430,23 @@ func (p *ruleParser) optCounters(o optUse) *Error {
 			return p.errAt(a, a.text, "not a counter value", "write -c PACKETS BYTES with two numbers")
 		}
 	}
+	return nil
+}
+
+// optMark handles -m mark [!] --mark VALUE[/MASK] (OUTPUT only: optModule
+// refuses -m mark elsewhere). Numbers are decimal, 0x hexadecimal or 0
+// octal, as iptables reads them.
+func (p *ruleParser) optMark(o optUse) *Error {
+	a := o.args[0]
+	v, m, ok := strings.Cut(a.text, "/")
+	value, err := strconv.ParseUint(v, 0, 32)
+	mask := uint64(0xffffffff)
+	if err == nil && ok {
+		mask, err = strconv.ParseUint(m, 0, 32)
+	}
+	if err != nil {
+		return p.errAt(a, a.text, "bad --mark", "a mark is VALUE or VALUE/MASK, 32-bit numbers (0x1, 0x10/0xff, 7)")
+	}
+	p.r.Match.Mark = &MarkMatch{Value: uint32(value), Mask: uint32(mask), Invert: o.invert}
 	return nil
 }

@@ -108,6 +108,9 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: name, nargs: 1, usage: name + " N", parse: (*ruleParser).optGroupOption}, true
 	case "--nflog-size", "--ulog-cprange":
 		return optSpec{slot: "group-size", nargs: 1, usage: name + " N", parse: (*ruleParser).optGroupOption}, true
+	case "--mark":
+		return optSpec{slot: name, nargs: 1, usage: "--mark VALUE[/MASK]", negatable: true,
+			module: "mark", parse: (*ruleParser).optMark}, true
 	case "--notrack":
 		return optSpec{slot: name, parse: (*ruleParser).optNotrack}, true
 	case "--zone", "--zone-orig", "--zone-reply", "--helper", "--ctevents", "--expevents", "--timeout":
@@ -139,6 +142,8 @@ func moduleOptions(module string) (string, bool) {
 		return "--match-set NAME src|dst", true
 	case "conntrack":
 		return "--ctstate", true
+	case "mark":
+		return "--mark VALUE[/MASK]", true
 	case "state":
 		return "--state", true
 	}

@@ -16,12 +16,12 @@ type refusal struct {
 const (
 	whyRewrite = "it rewrites the packet; xdpfw decides (accept, drop, reject, log) and never changes a packet"
 	whyMark    = "it sets the kernel's packet or connection mark, which exists only in the kernel's stack, " +
-		"after XDP has decided (and xdpfw's rules cannot match a mark: -m mark)"
+		"after XDP has decided (xdpfw matches marks in OUTPUT only, as the kernel or a socket set them)"
 	// whyMarkMatch and hintMarkMatch refuse -m mark and -m connmark.
 	whyMarkMatch = "INPUT and FORWARD run in XDP, before the kernel makes the packet (skb) that carries a mark; " +
-		"in OUTPUT the tc program sees the mark a socket (SO_MARK) or the kernel's rules set, but xdpfw does not match it yet"
-	hintMarkMatch = "keep rules on marks in the kernel's iptables or nftables (they see what xdpfw accepts), " +
-		"or match what set the mark (the addresses, ports or interface) instead"
+		"only OUTPUT (tc egress) sees one"
+	hintMarkMatch = "match marks in OUTPUT (a socket's SO_MARK, or what the kernel's rules set), keep the rule in the kernel's " +
+		"iptables or nftables (they see what xdpfw accepts), or match what set the mark (addresses, ports, interface)"
 	hintKernel = "keep this rule in the kernel's iptables beside xdpfw (it sees what xdpfw accepts)"
 	whyNAT     = "it translates addresses (the nat table): not supported yet (xdpfw issue 16)"
 	hintNAT    = "keep NAT in the kernel's iptables or nftables: it sees the packets xdpfw accepts"

@@ -76,6 +76,8 @@ func (p *ruleParser) checkRawMatch() *Error {
 		bad = "-m set"
 	case m.CTState != nil:
 		bad = "-m conntrack"
+	case m.Mark != nil:
+		bad = "-m mark"
 	case m.TCPFlags != nil:
 		bad = "--tcp-flags"
 	case m.ICMP != nil:

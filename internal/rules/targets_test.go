@@ -312,3 +312,40 @@ COMMIT
 		}
 	}
 }
+
+// TestMarkSpellings: -m mark --mark in OUTPUT, read as iptables reads it and
+// printed as iptables-save v1.8.9 printed it (nf_tables, throwaway
+// namespace); refused where no mark exists.
+func TestMarkSpellings(t *testing.T) {
+	for _, c := range [][2]string{
+		{"--mark 3/1", "--mark 0x3/0x1"}, // never matches; iptables takes it, the compiler warns
+		{"--mark 7", "--mark 0x7"},
+		{"! --mark 0x10/0xf0", "! --mark 0x10/0xf0"},
+		{"--mark 010", "--mark 0x8"},
+		{"--mark 0xffffffff/0xffffffff", "--mark 0xffffffff"},
+		{"--mark 1/0xffffffff", "--mark 0x1"},
+	} {
+		rs, err := Parse("m", []byte("-A OUTPUT -m mark "+c[0]+" -j DROP"), ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c[0], err)
+		}
+		if got, want := rs.Rules[0].String(), "-A OUTPUT -m mark "+c[1]+" -j DROP"; got != want {
+			t.Errorf("%s: %s, want %s", c[0], got, want)
+		}
+		assertRoundTrip(t, rs)
+	}
+	for _, c := range []struct{ src, msg string }{
+		{"-A INPUT -m mark --mark 1 -j DROP", "-m mark in INPUT is not supported: INPUT and FORWARD run in XDP"},
+		{"-A FORWARD -m mark --mark 1 -j DROP", "-m mark in FORWARD is not supported"},
+		{"-A OUTPUT -m connmark --mark 1 -j DROP", "module connmark is not supported: xdpfw's conntrack keeps no mark"},
+		{"-A OUTPUT -m mark --mark x -j DROP", "bad --mark"},
+		{"-A OUTPUT -m mark --mark 0x100000000 -j DROP", "bad --mark"},
+		{"-A OUTPUT -m mark -j DROP", "-m mark needs --mark"},
+		{"-A OUTPUT --mark 1 -j DROP", "--mark needs -m mark before it"},
+		{"-A OUTPUT -j MARK --set-mark 1", "target MARK is not supported"},
+	} {
+		if _, err := Parse("m", []byte(c.src), ParseOptions{}); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want %q", c.src, err, c.msg)
+		}
+	}
+}
