@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newApply(e *env) *cobra.Command {
@@ -41,18 +42,15 @@ unless --on-host: then it resolves them as apply on this host would.`,
   ip6tables-save | xdpfw apply --ipv6-file -`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file := ""
-			if len(args) == 1 {
-				file = args[0]
-			}
-			if !src.any(file) {
-				return usageError{fmt.Errorf("apply needs a rule file")}
+			files, err := src.sources(cmd, args, true, "apply")
+			if err != nil {
+				return err
 			}
 			opt, err := flags.options(cmd)
 			if err != nil {
 				return err
 			}
-			rs, err := src.read(cmd, file)
+			rs, err := rules.ReadFiles(files)
 			if err != nil {
 				return err
 			}

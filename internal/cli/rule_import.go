@@ -65,15 +65,11 @@ skipped), 2 when a line is refused.`,
   xdpfw import --json --ipv4-file rules.v4`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file := ""
-			if len(args) == 1 {
-				file = args[0]
+			files, err := src.sources(cmd, args, true, "import")
+			if err != nil {
+				return err
 			}
-			if !src.any(file) {
-				return usageError{fmt.Errorf("import needs a rule file (- for standard input)")}
-			}
-			lines, rs, err := rules.ReportFiles(rules.Sources{File: file, IPv4File: src.v4file, IPv6File: src.v6file,
-				Stdin: cmd.InOrStdin()})
+			lines, rs, err := rules.ReportFiles(files)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newLoad(e *env) *cobra.Command {
@@ -96,11 +97,11 @@ kernel lacks before it changes anything.`,
 			if err != nil {
 				return err
 			}
-			file := ""
-			if len(args) == 1 {
-				file = args[0]
+			files, err := src.sources(cmd, args, false, "load")
+			if err != nil {
+				return err
 			}
-			rs, err := src.read(cmd, file)
+			rs, err := rules.ReadFiles(files)
 			if err != nil {
 				return err
 			}

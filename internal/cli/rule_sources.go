@@ -35,13 +35,17 @@ func (s *sourceFlags) add(cmd *cobra.Command) {
 		"-j TCPMSS, MARK...) and print each with its reason, instead of refusing the file")
 }
 
-// any reports whether a file is named.
-func (s *sourceFlags) any(file string) bool { return file != "" || s.v4file != "" || s.v6file != "" }
-
-// read parses the files: file (the argument, both families) and the flags'.
-func (s *sourceFlags) read(cmd *cobra.Command, file string) (*rules.RuleSet, error) {
-	return rules.ReadFiles(rules.Sources{File: file, IPv4File: s.v4file, IPv6File: s.v6file,
-		Stdin: cmd.InOrStdin(), SkipUnsupported: s.skip})
+// sources are the files: the argument (both families, if any) and the
+// flags'. With need, naming none is a usage error of command what.
+func (s *sourceFlags) sources(cmd *cobra.Command, args []string, need bool, what string) (rules.Sources, error) {
+	src := rules.Sources{IPv4File: s.v4file, IPv6File: s.v6file, Stdin: cmd.InOrStdin(), SkipUnsupported: s.skip}
+	if len(args) == 1 {
+		src.File = args[0]
+	}
+	if need && src.File == "" && src.IPv4File == "" && src.IPv6File == "" {
+		return src, usageError{fmt.Errorf("%s needs a rule file (- for standard input)", what)}
+	}
+	return src, nil
 }
 
 // printSkipped lists the lines --skip-unsupported left out, on stderr.

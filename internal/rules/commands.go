@@ -67,13 +67,8 @@ func (p *fileParser) command(n int, toks []token) *Error {
 		// -D CHAIN N: nothing else but a family, which says for which
 		// restore the line is
 		for _, t := range rest {
-			f := FamilyAny
-			switch t.text {
-			case "-4", "--ipv4":
-				f = FamilyIPv4
-			case "-6", "--ipv6":
-				f = FamilyIPv6
-			default:
+			f, ok := parseFamilyFlag(t.text)
+			if !ok {
 				return &Error{Pos: p.at(n, t), Token: t.text, Msg: "-D " + c.String() + " N takes no rule after the number",
 					Hint: "delete by number (-D " + c.String() + " " + numTok.text + ") or by the rule (-D " + c.String() + " -p tcp ... -j ACCEPT), not both"}
 			}

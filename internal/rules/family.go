@@ -37,3 +37,14 @@ func familyFlag(f Family) string {
 	}
 	return ""
 }
+
+// parseFamilyFlag reads -4, --ipv4, -6 or --ipv6.
+func parseFamilyFlag(s string) (Family, bool) {
+	switch s {
+	case "-4", "--ipv4":
+		return FamilyIPv4, true
+	case "-6", "--ipv6":
+		return FamilyIPv6, true
+	}
+	return FamilyAny, false
+}

@@ -378,20 +378,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 		p.comment = &o.opt
 		fallthrough
-	case "multiport", "mac", "vlan", "set", "conntrack", "state":
-		if p.modules[name] == nil {
-			m := &moduleUse{tok: o.opt}
-			p.modules[name] = m
-			p.checks = append(p.checks, func() *Error {
-				if m.used {
-					return nil
-				}
-				opts, _ := moduleOptions(name)
-				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
-			})
-		}
-	case "mark":
-		if p.r.Chain != ChainOutput {
+	case "multiport", "mac", "vlan", "set", "conntrack", "state", "mark":
+		if name == "mark" && p.r.Chain != ChainOutput {
 			return p.errAt(a, name, "-m mark in "+p.r.Chain.String()+" is not supported: "+whyMarkMatch, hintMarkMatch)
 		}
 		if p.modules[name] == nil {
@@ -401,7 +389,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 				if m.used {
 					return nil
 				}
-				return p.errAt(m.tok, "", "-m mark needs --mark VALUE[/MASK]", "")
+				opts, _ := moduleOptions(name)
+				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
 			})
 		}
 	case "connmark":

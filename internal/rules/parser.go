@@ -401,13 +401,10 @@ func (p *fileParser) policyLine(n int, toks []token) {
 	fams := 0
 	for i := 3; i < len(toks); i++ {
 		t := toks[i]
-		f := FamilyAny
-		switch t.text {
-		case "-4", "--ipv4":
-			f = FamilyIPv4
-		case "-6", "--ipv6":
-			f = FamilyIPv6
-		case "-t", "--table":
+		f, isFamily := parseFamilyFlag(t.text)
+		switch {
+		case isFamily:
+		case t.text == "-t" || t.text == "--table":
 			if i+1 == len(toks) {
 				p.fail(n, t, "", t.text+" needs a table name", "write -t filter")
 				return

@@ -203,7 +203,7 @@ func (p *ruleParser) needLogTarget(o optUse) *Error {
 	if g := p.r.Target.Group; g != nil && (o.opt.text == "--log-prefix" || o.opt.text == "--log-level") {
 		hint := "NFLOG has no level: its events go at the default (warning)"
 		if o.opt.text == "--log-prefix" {
-			hint = "write --" + toLowerASCII(g.Name()) + "-prefix"
+			hint = "write --" + strings.ToLower(g.Name()) + "-prefix"
 		}
 		return p.errAt(o.opt, "", fmt.Sprintf("%s is an option of -j LOG, not of -j %s", o.opt.text, g.Name()), hint)
 	}
@@ -289,17 +289,6 @@ func (p *ruleParser) optLogBurst(o optUse) *Error {
 	}
 	p.r.Target.LogBurst = uint32(n)
 	return nil
-}
-
-// toLowerASCII lower-cases ASCII letters.
-func toLowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c - 'A' + 'a'
-		}
-	}
-	return string(b)
 }
 
 // Limits of the NFLOG and ULOG options, as iptables has them.
