@@ -53,6 +53,11 @@ type Config struct {
 	// *filter section: everything accepted); otherwise such files are
 	// refused like a file with errors, the rules in force staying.
 	AllowEmpty bool `yaml:"allow_empty"`
+	// SkipUnsupported leaves out the lines xdpfw cannot run (nat, mangle
+	// and security rules, ...: rules.ParseOptions.SkipUnsupported); each
+	// is logged as a warning when the rules are put in force, and by
+	// --check. Otherwise such a line is an error.
+	SkipUnsupported bool `yaml:"skip_unsupported"`
 	// Sets are `ipset save` files; each set they name holds exactly the
 	// elements they list.
 	Sets      []string        `yaml:"sets"`
@@ -374,7 +379,8 @@ func (c *Config) desired() (firewall.Desired, error) {
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
 		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty,
 		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup}
-	rs, err := rules.ReadFiles(rules.Sources{File: c.abs(c.Rules), IPv4File: c.abs(c.RulesIPv4), IPv6File: c.abs(c.RulesIPv6)})
+	rs, err := rules.ReadFiles(rules.Sources{File: c.abs(c.Rules), IPv4File: c.abs(c.RulesIPv4), IPv6File: c.abs(c.RulesIPv6),
+		SkipUnsupported: c.SkipUnsupported})
 	if err != nil {
 		return d, err
 	}

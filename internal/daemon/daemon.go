@@ -316,6 +316,9 @@ func (d *Daemon) put(pl *plan, start bool) (bool, error) {
 			for _, w := range ch.Result.Warnings {
 				d.log().Warn("rule warning", "warning", w)
 			}
+			for _, s := range want.Rules.Skipped {
+				d.log().Warn("line skipped (skip_unsupported)", "line", s.String())
+			}
 		}
 		if len(ch.Detached) > 0 {
 			attrs = append(attrs, "detached", ch.Detached)
@@ -393,6 +396,9 @@ func Check(p firewall.Paths, path string) (string, error) {
 	var warns string
 	for _, w := range chk.Warnings {
 		warns += "\nwarning: " + w
+	}
+	for _, s := range pl.want.Rules.Skipped {
+		warns += "\n" + s.String()
 	}
 	ifaces := make([]string, len(cfg.Interfaces))
 	for i, ifc := range cfg.Interfaces {
