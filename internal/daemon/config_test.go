@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -117,5 +118,30 @@ func TestPacer(t *testing.T) {
 	}
 	if p.cur != hi {
 		t.Errorf("idle: %v, want the maximum %v", p.cur, hi)
+	}
+}
+
+// TestConfigSkipUnsupported: a rule file with a nat section is an error
+// unless skip_unsupported, which leaves its lines out and keeps them to
+// report.
+func TestConfigSkipUnsupported(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "xdpfw.yaml")
+	src := "*nat\n-A POSTROUTING -j MASQUERADE\nCOMMIT\n*filter\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n"
+	if err := os.WriteFile(filepath.Join(dir, "r.v4"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, skip := range []bool{false, true} {
+		c, err := ParseConfig(path, []byte(fmt.Sprintf("interfaces: [eth1]\nrules_ipv4: r.v4\nskip_unsupported: %v\n", skip)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := c.desired()
+		switch {
+		case !skip && (err == nil || !strings.Contains(err.Error(), "table nat is not supported")):
+			t.Errorf("without skip_unsupported: %v", err)
+		case skip && (err != nil || len(d.Rules.Rules) != 1 || len(d.Rules.Skipped) != 1 || d.Rules.Skipped[0].Pos.Line != 2):
+			t.Errorf("skip_unsupported: %v, %+v", err, d.Rules)
+		}
 	}
 }
