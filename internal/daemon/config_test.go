@@ -132,7 +132,7 @@ func TestConfigSkipUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, skip := range []bool{false, true} {
-		c, err := ParseConfig(path, []byte(fmt.Sprintf("interfaces: [eth1]\nrules_ipv4: r.v4\nskip_unsupported: %v\n", skip)))
+		c, err := ParseConfig(path, []byte(fmt.Sprintf("interfaces: [eth1]\nrules: r.v4\nskip_unsupported: %v\n", skip)))
 		if err != nil {
 			t.Fatal(err)
 		}
