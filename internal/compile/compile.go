@@ -193,6 +193,18 @@ func rawEntries(pol *rules.RuleSet) ([]Entry, error) {
 	return out, nil
 }
 
+// raw is p as the classifier of root sees it: UNTRACKED when the root has
+// raw entries and one matches (fw_decide_start), whatever conntrack would
+// say; else p itself.
+func (t *Tables) raw(root *Root, p *RefPacket, ifindex uint32) *RefPacket {
+	if root.Flags&RootRaw == 0 || !t.RawMatch(p, ifindex) {
+		return p
+	}
+	q := *p
+	q.CTState = CTUntracked
+	return &q
+}
+
 // RawMatch tells whether a NOTRACK rule of the raw table matches p (the
 // Go twin of fw_raw_notrack).
 func (t *Tables) RawMatch(p *RefPacket, ifindex uint32) bool {

@@ -521,6 +521,7 @@ func (t *Tables) Outcome(d *Delta, p *RefPacket, ifindex uint32) Outcome {
 	if d != nil {
 		root = d.Roots[r]
 	}
+	p = t.raw(&root, p, ifindex)
 	if root.FastStates&(1<<p.CTState) != 0 {
 		return Outcome{RuleID: root.FastRuleID, Action: root.FastAction, Reason: root.FastReason, Reject: root.FastReject,
 			Log: root.FastLog}

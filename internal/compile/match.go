@@ -26,11 +26,7 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 		r++
 	}
 	c := Classified{Entry: -1, Root: t.Roots[r]}
-	if c.Root.Flags&RootRaw != 0 && t.RawMatch(p, ifindex) {
-		q := *p // the raw table's NOTRACK: untracked, whatever conntrack would say
-		q.CTState = CTUntracked
-		p = &q
-	}
+	p = t.raw(&c.Root, p, ifindex)
 	k := KeyOf(p, ifindex)
 	for _, i := range t.Lookup(r, k) {
 		e := &t.Entries[i]

@@ -28,7 +28,8 @@ var (
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
 // types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
-// DROP and (rarely) REJECT; LOG, NFLOG and ULOG rules and --log, with log options. Values mostly come from small pools so that
+// DROP and (rarely) REJECT; LOG, NFLOG and ULOG rules and --log, with log options; sometimes a raw table
+// (NOTRACK rules). Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
 func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
@@ -69,6 +70,14 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 			}
 			t.LogLevel = "" // NFLOG and ULOG have none
 			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
+	// Some sets have a raw table: NOTRACK rules in PREROUTING (drawn
+	// last, from a stream of their own, as above).
+	rr := rand.New(rand.NewPCG(g.Uint64(), 0x4a))
+	if chance(rr, 15) {
+		for range 1 + rr.IntN(3) {
+			rs.Raw = append(rs.Raw, randomRawRule(rr))
 		}
 	}
 	return rs
@@ -246,6 +255,26 @@ func randomPorts(r *rand.Rand, single bool) *PortMatch {
 		}
 	}
 	return m
+}
+
+// randomRawRule returns a NOTRACK rule of the raw table's PREROUTING, in
+// the vocabulary the raw table takes (family, protocol, source, one
+// destination port range).
+func randomRawRule(r *rand.Rand) Rule {
+	var m Match
+	m.Family = pick(r, []Family{FamilyAny, FamilyIPv4, FamilyIPv6})
+	if m.Family != FamilyAny && chance(r, 50) {
+		m.Src = &AddrMatch{Prefix: randomPrefix(r, m.Family), Invert: chance(r, 10)}
+	}
+	if chance(r, 70) {
+		m.Proto = &ProtoMatch{Proto: pick(r, []uint8{protoTCP, protoUDP})}
+		if chance(r, 60) {
+			m.DPort = &PortMatch{Ranges: []PortRange{randomPortRange(r)}, Invert: chance(r, 10)}
+		}
+	}
+	rule := Rule{Chain: ChainPrerouting, Match: m, Target: Target{Verdict: VerdictNotrack, CT: chance(r, 30)}}
+	rule.Text = rule.Spec()
+	return rule
 }
 
 // randomPortRange returns one port (mostly from the pool) or a range.

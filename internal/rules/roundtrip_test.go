@@ -17,6 +17,14 @@ func diffRuleSets(a, b *RuleSet) string {
 			return fmt.Sprintf("rule %d differs:\n  %s\n  %#v\nvs\n  %s\n  %#v", i, a.Rules[i], x, b.Rules[i], y)
 		}
 	}
+	if len(a.Raw) != len(b.Raw) {
+		return fmt.Sprintf("%d raw rules vs %d", len(a.Raw), len(b.Raw))
+	}
+	for i := range a.Raw {
+		if x, y := strip(a.Raw[i]), strip(b.Raw[i]); !reflect.DeepEqual(x, y) {
+			return fmt.Sprintf("raw rule %d differs:\n  %s\nvs\n  %s", i, a.Raw[i], b.Raw[i])
+		}
+	}
 	if len(a.Policies) != len(b.Policies) {
 		return fmt.Sprintf("%d policies vs %d", len(a.Policies), len(b.Policies))
 	}
