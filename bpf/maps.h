@@ -255,6 +255,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_log_limits SEC(".maps");
 
+/* The -m limit bucket of each rule that has one (but LOG rules), by rule
+ * id: written by the control plane before the generation that uses it is
+ * in force (an unchanged rule keeps its bucket's state); the data plane
+ * only takes tokens (lib/classify.h fw_limit). docs/limits.md. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FW_MAX_LIMIT_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_limits SEC(".maps");
+
 /* Events emitted, suppressed and lost per logged rule id (per CPU); the
  * control plane creates and removes the entries with fw_log_limits'. */
 struct {

@@ -235,6 +235,7 @@ struct fw_entry {
 /* fw_entry.flags (and fw_root.fast_flags) */
 #define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
 #define FW_EF_RANGES 0x02 /* nranges/rdim/rlo/rhi hold the whole match (trees only) */
+#define FW_EF_LIMIT 0x04 /* -m limit: decides only while the rule's fw_limits bucket has a token */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line.
  * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
@@ -516,14 +517,21 @@ struct fw_log_event {
 
 /* A token bucket that holds its own settings (lib/ratelimit.h, GCRA):
  * burst events at once, then one per interval_ns. A logged rule's budget
- * (fw_log_limits, by rule id) and REJECT's global budget (fw_reject_global)
- * are one each. */
+ * (fw_log_limits, by rule id), a rule's -m limit (fw_limits, by rule id)
+ * and REJECT's global budget (fw_reject_global) are one each. */
 struct fw_bucket {
 	__u64 tat;         /* when the bucket is next full (bpf_ktime_get_ns); 0: full */
 	__u64 interval_ns; /* one event per interval; 0: the user's default */
 	__u32 burst;       /* events at once; 0: the user's default */
-	__u32 _pad;
+	__u32 flags;       /* FW_BUCKET_* */
 };
+
+/* fw_bucket.flags. Mirrored by internal/compile (abi.go). */
+#define FW_BUCKET_MATCH 0x01 /* a LOG rule's budget that is its -m limit: a packet it refuses is no match */
+
+/* Rules with -m limit whose bucket is in fw_limits (LOG rules' limits are
+ * their log budgets, fw_log_limits). Mirrored by compile.MaxLimitRules. */
+#define FW_MAX_LIMIT_RULES 4096
 
 /* A logged rule's event counters (fw_log_stats, by rule id, per CPU). */
 struct fw_log_stat {

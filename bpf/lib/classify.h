@@ -19,6 +19,28 @@
 #include <bpf/bpf_endian.h>
 #include "../types.h"
 #include "../maps.h"
+#include "ratelimit.h"
+
+/* fw_limit tests (take 0) or takes (take 1) a token of rule_id's -m limit
+ * bucket (fw_limits, lib/ratelimit.h): the walk tests it where the rule's
+ * entry matches, and the entry decides only when a token is there; the
+ * decision takes it (fw_classify_in). A rule is reached, and its token
+ * taken, only when no earlier rule decided, as in iptables; the bucket is
+ * the rule's alone, so nothing between the test and the take changes it
+ * but another CPU (off by one token per CPU at most, as every bucket
+ * here). No bucket (never, in a generation the control plane installed):
+ * no token. A global function: verified once. docs/limits.md. */
+__noinline int fw_limit(__u32 rule_id, int take)
+{
+	struct fw_bucket *b = bpf_map_lookup_elem(&fw_limits, &rule_id);
+
+	if (!b)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (take)
+		return fw_rl_take(&b->tat, now, b->interval_ns, b->burst);
+	return fw_rl_ready(b->tat, now, b->interval_ns, b->burst);
+}
 
 /* fw_log_scratch_of is the scratch slot of the hook deciding p: XDP and tc
  * may run on one CPU (a softirq's XDP never interrupts tc egress, which
@@ -274,7 +296,8 @@ static __always_inline int fw_ranges_match(const struct fw_entry *e, const __u32
 /* fw_tree returns the lowest index of a deciding entry matching p among
  * the candidates of the leaf that tree reference root reaches, below best
  * (else best; *best_e is then that entry). Matching LOG entries on the way
- * are noted in d. */
+ * are noted in d; a -m limit entry matches only while its bucket has a
+ * token (taken once it decides: fw_classify_in). */
 static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct fw_pkt *p,
 				     __u32 gen, __u32 best,
 				     const struct fw_entry **best_e, struct fw_decision *d)
@@ -343,11 +366,15 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		if (!e)
 			continue;
 		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
-			if (e->action != FW_ACT_LOG) {
-				*best_e = e;
-				return idx;
+			if (e->action == FW_ACT_LOG) {
+				fw_log_note(d, idx, e->rule_id, p->chain); /* LOG: note it, go on */
+				continue;
 			}
-			fw_log_note(d, idx, e->rule_id, p->chain); /* LOG: note it, go on */
+			/* -m limit: without a token the rule does not match */
+			if ((e->flags & FW_EF_LIMIT) && !fw_limit(e->rule_id, 0))
+				continue;
+			*best_e = e;
+			return idx;
 		}
 	}
 	return best;
@@ -459,6 +486,8 @@ static __always_inline int fw_classify_in(const struct fw_root *root, __u32 sel,
 		d->reason = root->reason;
 		return 0;
 	}
+	if (e->flags & FW_EF_LIMIT) /* the walk saw a token: the rule decides, and takes it */
+		fw_limit(e->rule_id, 1);
 	d->rule_id = e->rule_id;
 	d->action = e->action;
 	d->reason = e->reason;

@@ -33,8 +33,10 @@ static __always_inline void fw_log_count(__u32 which)
 
 /* fw_log_take takes a token from rule_id's bucket (lib/ratelimit.h) and
  * counts the outcome; returns the rule's counters when the event may go
- * out, NULL when it is suppressed. */
-static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id)
+ * out, NULL when it is suppressed. *refused is set when the bucket is the
+ * rule's -m limit (FW_BUCKET_MATCH) and had no token: then the rule did
+ * not match the packet. */
+static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id, int *refused)
 {
 	struct fw_bucket *l = bpf_map_lookup_elem(&fw_log_limits, &rule_id);
 	struct fw_log_stat *st = bpf_map_lookup_elem(&fw_log_stats, &rule_id);
@@ -45,6 +47,7 @@ static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id)
 	}
 	if (!fw_rl_take(&l->tat, bpf_ktime_get_ns(), l->interval_ns, l->burst)) {
 		st->suppressed++;
+		*refused = l->flags & FW_BUCKET_MATCH;
 		return NULL;
 	}
 	return st;
@@ -112,9 +115,12 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 		__u32 id = fw_log_rule(d, s, i, &flags);
 		if (!id)
 			break;
-		if (flags & FW_LOG_F_TARGET) /* a LOG rule counts the packets it logs, as iptables' */
+		int refused = 0;
+		struct fw_log_stat *st = fw_log_take(id, &refused);
+		/* a LOG rule counts the packets it matches (and logs), as
+		 * iptables': with -m limit, those its limit lets through */
+		if ((flags & FW_LOG_F_TARGET) && !refused)
 			fw_count_rule(id, bytes, fw_now());
-		struct fw_log_stat *st = fw_log_take(id);
 		if (!st)
 			continue;
 		struct fw_log_event *ev = bpf_ringbuf_reserve(&fw_log_ring, sizeof(*ev) + fw_log_snap, 0);

@@ -169,6 +169,18 @@ var DefaultLogRate = rules.LogRate{N: 10, Unit: rules.PerSecond}
 // logs the packets it decides.
 const EntryLog uint8 = 0x01
 
+// EntryLimit is FW_EF_LIMIT (fw_entry.flags): the rule has -m limit; it
+// decides only while its bucket (fw_limits) has a token (docs/limits.md).
+const EntryLimit uint8 = 0x04
+
+// MaxLimitRules bounds the -m limit rules (other than LOG rules, whose
+// limit is their log budget) of a rule set (FW_MAX_LIMIT_RULES).
+const MaxLimitRules = 4096
+
+// BucketMatch is FW_BUCKET_MATCH (fw_bucket.flags): a LOG rule's budget
+// that is its -m limit, so a packet it refuses is no match of the rule.
+const BucketMatch uint32 = 0x01
+
 // EntryHasRanges is FW_EF_RANGES (fw_entry.flags): the entry's Ranges hold
 // its whole match; RangesMax is FW_RANGES_MAX.
 const (

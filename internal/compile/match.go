@@ -19,8 +19,17 @@ type Classified struct {
 
 // Classify is the Go twin of the data plane's classifier: walk the trees
 // of (chain, family), check the leaves' candidates in order with
-// Entry.Matches; LOG entries are noted and passed.
+// Entry.Matches; LOG entries are noted and passed. Every -m limit bucket
+// has a token (ClassifyWith).
 func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
+	return t.ClassifyWith(p, ifindex, nil)
+}
+
+// ClassifyWith is Classify where a matching -m limit entry (Entry.Limit,
+// not LOG) decides only when ready(its rule id) says its bucket has a
+// token (nil: always), as fw_tree asks fw_limit; the caller takes the
+// token of the deciding entry's rule.
+func (t *Tables) ClassifyWith(p *RefPacket, ifindex uint32, ready func(ruleID uint32) bool) Classified {
 	r := int(p.Chain) * 2
 	if p.Src.Is6() {
 		r++
@@ -38,6 +47,9 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 			continue
 		}
 		if e.Action != ActLog {
+			if e.Limit && ready != nil && !ready(e.RuleID) {
+				continue
+			}
 			c.Entry = int(i)
 			break
 		}

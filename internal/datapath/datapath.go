@@ -97,6 +97,7 @@ type Datapath struct {
 	ctEvict *ebpf.Map // fw_ct_evict: early-drop candidates
 	logRing *ebpf.Map // fw_log_ring: events
 	logLim  *ebpf.Map // fw_log_limits: per logged rule id
+	limBkt  *ebpf.Map // fw_limits: per -m limit rule id
 	logStat *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr  *ebpf.Map // fw_log_counters
 	rejGlob *ebpf.Map // fw_reject_global: REJECT's global budget
@@ -129,7 +130,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict,
-		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
+		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob,
 	}
@@ -221,6 +222,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		stamps:    objs.FwStamps,
 		logRing:   objs.FwLogRing,
 		logLim:    objs.FwLogLimits,
+		limBkt:    objs.FwLimits,
 		logStat:   objs.FwLogStats,
 		logCtr:    objs.FwLogCounters,
 		rejGlob:   objs.FwRejectGlobal,

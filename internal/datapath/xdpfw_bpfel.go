@@ -18,7 +18,7 @@ type xdpfwFwBucket struct {
 	Tat        uint64
 	IntervalNs uint64
 	Burst      uint32
-	Pad        uint32
+	Flags      uint32
 }
 
 type xdpfwFwClock struct {
@@ -247,6 +247,7 @@ const (
 	xdpfwMapFwDeltas              = "fw_deltas"
 	xdpfwMapFwEntries             = "fw_entries"
 	xdpfwMapFwLeaves              = "fw_leaves"
+	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
 	xdpfwMapFwLogLimits           = "fw_log_limits"
 	xdpfwMapFwLogRing             = "fw_log_ring"
@@ -338,6 +339,7 @@ type xdpfwMapSpecs struct {
 	FwDeltas        *ebpf.MapSpec `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
 	FwLogLimits     *ebpf.MapSpec `ebpf:"fw_log_limits"`
 	FwLogRing       *ebpf.MapSpec `ebpf:"fw_log_ring"`
@@ -399,6 +401,7 @@ type xdpfwMaps struct {
 	FwDeltas        *ebpf.Map `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
 	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
+	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
 	FwLogLimits     *ebpf.Map `ebpf:"fw_log_limits"`
 	FwLogRing       *ebpf.Map `ebpf:"fw_log_ring"`
@@ -430,6 +433,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwDeltas,
 		m.FwEntries,
 		m.FwLeaves,
+		m.FwLimits,
 		m.FwLogCounters,
 		m.FwLogLimits,
 		m.FwLogRing,

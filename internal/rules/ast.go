@@ -257,6 +257,10 @@ type Match struct {
 	// does. Set only with -p of that protocol and without a port or TCP flag
 	// test, which need the header already (Match.NeedsL4).
 	L4Header bool
+
+	// Limit: -m limit, a token bucket of the rule's own, tested after
+	// every other match (the parser refuses matches written after it).
+	Limit *LimitMatch
 }
 
 // NeedsL4 reports whether m tests the L4 header: a port, TCP flag or ICMP
@@ -290,6 +294,11 @@ type Target struct {
 
 // Logs reports whether the rule emits log events: a LOG rule, or --log.
 func (t Target) Logs() bool { return t.Verdict == VerdictLog || t.Log }
+
+// Budgeted reports whether the rule has a token bucket in the data plane:
+// a log budget (Target.Logs) or a -m limit. Buckets come with full
+// installs of a rule set, so edits of such rule sets are compiled in full.
+func (r *Rule) Budgeted() bool { return r.Target.Logs() || r.Match.Limit != nil }
 
 // LogRate is a rate of log events: N per Unit (--log-rate N/UNIT). The zero
 // value means "the default".

@@ -85,6 +85,12 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--state":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
+	case "--limit":
+		return optSpec{slot: name, nargs: 1, usage: "--limit N/sec|min|hour|day", module: "limit",
+			parse: (*ruleParser).optLimit}, true
+	case "--limit-burst":
+		return optSpec{slot: name, nargs: 1, usage: "--limit-burst N", module: "limit",
+			parse: (*ruleParser).optLimitBurst}, true
 	case "--comment":
 		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -136,7 +142,7 @@ func moduleOptions(module string) (string, bool) {
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state)"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), limit"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

@@ -23,6 +23,7 @@ type ruleParser struct {
 	fam     Family          // family fixed by -4/-6 or implied by a selector
 	famWhy  string          // what fixed fam, for conflict messages
 	checks  []func() *Error // run once every option is read
+	limitAt *token          // the -m limit, once given (afterLimit)
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
@@ -130,6 +131,11 @@ func (p *ruleParser) option() *Error {
 				fmt.Sprintf("write -m %s %s", spec.module, spec.usage))
 		}
 		m.used = true
+	}
+	if t.text != "-m" && t.text != "--match" {
+		if err := p.afterLimit(t, spec); err != nil {
+			return err
+		}
 	}
 	if spec.slot != "" {
 		if first, dup := p.seen[spec.slot]; dup {
