@@ -122,3 +122,23 @@ func (d *Datapath) TraceLive(frame []byte, ifindex uint32, ctstate int) (TraceRe
 func (d *Datapath) TraceLiveEgress(frame []byte, ctstate int) (TraceResult, error) {
 	return traceTC(d.egress, frame, ctstate)
 }
+
+// LimitTat reads the theoretical arrival time of rule id's -m limit
+// bucket (fw_limits).
+func (d *Datapath) LimitTat(id uint32) (uint64, error) {
+	var b xdpfwFwBucket
+	err := d.limBkt.Lookup(id, &b)
+	return b.Tat, err
+}
+
+// Refill gives rule id's -m limit bucket the tokens n intervals bring
+// (up to its burst): its timeline moves back n intervals, as if the
+// clock had moved on (timing-free tests).
+func (d *Datapath) Refill(id uint32, n uint64) error {
+	var b xdpfwFwBucket
+	if err := d.limBkt.Lookup(id, &b); err != nil {
+		return err
+	}
+	b.Tat -= min(b.Tat, n*b.IntervalNs)
+	return d.limBkt.Put(id, &b)
+}
