@@ -35,7 +35,9 @@ func TestLimitBurstRefill(t *testing.T) {
 	f := newFixture(t)
 	f.installText(limitRules)
 	st := &compile.LimitState{}
-	udp := func(src string, dport uint16) *packet.Packet { return v4pkt(packet.ProtoUDP, src, "10.0.0.1", 1234, dport) }
+	udp := func(src string, dport uint16) *packet.Packet {
+		return v4pkt(packet.ProtoUDP, src, "10.0.0.1", 1234, dport)
+	}
 	var seq []int
 	send := func(p *packet.Packet, n int) {
 		t.Helper()
