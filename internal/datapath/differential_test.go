@@ -68,6 +68,26 @@ func TestDifferential(t *testing.T) {
 		t.Fatal("no packet matched more LOG rules than log one: the test did not check the bound")
 	}
 
+	// -m limit: a few rules decide only while their bucket has a token;
+	// the reference takes the same tokens.
+	limited := 0
+	for set := 0; set < *diffSets/5; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
+		rules.RandomLimits(r, rs, 25)
+		total += diffRun(t, f, r, rs, *diffPackets/2, nil, fmt.Sprintf("seed %d limit set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+		for _, id := range f.ids {
+			if tat, err := f.dp.LimitTat(id); err == nil && tat != 0 {
+				limited++
+			}
+		}
+	}
+	if limited == 0 {
+		t.Fatal("no -m limit bucket was ever used: the test checked nothing of -m limit")
+	}
+
 	// Phase 2: a router. Local addresses on eth0, default routes out of it.
 	local := []netip.Addr{netip.MustParseAddr("10.200.9.1"), netip.MustParseAddr("fd00:9::1")}
 	for _, c := range [][]string{
@@ -112,6 +132,10 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []uint32, n int, local []netip.Addr, what string) int {
 	t.Helper()
 	overflowBefore := f.logStats().Overflow
+	limits, err := f.dp.LimitStateOf(ids) // -m limit buckets, at the clock now
+	if err != nil {
+		t.Fatal(err)
+	}
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	pkts := make([]*packet.Packet, n)
 	ifs := make([]string, n)
@@ -164,7 +188,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 				}
 			}
 		}
-		d := compile.Decide(rs, ref)
+		d := compile.DecideAt(rs, ref, limits)
 		wantID := compile.PolicyID(uint8(ref.Chain), p.Src.Is6())
 		if d.Rule >= 0 {
 			wantID = ids[d.Rule]

@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
 )
 
 // LoadObject is Load for another build's object file (xdpfw_bpfel.o of an
@@ -141,4 +144,22 @@ func (d *Datapath) Refill(id uint32, n uint64) error {
 	}
 	b.Tat -= min(b.Tat, n*b.IntervalNs)
 	return d.limBkt.Put(id, &b)
+}
+
+// LimitStateOf is the reference's view (compile.LimitState) of the -m
+// limit buckets of the rules whose ids are ids (rule i has ids[i]), at
+// the data plane's clock now (bpf_ktime_get_ns: CLOCK_MONOTONIC).
+func (d *Datapath) LimitStateOf(ids []uint32) (*compile.LimitState, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return nil, err
+	}
+	st := &compile.LimitState{Now: uint64(ts.Nano()), Tat: map[int]uint64{}}
+	for i, id := range ids {
+		var b xdpfwFwBucket
+		if d.limBkt != nil && d.limBkt.Lookup(id, &b) == nil { // another build's object may have none
+			st.Tat[i] = b.Tat
+		}
+	}
+	return st, nil
 }

@@ -342,3 +342,25 @@ func randomReject(r *rand.Rand, m *Match) Target {
 	}
 	return t
 }
+
+// RandomLimits gives about percent of rs's deciding rules a -m limit of a
+// few a hour or a day with a small burst: no token comes back while a
+// test runs (a rate of at most 3 an hour refills one in 20 minutes), so
+// the buckets' state is the count of packets each rule decided, and a
+// reference that models them with its clock standing agrees exactly. A
+// knob apart from RandomRuleSet: edits of rule sets with a limit are
+// compiled in full (rules.Rule.Budgeted), which the delta tests must not
+// meet unasked.
+func RandomLimits(r *rand.Rand, rs *RuleSet, percent int) {
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		if !rule.Target.Verdict.Terminal() || !chance(r, percent) {
+			continue
+		}
+		rule.Match.Limit = &LimitMatch{
+			Rate:  LogRate{N: uint32(1 + r.IntN(3)), Unit: pick(r, []RateUnit{PerHour, PerDay})},
+			Burst: uint32(1 + r.IntN(6)),
+		}
+		rule.Text = rule.Spec()
+	}
+}
