@@ -152,7 +152,9 @@ struct fw_decision {
 	__u8  action; /* enum fw_action */
 	__u8  reason; /* enum fw_reason */
 	__u8  reject; /* enum fw_reject, with FW_ACT_REJECT */
-	__u8  log;    /* FW_EF_LOG: the deciding rule logs the packet (--log) */
+	/* FW_EF_LOG: the deciding rule logs the packet (--log); FW_EF_LIMIT:
+	 * it has -m limit and takes its token (fw_log_emit) */
+	__u8  flags;
 	/* LOG rules that log the packet: fw_log_scratch's ids[0 .. nlog-1] once
 	 * fw_log_finish has run (in rule order); before, the matches noted. */
 	__u8  nlog;

@@ -55,12 +55,11 @@ static __always_inline struct fw_log_scratch *fw_log_scratch_of(__u8 chain)
 /* fw_log_note records that the LOG entry idx (of rule rule_id) matches
  * the packet being classified in chain. The scratch keeps the FW_LOG_MAX
  * lowest-index LOG rules, each once (a rule's entries may match in
- * several trees), and in over the lowest index it had to leave out. A
- * global function: verified once, not once per leaf candidate. */
-__noinline int fw_log_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
+ * several trees), and in over the lowest index it had to leave out.
+ * Inlined in fw_walk_pass, a global function: verified once, not once per
+ * leaf candidate. */
+static __always_inline int fw_log_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
 {
-	if (!d) /* the verifier requires the check on global-function pointers */
-		return 0;
 	struct fw_log_scratch *s = fw_log_scratch_of(chain);
 	if (!s)
 		return 0;
@@ -144,6 +143,20 @@ __noinline int fw_log_finish(struct fw_decision *d, __u32 chain)
 			(*c)++;
 	}
 	return 0;
+}
+
+/* fw_walk_pass: a matching entry that may not decide. A LOG entry is
+ * noted and passed (0); a -m limit entry decides (1) only while its
+ * bucket has a token. A global function: verified once. */
+__noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 action, __u32 chain)
+{
+	if (!d) /* the verifier requires the check on global-function pointers */
+		return 0;
+	if (action == FW_ACT_LOG) {
+		fw_log_note(d, idx, rule_id, chain);
+		return 0;
+	}
+	return fw_limit(rule_id, 0); /* -m limit: without a token the rule does not match */
 }
 
 static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
@@ -366,12 +379,10 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		if (!e)
 			continue;
 		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
-			if (e->action == FW_ACT_LOG) {
-				fw_log_note(d, idx, e->rule_id, p->chain); /* LOG: note it, go on */
-				continue;
-			}
-			/* -m limit: without a token the rule does not match */
-			if ((e->flags & FW_EF_LIMIT) && !fw_limit(e->rule_id, 0))
+			/* one call site for both: each branch here is explored
+			 * once per candidate of each of the unrolled trees */
+			if ((e->action == FW_ACT_LOG || (e->flags & FW_EF_LIMIT)) &&
+			    !fw_walk_pass(d, idx, e->rule_id, e->action, p->chain))
 				continue;
 			*best_e = e;
 			return idx;
@@ -486,13 +497,14 @@ static __always_inline int fw_classify_in(const struct fw_root *root, __u32 sel,
 		d->reason = root->reason;
 		return 0;
 	}
-	if (e->flags & FW_EF_LIMIT) /* the walk saw a token: the rule decides, and takes it */
-		fw_limit(e->rule_id, 1);
 	d->rule_id = e->rule_id;
 	d->action = e->action;
 	d->reason = e->reason;
 	d->reject = e->reject;
-	d->log = e->flags & FW_EF_LOG;
+	/* FW_EF_LIMIT: the walk saw a token, the rule decides and takes it
+	 * after the decision (fw_log_emit): a store here, not a branch, which
+	 * every state the walk leaves would be checked on */
+	d->flags = e->flags & (FW_EF_LOG | FW_EF_LIMIT);
 	return 0;
 }
 

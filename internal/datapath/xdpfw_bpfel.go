@@ -227,7 +227,7 @@ type xdpfwFwXdpHandoff struct {
 		Action uint8
 		Reason uint8
 		Reject uint8
-		Log    uint8
+		Flags  uint8
 		Nlog   uint8
 		_      [3]byte
 	}
