@@ -90,6 +90,9 @@ func (r Rule) Spec() string {
 		}
 		w.add(c.Invert, opt, formatICMPType(*c))
 	}
+	if rc := m.Recent; rc != nil {
+		formatRecent(&w, rc, m.Family)
+	}
 	if l := m.Limit; l != nil {
 		w.add(false, "-m", "limit", "--limit", l.Rate.String())
 		if l.Burst != DefaultLimitBurst {

@@ -119,13 +119,16 @@ func (p *ruleParser) optLimitBurst(o optUse) *Error {
 // limitModule handles -m limit: the bucket with iptables' defaults, which
 // its options change.
 func (p *ruleParser) limitModule(at token) *Error {
+	if p.r.Match.Recent != nil {
+		return p.errAt(at, "", "-m limit beside -m recent", "xdpfw takes one rate or state match per rule: split the rule in two")
+	}
 	if p.r.Match.Limit != nil {
 		return p.errAt(at, "", "-m limit given twice",
 			"xdpfw keeps one bucket per rule: write one -m limit (iptables would keep two, each taking a token)")
 	}
 	l := DefaultLimit()
 	p.r.Match.Limit = &l
-	p.limitAt = &at
+	p.stateAt, p.stateMod = &at, "limit"
 	p.modules["limit"] = &moduleUse{tok: at, used: true} // its options are optional
 	p.checks = append(p.checks, func() *Error {
 		// On a LOG rule the limit is the rule's log budget (docs/limits.md).
@@ -139,13 +142,14 @@ func (p *ruleParser) limitModule(at token) *Error {
 	return nil
 }
 
-// afterLimit refuses a match option that follows -m limit: iptables tests
-// a rule's matches in order, so a packet that passes the limit and fails
-// a later match (-m limit --limit 1/s -m tcp --dport 22) takes a token
-// and does not match. xdpfw tests the bucket last, once every other test
-// passed: the order iptables-save prints when -m limit is written last.
-func (p *ruleParser) afterLimit(t token, spec optSpec) *Error {
-	if p.limitAt == nil {
+// afterState refuses a match option that follows -m limit or -m recent:
+// iptables tests a rule's matches in order, so a packet that passes the
+// limit and fails a later match (-m limit --limit 1/s -m tcp --dport 22)
+// takes a token and does not match (with -m recent: is recorded). xdpfw
+// tests the bucket (the list) last, once every other test passed: the
+// order iptables-save prints when the module is written last.
+func (p *ruleParser) afterState(t token, spec optSpec) *Error {
+	if p.stateAt == nil {
 		return nil
 	}
 	test := false
@@ -154,11 +158,16 @@ func (p *ruleParser) afterLimit(t token, spec optSpec) *Error {
 		"--icmp-type", "--icmpv6-type":
 		test = true
 	default: // an option of a module, or -m MODULE (optModule: spec.module is the module)
-		test = spec.module != "" && spec.module != "limit" && spec.module != "comment"
+		test = spec.module != "" && spec.module != p.stateMod && spec.module != "comment" &&
+			spec.module != "limit" && spec.module != "recent" // those say what is wrong themselves
 	}
 	if !test {
 		return nil
 	}
-	return p.errAt(t, "", t.text+" after -m limit: iptables takes a token before testing it",
-		"write -m limit after the rule's other matches (only -m comment may follow it)")
+	what := "takes a token"
+	if p.stateMod == "recent" {
+		what = "records or looks up the address"
+	}
+	return p.errAt(t, "", fmt.Sprintf("%s after -m %s: iptables %s before testing it", t.text, p.stateMod, what),
+		fmt.Sprintf("write -m %s after the rule's other matches (only -m comment may follow it)", p.stateMod))
 }

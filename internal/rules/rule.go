@@ -23,7 +23,8 @@ type ruleParser struct {
 	fam     Family          // family fixed by -4/-6 or implied by a selector
 	famWhy  string          // what fixed fam, for conflict messages
 	checks  []func() *Error // run once every option is read
-	limitAt *token          // the -m limit, once given (afterLimit)
+	stateAt  *token         // the -m limit or -m recent, once given (afterState)
+	stateMod string         // its module
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
@@ -133,7 +134,7 @@ func (p *ruleParser) option() *Error {
 		m.used = true
 	}
 	if t.text != "-m" && t.text != "--match" {
-		if err := p.afterLimit(t, spec); err != nil {
+		if err := p.afterState(t, spec); err != nil {
 			return err
 		}
 	}
