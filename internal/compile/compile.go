@@ -189,6 +189,9 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	}
 	base.Log = r.Target.Log
 	base.Limit = r.Match.Limit != nil
+	if r.Match.Recent != nil {
+		return nil, nil, fmt.Errorf("-m recent is not supported by the data plane yet")
+	}
 
 	m := &r.Match
 	// test turns on a field test, negated when invert is set.
