@@ -163,6 +163,33 @@ type xdpfwFwNode struct {
 	Child  [8]uint32
 }
 
+type xdpfwFwRecentEntry struct {
+	_       structs.HostLayout
+	Stamps  [32]uint64
+	Index   uint8
+	Nstamps uint8
+	Pad     [6]uint8
+}
+
+type xdpfwFwRecentKey struct {
+	_      structs.HostLayout
+	Addr   [2]uint64
+	List   uint32
+	Family uint8
+	Pad    [3]uint8
+}
+
+type xdpfwFwRecentRule struct {
+	_        structs.HostLayout
+	Mask     [2]uint64
+	WindowNs uint64
+	List     uint32
+	Op       uint8
+	Flags    uint8
+	Hitcount uint8
+	Pad      uint8
+}
+
 type xdpfwFwRlKey struct {
 	_      structs.HostLayout
 	Addr   uint64
@@ -190,6 +217,16 @@ type xdpfwFwSetKey struct {
 	Prefixlen uint32
 	SetId     uint32
 	Addr      [16]uint8
+}
+
+type xdpfwFwStateScratch struct {
+	_     structs.HostLayout
+	Idx   [8]uint32
+	Ids   [8]uint32
+	Best  uint32
+	Gen   uint32
+	Key   xdpfwFwRecentKey
+	Fresh xdpfwFwRecentEntry
 }
 
 type xdpfwFwXdpHandoff struct {
@@ -229,7 +266,8 @@ type xdpfwFwXdpHandoff struct {
 		Reject uint8
 		Flags  uint8
 		Nlog   uint8
-		_      [3]byte
+		Nstate uint8
+		_      [2]byte
 	}
 }
 
@@ -255,6 +293,8 @@ const (
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNodes               = "fw_nodes"
 	xdpfwMapFwReasonStats         = "fw_reason_stats"
+	xdpfwMapFwRecent              = "fw_recent"
+	xdpfwMapFwRecentRules         = "fw_recent_rules"
 	xdpfwMapFwRejectGlobal        = "fw_reject_global"
 	xdpfwMapFwRejectOwn           = "fw_reject_own"
 	xdpfwMapFwRejectOwnLast       = "fw_reject_own_last"
@@ -263,6 +303,7 @@ const (
 	xdpfwMapFwRuleStats           = "fw_rule_stats"
 	xdpfwMapFwSets                = "fw_sets"
 	xdpfwMapFwStamps              = "fw_stamps"
+	xdpfwMapFwStateScratch        = "fw_state_scratch"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
@@ -347,6 +388,8 @@ type xdpfwMapSpecs struct {
 	FwLogStats      *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNodes         *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwReasonStats   *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRecent        *ebpf.MapSpec `ebpf:"fw_recent"`
+	FwRecentRules   *ebpf.MapSpec `ebpf:"fw_recent_rules"`
 	FwRejectGlobal  *ebpf.MapSpec `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.MapSpec `ebpf:"fw_reject_own"`
 	FwRejectOwnLast *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
@@ -355,6 +398,7 @@ type xdpfwMapSpecs struct {
 	FwRuleStats     *ebpf.MapSpec `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
 	FwStamps        *ebpf.MapSpec `ebpf:"fw_stamps"`
+	FwStateScratch  *ebpf.MapSpec `ebpf:"fw_state_scratch"`
 	FwXdpHandoff    *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
 	FwXdpStages     *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
@@ -409,6 +453,8 @@ type xdpfwMaps struct {
 	FwLogStats      *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNodes         *ebpf.Map `ebpf:"fw_nodes"`
 	FwReasonStats   *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRecent        *ebpf.Map `ebpf:"fw_recent"`
+	FwRecentRules   *ebpf.Map `ebpf:"fw_recent_rules"`
 	FwRejectGlobal  *ebpf.Map `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.Map `ebpf:"fw_reject_own"`
 	FwRejectOwnLast *ebpf.Map `ebpf:"fw_reject_own_last"`
@@ -417,6 +463,7 @@ type xdpfwMaps struct {
 	FwRuleStats     *ebpf.Map `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.Map `ebpf:"fw_sets"`
 	FwStamps        *ebpf.Map `ebpf:"fw_stamps"`
+	FwStateScratch  *ebpf.Map `ebpf:"fw_state_scratch"`
 	FwXdpHandoff    *ebpf.Map `ebpf:"fw_xdp_handoff"`
 	FwXdpStages     *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
@@ -441,6 +488,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogStats,
 		m.FwNodes,
 		m.FwReasonStats,
+		m.FwRecent,
+		m.FwRecentRules,
 		m.FwRejectGlobal,
 		m.FwRejectOwn,
 		m.FwRejectOwnLast,
@@ -449,6 +498,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwRuleStats,
 		m.FwSets,
 		m.FwStamps,
+		m.FwStateScratch,
 		m.FwXdpHandoff,
 		m.FwXdpStages,
 	)
