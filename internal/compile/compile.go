@@ -99,6 +99,12 @@ func Compile(in Input) (*Tables, []Warning, error) {
 	if t.Limits, err = matchLimits(in); err != nil {
 		return nil, nil, err
 	}
+	if t.Recent, err = recentRules(in); err != nil {
+		return nil, nil, err
+	}
+	if err := checkStateNotes(t); err != nil {
+		return nil, nil, err
+	}
 	t.SetNames = map[uint32]string{}
 	for name, s := range in.Sets {
 		t.SetNames[s.ID] = name
@@ -189,8 +195,15 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	}
 	base.Log = r.Target.Log
 	base.Limit = r.Match.Limit != nil
-	if r.Match.Recent != nil {
-		return nil, nil, fmt.Errorf("-m recent is not supported by the data plane yet")
+	if rc := r.Match.Recent; rc != nil {
+		switch {
+		case r.Chain == rules.ChainOutput:
+			return nil, nil, fmt.Errorf("-m recent is not supported in OUTPUT (the tc egress program has no room for it yet); " +
+				"use it in INPUT or FORWARD")
+		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
+			return nil, nil, fmt.Errorf("-m recent on a rule that logs is not supported; put the LOG rule beside it without -m recent")
+		}
+		base.State = true
 	}
 
 	m := &r.Match

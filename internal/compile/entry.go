@@ -40,6 +40,10 @@ type Entry struct {
 	// while the rule's bucket (Tables.Limits) has a token, and never ends
 	// a leaf; a LOG entry's limit is its log budget (Tables.Logs).
 	Limit bool
+	// State: the rule has -m recent. The entry decides nothing in the
+	// walk; the data plane settles it after the walk, in rule order
+	// (Tables.Recent).
+	State bool
 }
 
 // Flags is fw_entry.flags.
@@ -51,12 +55,15 @@ func (e *Entry) Flags() uint8 {
 	if e.Limit {
 		f |= EntryLimit
 	}
+	if e.State {
+		f |= EntryState
+	}
 	return f
 }
 
 // Decides reports whether a packet the entry matches goes no further: not
 // a LOG entry, nor one whose -m limit may refuse it.
-func (e *Entry) Decides() bool { return e.Action != ActLog && !e.Limit }
+func (e *Entry) Decides() bool { return e.Action != ActLog && !e.Limit && !e.State }
 
 // LogLimit is a token bucket's settings (struct fw_bucket): the log
 // budget of a logged rule (Tables.Logs) or the -m limit of a rule
@@ -89,6 +96,8 @@ type Tables struct {
 	Logs []LogLimit
 	// Limits are the -m limit buckets of the deciding rules, in rule order.
 	Limits []LogLimit
+	// Recent are the settings of the -m recent rules, in rule order.
+	Recent []RecentRule
 	// Ranges[i] is Entries[i] as ranges of the key, where it can be
 	// (see Ranges); the trees' leaves test those.
 	Ranges []Ranges
@@ -142,6 +151,9 @@ func (e Entry) String() string {
 	}
 	if e.Limit {
 		s += " limit"
+	}
+	if e.State {
+		s += " recent"
 	}
 	return s
 }

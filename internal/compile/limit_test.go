@@ -22,7 +22,7 @@ func TestLimitTreeAgreesWithReference(t *testing.T) {
 		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
 		rules.RandomLimits(r, rs, 30)
 		tb := compileTest(t, rs)
-		ref := &LimitState{}
+		ref := &State{}
 		tat := map[uint32]uint64{} // the twin's buckets, by rule id
 		byID := map[uint32]*rules.LimitMatch{}
 		for i := range rs.Rules {
@@ -35,7 +35,7 @@ func TestLimitTreeAgreesWithReference(t *testing.T) {
 		for k := range 400 {
 			p := randomRefPacket(r, rs, names)
 			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testIfaces[p.InIface], ready)
+			c := tb.ClassifyWith(&p, testIfaces[p.InIface], ready, nil)
 			gotID := c.Root.RuleID
 			if c.Entry >= 0 {
 				e := tb.Entries[c.Entry]
@@ -88,7 +88,7 @@ func TestLimitEntryNeverEndsLeaf(t *testing.T) {
 			t.Errorf("%s: the walk finds %d candidates, want %d", tc.first, got, tc.want)
 		}
 		if tc.want == 2 {
-			if c := tb.ClassifyWith(&p, 0, func(uint32) bool { return false }); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
+			if c := tb.ClassifyWith(&p, 0, func(uint32) bool { return false }, nil); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
 				t.Errorf("%s: with its bucket empty the packet is decided by entry %d, want the DROP", tc.first, c.Entry)
 			}
 		}

@@ -75,13 +75,14 @@ type Decision struct {
 // what logs the packet. Every -m limit bucket is full (DecideAt).
 func Decide(rs *rules.RuleSet, p RefPacket) Decision { return DecideAt(rs, p, nil) }
 
-// DecideAt is Decide with the -m limit buckets in st (nil: all full),
-// which it takes tokens from: a rule with -m limit that the packet
-// reaches (no earlier rule decided it) and whose other matches match it
-// matches only while its bucket has a token, and then takes one, as
-// iptables' xt_limit. A LOG rule's -m limit is its log budget, which,
+// DecideAt is Decide with the -m limit buckets and -m recent lists in st
+// (nil: buckets full, lists empty, nothing recorded), which it changes: a
+// rule with -m limit that the packet reaches (no earlier rule decided it)
+// and whose other matches match it matches only while its bucket has a
+// token, and then takes one, as iptables' xt_limit; a rule with -m recent
+// does to its list what xt_recent does, in rule order. A LOG rule's -m limit is its log budget, which,
 // like every rate limit of events, is not modelled (Decision.Logs).
-func DecideAt(rs *rules.RuleSet, p RefPacket, st *LimitState) Decision {
+func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 	var logs []int
 	overflow := false
 	for i := range rs.Rules {
@@ -91,6 +92,9 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *LimitState) Decision {
 		}
 		if l := r.Match.Limit; l != nil && r.Target.Verdict.Terminal() && !st.take(i, l.IntervalNS(), l.Burst) {
 			continue // no token: the rule does not match
+		}
+		if m := r.Match.Recent; m != nil && !st.recent(m, &p) {
+			continue // the list says no (after doing what the rule does to it)
 		}
 		if !r.Target.Verdict.Terminal() { // LOG: log and go on
 			if len(logs) < MaxLogPerPacket {

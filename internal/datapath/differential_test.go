@@ -132,7 +132,7 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []uint32, n int, local []netip.Addr, what string) int {
 	t.Helper()
 	overflowBefore := f.logStats().Overflow
-	limits, err := f.dp.LimitStateOf(ids) // -m limit buckets, at the clock now
+	limits, err := f.dp.StateOf(ids) // -m limit buckets, at the clock now
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,15 +146,15 @@ func (d *Datapath) Refill(id uint32, n uint64) error {
 	return d.limBkt.Put(id, &b)
 }
 
-// LimitStateOf is the reference's view (compile.LimitState) of the -m
+// StateOf is the reference's view (compile.State) of the -m
 // limit buckets of the rules whose ids are ids (rule i has ids[i]), at
 // the data plane's clock now (bpf_ktime_get_ns: CLOCK_MONOTONIC).
-func (d *Datapath) LimitStateOf(ids []uint32) (*compile.LimitState, error) {
+func (d *Datapath) StateOf(ids []uint32) (*compile.State, error) {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		return nil, err
 	}
-	st := &compile.LimitState{Now: uint64(ts.Nano()), Tat: map[int]uint64{}}
+	st := &compile.State{Now: uint64(ts.Nano()), Tat: map[int]uint64{}}
 	for i, id := range ids {
 		var b xdpfwFwBucket
 		if d.limBkt != nil && d.limBkt.Lookup(id, &b) == nil { // another build's object may have none
@@ -162,4 +162,34 @@ func (d *Datapath) LimitStateOf(ids []uint32) (*compile.LimitState, error) {
 		}
 	}
 	return st, nil
+}
+
+// AgeRecent moves every time stamp of every -m recent list back by ns, as
+// if the clock had moved on by ns (timing-free tests); it returns how
+// many addresses it aged.
+func (d *Datapath) AgeRecent(ns uint64) (int, error) {
+	var (
+		k    xdpfwFwRecentKey
+		v    xdpfwFwRecentEntry
+		keys []xdpfwFwRecentKey
+	)
+	it := d.recent.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := d.recent.Lookup(&k, &v); err != nil {
+			return 0, err
+		}
+		for i := range v.Stamps {
+			v.Stamps[i] -= min(v.Stamps[i], ns)
+		}
+		if err := d.recent.Put(&k, &v); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
 }

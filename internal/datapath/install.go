@@ -144,6 +144,10 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	if err != nil {
 		return err
 	}
+	staleRecent, err := d.putRecentRules(t.Recent)
+	if err != nil {
+		return err
+	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
 	}
@@ -166,6 +170,9 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 		return err
 	}
 	if err := d.dropLimitIDs(staleLimits); err != nil { // no packet uses the old generation now
+		return err
+	}
+	if err := d.dropRecent(staleRecent, t.ListIDs()); err != nil {
 		return err
 	}
 	return d.dropLogIDs(staleLogs)

@@ -36,7 +36,7 @@ const limitRules = `-P INPUT DROP
 func TestLimitBurstRefill(t *testing.T) {
 	f := newFixture(t)
 	f.installText(limitRules)
-	st := &compile.LimitState{}
+	st := &compile.State{}
 	udp := func(src string, dport uint16) *packet.Packet {
 		return v4pkt(packet.ProtoUDP, src, "10.0.0.1", 1234, dport)
 	}

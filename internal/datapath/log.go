@@ -39,12 +39,17 @@ type LogStats struct {
 	// Unbudgeted counts events of rule ids without a budget: a rule being
 	// replaced at the instant of the swap. They are not emitted.
 	Unbudgeted uint64 `json:"unbudgeted"`
+	// StateOverflow counts packets that met more -m recent rules than the
+	// data plane settles (compile.MaxStateNotes), dropped: the compiler
+	// refuses rule sets where that could happen, so it stays 0.
+	StateOverflow uint64 `json:"state_overflow"`
 }
 
 // Slots of fw_log_counters (enum fw_log_counter).
 const (
 	logCtrOverflow = iota
 	logCtrNoLimit
+	logCtrStateOverflow
 	numLogCtrs
 )
 
@@ -84,7 +89,8 @@ func (d *Datapath) LogStats() (LogStats, error) {
 	if err := it.Err(); err != nil {
 		return s, fmt.Errorf("reading fw_log_stats: %w", err)
 	}
-	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted} {
+	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted,
+		logCtrStateOverflow: &s.StateOverflow} {
 		var vals []uint64
 		if err := d.logCtr.Lookup(slot, &vals); err != nil {
 			return s, fmt.Errorf("reading fw_log_counters: %w", err)
