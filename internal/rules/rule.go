@@ -19,12 +19,12 @@ type ruleParser struct {
 	other   bool                  // -4/-6 names the other family than opt.Family: skip the rule
 	// comment is the last -m comment while it has no --comment: each
 	// -m comment takes one, as in iptables.
-	comment *token
-	fam     Family          // family fixed by -4/-6 or implied by a selector
-	famWhy  string          // what fixed fam, for conflict messages
-	checks  []func() *Error // run once every option is read
-	stateAt  *token         // the -m limit or -m recent, once given (afterState)
-	stateMod string         // its module
+	comment  *token
+	fam      Family          // family fixed by -4/-6 or implied by a selector
+	famWhy   string          // what fixed fam, for conflict messages
+	checks   []func() *Error // run once every option is read
+	stateAt  *token          // the -m limit or -m recent, once given (afterState)
+	stateMod string          // its module
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
