@@ -1,7 +1,9 @@
 package compile
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -107,5 +109,82 @@ func TestLimitNoFastRule(t *testing.T) {
 	tb := compileTest(t, rs)
 	if r := tb.Roots[0]; r.FastStates != rules.CTRelated || r.FastRuleID != FirstRuleID+1 {
 		t.Errorf("fast rule id %d for states %#x; want rule 1 for RELATED only", r.FastRuleID, r.FastStates)
+	}
+}
+
+// TestRecentTreeAgreesWithReference: rule sets with -m recent rules,
+// packets in sequence, the lists modelled with the clock standing: the
+// tree walk (ClassifyWith, settling the -m recent entries it met in
+// index order, as fw_state_settle) and the reference (DecideAt, rule by
+// rule) decide every packet alike and leave the same lists. A -m recent
+// entry that ended a leaf, decided in the walk, or was settled out of
+// order shows here.
+func TestRecentTreeAgreesWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 4))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	settled, sets := 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomRecent(r, rs, 25)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			continue // more -m recent rules than one packet may meet: refused
+		}
+		sets++
+		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
+		byID := map[uint32]int{}
+		for i := range rs.Rules {
+			byID[uint32(FirstRuleID+i)] = i
+		}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			c := tb.ClassifyWith(&p, testIfaces[p.InIface], nil, func(entry int) bool {
+				settled++
+				return twin.recent(rs.Rules[byID[tb.Entries[entry].RuleID]].Match.Recent, &p)
+			})
+			gotID := c.Root.RuleID
+			if c.Entry >= 0 {
+				gotID = tb.Entries[c.Entry].RuleID
+			}
+			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
+			if want.Rule >= 0 {
+				wantID = uint32(FirstRuleID + want.Rule)
+			}
+			if gotID != wantID || len(ref.Lists) != len(twin.Lists) {
+				t.Fatalf("set %d packet %d: tree says id %d (%d addresses listed), reference id %d (%d)\npacket %+v\n%s",
+					set, k, gotID, len(twin.Lists), wantID, len(ref.Lists), p, rs)
+			}
+		}
+	}
+	if sets < 200 || settled == 0 {
+		t.Fatalf("%d rule sets compiled, %d -m recent entries settled: the test checked too little", sets, settled)
+	}
+	t.Logf("%d rule sets, %d -m recent entries settled", sets, settled)
+}
+
+// TestRecentNotesBound: a rule set where one packet could meet more -m
+// recent rules than the data plane settles is refused; narrowed, it loads.
+func TestRecentNotesBound(t *testing.T) {
+	var broad, narrow strings.Builder
+	for i := range 9 {
+		fmt.Fprintf(&broad, "-A INPUT -p tcp -m recent --rcheck --name l%d -j DROP\n", i)
+		fmt.Fprintf(&narrow, "-A INPUT -p tcp --dport %d -m recent --rcheck --name l%d -j DROP\n", 1000+i, i)
+	}
+	for _, tc := range []struct {
+		src string
+		ok  bool
+	}{{broad.String(), false}, {narrow.String(), true}} {
+		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if (err == nil) != tc.ok {
+			t.Errorf("compile: %v, want ok %v\n%s", err, tc.ok, tc.src)
+		}
+		if err != nil && !strings.Contains(err.Error(), "could meet 9 rules with -m recent") {
+			t.Errorf("error %q does not say why", err)
+		}
 	}
 }

@@ -193,3 +193,28 @@ func (d *Datapath) AgeRecent(ns uint64) (int, error) {
 	}
 	return len(keys), nil
 }
+
+// RecentAddresses counts the addresses of every -m recent list.
+func (d *Datapath) RecentAddresses() int {
+	var (
+		k xdpfwFwRecentKey
+		v xdpfwFwRecentEntry
+		n int
+	)
+	if d.recent == nil {
+		return 0
+	}
+	it := d.recent.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n
+}
+
+// ClearRecent empties every -m recent list.
+func (d *Datapath) ClearRecent() error {
+	if d.recent == nil {
+		return nil
+	}
+	return d.dropRecent(nil, nil)
+}

@@ -364,3 +364,42 @@ func RandomLimits(r *rand.Rand, rs *RuleSet, percent int) {
 		rule.Text = rule.Spec()
 	}
 }
+
+// RandomRecent gives about percent of rs's deciding INPUT and FORWARD
+// rules a -m recent match on one of three lists (--set, --rcheck,
+// --update or --remove; --seconds of an hour or none, so that no time
+// stamp ages while a test runs; --hitcount 1 to 3; source or destination;
+// sometimes a mask, sometimes negated). A knob apart from RandomRuleSet,
+// as RandomLimits. Rules of a chain beyond compile.MaxStateNotes' reach
+// may make the compiler refuse the set: callers keep percent small or
+// retry.
+func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
+			rule.Match.Limit != nil || !chance(r, percent) {
+			continue
+		}
+		m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}),
+			Dest: chance(r, 20)}
+		if m.Op == RecentCheck || m.Op == RecentUpdate {
+			if chance(r, 50) {
+				m.Seconds = 3600
+			}
+			if chance(r, 50) {
+				m.HitCount = uint32(1 + r.IntN(3))
+			}
+		}
+		m.Invert = chance(r, 10)
+		m.Mask = FullMask(rule.Match.Family) // as the parser leaves it
+		if f := rule.Match.Family; f != FamilyAny && chance(r, 20) {
+			if f == FamilyIPv4 {
+				m.Mask = netip.AddrFrom4([4]byte{255, 255, 255, 0})
+			} else {
+				m.Mask = netip.MustParseAddr("ffff:ffff:ffff:ffff::")
+			}
+		}
+		rule.Match.Recent = m
+		rule.Text = rule.Spec()
+	}
+}

@@ -130,6 +130,19 @@ func (p *ruleParser) optRecentMask(o optUse) *Error {
 	return nil
 }
 
+// FullMask is -m recent's default --mask for family f: every bit (the
+// zero Addr for FamilyAny: the packet's family's).
+func FullMask(f Family) netip.Addr {
+	switch f {
+	case FamilyIPv4:
+		return netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	case FamilyIPv6:
+		return netip.AddrFrom16([16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff,
+			8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff})
+	}
+	return netip.Addr{}
+}
+
 // recentModule handles -m recent.
 func (p *ruleParser) recentModule(at token) *Error {
 	if p.r.Match.Recent != nil {
@@ -149,6 +162,9 @@ func (p *ruleParser) recentModule(at token) *Error {
 		case (m.Op == RecentSet || m.Op == RecentRemove) && (m.Seconds != 0 || m.HitCount != 0):
 			return p.errAt(at, "", m.Op.String()+" takes no --seconds or --hitcount", "they qualify --rcheck and --update (the kernel refuses the rule)")
 		}
+		if !m.Mask.IsValid() { // one AST for one text: the mask iptables-save prints
+			m.Mask = FullMask(p.r.Match.Family)
+		}
 		return nil
 	})
 	return nil
@@ -165,13 +181,11 @@ func formatRecent(w *specWriter, m *RecentMatch, fam Family) {
 		w.add(false, "--hitcount", fmt.Sprint(m.HitCount))
 	}
 	w.add(false, "--name", m.Name)
-	switch {
-	case m.Mask.IsValid():
-		w.add(false, "--mask", m.Mask.String())
-	case fam == FamilyIPv4:
-		w.add(false, "--mask", "255.255.255.255")
-	case fam == FamilyIPv6:
-		w.add(false, "--mask", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
+	if mask := m.Mask; mask.IsValid() || fam != FamilyAny {
+		if !mask.IsValid() {
+			mask = FullMask(fam)
+		}
+		w.add(false, "--mask", mask.String())
 	}
 	if m.Dest {
 		w.add(false, "--rdest")
