@@ -266,6 +266,48 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_log_limits SEC(".maps");
 
+/* The -m limit bucket of each rule that has one (but LOG rules), by rule
+ * id: written by the control plane before the generation that uses it is
+ * in force (an unchanged rule keeps its bucket's state); the data plane
+ * only takes tokens (lib/classify.h fw_limit). docs/limits.md. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FW_MAX_LIMIT_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_limits SEC(".maps");
+
+/* The settings of each -m recent rule, by rule id: written by the control
+ * plane before the generation that uses them is in force. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FW_MAX_RECENT_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_recent_rule);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_recent_rules SEC(".maps");
+
+/* The -m recent lists: every list's addresses in one LRU map (the least
+ * recently used address goes when it is full). The control plane removes
+ * a list's addresses when no rule names it any more. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_RECENT_MAX);
+	__type(key, struct fw_recent_key);
+	__type(value, struct fw_recent_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_recent SEC(".maps");
+
+/* The walk's notes of -m recent matches (struct fw_state_scratch), per
+ * CPU: slot 0 for XDP, 1 for tc. Not pinned: it lives for one packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct fw_state_scratch);
+} fw_state_scratch SEC(".maps");
+
 /* Events emitted, suppressed and lost per logged rule id (per CPU); the
  * control plane creates and removes the entries with fw_log_limits'. */
 struct {

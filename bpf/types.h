@@ -154,10 +154,13 @@ struct fw_decision {
 	__u8  action; /* enum fw_action */
 	__u8  reason; /* enum fw_reason */
 	__u8  reject; /* enum fw_reject, with FW_ACT_REJECT */
-	__u8  log;    /* FW_EF_LOG: the deciding rule logs the packet (--log) */
+	/* FW_EF_LOG: the deciding rule logs the packet (--log); FW_EF_LIMIT:
+	 * it has -m limit and takes its token (fw_log_emit) */
+	__u8  flags;
 	/* LOG rules that log the packet: fw_log_scratch's ids[0 .. nlog-1] once
 	 * fw_log_finish has run (in rule order); before, the matches noted. */
 	__u8  nlog;
+	__u8  nstate; /* -m recent entries the walk noted (fw_state_scratch) */
 };
 
 /* parse_eth writes the MACs as 16-bit words; fw_key reads the first two
@@ -239,6 +242,8 @@ struct fw_entry {
 /* fw_entry.flags (and fw_root.fast_flags) */
 #define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
 #define FW_EF_RANGES 0x02 /* nranges/rdim/rlo/rhi hold the whole match (trees only) */
+#define FW_EF_LIMIT 0x04 /* -m limit: decides only while the rule's fw_limits bucket has a token */
+#define FW_EF_STATE 0x08 /* -m recent: noted in the walk, settled in rule order after it (fw_state_settle) */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line.
  * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
@@ -524,14 +529,21 @@ struct fw_log_event {
 
 /* A token bucket that holds its own settings (lib/ratelimit.h, GCRA):
  * burst events at once, then one per interval_ns. A logged rule's budget
- * (fw_log_limits, by rule id) and REJECT's global budget (fw_reject_global)
- * are one each. */
+ * (fw_log_limits, by rule id), a rule's -m limit (fw_limits, by rule id)
+ * and REJECT's global budget (fw_reject_global) are one each. */
 struct fw_bucket {
 	__u64 tat;         /* when the bucket is next full (bpf_ktime_get_ns); 0: full */
 	__u64 interval_ns; /* one event per interval; 0: the user's default */
 	__u32 burst;       /* events at once; 0: the user's default */
-	__u32 _pad;
+	__u32 flags;       /* FW_BUCKET_* */
 };
+
+/* fw_bucket.flags. Mirrored by internal/compile (abi.go). */
+#define FW_BUCKET_MATCH 0x01 /* a LOG rule's budget that is its -m limit: a packet it refuses is no match */
+
+/* Rules with -m limit whose bucket is in fw_limits (LOG rules' limits are
+ * their log budgets, fw_log_limits). Mirrored by compile.MaxLimitRules. */
+#define FW_MAX_LIMIT_RULES 4096
 
 /* A logged rule's event counters (fw_log_stats, by rule id, per CPU). */
 struct fw_log_stat {
@@ -550,10 +562,73 @@ struct fw_log_scratch {
 	__u32 best;            /* the deciding entry (FW_NO_TREE: the policy) */
 };
 
+/* -m recent (lib/classify.h fw_state_settle, docs/limits.md). The walk
+ * notes the entries of -m recent rules that match (they decide nothing
+ * there); after it, those before the deciding entry are applied in rule
+ * order, each seeing what the earlier ones did to the lists, and the
+ * first that matches with a deciding target decides. The compiler refuses
+ * a rule set in which one packet could meet more than FW_STATE_MAX of
+ * them. Mirrored by internal/compile (abi.go). */
+#define FW_STATE_MAX        8
+#define FW_RECENT_STAMPS    32    /* time stamps kept per address (a ring) */
+#define FW_MAX_RECENT_RULES 4096  /* -m recent rules in a rule set */
+#define FW_RECENT_MAX       16384 /* addresses in all lists together (LRU) */
+
+enum fw_recent_op {
+	FW_RECENT_SET    = 1,
+	FW_RECENT_CHECK  = 2,
+	FW_RECENT_UPDATE = 3,
+	FW_RECENT_REMOVE = 4,
+};
+
+/* fw_recent_rule.flags */
+#define FW_RECENT_F_DEST   0x01 /* --rdest: the destination address */
+#define FW_RECENT_F_INVERT 0x02 /* ! --rcheck ... */
+
+/* A -m recent rule's settings (fw_recent_rules, by rule id). */
+struct fw_recent_rule {
+	__u64 mask[2];   /* --mask, on the address as fw_pkt holds it */
+	__u64 window_ns; /* --seconds in ns; 0: every time stamp counts */
+	__u32 list;      /* the list (--name) */
+	__u8  op;        /* enum fw_recent_op */
+	__u8  flags;     /* FW_RECENT_F_* */
+	__u8  hitcount;  /* --hitcount; 0: one time stamp */
+	__u8  _pad;
+};
+
+/* An address in a list (fw_recent): the key, and its time stamps. */
+struct fw_recent_key {
+	__u64 addr[2]; /* masked */
+	__u32 list;
+	__u8  family;
+	__u8  _pad[3];
+};
+
+struct fw_recent_entry {
+	__u64 stamps[FW_RECENT_STAMPS]; /* bpf_ktime_get_ns() of the packets recorded, a ring */
+	__u8  index;                     /* 1 + the ring slot written last */
+	__u8  nstamps;                   /* slots in use */
+	__u8  _pad[6];
+};
+
+/* What the walk notes of -m recent matches (fw_state_scratch, per CPU). */
+struct fw_state_scratch {
+	__u32 idx[FW_STATE_MAX]; /* entry indices */
+	__u32 ids[FW_STATE_MAX]; /* their rule ids */
+	__u32 best;              /* the walk's deciding entry (FW_NO_TREE: the policy) */
+	__u32 gen;               /* the generation the walk read */
+	/* the address looked up and a new address's entry are built here,
+	 * not on the stack (the frames of egress, fw_classify and
+	 * fw_notes_end add up to the verifier's 512 bytes) */
+	struct fw_recent_key key;
+	struct fw_recent_entry fresh;
+};
+
 /* Counters of fw_log_counters (per CPU). Mirrored by datapath.LogStats. */
 enum fw_log_counter {
 	FW_LOG_C_OVERFLOW = 0, /* packets more than FW_LOG_MAX LOG rules matched */
 	FW_LOG_C_NO_LIMIT,     /* events of a rule id without fw_log_limits entry (not emitted) */
+	FW_LOG_C_STATE_OVERFLOW, /* packets that met more -m recent rules than FW_STATE_MAX: dropped (the compiler prevents it) */
 	FW_LOG_C_NUM,
 };
 

@@ -141,7 +141,7 @@ int xdpfw_ingress_classify(struct xdp_md *ctx)
 	*d = (struct fw_decision){};
 	const struct fw_pkt *p = &h->pkt;
 	__u32 sel = h->sel;
-	fw_classify_in(&h->root, sel, p, d);
+	fw_classify_in(&h->root, sel, p, d, 1);
 	if (d->action == FW_ACT_ACCEPT) {
 		__builtin_memcpy(&ct, h->ct, fw_ct_plan_size);
 		fw_ct_relink(&ct);

@@ -19,6 +19,28 @@
 #include <bpf/bpf_endian.h>
 #include "../types.h"
 #include "../maps.h"
+#include "ratelimit.h"
+
+/* fw_limit tests (take 0) or takes (take 1) a token of rule_id's -m limit
+ * bucket (fw_limits, lib/ratelimit.h): the walk tests it where the rule's
+ * entry matches, and the entry decides only when a token is there; the
+ * decision takes it (fw_classify_in). A rule is reached, and its token
+ * taken, only when no earlier rule decided, as in iptables; the bucket is
+ * the rule's alone, so nothing between the test and the take changes it
+ * but another CPU (off by one token per CPU at most, as every bucket
+ * here). No bucket (never, in a generation the control plane installed):
+ * no token. A global function: verified once. docs/limits.md. */
+__noinline int fw_limit(__u32 rule_id, int take)
+{
+	struct fw_bucket *b = bpf_map_lookup_elem(&fw_limits, &rule_id);
+
+	if (!b)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (take)
+		return fw_rl_take(&b->tat, now, b->interval_ns, b->burst);
+	return fw_rl_ready(b->tat, now, b->interval_ns, b->burst);
+}
 
 /* fw_log_scratch_of is the scratch slot of the hook deciding p: XDP and tc
  * may run on one CPU (a softirq's XDP never interrupts tc egress, which
@@ -33,12 +55,11 @@ static __always_inline struct fw_log_scratch *fw_log_scratch_of(__u8 chain)
 /* fw_log_note records that the LOG entry idx (of rule rule_id) matches
  * the packet being classified in chain. The scratch keeps the FW_LOG_MAX
  * lowest-index LOG rules, each once (a rule's entries may match in
- * several trees), and in over the lowest index it had to leave out. A
- * global function: verified once, not once per leaf candidate. */
-__noinline int fw_log_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
+ * several trees), and in over the lowest index it had to leave out.
+ * Inlined in fw_walk_pass, a global function: verified once, not once per
+ * leaf candidate. */
+static __always_inline int fw_log_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
 {
-	if (!d) /* the verifier requires the check on global-function pointers */
-		return 0;
 	struct fw_log_scratch *s = fw_log_scratch_of(chain);
 	if (!s)
 		return 0;
@@ -120,6 +141,248 @@ __noinline int fw_log_finish(struct fw_decision *d, __u32 chain)
 		__u64 *c = bpf_map_lookup_elem(&fw_log_counters, &k);
 		if (c)
 			(*c)++;
+	}
+	return 0;
+}
+
+/* fw_state_of is the -m recent notes' slot of the hook deciding p (as
+ * fw_log_scratch_of). */
+static __always_inline struct fw_state_scratch *fw_state_of(__u32 chain)
+{
+	__u32 slot = chain == FW_CHAIN_OUTPUT;
+
+	return bpf_map_lookup_elem(&fw_state_scratch, &slot);
+}
+
+/* fw_state_note records that the -m recent entry idx (of rule rule_id)
+ * matches: each rule once, at its lowest index, the notes kept in index
+ * order (fw_state_settle takes them in turn). More rules than
+ * FW_STATE_MAX (which the compiler's bound rules out) set nstate past it:
+ * fw_state_settle then drops the packet. */
+static __always_inline void fw_state_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
+{
+	struct fw_state_scratch *s = fw_state_of(chain);
+	__u32 n = d->nstate;
+
+	if (!s || n > FW_STATE_MAX)
+		return;
+	/* a rule noted already (another of its entries, in another tree):
+	 * keep the lower index; the rule's entries are adjacent in index, so
+	 * no other note lies between the two and the order holds */
+	for (__u32 i = 0; i < FW_STATE_MAX; i++) {
+		if (i >= n)
+			break;
+		if (s->ids[i] == rule_id) {
+			if (idx < s->idx[i])
+				s->idx[i] = idx;
+			return;
+		}
+	}
+	if (n >= FW_STATE_MAX) {
+		d->nstate = n + 1;
+		return;
+	}
+	/* insertion: move the notes after idx up one */
+	__u32 j = n;
+	for (__u32 k = 0; k < FW_STATE_MAX; k++) {
+		if (j == 0 || j >= FW_STATE_MAX || s->idx[j - 1] <= idx)
+			break;
+		s->idx[j] = s->idx[j - 1];
+		s->ids[j] = s->ids[j - 1];
+		j--;
+	}
+	if (j < FW_STATE_MAX) {
+		s->idx[j] = idx;
+		s->ids[j] = rule_id;
+	}
+	d->nstate = n + 1;
+}
+
+/* fw_walk_pass: a matching entry that may not decide; kind is its action
+ * | its flags << 8. A LOG entry is noted and passed (0); a -m recent
+ * entry too (settled after the walk); a -m limit entry decides (1) only
+ * while its bucket has a token. A global function: verified once. */
+__noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 kind, __u32 chain)
+{
+	if (!d) /* the verifier requires the check on global-function pointers */
+		return 0;
+	if ((kind >> 8) & FW_EF_STATE) {
+		fw_state_note(d, idx, rule_id, chain);
+		return 0;
+	}
+	if ((kind & 0xff) == FW_ACT_LOG) {
+		fw_log_note(d, idx, rule_id, chain);
+		return 0;
+	}
+	return fw_limit(rule_id, 0); /* -m limit: without a token the rule does not match */
+}
+
+/* fw_recent_apply does what -m recent rule rule_id does to its list for
+ * p, as the kernel's xt_recent (recent_mt): looks the (masked) address up;
+ * --set adds it or a time stamp to it; --rcheck/--update count its time
+ * stamps within the window; a match of --update adds one; --remove
+ * removes it. Returns whether the match is true (after any !); false
+ * without the rule's settings. A trace instance (fw_live_writes 0)
+ * changes no list. A global function: its loop over the time stamps is
+ * verified once, not once per note. */
+__noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_state_scratch *s)
+{
+	const struct fw_recent_rule *r = bpf_map_lookup_elem(&fw_recent_rules, &rule_id);
+
+	if (!r || !p || !s)
+		return 0;
+	struct fw_recent_key *k = &s->key;
+	const __u64 *a = (r->flags & FW_RECENT_F_DEST) ? p->dst : p->src;
+	int ret = !!(r->flags & FW_RECENT_F_INVERT);
+	int live = fw_live_writes();
+	__u64 now = bpf_ktime_get_ns();
+
+	k->addr[0] = a[0] & r->mask[0];
+	k->addr[1] = a[1] & r->mask[1];
+	k->list = r->list;
+	k->family = p->family;
+	k->_pad[0] = k->_pad[1] = k->_pad[2] = 0;
+	struct fw_recent_entry *e = bpf_map_lookup_elem(&fw_recent, k);
+	if (!e) {
+		if (r->op != FW_RECENT_SET)
+			return ret;
+		if (live) { /* one time stamp: the rest of the ring is never read */
+			s->fresh.stamps[0] = now;
+			s->fresh.index = 1;
+			s->fresh.nstamps = 1;
+			bpf_map_update_elem(&fw_recent, k, &s->fresh, BPF_ANY);
+		}
+		return !ret;
+	}
+	if (r->op == FW_RECENT_SET) {
+		ret = !ret;
+	} else if (r->op == FW_RECENT_REMOVE) {
+		if (live)
+			bpf_map_delete_elem(&fw_recent, k);
+		return !ret;
+	} else {
+		__u32 hits = 0, n = e->nstamps;
+		for (__u32 i = 0; i < FW_RECENT_STAMPS; i++) {
+			if (i >= n)
+				break;
+			/* the kernel: time_after(now - seconds, stamp) skips it */
+			if (r->window_ns && now - e->stamps[i] > r->window_ns)
+				continue;
+			if (!r->hitcount || ++hits >= r->hitcount) {
+				ret = !ret;
+				break;
+			}
+		}
+	}
+	if (live && (r->op == FW_RECENT_SET || (r->op == FW_RECENT_UPDATE && ret))) {
+		__u32 at = e->index & (FW_RECENT_STAMPS - 1);
+		e->stamps[at] = now;
+		e->index = at + 1;
+		if (e->index > e->nstamps)
+			e->nstamps = e->index;
+	}
+	return ret;
+}
+
+/* fw_state_settle applies the -m recent rules the walk noted that come
+ * before best (the walk's deciding entry; FW_NO_TREE: the policy), in
+ * rule order. The first that matches with a deciding target decides:
+ * it fills d, sets *at_idx to its entry index and returns 1 (LOG rules
+ * after it then log nothing: fw_log_finish cuts at the scratch's best).
+ * Returns 0 when none does. */
+static __always_inline int fw_state_settle(struct fw_decision *d, const struct fw_pkt *p, __u32 best, __u32 gen,
+					   __u32 *at_idx)
+{
+	struct fw_state_scratch *s = fw_state_of(p->chain);
+	__u32 n = d->nstate;
+
+	d->nstate = 0;
+	if (!s)
+		return 0;
+	if (n > FW_STATE_MAX) { /* more than the compiler allows: fail closed */
+		__u32 c = FW_LOG_C_STATE_OVERFLOW;
+		__u64 *cnt = bpf_map_lookup_elem(&fw_log_counters, &c);
+		if (cnt && fw_live_writes())
+			(*cnt)++;
+		*at_idx = 0; /* no LOG rule logs it */
+		d->rule_id = 0;
+		d->action = FW_ACT_DROP;
+		d->reason = FW_R_NO_RULESET;
+		d->flags = 0;
+		return 1;
+	}
+	for (__u32 i = 0; i < FW_STATE_MAX; i++) { /* the notes are in index order */
+		if (i >= n)
+			break;
+		__u32 idx = s->idx[i];
+		if (idx >= best)
+			break;
+		if (!fw_recent_apply(s->ids[i], p, s))
+			continue;
+		__u32 slot = gen * fw_max_entries + idx;
+		const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &slot);
+		if (!e)
+			continue;
+		d->rule_id = e->rule_id;
+		d->action = e->action;
+		d->reason = e->reason;
+		d->reject = e->reject;
+		d->flags = e->flags & FW_EF_LOG;
+		*at_idx = idx;
+		return 1;
+	}
+	return 0;
+}
+
+/* fw_notes_end finishes what the walk noted, once the decision is in d:
+ * LOG notes learn the deciding entry (best: those after it log nothing,
+ * fw_log_finish), and -m recent notes are settled (fw_state_settle, on
+ * generation gen): when one decides, it replaces the walk's decision in
+ * d, and LOG rules after it log nothing. Called by the XDP classify stage
+ * only where the walk noted something: a global function, verified once,
+ * not code checked on every state the walk leaves. */
+__noinline int fw_notes_end(struct fw_decision *d, __u32 best, __u32 gen)
+{
+	__u32 zero = 0;
+	/* the packet from the hand-over slot, not a pointer argument (which
+	 * made the verifier check the rest of the stage once more) */
+	const struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+
+	if (!d || !h)
+		return 0;
+	const struct fw_pkt *p = &h->pkt;
+	__u32 idx = best;
+
+	if (d->nstate)
+		fw_state_settle(d, p, best, gen, &idx);
+	if (d->nlog) {
+		struct fw_log_scratch *s = fw_log_scratch_of(p->chain);
+		if (s)
+			s->best = idx;
+	}
+	return 0;
+}
+
+/* fw_notes_best is fw_notes_end for tc egress, where -m recent rules are
+ * refused (the compiler): fw_classify's frame and fw_notes_end's would add
+ * up past the verifier's 512 bytes. A -m recent note there all the same
+ * (a rule set installed by another version) drops the packet: fail
+ * closed. */
+__noinline int fw_notes_best(struct fw_decision *d, __u32 chain, __u32 best)
+{
+	if (!d)
+		return 0;
+	if (d->nlog) {
+		struct fw_log_scratch *s = fw_log_scratch_of(chain);
+		if (s)
+			s->best = best;
+	}
+	if (d->nstate) {
+		d->rule_id = 0;
+		d->action = FW_ACT_DROP;
+		d->reason = FW_R_NO_RULESET;
+		d->flags = 0;
+		d->nstate = 0;
 	}
 	return 0;
 }
@@ -275,7 +538,8 @@ static __always_inline int fw_ranges_match(const struct fw_entry *e, const __u32
 /* fw_tree returns the lowest index of a deciding entry matching p among
  * the candidates of the leaf that tree reference root reaches, below best
  * (else best; *best_e is then that entry). Matching LOG entries on the way
- * are noted in d. */
+ * are noted in d; a -m limit entry matches only while its bucket has a
+ * token (taken once it decides: fw_classify_in). */
 static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct fw_pkt *p,
 				     __u32 gen, __u32 best,
 				     const struct fw_entry **best_e, struct fw_decision *d)
@@ -344,11 +608,13 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		if (!e)
 			continue;
 		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
-			if (e->action != FW_ACT_LOG) {
-				*best_e = e;
-				return idx;
-			}
-			fw_log_note(d, idx, e->rule_id, p->chain); /* LOG: note it, go on */
+			/* one call site for both: each branch here is explored
+			 * once per candidate of each of the unrolled trees */
+			if ((e->action == FW_ACT_LOG || (e->flags & (FW_EF_LIMIT | FW_EF_STATE))) &&
+			    !fw_walk_pass(d, idx, e->rule_id, e->action | (__u32)e->flags << 8, p->chain))
+				continue;
+			*best_e = e;
+			return idx;
 		}
 	}
 	return best;
@@ -430,9 +696,11 @@ static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 be
  * (the policy when none does). sel is fw_active_sel's: the main
  * generation and the delta in force. Inline only where nothing precedes
  * it in the program (the XDP classify stage, xdp_fw.c): the verifier
- * checks it once per distinct state it is reached in. */
+ * checks it once per distinct state it is reached in. xdp (a constant)
+ * selects how the walk's notes are finished: fw_notes_end (XDP: settles
+ * -m recent rules) or fw_notes_best (tc). */
 static __always_inline int fw_classify_in(const struct fw_root *root, __u32 sel, const struct fw_pkt *p,
-					  struct fw_decision *d)
+					  struct fw_decision *d, const int xdp)
 {
 	__u32 key[FW_NUM_DIMS] __attribute__((aligned(8))); /* fw_key's zero pairs: one store each */
 
@@ -447,24 +715,28 @@ static __always_inline int fw_classify_in(const struct fw_root *root, __u32 sel,
 		if (root->groups[g] != FW_NO_TREE)
 			best = fw_tree(root->groups[g], key, p, gen, best, &e, d);
 	}
-	if (d->nlog) { /* LOG rules matched: fw_log_finish needs the decision */
-		struct fw_log_scratch *s = fw_log_scratch_of(p->chain);
-		if (s)
-			s->best = best;
-	}
 	if (delta) /* nothing to do while no edit waits for a rebuild */
 		e = fw_delta_step((delta - 1) & 1, best, e, p);
 	if (!e) {
 		d->rule_id = root->rule_id;
 		d->action = root->action;
 		d->reason = root->reason;
-		return 0;
+	} else {
+		d->rule_id = e->rule_id;
+		d->action = e->action;
+		d->reason = e->reason;
+		d->reject = e->reject;
+		/* FW_EF_LIMIT: the walk saw a token, the rule decides and takes
+		 * it after the decision (fw_log_emit): a store here, not a
+		 * branch, which every state the walk leaves would be checked on */
+		d->flags = e->flags & (FW_EF_LOG | FW_EF_LIMIT);
 	}
-	d->rule_id = e->rule_id;
-	d->action = e->action;
-	d->reason = e->reason;
-	d->reject = e->reject;
-	d->log = e->flags & FW_EF_LOG;
+	if (d->nlog | d->nstate) { /* what the walk noted needs its decision */
+		if (xdp)
+			fw_notes_end(d, best, gen);
+		else
+			fw_notes_best(d, p->chain, best);
+	}
 	return 0;
 }
 
@@ -476,7 +748,7 @@ __noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct f
 {
 	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
 		return -1;
-	return fw_classify_in(root, sel, p, d);
+	return fw_classify_in(root, sel, p, d, 0);
 }
 
 #endif

@@ -16,9 +16,11 @@
 #include "stats.h"
 #include "ratelimit.h"
 
+/* fw_log_wanted: is there work after the decision, fw_log_emit's? LOG
+ * rules noted, the deciding rule's --log, or its -m limit token. */
 static __always_inline int fw_log_wanted(const struct fw_decision *d)
 {
-	return d->nlog | d->log;
+	return d->nlog | d->flags;
 }
 
 static __always_inline void fw_log_count(__u32 which)
@@ -33,8 +35,10 @@ static __always_inline void fw_log_count(__u32 which)
 
 /* fw_log_take takes a token from rule_id's bucket (lib/ratelimit.h) and
  * counts the outcome; returns the rule's counters when the event may go
- * out, NULL when it is suppressed. */
-static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id)
+ * out, NULL when it is suppressed. *refused is set when the bucket is the
+ * rule's -m limit (FW_BUCKET_MATCH) and had no token: then the rule did
+ * not match the packet. */
+static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id, int *refused)
 {
 	struct fw_bucket *l = bpf_map_lookup_elem(&fw_log_limits, &rule_id);
 	struct fw_log_stat *st = bpf_map_lookup_elem(&fw_log_stats, &rule_id);
@@ -45,6 +49,7 @@ static __always_inline struct fw_log_stat *fw_log_take(__u32 rule_id)
 	}
 	if (!fw_rl_take(&l->tat, bpf_ktime_get_ns(), l->interval_ns, l->burst)) {
 		st->suppressed++;
+		*refused = l->flags & FW_BUCKET_MATCH;
 		return NULL;
 	}
 	return st;
@@ -82,15 +87,17 @@ static __always_inline __u32 fw_log_rule(const struct fw_decision *d, const stru
 		*flags = FW_LOG_F_TARGET;
 		return s->ids[i & (FW_LOG_MAX - 1)]; /* the mask bounds the index for the verifier */
 	}
-	if (i == n && d->log) {
+	if (i == n && (d->flags & FW_EF_LOG)) {
 		*flags = 0;
 		return d->rule_id;
 	}
 	return 0;
 }
 
-/* fw_log_emit puts the events of one packet in the ring buffer: first it
- * settles which LOG rules log it (d->nlog, fw_log_finish), then each
+/* fw_log_emit puts the events of one packet in the ring buffer (and
+ * first takes the token of a deciding rule's -m limit, the one other
+ * thing to do after the decision: one test of it for packets that need
+ * neither): first it settles which LOG rules log it (d->nlog, fw_log_finish), then each
  * logged rule within its budget gets an event with the frame's first
  * bytes. hook is a constant in each caller: the other hook's copy helper
  * (which its program type may not call) is compiled out. `traced` sets
@@ -100,6 +107,9 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 {
 	__u64 cap = bytes < fw_log_snap ? bytes : fw_log_snap;
 	const struct fw_log_scratch *s = NULL;
+
+	if (d->flags & FW_EF_LIMIT) /* the deciding rule's -m limit (lib/classify.h fw_limit) */
+		fw_limit(d->rule_id, 1);
 
 	if (d->nlog) {
 		fw_log_finish(d, p->chain);
@@ -112,9 +122,12 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 		__u32 id = fw_log_rule(d, s, i, &flags);
 		if (!id)
 			break;
-		if (flags & FW_LOG_F_TARGET) /* a LOG rule counts the packets it logs, as iptables' */
+		int refused = 0;
+		struct fw_log_stat *st = fw_log_take(id, &refused);
+		/* a LOG rule counts the packets it matches (and logs), as
+		 * iptables': with -m limit, those its limit lets through */
+		if ((flags & FW_LOG_F_TARGET) && !refused)
 			fw_count_rule(id, bytes, fw_now());
-		struct fw_log_stat *st = fw_log_take(id);
 		if (!st)
 			continue;
 		struct fw_log_event *ev = bpf_ringbuf_reserve(&fw_log_ring, sizeof(*ev) + fw_log_snap, 0);

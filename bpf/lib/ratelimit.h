@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* One rate limiter for every budget of the data plane: REJECT's answers
  * (per source and global, lib/reject.h), LOG events (per rule, lib/log.h),
- * and conntrack's search for room in a full table (lib/ct.h).
+ * -m limit (per rule, lib/classify.h) and conntrack's search for room in
+ * a full table (lib/ct.h).
  *
  * GCRA, the token bucket written as one timestamp: tat is the theoretical
  * arrival time of the next event; one event costs `interval`; an event is
@@ -26,19 +27,26 @@ static __always_inline __u64 fw_rl_interval(__u64 rate)
 	return interval ? interval : 1;
 }
 
-/* fw_rl_take takes one token from the bucket *tat at time now (ns):
- * returns 1 and advances *tat, or 0 when the bucket is empty. burst 0
- * counts as 1. */
-static __always_inline int fw_rl_take(__u64 *tat, __u64 now, __u64 interval, __u64 burst)
+/* fw_rl_ready tells whether the bucket tat holds a token at time now (ns).
+ * burst 0 counts as 1. */
+static __always_inline int fw_rl_ready(__u64 tat, __u64 now, __u64 interval, __u64 burst)
 {
-	__u64 t = *tat > now ? *tat : now;
+	__u64 t = tat > now ? tat : now;
 
 	if (!burst)
 		burst = 1;
-	if (t - now > (burst - 1) * interval) /* burst < 2^32, interval <= 10^9: no overflow */
+	/* -m limit: burst <= 10^4, interval <= 86400 * 10^9: no overflow */
+	return t - now <= (burst - 1) * interval;
+}
+
+/* fw_rl_take takes one token from the bucket *tat at time now (ns):
+ * returns 1 and advances *tat, or 0 when the bucket is empty. */
+static __always_inline int fw_rl_take(__u64 *tat, __u64 now, __u64 interval, __u64 burst)
+{
+	if (!fw_rl_ready(*tat, now, interval, burst))
 		return 0;
 	if (fw_live_writes()) /* a trace tells whether a token is there, takes none */
-		*tat = t + interval;
+		*tat = (*tat > now ? *tat : now) + interval;
 	return 1;
 }
 

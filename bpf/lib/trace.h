@@ -72,7 +72,7 @@ static __always_inline void fw_trace_decision(struct xdp_md *ctx, const struct f
 		return;
 	fw_trace_fill(t, d->rule_id, d->action, d->reason, p, d->reject);
 	t->log_n = d->nlog;
-	t->log_self = d->log ? 1 : 0;
+	t->log_self = (d->flags & FW_EF_LOG) ? 1 : 0;
 }
 
 static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 action,
@@ -121,7 +121,7 @@ static __always_inline void fw_trace_skb_log(struct __sk_buff *skb, const struct
 {
 	if (!fw_tracing() || skb->cb[0] != FW_TRACE_CB_MAGIC)
 		return;
-	skb->cb[4] |= d->nlog | (d->log ? 1u << 8 : 0);
+	skb->cb[4] |= d->nlog | ((d->flags & FW_EF_LOG) ? 1u << 8 : 0);
 }
 
 #endif

@@ -89,7 +89,7 @@ static __always_inline int fw_decide_start(void *data, void *data_end, struct fw
 	d->action = root->fast_action;
 	d->reason = root->fast_reason;
 	d->reject = root->fast_reject;
-	d->log = root->fast_flags & FW_EF_LOG;
+	d->flags = root->fast_flags & FW_EF_LOG; /* a fast rule never has -m limit */
 	return FW_DECIDE_DONE;
 }
 

@@ -65,7 +65,12 @@ chooses).
 event carries the packet's first --log-snap bytes and goes to a ring buffer
 that 'xdpfw log' reads; each logged rule emits at most its rate
 (--log-rate N/sec --log-burst N in the rule, else --log-rate/--log-burst
-here) and counts what it suppresses.
+here, or the rule's -m limit) and counts what it suppresses.
+
+-m limit --limit N/sec|min|hour|day --limit-burst B gives a rule a token
+bucket of its own (default 3/hour, burst 5, as iptables): it matches while
+the bucket has a token and takes one; a packet it refuses goes on to the
+next rule. A rule kept by apply keeps its bucket.
 
 Connection tracking runs when a rule uses -m conntrack --ctstate (or -m state
 --state): the table has --ct-max entries (preallocated, about 150 bytes each)

@@ -173,6 +173,37 @@ var DefaultLogRate = rules.LogRate{N: 10, Unit: rules.PerSecond}
 // logs the packets it decides.
 const EntryLog uint8 = 0x01
 
+// EntryLimit is FW_EF_LIMIT (fw_entry.flags): the rule has -m limit; it
+// decides only while its bucket (fw_limits) has a token (docs/limits.md).
+const EntryLimit uint8 = 0x04
+
+// MaxLimitRules bounds the -m limit rules (other than LOG rules, whose
+// limit is their log budget) of a rule set (FW_MAX_LIMIT_RULES).
+const MaxLimitRules = 4096
+
+// -m recent (FW_EF_STATE, FW_STATE_MAX, FW_RECENT_* in bpf/types.h).
+const (
+	// EntryState is FW_EF_STATE (fw_entry.flags): a -m recent rule's
+	// entry, noted by the walk and settled in rule order after it.
+	EntryState uint8 = 0x08
+	// MaxStateNotes is how many -m recent rules one packet may meet
+	// (FW_STATE_MAX); the compiler refuses rule sets that could exceed it.
+	MaxStateNotes = 8
+	// MaxRecentRules bounds the -m recent rules of a rule set
+	// (FW_MAX_RECENT_RULES); RecentStamps is FW_RECENT_STAMPS and
+	// RecentMax FW_RECENT_MAX (addresses in all lists together).
+	MaxRecentRules = 4096
+	RecentStamps   = 32
+	RecentMax      = 16384
+	// RecentFlagDest and RecentFlagInvert are FW_RECENT_F_*.
+	RecentFlagDest   uint8 = 0x01
+	RecentFlagInvert uint8 = 0x02
+)
+
+// BucketMatch is FW_BUCKET_MATCH (fw_bucket.flags): a LOG rule's budget
+// that is its -m limit, so a packet it refuses is no match of the rule.
+const BucketMatch uint32 = 0x01
+
 // EntryHasRanges is FW_EF_RANGES (fw_entry.flags): the entry's Ranges hold
 // its whole match; RangesMax is FW_RANGES_MAX.
 const (

@@ -122,7 +122,11 @@ func TestABIMirrorsHeader(t *testing.T) {
 	for name, goVal := range map[string]int{"FW_TREE_DEPTH": MaxDepth, "FW_LEAF_MAX": MaxLeaf,
 		"FW_DELTA_MAX": DeltaMax, "FW_DELTA_DEAD": DeltaDeadMax,
 		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT), "FW_ROOT_RAW": int(RootRaw), "FW_MAX_RAW": MaxRaw,
-		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_RANGES_MAX": RangesMax, "FW_LOG_MAX": MaxLogPerPacket, "FW_MAX_LOG_RULES": MaxLogRules,
+		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_EF_LIMIT": int(EntryLimit),
+		"FW_EF_STATE": int(EntryState), "FW_STATE_MAX": MaxStateNotes, "FW_MAX_RECENT_RULES": MaxRecentRules,
+		"FW_RECENT_STAMPS": RecentStamps, "FW_RECENT_MAX": RecentMax,
+		"FW_RECENT_F_DEST": int(RecentFlagDest), "FW_RECENT_F_INVERT": int(RecentFlagInvert),
+		"FW_MAX_LIMIT_RULES": MaxLimitRules, "FW_BUCKET_MATCH": int(BucketMatch), "FW_RANGES_MAX": RangesMax, "FW_LOG_MAX": MaxLogPerPacket, "FW_MAX_LOG_RULES": MaxLogRules,
 		"FW_LOG_SNAP_MAX": MaxLogSnap, "FW_LOG_SNAP_DEFAULT": DefaultLogSnap,
 		"FW_NODE_THRESH": NodeThresh, "FW_NODE_CHILDREN": NodeChildren, "FW_NO_THRESH": int(NoThresh),
 		"FW_REF_LEAF": RefLeaf, "FW_NO_TREE": int(NoTree)} {

@@ -96,6 +96,15 @@ func Compile(in Input) (*Tables, []Warning, error) {
 	if t.Logs, err = logLimits(in); err != nil {
 		return nil, nil, err
 	}
+	if t.Limits, err = matchLimits(in); err != nil {
+		return nil, nil, err
+	}
+	if t.Recent, err = recentRules(in); err != nil {
+		return nil, nil, err
+	}
+	if err := checkStateNotes(t); err != nil {
+		return nil, nil, err
+	}
 	t.SetNames = map[uint32]string{}
 	for name, s := range in.Sets {
 		t.SetNames[s.ID] = name
@@ -253,6 +262,17 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		return nil, nil, fmt.Errorf("unknown verdict %v", r.Target.Verdict)
 	}
 	base.Log = r.Target.Log
+	base.Limit = r.Match.Limit != nil
+	if rc := r.Match.Recent; rc != nil {
+		switch {
+		case r.Chain == rules.ChainOutput:
+			return nil, nil, fmt.Errorf("-m recent is not supported in OUTPUT (the tc egress program has no room for it yet); " +
+				"use it in INPUT or FORWARD")
+		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
+			return nil, nil, fmt.Errorf("-m recent on a rule that logs is not supported; put the LOG rule beside it without -m recent")
+		}
+		base.State = true
+	}
 
 	m := &r.Match
 	// test turns on a field test, negated when invert is set.
@@ -519,6 +539,11 @@ func logLimits(in Input) ([]LogLimit, error) {
 		if !t.Logs() {
 			continue
 		}
+		if l := in.RuleSet.Rules[i].Match.Limit; l != nil && t.Verdict == rules.VerdictLog {
+			// a LOG rule's -m limit is its budget: what it refuses is no match
+			out = append(out, LogLimit{RuleID: in.IDs[i], IntervalNS: l.IntervalNS(), Burst: l.Burst, Match: true})
+			continue
+		}
 		rate, burst := t.LogRate, t.LogBurst
 		if rate.IsZero() {
 			rate = defRate
@@ -530,6 +555,22 @@ func logLimits(in Input) ([]LogLimit, error) {
 	}
 	if len(out) > MaxLogRules {
 		return nil, fmt.Errorf("the rule set has %d rules that log (LOG or --log); the data plane keeps budgets for at most %d", len(out), MaxLogRules)
+	}
+	return out, nil
+}
+
+// matchLimits lists the -m limit bucket of every rule that has one, but
+// LOG rules (logLimits: their limit is their log budget).
+func matchLimits(in Input) ([]LogLimit, error) {
+	var out []LogLimit
+	for i := range in.RuleSet.Rules {
+		r := &in.RuleSet.Rules[i]
+		if l := r.Match.Limit; l != nil && r.Target.Verdict != rules.VerdictLog {
+			out = append(out, LogLimit{RuleID: in.IDs[i], IntervalNS: l.IntervalNS(), Burst: l.Burst})
+		}
+	}
+	if len(out) > MaxLimitRules {
+		return nil, fmt.Errorf("the rule set has %d rules with -m limit; the data plane keeps buckets for at most %d", len(out), MaxLimitRules)
 	}
 	return out, nil
 }
@@ -575,8 +616,9 @@ func fastRule(root *Root, r int, entries iter.Seq[Entry]) {
 			states = e.CTState
 		}
 		// A LOG entry decides nothing but must see the packets it
-		// matches: it blocks its states like any other entry.
-		if e.Action != ActLog && e.Match&^(MCTState|MFamily) == 0 && e.Invert == 0 {
+		// matches, and a -m limit entry decides some: each blocks its
+		// states like any other entry.
+		if e.Decides() && e.Match&^(MCTState|MFamily) == 0 && e.Invert == 0 {
 			if fast := states &^ blocked; fast != 0 {
 				root.FastStates, root.FastRuleID = fast, e.RuleID
 				root.FastAction, root.FastReason, root.FastReject = e.Action, e.Reason, e.Reject

@@ -42,19 +42,20 @@ const (
 // rule set has to be rebuilt instead.
 var ErrDeltaFull = errors.New("the edits do not fit the delta stage")
 
-// ErrDeltaLogs means an edit involves a rule that logs (-j LOG, --log),
+// ErrDeltaLogs means an edit involves a rule that logs (-j LOG, --log)
+// or has -m limit (rules.Rule.Budgeted),
 // which the delta stage cannot represent: LOG entries are noted during the
 // main tree walk and cut by the main table's answer, which the delta does
 // not see, and log budgets come with full installs (Tables.Logs). The
 // edited rule set has to be compiled in full (Compile) instead.
 var ErrDeltaLogs = errors.New("rules that log do not go into the delta stage")
 
-// Logging reports whether a rule of rs logs (-j LOG, or --log): edits of
-// such rule sets (before or after the edit) are compiled in full, never
+// Logging reports whether a rule of rs logs (-j LOG, or --log) or has a
+// -m limit (rules.Rule.Budgeted): edits of such rule sets (before or after the edit) are compiled in full, never
 // put in the delta stage (ErrDeltaLogs).
 func Logging(rs *rules.RuleSet) bool {
 	for i := range rs.Rules {
-		if rs.Rules[i].Target.Logs() {
+		if rs.Rules[i].Budgeted() {
 			return true
 		}
 	}
@@ -404,7 +405,7 @@ func (o *Overlay) Delta() (*Delta, error) {
 		}
 	}
 	for _, it := range items { // the callers check the rules; this is the safety net
-		if it.e.Action == ActLog || it.e.Log {
+		if it.e.Action == ActLog || it.e.Log || it.e.Limit {
 			return nil, ErrDeltaLogs
 		}
 	}

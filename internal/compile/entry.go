@@ -37,22 +37,45 @@ type Entry struct {
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool
+	// Limit: the rule has -m limit. A deciding entry then decides only
+	// while the rule's bucket (Tables.Limits) has a token, and never ends
+	// a leaf; a LOG entry's limit is its log budget (Tables.Logs).
+	Limit bool
+	// State: the rule has -m recent. The entry decides nothing in the
+	// walk; the data plane settles it after the walk, in rule order
+	// (Tables.Recent).
+	State bool
 }
 
 // Flags is fw_entry.flags.
 func (e *Entry) Flags() uint8 {
+	var f uint8
 	if e.Log {
-		return EntryLog
+		f |= EntryLog
 	}
-	return 0
+	if e.Limit {
+		f |= EntryLimit
+	}
+	if e.State {
+		f |= EntryState
+	}
+	return f
 }
 
-// LogLimit is the rate limit of one logged rule (struct fw_log_limit):
-// Burst events at once, then one every IntervalNS.
+// Decides reports whether a packet the entry matches goes no further: not
+// a LOG entry, nor one whose -m limit may refuse it.
+func (e *Entry) Decides() bool { return e.Action != ActLog && !e.Limit && !e.State }
+
+// LogLimit is a token bucket's settings (struct fw_bucket): the log
+// budget of a logged rule (Tables.Logs) or the -m limit of a rule
+// (Tables.Limits). Burst tokens at once, then one every IntervalNS.
+// Match (with a log budget): it is the LOG rule's -m limit, so a packet
+// it refuses is no match of the rule (not counted).
 type LogLimit struct {
 	RuleID     uint32
 	IntervalNS uint64
 	Burst      uint32
+	Match      bool
 }
 
 // Tables is what one generation installs in the data plane.
@@ -76,6 +99,10 @@ type Tables struct {
 	// Logs are the rate limits of the logged rules (LOG rules and rules
 	// with --log), in rule order.
 	Logs []LogLimit
+	// Limits are the -m limit buckets of the deciding rules, in rule order.
+	Limits []LogLimit
+	// Recent are the settings of the -m recent rules, in rule order.
+	Recent []RecentRule
 	// Ranges[i] is Entries[i] as ranges of the key, where it can be
 	// (see Ranges); the trees' leaves test those.
 	Ranges []Ranges
@@ -126,6 +153,12 @@ func (e Entry) String() string {
 	}
 	if e.Log {
 		s += " log"
+	}
+	if e.Limit {
+		s += " limit"
+	}
+	if e.State {
+		s += " recent"
 	}
 	return s
 }

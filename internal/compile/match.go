@@ -19,8 +19,20 @@ type Classified struct {
 
 // Classify is the Go twin of the data plane's classifier: walk the trees
 // of (chain, family), check the leaves' candidates in order with
-// Entry.Matches; LOG entries are noted and passed.
+// Entry.Matches; LOG entries are noted and passed. Every -m limit bucket
+// has a token (ClassifyWith).
 func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
+	return t.ClassifyWith(p, ifindex, nil, nil)
+}
+
+// ClassifyWith is Classify where a matching -m limit entry (Entry.Limit,
+// not LOG) decides only when ready(its rule id) says its bucket has a
+// token (nil: always), as fw_tree asks fw_limit; the caller takes the
+// token of the deciding entry's rule. The matching -m recent entries
+// before the deciding one (Entry.State) are settled in index order by
+// recent(entry index), which does what the rule does to its list and
+// says whether it matches (nil: none does), as fw_state_settle.
+func (t *Tables) ClassifyWith(p *RefPacket, ifindex uint32, ready func(ruleID uint32) bool, recent func(entry int) bool) Classified {
 	r := int(p.Chain) * 2
 	if p.Src.Is6() {
 		r++
@@ -28,6 +40,9 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 	c := Classified{Entry: -1, Root: t.Roots[r]}
 	p = t.raw(&c.Root, p, ifindex)
 	k := KeyOf(p, ifindex)
+	var notes []int  // -m recent entries met, in index order
+	var logIdx []int // the entry index of each of c.Logs
+	overIdx := -1    // the first LOG entry left out (MaxLogPerPacket)
 	for _, i := range t.Lookup(r, k) {
 		e := &t.Entries[i]
 		// as fw_tree: an entry's key ranges where it has them
@@ -38,7 +53,16 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 		} else if !e.Matches(p, ifindex, t.SetNames) {
 			continue
 		}
+		if e.State {
+			if n := len(notes); n == 0 || t.Entries[notes[n-1]].RuleID != e.RuleID {
+				notes = append(notes, int(i))
+			}
+			continue
+		}
 		if e.Action != ActLog {
+			if e.Limit && ready != nil && !ready(e.RuleID) {
+				continue
+			}
 			c.Entry = int(i)
 			break
 		}
@@ -46,11 +70,24 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 			continue // another entry of the same rule (entries of a rule are adjacent)
 		}
 		if len(c.Logs) == MaxLogPerPacket {
-			c.LogOverflow = true
+			if overIdx < 0 {
+				overIdx = int(i)
+			}
 			continue
 		}
 		c.Logs = append(c.Logs, e.RuleID)
+		logIdx = append(logIdx, int(i))
 	}
+	for _, n := range notes { // as fw_state_settle: the first that matches decides
+		if recent != nil && recent(n) {
+			c.Entry = n
+			for len(logIdx) > 0 && logIdx[len(logIdx)-1] > n { // LOG rules after it log nothing
+				logIdx, c.Logs = logIdx[:len(logIdx)-1], c.Logs[:len(c.Logs)-1]
+			}
+			break
+		}
+	}
+	c.LogOverflow = overIdx >= 0 && (c.Entry < 0 || overIdx < c.Entry)
 	return c
 }
 

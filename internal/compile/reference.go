@@ -73,8 +73,17 @@ type Decision struct {
 }
 
 // Decide is Evaluate with what a REJECT answers, the counter reason and
-// what logs the packet.
-func Decide(rs *rules.RuleSet, p RefPacket) Decision {
+// what logs the packet. Every -m limit bucket is full (DecideAt).
+func Decide(rs *rules.RuleSet, p RefPacket) Decision { return DecideAt(rs, p, nil) }
+
+// DecideAt is Decide with the -m limit buckets and -m recent lists in st
+// (nil: buckets full, lists empty, nothing recorded), which it changes: a
+// rule with -m limit that the packet reaches (no earlier rule decided it)
+// and whose other matches match it matches only while its bucket has a
+// token, and then takes one, as iptables' xt_limit; a rule with -m recent
+// does to its list what xt_recent does, in rule order. A LOG rule's -m limit is its log budget, which,
+// like every rate limit of events, is not modelled (Decision.Logs).
+func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 	if rawNotrack(rs, &p) {
 		p.CTState = CTUntracked
 	}
@@ -84,6 +93,12 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 		r := &rs.Rules[i]
 		if r.Chain != p.Chain || !Matches(&r.Match, p) {
 			continue
+		}
+		if l := r.Match.Limit; l != nil && r.Target.Verdict.Terminal() && !st.take(i, l.IntervalNS(), l.Burst) {
+			continue // no token: the rule does not match
+		}
+		if m := r.Match.Recent; m != nil && !st.recent(m, &p) {
+			continue // the list says no (after doing what the rule does to it)
 		}
 		if !r.Target.Verdict.Terminal() { // LOG: log and go on
 			if len(logs) < MaxLogPerPacket {

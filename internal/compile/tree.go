@@ -510,7 +510,7 @@ func (t *Tables) walk(ref uint32, k *Key) (leaf uint32, steps int) {
 type item struct {
 	entry   uint32
 	exact   bool // the box holds only packets the entry matches
-	decides bool // not a LOG entry: a packet it matches goes no further
+	decides bool // Entry.Decides: a packet it matches goes no further
 	box     box
 }
 
@@ -903,7 +903,7 @@ func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) 
 				}
 				for _, bx := range eb[i].boxes {
 					g := group(&bx, v6 == 1)
-					b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: e.Action != ActLog, box: bx})
+					b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: e.Decides(), box: bx})
 					lists[g] = append(lists[g], int32(len(b.items)-1))
 				}
 			}

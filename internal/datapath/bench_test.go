@@ -272,3 +272,32 @@ func BenchmarkConntrackFull(b *testing.B) {
 		})
 	}
 }
+
+// benchInterleaved runs measure(case, packets) for every case in turn,
+// 9 rounds of 100,000 packets each per b.N, and reports each case's median
+// ns per packet and its median ratio to the first case (names[0]) in the
+// same round: side by side, so the machine's noise hits all alike.
+func benchInterleaved(b *testing.B, names []string, measure func(i, n int) float64) {
+	const rounds, perRound = 9, 100000
+	ns := make([][]float64, len(names))
+	ratio := make([][]float64, len(names))
+	for range b.N {
+		for range rounds {
+			for i := range names {
+				ns[i] = append(ns[i], measure(i, perRound))
+			}
+			for i := range names {
+				ratio[i] = append(ratio[i], ns[i][len(ns[i])-1]/ns[0][len(ns[0])-1])
+			}
+		}
+	}
+	median := func(v []float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	for i, name := range names {
+		b.ReportMetric(median(ns[i]), name+"-ns/pkt")
+		b.ReportMetric(median(ratio[i]), name+"/"+names[0])
+	}
+}

@@ -76,31 +76,34 @@ func LimitsFor(entries int) Limits {
 
 // Datapath is a handle on the pinned data plane.
 type Datapath struct {
-	dir     string
-	prog    *ebpf.Program // XDP ingress
-	egress  *ebpf.Program // tc egress (OUTPUT)
-	limits  Limits
-	active  *ebpf.Map // fw_active: FW_ACTIVE(generation, delta), 0 none
-	entries *ebpf.Map
-	nodes   *ebpf.Map
-	leaves  *ebpf.Map
-	roots   *ebpf.Map
-	raw     *ebpf.Map // fw_raw: the raw table's NOTRACK entries, a half per generation
-	deltas  *ebpf.Map // fw_deltas: the delta stage's two halves
-	deltaEn *ebpf.Map // fw_delta_entries
-	stamps  *ebpf.Map // fw_stamps: the generation number each half holds
-	ruleCtr *ebpf.Map
-	reasons *ebpf.Map
-	config  *ebpf.Map
-	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
-	ct      *ebpf.Map // fw_ct: connections
-	ctStats *ebpf.Map // fw_ct_stats
-	ctEvict *ebpf.Map // fw_ct_evict: early-drop candidates
-	logRing *ebpf.Map // fw_log_ring: events
-	logLim  *ebpf.Map // fw_log_limits: per logged rule id
-	logStat *ebpf.Map // fw_log_stats: per logged rule id, per CPU
-	logCtr  *ebpf.Map // fw_log_counters
-	rejGlob *ebpf.Map // fw_reject_global: REJECT's global budget
+	dir         string
+	prog        *ebpf.Program // XDP ingress
+	egress      *ebpf.Program // tc egress (OUTPUT)
+	limits      Limits
+	active      *ebpf.Map // fw_active: FW_ACTIVE(generation, delta), 0 none
+	entries     *ebpf.Map
+	nodes       *ebpf.Map
+	leaves      *ebpf.Map
+	roots       *ebpf.Map
+	raw         *ebpf.Map // fw_raw: the raw table's NOTRACK entries, a half per generation
+	deltas      *ebpf.Map // fw_deltas: the delta stage's two halves
+	deltaEn     *ebpf.Map // fw_delta_entries
+	stamps      *ebpf.Map // fw_stamps: the generation number each half holds
+	ruleCtr     *ebpf.Map
+	reasons     *ebpf.Map
+	config      *ebpf.Map
+	sets        *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
+	ct          *ebpf.Map // fw_ct: connections
+	ctStats     *ebpf.Map // fw_ct_stats
+	ctEvict     *ebpf.Map // fw_ct_evict: early-drop candidates
+	logRing     *ebpf.Map // fw_log_ring: events
+	logLim      *ebpf.Map // fw_log_limits: per logged rule id
+	limBkt      *ebpf.Map // fw_limits: per -m limit rule id
+	recentRules *ebpf.Map // fw_recent_rules: per -m recent rule id
+	recent      *ebpf.Map // fw_recent: the -m recent lists' addresses
+	logStat     *ebpf.Map // fw_log_stats: per logged rule id, per CPU
+	logCtr      *ebpf.Map // fw_log_counters
+	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
@@ -130,7 +133,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict,
-		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
+		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw,
 	}
@@ -201,34 +204,37 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		return nil, err
 	}
 	return &Datapath{
-		dir:       dir,
-		prog:      objs.XdpfwIngress,
-		egress:    objs.XdpfwEgress,
-		limits:    lim,
-		active:    objs.FwActive,
-		entries:   objs.FwEntries,
-		nodes:     objs.FwNodes,
-		leaves:    objs.FwLeaves,
-		roots:     objs.FwRoots,
-		raw:       objs.FwRaw,
-		ruleCtr:   objs.FwRuleStats,
-		reasons:   objs.FwReasonStats,
-		config:    objs.FwConfigMap,
-		sets:      objs.FwSets,
-		ct:        objs.FwCt,
-		ctStats:   objs.FwCtStats,
-		ctEvict:   objs.FwCtEvict,
-		deltas:    objs.FwDeltas,
-		deltaEn:   objs.FwDeltaEntries,
-		stamps:    objs.FwStamps,
-		logRing:   objs.FwLogRing,
-		logLim:    objs.FwLogLimits,
-		logStat:   objs.FwLogStats,
-		logCtr:    objs.FwLogCounters,
-		rejGlob:   objs.FwRejectGlobal,
-		stages:    objs.FwXdpStages,
-		stagesPin: stagesName,
-		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch,
+		dir:         dir,
+		prog:        objs.XdpfwIngress,
+		egress:      objs.XdpfwEgress,
+		limits:      lim,
+		active:      objs.FwActive,
+		entries:     objs.FwEntries,
+		nodes:       objs.FwNodes,
+		leaves:      objs.FwLeaves,
+		roots:       objs.FwRoots,
+		raw:         objs.FwRaw,
+		ruleCtr:     objs.FwRuleStats,
+		reasons:     objs.FwReasonStats,
+		config:      objs.FwConfigMap,
+		sets:        objs.FwSets,
+		ct:          objs.FwCt,
+		ctStats:     objs.FwCtStats,
+		ctEvict:     objs.FwCtEvict,
+		deltas:      objs.FwDeltas,
+		deltaEn:     objs.FwDeltaEntries,
+		stamps:      objs.FwStamps,
+		logRing:     objs.FwLogRing,
+		logLim:      objs.FwLogLimits,
+		limBkt:      objs.FwLimits,
+		recentRules: objs.FwRecentRules,
+		recent:      objs.FwRecent,
+		logStat:     objs.FwLogStats,
+		logCtr:      objs.FwLogCounters,
+		rejGlob:     objs.FwRejectGlobal,
+		stages:      objs.FwXdpStages,
+		stagesPin:   stagesName,
+		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
 			objs.FwCtGc},
 		upgraded: upgraded,
 

@@ -68,6 +68,45 @@ func TestDifferential(t *testing.T) {
 		t.Fatal("no packet matched more LOG rules than log one: the test did not check the bound")
 	}
 
+	// -m limit: a few rules decide only while their bucket has a token;
+	// the reference takes the same tokens.
+	limited := 0
+	for set := 0; set < *diffSets/5; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
+		rules.RandomLimits(r, rs, 25)
+		total += diffRun(t, f, r, rs, *diffPackets/2, nil, fmt.Sprintf("seed %d limit set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+		for _, id := range f.ids {
+			if tat, err := f.dp.LimitTat(id); err == nil && tat != 0 {
+				limited++
+			}
+		}
+	}
+	if limited == 0 {
+		t.Fatal("no -m limit bucket was ever used: the test checked nothing of -m limit")
+	}
+
+	// -m recent: lists shared by rules, applied in rule order; the
+	// reference keeps its own lists (the test runs far inside --seconds).
+	listed := 0
+	for set := 0; set < *diffSets/5; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomRecent(r, rs, 20)
+		if _, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: make([]uint32, len(rs.Rules)), Ifaces: f.ifaces}); err != nil {
+			continue // more -m recent rules than one packet may meet
+		}
+		total += diffRun(t, f, r, rs, *diffPackets/2, nil, fmt.Sprintf("seed %d recent set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+		listed += f.dp.RecentAddresses()
+	}
+	if listed == 0 {
+		t.Fatal("no address was ever listed: the test checked nothing of -m recent")
+	}
+
 	// Phase 2: a router. Local addresses on eth0, default routes out of it.
 	local := []netip.Addr{netip.MustParseAddr("10.200.9.1"), netip.MustParseAddr("fd00:9::1")}
 	for _, c := range [][]string{
@@ -112,6 +151,13 @@ func diffRun(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, n int, l
 func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []uint32, n int, local []netip.Addr, what string) int {
 	t.Helper()
 	overflowBefore := f.logStats().Overflow
+	limits, err := f.dp.StateOf(ids) // -m limit buckets, at the clock now
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.ClearRecent(); err != nil { // -m recent lists: from empty, as the reference's
+		t.Fatal(err)
+	}
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	pkts := make([]*packet.Packet, n)
 	ifs := make([]string, n)
@@ -164,7 +210,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 				}
 			}
 		}
-		d := compile.Decide(rs, ref)
+		d := compile.DecideAt(rs, ref, limits)
 		wantID := compile.PolicyID(uint8(ref.Chain), p.Src.Is6())
 		if d.Rule >= 0 {
 			wantID = ids[d.Rule]

@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
 )
 
 // LoadObject is Load for another build's object file (xdpfw_bpfel.o of an
@@ -121,4 +124,97 @@ func (d *Datapath) TraceLive(frame []byte, ifindex uint32, ctstate int) (TraceRe
 // TraceLiveEgress is TraceLive through the live tc egress program.
 func (d *Datapath) TraceLiveEgress(frame []byte, ctstate int) (TraceResult, error) {
 	return traceTC(d.egress, frame, ctstate)
+}
+
+// LimitTat reads the theoretical arrival time of rule id's -m limit
+// bucket (fw_limits).
+func (d *Datapath) LimitTat(id uint32) (uint64, error) {
+	var b xdpfwFwBucket
+	err := d.limBkt.Lookup(id, &b)
+	return b.Tat, err
+}
+
+// Refill gives rule id's -m limit bucket the tokens n intervals bring
+// (up to its burst): its timeline moves back n intervals, as if the
+// clock had moved on (timing-free tests).
+func (d *Datapath) Refill(id uint32, n uint64) error {
+	var b xdpfwFwBucket
+	if err := d.limBkt.Lookup(id, &b); err != nil {
+		return err
+	}
+	b.Tat -= min(b.Tat, n*b.IntervalNs)
+	return d.limBkt.Put(id, &b)
+}
+
+// StateOf is the reference's view (compile.State) of the -m
+// limit buckets of the rules whose ids are ids (rule i has ids[i]), at
+// the data plane's clock now (bpf_ktime_get_ns: CLOCK_MONOTONIC).
+func (d *Datapath) StateOf(ids []uint32) (*compile.State, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return nil, err
+	}
+	st := &compile.State{Now: uint64(ts.Nano()), Tat: map[int]uint64{}}
+	for i, id := range ids {
+		var b xdpfwFwBucket
+		if d.limBkt != nil && d.limBkt.Lookup(id, &b) == nil { // another build's object may have none
+			st.Tat[i] = b.Tat
+		}
+	}
+	return st, nil
+}
+
+// AgeRecent moves every time stamp of every -m recent list back by ns, as
+// if the clock had moved on by ns (timing-free tests); it returns how
+// many addresses it aged.
+func (d *Datapath) AgeRecent(ns uint64) (int, error) {
+	var (
+		k    xdpfwFwRecentKey
+		v    xdpfwFwRecentEntry
+		keys []xdpfwFwRecentKey
+	)
+	it := d.recent.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := d.recent.Lookup(&k, &v); err != nil {
+			return 0, err
+		}
+		for i := range v.Stamps {
+			v.Stamps[i] -= min(v.Stamps[i], ns)
+		}
+		if err := d.recent.Put(&k, &v); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
+// RecentAddresses counts the addresses of every -m recent list.
+func (d *Datapath) RecentAddresses() int {
+	var (
+		k xdpfwFwRecentKey
+		v xdpfwFwRecentEntry
+		n int
+	)
+	if d.recent == nil {
+		return 0
+	}
+	it := d.recent.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n
+}
+
+// ClearRecent empties every -m recent list.
+func (d *Datapath) ClearRecent() error {
+	if d.recent == nil {
+		return nil
+	}
+	return d.dropRecent(nil, nil)
 }

@@ -148,6 +148,14 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	if err != nil {
 		return err
 	}
+	staleLimits, err := d.putLimits(t.Limits)
+	if err != nil {
+		return err
+	}
+	staleRecent, err := d.putRecentRules(t.Recent)
+	if err != nil {
+		return err
+	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
 	}
@@ -172,7 +180,13 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	if err := graceperiod(); err != nil {
 		return err
 	}
-	return d.dropLogIDs(staleLogs) // no packet uses the old generation now
+	if err := d.dropLimitIDs(staleLimits); err != nil { // no packet uses the old generation now
+		return err
+	}
+	if err := d.dropRecent(staleRecent, t.ListIDs()); err != nil {
+		return err
+	}
+	return d.dropLogIDs(staleLogs)
 }
 
 func rootToBPF(r *compile.Root) xdpfwFwRoot {

@@ -39,12 +39,17 @@ type LogStats struct {
 	// Unbudgeted counts events of rule ids without a budget: a rule being
 	// replaced at the instant of the swap. They are not emitted.
 	Unbudgeted uint64 `json:"unbudgeted"`
+	// StateOverflow counts packets that met more -m recent rules than the
+	// data plane settles (compile.MaxStateNotes), dropped: the compiler
+	// refuses rule sets where that could happen, so it stays 0.
+	StateOverflow uint64 `json:"state_overflow"`
 }
 
 // Slots of fw_log_counters (enum fw_log_counter).
 const (
 	logCtrOverflow = iota
 	logCtrNoLimit
+	logCtrStateOverflow
 	numLogCtrs
 )
 
@@ -84,7 +89,8 @@ func (d *Datapath) LogStats() (LogStats, error) {
 	if err := it.Err(); err != nil {
 		return s, fmt.Errorf("reading fw_log_stats: %w", err)
 	}
-	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted} {
+	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted,
+		logCtrStateOverflow: &s.StateOverflow} {
 		var vals []uint64
 		if err := d.logCtr.Lookup(slot, &vals); err != nil {
 			return s, fmt.Errorf("reading fw_log_counters: %w", err)
@@ -96,80 +102,26 @@ func (d *Datapath) LogStats() (LogStats, error) {
 	return s, nil
 }
 
-// logIDs lists the rule ids that have a budget now.
-func (d *Datapath) logIDs() ([]uint32, error) {
-	var (
-		ids []uint32
-		id  uint32
-		v   xdpfwFwBucket
-	)
-	it := d.logLim.Iterate()
-	for it.Next(&id, &v) {
-		ids = append(ids, id)
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading fw_log_limits: %w", err)
-	}
-	return ids, nil
-}
-
 // putLogLimits gives every logged rule of a generation about to be
 // installed its budget and counters; a rule that had them keeps its
 // counters and its bucket's state. It returns the ids to remove once the
 // generation is in force; those are removed now already when the maps
 // could not hold both.
 func (d *Datapath) putLogLimits(lims []compile.LogLimit) (stale []uint32, err error) {
-	have, err := d.logIDs()
-	if err != nil {
-		return nil, err
-	}
-	want := map[uint32]bool{}
-	for _, l := range lims {
-		want[l.RuleID] = true
-	}
-	had := map[uint32]bool{}
-	for _, id := range have {
-		had[id] = true
-		if !want[id] {
-			stale = append(stale, id)
-		}
-	}
-	added := 0
-	for id := range want {
-		if !had[id] {
-			added++
-		}
-	}
-	if len(have)+added > compile.MaxLogRules {
-		// Old and new do not fit side by side: the old rules' events stop
-		// a moment early (counted as unbudgeted).
-		if err := d.dropLogIDs(stale); err != nil {
-			return nil, err
-		}
-		stale = nil
-	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range lims {
+	return putBuckets(d.logLim, lims, compile.MaxLogRules, "log budget", d.dropLogIDs, func(id uint32) error {
 		var per []xdpfwFwLogStat
-		if d.logStat.Lookup(l.RuleID, &per) != nil {
-			if err := d.logStat.Put(l.RuleID, make([]xdpfwFwLogStat, ncpu)); err != nil {
-				return nil, fmt.Errorf("creating the log counters of rule id %d: %w", l.RuleID, err)
-			}
+		if d.logStat.Lookup(id, &per) == nil {
+			return nil
 		}
-		var cur xdpfwFwBucket
-		exists := d.logLim.Lookup(l.RuleID, &cur) == nil
-		if exists && cur.IntervalNs == l.IntervalNS && cur.Burst == l.Burst {
-			continue
+		if err := d.logStat.Put(id, make([]xdpfwFwLogStat, ncpu)); err != nil {
+			return fmt.Errorf("creating the log counters of rule id %d: %w", id, err)
 		}
-		v := xdpfwFwBucket{Tat: cur.Tat, IntervalNs: l.IntervalNS, Burst: l.Burst}
-		if err := d.logLim.Put(l.RuleID, &v); err != nil {
-			return nil, fmt.Errorf("writing the log budget of rule id %d: %w", l.RuleID, err)
-		}
-	}
-	return stale, nil
+		return nil
+	})
 }
 
 // dropLogIDs removes the budgets and counters of rule ids.

@@ -391,28 +391,11 @@ func BenchmarkLog(b *testing.B) {
 		}
 		return float64(total.Nanoseconds()) / float64(n)
 	}
-	const rounds, perRound = 9, 100000
-	ns := make([][]float64, len(cases))
-	ratio := make([][]float64, len(cases))
-	for range b.N {
-		for r := 0; r < rounds; r++ {
-			for i := range cases {
-				ns[i] = append(ns[i], measure(i, perRound))
-			}
-			for i := range cases {
-				ratio[i] = append(ratio[i], ns[i][len(ns[i])-1]/ns[0][len(ns[0])-1])
-			}
-		}
-	}
-	median := func(v []float64) float64 {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
+	names := make([]string, len(cases))
 	for i, c := range cases {
-		b.ReportMetric(median(ns[i]), c.name+"-ns/pkt")
-		b.ReportMetric(median(ratio[i]), c.name+"/none")
+		names[i] = c.name
 	}
+	benchInterleaved(b, names, measure)
 	for i, c := range cases {
 		if st := fixtures[i].logStats(); st.Total.Lost != 0 {
 			b.Fatalf("%s: %d events lost: the benchmark measured a full ring buffer", c.name, st.Total.Lost)

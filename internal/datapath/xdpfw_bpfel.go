@@ -18,7 +18,7 @@ type xdpfwFwBucket struct {
 	Tat        uint64
 	IntervalNs uint64
 	Burst      uint32
-	Pad        uint32
+	Flags      uint32
 }
 
 type xdpfwFwClock struct {
@@ -165,6 +165,33 @@ type xdpfwFwNode struct {
 	Child  [8]uint32
 }
 
+type xdpfwFwRecentEntry struct {
+	_       structs.HostLayout
+	Stamps  [32]uint64
+	Index   uint8
+	Nstamps uint8
+	Pad     [6]uint8
+}
+
+type xdpfwFwRecentKey struct {
+	_      structs.HostLayout
+	Addr   [2]uint64
+	List   uint32
+	Family uint8
+	Pad    [3]uint8
+}
+
+type xdpfwFwRecentRule struct {
+	_        structs.HostLayout
+	Mask     [2]uint64
+	WindowNs uint64
+	List     uint32
+	Op       uint8
+	Flags    uint8
+	Hitcount uint8
+	Pad      uint8
+}
+
 type xdpfwFwRlKey struct {
 	_      structs.HostLayout
 	Addr   uint64
@@ -192,6 +219,16 @@ type xdpfwFwSetKey struct {
 	Prefixlen uint32
 	SetId     uint32
 	Addr      [16]uint8
+}
+
+type xdpfwFwStateScratch struct {
+	_     structs.HostLayout
+	Idx   [8]uint32
+	Ids   [8]uint32
+	Best  uint32
+	Gen   uint32
+	Key   xdpfwFwRecentKey
+	Fresh xdpfwFwRecentEntry
 }
 
 type xdpfwFwXdpHandoff struct {
@@ -231,9 +268,10 @@ type xdpfwFwXdpHandoff struct {
 		Action uint8
 		Reason uint8
 		Reject uint8
-		Log    uint8
+		Flags  uint8
 		Nlog   uint8
-		_      [3]byte
+		Nstate uint8
+		_      [2]byte
 	}
 }
 
@@ -251,6 +289,7 @@ const (
 	xdpfwMapFwDeltas              = "fw_deltas"
 	xdpfwMapFwEntries             = "fw_entries"
 	xdpfwMapFwLeaves              = "fw_leaves"
+	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
 	xdpfwMapFwLogLimits           = "fw_log_limits"
 	xdpfwMapFwLogRing             = "fw_log_ring"
@@ -259,6 +298,8 @@ const (
 	xdpfwMapFwNodes               = "fw_nodes"
 	xdpfwMapFwRaw                 = "fw_raw"
 	xdpfwMapFwReasonStats         = "fw_reason_stats"
+	xdpfwMapFwRecent              = "fw_recent"
+	xdpfwMapFwRecentRules         = "fw_recent_rules"
 	xdpfwMapFwRejectGlobal        = "fw_reject_global"
 	xdpfwMapFwRejectOwn           = "fw_reject_own"
 	xdpfwMapFwRejectOwnLast       = "fw_reject_own_last"
@@ -267,6 +308,7 @@ const (
 	xdpfwMapFwRuleStats           = "fw_rule_stats"
 	xdpfwMapFwSets                = "fw_sets"
 	xdpfwMapFwStamps              = "fw_stamps"
+	xdpfwMapFwStateScratch        = "fw_state_scratch"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
@@ -343,6 +385,7 @@ type xdpfwMapSpecs struct {
 	FwDeltas        *ebpf.MapSpec `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
 	FwLogLimits     *ebpf.MapSpec `ebpf:"fw_log_limits"`
 	FwLogRing       *ebpf.MapSpec `ebpf:"fw_log_ring"`
@@ -351,6 +394,8 @@ type xdpfwMapSpecs struct {
 	FwNodes         *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwRaw           *ebpf.MapSpec `ebpf:"fw_raw"`
 	FwReasonStats   *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRecent        *ebpf.MapSpec `ebpf:"fw_recent"`
+	FwRecentRules   *ebpf.MapSpec `ebpf:"fw_recent_rules"`
 	FwRejectGlobal  *ebpf.MapSpec `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.MapSpec `ebpf:"fw_reject_own"`
 	FwRejectOwnLast *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
@@ -359,6 +404,7 @@ type xdpfwMapSpecs struct {
 	FwRuleStats     *ebpf.MapSpec `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
 	FwStamps        *ebpf.MapSpec `ebpf:"fw_stamps"`
+	FwStateScratch  *ebpf.MapSpec `ebpf:"fw_state_scratch"`
 	FwXdpHandoff    *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
 	FwXdpStages     *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
@@ -405,6 +451,7 @@ type xdpfwMaps struct {
 	FwDeltas        *ebpf.Map `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
 	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
+	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
 	FwLogLimits     *ebpf.Map `ebpf:"fw_log_limits"`
 	FwLogRing       *ebpf.Map `ebpf:"fw_log_ring"`
@@ -413,6 +460,8 @@ type xdpfwMaps struct {
 	FwNodes         *ebpf.Map `ebpf:"fw_nodes"`
 	FwRaw           *ebpf.Map `ebpf:"fw_raw"`
 	FwReasonStats   *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRecent        *ebpf.Map `ebpf:"fw_recent"`
+	FwRecentRules   *ebpf.Map `ebpf:"fw_recent_rules"`
 	FwRejectGlobal  *ebpf.Map `ebpf:"fw_reject_global"`
 	FwRejectOwn     *ebpf.Map `ebpf:"fw_reject_own"`
 	FwRejectOwnLast *ebpf.Map `ebpf:"fw_reject_own_last"`
@@ -421,6 +470,7 @@ type xdpfwMaps struct {
 	FwRuleStats     *ebpf.Map `ebpf:"fw_rule_stats"`
 	FwSets          *ebpf.Map `ebpf:"fw_sets"`
 	FwStamps        *ebpf.Map `ebpf:"fw_stamps"`
+	FwStateScratch  *ebpf.Map `ebpf:"fw_state_scratch"`
 	FwXdpHandoff    *ebpf.Map `ebpf:"fw_xdp_handoff"`
 	FwXdpStages     *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
@@ -437,6 +487,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwDeltas,
 		m.FwEntries,
 		m.FwLeaves,
+		m.FwLimits,
 		m.FwLogCounters,
 		m.FwLogLimits,
 		m.FwLogRing,
@@ -445,6 +496,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwNodes,
 		m.FwRaw,
 		m.FwReasonStats,
+		m.FwRecent,
+		m.FwRecentRules,
 		m.FwRejectGlobal,
 		m.FwRejectOwn,
 		m.FwRejectOwnLast,
@@ -453,6 +506,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwRuleStats,
 		m.FwSets,
 		m.FwStamps,
+		m.FwStateScratch,
 		m.FwXdpHandoff,
 		m.FwXdpStages,
 	)

@@ -52,8 +52,9 @@ const (
 	// generation installed as stamp (else the file only lists the rules,
 	// as after reading a version 1 or 2 state).
 	baseCompiled = 1
-	// baseLogs: some rule logs (ruleLogs), so that an edit can tell
-	// without reading every rule that it cannot use the delta stage.
+	// baseLogs: some rule logs (ruleLogs) or has -m limit, so that an
+	// edit can tell without reading every rule that it cannot use the
+	// delta stage.
 	baseLogs = 2
 	// ruleCT: the rule tests the connection state.
 	ruleCT = 1
@@ -70,13 +71,14 @@ type baseRule struct {
 	Verdict rules.Verdict
 	CT      bool
 	Logs    bool // -j LOG, or --log
+	Limit   bool // -m limit (not stored: only the base's baseLogs flag)
 	Span    compile.Span
 	Text    string
 }
 
 func baseRuleOf(r *rules.Rule, id uint32, span compile.Span) baseRule {
 	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.CTState != nil,
-		Logs: r.Target.Logs(), Span: span, Text: r.String()}
+		Logs: r.Target.Logs(), Limit: r.Match.Limit != nil, Span: span, Text: r.String()}
 }
 
 // encodeBase lays out a base of rs (with t compiled from it as stamp; t
@@ -106,7 +108,7 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 	var maxID, flags uint32
 	for i := range rs {
 		maxID = max(maxID, rs[i].ID)
-		if rs[i].Logs {
+		if rs[i].Logs || rs[i].Limit {
 			flags |= baseLogs
 		}
 	}

@@ -146,14 +146,15 @@ func (s *ruleStore) ruleOf(r compile.Ref) baseRule {
 }
 
 // logs reports whether a rule in force, or one deleted since the base was
-// built, logs (-j LOG, or --log). Such rule sets never use the delta
+// built, logs (-j LOG, or --log) or has -m limit (rules.Rule.Budgeted).
+// Such rule sets never use the delta
 // stage (see Firewall.edit). Cheap: a flag of the base and the added rules.
 func (s *ruleStore) logs() bool {
 	if s.base.logs {
 		return true
 	}
 	for i := range s.ov.Added {
-		if s.ov.Added[i].Rule.Target.Logs() {
+		if s.ov.Added[i].Rule.Budgeted() {
 			return true
 		}
 	}

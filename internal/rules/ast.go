@@ -280,6 +280,13 @@ type Match struct {
 	// does. Set only with -p of that protocol and without a port or TCP flag
 	// test, which need the header already (Match.NeedsL4).
 	L4Header bool
+
+	// Limit: -m limit, a token bucket of the rule's own, tested after
+	// every other match (the parser refuses matches written after it).
+	Limit *LimitMatch
+	// Recent: -m recent, a named list of addresses shared by the rules
+	// that name it; tested after every other match, as Limit.
+	Recent *RecentMatch
 }
 
 // NeedsL4 reports whether m tests the L4 header: a port, TCP flag or ICMP
@@ -356,6 +363,14 @@ func (g *LogGroup) Number() uint16 {
 
 // Logs reports whether the rule emits log events: a LOG rule, or --log.
 func (t Target) Logs() bool { return t.Verdict == VerdictLog || t.Log }
+
+// Budgeted reports whether the rule has state in the data plane: a log
+// budget (Target.Logs), a -m limit bucket or a -m recent list. They come
+// with full installs of a rule set, so edits of such rule sets are
+// compiled in full.
+func (r *Rule) Budgeted() bool {
+	return r.Target.Logs() || r.Match.Limit != nil || r.Match.Recent != nil
+}
 
 // LogRate is a rate of log events: N per Unit (--log-rate N/UNIT). The zero
 // value means "the default".

@@ -24,6 +24,12 @@ func (m Match) ImpliedFamily() Family {
 	if m.Fragment != nil {
 		return FamilyIPv4
 	}
+	if r := m.Recent; r != nil && r.Mask.IsValid() {
+		if r.Mask.Is6() {
+			return FamilyIPv6
+		}
+		return FamilyIPv4
+	}
 	return FamilyAny
 }
 

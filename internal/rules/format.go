@@ -20,7 +20,7 @@ func (r Rule) String() string {
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
 // -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
-// --tcp-flags, ICMP type, -m comment, then -j and the target's options
+// --tcp-flags, ICMP type, -m limit, -m comment, then -j and the target's options
 // (--reject-with, --log, --log-prefix or NFLOG's and ULOG's options,
 // --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
@@ -97,6 +97,15 @@ func (r Rule) Spec() string {
 			opt = "--icmpv6-type"
 		}
 		w.add(c.Invert, opt, formatICMPType(*c))
+	}
+	if rc := m.Recent; rc != nil {
+		formatRecent(&w, rc, m.Family)
+	}
+	if l := m.Limit; l != nil {
+		w.add(false, "-m", "limit", "--limit", l.Rate.String())
+		if l.Burst != DefaultLimitBurst {
+			w.add(false, "--limit-burst", strconv.Itoa(int(l.Burst)))
+		}
 	}
 	for _, c := range r.Comments {
 		w.add(false, "-m", "comment", "--comment", quote(c))

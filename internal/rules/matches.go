@@ -353,7 +353,14 @@ func (p *ruleParser) optComment(o optUse) *Error {
 // optModule handles -m MODULE.
 func (p *ruleParser) optModule(o optUse) *Error {
 	a := o.args[0]
+	if err := p.afterState(token{text: o.opt.text + " " + a.text, col: o.opt.col}, optSpec{module: a.text}); err != nil {
+		return err
+	}
 	switch name := a.text; name {
+	case "limit":
+		return p.limitModule(o.opt)
+	case "recent":
+		return p.recentModule(o.opt)
 	case "tcp", "udp", "sctp", "udplite":
 		proto, _ := parseProto(name)
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")

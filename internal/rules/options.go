@@ -85,6 +85,27 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--state":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
+	case "--limit":
+		return optSpec{slot: name, nargs: 1, usage: "--limit N/sec|min|hour|day", module: "limit",
+			parse: (*ruleParser).optLimit}, true
+	case "--limit-burst":
+		return optSpec{slot: name, nargs: 1, usage: "--limit-burst N", module: "limit",
+			parse: (*ruleParser).optLimitBurst}, true
+	case "--set", "--rcheck", "--update", "--remove":
+		return optSpec{slot: "recent-op", usage: "--set|--rcheck|--update|--remove", negatable: true, module: "recent",
+			parse: (*ruleParser).optRecentOp}, true
+	case "--seconds":
+		return optSpec{slot: name, nargs: 1, usage: "--seconds N", module: "recent", parse: (*ruleParser).optRecentSeconds}, true
+	case "--hitcount":
+		return optSpec{slot: name, nargs: 1, usage: "--hitcount N", module: "recent", parse: (*ruleParser).optRecentHitCount}, true
+	case "--name":
+		return optSpec{slot: name, nargs: 1, usage: "--name NAME", module: "recent", parse: (*ruleParser).optRecentName}, true
+	case "--rsource", "--rdest":
+		return optSpec{slot: "recent-side", usage: "--rsource|--rdest", module: "recent", parse: (*ruleParser).optRecentSide}, true
+	case "--mask":
+		return optSpec{slot: name, nargs: 1, usage: "--mask NETMASK", module: "recent", parse: (*ruleParser).optRecentMask}, true
+	case "--reap", "--rttl":
+		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentUnsupported}, true
 	case "--comment":
 		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -152,4 +173,4 @@ func moduleOptions(module string) (string, bool) {
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state)"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), limit, recent"

@@ -387,3 +387,64 @@ func randomReject(r *rand.Rand, m *Match) Target {
 	}
 	return t
 }
+
+// RandomLimits gives about percent of rs's deciding rules a -m limit of a
+// few a hour or a day with a small burst: no token comes back while a
+// test runs (a rate of at most 3 an hour refills one in 20 minutes), so
+// the buckets' state is the count of packets each rule decided, and a
+// reference that models them with its clock standing agrees exactly. A
+// knob apart from RandomRuleSet: edits of rule sets with a limit are
+// compiled in full (rules.Rule.Budgeted), which the delta tests must not
+// meet unasked.
+func RandomLimits(r *rand.Rand, rs *RuleSet, percent int) {
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		if !rule.Target.Verdict.Terminal() || !chance(r, percent) {
+			continue
+		}
+		rule.Match.Limit = &LimitMatch{
+			Rate:  LogRate{N: uint32(1 + r.IntN(3)), Unit: pick(r, []RateUnit{PerHour, PerDay})},
+			Burst: uint32(1 + r.IntN(6)),
+		}
+		rule.Text = rule.Spec()
+	}
+}
+
+// RandomRecent gives about percent of rs's deciding INPUT and FORWARD
+// rules a -m recent match on one of three lists (--set, --rcheck,
+// --update or --remove; --seconds of an hour or none, so that no time
+// stamp ages while a test runs; --hitcount 1 to 3; source or destination;
+// sometimes a mask, sometimes negated). A knob apart from RandomRuleSet,
+// as RandomLimits. Rules of a chain beyond compile.MaxStateNotes' reach
+// may make the compiler refuse the set: callers keep percent small or
+// retry.
+func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
+			rule.Match.Limit != nil || !chance(r, percent) {
+			continue
+		}
+		m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}),
+			Dest: chance(r, 20)}
+		if m.Op == RecentCheck || m.Op == RecentUpdate {
+			if chance(r, 50) {
+				m.Seconds = 3600
+			}
+			if chance(r, 50) {
+				m.HitCount = uint32(1 + r.IntN(3))
+			}
+		}
+		m.Invert = chance(r, 10)
+		m.Mask = FullMask(rule.Match.Family) // as the parser leaves it
+		if f := rule.Match.Family; f != FamilyAny && chance(r, 20) {
+			if f == FamilyIPv4 {
+				m.Mask = netip.AddrFrom4([4]byte{255, 255, 255, 0})
+			} else {
+				m.Mask = netip.MustParseAddr("ffff:ffff:ffff:ffff::")
+			}
+		}
+		rule.Match.Recent = m
+		rule.Text = rule.Spec()
+	}
+}

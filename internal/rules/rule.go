@@ -20,10 +20,12 @@ type ruleParser struct {
 	other   bool                  // -4/-6 names the other family than opt.Family: skip the rule
 	// comment is the last -m comment while it has no --comment: each
 	// -m comment takes one, as in iptables.
-	comment *token
-	fam     Family          // family fixed by -4/-6 or implied by a selector
-	famWhy  string          // what fixed fam, for conflict messages
-	checks  []func() *Error // run once every option is read
+	comment  *token
+	fam      Family          // family fixed by -4/-6 or implied by a selector
+	famWhy   string          // what fixed fam, for conflict messages
+	checks   []func() *Error // run once every option is read
+	stateAt  *token          // the -m limit or -m recent, once given (afterState)
+	stateMod string          // its module
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
@@ -131,6 +133,11 @@ func (p *ruleParser) option() *Error {
 				fmt.Sprintf("write -m %s %s", spec.module, spec.usage))
 		}
 		m.used = true
+	}
+	if t.text != "-m" && t.text != "--match" {
+		if err := p.afterState(t, spec); err != nil {
+			return err
+		}
 	}
 	if spec.slot != "" {
 		if first, dup := p.seen[spec.slot]; dup {

@@ -1,0 +1,190 @@
+package compile
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// TestLimitTreeAgreesWithReference: rule sets with -m limit rules, packets
+// in sequence, the buckets modelled on both sides with the clock standing
+// (no token comes back): the tree walk (ClassifyWith, taking the deciding
+// rule's token as fw_classify_in does) and the reference (DecideAt) decide
+// every packet alike. Once a bucket is empty its rule must let packets on
+// to the entries after it, in its leaf and in the other trees: a -m limit
+// entry that ended a leaf, or cut the entries after it, shows here.
+func TestLimitTreeAgreesWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 3))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	refused := 0
+	for set := range 200 {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
+		rules.RandomLimits(r, rs, 30)
+		tb := compileTest(t, rs)
+		ref := &State{}
+		tat := map[uint32]uint64{} // the twin's buckets, by rule id
+		byID := map[uint32]*rules.LimitMatch{}
+		for i := range rs.Rules {
+			byID[uint32(FirstRuleID+i)] = rs.Rules[i].Match.Limit
+		}
+		ready := func(id uint32) bool {
+			l := byID[id]
+			return bucketReady(tat[id], 0, l.IntervalNS(), l.Burst)
+		}
+		for k := range 400 {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			c := tb.ClassifyWith(&p, testIfaces[p.InIface], ready, nil)
+			gotID := c.Root.RuleID
+			if c.Entry >= 0 {
+				e := tb.Entries[c.Entry]
+				gotID = e.RuleID
+				if e.Limit {
+					l := byID[e.RuleID]
+					tat[e.RuleID] += l.IntervalNS()
+				}
+			}
+			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
+			if want.Rule >= 0 {
+				wantID = uint32(FirstRuleID + want.Rule)
+			}
+			if gotID != wantID {
+				t.Fatalf("set %d packet %d: tree says id %d, reference id %d\npacket %+v\n%s", set, k, gotID, wantID, p, rs)
+			}
+			for i := range rs.Rules { // a rule that matched, and had no token
+				if l := rs.Rules[i].Match.Limit; l != nil && i < want.Rule+1 && Matches(&rs.Rules[i].Match, p) &&
+					rs.Rules[i].Chain == p.Chain && i != want.Rule {
+					refused++
+					break
+				}
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no packet passed a -m limit rule whose bucket was empty: the test checked nothing")
+	}
+	t.Logf("%d packets went past a -m limit rule without a token", refused)
+}
+
+// TestLimitEntryNeverEndsLeaf: a -m limit rule that covers every packet
+// of its region leaves the entries after it in the leaf (they decide when
+// its bucket is empty), where a plain rule cuts them.
+func TestLimitEntryNeverEndsLeaf(t *testing.T) {
+	for _, tc := range []struct {
+		first string
+		want  int // candidates of the udp packet's walk
+	}{
+		{"-A INPUT -p udp -j ACCEPT", 1},
+		{"-A INPUT -p udp -m limit -j ACCEPT", 2},
+	} {
+		rs, err := rules.Parse("t", []byte(tc.first+"\n-A INPUT -p udp -j DROP\n"), rules.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := compileTest(t, rs)
+		p := RefPacket{Chain: rules.ChainInput, Src: mustAddr("10.0.0.1"), Dst: mustAddr("10.0.0.2"), Proto: 17, L4: true}
+		if got := len(tb.Lookup(0, KeyOf(&p, 0))); got != tc.want {
+			t.Errorf("%s: the walk finds %d candidates, want %d", tc.first, got, tc.want)
+		}
+		if tc.want == 2 {
+			if c := tb.ClassifyWith(&p, 0, func(uint32) bool { return false }, nil); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
+				t.Errorf("%s: with its bucket empty the packet is decided by entry %d, want the DROP", tc.first, c.Entry)
+			}
+		}
+	}
+}
+
+// TestLimitNoFastRule: a -m limit rule that tests only the state is no
+// fast rule (it does not decide every packet in those states), and the
+// states it may match are no fast rule's after it either.
+func TestLimitNoFastRule(t *testing.T) {
+	rs, err := rules.Parse("t", []byte("-A INPUT -m conntrack --ctstate ESTABLISHED -m limit -j ACCEPT\n"+
+		"-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n"), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := compileTest(t, rs)
+	if r := tb.Roots[0]; r.FastStates != rules.CTRelated || r.FastRuleID != FirstRuleID+1 {
+		t.Errorf("fast rule id %d for states %#x; want rule 1 for RELATED only", r.FastRuleID, r.FastStates)
+	}
+}
+
+// TestRecentTreeAgreesWithReference: rule sets with -m recent rules,
+// packets in sequence, the lists modelled with the clock standing: the
+// tree walk (ClassifyWith, settling the -m recent entries it met in
+// index order, as fw_state_settle) and the reference (DecideAt, rule by
+// rule) decide every packet alike and leave the same lists. A -m recent
+// entry that ended a leaf, decided in the walk, or was settled out of
+// order shows here.
+func TestRecentTreeAgreesWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 4))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	settled, sets := 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomRecent(r, rs, 25)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			continue // more -m recent rules than one packet may meet: refused
+		}
+		sets++
+		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
+		byID := map[uint32]int{}
+		for i := range rs.Rules {
+			byID[uint32(FirstRuleID+i)] = i
+		}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			c := tb.ClassifyWith(&p, testIfaces[p.InIface], nil, func(entry int) bool {
+				settled++
+				return twin.recent(rs.Rules[byID[tb.Entries[entry].RuleID]].Match.Recent, &p)
+			})
+			gotID := c.Root.RuleID
+			if c.Entry >= 0 {
+				gotID = tb.Entries[c.Entry].RuleID
+			}
+			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
+			if want.Rule >= 0 {
+				wantID = uint32(FirstRuleID + want.Rule)
+			}
+			if gotID != wantID || len(ref.Lists) != len(twin.Lists) {
+				t.Fatalf("set %d packet %d: tree says id %d (%d addresses listed), reference id %d (%d)\npacket %+v\n%s",
+					set, k, gotID, len(twin.Lists), wantID, len(ref.Lists), p, rs)
+			}
+		}
+	}
+	if sets < 200 || settled == 0 {
+		t.Fatalf("%d rule sets compiled, %d -m recent entries settled: the test checked too little", sets, settled)
+	}
+	t.Logf("%d rule sets, %d -m recent entries settled", sets, settled)
+}
+
+// TestRecentNotesBound: a rule set where one packet could meet more -m
+// recent rules than the data plane settles is refused; narrowed, it loads.
+func TestRecentNotesBound(t *testing.T) {
+	var broad, narrow strings.Builder
+	for i := range 9 {
+		fmt.Fprintf(&broad, "-A INPUT -p tcp -m recent --rcheck --name l%d -j DROP\n", i)
+		fmt.Fprintf(&narrow, "-A INPUT -p tcp --dport %d -m recent --rcheck --name l%d -j DROP\n", 1000+i, i)
+	}
+	for _, tc := range []struct {
+		src string
+		ok  bool
+	}{{broad.String(), false}, {narrow.String(), true}} {
+		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if (err == nil) != tc.ok {
+			t.Errorf("compile: %v, want ok %v\n%s", err, tc.ok, tc.src)
+		}
+		if err != nil && !strings.Contains(err.Error(), "could meet 9 rules with -m recent") {
+			t.Errorf("error %q does not say why", err)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package datapath_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/packet"
+)
+
+// recentRules: the ssh brute-force pair (the --update rule before the
+// --set rule, each with a deciding target), a rule before them in another
+// tree that decides some packets first (those are never recorded), a
+// --rcheck of the same list on another port, a --remove.
+const recentRules = `-P INPUT DROP
+-A INPUT -s 10.1.0.0/16 -p tcp --dport 22 -j ACCEPT
+-A INPUT -p tcp --dport 22 --syn -m recent --update --seconds 60 --hitcount 4 --name SSH --rsource -j DROP
+-A INPUT -p tcp --dport 22 --syn -m recent --set --name SSH --rsource -j ACCEPT
+-A INPUT -p tcp --dport 80 -m recent --rcheck --name SSH -j REJECT --reject-with tcp-reset
+-A INPUT -p udp --dport 53 -m recent --remove --name SSH -j ACCEPT
+-A INPUT -p tcp -j ACCEPT
+`
+
+// TestRecentSSH: -m recent through the data plane, packet by packet, each
+// decision the reference matcher's with the same lists (its clock
+// standing; the data plane's moves by milliseconds, far inside --seconds
+// 60): four new connections a minute from an address are accepted and
+// recorded, the fifth and later dropped (and recorded: --update); what an
+// earlier rule decides is not recorded; another rule reads the same list;
+// --remove takes an address out; once its time stamps are older than 60 s
+// (moved back in the map: timing-free), the address is accepted again.
+func TestRecentSSH(t *testing.T) {
+	f := newFixture(t)
+	f.installText(recentRules)
+	st := &compile.State{Now: 1e12}
+	var seq []int
+	send := func(p *packet.Packet, n int) {
+		t.Helper()
+		for range n {
+			r := f.mustRun(p.Bytes(), "eth0")
+			d := compile.DecideAt(f.rs, refPacket(p, "eth0"), st)
+			want := compile.PolicyID(0, false)
+			if d.Rule >= 0 {
+				want = f.ids[d.Rule]
+			}
+			if r.RuleID != want {
+				t.Fatalf("packet %d (%s): decided by rule id %d, the reference says %d (rule %d)", len(seq), p, r.RuleID, want, d.Rule)
+			}
+			seq = append(seq, d.Rule)
+		}
+	}
+	syn := func(src string, port uint16) *packet.Packet {
+		return v4pkt(packet.ProtoTCP, src, "10.0.0.1", 40000, port)
+	}
+	check := func(what, want string) {
+		t.Helper()
+		if fmt.Sprint(seq) != want {
+			t.Errorf("%s: rules %v, want %v", what, seq, want)
+		}
+		seq = nil
+	}
+	send(syn("10.1.2.3", 22), 5)
+	send(syn("10.1.2.3", 80), 1)
+	check("an address an earlier rule accepts", "[0 0 0 0 0 5]")
+	send(syn("10.2.0.1", 22), 6)
+	check("six new ssh connections", "[2 2 2 2 1 1]")
+	send(syn("10.2.0.1", 80), 1)
+	send(syn("10.2.0.2", 22), 1)
+	send(syn("10.2.0.2", 80), 1)
+	check("the list read by another rule; another address", "[3 2 3]")
+	send(v4pkt(packet.ProtoUDP, "10.2.0.2", "10.0.0.1", 5353, 53), 2)
+	send(syn("10.2.0.2", 80), 1)
+	check("--remove", "[4 -1 5]")
+	if n, err := f.dp.AgeRecent(61e9); err != nil || n != 1 {
+		t.Fatalf("aging the lists: %d addresses (%v), want 1", n, err)
+	}
+	for _, e := range st.Lists {
+		for i := range e.Stamps {
+			e.Stamps[i] -= 61e9
+		}
+	}
+	send(syn("10.2.0.1", 22), 5)
+	check("a minute later", "[2 2 2 2 1]") // the old stamps no longer count
+	for i, want := range []uint64{5, 3, 9, 2, 1, 2} {
+		if c, err := f.dp.RuleCounter(f.ids[i]); err != nil || c.Packets != want {
+			t.Errorf("rule %d counted %d packets (%v), want %d", i, c.Packets, err, want)
+		}
+	}
+}
