@@ -10,7 +10,10 @@ import (
 // "-A INPUT -s 10.0.0.0/8 -p tcp --dport 22 -j ACCEPT". Parse reads it back
 // into the same rule.
 func (r Rule) String() string {
-	return "-A " + r.Chain.String() + " " + r.Spec()
+	if spec := r.Spec(); spec != "" {
+		return "-A " + r.ChainName() + " " + spec
+	}
+	return "-A " + r.ChainName()
 }
 
 // Spec returns the canonical text of the rule without the leading
@@ -94,7 +97,15 @@ func (r Rule) Spec() string {
 		w.add(false, "-m", "comment", "--comment", quote(c))
 	}
 	t := r.Target
-	w.add(false, "-j", t.Verdict.String())
+	switch t.Verdict {
+	case VerdictJump:
+		w.add(false, "-j", t.Chain)
+	case VerdictGoto:
+		w.add(false, "-g", t.Chain)
+	case VerdictNone:
+	default:
+		w.add(false, "-j", t.Verdict.String())
+	}
 	if t.RejectWith != "" {
 		w.add(false, "--reject-with", t.RejectWith)
 	}
@@ -174,8 +185,8 @@ func (p Policy) String() string {
 }
 
 // String returns the rule set as a rule file that Parse (with FamilyAny)
-// reads back into the same policies and rules: the -P lines, then the -A
-// lines, one per line.
+// reads back into the same policies, chains and rules: the -P lines, the
+// -N lines, then the -A lines, one per line (as iptables -S).
 func (rs *RuleSet) String() string {
 	if rs == nil {
 		return ""
@@ -184,6 +195,9 @@ func (rs *RuleSet) String() string {
 	for _, p := range rs.Policies {
 		b.WriteString(p.String())
 		b.WriteByte('\n')
+	}
+	for _, c := range rs.Chains {
+		b.WriteString("-N " + c.Name + "\n")
 	}
 	for _, r := range rs.Rules {
 		b.WriteString(r.String())
