@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 
@@ -72,21 +73,70 @@ type Decision struct {
 }
 
 // Decide is Evaluate with what a REJECT answers, the counter reason and
-// what logs the packet.
+// what logs the packet. User-defined chains are walked as iptables walks
+// them, with a stack of return points (not flattened, as compile does:
+// the two are independent), up to maxRefDepth deep.
 func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 	var logs []int
 	overflow := false
+	type frame struct{ rules []int } // the rest of a chain to walk
+	var builtin []int
+	byName := map[string][]int{}
 	for i := range rs.Rules {
-		r := &rs.Rules[i]
-		if r.Chain != p.Chain || !Matches(&r.Match, p) {
+		switch r := &rs.Rules[i]; {
+		case r.Chain == rules.ChainUser:
+			byName[r.UserChain] = append(byName[r.UserChain], i)
+		case r.Chain == p.Chain:
+			builtin = append(builtin, i)
+		}
+	}
+	cur := frame{builtin}
+	var stack []frame
+	for {
+		if len(cur.rules) == 0 {
+			if len(stack) == 0 {
+				break // the end of the built-in chain: its policy
+			}
+			cur, stack = stack[len(stack)-1], stack[:len(stack)-1]
 			continue
 		}
-		if !r.Target.Verdict.Terminal() { // LOG: log and go on
+		i := cur.rules[0]
+		cur.rules = cur.rules[1:]
+		r := &rs.Rules[i]
+		if !Matches(&r.Match, p) {
+			continue
+		}
+		switch v := r.Target.Verdict; v {
+		case rules.VerdictLog: // log and go on
+			if n := len(logs); n > 0 && logs[n-1] == i {
+				// one LOG rule reached twice in a row (a chain jumped
+				// to twice): the data plane notes a rule once per run
+				// of its entries, so it logs once (docs/compat.md, Chains)
+				continue
+			}
 			if len(logs) < MaxLogPerPacket {
 				logs = append(logs, i)
 			} else {
 				overflow = true
 			}
+			continue
+		case rules.VerdictNone:
+			continue
+		case rules.VerdictReturn:
+			if len(stack) == 0 {
+				cur.rules = nil // RETURN in a built-in chain: its policy
+				continue
+			}
+			cur, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			continue
+		case rules.VerdictJump, rules.VerdictGoto:
+			if v == rules.VerdictJump {
+				if len(stack) >= maxRefDepth {
+					panic("reference: chains nest deeper than " + fmt.Sprint(maxRefDepth) + " (a loop?)")
+				}
+				stack = append(stack, cur)
+			}
+			cur = frame{byName[r.Target.Chain]}
 			continue
 		}
 		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log}
@@ -107,6 +157,10 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 	}
 	return d
 }
+
+// maxRefDepth bounds the reference matcher's stack: a loop the compiler
+// refuses would not end.
+const maxRefDepth = 1024
 
 // RejectReason says whether a REJECT answers p (ReasonRuleReject) or why it
 // must not: a non-first fragment; a broadcast or multicast destination, at
