@@ -36,6 +36,9 @@ import (
 // pos 0 appends (iptables -A).
 func (f *Firewall) Add(r rules.Rule, pos int) (*Result, error) {
 	start := time.Now()
+	if err := f.checkChainEdit(r.Chain); err != nil {
+		return nil, err
+	}
 	n := f.rs.ov.ChainLen(r.Chain)
 	if pos < 0 || pos > n+1 {
 		return nil, fmt.Errorf("position %d out of range: %s has %d rules (use 1..%d)", pos, r.Chain, n, n+1)
@@ -49,6 +52,9 @@ func (f *Firewall) Add(r rules.Rule, pos int) (*Result, error) {
 // Delete removes rule number n (1-based) of chain.
 func (f *Firewall) Delete(chain rules.Chain, n int) (*Result, rules.Rule, error) {
 	start := time.Now()
+	if err := f.checkChainEdit(chain); err != nil {
+		return nil, rules.Rule{}, err
+	}
 	ref, gone, err := f.nth(chain, n)
 	if err != nil {
 		return nil, rules.Rule{}, err
@@ -61,6 +67,9 @@ func (f *Firewall) Delete(chain rules.Chain, n int) (*Result, rules.Rule, error)
 // CHAIN rulespec), compared by canonical text.
 func (f *Firewall) DeleteSpec(r rules.Rule) (*Result, error) {
 	start := time.Now()
+	if err := f.checkChainEdit(r.Chain); err != nil {
+		return nil, err
+	}
 	want := r.String()
 	var (
 		ref   compile.Ref
@@ -81,6 +90,9 @@ func (f *Firewall) DeleteSpec(r rules.Rule) (*Result, error) {
 // new counter.
 func (f *Firewall) Replace(n int, r rules.Rule) (*Result, rules.Rule, error) {
 	start := time.Now()
+	if err := f.checkChainEdit(r.Chain); err != nil {
+		return nil, rules.Rule{}, err
+	}
 	ref, gone, err := f.nth(r.Chain, n)
 	if err != nil {
 		return nil, rules.Rule{}, err
@@ -90,6 +102,17 @@ func (f *Firewall) Replace(n int, r rules.Rule) (*Result, rules.Rule, error) {
 		return e.insert(ov, n, r)
 	})
 	return res, gone, err
+}
+
+// checkChainEdit refuses single edits of the rules of a user chain, which
+// the overlay (built-in chains only) cannot place yet: the rule set is
+// changed by editing the file and loading it (load/apply), never in part.
+func (f *Firewall) checkChainEdit(c rules.Chain) error {
+	if c == rules.ChainUser {
+		return errors.New("add, insert, delete and replace work on INPUT, FORWARD and OUTPUT only; " +
+			"to change a user-defined chain, edit the rule file and run xdpfw apply FILE")
+	}
+	return nil
 }
 
 // nth finds rule n of chain in force and parses it.
@@ -183,7 +206,7 @@ func (f *Firewall) edit(start time.Time, change func(*compile.Overlay, *editing)
 	res, err := f.nextGeneration(func() (*Result, error) {
 		var res *Result
 		var err error
-		if f.rs.logs() || edited.logs() {
+		if f.rs.logs() || edited.logs() || f.rs.chains() || edited.chains() {
 			err = errLogs
 		} else {
 			res, err = f.editDelta(edited, start)
@@ -286,12 +309,12 @@ func (f *Firewall) Rebuild() (*Result, error) {
 // state), and rule sets with a rule that logs, are compiled in full
 // instead: compile.Build makes no log budgets (Tables.Logs), Compile does.
 func (f *Firewall) rebuild(s *ruleStore, pol *rules.RuleSet, start time.Time) (*Result, error) {
-	if !s.base.compiled || s.logs() {
+	if !s.base.compiled || s.logs() || s.chains() {
 		rs, ids, err := s.ruleSet()
 		if err != nil {
 			return nil, err
 		}
-		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies}
+		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies, Chains: rs.Chains}
 		return f.install(rs, ids, nil, Options{})
 	}
 	entries, refs, spans := s.ov.Fold()

@@ -645,7 +645,7 @@ func (f *Firewall) installTables(t *compile.Tables, recs []baseRule, pol *rules.
 	if f.rs != f.prev {
 		f.rs.close()
 	}
-	f.rs = &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies}, base: b, ov: b.overlay()}
+	f.rs = &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies, Chains: pol.Chains}, base: b, ov: b.overlay()}
 	return err
 }
 

@@ -30,7 +30,7 @@ func openStore(p Paths, st *state) (*ruleStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state policies do not parse (corrupt state?): %w", err)
 	}
-	s := &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies}}
+	s := &ruleStore{policies: &rules.RuleSet{Policies: pol.Policies, Chains: pol.Chains}}
 	switch {
 	case st.Rules != "" || len(st.IDs) > 0: // version 1 or 2
 		rs, err := rules.Parse(p.StateFile(), []byte(st.Rules), rules.ParseOptions{})
@@ -160,6 +160,21 @@ func (s *ruleStore) logs() bool {
 	return false
 }
 
+// chains reports whether the rules in force, or the added ones, need
+// flattening (user chains, jumps, RETURNs, rules without -j): such rule
+// sets never use the delta stage, as a rule's entries are not one span.
+func (s *ruleStore) chains() bool {
+	if s.base.chains || len(s.policies.Chains) > 0 {
+		return true
+	}
+	for i := range s.ov.Added {
+		if r := &s.ov.Added[i].Rule; r.Chain == rules.ChainUser || r.Target.Verdict > rules.VerdictLog {
+			return true
+		}
+	}
+	return false
+}
+
 // logRules counts the rules in force that log.
 func (s *ruleStore) logRules() int {
 	n := 0
@@ -194,6 +209,9 @@ func (s *ruleStore) ruleSet() (*rules.RuleSet, []uint32, error) {
 	}
 	refs := s.refs()
 	var b strings.Builder
+	for _, c := range s.policies.Chains { // declared before the rules that use them
+		b.WriteString("-N " + c.Name + "\n")
+	}
 	ids := make([]uint32, len(refs))
 	for i, r := range refs {
 		x := s.ruleOf(r)
@@ -216,6 +234,11 @@ func policyText(rs *rules.RuleSet) string {
 	for _, p := range rs.Policies {
 		b.WriteString(p.String())
 		b.WriteByte('\n')
+	}
+	// The user chains, empty ones included, so that list shows them after
+	// a restart or an upgrade (older records have none).
+	for _, c := range rs.Chains {
+		b.WriteString("-N " + c.Name + "\n")
 	}
 	return b.String()
 }

@@ -24,6 +24,7 @@ func (f *Firewall) clone() (*rules.RuleSet, error) {
 	return &rules.RuleSet{
 		Rules:    append([]rules.Rule(nil), rs.Rules...),
 		Policies: append([]rules.Policy(nil), rs.Policies...),
+		Chains:   append([]rules.ChainDecl(nil), rs.Chains...),
 	}, nil
 }
 
@@ -52,7 +53,8 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 	if v != rules.VerdictAccept && v != rules.VerdictDrop {
 		return nil, fmt.Errorf("a policy is ACCEPT or DROP, not %s", v)
 	}
-	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v})}
+	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v}),
+		Chains: f.rs.policies.Chains}
 	if !f.rs.base.compiled { // rules read from an older state: compile them all
 		full, err := f.clone()
 		if err != nil {
