@@ -361,8 +361,8 @@ type Rule struct {
 	// UserChain names the user-defined chain of the rule when Chain is
 	// ChainUser.
 	UserChain string
-	Match  Match
-	Target Target
+	Match     Match
+	Target    Target
 	// Comments are the texts of the rule's -m comment --comment, in order
 	// (iptables keeps each one; empty ones are left out).
 	Comments []string
