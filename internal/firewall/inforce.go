@@ -65,7 +65,7 @@ func openStore(p Paths, st *state) (*ruleStore, error) {
 		}
 		ifaces, sets := st.ifaceIndexes(), st.compileSets()
 		for _, x := range d.Added {
-			r, err := parseRule(p.StateFile(), x.Rule)
+			r, err := parseRule(p.StateFile(), x.Rule, s.policies.Chains)
 			if err == nil && x.Anchor >= s.base.n {
 				err = fmt.Errorf("anchor %d of %d rules", x.Anchor, s.base.n)
 			}
@@ -96,9 +96,10 @@ func rulesOnlyBase(rs *rules.RuleSet, ids []uint32) *base {
 	return b
 }
 
-// parseRule parses one rule in canonical form.
-func parseRule(file, text string) (rules.Rule, error) {
-	rs, err := rules.Parse(file, []byte(text), rules.ParseOptions{})
+// parseRule parses one rule in canonical form, of a rule set with the
+// user chains chains.
+func parseRule(file, text string, chains []rules.ChainDecl) (rules.Rule, error) {
+	rs, err := rules.Parse(file, []byte(text), rules.ParseOptions{Chains: chains})
 	if err != nil {
 		return rules.Rule{}, err
 	}

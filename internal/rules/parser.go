@@ -17,6 +17,11 @@ type ParseOptions struct {
 	// serve both).
 	Family Family
 
+	// Chains are user chains taken as declared before the text (for a rule
+	// read alone whose chains exist in the rule set it belongs to). They
+	// are not part of the parsed RuleSet.
+	Chains []ChainDecl
+
 	restore bool // reading a file (set by Parse), not a command line
 }
 
@@ -317,6 +322,11 @@ func (p *fileParser) declare(n int, t token) {
 	p.rs.Chains = append(p.rs.Chains, ChainDecl{Name: t.text, Pos: p.at(n, t)})
 }
 
+// known reports whether the user chain name is declared.
+func (p *fileParser) known(name string) bool {
+	return p.rs.HasChain(name) || (&RuleSet{Chains: p.opt.Chains}).HasChain(name)
+}
+
 // newChainLine handles "-N CHAIN".
 func (p *fileParser) newChainLine(n int, toks []token) {
 	switch {
@@ -536,7 +546,7 @@ func (p *fileParser) ruleLine(n int, toks []token) {
 	}
 	start := p.at(n, toks[0])
 	c, user, err := parseRuleChain(start, toks[1])
-	if err == nil && c == ChainUser && !p.rs.HasChain(user) {
+	if err == nil && c == ChainUser && !p.known(user) {
 		err = &Error{Pos: p.at(n, toks[1]), Token: user, Msg: "no chain " + user,
 			Hint: "declare it before its rules: -N " + user + " (or :" + user + " - [0:0] in an iptables-save file)"}
 	}
@@ -559,7 +569,7 @@ func (p *fileParser) ruleLine(n int, toks []token) {
 // jumps or goes to exists, as iptables-restore does: declared before the
 // rule.
 func (p *fileParser) checkTarget(n int, toks []token, r *Rule) *Error {
-	if (r.Target.Verdict != VerdictJump && r.Target.Verdict != VerdictGoto) || p.rs.HasChain(r.Target.Chain) {
+	if (r.Target.Verdict != VerdictJump && r.Target.Verdict != VerdictGoto) || p.known(r.Target.Chain) {
 		return nil
 	}
 	at := toks[0]
