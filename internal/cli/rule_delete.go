@@ -32,6 +32,9 @@ the delta stage, then the classifier is rebuilt (--no-rebuild: later; see
 				return usageError{fmt.Errorf("usage: xdpfw delete CHAIN NUMBER | CHAIN RULESPEC")}
 			}
 			chain, ok := rules.ParseChain(rest[0])
+			if err := rules.CheckChainName(rest[0]); !ok && err != nil {
+				return usageError{err}
+			}
 			fw, err := e.open()
 			if err != nil {
 				return err

@@ -23,6 +23,9 @@ CHAIN may be a user-defined chain: it stays, empty (delete it with
 			user := ""
 			if len(args) == 1 {
 				c, ok := rules.ParseChain(args[0])
+				if err := rules.CheckChainName(args[0]); !ok && err != nil {
+					return usageError{err}
+				}
 				if ok {
 					chain = &c
 				} else {

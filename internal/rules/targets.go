@@ -34,6 +34,14 @@ func (p *ruleParser) optJump(o optUse) *Error {
 	return nil
 }
 
+// CheckChainName says why s cannot name a user-defined chain (nil: it can).
+func CheckChainName(s string) error {
+	if ve := checkChainName(s); ve != nil {
+		return fmt.Errorf("bad chain name %q: %s", s, ve.msg)
+	}
+	return nil
+}
+
 // checkChainName checks the name of a user-defined chain as iptables does:
 // at most MaxChainName bytes, no blank, not an option, not a target's name.
 func checkChainName(s string) *valueErr {
