@@ -126,7 +126,7 @@ func TestChainsLoadListRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(l.Chains, " "); got != "a reject c" {
-		t.Errorf("chains %q, want a reject c", got)
+	if got := strings.Join(l.Chains, " "); got != "a c reject" {
+		t.Errorf("chains %q, want a c reject (by name, as iptables -S)", got)
 	}
 }

@@ -270,8 +270,8 @@ type Listing struct {
 	Generation uint64       `json:"generation"`
 	Rules      []RuleInfo   `json:"rules"`
 	Policies   []PolicyInfo `json:"policies"`
-	// Chains are the user-defined chains, in the order they were declared
-	// (their rules are in Rules, after those of the built-in chains).
+	// Chains are the user-defined chains, by name (their rules are in
+	// Rules, chain by chain, after those of the built-in chains).
 	Chains []string `json:"chains"`
 }
 
@@ -318,7 +318,8 @@ func (f *Firewall) List() (*Listing, error) {
 			l.Rules = append(l.Rules, ri)
 		}
 	}
-	for _, c := range f.rs.policies.Chains {
+	// User chains sorted by name, as iptables -S and iptables-save list them.
+	for _, c := range slices.SortedFunc(slices.Values(f.rs.policies.Chains), func(a, b rules.ChainDecl) int { return strings.Compare(a.Name, b.Name) }) {
 		l.Chains = append(l.Chains, c.Name)
 		n, head := 0, "-A "+c.Name+" "
 		for i := range rs {
