@@ -404,8 +404,9 @@ func negate(e Entry) ([]Entry, error) {
 	return out, nil
 }
 
-// l4Proto: the protocols whose header the data plane reads (KeyL4).
-func l4Proto(p uint8) bool { return p == 6 || p == 17 || p == 1 || p == 58 }
+// l4Proto: the protocols whose header the data plane reads (KeyL4; bpf/lib/parse.h):
+// TCP, UDP, UDP-Lite, SCTP, ICMP, ICMPv6.
+func l4Proto(p uint8) bool { return p == 6 || p == 17 || p == 136 || p == 132 || p == 1 || p == 58 }
 
 // conj is a ∧ b as entries (none: no packet matches both), with b's
 // action and rule id.

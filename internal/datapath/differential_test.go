@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -94,6 +95,36 @@ func TestDifferential(t *testing.T) {
 	}
 	t.Logf("%d packets checked against the reference matcher, zero mismatches; %d log events agree, %d packets more LOG rules matched than log one",
 		total, diffLogEvents, diffLogOverflows)
+}
+
+// TestDifferentialChains is TestDifferential's INPUT phase with user
+// chains (rules.RandomChains: jumps, gotos, RETURNs, rules without -j):
+// the program runs the flattened tables, the reference matcher walks the
+// chains as iptables does. Rule sets refused for a negation without a
+// single-entry form (compile.ErrNoForm) are skipped and counted.
+func TestDifferentialChains(t *testing.T) {
+	f := newFixture(t)
+	f.unlimitedRejects()
+	f.setUnlimitedLogs()
+	r := rand.New(rand.NewPCG(*diffSeed, 0xc4a1))
+	total, refused := 0, 0
+	for set := 0; set < *diffSets/2; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
+		rules.RandomChains(r, rs)
+		ids := make([]uint32, len(rs.Rules))
+		for i := range ids {
+			ids[i] = uint32(compile.FirstRuleID + i)
+		}
+		if _, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces}); errors.Is(err, compile.ErrNoForm) {
+			refused++
+			continue
+		}
+		total += diffRun(t, f, r, rs, *diffPackets/3, nil, fmt.Sprintf("seed %d chain set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+	}
+	t.Logf("%d packets of rule sets with chains agree with the reference matcher; %d sets refused (no single-entry form)", total, refused)
 }
 
 // diffRun installs rs and checks n packets. With local non-nil, packets go
@@ -207,7 +238,7 @@ var diffLogEvents, diffLogOverflows = 0, uint64(0)
 // unlimitedLogs returns rs with every logged rule at the fixture's default
 // budget, which differential tests lift (setUnlimitedLogs).
 func unlimitedLogs(rs *rules.RuleSet) *rules.RuleSet {
-	out := &rules.RuleSet{Policies: rs.Policies, Rules: slices.Clone(rs.Rules)}
+	out := &rules.RuleSet{Policies: rs.Policies, Chains: rs.Chains, Rules: slices.Clone(rs.Rules)}
 	for i := range out.Rules {
 		out.Rules[i].Target.LogRate, out.Rules[i].Target.LogBurst = rules.LogRate{}, 0
 		out.Rules[i].Text = out.Rules[i].Spec()
