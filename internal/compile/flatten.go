@@ -35,10 +35,12 @@ import (
 // Two tests of one field are merged into one (intersected or
 // subtracted, an address prefix split into the prefixes that remain),
 // which an entry can always hold but for a few negations of negations
-// that have no single-test form (two different negated protocols, MACs,
-// VLANs, sets or interfaces, a negated ICMP type against a negated
-// other type or a code of the same type): such a rule set is refused with
-// the chains and rules involved, never installed in part.
+// that have no single-test form (two negated MACs, VLANs or sets, two
+// different sets on one address, a negated ICMP type against a negated
+// other type or a code of the same type, two negated protocols): such a
+// rule set is refused with the chains and rules involved, never installed
+// in part. Two negated interfaces become one entry per attached interface
+// left.
 
 // MaxChainDepth bounds how deep jumps nest (built-in chain, then up to
 // MaxChainDepth user chains).
@@ -62,6 +64,7 @@ type flattener struct {
 	done   []bool
 	warn   []Warning
 	used   map[string]bool // user chains some built-in chain reaches
+	ifx    []uint32        // ifindexes(), once
 }
 
 // hasChains reports whether rs uses anything that needs flattening.
@@ -209,7 +212,7 @@ func (f *flattener) and(guard, ents []Entry, r *rules.Rule, path []string) ([]En
 	var out []Entry
 	for _, g := range guard {
 		for _, e := range ents {
-			xs, err := conj(g, e)
+			xs, err := conj(g, e, f.ifindexes())
 			if err != nil {
 				return nil, f.noForm(r, path, err)
 			}
@@ -230,7 +233,7 @@ func (f *flattener) cut(guard, ents []Entry, r *rules.Rule, path []string) ([]En
 		var next []Entry
 		for _, g := range guard {
 			for _, n := range neg {
-				xs, err := conj(g, n)
+				xs, err := conj(g, n, f.ifindexes())
 				if err != nil {
 					return nil, f.noForm(r, path, err)
 				}
@@ -408,9 +411,23 @@ func negate(e Entry) ([]Entry, error) {
 // TCP, UDP, UDP-Lite, SCTP, ICMP, ICMPv6.
 func l4Proto(p uint8) bool { return p == 6 || p == 17 || p == 136 || p == 132 || p == 1 || p == 58 }
 
+// ifindexes are the attached interfaces' indexes, in order: the packets'
+// possible ifindex (an attach or detach recompiles the rules).
+func (f *flattener) ifindexes() []uint32 {
+	if f.ifx == nil {
+		f.ifx = []uint32{}
+		for _, n := range sortedNames(f.ifaces) {
+			f.ifx = append(f.ifx, f.ifaces[n])
+		}
+	}
+	return f.ifx
+}
+
 // conj is a ∧ b as entries (none: no packet matches both), with b's
-// action and rule id.
-func conj(a, b Entry) ([]Entry, error) {
+// action and rule id. ifindexes are the packets' possible ifindex: two
+// negated -i become one entry per other interface. (Two negated -p would
+// be 254 entries, which every later rule under the guard multiplies: refused.)
+func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	out := b
 	copyMatch(&out, &a) // a's tests, b's action
 	out.Match |= b.Match & ML4Hdr
@@ -451,6 +468,9 @@ func conj(a, b Entry) ([]Entry, error) {
 	if both&MFamily != 0 && a.Family != b.Family {
 		return nil, nil
 	}
+	// enum: two negated tests of an equality field with a small domain,
+	// expanded into one entry per value both allow.
+	var enum []func(Entry) []Entry
 	// eq merges an equality test (value equal or not, negated or not).
 	eq := func(bit uint32, same bool, what string) (bool, error) {
 		if both&bit == 0 {
@@ -470,6 +490,20 @@ func conj(a, b Entry) ([]Entry, error) {
 			}
 			return true, nil
 		case same:
+			return true, nil
+		}
+		switch {
+		case bit == MIfindex:
+			enum = append(enum, func(o Entry) []Entry {
+				var out []Entry
+				for _, x := range ifindexes {
+					if x != a.Ifindex && x != b.Ifindex {
+						o.Ifindex, o.Invert = x, o.Invert&^MIfindex
+						out = append(out, o)
+					}
+				}
+				return out
+			})
 			return true, nil
 		}
 		return false, fmt.Errorf("! %s twice with different values: %w", what, ErrNoForm)
@@ -543,6 +577,13 @@ func conj(a, b Entry) ([]Entry, error) {
 	outs := []Entry{out}
 	if both&MTCPFlags != 0 {
 		outs = conjTCPFlags(out, a, b)
+	}
+	for _, ex := range enum {
+		var next []Entry
+		for _, o := range outs {
+			next = append(next, ex(o)...)
+		}
+		outs = next
 	}
 	for _, f := range []struct {
 		bit        uint32

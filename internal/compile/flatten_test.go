@@ -216,9 +216,20 @@ func TestChainsLoopAndUnreachable(t *testing.T) {
 // TestChainsNoForm: two negated tests of one field that no entry can hold
 // are refused, naming the rule and the chains, and nothing is built.
 func TestChainsNoForm(t *testing.T) {
-	_, _, _, err := compileText(t, "-N a\n-A INPUT ! -p tcp -j a\n-A a ! -p udp -j DROP\n")
-	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "t.rules:3:1: -A a ! -p udp -j DROP, reached through INPUT -> a") {
+	_, _, _, err := compileText(t, "-N a\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n-A a -j DROP\n")
+	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "t.rules:4:1: -A a -p udp -j RETURN, reached through INPUT -> a, cannot be flattened: ! -p twice with different values") {
 		t.Errorf("err = %v", err)
+	}
+	// two negated interfaces: one entry per attached interface left
+	rs, tb, _, err := compileText(t, "-N a\n-A INPUT ! -i eth0 -j a\n-A a ! -i eth1 -j DROP\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range testIfaces {
+		p := RefPacket{Chain: rules.ChainInput, InIface: name, Src: mustAddr("10.0.0.1"), Dst: mustAddr("10.0.0.2"), Proto: 6}
+		if !agree(t, tb, rs, p) {
+			t.FailNow()
+		}
 	}
 }
 
