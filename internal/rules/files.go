@@ -3,7 +3,7 @@ package rules
 // ReadFiles parses a rule file for both families (file) and the per-family
 // files (v4file, v6file: iptables-save / ip6tables-save output whose rules
 // and policies apply to that family only), in that order, into one rule
-// set. Empty names are skipped. The CLI's load and apply and the daemon read
+// set (a user chain of several files is one chain). Empty names are skipped. The CLI's load and apply and the daemon read
 // rules through it.
 func ReadFiles(file, v4file, v6file string) (*RuleSet, error) {
 	out := &RuleSet{}
@@ -21,6 +21,14 @@ func ReadFiles(file, v4file, v6file string) (*RuleSet, error) {
 		out.Rules = append(out.Rules, rs.Rules...)
 		out.Policies = append(out.Policies, rs.Policies...)
 		out.Tables += rs.Tables
+		// A user chain of both files is one chain: its rules of each file
+		// are for that file's family (-4 / -6), so together they do what
+		// iptables' and ip6tables' chains of that name do apart.
+		for _, c := range rs.Chains {
+			if !out.HasChain(c.Name) {
+				out.Chains = append(out.Chains, c)
+			}
+		}
 	}
 	return out, nil
 }
