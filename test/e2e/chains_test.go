@@ -111,3 +111,69 @@ func TestChainsUfwHost(t *testing.T) {
 	f.mustRun("delete", "ufw-after-input", "1")
 	checkTCP(t, "after delete", p("", l.srv4, 9000, true))
 }
+
+// dockerLike is a Docker host's filter table in Docker's shape (our own
+// version, the containers' bridge played by a veth to a namespace, and
+// "-o docker0" written as the bridge's network, -d): FORWARD jumps to
+// DOCKER-USER (a user block, then RETURN), the isolation stages (RETURN
+// at every level), then DOCKER's published port.
+var dockerLike = []string{
+	"*filter",
+	":INPUT ACCEPT [0:0]",
+	":FORWARD DROP [0:0]",
+	":OUTPUT ACCEPT [0:0]",
+	":DOCKER - [0:0]",
+	":DOCKER-ISOLATION-STAGE-1 - [0:0]",
+	":DOCKER-ISOLATION-STAGE-2 - [0:0]",
+	":DOCKER-USER - [0:0]",
+	"-A FORWARD -j DOCKER-USER",
+	"-A FORWARD -j DOCKER-ISOLATION-STAGE-1",
+	"-A FORWARD -d 10.200.2.0/24 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+	"-A FORWARD -d 10.200.2.0/24 -j DOCKER",
+	"-A FORWARD -i xr1 -j ACCEPT",
+	"-A DOCKER -d 10.200.2.2/32 -p tcp -m tcp --dport 80 -j ACCEPT",
+	"-A DOCKER-ISOLATION-STAGE-1 -i xr1 -j DOCKER-ISOLATION-STAGE-2",
+	"-A DOCKER-ISOLATION-STAGE-1 -j RETURN",
+	"-A DOCKER-ISOLATION-STAGE-2 -d 10.200.3.0/24 -j DROP",
+	"-A DOCKER-ISOLATION-STAGE-2 -j RETURN",
+	"-A DOCKER-USER -s 10.201.0.2/32 -j DROP",
+	"-A DOCKER-USER -j RETURN",
+	"COMMIT",
+}
+
+// TestChainsDockerRouter loads the Docker-like table on a router
+// namespace between a client and a "container" namespace and checks real
+// forwarded TCP: the published port connects (and its replies, from the
+// container side, pass the isolation stages), another port meets the
+// policy, the user's block in DOCKER-USER holds.
+func TestChainsDockerRouter(t *testing.T) {
+	testutil.RequireRoot(t)
+	rtr, cli, srv := testutil.NewNetNS(t), testutil.NewNetNS(t), testutil.NewNetNS(t)
+	up := newLink(t, rtr, "xr0", cli, "xc0", 1)
+	down := newLink(t, rtr, "xr1", srv, "xs0", 2)
+	if out, err := rtr.Exec(t.Context(), "sysctl", "-qw", "net.ipv4.conf.all.forwarding=1"); err != nil {
+		t.Fatalf("forwarding: %v\n%s", err, out)
+	}
+	const user = "10.201.0.2"
+	ipOut(t, "-n", cli.Name, "addr", "add", user+"/32", "dev", up.cliIf)
+	ipOut(t, "-n", cli.Name, "route", "add", "10.200.2.0/24", "via", up.srv4)
+	ipOut(t, "-n", rtr.Name, "route", "add", "10.201.0.0/24", "via", up.cli4)
+	ipOut(t, "-n", srv.Name, "route", "add", "10.200.1.0/24", "via", down.srv4)
+	ipOut(t, "-n", srv.Name, "route", "add", "10.201.0.0/24", "via", down.srv4)
+	serveTCP(t, srv, 80, 81)
+	p := func(local string, port int, ok bool) tcpProbe {
+		return tcpProbe{from: cli, local: local, addr: hostPort(down.cli4, port), ok: ok}
+	}
+	checkTCP(t, "no firewall", p("", 80, true), p("", 81, true), p(user, 80, true))
+
+	f := newFW(t, rtr)
+	f.mustRun("load", "-i", "xr0", "-i", "xr1", "--ipv4-file", writeRules(t, "docker.rules", dockerLike...))
+	checkTCP(t, "docker-like",
+		p("", 80, true),    // DOCKER: the published port
+		p("", 81, false),   // no rule: FORWARD's policy
+		p(user, 80, false), // DOCKER-USER's block
+	)
+	if l := f.list(); len(l.chain("DOCKER-USER")) != 2 || len(l.chain("DOCKER")) != 1 {
+		t.Errorf("list does not show the user chains' rules:\n%s", l.raw)
+	}
+}
