@@ -156,6 +156,9 @@ struct fw_decision {
 	/* LOG rules that log the packet: fw_log_scratch's ids[0 .. nlog-1] once
 	 * fw_log_finish has run (in rule order); before, the matches noted. */
 	__u8  nlog;
+	/* Counting entries (FW_EF_COUNT) the packet matched: fw_log_scratch's
+	 * cids[0 .. ncount-1]; those before the decision (cidx < best) count. */
+	__u8  ncount;
 };
 
 /* parse_eth writes the MACs as 16-bit words; fw_key reads the first two
@@ -235,6 +238,8 @@ struct fw_entry {
 /* fw_entry.flags (and fw_root.fast_flags) */
 #define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
 #define FW_EF_RANGES 0x02 /* nranges/rdim/rlo/rhi hold the whole match (trees only) */
+#define FW_EF_COUNT 0x04  /* with FW_ACT_LOG: counts the packets it matches for its rule
+			   * (a jump, goto, RETURN or rule without -j), logs nothing */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line.
  * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
@@ -480,6 +485,7 @@ struct fw_trace {
  * rule when it has --log. Each logged rule has a token bucket
  * (fw_log_limits); an event that finds it empty is suppressed and counted. */
 #define FW_LOG_MAX        4       /* LOG rules that log one packet */
+#define FW_COUNT_MAX      16      /* rules without a verdict (jump, RETURN, no -j) counted for one packet */
 #define FW_MAX_LOG_RULES  4096    /* logged rules (LOG, or --log) in a rule set */
 #define FW_LOG_SNAP_MAX   1024    /* bytes of a packet an event may carry */
 #define FW_LOG_SNAP_DEFAULT 128
@@ -540,12 +546,18 @@ struct fw_log_scratch {
 	__u32 ids[FW_LOG_MAX]; /* their rule ids */
 	__u32 over;            /* 1 + the lowest LOG entry index left out; 0: none */
 	__u32 best;            /* the deciding entry (FW_NO_TREE: the policy) */
+	/* The same notes of counting entries (FW_EF_COUNT), apart: they do not
+	 * take the places of LOG rules. */
+	__u32 cidx[FW_COUNT_MAX];
+	__u32 cids[FW_COUNT_MAX];
+	__u32 cover;
 };
 
 /* Counters of fw_log_counters (per CPU). Mirrored by datapath.LogStats. */
 enum fw_log_counter {
 	FW_LOG_C_OVERFLOW = 0, /* packets more than FW_LOG_MAX LOG rules matched */
 	FW_LOG_C_NO_LIMIT,     /* events of a rule id without fw_log_limits entry (not emitted) */
+	FW_LOG_C_COUNT_OVERFLOW, /* packets more than FW_COUNT_MAX counting entries matched */
 	FW_LOG_C_NUM,
 };
 

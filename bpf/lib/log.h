@@ -18,7 +18,7 @@
 
 static __always_inline int fw_log_wanted(const struct fw_decision *d)
 {
-	return d->nlog | d->log;
+	return d->nlog | d->log | d->ncount;
 }
 
 static __always_inline void fw_log_count(__u32 which)
@@ -89,6 +89,26 @@ static __always_inline __u32 fw_log_rule(const struct fw_decision *d, const stru
 	return 0;
 }
 
+/* fw_count_notes counts the packet for the rules of the counting entries
+ * noted before the decision (fw_count: not in a trace). A global
+ * function: verified once. */
+__noinline int fw_count_notes(const struct fw_decision *d, __u32 chain, __u64 bytes)
+{
+	if (!d)
+		return 0;
+	const struct fw_log_scratch *s = fw_log_scratch_of(chain);
+	if (!s)
+		return 0;
+	__u64 now = fw_now();
+	for (__u32 i = 0; i < FW_COUNT_MAX; i++) {
+		if (i >= d->ncount)
+			break;
+		if (s->cidx[i] < s->best)
+			fw_count_rule(s->cids[i], bytes, now);
+	}
+	return 0;
+}
+
 /* fw_log_emit puts the events of one packet in the ring buffer: first it
  * settles which LOG rules log it (d->nlog, fw_log_finish), then each
  * logged rule within its budget gets an event with the frame's first
@@ -101,10 +121,12 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 	__u64 cap = bytes < fw_log_snap ? bytes : fw_log_snap;
 	const struct fw_log_scratch *s = NULL;
 
-	if (d->nlog) {
+	if (d->nlog | d->ncount) {
 		fw_log_finish(d, p->chain);
 		s = fw_log_scratch_of(p->chain);
 	}
+	if (d->ncount)
+		fw_count_notes(d, p->chain, bytes);
 	if (!fw_live_writes()) /* a trace: which rules log it is settled (d->nlog), nothing is sent */
 		return 0;
 	for (__u32 i = 0; i <= FW_LOG_MAX; i++) {

@@ -169,6 +169,15 @@ var DefaultLogRate = rules.LogRate{N: 10, Unit: rules.PerSecond}
 // logs the packets it decides.
 const EntryLog uint8 = 0x01
 
+// EntryCount is FW_EF_COUNT (fw_entry.flags): with ActLog, the entry
+// counts the packets it matches for its rule (a jump, goto, RETURN or rule
+// without -j) and logs nothing; MaxCountPerPacket is FW_COUNT_MAX, how
+// many such rules count one packet.
+const (
+	EntryCount        uint8 = 0x04
+	MaxCountPerPacket       = 16
+)
+
 // EntryHasRanges is FW_EF_RANGES (fw_entry.flags): the entry's Ranges hold
 // its whole match; RangesMax is FW_RANGES_MAX.
 const (

@@ -122,7 +122,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	for name, goVal := range map[string]int{"FW_TREE_DEPTH": MaxDepth, "FW_LEAF_MAX": MaxLeaf,
 		"FW_DELTA_MAX": DeltaMax, "FW_DELTA_DEAD": DeltaDeadMax,
 		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT),
-		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_RANGES_MAX": RangesMax, "FW_LOG_MAX": MaxLogPerPacket, "FW_MAX_LOG_RULES": MaxLogRules,
+		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_EF_COUNT": int(EntryCount), "FW_COUNT_MAX": MaxCountPerPacket, "FW_RANGES_MAX": RangesMax, "FW_LOG_MAX": MaxLogPerPacket, "FW_MAX_LOG_RULES": MaxLogRules,
 		"FW_LOG_SNAP_MAX": MaxLogSnap, "FW_LOG_SNAP_DEFAULT": DefaultLogSnap,
 		"FW_NODE_THRESH": NodeThresh, "FW_NODE_CHILDREN": NodeChildren, "FW_NO_THRESH": int(NoThresh),
 		"FW_REF_LEAF": RefLeaf, "FW_NO_TREE": int(NoTree)} {

@@ -36,12 +36,18 @@ type Entry struct {
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool
+	// Count: with ActLog, the entry only counts the packets it matches
+	// for its rule (a jump, goto, RETURN or rule without -j: flatten.go).
+	Count bool
 }
 
 // Flags is fw_entry.flags.
 func (e *Entry) Flags() uint8 {
-	if e.Log {
+	switch {
+	case e.Log:
 		return EntryLog
+	case e.Count:
+		return EntryCount
 	}
 	return 0
 }
@@ -121,6 +127,9 @@ func (e Entry) String() string {
 	}
 	if e.Log {
 		s += " log"
+	}
+	if e.Count {
+		s += " count"
 	}
 	return s
 }

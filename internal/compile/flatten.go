@@ -27,10 +27,14 @@ import (
 //     the packets cut go on to its policy, which the tree's root holds;
 //   - -g C is -j C followed by a RETURN with the same matches: what C
 //     does not decide goes back to the caller's caller;
-//   - a rule without -j decides nothing and adds no entry.
+//   - a rule without -j decides nothing.
 //
-// Every entry keeps the id of the rule it comes from, so a rule reached
-// from several places counts the packets of all of them.
+// A jump, goto, RETURN or rule without -j also contributes, in place,
+// counting entries (guard ∧ R, EntryCount): non-deciding, noted during the
+// tree walk as LOG entries are (bpf/lib/classify.h fw_log_note), their
+// rule counts the packets that match one before the decision. Every entry
+// keeps the id of the rule it comes from, so a rule reached from several
+// places counts the packets of all of them (once per packet).
 //
 // Two tests of one field are merged into one (intersected or
 // subtracted, an address prefix split into the prefixes that remain),
@@ -147,6 +151,14 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			return nil, err
 		}
 		v := r.Target.Verdict
+		if !v.Terminal() && v != rules.VerdictLog {
+			// counts the packets that reach and match it, decides nothing
+			cnt, err := f.and(guard, counting(ents), r, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cnt...)
+		}
 		switch {
 		case v.Terminal() || v == rules.VerdictLog:
 			add, err := f.and(guard, ents, r, path)
@@ -195,6 +207,18 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 		}
 	}
 	return out, nil
+}
+
+// counting is ents as counting entries (EntryCount): non-deciding, noted
+// during the walk like LOG entries, counted for their rule when they come
+// before the decision.
+func counting(ents []Entry) []Entry {
+	out := make([]Entry, len(ents))
+	for i, e := range ents {
+		e.Action, e.Reason, e.Reject, e.Log, e.Count = ActLog, 0, 0, false, true
+		out[i] = e
+	}
+	return out
 }
 
 // match is ents without their action: what a jump or RETURN tests.
@@ -310,9 +334,9 @@ func (f *flattener) noForm(r *rules.Rule, path []string, err error) error {
 
 // copyMatch copies the match fields of e (not its action or rule) to d.
 func copyMatch(d, e *Entry) {
-	act, reason, rej, id, log := d.Action, d.Reason, d.Reject, d.RuleID, d.Log
+	act, reason, rej, id, log, count := d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count
 	*d = *e
-	d.Action, d.Reason, d.Reject, d.RuleID, d.Log = act, reason, rej, id, log
+	d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count = act, reason, rej, id, log, count
 }
 
 // negate is ¬e as alternatives, each one field test (a port test two

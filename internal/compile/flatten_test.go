@@ -36,6 +36,18 @@ func agree(t *testing.T, tb *Tables, rs *rules.RuleSet, p RefPacket) bool {
 			gotID, gotAct, c.Logs, wantID, want.Verdict, wantLogs, p, rs)
 		return false
 	}
+	// counted rules: the same set (the walk's order differs from the
+	// reference's), unless more than the data plane notes matched
+	var wantCounts []uint32
+	for _, i := range want.Counts {
+		wantCounts = append(wantCounts, uint32(FirstRuleID+i))
+	}
+	got := slices.Sorted(slices.Values(c.Counts))
+	slices.Sort(wantCounts)
+	if len(wantCounts) <= MaxCountPerPacket && (!slices.Equal(got, wantCounts) || c.CountOverflow) {
+		t.Errorf("flattened counts rules %v (overflow %v); reference %v\npacket %+v\n%s", got, c.CountOverflow, wantCounts, p, rs)
+		return false
+	}
 	return true
 }
 

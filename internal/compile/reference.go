@@ -3,6 +3,7 @@ package compile
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -70,6 +71,11 @@ type Decision struct {
 	Logs        []int
 	LogOverflow bool
 	Log         bool
+	// Counts are the rules without a verdict of their own (jump, goto,
+	// RETURN, no -j) that the packet reaches and matches before the
+	// decision: iptables counts it for each. Each rule once, in the order
+	// reached (the data plane counts a rule once per packet).
+	Counts []int
 }
 
 // Decide is Evaluate with what a REJECT answers, the counter reason and
@@ -77,7 +83,7 @@ type Decision struct {
 // them, with a stack of return points (not flattened, as compile does:
 // the two are independent), up to maxRefDepth deep.
 func Decide(rs *rules.RuleSet, p RefPacket) Decision {
-	var logs []int
+	var logs, counts []int
 	overflow := false
 	type frame struct{ rules []int } // the rest of a chain to walk
 	var builtin []int
@@ -105,6 +111,9 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 		r := &rs.Rules[i]
 		if !Matches(&r.Match, p) {
 			continue
+		}
+		if v := r.Target.Verdict; !v.Terminal() && v != rules.VerdictLog && !slices.Contains(counts, i) {
+			counts = append(counts, i)
 		}
 		switch v := r.Target.Verdict; v {
 		case rules.VerdictLog: // log and go on
@@ -139,7 +148,7 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 			cur = frame{byName[r.Target.Chain]}
 			continue
 		}
-		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log}
+		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log, Counts: counts}
 		switch d.Verdict {
 		case rules.VerdictAccept:
 			d.Reason = ReasonRuleAccept
@@ -151,7 +160,7 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision {
 		}
 		return d
 	}
-	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow}
+	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow, Counts: counts}
 	if d.Verdict == rules.VerdictDrop {
 		d.Reason = ReasonPolicyDrop
 	}

@@ -39,12 +39,17 @@ type LogStats struct {
 	// Unbudgeted counts events of rule ids without a budget: a rule being
 	// replaced at the instant of the swap. They are not emitted.
 	Unbudgeted uint64 `json:"unbudgeted"`
+	// CountOverflow counts packets that more counting rules (jump, goto,
+	// RETURN, no -j) matched than count one packet
+	// (compile.MaxCountPerPacket): the later ones did not count it.
+	CountOverflow uint64 `json:"count_overflow"`
 }
 
 // Slots of fw_log_counters (enum fw_log_counter).
 const (
 	logCtrOverflow = iota
 	logCtrNoLimit
+	logCtrCountOverflow
 	numLogCtrs
 )
 
@@ -84,7 +89,7 @@ func (d *Datapath) LogStats() (LogStats, error) {
 	if err := it.Err(); err != nil {
 		return s, fmt.Errorf("reading fw_log_stats: %w", err)
 	}
-	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted} {
+	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted, logCtrCountOverflow: &s.CountOverflow} {
 		var vals []uint64
 		if err := d.logCtr.Lookup(slot, &vals); err != nil {
 			return s, fmt.Errorf("reading fw_log_counters: %w", err)

@@ -140,11 +140,14 @@ type xdpfwFwLogEvent struct {
 }
 
 type xdpfwFwLogScratch struct {
-	_    structs.HostLayout
-	Idx  [4]uint32
-	Ids  [4]uint32
-	Over uint32
-	Best uint32
+	_     structs.HostLayout
+	Idx   [4]uint32
+	Ids   [4]uint32
+	Over  uint32
+	Best  uint32
+	Cidx  [16]uint32
+	Cids  [16]uint32
+	Cover uint32
 }
 
 type xdpfwFwLogStat struct {
@@ -229,7 +232,8 @@ type xdpfwFwXdpHandoff struct {
 		Reject uint8
 		Log    uint8
 		Nlog   uint8
-		_      [3]byte
+		Ncount uint8
+		_      [2]byte
 	}
 }
 
