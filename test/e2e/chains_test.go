@@ -86,6 +86,15 @@ func TestChainsUfwHost(t *testing.T) {
 	)
 	checkPing(t, "ufw-like", l.cli, l.srv4, true)
 	checkPing(t, "ufw-like", l.cli, l.srv6, true)
+	// Jumps and gotos count the packets that reach and match them.
+	list := f.list()
+	for _, rule := range []string{"-A INPUT -4 -j ufw-before-input", "-A INPUT -6 -j ufw-before-input",
+		"-A ufw-before-input -4 -j ufw-user-input", "-A ufw-user-input -4 -p tcp --dport 443 -g ufw-user-limit",
+		"-A ufw-before-input -s 198.51.100.0/24 -j RETURN"} {
+		if got := list.rule(t, rule).Counters.Packets; got < 1 {
+			t.Errorf("%q counted %d packets, want at least 1:\n%s", rule, got, list.raw)
+		}
+	}
 
 	// list -S: policies, the chains by name, the rules; apply reads it back.
 	save := f.mustRun("list", "-S").stdout
