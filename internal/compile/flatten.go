@@ -146,6 +146,13 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			break // every packet has returned
 		}
 		r := &f.rs.Rules[i]
+		if c == rules.ChainOutput && r.Match.InIface != nil {
+			// OUTPUT's packets have no input interface: iptables
+			// never matches -i there (! -i always); xdpfw refuses -i
+			// in OUTPUT, so in the chains OUTPUT reaches too
+			return nil, fmt.Errorf("%s: %s: -i cannot be used in a chain OUTPUT reaches (%s): "+
+				"OUTPUT's packets have no input interface", r.Pos, r.String(), strings.Join(path, " -> "))
+		}
 		ents, err := f.entries(i)
 		if err != nil {
 			return nil, err

@@ -211,6 +211,16 @@ func TestChainsDepth(t *testing.T) {
 	}
 }
 
+func TestChainsOutputInIface(t *testing.T) {
+	_, _, _, err := compileText(t, "-N a\n-A OUTPUT -p tcp -j a\n-A a -i eth0 -j DROP\n")
+	if err == nil || err.Error() != "t.rules:3:1: -A a -i eth0 -j DROP: -i cannot be used in a chain OUTPUT reaches (OUTPUT -> a): OUTPUT's packets have no input interface" {
+		t.Errorf("err = %v", err)
+	}
+	if _, _, _, err := compileText(t, "-N a\n-A INPUT -p tcp -j a\n-A a -i eth0 -j DROP\n"); err != nil {
+		t.Errorf("from INPUT: %v", err)
+	}
+}
+
 func TestChainsLoopAndUnreachable(t *testing.T) {
 	_, _, _, err := compileText(t, "-N a\n-N b\n-A INPUT -j a\n-A a -j b\n-A b -p tcp -j a\n")
 	if err == nil || err.Error() != "t.rules:5:1: chain loop a -> b -> a: a chain may not jump to a chain it was reached from" {
