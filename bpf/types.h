@@ -161,6 +161,9 @@ struct fw_decision {
 	 * fw_log_finish has run (in rule order); before, the matches noted. */
 	__u8  nlog;
 	__u8  nstate; /* -m recent entries the walk noted (fw_state_scratch) */
+	/* Counting entries (FW_EF_COUNT) the packet matched: fw_log_scratch's
+	 * cids[0 .. ncount-1]; those before the decision (cidx < best) count. */
+	__u8  ncount;
 };
 
 /* parse_eth writes the MACs as 16-bit words; fw_key reads the first two
@@ -244,6 +247,8 @@ struct fw_entry {
 #define FW_EF_RANGES 0x02 /* nranges/rdim/rlo/rhi hold the whole match (trees only) */
 #define FW_EF_LIMIT 0x04 /* -m limit: decides only while the rule's fw_limits bucket has a token */
 #define FW_EF_STATE 0x08 /* -m recent: noted in the walk, settled in rule order after it (fw_state_settle) */
+#define FW_EF_COUNT 0x10  /* with FW_ACT_LOG: counts the packets it matches for its rule
+			   * (a jump, goto, RETURN or rule without -j), logs nothing */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line.
  * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
@@ -493,6 +498,7 @@ struct fw_trace {
  * rule when it has --log. Each logged rule has a token bucket
  * (fw_log_limits); an event that finds it empty is suppressed and counted. */
 #define FW_LOG_MAX        4       /* LOG rules that log one packet */
+#define FW_COUNT_MAX      16      /* rules without a verdict (jump, RETURN, no -j) counted for one packet */
 #define FW_MAX_LOG_RULES  4096    /* logged rules (LOG, or --log) in a rule set */
 #define FW_LOG_SNAP_MAX   1024    /* bytes of a packet an event may carry */
 #define FW_LOG_SNAP_DEFAULT 128
@@ -560,6 +566,11 @@ struct fw_log_scratch {
 	__u32 ids[FW_LOG_MAX]; /* their rule ids */
 	__u32 over;            /* 1 + the lowest LOG entry index left out; 0: none */
 	__u32 best;            /* the deciding entry (FW_NO_TREE: the policy) */
+	/* The same notes of counting entries (FW_EF_COUNT), apart: they do not
+	 * take the places of LOG rules. */
+	__u32 cidx[FW_COUNT_MAX];
+	__u32 cids[FW_COUNT_MAX];
+	__u32 cover;
 };
 
 /* -m recent (lib/classify.h fw_state_settle, docs/limits.md). The walk
@@ -629,6 +640,7 @@ enum fw_log_counter {
 	FW_LOG_C_OVERFLOW = 0, /* packets more than FW_LOG_MAX LOG rules matched */
 	FW_LOG_C_NO_LIMIT,     /* events of a rule id without fw_log_limits entry (not emitted) */
 	FW_LOG_C_STATE_OVERFLOW, /* packets that met more -m recent rules than FW_STATE_MAX: dropped (the compiler prevents it) */
+	FW_LOG_C_COUNT_OVERFLOW, /* packets more than FW_COUNT_MAX counting entries matched */
 	FW_LOG_C_NUM,
 };
 

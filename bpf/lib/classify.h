@@ -52,49 +52,67 @@ static __always_inline struct fw_log_scratch *fw_log_scratch_of(__u8 chain)
 	return bpf_map_lookup_elem(&fw_log_scratch, &slot);
 }
 
-/* fw_log_note records that the LOG entry idx (of rule rule_id) matches
- * the packet being classified in chain. The scratch keeps the FW_LOG_MAX
+/* fw_note adds entry idx of rule rule_id to one set of notes (idx, ids:
+ * cap places, n of them taken, over: 1 + the lowest index left out):
+ * each rule once, at its lowest index. When full, with evict the highest
+ * index goes (LOG: the first FW_LOG_MAX in rule order log); without, the
+ * new one does (counting: cheaper for the verifier over FW_COUNT_MAX
+ * places, and the notes after the decision are the ones dropped anyway
+ * but for packets that match more than FW_COUNT_MAX). Returns the places
+ * taken. */
+static __always_inline __u32 fw_note(__u32 *idxs, __u32 *ids, __u32 *over, __u32 n, const __u32 cap,
+				     const int evict, __u32 idx, __u32 rule_id)
+{
+	__u32 worst = 0, at = 0;
+
+	if (n == 0) /* the packet's first note: the slot is stale */
+		*over = 0;
+	if (n > cap)
+		n = cap;
+	for (__u32 i = 0; i < cap; i++) {
+		if (i >= n)
+			break;
+		if (ids[i] == rule_id) {
+			if (idx < idxs[i])
+				idxs[i] = idx;
+			return n;
+		}
+		if (evict && idxs[i] >= worst) {
+			worst = idxs[i];
+			at = i;
+		}
+	}
+	if (n < cap) {
+		idxs[n] = idx;
+		ids[n] = rule_id;
+		return n + 1;
+	}
+	if (evict && idx < worst && at < cap) { /* evict the highest */
+		idxs[at] = idx;
+		ids[at] = rule_id;
+		idx = worst;
+	}
+	if (!*over || idx < *over - 1)
+		*over = idx + 1;
+	return n;
+}
+
+/* fw_log_note records that the LOG entry e (at index idx) matches the
+ * packet being classified in chain: the scratch keeps the FW_LOG_MAX
  * lowest-index LOG rules, each once (a rule's entries may match in
- * several trees), and in over the lowest index it had to leave out.
- * Inlined in fw_walk_pass, a global function: verified once, not once per
- * leaf candidate. */
-static __always_inline int fw_log_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
+ * several trees), and in over the lowest index it had to leave out. A
+ * counting entry (flags FW_EF_COUNT) goes to the counting notes instead
+ * (FW_COUNT_MAX places). Inlined in fw_walk_pass, a global function:
+ * verified once, not once per leaf candidate. */
+static __always_inline int fw_log_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 flags, __u32 chain)
 {
 	struct fw_log_scratch *s = fw_log_scratch_of(chain);
 	if (!s)
 		return 0;
-	__u32 n = d->nlog, worst = 0, at = 0;
-
-	if (n == 0) /* the packet's first LOG match: the slot is stale */
-		s->over = 0;
-	if (n > FW_LOG_MAX)
-		n = FW_LOG_MAX;
-	for (__u32 i = 0; i < FW_LOG_MAX; i++) {
-		if (i >= n)
-			break;
-		if (s->ids[i] == rule_id) {
-			if (idx < s->idx[i])
-				s->idx[i] = idx;
-			return 0;
-		}
-		if (s->idx[i] >= worst) {
-			worst = s->idx[i];
-			at = i;
-		}
-	}
-	if (n < FW_LOG_MAX) {
-		s->idx[n] = idx;
-		s->ids[n] = rule_id;
-		d->nlog = n + 1;
-		return 0;
-	}
-	if (idx < worst && at < FW_LOG_MAX) { /* evict the highest */
-		s->idx[at] = idx;
-		s->ids[at] = rule_id;
-		idx = worst;
-	}
-	if (!s->over || idx < s->over - 1)
-		s->over = idx + 1;
+	if (flags & FW_EF_COUNT)
+		d->ncount = fw_note(s->cidx, s->cids, &s->cover, d->ncount, FW_COUNT_MAX, 0, idx, rule_id);
+	else
+		d->nlog = fw_note(s->idx, s->ids, &s->over, d->nlog, FW_LOG_MAX, 1, idx, rule_id);
 	return 0;
 }
 
@@ -108,8 +126,18 @@ __noinline int fw_log_finish(struct fw_decision *d, __u32 chain)
 	struct fw_log_scratch *s = fw_log_scratch_of(chain);
 	if (!s) {
 		d->nlog = 0;
+		d->ncount = 0;
 		return 0;
 	}
+	/* counting notes: fw_count_notes counts those before the decision */
+	if (s->cover && s->cover - 1 < s->best && fw_live_writes()) {
+		__u32 k = FW_LOG_C_COUNT_OVERFLOW;
+		__u64 *c = bpf_map_lookup_elem(&fw_log_counters, &k);
+		if (c)
+			(*c)++;
+	}
+	if (!d->nlog)
+		return 0;
 	__u32 n = 0, total = d->nlog, best = s->best;
 
 	if (total > FW_LOG_MAX)
@@ -200,7 +228,8 @@ static __always_inline void fw_state_note(struct fw_decision *d, __u32 idx, __u3
 
 /* fw_walk_pass: a matching entry that may not decide; kind is its action
  * | its flags << 8. A LOG entry is noted and passed (0); a -m recent
- * entry too (settled after the walk); a -m limit entry decides (1) only
+ * entry too (settled after the walk), and a counting entry (a LOG entry
+ * with FW_EF_COUNT: a jump, RETURN or rule without -j); a -m limit entry decides (1) only
  * while its bucket has a token. A global function: verified once. */
 __noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 kind, __u32 chain)
 {
@@ -211,7 +240,7 @@ __noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u
 		return 0;
 	}
 	if ((kind & 0xff) == FW_ACT_LOG) {
-		fw_log_note(d, idx, rule_id, chain);
+		fw_log_note(d, idx, rule_id, kind >> 8, chain);
 		return 0;
 	}
 	return fw_limit(rule_id, 0); /* -m limit: without a token the rule does not match */
@@ -355,7 +384,7 @@ __noinline int fw_notes_end(struct fw_decision *d, __u32 best, __u32 gen)
 
 	if (d->nstate)
 		fw_state_settle(d, p, best, gen, &idx);
-	if (d->nlog) {
+	if (d->nlog | d->ncount) {
 		struct fw_log_scratch *s = fw_log_scratch_of(p->chain);
 		if (s)
 			s->best = idx;
@@ -372,7 +401,7 @@ __noinline int fw_notes_best(struct fw_decision *d, __u32 chain, __u32 best)
 {
 	if (!d)
 		return 0;
-	if (d->nlog) {
+	if (d->nlog | d->ncount) {
 		struct fw_log_scratch *s = fw_log_scratch_of(chain);
 		if (s)
 			s->best = best;
@@ -731,7 +760,7 @@ static __always_inline int fw_classify_in(const struct fw_root *root, __u32 sel,
 		 * branch, which every state the walk leaves would be checked on */
 		d->flags = e->flags & (FW_EF_LOG | FW_EF_LIMIT);
 	}
-	if (d->nlog | d->nstate) { /* what the walk noted needs its decision */
+	if (d->nlog | d->ncount | d->nstate) { /* what the walk noted needs its decision */
 		if (xdp)
 			fw_notes_end(d, best, gen);
 		else

@@ -17,10 +17,11 @@
 #include "ratelimit.h"
 
 /* fw_log_wanted: is there work after the decision, fw_log_emit's? LOG
- * rules noted, the deciding rule's --log, or its -m limit token. */
+ * rules noted, the deciding rule's --log, or its -m limit token, or
+ * counting entries noted (jumps, RETURNs, rules without -j). */
 static __always_inline int fw_log_wanted(const struct fw_decision *d)
 {
-	return d->nlog | d->flags;
+	return d->nlog | d->flags | d->ncount;
 }
 
 static __always_inline void fw_log_count(__u32 which)
@@ -94,11 +95,31 @@ static __always_inline __u32 fw_log_rule(const struct fw_decision *d, const stru
 	return 0;
 }
 
+/* fw_count_notes counts the packet for the rules of the counting entries
+ * noted before the decision (fw_count: not in a trace). A global
+ * function: verified once. */
+__noinline int fw_count_notes(const struct fw_decision *d, __u32 chain, __u64 bytes)
+{
+	if (!d)
+		return 0;
+	const struct fw_log_scratch *s = fw_log_scratch_of(chain);
+	if (!s)
+		return 0;
+	__u64 now = fw_now();
+	for (__u32 i = 0; i < FW_COUNT_MAX; i++) {
+		if (i >= d->ncount)
+			break;
+		if (s->cidx[i] < s->best)
+			fw_count_rule(s->cids[i], bytes, now);
+	}
+	return 0;
+}
+
 /* fw_log_emit puts the events of one packet in the ring buffer (and
  * first takes the token of a deciding rule's -m limit, the one other
  * thing to do after the decision: one test of it for packets that need
- * neither): first it settles which LOG rules log it (d->nlog, fw_log_finish), then each
- * logged rule within its budget gets an event with the frame's first
+ * neither): first it settles which LOG rules log it (d->nlog,
+ * fw_log_finish), then each logged rule within its budget gets an event with the frame's first
  * bytes. hook is a constant in each caller: the other hook's copy helper
  * (which its program type may not call) is compiled out. `traced` sets
  * FW_LOG_F_TRACE (a recording trace instance's events, maps.h). */
@@ -111,10 +132,12 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 	if (d->flags & FW_EF_LIMIT) /* the deciding rule's -m limit (lib/classify.h fw_limit) */
 		fw_limit(d->rule_id, 1);
 
-	if (d->nlog) {
+	if (d->nlog | d->ncount) {
 		fw_log_finish(d, p->chain);
 		s = fw_log_scratch_of(p->chain);
 	}
+	if (d->ncount)
+		fw_count_notes(d, p->chain, bytes);
 	if (!fw_live_writes()) /* a trace: which rules log it is settled (d->nlog), nothing is sent */
 		return 0;
 	for (__u32 i = 0; i <= FW_LOG_MAX; i++) {

@@ -65,7 +65,7 @@ func TestUsageErrors(t *testing.T) {
 		{"load", "-i", "lo", "--mode", "fast", "x"}, // bad mode
 		{"apply"},                     // no file
 		{"add", "INPUT"},              // no rule spec
-		{"delete", "NOPE", "1"},       // bad chain
+		{"delete", "NO PE", "1"},      // bad chain name
 		{"policy", "INPUT", "REJECT"}, // bad policy
 		{"detach"},                    // neither -i nor --all
 		{"load", "-i", "lo", "--reject-rate", "0/s", "x"},       // rate below 1

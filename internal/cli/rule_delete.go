@@ -15,7 +15,8 @@ func newDelete(e *env) *cobra.Command {
 		Use:   "delete [--no-rebuild] CHAIN (NUMBER | RULESPEC...)",
 		Short: "Delete one rule by number or by its spec (iptables -D)",
 		Long: `delete removes rule NUMBER of CHAIN (as numbered by 'xdpfw list'), or the first
-rule of CHAIN equal to RULESPEC. The change is atomic; the counters of the
+rule of CHAIN equal to RULESPEC. CHAIN is a built-in chain or a user-defined
+one ('xdpfw chain'). The change is atomic; the counters of the
 other rules carry over. Like add, it is in force within milliseconds through
 the delta stage, then the classifier is rebuilt (--no-rebuild: later; see
 'xdpfw add --help').`,
@@ -31,8 +32,8 @@ the delta stage, then the classifier is rebuilt (--no-rebuild: later; see
 				return usageError{fmt.Errorf("usage: xdpfw delete CHAIN NUMBER | CHAIN RULESPEC")}
 			}
 			chain, ok := rules.ParseChain(rest[0])
-			if !ok {
-				return usageError{fmt.Errorf("unknown chain %q (INPUT, FORWARD or OUTPUT)", rest[0])}
+			if err := rules.CheckChainName(rest[0]); !ok && err != nil {
+				return usageError{err}
 			}
 			fw, err := e.open()
 			if err != nil {
@@ -42,7 +43,11 @@ the delta stage, then the classifier is rebuilt (--no-rebuild: later; see
 			var res *firewall.Result
 			var gone rules.Rule
 			if n, convErr := strconv.Atoi(rest[1]); convErr == nil && len(rest) == 2 {
-				res, gone, err = fw.Delete(chain, n)
+				if ok {
+					res, gone, err = fw.Delete(chain, n)
+				} else {
+					res, gone, err = fw.DeleteNth(rest[0], n)
+				}
 			} else {
 				gone, err = rules.ParseRuleArgs(rest[0], rest[1:], rules.ParseOptions{})
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -13,23 +14,35 @@ func newFlush(e *env) *cobra.Command {
 		Use:   "flush [CHAIN]",
 		Short: "Delete all rules of a chain, or of every chain (policies stay)",
 		Long: `flush removes every rule of CHAIN, or of all chains, as iptables -F does: the
-chain policies stay in force, so with policy DROP a flush drops everything.`,
+chain policies stay in force, so with policy DROP a flush drops everything.
+CHAIN may be a user-defined chain: it stays, empty (delete it with
+'xdpfw chain delete'). Flushing every chain keeps the user chains too.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var chain *rules.Chain
+			user := ""
 			if len(args) == 1 {
 				c, ok := rules.ParseChain(args[0])
-				if !ok {
-					return usageError{fmt.Errorf("unknown chain %q (INPUT, FORWARD or OUTPUT)", args[0])}
+				if err := rules.CheckChainName(args[0]); !ok && err != nil {
+					return usageError{err}
 				}
-				chain = &c
+				if ok {
+					chain = &c
+				} else {
+					user = args[0]
+				}
 			}
 			fw, err := e.open()
 			if err != nil {
 				return err
 			}
 			defer fw.Close()
-			res, err := fw.Flush(chain)
+			var res *firewall.Result
+			if user != "" {
+				res, err = fw.FlushChain(user)
+			} else {
+				res, err = fw.Flush(chain)
+			}
 			if err != nil {
 				return err
 			}

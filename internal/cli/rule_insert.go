@@ -39,7 +39,7 @@ stage, then the classifier is rebuilt (--no-rebuild: later; see
 			}
 			return e.editRule(rest[0], spec, own[noRebuildFlag] != "", func(fw *firewall.Firewall, r rules.Rule) (*firewall.Result, string, error) {
 				res, err := fw.Add(r, pos)
-				return res, fmt.Sprintf("inserted as %s %d: %s", r.Chain, pos, r.String()), err
+				return res, fmt.Sprintf("inserted as %s %d: %s", r.ChainName(), pos, r.String()), err
 			})
 		},
 	}

@@ -2,19 +2,28 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/xdpfw/xdpfw/internal/firewall"
 )
 
 func newList(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, save bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the rules in force, numbered, with packet and byte counters",
 		Long: `list prints each chain's rules in evaluation order, numbered as 'delete' and
 'add --position' count them, with the packets and bytes each rule decided,
-then each chain's policy per family with its counters.`,
+then each chain's policy per family with its counters. User-defined chains
+follow the built-in ones, with the number of rules that jump (-j) or go
+(-g) to each.
+
+With -S (--list-rules), it prints the rule set as iptables -S does, without
+counters: the policies (-P), the user chains (-N), then every rule (-A). That
+text is a rule file: xdpfw apply reads it back into the same rules.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fw, err := e.openRead()
@@ -29,6 +38,10 @@ then each chain's policy per family with its counters.`,
 			if asJSON {
 				return e.printJSON(l)
 			}
+			if save {
+				_, err := fmt.Fprint(e.stdout, l.Save())
+				return err
+			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "generation %d\n", l.Generation)
 			if len(l.Raw) > 0 {
@@ -37,14 +50,19 @@ then each chain's policy per family with its counters.`,
 					fmt.Fprintln(tw, r)
 				}
 			}
-			for _, chain := range []string{"INPUT", "FORWARD", "OUTPUT"} {
-				fmt.Fprintf(tw, "\nChain %s (policy", chain)
-				for _, p := range l.Policies {
-					if p.Chain == chain {
-						fmt.Fprintf(tw, " %s %s %d pkts %d bytes;", p.Family, p.Verdict, p.Counter.Packets, p.Counter.Bytes)
+			chains := append([]string{"INPUT", "FORWARD", "OUTPUT"}, l.Chains...)
+			for k, chain := range chains {
+				if k < 3 {
+					fmt.Fprintf(tw, "\nChain %s (policy", chain)
+					for _, p := range l.Policies {
+						if p.Chain == chain {
+							fmt.Fprintf(tw, " %s %s %d pkts %d bytes;", p.Family, p.Verdict, p.Counter.Packets, p.Counter.Bytes)
+						}
 					}
+					fmt.Fprintf(tw, ")\nnum\tpkts\tbytes\trule\n")
+				} else {
+					fmt.Fprintf(tw, "\nChain %s (%d references)\nnum\tpkts\tbytes\trule\n", chain, references(l, chain))
 				}
-				fmt.Fprintf(tw, ")\nnum\tpkts\tbytes\trule\n")
 				for _, r := range l.Rules {
 					if r.Chain != chain {
 						continue
@@ -60,5 +78,18 @@ then each chain's policy per family with its counters.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&save, "list-rules", "S", false, "print the rules as iptables -S does (a rule file apply reads back)")
 	return cmd
+}
+
+// references counts the rules that jump or go to chain.
+func references(l *firewall.Listing, chain string) int {
+	n := 0
+	for _, r := range l.Rules {
+		if strings.HasSuffix(r.Rule, " -j "+chain) || strings.HasSuffix(r.Rule, " -g "+chain) ||
+			strings.Contains(r.Rule, " -j "+chain+" ") || strings.Contains(r.Rule, " -g "+chain+" ") {
+			n++
+		}
+	}
+	return n
 }

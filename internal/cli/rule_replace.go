@@ -35,7 +35,7 @@ milliseconds through the delta stage, then the classifier is rebuilt
 			}
 			return e.editRule(rest[0], rest[2:], own[noRebuildFlag] != "", func(fw *firewall.Firewall, r rules.Rule) (*firewall.Result, string, error) {
 				res, gone, err := fw.Replace(n, r)
-				return res, fmt.Sprintf("replaced %s %d: %s with %s", r.Chain, n, gone.String(), r.String()), err
+				return res, fmt.Sprintf("replaced %s %d: %s with %s", r.ChainName(), n, gone.String(), r.String()), err
 			})
 		},
 	}

@@ -204,6 +204,15 @@ const (
 // that is its -m limit, so a packet it refuses is no match of the rule.
 const BucketMatch uint32 = 0x01
 
+// EntryCount is FW_EF_COUNT (fw_entry.flags): with ActLog, the entry
+// counts the packets it matches for its rule (a jump, goto, RETURN or rule
+// without -j) and logs nothing; MaxCountPerPacket is FW_COUNT_MAX, how
+// many such rules count one packet.
+const (
+	EntryCount        uint8 = 0x10
+	MaxCountPerPacket       = 16
+)
+
 // EntryHasRanges is FW_EF_RANGES (fw_entry.flags): the entry's Ranges hold
 // its whole match; RangesMax is FW_RANGES_MAX.
 const (

@@ -39,7 +39,8 @@ type SetInfo struct {
 
 // Warning is something the operator should know about a compiled rule.
 type Warning struct {
-	Rule int // index in RuleSet.Rules
+	Rule int       // index in RuleSet.Rules; -1: about a chain (Pos)
+	Pos  rules.Pos // of the chain's declaration, with Rule -1
 	Msg  string
 }
 
@@ -70,6 +71,16 @@ func Compile(in Input) (*Tables, []Warning, error) {
 		warn    []Warning
 	)
 	spans := make([]Span, len(rs.Rules))
+	if hasChains(rs) {
+		// Chains are flattened: a rule's entries are not one span (one
+		// rule may sit in several places), so edits of such a rule set
+		// recompile it (firewall: the full path); Spans stay empty.
+		var err error
+		if entries, warn, err = flatten(in); err != nil {
+			return nil, nil, err
+		}
+		return finish(in, entries, warn, spans)
+	}
 	// Entries in priority order, chain by chain; a lower index wins.
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
 		for i := range rs.Rules {
@@ -88,6 +99,12 @@ func Compile(in Input) (*Tables, []Warning, error) {
 			entries = append(entries, ents...)
 		}
 	}
+	return finish(in, entries, warn, spans)
+}
+
+// finish builds the tables of the compiled entries.
+func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, []Warning, error) {
+	rs := in.RuleSet
 	t, err := Build(entries, rs, Limits{Entries: in.MaxEntries, Nodes: in.MaxNodes, LeafSlots: in.MaxLeafSlots})
 	if err != nil {
 		return nil, nil, err
@@ -258,6 +275,9 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		base.Action = ActLog // logs, decides nothing: the walk goes on
 	case rules.VerdictNotrack:
 		base.Action = ActNotrack // the raw table (rawEntries)
+	case rules.VerdictJump, rules.VerdictGoto, rules.VerdictReturn, rules.VerdictNone:
+		// decides nothing itself: its entries are its matches, which the
+		// flattening of chains uses (flatten.go)
 	default:
 		return nil, nil, fmt.Errorf("unknown verdict %v", r.Target.Verdict)
 	}

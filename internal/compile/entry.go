@@ -45,6 +45,9 @@ type Entry struct {
 	// walk; the data plane settles it after the walk, in rule order
 	// (Tables.Recent).
 	State bool
+	// Count: with ActLog, the entry only counts the packets it matches
+	// for its rule (a jump, goto, RETURN or rule without -j: flatten.go).
+	Count bool
 }
 
 // Flags is fw_entry.flags.
@@ -52,6 +55,9 @@ func (e *Entry) Flags() uint8 {
 	var f uint8
 	if e.Log {
 		f |= EntryLog
+	}
+	if e.Count {
+		f |= EntryCount
 	}
 	if e.Limit {
 		f |= EntryLimit
@@ -159,6 +165,9 @@ func (e Entry) String() string {
 	}
 	if e.State {
 		s += " recent"
+	}
+	if e.Count {
+		s += " count"
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package compile
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
@@ -15,6 +16,11 @@ type Classified struct {
 	// rule order. LogOverflow: more of them matched.
 	Logs        []uint32
 	LogOverflow bool
+	// Counts are the rule ids of the counting entries (EntryCount) that
+	// match before the deciding entry, each once, in walk order, the
+	// first MaxCountPerPacket (CountOverflow: more matched).
+	Counts        []uint32
+	CountOverflow bool
 }
 
 // Classify is the Go twin of the data plane's classifier: walk the trees
@@ -65,6 +71,16 @@ func (t *Tables) ClassifyWith(p *RefPacket, ifindex uint32, ready func(ruleID ui
 			}
 			c.Entry = int(i)
 			break
+		}
+		if e.Count {
+			switch {
+			case slices.Contains(c.Counts, e.RuleID):
+			case len(c.Counts) == MaxCountPerPacket:
+				c.CountOverflow = true
+			default:
+				c.Counts = append(c.Counts, e.RuleID)
+			}
+			continue
 		}
 		if n := len(c.Logs); n > 0 && c.Logs[n-1] == e.RuleID {
 			continue // another entry of the same rule (entries of a rule are adjacent)

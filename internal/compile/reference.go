@@ -1,7 +1,9 @@
 package compile
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -70,6 +72,11 @@ type Decision struct {
 	Logs        []int
 	LogOverflow bool
 	Log         bool
+	// Counts are the rules without a verdict of their own (jump, goto,
+	// RETURN, no -j) that the packet reaches and matches before the
+	// decision: iptables counts it for each. Each rule once, in the order
+	// reached (the data plane counts a rule once per packet).
+	Counts []int
 }
 
 // Decide is Evaluate with what a REJECT answers, the counter reason and
@@ -81,17 +88,42 @@ func Decide(rs *rules.RuleSet, p RefPacket) Decision { return DecideAt(rs, p, ni
 // rule with -m limit that the packet reaches (no earlier rule decided it)
 // and whose other matches match it matches only while its bucket has a
 // token, and then takes one, as iptables' xt_limit; a rule with -m recent
-// does to its list what xt_recent does, in rule order. A LOG rule's -m limit is its log budget, which,
-// like every rate limit of events, is not modelled (Decision.Logs).
+// does to its list what xt_recent does, in rule order. A LOG rule's -m
+// limit is its log budget, which, like every rate limit of events, is not
+// modelled (Decision.Logs). User-defined chains are walked as iptables
+// walks them, with a stack of return points (not flattened, as compile
+// does: the two are independent), up to maxRefDepth deep.
 func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 	if rawNotrack(rs, &p) {
 		p.CTState = CTUntracked
 	}
-	var logs []int
+	var logs, counts []int
 	overflow := false
+	type frame struct{ rules []int } // the rest of a chain to walk
+	var builtin []int
+	byName := map[string][]int{}
 	for i := range rs.Rules {
+		switch r := &rs.Rules[i]; {
+		case r.Chain == rules.ChainUser:
+			byName[r.UserChain] = append(byName[r.UserChain], i)
+		case r.Chain == p.Chain:
+			builtin = append(builtin, i)
+		}
+	}
+	cur := frame{builtin}
+	var stack []frame
+	for {
+		if len(cur.rules) == 0 {
+			if len(stack) == 0 {
+				break // the end of the built-in chain: its policy
+			}
+			cur, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			continue
+		}
+		i := cur.rules[0]
+		cur.rules = cur.rules[1:]
 		r := &rs.Rules[i]
-		if r.Chain != p.Chain || !Matches(&r.Match, p) {
+		if !Matches(&r.Match, p) {
 			continue
 		}
 		if l := r.Match.Limit; l != nil && r.Target.Verdict.Terminal() && !st.take(i, l.IntervalNS(), l.Burst) {
@@ -100,15 +132,43 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		if m := r.Match.Recent; m != nil && !st.recent(m, &p) {
 			continue // the list says no (after doing what the rule does to it)
 		}
-		if !r.Target.Verdict.Terminal() { // LOG: log and go on
+		if v := r.Target.Verdict; !v.Terminal() && v != rules.VerdictLog && !slices.Contains(counts, i) {
+			counts = append(counts, i)
+		}
+		switch v := r.Target.Verdict; v {
+		case rules.VerdictLog: // log and go on
+			if n := len(logs); n > 0 && logs[n-1] == i {
+				// one LOG rule reached twice in a row (a chain jumped
+				// to twice): the data plane notes a rule once per run
+				// of its entries, so it logs once (docs/compat.md, Chains)
+				continue
+			}
 			if len(logs) < MaxLogPerPacket {
 				logs = append(logs, i)
 			} else {
 				overflow = true
 			}
 			continue
+		case rules.VerdictNone:
+			continue
+		case rules.VerdictReturn:
+			if len(stack) == 0 {
+				cur.rules = nil // RETURN in a built-in chain: its policy
+				continue
+			}
+			cur, stack = stack[len(stack)-1], stack[:len(stack)-1]
+			continue
+		case rules.VerdictJump, rules.VerdictGoto:
+			if v == rules.VerdictJump {
+				if len(stack) >= maxRefDepth {
+					panic("reference: chains nest deeper than " + fmt.Sprint(maxRefDepth) + " (a loop?)")
+				}
+				stack = append(stack, cur)
+			}
+			cur = frame{byName[r.Target.Chain]}
+			continue
 		}
-		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log}
+		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log, Counts: counts}
 		switch d.Verdict {
 		case rules.VerdictAccept:
 			d.Reason = ReasonRuleAccept
@@ -120,7 +180,7 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		}
 		return d
 	}
-	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow}
+	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow, Counts: counts}
 	if d.Verdict == rules.VerdictDrop {
 		d.Reason = ReasonPolicyDrop
 	}
@@ -139,6 +199,10 @@ func rawNotrack(rs *rules.RuleSet, p *RefPacket) bool {
 	}
 	return false
 }
+
+// maxRefDepth bounds the reference matcher's stack: a loop the compiler
+// refuses would not end.
+const maxRefDepth = 1024
 
 // RejectReason says whether a REJECT answers p (ReasonRuleReject) or why it
 // must not: a non-first fragment; a broadcast or multicast destination, at

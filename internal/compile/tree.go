@@ -304,7 +304,7 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 		one(DimProto, uint32(e.Proto), uint32(e.Proto), neg(MProto))
 	}
 	if on(MIfindex) {
-		one(DimIfindex, e.Ifindex, e.Ifindex, false)
+		one(DimIfindex, e.Ifindex, e.Ifindex, neg(MIfindex)) // negated only by flattened chains
 	}
 	if on(MVLAN) {
 		one(DimVLAN, uint32(e.VLAN), uint32(e.VLAN), neg(MVLAN))

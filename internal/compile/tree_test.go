@@ -198,7 +198,7 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 	}
 	p.Fragment = r.IntN(10) == 0 || (m.Fragment != nil && r.IntN(2) == 0)
 	p.CTState = uint8(r.IntN(int(NumCTStates)))
-	p.L4 = !p.Fragment && (p.Proto == 6 || p.Proto == 17 || p.Proto == 1 || p.Proto == 58)
+	p.L4 = !p.Fragment && l4Proto(p.Proto) // as the data plane's parser
 	if !p.L4 {
 		p.SPort, p.DPort, p.TCPFlags, p.ICMPType, p.ICMPCode = 0, 0, 0, 0, 0
 	}

@@ -250,7 +250,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 // its slot is out * FW_NUM_REASONS + reason, so a new reason moves every
 // slot; it would need its own copy.
 var upgradable = map[string]func(old, cur *ebpf.Map) error{
-	"fw_ct_stats": addCounters,
+	"fw_ct_stats":     addCounters,
+	"fw_log_counters": addCounters, // FW_LOG_C_COUNT_OVERFLOW came later
 }
 
 // upgradeSpec finds the upgradable maps pinned in dir with a layout other

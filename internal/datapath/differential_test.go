@@ -2,11 +2,13 @@ package datapath_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -135,6 +137,46 @@ func TestDifferential(t *testing.T) {
 		total, diffLogEvents, diffLogOverflows)
 }
 
+// TestDifferentialChains is TestDifferential's INPUT phase with user
+// chains (rules.RandomChains: jumps, gotos, RETURNs, rules without -j):
+// the program runs the flattened tables, the reference matcher walks the
+// chains as iptables does. Rule sets refused for a negation without a
+// single-entry form (compile.ErrNoForm) are skipped and counted.
+func TestDifferentialChains(t *testing.T) {
+	f := newFixture(t)
+	f.unlimitedRejects()
+	f.setUnlimitedLogs()
+	r := rand.New(rand.NewPCG(*diffSeed, 0xc4a1))
+	total, refused := 0, 0
+	for set := 0; set < *diffSets/2; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
+		rules.RandomChains(r, rs)
+		ids := make([]uint32, len(rs.Rules))
+		for i := range ids {
+			ids[i] = uint32(compile.FirstRuleID + i)
+		}
+		lim := f.dp.Limits()
+		_, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces,
+			MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+		if errors.Is(err, compile.ErrNoForm) || err != nil && strings.Contains(err.Error(), "leaf slots") {
+			// refused with the reason, never installed in part: no
+			// single-entry form, or the counting entries of broad jumps
+			// and RETURNs in every leaf need more leaf slots than the
+			// test's tables hold
+			refused++
+			continue
+		}
+		total += diffRun(t, f, r, rs, *diffPackets/3, nil, fmt.Sprintf("seed %d chain set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+	}
+	if refused > *diffSets/4 {
+		t.Errorf("%d of %d rule sets with chains refused", refused, *diffSets/2)
+	}
+	t.Logf("%d packets of rule sets with chains agree with the reference matcher; %d sets refused (no single-entry form, or too many leaf slots)", total, refused)
+}
+
 // diffRun installs rs and checks n packets. With local non-nil, packets go
 // to a local address (INPUT) or a routed one (FORWARD). It checks the log
 // events too: every event the ring buffer holds after a chunk of packets
@@ -253,7 +295,7 @@ var diffLogEvents, diffLogOverflows = 0, uint64(0)
 // unlimitedLogs returns rs with every logged rule at the fixture's default
 // budget, which differential tests lift (setUnlimitedLogs).
 func unlimitedLogs(rs *rules.RuleSet) *rules.RuleSet {
-	out := &rules.RuleSet{Policies: rs.Policies, Rules: slices.Clone(rs.Rules)}
+	out := &rules.RuleSet{Policies: rs.Policies, Chains: rs.Chains, Rules: slices.Clone(rs.Rules)}
 	for i := range out.Rules {
 		out.Rules[i].Target.LogRate, out.Rules[i].Target.LogBurst = rules.LogRate{}, 0
 		out.Rules[i].Text = out.Rules[i].Spec()

@@ -43,6 +43,10 @@ type LogStats struct {
 	// data plane settles (compile.MaxStateNotes), dropped: the compiler
 	// refuses rule sets where that could happen, so it stays 0.
 	StateOverflow uint64 `json:"state_overflow"`
+	// CountOverflow counts packets that more counting rules (jump, goto,
+	// RETURN, no -j) matched than count one packet
+	// (compile.MaxCountPerPacket): the later ones did not count it.
+	CountOverflow uint64 `json:"count_overflow"`
 }
 
 // Slots of fw_log_counters (enum fw_log_counter).
@@ -50,6 +54,7 @@ const (
 	logCtrOverflow = iota
 	logCtrNoLimit
 	logCtrStateOverflow
+	logCtrCountOverflow
 	numLogCtrs
 )
 
@@ -90,7 +95,7 @@ func (d *Datapath) LogStats() (LogStats, error) {
 		return s, fmt.Errorf("reading fw_log_stats: %w", err)
 	}
 	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted,
-		logCtrStateOverflow: &s.StateOverflow} {
+		logCtrStateOverflow: &s.StateOverflow, logCtrCountOverflow: &s.CountOverflow} {
 		var vals []uint64
 		if err := d.logCtr.Lookup(slot, &vals); err != nil {
 			return s, fmt.Errorf("reading fw_log_counters: %w", err)

@@ -142,11 +142,14 @@ type xdpfwFwLogEvent struct {
 }
 
 type xdpfwFwLogScratch struct {
-	_    structs.HostLayout
-	Idx  [4]uint32
-	Ids  [4]uint32
-	Over uint32
-	Best uint32
+	_     structs.HostLayout
+	Idx   [4]uint32
+	Ids   [4]uint32
+	Over  uint32
+	Best  uint32
+	Cidx  [16]uint32
+	Cids  [16]uint32
+	Cover uint32
 }
 
 type xdpfwFwLogStat struct {
@@ -271,7 +274,8 @@ type xdpfwFwXdpHandoff struct {
 		Flags  uint8
 		Nlog   uint8
 		Nstate uint8
-		_      [2]byte
+		Ncount uint8
+		_      [1]byte
 	}
 }
 

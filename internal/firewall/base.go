@@ -56,6 +56,10 @@ const (
 	// edit can tell without reading every rule that it cannot use the
 	// delta stage.
 	baseLogs = 2
+	// baseChains: the rule set has user chains, jumps, RETURNs or rules
+	// without -j: it is flattened (compile/flatten.go), a rule's entries
+	// are no span, so edits recompile it in full (Firewall.edit).
+	baseChains = 4
 	// ruleCT: the rule tests the connection state.
 	ruleCT = 1
 	// ruleLogs: the rule logs (-j LOG, or --log).
@@ -110,6 +114,9 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 		maxID = max(maxID, rs[i].ID)
 		if rs[i].Logs || rs[i].Limit {
 			flags |= baseLogs
+		}
+		if rs[i].Chain == rules.ChainUser || rs[i].Verdict > rules.VerdictLog {
+			flags |= baseChains
 		}
 	}
 	le.PutUint32(b[52:], maxID)
@@ -179,6 +186,7 @@ type base struct {
 	n        int
 	compiled bool
 	logs     bool // some rule logs (baseLogs)
+	chains   bool // flattened chains (baseChains)
 	maxID    uint32
 	rules    []compile.BaseRule // in data, or decoded (another Layout)
 	textOff  int
@@ -204,7 +212,8 @@ func parseBase(name string, b []byte) (*base, error) {
 		return nil, bad(fmt.Sprintf("format %d", le.Uint32(b[8:])))
 	}
 	x := &base{name: name, data: b, stamp: le.Uint64(b[16:]), n: int(le.Uint32(b[24:])),
-		compiled: le.Uint32(b[36:])&baseCompiled != 0, logs: le.Uint32(b[36:])&baseLogs != 0, maxID: le.Uint32(b[52:])}
+		compiled: le.Uint32(b[36:])&baseCompiled != 0, logs: le.Uint32(b[36:])&baseLogs != 0,
+		chains: le.Uint32(b[36:])&baseChains != 0, maxID: le.Uint32(b[52:])}
 	nEnt, text := int(le.Uint32(b[28:])), int(le.Uint32(b[32:]))
 	if x.n > (len(b)-baseHeader)/baseInfoSize || text > len(b) {
 		return nil, bad("truncated")

@@ -86,6 +86,10 @@ func namedIfaces(rs *rules.RuleSet) map[string]uint32 {
 func ruleWarnings(rs *rules.RuleSet, warns []compile.Warning) []string {
 	var out []string
 	for _, w := range warns {
+		if w.Rule < 0 { // about a chain
+			out = append(out, fmt.Sprintf("%s: %s", w.Pos, w.Msg))
+			continue
+		}
 		r := rs.Rules[w.Rule]
 		out = append(out, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))
 	}

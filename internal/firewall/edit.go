@@ -3,6 +3,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -36,6 +37,14 @@ import (
 // pos 0 appends (iptables -A).
 func (f *Firewall) Add(r rules.Rule, pos int) (*Result, error) {
 	start := time.Now()
+	if err := f.checkTarget(&r); err != nil {
+		return nil, err
+	}
+	if r.Chain == rules.ChainUser {
+		return f.editChain(r.UserChain, func(rs *rules.RuleSet, at []int) (*rules.RuleSet, error) {
+			return insertAt(rs, at, pos, r)
+		})
+	}
 	n := f.rs.ov.ChainLen(r.Chain)
 	if pos < 0 || pos > n+1 {
 		return nil, fmt.Errorf("position %d out of range: %s has %d rules (use 1..%d)", pos, r.Chain, n, n+1)
@@ -62,6 +71,17 @@ func (f *Firewall) Delete(chain rules.Chain, n int) (*Result, rules.Rule, error)
 func (f *Firewall) DeleteSpec(r rules.Rule) (*Result, error) {
 	start := time.Now()
 	want := r.String()
+	if r.Chain == rules.ChainUser {
+		return f.editChain(r.UserChain, func(rs *rules.RuleSet, at []int) (*rules.RuleSet, error) {
+			for _, i := range at {
+				if rs.Rules[i].String() == want {
+					rs.Rules = slices.Delete(rs.Rules, i, i+1)
+					return rs, nil
+				}
+			}
+			return nil, fmt.Errorf("no such rule: %s", want)
+		})
+	}
 	var (
 		ref   compile.Ref
 		found bool
@@ -81,6 +101,21 @@ func (f *Firewall) DeleteSpec(r rules.Rule) (*Result, error) {
 // new counter.
 func (f *Firewall) Replace(n int, r rules.Rule) (*Result, rules.Rule, error) {
 	start := time.Now()
+	if err := f.checkTarget(&r); err != nil {
+		return nil, rules.Rule{}, err
+	}
+	if r.Chain == rules.ChainUser {
+		var gone rules.Rule
+		res, err := f.editChain(r.UserChain, func(rs *rules.RuleSet, at []int) (*rules.RuleSet, error) {
+			if n < 1 || n > len(at) {
+				return nil, fmt.Errorf("%s has no rule %d (it has %d)", r.UserChain, n, len(at))
+			}
+			gone = rs.Rules[at[n-1]]
+			rs.Rules[at[n-1]] = r
+			return rs, nil
+		})
+		return res, gone, err
+	}
 	ref, gone, err := f.nth(r.Chain, n)
 	if err != nil {
 		return nil, rules.Rule{}, err
@@ -92,13 +127,69 @@ func (f *Firewall) Replace(n int, r rules.Rule) (*Result, rules.Rule, error) {
 	return res, gone, err
 }
 
-// nth finds rule n of chain in force and parses it.
+// checkTarget checks that the chain r jumps or goes to exists, as
+// iptables does ("Couldn't load target").
+func (f *Firewall) checkTarget(r *rules.Rule) error {
+	if v := r.Target.Verdict; (v == rules.VerdictJump || v == rules.VerdictGoto) && !f.rs.policies.HasChain(r.Target.Chain) {
+		return fmt.Errorf("no chain or target %s: create the chain first (xdpfw chain new %s)", r.Target.Chain, r.Target.Chain)
+	}
+	return nil
+}
+
+// editChain changes the rules of the user chain name: change gets a copy
+// of the rule set in force and the indices of the chain's rules, in
+// order. Rule sets with user chains are compiled whole (flattened), so
+// the edit applies the changed set; unchanged rules keep their counters.
+func (f *Firewall) editChain(name string, change func(rs *rules.RuleSet, at []int) (*rules.RuleSet, error)) (*Result, error) {
+	rs, err := f.clone()
+	if err != nil {
+		return nil, err
+	}
+	if !rs.HasChain(name) {
+		return nil, fmt.Errorf("no chain %s", name)
+	}
+	if rs, err = change(rs, chainRules(rs, name)); err != nil {
+		return nil, err
+	}
+	return f.Apply(rs, Options{AllowEmpty: true})
+}
+
+// chainRules are the indices of the rules of user chain name, in order.
+func chainRules(rs *rules.RuleSet, name string) []int {
+	var at []int
+	for i := range rs.Rules {
+		if r := &rs.Rules[i]; r.Chain == rules.ChainUser && r.UserChain == name {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+// insertAt makes r rule number pos (1-based; 0: the last) of the chain
+// whose rules are at.
+func insertAt(rs *rules.RuleSet, at []int, pos int, r rules.Rule) (*rules.RuleSet, error) {
+	if pos < 0 || pos > len(at)+1 {
+		return nil, fmt.Errorf("position %d out of range: %s has %d rules (use 1..%d)", pos, r.UserChain, len(at), len(at)+1)
+	}
+	i := len(rs.Rules)
+	switch {
+	case pos >= 1 && pos <= len(at):
+		i = at[pos-1]
+	case len(at) > 0:
+		i = at[len(at)-1] + 1
+	}
+	rs.Rules = slices.Insert(rs.Rules, i, r)
+	return rs, nil
+}
+
+// nth finds rule n of chain in force and parses it (a built-in chain:
+// DeleteNth reaches a user chain's).
 func (f *Firewall) nth(chain rules.Chain, n int) (compile.Ref, rules.Rule, error) {
 	ref, ok := f.rs.ov.Nth(chain, n)
 	if n < 1 || !ok {
 		return compile.Ref{}, rules.Rule{}, fmt.Errorf("%s has no rule %d (it has %d)", chain, n, f.rs.ov.ChainLen(chain))
 	}
-	r, err := parseRule("rules in force", f.rs.ruleOf(ref).Text)
+	r, err := parseRule("rules in force", f.rs.ruleOf(ref).Text, f.rs.policies.Chains)
 	return ref, r, err
 }
 
@@ -183,7 +274,7 @@ func (f *Firewall) edit(start time.Time, change func(*compile.Overlay, *editing)
 	res, err := f.nextGeneration(func() (*Result, error) {
 		var res *Result
 		var err error
-		if f.rs.logs() || edited.logs() {
+		if f.rs.logs() || edited.logs() || f.rs.chains() || edited.chains() {
 			err = errLogs
 		} else {
 			res, err = f.editDelta(edited, start)
@@ -286,12 +377,12 @@ func (f *Firewall) Rebuild() (*Result, error) {
 // state), and rule sets with a rule that logs, are compiled in full
 // instead: compile.Build makes no log budgets (Tables.Logs), Compile does.
 func (f *Firewall) rebuild(s *ruleStore, pol *rules.RuleSet, start time.Time) (*Result, error) {
-	if !s.base.compiled || s.logs() {
+	if !s.base.compiled || s.logs() || s.chains() {
 		rs, ids, err := s.ruleSet()
 		if err != nil {
 			return nil, err
 		}
-		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies, Raw: pol.Raw}
+		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies, Raw: pol.Raw, Chains: rs.Chains}
 		return f.install(rs, ids, nil, Options{})
 	}
 	entries, refs, spans := s.ov.Fold()

@@ -64,9 +64,13 @@ func (e *env) decides(f *Firewall, dport uint16) (string, bool) {
 	return tr.Rule, tr.Verdict == "XDP_PASS"
 }
 
+// testChains are the user chains the rules of e.rule may name (the chain
+// tests declare them).
+var testChains = []rules.ChainDecl{{Name: "a"}, {Name: "b"}, {Name: "reject"}}
+
 func (e *env) rule(text string) rules.Rule {
 	e.t.Helper()
-	r, err := parseRule("t", text)
+	r, err := parseRule("t", text, testChains)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func openStore(p Paths, st *state) (*ruleStore, error) {
 		}
 		ifaces, sets := st.ifaceIndexes(), st.compileSets()
 		for _, x := range d.Added {
-			r, err := parseRule(p.StateFile(), x.Rule)
+			r, err := parseRule(p.StateFile(), x.Rule, s.policies.Chains)
 			if err == nil && x.Anchor >= s.base.n {
 				err = fmt.Errorf("anchor %d of %d rules", x.Anchor, s.base.n)
 			}
@@ -96,9 +96,10 @@ func rulesOnlyBase(rs *rules.RuleSet, ids []uint32) *base {
 	return b
 }
 
-// parseRule parses one rule in canonical form.
-func parseRule(file, text string) (rules.Rule, error) {
-	rs, err := rules.Parse(file, []byte(text), rules.ParseOptions{})
+// parseRule parses one rule in canonical form, of a rule set with the
+// user chains chains.
+func parseRule(file, text string, chains []rules.ChainDecl) (rules.Rule, error) {
+	rs, err := rules.Parse(file, []byte(text), rules.ParseOptions{Chains: chains})
 	if err != nil {
 		return rules.Rule{}, err
 	}
@@ -161,6 +162,21 @@ func (s *ruleStore) logs() bool {
 	return false
 }
 
+// chains reports whether the rules in force, or the added ones, need
+// flattening (user chains, jumps, RETURNs, rules without -j): such rule
+// sets never use the delta stage, as a rule's entries are not one span.
+func (s *ruleStore) chains() bool {
+	if s.base.chains || len(s.policies.Chains) > 0 {
+		return true
+	}
+	for i := range s.ov.Added {
+		if r := &s.ov.Added[i].Rule; r.Chain == rules.ChainUser || r.Target.Verdict > rules.VerdictLog {
+			return true
+		}
+	}
+	return false
+}
+
 // logRules counts the rules in force that log.
 func (s *ruleStore) logRules() int {
 	n := 0
@@ -195,6 +211,9 @@ func (s *ruleStore) ruleSet() (*rules.RuleSet, []uint32, error) {
 	}
 	refs := s.refs()
 	var b strings.Builder
+	for _, c := range s.policies.Chains { // declared before the rules that use them
+		b.WriteString("-N " + c.Name + "\n")
+	}
 	ids := make([]uint32, len(refs))
 	for i, r := range refs {
 		x := s.ruleOf(r)
@@ -218,6 +237,11 @@ func policyText(rs *rules.RuleSet) string {
 		b.WriteString(p.String())
 		b.WriteByte('\n')
 	}
+	// The user chains, empty ones included, so that list shows them after
+	// a restart or an upgrade (older records have none).
+	for _, c := range rs.Chains {
+		b.WriteString("-N " + c.Name + "\n")
+	}
 	for _, r := range rs.Raw {
 		b.WriteString(r.String())
 		b.WriteByte('\n')
@@ -228,7 +252,7 @@ func policyText(rs *rules.RuleSet) string {
 // policiesOf is what of rs the state records beside the rules, as text
 // (policyText): the policies and the raw table's rules.
 func policiesOf(rs *rules.RuleSet) *rules.RuleSet {
-	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw}
+	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw, Chains: rs.Chains}
 }
 
 // ifaceIndexes maps the attached interfaces' names to their ifindex (for

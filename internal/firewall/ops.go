@@ -25,6 +25,7 @@ func (f *Firewall) clone() (*rules.RuleSet, error) {
 		Rules:    append([]rules.Rule(nil), rs.Rules...),
 		Policies: append([]rules.Policy(nil), rs.Policies...),
 		Raw:      append([]rules.Rule(nil), rs.Raw...),
+		Chains:   append([]rules.ChainDecl(nil), rs.Chains...),
 	}, nil
 }
 
@@ -45,6 +46,66 @@ func (f *Firewall) Flush(chain *rules.Chain) (*Result, error) {
 	return f.Apply(rs, Options{AllowEmpty: true})
 }
 
+// DeleteNth removes rule number n (1-based) of the user chain name and
+// returns it.
+func (f *Firewall) DeleteNth(name string, n int) (*Result, rules.Rule, error) {
+	var gone rules.Rule
+	res, err := f.editChain(name, func(rs *rules.RuleSet, at []int) (*rules.RuleSet, error) {
+		if n < 1 || n > len(at) {
+			return nil, fmt.Errorf("%s has no rule %d (it has %d)", name, n, len(at))
+		}
+		gone = rs.Rules[at[n-1]]
+		rs.Rules = slices.Delete(rs.Rules, at[n-1], at[n-1]+1)
+		return rs, nil
+	})
+	return res, gone, err
+}
+
+// FlushChain removes every rule of the user chain name (iptables -F NAME).
+func (f *Firewall) FlushChain(name string) (*Result, error) {
+	return f.editChain(name, func(rs *rules.RuleSet, at []int) (*rules.RuleSet, error) {
+		for k := len(at) - 1; k >= 0; k-- {
+			rs.Rules = slices.Delete(rs.Rules, at[k], at[k]+1)
+		}
+		return rs, nil
+	})
+}
+
+// NewChain creates the empty user chain name (iptables -N).
+func (f *Firewall) NewChain(name string) (*Result, error) {
+	rs, err := rules.Parse("<command line>", []byte("-N "+name+"\n"), rules.ParseOptions{Chains: f.rs.policies.Chains})
+	if err != nil {
+		return nil, err
+	}
+	if f.rs.policies.HasChain(name) {
+		return nil, fmt.Errorf("chain %s already exists", name)
+	}
+	full, err := f.clone()
+	if err != nil {
+		return nil, err
+	}
+	full.Chains = append(full.Chains, rs.Chains...)
+	return f.Apply(full, Options{AllowEmpty: true})
+}
+
+// DeleteChain deletes the user chain name (iptables -X): refused while it
+// holds rules or a rule jumps to it, as iptables does.
+func (f *Firewall) DeleteChain(name string) (*Result, error) {
+	rs, err := f.clone()
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(rs.Chains, func(c rules.ChainDecl) bool { return c.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("no chain %s", name)
+	}
+	if err := rules.CheckDeleteChain(rs, name); err != nil {
+		return nil, err
+	}
+	rs.Chains = slices.Delete(rs.Chains, i, i+1)
+	return f.Apply(rs, Options{AllowEmpty: true})
+}
+
 // SetPolicy sets the policy of chain for fam (both families: FamilyAny).
 func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdict) (*Result, error) {
 	if f.readOnly {
@@ -54,7 +115,7 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 		return nil, fmt.Errorf("a policy is ACCEPT or DROP, not %s", v)
 	}
 	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v}),
-		Raw: f.rs.policies.Raw}
+		Raw: f.rs.policies.Raw, Chains: f.rs.policies.Chains}
 	if !f.rs.base.compiled { // rules read from an older state: compile them all
 		full, err := f.clone()
 		if err != nil {
@@ -212,11 +273,14 @@ type Listing struct {
 	Policies   []PolicyInfo `json:"policies"`
 	// Raw are the raw table's NOTRACK rules in force, in order.
 	Raw []string `json:"raw,omitempty"`
+	// Chains are the user-defined chains, by name (their rules are in
+	// Rules, chain by chain, after those of the built-in chains).
+	Chains []string `json:"chains"`
 }
 
 // List returns the rules and policies in force with their counters.
 func (f *Firewall) List() (*Listing, error) {
-	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}}
+	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}, Chains: []string{}}
 	for _, r := range f.rs.policies.Raw {
 		l.Raw = append(l.Raw, r.String())
 	}
@@ -260,7 +324,54 @@ func (f *Firewall) List() (*Listing, error) {
 			l.Rules = append(l.Rules, ri)
 		}
 	}
+	// User chains sorted by name, as iptables -S and iptables-save list them.
+	for _, c := range slices.SortedFunc(slices.Values(f.rs.policies.Chains), func(a, b rules.ChainDecl) int { return strings.Compare(a.Name, b.Name) }) {
+		l.Chains = append(l.Chains, c.Name)
+		n, head := 0, "-A "+c.Name+" "
+		for i := range rs {
+			r := &rs[i]
+			if r.Chain != rules.ChainUser || !strings.HasPrefix(r.Text+" ", head) {
+				continue
+			}
+			n++
+			ri := RuleInfo{Chain: c.Name, Num: n, ID: r.ID, Rule: r.Text, Counter: ruleCtr[i]}
+			if lc, ok := ls.Rules[ri.ID]; ok && r.Logs {
+				ri.Log = &lc
+			}
+			l.Rules = append(l.Rules, ri)
+		}
+	}
 	return l, nil
+}
+
+// Save is the listing as iptables -S prints it: the policies (-P, with -4
+// or -6 where the families differ), the user chains (-N), then every rule
+// (-A), built-in chains first. Parse reads it back into the rule set in
+// force.
+func (l *Listing) Save() string {
+	var b strings.Builder
+	for _, c := range []string{"INPUT", "FORWARD", "OUTPUT"} {
+		var v4, v6 string
+		for _, p := range l.Policies {
+			if p.Chain == c && p.Family == rules.FamilyIPv4.String() {
+				v4 = p.Verdict
+			} else if p.Chain == c {
+				v6 = p.Verdict
+			}
+		}
+		if v4 == v6 {
+			fmt.Fprintf(&b, "-P %s %s\n", c, v4)
+		} else {
+			fmt.Fprintf(&b, "-P %s %s -4\n-P %s %s -6\n", c, v4, c, v6)
+		}
+	}
+	for _, c := range l.Chains {
+		fmt.Fprintf(&b, "-N %s\n", c)
+	}
+	for _, r := range l.Rules {
+		b.WriteString(r.Rule + "\n")
+	}
+	return b.String()
 }
 
 // Status summarizes the firewall in force.

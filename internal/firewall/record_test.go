@@ -55,7 +55,7 @@ func childMain(op string) int {
 			_, err = f.Apply(rs, Options{})
 			return err
 		case "add":
-			r, err := parseRule("child", arg)
+			r, err := parseRule("child", arg, nil)
 			if err != nil {
 				return err
 			}

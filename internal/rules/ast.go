@@ -27,6 +27,10 @@ const (
 	// which every packet arriving meets before conntrack; the raw table's
 	// OUTPUT is ChainOutput. It is no filter chain: NumChains leaves it out.
 	ChainPrerouting Chain = 3
+	// ChainUser marks a rule of a user-defined chain (Rule.UserChain names
+	// it). It is never a data-plane chain: compile flattens user chains
+	// into the built-in chains that jump to them (docs/compat.md, Chains).
+	ChainUser Chain = 255
 )
 
 // String returns the iptables name of the chain ("INPUT").
@@ -40,6 +44,8 @@ func (c Chain) String() string {
 		return "OUTPUT"
 	case ChainPrerouting:
 		return "PREROUTING"
+	case ChainUser:
+		return "user chain"
 	}
 	return fmt.Sprintf("chain(%d)", uint8(c))
 }
@@ -90,6 +96,12 @@ const (
 	// VerdictNotrack is -j NOTRACK (or -j CT --notrack) in the raw table
 	// (RuleSet.Raw): the packet is not tracked, its state is UNTRACKED.
 	VerdictNotrack
+	// The verdicts of chains (README, "User-defined chains"): they decide
+	// nothing themselves.
+	VerdictJump   // -j CHAIN: the packet goes through the user chain Target.Chain, then on
+	VerdictGoto   // -g CHAIN: the packet goes through Target.Chain and does not come back
+	VerdictReturn // -j RETURN: back to the calling chain (in a built-in chain: its policy)
+	VerdictNone   // no -j: the rule counts the packets it matches and goes on
 )
 
 // String returns the iptables name of the verdict ("ACCEPT").
@@ -105,12 +117,21 @@ func (v Verdict) String() string {
 		return "LOG"
 	case VerdictNotrack:
 		return "NOTRACK"
+	case VerdictJump:
+		return "jump"
+	case VerdictGoto:
+		return "goto"
+	case VerdictReturn:
+		return "RETURN"
+	case VerdictNone:
+		return "none"
 	}
 	return fmt.Sprintf("verdict(%d)", uint8(v))
 }
 
-// Terminal reports whether the verdict ends evaluation (first match wins).
-func (v Verdict) Terminal() bool { return v != VerdictLog }
+// Terminal reports whether the verdict decides the packet's fate (ACCEPT,
+// DROP, REJECT): the first such matching rule wins.
+func (v Verdict) Terminal() bool { return v <= VerdictReject }
 
 // Pos is a position in a rule file. Col is 1-based and counts bytes.
 type Pos struct {
@@ -301,6 +322,10 @@ func (m *Match) NeedsL4() bool {
 type Target struct {
 	Verdict Verdict
 
+	// Chain is the user chain of -j CHAIN (VerdictJump) and -g CHAIN
+	// (VerdictGoto).
+	Chain string
+
 	// REJECT --reject-with (iptables spelling, e.g. "icmp-port-unreachable",
 	// "tcp-reset", "icmp6-adm-prohibited"). Empty: the iptables default for the family.
 	RejectWith string
@@ -413,14 +438,25 @@ func (r LogRate) IntervalNS() uint64 {
 
 // Rule is one `-A CHAIN ... -j TARGET` line.
 type Rule struct {
-	Chain  Chain
-	Match  Match
-	Target Target
+	Chain Chain
+	// UserChain names the user-defined chain of the rule when Chain is
+	// ChainUser.
+	UserChain string
+	Match     Match
+	Target    Target
 	// Comments are the texts of the rule's -m comment --comment, in order
 	// (iptables keeps each one; empty ones are left out).
 	Comments []string
 	Pos      Pos    // position of the start of the rule (the -A token)
 	Text     string // the rule in canonical form (Rule.Spec), without the leading "-A CHAIN "
+}
+
+// ChainName is the name of the rule's chain: "INPUT", or a user chain's.
+func (r *Rule) ChainName() string {
+	if r.Chain == ChainUser {
+		return r.UserChain
+	}
+	return r.Chain.String()
 }
 
 // Policy is the default verdict of a chain for one family (ACCEPT or DROP).
@@ -435,6 +471,9 @@ type Policy struct {
 type RuleSet struct {
 	Rules    []Rule
 	Policies []Policy // in file order; later entries override earlier ones
+	// Chains are the user-defined chains (-N, or :NAME - [0:0]), empty
+	// ones included, in the order they were declared.
+	Chains []ChainDecl
 	// Tables is how many *filter sections (iptables-save) were read.
 	Tables int
 	// Raw are the rules of the raw table: -j NOTRACK (-j CT --notrack) in
@@ -469,8 +508,28 @@ func (s Skipped) String() string {
 // so load and apply refuse it unless asked (firewall.Options.AllowEmpty).
 // A "*filter / COMMIT" file is not empty: it asks for an empty table.
 func (rs *RuleSet) Empty() bool {
-	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && len(rs.Raw) == 0 && rs.Tables == 0
+	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && len(rs.Chains) == 0 && len(rs.Raw) == 0 && rs.Tables == 0
 }
+
+// ChainDecl is a user-defined chain.
+type ChainDecl struct {
+	Name string
+	Pos  Pos // of its declaration
+}
+
+// HasChain reports whether rs declares the user chain name.
+func (rs *RuleSet) HasChain(name string) bool {
+	for _, c := range rs.Chains {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxChainName is the longest name of a user chain, as iptables allows
+// (XT_EXTENSION_MAXNAMELEN less its terminating zero).
+const MaxChainName = 28
 
 // PolicyFor returns the effective policy of a chain for a family (ACCEPT unless set).
 func (rs *RuleSet) PolicyFor(c Chain, f Family) Verdict {

@@ -32,10 +32,15 @@ func isRuleCommand(s string) bool {
 func (p *fileParser) command(n int, toks []token) *Error {
 	cmd := toks[0]
 	start := p.at(n, cmd)
-	c, err := parseChain(start, toks[1])
+	c, user, err := parseRuleChain(start, toks[1])
+	if err == nil && c == ChainUser && !p.known(user) {
+		err = &Error{Pos: p.at(n, toks[1]), Token: user, Msg: "no chain " + user,
+			Hint: "declare it before its rules: -N " + user + " (or :" + user + " - [0:0] in an iptables-save file)"}
+	}
 	if err != nil {
 		return err
 	}
+	cn := toks[1].text // the chain's name, for messages
 	name := cmd.text
 	switch name {
 	case "--append":
@@ -60,32 +65,35 @@ func (p *fileParser) command(n int, toks []token) *Error {
 	}
 	switch {
 	case name == "-R" && num == 0:
-		return &Error{Pos: start, Msg: "-R needs a rule number", Hint: "write -R " + c.String() + " N ... -j ACCEPT"}
+		return &Error{Pos: start, Msg: "-R needs a rule number", Hint: "write -R " + cn + " N ... -j ACCEPT"}
 	case name == "-D" && num == 0 && len(rest) == 0:
-		return &Error{Pos: start, Msg: "-D needs a rule number or a rule", Hint: "write -D " + c.String() + " N, or -D " + c.String() + " followed by the rule"}
+		return &Error{Pos: start, Msg: "-D needs a rule number or a rule", Hint: "write -D " + cn + " N, or -D " + cn + " followed by the rule"}
 	case name == "-D" && num > 0:
 		// -D CHAIN N: nothing else but a family, which says for which
 		// restore the line is
 		for _, t := range rest {
 			f, ok := parseFamilyFlag(t.text)
 			if !ok {
-				return &Error{Pos: p.at(n, t), Token: t.text, Msg: "-D " + c.String() + " N takes no rule after the number",
-					Hint: "delete by number (-D " + c.String() + " " + numTok.text + ") or by the rule (-D " + c.String() + " -p tcp ... -j ACCEPT), not both"}
+				return &Error{Pos: p.at(n, t), Token: t.text, Msg: "-D " + cn + " N takes no rule after the number",
+					Hint: "delete by number (-D " + cn + " " + numTok.text + ") or by the rule (-D " + cn + " -p tcp ... -j ACCEPT), not both"}
 			}
 			if p.opt.Family != FamilyAny && f != p.opt.Family {
 				return nil // for the other family's restore
 			}
 		}
-		return p.deleteAt(c, num, numTok, n)
+		return p.deleteAt(c, user, num, numTok, n)
 	}
-	r, err := parseRule(start, c, rest, p.opt)
+	r, err := parseRule(start, c, user, rest, p.opt)
+	if err == nil {
+		err = p.checkTarget(n, toks, &r)
+	}
 	if err != nil {
 		return err
 	}
 	if p.opt.Family != FamilyAny && r.Match.Family != p.opt.Family {
 		return nil // a line for the other family's restore
 	}
-	at := p.chainRules(c)
+	at := p.chainRules(c, user)
 	switch name {
 	case "-A":
 		p.rs.Rules = append(p.rs.Rules, r)
@@ -95,8 +103,8 @@ func (p *fileParser) command(n int, toks []token) *Error {
 		}
 		if num > len(at)+1 {
 			return &Error{Pos: p.at(n, numTok), Token: numTok.text,
-				Msg:  fmt.Sprintf("index of insertion too big: %s has %d rules at this line", c, len(at)),
-				Hint: fmt.Sprintf("-I %s N inserts before rule N: 1 to %d (%d appends)", c, len(at)+1, len(at)+1)}
+				Msg:  fmt.Sprintf("index of insertion too big: %s has %d rules at this line", cn, len(at)),
+				Hint: fmt.Sprintf("-I %s N inserts before rule N: 1 to %d (%d appends)", cn, len(at)+1, len(at)+1)}
 		}
 		i := len(p.rs.Rules)
 		if num <= len(at) {
@@ -106,8 +114,8 @@ func (p *fileParser) command(n int, toks []token) *Error {
 	case "-R":
 		if num > len(at) {
 			return &Error{Pos: p.at(n, numTok), Token: numTok.text,
-				Msg:  fmt.Sprintf("index of replacement too big: %s has %d rules at this line", c, len(at)),
-				Hint: "-R " + c.String() + " N replaces rule N"}
+				Msg:  fmt.Sprintf("index of replacement too big: %s has %d rules at this line", cn, len(at)),
+				Hint: "-R " + cn + " N replaces rule N"}
 		}
 		p.rs.Rules[at[num-1]] = r
 	case "-D":
@@ -117,7 +125,7 @@ func (p *fileParser) command(n int, toks []token) *Error {
 				return nil
 			}
 		}
-		return &Error{Pos: start, Msg: fmt.Sprintf("no rule of %s is %q: nothing to delete", c, r.Text),
+		return &Error{Pos: start, Msg: fmt.Sprintf("no rule of %s is %q: nothing to delete", cn, r.Text),
 			Hint: "-D deletes the first rule whose text is the same as iptables-save prints it; " +
 				"a rule that is not there is an error, as in iptables-restore"}
 	}
@@ -125,23 +133,28 @@ func (p *fileParser) command(n int, toks []token) *Error {
 }
 
 // deleteAt deletes the num-th rule of chain c (-D CHAIN N).
-func (p *fileParser) deleteAt(c Chain, num int, numTok token, n int) *Error {
-	at := p.chainRules(c)
+func (p *fileParser) deleteAt(c Chain, user string, num int, numTok token, n int) *Error {
+	at := p.chainRules(c, user)
+	cn := c.String()
+	if c == ChainUser {
+		cn = user
+	}
 	if num > len(at) {
 		return &Error{Pos: p.at(n, numTok), Token: numTok.text,
-			Msg:  fmt.Sprintf("index of deletion too big: %s has %d rules at this line", c, len(at)),
-			Hint: "-D " + c.String() + " N deletes rule N"}
+			Msg:  fmt.Sprintf("index of deletion too big: %s has %d rules at this line", cn, len(at)),
+			Hint: "-D " + cn + " N deletes rule N"}
 	}
 	i := at[num-1]
 	p.rs.Rules = append(p.rs.Rules[:i], p.rs.Rules[i+1:]...)
 	return nil
 }
 
-// chainRules returns the indexes in rs.Rules of chain c's rules, in order.
-func (p *fileParser) chainRules(c Chain) []int {
+// chainRules returns the indexes in rs.Rules of chain c's rules (user:
+// the user chain's), in order.
+func (p *fileParser) chainRules(c Chain, user string) []int {
 	var at []int
 	for i, r := range p.rs.Rules {
-		if r.Chain == c {
+		if r.Chain == c && r.UserChain == user {
 			at = append(at, i)
 		}
 	}
@@ -252,7 +265,7 @@ func (p *fileParser) rawRule(n int, text string, toks []token) {
 	}
 	opt := p.opt
 	opt.raw = true
-	r, err := parseRule(p.at(n, cmd), c, toks[2:], opt)
+	r, err := parseRule(p.at(n, cmd), c, "", toks[2:], opt)
 	if err != nil {
 		p.unsupported(n, text, err)
 		return

@@ -19,7 +19,8 @@ type Sources struct {
 // StdinName is how positions name standard input.
 const StdinName = "<stdin>"
 
-// ReadFiles parses the files of src, in that order, into one rule set. The
+// ReadFiles parses the files of src, in that order, into one rule set (a
+// user chain of several files is one chain). The
 // CLI's load and apply and the daemon read rules through it.
 func ReadFiles(src Sources) (*RuleSet, error) {
 	out := &RuleSet{}
@@ -66,6 +67,14 @@ func (out *RuleSet) add(rs *RuleSet) {
 	out.Raw = append(out.Raw, rs.Raw...)
 	out.Tables += rs.Tables
 	out.Skipped = append(out.Skipped, rs.Skipped...)
+	// A user chain of several files is one chain: its rules of each file
+	// are for that file's family (-4 / -6), so together they do what
+	// iptables' and ip6tables' chains of that name do apart.
+	for _, c := range rs.Chains {
+		if !out.HasChain(c.Name) {
+			out.Chains = append(out.Chains, c)
+		}
+	}
 }
 
 // each reads the files of src in order and calls fn with each one's name,

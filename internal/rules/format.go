@@ -10,10 +10,14 @@ import (
 // "-A INPUT -s 10.0.0.0/8 -p tcp --dport 22 -j ACCEPT". Parse reads it back
 // into the same rule.
 func (r Rule) String() string {
+	prefix := "-A "
 	if r.Target.Verdict == VerdictNotrack {
-		return "-t raw -A " + r.Chain.String() + " " + r.Spec()
+		prefix = "-t raw -A "
 	}
-	return "-A " + r.Chain.String() + " " + r.Spec()
+	if spec := r.Spec(); spec != "" {
+		return prefix + r.ChainName() + " " + spec
+	}
+	return prefix + r.ChainName()
 }
 
 // Spec returns the canonical text of the rule without the leading
@@ -116,6 +120,11 @@ func (r Rule) Spec() string {
 		w.logGroup(t.Group, t.LogPrefix)
 	case t.Verdict == VerdictNotrack && t.CT:
 		w.add(false, "-j", "CT", "--notrack")
+	case t.Verdict == VerdictJump:
+		w.add(false, "-j", t.Chain)
+	case t.Verdict == VerdictGoto:
+		w.add(false, "-g", t.Chain)
+	case t.Verdict == VerdictNone:
 	default:
 		w.add(false, "-j", t.Verdict.String())
 	}
@@ -238,9 +247,9 @@ func (p Policy) String() string {
 }
 
 // String returns the rule set as a rule file that Parse (with FamilyAny)
-// reads back into the same policies and rules: the -P lines, the raw
-// table's rules ("-t raw -A PREROUTING ... -j NOTRACK"), then the -A lines,
-// one per line.
+// reads back into the same policies, chains and rules: the -P lines, the
+// -N lines, the raw table's rules ("-t raw -A PREROUTING ... -j NOTRACK"),
+// then the -A lines, one per line (as iptables -S).
 func (rs *RuleSet) String() string {
 	if rs == nil {
 		return ""
@@ -249,6 +258,9 @@ func (rs *RuleSet) String() string {
 	for _, p := range rs.Policies {
 		b.WriteString(p.String())
 		b.WriteByte('\n')
+	}
+	for _, c := range rs.Chains {
+		b.WriteString("-N " + c.Name + "\n")
 	}
 	for _, r := range rs.Raw {
 		b.WriteString(r.String())

@@ -112,9 +112,9 @@ func lookupOption(name string) (optSpec, bool) {
 	case "-m", "--match":
 		return optSpec{nargs: 1, usage: name + " MODULE", parse: (*ruleParser).optModule}, true
 	case "-j", "--jump":
-		return optSpec{slot: "-j", nargs: 1, usage: "-j ACCEPT|DROP|REJECT|LOG|NFLOG", parse: (*ruleParser).optJump}, true
+		return optSpec{slot: "-j", nargs: 1, usage: "-j ACCEPT|DROP|REJECT|LOG|NFLOG|RETURN|CHAIN", parse: (*ruleParser).optJump}, true
 	case "-g", "--goto":
-		return optSpec{parse: (*ruleParser).optGoto}, true
+		return optSpec{slot: "-j", nargs: 1, usage: "-g CHAIN", parse: (*ruleParser).optGoto}, true
 	case "--reject-with":
 		return optSpec{slot: name, nargs: 1, usage: "--reject-with TYPE", parse: (*ruleParser).optRejectWith}, true
 	case "--log-prefix":

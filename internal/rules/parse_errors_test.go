@@ -28,6 +28,10 @@ func TestParseErrors(t *testing.T) {
 		{"*foo\nCOMMIT\n", v4, "1:1", "", "unknown table foo", ""},
 		{"-t nat -A POSTROUTING -j MASQUERADE", ParseOptions{}, "1:4", "nat", "table nat is not supported", "--skip-unsupported"},
 		{"-A INPUT -j TCPMSS --clamp-mss-to-pmtu", ParseOptions{}, "1:13", "TCPMSS", "target TCPMSS is not supported: it rewrites the MSS", "--skip-unsupported"},
+		// a rate or state match on a rule that decides nothing: refused, never ignored
+		{"-N sf\n-A sf -p tcp -m limit --limit 25/sec -j RETURN", ParseOptions{}, "2:14", "", "-m limit on a rule with -j RETURN is not supported yet", "the rule that decides"},
+		{"-N x\n-A INPUT -m limit -j x", ParseOptions{}, "2:13", "", "-m limit on a rule with -j x is not supported yet", ""},
+		{"-A INPUT -p tcp -m recent --set", ParseOptions{}, "1:17", "", "-m recent on a rule with no -j (a counting rule) is not supported yet", ""},
 		{"-A INPUT -j NFQUEUE --queue-num 1", ParseOptions{}, "1:13", "NFQUEUE", "target NFQUEUE is not supported: it hands the packet", "decide in the rules"},
 		{"-A INPUT -j NFLOG --log-prefix x", ParseOptions{}, "1:19", "", "--log-prefix is an option of -j LOG, not of -j NFLOG", "--nflog-prefix"},
 		{"-A INPUT -j LOG --nflog-group 2", ParseOptions{}, "1:17", "", "--nflog-group is an option of -j NFLOG, not of -j LOG", ""},
@@ -50,25 +54,34 @@ func TestParseErrors(t *testing.T) {
 		{"-D INPUT", ParseOptions{}, "1:1", "", "-D needs a rule number or a rule", ""},
 		{"-R INPUT 1 -j ACCEPT", ParseOptions{}, "1:10", "1", "index of replacement too big: INPUT has 0 rules", ""},
 		{"-R INPUT -j ACCEPT", ParseOptions{}, "1:1", "", "-R needs a rule number", ""},
-		{"-N MYCHAIN", ParseOptions{}, "1:1", "", "user-defined chains are not supported (a rule file holds -A, -I, -D, -R and -P lines)", ""},
-		{"-X MYCHAIN", ParseOptions{}, "1:1", "", "user-defined chains are not supported", ""},
-		{"-F", ParseOptions{}, "1:1", "", "a rule file holds -A, -I, -D, -R and -P lines", "replaces every rule"},
-		{"*filter\n:INPUT DROP [0:0]\n:MYCHAIN - [0:0]\nCOMMIT\n", v4, "3:2", "MYCHAIN", "user-defined chains are not supported", "INPUT, FORWARD and OUTPUT"},
-		{"*filter\n:INPUT - [0:0]\nCOMMIT\n", v4, "2:8", "-", "a policy must be ACCEPT or DROP", ""},
+		{"-N", ParseOptions{}, "1:1", "", "-N needs a chain name", ""},
+		{"-N MYCHAIN\n-N MYCHAIN", ParseOptions{}, "2:4", "MYCHAIN", "chain MYCHAIN already exists", "line 1"},
+		{"-N INPUT", ParseOptions{}, "1:4", "INPUT", "INPUT is a built-in chain", ""},
+		{"-N DROP", ParseOptions{}, "1:4", "DROP", "DROP is a target, not a chain name", ""},
+		{"-N abcdefghijklmnopqrstuvwxyz123", ParseOptions{}, "1:4", "abcdefghijklmnopqrstuvwxyz123", "chain name longer than 28 characters", ""},
+		{"-X MYCHAIN", ParseOptions{}, "1:4", "MYCHAIN", "no chain MYCHAIN to delete", ""},
+		{"-N A\n-A A -j DROP\n-X A", ParseOptions{}, "3:4", "A", "chain A is not empty (1 rules)", ""},
+		{"-N A\n-A INPUT -j A\n-X A", ParseOptions{}, "3:4", "A", "chain A is still in use: the rule -A INPUT -j A jumps to it", ""},
+		{"-F NOPE", ParseOptions{}, "1:4", "NOPE", "no chain NOPE to flush", ""},
+		{"-Z", ParseOptions{}, "1:1", "", "a rule file holds -A, -I, -D, -R, -P, -N, -X and -F lines", "nothing to zero"},
+		{"*filter\n:INPUT DROP [0:0]\n:MYCHAIN DROP [0:0]\nCOMMIT\n", v4, "3:2", "MYCHAIN", "only built-in chains have a policy", ":MYCHAIN - [0:0]"},
+		{"*filter\n:INPUT - [0:0]\nCOMMIT\n", v4, "2:8", "", "built-in chain INPUT needs a policy", ""},
+		{"*filter\n:A - [0:0]\n-A INPUT -j B\nCOMMIT\n", v4, "3:13", "B", "no chain or target B", ":B - [0:0]"},
+		{"*filter\n-A INPUT -j A\n:A - [0:0]\nCOMMIT\n", v4, "2:13", "A", "no chain or target A", "declare the chain before the rule"},
 		{"*filter\n:INPUT DROP [0:x]\nCOMMIT\n", v4, "2:13", "[0:x]", "not a counter [PACKETS:BYTES]", ""},
 		{"*filter\n:INPUT\nCOMMIT\n", v4, "2:1", "", "chain INPUT needs a policy", ""},
-		{"-A MYCHAIN -j ACCEPT", ParseOptions{}, "1:4", "MYCHAIN", "user-defined chains are not supported", ""},
+		{"-A MYCHAIN -j ACCEPT", ParseOptions{}, "1:4", "MYCHAIN", "no chain MYCHAIN", "-N MYCHAIN"},
 		{"-A input -j ACCEPT", ParseOptions{}, "1:4", "input", "unknown chain", "chain names are upper case: INPUT"},
 		{"-A", ParseOptions{}, "1:1", "", "-A needs a chain", ""},
 		{"-P INPUT REJECT", ParseOptions{}, "1:10", "REJECT", "a policy must be ACCEPT or DROP", ""},
 		{"-P INPUT", ParseOptions{}, "1:1", "", "-P needs a chain and a policy", ""},
-		{"-P FOO DROP", ParseOptions{}, "1:4", "FOO", "user-defined chains are not supported", ""},
+		{"-P FOO DROP", ParseOptions{}, "1:4", "FOO", "only built-in chains have a policy", ""},
 		{"-P INPUT DROP -4 -6", ParseOptions{}, "1:18", "", "family given twice", ""},
 		{"-P INPUT DROP now", ParseOptions{}, "1:15", "now", "unexpected text after the policy", ""},
 		{"[1:2]", ParseOptions{}, "1:1", "", "counters [PACKETS:BYTES] must be followed by -A", ""},
 		{"[x] -A INPUT -j DROP", ParseOptions{}, "1:1", "[x]", "not a counter [PACKETS:BYTES]", ""},
 		{"iptables -A INPUT -j DROP", ParseOptions{}, "1:1", "iptables", "not commands", "leave out the command name"},
-		{"hello world", ParseOptions{}, "1:1", "hello", "expected -A, -I, -D, -R, -P or an iptables-save line", ""},
+		{"hello world", ParseOptions{}, "1:1", "hello", "expected -A, -I, -D, -R, -P, -N, -X, -F or an iptables-save line", ""},
 		{"-A INPUT -s ! 10.0.0.1 -j DROP", ParseOptions{}, "1:13", "", "! must come before -s, not after it", "write ! -s 10.0.0.1"},
 		{"-A INPUT -p tcp --dport ! 22 -j DROP", ParseOptions{}, "1:25", "", "! must come before --dport", "write ! --dport 22"},
 		{"-A INPUT -j DROP !", ParseOptions{}, "1:18", "", "! must be followed by an option", ""},
@@ -210,15 +223,14 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -p ipv6-icmp -j DROP", v4, "1:13", "ipv6-icmp", "-p ipv6-icmp (IPv6) conflicts with the default family (IPv4)", "ICMP for IPv4 is -p icmp"},
 		{"-A INPUT -6 -p icmp -j DROP", ParseOptions{}, "1:16", "icmp", "-p icmp (IPv4) conflicts with -6", ""},
 		{"-A INPUT -p icmp -d ::1 -j DROP", ParseOptions{}, "1:21", "::1", "IPv6 address conflicts with -p icmp (IPv4)", ""},
-		{"-A INPUT -p tcp", ParseOptions{}, "1:1", "", "rule has no target", "add -j ACCEPT or -j DROP"},
-		{"  -A INPUT", ParseOptions{}, "1:3", "", "rule has no target", ""},
 		{"-A INPUT -j", ParseOptions{}, "1:10", "", "-j needs an argument", ""},
-		{"-A INPUT -j RETURN", ParseOptions{}, "1:13", "RETURN", "target RETURN is not supported: it returns from a user-defined chain", "user-defined chains"},
 		{"-A INPUT -j QUEUE", ParseOptions{}, "1:13", "QUEUE", "target QUEUE is not supported", ""},
 		{"-A INPUT -j MASQUERADE", ParseOptions{}, "1:13", "MASQUERADE", "target MASQUERADE is not supported", ""},
-		{"-A INPUT -j accept", ParseOptions{}, "1:13", "accept", "unknown target", "targets are upper case: -j ACCEPT"},
-		{"-A INPUT -j my-chain", ParseOptions{}, "1:13", "my-chain", "user-defined chains are not supported", ""},
-		{"-A INPUT -g my-chain", ParseOptions{}, "1:10", "", "user-defined chains are not supported", ""},
+		{"-A INPUT -j accept", ParseOptions{}, "1:13", "accept", "no chain or target accept", "targets are upper case: -j ACCEPT"},
+		{"-A INPUT -j my-chain", ParseOptions{}, "1:13", "my-chain", "no chain or target my-chain", "-N my-chain"},
+		{"-A INPUT -g my-chain", ParseOptions{}, "1:13", "my-chain", "no chain or target my-chain", ""},
+		{"-N reject\n-A INPUT -j reject -j ACCEPT", ParseOptions{}, "2:20", "", "-j given twice", ""},
+		{"-N x\n-A INPUT -g x -j x", ParseOptions{}, "2:15", "", "-g and -j both given", ""},
 		{"-A INPUT -j ACCEPT -j DROP", ParseOptions{}, "1:20", "", "-j given twice", ""},
 		{"-A INPUT -p tcp -p udp -j DROP", ParseOptions{}, "1:17", "", "-p given twice", "column 10"},
 		{"-A INPUT -s 1.1.1.1 --source 2.2.2.2 -j DROP", ParseOptions{}, "1:21", "", "-s and --source both given", ""},
@@ -300,8 +312,8 @@ func TestParseErrorExactText(t *testing.T) {
 	if want := `rules.conf:3:13: "300.1.1.1": not an IPv4 address`; err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}
-	_, err = Parse("rules.conf", []byte("-A INPUT -p tcp\n"), ParseOptions{})
-	if want := "rules.conf:1:1: rule has no target\n\thint: add -j ACCEPT or -j DROP"; err == nil || err.Error() != want {
+	_, err = Parse("rules.conf", []byte("-A INPUT -p tcp -j ufw-input\n"), ParseOptions{})
+	if want := "rules.conf:1:20: \"ufw-input\": no chain or target ufw-input\n\thint: declare the chain before the rule: -N ufw-input (or :ufw-input - [0:0] in an iptables-save file)"; err == nil || err.Error() != want {
 		t.Errorf("err = %q, want %q", err, want)
 	}
 }
@@ -313,7 +325,7 @@ func TestParseReportsEveryBadLine(t *testing.T) {
 		"-P INPUT DROP",
 		"-A INPUT -p tcp --dport 70000 --sport 99999 -j ACCEPT", // two problems, one error
 		"-A INPUT -j ACCEPT",
-		"-A INPUT -j RETURN",
+		"-A INPUT -j RETURN -j DROP",
 		"",
 		"-A INPUT -s 10.0.0.0/8 -j FOO",
 		"-A INPUT -m state --state OLD -j ACCEPT",
@@ -331,7 +343,7 @@ func TestParseReportsEveryBadLine(t *testing.T) {
 	for _, e := range list {
 		got = append(got, fmt.Sprintf("%d:%d", e.Pos.Line, e.Pos.Col))
 	}
-	if want := "2:25 4:13 6:27 7:27 8:20"; strings.Join(got, " ") != want {
+	if want := "2:25 4:20 6:27 7:27 8:20"; strings.Join(got, " ") != want {
 		t.Errorf("errors at %v, want %s\n%v", got, want, err)
 	}
 }
@@ -356,9 +368,9 @@ func TestParseRuleArgsErrors(t *testing.T) {
 		{"INPUT", "-p tcp --dport 70000 -j ACCEPT", 16, "70000", "port out of range (0-65535)"},
 		{"INPUT", "-s 10.0.0.0/33 -j DROP", 13, "33", "prefix length out of range"},
 		{"INPUT", "--dport 22 -j DROP", 1, "", "--dport needs -p tcp or -p udp"},
-		{"INPUT", "-p tcp", 1, "", "rule has no target"},
 		{"INPUT", "-p tcp -j", 8, "", "-j needs an argument"},
-		{"MYCHAIN", "-j DROP", 1, "MYCHAIN", "user-defined chains are not supported"},
+		{"INPUT", "-j RETURN -g x", 11, "", "-j and -g both given"},
+		{"-bad", "-j DROP", 1, "-bad", "a chain name cannot start with - or !"},
 		{"INPUT", "-m conntrack --ctstate NEW,OLD -j ACCEPT", 28, "OLD", "unknown connection state"},
 		{"INPUT", "-s ::1 -j DROP", 4, "::1", "conflicts with the default family (IPv4)"},
 	}
@@ -380,7 +392,7 @@ func TestParseErrorsMore(t *testing.T) {
 	tests := []struct{ src, pos, msg string }{
 		{"-A -p tcp -j DROP", "1:1", "-A needs a chain"},
 		{`-A INPUT -i "-j" -j DROP`, "1:13", "not an interface name"},
-		{"-A INPUT -j NOPE\n-A INPUT -j NOPE\n", "1:13", "user-defined chains"},
+		{"-A INPUT -j NOPE\n-A INPUT -j NOPE\n", "1:13", "no chain or target NOPE"},
 	}
 	for _, tt := range tests {
 		_, err := Parse("f", []byte(tt.src), ParseOptions{})

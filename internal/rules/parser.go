@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -25,6 +26,10 @@ type ParseOptions struct {
 	// reason; without it such a line is an error. A terminating target
 	// xdpfw cannot run (-j NFQUEUE) is an error either way.
 	SkipUnsupported bool
+	// Chains are user chains taken as declared before the text (for a rule
+	// read alone whose chains exist in the rule set it belongs to). They
+	// are not part of the parsed RuleSet.
+	Chains []ChainDecl
 
 	restore bool // reading a file (set by Parse), not a command line
 	raw     bool // reading a rule of the raw table
@@ -114,11 +119,11 @@ func ParseRuleArgs(chain string, args []string, opt ParseOptions) (Rule, error) 
 		toks[i] = token{text: a, col: col}
 		col += len(a) + 1
 	}
-	c, err := parseChain(start, token{text: chain, col: 1})
+	c, user, err := parseRuleChain(start, token{text: chain, col: 1})
 	if err != nil {
 		return Rule{}, ErrorList{err}
 	}
-	r, err := parseRule(start, c, toks, opt)
+	r, err := parseRule(start, c, user, toks, opt)
 	if err != nil {
 		return Rule{}, ErrorList{err}
 	}
@@ -147,10 +152,10 @@ type fileParser struct {
 	// other is the open section of a table xdpfw cannot load (nat,
 	// mangle...): its lines are read for what they would do, and skipped.
 	other *otherTable
-	// filterRules and filterPolicies are where the rules and policies of
-	// the last *filter section start: a later *filter section replaces
-	// them, as iptables-restore does.
-	filterRules, filterPolicies int
+	// filterRules, filterPolicies and filterChains are where the rules,
+	// policies and chains of the last *filter section start: a later
+	// *filter section replaces them, as iptables-restore does.
+	filterRules, filterPolicies, filterChains int
 	// rawTables counts the *raw sections; rawStart is where the rules of
 	// the last one start in rs.Raw (a later one replaces them).
 	rawTables, rawStart int
@@ -221,6 +226,12 @@ func (p *fileParser) line(n int, text string) {
 		p.ruleLine(n, text, toks)
 	case first.text == "-P" || first.text == "--policy":
 		p.policyLine(n, toks)
+	case first.text == "-N" || first.text == "--new-chain":
+		p.newChainLine(n, toks)
+	case first.text == "-X" || first.text == "--delete-chain":
+		p.deleteChainLine(n, toks)
+	case first.text == "-F" || first.text == "--flush":
+		p.flushLine(n, toks)
 	default:
 		p.badCommand(n, first)
 	}
@@ -303,8 +314,9 @@ func (p *fileParser) tableLine(n int, toks []token) {
 		// not name to ACCEPT; xdpfw's default policy is ACCEPT too).
 		if p.rs.Tables > 0 {
 			p.rs.Rules, p.rs.Policies = p.rs.Rules[:p.filterRules], p.rs.Policies[:p.filterPolicies]
+			p.rs.Chains = p.rs.Chains[:p.filterChains]
 		}
-		p.filterRules, p.filterPolicies = len(p.rs.Rules), len(p.rs.Policies)
+		p.filterRules, p.filterPolicies, p.filterChains = len(p.rs.Rules), len(p.rs.Policies), len(p.rs.Chains)
 		p.rs.Tables++
 	}
 }
@@ -327,27 +339,171 @@ func isCounters(s string) bool {
 	return ok && isDigits(pk) && isDigits(by)
 }
 
-// parseChain maps a chain name to a built-in chain.
+// parseChain maps a chain name to a built-in chain (for a policy: user
+// chains have none).
 func parseChain(pos Pos, t token) (Chain, *Error) {
 	if c, ok := ParseChain(t.text); ok {
 		return c, nil
 	}
 	pos.Col = t.col
-	err := &Error{Pos: pos, Token: t.text, Msg: "user-defined chains are not supported",
-		Hint: "xdpfw has the built-in chains INPUT, FORWARD and OUTPUT"}
+	err := &Error{Pos: pos, Token: t.text, Msg: "only built-in chains have a policy",
+		Hint: "xdpfw has the built-in chains INPUT, FORWARD and OUTPUT; a user-defined chain ends with a -j of its own " +
+			"(or returns to the chain that jumped to it)"}
 	if c, ok := ParseChain(toUpperASCII(t.text)); ok {
 		err.Msg, err.Hint = "unknown chain", "chain names are upper case: "+c.String()
 	}
 	return 0, err
 }
 
-// chainLine handles ":CHAIN POLICY [PACKETS:BYTES]" of iptables-save.
+// parseRuleChain reads the chain of a rule: a built-in chain, or else the
+// name of a user chain (ChainUser).
+func parseRuleChain(pos Pos, t token) (Chain, string, *Error) {
+	if c, ok := ParseChain(t.text); ok {
+		return c, "", nil
+	}
+	pos.Col = t.col
+	if c, ok := ParseChain(toUpperASCII(t.text)); ok {
+		return 0, "", &Error{Pos: pos, Token: t.text, Msg: "unknown chain", Hint: "chain names are upper case: " + c.String()}
+	}
+	if ve := checkChainName(t.text); ve != nil {
+		return 0, "", &Error{Pos: pos, Token: ve.tok, Msg: ve.msg, Hint: ve.hint}
+	}
+	return ChainUser, t.text, nil
+}
+
+// declare adds the user chain of token t on line n (-N, or :NAME -).
+func (p *fileParser) declare(n int, t token) {
+	if ve := checkChainName(t.text); ve != nil {
+		p.fail(n, t, ve.tok, ve.msg, ve.hint)
+		return
+	}
+	for _, c := range p.rs.Chains {
+		if c.Name == t.text {
+			p.fail(n, t, t.text, "chain "+t.text+" already exists", fmt.Sprintf("it was declared at line %d", c.Pos.Line))
+			return
+		}
+	}
+	p.rs.Chains = append(p.rs.Chains, ChainDecl{Name: t.text, Pos: p.at(n, t)})
+}
+
+// known reports whether the user chain name is declared.
+func (p *fileParser) known(name string) bool {
+	return p.rs.HasChain(name) || (&RuleSet{Chains: p.opt.Chains}).HasChain(name)
+}
+
+// newChainLine handles "-N CHAIN".
+func (p *fileParser) newChainLine(n int, toks []token) {
+	switch {
+	case len(toks) < 2:
+		p.fail(n, toks[0], "", toks[0].text+" needs a chain name", "write -N NAME")
+	case len(toks) > 2:
+		p.fail(n, toks[2], toks[2].text, "unexpected text after the chain name", "")
+	default:
+		p.declare(n, toks[1])
+	}
+}
+
+// deleteChainLine handles "-X CHAIN": the chain must be empty and no rule
+// may jump to it, as in iptables.
+func (p *fileParser) deleteChainLine(n int, toks []token) {
+	if len(toks) != 2 {
+		t := toks[0]
+		if len(toks) > 2 {
+			t = toks[2]
+		}
+		p.fail(n, t, "", "write -X NAME: one user-defined chain", "")
+		return
+	}
+	t := toks[1]
+	i := slices.IndexFunc(p.rs.Chains, func(c ChainDecl) bool { return c.Name == t.text })
+	if i < 0 {
+		p.fail(n, t, t.text, "no chain "+t.text+" to delete", "")
+		return
+	}
+	if err := CheckDeleteChain(p.rs, t.text); err != nil {
+		p.fail(n, t, t.text, err.Error(), "")
+		return
+	}
+	p.rs.Chains = slices.Delete(p.rs.Chains, i, i+1)
+	p.filterChains = min(p.filterChains, len(p.rs.Chains))
+}
+
+// CheckDeleteChain says why the user chain name of rs cannot be deleted
+// (iptables -X): it holds rules, or a rule jumps to it.
+func CheckDeleteChain(rs *RuleSet, name string) error {
+	held := 0
+	for i := range rs.Rules {
+		r := &rs.Rules[i]
+		if (r.Target.Verdict == VerdictJump || r.Target.Verdict == VerdictGoto) && r.Target.Chain == name {
+			return fmt.Errorf("chain %s is still in use: the rule %s jumps to it", name, r.String())
+		}
+		if r.Chain == ChainUser && r.UserChain == name {
+			held++
+		}
+	}
+	if held > 0 {
+		return fmt.Errorf("chain %s is not empty (%d rules); flush it first (-F %s)", name, held, name)
+	}
+	return nil
+}
+
+// flushLine handles "-F [CHAIN]": the chain's rules go (all rules without
+// a chain); policies and chains stay.
+func (p *fileParser) flushLine(n int, toks []token) {
+	if len(toks) > 2 {
+		p.fail(n, toks[2], toks[2].text, "unexpected text after the chain name", "")
+		return
+	}
+	keep := func(*Rule) bool { return false }
+	if len(toks) == 2 {
+		t := toks[1]
+		c, user, err := parseRuleChain(p.at(n, t), t)
+		if err == nil && c == ChainUser && !p.rs.HasChain(user) {
+			err = &Error{Pos: p.at(n, t), Token: user, Msg: "no chain " + user + " to flush"}
+		}
+		if err != nil {
+			p.errs = append(p.errs, err)
+			return
+		}
+		keep = func(r *Rule) bool { return r.Chain != c || r.UserChain != user }
+	}
+	kept := p.rs.Rules[:0]
+	for i := range p.rs.Rules {
+		if keep(&p.rs.Rules[i]) {
+			kept = append(kept, p.rs.Rules[i])
+		}
+	}
+	p.rs.Rules = kept
+	p.filterRules = min(p.filterRules, len(p.rs.Rules))
+}
+
+// chainLine handles ":CHAIN POLICY [PACKETS:BYTES]" of iptables-save, and
+// ":NAME - [PACKETS:BYTES]", a user chain.
 func (p *fileParser) chainLine(n int, toks []token) {
 	t := toks[0]
 	name := token{text: strings.TrimPrefix(t.text, ":"), col: t.col + 1}
+	if _, builtin := ParseChain(name.text); !builtin && len(toks) >= 2 && toks[1].text == "-" {
+		if len(toks) > 2 && !isCounters(toks[2].text) {
+			p.fail(n, toks[2], toks[2].text, "not a counter [PACKETS:BYTES]", "")
+			return
+		}
+		if len(toks) > 3 {
+			p.fail(n, toks[3], toks[3].text, "unexpected text after the chain's counters", "")
+			return
+		}
+		p.declare(n, name)
+		return
+	}
 	c, err := parseChain(Pos{File: p.name, Line: n}, name)
 	if err != nil {
+		if _, _, uerr := parseRuleChain(Pos{File: p.name, Line: n}, name); uerr == nil {
+			err.Hint = "declare a user-defined chain with :" + name.text + " - [0:0] (no policy)"
+		}
 		p.errs = append(p.errs, err)
+		return
+	}
+	if len(toks) >= 2 && toks[1].text == "-" {
+		p.fail(n, toks[1], "", "built-in chain "+name.text+" needs a policy", "write :"+name.text+" ACCEPT [0:0]")
 		return
 	}
 	if len(toks) < 2 {
@@ -482,21 +638,41 @@ func (p *fileParser) unsupported(n int, text string, err *Error) {
 	p.errs = append(p.errs, err)
 }
 
+// checkTarget checks that the chain rule r (of line n, read from toks)
+// jumps or goes to exists, as iptables-restore does: declared before the
+// rule.
+func (p *fileParser) checkTarget(n int, toks []token, r *Rule) *Error {
+	if (r.Target.Verdict != VerdictJump && r.Target.Verdict != VerdictGoto) || p.known(r.Target.Chain) {
+		return nil
+	}
+	at := toks[0]
+	for i := 1; i < len(toks); i++ {
+		if toks[i].text == r.Target.Chain && !toks[i-1].quoted {
+			switch toks[i-1].text {
+			case "-j", "--jump", "-g", "--goto":
+				at = toks[i]
+			}
+		}
+	}
+	return unknownChain(p.at(n, at), r.Target.Chain)
+}
+
 // badCommand explains a line that does not start with -A, -P or an
 // iptables-save keyword.
 func (p *fileParser) badCommand(n int, t token) {
-	const only = "a rule file holds -A, -I, -D, -R and -P lines"
+	const only = "a rule file holds -A, -I, -D, -R, -P, -N, -X and -F lines"
 	switch t.text {
-	case "-N", "--new-chain", "-X", "--delete-chain", "-E", "--rename-chain":
-		p.fail(n, t, "", t.text+": user-defined chains are not supported ("+only+")", "")
-	case "-F", "--flush", "-Z", "--zero":
+	case "-E", "--rename-chain":
 		p.fail(n, t, "", t.text+" is not allowed here: "+only,
-			"loading a rule file replaces every rule; there is nothing to flush")
+			"declare the chain under its new name (-N NAME) and use that name")
+	case "-Z", "--zero":
+		p.fail(n, t, "", t.text+" is not allowed here: "+only,
+			"counters of unchanged rules survive a load; there is nothing to zero")
 	case "iptables", "ip6tables", "xdpfw", "iptables-legacy", "iptables-nft", "ip6tables-legacy", "ip6tables-nft":
-		p.fail(n, t, t.text, "a rule file holds -A, -I, -D, -R and -P lines, not commands",
+		p.fail(n, t, t.text, "a rule file holds -A, -I, -D, -R, -P, -N, -X and -F lines, not commands",
 			"leave out the command name: -A INPUT ... -j ACCEPT")
 	default:
-		p.fail(n, t, t.text, "expected -A, -I, -D, -R, -P or an iptables-save line",
+		p.fail(n, t, t.text, "expected -A, -I, -D, -R, -P, -N, -X, -F or an iptables-save line",
 			"a rule file holds -A CHAIN ... -j TARGET and -P CHAIN POLICY lines, and # comments")
 	}
 }

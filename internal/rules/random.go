@@ -448,3 +448,73 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 		rule.Text = rule.Spec()
 	}
 }
+
+// randomChainNames are the user chains RandomChains makes, named as real
+// rule sets name theirs (OpenWrt's "reject" is a chain, not REJECT).
+var randomChainNames = [...]string{"ufw-before-input", "reject", "DOCKER-USER", "f2b-sshd", "c4", "c5"}
+
+// RandomChains is the chains knob of the generator: it turns rs (a
+// RandomRuleSet) into a rule set with user-defined chains. Some rules move
+// into up to six chains; jumps (-j), gotos (-g), RETURNs (with random
+// matches or none) and rules without -j are added in every chain, and a
+// chain jumps only to chains declared after it, so there is no loop (a
+// chain nothing reaches can occur). Rule.Text is set.
+func RandomChains(r *rand.Rand, rs *RuleSet) {
+	k := 1 + r.IntN(len(randomChainNames))
+	for i := range k {
+		rs.Chains = append(rs.Chains, ChainDecl{Name: randomChainNames[i]})
+	}
+	// chain index of each place: -1 a built-in chain, else a user chain
+	place := func(rule *Rule, c int) {
+		if c >= 0 {
+			rule.Chain, rule.UserChain = ChainUser, randomChainNames[c]
+		}
+	}
+	var out []Rule
+	extra := func(from int, chain Chain) {
+		x := RandomRule(r)
+		x.Chain = chain
+		x.Comments = nil
+		x.Target = Target{}
+		switch n := r.IntN(100); {
+		case n < 45 && from+1 < k:
+			x.Target.Verdict = pick(r, []Verdict{VerdictJump, VerdictJump, VerdictGoto})
+			x.Target.Chain = randomChainNames[from+1+r.IntN(k-from-1)]
+		case n < 80:
+			x.Target.Verdict = VerdictReturn
+			if chance(r, 25) {
+				x.Match = Match{Family: x.Match.Family}
+			}
+		default:
+			x.Target.Verdict = VerdictNone
+		}
+		place(&x, from)
+		x.Text = x.Spec()
+		out = append(out, x)
+	}
+	for _, rule := range rs.Rules {
+		c := -1
+		if chance(r, 50) {
+			c = r.IntN(k)
+		}
+		place(&rule, c)
+		rule.Text = rule.Spec()
+		out = append(out, rule)
+		if chance(r, 35) {
+			extra(c, rule.Chain)
+		}
+	}
+	// every chain gets a jump from a built-in chain, most of the time
+	for c := range k {
+		if chance(r, 85) {
+			x := Rule{Chain: pick(r, []Chain{ChainInput, ChainForward}), Target: Target{Verdict: VerdictJump, Chain: randomChainNames[c]}}
+			if chance(r, 50) {
+				x.Match = RandomRule(r).Match
+			}
+			x.Text = x.Spec()
+			at := r.IntN(len(out) + 1)
+			out = append(out[:at], append([]Rule{x}, out[at:]...)...)
+		}
+	}
+	rs.Rules = out
+}

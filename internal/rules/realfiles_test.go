@@ -327,3 +327,26 @@ func TestDualFamilyTestdata(t *testing.T) {
 		assertRoundTrip(t, rs)
 	}
 }
+
+// TestReadFilesChains: user chains of an iptables-save and an
+// ip6tables-save file are kept (one chain per name, each file's rules for
+// its family), so that the record and list show them.
+func TestReadFilesChains(t *testing.T) {
+	dir := t.TempDir()
+	v4 := dir + "/v4"
+	v6 := dir + "/v6"
+	if err := os.WriteFile(v4, []byte("*filter\n:a - [0:0]\n:only4 - [0:0]\n-A INPUT -j a\n-A a -j RETURN\nCOMMIT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(v6, []byte("*filter\n:a - [0:0]\n-A INPUT -j a\n-A a -p tcp -j DROP\nCOMMIT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := ReadFiles(Sources{IPv4File: v4, IPv6File: v6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "-N a\n-N only4\n-A INPUT -4 -j a\n-A a -4 -j RETURN\n-A INPUT -6 -j a\n-A a -6 -p tcp -j DROP\n"
+	if got := rs.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}

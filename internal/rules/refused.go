@@ -30,8 +30,7 @@ const (
 // refusedTargets are the iptables and ip6tables targets xdpfw refuses, with
 // the reason. A -j name neither here nor supported is a user-defined chain.
 var refusedTargets = map[string]refusal{
-	"RETURN": {why: "it returns from a user-defined chain", hint: "user-defined chains are not supported"},
-	"QUEUE":  {why: "it hands the packet to a user-space program through the kernel's netfilter queue, which XDP and tc have not", hint: "decide in the rules, or keep the rule in the kernel's iptables (it sees what xdpfw accepts)"},
+	"QUEUE": {why: "it hands the packet to a user-space program through the kernel's netfilter queue, which XDP and tc have not", hint: "decide in the rules, or keep the rule in the kernel's iptables (it sees what xdpfw accepts)"},
 	"NFQUEUE": {why: "it hands the packet to a user-space program through the kernel's netfilter queue, which XDP and tc have not",
 		hint: "decide in the rules, or keep the rule in the kernel's iptables (it sees what xdpfw accepts)"},
 	"MASQUERADE":  {why: whyNAT, hint: hintNAT},
@@ -85,4 +84,11 @@ var refusedTables = map[string]refusal{
 		hint: "keep the security table in the kernel's iptables", skippable: true},
 	"raw": {why: "the raw table's targets other than -j NOTRACK and -j CT --notrack set the kernel's conntrack options",
 		hint: "keep the rule in the kernel's iptables", skippable: true},
+}
+
+// isIptablesTarget reports whether name is a target of iptables/ip6tables
+// that xdpfw does not run, as opposed to a user-defined chain.
+func isIptablesTarget(name string) bool {
+	_, ok := refusedTargets[name]
+	return ok
 }

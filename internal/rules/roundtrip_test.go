@@ -28,6 +28,14 @@ func diffRuleSets(a, b *RuleSet) string {
 	if len(a.Policies) != len(b.Policies) {
 		return fmt.Sprintf("%d policies vs %d", len(a.Policies), len(b.Policies))
 	}
+	if len(a.Chains) != len(b.Chains) {
+		return fmt.Sprintf("%d chains vs %d", len(a.Chains), len(b.Chains))
+	}
+	for i := range a.Chains {
+		if a.Chains[i].Name != b.Chains[i].Name {
+			return fmt.Sprintf("chain %d: %s vs %s", i, a.Chains[i].Name, b.Chains[i].Name)
+		}
+	}
 	for i := range a.Policies {
 		x, y := a.Policies[i], b.Policies[i]
 		x.Pos, y.Pos = Pos{}, Pos{}
@@ -72,6 +80,82 @@ func TestRandomRuleSetRoundTrip(t *testing.T) {
 			}
 			assertRoundTrip(t, rs)
 		})
+	}
+}
+
+// TestRandomChainsRoundTrip: rule sets with user chains, jumps, gotos,
+// RETURNs and rules without -j print as -P, -N and -A lines that parse
+// back into the same rule set.
+func TestRandomChainsRoundTrip(t *testing.T) {
+	kinds := map[Verdict]int{}
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 0xc4a1))
+		rs := RandomRuleSet(r, 1+r.IntN(40))
+		RandomChains(r, rs)
+		for _, rule := range rs.Rules {
+			kinds[rule.Target.Verdict]++
+		}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { assertRoundTrip(t, rs) })
+	}
+	for _, v := range []Verdict{VerdictJump, VerdictGoto, VerdictReturn, VerdictNone} {
+		if kinds[v] == 0 {
+			t.Errorf("no %s rule drawn", v)
+		}
+	}
+}
+
+// TestChainFileSyntax: iptables-save's declarations, -N/-X/-F lines, a
+// chain named reject (OpenWrt) beside REJECT, and a second *filter section
+// that drops the first one's chains.
+func TestChainFileSyntax(t *testing.T) {
+	src := `*filter
+:INPUT DROP [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:reject - [0:0]
+:f2b-sshd - [12:3456]
+-A INPUT -p tcp -m multiport --dports 22 -j f2b-sshd
+-A INPUT -j reject
+-A f2b-sshd -s 192.0.2.1/32 -j REJECT --reject-with icmp-port-unreachable
+-A f2b-sshd -j RETURN
+-A reject -p tcp -j REJECT --reject-with tcp-reset
+-A reject -j REJECT --reject-with icmp-port-unreachable
+-A reject -g f2b-sshd
+-A reject -p udp
+COMMIT
+`
+	rs, err := Parse("openwrt", []byte(src), ParseOptions{Family: FamilyIPv4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `-P INPUT DROP -4
+-P FORWARD ACCEPT -4
+-P OUTPUT ACCEPT -4
+-N reject
+-N f2b-sshd
+-A INPUT -4 -p tcp --dport 22 -j f2b-sshd
+-A INPUT -4 -j reject
+-A f2b-sshd -s 192.0.2.1/32 -j REJECT --reject-with icmp-port-unreachable
+-A f2b-sshd -4 -j RETURN
+-A reject -4 -p tcp -j REJECT --reject-with tcp-reset
+-A reject -4 -j REJECT --reject-with icmp-port-unreachable
+-A reject -4 -g f2b-sshd
+-A reject -4 -p udp
+`
+	if got := rs.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	assertRoundTrip(t, rs)
+	rs, err = Parse("x", []byte("-N a\n-N b\n-A a -j DROP\n-A INPUT -j a\n-F a\n-F INPUT\n-X a\n-A b -j RETURN\n-F\n"), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.String(); got != "-N b\n" {
+		t.Errorf("after -F/-X: %q", got)
+	}
+	rs, err = Parse("x", []byte("*filter\n:a - [0:0]\n-A INPUT -j a\nCOMMIT\n*filter\n:b - [0:0]\nCOMMIT\n"), ParseOptions{})
+	if err != nil || rs.String() != "-N b\n" {
+		t.Errorf("second *filter: %v %q", err, rs)
 	}
 }
 

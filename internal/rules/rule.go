@@ -34,14 +34,14 @@ type moduleUse struct {
 	used bool
 }
 
-// parseRule parses the options of a rule of chain c; start is the position
-// of the rule (its -A token).
-func parseRule(start Pos, c Chain, toks []token, opt ParseOptions) (Rule, *Error) {
+// parseRule parses the options of a rule of chain c (ChainUser: the user
+// chain user); start is the position of the rule (its -A token).
+func parseRule(start Pos, c Chain, user string, toks []token, opt ParseOptions) (Rule, *Error) {
 	p := &ruleParser{
 		pos:     Pos{File: start.File, Line: start.Line},
 		opt:     opt,
 		toks:    toks,
-		r:       Rule{Chain: c, Pos: start},
+		r:       Rule{Chain: c, UserChain: user, Pos: start},
 		seen:    map[string]token{},
 		modules: map[string]*moduleUse{},
 	}
@@ -52,12 +52,13 @@ func parseRule(start Pos, c Chain, toks []token, opt ParseOptions) (Rule, *Error
 		if p.other {
 			// iptables-restore stops reading a line at the -6 that says
 			// the line is for ip6tables-restore (and the other way round).
-			return Rule{Chain: c, Pos: start, Match: Match{Family: p.fam}}, nil
+			return Rule{Chain: c, UserChain: user, Pos: start, Match: Match{Family: p.fam}}, nil
 		}
 	}
 	if !p.target {
-		return Rule{}, &Error{Pos: start, Msg: "rule has no target",
-			Hint: "add -j ACCEPT or -j DROP"}
+		// as iptables: a rule without -j counts the packets it matches
+		// and lets them go on to the next rule
+		p.r.Target.Verdict = VerdictNone
 	}
 	p.r.Match.Family = p.fam
 	if m := &p.r.Match; m.L4Header {

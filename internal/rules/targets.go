@@ -24,8 +24,18 @@ func (p *ruleParser) optJump(o optUse) *Error {
 	case "NFLOG", "ULOG":
 		p.r.Target.Verdict = VerdictLog
 		p.r.Target.Group = &LogGroup{ULOG: a.text == "ULOG"}
+	case "RETURN":
+		p.r.Target.Verdict = VerdictReturn
 	default:
-		return p.badTarget(a)
+		if isIptablesTarget(a.text) {
+			return p.badTarget(a)
+		}
+		if ve := checkChainName(a.text); ve != nil {
+			return p.valueErr(a, ve)
+		}
+		// A user chain; Parse checks that it exists (a command line's
+		// target is checked against the chains in force).
+		p.r.Target.Verdict, p.r.Target.Chain = VerdictJump, a.text
 	}
 	if p.opt.raw && p.r.Target.Verdict != VerdictNotrack {
 		return p.errAt(a, a.text, fmt.Sprintf("-j %s in the raw table is not supported: xdpfw runs -j NOTRACK and -j CT --notrack there", a.text),
@@ -115,21 +125,64 @@ func (p *ruleParser) optCTOther(o optUse) *Error {
 }
 
 // supportedTargets is the hint given for an unsupported target.
-const supportedTargets = "supported targets: ACCEPT, DROP, REJECT, LOG, NFLOG, ULOG"
+const supportedTargets = "supported targets: ACCEPT, DROP, REJECT, LOG, NFLOG, ULOG, RETURN and user-defined chains"
 
-// badTarget explains an unsupported -j target.
+// badTarget explains a -j target of iptables that xdpfw does not run
+// (refusedTargets: the reason, and whether --skip-unsupported may leave
+// the rule out).
 func (p *ruleParser) badTarget(a token) *Error {
 	if why, ok := refusedTargets[a.text]; ok {
 		err := p.errAt(a, a.text, fmt.Sprintf("target %s is not supported: %s", a.text, why.why), why.hint)
 		err.Unsupported = why.skippable
 		return err
 	}
-	switch up := toUpperASCII(a.text); {
-	case up == "ACCEPT" || up == "DROP" || up == "REJECT" || up == "LOG" || up == "NFLOG" || up == "ULOG":
-		return p.errAt(a, a.text, "unknown target", "targets are upper case: -j "+up)
+	return p.errAt(a, a.text, fmt.Sprintf("target %s is not supported", a.text), supportedTargets)
+}
+
+// CheckChainName says why s cannot name a user-defined chain (nil: it can).
+func CheckChainName(s string) error {
+	if ve := checkChainName(s); ve != nil {
+		return fmt.Errorf("bad chain name %q: %s", s, ve.msg)
 	}
-	return p.errAt(a, a.text, "user-defined chains are not supported",
-		"jump to ACCEPT, DROP, REJECT or LOG, and put the chain's rules in INPUT or FORWARD")
+	return nil
+}
+
+// checkChainName checks the name of a user-defined chain as iptables does:
+// at most MaxChainName bytes, no blank, not an option, not a target's name.
+func checkChainName(s string) *valueErr {
+	switch {
+	case s == "":
+		return &valueErr{msg: "empty chain name"}
+	case len(s) > MaxChainName:
+		return &valueErr{tok: Clip(s), msg: fmt.Sprintf("chain name longer than %d characters", MaxChainName)}
+	case s[0] == '-' || s[0] == '!':
+		return &valueErr{tok: s, msg: "a chain name cannot start with - or !"}
+	case strings.ContainsAny(s, " \t\n\r\f\v"):
+		return &valueErr{tok: Clip(s), msg: "a chain name cannot contain blanks"}
+	}
+	if _, builtin := ParseChain(s); builtin {
+		return &valueErr{tok: s, msg: s + " is a built-in chain", hint: "built-in chains cannot be jumped to"}
+	}
+	switch s {
+	case "ACCEPT", "DROP", "REJECT", "LOG", "RETURN":
+		return &valueErr{tok: s, msg: s + " is a target, not a chain name"}
+	}
+	if isIptablesTarget(s) {
+		return &valueErr{tok: s, msg: s + " is an iptables target, not a chain name"}
+	}
+	return nil
+}
+
+// unknownChain explains a -j or -g to a chain that does not exist (at
+// token a of a rule at pos).
+func unknownChain(pos Pos, name string) *Error {
+	err := &Error{Pos: pos, Token: name, Msg: "no chain or target " + name,
+		Hint: "declare the chain before the rule: -N " + name + " (or :" + name + " - [0:0] in an iptables-save file)"}
+	switch up := toUpperASCII(name); up {
+	case "ACCEPT", "DROP", "REJECT", "LOG", "RETURN":
+		err.Hint = "targets are upper case: -j " + up + "; or declare a chain " + name + " with -N " + name
+	}
+	return err
 }
 
 // toUpperASCII upper-cases ASCII letters.
@@ -143,10 +196,15 @@ func toUpperASCII(s string) string {
 	return string(b)
 }
 
-// optGoto rejects -g.
+// optGoto handles -g CHAIN.
 func (p *ruleParser) optGoto(o optUse) *Error {
-	return p.errAt(o.opt, "", o.opt.text+" jumps to a chain: user-defined chains are not supported",
-		"use -j ACCEPT, DROP, REJECT or LOG")
+	a := o.args[0]
+	if ve := checkChainName(a.text); ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Target.Verdict, p.r.Target.Chain = VerdictGoto, a.text
+	p.target = true
+	return nil
 }
 
 // optRejectWith handles -j REJECT --reject-with TYPE.

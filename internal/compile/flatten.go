@@ -1,0 +1,845 @@
+package compile
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// User-defined chains are flattened here, at compile time, into the
+// entries of the built-in chains that reach them: the data plane never
+// jumps, so the per-packet cost stays that of one classifier walk
+// whatever the chains (docs/compat.md, "Chains").
+//
+// A chain instance is the walk of one chain for the packets a guard
+// admits (a disjunction of entries without action: the conjunction of the
+// jumps that led there, and of what earlier RETURNs let through):
+//
+//   - a deciding or LOG rule R contributes guard ∧ R, in place;
+//   - -j C contributes C's instance under guard ∧ R, in place;
+//   - -j RETURN R cuts the rest of the instance for the packets R
+//     matches: the guard becomes guard ∧ ¬R (¬(r1 ∧ … ∧ rk) is the
+//     k alternatives ¬ri, each one field test); an unconditional RETURN
+//     leaves an empty guard and ends the instance. In a built-in chain
+//     the packets cut go on to its policy, which the tree's root holds;
+//   - -g C is -j C followed by a RETURN with the same matches: what C
+//     does not decide goes back to the caller's caller;
+//   - a rule without -j decides nothing.
+//
+// A jump, goto, RETURN or rule without -j also contributes, in place,
+// counting entries (guard ∧ R, EntryCount): non-deciding, noted during the
+// tree walk as LOG entries are (bpf/lib/classify.h fw_log_note), their
+// rule counts the packets that match one before the decision. Every entry
+// keeps the id of the rule it comes from, so a rule reached from several
+// places counts the packets of all of them (once per packet).
+//
+// Two tests of one field are merged into one (intersected or
+// subtracted, an address prefix split into the prefixes that remain),
+// which an entry can always hold but for a few negations of negations
+// that have no single-test form (two negated MACs, VLANs or sets, two
+// different sets on one address, a negated ICMP type against a negated
+// other type or a code of the same type, two negated protocols): such a
+// rule set is refused with the chains and rules involved, never installed
+// in part. Two negated interfaces become one entry per attached interface
+// left.
+
+// MaxChainDepth bounds how deep jumps nest (built-in chain, then up to
+// MaxChainDepth user chains).
+const MaxChainDepth = 32
+
+// maxInstanceEntries bounds the entries one chain instance expands into
+// (its RETURNs multiply the entries after them).
+const maxInstanceEntries = 1 << 16
+
+// ErrNoForm: two tests of one field whose conjunction has no entry form.
+var ErrNoForm = errors.New("no single-entry form")
+
+// flattener expands the chains of one rule set.
+type flattener struct {
+	rs     *rules.RuleSet
+	ids    []uint32
+	ifaces map[string]uint32
+	sets   map[string]SetInfo
+	byName map[string][]int // user chain -> its rules, in order
+	ents   [][]Entry        // per rule: its compiled entries (nil: not yet)
+	done   []bool
+	warn   []Warning
+	used   map[string]bool // user chains some built-in chain reaches
+	ifx    []uint32        // ifindexes(), once
+}
+
+// hasChains reports whether rs uses anything that needs flattening.
+func hasChains(rs *rules.RuleSet) bool {
+	if len(rs.Chains) > 0 {
+		return true
+	}
+	for i := range rs.Rules {
+		if !rs.Rules[i].Target.Verdict.Terminal() && rs.Rules[i].Target.Verdict != rules.VerdictLog {
+			return true
+		}
+	}
+	return false
+}
+
+// flatten compiles every built-in chain of rs, user chains expanded in
+// place, into entries in priority order, chain by chain.
+func flatten(in Input) ([]Entry, []Warning, error) {
+	rs := in.RuleSet
+	f := &flattener{rs: rs, ids: in.IDs, ifaces: in.Ifaces, sets: in.Sets, byName: map[string][]int{},
+		ents: make([][]Entry, len(rs.Rules)), done: make([]bool, len(rs.Rules)), used: map[string]bool{}}
+	var builtin [rules.NumChains][]int
+	for i := range rs.Rules {
+		if r := &rs.Rules[i]; r.Chain == rules.ChainUser {
+			f.byName[r.UserChain] = append(f.byName[r.UserChain], i)
+		} else {
+			builtin[r.Chain] = append(builtin[r.Chain], i)
+		}
+	}
+	limit := in.MaxEntries
+	if limit == 0 {
+		limit = DefaultMaxEntries
+	}
+	var out []Entry
+	for c := rules.Chain(0); c < rules.NumChains; c++ {
+		ents, err := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out))
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, ents...)
+	}
+	for _, ch := range rs.Chains {
+		if !f.used[ch.Name] {
+			f.warn = append(f.warn, Warning{Rule: -1, Pos: ch.Pos,
+				Msg: fmt.Sprintf("no built-in chain reaches chain %s; its rules never match", ch.Name)})
+		}
+	}
+	return out, f.warn, nil
+}
+
+// entries compiles rule i once; for a rule that decides nothing but its
+// path (jump, goto, RETURN, none) the entries are its matches only.
+func (f *flattener) entries(i int) ([]Entry, error) {
+	if f.done[i] {
+		return f.ents[i], nil
+	}
+	ents, w, err := RuleEntries(&f.rs.Rules[i], f.ids[i], f.ifaces, f.sets)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range w {
+		f.warn = append(f.warn, Warning{Rule: i, Msg: m})
+	}
+	f.ents[i], f.done[i] = ents, true
+	return ents, nil
+}
+
+// instance expands the rules idx of a chain (path: the chains that led
+// here, this one last) for the packets guard admits, into at most limit
+// entries of built-in chain c.
+func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []string, limit int) ([]Entry, error) {
+	var out []Entry
+	for _, i := range idx {
+		if len(guard) == 0 {
+			break // every packet has returned
+		}
+		r := &f.rs.Rules[i]
+		if c == rules.ChainOutput && r.Match.InIface != nil {
+			// OUTPUT's packets have no input interface: iptables
+			// never matches -i there (! -i always); xdpfw refuses -i
+			// in OUTPUT, so in the chains OUTPUT reaches too
+			return nil, fmt.Errorf("%s: %s: -i cannot be used in a chain OUTPUT reaches (%s): "+
+				"OUTPUT's packets have no input interface", r.Pos, r.String(), strings.Join(path, " -> "))
+		}
+		ents, err := f.entries(i)
+		if err != nil {
+			return nil, err
+		}
+		v := r.Target.Verdict
+		if !v.Terminal() && v != rules.VerdictLog {
+			// counts the packets that reach and match it, decides nothing
+			cnt, err := f.and(guard, counting(ents), r, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cnt...)
+		}
+		switch {
+		case v.Terminal() || v == rules.VerdictLog:
+			add, err := f.and(guard, ents, r, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, add...)
+		case v == rules.VerdictJump || v == rules.VerdictGoto:
+			name := r.Target.Chain
+			for k, p := range path {
+				if p == name {
+					return nil, fmt.Errorf("%s: chain loop %s -> %s: a chain may not jump to a chain it was reached from",
+						r.Pos, strings.Join(path[k:], " -> "), name)
+				}
+			}
+			if len(path) > MaxChainDepth {
+				return nil, fmt.Errorf("%s: jumps nest %d deep (%s -> %s); at most %d", r.Pos, len(path),
+					strings.Join(path, " -> "), name, MaxChainDepth)
+			}
+			f.used[name] = true
+			sub, err := f.and(guard, match(ents), r, path)
+			if err != nil {
+				return nil, err
+			}
+			if len(sub) > 0 {
+				inner, err := f.instance(c, f.byName[name], sub, append(path, name), limit-len(out))
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, inner...)
+			}
+			if v == rules.VerdictGoto {
+				if guard, err = f.cut(guard, ents, r, path); err != nil {
+					return nil, err
+				}
+			}
+		case v == rules.VerdictReturn:
+			if guard, err = f.cut(guard, ents, r, path); err != nil {
+				return nil, err
+			}
+		}
+		if len(out) > limit || len(guard) > maxInstanceEntries {
+			return nil, fmt.Errorf("%s: chain %s expands into more than %d classifier entries (%d so far, %d alternatives "+
+				"still open after its RETURNs): split the chain, or give its RETURN rules fewer tests",
+				r.Pos, path[len(path)-1], min(limit, maxInstanceEntries), len(out), len(guard))
+		}
+	}
+	return out, nil
+}
+
+// counting is ents as counting entries (EntryCount): non-deciding, noted
+// during the walk like LOG entries, counted for their rule when they come
+// before the decision.
+func counting(ents []Entry) []Entry {
+	out := make([]Entry, len(ents))
+	for i, e := range ents {
+		e.Action, e.Reason, e.Reject, e.Log, e.Count = ActLog, 0, 0, false, true
+		out[i] = e
+	}
+	return out
+}
+
+// match is ents without their action: what a jump or RETURN tests.
+func match(ents []Entry) []Entry {
+	out := make([]Entry, len(ents))
+	for i, e := range ents {
+		out[i] = Entry{}
+		copyMatch(&out[i], &e)
+	}
+	return out
+}
+
+// and is every guard alternative conjoined with every entry of rule r.
+func (f *flattener) and(guard, ents []Entry, r *rules.Rule, path []string) ([]Entry, error) {
+	var out []Entry
+	for _, g := range guard {
+		for _, e := range ents {
+			xs, err := conj(g, e, f.ifindexes())
+			if err != nil {
+				return nil, f.noForm(r, path, err)
+			}
+			out = append(out, xs...)
+		}
+	}
+	return out, nil
+}
+
+// cut is guard ∧ ¬(ents), the packets of guard that rule r (a RETURN, or
+// a goto's return) lets through.
+func (f *flattener) cut(guard, ents []Entry, r *rules.Rule, path []string) ([]Entry, error) {
+	for _, e := range ents {
+		neg, err := negate(e)
+		if err != nil {
+			return nil, f.noForm(r, path, err)
+		}
+		var next []Entry
+		for _, g := range guard {
+			for _, n := range neg {
+				xs, err := conj(g, n, f.ifindexes())
+				if err != nil {
+					return nil, f.noForm(r, path, err)
+				}
+				next = append(next, xs...)
+			}
+		}
+		guard = prune(next)
+	}
+	return guard, nil
+}
+
+// prune drops the alternatives another one covers (so that RETURNs in a
+// row do not multiply them: ¬udp ∧ ¬udp is ¬udp).
+func prune(alts []Entry) []Entry {
+	out := alts[:0:0]
+	for i, x := range alts {
+		dup := false
+		for j, y := range alts {
+			if i != j && covers(&y, &x) && (j < i || !covers(&x, &y)) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// covers reports (conservatively) whether every packet x matches, y
+// matches: each test of y is a test of x, at least as narrow.
+func covers(y, x *Entry) bool {
+	if y.Match&^x.Match&^ML4Hdr != 0 || y.Match&ML4Hdr != 0 && x.Match&ML4 == 0 || y.Invert&x.Match != x.Invert&y.Match {
+		return false
+	}
+	m, neg := y.Match, y.Invert
+	on := func(bit uint32) bool { return m&bit != 0 }
+	switch {
+	case on(MFamily) && x.Family != y.Family,
+		on(MProto) && x.Proto != y.Proto,
+		on(MSPort) && (x.SPortLo < y.SPortLo || x.SPortHi > y.SPortHi),
+		on(MDPort) && (x.DPortLo < y.DPortLo || x.DPortHi > y.DPortHi),
+		on(MIfindex) && x.Ifindex != y.Ifindex,
+		on(MMACSrc) && x.SrcMAC != y.SrcMAC,
+		on(MMACDst) && x.DstMAC != y.DstMAC,
+		on(MTCPFlags) && (x.TCPMask != y.TCPMask || x.TCPCmp != y.TCPCmp),
+		on(MICMPType) && (x.ICMPType != y.ICMPType || x.Match&MICMPCode != y.Match&MICMPCode || x.ICMPCode != y.ICMPCode),
+		on(MVLAN) && x.VLAN != y.VLAN,
+		on(MSrcSet) && x.SrcSet != y.SrcSet,
+		on(MDstSet) && x.DstSet != y.DstSet,
+		on(MCTState) && x.CTState&^y.CTState != 0:
+		return false
+	}
+	for _, a := range []struct {
+		bit            uint32
+		ya, ym, xa, xm [16]byte
+	}{{MSrc, y.Src, y.SrcMask, x.Src, x.SrcMask}, {MDst, y.Dst, y.DstMask, x.Dst, x.DstMask}} {
+		if !on(a.bit) {
+			continue
+		}
+		py, px := prefix{a.ya, maskLen(a.ym)}, prefix{a.xa, maskLen(a.xm)}
+		if neg&a.bit == 0 && !py.covers(px) || neg&a.bit != 0 && !px.covers(py) {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *flattener) noForm(r *rules.Rule, path []string, err error) error {
+	return fmt.Errorf("%s: %s, reached through %s, cannot be flattened: %w; write the tests of that field in one rule",
+		r.Pos, r.String(), strings.Join(path, " -> "), err)
+}
+
+// copyMatch copies the match fields of e (not its action or rule) to d.
+func copyMatch(d, e *Entry) {
+	act, reason, rej, id, log, count := d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count
+	*d = *e
+	d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count = act, reason, rej, id, log, count
+}
+
+// negate is ¬e as alternatives, each one field test (a port test two
+// ranges). e's L4 tests fail on a packet without an L4 header too: a
+// non-first fragment (-f), or a protocol whose header xdpfw does not read,
+// which ¬proto already covers.
+func negate(e Entry) ([]Entry, error) {
+	var out []Entry
+	one := func(bit uint32, set func(*Entry)) {
+		n := Entry{Chain: e.Chain, Match: bit, Invert: (e.Invert & bit) ^ bit}
+		set(&n)
+		out = append(out, n)
+	}
+	m := e.Match
+	if m&ML4 != 0 {
+		if m&MProto == 0 || e.Invert&MProto != 0 {
+			return nil, fmt.Errorf("an L4 test without its protocol: %w", ErrNoForm)
+		}
+		if !l4Proto(e.Proto) {
+			return []Entry{{Chain: e.Chain}}, nil // e matches nothing: ¬e everything
+		}
+		out = append(out, Entry{Chain: e.Chain, Match: MFrag})
+	}
+	if m&MFamily != 0 {
+		fam := rules.FamilyIPv6
+		if e.Family == rules.FamilyIPv6 {
+			fam = rules.FamilyIPv4
+		}
+		out = append(out, Entry{Chain: e.Chain, Match: MFamily, Family: fam})
+	}
+	if m&MProto != 0 {
+		one(MProto, func(n *Entry) { n.Proto = e.Proto })
+	}
+	if m&MSrc != 0 {
+		one(MSrc, func(n *Entry) { n.Src, n.SrcMask = e.Src, e.SrcMask })
+	}
+	if m&MDst != 0 {
+		one(MDst, func(n *Entry) { n.Dst, n.DstMask = e.Dst, e.DstMask })
+	}
+	for _, p := range []struct {
+		bit    uint32
+		lo, hi uint16
+		src    bool
+	}{{MSPort, e.SPortLo, e.SPortHi, true}, {MDPort, e.DPortLo, e.DPortHi, false}} {
+		if m&p.bit == 0 {
+			continue
+		}
+		for _, r := range rules.ComplementPorts([]rules.PortRange{{Lo: p.lo, Hi: p.hi}}) {
+			n := Entry{Chain: e.Chain, Match: p.bit | ML4Hdr}
+			if p.src {
+				n.SPortLo, n.SPortHi = r.Lo, r.Hi
+			} else {
+				n.DPortLo, n.DPortHi = r.Lo, r.Hi
+			}
+			out = append(out, n)
+		}
+	}
+	if m&MIfindex != 0 {
+		one(MIfindex, func(n *Entry) { n.Ifindex = e.Ifindex })
+	}
+	if m&MMACSrc != 0 {
+		one(MMACSrc, func(n *Entry) { n.SrcMAC = e.SrcMAC })
+	}
+	if m&MMACDst != 0 {
+		one(MMACDst, func(n *Entry) { n.DstMAC = e.DstMAC })
+	}
+	if m&MTCPFlags != 0 {
+		one(MTCPFlags, func(n *Entry) { n.TCPMask, n.TCPCmp = e.TCPMask, e.TCPCmp })
+	}
+	if m&MICMPType != 0 {
+		bits := m & (MICMPType | MICMPCode)
+		out = append(out, Entry{Chain: e.Chain, Match: bits, Invert: (e.Invert & bits) ^ bits,
+			ICMPType: e.ICMPType, ICMPCode: e.ICMPCode})
+	}
+	if m&MVLAN != 0 {
+		one(MVLAN, func(n *Entry) { n.VLAN = e.VLAN })
+	}
+	if m&MFrag != 0 {
+		one(MFrag, func(*Entry) {})
+	}
+	if m&MSrcSet != 0 {
+		one(MSrcSet, func(n *Entry) { n.SrcSet = e.SrcSet })
+	}
+	if m&MDstSet != 0 {
+		one(MDstSet, func(n *Entry) { n.DstSet = e.DstSet })
+	}
+	if m&MCTState != 0 {
+		if rest := ^e.CTState & rules.CTAll; rest != 0 {
+			out = append(out, Entry{Chain: e.Chain, Match: MCTState, CTState: rest})
+		}
+	}
+	return out, nil
+}
+
+// l4Proto: the protocols whose header the data plane reads (KeyL4; bpf/lib/parse.h):
+// TCP, UDP, UDP-Lite, SCTP, ICMP, ICMPv6.
+func l4Proto(p uint8) bool { return p == 6 || p == 17 || p == 136 || p == 132 || p == 1 || p == 58 }
+
+// ifindexes are the attached interfaces' indexes, in order: the packets'
+// possible ifindex (an attach or detach recompiles the rules).
+func (f *flattener) ifindexes() []uint32 {
+	if f.ifx == nil {
+		f.ifx = []uint32{}
+		for _, n := range sortedNames(f.ifaces) {
+			f.ifx = append(f.ifx, f.ifaces[n])
+		}
+	}
+	return f.ifx
+}
+
+// conj is a ∧ b as entries (none: no packet matches both), with b's
+// action and rule id. ifindexes are the packets' possible ifindex: two
+// negated -i become one entry per other interface. (Two negated -p would
+// be 254 entries, which every later rule under the guard multiplies: refused.)
+func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
+	out := b
+	copyMatch(&out, &a) // a's tests, b's action
+	out.Match |= b.Match & ML4Hdr
+	both := a.Match & b.Match
+	only := b.Match &^ a.Match
+	// Fields b alone tests: take them as they are.
+	take := func(bit uint32, set func()) {
+		if only&bit != 0 {
+			out.Match |= bit
+			out.Invert = out.Invert&^bit | b.Invert&bit
+			set()
+		}
+	}
+	take(MFamily, func() { out.Family = b.Family })
+	take(MProto, func() { out.Proto = b.Proto })
+	take(MSrc, func() { out.Src, out.SrcMask = b.Src, b.SrcMask })
+	take(MDst, func() { out.Dst, out.DstMask = b.Dst, b.DstMask })
+	take(MSPort, func() { out.SPortLo, out.SPortHi = b.SPortLo, b.SPortHi })
+	take(MDPort, func() { out.DPortLo, out.DPortHi = b.DPortLo, b.DPortHi })
+	take(MIfindex, func() { out.Ifindex = b.Ifindex })
+	take(MMACSrc, func() { out.SrcMAC = b.SrcMAC })
+	take(MMACDst, func() { out.DstMAC = b.DstMAC })
+	take(MTCPFlags, func() { out.TCPMask, out.TCPCmp = b.TCPMask, b.TCPCmp })
+	if only&MICMPType != 0 {
+		bits := b.Match & (MICMPType | MICMPCode)
+		out.Match |= bits
+		out.Invert = out.Invert&^bits | b.Invert&bits
+		out.ICMPType, out.ICMPCode = b.ICMPType, b.ICMPCode
+	}
+	take(MVLAN, func() { out.VLAN = b.VLAN })
+	take(MFrag, func() {})
+	take(MSrcSet, func() { out.SrcSet = b.SrcSet })
+	take(MDstSet, func() { out.DstSet = b.DstSet })
+	take(MCTState, func() { out.CTState = b.CTState })
+
+	// Fields both test: merge.
+	inv := func(e *Entry, bit uint32) bool { return e.Invert&bit != 0 }
+	if both&MFamily != 0 && a.Family != b.Family {
+		return nil, nil
+	}
+	// enum: two negated tests of an equality field with a small domain,
+	// expanded into one entry per value both allow.
+	var enum []func(Entry) []Entry
+	// eq merges an equality test (value equal or not, negated or not).
+	eq := func(bit uint32, same bool, what string) (bool, error) {
+		if both&bit == 0 {
+			return true, nil
+		}
+		ia, ib := inv(&a, bit), inv(&b, bit)
+		switch {
+		case !ia && !ib:
+			return same, nil
+		case ia != ib:
+			if same {
+				return false, nil
+			}
+			if ia { // keep b's positive test
+				out.Invert &^= bit
+				return true, errSetFrom
+			}
+			return true, nil
+		case same:
+			return true, nil
+		}
+		switch {
+		case bit == MIfindex:
+			enum = append(enum, func(o Entry) []Entry {
+				var out []Entry
+				for _, x := range ifindexes {
+					if x != a.Ifindex && x != b.Ifindex {
+						o.Ifindex, o.Invert = x, o.Invert&^MIfindex
+						out = append(out, o)
+					}
+				}
+				return out
+			})
+			return true, nil
+		}
+		return false, fmt.Errorf("! %s twice with different values: %w", what, ErrNoForm)
+	}
+	for _, t := range []struct {
+		bit  uint32
+		same bool
+		what string
+		from func()
+	}{
+		{MProto, a.Proto == b.Proto, "-p", func() { out.Proto = b.Proto }},
+		{MIfindex, a.Ifindex == b.Ifindex, "-i", func() { out.Ifindex = b.Ifindex }},
+		{MMACSrc, a.SrcMAC == b.SrcMAC, "--mac-source", func() { out.SrcMAC = b.SrcMAC }},
+		{MMACDst, a.DstMAC == b.DstMAC, "--mac-destination", func() { out.DstMAC = b.DstMAC }},
+		{MVLAN, a.VLAN == b.VLAN, "--vlan-id", func() { out.VLAN = b.VLAN }},
+		{MFrag, true, "-f", func() {}},
+		{MSrcSet, a.SrcSet == b.SrcSet, "--match-set src", func() { out.SrcSet = b.SrcSet }},
+		{MDstSet, a.DstSet == b.DstSet, "--match-set dst", func() { out.DstSet = b.DstSet }},
+	} {
+		if t.bit == MFrag && both&MFrag != 0 {
+			if inv(&a, MFrag) != inv(&b, MFrag) {
+				return nil, nil
+			}
+			continue
+		}
+		if (t.bit == MSrcSet || t.bit == MDstSet) && both&t.bit != 0 && !t.same {
+			return nil, fmt.Errorf("two different sets on one address: %w", ErrNoForm)
+		}
+		ok, err := eq(t.bit, t.same, t.what)
+		if errors.Is(err, errSetFrom) {
+			t.from()
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, nil
+		}
+	}
+	if both&MCTState != 0 {
+		if out.CTState = a.CTState & b.CTState; out.CTState == 0 {
+			return nil, nil
+		}
+	}
+	for _, p := range []struct {
+		bit          uint32
+		alo, ahi     uint16
+		blo, bhi     uint16
+		outLo, outHi *uint16
+	}{{MSPort, a.SPortLo, a.SPortHi, b.SPortLo, b.SPortHi, &out.SPortLo, &out.SPortHi},
+		{MDPort, a.DPortLo, a.DPortHi, b.DPortLo, b.DPortHi, &out.DPortLo, &out.DPortHi}} {
+		if both&p.bit == 0 {
+			continue
+		}
+		r, ok := intersect(rules.PortRange{Lo: p.alo, Hi: p.ahi}, rules.PortRange{Lo: p.blo, Hi: p.bhi})
+		if !ok {
+			return nil, nil
+		}
+		*p.outLo, *p.outHi = r.Lo, r.Hi
+	}
+	if both&(MICMPType) != 0 {
+		ok, err := conjICMP(&out, a, b)
+		if err != nil || !ok {
+			return nil, err
+		}
+	}
+	if out.Match&MFrag != 0 && out.Invert&MFrag == 0 && out.Match&ML4 != 0 {
+		return nil, nil // a non-first fragment has no L4 header
+	}
+	outs := []Entry{out}
+	if both&MTCPFlags != 0 {
+		outs = conjTCPFlags(out, a, b)
+	}
+	for _, ex := range enum {
+		var next []Entry
+		for _, o := range outs {
+			next = append(next, ex(o)...)
+		}
+		outs = next
+	}
+	for _, f := range []struct {
+		bit        uint32
+		src        bool
+		aAddr, aMk [16]byte
+		bAddr, bMk [16]byte
+	}{{MSrc, true, a.Src, a.SrcMask, b.Src, b.SrcMask}, {MDst, false, a.Dst, a.DstMask, b.Dst, b.DstMask}} {
+		if both&f.bit == 0 {
+			continue
+		}
+		pa := prefix{f.aAddr, maskLen(f.aMk)}
+		pb := prefix{f.bAddr, maskLen(f.bMk)}
+		ps, neg := conjPrefix(pa, inv(&a, f.bit), pb, inv(&b, f.bit))
+		var next []Entry
+		for _, o := range outs {
+			for _, p := range ps {
+				x := o
+				addr, mask := p.bytes()
+				if f.src {
+					x.Src, x.SrcMask = addr, mask
+				} else {
+					x.Dst, x.DstMask = addr, mask
+				}
+				x.Invert &^= f.bit
+				if neg {
+					x.Invert |= f.bit
+				}
+				next = append(next, x)
+			}
+		}
+		outs = next
+	}
+	return outs, nil
+}
+
+// errSetFrom: eq kept b's test (internal to conj).
+var errSetFrom = errors.New("take b")
+
+// conjICMP merges two ICMP type[/code] tests into out.
+func conjICMP(out *Entry, a, b Entry) (bool, error) {
+	bits := MICMPType | MICMPCode
+	ia, ib := a.Invert&MICMPType != 0, b.Invert&MICMPType != 0
+	// contains: every packet of x's test is in y's.
+	contains := func(y, x Entry) bool {
+		return x.ICMPType == y.ICMPType && (y.Match&MICMPCode == 0 || x.Match&MICMPCode != 0 && x.ICMPCode == y.ICMPCode)
+	}
+	disjoint := !contains(a, b) && !contains(b, a)
+	set := func(e Entry, neg bool) {
+		out.Match = out.Match&^bits | e.Match&bits
+		out.Invert &^= bits
+		if neg {
+			out.Invert |= e.Match & bits
+		}
+		out.ICMPType, out.ICMPCode = e.ICMPType, e.ICMPCode
+	}
+	switch {
+	case !ia && !ib:
+		switch {
+		case contains(a, b):
+			set(b, false)
+		case contains(b, a):
+			set(a, false)
+		default:
+			return false, nil
+		}
+	case ia && ib:
+		switch {
+		case contains(a, b):
+			set(a, true)
+		case contains(b, a):
+			set(b, true)
+		default:
+			return false, fmt.Errorf("! --icmp-type twice with different types: %w", ErrNoForm)
+		}
+	default:
+		pos, neg := a, b
+		if ia {
+			pos, neg = b, a
+		}
+		switch {
+		case contains(neg, pos):
+			return false, nil
+		case disjoint:
+			set(pos, false)
+		default:
+			return false, fmt.Errorf("an ICMP type without one of its codes: %w", ErrNoForm)
+		}
+	}
+	return true, nil
+}
+
+// conjTCPFlags merges two --tcp-flags tests: every value of the flags
+// they look at together (at most the six nameable ones, 64 values) that
+// passes both, as one test, its negation, or one test per value.
+func conjTCPFlags(out, a, b Entry) []Entry {
+	mask := a.TCPMask | b.TCPMask
+	pass := func(e Entry, v uint8) bool { return (v&e.TCPMask == e.TCPCmp) != (e.Invert&MTCPFlags != 0) }
+	var good, bad []uint8
+	for v := 0; v < 256; v++ {
+		x := uint8(v)
+		if x&^mask != 0 {
+			continue
+		}
+		if pass(a, x) && pass(b, x) {
+			good = append(good, x)
+		} else {
+			bad = append(bad, x)
+		}
+	}
+	out.TCPMask = mask
+	out.Invert &^= MTCPFlags
+	switch {
+	case len(good) == 0:
+		return nil
+	case len(bad) == 0: // no constraint left, but the header must be there
+		out.Match = out.Match&^MTCPFlags | ML4Hdr
+		return []Entry{out}
+	case len(bad) == 1:
+		out.TCPCmp = bad[0]
+		out.Invert |= MTCPFlags
+		return []Entry{out}
+	}
+	outs := make([]Entry, len(good))
+	for i, v := range good {
+		outs[i] = out
+		outs[i].TCPCmp = v
+	}
+	return outs
+}
+
+// prefix is an address prefix: the first n bits of a (IPv4 in a's first
+// four bytes).
+type prefix struct {
+	a [16]byte
+	n int
+}
+
+func (p prefix) bit(i int) bool { return p.a[i/8]&(0x80>>(i%8)) != 0 }
+
+// covers: every address of q is in p.
+func (p prefix) covers(q prefix) bool {
+	if q.n < p.n {
+		return false
+	}
+	for i := range p.n {
+		if p.bit(i) != q.bit(i) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p prefix) bytes() (addr, mask [16]byte) {
+	addr = p.a
+	for i := range 16 * 8 {
+		if i < p.n {
+			mask[i/8] |= 0x80 >> (i % 8)
+		} else {
+			addr[i/8] &^= 0x80 >> (i % 8)
+		}
+	}
+	return addr, mask
+}
+
+// minus is p less q (q inside p): the prefixes of p's addresses outside
+// q, one per bit q adds.
+func (p prefix) minus(q prefix) []prefix {
+	var out []prefix
+	for i := p.n; i < q.n; i++ {
+		x := prefix{q.a, i + 1}
+		x.a[i/8] ^= 0x80 >> (i % 8)
+		out = append(out, x)
+	}
+	return out
+}
+
+func maskLen(m [16]byte) int {
+	n := 0
+	for _, b := range m {
+		n += bits.OnesCount8(b)
+	}
+	return n
+}
+
+// conjPrefix is (±pa) ∧ (±pb) as prefixes, all negated (neg) or all not.
+// The family is the entries' (both test an address of one family).
+func conjPrefix(pa prefix, ia bool, pb prefix, ib bool) ([]prefix, bool) {
+	switch {
+	case !ia && !ib:
+		switch {
+		case pa.covers(pb):
+			return []prefix{pb}, false
+		case pb.covers(pa):
+			return []prefix{pa}, false
+		}
+		return nil, false
+	case ia && ib:
+		switch {
+		case pa.covers(pb):
+			return []prefix{pa}, true
+		case pb.covers(pa):
+			return []prefix{pb}, true
+		}
+		// ¬a ∧ ¬b, disjoint: the complement of a, less b where b lies
+		var out []prefix
+		for _, x := range (prefix{n: 0}).minus(pa) {
+			switch {
+			case pb.covers(x):
+			case x.covers(pb):
+				out = append(out, x.minus(pb)...)
+			default:
+				out = append(out, x)
+			}
+		}
+		return out, false
+	}
+	pos, neg := pa, pb
+	if ia {
+		pos, neg = pb, pa
+	}
+	switch {
+	case neg.covers(pos):
+		return nil, false
+	case pos.covers(neg):
+		return pos.minus(neg), false
+	}
+	return []prefix{pos}, false
+}
