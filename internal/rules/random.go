@@ -32,6 +32,51 @@ var (
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
 func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
+	return RandomRuleSetWith(r, n, RandomKnobs{})
+}
+
+// RandomKnobs switch parts of the random vocabulary off. The zero value is
+// RandomRuleSet's: everything xdpfw reads. A knob never changes what is
+// drawn, only what is kept, so a seed gives the same rule set shape with
+// any knobs (vocabulary added later goes behind a knob when iptables lacks
+// it, so that the differential test against real iptables keeps loading).
+type RandomKnobs struct {
+	// IptablesOnly leaves out xdpfw's extensions, which iptables-restore
+	// refuses: -m vlan, --mac-destination, --log on a verdict, --log-rate
+	// and --log-burst, ports and a bare -m udplite on -p udplite,
+	// --icmpv6-type any. What is left loads into iptables-restore and
+	// ip6tables-restore (both back ends) as String prints it.
+	IptablesOnly bool
+	// NoCTState leaves out -m conntrack --ctstate (for a test whose two
+	// sides cannot be made to see the same connection states).
+	NoCTState bool
+}
+
+// keep removes from rule what k switches off.
+func (k RandomKnobs) keep(rule *Rule) {
+	m, t := &rule.Match, &rule.Target
+	if k.NoCTState {
+		m.CTState = nil
+	}
+	if k.IptablesOnly {
+		m.VLAN, m.MACDst = nil, nil
+		if t.Verdict != VerdictLog {
+			*t = Target{Verdict: t.Verdict, RejectWith: t.RejectWith}
+		}
+		t.LogRate, t.LogBurst = LogRate{}, 0
+		if p := m.Proto; p != nil && !p.Invert && p.Proto == protoUDPLite {
+			m.SPort, m.DPort, m.Ports = nil, nil, nil
+		}
+		if i := m.ICMP; i != nil && i.Any && m.Family == FamilyIPv6 {
+			m.ICMP = nil
+		}
+	}
+	rule.Text = rule.Spec()
+}
+
+// RandomRuleSetWith is RandomRuleSet with parts of the vocabulary switched
+// off (RandomKnobs).
+func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 	rs := &RuleSet{}
 	for range r.IntN(4) {
 		rs.Policies = append(rs.Policies, Policy{
@@ -41,7 +86,11 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 		})
 	}
 	for range n {
-		rs.Rules = append(rs.Rules, RandomRule(r))
+		rule := RandomRule(r)
+		if k != (RandomKnobs{}) {
+			k.keep(&rule)
+		}
+		rs.Rules = append(rs.Rules, rule)
 	}
 	// A bare -m tcp (udp, ...) on some rules of a port protocol without a
 	// port or flag test: drawn last, from a stream of its own, so that the
@@ -50,7 +99,8 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 	l4 := rand.New(rand.NewPCG(r.Uint64(), 0x14))
 	for i := range rs.Rules {
 		m := &rs.Rules[i].Match
-		if p := m.Proto; p != nil && !p.Invert && isPortProto(p.Proto) && !m.NeedsL4() && chance(l4, 15) {
+		if p := m.Proto; p != nil && !p.Invert && isPortProto(p.Proto) && !m.NeedsL4() && chance(l4, 15) &&
+			!(k.IptablesOnly && p.Proto == protoUDPLite) {
 			m.L4Header = true
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
