@@ -16,7 +16,8 @@ func (r Rule) String() string {
 // Spec returns the canonical text of the rule without the leading
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
-// -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
+// -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), single
+// ports (--sport, --dport), -m multiport,
 // --tcp-flags, ICMP type, -m comment, then -j and the target's options
 // (--reject-with, --log, --log-prefix, --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
@@ -73,9 +74,13 @@ func (r Rule) Spec() string {
 	if m.L4Header && m.Proto != nil {
 		w.add(false, "-m", protoName(m.Proto.Proto))
 	}
-	w.ports("--sport", "--sports", m.SPort)
-	w.ports("--dport", "--dports", m.DPort)
-	w.ports("", "--ports", m.Ports)
+	// Single ports before any -m multiport: after it, iptables reads
+	// --sport/--dport as multiport's (abbreviations of --sports/--dports).
+	for _, multi := range []bool{false, true} {
+		w.ports("--sport", "--sports", m.SPort, multi)
+		w.ports("--dport", "--dports", m.DPort, multi)
+		w.ports("", "--ports", m.Ports, multi)
+	}
 	if f := m.TCPFlags; f != nil {
 		if f.Mask == synMask && f.Comp == synComp {
 			w.add(f.Invert, "--syn")
@@ -133,8 +138,9 @@ func (w *specWriter) add(invert bool, words ...string) {
 }
 
 // ports writes a port match: single (e.g. --dport 22 or --dport 1:1023) when
-// there is one range and single is not empty, -m multiport multi otherwise.
-func (w *specWriter) ports(single, multi string, m *PortMatch) {
+// there is one range and single is not empty, -m multiport multi otherwise;
+// only the latter form when multiport is set, only the former otherwise.
+func (w *specWriter) ports(single, multi string, m *PortMatch, multiport bool) {
 	if m == nil {
 		return
 	}
@@ -143,7 +149,12 @@ func (w *specWriter) ports(single, multi string, m *PortMatch) {
 		parts[i] = formatPortRange(r)
 	}
 	if len(m.Ranges) == 1 && single != "" {
-		w.add(m.Invert, single, parts[0])
+		if !multiport {
+			w.add(m.Invert, single, parts[0])
+		}
+		return
+	}
+	if !multiport {
 		return
 	}
 	w.add(false, "-m", "multiport")
