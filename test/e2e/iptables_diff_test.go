@@ -58,16 +58,19 @@ const (
 	diffPayloadMax = 24                    // random payload bytes after the L4 header
 )
 
-// The two phases: with forwarding off every unicast destination is local
-// (AnyIP routes), so every probe is INPUT on both sides; with forwarding on
-// two addresses are local (INPUT) and everything else is routed out of
-// eth1 (FORWARD).
+// The phases: with forwarding off every unicast destination is local
+// (AnyIP routes), so every probe is INPUT on both sides; "state" is the
+// same with -m conntrack --ctstate in the rule sets and probes whose
+// connection state both sides can be made to agree on (stateProbes); with
+// forwarding on two addresses are local (INPUT) and everything else is
+// routed out of eth1 (FORWARD).
 type diffPhase struct {
 	name    string
 	forward bool
+	ct      bool
 }
 
-var diffPhases = []diffPhase{{"input", false}, {"forward", true}}
+var diffPhases = []diffPhase{{"input", false, false}, {"state", false, true}, {"forward", true, false}}
 
 // Addresses of the topology. The generator's side has no IP at all.
 var (
@@ -164,8 +167,11 @@ func TestIptablesDifferential(t *testing.T) {
 			if only != "" && only != id {
 				continue
 			}
-			r := rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)))
-			rs := rules.RandomRuleSetWith(r, 1+r.IntN(diffMaxRules), rules.RandomKnobs{IptablesOnly: true, NoCTState: true})
+			r := rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)|boolBit(ph.ct)<<1))
+			rs := rules.RandomRuleSetWith(r, 1+r.IntN(diffMaxRules), rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct})
+			if ph.ct && r.IntN(3) > 0 {
+				rs.Rules = append(statefulHead(t, r), rs.Rules...)
+			}
 			ok := bed.runSet(rs, r, ph, probes, &st, fmt.Sprintf("seed %d set %s", seed, id),
 				fmt.Sprintf("XDPFW_DIFF_SEED=%d XDPFW_DIFF_ONLY=%s go test -count=1 -run 'TestIptablesDifferential$' ./test/e2e/", seed, id))
 			if !ok {
@@ -176,11 +182,12 @@ func TestIptablesDifferential(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d rule sets (%d rules in the iptables files, %d of them deciding some probe), %d probes (%d INPUT, %d FORWARD; %d IPv6; %d fragments; %d decided by a rule, the rest by a policy), "+
+	t.Logf("%d rule sets (%d rules in the iptables files, %d of them deciding some probe), %d probes (%d INPUT, %d FORWARD; %d IPv6; %d fragments; %d decided by a rule, the rest by a policy; "+
+		"%d decided by a --ctstate rule, %d answers to earlier probes, %d of those ESTABLISHED and decided by a --ctstate rule), "+
 		"each through iptables-legacy, iptables-nft and xdpfw: %d rule sets disagree; known back-end differences: %d probes (%d batches where they showed), %d rules iptables-nft cannot load left out; %d probes met more LOG rules than xdpfw counts",
-		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.byRule, st.badSets, st.known, st.knownShown, st.nftRefused, st.logOverflow)
-	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.byRule < st.probes/3) {
-		t.Fatal("the probes did not cover both chains, both families, fragments, and rules more than policies")
+		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.byRule, st.byState, st.replies, st.byEstablished, st.badSets, st.known, st.knownShown, st.nftRefused, st.logOverflow)
+	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.byRule < st.probes/3 || st.byEstablished == 0) {
+		t.Fatal("the probes did not cover both chains, both families, fragments, rules more than policies, and ESTABLISHED answers a --ctstate rule decided")
 	}
 }
 
@@ -189,6 +196,26 @@ type diffStats struct {
 	known, knownShown, logOverflow, badSets        int
 	byRule, rulesHit                               int // probes a rule decided; rules that decided one
 	nftRefused                                     int // rules left out (nftRefuses)
+	replies                                        int // state phase: probes answering an earlier one
+	byState, byEstablished                         int // probes a --ctstate rule decided; replies among them that were ESTABLISHED
+}
+
+// statefulHead returns what stateful firewalls put first (the Arch wiki's,
+// RH-Firewall, ufw): ESTABLISHED,RELATED accepted, INVALID dropped; some
+// of it, in a random order, with a random target.
+func statefulHead(t *testing.T, r *rand.Rand) []rules.Rule {
+	head := []string{
+		"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A INPUT -m conntrack --ctstate INVALID -j DROP",
+		"-A INPUT -m conntrack ! --ctstate NEW -j LOG",
+		"-A INPUT -p udp -m conntrack --ctstate ESTABLISHED -j " + []string{"ACCEPT", "DROP", "REJECT"}[r.IntN(3)],
+	}
+	r.Shuffle(len(head), func(i, j int) { head[i], head[j] = head[j], head[i] })
+	rs, err := rules.Parse("head", []byte(strings.Join(head[:1+r.IntN(len(head))], "\n")), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs.Rules
 }
 
 func boolBit(b bool) uint64 {
@@ -227,14 +254,16 @@ type diffSide struct {
 }
 
 type diffBed struct {
-	t     *testing.T
-	gen   *testutil.NetNS
-	sides []*diffSide
-	dir   string
+	t      *testing.T
+	gen    *testutil.NetNS
+	sides  []*diffSide
+	dir    string
+	phase  *diffPhase      // the topology in place
+	tuples map[string]bool // connections the state phase used: never again (stateProbes)
 }
 
 func newDiffBed(t *testing.T) *diffBed {
-	b := &diffBed{t: t, gen: testutil.NewNetNS(t), dir: t.TempDir()}
+	b := &diffBed{t: t, gen: testutil.NewNetNS(t), dir: t.TempDir(), tuples: map[string]bool{}}
 	// The generator's ends carry no IP: nothing of theirs (router
 	// solicitations, MLD, DAD) may reach a chain under test.
 	b.sysctl(b.gen, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"})
@@ -272,6 +301,14 @@ func newDiffBed(t *testing.T) *diffBed {
 
 // setPhase configures every side for ph.
 func (b *diffBed) setPhase(ph diffPhase) {
+	if b.phase != nil && b.phase.forward == ph.forward {
+		b.phase = &ph
+		return
+	}
+	if b.phase != nil && !ph.forward {
+		b.t.Fatal("the phases go from INPUT to FORWARD topology, not back")
+	}
+	b.phase = &ph
 	fwd := "0"
 	if ph.forward {
 		fwd = "1"
@@ -637,8 +674,15 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 			}
 		}
 	}()
+	var replies []*probe
 	for range n {
 		p := genProbe(r, ref, ph)
+		if ph.ct {
+			b.stateProbe(r, p)
+			if q := b.stateReply(r, ref, p); q != nil {
+				replies = append(replies, q)
+			}
+		}
 		k := 0
 		for i := range knownDiffs {
 			if knownDiffs[i].applies(p.pkt) {
@@ -650,6 +694,9 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 		if d := compile.Decide(ref, p.ref()); d.Rule >= 0 {
 			st.byRule++
 			hit[d.Rule] = true
+			if ref.Rules[d.Rule].Match.CTState != nil {
+				st.byState++
+			}
 		}
 		st.probes++
 		if p.chain == rules.ChainForward {
@@ -664,12 +711,28 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 			st.frags++
 		}
 	}
+	// Replies go after the connections they answer are decided.
+	batches = append(batches, replies)
+	for _, p := range replies {
+		if d := compile.Decide(ref, p.ref()); d.Rule >= 0 && ref.Rules[d.Rule].Match.CTState != nil {
+			st.byState++
+			if p.state == compile.CTEstablished {
+				st.byEstablished++
+			}
+		}
+		st.probes++
+		st.input++
+		st.replies++
+		if p.pkt.Src.Is6() {
+			st.v6++
+		}
+	}
 	for k, ps := range batches {
 		if len(ps) == 0 {
 			continue
 		}
 		exempt := map[string]bool{}
-		if k > 0 {
+		if k > 0 && k <= len(knownDiffs) {
 			kd := &knownDiffs[k-1]
 			for _, be := range iptBackends {
 				exempt[be.name] = be.name != kd.follows
