@@ -392,3 +392,59 @@ func randomReject(r *rand.Rand, m *Match) Target {
 	}
 	return t
 }
+
+// probePorts are the common ports of packets aimed at random rules.
+var probePorts = [...]uint16{0, 1, 22, 53, 80, 123, 443, 1023, 1024, 8080, 65534, 65535}
+
+// RandomAddrIn returns an address of prefix p for a packet aimed at a rule:
+// random host bits, or its first or last address, or the address just
+// outside it.
+func RandomAddrIn(r *rand.Rand, p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		bit := byte(0x80 >> (i % 8))
+		switch k := r.IntN(10); {
+		case k < 5: // random host bits
+			if chance(r, 50) {
+				b[i/8] |= bit
+			}
+		case k < 9: // all ones: the last address
+			b[i/8] |= bit
+		}
+	}
+	if p.Bits() > 0 && chance(r, 15) {
+		i := p.Bits() - 1 // flip the last prefix bit: just outside
+		b[i/8] ^= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// RandomPortFor returns a port for a packet aimed at a rule's port match pm
+// (either: its --ports, taken instead 30 % of the time): mostly an edge of
+// one of its ranges, inside or just outside, or a port inside; otherwise
+// a common port or any.
+func RandomPortFor(r *rand.Rand, pm, either *PortMatch) uint16 {
+	if pm == nil || chance(r, 30) {
+		pm = either
+	}
+	if pm != nil && chance(r, 80) {
+		pr := pick(r, pm.Ranges)
+		switch r.IntN(5) {
+		case 0:
+			return pr.Lo
+		case 1:
+			return pr.Hi
+		case 2:
+			return pr.Lo - 1 // wraps at 0: fine, another edge
+		case 3:
+			return pr.Hi + 1
+		default:
+			return pr.Lo + uint16(r.IntN(int(pr.Hi-pr.Lo)+1))
+		}
+	}
+	if chance(r, 60) {
+		return pick(r, probePorts[:])
+	}
+	return uint16(r.UintN(65536))
+}

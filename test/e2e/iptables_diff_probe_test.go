@@ -31,6 +31,7 @@ func (p *probe) String() string {
 	return s
 }
 
+// Protocols with ports besides TCP and UDP.
 const (
 	protoSCTP    = 132
 	protoUDPLite = 136
@@ -38,32 +39,16 @@ const (
 
 // ref is what the reference matcher knows of p.
 func (p *probe) ref() compile.RefPacket {
-	k := p.pkt
-	rp := compile.RefPacket{Chain: p.chain, InIface: "eth0", Src: k.Src, Dst: k.Dst, Proto: k.Proto,
-		SrcMAC: k.SrcMAC, DstMAC: k.DstMAC, Fragment: k.FragOffset != 0, CTState: p.state}
-	switch k.Proto {
-	case packet.ProtoTCP, packet.ProtoUDP, packet.ProtoICMP, packet.ProtoICMPv6, protoSCTP, protoUDPLite:
-		rp.L4 = !rp.Fragment
-	}
-	if rp.L4 {
-		switch k.Proto {
-		case packet.ProtoTCP:
-			rp.SPort, rp.DPort, rp.TCPFlags = k.SPort, k.DPort, k.TCPFlags
-		case packet.ProtoUDP, protoSCTP, protoUDPLite:
-			rp.SPort, rp.DPort = k.SPort, k.DPort
-		default:
-			rp.ICMPType, rp.ICMPCode = k.ICMPType, k.ICMPCode
-		}
-	}
+	rp := compile.RefPacketOf(p.pkt, "eth0")
+	rp.Chain, rp.CTState = p.chain, p.state
 	return rp
 }
 
 // Value pools of the probes (rules.RandomRuleSet draws from similar ones).
 var (
-	diffPoolV4   = []string{"10.0.0.1", "10.0.0.2", "10.1.2.3", "10.200.0.1", "192.168.1.10", "172.16.5.4", "8.8.8.8"}
-	diffPoolV6   = []string{"2001:db8::1", "2001:db8::2", "2001:db8:1::10", "fd00::1", "fd00:1::2", "fe80::1"}
-	diffPoolPort = []uint16{0, 1, 22, 53, 80, 123, 443, 1023, 1024, 8080, 65534, 65535}
-	diffPoolMAC  = [][6]byte{{0x00, 0x11, 0x22, 0x33, 0x44, 0x55}, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+	diffPoolV4  = []string{"10.0.0.1", "10.0.0.2", "10.1.2.3", "10.200.0.1", "192.168.1.10", "172.16.5.4", "8.8.8.8"}
+	diffPoolV6  = []string{"2001:db8::1", "2001:db8::2", "2001:db8:1::10", "fd00::1", "fd00:1::2", "fe80::1"}
+	diffPoolMAC = [][6]byte{{0x00, 0x11, 0x22, 0x33, 0x44, 0x55}, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
 )
 
 func dpick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }
@@ -111,7 +96,7 @@ func genProbe(r *rand.Rand, ref *rules.RuleSet, ph diffPhase) *probe {
 	default:
 		p.Proto = dpick(r, []uint8{6, 17, 1, 1, 47, 50, protoSCTP, protoUDPLite})
 	}
-	p.SPort, p.DPort = probePort(r, m.SPort, m.Ports), probePort(r, m.DPort, m.Ports)
+	p.SPort, p.DPort = rules.RandomPortFor(r, m.SPort, m.Ports), rules.RandomPortFor(r, m.DPort, m.Ports)
 	p.TCPFlags = uint8(r.UintN(256))
 	if m.TCPFlags != nil && dchance(r, 70) {
 		p.TCPFlags = m.TCPFlags.Comp | (p.TCPFlags &^ m.TCPFlags.Mask)
@@ -327,24 +312,7 @@ func tupleKey(k *packet.Packet) string {
 
 func probeAddr(r *rand.Rand, am *rules.AddrMatch, v6 bool) netip.Addr {
 	if am != nil && dchance(r, 75) {
-		b := am.Prefix.Addr().AsSlice()
-		for i := am.Prefix.Bits(); i < len(b)*8; i++ {
-			bit := byte(0x80 >> (i % 8))
-			switch k := r.IntN(10); {
-			case k < 5: // random host bits
-				if dchance(r, 50) {
-					b[i/8] |= bit
-				}
-			case k < 9: // all ones: the last address
-				b[i/8] |= bit
-			}
-		}
-		if am.Prefix.Bits() > 0 && dchance(r, 15) {
-			i := am.Prefix.Bits() - 1 // just outside
-			b[i/8] ^= 0x80 >> (i % 8)
-		}
-		a, _ := netip.AddrFromSlice(b)
-		return a
+		return rules.RandomAddrIn(r, am.Prefix)
 	}
 	if dchance(r, 70) {
 		if v6 {
@@ -364,29 +332,4 @@ func probeAddr(r *rand.Rand, am *rules.AddrMatch, v6 bool) netip.Addr {
 		b[i] = byte(r.UintN(256))
 	}
 	return netip.AddrFrom4(b)
-}
-
-func probePort(r *rand.Rand, pm, either *rules.PortMatch) uint16 {
-	if pm == nil || dchance(r, 30) {
-		pm = either
-	}
-	if pm != nil && dchance(r, 80) {
-		pr := dpick(r, pm.Ranges)
-		switch r.IntN(5) {
-		case 0:
-			return pr.Lo
-		case 1:
-			return pr.Hi
-		case 2:
-			return pr.Lo - 1
-		case 3:
-			return pr.Hi + 1
-		default:
-			return pr.Lo + uint16(r.IntN(int(pr.Hi-pr.Lo)+1))
-		}
-	}
-	if dchance(r, 60) {
-		return dpick(r, diffPoolPort)
-	}
-	return uint16(r.UintN(65536))
 }

@@ -36,10 +36,13 @@ import (
 // generator namespace (AF_PACKET on the veth peers); afterwards the
 // per-rule and per-policy packet counters of each side
 // (`iptables-save -c`, `xdpfw list --json`) must equal what the
-// reference matcher says, probe by probe summed over the batch. A batch
-// that disagrees is replayed one probe at a time to name the probes, and
-// the rule set is shrunk to the rules that still make one of them
-// disagree.
+// reference matcher says, probe by probe summed over the batch (a batch
+// is over when every side has decided each probe: a terminal rule or a
+// policy counted it). A batch that disagrees is halved down to the probes
+// that disagree on their own, and the rule set is shrunk to the rules that
+// still make the first of them disagree. (In the state phase a probe sent
+// again finds the connection it opened: naming and shrinking are a guide
+// there; the rerun command starts afresh.)
 //
 // Environment: XDPFW_DIFF_SEED (default 1), XDPFW_DIFF_SETS (rule sets per
 // phase, default 8), XDPFW_DIFF_PROBES (probes per set and phase, default
