@@ -175,6 +175,11 @@ func TestIptablesDifferential(t *testing.T) {
 			if ph.ct && r.IntN(3) > 0 {
 				rs.Rules = append(statefulHead(t, r), rs.Rules...)
 			}
+			if set%4 == 3 {
+				more := rules.RandomRuleSetWith(r, 20, rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct})
+				rs.Rules = append(rs.Rules, more.Rules...)
+				logHeavy(r, rs)
+			}
 			ok := bed.runSet(rs, r, ph, probes, &st, fmt.Sprintf("seed %d set %s", seed, id),
 				fmt.Sprintf("XDPFW_DIFF_SEED=%d XDPFW_DIFF_ONLY=%s go test -count=1 -run 'TestIptablesDifferential$' ./test/e2e/", seed, id))
 			if !ok {
@@ -189,8 +194,9 @@ func TestIptablesDifferential(t *testing.T) {
 		"%d decided by a --ctstate rule, %d answers to earlier probes, %d of those ESTABLISHED and decided by a --ctstate rule), "+
 		"each through iptables-legacy, iptables-nft and xdpfw: %d rule sets disagree; known back-end differences: %d probes (%d batches where they showed), %d rules iptables-nft cannot load left out; %d probes met more LOG rules than xdpfw counts",
 		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.byRule, st.byState, st.replies, st.byEstablished, st.badSets, st.known, st.knownShown, st.nftRefused, st.logOverflow)
-	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.byRule < st.probes/3 || st.byEstablished == 0) {
-		t.Fatal("the probes did not cover both chains, both families, fragments, rules more than policies, and ESTABLISHED answers a --ctstate rule decided")
+	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.byRule < st.probes/3 || st.byEstablished == 0 || st.logOverflow == 0) {
+		t.Fatal("the probes did not cover both chains, both families, fragments, rules more than policies, ESTABLISHED answers a --ctstate rule decided, " +
+			"and packets meeting more LOG rules than xdpfw counts")
 	}
 }
 
@@ -219,6 +225,23 @@ func statefulHead(t *testing.T, r *rand.Rand) []rules.Rule {
 		t.Fatal(err)
 	}
 	return rs.Rules
+}
+
+// logHeavy makes many rules of rs LOG rules, some matching everything, so
+// that packets meet more LOG rules than xdpfw counts (and logs):
+// compile.MaxLogPerPacket, the first ones in rule order (docs/log.md),
+// where iptables counts every one. The reference matcher says which
+// (Decision.Logs); the test expects that of xdpfw, and all of iptables.
+func logHeavy(r *rand.Rand, rs *rules.RuleSet) {
+	for i := range rs.Rules {
+		if r.IntN(100) < 45 {
+			rs.Rules[i].Target = rules.Target{Verdict: rules.VerdictLog}
+			if r.IntN(100) < 40 {
+				rs.Rules[i].Match = rules.Match{Family: rs.Rules[i].Match.Family}
+			}
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 }
 
 func boolBit(b bool) uint64 {
