@@ -478,22 +478,26 @@ func (b *diffBed) load(s *diffSide, files [2]string) error {
 	return nil
 }
 
-// tally is a set of packet counters: per reference rule, and per policy.
+// ctr is one counter: packets and bytes. xdpfw counts a frame's bytes
+// (Ethernet header included), iptables an IP packet's.
+type ctr struct{ pkts, bytes uint64 }
+
+// tally is a set of counters: per reference rule, and per policy.
 type tally struct {
-	rules []uint64
-	pol   [2][2]uint64 // [IPv6][FORWARD]
+	rules []ctr
+	pol   [2][2]ctr // [IPv6][FORWARD]
 }
 
-func newTally(n int) tally { return tally{rules: make([]uint64, n)} }
+func newTally(n int) tally { return tally{rules: make([]ctr, n)} }
 
 func (a tally) sub(b tally) tally {
 	d := newTally(len(a.rules))
 	for i := range a.rules {
-		d.rules[i] = a.rules[i] - b.rules[i]
+		d.rules[i] = ctr{a.rules[i].pkts - b.rules[i].pkts, a.rules[i].bytes - b.rules[i].bytes}
 	}
 	for f := range 2 {
 		for c := range 2 {
-			d.pol[f][c] = a.pol[f][c] - b.pol[f][c]
+			d.pol[f][c] = ctr{a.pol[f][c].pkts - b.pol[f][c].pkts, a.pol[f][c].bytes - b.pol[f][c].bytes}
 		}
 	}
 	return d
@@ -503,27 +507,27 @@ func (a tally) equal(b tally) bool { return slices.Equal(a.rules, b.rules) && a.
 
 // decided is how many packets a terminal rule or a policy counted.
 func (a tally) decided(ref *rules.RuleSet) uint64 {
-	n := a.pol[0][0] + a.pol[0][1] + a.pol[1][0] + a.pol[1][1]
+	n := a.pol[0][0].pkts + a.pol[0][1].pkts + a.pol[1][0].pkts + a.pol[1][1].pkts
 	for i, c := range a.rules {
 		if ref.Rules[i].Target.Verdict.Terminal() {
-			n += c
+			n += c.pkts
 		}
 	}
 	return n
 }
 
-// describe names what a tally of one probe says.
+// describe names what a tally says.
 func (a tally) describe(ref *rules.RuleSet) string {
 	var parts []string
 	for i, c := range a.rules {
-		if c != 0 {
-			parts = append(parts, fmt.Sprintf("%d×`%s`", c, ref.Rules[i]))
+		if c.pkts != 0 || c.bytes != 0 {
+			parts = append(parts, fmt.Sprintf("%d×(%d B) `%s`", c.pkts, c.bytes, ref.Rules[i]))
 		}
 	}
 	for f, fam := range []string{"ipv4", "ipv6"} {
 		for c, ch := range []string{"INPUT", "FORWARD"} {
-			if n := a.pol[f][c]; n != 0 {
-				parts = append(parts, fmt.Sprintf("%d×policy %s %s", n, ch, fam))
+			if n := a.pol[f][c]; n != (ctr{}) {
+				parts = append(parts, fmt.Sprintf("%d×(%d B) policy %s %s", n.pkts, n.bytes, ch, fam))
 			}
 		}
 	}
@@ -540,11 +544,13 @@ func chainIndex(c rules.Chain) int {
 	return 0
 }
 
-// expect adds to t what the reference matcher says probe p counts: with
-// all, every LOG rule it meets (iptables); without, the LOG rules xdpfw
-// counts (Decision.Logs: the first compile.MaxLogPerPacket). It reports
-// whether p met more LOG rules than xdpfw counts.
-func expect(t *testing.T, ref *rules.RuleSet, p compile.RefPacket, all bool, into *tally) bool {
+// expect adds to into what the reference matcher says probe pr counts:
+// for iptables (ipt), every LOG rule it meets and its IP bytes; for xdpfw,
+// the LOG rules xdpfw counts (Decision.Logs: the first
+// compile.MaxLogPerPacket) and its frame's bytes. It reports whether pr
+// met more LOG rules than xdpfw counts.
+func expect(t *testing.T, ref *rules.RuleSet, pr *probe, ipt bool, into *tally) bool {
+	p := pr.ref()
 	d := compile.Decide(ref, p)
 	deciding := -1
 	var logs []int
@@ -563,16 +569,20 @@ func expect(t *testing.T, ref *rules.RuleSet, p compile.RefPacket, all bool, int
 	if deciding != d.Rule {
 		t.Fatalf("the reference matcher's Decide (rule %d) and Matches (rule %d) disagree", d.Rule, deciding)
 	}
-	if !all {
+	n := uint64(len(pr.frame))
+	if ipt {
+		n -= 14 // untagged frames only
+	} else {
 		logs = d.Logs
 	}
+	add := func(c *ctr) { c.pkts, c.bytes = c.pkts+1, c.bytes+n }
 	for _, i := range logs {
-		into.rules[i]++
+		add(&into.rules[i])
 	}
 	if deciding >= 0 {
-		into.rules[deciding]++
+		add(&into.rules[deciding])
 	} else {
-		into.pol[boolBit(p.Src.Is6())][chainIndex(p.Chain)]++
+		add(&into.pol[boolBit(p.Src.Is6())][chainIndex(p.Chain)])
 	}
 	return d.LogOverflow
 }
@@ -585,8 +595,8 @@ func (b *diffBed) counters(s *diffSide, ref *rules.RuleSet) tally {
 	// for iptables, family)
 	var pos [2][2]int
 	if s.ipt != nil {
-		var got [2]map[string][]uint64
-		var pol [2]map[string]uint64
+		var got [2]map[string][]ctr
+		var pol [2]map[string]ctr
 		for f, c := range []string{s.ipt.save4, s.ipt.save6} {
 			text, err := b.run(s.ns, "", c, "-c", "-t", "filter")
 			if err != nil {
@@ -619,37 +629,43 @@ func (b *diffBed) counters(s *diffSide, ref *rules.RuleSet) tally {
 		if pos[0][c] >= len(list) || list[pos[0][c]].Rule != r.String() {
 			b.t.Fatalf("xdpfw list does not show the reference's rule %d (`%s`) as number %d of %s:\n%s", i, r, pos[0][c]+1, r.Chain, l.raw)
 		}
-		out.rules[i] = list[pos[0][c]].Counters.Packets
+		cs := list[pos[0][c]].Counters
+		out.rules[i] = ctr{cs.Packets, cs.Bytes}
 		pos[0][c]++
 	}
 	for _, p := range l.Policies {
 		f := boolBit(p.Family == "ipv6")
 		switch p.Chain {
 		case "INPUT":
-			out.pol[f][0] = p.Counters.Packets
+			out.pol[f][0] = ctr{p.Counters.Packets, p.Counters.Bytes}
 		case "FORWARD":
-			out.pol[f][1] = p.Counters.Packets
+			out.pol[f][1] = ctr{p.Counters.Packets, p.Counters.Bytes}
 		}
 	}
 	return out
 }
 
 var (
-	saveRule   = regexp.MustCompile(`^\[(\d+):\d+\] -A (\S+) `)
-	savePolicy = regexp.MustCompile(`^:(\S+) \S+ \[(\d+):\d+\]$`)
+	saveRule   = regexp.MustCompile(`^\[(\d+):(\d+)\] -A (\S+) `)
+	savePolicy = regexp.MustCompile(`^:(\S+) \S+ \[(\d+):(\d+)\]$`)
 )
 
 // parseSave reads `iptables-save -c`: each chain's rule counters in order,
 // and its policy counter.
-func parseSave(t *testing.T, text string) (map[string][]uint64, map[string]uint64) {
-	rs, pol := map[string][]uint64{}, map[string]uint64{}
+func parseSave(t *testing.T, text string) (map[string][]ctr, map[string]ctr) {
+	rs, pol := map[string][]ctr{}, map[string]ctr{}
+	num := func(s string) uint64 {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("iptables-save -c: counter %q: %v", s, err)
+		}
+		return n
+	}
 	for _, line := range strings.Split(text, "\n") {
 		if m := saveRule.FindStringSubmatch(line); m != nil {
-			n, _ := strconv.ParseUint(m[1], 10, 64)
-			rs[m[2]] = append(rs[m[2]], n)
+			rs[m[3]] = append(rs[m[3]], ctr{num(m[1]), num(m[2])})
 		} else if m := savePolicy.FindStringSubmatch(line); m != nil {
-			n, _ := strconv.ParseUint(m[2], 10, 64)
-			pol[m[1]] = n
+			pol[m[1]] = ctr{num(m[2]), num(m[3])}
 		} else if strings.HasPrefix(line, "-A ") || strings.HasPrefix(line, "[") {
 			t.Fatalf("cannot read this line of iptables-save -c: %q", line)
 		}
@@ -797,7 +813,7 @@ func (b *diffBed) batch(ref *rules.RuleSet, ps []*probe, exempt map[string]bool,
 		before[i] = b.counters(s, ref)
 		res[i] = diffResult{side: s, want: newTally(len(ref.Rules))}
 		for _, p := range ps {
-			over := expect(b.t, ref, p.ref(), s.ipt != nil, &res[i].want)
+			over := expect(b.t, ref, p, s.ipt != nil, &res[i].want)
 			if over && s.ipt == nil && st != nil {
 				st.logOverflow++
 			}
@@ -848,7 +864,7 @@ func (b *diffBed) alone(s *diffSide, ref *rules.RuleSet, ps []*probe, settle tim
 	before := b.counters(s, ref)
 	x := diffResult{side: s, want: newTally(len(ref.Rules))}
 	for _, p := range ps {
-		expect(b.t, ref, p.ref(), s.ipt != nil, &x.want)
+		expect(b.t, ref, p, s.ipt != nil, &x.want)
 	}
 	b.send([]*diffSide{s}, ps)
 	deadline := time.Now().Add(settle)
