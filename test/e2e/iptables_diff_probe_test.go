@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/packet"
@@ -19,12 +20,13 @@ type probe struct {
 	pkt   *packet.Packet
 	frame []byte
 	chain rules.Chain
+	iface string     // where it comes in (diffIngress)
 	known *knownDiff // the back ends disagree on it (knownDiffs)
 	state uint8      // its connection state (compile.CTNew...): the state phase sets it
 }
 
 func (p *probe) String() string {
-	s := fmt.Sprintf("%s in eth0 (%s)", p.pkt, p.chain)
+	s := fmt.Sprintf("%s in %s (%s)", p.pkt, p.iface, p.chain)
 	if p.known != nil {
 		s += " [known difference " + p.known.name + "]"
 	}
@@ -39,7 +41,7 @@ const (
 
 // ref is what the reference matcher knows of p.
 func (p *probe) ref() compile.RefPacket {
-	rp := compile.RefPacketOf(p.pkt, "eth0")
+	rp := compile.RefPacketOf(p.pkt, p.iface)
 	rp.Chain, rp.CTState = p.chain, p.state
 	return rp
 }
@@ -83,7 +85,19 @@ func genProbe(r *rand.Rand, ref *rules.RuleSet, ph diffPhase) *probe {
 	for i := range p.Payload {
 		p.Payload[i] = byte(r.UintN(256))
 	}
-	p.SrcMAC, p.DstMAC = dpick(r, diffPoolMAC), diffMAC0
+	// The device it comes in on: one the rule names, mostly.
+	dev := diffIngress[0]
+	if dchance(r, 35) {
+		dev = diffIngress[1]
+	}
+	if i := m.InIface; i != nil && !i.Invert && dchance(r, 70) {
+		for _, d := range diffIngress {
+			if d.name == i.Name || (i.Prefix && strings.HasPrefix(d.name, i.Name)) {
+				dev = d
+			}
+		}
+	}
+	p.SrcMAC, p.DstMAC = dpick(r, diffPoolMAC), dev.mac
 	if m.MACSrc != nil && dchance(r, 70) {
 		p.SrcMAC = m.MACSrc.Addr
 	}
@@ -168,7 +182,7 @@ func genProbe(r *rand.Rand, ref *rules.RuleSet, ph diffPhase) *probe {
 		}
 	}
 	deliverable(r, p, chain, ph)
-	return &probe{pkt: p, frame: p.Bytes(), chain: chain}
+	return &probe{pkt: p, frame: p.Bytes(), chain: chain, iface: dev.name}
 }
 
 // deliverable replaces the addresses of p that would not reach chain in
@@ -286,7 +300,7 @@ func (b *diffBed) stateReply(r *rand.Rand, ref *rules.RuleSet, p *probe) *probe 
 	case packet.ProtoICMPv6:
 		q.ICMPType = 129
 	}
-	a := &probe{pkt: &q, frame: q.Bytes(), chain: p.chain}
+	a := &probe{pkt: &q, frame: q.Bytes(), chain: p.chain, iface: p.iface}
 	switch {
 	case compile.Decide(ref, p.ref()).Verdict == rules.VerdictAccept:
 		a.state = compile.CTEstablished

@@ -26,13 +26,13 @@ import (
 )
 
 // The differential test against real iptables. Three namespaces have the
-// same topology (eth0 where probes come in, eth1 where forwarded packets
-// leave towards a permanent neighbour, the same MAC addresses): one is
-// filtered by iptables-legacy, one by iptables-nft, one by xdpfw (XDP on
-// eth0). Each rule set is written as an iptables-save file per family;
+// same topology (eth0 and veth0 where probes come in, eth1 where forwarded
+// packets leave towards a permanent neighbour, the same MAC addresses):
+// one is filtered by iptables-legacy, one by iptables-nft, one by xdpfw
+// (XDP on eth0 and veth0). Each rule set is written as an iptables-save file per family;
 // iptables-restore and ip6tables-restore load them, xdpfw loads the very
 // same files (--ipv4-file, --ipv6-file), and the reference matcher reads
-// them as xdpfw does. The same frames go into the three eth0s from a
+// them as xdpfw does. The same frames go into the three namespaces from a
 // generator namespace (AF_PACKET on the veth peers); afterwards the
 // per-rule and per-policy packet counters of each side
 // (`iptables-save -c`, `xdpfw list --json`) must equal what the
@@ -75,9 +75,15 @@ type diffPhase struct {
 
 var diffPhases = []diffPhase{{"input", false, false}, {"state", false, true}, {"forward", true, false}}
 
+// The devices probes come in on, in every filtered namespace: eth0 and
+// veth0 (names the random rules use, -i eth+ matching one of them).
+var diffIngress = []struct {
+	name string
+	mac  [6]byte
+}{{"eth0", [6]byte{0x02, 0, 0, 0, 0xd0, 0x00}}, {"veth0", [6]byte{0x02, 0, 0, 0, 0xd2, 0x00}}}
+
 // Addresses of the topology. The generator's side has no IP at all.
 var (
-	diffMAC0    = [6]byte{0x02, 0, 0, 0, 0xd0, 0x00} // eth0 of every filtered namespace
 	diffMAC1    = [6]byte{0x02, 0, 0, 0, 0xd1, 0x00} // eth1
 	diffNextHop = [6]byte{0x02, 0, 0, 0, 0xd1, 0x02} // the permanent neighbour behind eth1
 	diffLocal4  = mustAddr("10.200.9.1")             // forward phase: eth0's addresses
@@ -190,12 +196,12 @@ func TestIptablesDifferential(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d rule sets (%d rules in the iptables files, %d of them deciding some probe), %d probes (%d INPUT, %d FORWARD; %d IPv6; %d fragments; %d decided by a rule, the rest by a policy; "+
+	t.Logf("%d rule sets (%d rules in the iptables files, %d of them deciding some probe), %d probes (%d INPUT, %d FORWARD; %d IPv6; %d fragments; %d in on veth0; %d decided by a rule, the rest by a policy; "+
 		"%d decided by a --ctstate rule, %d answers to earlier probes, %d of those ESTABLISHED and decided by a --ctstate rule), "+
 		"each through iptables-legacy, iptables-nft and xdpfw: %d rule sets disagree; known back-end differences: %d probes (%d batches where they showed), %d rules iptables-nft cannot load left out; %d probes met more LOG rules than xdpfw counts",
-		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.byRule, st.byState, st.replies, st.byEstablished, st.badSets, st.known, st.knownShown, st.nftRefused, st.logOverflow)
-	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.byRule < st.probes/3 || st.byEstablished == 0 || st.logOverflow == 0) {
-		t.Fatal("the probes did not cover both chains, both families, fragments, rules more than policies, ESTABLISHED answers a --ctstate rule decided, " +
+		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.second, st.byRule, st.byState, st.replies, st.byEstablished, st.badSets, st.known, st.knownShown, st.nftRefused, st.logOverflow)
+	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.second == 0 || st.byRule < st.probes/3 || st.byEstablished == 0 || st.logOverflow == 0) {
+		t.Fatal("the probes did not cover both chains, both families, fragments, both ingress devices, rules more than policies, ESTABLISHED answers a --ctstate rule decided, " +
 			"and packets meeting more LOG rules than xdpfw counts")
 	}
 }
@@ -206,6 +212,7 @@ type diffStats struct {
 	byRule, rulesHit                               int // probes a rule decided; rules that decided one
 	nftRefused                                     int // rules left out (nftRefuses)
 	replies                                        int // state phase: probes answering an earlier one
+	second                                         int // probes in on the second ingress device
 	byState, byEstablished                         int // probes a --ctstate rule decided; replies among them that were ESTABLISHED
 }
 
@@ -272,11 +279,11 @@ func envUint(t *testing.T, name string, def uint64) uint64 {
 type diffSide struct {
 	name    string
 	ns      *testutil.NetNS
-	ipt     *iptBackend // nil: xdpfw
-	fw      *fw         // xdpfw only
-	loaded  bool        // xdpfw: load done, apply from now on
-	peer    int         // ifindex of eth0's peer in the generator namespace
-	payload [2]string   // the files last loaded (IPv4, IPv6)
+	ipt     *iptBackend    // nil: xdpfw
+	fw      *fw            // xdpfw only
+	loaded  bool           // xdpfw: load done, apply from now on
+	peers   map[string]int // ifindex of the peer of each ingress device (diffIngress) in the generator namespace
+	payload [2]string      // the files last loaded (IPv4, IPv6)
 }
 
 type diffBed struct {
@@ -298,15 +305,18 @@ func newDiffBed(t *testing.T) *diffBed {
 		if i < len(iptBackends) {
 			s.ipt = &iptBackends[i]
 		}
-		_, p0 := testutil.VethPair(t, s.ns, "eth0", nil, b.gen, fmt.Sprintf("p%d0", i), nil)
-		testutil.VethPair(t, s.ns, "eth1", nil, b.gen, fmt.Sprintf("p%d1", i), nil)
-		s.peer = p0.Index
-		b.ip(s.ns, "link", "set", "eth0", "address", macString(diffMAC0))
+		s.peers = map[string]int{}
+		for j, in := range diffIngress {
+			_, peer := testutil.VethPair(t, s.ns, in.name, nil, b.gen, fmt.Sprintf("p%d%d", i, j), nil)
+			s.peers[in.name] = peer.Index
+			b.ip(s.ns, "link", "set", in.name, "address", macString(in.mac))
+		}
+		testutil.VethPair(t, s.ns, "eth1", nil, b.gen, fmt.Sprintf("p%de", i), nil)
 		b.ip(s.ns, "link", "set", "eth1", "address", macString(diffMAC1))
 		b.ip(s.ns, "neigh", "add", diffGW4.String(), "lladdr", macString(diffNextHop), "dev", "eth1", "nud", "permanent")
 		b.ip(s.ns, "-6", "neigh", "add", "fe80::2", "lladdr", macString(diffNextHop), "dev", "eth1", "nud", "permanent")
 		sys := map[string]string{}
-		for _, dev := range []string{"all", "default", "eth0", "eth1"} {
+		for _, dev := range []string{"all", "default", "eth0", "veth0", "eth1"} {
 			// No source validation (probes come from anywhere), local
 			// sources accepted (with AnyIP every address is local), no
 			// redirects or router advertisements taken from probes.
@@ -466,7 +476,10 @@ func (b *diffBed) load(s *diffSide, files [2]string) error {
 	}
 	verb := []string{"apply"}
 	if !s.loaded {
-		verb = []string{"load", "-i", "eth0"}
+		verb = []string{"load"}
+		for _, in := range diffIngress {
+			verb = append(verb, "-i", in.name)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), diffCmdTimeout)
 	defer cancel()
@@ -752,6 +765,9 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 		if p.pkt.FragOffset != 0 || p.pkt.MoreFragments {
 			st.frags++
 		}
+		if p.iface != diffIngress[0].name {
+			st.second++
+		}
 	}
 	// Replies go after the connections they answer are decided.
 	batches = append(batches, replies)
@@ -845,7 +861,7 @@ func (b *diffBed) send(sides []*diffSide, ps []*probe) {
 		defer unix.Close(fd)
 		for _, p := range ps {
 			for _, s := range sides {
-				if err := unix.Sendto(fd, p.frame, 0, &unix.SockaddrLinklayer{Ifindex: s.peer}); err != nil {
+				if err := unix.Sendto(fd, p.frame, 0, &unix.SockaddrLinklayer{Ifindex: s.peers[p.iface]}); err != nil {
 					return fmt.Errorf("sending %x: %w", p.frame, err)
 				}
 			}
