@@ -45,7 +45,7 @@ func TestChainCounters(t *testing.T) {
 	want := make([]uint64, len(f.rs.Rules))
 	for _, p := range pkts {
 		f.mustRun(p.Bytes(), names[0])
-		d := compile.Decide(f.rs, refPacket(p, names[0]))
+		d := compile.Decide(f.rs, compile.RefPacketOf(p, names[0]))
 		for _, i := range d.Counts {
 			want[i]++
 		}

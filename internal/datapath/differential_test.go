@@ -242,7 +242,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	}
 	wantOverflow := uint64(0)
 	for i, p := range pkts {
-		ref := refPacket(p, ifs[i])
+		ref := compile.RefPacketOf(p, ifs[i])
 		ref.CTState = uint8(states[i])
 		if local != nil {
 			ref.Chain = rules.ChainForward
@@ -351,35 +351,9 @@ func checkLogs(f *fixture, ids []uint32, d compile.Decision, wantID uint32, got 
 // refPacket is what the reference matcher knows of p: the fields the data
 // plane's parser extracts. L4 fields exist for TCP, UDP, ICMP and ICMPv6
 // when the packet is not a non-first fragment.
-func refPacket(p *packet.Packet, iface string) compile.RefPacket {
-	rp := compile.RefPacket{
-		Chain: rules.ChainInput, InIface: iface, Src: p.Src, Dst: p.Dst, Proto: p.Proto,
-		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0,
-	}
-	if len(p.VLANs) > 0 {
-		rp.Tagged, rp.VLAN = true, p.VLANs[0]
-	}
-	switch p.Proto {
-	case packet.ProtoTCP, packet.ProtoUDP, packet.ProtoICMP, packet.ProtoICMPv6, protoSCTP, protoUDPLite:
-		rp.L4 = !rp.Fragment
-	}
-	if rp.L4 {
-		switch p.Proto {
-		case packet.ProtoTCP:
-			rp.SPort, rp.DPort, rp.TCPFlags = p.SPort, p.DPort, p.TCPFlags
-		case packet.ProtoUDP, protoSCTP, protoUDPLite:
-			rp.SPort, rp.DPort = p.SPort, p.DPort
-		default:
-			rp.ICMPType, rp.ICMPCode = p.ICMPType, p.ICMPCode
-		}
-	}
-	return rp
-}
-
 var (
 	poolV4   = []string{"10.0.0.1", "10.0.0.2", "10.1.2.3", "10.200.0.1", "192.168.1.10", "172.16.5.4", "8.8.8.8", "0.0.0.0", "255.255.255.255"}
 	poolV6   = []string{"2001:db8::1", "2001:db8::2", "2001:db8:1::10", "fd00::1", "fd00:1::2", "fe80::1", "::1", "::"}
-	poolPort = []uint16{0, 1, 22, 53, 80, 123, 443, 1023, 1024, 8080, 65534, 65535}
 	poolMAC  = [][6]byte{{0x00, 0x11, 0x22, 0x33, 0x44, 0x55}, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
 	poolVLAN = []uint16{0, 1, 10, 100, 4095}
 )
@@ -435,8 +409,8 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 	if v6 && (p.Proto == 0 || p.Proto == 43 || p.Proto == 44 || p.Proto == 51 || p.Proto == 60) {
 		p.Proto = 47
 	}
-	p.SPort = genPort(r, m.SPort, m.Ports)
-	p.DPort = genPort(r, m.DPort, m.Ports)
+	p.SPort = rules.RandomPortFor(r, m.SPort, m.Ports)
+	p.DPort = rules.RandomPortFor(r, m.DPort, m.Ports)
 	if p.Proto == protoSCTP || p.Proto == protoUDPLite {
 		// the builder emits these as payload: write a header with the ports
 		hdr := []byte{byte(p.SPort >> 8), byte(p.SPort), byte(p.DPort >> 8), byte(p.DPort), 0, 0, 0, 0, 0, 0, 0, 0}
@@ -496,7 +470,7 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 
 func genAddr(r *rand.Rand, am *rules.AddrMatch, v6 bool) netip.Addr {
 	if am != nil && chance(r, 75) {
-		return randomIn(r, am.Prefix)
+		return rules.RandomAddrIn(r, am.Prefix)
 	}
 	if chance(r, 70) {
 		if v6 {
@@ -516,54 +490,6 @@ func genAddr(r *rand.Rand, am *rules.AddrMatch, v6 bool) netip.Addr {
 		b[i] = byte(r.UintN(256))
 	}
 	return netip.AddrFrom4(b)
-}
-
-// randomIn returns an address of prefix p: random host bits, or its first or
-// last address, or the address just outside it.
-func randomIn(r *rand.Rand, p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		bit := byte(0x80 >> (i % 8))
-		switch k := r.IntN(10); {
-		case k < 5: // random host bits
-			if chance(r, 50) {
-				b[i/8] |= bit
-			}
-		case k < 9: // all ones: the last address
-			b[i/8] |= bit
-		}
-	}
-	if p.Bits() > 0 && chance(r, 15) {
-		i := p.Bits() - 1 // flip the last prefix bit: just outside
-		b[i/8] ^= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
-
-func genPort(r *rand.Rand, pm, either *rules.PortMatch) uint16 {
-	if pm == nil || chance(r, 30) {
-		pm = either
-	}
-	if pm != nil && chance(r, 80) {
-		pr := pick(r, pm.Ranges)
-		switch r.IntN(5) {
-		case 0:
-			return pr.Lo
-		case 1:
-			return pr.Hi
-		case 2:
-			return pr.Lo - 1 // wraps at 0: fine, another edge
-		case 3:
-			return pr.Hi + 1
-		default:
-			return pr.Lo + uint16(r.IntN(int(pr.Hi-pr.Lo)+1))
-		}
-	}
-	if chance(r, 60) {
-		return pick(r, poolPort)
-	}
-	return uint16(r.UintN(65536))
 }
 
 func genMAC(r *rand.Rand, mm *rules.MACMatch) [6]byte {

@@ -45,7 +45,7 @@ func TestLimitBurstRefill(t *testing.T) {
 		t.Helper()
 		for range n {
 			r := f.mustRun(p.Bytes(), "eth0")
-			d := compile.DecideAt(f.rs, refPacket(p, "eth0"), st)
+			d := compile.DecideAt(f.rs, compile.RefPacketOf(p, "eth0"), st)
 			want := compile.PolicyID(0, false)
 			if d.Rule >= 0 {
 				want = f.ids[d.Rule]

@@ -74,7 +74,7 @@ func TestRawNotrack(t *testing.T) {
 			t.Errorf("%s: connections %v", c.name, es)
 		}
 		// the Go twin and the reference matcher
-		rp := refPacket(c.pk, "eth0")
+		rp := compile.RefPacketOf(c.pk, "eth0")
 		rp.CTState = compile.CTNew
 		if c.assume >= 0 {
 			rp.CTState = uint8(c.assume)
@@ -95,7 +95,7 @@ func TestRawNotrack(t *testing.T) {
 	if r := f.egress(out.Bytes()); r.CTState != compile.CTUntracked || r.RuleID != f.ids[3] {
 		t.Errorf("OUTPUT: state %s, rule id %d; want UNTRACKED by rule 3", compile.CTStateName(r.CTState), r.RuleID)
 	}
-	rp := refPacket(out, "")
+	rp := compile.RefPacketOf(out, "")
 	rp.Chain = rules.ChainOutput
 	if d := compile.Decide(f.rs, rp); d.Rule != 3 {
 		t.Errorf("OUTPUT: the reference decides rule %d", d.Rule)

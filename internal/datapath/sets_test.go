@@ -187,14 +187,14 @@ func TestSetsDifferential(t *testing.T) {
 				for _, ps := range sets {
 					if pr := ps[r.IntN(len(ps))]; pr.Addr().Is4() == p.Src.Is4() {
 						if r.IntN(2) == 0 {
-							p.Src = randomIn(r, pr)
+							p.Src = rules.RandomAddrIn(r, pr)
 						} else {
-							p.Dst = randomIn(r, pr)
+							p.Dst = rules.RandomAddrIn(r, pr)
 						}
 					}
 				}
 			}
-			ref := refPacket(p, iface)
+			ref := compile.RefPacketOf(p, iface)
 			ref.Sets = refSets
 			ref.CTState = uint8(r.IntN(int(compile.NumCTStates)))
 			d := compile.Decide(rs, ref)

@@ -23,10 +23,11 @@ func (r Rule) String() string {
 // Spec returns the canonical text of the rule without the leading
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
-// -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
-// --tcp-flags, ICMP type, -m limit, -m comment, then -j and the target's options
-// (--reject-with, --log, --log-prefix or NFLOG's and ULOG's options,
-// --log-level, --log-rate, --log-burst).
+// -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), single
+// ports (--sport, --dport), -m multiport, --tcp-flags, ICMP type, -m limit,
+// -m comment, then -j and the target's options (--reject-with, --log,
+// --log-prefix or NFLOG's and ULOG's options, --log-level, --log-rate,
+// --log-burst).
 func (r Rule) Spec() string {
 	var w specWriter
 	m := r.Match
@@ -85,9 +86,13 @@ func (r Rule) Spec() string {
 	if m.L4Header && m.Proto != nil {
 		w.add(false, "-m", protoName(m.Proto.Proto))
 	}
-	w.ports("--sport", "--sports", m.SPort)
-	w.ports("--dport", "--dports", m.DPort)
-	w.ports("", "--ports", m.Ports)
+	// Single ports before any -m multiport: after it, iptables reads
+	// --sport/--dport as multiport's (abbreviations of --sports/--dports).
+	for _, multi := range []bool{false, true} {
+		w.ports("--sport", "--sports", m.SPort, multi)
+		w.ports("--dport", "--dports", m.DPort, multi)
+		w.ports("", "--ports", m.Ports, multi)
+	}
 	if f := m.TCPFlags; f != nil {
 		if f.Mask == synMask && f.Comp == synComp {
 			w.add(f.Invert, "--syn")
@@ -197,8 +202,9 @@ func (w *specWriter) add(invert bool, words ...string) {
 }
 
 // ports writes a port match: single (e.g. --dport 22 or --dport 1:1023) when
-// there is one range and single is not empty, -m multiport multi otherwise.
-func (w *specWriter) ports(single, multi string, m *PortMatch) {
+// there is one range and single is not empty, -m multiport multi otherwise;
+// only the latter form when multiport is set, only the former otherwise.
+func (w *specWriter) ports(single, multi string, m *PortMatch, multiport bool) {
 	if m == nil {
 		return
 	}
@@ -207,7 +213,12 @@ func (w *specWriter) ports(single, multi string, m *PortMatch) {
 		parts[i] = formatPortRange(r)
 	}
 	if len(m.Ranges) == 1 && single != "" {
-		w.add(m.Invert, single, parts[0])
+		if !multiport {
+			w.add(m.Invert, single, parts[0])
+		}
+		return
+	}
+	if !multiport {
 		return
 	}
 	w.add(false, "-m", "multiport")

@@ -291,6 +291,9 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A INPUT -p tcp -m multiport --dports 22 -j DROP", "-p tcp --dport 22 -j DROP", ParseOptions{}},
 		{"-A INPUT -p tcp -m multiport ! --sports 22:22,1:2 -j DROP", "-p tcp -m multiport ! --sports 22,1:2 -j DROP", ParseOptions{}},
 		{"-A INPUT -p tcp -m multiport --ports 7 -j DROP", "-p tcp -m multiport --ports 7 -j DROP", ParseOptions{}},
+		// single ports first: after -m multiport, iptables reads --dport as multiport's --dports
+		{"-A INPUT -p udp -m multiport --sports 1,2 -m udp --dport 80 -j DROP", "-p udp --dport 80 -m multiport --sports 1,2 -j DROP", ParseOptions{}},
+		{"-A INPUT -p tcp -m multiport --dports 1,2 -m multiport --ports 3,4 -m tcp ! --sport 5 -j DROP", "-p tcp ! --sport 5 -m multiport --dports 1,2 -m multiport --ports 3,4 -j DROP", ParseOptions{}},
 		{"-A INPUT -p tcp --tcp-flags SYN,FIN,ACK,RST SYN -j DROP", "-p tcp --syn -j DROP", ParseOptions{}},
 		{"-A INPUT -p tcp --tcp-flags ACK,SYN,URG,PSH,RST,FIN NONE -j DROP", "-p tcp --tcp-flags ALL NONE -j DROP", ParseOptions{}},
 		{"-A INPUT -p tcp --tcp-flags URG,SYN ACK,SYN -j DROP", "-p tcp --tcp-flags SYN,URG SYN,ACK -j DROP", ParseOptions{}},

@@ -33,6 +33,51 @@ var (
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
 func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
+	return RandomRuleSetWith(r, n, RandomKnobs{})
+}
+
+// RandomKnobs switch parts of the random vocabulary off. The zero value is
+// RandomRuleSet's: everything xdpfw reads. A knob never changes what is
+// drawn, only what is kept, so a seed gives the same rule set shape with
+// any knobs (vocabulary added later goes behind a knob when iptables lacks
+// it, so that the differential test against real iptables keeps loading).
+type RandomKnobs struct {
+	// IptablesOnly leaves out xdpfw's extensions, which iptables-restore
+	// refuses: -m vlan, --mac-destination, --log on a verdict, --log-rate
+	// and --log-burst, ports and a bare -m udplite on -p udplite,
+	// --icmpv6-type any. What is left loads into iptables-restore and
+	// ip6tables-restore (both back ends) as String prints it.
+	IptablesOnly bool
+	// NoCTState leaves out -m conntrack --ctstate (for a test whose two
+	// sides cannot be made to see the same connection states).
+	NoCTState bool
+}
+
+// keep removes from rule what k switches off.
+func (k RandomKnobs) keep(rule *Rule) {
+	m, t := &rule.Match, &rule.Target
+	if k.NoCTState {
+		m.CTState = nil
+	}
+	if k.IptablesOnly {
+		m.VLAN, m.MACDst = nil, nil
+		if t.Verdict != VerdictLog {
+			*t = Target{Verdict: t.Verdict, RejectWith: t.RejectWith}
+		}
+		t.LogRate, t.LogBurst = LogRate{}, 0
+		if p := m.Proto; p != nil && !p.Invert && p.Proto == protoUDPLite {
+			m.SPort, m.DPort, m.Ports = nil, nil, nil
+		}
+		if i := m.ICMP; i != nil && i.Any && m.Family == FamilyIPv6 {
+			m.ICMP = nil
+		}
+	}
+	rule.Text = rule.Spec()
+}
+
+// RandomRuleSetWith is RandomRuleSet with parts of the vocabulary switched
+// off (RandomKnobs).
+func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 	rs := &RuleSet{}
 	for range r.IntN(4) {
 		rs.Policies = append(rs.Policies, Policy{
@@ -42,7 +87,11 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 		})
 	}
 	for range n {
-		rs.Rules = append(rs.Rules, RandomRule(r))
+		rule := RandomRule(r)
+		if k != (RandomKnobs{}) {
+			k.keep(&rule)
+		}
+		rs.Rules = append(rs.Rules, rule)
 	}
 	// A bare -m tcp (udp, ...) on some rules of a port protocol without a
 	// port or flag test: drawn last, from a stream of its own, so that the
@@ -51,7 +100,8 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 	l4 := rand.New(rand.NewPCG(r.Uint64(), 0x14))
 	for i := range rs.Rules {
 		m := &rs.Rules[i].Match
-		if p := m.Proto; p != nil && !p.Invert && isPortProto(p.Proto) && !m.NeedsL4() && chance(l4, 15) {
+		if p := m.Proto; p != nil && !p.Invert && isPortProto(p.Proto) && !m.NeedsL4() && chance(l4, 15) &&
+			!(k.IptablesOnly && p.Proto == protoUDPLite) {
 			m.L4Header = true
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
@@ -517,4 +567,60 @@ func RandomChains(r *rand.Rand, rs *RuleSet) {
 		}
 	}
 	rs.Rules = out
+}
+
+// probePorts are the common ports of packets aimed at random rules.
+var probePorts = [...]uint16{0, 1, 22, 53, 80, 123, 443, 1023, 1024, 8080, 65534, 65535}
+
+// RandomAddrIn returns an address of prefix p for a packet aimed at a rule:
+// random host bits, or its first or last address, or the address just
+// outside it.
+func RandomAddrIn(r *rand.Rand, p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		bit := byte(0x80 >> (i % 8))
+		switch k := r.IntN(10); {
+		case k < 5: // random host bits
+			if chance(r, 50) {
+				b[i/8] |= bit
+			}
+		case k < 9: // all ones: the last address
+			b[i/8] |= bit
+		}
+	}
+	if p.Bits() > 0 && chance(r, 15) {
+		i := p.Bits() - 1 // flip the last prefix bit: just outside
+		b[i/8] ^= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// RandomPortFor returns a port for a packet aimed at a rule's port match pm
+// (either: its --ports, taken instead 30 % of the time): mostly an edge of
+// one of its ranges, inside or just outside, or a port inside; otherwise
+// a common port or any.
+func RandomPortFor(r *rand.Rand, pm, either *PortMatch) uint16 {
+	if pm == nil || chance(r, 30) {
+		pm = either
+	}
+	if pm != nil && chance(r, 80) {
+		pr := pick(r, pm.Ranges)
+		switch r.IntN(5) {
+		case 0:
+			return pr.Lo
+		case 1:
+			return pr.Hi
+		case 2:
+			return pr.Lo - 1 // wraps at 0: fine, another edge
+		case 3:
+			return pr.Hi + 1
+		default:
+			return pr.Lo + uint16(r.IntN(int(pr.Hi-pr.Lo)+1))
+		}
+	}
+	if chance(r, 60) {
+		return pick(r, probePorts[:])
+	}
+	return uint16(r.UintN(65536))
 }

@@ -167,6 +167,34 @@ func TestRandomRuleSetDeterministic(t *testing.T) {
 	}
 }
 
+// TestRandomKnobs: a knob only removes what it names; the rules keep their
+// order, chains and targets, and round-trip.
+func TestRandomKnobs(t *testing.T) {
+	for seed := range uint64(50) {
+		all := RandomRuleSet(rand.New(rand.NewPCG(seed, 3)), 60)
+		k := RandomKnobs{IptablesOnly: true, NoCTState: true}
+		rs := RandomRuleSetWith(rand.New(rand.NewPCG(seed, 3)), 60, k)
+		if len(rs.Rules) != len(all.Rules) || fmt.Sprint(rs.Policies) != fmt.Sprint(all.Policies) {
+			t.Fatalf("seed %d: knobs changed the shape of the rule set", seed)
+		}
+		for i, r := range rs.Rules {
+			m, tg := r.Match, r.Target
+			if r.Chain != all.Rules[i].Chain || tg.Verdict != all.Rules[i].Target.Verdict {
+				t.Fatalf("seed %d rule %d: %q is not %q less the knobs", seed, i, r.Text, all.Rules[i].Text)
+			}
+			udplitePorts := m.Proto != nil && m.Proto.Proto == protoUDPLite && (m.NeedsL4())
+			if m.CTState != nil || m.VLAN != nil || m.MACDst != nil || (tg.Log && tg.Verdict != VerdictLog) ||
+				tg.LogRate != (LogRate{}) || tg.LogBurst != 0 || udplitePorts || (m.ICMP != nil && m.ICMP.Any && m.Family == FamilyIPv6) {
+				t.Fatalf("seed %d rule %d: %q has what the knobs leave out", seed, i, r.Text)
+			}
+			if r.Text != r.Spec() {
+				t.Fatalf("seed %d rule %d: Text %q != Spec %q", seed, i, r.Text, r.Spec())
+			}
+		}
+		assertRoundTrip(t, rs)
+	}
+}
+
 // TestRandomRuleSetCoverage checks that the generator produces every feature
 // the differential tests rely on.
 func TestRandomRuleSetCoverage(t *testing.T) {

@@ -3,6 +3,9 @@
 // attached to veth interfaces in throw-away network namespaces, and check
 // verdicts with real TCP, UDP and ICMP traffic between those namespaces,
 // plus the JSON the CLI reports (counters, status, trace).
+// TestIptablesDifferential holds xdpfw and its reference matcher to real
+// iptables (legacy and nft back ends) on random rule sets and crafted
+// frames (iptables_diff_test.go).
 //
 // The tests need root (they fail, never skip, without it). Every test has
 // its own namespaces, its own private bpffs (the pin dir) and its own state
