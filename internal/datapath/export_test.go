@@ -169,4 +169,3 @@ func (d *Datapath) AgeFrags(dt time.Duration) error {
 	}
 	return nil
 }
-

@@ -297,7 +297,6 @@ func TestFragmentsEgress(t *testing.T) {
 	}
 }
 
-
 // ruleCounter reads rule id's counter.
 func (f *fixture) ruleCounter(id uint32) datapath.Counter {
 	f.t.Helper()
