@@ -210,7 +210,7 @@ struct {
  * which its later fragments take (lib/frag.h). An LRU: when more datagrams
  * are in flight than it holds, the least recently seen one goes (its later
  * fragments then count as unknown and are dropped). max_entries is set by
- * the control plane from `--ct-max` (datapath.fragsFor). Pinned, so that
+ * the control plane from `--ct-max` (datapath.FragsFor). Pinned, so that
  * traces and a reloaded program see the datagrams in flight. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

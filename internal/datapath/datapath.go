@@ -64,12 +64,12 @@ func ruleIDsFor(entries int) int { return max(minRuleIDs, 2*entries) }
 // (preallocated; Limits.Cost says what an entry takes).
 const DefaultConntrack = 65536
 
-// fragsFor is the size of the fragment table (fw_frag: datagrams in
+// FragsFor is the size of the fragment table (fw_frag: datagrams in
 // flight, lib/frag.h) for a conntrack table of ct entries: an eighth of
 // it, at least minFrags. A datagram is in flight from its first fragment
 // to its last, microseconds on a LAN; an entry stays until the LRU needs
 // its room or 30 s pass.
-func fragsFor(ct int) int { return max(minFrags, ct/8) }
+func FragsFor(ct int) int { return max(minFrags, ct/8) }
 
 // minFrags is the smallest fragment table.
 const minFrags = 1024
@@ -383,7 +383,7 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
 	if m := spec.Maps["fw_frag"]; m != nil { // absent in objects of earlier builds (LoadObject)
-		m.MaxEntries = uint32(fragsFor(lim.Conntrack))
+		m.MaxEntries = uint32(FragsFor(lim.Conntrack))
 	}
 	if m := spec.Maps["fw_ct_evict"]; m != nil { // absent in objects of earlier builds (LoadObject)
 		m.MaxEntries = uint32(lim.Conntrack)
