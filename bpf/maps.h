@@ -217,6 +217,34 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_ct_stats SEC(".maps");
 
+/* Fragmented datagrams in flight: the verdict of each one's first fragment,
+ * which its later fragments take (lib/frag.h). An LRU: when more datagrams
+ * are in flight than it holds, the least recently seen one goes (its later
+ * fragments then count as unknown and are dropped). max_entries is set by
+ * the control plane from `--ct-max` (datapath.FragsFor). Pinned, so that
+ * traces and a reloaded program see the datagrams in flight. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct fw_frag_key);
+	__type(value, struct fw_frag_entry);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_frag SEC(".maps");
+
+/* Where lib/frag.h builds fw_frag's key and entry (slot 0, per CPU): off
+ * the stack, which the egress program has no room left on. Not pinned: it
+ * lives for one packet. */
+struct fw_frag_scratch {
+	struct fw_frag_key k;
+	struct fw_frag_entry e;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_frag_scratch);
+} fw_frag_scratch SEC(".maps");
+
 /* Settings written by the control plane (slot 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -15,6 +15,7 @@
 #include "lib/stats.h"
 #include "lib/trace.h"
 #include "lib/log.h"
+#include "lib/frag.h"
 
 /* Headers a locally built packet may keep outside the linear area are
  * pulled in: up to this many bytes. */
@@ -54,6 +55,17 @@ int xdpfw_egress(struct __sk_buff *skb)
 	}
 	pkt.ifindex = skb->ifindex;
 	pkt.mark = skb->mark; /* -m mark: a socket's SO_MARK, or what the kernel's rules set */
+	if (pkt.flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
+		if (fw_frag_later(&pkt, &d) < 0) {
+			fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
+			fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
+			return TC_ACT_SHOT;
+		}
+		rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+		fw_frag_count(&d, fw_tc_out(rc), bytes);
+		fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, &pkt, d.reject);
+		return rc;
+	}
 	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
 		fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
 		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
@@ -69,5 +81,6 @@ int xdpfw_egress(struct __sk_buff *skb)
 	fw_count_reason(d.reason, fw_tc_out(rc), bytes, now);
 	fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, &pkt, d.reject);
 	fw_trace_skb_log(skb, &d);
+	fw_frag_record(&pkt, &d); /* last: the verifier splits on the flag, with nothing left to check twice */
 	return rc;
 }

@@ -67,6 +67,8 @@ enum fw_reason {
 	FW_R_REJECT_FRAG,       /* REJECT of a non-first fragment: not answered, dropped */
 	FW_R_REJECT_BCAST,      /* REJECT of a broadcast/multicast packet or a non-host source: not answered, dropped */
 	FW_R_REJECT_FAIL,       /* REJECT answer could not be built (no headroom, resize refused): dropped */
+	FW_R_FRAG_UNKNOWN,      /* a later fragment of a datagram whose first fragment was not seen (or expired): dropped */
+	FW_R_FRAG_OVERLAP,      /* a later fragment overlapping its datagram's first fragment (and the rest of that datagram): dropped */
 	FW_NUM_REASONS,
 };
 
@@ -110,6 +112,8 @@ enum fw_dim {
 
 /* fw_pkt.flags. FRAG and L4 are FW_KEY_FRAG and FW_KEY_L4: fw_key masks. */
 #define FW_PKT_FRAG     0x01 /* a non-first fragment (IPv4 offset != 0, IPv6 fragment offset != 0) */
+#define FW_PKT_FRAG1    0x10 /* the first fragment of a fragmented datagram (offset 0, more fragments);
+			      * an IPv6 atomic fragment (offset 0, M clear) is neither: a whole packet */
 #define FW_PKT_L4       0x02 /* an L4 header was parsed: ports / flags / ICMP type valid */
 #define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
 #define FW_PKT_ANSWER   0x08 /* a TCP RST, or an IPv4 ICMP / IPv6 ICMPv6 destination unreachable:
@@ -144,7 +148,12 @@ struct fw_pkt {
 	__u16 l4_off;      /* offset of the L4 header from the frame start, with FW_PKT_L4 */
 	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
 	__u8  l3_off;      /* offset of the IP header from the frame start */
-	__u8  _pad[3];
+	__u8  _pad;
+	/* With FW_PKT_FRAG: where the fragment starts in its datagram's
+	 * fragmentable part, in bytes; with FW_PKT_FRAG1: the bytes of it that
+	 * the first fragment carries (lib/frag.h). */
+	__u16 frag;
+	__u32 frag_id;     /* with FW_PKT_FRAG or FW_PKT_FRAG1: the identification (IPv4: 16 bits), as sent */
 	__u32 mark;        /* tc egress: skb->mark (a socket's SO_MARK, the kernel's rules); XDP: 0 */
 };
 
@@ -400,8 +409,41 @@ enum fw_ct_stat {
 	FW_CT_STAT_EXPIRED,     /* expired entries the data plane replaced or removed */
 	FW_CT_STAT_EARLY_DROP,  /* not-assured entries evicted to make room in a full table */
 	FW_CT_STAT_PICKUP,      /* TCP connections picked up mid-stream */
+	FW_CT_STAT_FRAG_TRACKED, /* fragmented datagrams whose first fragment's verdict was recorded (lib/frag.h) */
+	FW_CT_STAT_FRAG_UNKNOWN, /* later fragments of no recorded datagram (first fragment not seen, evicted or expired): dropped */
+	FW_CT_STAT_FRAG_EXPIRED, /* ... of which the datagram's entry was there, past its 30 s */
+	FW_CT_STAT_FRAG_OVERLAP, /* later fragments overlapping their datagram's first fragment: dropped, and the datagram with them */
 	FW_CT_STAT_NUM,
 };
+
+/* Fragments (lib/frag.h, docs/fragments.md). A datagram's identity: the
+ * kernel's reassembly key (RFC 791: source, destination, protocol,
+ * identification; RFC 8200: source, destination, identification, the
+ * protocol being the first fragment's), and the chain that decides it. */
+struct fw_frag_key {
+	__u64 src[2];   /* network order (IPv4: first 4 bytes) */
+	__u64 dst[2];
+	__u32 id;       /* fw_pkt.frag_id */
+	__u8  family;   /* 4 or 6 */
+	__u8  proto;    /* IPv4: the protocol; IPv6: 0 */
+	__u8  chain;    /* enum fw_chain */
+	__u8  _pad;
+};
+
+/* The verdict of a datagram's first fragment, which its later fragments take. */
+struct fw_frag_entry {
+	__u64 expires;  /* bpf_ktime_get_coarse_ns() deadline: the first fragment's time + FW_FRAG_TIMEOUT_S */
+	__u32 rule_id;  /* the rule (or policy) that decided the first fragment; 0 once an overlap dropped the datagram */
+	__u16 end;      /* bytes of the fragmentable part the first fragment carried: a fragment starting before overlaps */
+	__u8  action;   /* enum fw_action of the first fragment */
+	__u8  reason;   /* enum fw_reason of the first fragment (FW_R_FRAG_OVERLAP once dropped for an overlap) */
+	__u8  reject;   /* enum fw_reject, with FW_ACT_REJECT */
+	__u8  _pad[7];
+};
+
+/* How long a datagram's verdict waits for its later fragments: the
+ * kernel's ipfrag_time (net.ipv4.ipfrag_time, net.ipv6.ip6frag_time). */
+#define FW_FRAG_TIMEOUT_S 30
 
 /* Key of fw_sets, the LPM trie holding every named set's prefixes:
  * prefixlen counts the 32 set-id bits plus the address bits. IPv4 sets

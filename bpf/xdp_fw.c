@@ -23,6 +23,7 @@
 #include "lib/stats.h"
 #include "lib/trace.h"
 #include "lib/log.h"
+#include "lib/frag.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -45,6 +46,7 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 	fw_count_rule(d->rule_id, bytes, now);
 	fw_count_reason(d->reason, rc, bytes, now);
 	fw_trace_decision(ctx, d, p);
+	fw_frag_record(p, d); /* last: the verifier splits on the flag, with nothing left to check twice */
 	return rc;
 }
 
@@ -101,6 +103,15 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	pp->ifindex = ctx->ingress_ifindex;
 	pp->chain = fw_ingress_chain(ctx, pp);
+
+	if (pp->flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
+		if (fw_frag_later(pp, &d) < 0)
+			return fw_xdp_fail_closed(ctx, pp, bytes);
+		rc = fw_xdp_action(d.action);
+		fw_frag_count(&d, rc, bytes);
+		fw_trace_reject(ctx, d.rule_id, d.action, d.reason, pp, d.reject);
+		return rc;
+	}
 
 	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)));
 	if (rc == FW_DECIDE_CLASSIFY) {

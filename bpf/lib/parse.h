@@ -99,8 +99,19 @@ static __always_inline int parse_ipv4(struct cursor *c, struct fw_pkt *p, __u8 *
 	__builtin_memcpy(&p->dst, &ip->daddr, 4);
 	p->proto = ip->protocol;
 	p->l3_len = tot;
-	if (bpf_ntohs(ip->frag_off) & 0x1fff)
+	__u32 fo = bpf_ntohs(ip->frag_off);
+	if (fo & 0x1fff) { /* a later fragment: where it starts */
 		p->flags |= FW_PKT_FRAG;
+		p->frag = (fo & 0x1fff) * 8;
+	} else {
+		/* MF (0x2000): the first fragment, and what it carries.
+		 * Without a branch: the verifier then has one path on, not a
+		 * path per flag value through everything after. */
+		_Static_assert(0x2000 >> 9 == FW_PKT_FRAG1, "MF shifts onto FW_PKT_FRAG1");
+		p->flags |= (fo >> 9) & FW_PKT_FRAG1;
+		p->frag = tot - hlen;
+	}
+	p->frag_id = ip->id;
 	c->pos += hlen;
 	c->l4len = tot - hlen;
 	*l4proto = ip->protocol;
@@ -168,11 +179,22 @@ static __always_inline int parse_ipv6(struct cursor *c, struct fw_pkt *p, __u8 *
 			c->l4len -= sizeof(*fh);
 			nh = fh->nexthdr;
 			c->pos = fh + 1;
-			if (bpf_ntohs(fh->frag_off) & 0xfff8) {
-				/* a non-first fragment: the protocol is known, its header is not */
+			__u16 fo = bpf_ntohs(fh->frag_off);
+			p->frag_id = fh->id;
+			if (fo & 0xfff8) {
+				/* a later fragment: its header names the first header of
+				 * the fragmentable part, which may be another extension
+				 * header; lib/frag.h gives it its datagram's verdict */
 				p->flags |= FW_PKT_FRAG;
+				p->frag = fo & 0xfff8; /* offset << 3: bytes */
 				goto done;
 			}
+			/* M: the first fragment, and what it carries; without it
+			 * an atomic fragment (RFC 6946), a whole packet. Without a
+			 * branch, as for IPv4. */
+			_Static_assert(1 << 4 == FW_PKT_FRAG1, "M shifts onto FW_PKT_FRAG1");
+			p->flags |= (fo & 1) << 4;
+			p->frag = c->l4len;
 			continue;
 		}
 		default:

@@ -21,13 +21,19 @@ static __always_inline __u64 fw_now(void)
 	return bpf_jiffies64();
 }
 
-static __always_inline void fw_count(struct fw_counter *c, __u64 bytes, __u64 now)
+/* fw_count_n counts packets (0 or 1) of bytes. */
+static __always_inline void fw_count_n(struct fw_counter *c, __u64 packets, __u64 bytes, __u64 now)
 {
 	if (!fw_live_writes())
 		return;
-	c->packets++;
+	c->packets += packets;
 	c->bytes += bytes;
 	c->last = now;
+}
+
+static __always_inline void fw_count(struct fw_counter *c, __u64 bytes, __u64 now)
+{
+	fw_count_n(c, 1, bytes, now);
 }
 
 /* fw_count_reason counts a packet under reason and what the program
@@ -41,12 +47,18 @@ static __always_inline void fw_count_reason(__u32 reason, __u32 out, __u64 bytes
 		fw_count(c, bytes, now);
 }
 
-static __always_inline void fw_count_rule(__u32 rule_id, __u64 bytes, __u64 now)
+/* fw_count_rule_n counts packets (0 or 1) of bytes on rule_id. */
+static __always_inline void fw_count_rule_n(__u32 rule_id, __u64 packets, __u64 bytes, __u64 now)
 {
 	struct fw_counter *c = bpf_map_lookup_elem(&fw_rule_stats, &rule_id);
 
 	if (c)
-		fw_count(c, bytes, now);
+		fw_count_n(c, packets, bytes, now);
+}
+
+static __always_inline void fw_count_rule(__u32 rule_id, __u64 bytes, __u64 now)
+{
+	fw_count_rule_n(rule_id, 1, bytes, now);
 }
 
 /* fw_tc_out is the enum fw_out of a tc action. */

@@ -77,6 +77,10 @@ Connection tracking runs when a rule uses -m conntrack --ctstate (or -m state
 and connections expire after per-state timeouts close to Linux's, which
 --ct-timeout NAME=SECONDS changes (see 'xdpfw conntrack --help').
 
+Fragments: every fragment of a datagram gets its first fragment's verdict
+(iptables' filter table sees datagrams reassembled); the fragment table
+holds --ct-max/8 datagrams, at least 1024 (docs/fragments.md).
+
 Sizes: --max-rules and --ct-max size maps the kernel allocates at once.
 load computes what they take (per-CPU maps once per CPU) and refuses sizes
 that would take more than half of the memory available (MemAvailable),

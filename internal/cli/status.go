@@ -57,6 +57,8 @@ func newStatus(e *env) *cobra.Command {
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
 			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats'); TCP pickup %s\n",
 				s.Limits.Conntrack, s.CTTCPPickup)
+			fmt.Fprintf(e.stdout, "fragment table: %d datagrams in flight at most (--ct-max/8; counters frag_* in 'xdpfw conntrack stats')\n",
+				datapath.FragsFor(s.Limits.Conntrack))
 			lg := s.Log
 			fmt.Fprintf(e.stdout, "logging: %d rules log (LOG, --log), each at most %s, burst %d, unless it sets its own; events carry %d bytes of the packet\n",
 				lg.Rules, lg.Rate, lg.Burst, lg.Snap)

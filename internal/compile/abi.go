@@ -70,6 +70,8 @@ const (
 	ReasonRejectFrag  // REJECT of a non-first fragment: dropped
 	ReasonRejectBcast // REJECT of a broadcast/multicast packet or a non-host source: dropped
 	ReasonRejectFail  // REJECT answer could not be built: dropped
+	ReasonFragUnknown // a later fragment of a datagram whose first fragment was not seen (or expired): dropped
+	ReasonFragOverlap // a later fragment overlapping its datagram's first fragment (and the rest of it): dropped
 	NumReasons
 )
 
@@ -80,6 +82,7 @@ var reasonNames = [NumReasons]string{
 	"conntrack-full",
 	"reject-rate-limited", "reject-unanswered-error", "reject-unanswered-fragment",
 	"reject-unanswered-broadcast", "reject-failed",
+	"fragment-unknown", "fragment-overlap",
 }
 
 func (r Reason) String() string {

@@ -352,6 +352,13 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	}
 	if m.Fragment != nil {
 		test(MFrag, !*m.Fragment)
+		if *m.Fragment {
+			// The classifier still tells later fragments apart, but none
+			// reaches it: each takes its first fragment's verdict
+			// (bpf/lib/frag.h), as the filter table sees datagrams whole.
+			warn = append(warn, "-f matches no packet: later fragments get their first fragment's verdict, "+
+				"as iptables' filter table sees datagrams reassembled (docs/fragments.md)")
+		}
 	}
 	for _, s := range []struct {
 		sm  *rules.SetMatch

@@ -88,7 +88,9 @@ func TestExpansion(t *testing.T) {
 		{"-A INPUT -p tcp ! --sport 0:65535 -j ACCEPT", 0, "leave no port"},
 		{"-A INPUT -j LOG", 1, ""},
 		{"-A INPUT -p tcp -m multiport --dports 22,80 -j LOG --log-prefix x", 2, ""},
-		{"-A INPUT -p tcp -j REJECT", 1, ""}, // REJECT answers: nothing to warn about
+		{"-A INPUT -p tcp -j REJECT", 1, ""},               // REJECT answers: nothing to warn about
+		{"-A INPUT -f -j DROP", 1, "-f matches no packet"}, // fragments take their datagram's verdict
+		{"-A INPUT ! -f -j DROP", 1, ""},                   // every packet
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {

@@ -124,6 +124,10 @@ const (
 	StatExpired
 	StatEarlyDrop
 	StatPickup
+	StatFragTracked
+	StatFragUnknown
+	StatFragExpired
+	StatFragOverlap
 	NumStats
 )
 
@@ -131,8 +135,13 @@ const (
 // refused (table full of assured connections); INVALID packets; expired
 // entries the data plane replaced or removed (the name is older than the
 // removal); not-assured entries evicted for a new connection; TCP
-// connections picked up mid-stream.
-var StatNames = [NumStats]string{"created", "table_full", "invalid", "expired_replaced", "early_drop", "picked_up"}
+// connections picked up mid-stream; fragmented datagrams whose first
+// fragment's verdict was recorded; later fragments of no recorded datagram
+// (dropped), of which those whose entry had expired; later fragments
+// overlapping their first fragment (dropped, with their datagram). See
+// docs/fragments.md.
+var StatNames = [NumStats]string{"created", "table_full", "invalid", "expired_replaced", "early_drop", "picked_up",
+	"frag_tracked", "frag_unknown", "frag_expired", "frag_overlap"}
 
 // Stats is what `xdpfw conntrack stats` reports.
 type Stats struct {

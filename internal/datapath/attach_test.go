@@ -97,8 +97,10 @@ func verdictPackets() []*packet.Packet {
 		}
 		out = append(out, p)
 	}
+	// a first fragment: decided as a whole packet (the rest of its
+	// datagram counts bytes only, on its rule: frag_test.go)
 	frag := v4pkt(6, "10.1.2.3", "10.9.9.9", 1, 22)
-	frag.FragOffset = 100
+	frag.MoreFragments = true
 	return append(out, frag)
 }
 

@@ -64,6 +64,16 @@ func ruleIDsFor(entries int) int { return max(minRuleIDs, 2*entries) }
 // (preallocated; Limits.Cost says what an entry takes).
 const DefaultConntrack = 65536
 
+// FragsFor is the size of the fragment table (fw_frag: datagrams in
+// flight, lib/frag.h) for a conntrack table of ct entries: an eighth of
+// it, at least minFrags. A datagram is in flight from its first fragment
+// to its last, microseconds on a LAN; an entry stays until the LRU needs
+// its room or 30 s pass.
+func FragsFor(ct int) int { return max(minFrags, ct/8) }
+
+// minFrags is the smallest fragment table.
+const minFrags = 1024
+
 // LimitsFor sizes the tables for a number of classifier entries (rules,
 // after multiport and -i expansion).
 func LimitsFor(entries int) Limits {
@@ -95,6 +105,7 @@ type Datapath struct {
 	sets        *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
 	ct          *ebpf.Map // fw_ct: connections
 	ctStats     *ebpf.Map // fw_ct_stats
+	frag        *ebpf.Map // fw_frag
 	ctEvict     *ebpf.Map // fw_ct_evict: early-drop candidates
 	logRing     *ebpf.Map // fw_log_ring: events
 	logLim      *ebpf.Map // fw_log_limits: per logged rule id
@@ -132,7 +143,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
-		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict,
+		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict, "fw_frag": &d.frag,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw,
@@ -221,6 +232,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		ct:          objs.FwCt,
 		ctStats:     objs.FwCtStats,
 		ctEvict:     objs.FwCtEvict,
+		frag:        objs.FwFrag,
 		deltas:      objs.FwDeltas,
 		deltaEn:     objs.FwDeltaEntries,
 		stamps:      objs.FwStamps,
@@ -379,6 +391,9 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
+	if m := spec.Maps["fw_frag"]; m != nil { // absent in objects of earlier builds (LoadObject)
+		m.MaxEntries = uint32(FragsFor(lim.Conntrack))
+	}
 	if m := spec.Maps["fw_ct_evict"]; m != nil { // absent in objects of earlier builds (LoadObject)
 		m.MaxEntries = uint32(lim.Conntrack)
 	}
@@ -433,7 +448,7 @@ func pinsWithPrefix(dir, prefix string) []string {
 // laterPins are maps that programs of earlier versions did not have: Open
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
-var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true}
+var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -201,16 +201,32 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		t.Fatal(err)
 	}
 	names := []string{"lo", "eth0", "eth1", "veth0"}
-	pkts := make([]*packet.Packet, n)
-	ifs := make([]string, n)
-	states := make([]int, n) // the connection state each packet is traced in
-	for i := range pkts {
-		pkts[i], ifs[i] = genPacket(r, rs, names)
-		states[i] = r.IntN(int(compile.NumCTStates))
-		if local != nil {
-			routedDst(r, pkts[i], local)
-		}
+	// Fragments: each datagram its own identification (the table is
+	// emptied first: nothing of an earlier check is in flight), and half
+	// the later fragments come right after their first fragment; the
+	// others are of no datagram seen.
+	if err := f.dp.FlushFrags(); err != nil {
+		t.Fatal(err)
 	}
+	var pkts []*packet.Packet
+	var ifs []string
+	var states []int // the connection state each packet is traced in
+	for id := uint32(1); len(pkts) < n; id++ {
+		p, iface := genPacket(r, rs, names)
+		if local != nil {
+			routedDst(r, p, local)
+		}
+		if p.IsFragment() {
+			p.FragID = id
+		}
+		if p.FragOffset != 0 && chance(r, 50) {
+			first := *p
+			first.FragOffset, first.MoreFragments = 0, true
+			pkts, ifs, states = append(pkts, &first), append(ifs, iface), append(states, r.IntN(int(compile.NumCTStates)))
+		}
+		pkts, ifs, states = append(pkts, p), append(ifs, iface), append(states, r.IntN(int(compile.NumCTStates)))
+	}
+	n = len(pkts)
 	results := make([]datapath.TraceResult, n)
 	events := make([][]telemetry.Event, n) // by packet
 	const chunk = 500                      // packets between ring drains: their events fit in the ring
@@ -241,6 +257,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		}
 	}
 	wantOverflow := uint64(0)
+	frags := compile.Fragments{}
 	for i, p := range pkts {
 		ref := compile.RefPacketOf(p, ifs[i])
 		ref.CTState = uint8(states[i])
@@ -252,10 +269,21 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 				}
 			}
 		}
-		d := compile.DecideAt(rs, ref, limits)
+		var d compile.Decision
+		if p.FragOffset != 0 {
+			d = frags.Later(fragKey(p, ref.Chain), int(p.FragOffset)*8)
+		} else {
+			d = compile.DecideAt(rs, ref, limits)
+			if p.MoreFragments {
+				frags.First(fragKey(p, ref.Chain), d, fragCarried(p))
+			}
+		}
 		wantID := compile.PolicyID(uint8(ref.Chain), p.Src.Is6())
-		if d.Rule >= 0 {
+		switch {
+		case d.Rule >= 0:
 			wantID = ids[d.Rule]
+		case d.Rule == compile.NoRule:
+			wantID = 0
 		}
 		wantAct := wantXDP(d)
 		got := results[i]
@@ -346,6 +374,28 @@ func checkLogs(f *fixture, ids []uint32, d compile.Decision, wantID uint32, got 
 		}
 	}
 	return ""
+}
+
+// fragKey is the datagram fragment p belongs to, decided in chain.
+func fragKey(p *packet.Packet, chain rules.Chain) compile.FragKey {
+	k := compile.FragKey{Src: p.Src, Dst: p.Dst, ID: p.FragID, Chain: chain}
+	if p.Src.Is4() {
+		k.Proto = p.Proto
+	}
+	return k
+}
+
+// fragCarried is how many bytes of its datagram's fragmentable part the
+// first fragment p carries: what follows its IP header (the builder puts
+// IPv6 extension headers before the fragment header).
+func fragCarried(p *packet.Packet) int {
+	q := packet.Packet{Src: p.Src, Dst: p.Dst, Proto: p.Proto, SPort: p.SPort, DPort: p.DPort, TCPFlags: p.TCPFlags,
+		ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, Payload: p.Payload}
+	ip := 20
+	if p.Src.Is6() {
+		ip = 40
+	}
+	return len(q.Bytes()) - 14 - ip
 }
 
 // refPacket is what the reference matcher knows of p: the fields the data

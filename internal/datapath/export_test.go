@@ -1,7 +1,9 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -217,4 +219,49 @@ func (d *Datapath) ClearRecent() error {
 		return nil
 	}
 	return d.dropRecent(nil, nil)
+}
+
+// FlushFrags empties the fragment table (fw_frag): no datagram in flight.
+func (d *Datapath) FlushFrags() error {
+	var k xdpfwFwFragKey
+	var keys []xdpfwFwFragKey
+	it := d.frag.Iterate()
+	for it.Next(&k, new(xdpfwFwFragEntry)) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := d.frag.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// AgeFrags moves every recorded datagram's deadline by dt (negative:
+// into the past), as if that much time had passed.
+func (d *Datapath) AgeFrags(dt time.Duration) error {
+	var k xdpfwFwFragKey
+	var e xdpfwFwFragEntry
+	type kv struct {
+		k xdpfwFwFragKey
+		e xdpfwFwFragEntry
+	}
+	var all []kv
+	it := d.frag.Iterate()
+	for it.Next(&k, &e) {
+		all = append(all, kv{k, e})
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, x := range all {
+		x.e.Expires = uint64(int64(x.e.Expires) - int64(dt))
+		if err := d.frag.Update(&x.k, &x.e, ebpf.UpdateExist); err != nil {
+			return err
+		}
+	}
+	return nil
 }

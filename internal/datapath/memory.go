@@ -37,7 +37,7 @@ const MemoryShare = 2 // 1/MemoryShare: half
 // sizeOptions names the option that sizes each map sized at load.
 var sizeOptions = map[string]string{
 	"fw_entries": "--max-rules", "fw_nodes": "--max-rules", "fw_leaves": "--max-rules", "fw_rule_stats": "--max-rules",
-	"fw_ct": "--ct-max",
+	"fw_ct": "--ct-max", "fw_frag": "--ct-max",
 }
 
 // check refuses sizes out of their bounds, naming the option.

@@ -170,7 +170,8 @@ func TestRejectAnswers(t *testing.T) {
 			rst: &rstWant{0, packet.TCPSeq + 1, packet.TCPRst | packet.TCPAck}},
 		{name: "tcp first fragment answered", pkt: rpkt(false, 6, 1, func(p *packet.Packet) { syn(p); p.MoreFragments = true }), rule: 1,
 			rst: &rstWant{0, packet.TCPSeq + 1, packet.TCPRst | packet.TCPAck}},
-		{name: "tcp non-first fragment not answered", pkt: rpkt(false, 6, 1, func(p *packet.Packet) { p.FragOffset = 100 }), rule: 8,
+		// the rest of a datagram: its first fragment's REJECT, unanswered
+		{name: "tcp non-first fragment not answered", pkt: rpkt(false, 6, 1, func(p *packet.Packet) { p.FragOffset = 100 }), rule: 1,
 			drop: "reject-unanswered-fragment"},
 
 		// ICMP destination unreachable, quoting
@@ -193,8 +194,9 @@ func TestRejectAnswers(t *testing.T) {
 		{name: "udp v4 big: quote cut at 576 bytes", pkt: rpkt(false, 17, 4, func(p *packet.Packet) { p.Payload = bigV4 }), rule: 5, icmp: [2]uint8{3, 3}},
 		{name: "udp v6 big: quote cut at 1280 bytes", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.Payload = bigV6 }), rule: 5, icmp: [2]uint8{1, 4}},
 		{name: "udp first fragment answered", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.MoreFragments = true }), rule: 5, icmp: [2]uint8{1, 4}},
-		{name: "udp non-first fragment v4", pkt: rpkt(false, 17, 4, func(p *packet.Packet) { p.FragOffset = 1 }), rule: 9, drop: "reject-unanswered-fragment"},
-		{name: "udp non-first fragment v6", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.FragOffset = 1 }), rule: 9, drop: "reject-unanswered-fragment"},
+		{name: "udp non-first fragment v6", pkt: rpkt(true, 17, 4, func(p *packet.Packet) { p.FragOffset = 100 }), rule: 5, drop: "reject-unanswered-fragment"},
+		{name: "udp first fragment v4 answered", pkt: rpkt(false, 17, 4, func(p *packet.Packet) { p.MoreFragments = true }), rule: 5, icmp: [2]uint8{3, 3}},
+		{name: "udp non-first fragment v4", pkt: rpkt(false, 17, 4, func(p *packet.Packet) { p.FragOffset = 100 }), rule: 5, drop: "reject-unanswered-fragment"},
 		{name: "icmp echo answered with unreachable", pkt: rpkt(false, 1, 0, nil), rule: 6, icmp: [2]uint8{3, 1}},
 		{name: "icmp timestamp answered", pkt: rpkt(false, 1, 0, func(p *packet.Packet) { p.ICMPType = 13 }), rule: 6, icmp: [2]uint8{3, 1}},
 		{name: "icmpv6 echo answered with unreachable", pkt: rpkt(true, 58, 0, nil), rule: 7, icmp: [2]uint8{1, 3}},

@@ -43,7 +43,7 @@ func TestVerdicts(t *testing.T) {
 		name   string
 		pkt    *packet.Packet
 		iface  string
-		rule   int // 1-based; 0: policy
+		rule   int // 1-based; 0: policy; -1: none
 		action uint32
 	}{
 		{"tcp 22", v4pkt(6, "203.0.113.1", "10.9.9.9", 1234, 22), "", 1, datapath.XDPPass},
@@ -63,17 +63,21 @@ func TestVerdicts(t *testing.T) {
 		{"vlan 42 outer of QinQ", mod(v4pkt(47, "1.2.3.4", "10.9.9.9", 0, 0), func(p *packet.Packet) { p.VLANs = []uint16{42, 7} }), "", 8, datapath.XDPPass},
 		{"vlan 42 inner only", mod(v4pkt(47, "1.2.3.4", "10.9.9.9", 0, 0), func(p *packet.Packet) { p.VLANs = []uint16{7, 42} }), "", 0, datapath.XDPDrop},
 		{"tagged tcp 22 still rule 1", mod(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22), func(p *packet.Packet) { p.VLANs = []uint16{5} }), "", 1, datapath.XDPPass},
-		// non-first fragments: no ports, so rule 1 cannot match; -f does
-		{"non-first fragment", mod(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22), func(p *packet.Packet) { p.FragOffset = 100 }), "", 9, datapath.XDPPass},
+		// fragments: the first has ports; the rest take its verdict
+		// (-f never matches: iptables sees datagrams reassembled), and
+		// without it are dropped (frag_test.go)
+		{"non-first fragment without its first", mod(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22), func(p *packet.Packet) { p.FragOffset = 100 }), "", -1, datapath.XDPDrop},
 		{"first fragment has ports", mod(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22), func(p *packet.Packet) { p.MoreFragments = true }), "", 1, datapath.XDPPass},
+		{"non-first fragment after it", mod(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22), func(p *packet.Packet) { p.FragOffset = 100 }), "", 1, datapath.XDPPass},
 		{"ipv4 options", mod(v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 22), func(p *packet.Packet) { p.IPv4Options = []byte{1, 1, 1, 1, 1, 1, 1, 0} }), "", 1, datapath.XDPPass},
 		{"v6 multiport", v6(6, "2001:db8::5", "2001:db8::1", 8443), "", 10, datapath.XDPPass},
 		{"v6 multiport other prefix", v6(6, "2001:db9::5", "2001:db8::1", 8443), "", 0, datapath.XDPDrop},
 		{"v6 through ext headers", mod(v6(6, "2001:db8::5", "2001:db8::1", 443), func(p *packet.Packet) {
 			p.IPv6Ext = []packet.ExtHdr{{Type: 0, Len: 8}, {Type: 43, Len: 24}, {Type: 60, Len: 16}, {Type: 51, Len: 24}}
 		}), "", 10, datapath.XDPPass},
-		{"v6 non-first fragment", mod(v6(6, "2001:db8::5", "2001:db8::1", 443), func(p *packet.Packet) { p.FragOffset = 10 }), "", 0, datapath.XDPDrop},
+		{"v6 non-first fragment without its first", mod(v6(6, "2001:db8::5", "2001:db8::1", 443), func(p *packet.Packet) { p.FragOffset = 10 }), "", -1, datapath.XDPDrop},
 		{"v6 first fragment", mod(v6(6, "2001:db8::5", "2001:db8::1", 443), func(p *packet.Packet) { p.MoreFragments = true }), "", 10, datapath.XDPPass},
+		{"v6 non-first fragment after it", mod(v6(6, "2001:db8::5", "2001:db8::1", 443), func(p *packet.Packet) { p.FragOffset = 10 }), "", 10, datapath.XDPPass},
 		{"udp to high port rejected (answered)", v4pkt(17, "1.2.3.4", "10.9.9.9", 1, 40000), "", 11, datapath.XDPTx},
 		{"udp 5353 escapes negated multiport", v4pkt(17, "1.2.3.4", "10.9.9.9", 1, 5353), "", 14, datapath.XDPPass},
 		{"-i eth+ on eth1", v4pkt(6, "1.2.3.4", "10.9.9.9", 1, 7000), "eth1", 12, datapath.XDPPass},
@@ -85,8 +89,11 @@ func TestVerdicts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := f.mustRun(c.pkt.Bytes(), c.iface)
 			wantID := compile.PolicyID(0, c.pkt.Src.Is6())
-			if c.rule > 0 {
+			switch {
+			case c.rule > 0:
 				wantID = f.ids[c.rule-1]
+			case c.rule < 0: // no rule: a fragment of no datagram seen
+				wantID = 0
 			}
 			if r.XDPAction != c.action || r.RuleID != wantID {
 				t.Errorf("%s: got action %d rule id %d (%s), want action %d rule id %d",
@@ -176,9 +183,10 @@ func TestMalformedAccept(t *testing.T) {
 }
 
 // TestL4ModuleFragments: a bare -m tcp (what iptables-save writes for
-// --dport 0:65535) and --icmp-type any (255) read the L4 header, so, as in
-// the kernel (xt_tcpudp, xt_icmp: fragoff != 0 matches nothing), they pass
-// over non-first fragments, which -p tcp / -p icmp alone match.
+// --dport 0:65535) and --icmp-type any (255) read the L4 header, which a
+// non-first fragment lacks (xt_tcpudp, xt_icmp: fragoff != 0 matches
+// nothing); but the filter table sees datagrams reassembled, so a later
+// fragment gets what its first fragment got, for these as for -p alone.
 func TestL4ModuleFragments(t *testing.T) {
 	f := newFixture(t)
 	mod := func(p *packet.Packet, fn func(*packet.Packet)) *packet.Packet { fn(p); return p }
@@ -199,19 +207,24 @@ func TestL4ModuleFragments(t *testing.T) {
 		action uint32
 	}{
 		{"-A INPUT -p tcp -m tcp -j DROP", tcp(), 1, datapath.XDPDrop},
-		{"-A INPUT -p tcp -m tcp -j DROP", mod(tcp(), frag), 0, datapath.XDPPass},
-		{"-A INPUT -p tcp -m tcp -j DROP", mod(v6(), frag), 0, datapath.XDPPass},
+		{"-A INPUT -p tcp -m tcp -j DROP", mod(tcp(), frag), 1, datapath.XDPDrop},
+		{"-A INPUT -p tcp -m tcp -j DROP", mod(v6(), frag), 1, datapath.XDPDrop},
 		{"-A INPUT -p tcp -m tcp -j DROP", mod(tcp(), func(p *packet.Packet) { p.MoreFragments = true }), 1, datapath.XDPDrop},
 		{"-A INPUT -p tcp -j DROP", mod(tcp(), frag), 1, datapath.XDPDrop},
 		{"-A INPUT -p tcp -j DROP", mod(v6(), frag), 1, datapath.XDPDrop},
-		{"-A INPUT -p udp -m udp -j DROP", mod(v4pkt(17, "1.2.3.4", "10.9.9.9", 1, 53), frag), 0, datapath.XDPPass},
+		{"-A INPUT -p udp -m udp -j DROP", mod(v4pkt(17, "1.2.3.4", "10.9.9.9", 1, 53), frag), 1, datapath.XDPDrop},
 		{"-A INPUT -p icmp --icmp-type 255 -j DROP", icmp(), 1, datapath.XDPDrop},
 		{"-A INPUT -p icmp --icmp-type 255/3 -j DROP", icmp(), 1, datapath.XDPDrop},
-		{"-A INPUT -p icmp --icmp-type any -j DROP", mod(icmp(), frag), 0, datapath.XDPPass},
+		{"-A INPUT -p icmp --icmp-type any -j DROP", mod(icmp(), frag), 1, datapath.XDPDrop},
 		{"-A INPUT -p icmp -j DROP", mod(icmp(), frag), 1, datapath.XDPDrop},
 	}
 	for _, c := range cases {
 		f.installText(c.rules)
+		if c.pkt.FragOffset != 0 { // its first fragment before it
+			first := *c.pkt
+			first.FragOffset, first.MoreFragments = 0, true
+			f.mustRun(first.Bytes(), "")
+		}
 		r := f.mustRun(c.pkt.Bytes(), "")
 		wantID := compile.PolicyID(0, c.pkt.Src.Is6())
 		if c.rule > 0 {

@@ -124,6 +124,34 @@ type xdpfwFwEntry struct {
 	_        [4]byte
 }
 
+type xdpfwFwFragEntry struct {
+	_       structs.HostLayout
+	Expires uint64
+	RuleId  uint32
+	End     uint16
+	Action  uint8
+	Reason  uint8
+	Reject  uint8
+	Pad     [7]uint8
+}
+
+type xdpfwFwFragKey struct {
+	_      structs.HostLayout
+	Src    [2]uint64
+	Dst    [2]uint64
+	Id     uint32
+	Family uint8
+	Proto  uint8
+	Chain  uint8
+	Pad    uint8
+}
+
+type xdpfwFwFragScratch struct {
+	_ structs.HostLayout
+	K xdpfwFwFragKey
+	E xdpfwFwFragEntry
+}
+
 type xdpfwFwLogEvent struct {
 	_         structs.HostLayout
 	TsNs      uint64
@@ -257,9 +285,10 @@ type xdpfwFwXdpHandoff struct {
 		L4Off    uint16
 		L3Len    uint32
 		L3Off    uint8
-		Pad      [3]uint8
+		Pad      uint8
+		Frag     uint16
+		FragId   uint32
 		Mark     uint32
-		_        [4]byte
 	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot
@@ -292,6 +321,8 @@ const (
 	xdpfwMapFwDeltaEntries        = "fw_delta_entries"
 	xdpfwMapFwDeltas              = "fw_deltas"
 	xdpfwMapFwEntries             = "fw_entries"
+	xdpfwMapFwFrag                = "fw_frag"
+	xdpfwMapFwFragScratch         = "fw_frag_scratch"
 	xdpfwMapFwLeaves              = "fw_leaves"
 	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
@@ -388,6 +419,8 @@ type xdpfwMapSpecs struct {
 	FwDeltaEntries  *ebpf.MapSpec `ebpf:"fw_delta_entries"`
 	FwDeltas        *ebpf.MapSpec `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
+	FwFrag          *ebpf.MapSpec `ebpf:"fw_frag"`
+	FwFragScratch   *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
 	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
@@ -454,6 +487,8 @@ type xdpfwMaps struct {
 	FwDeltaEntries  *ebpf.Map `ebpf:"fw_delta_entries"`
 	FwDeltas        *ebpf.Map `ebpf:"fw_deltas"`
 	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
+	FwFrag          *ebpf.Map `ebpf:"fw_frag"`
+	FwFragScratch   *ebpf.Map `ebpf:"fw_frag_scratch"`
 	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
@@ -490,6 +525,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwDeltaEntries,
 		m.FwDeltas,
 		m.FwEntries,
+		m.FwFrag,
+		m.FwFragScratch,
 		m.FwLeaves,
 		m.FwLimits,
 		m.FwLogCounters,

@@ -67,6 +67,14 @@ func (p *Packet) Encode() ([]byte, error) {
 }
 
 // ttl returns the TTL / hop limit to emit.
+// fragID is the identification to write: FragID, or def.
+func (p *Packet) fragID(def uint32) uint32 {
+	if p.FragID != 0 {
+		return p.FragID
+	}
+	return def
+}
+
 func (p *Packet) ttl() uint8 {
 	if p.TTL == 0 {
 		return DefaultTTL
@@ -101,7 +109,7 @@ func (p *Packet) appendIPv4(b []byte) ([]byte, error) {
 	h := make([]byte, hlen)
 	h[0] = 0x40 | byte(hlen/4)
 	binary.BigEndian.PutUint16(h[2:], uint16(total))
-	binary.BigEndian.PutUint16(h[4:], IPv4ID)
+	binary.BigEndian.PutUint16(h[4:], uint16(p.fragID(uint32(IPv4ID))))
 	frag := p.FragOffset
 	if p.MoreFragments {
 		frag |= 0x2000
@@ -153,7 +161,7 @@ func (p *Packet) appendIPv6(b []byte) ([]byte, error) {
 		}
 		ext = append(ext, next(len(types)-1), 0)
 		ext = binary.BigEndian.AppendUint16(ext, off)
-		ext = binary.BigEndian.AppendUint32(ext, IPv6FragID)
+		ext = binary.BigEndian.AppendUint32(ext, p.fragID(IPv6FragID))
 	}
 
 	seg := p.segment()

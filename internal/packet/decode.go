@@ -125,6 +125,9 @@ func (p *Packet) decodeIPv4(b []byte, cut bool) (int, error) {
 
 // ipv4Fixed reads the fixed IPv4 header (20 bytes of b).
 func (p *Packet) ipv4Fixed(b []byte) {
+	if id := binary.BigEndian.Uint16(b[4:]); id != IPv4ID {
+		p.FragID = uint32(id)
+	}
 	frag := binary.BigEndian.Uint16(b[6:])
 	p.FragOffset = frag & 0x1fff
 	p.MoreFragments = frag&0x2000 != 0
@@ -184,6 +187,9 @@ func (p *Packet) decodeIPv6(b []byte, cut bool) (int, error) {
 			} else {
 				p.FragOffset = off >> 3
 				p.MoreFragments = off&1 != 0
+				if id := binary.BigEndian.Uint32(rest[4:]); id != IPv6FragID {
+					p.FragID = id
+				}
 			}
 			next, rest = rest[0], rest[fragHeaderLen:]
 			if p.FragOffset != 0 {

@@ -122,6 +122,10 @@ type Packet struct {
 	// header after IPv6Ext.
 	FragOffset    uint16
 	MoreFragments bool
+	// FragID, when non-zero, is the datagram's identification: IPv4's
+	// (low 16 bits) or the IPv6 fragment header's; 0 means IPv4ID or
+	// IPv6FragID. The decoder sets it when the frame has another.
+	FragID uint32
 
 	// IPv4Options are raw IPv4 option bytes, zero-padded (EOL) by the builder
 	// to a multiple of 4; the IHL grows accordingly (at most 40 bytes).
