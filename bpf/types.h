@@ -97,6 +97,7 @@ enum fw_dim {
 	FW_D_ICMP,        /* type << 8 | code */
 	FW_D_FLAGS,       /* FW_KEY_FRAG | FW_KEY_L4 */
 	FW_D_CTSTATE,     /* enum fw_ct_state */
+	FW_D_OIFINDEX,    /* output device: FORWARD the FIB's egress device, OUTPUT tc's; 0 none (fw_pkt.oifindex) */
 	FW_NUM_DIMS,
 };
 #define FW_KEY_FRAG      1
@@ -144,6 +145,10 @@ struct fw_pkt {
 	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
 	__u8  l3_off;      /* offset of the IP header from the frame start */
 	__u8  _pad[3];
+	/* The device the packet leaves by (-o): in FORWARD the egress device
+	 * of the FIB lookup that chose the chain (lib/chain.h), 0 when the FIB
+	 * names none; in OUTPUT the device tc egress runs on; 0 in INPUT. */
+	__u32 oifindex;
 };
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -186,6 +191,7 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_SRCSET   (1u << 15) /* source address in set src_set */
 #define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
 #define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
+#define FW_M_OIF      (1u << 18) /* output device in [oif_lo, oif_hi] (never inverted: the compiler complements) */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
@@ -207,6 +213,7 @@ struct fw_entry {
 	__u32 rule_id;     /* index into fw_rule_stats */
 	__u32 src_set;     /* set ids (fw_sets), with FW_M_SRCSET / FW_M_DSTSET */
 	__u32 dst_set;
+	__u32 oif_lo, oif_hi; /* output ifindex range, with FW_M_OIF */
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];

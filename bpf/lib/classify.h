@@ -170,6 +170,7 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_SPORT, p->sport >= e->sport_lo && p->sport <= e->sport_hi);
 	FW_TEST(FW_M_DPORT, p->dport >= e->dport_lo && p->dport <= e->dport_hi);
 	FW_TEST(FW_M_IFINDEX, p->ifindex == e->ifindex);
+	FW_TEST(FW_M_OIF, p->oifindex >= e->oif_lo && p->oifindex <= e->oif_hi);
 	FW_TEST(FW_M_MACSRC, mac_eq(p->src_mac, e->src_mac));
 	FW_TEST(FW_M_MACDST, mac_eq(p->dst_mac, e->dst_mac));
 	FW_TEST(FW_M_TCPFLAGS, (p->tcp_flags & e->tcp_mask) == e->tcp_cmp);
@@ -223,6 +224,7 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	_Static_assert(FW_PKT_FRAG == FW_KEY_FRAG && FW_PKT_L4 == FW_KEY_L4, "fw_key masks the flags");
 	k[FW_D_FLAGS] = p->flags & (FW_PKT_FRAG | FW_PKT_L4);
 	k[FW_D_CTSTATE] = p->ctstate;
+	k[FW_D_OIFINDEX] = p->oifindex;
 }
 
 /* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */

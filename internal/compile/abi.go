@@ -196,6 +196,7 @@ const (
 	MSrcSet   uint32 = 1 << 15
 	MDstSet   uint32 = 1 << 16
 	MCTState  uint32 = 1 << 17
+	MOif      uint32 = 1 << 18 // output device in [OIfLo, OIfHi]; never inverted
 )
 
 // Root flags (FW_ROOT_*).

@@ -20,6 +20,7 @@ type Entry struct {
 	DPortLo        uint16
 	DPortHi        uint16
 	Ifindex        uint32
+	OIfLo, OIfHi   uint32 // output ifindex range, with MOif
 	SrcMAC, DstMAC [6]byte
 	VLAN           uint16
 	Proto          uint8

@@ -20,13 +20,13 @@ type Classified struct {
 // Classify is the Go twin of the data plane's classifier: walk the trees
 // of (chain, family), check the leaves' candidates in order with
 // Entry.Matches; LOG entries are noted and passed.
-func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
+func (t *Tables) Classify(p *RefPacket, dev Dev) Classified {
 	r := int(p.Chain) * 2
 	if p.Src.Is6() {
 		r++
 	}
 	c := Classified{Entry: -1, Root: t.Roots[r]}
-	k := KeyOf(p, ifindex)
+	k := KeyOf(p, dev)
 	for _, i := range t.Lookup(r, k) {
 		e := &t.Entries[i]
 		// as fw_tree: an entry's key ranges where it has them
@@ -34,7 +34,7 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 			if !t.Ranges[i].Match(&k) {
 				continue
 			}
-		} else if !e.Matches(p, ifindex, t.SetNames) {
+		} else if !e.Matches(p, dev, t.SetNames) {
 			continue
 		}
 		if e.Action != ActLog {
@@ -55,7 +55,7 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 
 // Matches mirrors fw_entry_match (bpf/lib/classify.h): every enabled test
 // passes, negated ones fail; L4 tests need an L4 header.
-func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string) bool {
+func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool {
 	m, inv := e.Match, e.Invert
 	test := func(bit uint32, cond bool) bool { return m&bit == 0 || cond != (inv&bit != 0) }
 	fam := rules.FamilyIPv4
@@ -79,7 +79,8 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MDst, masked(dst, e.Dst, e.DstMask)) &&
 		test(MSPort, p.SPort >= e.SPortLo && p.SPort <= e.SPortHi) &&
 		test(MDPort, p.DPort >= e.DPortLo && p.DPort <= e.DPortHi) &&
-		test(MIfindex, ifindex == e.Ifindex) &&
+		test(MIfindex, dev.In == e.Ifindex) &&
+		test(MOif, dev.Out >= e.OIfLo && dev.Out <= e.OIfHi) &&
 		test(MMACSrc, p.SrcMAC == e.SrcMAC) &&
 		test(MMACDst, p.DstMAC == e.DstMAC) &&
 		test(MTCPFlags, p.TCPFlags&e.TCPMask == e.TCPCmp) &&

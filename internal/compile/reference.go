@@ -10,8 +10,12 @@ import (
 // RefPacket is what the reference matcher knows of a packet: the fields the
 // data plane's parser extracts, in plain Go types.
 type RefPacket struct {
-	Chain    rules.Chain
-	InIface  string
+	Chain   rules.Chain
+	InIface string
+	// OutIface is the device the packet leaves by: in FORWARD the FIB's
+	// egress device, in OUTPUT tc egress's; "" none (INPUT; a FORWARD
+	// packet the FIB names no device for: no positive -o matches it).
+	OutIface string
 	Src, Dst netip.Addr // both IPv4 or both IPv6
 	Proto    uint8
 	L4       bool // an L4 header is present (not a non-first fragment, known protocol)
@@ -179,14 +183,11 @@ func Matches(m *rules.Match, p RefPacket) bool {
 			return false
 		}
 	}
-	if m.InIface != nil {
-		ok := p.InIface == m.InIface.Name
-		if m.InIface.Prefix {
-			ok = strings.HasPrefix(p.InIface, m.InIface.Name)
-		}
-		if ok == m.InIface.Invert {
-			return false
-		}
+	if m.InIface != nil && ifaceIs(m.InIface, p.InIface) == m.InIface.Invert {
+		return false
+	}
+	if m.OutIface != nil && ifaceIs(m.OutIface, p.OutIface) == m.OutIface.Invert {
+		return false
 	}
 	if m.MACSrc != nil && (p.SrcMAC == m.MACSrc.Addr) == m.MACSrc.Invert {
 		return false
@@ -226,6 +227,15 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		}
 	}
 	return true
+}
+
+// ifaceIs: the device named name ("" none) is one im names (its
+// inversion aside).
+func ifaceIs(im *rules.IfaceMatch, name string) bool {
+	if im.Prefix {
+		return name != "" && strings.HasPrefix(name, im.Name)
+	}
+	return name != "" && name == im.Name
 }
 
 func inPorts(rs []rules.PortRange, port uint16) bool {

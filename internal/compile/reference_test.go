@@ -145,7 +145,7 @@ func TestL4ModuleNeedsHeader(t *testing.T) {
 		}
 		tb := compileTest(t, rs)
 		got := -1
-		if cl := tb.Classify(&c.p, 0); cl.Entry >= 0 {
+		if cl := tb.Classify(&c.p, Dev{}); cl.Entry >= 0 {
 			got = int(tb.Entries[cl.Entry].RuleID - FirstRuleID)
 		}
 		if got != c.want {

@@ -47,9 +47,10 @@ const (
 	DimMACDstHi
 	DimMACDstLo
 	DimTCPFlags
-	DimICMP    // type << 8 | code
-	DimFlags   // KeyFrag | KeyL4
-	DimCTState // enum fw_ct_state
+	DimICMP     // type << 8 | code
+	DimFlags    // KeyFrag | KeyL4
+	DimCTState  // enum fw_ct_state
+	DimOIfindex // output device (FORWARD: the FIB's egress device; OUTPUT: tc's), 0 none
 	NumDims
 )
 
@@ -306,6 +307,9 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MIfindex) {
 		one(DimIfindex, e.Ifindex, e.Ifindex, false)
 	}
+	if on(MOif) {
+		one(DimOIfindex, e.OIfLo, e.OIfHi, false)
+	}
 	if on(MVLAN) {
 		one(DimVLAN, uint32(e.VLAN), uint32(e.VLAN), neg(MVLAN))
 	}
@@ -435,9 +439,14 @@ func macWords(m [6]byte) (hi, lo uint32) {
 	return uint32(m[0])<<8 | uint32(m[1]), binary.BigEndian.Uint32(m[2:])
 }
 
+// Dev is what the data plane knows of a packet's devices, as ifindexes:
+// the one it arrived on (In) and the one it leaves by (Out; 0: none, as in
+// INPUT, or a FORWARD packet the FIB names no egress device for).
+type Dev struct{ In, Out uint32 }
+
 // KeyOf computes the classification key of a packet as the data plane
 // does (lib/classify.h fw_key).
-func KeyOf(p *RefPacket, ifindex uint32) Key {
+func KeyOf(p *RefPacket, dev Dev) Key {
 	var k Key
 	addrWords := func(d0 int, a [16]byte, v4 bool) {
 		n := 4
@@ -460,7 +469,8 @@ func KeyOf(p *RefPacket, ifindex uint32) Key {
 	addrWords(DimSrc0, src, v4)
 	addrWords(DimDst0, dst, v4)
 	k[DimProto] = uint32(p.Proto)
-	k[DimIfindex] = ifindex
+	k[DimIfindex] = dev.In
+	k[DimOIfindex] = dev.Out
 	k[DimVLAN] = VLANUntagged
 	if p.Tagged {
 		k[DimVLAN] = uint32(p.VLAN)

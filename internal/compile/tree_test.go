@@ -35,7 +35,7 @@ func TestTreeAgreesWithReference(t *testing.T) {
 		for k := 0; k < 2000; k++ {
 			p := randomRefPacket(r, rs, names)
 			want := Decide(rs, p)
-			c := tb.Classify(&p, testIfaces[p.InIface])
+			c := tb.Classify(&p, testDev(&p))
 			var gotID, wantID uint32
 			gotAct, gotRej, gotLog := c.Root.Action, Reject(0), false
 			if c.Entry >= 0 {
@@ -99,9 +99,8 @@ func TestRangesAgreeWithMatches(t *testing.T) {
 				if p.Chain != e.Chain || (e.Family == rules.FamilyIPv4 && p.Src.Is6()) || (e.Family == rules.FamilyIPv6 && !p.Src.Is6()) {
 					continue
 				}
-				ifindex := testIfaces[p.InIface]
-				key := KeyOf(&p, ifindex)
-				want := e.Matches(&p, ifindex, tb.SetNames)
+				key := KeyOf(&p, testDev(&p))
+				want := e.Matches(&p, testDev(&p), tb.SetNames)
 				if got := rg.Match(&key); got != want {
 					t.Fatalf("set %d entry %d %+v: ranges %+v say %v, the entry test %v\npacket %+v\n%s", set, i, *e, *rg, got, want, p, rs)
 				}
@@ -202,7 +201,18 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 	if !p.L4 {
 		p.SPort, p.DPort, p.TCPFlags, p.ICMPType, p.ICMPCode = 0, 0, 0, 0, 0
 	}
+	if p.Chain == rules.ChainForward {
+		// "" (no device: the FIB named none) a fifth of the time
+		if i := r.IntN(len(ifaces) + 1); i < len(ifaces) {
+			p.OutIface = ifaces[i]
+		}
+	}
 	return p
+}
+
+// testDev is p's devices as the data plane knows them (testIfaces).
+func testDev(p *RefPacket) Dev {
+	return Dev{In: testIfaces[p.InIface], Out: testIfaces[p.OutIface]}
 }
 
 // builtTree is one tree as buildTrees made it: the binary tree and the fat
@@ -280,7 +290,7 @@ func TestCollapseKeepsDecisions(t *testing.T) {
 			}
 			for k := 0; k < 400; k++ {
 				p := randomRefPacket(r, rs, names)
-				key := KeyOf(&p, testIfaces[p.InIface])
+				key := KeyOf(&p, testDev(&p))
 				for d := range key {
 					if len(th[d]) > 0 && r.IntN(3) == 0 {
 						key[d] = th[d][r.IntN(len(th[d]))] + uint32(r.IntN(3)) - 1

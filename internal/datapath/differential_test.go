@@ -158,9 +158,10 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		ref.CTState = uint8(states[i])
 		if local != nil {
 			ref.Chain = rules.ChainForward
+			ref.OutIface = "eth0" // the default routes' device (the FIB's egress device: -o)
 			for _, a := range local {
 				if p.Dst == a {
-					ref.Chain = rules.ChainInput
+					ref.Chain, ref.OutIface = rules.ChainInput, ""
 				}
 			}
 		}

@@ -247,6 +247,8 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		Match:    e.Match,
 		Invert:   e.Invert,
 		Ifindex:  e.Ifindex,
+		OifLo:    e.OIfLo,
+		OifHi:    e.OIfHi,
 		RuleId:   e.RuleID,
 		SportLo:  e.SPortLo,
 		SportHi:  e.SPortHi,

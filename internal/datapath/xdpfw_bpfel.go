@@ -95,6 +95,8 @@ type xdpfwFwEntry struct {
 	RuleId   uint32
 	SrcSet   uint32
 	DstSet   uint32
+	OifLo    uint32
+	OifHi    uint32
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -216,6 +218,8 @@ type xdpfwFwXdpHandoff struct {
 		L3Len    uint32
 		L3Off    uint8
 		Pad      [3]uint8
+		Oifindex uint32
+		_        [4]byte
 	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot

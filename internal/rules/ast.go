@@ -168,7 +168,7 @@ type ICMPMatch struct {
 	Invert bool
 }
 
-// IfaceMatch is -i NAME; a trailing '+' in iptables means prefix match.
+// IfaceMatch is -i NAME or -o NAME; a trailing '+' in iptables means prefix match.
 type IfaceMatch struct {
 	Name   string // without the trailing '+'
 	Prefix bool
@@ -231,6 +231,9 @@ type Match struct {
 	Ports *PortMatch
 
 	InIface *IfaceMatch
+	// OutIface is -o: FORWARD's egress device (the one the kernel FIB
+	// names), OUTPUT's device (the one tc egress runs on). Not in INPUT.
+	OutIface *IfaceMatch
 
 	MACSrc *MACMatch
 	MACDst *MACMatch

@@ -15,7 +15,7 @@ func (r Rule) String() string {
 
 // Spec returns the canonical text of the rule without the leading
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
-// order: -4/-6 (only when the other selectors do not imply the family), -i,
+// order: -4/-6 (only when the other selectors do not imply the family), -i, -o,
 // -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
 // --tcp-flags, ICMP type, -m comment, then -j and the target's options
 // (--reject-with, --log, --log-prefix, --log-level, --log-rate, --log-burst).
@@ -25,12 +25,13 @@ func (r Rule) Spec() string {
 	if m.Family != FamilyAny && m.ImpliedFamily() == FamilyAny {
 		w.add(false, familyFlag(m.Family))
 	}
-	if i := m.InIface; i != nil {
-		name := i.Name
-		if i.Prefix {
-			name += "+"
+	for _, x := range []struct {
+		flag string
+		m    *IfaceMatch
+	}{{"-i", m.InIface}, {"-o", m.OutIface}} {
+		if i := x.m; i != nil {
+			w.add(i.Invert, x.flag, i.Text())
 		}
-		w.add(i.Invert, "-i", name)
 	}
 	if a := m.Src; a != nil {
 		w.add(a.Invert, "-s", a.Prefix.String())

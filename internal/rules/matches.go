@@ -160,24 +160,30 @@ func (p *ruleParser) protoText() string {
 
 // optInIface handles -i.
 func (p *ruleParser) optInIface(o optUse) *Error {
+	return p.iface(o, ChainOutput, &p.r.Match.InIface,
+		"OUTPUT sees locally generated packets, which have no input interface")
+}
+
+// optOutIface handles -o.
+func (p *ruleParser) optOutIface(o optUse) *Error {
+	return p.iface(o, ChainInput, &p.r.Match.OutIface,
+		"INPUT sees packets for this host, which have no output interface")
+}
+
+// iface handles -i and -o: refused in chain not (as iptables does:
+// "Can't use -o with INPUT"), else stored in *dst.
+func (p *ruleParser) iface(o optUse, not Chain, dst **IfaceMatch, why string) *Error {
 	a := o.args[0]
 	m, ve := parseIface(a.text)
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
-	if p.r.Chain == ChainOutput {
-		return p.errAt(o.opt, "", o.opt.text+" cannot be used in the OUTPUT chain",
-			"OUTPUT sees locally generated packets, which have no input interface")
+	if p.r.Chain == not {
+		return p.errAt(o.opt, "", fmt.Sprintf("%s cannot be used in the %s chain", o.opt.text, not), why)
 	}
 	m.Invert = o.invert
-	p.r.Match.InIface = &m
+	*dst = &m
 	return nil
-}
-
-// optOutIface rejects -o.
-func (p *ruleParser) optOutIface(o optUse) *Error {
-	return p.errAt(o.opt, "", o.opt.text+" is not supported: rules match the interface a packet arrives on (-i)",
-		"OUTPUT rules run at tc egress on every attached interface; attach only the interfaces OUTPUT is for")
 }
 
 // optMACSrc handles -m mac --mac-source.

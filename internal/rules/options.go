@@ -53,7 +53,8 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "-i", nargs: 1, usage: name + " NAME[+]", negatable: true,
 			parse: (*ruleParser).optInIface}, true
 	case "-o", "--out-interface":
-		return optSpec{negatable: true, parse: (*ruleParser).optOutIface}, true
+		return optSpec{slot: "-o", nargs: 1, usage: name + " NAME[+]", negatable: true,
+			parse: (*ruleParser).optOutIface}, true
 	case "--mac-source":
 		return optSpec{slot: name, nargs: 1, usage: name + " XX:XX:XX:XX:XX:XX", negatable: true,
 			module: "mac", parse: (*ruleParser).optMACSrc}, true

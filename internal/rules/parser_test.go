@@ -182,6 +182,11 @@ func TestParseRules(t *testing.T) {
 		{"-A INPUT -i + -j ACCEPT", ParseOptions{}, Rule{Match: Match{InIface: &IfaceMatch{Prefix: true}}, Target: accept}},
 		{"-A INPUT -i abcdefghijklmno -j ACCEPT", ParseOptions{}, Rule{Match: Match{InIface: &IfaceMatch{Name: "abcdefghijklmno"}}, Target: accept}},
 		{"-A INPUT -i br-lan.10@x -j ACCEPT", ParseOptions{}, Rule{Match: Match{InIface: &IfaceMatch{Name: "br-lan.10@x"}}, Target: accept}},
+		{"-A FORWARD -i lan -o wan -j ACCEPT", ParseOptions{}, Rule{Chain: ChainForward,
+			Match: Match{InIface: &IfaceMatch{Name: "lan"}, OutIface: &IfaceMatch{Name: "wan"}}, Target: accept}},
+		{"-A OUTPUT ! --out-interface wg+ -j DROP", ParseOptions{}, Rule{Chain: ChainOutput,
+			Match: Match{OutIface: &IfaceMatch{Name: "wg", Prefix: true, Invert: true}}, Target: drop}},
+		{"-A OUTPUT -o lo -j ACCEPT", ParseOptions{}, Rule{Chain: ChainOutput, Match: Match{OutIface: &IfaceMatch{Name: "lo"}}, Target: accept}},
 
 		// MAC.
 		{"-A INPUT -m mac --mac-source 00:1A:2b:3C:4d:5E -j DROP", ParseOptions{},
@@ -304,6 +309,7 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A INPUT -j DROP --log-rate 10 --log", `-j DROP --log --log-rate 10/sec`, ParseOptions{}},
 		{"-A INPUT -m comment --comment 'x y' -d ::1 -i lo -j DROP", `-i lo -d ::1/128 -m comment --comment "x y" -j DROP`, ParseOptions{}},
 		{"-A INPUT ! -f -j DROP", "! -f -j DROP", ParseOptions{}},
+		{"-A FORWARD -o wan -s 10.0.0.0/8 ! -i lan+ -j DROP", "! -i lan+ -o wan -s 10.0.0.0/8 -j DROP", ParseOptions{}},
 		// what iptables-save prints for --dport 0:65535 and --tcp-flags NONE NONE
 		{"-A INPUT -p tcp -m tcp -j DROP", "-p tcp -m tcp -j DROP", ParseOptions{}},
 		{"-A INPUT -m sctp -p sctp -s 10.0.0.0/8 -m comment --comment c -j DROP", `-s 10.0.0.0/8 -p sctp -m sctp -m comment --comment "c" -j DROP`, ParseOptions{}},

@@ -27,7 +27,7 @@ var (
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
+// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -o (FORWARD); -f; connection states; the verdicts ACCEPT,
 // DROP and (rarely) REJECT; LOG rules and --log, with log options. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
@@ -55,7 +55,29 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
+	// -o on some FORWARD rules, from a stream of its own too.
+	oif := rand.New(rand.NewPCG(r.Uint64(), 0x0f))
+	for i := range rs.Rules {
+		if rs.Rules[i].Chain == ChainForward && chance(oif, RandomOutIfacePercent) {
+			rs.Rules[i].Match.OutIface = randomIfaceMatch(oif)
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 	return rs
+}
+
+// RandomOutIfacePercent is how often RandomRuleSet gives a FORWARD rule
+// -o (0: never, for tests whose packets have no output device).
+var RandomOutIfacePercent = 30
+
+// randomIfaceMatch is a random -i or -o.
+func randomIfaceMatch(r *rand.Rand) *IfaceMatch {
+	name := pick(r, randomIface[:])
+	i := &IfaceMatch{Name: name, Invert: chance(r, 20)}
+	if name[len(name)-1] == '+' {
+		i.Name, i.Prefix = name[:len(name)-1], true
+	}
+	return i
 }
 
 // RandomRule returns one random, valid rule (see RandomRuleSet).
@@ -86,12 +108,7 @@ func RandomRule(r *rand.Rand) Rule {
 		m.Fragment = &frag
 	}
 	if chance(r, 25) {
-		name := pick(r, randomIface[:])
-		i := &IfaceMatch{Name: name, Invert: chance(r, 20)}
-		if name[len(name)-1] == '+' {
-			i.Name, i.Prefix = name[:len(name)-1], true
-		}
-		m.InIface = i
+		m.InIface = randomIfaceMatch(r)
 	}
 	if chance(r, 10) {
 		m.MACSrc = &MACMatch{Addr: pick(r, randomMAC[:]), Invert: chance(r, 20)}

@@ -134,6 +134,11 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 			mark(i.Prefix, "iface prefix")
 			mark(i.Invert, "! iface")
 		}
+		if o := m.OutIface; o != nil {
+			mark(r.Chain == ChainForward, "-o")
+			mark(o.Prefix, "-o prefix")
+			mark(o.Invert, "! -o")
+		}
 		mark(m.MACSrc != nil, "mac src")
 		mark(m.MACDst != nil, "mac dst")
 		mark(m.MACSrc != nil && m.MACSrc.Invert, "! mac")
@@ -161,7 +166,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"proto tcp", "proto udp", "proto icmp", "proto ipv6-icmp", "proto sctp", "proto udplite", "! -p",
 		"single port", "port range", "multiport", "! port", "--ports", "--syn", "--tcp-flags", "! tcp flags",
 		"icmp any", "icmp code", "icmp type", "! icmp", "icmpv6",
-		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
+		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface", "-o", "-o prefix", "! -o",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
 		"ctstate", "! ctstate",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
