@@ -98,11 +98,22 @@ enum fw_dim {
 	FW_D_FLAGS,       /* FW_KEY_FRAG | FW_KEY_L4 */
 	FW_D_CTSTATE,     /* enum fw_ct_state */
 	FW_D_OIFINDEX,    /* output device: FORWARD the FIB's egress device, OUTPUT tc's; 0 none (fw_pkt.oifindex) */
+	FW_D_PKTTYPE,     /* enum fw_pkttype (lib/classify.h fw_pkttype) */
 	FW_NUM_DIMS,
 };
 #define FW_KEY_FRAG      1
 #define FW_KEY_L4        2
 #define FW_VLAN_UNTAGGED 0x10000
+
+/* What -m pkttype tests: Linux's skb->pkt_type values (PACKET_HOST,
+ * PACKET_BROADCAST, PACKET_MULTICAST) as iptables' xt_pkttype sees them.
+ * Mirrored by internal/rules (PktHost, ...). */
+enum fw_pkttype {
+	FW_PT_HOST      = 0, /* "unicast" */
+	FW_PT_BROADCAST = 1,
+	FW_PT_MULTICAST = 2,
+	FW_NUM_PKTTYPES,
+};
 
 /* Bounds of the tree walk: nodes visited, candidates checked at a leaf. */
 #define FW_TREE_DEPTH 32
@@ -192,6 +203,7 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
 #define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
 #define FW_M_OIF      (1u << 18) /* output device in [oif_lo, oif_hi] (never inverted: the compiler complements) */
+#define FW_M_PKTTYPE  (1u << 19) /* fw_pkttype in pkttypes (never inverted: the compiler complements) */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
@@ -227,6 +239,7 @@ struct fw_entry {
 	__u8  action;      /* enum fw_action */
 	__u8  reason;      /* enum fw_reason counted when this entry decides */
 	__u8  ctstate;     /* bit mask of enum fw_ct_state, with FW_M_CTSTATE */
+	__u8  pkttypes;    /* bit mask of enum fw_pkttype, with FW_M_PKTTYPE */
 	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
 	__u8  flags;       /* FW_EF_* */
 	/* With FW_EF_RANGES: the whole match as ranges of the classification

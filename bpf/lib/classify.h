@@ -143,6 +143,20 @@ static __always_inline int fw_in_set(__u32 id, const __u64 *addr)
 	return bpf_map_lookup_elem(&fw_sets, &k) != NULL;
 }
 
+/* fw_pkttype is the packet's type as iptables' -m pkttype (xt_pkttype)
+ * sees it: skb->pkt_type, which eth_type_trans sets from the destination
+ * MAC (broadcast: ff:ff:ff:ff:ff:ff; multicast: the group bit; else to this
+ * host: a frame for another host's MAC never reaches iptables, the kernel
+ * drops it first). A locally sent packet is PACKET_HOST in OUTPUT whatever
+ * its destination (Linux marks its broadcast and multicast copies later). */
+static __always_inline __u32 fw_pkttype(const struct fw_pkt *p)
+{
+	if (p->chain == FW_CHAIN_OUTPUT || !(p->dst_mac[0] & 1))
+		return FW_PT_HOST;
+	const __u16 *w = (const __u16 *)p->dst_mac;
+	return (w[0] & w[1] & w[2]) == 0xffff ? FW_PT_BROADCAST : FW_PT_MULTICAST;
+}
+
 #define FW_TEST(bit, cond)                                             \
 	if ((m & (bit)) && (!!(cond)) == !!(inv & (bit)))              \
 		return 0
@@ -179,6 +193,8 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_VLAN, (p->flags & FW_PKT_VLAN) && p->vlan_id == e->vlan_id);
 	FW_TEST(FW_M_FRAG, p->flags & FW_PKT_FRAG);
 	if ((m & FW_M_CTSTATE) && !(e->ctstate & (1u << p->ctstate)))
+		return 0;
+	if ((m & FW_M_PKTTYPE) && !(e->pkttypes & (1u << fw_pkttype(p))))
 		return 0;
 	/* set lookups last: the cheap tests above usually decide first */
 	FW_TEST(FW_M_SRCSET, fw_in_set(e->src_set, p->src));
@@ -225,6 +241,7 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_FLAGS] = p->flags & (FW_PKT_FRAG | FW_PKT_L4);
 	k[FW_D_CTSTATE] = p->ctstate;
 	k[FW_D_OIFINDEX] = p->oifindex;
+	k[FW_D_PKTTYPE] = fw_pkttype(p);
 }
 
 /* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */

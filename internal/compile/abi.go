@@ -197,6 +197,7 @@ const (
 	MDstSet   uint32 = 1 << 16
 	MCTState  uint32 = 1 << 17
 	MOif      uint32 = 1 << 18 // output device in [OIfLo, OIfHi]; never inverted
+	MPktType  uint32 = 1 << 19 // PktTypeOf in PktTypes; never inverted
 )
 
 // Root flags (FW_ROOT_*).
@@ -214,6 +215,10 @@ const (
 	CTUntracked
 	NumCTStates
 )
+
+// NumPktTypes is FW_NUM_PKTTYPES: the packet types a packet can have here
+// (rules.PktHost, rules.PktBroadcast, rules.PktMulticast).
+const NumPktTypes = 3
 
 var ctStateNames = [NumCTStates]string{"NEW", "ESTABLISHED", "RELATED", "INVALID", "UNTRACKED"}
 

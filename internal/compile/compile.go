@@ -309,6 +309,21 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		base.CTState = mask
 	}
 
+	if t := m.PktType; t != nil {
+		mask := uint8(1) << t.Type & (1<<NumPktTypes - 1) // otherhost: none here
+		if t.Invert {
+			mask = ^mask & (1<<NumPktTypes - 1) // complemented here: the data plane never inverts it
+		}
+		switch mask {
+		case 0:
+			return nil, append(warn, "--pkt-type otherhost matches no packet: the kernel drops frames for another host's MAC before iptables (and xdpfw's rules) would judge them"), nil
+		case 1<<NumPktTypes - 1: // ! otherhost: every packet
+		default:
+			test(MPktType, false)
+			base.PktTypes = mask
+		}
+	}
+
 	// A port test needs the L4 header even when its ranges cover every
 	// port (iptables: no header, no match), so say so explicitly; so does a
 	// bare -m tcp.

@@ -99,6 +99,9 @@ func TestExpansion(t *testing.T) {
 		{"-A FORWARD ! -o wlan0 -j ACCEPT", 2, ""}, // 0-3, 5-...
 		{"-A FORWARD -i eth+ -o wlan0 -j ACCEPT", 2, ""},
 		{"-A OUTPUT ! -o eth0 -p udp -m multiport --dports 53,123 -j ACCEPT", 4, ""},
+		{"-A INPUT -m pkttype --pkt-type broadcast -j DROP", 1, ""},
+		{"-A INPUT -m pkttype --pkt-type otherhost -j DROP", 0, "--pkt-type otherhost matches no packet"},
+		{"-A INPUT -m pkttype ! --pkt-type otherhost -j DROP", 1, ""},
 		// loopback alone: kept, no entries, one note
 		{"-A OUTPUT -o lo -j ACCEPT", 0, LoopbackNote},
 		{"-A INPUT -i lo -j ACCEPT", 0, LoopbackNote},

@@ -34,6 +34,7 @@ type Entry struct {
 	RuleID         uint32
 	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
 	CTState        uint8  // bit mask of connection states, with MCTState
+	PktTypes       uint8  // bit mask of packet types (PktTypeOf), with MPktType
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool

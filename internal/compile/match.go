@@ -88,6 +88,7 @@ func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool 
 		test(MVLAN, p.Tagged && p.VLAN == e.VLAN) &&
 		test(MFrag, p.Fragment) &&
 		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
+		test(MPktType, e.PktTypes&(1<<PktTypeOf(p)) != 0) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
 		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst))
 }

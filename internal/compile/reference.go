@@ -213,6 +213,9 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	if c := m.CTState; c != nil && (c.Mask&(1<<p.CTState) != 0) == c.Invert {
 		return false
 	}
+	if t := m.PktType; t != nil && (PktTypeOf(&p) == t.Type) == t.Invert {
+		return false
+	}
 	for _, s := range []struct {
 		sm *rules.SetMatch
 		a  netip.Addr
@@ -227,6 +230,22 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		}
 	}
 	return true
+}
+
+// PktTypeOf is p's type as iptables' -m pkttype sees it (xt_pkttype reads
+// skb->pkt_type): from the destination MAC as Linux's eth_type_trans sets
+// it, broadcast for ff:ff:ff:ff:ff:ff, multicast for the group bit, else to
+// this host (a frame for another host's MAC never reaches iptables); in
+// OUTPUT always to this host (PACKET_HOST: Linux marks the broadcast and
+// multicast copies it sends later). The twin of lib/classify.h fw_pkttype.
+func PktTypeOf(p *RefPacket) uint8 {
+	switch {
+	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0:
+		return rules.PktHost
+	case p.DstMAC == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}:
+		return rules.PktBroadcast
+	}
+	return rules.PktMulticast
 }
 
 // ifaceIs: the device named name ("" none) is one im names (its

@@ -51,6 +51,7 @@ const (
 	DimFlags    // KeyFrag | KeyL4
 	DimCTState  // enum fw_ct_state
 	DimOIfindex // output device (FORWARD: the FIB's egress device; OUTPUT: tc's), 0 none
+	DimPktType  // PktTypeOf
 	NumDims
 )
 
@@ -215,6 +216,7 @@ var fullBox = func() (b box) {
 	b[DimICMP][1] = 0xffff
 	b[DimFlags][1] = KeyL4 // KeyFrag|KeyL4 cannot happen
 	b[DimCTState][1] = uint32(NumCTStates - 1)
+	b[DimPktType][1] = NumPktTypes - 1
 	return
 }()
 
@@ -327,19 +329,26 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MSrcSet) || on(MDstSet) {
 		exact = false // set membership is no range: the leaf check decides
 	}
-	if on(MCTState) {
+	// maskParts: the values of dimension d whose bit is set in mask, as ranges.
+	maskParts := func(d int, mask uint8, n uint32) []part {
 		var parts []part
-		for s := uint32(0); s < uint32(NumCTStates); s++ {
-			if e.CTState&(1<<s) == 0 {
+		for s := uint32(0); s < n; s++ {
+			if mask&(1<<s) == 0 {
 				continue
 			}
-			if n := len(parts); n > 0 && parts[n-1][DimCTState][1] == s-1 {
-				parts[n-1][DimCTState] = [2]uint32{parts[n-1][DimCTState][0], s}
+			if k := len(parts); k > 0 && parts[k-1][d][1] == s-1 {
+				parts[k-1][d] = [2]uint32{parts[k-1][d][0], s}
 				continue
 			}
-			parts = append(parts, part{DimCTState: {s, s}})
+			parts = append(parts, part{d: {s, s}})
 		}
-		cross(parts)
+		return parts
+	}
+	if on(MCTState) {
+		cross(maskParts(DimCTState, e.CTState, uint32(NumCTStates)))
+	}
+	if on(MPktType) {
+		cross(maskParts(DimPktType, e.PktTypes, NumPktTypes))
 	}
 	if on(MICMPType) {
 		t := uint32(e.ICMPType) << 8
@@ -471,6 +480,7 @@ func KeyOf(p *RefPacket, dev Dev) Key {
 	k[DimProto] = uint32(p.Proto)
 	k[DimIfindex] = dev.In
 	k[DimOIfindex] = dev.Out
+	k[DimPktType] = uint32(PktTypeOf(p))
 	k[DimVLAN] = VLANUntagged
 	if p.Tagged {
 		k[DimVLAN] = uint32(p.VLAN)

@@ -185,8 +185,9 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 			p.ICMPCode = uint8(m.ICMP.Code)
 		}
 	}
-	macs := [][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {0, 0x11, 0x22, 0x33, 0x44, 0x55}}
-	p.SrcMAC, p.DstMAC = macs[r.IntN(3)], macs[r.IntN(3)]
+	macs := [][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {0, 0x11, 0x22, 0x33, 0x44, 0x55},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, {0x01, 0x00, 0x5e, 0, 0, 1}, {0x33, 0x33, 0, 0, 0, 1}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xfe}}
+	p.SrcMAC, p.DstMAC = macs[r.IntN(3)], macs[r.IntN(len(macs))]
 	if m.MACSrc != nil && r.IntN(2) == 0 {
 		p.SrcMAC = m.MACSrc.Addr
 	}

@@ -271,6 +271,7 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		SrcSet:   e.SrcSet,
 		DstSet:   e.DstSet,
 		Ctstate:  e.CTState,
+		Pkttypes: e.PktTypes,
 	}
 }
 

@@ -114,11 +114,12 @@ type xdpfwFwEntry struct {
 	Action   uint8
 	Reason   uint8
 	Ctstate  uint8
+	Pkttypes uint8
 	Reject   uint8
 	Flags    uint8
 	Nranges  uint8
 	Rdim     [6]uint8
-	_        [3]byte
+	_        [2]byte
 	Rlo      [6]uint32
 	Rhi      [6]uint32
 	_        [4]byte

@@ -208,6 +208,22 @@ type CTStateMatch struct {
 	Invert bool
 }
 
+// Packet types (-m pkttype --pkt-type), Linux's skb->pkt_type values
+// (PACKET_HOST, ...). PktHost, PktBroadcast and PktMulticast are enum
+// fw_pkttype in bpf/types.h.
+const (
+	PktHost      uint8 = 0 // "unicast": to this host
+	PktBroadcast uint8 = 1
+	PktMulticast uint8 = 2
+	PktOtherHost uint8 = 3 // to another host's MAC: the kernel drops such frames before iptables
+)
+
+// PktTypeMatch is -m pkttype --pkt-type TYPE.
+type PktTypeMatch struct {
+	Type   uint8 // PktHost, ...
+	Invert bool
+}
+
 // ProtoMatch is -p. Proto 0 with Invert=false is never stored: -p all means "no match".
 type ProtoMatch struct {
 	Proto  uint8
@@ -248,6 +264,9 @@ type Match struct {
 
 	// CTState: -m conntrack --ctstate / -m state --state.
 	CTState *CTStateMatch
+
+	// PktType: -m pkttype --pkt-type.
+	PktType *PktTypeMatch
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.

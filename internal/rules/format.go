@@ -16,7 +16,7 @@ func (r Rule) String() string {
 // Spec returns the canonical text of the rule without the leading
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i, -o,
-// -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
+// -s, -d, -p, -f, -m mac, -m set, -m conntrack, -m vlan, -m pkttype, a bare -m tcp (udp, sctp, udplite), ports,
 // --tcp-flags, ICMP type, -m comment, then -j and the target's options
 // (--reject-with, --log, --log-prefix, --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
@@ -70,6 +70,10 @@ func (r Rule) Spec() string {
 	if v := m.VLAN; v != nil {
 		w.add(false, "-m", "vlan")
 		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))
+	}
+	if t := m.PktType; t != nil {
+		w.add(false, "-m", "pkttype")
+		w.add(t.Invert, "--pkt-type", formatPktType(t.Type))
 	}
 	if m.L4Header && m.Proto != nil {
 		w.add(false, "-m", protoName(m.Proto.Proto))

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -328,6 +329,36 @@ func formatCTState(mask uint8) string {
 	return strings.Join(names, ",")
 }
 
+// pktTypeNames are the names of --pkt-type, canonical first (as
+// iptables-save prints them), then iptables' aliases; any case.
+var pktTypeNames = []struct {
+	name string
+	t    uint8
+}{{"unicast", PktHost}, {"broadcast", PktBroadcast}, {"multicast", PktMulticast}, {"otherhost", PktOtherHost},
+	{"host", PktHost}, {"bcast", PktBroadcast}, {"mcast", PktMulticast}}
+
+// optPktType handles -m pkttype --pkt-type.
+func (p *ruleParser) optPktType(o optUse) *Error {
+	a := o.args[0]
+	for _, n := range pktTypeNames {
+		if strings.EqualFold(a.text, n.name) {
+			p.r.Match.PktType = &PktTypeMatch{Type: n.t, Invert: o.invert}
+			return nil
+		}
+	}
+	return p.errAt(a, a.text, "unknown packet type", "types are unicast, broadcast, multicast and otherhost (aliases host, bcast, mcast)")
+}
+
+// formatPktType names a packet type as iptables-save does.
+func formatPktType(t uint8) string {
+	for _, n := range pktTypeNames {
+		if n.t == t {
+			return n.name
+		}
+	}
+	return strconv.Itoa(int(t))
+}
+
 // optFragment handles -f.
 func (p *ruleParser) optFragment(o optUse) *Error {
 	if err := p.setFamily(FamilyIPv4, o.opt, "", "-f (IPv4 fragments)", "-f (IPv4)"); err != nil {
@@ -383,7 +414,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 		p.comment = &o.opt
 		fallthrough
-	case "multiport", "mac", "vlan", "set", "conntrack", "state":
+	case "multiport", "mac", "vlan", "set", "conntrack", "state", "pkttype":
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m

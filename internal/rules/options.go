@@ -86,6 +86,9 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--state":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
+	case "--pkt-type":
+		return optSpec{slot: name, nargs: 1, usage: "--pkt-type unicast|broadcast|multicast", negatable: true,
+			module: "pkttype", parse: (*ruleParser).optPktType}, true
 	case "--comment":
 		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -131,13 +134,15 @@ func moduleOptions(module string) (string, bool) {
 		return "--ctstate", true
 	case "state":
 		return "--state", true
+	case "pkttype":
+		return "--pkt-type", true
 	}
 	return "", false
 }
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state)"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), pkttype"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

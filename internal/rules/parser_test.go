@@ -309,6 +309,10 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A INPUT -j DROP --log-rate 10 --log", `-j DROP --log --log-rate 10/sec`, ParseOptions{}},
 		{"-A INPUT -m comment --comment 'x y' -d ::1 -i lo -j DROP", `-i lo -d ::1/128 -m comment --comment "x y" -j DROP`, ParseOptions{}},
 		{"-A INPUT ! -f -j DROP", "! -f -j DROP", ParseOptions{}},
+		{"-A INPUT -m pkttype --pkt-type BCAST -j DROP", "-m pkttype --pkt-type broadcast -j DROP", ParseOptions{}},
+		{"-A INPUT -m pkttype ! --pkt-type host -j DROP", "-m pkttype ! --pkt-type unicast -j DROP", ParseOptions{}},
+		{"-A INPUT -m pkttype --pkt-type Mcast -j DROP", "-m pkttype --pkt-type multicast -j DROP", ParseOptions{}},
+		{"-A INPUT -m pkttype --pkt-type otherhost -j DROP", "-m pkttype --pkt-type otherhost -j DROP", ParseOptions{}},
 		{"-A FORWARD -o wan -s 10.0.0.0/8 ! -i lan+ -j DROP", "! -i lan+ -o wan -s 10.0.0.0/8 -j DROP", ParseOptions{}},
 		// what iptables-save prints for --dport 0:65535 and --tcp-flags NONE NONE
 		{"-A INPUT -p tcp -m tcp -j DROP", "-p tcp -m tcp -j DROP", ParseOptions{}},

@@ -27,7 +27,7 @@ var (
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -o (FORWARD); -f; connection states; the verdicts ACCEPT,
+// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -o (FORWARD); -m pkttype; -f; connection states; the verdicts ACCEPT,
 // DROP and (rarely) REJECT; LOG rules and --log, with log options. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
@@ -55,6 +55,14 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
+	// -m pkttype on some rules, from a stream of its own too.
+	pt := rand.New(rand.NewPCG(r.Uint64(), 0x97))
+	for i := range rs.Rules {
+		if chance(pt, RandomPktTypePercent) {
+			rs.Rules[i].Match.PktType = &PktTypeMatch{Type: uint8(pt.IntN(4)), Invert: chance(pt, 30)}
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 	// -o on some FORWARD rules, from a stream of its own too.
 	oif := rand.New(rand.NewPCG(r.Uint64(), 0x0f))
 	for i := range rs.Rules {
@@ -65,6 +73,10 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 	}
 	return rs
 }
+
+// RandomPktTypePercent is how often RandomRuleSet gives a rule -m pkttype
+// (0: never).
+var RandomPktTypePercent = 8
 
 // RandomOutIfacePercent is how often RandomRuleSet gives a FORWARD rule
 // -o (0: never, for tests whose packets have no output device).

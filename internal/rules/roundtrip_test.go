@@ -143,6 +143,10 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(m.MACDst != nil, "mac dst")
 		mark(m.MACSrc != nil && m.MACSrc.Invert, "! mac")
 		mark(m.VLAN != nil, "vlan")
+		if t := m.PktType; t != nil {
+			mark(true, "pkttype "+formatPktType(t.Type))
+			mark(t.Invert, "! pkttype")
+		}
 		mark(m.VLAN != nil && m.VLAN.Invert, "! vlan")
 		mark(m.Fragment != nil && *m.Fragment, "-f")
 		mark(m.Fragment != nil && !*m.Fragment, "! -f")
@@ -168,7 +172,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"icmp any", "icmp code", "icmp type", "! icmp", "icmpv6",
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface", "-o", "-o prefix", "! -o",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
-		"ctstate", "! ctstate",
+		"ctstate", "! ctstate", "pkttype unicast", "pkttype broadcast", "pkttype multicast", "pkttype otherhost", "! pkttype",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {
