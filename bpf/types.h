@@ -204,6 +204,8 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
 #define FW_M_OIF      (1u << 18) /* output device in [oif_lo, oif_hi] (never inverted: the compiler complements) */
 #define FW_M_PKTTYPE  (1u << 19) /* fw_pkttype in pkttypes (never inverted: the compiler complements) */
+#define FW_M_SRCTYPE  (1u << 20) /* -m addrtype --src-type: src_types, type_dev (lib/addrtype.h) */
+#define FW_M_DSTTYPE  (1u << 21) /* -m addrtype --dst-type: dst_types, type_dev */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
@@ -226,6 +228,7 @@ struct fw_entry {
 	__u32 src_set;     /* set ids (fw_sets), with FW_M_SRCSET / FW_M_DSTSET */
 	__u32 dst_set;
 	__u32 oif_lo, oif_hi; /* output ifindex range, with FW_M_OIF */
+	__u16 src_types, dst_types; /* bit masks of enum fw_rtn, with FW_M_SRCTYPE / FW_M_DSTTYPE */
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];
@@ -240,6 +243,7 @@ struct fw_entry {
 	__u8  reason;      /* enum fw_reason counted when this entry decides */
 	__u8  ctstate;     /* bit mask of enum fw_ct_state, with FW_M_CTSTATE */
 	__u8  pkttypes;    /* bit mask of enum fw_pkttype, with FW_M_PKTTYPE */
+	__u8  type_dev;    /* FW_TD_*: the device -m addrtype's types are limited to */
 	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
 	__u8  flags;       /* FW_EF_* */
 	/* With FW_EF_RANGES: the whole match as ranges of the classification
@@ -412,6 +416,37 @@ struct fw_set_key {
 	__u32 prefixlen;
 	__u32 set_id;  /* big-endian, so it is the leading 32 bits */
 	__u8  addr[16];
+};
+
+/* -m addrtype's types: Linux's route types (RTN_UNSPEC ... RTN_XRESOLVE);
+ * fw_entry.src_types / dst_types hold bit t for type t, as xt_addrtype.
+ * Mirrored by internal/rules (AddrUnspec, ...). */
+enum fw_rtn {
+	FW_RTN_UNSPEC = 0,
+	FW_RTN_UNICAST,
+	FW_RTN_LOCAL,
+	FW_RTN_BROADCAST,
+	FW_RTN_ANYCAST,
+	FW_RTN_MULTICAST,
+	FW_RTN_BLACKHOLE,
+	FW_RTN_UNREACHABLE,
+	FW_RTN_PROHIBIT,
+	FW_RTN_THROW,
+	FW_RTN_NAT,
+	FW_RTN_XRESOLVE,
+	FW_NUM_RTN,
+};
+
+/* fw_entry.type_dev: the device --limit-iface-in/-out names. */
+#define FW_TD_NONE 0
+#define FW_TD_IN   1 /* the input device (fw_pkt.ifindex) */
+#define FW_TD_OUT  2 /* the output device (fw_pkt.oifindex) */
+
+/* A route of the local table (fw_addrtypes' value). */
+struct fw_addrtype {
+	__u32 ifindex; /* the route's (first next hop's) device */
+	__u8  type;    /* enum fw_rtn */
+	__u8  _pad[3];
 };
 
 /* Per-rule and per-reason counters (per-CPU, summed in Go; last: the

@@ -19,6 +19,7 @@
 #include <bpf/bpf_endian.h>
 #include "../types.h"
 #include "../maps.h"
+#include "addrtype.h"
 
 /* fw_log_scratch_of is the scratch slot of the hook deciding p: XDP and tc
  * may run on one CPU (a softirq's XDP never interrupts tc egress, which
@@ -196,9 +197,11 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 		return 0;
 	if ((m & FW_M_PKTTYPE) && !(e->pkttypes & (1u << fw_pkttype(p))))
 		return 0;
-	/* set lookups last: the cheap tests above usually decide first */
+	/* map lookups last: the cheap tests above usually decide first */
 	FW_TEST(FW_M_SRCSET, fw_in_set(e->src_set, p->src));
 	FW_TEST(FW_M_DSTSET, fw_in_set(e->dst_set, p->dst));
+	FW_TEST(FW_M_SRCTYPE, fw_addrtype_ok(e, p, 0));
+	FW_TEST(FW_M_DSTTYPE, fw_addrtype_ok(e, p, 1));
 	return 1;
 }
 

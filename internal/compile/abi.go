@@ -198,6 +198,8 @@ const (
 	MCTState  uint32 = 1 << 17
 	MOif      uint32 = 1 << 18 // output device in [OIfLo, OIfHi]; never inverted
 	MPktType  uint32 = 1 << 19 // PktTypeOf in PktTypes; never inverted
+	MSrcType  uint32 = 1 << 20 // -m addrtype --src-type: SrcTypes, TypeDev
+	MDstType  uint32 = 1 << 21 // -m addrtype --dst-type: DstTypes, TypeDev
 )
 
 // Root flags (FW_ROOT_*).

@@ -92,7 +92,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_M_SPORT": MSPort, "FW_M_DPORT": MDPort, "FW_M_IFINDEX": MIfindex, "FW_M_MACSRC": MMACSrc,
 		"FW_M_MACDST": MMACDst, "FW_M_TCPFLAGS": MTCPFlags, "FW_M_ICMPTYPE": MICMPType, "FW_M_ICMPCODE": MICMPCode,
 		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr, "FW_M_SRCSET": MSrcSet,
-		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_OIF": MOif, "FW_M_PKTTYPE": MPktType,
+		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_OIF": MOif, "FW_M_PKTTYPE": MPktType, "FW_M_SRCTYPE": MSrcType, "FW_M_DSTTYPE": MDstType,
 	} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)
@@ -163,6 +163,22 @@ func TestABIMirrorsHeader(t *testing.T) {
 		}
 		if m == nil || m[1] != want {
 			t.Errorf("%s: C %v, Go %d", name, m, goVal)
+		}
+	}
+	rtn := regexp.MustCompile(`(?s)enum fw_rtn \{(.*?)\};`).FindStringSubmatch(src)
+	if rtn == nil {
+		t.Fatal("enum fw_rtn not found")
+	}
+	var rtnNames []string
+	for _, m := range regexp.MustCompile(`FW_RTN_([A-Z]+)`).FindAllStringSubmatch(rtn[1], -1) {
+		rtnNames = append(rtnNames, m[1])
+	}
+	if want := strings.Join(rules.AddrTypeNames(), ","); strings.Join(rtnNames, ",") != want || !strings.Contains(rtn[1], "FW_NUM_RTN,") {
+		t.Errorf("enum fw_rtn is %v; rules' address types %s", rtnNames, want)
+	}
+	for name, goVal := range map[string]uint8{"FW_TD_NONE": rules.LimitNone, "FW_TD_IN": rules.LimitIn, "FW_TD_OUT": rules.LimitOut} {
+		if c := define(name); c != int64(goVal) {
+			t.Errorf("%s: C %d, Go %d", name, c, goVal)
 		}
 	}
 	// rules.CT* bits are 1 << state

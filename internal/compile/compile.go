@@ -309,6 +309,17 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		base.CTState = mask
 	}
 
+	if a := m.AddrType; a != nil {
+		if a.Src != 0 {
+			test(MSrcType, a.SrcInvert)
+			base.SrcTypes = a.Src
+		}
+		if a.Dst != 0 {
+			test(MDstType, a.DstInvert)
+			base.DstTypes = a.Dst
+		}
+		base.TypeDev = a.Limit
+	}
 	if t := m.PktType; t != nil {
 		mask := uint8(1) << t.Type & (1<<NumPktTypes - 1) // otherhost: none here
 		if t.Invert {

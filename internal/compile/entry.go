@@ -35,6 +35,10 @@ type Entry struct {
 	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
 	CTState        uint8  // bit mask of connection states, with MCTState
 	PktTypes       uint8  // bit mask of packet types (PktTypeOf), with MPktType
+	// SrcTypes, DstTypes: -m addrtype's masks (rules.Addr*), with MSrcType,
+	// MDstType; TypeDev: the device they are limited to (rules.LimitIn...).
+	SrcTypes, DstTypes uint16
+	TypeDev            uint8
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool

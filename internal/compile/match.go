@@ -90,7 +90,20 @@ func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool 
 		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
 		test(MPktType, e.PktTypes&(1<<PktTypeOf(p)) != 0) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
-		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst))
+		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst)) &&
+		test(MSrcType, p.Addrs.TypeOK(p.Src, e.SrcTypes, onIfindex(e.TypeDev, dev))) &&
+		test(MDstType, p.Addrs.TypeOK(p.Dst, e.DstTypes, onIfindex(e.TypeDev, dev)))
+}
+
+// onIfindex is the device test of -m addrtype's --limit-iface-in/-out as
+// the data plane makes it (lib/addrtype.h fw_type_dev): nil when not
+// limited, or when the packet has no such device (0).
+func onIfindex(limit uint8, dev Dev) func(*AddrRoute) bool {
+	i := map[uint8]uint32{rules.LimitIn: dev.In, rules.LimitOut: dev.Out}[limit]
+	if i == 0 {
+		return nil
+	}
+	return func(r *AddrRoute) bool { return r.Ifindex == i }
 }
 
 func addrBytes(p *RefPacket) (src, dst [16]byte) {

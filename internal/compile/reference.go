@@ -32,6 +32,8 @@ type RefPacket struct {
 	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
+	// Addrs is the host's local routing table (-m addrtype).
+	Addrs AddrTable
 }
 
 // RefSet is a named set as the reference matcher sees it.
@@ -216,6 +218,13 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	if t := m.PktType; t != nil && (PktTypeOf(&p) == t.Type) == t.Invert {
 		return false
 	}
+	if a := m.AddrType; a != nil {
+		on := onDev(a.Limit, p)
+		if a.Src != 0 && p.Addrs.TypeOK(p.Src, a.Src, on) == a.SrcInvert ||
+			a.Dst != 0 && p.Addrs.TypeOK(p.Dst, a.Dst, on) == a.DstInvert {
+			return false
+		}
+	}
 	for _, s := range []struct {
 		sm *rules.SetMatch
 		a  netip.Addr
@@ -246,6 +255,16 @@ func PktTypeOf(p *RefPacket) uint8 {
 		return rules.PktBroadcast
 	}
 	return rules.PktMulticast
+}
+
+// onDev is --limit-iface-in/-out: the route must be on the packet's input
+// (output) device; nil when not limited, or when the packet has none.
+func onDev(limit uint8, p RefPacket) func(*AddrRoute) bool {
+	name := map[uint8]string{rules.LimitIn: p.InIface, rules.LimitOut: p.OutIface}[limit]
+	if name == "" {
+		return nil
+	}
+	return func(r *AddrRoute) bool { return r.Dev == name }
 }
 
 // ifaceIs: the device named name ("" none) is one im names (its

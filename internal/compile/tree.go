@@ -326,8 +326,8 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 			exact = false // many narrow ranges: leave the dimension wide
 		}
 	}
-	if on(MSrcSet) || on(MDstSet) {
-		exact = false // set membership is no range: the leaf check decides
+	if on(MSrcSet) || on(MDstSet) || on(MSrcType) || on(MDstType) {
+		exact = false // set membership, address types: no range; the leaf check decides
 	}
 	// maskParts: the values of dimension d whose bit is set in mask, as ranges.
 	maskParts := func(d int, mask uint8, n uint32) []part {

@@ -14,6 +14,18 @@ import (
 
 var testIfaces = map[string]uint32{"lo": 1, "eth0": 2, "eth1": 3, "veth0": 4}
 
+// testAddrs is a local routing table over the addresses randomRefPacket
+// draws (10.0.0.0-3, 2000::0-3): -m addrtype's answers.
+var testAddrs = AddrTable{
+	{Prefix: netip.MustParsePrefix("10.0.0.0/31"), Type: 9, Ifindex: 3, Dev: "eth1"}, // THROW
+	{Prefix: netip.MustParsePrefix("10.0.0.1/32"), Type: 2, Ifindex: 2, Dev: "eth0"}, // LOCAL
+	{Prefix: netip.MustParsePrefix("10.0.0.2/32"), Type: 2, Ifindex: 4, Dev: "veth0"},
+	{Prefix: netip.MustParsePrefix("10.0.0.3/32"), Type: 3, Ifindex: 2, Dev: "eth0"}, // BROADCAST
+	{Prefix: netip.MustParsePrefix("2000::1/128"), Type: 2, Ifindex: 2, Dev: "eth0"},
+	{Prefix: netip.MustParsePrefix("2000::2/128"), Type: 4, Ifindex: 3, Dev: "eth1"}, // ANYCAST
+	{Prefix: netip.MustParsePrefix("2000::3/128"), Type: 2, Ifindex: 1, Dev: "lo"},
+}
+
 // TestTreeAgreesWithReference: for random rule sets and packets, the
 // compiled tables walked in Go (tree, leaf, entry checks — what the data
 // plane does) decide exactly as the reference matcher. Kernel-free, so a
@@ -202,6 +214,7 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 	if !p.L4 {
 		p.SPort, p.DPort, p.TCPFlags, p.ICMPType, p.ICMPCode = 0, 0, 0, 0, 0
 	}
+	p.Addrs = testAddrs
 	if p.Chain == rules.ChainForward {
 		// "" (no device: the FIB named none) a fifth of the time
 		if i := r.IntN(len(ifaces) + 1); i < len(ifaces) {

@@ -92,6 +92,7 @@ type Datapath struct {
 	reasons *ebpf.Map
 	config  *ebpf.Map
 	sets    *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
+	addrTyp *ebpf.Map // fw_addrtypes: this host's local routing table (-m addrtype)
 	ct      *ebpf.Map // fw_ct: connections
 	ctStats *ebpf.Map // fw_ct_stats
 	ctEvict *ebpf.Map // fw_ct_evict: early-drop candidates
@@ -131,7 +132,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
-		"fw_reject_global": &d.rejGlob,
+		"fw_reject_global": &d.rejGlob, "fw_addrtypes": &d.addrTyp,
 	}
 }
 
@@ -213,6 +214,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		reasons:   objs.FwReasonStats,
 		config:    objs.FwConfigMap,
 		sets:      objs.FwSets,
+		addrTyp:   objs.FwAddrtypes,
 		ct:        objs.FwCt,
 		ctStats:   objs.FwCtStats,
 		ctEvict:   objs.FwCtEvict,
@@ -227,7 +229,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		stages:    objs.FwXdpStages,
 		stagesPin: stagesName,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch,
-			objs.FwCtGc},
+			objs.FwCtGc, objs.FwAddrtypeKey},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
@@ -424,7 +426,7 @@ func pinsWithPrefix(dir, prefix string) []string {
 // laterPins are maps that programs of earlier versions did not have: Open
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
-var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true}
+var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_addrtypes": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -33,6 +33,7 @@ func TestDifferential(t *testing.T) {
 	f := newFixture(t)
 	f.unlimitedRejects()
 	f.setUnlimitedLogs()
+	f.setAddrs(diffAddrs(f))
 	r := rand.New(rand.NewPCG(*diffSeed, 0x78647066))
 	total := 0
 	for set := 0; set < *diffSets; set++ {
@@ -156,6 +157,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	for i, p := range pkts {
 		ref := refPacket(p, ifs[i])
 		ref.CTState = uint8(states[i])
+		ref.Addrs = f.addrs
 		if local != nil {
 			ref.Chain = rules.ChainForward
 			ref.OutIface = "eth0" // the default routes' device (the FIB's egress device: -o)
@@ -287,6 +289,19 @@ func refPacket(p *packet.Packet, iface string) compile.RefPacket {
 		}
 	}
 	return rp
+}
+
+// diffAddrs is a local routing table over the address pools (-m addrtype),
+// with every kind of route the pools' addresses can meet.
+func diffAddrs(f *fixture) compile.AddrTable {
+	r := func(p string, typ uint8, dev string) compile.AddrRoute {
+		return compile.AddrRoute{Prefix: netip.MustParsePrefix(p), Type: typ, Ifindex: f.ifaces[dev], Dev: dev}
+	}
+	return compile.AddrTable{
+		r("10.0.0.1/32", 2, "eth0"), r("10.0.0.2/32", 2, "eth1"), r("10.1.2.3/32", 3, "eth0"),
+		r("192.168.0.0/16", 6, "veth0"), r("172.16.5.4/32", 4, "eth0"), r("10.200.0.1/32", 7, "eth1"),
+		r("2001:db8::1/128", 2, "eth0"), r("2001:db8::2/128", 4, "eth1"), r("fd00::/16", 2, "veth0"), r("::1/128", 2, "lo"),
+	}
 }
 
 var (

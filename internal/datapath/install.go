@@ -272,6 +272,9 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		DstSet:   e.DstSet,
 		Ctstate:  e.CTState,
 		Pkttypes: e.PktTypes,
+		SrcTypes: e.SrcTypes,
+		DstTypes: e.DstTypes,
+		TypeDev:  e.TypeDev,
 	}
 }
 

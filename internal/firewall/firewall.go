@@ -592,6 +592,11 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		f.st.LogRate = logRate.String()
 	}
 	f.st.Malformed = malformed
+	// -m addrtype's table before the rules that read it
+	if err := refreshAddrTypes(f.dp, rs.Rules); err != nil {
+		*f.st = prev
+		return nil, err
+	}
 	if err := f.installTables(tables, recs, rs); err != nil {
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
 		f.st.CTTCPPickup, f.st.RejectGlobalRate = prev.CTTCPPickup, prev.RejectGlobalRate

@@ -224,6 +224,44 @@ type PktTypeMatch struct {
 	Invert bool
 }
 
+// Address types of -m addrtype, as bits of AddrTypeMatch.Src/Dst: bit t is
+// Linux's route type t (RTN_UNSPEC = 0 ... RTN_XRESOLVE = 11), as in
+// xt_addrtype and enum fw_rtn in bpf/types.h.
+const (
+	AddrUnspec uint16 = 1 << iota
+	AddrUnicast
+	AddrLocal
+	AddrBroadcast
+	AddrAnycast
+	AddrMulticast
+	AddrBlackhole
+	AddrUnreachable
+	AddrProhibit
+	AddrThrow
+	AddrNAT
+	AddrXResolve
+	NumAddrTypes = iota
+)
+
+// AddrIPv4Only are the types ip6tables refuses (the kernel has no IPv6
+// broadcast, blackhole or prohibit, throw, nat, xresolve routes to tell).
+const AddrIPv4Only = AddrBroadcast | AddrBlackhole | AddrProhibit | AddrThrow | AddrNAT | AddrXResolve
+
+// The device --limit-iface-in / --limit-iface-out limit the types to.
+const (
+	LimitNone uint8 = iota
+	LimitIn         // the input device
+	LimitOut        // the output device
+)
+
+// AddrTypeMatch is -m addrtype: the source's and the destination's types
+// (0: not tested), each negatable, limited to a device or not.
+type AddrTypeMatch struct {
+	Src, Dst             uint16
+	SrcInvert, DstInvert bool
+	Limit                uint8 // LimitNone, LimitIn, LimitOut
+}
+
 // ProtoMatch is -p. Proto 0 with Invert=false is never stored: -p all means "no match".
 type ProtoMatch struct {
 	Proto  uint8
@@ -267,6 +305,9 @@ type Match struct {
 
 	// PktType: -m pkttype --pkt-type.
 	PktType *PktTypeMatch
+
+	// AddrType: -m addrtype.
+	AddrType *AddrTypeMatch
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.

@@ -24,6 +24,9 @@ func (m Match) ImpliedFamily() Family {
 	if m.Fragment != nil {
 		return FamilyIPv4
 	}
+	if a := m.AddrType; a != nil && (a.Src|a.Dst)&AddrIPv4Only != 0 {
+		return FamilyIPv4
+	}
 	return FamilyAny
 }
 

@@ -71,6 +71,21 @@ func (r Rule) Spec() string {
 		w.add(false, "-m", "vlan")
 		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))
 	}
+	if a := m.AddrType; a != nil {
+		w.add(false, "-m", "addrtype")
+		if a.Src != 0 {
+			w.add(a.SrcInvert, "--src-type", formatAddrTypes(a.Src))
+		}
+		if a.Dst != 0 {
+			w.add(a.DstInvert, "--dst-type", formatAddrTypes(a.Dst))
+		}
+		switch a.Limit {
+		case LimitIn:
+			w.add(false, "--limit-iface-in")
+		case LimitOut:
+			w.add(false, "--limit-iface-out")
+		}
+	}
 	if t := m.PktType; t != nil {
 		w.add(false, "-m", "pkttype")
 		w.add(t.Invert, "--pkt-type", formatPktType(t.Type))

@@ -89,6 +89,11 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--pkt-type":
 		return optSpec{slot: name, nargs: 1, usage: "--pkt-type unicast|broadcast|multicast", negatable: true,
 			module: "pkttype", parse: (*ruleParser).optPktType}, true
+	case "--src-type", "--dst-type":
+		return optSpec{slot: name, nargs: 1, usage: name + " TYPE[,TYPE...]", negatable: true,
+			module: "addrtype", parse: (*ruleParser).optAddrType}, true
+	case "--limit-iface-in", "--limit-iface-out":
+		return optSpec{slot: "--limit-iface", usage: name, module: "addrtype", parse: (*ruleParser).optAddrLimit}, true
 	case "--comment":
 		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -136,13 +141,15 @@ func moduleOptions(module string) (string, bool) {
 		return "--state", true
 	case "pkttype":
 		return "--pkt-type", true
+	case "addrtype":
+		return "--src-type or --dst-type", true
 	}
 	return "", false
 }
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), pkttype"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), pkttype, addrtype"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

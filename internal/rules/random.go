@@ -27,7 +27,7 @@ var (
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -o (FORWARD); -m pkttype; -f; connection states; the verdicts ACCEPT,
+// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -o (FORWARD); -m pkttype; -m addrtype; -f; connection states; the verdicts ACCEPT,
 // DROP and (rarely) REJECT; LOG rules and --log, with log options. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
@@ -63,6 +63,14 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
+	// -m addrtype on some rules, from a stream of its own too.
+	at := rand.New(rand.NewPCG(r.Uint64(), 0xad))
+	for i := range rs.Rules {
+		if chance(at, RandomAddrTypePercent) {
+			randomAddrType(at, &rs.Rules[i])
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 	// -o on some FORWARD rules, from a stream of its own too.
 	oif := rand.New(rand.NewPCG(r.Uint64(), 0x0f))
 	for i := range rs.Rules {
@@ -77,6 +85,43 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 // RandomPktTypePercent is how often RandomRuleSet gives a rule -m pkttype
 // (0: never).
 var RandomPktTypePercent = 8
+
+// RandomAddrTypePercent is how often RandomRuleSet gives a rule -m
+// addrtype (0: never).
+var RandomAddrTypePercent = 8
+
+// randomAddrType gives rule a random -m addrtype its family allows.
+func randomAddrType(r *rand.Rand, rule *Rule) {
+	m := &rule.Match
+	types := func() uint16 {
+		var mask uint16
+		for mask == 0 {
+			for t := range NumAddrTypes {
+				if chance(r, 20) {
+					mask |= 1 << t
+				}
+			}
+			if m.Family != FamilyIPv4 {
+				mask &^= AddrIPv4Only | AddrUnreachable
+			}
+		}
+		return mask
+	}
+	a := &AddrTypeMatch{}
+	if chance(r, 60) {
+		a.Src, a.SrcInvert = types(), chance(r, 25)
+	}
+	if a.Src == 0 || chance(r, 40) {
+		a.Dst, a.DstInvert = types(), chance(r, 25)
+	}
+	if chance(r, 30) {
+		a.Limit = LimitIn
+		if rule.Chain == ChainForward && chance(r, 50) {
+			a.Limit = LimitOut
+		}
+	}
+	m.AddrType = a
+}
 
 // RandomOutIfacePercent is how often RandomRuleSet gives a FORWARD rule
 // -o (0: never, for tests whose packets have no output device).
