@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -147,5 +148,21 @@ func TestAddrType(t *testing.T) {
 	poll(t.Context(), arriveTimeout, func() bool { got = counts(); return fmt.Sprint(got) == fmt.Sprint(wantFW) })
 	if fmt.Sprint(got) != fmt.Sprint(wantFW) {
 		t.Fatalf("after the address was added and applied: counts %v, want %v", got, wantFW)
+	}
+
+	// With the daemon, the copy follows the kernel's table by itself: an
+	// address added while it runs counts as LOCAL without any apply.
+	cfg := filepath.Join(t.TempDir(), "xdpfw.yaml")
+	writeAtomic(t, cfg, "interfaces: ["+l.srvIf+"]", "rules: "+path)
+	d := f.startDaemon(cfg)
+	before := counts()[1]
+	if out, err := l.srv.Exec(ctx, "ip", "addr", "add", "10.200.0.78/32", "dev", l.srvIf); err != nil {
+		t.Fatalf("ip addr add: %v\n%s", err, out)
+	}
+	if !poll(t.Context(), arriveTimeout, func() bool {
+		sendUDP(t, l.cli, l.cliIf, "10.200.0.78", port, 1)
+		return counts()[1] > before
+	}) {
+		t.Fatalf("10.200.0.78 never counted as LOCAL with the daemon running: counts %v; its log:\n%s", counts(), d.stderr)
 	}
 }
