@@ -151,6 +151,30 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_sets SEC(".maps");
 
+/* -m addrtype: this host's local routing table (table 255: its local,
+ * broadcast and anycast addresses, as the kernel's xt_addrtype reads it),
+ * kept by the control plane from netlink. Key: fw_set_key with set_id the
+ * family (4 or 6, big-endian); value: the route's type and device. */
+#define FW_MAX_ADDRTYPES 16384
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, FW_MAX_ADDRTYPES);
+	__type(key, struct fw_set_key);
+	__type(value, struct fw_addrtype);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_addrtypes SEC(".maps");
+
+/* fw_addrtypes' lookup key, per CPU, slot 0 for XDP, 1 for tc: the
+ * classifier's call chain has no stack left for it (the verifier's 512
+ * bytes; docs/classifier.md). Not pinned: it lives for one lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct fw_set_key);
+} fw_addrtype_key SEC(".maps");
+
 /* Packets and bytes per rule id (per CPU). Ids are stable across rebuilds. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -55,6 +55,7 @@ int xdpfw_egress(struct __sk_buff *skb)
 	}
 	pkt.ifindex = skb->ifindex;
 	pkt.mark = skb->mark; /* -m mark: a socket's SO_MARK, or what the kernel's rules set */
+	pkt.oifindex = skb->ifindex; /* -o: the device this egress program runs on */
 	if (pkt.flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
 		if (fw_frag_later(&pkt, &d) < 0) {
 			fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());

@@ -100,11 +100,23 @@ enum fw_dim {
 	FW_D_ICMP,        /* type << 8 | code */
 	FW_D_FLAGS,       /* FW_KEY_FRAG | FW_KEY_L4 */
 	FW_D_CTSTATE,     /* enum fw_ct_state */
+	FW_D_OIFINDEX,    /* output device: FORWARD the FIB's egress device, OUTPUT tc's; 0 none (fw_pkt.oifindex) */
+	FW_D_PKTTYPE,     /* enum fw_pkttype (lib/classify.h fw_pkttype) */
 	FW_NUM_DIMS,
 };
 #define FW_KEY_FRAG      1
 #define FW_KEY_L4        2
 #define FW_VLAN_UNTAGGED 0x10000
+
+/* What -m pkttype tests: Linux's skb->pkt_type values (PACKET_HOST,
+ * PACKET_BROADCAST, PACKET_MULTICAST) as iptables' xt_pkttype sees them.
+ * Mirrored by internal/rules (PktHost, ...). */
+enum fw_pkttype {
+	FW_PT_HOST      = 0, /* "unicast" */
+	FW_PT_BROADCAST = 1,
+	FW_PT_MULTICAST = 2,
+	FW_NUM_PKTTYPES,
+};
 
 /* Bounds of the tree walk: nodes visited, candidates checked at a leaf. */
 #define FW_TREE_DEPTH 32
@@ -155,6 +167,11 @@ struct fw_pkt {
 	__u16 frag;
 	__u32 frag_id;     /* with FW_PKT_FRAG or FW_PKT_FRAG1: the identification (IPv4: 16 bits), as sent */
 	__u32 mark;        /* tc egress: skb->mark (a socket's SO_MARK, the kernel's rules); XDP: 0 */
+	/* The device the packet leaves by (-o): in FORWARD the egress device
+	 * of the FIB lookup that chose the chain (lib/chain.h), 0 when the FIB
+	 * names none; in OUTPUT the device tc egress runs on; 0 in INPUT. */
+	__u32 oifindex;
+	__u32 _pad2;
 };
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -204,6 +221,10 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
 #define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
 #define FW_M_MARK     (1u << 18) /* (skb mark & mark_mask) == mark: OUTPUT only (tc egress) */
+#define FW_M_OIF      (1u << 19) /* output device in [oif_lo, oif_hi] (never inverted: the compiler complements) */
+#define FW_M_PKTTYPE  (1u << 20) /* fw_pkttype in pkttypes (never inverted: the compiler complements) */
+#define FW_M_SRCTYPE  (1u << 21) /* -m addrtype --src-type: src_types, type_dev (lib/addrtype.h) */
+#define FW_M_DSTTYPE  (1u << 22) /* -m addrtype --dst-type: dst_types, type_dev */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
@@ -226,6 +247,8 @@ struct fw_entry {
 	__u32 src_set;     /* set ids (fw_sets), with FW_M_SRCSET / FW_M_DSTSET */
 	__u32 dst_set;
 	__u32 mark, mark_mask; /* with FW_M_MARK */
+	__u32 oif_lo, oif_hi; /* output ifindex range, with FW_M_OIF */
+	__u16 src_types, dst_types; /* bit masks of enum fw_rtn, with FW_M_SRCTYPE / FW_M_DSTTYPE */
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];
@@ -239,6 +262,8 @@ struct fw_entry {
 	__u8  action;      /* enum fw_action */
 	__u8  reason;      /* enum fw_reason counted when this entry decides */
 	__u8  ctstate;     /* bit mask of enum fw_ct_state, with FW_M_CTSTATE */
+	__u8  pkttypes;    /* bit mask of enum fw_pkttype, with FW_M_PKTTYPE */
+	__u8  type_dev;    /* FW_TD_*: the device -m addrtype's types are limited to */
 	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
 	__u8  flags;       /* FW_EF_* */
 	/* With FW_EF_RANGES: the whole match as ranges of the classification
@@ -452,6 +477,37 @@ struct fw_set_key {
 	__u32 prefixlen;
 	__u32 set_id;  /* big-endian, so it is the leading 32 bits */
 	__u8  addr[16];
+};
+
+/* -m addrtype's types: Linux's route types (RTN_UNSPEC ... RTN_XRESOLVE);
+ * fw_entry.src_types / dst_types hold bit t for type t, as xt_addrtype.
+ * Mirrored by internal/rules (AddrUnspec, ...). */
+enum fw_rtn {
+	FW_RTN_UNSPEC = 0,
+	FW_RTN_UNICAST,
+	FW_RTN_LOCAL,
+	FW_RTN_BROADCAST,
+	FW_RTN_ANYCAST,
+	FW_RTN_MULTICAST,
+	FW_RTN_BLACKHOLE,
+	FW_RTN_UNREACHABLE,
+	FW_RTN_PROHIBIT,
+	FW_RTN_THROW,
+	FW_RTN_NAT,
+	FW_RTN_XRESOLVE,
+	FW_NUM_RTN,
+};
+
+/* fw_entry.type_dev: the device --limit-iface-in/-out names. */
+#define FW_TD_NONE 0
+#define FW_TD_IN   1 /* the input device (fw_pkt.ifindex) */
+#define FW_TD_OUT  2 /* the output device (fw_pkt.oifindex) */
+
+/* A route of the local table (fw_addrtypes' value). */
+struct fw_addrtype {
+	__u32 ifindex; /* the route's (first next hop's) device */
+	__u8  type;    /* enum fw_rtn */
+	__u8  _pad[3];
 };
 
 /* Per-rule and per-reason counters (per-CPU, summed in Go; last: the

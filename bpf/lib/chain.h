@@ -78,10 +78,20 @@ static __always_inline int fw_forwards(struct xdp_md *ctx, __u8 family)
 	return in6 && in6->cnf.forwarding != 0;
 }
 
-/* fw_fib_chain asks the kernel FIB. A global function: its 64-byte
- * request sits in its own stack frame, not in the entry program's, whose
- * frame adds up with the classifier's under the verifier's 512 bytes. */
-__noinline int fw_fib_chain(struct xdp_md *ctx, const struct fw_pkt *p)
+/* fw_fib_chain asks the kernel FIB, and notes the egress device it finds
+ * in p->oifindex (what FORWARD's -o tests): the device the kernel forwards
+ * by when the route is found (SUCCESS), also while its next hop's
+ * neighbour is unresolved (NO_NEIGH: the kernel queues the packet and
+ * forwards it; the helper names the device since Linux 6.3). Every other
+ * outcome leaves 0, no device: a blackhole, unreachable or prohibit route
+ * (the kernel drops the packet, iptables' FORWARD never sees it), a route
+ * with a lightweight-tunnel encapsulation (UNSUPP_LWT: the helper stops
+ * before the device), and the destinations this host takes (INPUT).
+ * docs/compat.md "Interfaces and address types". A global function: its
+ * 64-byte request sits in its own stack frame, not in the entry
+ * program's, whose frame adds up with the classifier's under the
+ * verifier's 512 bytes. */
+__noinline int fw_fib_chain(struct xdp_md *ctx, struct fw_pkt *p)
 {
 	if (!ctx || !p) /* the verifier requires the check on global-function pointers */
 		return FW_CHAIN_FORWARD;
@@ -106,12 +116,16 @@ __noinline int fw_fib_chain(struct xdp_md *ctx, const struct fw_pkt *p)
 	case BPF_FIB_LKUP_RET_NOT_FWDED:    /* local, broadcast, multicast */
 	case BPF_FIB_LKUP_RET_FWD_DISABLED: /* this host does not route */
 		return FW_CHAIN_INPUT;
-	default:                            /* routed (or unroutable) elsewhere */
+	case BPF_FIB_LKUP_RET_SUCCESS:
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		p->oifindex = fib.ifindex;
+		return FW_CHAIN_FORWARD;
+	default:                            /* unroutable here: no device */
 		return FW_CHAIN_FORWARD;
 	}
 }
 
-static __always_inline __u8 fw_ingress_chain(struct xdp_md *ctx, const struct fw_pkt *p)
+static __always_inline __u8 fw_ingress_chain(struct xdp_md *ctx, struct fw_pkt *p)
 {
 	if (fw_forwards(ctx, p->family) == 0)
 		return FW_CHAIN_INPUT;

@@ -41,6 +41,7 @@ __noinline int fw_limit(__u32 rule_id, int take)
 		return fw_rl_take(&b->tat, now, b->interval_ns, b->burst);
 	return fw_rl_ready(b->tat, now, b->interval_ns, b->burst);
 }
+#include "addrtype.h"
 
 /* fw_log_scratch_of is the scratch slot of the hook deciding p: XDP and tc
  * may run on one CPU (a softirq's XDP never interrupts tc egress, which
@@ -435,6 +436,20 @@ static __always_inline int fw_in_set(__u32 id, const __u64 *addr)
 	return bpf_map_lookup_elem(&fw_sets, &k) != NULL;
 }
 
+/* fw_pkttype is the packet's type as iptables' -m pkttype (xt_pkttype)
+ * sees it: skb->pkt_type, which eth_type_trans sets from the destination
+ * MAC (broadcast: ff:ff:ff:ff:ff:ff; multicast: the group bit; else to this
+ * host: a frame for another host's MAC never reaches iptables, the kernel
+ * drops it first). A locally sent packet is PACKET_HOST in OUTPUT whatever
+ * its destination (Linux marks its broadcast and multicast copies later). */
+static __always_inline __u32 fw_pkttype(const struct fw_pkt *p)
+{
+	if (p->chain == FW_CHAIN_OUTPUT || !(p->dst_mac[0] & 1))
+		return FW_PT_HOST;
+	const __u16 *w = (const __u16 *)p->dst_mac;
+	return (w[0] & w[1] & w[2]) == 0xffff ? FW_PT_BROADCAST : FW_PT_MULTICAST;
+}
+
 #define FW_TEST(bit, cond)                                             \
 	if ((m & (bit)) && (!!(cond)) == !!(inv & (bit)))              \
 		return 0
@@ -462,6 +477,7 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_SPORT, p->sport >= e->sport_lo && p->sport <= e->sport_hi);
 	FW_TEST(FW_M_DPORT, p->dport >= e->dport_lo && p->dport <= e->dport_hi);
 	FW_TEST(FW_M_IFINDEX, p->ifindex == e->ifindex);
+	FW_TEST(FW_M_OIF, p->oifindex >= e->oif_lo && p->oifindex <= e->oif_hi);
 	FW_TEST(FW_M_MACSRC, mac_eq(p->src_mac, e->src_mac));
 	FW_TEST(FW_M_MACDST, mac_eq(p->dst_mac, e->dst_mac));
 	FW_TEST(FW_M_TCPFLAGS, (p->tcp_flags & e->tcp_mask) == e->tcp_cmp);
@@ -472,9 +488,13 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	if ((m & FW_M_CTSTATE) && !(e->ctstate & (1u << p->ctstate)))
 		return 0;
 	FW_TEST(FW_M_MARK, (p->mark & e->mark_mask) == e->mark);
-	/* set lookups last: the cheap tests above usually decide first */
+	if ((m & FW_M_PKTTYPE) && !(e->pkttypes & (1u << fw_pkttype(p))))
+		return 0;
+	/* map lookups last: the cheap tests above usually decide first */
 	FW_TEST(FW_M_SRCSET, fw_in_set(e->src_set, p->src));
 	FW_TEST(FW_M_DSTSET, fw_in_set(e->dst_set, p->dst));
+	FW_TEST(FW_M_SRCTYPE, fw_addrtype_ok(e, p, 0));
+	FW_TEST(FW_M_DSTTYPE, fw_addrtype_ok(e, p, 1));
 	return 1;
 }
 
@@ -516,6 +536,8 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	_Static_assert(FW_PKT_FRAG == FW_KEY_FRAG && FW_PKT_L4 == FW_KEY_L4, "fw_key masks the flags");
 	k[FW_D_FLAGS] = p->flags & (FW_PKT_FRAG | FW_PKT_L4);
 	k[FW_D_CTSTATE] = p->ctstate;
+	k[FW_D_OIFINDEX] = p->oifindex;
+	k[FW_D_PKTTYPE] = fw_pkttype(p);
 }
 
 /* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */

@@ -131,7 +131,7 @@ func benchDelta(k int, fam string, tables *compile.Tables, ids []uint32) (*compi
 			return nil, err
 		}
 		id := uint32(compile.FirstRuleID + len(ids) + i)
-		ents, _, err := compile.RuleEntries(&rs.Rules[0], id, nil, nil)
+		ents, _, err := compile.RuleEntries(&rs.Rules[0], id, compile.Names{}, nil)
 		if err != nil {
 			return nil, err
 		}

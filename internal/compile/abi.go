@@ -244,6 +244,10 @@ const (
 	MDstSet   uint32 = 1 << 16
 	MCTState  uint32 = 1 << 17
 	MMark     uint32 = 1 << 18 // -m mark: OUTPUT only
+	MOif      uint32 = 1 << 19 // output device in [OIfLo, OIfHi]; never inverted
+	MPktType  uint32 = 1 << 20 // PktTypeOf in PktTypes; never inverted
+	MSrcType  uint32 = 1 << 21 // -m addrtype --src-type: SrcTypes, TypeDev
+	MDstType  uint32 = 1 << 22 // -m addrtype --dst-type: DstTypes, TypeDev
 )
 
 // Root flags (FW_ROOT_*).
@@ -266,6 +270,10 @@ const (
 	CTUntracked
 	NumCTStates
 )
+
+// NumPktTypes is FW_NUM_PKTTYPES: the packet types a packet can have here
+// (rules.PktHost, rules.PktBroadcast, rules.PktMulticast).
+const NumPktTypes = 3
 
 var ctStateNames = [NumCTStates]string{"NEW", "ESTABLISHED", "RELATED", "INVALID", "UNTRACKED"}
 

@@ -93,7 +93,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_M_SPORT": MSPort, "FW_M_DPORT": MDPort, "FW_M_IFINDEX": MIfindex, "FW_M_MACSRC": MMACSrc,
 		"FW_M_MACDST": MMACDst, "FW_M_TCPFLAGS": MTCPFlags, "FW_M_ICMPTYPE": MICMPType, "FW_M_ICMPCODE": MICMPCode,
 		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr, "FW_M_SRCSET": MSrcSet,
-		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_MARK": MMark,
+		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_MARK": MMark, "FW_M_OIF": MOif, "FW_M_PKTTYPE": MPktType, "FW_M_SRCTYPE": MSrcType, "FW_M_DSTTYPE": MDstType,
 	} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)
@@ -146,7 +146,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	}
 	wantDims := []string{"FW_D_SRC0", "FW_D_SRC1", "FW_D_SRC2", "FW_D_SRC3", "FW_D_DST0", "FW_D_DST1", "FW_D_DST2", "FW_D_DST3",
 		"FW_D_SPORT", "FW_D_DPORT", "FW_D_PROTO", "FW_D_IFINDEX", "FW_D_VLAN", "FW_D_MACSRC_HI", "FW_D_MACSRC_LO",
-		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_NUM_DIMS"}
+		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_D_OIFINDEX", "FW_D_PKTTYPE", "FW_NUM_DIMS"}
 	if strings.Join(dnames, ",") != strings.Join(wantDims, ",") || len(wantDims)-1 != NumDims {
 		t.Errorf("enum fw_dim is %v; Go mirrors %v (NumDims %d)", dnames, wantDims, NumDims)
 	}
@@ -155,6 +155,36 @@ func TestABIMirrorsHeader(t *testing.T) {
 		m := regexp.MustCompile(name + `\s*=\s*(\d+)`).FindStringSubmatch(src)
 		if m == nil || m[1] != strconv.Itoa(int(goVal)) {
 			t.Errorf("%s: C %v, Go %d", name, m, goVal)
+		}
+	}
+	for name, goVal := range map[string]uint8{"FW_PT_HOST": rules.PktHost, "FW_PT_BROADCAST": rules.PktBroadcast,
+		"FW_PT_MULTICAST": rules.PktMulticast, "FW_NUM_PKTTYPES": NumPktTypes} {
+		m := regexp.MustCompile(name + `\s*=?\s*(\d*),`).FindStringSubmatch(src)
+		want := strconv.Itoa(int(goVal))
+		if name == "FW_NUM_PKTTYPES" {
+			want = "" // the enum's count: the value after FW_PT_MULTICAST
+			if goVal != rules.PktMulticast+1 {
+				t.Errorf("NumPktTypes %d, want %d", goVal, rules.PktMulticast+1)
+			}
+		}
+		if m == nil || m[1] != want {
+			t.Errorf("%s: C %v, Go %d", name, m, goVal)
+		}
+	}
+	rtn := regexp.MustCompile(`(?s)enum fw_rtn \{(.*?)\};`).FindStringSubmatch(src)
+	if rtn == nil {
+		t.Fatal("enum fw_rtn not found")
+	}
+	var rtnNames []string
+	for _, m := range regexp.MustCompile(`FW_RTN_([A-Z]+)`).FindAllStringSubmatch(rtn[1], -1) {
+		rtnNames = append(rtnNames, m[1])
+	}
+	if want := strings.Join(rules.AddrTypeNames(), ","); strings.Join(rtnNames, ",") != want || !strings.Contains(rtn[1], "FW_NUM_RTN,") {
+		t.Errorf("enum fw_rtn is %v; rules' address types %s", rtnNames, want)
+	}
+	for name, goVal := range map[string]uint8{"FW_TD_NONE": rules.LimitNone, "FW_TD_IN": rules.LimitIn, "FW_TD_OUT": rules.LimitOut} {
+		if c := define(name); c != int64(goVal) {
+			t.Errorf("%s: C %d, Go %d", name, c, goVal)
 		}
 	}
 	// rules.CT* bits are 1 << state

@@ -17,8 +17,13 @@ type Input struct {
 	// IDs[i] is the stable counter id of RuleSet.Rules[i] (>= FirstRuleID).
 	IDs []uint32
 	// Ifaces maps the names of the interfaces packets can arrive on (the
-	// attached ones) to their ifindex; -i matches are resolved against it.
+	// attached ones) to their ifindex; -i matches, and OUTPUT's -o (tc
+	// egress runs on the same interfaces), are resolved against it.
 	Ifaces map[string]uint32
+	// HostIfaces maps the names of every interface of the host to their
+	// ifindex: a forwarded packet may leave by one xdpfw is not attached
+	// to, so FORWARD's -o is resolved against it. nil: Ifaces.
+	HostIfaces map[string]uint32
 	// Sets are the named sets rules may use (-m set --match-set).
 	Sets map[string]SetInfo
 	// LogRate and LogBurst are the rate limit of logged rules that set
@@ -49,13 +54,33 @@ type Warning struct {
 const maxEntriesPerRule = 1024
 
 // alt is one disjunct of a rule's expansion: the fields that multiport,
-// --ports and -i make disjunctive.
+// --ports, -i and -o make disjunctive.
 type alt struct {
 	sport, dport rules.PortRange
-	ifindex      uint32 // 0: any
+	ifindex      uint32    // 0: any
+	oif          [2]uint32 // output ifindex range; fullOif: any
 }
 
-var fullRange = rules.PortRange{Lo: 0, Hi: 65535}
+var (
+	fullRange = rules.PortRange{Lo: 0, Hi: 65535}
+	fullOif   = [2]uint32{0, ^uint32(0)}
+)
+
+// anyAlt is the alternative that constrains nothing.
+var anyAlt = alt{sport: fullRange, dport: fullRange, oif: fullOif}
+
+// Names is what interface names resolve against (Input.Ifaces,
+// Input.HostIfaces).
+type Names struct {
+	Attached map[string]uint32
+	Host     map[string]uint32 // nil: Attached
+}
+
+// LoopbackNote is the warning of a rule that concerns only the loopback
+// interface (-i lo, -o lo) where xdpfw is not attached to it: XDP and tc
+// never see that traffic, so the rule compiles to nothing. Callers that
+// word warnings for a whole rule set say it once, for all such rules.
+const LoopbackNote = "it concerns only loopback traffic, which xdpfw never sees (XDP and tc run on the attached devices, not on lo): it has no effect"
 
 // Compile builds the classifier tables: the entries of every rule, chain by
 // chain in rule order (a lower index wins, as iptables' first match), and a
@@ -88,7 +113,7 @@ func Compile(in Input) (*Tables, []Warning, error) {
 			if r.Chain != c {
 				continue
 			}
-			ents, w, err := RuleEntries(r, in.IDs[i], in.Ifaces, in.Sets)
+			ents, w, err := RuleEntries(r, in.IDs[i], Names{Attached: in.Ifaces, Host: in.HostIfaces}, in.Sets)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -206,7 +231,7 @@ func rawEntries(pol *rules.RuleSet) ([]Entry, error) {
 		}
 		for _, c := range chains {
 			r.Chain = c
-			ents, _, err := RuleEntries(&r, 0, nil, nil)
+			ents, _, err := RuleEntries(&r, 0, Names{}, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -222,8 +247,8 @@ func rawEntries(pol *rules.RuleSet) ([]Entry, error) {
 // raw is p as the classifier of root sees it: UNTRACKED when the root has
 // raw entries and one matches (fw_decide_start), whatever conntrack would
 // say; else p itself.
-func (t *Tables) raw(root *Root, p *RefPacket, ifindex uint32) *RefPacket {
-	if root.Flags&RootRaw == 0 || !t.RawMatch(p, ifindex) {
+func (t *Tables) raw(root *Root, p *RefPacket, dev Dev) *RefPacket {
+	if root.Flags&RootRaw == 0 || !t.RawMatch(p, dev) {
 		return p
 	}
 	q := *p
@@ -233,9 +258,9 @@ func (t *Tables) raw(root *Root, p *RefPacket, ifindex uint32) *RefPacket {
 
 // RawMatch tells whether a NOTRACK rule of the raw table matches p (the
 // Go twin of fw_raw_notrack).
-func (t *Tables) RawMatch(p *RefPacket, ifindex uint32) bool {
+func (t *Tables) RawMatch(p *RefPacket, dev Dev) bool {
 	for i := range t.Raw {
-		if t.Raw[i].Matches(p, ifindex, t.SetNames) {
+		if t.Raw[i].Matches(p, dev, t.SetNames) {
 			return true
 		}
 	}
@@ -244,7 +269,7 @@ func (t *Tables) RawMatch(p *RefPacket, ifindex uint32) bool {
 
 // RuleEntries compiles one rule into its entries, all carrying id, with
 // warnings about what it will not do; errors carry the rule's position.
-func RuleEntries(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[string]SetInfo) ([]Entry, []string, error) {
+func RuleEntries(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo) ([]Entry, []string, error) {
 	ents, w, err := compileRule(r, id, ifaces, sets)
 	var re *rules.Error
 	if errors.As(err, &re) {
@@ -256,7 +281,7 @@ func RuleEntries(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	return ents, w, nil
 }
 
-func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[string]SetInfo) ([]Entry, []string, error) {
+func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo) ([]Entry, []string, error) {
 	var warn []string
 	base := Entry{Chain: r.Chain, RuleID: id}
 	switch r.Target.Verdict {
@@ -295,6 +320,9 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	}
 
 	m := &r.Match
+	if _, attached := ifaces.Attached[Loopback]; !attached && (isLoopback(m.InIface) || isLoopback(m.OutIface)) {
+		return nil, []string{LoopbackNote}, nil
+	}
 	// test turns on a field test, negated when invert is set.
 	test := func(bit uint32, invert bool) {
 		base.Match |= bit
@@ -403,6 +431,32 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		base.CTState = mask
 	}
 
+	if a := m.AddrType; a != nil {
+		if a.Src != 0 {
+			test(MSrcType, a.SrcInvert)
+			base.SrcTypes = a.Src
+		}
+		if a.Dst != 0 {
+			test(MDstType, a.DstInvert)
+			base.DstTypes = a.Dst
+		}
+		base.TypeDev = a.Limit
+	}
+	if t := m.PktType; t != nil {
+		mask := uint8(1) << t.Type & (1<<NumPktTypes - 1) // otherhost: none here
+		if t.Invert {
+			mask = ^mask & (1<<NumPktTypes - 1) // complemented here: the data plane never inverts it
+		}
+		switch mask {
+		case 0:
+			return nil, append(warn, "--pkt-type otherhost matches no packet: the kernel drops frames for another host's MAC before iptables (and xdpfw's rules) would judge them"), nil
+		case 1<<NumPktTypes - 1: // ! otherhost: every packet
+		default:
+			test(MPktType, false)
+			base.PktTypes = mask
+		}
+	}
+
 	// A port test needs the L4 header even when its ranges cover every
 	// port (iptables: no header, no match), so say so explicitly; so does a
 	// bare -m tcp.
@@ -411,7 +465,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	}
 
 	// Disjunctive parts, expanded into alternatives (DNF).
-	alts := []alt{{sport: fullRange, dport: fullRange}}
+	alts := []alt{anyAlt}
 	if m.SPort != nil {
 		alts = cross(alts, portAlts(m.SPort, true))
 	}
@@ -435,15 +489,35 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 	}
 	if m.InIface != nil {
 		var ia []alt
-		for _, name := range sortedNames(ifaces) {
+		for _, name := range sortedNames(ifaces.Attached) {
 			if ifaceMatches(m.InIface, name) {
-				ia = append(ia, alt{sport: fullRange, dport: fullRange, ifindex: ifaces[name]})
+				a := anyAlt
+				a.ifindex = ifaces.Attached[name]
+				ia = append(ia, a)
 			}
 		}
 		if len(ia) == 0 {
-			warn = append(warn, fmt.Sprintf("%s matches no attached interface; the rule never matches", ifaceText(m.InIface)))
+			warn = append(warn, fmt.Sprintf("%s matches no attached interface; the rule never matches", ifaceText("-i", m.InIface)))
 		}
 		alts = cross(alts, ia)
+	}
+	if m.OutIface != nil {
+		// OUTPUT runs at tc egress of the attached interfaces; a
+		// forwarded packet may leave by any interface of the host.
+		devs, where := ifaces.Attached, "attached interface"
+		if r.Chain == rules.ChainForward && ifaces.Host != nil {
+			devs, where = ifaces.Host, "interface of this host"
+		}
+		var oa []alt
+		for _, rg := range ifaceRanges(m.OutIface, devs) {
+			a := anyAlt
+			a.oif = rg
+			oa = append(oa, a)
+		}
+		if len(oa) == 0 {
+			warn = append(warn, fmt.Sprintf("%s matches no %s; the rule never matches", ifaceText("-o", m.OutIface), where))
+		}
+		alts = cross(alts, oa)
 	}
 	if len(alts) > maxEntriesPerRule {
 		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts), maxEntriesPerRule)
@@ -464,6 +538,10 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 			e.Match |= MIfindex
 			e.Ifindex = a.ifindex
 		}
+		if a.oif != fullOif {
+			e.Match |= MOif
+			e.OIfLo, e.OIfHi = a.oif[0], a.oif[1]
+		}
 		out = append(out, e)
 	}
 	return out, warn, nil
@@ -482,7 +560,7 @@ func portAlts(pm *rules.PortMatch, src bool) []alt {
 func rangesAlts(rs []rules.PortRange, src bool) []alt {
 	out := make([]alt, 0, len(rs))
 	for _, r := range rs {
-		a := alt{sport: fullRange, dport: fullRange}
+		a := anyAlt
 		if src {
 			a.sport = r
 		} else {
@@ -511,7 +589,11 @@ func cross(a, b []alt) []alt {
 				}
 				ifx = y.ifindex
 			}
-			out = append(out, alt{sport: s, dport: d, ifindex: ifx})
+			oif := [2]uint32{max(x.oif[0], y.oif[0]), min(x.oif[1], y.oif[1])}
+			if oif[0] > oif[1] {
+				continue
+			}
+			out = append(out, alt{sport: s, dport: d, ifindex: ifx, oif: oif})
 		}
 	}
 	return out
@@ -530,15 +612,58 @@ func ifaceMatches(im *rules.IfaceMatch, name string) bool {
 	return ok != im.Invert
 }
 
-func ifaceText(im *rules.IfaceMatch) string {
-	s := "-i " + im.Name
-	if im.Prefix {
-		s += "+"
-	}
+func ifaceText(flag string, im *rules.IfaceMatch) string {
+	s := flag + " " + im.Text()
 	if im.Invert {
 		s = "! " + s
 	}
 	return s
+}
+
+// Loopback is the loopback interface's name.
+const Loopback = "lo"
+
+// isLoopback: im matches the loopback interface and no other.
+func isLoopback(im *rules.IfaceMatch) bool {
+	return im != nil && !im.Invert && !im.Prefix && im.Name == Loopback
+}
+
+// ifaceRanges resolves im against devs: the ifindex ranges of the
+// interfaces it matches, ascending. A negated match is the complement of
+// the interfaces the name matches, 0 (no device) included: a packet
+// without an output device is "! -o eth0".
+func ifaceRanges(im *rules.IfaceMatch, devs map[string]uint32) [][2]uint32 {
+	pos := *im
+	pos.Invert = false
+	var idx []uint32
+	for name, i := range devs {
+		if ifaceMatches(&pos, name) {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	var out [][2]uint32
+	if !im.Invert {
+		for _, i := range idx {
+			if n := len(out); n > 0 && out[n-1][1]+1 == i {
+				out[n-1][1] = i
+				continue
+			}
+			out = append(out, [2]uint32{i, i})
+		}
+		return out
+	}
+	lo := uint64(0)
+	for _, i := range idx {
+		if uint64(i) > lo {
+			out = append(out, [2]uint32{uint32(lo), i - 1})
+		}
+		lo = uint64(i) + 1
+	}
+	if lo <= uint64(^uint32(0)) {
+		out = append(out, [2]uint32{uint32(lo), ^uint32(0)})
+	}
+	return out
 }
 
 func sortedNames(m map[string]uint32) []string {

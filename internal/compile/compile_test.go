@@ -68,6 +68,7 @@ func TestComplementIsExact(t *testing.T) {
 
 func TestExpansion(t *testing.T) {
 	ifaces := map[string]uint32{"eth0": 2, "eth1": 3, "wlan0": 4}
+	hostIfaces := map[string]uint32{"lo": 1, "eth0": 2, "eth1": 3, "wlan0": 4, "docker0": 5}
 	cases := []struct {
 		rule    string
 		entries int
@@ -91,11 +92,28 @@ func TestExpansion(t *testing.T) {
 		{"-A INPUT -p tcp -j REJECT", 1, ""},               // REJECT answers: nothing to warn about
 		{"-A INPUT -f -j DROP", 1, "-f matches no packet"}, // fragments take their datagram's verdict
 		{"-A INPUT ! -f -j DROP", 1, ""},                   // every packet
+		{"-A INPUT -p tcp -j REJECT", 1, ""},               // REJECT answers: nothing to warn about
+		// -o: FORWARD against every interface of the host, OUTPUT against the attached ones
+		{"-A FORWARD -o docker0 -j ACCEPT", 1, ""},
+		{"-A OUTPUT -o docker0 -j ACCEPT", 0, "-o docker0 matches no attached interface; the rule never matches"},
+		{"-A FORWARD -o ppp0 -j ACCEPT", 0, "-o ppp0 matches no interface of this host; the rule never matches"},
+		{"-A FORWARD -o eth+ -j ACCEPT", 1, ""},    // ifindexes 2-3: one range
+		{"-A FORWARD ! -o eth+ -j ACCEPT", 2, ""},  // 0-1 (no device, lo), 4-...
+		{"-A FORWARD ! -o wlan0 -j ACCEPT", 2, ""}, // 0-3, 5-...
+		{"-A FORWARD -i eth+ -o wlan0 -j ACCEPT", 2, ""},
+		{"-A OUTPUT ! -o eth0 -p udp -m multiport --dports 53,123 -j ACCEPT", 4, ""},
+		{"-A INPUT -m pkttype --pkt-type broadcast -j DROP", 1, ""},
+		{"-A INPUT -m pkttype --pkt-type otherhost -j DROP", 0, "--pkt-type otherhost matches no packet"},
+		{"-A INPUT -m pkttype ! --pkt-type otherhost -j DROP", 1, ""},
+		// loopback alone: kept, no entries, one note
+		{"-A OUTPUT -o lo -j ACCEPT", 0, LoopbackNote},
+		{"-A INPUT -i lo -j ACCEPT", 0, LoopbackNote},
+		{"-A INPUT ! -i lo -j ACCEPT", 3, ""}, // the attached interfaces
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {
 			rs := parse(t, c.rule)
-			tb, warns, err := Compile(Input{RuleSet: rs, IDs: ids(1), Ifaces: ifaces})
+			tb, warns, err := Compile(Input{RuleSet: rs, IDs: ids(1), Ifaces: ifaces, HostIfaces: hostIfaces})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -513,7 +513,7 @@ type Outcome struct {
 // fw_decide, lib/classify.h fw_classify and fw_delta_step) with the delta
 // stage d in force (nil: none), for a packet whose connection state is
 // p.CTState: the root's fast rule, else the trees, then the delta.
-func (t *Tables) Outcome(d *Delta, p *RefPacket, ifindex uint32) Outcome {
+func (t *Tables) Outcome(d *Delta, p *RefPacket, dev Dev) Outcome {
 	r := int(p.Chain) * 2
 	if p.Src.Is6() {
 		r++
@@ -522,22 +522,22 @@ func (t *Tables) Outcome(d *Delta, p *RefPacket, ifindex uint32) Outcome {
 	if d != nil {
 		root = d.Roots[r]
 	}
-	p = t.raw(&root, p, ifindex)
+	p = t.raw(&root, p, dev)
 	if root.FastStates&(1<<p.CTState) != 0 {
 		return Outcome{RuleID: root.FastRuleID, Action: root.FastAction, Reason: root.FastReason, Reject: root.FastReject,
 			Log: root.FastLog}
 	}
 	var e *Entry
 	best := NoTree
-	for _, i := range t.Lookup(r, KeyOf(p, ifindex)) {
+	for _, i := range t.Lookup(r, KeyOf(p, dev)) {
 		// LOG entries decide nothing: the data plane notes them and walks on
-		if t.Entries[i].Action != ActLog && t.Entries[i].Matches(p, ifindex, t.SetNames) {
+		if t.Entries[i].Action != ActLog && t.Entries[i].Matches(p, dev, t.SetNames) {
 			e, best = &t.Entries[i], i
 			break
 		}
 	}
 	if d != nil {
-		e = d.step(best, e, func(x *Entry) bool { return x.Matches(p, ifindex, t.SetNames) })
+		e = d.step(best, e, func(x *Entry) bool { return x.Matches(p, dev, t.SetNames) })
 	}
 	if e == nil {
 		return Outcome{RuleID: root.RuleID, Action: root.Action, Reason: root.Reason}

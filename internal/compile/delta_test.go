@@ -34,7 +34,7 @@ func TestOverlapsIsSound(t *testing.T) {
 			p := randomRefPacket(r, rs, names)
 			var hit []int
 			for i := range tb.Entries {
-				if tb.Entries[i].Matches(&p, testIfaces[p.InIface], nil) {
+				if tb.Entries[i].Matches(&p, testDev(&p), nil) {
 					hit = append(hit, i)
 				}
 			}
@@ -72,7 +72,7 @@ func checkSim(t *testing.T, r *rand.Rand, s *EditSim, n int, what string) {
 			wantID = s.IDs[want.Rule]
 		}
 		wantAct := map[rules.Verdict]Action{rules.VerdictAccept: ActAccept, rules.VerdictDrop: ActDrop, rules.VerdictReject: ActReject}[want.Verdict]
-		got := s.Tables.Outcome(s.Delta, &p, testIfaces[p.InIface])
+		got := s.Tables.Outcome(s.Delta, &p, testDev(&p))
 		if got.RuleID != wantID || got.Action != wantAct || got.Reject != want.Reject || got.Log != want.Log {
 			t.Fatalf("%s: packet %+v\n  data plane (delta %+v): id %d %s log %v\n  reference: id %d %s log %v\nedited rule set:\n%s",
 				what, p, s.Delta, got.RuleID, got.Action, got.Log, wantID, want.Verdict, want.Log, s.RuleSet)
@@ -182,7 +182,7 @@ func TestDeleteCoveringRule(t *testing.T) {
 	e := newSim(t, rs)
 	p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Proto: 17, L4: true, DPort: 53}
 	p.Src, p.Dst = mustAddr("10.1.2.3"), mustAddr("10.9.9.9")
-	if out := e.Tables.Outcome(nil, &p, 2); out.RuleID != FirstRuleID {
+	if out := e.Tables.Outcome(nil, &p, Dev{In: 2}); out.RuleID != FirstRuleID {
 		t.Fatalf("before: decided by %d, want the first rule", out.RuleID)
 	}
 	if err := e.Delete(rules.ChainInput, 1); err != nil {
@@ -193,18 +193,18 @@ func TestDeleteCoveringRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the /16 REJECT is tcp only: the udp packet falls to the /24 ACCEPT
-	if out := e.Tables.Outcome(d, &p, 2); out.RuleID != FirstRuleID+2 || out.Action != ActAccept {
+	if out := e.Tables.Outcome(d, &p, Dev{In: 2}); out.RuleID != FirstRuleID+2 || out.Action != ActAccept {
 		t.Errorf("after deleting rule 1: decided by %d %s, want rule 3 (ACCEPT)", out.RuleID, out.Action)
 	}
 	if len(d.Dead) != 1 || len(d.Entries) != 3 {
 		t.Errorf("delta: %d dead, %d copies; want 1 dead and the 3 rules overlapping 10/8: %+v", len(d.Dead), len(d.Entries), d.Pos)
 	}
 	p.Src = mustAddr("10.200.0.1")
-	if out := e.Tables.Outcome(d, &p, 2); out.RuleID != FirstRuleID+3 {
+	if out := e.Tables.Outcome(d, &p, Dev{In: 2}); out.RuleID != FirstRuleID+3 {
 		t.Errorf("10.200.0.1 udp/53: decided by %d, want rule 4", out.RuleID)
 	}
 	p.Src, p.DPort = mustAddr("10.200.0.1"), 54
-	if out := e.Tables.Outcome(d, &p, 2); out.RuleID != PolicyID(0, false) {
+	if out := e.Tables.Outcome(d, &p, Dev{In: 2}); out.RuleID != PolicyID(0, false) {
 		t.Errorf("10.200.0.1 udp/54: decided by %d, want the policy", out.RuleID)
 	}
 }
@@ -231,7 +231,7 @@ func TestDeltaPositions(t *testing.T) {
 	}
 	port := func(dport uint16) uint32 {
 		p := RefPacket{Chain: rules.ChainInput, Proto: 17, L4: true, DPort: dport, Src: mustAddr("10.0.0.1"), Dst: mustAddr("10.0.0.2")}
-		return e.Tables.Outcome(e.Delta, &p, 1).RuleID
+		return e.Tables.Outcome(e.Delta, &p, Dev{In: 1}).RuleID
 	}
 	a := add(2, "-A INPUT -p udp --dport 1:2 -j DROP") // between rule 1 and 2
 	if port(1) != FirstRuleID || port(2) != a {

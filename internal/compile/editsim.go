@@ -123,7 +123,7 @@ func chainIndex(rs *rules.RuleSet, c rules.Chain, n int) int {
 func (s *EditSim) Insert(n int, rule rules.Rule) error {
 	id := s.nextID
 	s.nextID++
-	ents, _, err := RuleEntries(&rule, id, s.Ifaces, nil)
+	ents, _, err := RuleEntries(&rule, id, Names{Attached: s.Ifaces}, nil)
 	if err != nil {
 		return err
 	}

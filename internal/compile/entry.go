@@ -20,6 +20,7 @@ type Entry struct {
 	DPortLo        uint16
 	DPortHi        uint16
 	Ifindex        uint32
+	OIfLo, OIfHi   uint32 // output ifindex range, with MOif
 	SrcMAC, DstMAC [6]byte
 	VLAN           uint16
 	Proto          uint8
@@ -34,6 +35,11 @@ type Entry struct {
 	SrcSet, DstSet uint32 // set ids, with MSrcSet / MDstSet
 	CTState        uint8  // bit mask of connection states, with MCTState
 	Mark, MarkMask uint32 // with MMark: (mark & MarkMask) == Mark
+	PktTypes       uint8  // bit mask of packet types (PktTypeOf), with MPktType
+	// SrcTypes, DstTypes: -m addrtype's masks (rules.Addr*), with MSrcType,
+	// MDstType; TypeDev: the device they are limited to (rules.LimitIn...).
+	SrcTypes, DstTypes uint16
+	TypeDev            uint8
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool

@@ -3,6 +3,7 @@ package compile
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strings"
 
@@ -57,11 +58,15 @@ const maxInstanceEntries = 1 << 16
 // ErrNoForm: two tests of one field whose conjunction has no entry form.
 var ErrNoForm = errors.New("no single-entry form")
 
+// ErrTooBig: a chain whose flattening exceeds its bound of entries.
+var ErrTooBig = errors.New("too many classifier entries")
+
 // flattener expands the chains of one rule set.
 type flattener struct {
 	rs     *rules.RuleSet
 	ids    []uint32
 	ifaces map[string]uint32
+	host   map[string]uint32 // Input.HostIfaces (FORWARD's -o)
 	sets   map[string]SetInfo
 	byName map[string][]int // user chain -> its rules, in order
 	ents   [][]Entry        // per rule: its compiled entries (nil: not yet)
@@ -88,7 +93,7 @@ func hasChains(rs *rules.RuleSet) bool {
 // place, into entries in priority order, chain by chain.
 func flatten(in Input) ([]Entry, []Warning, error) {
 	rs := in.RuleSet
-	f := &flattener{rs: rs, ids: in.IDs, ifaces: in.Ifaces, sets: in.Sets, byName: map[string][]int{},
+	f := &flattener{rs: rs, ids: in.IDs, ifaces: in.Ifaces, host: in.HostIfaces, sets: in.Sets, byName: map[string][]int{},
 		ents: make([][]Entry, len(rs.Rules)), done: make([]bool, len(rs.Rules)), used: map[string]bool{}}
 	var builtin [rules.NumChains][]int
 	for i := range rs.Rules {
@@ -125,7 +130,7 @@ func (f *flattener) entries(i int) ([]Entry, error) {
 	if f.done[i] {
 		return f.ents[i], nil
 	}
-	ents, w, err := RuleEntries(&f.rs.Rules[i], f.ids[i], f.ifaces, f.sets)
+	ents, w, err := RuleEntries(&f.rs.Rules[i], f.ids[i], Names{Attached: f.ifaces, Host: f.host}, f.sets)
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +214,8 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 		}
 		if len(out) > limit || len(guard) > maxInstanceEntries {
 			return nil, fmt.Errorf("%s: chain %s expands into more than %d classifier entries (%d so far, %d alternatives "+
-				"still open after its RETURNs): split the chain, or give its RETURN rules fewer tests",
-				r.Pos, path[len(path)-1], min(limit, maxInstanceEntries), len(out), len(guard))
+				"still open after its RETURNs): split the chain, or give its RETURN rules fewer tests (%w)",
+				r.Pos, path[len(path)-1], min(limit, maxInstanceEntries), len(out), len(guard), ErrTooBig)
 		}
 	}
 	return out, nil
@@ -340,10 +345,29 @@ func (f *flattener) noForm(r *rules.Rule, path []string, err error) error {
 }
 
 // copyMatch copies the match fields of e (not its action or rule) to d.
+// What d's rule does with a match stays d's: its action, rule, logging,
+// and its -m limit bucket or -m recent list (Limit, State: by rule id).
 func copyMatch(d, e *Entry) {
-	act, reason, rej, id, log, count := d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count
+	act, reason, rej, id, log, count, limit, state := d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count, d.Limit, d.State
 	*d = *e
-	d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count = act, reason, rej, id, log, count
+	d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count, d.Limit, d.State = act, reason, rej, id, log, count, limit, state
+}
+
+// flattenable are the tests conj and negate know how to combine. A test
+// outside them (a match another change added without teaching them) makes
+// the flattening refuse the rule set (ErrNoForm) rather than drop the test.
+const flattenable = MFamily | MProto | MSrc | MDst | MSPort | MDPort | MIfindex | MMACSrc | MMACDst |
+	MTCPFlags | MICMPType | MICMPCode | MVLAN | MFrag | ML4Hdr | MSrcSet | MDstSet | MCTState |
+	MMark | MOif | MPktType | MSrcType | MDstType
+
+// unknownTests refuses entries with a test outside flattenable.
+func unknownTests(es ...Entry) error {
+	for _, e := range es {
+		if x := e.Match &^ flattenable; x != 0 {
+			return fmt.Errorf("a match (test bits %#x) that chains cannot carry yet: %w", x, ErrNoForm)
+		}
+	}
+	return nil
 }
 
 // negate is ¬e as alternatives, each one field test (a port test two
@@ -351,6 +375,9 @@ func copyMatch(d, e *Entry) {
 // non-first fragment (-f), or a protocol whose header xdpfw does not read,
 // which ¬proto already covers.
 func negate(e Entry) ([]Entry, error) {
+	if err := unknownTests(e); err != nil {
+		return nil, err
+	}
 	var out []Entry
 	one := func(bit uint32, set func(*Entry)) {
 		n := Entry{Chain: e.Chain, Match: bit, Invert: (e.Invert & bit) ^ bit}
@@ -435,6 +462,28 @@ func negate(e Entry) ([]Entry, error) {
 			out = append(out, Entry{Chain: e.Chain, Match: MCTState, CTState: rest})
 		}
 	}
+	if m&MOif != 0 { // never inverted: the complement is up to two ranges
+		if e.OIfLo > 0 {
+			out = append(out, Entry{Chain: e.Chain, Match: MOif, OIfLo: 0, OIfHi: e.OIfLo - 1})
+		}
+		if e.OIfHi < math.MaxUint32 {
+			out = append(out, Entry{Chain: e.Chain, Match: MOif, OIfLo: e.OIfHi + 1, OIfHi: math.MaxUint32})
+		}
+	}
+	if m&MPktType != 0 { // never inverted: the other types
+		if rest := ^e.PktTypes & (1<<NumPktTypes - 1); rest != 0 {
+			out = append(out, Entry{Chain: e.Chain, Match: MPktType, PktTypes: rest})
+		}
+	}
+	if m&MMark != 0 {
+		one(MMark, func(n *Entry) { n.Mark, n.MarkMask = e.Mark, e.MarkMask })
+	}
+	if m&MSrcType != 0 {
+		one(MSrcType, func(n *Entry) { n.SrcTypes, n.TypeDev = e.SrcTypes, e.TypeDev })
+	}
+	if m&MDstType != 0 {
+		one(MDstType, func(n *Entry) { n.DstTypes, n.TypeDev = e.DstTypes, e.TypeDev })
+	}
 	return out, nil
 }
 
@@ -459,6 +508,9 @@ func (f *flattener) ifindexes() []uint32 {
 // negated -i become one entry per other interface. (Two negated -p would
 // be 254 entries, which every later rule under the guard multiplies: refused.)
 func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
+	if err := unknownTests(a, b); err != nil {
+		return nil, err
+	}
 	out := b
 	copyMatch(&out, &a) // a's tests, b's action
 	out.Match |= b.Match & ML4Hdr
@@ -493,6 +545,16 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	take(MSrcSet, func() { out.SrcSet = b.SrcSet })
 	take(MDstSet, func() { out.DstSet = b.DstSet })
 	take(MCTState, func() { out.CTState = b.CTState })
+	take(MOif, func() { out.OIfLo, out.OIfHi = b.OIfLo, b.OIfHi })
+	take(MPktType, func() { out.PktTypes = b.PktTypes })
+	take(MMark, func() { out.Mark, out.MarkMask = b.Mark, b.MarkMask })
+	// both -m addrtype tests share TypeDev: a guard and a rule that limit
+	// them to different devices cannot be one entry
+	if only&(MSrcType|MDstType) != 0 && a.Match&(MSrcType|MDstType) != 0 && a.TypeDev != b.TypeDev {
+		return nil, fmt.Errorf("-m addrtype limited to different devices (--limit-iface-in/out): %w", ErrNoForm)
+	}
+	take(MSrcType, func() { out.SrcTypes, out.TypeDev = b.SrcTypes, b.TypeDev })
+	take(MDstType, func() { out.DstTypes, out.TypeDev = b.DstTypes, b.TypeDev })
 
 	// Fields both test: merge.
 	inv := func(e *Entry, bit uint32) bool { return e.Invert&bit != 0 }
@@ -579,6 +641,29 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		if out.CTState = a.CTState & b.CTState; out.CTState == 0 {
 			return nil, nil
 		}
+	}
+	if both&MPktType != 0 { // never inverted
+		if out.PktTypes = a.PktTypes & b.PktTypes; out.PktTypes == 0 {
+			return nil, nil
+		}
+	}
+	if both&MOif != 0 { // never inverted
+		out.OIfLo, out.OIfHi = max(a.OIfLo, b.OIfLo), min(a.OIfHi, b.OIfHi)
+		if out.OIfLo > out.OIfHi {
+			return nil, nil
+		}
+	}
+	// -m mark and -m addrtype twice: only the same test is one entry
+	same := func(bit uint32, eq bool, what string) error {
+		if both&bit != 0 && (!eq || inv(&a, bit) != inv(&b, bit)) {
+			return fmt.Errorf("two different %s tests: %w", what, ErrNoForm)
+		}
+		return nil
+	}
+	if err := errors.Join(same(MMark, a.Mark == b.Mark && a.MarkMask == b.MarkMask, "-m mark"),
+		same(MSrcType, a.SrcTypes == b.SrcTypes && a.TypeDev == b.TypeDev, "--src-type"),
+		same(MDstType, a.DstTypes == b.DstTypes && a.TypeDev == b.TypeDev, "--dst-type")); err != nil {
+		return nil, err
 	}
 	for _, p := range []struct {
 		bit          uint32

@@ -37,7 +37,7 @@ func TestLimitTreeAgreesWithReference(t *testing.T) {
 		for k := range 400 {
 			p := randomRefPacket(r, rs, names)
 			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testIfaces[p.InIface], ready, nil)
+			c := tb.ClassifyWith(&p, testDev(&p), ready, nil)
 			gotID := c.Root.RuleID
 			if c.Entry >= 0 {
 				e := tb.Entries[c.Entry]
@@ -86,11 +86,11 @@ func TestLimitEntryNeverEndsLeaf(t *testing.T) {
 		}
 		tb := compileTest(t, rs)
 		p := RefPacket{Chain: rules.ChainInput, Src: mustAddr("10.0.0.1"), Dst: mustAddr("10.0.0.2"), Proto: 17, L4: true}
-		if got := len(tb.Lookup(0, KeyOf(&p, 0))); got != tc.want {
+		if got := len(tb.Lookup(0, KeyOf(&p, Dev{}))); got != tc.want {
 			t.Errorf("%s: the walk finds %d candidates, want %d", tc.first, got, tc.want)
 		}
 		if tc.want == 2 {
-			if c := tb.ClassifyWith(&p, 0, func(uint32) bool { return false }, nil); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
+			if c := tb.ClassifyWith(&p, Dev{}, func(uint32) bool { return false }, nil); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
 				t.Errorf("%s: with its bucket empty the packet is decided by entry %d, want the DROP", tc.first, c.Entry)
 			}
 		}
@@ -139,7 +139,7 @@ func TestRecentTreeAgreesWithReference(t *testing.T) {
 		for k := 0; k < 300; k++ {
 			p := randomRefPacket(r, rs, names)
 			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testIfaces[p.InIface], nil, func(entry int) bool {
+			c := tb.ClassifyWith(&p, testDev(&p), nil, func(entry int) bool {
 				settled++
 				return twin.recent(rs.Rules[byID[tb.Entries[entry].RuleID]].Match.Recent, &p)
 			})

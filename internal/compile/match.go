@@ -27,8 +27,8 @@ type Classified struct {
 // of (chain, family), check the leaves' candidates in order with
 // Entry.Matches; LOG entries are noted and passed. Every -m limit bucket
 // has a token (ClassifyWith).
-func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
-	return t.ClassifyWith(p, ifindex, nil, nil)
+func (t *Tables) Classify(p *RefPacket, dev Dev) Classified {
+	return t.ClassifyWith(p, dev, nil, nil)
 }
 
 // ClassifyWith is Classify where a matching -m limit entry (Entry.Limit,
@@ -38,14 +38,14 @@ func (t *Tables) Classify(p *RefPacket, ifindex uint32) Classified {
 // before the deciding one (Entry.State) are settled in index order by
 // recent(entry index), which does what the rule does to its list and
 // says whether it matches (nil: none does), as fw_state_settle.
-func (t *Tables) ClassifyWith(p *RefPacket, ifindex uint32, ready func(ruleID uint32) bool, recent func(entry int) bool) Classified {
+func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, ready func(ruleID uint32) bool, recent func(entry int) bool) Classified {
 	r := int(p.Chain) * 2
 	if p.Src.Is6() {
 		r++
 	}
 	c := Classified{Entry: -1, Root: t.Roots[r]}
-	p = t.raw(&c.Root, p, ifindex)
-	k := KeyOf(p, ifindex)
+	p = t.raw(&c.Root, p, dev)
+	k := KeyOf(p, dev)
 	var notes []int  // -m recent entries met, in index order
 	var logIdx []int // the entry index of each of c.Logs
 	overIdx := -1    // the first LOG entry left out (MaxLogPerPacket)
@@ -56,7 +56,7 @@ func (t *Tables) ClassifyWith(p *RefPacket, ifindex uint32, ready func(ruleID ui
 			if !t.Ranges[i].Match(&k) {
 				continue
 			}
-		} else if !e.Matches(p, ifindex, t.SetNames) {
+		} else if !e.Matches(p, dev, t.SetNames) {
 			continue
 		}
 		if e.State {
@@ -109,7 +109,7 @@ func (t *Tables) ClassifyWith(p *RefPacket, ifindex uint32, ready func(ruleID ui
 
 // Matches mirrors fw_entry_match (bpf/lib/classify.h): every enabled test
 // passes, negated ones fail; L4 tests need an L4 header.
-func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string) bool {
+func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool {
 	m, inv := e.Match, e.Invert
 	test := func(bit uint32, cond bool) bool { return m&bit == 0 || cond != (inv&bit != 0) }
 	fam := rules.FamilyIPv4
@@ -133,7 +133,8 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MDst, masked(dst, e.Dst, e.DstMask)) &&
 		test(MSPort, p.SPort >= e.SPortLo && p.SPort <= e.SPortHi) &&
 		test(MDPort, p.DPort >= e.DPortLo && p.DPort <= e.DPortHi) &&
-		test(MIfindex, ifindex == e.Ifindex) &&
+		test(MIfindex, dev.In == e.Ifindex) &&
+		test(MOif, dev.Out >= e.OIfLo && dev.Out <= e.OIfHi) &&
 		test(MMACSrc, p.SrcMAC == e.SrcMAC) &&
 		test(MMACDst, p.DstMAC == e.DstMAC) &&
 		test(MTCPFlags, p.TCPFlags&e.TCPMask == e.TCPCmp) &&
@@ -142,8 +143,22 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MFrag, p.Fragment) &&
 		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
 		test(MMark, p.Mark&e.MarkMask == e.Mark) &&
+		test(MPktType, e.PktTypes&(1<<PktTypeOf(p)) != 0) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
-		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst))
+		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst)) &&
+		test(MSrcType, p.Addrs.TypeOK(p.Src, e.SrcTypes, onIfindex(e.TypeDev, dev))) &&
+		test(MDstType, p.Addrs.TypeOK(p.Dst, e.DstTypes, onIfindex(e.TypeDev, dev)))
+}
+
+// onIfindex is the device test of -m addrtype's --limit-iface-in/-out as
+// the data plane makes it (lib/addrtype.h fw_type_dev): nil when not
+// limited, or when the packet has no such device (0).
+func onIfindex(limit uint8, dev Dev) func(*AddrRoute) bool {
+	i := map[uint8]uint32{rules.LimitIn: dev.In, rules.LimitOut: dev.Out}[limit]
+	if i == 0 {
+		return nil
+	}
+	return func(r *AddrRoute) bool { return r.Ifindex == i }
 }
 
 func addrBytes(p *RefPacket) (src, dst [16]byte) {

@@ -51,7 +51,7 @@ COMMIT
 			p.Mark = []uint32{0, 0x2a, 0x2b, 0x10, 0x1f, 0x3}[r.IntN(6)]
 		}
 		want := Decide(rs, p)
-		c := tb.Classify(&p, testIfaces[p.InIface])
+		c := tb.Classify(&p, testDev(&p))
 		wantID, gotID := PolicyID(uint8(p.Chain), p.Src.Is6()), c.Root.RuleID
 		if want.Rule >= 0 {
 			wantID = uint32(FirstRuleID + want.Rule)

@@ -12,8 +12,12 @@ import (
 // RefPacket is what the reference matcher knows of a packet: the fields the
 // data plane's parser extracts, in plain Go types.
 type RefPacket struct {
-	Chain    rules.Chain
-	InIface  string
+	Chain   rules.Chain
+	InIface string
+	// OutIface is the device the packet leaves by: in FORWARD the FIB's
+	// egress device, in OUTPUT tc egress's; "" none (INPUT; a FORWARD
+	// packet the FIB names no device for: no positive -o matches it).
+	OutIface string
 	Src, Dst netip.Addr // both IPv4 or both IPv6
 	Proto    uint8
 	L4       bool // an L4 header is present (not a non-first fragment, known protocol)
@@ -31,6 +35,8 @@ type RefPacket struct {
 	Mark     uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
+	// Addrs is the host's local routing table (-m addrtype).
+	Addrs AddrTable
 }
 
 // RefSet is a named set as the reference matcher sees it.
@@ -275,14 +281,11 @@ func Matches(m *rules.Match, p RefPacket) bool {
 			return false
 		}
 	}
-	if m.InIface != nil {
-		ok := p.InIface == m.InIface.Name
-		if m.InIface.Prefix {
-			ok = strings.HasPrefix(p.InIface, m.InIface.Name)
-		}
-		if ok == m.InIface.Invert {
-			return false
-		}
+	if m.InIface != nil && ifaceIs(m.InIface, p.InIface) == m.InIface.Invert {
+		return false
+	}
+	if m.OutIface != nil && ifaceIs(m.OutIface, p.OutIface) == m.OutIface.Invert {
+		return false
 	}
 	if m.MACSrc != nil && (p.SrcMAC == m.MACSrc.Addr) == m.MACSrc.Invert {
 		return false
@@ -311,6 +314,16 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	if c := m.CTState; c != nil && (c.Mask&(1<<p.CTState) != 0) == c.Invert {
 		return false
 	}
+	if t := m.PktType; t != nil && (PktTypeOf(&p) == t.Type) == t.Invert {
+		return false
+	}
+	if a := m.AddrType; a != nil {
+		on := onDev(a.Limit, p)
+		if a.Src != 0 && p.Addrs.TypeOK(p.Src, a.Src, on) == a.SrcInvert ||
+			a.Dst != 0 && p.Addrs.TypeOK(p.Dst, a.Dst, on) == a.DstInvert {
+			return false
+		}
+	}
 	for _, s := range []struct {
 		sm *rules.SetMatch
 		a  netip.Addr
@@ -325,6 +338,41 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		}
 	}
 	return true
+}
+
+// PktTypeOf is p's type as iptables' -m pkttype sees it (xt_pkttype reads
+// skb->pkt_type): from the destination MAC as Linux's eth_type_trans sets
+// it, broadcast for ff:ff:ff:ff:ff:ff, multicast for the group bit, else to
+// this host (a frame for another host's MAC never reaches iptables); in
+// OUTPUT always to this host (PACKET_HOST: Linux marks the broadcast and
+// multicast copies it sends later). The twin of lib/classify.h fw_pkttype.
+func PktTypeOf(p *RefPacket) uint8 {
+	switch {
+	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0:
+		return rules.PktHost
+	case p.DstMAC == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}:
+		return rules.PktBroadcast
+	}
+	return rules.PktMulticast
+}
+
+// onDev is --limit-iface-in/-out: the route must be on the packet's input
+// (output) device; nil when not limited, or when the packet has none.
+func onDev(limit uint8, p RefPacket) func(*AddrRoute) bool {
+	name := map[uint8]string{rules.LimitIn: p.InIface, rules.LimitOut: p.OutIface}[limit]
+	if name == "" {
+		return nil
+	}
+	return func(r *AddrRoute) bool { return r.Dev == name }
+}
+
+// ifaceIs: the device named name ("" none) is one im names (its
+// inversion aside).
+func ifaceIs(im *rules.IfaceMatch, name string) bool {
+	if im.Prefix {
+		return name != "" && strings.HasPrefix(name, im.Name)
+	}
+	return name != "" && name == im.Name
 }
 
 func inPorts(rs []rules.PortRange, port uint16) bool {

@@ -145,11 +145,66 @@ func TestL4ModuleNeedsHeader(t *testing.T) {
 		}
 		tb := compileTest(t, rs)
 		got := -1
-		if cl := tb.Classify(&c.p, 0); cl.Entry >= 0 {
+		if cl := tb.Classify(&c.p, Dev{}); cl.Entry >= 0 {
 			got = int(tb.Entries[cl.Entry].RuleID - FirstRuleID)
 		}
 		if got != c.want {
 			t.Errorf("%q, %+v: compiled tree says rule %d, want %d", c.rule, c.p, got, c.want)
+		}
+	}
+}
+
+// TestAddrTypeOK: the kernel's xt_addrtype answers, case by case (IPv4:
+// inet_dev_addr_type; IPv6: match_type6's conjunction of conditions).
+func TestAddrTypeOK(t *testing.T) {
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	onEth0 := func(r *AddrRoute) bool { return r.Dev == "eth0" }
+	cases := []struct {
+		addr string
+		mask uint16
+		on   func(*AddrRoute) bool
+		want bool
+	}{
+		{"10.0.0.1", rules.AddrLocal, nil, true},
+		{"10.0.0.1", rules.AddrLocal, onEth0, true},
+		{"10.0.0.2", rules.AddrLocal, onEth0, false},  // local on veth0
+		{"10.0.0.2", rules.AddrUnicast, onEth0, true}, // another device's route: UNICAST
+		{"10.0.0.3", rules.AddrBroadcast, nil, true},
+		{"10.0.0.0", rules.AddrThrow, nil, true},
+		{"10.0.0.0", rules.AddrThrow, onEth0, false}, // the /31 is on eth1
+		{"10.0.0.0", rules.AddrUnicast, onEth0, true},
+		{"0.1.2.3", rules.AddrBroadcast, nil, true},
+		{"255.255.255.255", rules.AddrBroadcast, nil, true},
+		{"224.0.0.1", rules.AddrMulticast, nil, true},
+		{"239.1.1.1", rules.AddrMulticast | rules.AddrUnicast, nil, true}, // IPv4: one type, in the mask
+		{"8.8.8.8", rules.AddrUnicast, nil, true},
+		{"8.8.8.8", rules.AddrLocal, nil, false},
+		{"2000::1", rules.AddrLocal, nil, true},
+		{"2000::1", rules.AddrLocal | rules.AddrUnicast, nil, true},
+		{"2000::1", rules.AddrLocal | rules.AddrMulticast, nil, false}, // IPv6: every type a condition
+		{"2000::3", rules.AddrLocal, onEth0, false},
+		{"2000::2", rules.AddrAnycast, nil, true},
+		{"2000::2", rules.AddrLocal, nil, false},
+		{"ff02::1", rules.AddrMulticast, nil, true},
+		{"ff02::1", rules.AddrUnicast, nil, false},
+		{"::", rules.AddrUnspec, nil, true},
+		{"::", rules.AddrUnicast, nil, false},
+		{"::ffff:10.0.0.1", rules.AddrUnicast, nil, false},
+		{"::1", rules.AddrUnicast, nil, true},
+		{"fe80::1", rules.AddrUnicast | rules.AddrMulticast, nil, false},
+	}
+	tbl := AddrTable{
+		{Prefix: netip.MustParsePrefix("10.0.0.0/31"), Type: 9, Dev: "eth1"},
+		{Prefix: netip.MustParsePrefix("10.0.0.1/32"), Type: 2, Dev: "eth0"},
+		{Prefix: netip.MustParsePrefix("10.0.0.2/32"), Type: 2, Dev: "veth0"},
+		{Prefix: netip.MustParsePrefix("10.0.0.3/32"), Type: 3, Dev: "eth0"},
+		{Prefix: netip.MustParsePrefix("2000::1/128"), Type: 2, Dev: "eth0"},
+		{Prefix: netip.MustParsePrefix("2000::2/128"), Type: 4, Dev: "eth1"},
+		{Prefix: netip.MustParsePrefix("2000::3/128"), Type: 2, Dev: "lo"},
+	}
+	for _, c := range cases {
+		if got := tbl.TypeOK(a(c.addr), c.mask, c.on); got != c.want {
+			t.Errorf("%s mask %#x (limited %v): %v, want %v", c.addr, c.mask, c.on != nil, got, c.want)
 		}
 	}
 }

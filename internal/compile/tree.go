@@ -47,9 +47,11 @@ const (
 	DimMACDstHi
 	DimMACDstLo
 	DimTCPFlags
-	DimICMP    // type << 8 | code
-	DimFlags   // KeyFrag | KeyL4
-	DimCTState // enum fw_ct_state
+	DimICMP     // type << 8 | code
+	DimFlags    // KeyFrag | KeyL4
+	DimCTState  // enum fw_ct_state
+	DimOIfindex // output device (FORWARD: the FIB's egress device; OUTPUT: tc's), 0 none
+	DimPktType  // PktTypeOf
 	NumDims
 )
 
@@ -214,6 +216,7 @@ var fullBox = func() (b box) {
 	b[DimICMP][1] = 0xffff
 	b[DimFlags][1] = KeyL4 // KeyFrag|KeyL4 cannot happen
 	b[DimCTState][1] = uint32(NumCTStates - 1)
+	b[DimPktType][1] = NumPktTypes - 1
 	return
 }()
 
@@ -306,6 +309,9 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MIfindex) {
 		one(DimIfindex, e.Ifindex, e.Ifindex, neg(MIfindex)) // negated only by flattened chains
 	}
+	if on(MOif) {
+		one(DimOIfindex, e.OIfLo, e.OIfHi, false)
+	}
 	if on(MVLAN) {
 		one(DimVLAN, uint32(e.VLAN), uint32(e.VLAN), neg(MVLAN))
 	}
@@ -320,22 +326,29 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 			exact = false // many narrow ranges: leave the dimension wide
 		}
 	}
-	if on(MSrcSet) || on(MDstSet) || on(MMark) {
-		exact = false // set membership, a masked mark: no range; the leaf check decides
+	if on(MSrcSet) || on(MDstSet) || on(MMark) || on(MSrcType) || on(MDstType) {
+		exact = false // set membership, a masked mark, address types: no range; the leaf check decides
+	}
+	// maskParts: the values of dimension d whose bit is set in mask, as ranges.
+	maskParts := func(d int, mask uint8, n uint32) []part {
+		var parts []part
+		for s := uint32(0); s < n; s++ {
+			if mask&(1<<s) == 0 {
+				continue
+			}
+			if k := len(parts); k > 0 && parts[k-1][d][1] == s-1 {
+				parts[k-1][d] = [2]uint32{parts[k-1][d][0], s}
+				continue
+			}
+			parts = append(parts, part{d: {s, s}})
+		}
+		return parts
 	}
 	if on(MCTState) {
-		var parts []part
-		for s := uint32(0); s < uint32(NumCTStates); s++ {
-			if e.CTState&(1<<s) == 0 {
-				continue
-			}
-			if n := len(parts); n > 0 && parts[n-1][DimCTState][1] == s-1 {
-				parts[n-1][DimCTState] = [2]uint32{parts[n-1][DimCTState][0], s}
-				continue
-			}
-			parts = append(parts, part{DimCTState: {s, s}})
-		}
-		cross(parts)
+		cross(maskParts(DimCTState, e.CTState, uint32(NumCTStates)))
+	}
+	if on(MPktType) {
+		cross(maskParts(DimPktType, e.PktTypes, NumPktTypes))
 	}
 	if on(MICMPType) {
 		t := uint32(e.ICMPType) << 8
@@ -435,9 +448,14 @@ func macWords(m [6]byte) (hi, lo uint32) {
 	return uint32(m[0])<<8 | uint32(m[1]), binary.BigEndian.Uint32(m[2:])
 }
 
+// Dev is what the data plane knows of a packet's devices, as ifindexes:
+// the one it arrived on (In) and the one it leaves by (Out; 0: none, as in
+// INPUT, or a FORWARD packet the FIB names no egress device for).
+type Dev struct{ In, Out uint32 }
+
 // KeyOf computes the classification key of a packet as the data plane
 // does (lib/classify.h fw_key).
-func KeyOf(p *RefPacket, ifindex uint32) Key {
+func KeyOf(p *RefPacket, dev Dev) Key {
 	var k Key
 	addrWords := func(d0 int, a [16]byte, v4 bool) {
 		n := 4
@@ -460,7 +478,9 @@ func KeyOf(p *RefPacket, ifindex uint32) Key {
 	addrWords(DimSrc0, src, v4)
 	addrWords(DimDst0, dst, v4)
 	k[DimProto] = uint32(p.Proto)
-	k[DimIfindex] = ifindex
+	k[DimIfindex] = dev.In
+	k[DimOIfindex] = dev.Out
+	k[DimPktType] = uint32(PktTypeOf(p))
 	k[DimVLAN] = VLANUntagged
 	if p.Tagged {
 		k[DimVLAN] = uint32(p.VLAN)

@@ -14,6 +14,18 @@ import (
 
 var testIfaces = map[string]uint32{"lo": 1, "eth0": 2, "eth1": 3, "veth0": 4}
 
+// testAddrs is a local routing table over the addresses randomRefPacket
+// draws (10.0.0.0-3, 2000::0-3): -m addrtype's answers.
+var testAddrs = AddrTable{
+	{Prefix: netip.MustParsePrefix("10.0.0.0/31"), Type: 9, Ifindex: 3, Dev: "eth1"}, // THROW
+	{Prefix: netip.MustParsePrefix("10.0.0.1/32"), Type: 2, Ifindex: 2, Dev: "eth0"}, // LOCAL
+	{Prefix: netip.MustParsePrefix("10.0.0.2/32"), Type: 2, Ifindex: 4, Dev: "veth0"},
+	{Prefix: netip.MustParsePrefix("10.0.0.3/32"), Type: 3, Ifindex: 2, Dev: "eth0"}, // BROADCAST
+	{Prefix: netip.MustParsePrefix("2000::1/128"), Type: 2, Ifindex: 2, Dev: "eth0"},
+	{Prefix: netip.MustParsePrefix("2000::2/128"), Type: 4, Ifindex: 3, Dev: "eth1"}, // ANYCAST
+	{Prefix: netip.MustParsePrefix("2000::3/128"), Type: 2, Ifindex: 1, Dev: "lo"},
+}
+
 // TestTreeAgreesWithReference: for random rule sets and packets, the
 // compiled tables walked in Go (tree, leaf, entry checks — what the data
 // plane does) decide exactly as the reference matcher. Kernel-free, so a
@@ -35,7 +47,7 @@ func TestTreeAgreesWithReference(t *testing.T) {
 		for k := 0; k < 2000; k++ {
 			p := randomRefPacket(r, rs, names)
 			want := Decide(rs, p)
-			c := tb.Classify(&p, testIfaces[p.InIface])
+			c := tb.Classify(&p, testDev(&p))
 			var gotID, wantID uint32
 			gotAct, gotRej, gotLog := c.Root.Action, Reject(0), false
 			if c.Entry >= 0 {
@@ -99,9 +111,8 @@ func TestRangesAgreeWithMatches(t *testing.T) {
 				if p.Chain != e.Chain || (e.Family == rules.FamilyIPv4 && p.Src.Is6()) || (e.Family == rules.FamilyIPv6 && !p.Src.Is6()) {
 					continue
 				}
-				ifindex := testIfaces[p.InIface]
-				key := KeyOf(&p, ifindex)
-				want := e.Matches(&p, ifindex, tb.SetNames)
+				key := KeyOf(&p, testDev(&p))
+				want := e.Matches(&p, testDev(&p), tb.SetNames)
 				if got := rg.Match(&key); got != want {
 					t.Fatalf("set %d entry %d %+v: ranges %+v say %v, the entry test %v\npacket %+v\n%s", set, i, *e, *rg, got, want, p, rs)
 				}
@@ -186,8 +197,9 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 			p.ICMPCode = uint8(m.ICMP.Code)
 		}
 	}
-	macs := [][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {0, 0x11, 0x22, 0x33, 0x44, 0x55}}
-	p.SrcMAC, p.DstMAC = macs[r.IntN(3)], macs[r.IntN(3)]
+	macs := [][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {0, 0x11, 0x22, 0x33, 0x44, 0x55},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, {0x01, 0x00, 0x5e, 0, 0, 1}, {0x33, 0x33, 0, 0, 0, 1}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xfe}}
+	p.SrcMAC, p.DstMAC = macs[r.IntN(3)], macs[r.IntN(len(macs))]
 	if m.MACSrc != nil && r.IntN(2) == 0 {
 		p.SrcMAC = m.MACSrc.Addr
 	}
@@ -202,7 +214,19 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 	if !p.L4 {
 		p.SPort, p.DPort, p.TCPFlags, p.ICMPType, p.ICMPCode = 0, 0, 0, 0, 0
 	}
+	p.Addrs = testAddrs
+	if p.Chain == rules.ChainForward {
+		// "" (no device: the FIB named none) a fifth of the time
+		if i := r.IntN(len(ifaces) + 1); i < len(ifaces) {
+			p.OutIface = ifaces[i]
+		}
+	}
 	return p
+}
+
+// testDev is p's devices as the data plane knows them (testIfaces).
+func testDev(p *RefPacket) Dev {
+	return Dev{In: testIfaces[p.InIface], Out: testIfaces[p.OutIface]}
 }
 
 // builtTree is one tree as buildTrees made it: the binary tree and the fat
@@ -280,7 +304,7 @@ func TestCollapseKeepsDecisions(t *testing.T) {
 			}
 			for k := 0; k < 400; k++ {
 				p := randomRefPacket(r, rs, names)
-				key := KeyOf(&p, testIfaces[p.InIface])
+				key := KeyOf(&p, testDev(&p))
 				for d := range key {
 					if len(th[d]) > 0 && r.IntN(3) == 0 {
 						key[d] = th[d][r.IntN(len(th[d]))] + uint32(r.IntN(3)) - 1

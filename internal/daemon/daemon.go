@@ -108,6 +108,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	linksDone := make(chan struct{})
 	defer close(linksDone)
 	links := d.watchLinks(linksDone)
+	routes := d.watchLocalRoutes(linksDone)
 
 	notify("READY=1\nSTATUS=in force")
 	d.log().Info("ready")
@@ -133,6 +134,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case name := <-links:
 			d.log().Info("a configured interface is not filtered (re-created?); attaching it again", "interface", name)
 			quiet, why = time.After(settle), "interface "+name
+		case <-routes:
+			if err := firewall.RefreshAddrTypes(d.Paths); err != nil {
+				d.log().Warn("the local routing table changed; -m addrtype's copy not refreshed", "error", err.Error())
+			}
 		case <-quiet:
 			quiet = nil
 			if d.tryReload(w, why) {

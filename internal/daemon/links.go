@@ -45,3 +45,33 @@ func (d *Daemon) watchLinks(done <-chan struct{}) <-chan string {
 	}()
 	return out
 }
+
+// watchLocalRoutes reports (coalesced) each change of the kernel's local
+// routing table (table 255: addresses added or removed, broadcast
+// routes), which -m addrtype decides on: the daemon then writes the data
+// plane's copy again (firewall.RefreshAddrTypes). nil if route events
+// cannot be had (then a reload, SIGHUP, refreshes it).
+func (d *Daemon) watchLocalRoutes(done <-chan struct{}) <-chan struct{} {
+	updates := make(chan netlink.RouteUpdate, 64)
+	err := netlink.RouteSubscribeWithOptions(updates, done, netlink.RouteSubscribeOptions{
+		ErrorCallback: func(err error) {
+			d.log().Warn("route events lost; SIGHUP refreshes -m addrtype's table", "error", err.Error())
+		}})
+	if err != nil {
+		d.log().Warn("route events not watched; SIGHUP refreshes -m addrtype's table", "error", err.Error())
+		return nil
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		for u := range updates {
+			if u.Table != unix.RT_TABLE_LOCAL {
+				continue
+			}
+			select {
+			case out <- struct{}{}:
+			default: // a refresh is pending already
+			}
+		}
+	}()
+	return out
+}

@@ -103,6 +103,7 @@ type Datapath struct {
 	reasons     *ebpf.Map
 	config      *ebpf.Map
 	sets        *ebpf.Map // fw_sets: LPM trie of (set id, prefix)
+	addrTyp     *ebpf.Map // fw_addrtypes: this host's local routing table (-m addrtype)
 	ct          *ebpf.Map // fw_ct: connections
 	ctStats     *ebpf.Map // fw_ct_stats
 	frag        *ebpf.Map // fw_frag
@@ -146,7 +147,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict, "fw_frag": &d.frag,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
-		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw,
+		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
 	}
 }
 
@@ -229,6 +230,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		reasons:     objs.FwReasonStats,
 		config:      objs.FwConfigMap,
 		sets:        objs.FwSets,
+		addrTyp:     objs.FwAddrtypes,
 		ct:          objs.FwCt,
 		ctStats:     objs.FwCtStats,
 		ctEvict:     objs.FwCtEvict,
@@ -247,7 +249,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc},
+			objs.FwCtGc, objs.FwAddrtypeKey},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
@@ -448,7 +450,7 @@ func pinsWithPrefix(dir, prefix string) []string {
 // laterPins are maps that programs of earlier versions did not have: Open
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
-var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true}
+var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

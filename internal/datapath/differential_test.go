@@ -35,6 +35,7 @@ func TestDifferential(t *testing.T) {
 	f := newFixture(t)
 	f.unlimitedRejects()
 	f.setUnlimitedLogs()
+	f.setAddrs(diffAddrs(f))
 	r := rand.New(rand.NewPCG(*diffSeed, 0x78647066))
 	total := 0
 	for set := 0; set < *diffSets; set++ {
@@ -261,11 +262,13 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	for i, p := range pkts {
 		ref := compile.RefPacketOf(p, ifs[i])
 		ref.CTState = uint8(states[i])
+		ref.Addrs = f.addrs
 		if local != nil {
 			ref.Chain = rules.ChainForward
+			ref.OutIface = "eth0" // the default routes' device (the FIB's egress device: -o)
 			for _, a := range local {
 				if p.Dst == a {
-					ref.Chain = rules.ChainInput
+					ref.Chain, ref.OutIface = rules.ChainInput, ""
 				}
 			}
 		}
@@ -398,9 +401,19 @@ func fragCarried(p *packet.Packet) int {
 	return len(q.Bytes()) - 14 - ip
 }
 
-// refPacket is what the reference matcher knows of p: the fields the data
-// plane's parser extracts. L4 fields exist for TCP, UDP, ICMP and ICMPv6
-// when the packet is not a non-first fragment.
+// diffAddrs is a local routing table over the address pools (-m addrtype),
+// with every kind of route the pools' addresses can meet.
+func diffAddrs(f *fixture) compile.AddrTable {
+	r := func(p string, typ uint8, dev string) compile.AddrRoute {
+		return compile.AddrRoute{Prefix: netip.MustParsePrefix(p), Type: typ, Ifindex: f.ifaces[dev], Dev: dev}
+	}
+	return compile.AddrTable{
+		r("10.0.0.1/32", 2, "eth0"), r("10.0.0.2/32", 2, "eth1"), r("10.1.2.3/32", 3, "eth0"),
+		r("192.168.0.0/16", 6, "veth0"), r("172.16.5.4/32", 4, "eth0"), r("10.200.0.1/32", 7, "eth1"),
+		r("2001:db8::1/128", 2, "eth0"), r("2001:db8::2/128", 4, "eth1"), r("fd00::/16", 2, "veth0"), r("::1/128", 2, "lo"),
+	}
+}
+
 var (
 	poolV4   = []string{"10.0.0.1", "10.0.0.2", "10.1.2.3", "10.200.0.1", "192.168.1.10", "172.16.5.4", "8.8.8.8", "0.0.0.0", "255.255.255.255"}
 	poolV6   = []string{"2001:db8::1", "2001:db8::2", "2001:db8:1::10", "fd00::1", "fd00:1::2", "fe80::1", "::1", "::"}

@@ -30,7 +30,21 @@ type fixture struct {
 	// the default log budget install compiles with (zero: compile's)
 	logRate  rules.LogRate
 	logBurst uint32
-	tables   *compile.Tables // the installed tables
+	tables   *compile.Tables   // the installed tables
+	addrs    compile.AddrTable // the local routing table fw_addrtypes holds (setAddrs)
+}
+
+// setAddrs puts tbl in the data plane's local routing table (-m addrtype).
+func (f *fixture) setAddrs(tbl compile.AddrTable) {
+	f.t.Helper()
+	if err := f.dp.SetAddrTypes(tbl); err != nil {
+		f.t.Fatal(err)
+	}
+	got, err := f.dp.AddrTypes()
+	if err != nil || len(got) != len(tbl) {
+		f.t.Fatalf("fw_addrtypes holds %d routes (%v), want %d", len(got), err, len(tbl))
+	}
+	f.addrs = tbl
 }
 
 var fixtureIfaces = []string{"eth0", "eth1", "veth0"}

@@ -272,6 +272,8 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		Match:    e.Match,
 		Invert:   e.Invert,
 		Ifindex:  e.Ifindex,
+		OifLo:    e.OIfLo,
+		OifHi:    e.OIfHi,
 		RuleId:   e.RuleID,
 		SportLo:  e.SPortLo,
 		SportHi:  e.SPortHi,
@@ -296,6 +298,10 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		Ctstate:  e.CTState,
 		Mark:     e.Mark,
 		MarkMask: e.MarkMask,
+		Pkttypes: e.PktTypes,
+		SrcTypes: e.SrcTypes,
+		DstTypes: e.DstTypes,
+		TypeDev:  e.TypeDev,
 	}
 }
 

@@ -81,7 +81,7 @@ func TestRawNotrack(t *testing.T) {
 		} else if c.state != compile.CTUntracked {
 			rp.CTState = c.state
 		}
-		if got := f.tables.Classify(&rp, f.ifaces["eth0"]); got.Entry < 0 || f.tables.Entries[got.Entry].RuleID != f.ids[c.rule] {
+		if got := f.tables.Classify(&rp, compile.Dev{In: f.ifaces["eth0"]}); got.Entry < 0 || f.tables.Entries[got.Entry].RuleID != f.ids[c.rule] {
 			t.Errorf("%s: the Go twin decides entry %d", c.name, got.Entry)
 		}
 		if d := compile.Decide(f.rs, rp); d.Rule != c.rule {

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpfwFwAddrtype struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Type    uint8
+	Pad     [3]uint8
+}
+
 type xdpfwFwBucket struct {
 	_          structs.HostLayout
 	Tat        uint64
@@ -97,6 +104,10 @@ type xdpfwFwEntry struct {
 	DstSet   uint32
 	Mark     uint32
 	MarkMask uint32
+	OifLo    uint32
+	OifHi    uint32
+	SrcTypes uint16
+	DstTypes uint16
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -114,14 +125,15 @@ type xdpfwFwEntry struct {
 	Action   uint8
 	Reason   uint8
 	Ctstate  uint8
+	Pkttypes uint8
+	TypeDev  uint8
 	Reject   uint8
 	Flags    uint8
 	Nranges  uint8
 	Rdim     [6]uint8
-	_        [3]byte
+	_        [1]byte
 	Rlo      [6]uint32
 	Rhi      [6]uint32
-	_        [4]byte
 }
 
 type xdpfwFwFragEntry struct {
@@ -289,6 +301,8 @@ type xdpfwFwXdpHandoff struct {
 		Frag     uint16
 		FragId   uint32
 		Mark     uint32
+		Oifindex uint32
+		Pad2     uint32
 	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot
@@ -313,6 +327,8 @@ type xdpfwFwXdpHandoff struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xdpfwMapFwActive              = "fw_active"
+	xdpfwMapFwAddrtypeKey         = "fw_addrtype_key"
+	xdpfwMapFwAddrtypes           = "fw_addrtypes"
 	xdpfwMapFwConfigMap           = "fw_config_map"
 	xdpfwMapFwCt                  = "fw_ct"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
@@ -411,6 +427,8 @@ type xdpfwProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwMapSpecs struct {
 	FwActive        *ebpf.MapSpec `ebpf:"fw_active"`
+	FwAddrtypeKey   *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
+	FwAddrtypes     *ebpf.MapSpec `ebpf:"fw_addrtypes"`
 	FwConfigMap     *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCt            *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtEvict       *ebpf.MapSpec `ebpf:"fw_ct_evict"`
@@ -479,6 +497,8 @@ func (o *xdpfwObjects) Close() error {
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwMaps struct {
 	FwActive        *ebpf.Map `ebpf:"fw_active"`
+	FwAddrtypeKey   *ebpf.Map `ebpf:"fw_addrtype_key"`
+	FwAddrtypes     *ebpf.Map `ebpf:"fw_addrtypes"`
 	FwConfigMap     *ebpf.Map `ebpf:"fw_config_map"`
 	FwCt            *ebpf.Map `ebpf:"fw_ct"`
 	FwCtEvict       *ebpf.Map `ebpf:"fw_ct_evict"`
@@ -517,6 +537,8 @@ type xdpfwMaps struct {
 func (m *xdpfwMaps) Close() error {
 	return _XdpfwClose(
 		m.FwActive,
+		m.FwAddrtypeKey,
+		m.FwAddrtypes,
 		m.FwConfigMap,
 		m.FwCt,
 		m.FwCtEvict,

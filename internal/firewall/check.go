@@ -2,7 +2,8 @@ package firewall
 
 import (
 	"fmt"
-	"net"
+	"maps"
+	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -20,10 +21,11 @@ type CheckResult struct {
 // warnings Apply would print. Set names are resolved against the sets that
 // exist and more (sets a configuration will create).
 //
-// -i names are judged only with onHost: then against the interfaces the
-// firewall in force is attached to (what Apply resolves them against), or
-// this host's interfaces when nothing is loaded. Without onHost, a check
-// (made on another machine, say) takes every -i name as an interface that
+// -i and -o names are judged only with onHost: then against the
+// interfaces the firewall in force is attached to (what Apply resolves -i
+// and OUTPUT's -o against; FORWARD's -o: this host's interfaces), or this
+// host's interfaces when nothing is loaded. Without onHost, a check (made
+// on another machine, say) takes every -i and -o name as an interface that
 // exists.
 func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetInfo, onHost bool) (*CheckResult, error) {
 	if err := Validate(rs, opt); err != nil {
@@ -46,34 +48,41 @@ func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetI
 	for i := range ids {
 		ids[i] = uint32(compile.FirstRuleID + i)
 	}
-	var ifaces map[string]uint32
+	var names compile.Names
 	switch {
 	case !onHost:
-		ifaces = namedIfaces(rs)
+		names.Attached = namedIfaces(rs)
 	case st != nil && st.loaded():
-		ifaces = st.ifaceIndexes()
-	default:
-		ifaces = map[string]uint32{}
-		if list, err := net.Interfaces(); err == nil {
-			for _, i := range list {
-				ifaces[i.Name] = uint32(i.Index)
-			}
+		if names, err = st.ifaceNames(); err != nil {
+			return nil, err
 		}
+	default:
+		if names.Host, err = hostIfaces(); err != nil {
+			return nil, err
+		}
+		names.Attached = maps.Clone(names.Host)
+		delete(names.Attached, compile.Loopback) // a load attaches to lo only when named
+
 	}
-	t, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: ifaces, Sets: sets})
+	t, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: names.Attached, HostIfaces: names.Host, Sets: sets})
 	if err != nil {
 		return nil, err
 	}
 	return &CheckResult{Entries: len(t.Entries), Warnings: ruleWarnings(rs, warns)}, nil
 }
 
-// namedIfaces makes up an interface for every -i name of rs (a wildcard
-// "eth+" gets "eth"), and one that no rule names, so that every -i match
-// matches some interface.
+// namedIfaces makes up an interface for every -i and -o name of rs (a
+// wildcard "eth+" gets "eth"), and one that no rule names, so that every
+// -i and -o match matches some interface. The loopback interface is not
+// made up: a load attaches to it only when named, and a rule for loopback
+// alone has no effect (compile.LoopbackNote) wherever it is checked.
 func namedIfaces(rs *rules.RuleSet) map[string]uint32 {
 	out := map[string]uint32{"\x00other": 1}
 	for _, r := range rs.Rules {
-		if m := r.Match.InIface; m != nil {
+		for _, m := range []*rules.IfaceMatch{r.Match.InIface, r.Match.OutIface} {
+			if m == nil || m.Name == compile.Loopback {
+				continue
+			}
 			if _, ok := out[m.Name]; !ok {
 				out[m.Name] = uint32(len(out) + 1)
 			}
@@ -82,16 +91,28 @@ func namedIfaces(rs *rules.RuleSet) map[string]uint32 {
 	return out
 }
 
-// ruleWarnings words the compiler's warnings about the rules of rs.
+// ruleWarnings words the compiler's warnings about the rules of rs. The
+// rules for loopback traffic alone (compile.LoopbackNote) get one note
+// together: a rule set has several (-A INPUT -i lo -j ACCEPT, -A OUTPUT
+// -o lo -j ACCEPT), each as expected.
 func ruleWarnings(rs *rules.RuleSet, warns []compile.Warning) []string {
-	var out []string
+	var out, loop []string
 	for _, w := range warns {
 		if w.Rule < 0 { // about a chain
 			out = append(out, fmt.Sprintf("%s: %s", w.Pos, w.Msg))
 			continue
 		}
 		r := rs.Rules[w.Rule]
+		if w.Msg == compile.LoopbackNote {
+			loop = append(loop, r.Pos.String())
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s: %s: %s", r.Pos, r.String(), w.Msg))
+	}
+	if len(loop) > 0 {
+		out = append(out, fmt.Sprintf("note: %d rule(s) concern only loopback traffic (-i lo, -o lo), which xdpfw never sees "+
+			"(XDP and tc run on the attached devices, not on lo); they are kept and listed, and have no effect: %s",
+			len(loop), strings.Join(loop, ", ")))
 	}
 	return out
 }

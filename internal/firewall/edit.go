@@ -206,7 +206,16 @@ func (e *editing) insert(ov *compile.Overlay, n int, r rules.Rule) error {
 	if err != nil {
 		return err
 	}
-	ents, warns, err := compile.RuleEntries(&r, id, e.f.st.ifaceIndexes(), e.f.st.compileSets())
+	names, err := e.f.st.ifaceNames()
+	if err != nil {
+		return err
+	}
+	if r.Match.AddrType != nil { // a full apply keeps the table; an edit that reads it checks
+		if err := refreshAddrTypes(e.f.dp, []rules.Rule{r}); err != nil {
+			return err
+		}
+	}
+	ents, warns, err := compile.RuleEntries(&r, id, names, e.f.st.compileSets())
 	if err != nil {
 		return err
 	}

@@ -556,7 +556,11 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	}
 	logBurst := pick(opt.LogBurst, f.st.LogBurst)
 	lim := f.dp.Limits()
-	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.st.ifaceIndexes(), Sets: f.st.compileSets(),
+	names, err := f.st.ifaceNames()
+	if err != nil {
+		return nil, err
+	}
+	tables, warns, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: names.Attached, HostIfaces: names.Host, Sets: f.st.compileSets(),
 		LogRate: logRate, LogBurst: logBurst,
 		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
 	if err != nil {
@@ -588,6 +592,11 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		f.st.LogRate = logRate.String()
 	}
 	f.st.Malformed = malformed
+	// -m addrtype's table before the rules that read it
+	if err := refreshAddrTypes(f.dp, rs.Rules); err != nil {
+		*f.st = prev
+		return nil, err
+	}
 	if err := f.installTables(tables, recs, rs); err != nil {
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
 		f.st.CTTCPPickup, f.st.RejectGlobalRate = prev.CTTCPPickup, prev.RejectGlobalRate

@@ -3,6 +3,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -63,7 +64,12 @@ func openStore(p Paths, st *state) (*ruleStore, error) {
 			}
 			s.ov.Deleted = append(s.ov.Deleted, compile.Deletion{Base: x.Base, Copies: x.Copies})
 		}
-		ifaces, sets := st.ifaceIndexes(), st.compileSets()
+		ifaces, err := st.ifaceNames()
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		sets := st.compileSets()
 		for _, x := range d.Added {
 			r, err := parseRule(p.StateFile(), x.Rule, s.policies.Chains)
 			if err == nil && x.Anchor >= s.base.n {
@@ -253,6 +259,30 @@ func policyText(rs *rules.RuleSet) string {
 // (policyText): the policies and the raw table's rules.
 func policiesOf(rs *rules.RuleSet) *rules.RuleSet {
 	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw, Chains: rs.Chains}
+}
+
+// ifaceNames is what -i and -o names resolve against: the attached
+// interfaces (-i, OUTPUT's -o) and every interface of this host (FORWARD's
+// -o), as they are now.
+func (st *state) ifaceNames() (compile.Names, error) {
+	host, err := hostIfaces()
+	if err != nil {
+		return compile.Names{}, err
+	}
+	return compile.Names{Attached: st.ifaceIndexes(), Host: host}, nil
+}
+
+// hostIfaces maps the names of this host's interfaces to their ifindex.
+func hostIfaces() (map[string]uint32, error) {
+	list, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("listing the interfaces (for -o): %w", err)
+	}
+	out := make(map[string]uint32, len(list))
+	for _, i := range list {
+		out[i.Name] = uint32(i.Index)
+	}
+	return out, nil
 }
 
 // ifaceIndexes maps the attached interfaces' names to their ifindex (for

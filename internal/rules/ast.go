@@ -200,7 +200,7 @@ type ICMPMatch struct {
 	Invert bool
 }
 
-// IfaceMatch is -i NAME; a trailing '+' in iptables means prefix match.
+// IfaceMatch is -i NAME or -o NAME; a trailing '+' in iptables means prefix match.
 type IfaceMatch struct {
 	Name   string // without the trailing '+'
 	Prefix bool
@@ -249,6 +249,60 @@ type MarkMatch struct {
 	Invert      bool
 }
 
+// Packet types (-m pkttype --pkt-type), Linux's skb->pkt_type values
+// (PACKET_HOST, ...). PktHost, PktBroadcast and PktMulticast are enum
+// fw_pkttype in bpf/types.h.
+const (
+	PktHost      uint8 = 0 // "unicast": to this host
+	PktBroadcast uint8 = 1
+	PktMulticast uint8 = 2
+	PktOtherHost uint8 = 3 // to another host's MAC: the kernel drops such frames before iptables
+)
+
+// PktTypeMatch is -m pkttype --pkt-type TYPE.
+type PktTypeMatch struct {
+	Type   uint8 // PktHost, ...
+	Invert bool
+}
+
+// Address types of -m addrtype, as bits of AddrTypeMatch.Src/Dst: bit t is
+// Linux's route type t (RTN_UNSPEC = 0 ... RTN_XRESOLVE = 11), as in
+// xt_addrtype and enum fw_rtn in bpf/types.h.
+const (
+	AddrUnspec uint16 = 1 << iota
+	AddrUnicast
+	AddrLocal
+	AddrBroadcast
+	AddrAnycast
+	AddrMulticast
+	AddrBlackhole
+	AddrUnreachable
+	AddrProhibit
+	AddrThrow
+	AddrNAT
+	AddrXResolve
+	NumAddrTypes = iota
+)
+
+// AddrIPv4Only are the types ip6tables refuses (the kernel has no IPv6
+// broadcast, blackhole or prohibit, throw, nat, xresolve routes to tell).
+const AddrIPv4Only = AddrBroadcast | AddrBlackhole | AddrProhibit | AddrThrow | AddrNAT | AddrXResolve
+
+// The device --limit-iface-in / --limit-iface-out limit the types to.
+const (
+	LimitNone uint8 = iota
+	LimitIn         // the input device
+	LimitOut        // the output device
+)
+
+// AddrTypeMatch is -m addrtype: the source's and the destination's types
+// (0: not tested), each negatable, limited to a device or not.
+type AddrTypeMatch struct {
+	Src, Dst             uint16
+	SrcInvert, DstInvert bool
+	Limit                uint8 // LimitNone, LimitIn, LimitOut
+}
+
 // ProtoMatch is -p. Proto 0 with Invert=false is never stored: -p all means "no match".
 type ProtoMatch struct {
 	Proto  uint8
@@ -272,6 +326,9 @@ type Match struct {
 	Ports *PortMatch
 
 	InIface *IfaceMatch
+	// OutIface is -o: FORWARD's egress device (the one the kernel FIB
+	// names), OUTPUT's device (the one tc egress runs on). Not in INPUT.
+	OutIface *IfaceMatch
 
 	MACSrc *MACMatch
 	MACDst *MACMatch
@@ -289,6 +346,11 @@ type Match struct {
 
 	// Mark: -m mark --mark (OUTPUT only).
 	Mark *MarkMatch
+	// PktType: -m pkttype --pkt-type.
+	PktType *PktTypeMatch
+
+	// AddrType: -m addrtype.
+	AddrType *AddrTypeMatch
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.

@@ -30,6 +30,9 @@ func (m Match) ImpliedFamily() Family {
 		}
 		return FamilyIPv4
 	}
+	if a := m.AddrType; a != nil && (a.Src|a.Dst)&AddrIPv4Only != 0 {
+		return FamilyIPv4
+	}
 	return FamilyAny
 }
 

@@ -23,23 +23,24 @@ func (r Rule) String() string {
 // Spec returns the canonical text of the rule without the leading
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
-// -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), single
-// ports (--sport, --dport), -m multiport, --tcp-flags, ICMP type, -m limit,
-// -m comment, then -j and the target's options (--reject-with, --log,
-// --log-prefix or NFLOG's and ULOG's options, --log-level, --log-rate,
-// --log-burst).
+// -o, -s, -d, -p, -f, -m mac, -m set, -m conntrack, -m vlan, -m pkttype, a
+// bare -m tcp (udp, sctp, udplite), single ports (--sport, --dport), -m
+// multiport, --tcp-flags, ICMP type, -m limit, -m comment, then -j and the
+// target's options (--reject-with, --log, --log-prefix or NFLOG's and
+// ULOG's options, --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
 	var w specWriter
 	m := r.Match
 	if m.Family != FamilyAny && m.ImpliedFamily() == FamilyAny {
 		w.add(false, familyFlag(m.Family))
 	}
-	if i := m.InIface; i != nil {
-		name := i.Name
-		if i.Prefix {
-			name += "+"
+	for _, x := range []struct {
+		flag string
+		m    *IfaceMatch
+	}{{"-i", m.InIface}, {"-o", m.OutIface}} {
+		if i := x.m; i != nil {
+			w.add(i.Invert, x.flag, i.Text())
 		}
-		w.add(i.Invert, "-i", name)
 	}
 	if a := m.Src; a != nil {
 		w.add(a.Invert, "-s", a.Prefix.String())
@@ -82,6 +83,25 @@ func (r Rule) Spec() string {
 	if v := m.VLAN; v != nil {
 		w.add(false, "-m", "vlan")
 		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))
+	}
+	if a := m.AddrType; a != nil {
+		w.add(false, "-m", "addrtype")
+		if a.Src != 0 {
+			w.add(a.SrcInvert, "--src-type", formatAddrTypes(a.Src))
+		}
+		if a.Dst != 0 {
+			w.add(a.DstInvert, "--dst-type", formatAddrTypes(a.Dst))
+		}
+		switch a.Limit {
+		case LimitIn:
+			w.add(false, "--limit-iface-in")
+		case LimitOut:
+			w.add(false, "--limit-iface-out")
+		}
+	}
+	if t := m.PktType; t != nil {
+		w.add(false, "-m", "pkttype")
+		w.add(t.Invert, "--pkt-type", formatPktType(t.Type))
 	}
 	if m.L4Header && m.Proto != nil {
 		w.add(false, "-m", protoName(m.Proto.Proto))

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -161,24 +162,30 @@ func (p *ruleParser) protoText() string {
 
 // optInIface handles -i.
 func (p *ruleParser) optInIface(o optUse) *Error {
+	return p.iface(o, ChainOutput, &p.r.Match.InIface,
+		"OUTPUT sees locally generated packets, which have no input interface")
+}
+
+// optOutIface handles -o.
+func (p *ruleParser) optOutIface(o optUse) *Error {
+	return p.iface(o, ChainInput, &p.r.Match.OutIface,
+		"INPUT sees packets for this host, which have no output interface")
+}
+
+// iface handles -i and -o: refused in chain not (as iptables does:
+// "Can't use -o with INPUT"), else stored in *dst.
+func (p *ruleParser) iface(o optUse, not Chain, dst **IfaceMatch, why string) *Error {
 	a := o.args[0]
 	m, ve := parseIface(a.text)
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
-	if p.r.Chain == ChainOutput {
-		return p.errAt(o.opt, "", o.opt.text+" cannot be used in the OUTPUT chain",
-			"OUTPUT sees locally generated packets, which have no input interface")
+	if p.r.Chain == not {
+		return p.errAt(o.opt, "", fmt.Sprintf("%s cannot be used in the %s chain", o.opt.text, not), why)
 	}
 	m.Invert = o.invert
-	p.r.Match.InIface = &m
+	*dst = &m
 	return nil
-}
-
-// optOutIface rejects -o.
-func (p *ruleParser) optOutIface(o optUse) *Error {
-	return p.errAt(o.opt, "", o.opt.text+" is not supported: rules match the interface a packet arrives on (-i)",
-		"OUTPUT rules run at tc egress on every attached interface; attach only the interfaces OUTPUT is for")
 }
 
 // optMACSrc handles -m mac --mac-source.
@@ -323,6 +330,117 @@ func formatCTState(mask uint8) string {
 	return strings.Join(names, ",")
 }
 
+// pktTypeNames are the names of --pkt-type, canonical first (as
+// iptables-save prints them), then iptables' aliases; any case.
+var pktTypeNames = []struct {
+	name string
+	t    uint8
+}{{"unicast", PktHost}, {"broadcast", PktBroadcast}, {"multicast", PktMulticast}, {"otherhost", PktOtherHost},
+	{"host", PktHost}, {"bcast", PktBroadcast}, {"mcast", PktMulticast}}
+
+// optPktType handles -m pkttype --pkt-type.
+func (p *ruleParser) optPktType(o optUse) *Error {
+	a := o.args[0]
+	for _, n := range pktTypeNames {
+		if strings.EqualFold(a.text, n.name) {
+			p.r.Match.PktType = &PktTypeMatch{Type: n.t, Invert: o.invert}
+			return nil
+		}
+	}
+	return p.errAt(a, a.text, "unknown packet type", "types are unicast, broadcast, multicast and otherhost (aliases host, bcast, mcast)")
+}
+
+// formatPktType names a packet type as iptables-save does.
+func formatPktType(t uint8) string {
+	for _, n := range pktTypeNames {
+		if n.t == t {
+			return n.name
+		}
+	}
+	return strconv.Itoa(int(t))
+}
+
+// addrTypeNames are -m addrtype's types, bit t named at index t.
+var addrTypeNames = [NumAddrTypes]string{"UNSPEC", "UNICAST", "LOCAL", "BROADCAST", "ANYCAST", "MULTICAST",
+	"BLACKHOLE", "UNREACHABLE", "PROHIBIT", "THROW", "NAT", "XRESOLVE"}
+
+// optAddrType handles -m addrtype --src-type and --dst-type.
+func (p *ruleParser) optAddrType(o optUse) *Error {
+	a := o.args[0]
+	var mask uint16
+	off := 0
+	for name := range strings.SplitSeq(a.text, ",") {
+		i := slices.IndexFunc(addrTypeNames[:], func(n string) bool { return strings.EqualFold(n, name) })
+		if i < 0 {
+			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown address type",
+				hint: "types are " + strings.Join(addrTypeNames[:], ", ") + ", separated by commas"})
+		}
+		mask |= 1 << i
+		off += len(name) + 1
+	}
+	if mask&AddrIPv4Only != 0 {
+		if err := p.setFamily(FamilyIPv4, a, a.text, o.opt.text+" "+a.text+" (IPv4 only)", o.opt.text+" "+a.text+" (IPv4)"); err != nil {
+			err.Hint = "ip6tables refuses BROADCAST, BLACKHOLE, PROHIBIT, THROW, NAT and XRESOLVE: IPv6 has no such addresses"
+			return err
+		}
+	}
+	if p.r.Match.AddrType == nil {
+		p.r.Match.AddrType = &AddrTypeMatch{}
+	}
+	m := p.r.Match.AddrType
+	if o.opt.text == "--src-type" {
+		m.Src, m.SrcInvert = mask, o.invert
+	} else {
+		m.Dst, m.DstInvert = mask, o.invert
+	}
+	return nil
+}
+
+// optAddrLimit handles --limit-iface-in and --limit-iface-out.
+func (p *ruleParser) optAddrLimit(o optUse) *Error {
+	limit, not := LimitIn, ChainOutput
+	if o.opt.text == "--limit-iface-out" {
+		limit, not = LimitOut, ChainInput
+	}
+	if p.r.Chain == not {
+		return p.errAt(o.opt, "", fmt.Sprintf("%s cannot be used in the %s chain", o.opt.text, not),
+			fmt.Sprintf("%s packets have no %s interface (the kernel refuses it)", not, map[uint8]string{LimitIn: "input", LimitOut: "output"}[limit]))
+	}
+	if p.r.Match.AddrType == nil {
+		p.r.Match.AddrType = &AddrTypeMatch{}
+	}
+	p.r.Match.AddrType.Limit = limit
+	return nil
+}
+
+// checkAddrType checks a rule's -m addrtype once it is read: a type to
+// test, and (IPv6) no UNREACHABLE.
+func (p *ruleParser) checkAddrType(at token) *Error {
+	m := p.r.Match.AddrType
+	if m == nil || m.Src == 0 && m.Dst == 0 {
+		return p.errAt(at, "", "-m addrtype needs --src-type or --dst-type", "")
+	}
+	if (m.Src|m.Dst)&AddrUnreachable != 0 && p.fam != FamilyIPv4 && p.opt.Family != FamilyIPv4 {
+		return p.errAt(at, "", "-m addrtype UNREACHABLE is supported in IPv4 rules only",
+			"for IPv6 it takes a route lookup per packet that xdpfw's classifier cannot make; add -4 (docs/compat.md)")
+	}
+	return nil
+}
+
+// AddrTypeNames lists the address types, type t at index t.
+func AddrTypeNames() []string { return slices.Clone(addrTypeNames[:]) }
+
+// formatAddrTypes prints a type mask as iptables-save does.
+func formatAddrTypes(mask uint16) string {
+	var names []string
+	for i, n := range addrTypeNames {
+		if mask&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
 // optFragment handles -f.
 func (p *ruleParser) optFragment(o optUse) *Error {
 	if err := p.setFamily(FamilyIPv4, o.opt, "", "-f (IPv4 fragments)", "-f (IPv4)"); err != nil {
@@ -385,9 +503,13 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 		p.comment = &o.opt
 		fallthrough
-	case "multiport", "mac", "vlan", "set", "conntrack", "state", "mark":
+	case "multiport", "mac", "vlan", "set", "conntrack", "state", "mark", "pkttype", "addrtype":
 		if name == "mark" && p.r.Chain != ChainOutput {
-			return p.errAt(a, name, "-m mark in "+p.r.Chain.String()+" is not supported: "+whyMarkMatch, hintMarkMatch)
+			return p.errAt(a, name, "-m mark in "+p.r.ChainName()+" is not supported: "+whyMarkMatch, hintMarkMatch)
+		}
+		if name == "addrtype" && p.modules[name] == nil {
+			at := o.opt
+			p.checks = append(p.checks, func() *Error { return p.checkAddrType(at) })
 		}
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}

@@ -53,7 +53,8 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "-i", nargs: 1, usage: name + " NAME[+]", negatable: true,
 			parse: (*ruleParser).optInIface}, true
 	case "-o", "--out-interface":
-		return optSpec{negatable: true, parse: (*ruleParser).optOutIface}, true
+		return optSpec{slot: "-o", nargs: 1, usage: name + " NAME[+]", negatable: true,
+			parse: (*ruleParser).optOutIface}, true
 	case "--mac-source":
 		return optSpec{slot: name, nargs: 1, usage: name + " XX:XX:XX:XX:XX:XX", negatable: true,
 			module: "mac", parse: (*ruleParser).optMACSrc}, true
@@ -106,6 +107,14 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: name, nargs: 1, usage: "--mask NETMASK", module: "recent", parse: (*ruleParser).optRecentMask}, true
 	case "--reap", "--rttl":
 		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentUnsupported}, true
+	case "--pkt-type":
+		return optSpec{slot: name, nargs: 1, usage: "--pkt-type unicast|broadcast|multicast", negatable: true,
+			module: "pkttype", parse: (*ruleParser).optPktType}, true
+	case "--src-type", "--dst-type":
+		return optSpec{slot: name, nargs: 1, usage: name + " TYPE[,TYPE...]", negatable: true,
+			module: "addrtype", parse: (*ruleParser).optAddrType}, true
+	case "--limit-iface-in", "--limit-iface-out":
+		return optSpec{slot: "--limit-iface", usage: name, module: "addrtype", parse: (*ruleParser).optAddrLimit}, true
 	case "--comment":
 		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -167,10 +176,14 @@ func moduleOptions(module string) (string, bool) {
 		return "--mark VALUE[/MASK]", true
 	case "state":
 		return "--state", true
+	case "pkttype":
+		return "--pkt-type", true
+	case "addrtype":
+		return "--src-type or --dst-type", true
 	}
 	return "", false
 }
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), limit, recent"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), limit, recent, mark (OUTPUT), pkttype, addrtype"

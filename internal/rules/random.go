@@ -27,9 +27,9 @@ var (
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
-// DROP and (rarely) REJECT; LOG, NFLOG and ULOG rules and --log, with log options; sometimes a raw table
-// (NOTRACK rules). Values mostly come from small pools so that
+// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -o (FORWARD); -m pkttype; -m addrtype; -f;
+// connection states; the verdicts ACCEPT, DROP and (rarely) REJECT; LOG, NFLOG and ULOG rules and --log,
+// with log options; sometimes a raw table (NOTRACK rules). Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
 func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
@@ -130,7 +130,86 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 			rs.Raw = append(rs.Raw, randomRawRule(rr))
 		}
 	}
+	// -m pkttype on some rules, from a stream of its own too.
+	pt := rand.New(rand.NewPCG(r.Uint64(), 0x97))
+	for i := range rs.Rules {
+		if chance(pt, RandomPktTypePercent) {
+			rs.Rules[i].Match.PktType = &PktTypeMatch{Type: uint8(pt.IntN(4)), Invert: chance(pt, 30)}
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
+	// -m addrtype on some rules, from a stream of its own too.
+	at := rand.New(rand.NewPCG(r.Uint64(), 0xad))
+	for i := range rs.Rules {
+		if chance(at, RandomAddrTypePercent) {
+			randomAddrType(at, &rs.Rules[i])
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
+	// -o on some FORWARD rules, from a stream of its own too.
+	oif := rand.New(rand.NewPCG(r.Uint64(), 0x0f))
+	for i := range rs.Rules {
+		if rs.Rules[i].Chain == ChainForward && chance(oif, RandomOutIfacePercent) {
+			rs.Rules[i].Match.OutIface = randomIfaceMatch(oif)
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 	return rs
+}
+
+// RandomPktTypePercent is how often RandomRuleSet gives a rule -m pkttype
+// (0: never).
+var RandomPktTypePercent = 8
+
+// RandomAddrTypePercent is how often RandomRuleSet gives a rule -m
+// addrtype (0: never).
+var RandomAddrTypePercent = 8
+
+// randomAddrType gives rule a random -m addrtype its family allows.
+func randomAddrType(r *rand.Rand, rule *Rule) {
+	m := &rule.Match
+	types := func() uint16 {
+		var mask uint16
+		for mask == 0 {
+			for t := range NumAddrTypes {
+				if chance(r, 20) {
+					mask |= 1 << t
+				}
+			}
+			if m.Family != FamilyIPv4 {
+				mask &^= AddrIPv4Only | AddrUnreachable
+			}
+		}
+		return mask
+	}
+	a := &AddrTypeMatch{}
+	if chance(r, 60) {
+		a.Src, a.SrcInvert = types(), chance(r, 25)
+	}
+	if a.Src == 0 || chance(r, 40) {
+		a.Dst, a.DstInvert = types(), chance(r, 25)
+	}
+	if chance(r, 30) {
+		a.Limit = LimitIn
+		if rule.Chain == ChainForward && chance(r, 50) {
+			a.Limit = LimitOut
+		}
+	}
+	m.AddrType = a
+}
+
+// RandomOutIfacePercent is how often RandomRuleSet gives a FORWARD rule
+// -o (0: never, for tests whose packets have no output device).
+var RandomOutIfacePercent = 30
+
+// randomIfaceMatch is a random -i or -o.
+func randomIfaceMatch(r *rand.Rand) *IfaceMatch {
+	name := pick(r, randomIface[:])
+	i := &IfaceMatch{Name: name, Invert: chance(r, 20)}
+	if name[len(name)-1] == '+' {
+		i.Name, i.Prefix = name[:len(name)-1], true
+	}
+	return i
 }
 
 // RandomRule returns one random, valid rule (see RandomRuleSet).
@@ -161,12 +240,7 @@ func RandomRule(r *rand.Rand) Rule {
 		m.Fragment = &frag
 	}
 	if chance(r, 25) {
-		name := pick(r, randomIface[:])
-		i := &IfaceMatch{Name: name, Invert: chance(r, 20)}
-		if name[len(name)-1] == '+' {
-			i.Name, i.Prefix = name[:len(name)-1], true
-		}
-		m.InIface = i
+		m.InIface = randomIfaceMatch(r)
 	}
 	if chance(r, 10) {
 		m.MACSrc = &MACMatch{Addr: pick(r, randomMAC[:]), Invert: chance(r, 20)}

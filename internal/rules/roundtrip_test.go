@@ -254,10 +254,27 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 			mark(i.Prefix, "iface prefix")
 			mark(i.Invert, "! iface")
 		}
+		if o := m.OutIface; o != nil {
+			mark(r.Chain == ChainForward, "-o")
+			mark(o.Prefix, "-o prefix")
+			mark(o.Invert, "! -o")
+		}
 		mark(m.MACSrc != nil, "mac src")
 		mark(m.MACDst != nil, "mac dst")
 		mark(m.MACSrc != nil && m.MACSrc.Invert, "! mac")
 		mark(m.VLAN != nil, "vlan")
+		if a := m.AddrType; a != nil {
+			mark(a.Src != 0, "--src-type")
+			mark(a.Dst != 0, "--dst-type")
+			mark(a.SrcInvert || a.DstInvert, "! addrtype")
+			mark(a.Limit == LimitIn, "--limit-iface-in")
+			mark(a.Limit == LimitOut, "--limit-iface-out")
+			mark((a.Src|a.Dst)&AddrIPv4Only != 0, "addrtype IPv4 only")
+		}
+		if t := m.PktType; t != nil {
+			mark(true, "pkttype "+formatPktType(t.Type))
+			mark(t.Invert, "! pkttype")
+		}
 		mark(m.VLAN != nil && m.VLAN.Invert, "! vlan")
 		mark(m.Fragment != nil && *m.Fragment, "-f")
 		mark(m.Fragment != nil && !*m.Fragment, "! -f")
@@ -281,9 +298,10 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"proto tcp", "proto udp", "proto icmp", "proto ipv6-icmp", "proto sctp", "proto udplite", "! -p",
 		"single port", "port range", "multiport", "! port", "--ports", "--syn", "--tcp-flags", "! tcp flags",
 		"icmp any", "icmp code", "icmp type", "! icmp", "icmpv6",
-		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
+		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface", "-o", "-o prefix", "! -o",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
-		"ctstate", "! ctstate",
+		"ctstate", "! ctstate", "pkttype unicast", "pkttype broadcast", "pkttype multicast", "pkttype otherhost", "! pkttype",
+		"--src-type", "--dst-type", "! addrtype", "--limit-iface-in", "--limit-iface-out", "addrtype IPv4 only",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {

@@ -253,6 +253,14 @@ func parseIface(s string) (IfaceMatch, *valueErr) {
 	return m, nil
 }
 
+// Text is the name as written: with the trailing '+' of a prefix.
+func (m IfaceMatch) Text() string {
+	if m.Prefix {
+		return m.Name + "+"
+	}
+	return m.Name
+}
+
 // tcpFlagNames lists the nameable TCP flags in the order iptables prints them.
 var tcpFlagNames = [...]struct {
 	name string

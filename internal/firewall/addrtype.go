@@ -1,0 +1,99 @@
+package firewall
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// LocalRoutes reads this host's local routing table (table 255, both
+// families): its local, broadcast and anycast addresses, which -m addrtype
+// decides on as the kernel's xt_addrtype does. Of two routes of one
+// prefix (one address on two devices) the first the kernel lists is kept,
+// as its lookup finds it first.
+func LocalRoutes() ([]compile.AddrRoute, error) {
+	var out []compile.AddrRoute
+	seen := map[netip.Prefix]bool{}
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		list, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, fmt.Errorf("reading the local routing table (for -m addrtype): %w", err)
+		}
+		for _, r := range list {
+			if r.Dst == nil || r.Type < 0 || r.Type >= rules.NumAddrTypes {
+				continue
+			}
+			pfx, ok := netip.AddrFromSlice(r.Dst.IP)
+			if !ok {
+				continue
+			}
+			if fam == netlink.FAMILY_V4 {
+				pfx = pfx.Unmap()
+			}
+			bits, _ := r.Dst.Mask.Size()
+			p := netip.PrefixFrom(pfx, bits).Masked()
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			idx := r.LinkIndex
+			if idx == 0 && len(r.MultiPath) > 0 {
+				idx = r.MultiPath[0].LinkIndex
+			}
+			ar := compile.AddrRoute{Prefix: p, Type: uint8(r.Type), Ifindex: uint32(idx)}
+			if l, err := net.InterfaceByIndex(idx); err == nil {
+				ar.Dev = l.Name
+			}
+			out = append(out, ar)
+		}
+	}
+	return out, nil
+}
+
+// usesAddrType reports whether a rule of rs has -m addrtype.
+func usesAddrType(rs []rules.Rule) bool {
+	for i := range rs {
+		if rs[i].Match.AddrType != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshAddrTypes writes the local routing table into the data plane
+// (datapath.SetAddrTypes). It fails only where it matters: when rs has a
+// rule with -m addrtype, which would otherwise decide on a stale table.
+func refreshAddrTypes(dp *datapath.Datapath, rs []rules.Rule) error {
+	routes, err := LocalRoutes()
+	if err == nil {
+		err = dp.SetAddrTypes(routes)
+	}
+	if err != nil && usesAddrType(rs) {
+		return err
+	}
+	return nil
+}
+
+// RefreshAddrTypes brings the data plane's copy of the local routing
+// table up to date (the daemon calls it when the kernel's changes), with
+// no lock: it changes no rule, and the last writer writes the table as it
+// is then.
+func RefreshAddrTypes(p Paths) error {
+	dp, err := datapath.Open(p.PinDir)
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
+	routes, err := LocalRoutes()
+	if err != nil {
+		return err
+	}
+	return dp.SetAddrTypes(routes)
+}
