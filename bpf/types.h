@@ -97,6 +97,9 @@ enum fw_dim {
 	FW_D_ICMP,        /* type << 8 | code */
 	FW_D_FLAGS,       /* FW_KEY_FRAG | FW_KEY_L4 */
 	FW_D_CTSTATE,     /* enum fw_ct_state */
+	FW_D_LEN,         /* IPv4 total length; IPv6 payload length + 40 (-m length) */
+	FW_D_TTL,         /* IPv4 TTL, IPv6 hop limit */
+	FW_D_TOS,         /* IPv4 TOS, IPv6 traffic class: DSCP << 2 | ECN */
 	FW_NUM_DIMS,
 };
 #define FW_KEY_FRAG      1
@@ -143,7 +146,9 @@ struct fw_pkt {
 	__u16 l4_off;      /* offset of the L4 header from the frame start, with FW_PKT_L4 */
 	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
 	__u8  l3_off;      /* offset of the IP header from the frame start */
-	__u8  _pad[3];
+	__u8  ttl;         /* IPv4 TTL, IPv6 hop limit */
+	__u8  tos;         /* IPv4 TOS, IPv6 traffic class */
+	__u8  _pad;
 };
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -186,9 +191,17 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_SRCSET   (1u << 15) /* source address in set src_set */
 #define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
 #define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
+#define FW_M_LEN      (1u << 18) /* l3_len in [len_lo, len_hi] (-m length) */
+#define FW_M_TTL      (1u << 19) /* ttl in [ttl_lo, ttl_hi] (-m ttl, -m hl) */
+#define FW_M_TOS      (1u << 20) /* (tos & tos_mask) == tos_cmp (-m dscp, -m tos) */
+#define FW_M_ECNIP    (1u << 21) /* (tos & 3) == ecn_ip (-m ecn --ecn-ip-ect) */
+#define FW_M_ECNTCP   (1u << 22) /* (tcp_flags & ecn_mask) == ecn_cmp (never inverted; -m ecn --ecn-tcp-ece/cwr) */
+#define FW_M_SRCRANGE (1u << 23) /* source address in [srange_lo, srange_hi] (-m iprange) */
+#define FW_M_DSTRANGE (1u << 24) /* destination address in [drange_lo, drange_hi] */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
-#define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
+#define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR | \
+		       FW_M_ECNTCP)
 
 /* Key ranges an entry's compact form holds at most (fw_entry.rdim). */
 #define FW_RANGES_MAX 6
@@ -207,6 +220,17 @@ struct fw_entry {
 	__u32 rule_id;     /* index into fw_rule_stats */
 	__u32 src_set;     /* set ids (fw_sets), with FW_M_SRCSET / FW_M_DSTSET */
 	__u32 dst_set;
+	/* Address ranges (-m iprange), with FW_M_SRCRANGE / FW_M_DSTRANGE: the
+	 * address as a 128-bit host-order number, most significant half first
+	 * (IPv4: the address << 32 in [0], [1] zero), lo and hi inclusive. */
+	__u64 srange_lo[2], srange_hi[2];
+	__u64 drange_lo[2], drange_hi[2];
+	__u16 len_lo, len_hi; /* with FW_M_LEN */
+	__u8  ttl_lo, ttl_hi; /* with FW_M_TTL */
+	__u8  tos_mask, tos_cmp; /* with FW_M_TOS */
+	__u8  ecn_ip;         /* with FW_M_ECNIP */
+	__u8  ecn_mask, ecn_cmp; /* with FW_M_ECNTCP: TCP's ECE (0x40) and CWR (0x80) bits */
+	__u8  _pad1;
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];

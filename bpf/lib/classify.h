@@ -143,6 +143,15 @@ static __always_inline int fw_in_set(__u32 id, const __u64 *addr)
 	return bpf_map_lookup_elem(&fw_sets, &k) != NULL;
 }
 
+/* fw_in_range: is addr (16 bytes, network order, IPv4 in the first 4) in
+ * [lo, hi] (fw_entry's srange/drange: 128-bit host-order numbers)? */
+static __always_inline int fw_in_range(const __u64 *addr, const __u64 *lo, const __u64 *hi)
+{
+	__u64 a0 = bpf_be64_to_cpu(addr[0]), a1 = bpf_be64_to_cpu(addr[1]);
+
+	return (a0 > lo[0] || (a0 == lo[0] && a1 >= lo[1])) && (a0 < hi[0] || (a0 == hi[0] && a1 <= hi[1]));
+}
+
 #define FW_TEST(bit, cond)                                             \
 	if ((m & (bit)) && (!!(cond)) == !!(inv & (bit)))              \
 		return 0
@@ -179,6 +188,14 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_FRAG, p->flags & FW_PKT_FRAG);
 	if ((m & FW_M_CTSTATE) && !(e->ctstate & (1u << p->ctstate)))
 		return 0;
+	FW_TEST(FW_M_LEN, p->l3_len >= e->len_lo && p->l3_len <= e->len_hi);
+	FW_TEST(FW_M_TTL, p->ttl >= e->ttl_lo && p->ttl <= e->ttl_hi);
+	FW_TEST(FW_M_TOS, (p->tos & e->tos_mask) == e->tos_cmp);
+	FW_TEST(FW_M_ECNIP, (p->tos & 3) == e->ecn_ip);
+	if ((m & FW_M_ECNTCP) && (p->tcp_flags & e->ecn_mask) != e->ecn_cmp)
+		return 0;
+	FW_TEST(FW_M_SRCRANGE, fw_in_range(p->src, e->srange_lo, e->srange_hi));
+	FW_TEST(FW_M_DSTRANGE, fw_in_range(p->dst, e->drange_lo, e->drange_hi));
 	/* set lookups last: the cheap tests above usually decide first */
 	FW_TEST(FW_M_SRCSET, fw_in_set(e->src_set, p->src));
 	FW_TEST(FW_M_DSTSET, fw_in_set(e->dst_set, p->dst));
@@ -223,6 +240,9 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	_Static_assert(FW_PKT_FRAG == FW_KEY_FRAG && FW_PKT_L4 == FW_KEY_L4, "fw_key masks the flags");
 	k[FW_D_FLAGS] = p->flags & (FW_PKT_FRAG | FW_PKT_L4);
 	k[FW_D_CTSTATE] = p->ctstate;
+	k[FW_D_LEN] = p->l3_len;
+	k[FW_D_TTL] = p->ttl;
+	k[FW_D_TOS] = p->tos;
 }
 
 /* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */

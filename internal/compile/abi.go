@@ -196,6 +196,13 @@ const (
 	MSrcSet   uint32 = 1 << 15
 	MDstSet   uint32 = 1 << 16
 	MCTState  uint32 = 1 << 17
+	MLen      uint32 = 1 << 18
+	MTTL      uint32 = 1 << 19
+	MTOS      uint32 = 1 << 20
+	MECNIP    uint32 = 1 << 21
+	MECNTCP   uint32 = 1 << 22
+	MSrcRange uint32 = 1 << 23
+	MDstRange uint32 = 1 << 24
 )
 
 // Root flags (FW_ROOT_*).

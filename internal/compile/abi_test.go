@@ -92,7 +92,8 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_M_SPORT": MSPort, "FW_M_DPORT": MDPort, "FW_M_IFINDEX": MIfindex, "FW_M_MACSRC": MMACSrc,
 		"FW_M_MACDST": MMACDst, "FW_M_TCPFLAGS": MTCPFlags, "FW_M_ICMPTYPE": MICMPType, "FW_M_ICMPCODE": MICMPCode,
 		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr, "FW_M_SRCSET": MSrcSet,
-		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState,
+		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_LEN": MLen, "FW_M_TTL": MTTL, "FW_M_TOS": MTOS,
+		"FW_M_ECNIP": MECNIP, "FW_M_ECNTCP": MECNTCP, "FW_M_SRCRANGE": MSrcRange, "FW_M_DSTRANGE": MDstRange,
 	} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)
@@ -140,7 +141,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	}
 	wantDims := []string{"FW_D_SRC0", "FW_D_SRC1", "FW_D_SRC2", "FW_D_SRC3", "FW_D_DST0", "FW_D_DST1", "FW_D_DST2", "FW_D_DST3",
 		"FW_D_SPORT", "FW_D_DPORT", "FW_D_PROTO", "FW_D_IFINDEX", "FW_D_VLAN", "FW_D_MACSRC_HI", "FW_D_MACSRC_LO",
-		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_NUM_DIMS"}
+		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_D_LEN", "FW_D_TTL", "FW_D_TOS", "FW_NUM_DIMS"}
 	if strings.Join(dnames, ",") != strings.Join(wantDims, ",") || len(wantDims)-1 != NumDims {
 		t.Errorf("enum fw_dim is %v; Go mirrors %v (NumDims %d)", dnames, wantDims, NumDims)
 	}

@@ -281,6 +281,13 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		base.CTState = mask
 	}
 
+	if w, err := headerTests(m, &base, test); err != nil || w != "" {
+		if w != "" {
+			warn = append(warn, w)
+		}
+		return nil, warn, err
+	}
+
 	// A port test needs the L4 header even when its ranges cover every
 	// port (iptables: no header, no match), so say so explicitly; so does a
 	// bare -m tcp.
@@ -345,6 +352,78 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		out = append(out, e)
 	}
 	return out, warn, nil
+}
+
+// headerTests turns on the tests of the header matches (-m iprange,
+// length, ttl/hl, dscp, tos, ecn) in base. A rule they leave matching
+// nothing returns why, as a warning (and no entries).
+func headerTests(m *rules.Match, base *Entry, test func(bit uint32, invert bool)) (never string, err error) {
+	for _, r := range []struct {
+		m   *rules.IPRangeMatch
+		bit uint32
+		dst *AddrRange
+	}{{m.SrcRange, MSrcRange, &base.SrcRange}, {m.DstRange, MDstRange, &base.DstRange}} {
+		if r.m == nil {
+			continue
+		}
+		if r.m.To.Less(r.m.From) && !r.m.Invert {
+			return fmt.Sprintf("the range %s-%s is reversed; the rule never matches", r.m.From, r.m.To), nil
+		}
+		test(r.bit, r.m.Invert)
+		*r.dst = NewAddrRange(r.m.From, r.m.To)
+	}
+	if l := m.Length; l != nil {
+		if l.Min > l.Max && !l.Invert {
+			return fmt.Sprintf("--length %d:%d is reversed; the rule never matches", l.Min, l.Max), nil
+		}
+		test(MLen, l.Invert)
+		base.LenLo, base.LenHi = l.Min, l.Max
+	}
+	if t := m.TTL; t != nil {
+		lo, hi, negated, ok := t.Range()
+		if !ok {
+			return "its TTL (hop limit) test leaves no value; the rule never matches", nil
+		}
+		test(MTTL, negated)
+		base.TTLLo, base.TTLHi = lo, hi
+	}
+	// -m dscp and -m tos test the same byte: one test when both are
+	// plain (the bits both fix must agree)
+	var tos *rules.TOSMatch
+	if d := m.DSCP; d != nil {
+		tos = &rules.TOSMatch{Value: d.Value << 2, Mask: 0xfc, Invert: d.Invert}
+	}
+	if t := m.TOS; t != nil {
+		switch {
+		case tos == nil:
+			tos = t
+		case tos.Invert || t.Invert:
+			return "", errors.New("-m dscp and -m tos in one rule, one of them negated: not supported; " +
+				"write the test on the whole byte as one -m tos --tos VALUE/MASK")
+		case (tos.Value^t.Value)&tos.Mask&t.Mask != 0:
+			return "its -m dscp and -m tos tests disagree; the rule never matches", nil
+		default:
+			tos = &rules.TOSMatch{Value: tos.Value&tos.Mask | t.Value&t.Mask, Mask: tos.Mask | t.Mask}
+		}
+	}
+	if tos != nil {
+		if tos.Value&^tos.Mask != 0 && !tos.Invert {
+			return fmt.Sprintf("--tos 0x%02x/0x%02x sets bits outside its mask; the rule never matches", tos.Value, tos.Mask), nil
+		}
+		test(MTOS, tos.Invert)
+		base.TOSMask, base.TOSCmp = tos.Mask, tos.Value
+	}
+	if e := m.ECN; e != nil {
+		if e.IPECT >= 0 {
+			test(MECNIP, e.IPInvert)
+			base.ECNIP = uint8(e.IPECT)
+		}
+		if e.TCPMask != 0 {
+			test(MECNTCP, false)
+			base.ECNMask, base.ECNCmp = e.TCPMask, e.TCPComp
+		}
+	}
+	return "", nil
 }
 
 // portAlts turns a port match into alternatives; an inverted set becomes

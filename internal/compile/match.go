@@ -87,6 +87,13 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MVLAN, p.Tagged && p.VLAN == e.VLAN) &&
 		test(MFrag, p.Fragment) &&
 		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
+		test(MLen, p.Len >= uint32(e.LenLo) && p.Len <= uint32(e.LenHi)) &&
+		test(MTTL, p.TTL >= e.TTLLo && p.TTL <= e.TTLHi) &&
+		test(MTOS, p.TOS&e.TOSMask == e.TOSCmp) &&
+		test(MECNIP, p.TOS&3 == e.ECNIP) &&
+		test(MECNTCP, p.TCPFlags&e.ECNMask == e.ECNCmp) &&
+		test(MSrcRange, e.SrcRange.Contains(p.Src)) &&
+		test(MDstRange, e.DstRange.Contains(p.Dst)) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
 		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst))
 }

@@ -26,6 +26,12 @@ type RefPacket struct {
 	VLAN     uint16 // outermost VID when Tagged
 	Fragment bool   // a non-first fragment
 	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
+	// Len is the IP length as -m length reads it: IPv4's total length,
+	// IPv6's payload length + 40 (the header). TTL is the IPv4 TTL or IPv6
+	// hop limit, TOS the IPv4 TOS or IPv6 traffic class byte.
+	Len uint32
+	TTL uint8
+	TOS uint8
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
 }
@@ -212,6 +218,9 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	if c := m.CTState; c != nil && (c.Mask&(1<<p.CTState) != 0) == c.Invert {
 		return false
 	}
+	if !headerMatches(m, &p) {
+		return false
+	}
 	for _, s := range []struct {
 		sm *rules.SetMatch
 		a  netip.Addr
@@ -222,6 +231,45 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		set, ok := p.Sets[s.sm.Name]
 		// a set holds one family: a rule using it never matches the other
 		if !ok || set.Family != p.family() || set.Contains(s.a) == s.sm.Invert {
+			return false
+		}
+	}
+	return true
+}
+
+// headerMatches is the header matches' part of Matches, as the kernel's
+// xt_iprange, xt_length, ipt_ttl / ip6t_hl, xt_dscp, xt_tos and xt_ecn
+// read the packet.
+func headerMatches(m *rules.Match, p *RefPacket) bool {
+	for _, r := range []struct {
+		m *rules.IPRangeMatch
+		a netip.Addr
+	}{{m.SrcRange, p.Src}, {m.DstRange, p.Dst}} {
+		if r.m != nil && (r.m.From.Compare(r.a) <= 0 && r.a.Compare(r.m.To) <= 0) == r.m.Invert {
+			return false
+		}
+	}
+	if l := m.Length; l != nil && (p.Len >= uint32(l.Min) && p.Len <= uint32(l.Max)) == l.Invert {
+		return false
+	}
+	if t := m.TTL; t != nil {
+		ok := map[rules.TTLOp]bool{rules.TTLEq: p.TTL == t.Value, rules.TTLNe: p.TTL != t.Value,
+			rules.TTLLt: p.TTL < t.Value, rules.TTLGt: p.TTL > t.Value}[t.Op]
+		if !ok {
+			return false
+		}
+	}
+	if d := m.DSCP; d != nil && (p.TOS>>2 == d.Value) == d.Invert {
+		return false
+	}
+	if t := m.TOS; t != nil && (p.TOS&t.Mask == t.Value) == t.Invert {
+		return false
+	}
+	if e := m.ECN; e != nil {
+		if e.IPECT >= 0 && (p.TOS&3 == uint8(e.IPECT)) == e.IPInvert {
+			return false
+		}
+		if p.TCPFlags&e.TCPMask != e.TCPComp {
 			return false
 		}
 	}

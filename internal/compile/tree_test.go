@@ -202,7 +202,48 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 	if !p.L4 {
 		p.SPort, p.DPort, p.TCPFlags, p.ICMPType, p.ICMPCode = 0, 0, 0, 0, 0
 	}
+	refHeader(r, m, &p)
 	return p
+}
+
+// refHeader draws p's header fields (-m iprange, length, ttl, dscp, tos,
+// ecn) at or near m's bounds half the time.
+func refHeader(r *rand.Rand, m *rules.Match, p *RefPacket) {
+	near := func(lo, hi uint32) uint32 {
+		return []uint32{lo, hi, lo - 1, hi + 1, lo + uint32(r.IntN(3))}[r.IntN(5)]
+	}
+	for _, x := range []struct {
+		m *rules.IPRangeMatch
+		a *netip.Addr
+	}{{m.SrcRange, &p.Src}, {m.DstRange, &p.Dst}} {
+		if x.m != nil && r.IntN(2) == 0 {
+			a := []netip.Addr{x.m.From, x.m.To, x.m.From.Prev(), x.m.To.Next()}[r.IntN(4)]
+			if a.IsValid() {
+				*x.a = a
+			}
+		}
+	}
+	p.Len, p.TTL, p.TOS = uint32(20+r.IntN(100)), uint8(r.UintN(256)), uint8(r.UintN(256))
+	if l := m.Length; l != nil && r.IntN(2) == 0 {
+		p.Len = near(uint32(l.Min), uint32(l.Max)) & 0xffff
+	}
+	if t := m.TTL; t != nil && r.IntN(2) == 0 {
+		p.TTL = uint8(near(uint32(t.Value), uint32(t.Value)))
+	}
+	switch {
+	case m.DSCP != nil && r.IntN(2) == 0:
+		p.TOS = m.DSCP.Value<<2 | p.TOS&3
+	case m.TOS != nil && r.IntN(2) == 0:
+		p.TOS = m.TOS.Value | p.TOS&^m.TOS.Mask
+	}
+	if e := m.ECN; e != nil && r.IntN(2) == 0 {
+		if e.IPECT >= 0 {
+			p.TOS = p.TOS&^3 | uint8(e.IPECT)
+		}
+		if p.L4 {
+			p.TCPFlags = p.TCPFlags&^e.TCPMask | e.TCPComp
+		}
+	}
 }
 
 // builtTree is one tree as buildTrees made it: the binary tree and the fat

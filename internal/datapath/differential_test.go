@@ -267,6 +267,10 @@ func refPacket(p *packet.Packet, iface string) compile.RefPacket {
 	rp := compile.RefPacket{
 		Chain: rules.ChainInput, InIface: iface, Src: p.Src, Dst: p.Dst, Proto: p.Proto,
 		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0,
+		Len: uint32(ipLen(p)), TTL: p.TTL, TOS: p.TOS,
+	}
+	if rp.TTL == 0 {
+		rp.TTL = packet.DefaultTTL
 	}
 	if len(p.VLANs) > 0 {
 		rp.Tagged, rp.VLAN = true, p.VLANs[0]
@@ -395,6 +399,7 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 			p.IPv6Ext = append(p.IPv6Ext, packet.ExtHdr{Type: pick(r, []uint8{0, 43, 60}), Len: 8 * (1 + r.IntN(3))})
 		}
 	}
+	genHeader(r, m, p)
 	iface := pick(r, ifaces)
 	if m.InIface != nil && !m.InIface.Invert && chance(r, 70) {
 		for _, n := range ifaces {
@@ -404,6 +409,62 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 		}
 	}
 	return p, iface
+}
+
+// ipLen is the length of p's IP packet as -m length reads it (IPv4: the
+// total length; IPv6: the payload length + 40).
+func ipLen(p *packet.Packet) int {
+	if p.PadTo60 {
+		panic("ipLen: a padded frame")
+	}
+	return len(p.Bytes()) - 14 - 4*len(p.VLANs)
+}
+
+// genHeader draws p's header fields (TTL, TOS, length, and addresses for
+// -m iprange) at or near m's bounds most of the time.
+func genHeader(r *rand.Rand, m *rules.Match, p *packet.Packet) {
+	near := func(lo, hi int) int { return pick(r, []int{lo, hi, lo - 1, hi + 1, lo + r.IntN(3)}) }
+	for _, x := range []struct {
+		m *rules.IPRangeMatch
+		a *netip.Addr
+	}{{m.SrcRange, &p.Src}, {m.DstRange, &p.Dst}} {
+		if x.m != nil && chance(r, 60) {
+			if a := pick(r, []netip.Addr{x.m.From, x.m.To, x.m.From.Prev(), x.m.To.Next()}); a.IsValid() {
+				*x.a = a
+			}
+		}
+	}
+	p.TTL = pick(r, []uint8{1, 2, 63, 64, 65, 128, 254, 255, uint8(r.UintN(256))})
+	if t := m.TTL; t != nil && chance(r, 70) {
+		p.TTL = uint8(near(int(t.Value), int(t.Value)))
+	}
+	if p.TTL == 0 {
+		p.TTL = 1 // 0 is the builder's default (64)
+	}
+	p.TOS = uint8(r.UintN(256))
+	switch {
+	case m.DSCP != nil && chance(r, 70):
+		p.TOS = m.DSCP.Value<<2 | p.TOS&3
+	case m.TOS != nil && chance(r, 70):
+		p.TOS = m.TOS.Value | p.TOS&^m.TOS.Mask
+	}
+	if e := m.ECN; e != nil && chance(r, 70) {
+		if e.IPECT >= 0 {
+			p.TOS = p.TOS&^3 | uint8(e.IPECT)
+		}
+		p.TCPFlags = p.TCPFlags&^e.TCPMask | e.TCPComp
+	}
+	if l := m.Length; l != nil && chance(r, 70) {
+		// a payload that makes the IP packet the length wanted, where it can
+		keep := 0
+		if p.Proto == protoSCTP || p.Proto == protoUDPLite {
+			keep = 12 // the header genPacket wrote
+		}
+		if n := len(p.Payload) + near(int(l.Min), int(l.Max)) - ipLen(p); n >= keep && n <= 1400 {
+			k := min(n, len(p.Payload))
+			p.Payload = append(p.Payload[:k:k], make([]byte, n-k)...)
+		}
+	}
 }
 
 func genAddr(r *rand.Rand, am *rules.AddrMatch, v6 bool) netip.Addr {

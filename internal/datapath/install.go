@@ -269,6 +269,19 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		SrcSet:   e.SrcSet,
 		DstSet:   e.DstSet,
 		Ctstate:  e.CTState,
+		SrangeLo: e.SrcRange.Lo,
+		SrangeHi: e.SrcRange.Hi,
+		DrangeLo: e.DstRange.Lo,
+		DrangeHi: e.DstRange.Hi,
+		LenLo:    e.LenLo,
+		LenHi:    e.LenHi,
+		TtlLo:    e.TTLLo,
+		TtlHi:    e.TTLHi,
+		TosMask:  e.TOSMask,
+		TosCmp:   e.TOSCmp,
+		EcnIp:    e.ECNIP,
+		EcnMask:  e.ECNMask,
+		EcnCmp:   e.ECNCmp,
 	}
 }
 

@@ -95,6 +95,20 @@ type xdpfwFwEntry struct {
 	RuleId   uint32
 	SrcSet   uint32
 	DstSet   uint32
+	SrangeLo [2]uint64
+	SrangeHi [2]uint64
+	DrangeLo [2]uint64
+	DrangeHi [2]uint64
+	LenLo    uint16
+	LenHi    uint16
+	TtlLo    uint8
+	TtlHi    uint8
+	TosMask  uint8
+	TosCmp   uint8
+	EcnIp    uint8
+	EcnMask  uint8
+	EcnCmp   uint8
+	Pad1     uint8
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -119,7 +133,6 @@ type xdpfwFwEntry struct {
 	_        [3]byte
 	Rlo      [6]uint32
 	Rhi      [6]uint32
-	_        [4]byte
 }
 
 type xdpfwFwLogEvent struct {
@@ -215,7 +228,9 @@ type xdpfwFwXdpHandoff struct {
 		L4Off    uint16
 		L3Len    uint32
 		L3Off    uint8
-		Pad      [3]uint8
+		Ttl      uint8
+		Tos      uint8
+		Pad      uint8
 	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot

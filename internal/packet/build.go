@@ -100,6 +100,7 @@ func (p *Packet) appendIPv4(b []byte) ([]byte, error) {
 	}
 	h := make([]byte, hlen)
 	h[0] = 0x40 | byte(hlen/4)
+	h[1] = p.TOS
 	binary.BigEndian.PutUint16(h[2:], uint16(total))
 	binary.BigEndian.PutUint16(h[4:], IPv4ID)
 	frag := p.FragOffset
@@ -166,7 +167,8 @@ func (p *Packet) appendIPv6(b []byte) ([]byte, error) {
 		first = types[0]
 	}
 	h := make([]byte, ipv6HeaderLen)
-	h[0] = 0x60
+	h[0] = 0x60 | p.TOS>>4
+	h[1] = p.TOS << 4
 	binary.BigEndian.PutUint16(h[4:], uint16(plen))
 	h[6] = first
 	h[7] = p.ttl()

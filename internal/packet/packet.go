@@ -115,6 +115,7 @@ type Packet struct {
 	TCPFlags           uint8  // TCP flags (TCPFin, TCPSyn, ...)
 	ICMPType, ICMPCode uint8  // ICMP/ICMPv6 type and code
 	TTL                uint8  // IPv4 TTL / IPv6 hop limit; 0 means DefaultTTL
+	TOS                uint8  // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
 
 	// FragOffset is the fragment offset in 8-byte units and MoreFragments
 	// the MF bit. A non-zero offset means no L4 header is emitted (Payload

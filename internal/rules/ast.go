@@ -250,6 +250,15 @@ type Match struct {
 	// unfragmented packets and first fragments). nil: not specified.
 	Fragment *bool
 
+	// Header matches (header.go): -m iprange, -m length, -m ttl / -m hl,
+	// -m dscp, -m tos, -m ecn.
+	SrcRange, DstRange *IPRangeMatch
+	Length             *LengthMatch
+	TTL                *TTLMatch
+	DSCP               *DSCPMatch
+	TOS                *TOSMatch
+	ECN                *ECNMatch
+
 	// L4Header: -m tcp, -m udp, -m sctp or -m udplite without an option of its
 	// own (iptables-save writes `-p tcp -m tcp` for --dport 0:65535 or
 	// --tcp-flags NONE NONE). The module still reads the L4 header, so, as in
@@ -260,11 +269,12 @@ type Match struct {
 }
 
 // NeedsL4 reports whether m tests the L4 header: a port, TCP flag or ICMP
-// type test, or a bare -m tcp (L4Header). Such a rule matches only packets
+// type test, -m ecn's TCP bits, or a bare -m tcp (L4Header). Such a rule matches only packets
 // that have the header, never a non-first fragment (iptables: xt_tcpudp,
 // xt_multiport, xt_sctp and the icmp matches return false when fragoff != 0).
 func (m *Match) NeedsL4() bool {
-	return m.SPort != nil || m.DPort != nil || m.Ports != nil || m.TCPFlags != nil || m.ICMP != nil || m.L4Header
+	return m.SPort != nil || m.DPort != nil || m.Ports != nil || m.TCPFlags != nil || m.ICMP != nil || m.L4Header ||
+		m.ECN != nil && m.ECN.TCPMask != 0
 }
 
 // Target holds the -j target and its options.

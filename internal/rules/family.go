@@ -21,8 +21,19 @@ func (m Match) ImpliedFamily() Family {
 			return FamilyIPv6
 		}
 	}
+	for _, r := range []*IPRangeMatch{m.SrcRange, m.DstRange} {
+		if r != nil {
+			if r.From.Is6() {
+				return FamilyIPv6
+			}
+			return FamilyIPv4
+		}
+	}
 	if m.Fragment != nil {
 		return FamilyIPv4
+	}
+	if m.TTL != nil {
+		return m.Family // -m ttl or -m hl: the family names the module
 	}
 	return FamilyAny
 }

@@ -17,7 +17,8 @@ func (r Rule) String() string {
 // "-A CHAIN " (what the parser stores in Rule.Text). Options come in a fixed
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
 // -s, -d, -p, -f, -m mac, -m vlan, a bare -m tcp (udp, sctp, udplite), ports,
-// --tcp-flags, ICMP type, -m comment, then -j and the target's options
+// --tcp-flags, ICMP type, the header matches (-m iprange, length, ttl or hl,
+// dscp, tos, ecn), -m comment, then -j and the target's options
 // (--reject-with, --log, --log-prefix, --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
 	var w specWriter
@@ -90,6 +91,7 @@ func (r Rule) Spec() string {
 		}
 		w.add(c.Invert, opt, formatICMPType(*c))
 	}
+	w.header(&m)
 	for _, c := range r.Comments {
 		w.add(false, "-m", "comment", "--comment", quote(c))
 	}

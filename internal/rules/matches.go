@@ -377,7 +377,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 		p.comment = &o.opt
 		fallthrough
-	case "multiport", "mac", "vlan", "set", "conntrack", "state":
+	case "multiport", "mac", "vlan", "set", "conntrack", "state",
+		"iprange", "length", "ttl", "hl", "dscp", "tos", "ecn":
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m

@@ -85,6 +85,30 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--state":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
+	case "--src-range", "--dst-range":
+		return optSpec{slot: name, nargs: 1, usage: name + " FROM-TO", negatable: true, module: "iprange",
+			parse: map[string]func(*ruleParser, optUse) *Error{"--src-range": (*ruleParser).optSrcRange,
+				"--dst-range": (*ruleParser).optDstRange}[name]}, true
+	case "--length":
+		return optSpec{slot: name, nargs: 1, usage: "--length MIN[:MAX]", negatable: true, module: "length",
+			parse: (*ruleParser).optLength}, true
+	case "--ttl-eq", "--ttl-lt", "--ttl-gt":
+		return optSpec{slot: "ttl", nargs: 1, usage: name + " N", negatable: name == "--ttl-eq", module: "ttl",
+			parse: (*ruleParser).optTTL}, true
+	case "--hl-eq", "--hl-lt", "--hl-gt":
+		return optSpec{slot: "ttl", nargs: 1, usage: name + " N", negatable: name == "--hl-eq", module: "hl",
+			parse: (*ruleParser).optTTL}, true
+	case "--dscp", "--dscp-class":
+		return optSpec{slot: "dscp", nargs: 1, usage: name + map[bool]string{true: " CLASS", false: " N"}[name == "--dscp-class"],
+			negatable: true, module: "dscp", parse: (*ruleParser).optDSCP}, true
+	case "--tos":
+		return optSpec{slot: name, nargs: 1, usage: "--tos VALUE[/MASK]", negatable: true, module: "tos",
+			parse: (*ruleParser).optTOS}, true
+	case "--ecn-tcp-ece", "--ecn-tcp-cwr":
+		return optSpec{slot: name, usage: name, negatable: true, module: "ecn", parse: (*ruleParser).optECNTCP}, true
+	case "--ecn-ip-ect":
+		return optSpec{slot: name, nargs: 1, usage: "--ecn-ip-ect 0-3", negatable: true, module: "ecn",
+			parse: (*ruleParser).optECNIP}, true
 	case "--comment":
 		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -130,13 +154,28 @@ func moduleOptions(module string) (string, bool) {
 		return "--ctstate", true
 	case "state":
 		return "--state", true
+	case "iprange":
+		return "--src-range or --dst-range", true
+	case "length":
+		return "--length", true
+	case "ttl":
+		return "--ttl-eq, --ttl-lt or --ttl-gt", true
+	case "hl":
+		return "--hl-eq, --hl-lt or --hl-gt", true
+	case "dscp":
+		return "--dscp or --dscp-class", true
+	case "tos":
+		return "--tos", true
+	case "ecn":
+		return "--ecn-tcp-ece, --ecn-tcp-cwr or --ecn-ip-ect", true
 	}
 	return "", false
 }
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state)"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), " +
+	"iprange, length, ttl, hl, dscp, tos, ecn"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

@@ -27,7 +27,8 @@ var (
 // and FORWARD) and up to three random policies, for differential and fuzz
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
-// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -f; connection states; the verdicts ACCEPT,
+// types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -f; connection states; header matches
+// (RandomHeaderMatches); the verdicts ACCEPT,
 // DROP and (rarely) REJECT; LOG rules and --log, with log options. Values mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
@@ -55,7 +56,92 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
+	// Header matches (-m iprange, length, ttl/hl, dscp, tos, ecn), from a
+	// stream of their own for the same reason.
+	if RandomHeaderMatches {
+		hdr := rand.New(rand.NewPCG(l4.Uint64(), 0x68))
+		for i := range rs.Rules {
+			randomHeader(hdr, &rs.Rules[i].Match)
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 	return rs
+}
+
+// RandomHeaderMatches makes RandomRuleSet draw header matches too (on by
+// default; a test that needs the rule sets drawn before them turns it off).
+var RandomHeaderMatches = true
+
+// Value pools of the header matches: lengths around the random packets'
+// (a header and a few bytes), TTLs at the edges.
+var (
+	randomLength = [...]uint16{0, 20, 28, 40, 48, 52, 60, 64, 72, 80, 100, 1500, 65535}
+	randomTTL    = [...]uint8{0, 1, 2, 63, 64, 65, 128, 254, 255}
+)
+
+// randomHeader adds some header matches to m.
+func randomHeader(r *rand.Rand, m *Match) {
+	if m.Family != FamilyAny {
+		for _, dst := range []**IPRangeMatch{&m.SrcRange, &m.DstRange} {
+			if chance(r, 6) {
+				a, b := randomPrefix(r, m.Family), randomPrefix(r, m.Family)
+				lo, hi := a.Addr(), b.Addr()
+				if chance(r, 50) { // a range around one pool address
+					lo, hi = b.Addr(), lastAddr(b)
+				}
+				if hi.Less(lo) {
+					lo, hi = hi, lo
+				}
+				*dst = &IPRangeMatch{From: lo, To: hi, Invert: chance(r, 20)}
+			}
+		}
+		if chance(r, 6) {
+			t := &TTLMatch{Op: pick(r, []TTLOp{TTLEq, TTLNe, TTLLt, TTLGt}), Value: pick(r, randomTTL[:])}
+			m.TTL = t
+		}
+	}
+	if chance(r, 6) {
+		a, b := pick(r, randomLength[:]), pick(r, randomLength[:])
+		if chance(r, 40) {
+			b = a
+		}
+		m.Length = &LengthMatch{Min: min(a, b), Max: max(a, b), Invert: chance(r, 20)}
+	}
+	switch n := r.IntN(100); {
+	case n < 4:
+		m.DSCP = &DSCPMatch{Value: uint8(r.IntN(64)), Invert: chance(r, 20)}
+		if chance(r, 50) {
+			m.DSCP.Value = pick(r, []uint8{0, 8, 10, 46})
+		}
+	case n < 7:
+		t := pick(r, tosNames)
+		m.TOS = &TOSMatch{Value: t.value, Mask: 0x3f, Invert: chance(r, 20)}
+		if chance(r, 50) {
+			m.TOS.Mask = uint8(r.UintN(256))
+			m.TOS.Value = uint8(r.UintN(256)) & m.TOS.Mask
+		}
+	}
+	if chance(r, 4) {
+		m.ECN = &ECNMatch{IPECT: int8(r.IntN(4)), IPInvert: chance(r, 20)}
+	}
+	if p := m.Proto; p != nil && !p.Invert && p.Proto == protoTCP && chance(r, 5) {
+		if m.ECN == nil {
+			m.ECN = &ECNMatch{IPECT: -1}
+		}
+		m.ECN.TCPMask = pick(r, []uint8{TCPFlagECE, TCPFlagCWR, TCPFlagECE | TCPFlagCWR})
+		m.ECN.TCPComp = m.ECN.TCPMask & uint8(r.UintN(256))
+		m.L4Header = false // the ECN bits need the header already
+	}
+}
+
+// lastAddr is the last address of prefix p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // RandomRule returns one random, valid rule (see RandomRuleSet).

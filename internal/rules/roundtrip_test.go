@@ -147,6 +147,18 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(len(r.Comments) > 1, "two comments")
 		mark(m.CTState != nil, "ctstate")
 		mark(m.CTState != nil && m.CTState.Invert, "! ctstate")
+		mark(m.SrcRange != nil || m.DstRange != nil, "iprange")
+		mark(m.SrcRange != nil && m.SrcRange.From.Is6(), "iprange v6")
+		mark(m.DstRange != nil && m.DstRange.Invert, "! iprange")
+		mark(m.Length != nil, "length")
+		mark(m.Length != nil && m.Length.Invert, "! length")
+		mark(m.TTL != nil && m.Family == FamilyIPv4, "ttl")
+		mark(m.TTL != nil && m.Family == FamilyIPv6, "hl")
+		mark(m.TTL != nil && m.TTL.Op == TTLNe, "ttl ne")
+		mark(m.DSCP != nil, "dscp")
+		mark(m.TOS != nil, "tos")
+		mark(m.ECN != nil && m.ECN.IPECT >= 0, "ecn ip")
+		mark(m.ECN != nil && m.ECN.TCPMask != 0, "ecn tcp")
 		tg := r.Target
 		mark(tg.Log, "--log")
 		mark(tg.LogPrefix != "", "--log-prefix")
@@ -163,7 +175,8 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"icmp any", "icmp code", "icmp type", "! icmp", "icmpv6",
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
-		"ctstate", "! ctstate",
+		"ctstate", "! ctstate", "iprange", "iprange v6", "! iprange", "length", "! length", "ttl", "hl", "ttl ne",
+		"dscp", "tos", "ecn ip", "ecn tcp",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {
