@@ -148,8 +148,18 @@ struct fw_pkt {
 	__u8  l3_off;      /* offset of the IP header from the frame start */
 	__u8  ttl;         /* IPv4 TTL, IPv6 hop limit */
 	__u8  tos;         /* IPv4 TOS, IPv6 traffic class */
-	__u8  _pad;
+	__u8  ctinfo;      /* FW_CTI_*: the packet's connection (ctstate NEW, ESTABLISHED, RELATED; else 0) */
+	__u8  ctproto;     /* the connection's protocol (a RELATED ICMP error: the quoted packet's) */
+	__u8  _pad[3];
 };
+
+/* fw_pkt.ctinfo: the packet's connection as -m conntrack's --ctdir and
+ * --ctstatus see it. The status bits are the kernel's IPS_* bits. */
+#define FW_CTI_EXPECTED   0x01 /* never set: xdpfw has no helpers that expect connections */
+#define FW_CTI_SEEN_REPLY 0x02 /* a packet went the other way (this one, or before) */
+#define FW_CTI_ASSURED    0x04 /* FW_CTF_ASSURED, this packet included */
+#define FW_CTI_CONFIRMED  0x08 /* recorded before this packet (not a connection's first packet) */
+#define FW_CTI_REPLY      0x80 /* the packet goes in the reply direction */
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
 struct fw_decision {
@@ -198,6 +208,12 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_ECNTCP   (1u << 22) /* (tcp_flags & ecn_mask) == ecn_cmp (never inverted; -m ecn --ecn-tcp-ece/cwr) */
 #define FW_M_SRCRANGE (1u << 23) /* source address in [srange_lo, srange_hi] (-m iprange) */
 #define FW_M_DSTRANGE (1u << 24) /* destination address in [drange_lo, drange_hi] */
+#define FW_M_CTDIR    (1u << 25) /* ctinfo has FW_CTI_REPLY (--ctdir REPLY; inverted: ORIGINAL) */
+#define FW_M_CTSTATUS (1u << 26) /* ctinfo & ctstatus (--ctstatus: any of them) */
+#define FW_M_CTPROTO  (1u << 27) /* ctproto == e->ctproto (--ctproto) */
+/* The -m conntrack tests other than --ctstate need a connection: the
+ * compiler narrows an entry using one to the states NEW, ESTABLISHED and
+ * RELATED (FW_M_CTSTATE), as the kernel's xt_conntrack. */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR | \
@@ -230,7 +246,9 @@ struct fw_entry {
 	__u8  tos_mask, tos_cmp; /* with FW_M_TOS */
 	__u8  ecn_ip;         /* with FW_M_ECNIP */
 	__u8  ecn_mask, ecn_cmp; /* with FW_M_ECNTCP: TCP's ECE (0x40) and CWR (0x80) bits */
-	__u8  _pad1;
+	__u8  ctstatus;       /* FW_CTI_* status bits, with FW_M_CTSTATUS */
+	__u8  ctproto;        /* with FW_M_CTPROTO */
+	__u8  _pad1[2];
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];
@@ -495,7 +513,9 @@ struct fw_trace {
 	__u8  reject;     /* out: enum fw_reject of a REJECT decision */
 	__u8  log_n;      /* out: LOG rules that logged the packet (before rate limits) */
 	__u8  log_self;   /* out: 1 when the deciding rule logged it too (--log) */
-	__u8  _pad[3];    /* sizeof: 24 (XDP metadata holds at most 32 bytes) */
+	__u8  in_ctinfo;  /* in: with FW_TRACE_CTSTATE, the connection's FW_CTI_* */
+	__u8  in_ctproto; /* in: ... and its protocol (0: the packet's) */
+	__u8  _pad;       /* sizeof: 24 (XDP metadata holds at most 32 bytes) */
 };
 
 /* Logging (lib/log.h, docs/log.md). A packet is logged by the LOG rules

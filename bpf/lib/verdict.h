@@ -35,7 +35,8 @@ enum fw_decide_next {
 };
 
 /* fw_decide_start looks up the packet's connection (when the rule set
- * uses conntrack; assume_state >= 0 replaces the lookup, for traces) and
+ * uses conntrack; assume_state >= 0 replaces the lookup, for traces: the
+ * state | ctinfo << 8 | ctproto << 16, ctproto 0 the packet's) and
  * applies the root's fast rule: *sel and *root are what the classifier
  * then needs, ct what fw_decide_end records. */
 static __always_inline int fw_decide_start(void *data, void *data_end, struct fw_pkt *p, struct fw_decision *d,
@@ -56,9 +57,14 @@ static __always_inline int fw_decide_start(void *data, void *data_end, struct fw
 	*sel = s;
 	*rootp = root;
 	p->ctstate = FW_CT_NEW;
-	if (assume_state >= 0) /* a trace's "what if": no lookup, nothing recorded */
-		p->ctstate = assume_state;
-	else if (root->flags & FW_ROOT_CT)
+	p->ctinfo = 0;
+	p->ctproto = p->proto;
+	if (assume_state >= 0) { /* a trace's "what if": no lookup, nothing recorded */
+		p->ctstate = assume_state & 0xff;
+		p->ctinfo = assume_state >> 8;
+		if (assume_state >> 16)
+			p->ctproto = assume_state >> 16;
+	} else if (root->flags & FW_ROOT_CT)
 		fw_ct_lookup(data, data_end, p, ct);
 	if (!(root->fast_states & (1u << p->ctstate)))
 		return FW_DECIDE_CLASSIFY;

@@ -203,6 +203,19 @@ const (
 	MECNTCP   uint32 = 1 << 22
 	MSrcRange uint32 = 1 << 23
 	MDstRange uint32 = 1 << 24
+	MCTDir    uint32 = 1 << 25
+	MCTStatus uint32 = 1 << 26
+	MCTProto  uint32 = 1 << 27
+)
+
+// Connection info bits (FW_CTI_*, fw_pkt.ctinfo): the status bits are
+// the kernel's IPS_* (-m conntrack --ctstatus), CTIReply the direction.
+const (
+	CTIExpected  uint8 = 0x01
+	CTISeenReply uint8 = 0x02
+	CTIAssured   uint8 = 0x04
+	CTIConfirmed uint8 = 0x08
+	CTIReply     uint8 = 0x80
 )
 
 // Root flags (FW_ROOT_*).

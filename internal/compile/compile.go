@@ -269,16 +269,37 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		*s.id = info.ID
 	}
 
-	if c := m.CTState; c != nil {
-		mask := c.Mask
-		if c.Invert {
-			mask = ^mask & rules.CTAll // complemented here: the data plane never inverts it
+	if c := m.CTState; c != nil && c.Mask&(rules.CTSNAT|rules.CTDNAT) != 0 {
+		warn = append(warn, "--ctstate SNAT and DNAT name connections whose addresses NAT rewrote; "+
+			"xdpfw does no NAT, so no packet is in either state here (NAT done by the kernel happens after XDP)")
+	}
+	if c, ct := m.CTState, m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil; c != nil || ct {
+		mask := rules.CTAll
+		if c != nil {
+			mask = c.Mask & rules.CTAll // SNAT, DNAT: no packet here
+			if c.Invert {
+				mask = ^c.Mask & rules.CTAll // complemented here: the data plane never inverts it
+			}
+		}
+		if ct { // the other tests need a connection, as the kernel's
+			mask &= rules.CTNew | rules.CTEstablished | rules.CTRelated
 		}
 		if mask == 0 {
-			return nil, append(warn, "! --ctstate of every state matches no packet"), nil
+			return nil, append(warn, "its -m conntrack tests leave no connection state; the rule never matches"), nil
 		}
 		test(MCTState, false)
 		base.CTState = mask
+		if p := m.CTProto; p != nil {
+			test(MCTProto, p.Invert)
+			base.CTProto = p.Proto
+		}
+		if s := m.CTStatus; s != nil {
+			test(MCTStatus, s.Invert)
+			base.CTStatus = s.Mask
+		}
+		if d := m.CTDir; d != nil {
+			test(MCTDir, *d == rules.CTDirOriginal) // the test is "in the reply direction"
+		}
 	}
 
 	if w, err := headerTests(m, &base, test); err != nil || w != "" {

@@ -42,6 +42,8 @@ type Entry struct {
 	TOSMask, TOSCmp    uint8  // with MTOS
 	ECNIP              uint8  // with MECNIP: the ECN codepoint
 	ECNMask, ECNCmp    uint8  // with MECNTCP: TCP's ECE and CWR bits
+	CTStatus           uint8  // with MCTStatus: CTI* status bits, any of them
+	CTProto            uint8  // with MCTProto
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool

@@ -92,6 +92,9 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MTOS, p.TOS&e.TOSMask == e.TOSCmp) &&
 		test(MECNIP, p.TOS&3 == e.ECNIP) &&
 		test(MECNTCP, p.TCPFlags&e.ECNMask == e.ECNCmp) &&
+		test(MCTDir, p.CTInfo&CTIReply != 0) &&
+		test(MCTStatus, p.CTInfo&e.CTStatus != 0) &&
+		test(MCTProto, p.CTProto == e.CTProto) &&
 		test(MSrcRange, e.SrcRange.Contains(p.Src)) &&
 		test(MDstRange, e.DstRange.Contains(p.Dst)) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&

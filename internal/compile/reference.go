@@ -32,6 +32,11 @@ type RefPacket struct {
 	Len uint32
 	TTL uint8
 	TOS uint8
+	// CTInfo is the connection's direction and status (CTI*), CTProto its
+	// protocol (a RELATED ICMP error: the quoted packet's), as -m
+	// conntrack sees them: for the states NEW, ESTABLISHED and RELATED.
+	CTInfo  uint8
+	CTProto uint8
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
 }
@@ -218,6 +223,9 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	if c := m.CTState; c != nil && (c.Mask&(1<<p.CTState) != 0) == c.Invert {
 		return false
 	}
+	if !ctMatches(m, p) {
+		return false
+	}
 	if !headerMatches(m, &p) {
 		return false
 	}
@@ -233,6 +241,28 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		if !ok || set.Family != p.family() || set.Contains(s.a) == s.sm.Invert {
 			return false
 		}
+	}
+	return true
+}
+
+// ctMatches is the part of Matches of -m conntrack's tests other than
+// --ctstate: as in the kernel's xt_conntrack, a packet without a
+// connection (INVALID, UNTRACKED) matches none of them, negated or not.
+func ctMatches(m *rules.Match, p RefPacket) bool {
+	if m.CTProto == nil && m.CTStatus == nil && m.CTDir == nil {
+		return true
+	}
+	if p.CTState != CTNew && p.CTState != CTEstablished && p.CTState != CTRelated {
+		return false
+	}
+	if c := m.CTProto; c != nil && (p.CTProto == c.Proto) == c.Invert {
+		return false
+	}
+	if c := m.CTStatus; c != nil && (p.CTInfo&c.Mask != 0) == c.Invert {
+		return false
+	}
+	if c := m.CTDir; c != nil && (p.CTInfo&CTIReply != 0) != (*c == rules.CTDirReply) {
+		return false
 	}
 	return true
 }

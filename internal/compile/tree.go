@@ -328,6 +328,9 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MSrcSet) || on(MDstSet) {
 		exact = false // set membership is no range: the leaf check decides
 	}
+	if on(MCTDir) || on(MCTStatus) || on(MCTProto) {
+		exact = false // no key dimension (rare tests): the leaf check decides
+	}
 	if on(MCTState) {
 		var parts []part
 		for s := uint32(0); s < uint32(NumCTStates); s++ {

@@ -224,6 +224,10 @@ func refHeader(r *rand.Rand, m *rules.Match, p *RefPacket) {
 		}
 	}
 	p.Len, p.TTL, p.TOS = uint32(20+r.IntN(100)), uint8(r.UintN(256)), uint8(r.UintN(256))
+	p.CTInfo, p.CTProto = uint8(r.UintN(16))|[]uint8{0, CTIReply}[r.IntN(2)], p.Proto
+	if m.CTProto != nil && r.IntN(2) == 0 {
+		p.CTProto = m.CTProto.Proto
+	}
 	if l := m.Length; l != nil && r.IntN(2) == 0 {
 		p.Len = near(uint32(l.Min), uint32(l.Max)) & 0xffff
 	}

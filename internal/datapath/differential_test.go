@@ -115,10 +115,18 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	pkts := make([]*packet.Packet, n)
 	ifs := make([]string, n)
-	states := make([]int, n) // the connection state each packet is traced in
+	states := make([]int, n) // the connection each packet is traced in (datapath.AssumeConn)
 	for i := range pkts {
 		pkts[i], ifs[i] = genPacket(r, rs, names)
-		states[i] = r.IntN(int(compile.NumCTStates))
+		info := uint8(r.UintN(16)) // the status bits
+		if chance(r, 40) {
+			info |= compile.CTIReply
+		}
+		proto := uint8(0) // the packet's
+		if chance(r, 20) {
+			proto = pick(r, []uint8{1, 6, 17, 58})
+		}
+		states[i] = datapath.AssumeConn(uint8(r.IntN(int(compile.NumCTStates))), info, proto)
 		if local != nil {
 			routedDst(r, pkts[i], local)
 		}
@@ -143,7 +151,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		// Events come in packet order; a packet's events share its bytes.
 		evs, i := f.events(), lo
 		for _, e := range evs {
-			for i < hi && !(bytes.Equal(e.Data, logSnap(pkts[i].Bytes())) && e.Ifindex == f.ifaces[ifs[i]] && int(e.CTState) == states[i]) {
+			for i < hi && !(bytes.Equal(e.Data, logSnap(pkts[i].Bytes())) && e.Ifindex == f.ifaces[ifs[i]] && int(e.CTState) == states[i]&0xff) {
 				i++
 			}
 			if i == hi {
@@ -155,7 +163,10 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	wantOverflow := uint64(0)
 	for i, p := range pkts {
 		ref := refPacket(p, ifs[i])
-		ref.CTState = uint8(states[i])
+		ref.CTState, ref.CTInfo = uint8(states[i]), uint8(states[i]>>8)
+		if proto := uint8(states[i] >> 16); proto != 0 {
+			ref.CTProto = proto
+		}
 		if local != nil {
 			ref.Chain = rules.ChainForward
 			for _, a := range local {
@@ -267,7 +278,7 @@ func refPacket(p *packet.Packet, iface string) compile.RefPacket {
 	rp := compile.RefPacket{
 		Chain: rules.ChainInput, InIface: iface, Src: p.Src, Dst: p.Dst, Proto: p.Proto,
 		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0,
-		Len: uint32(ipLen(p)), TTL: p.TTL, TOS: p.TOS,
+		Len: uint32(ipLen(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto,
 	}
 	if rp.TTL == 0 {
 		rp.TTL = packet.DefaultTTL

@@ -282,6 +282,8 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		EcnIp:    e.ECNIP,
 		EcnMask:  e.ECNMask,
 		EcnCmp:   e.ECNCmp,
+		Ctstatus: e.CTStatus,
+		Ctproto:  e.CTProto,
 	}
 }
 

@@ -108,7 +108,10 @@ type xdpfwFwEntry struct {
 	EcnIp    uint8
 	EcnMask  uint8
 	EcnCmp   uint8
-	Pad1     uint8
+	Ctstatus uint8
+	Ctproto  uint8
+	Pad1     [2]uint8
+	_        [1]byte
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -133,6 +136,7 @@ type xdpfwFwEntry struct {
 	_        [3]byte
 	Rlo      [6]uint32
 	Rhi      [6]uint32
+	_        [4]byte
 }
 
 type xdpfwFwLogEvent struct {
@@ -230,7 +234,10 @@ type xdpfwFwXdpHandoff struct {
 		L3Off    uint8
 		Ttl      uint8
 		Tos      uint8
-		Pad      uint8
+		Ctinfo   uint8
+		Ctproto  uint8
+		Pad      [3]uint8
+		_        [4]byte
 	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot

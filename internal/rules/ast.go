@@ -199,6 +199,37 @@ const (
 	CTInvalid     uint8 = 1 << 3 // fits no connection (e.g. a TCP ACK for none)
 	CTUntracked   uint8 = 1 << 4 // never tracked: non-first fragments, IPv6 ND/MLD
 	CTAll         uint8 = 1<<5 - 1
+	// CTSNAT and CTDNAT are --ctstate SNAT and DNAT: a connection whose
+	// source (destination) the kernel rewrote. xdpfw does no NAT, so no
+	// packet is in either (docs/compat.md); they are not in CTAll.
+	CTSNAT uint8 = 1 << 5
+	CTDNAT uint8 = 1 << 6
+)
+
+// Connection status bits (-m conntrack --ctstatus), the kernel's IPS_*
+// bits (and fw_pkt.ctinfo's, bpf/types.h FW_CTI_*).
+const (
+	CTStatusExpected  uint8 = 1 << 0 // expected by a helper: never here (xdpfw has none)
+	CTStatusSeenReply uint8 = 1 << 1 // a packet went the other way
+	CTStatusAssured   uint8 = 1 << 2 // a real two-way connection (docs/conntrack.md)
+	CTStatusConfirmed uint8 = 1 << 3 // recorded before this packet
+)
+
+// CTStatusMatch is -m conntrack --ctstatus LIST: the connection has one of
+// the status bits of Mask (NONE is no bit: such a test matches nothing).
+type CTStatusMatch struct {
+	Mask   uint8
+	Invert bool
+}
+
+// CTDir is -m conntrack --ctdir: the direction of the packet in its
+// connection.
+type CTDir uint8
+
+// The directions of --ctdir.
+const (
+	CTDirOriginal CTDir = iota
+	CTDirReply
 )
 
 // CTStateMatch is -m conntrack --ctstate LIST (or -m state --state LIST):
@@ -245,6 +276,12 @@ type Match struct {
 
 	// CTState: -m conntrack --ctstate / -m state --state.
 	CTState *CTStateMatch
+	// The other -m conntrack tests: --ctproto, --ctstatus, --ctdir. Like
+	// the kernel's, they match only packets of a connection (the states
+	// NEW, ESTABLISHED and RELATED), negated or not.
+	CTProto  *ProtoMatch
+	CTStatus *CTStatusMatch
+	CTDir    *CTDir
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.

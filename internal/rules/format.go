@@ -63,9 +63,20 @@ func (r Rule) Spec() string {
 			w.add(s.m.Invert, "--match-set", s.m.Name, s.dir)
 		}
 	}
-	if c := m.CTState; c != nil {
+	if m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil {
 		w.add(false, "-m", "conntrack")
-		w.add(c.Invert, "--ctstate", formatCTState(c.Mask))
+		if c := m.CTState; c != nil {
+			w.add(c.Invert, "--ctstate", formatCTState(c.Mask))
+		}
+		if c := m.CTProto; c != nil {
+			w.add(c.Invert, "--ctproto", strconv.Itoa(int(c.Proto)))
+		}
+		if c := m.CTStatus; c != nil {
+			w.add(c.Invert, "--ctstatus", formatCTStatus(c.Mask))
+		}
+		if c := m.CTDir; c != nil {
+			w.add(false, "--ctdir", map[CTDir]string{CTDirOriginal: "ORIGINAL", CTDirReply: "REPLY"}[*c])
+		}
 	}
 	if v := m.VLAN; v != nil {
 		w.add(false, "-m", "vlan")

@@ -283,7 +283,8 @@ func (p *ruleParser) optMatchSet(o optUse) *Error {
 var ctStateNames = []struct {
 	name string
 	bit  uint8
-}{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", CTRelated}, {"ESTABLISHED", CTEstablished}, {"UNTRACKED", CTUntracked}}
+}{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", CTRelated}, {"ESTABLISHED", CTEstablished}, {"UNTRACKED", CTUntracked},
+	{"SNAT", CTSNAT}, {"DNAT", CTDNAT}}
 
 // optCTState handles -m conntrack --ctstate and -m state --state.
 func (p *ruleParser) optCTState(o optUse) *Error {
@@ -299,15 +300,87 @@ func (p *ruleParser) optCTState(o optUse) *Error {
 			}
 		}
 		if !found {
-			hint := "states are NEW, ESTABLISHED, RELATED, INVALID and UNTRACKED, separated by commas"
-			if up == "SNAT" || up == "DNAT" {
-				hint = "xdpfw does no NAT, so no connection is ever SNAT or DNAT"
-			}
-			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown connection state", hint: hint})
+			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown connection state",
+				hint: "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"})
+		}
+		if (up == "SNAT" || up == "DNAT") && o.opt.text == "--state" {
+			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "-m state has no " + up,
+				hint: "-m conntrack --ctstate " + up})
 		}
 		off += len(name) + 1
 	}
 	p.r.Match.CTState = &CTStateMatch{Mask: mask, Invert: o.invert}
+	return nil
+}
+
+// optCTProto handles -m conntrack --ctproto.
+func (p *ruleParser) optCTProto(o optUse) *Error {
+	a := o.args[0]
+	proto, ve := parseProto(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	p.r.Match.CTProto = &ProtoMatch{Proto: proto, Invert: o.invert}
+	return nil
+}
+
+// ctStatusNames are the --ctstatus names in the order iptables prints them.
+var ctStatusNames = []struct {
+	name string
+	bit  uint8
+}{{"EXPECTED", CTStatusExpected}, {"SEEN_REPLY", CTStatusSeenReply}, {"ASSURED", CTStatusAssured},
+	{"CONFIRMED", CTStatusConfirmed}, {"NONE", 0}}
+
+// optCTStatus handles -m conntrack --ctstatus.
+func (p *ruleParser) optCTStatus(o optUse) *Error {
+	a := o.args[0]
+	var mask uint8
+	off := 0
+	for name := range strings.SplitSeq(a.text, ",") {
+		found := false
+		for _, s := range ctStatusNames {
+			if strings.EqualFold(s.name, name) {
+				mask |= s.bit
+				found = true
+			}
+		}
+		if !found {
+			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown connection status",
+				hint: "statuses are NONE, EXPECTED, SEEN_REPLY, ASSURED and CONFIRMED, separated by commas"})
+		}
+		off += len(name) + 1
+	}
+	p.r.Match.CTStatus = &CTStatusMatch{Mask: mask, Invert: o.invert}
+	return nil
+}
+
+// formatCTStatus prints a status mask as iptables-save does (NONE: none).
+func formatCTStatus(mask uint8) string {
+	var names []string
+	for _, s := range ctStatusNames {
+		if mask&s.bit != 0 {
+			names = append(names, s.name)
+		}
+	}
+	if len(names) == 0 {
+		return "NONE"
+	}
+	return strings.Join(names, ",")
+}
+
+// optCTDir handles -m conntrack --ctdir ORIGINAL|REPLY.
+func (p *ruleParser) optCTDir(o optUse) *Error {
+	a := o.args[0]
+	var d CTDir
+	switch strings.ToUpper(a.text) {
+	case "ORIGINAL":
+		d = CTDirOriginal
+	case "REPLY":
+		d = CTDirReply
+	default:
+		return p.errAt(a, a.text, "not a direction", "write --ctdir ORIGINAL or --ctdir REPLY")
+	}
+	p.r.Match.CTDir = &d
 	return nil
 }
 

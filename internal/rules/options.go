@@ -82,6 +82,15 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--ctstate":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--ctstate STATE[,STATE...]", negatable: true,
 			module: "conntrack", parse: (*ruleParser).optCTState}, true
+	case "--ctproto":
+		return optSpec{slot: name, nargs: 1, usage: "--ctproto PROTOCOL", negatable: true,
+			module: "conntrack", parse: (*ruleParser).optCTProto}, true
+	case "--ctstatus":
+		return optSpec{slot: name, nargs: 1, usage: "--ctstatus STATUS[,STATUS...]", negatable: true,
+			module: "conntrack", parse: (*ruleParser).optCTStatus}, true
+	case "--ctdir":
+		return optSpec{slot: name, nargs: 1, usage: "--ctdir ORIGINAL|REPLY",
+			module: "conntrack", parse: (*ruleParser).optCTDir}, true
 	case "--state":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
@@ -151,7 +160,7 @@ func moduleOptions(module string) (string, bool) {
 	case "set":
 		return "--match-set NAME src|dst", true
 	case "conntrack":
-		return "--ctstate", true
+		return "--ctstate, --ctproto, --ctstatus or --ctdir", true
 	case "state":
 		return "--state", true
 	case "iprange":
@@ -174,7 +183,7 @@ func moduleOptions(module string) (string, bool) {
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), " +
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), " +
 	"iprange, length, ttl, hl, dscp, tos, ecn"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables

@@ -56,8 +56,9 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
-	// Header matches (-m iprange, length, ttl/hl, dscp, tos, ecn), from a
-	// stream of their own for the same reason.
+	// Header matches (-m iprange, length, ttl/hl, dscp, tos, ecn) and
+	// -m conntrack's other tests, from a stream of their own for the same
+	// reason.
 	if RandomHeaderMatches {
 		hdr := rand.New(rand.NewPCG(l4.Uint64(), 0x68))
 		for i := range rs.Rules {
@@ -68,8 +69,9 @@ func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
 	return rs
 }
 
-// RandomHeaderMatches makes RandomRuleSet draw header matches too (on by
-// default; a test that needs the rule sets drawn before them turns it off).
+// RandomHeaderMatches makes RandomRuleSet draw header matches and the
+// conntrack tests other than --ctstate too (on by default; a test that
+// needs the rule sets drawn before them turns it off).
 var RandomHeaderMatches = true
 
 // Value pools of the header matches: lengths around the random packets'
@@ -131,6 +133,19 @@ func randomHeader(r *rand.Rand, m *Match) {
 		m.ECN.TCPMask = pick(r, []uint8{TCPFlagECE, TCPFlagCWR, TCPFlagECE | TCPFlagCWR})
 		m.ECN.TCPComp = m.ECN.TCPMask & uint8(r.UintN(256))
 		m.L4Header = false // the ECN bits need the header already
+	}
+	if chance(r, 4) {
+		m.CTProto = &ProtoMatch{Proto: pick(r, []uint8{protoTCP, protoUDP, protoICMP, protoICMPv6, 47}), Invert: chance(r, 20)}
+	}
+	if chance(r, 4) {
+		m.CTStatus = &CTStatusMatch{Mask: uint8(r.UintN(16)), Invert: chance(r, 20)}
+	}
+	if chance(r, 4) {
+		d := pick(r, []CTDir{CTDirOriginal, CTDirReply})
+		m.CTDir = &d
+	}
+	if c := m.CTState; c != nil && chance(r, 10) {
+		c.Mask |= pick(r, []uint8{CTSNAT, CTDNAT})
 	}
 }
 

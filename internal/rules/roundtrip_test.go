@@ -159,6 +159,11 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(m.TOS != nil, "tos")
 		mark(m.ECN != nil && m.ECN.IPECT >= 0, "ecn ip")
 		mark(m.ECN != nil && m.ECN.TCPMask != 0, "ecn tcp")
+		mark(m.CTProto != nil, "ctproto")
+		mark(m.CTStatus != nil, "ctstatus")
+		mark(m.CTStatus != nil && m.CTStatus.Mask == 0, "ctstatus NONE")
+		mark(m.CTDir != nil, "ctdir")
+		mark(m.CTState != nil && m.CTState.Mask&(CTSNAT|CTDNAT) != 0, "ctstate NAT")
 		tg := r.Target
 		mark(tg.Log, "--log")
 		mark(tg.LogPrefix != "", "--log-prefix")
@@ -176,7 +181,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
 		"ctstate", "! ctstate", "iprange", "iprange v6", "! iprange", "length", "! length", "ttl", "hl", "ttl ne",
-		"dscp", "tos", "ecn ip", "ecn tcp",
+		"dscp", "tos", "ecn ip", "ecn tcp", "ctproto", "ctstatus", "ctstatus NONE", "ctdir", "ctstate NAT",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {
