@@ -425,10 +425,9 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 // ipLen is the length of p's IP packet as -m length reads it (IPv4: the
 // total length; IPv6: the payload length + 40).
 func ipLen(p *packet.Packet) int {
-	if p.PadTo60 {
-		panic("ipLen: a padded frame")
-	}
-	return len(p.Bytes()) - 14 - 4*len(p.VLANs)
+	q := *p
+	q.PadTo60 = false // the padding is no part of the IP packet
+	return len(q.Bytes()) - 14 - 4*len(q.VLANs)
 }
 
 // genHeader draws p's header fields (TTL, TOS, length, and addresses for
