@@ -64,8 +64,8 @@ that 'xdpfw log' reads; each logged rule emits at most its rate
 (--log-rate N/sec --log-burst N in the rule, else --log-rate/--log-burst
 here) and counts what it suppresses.
 
-Connection tracking runs when a rule uses -m conntrack --ctstate (or -m state
---state): the table has --ct-max entries (preallocated, about 150 bytes each)
+Connection tracking runs when a rule uses -m conntrack (--ctstate, --ctproto,
+--ctstatus, --ctdir) or -m state --state: the table has --ct-max entries (preallocated, about 150 bytes each)
 and connections expire after per-state timeouts close to Linux's, which
 --ct-timeout NAME=SECONDS changes (see 'xdpfw conntrack --help').
 
