@@ -53,7 +53,7 @@ int xdpfw_egress(struct __sk_buff *skb)
 		return tc;
 	}
 	pkt.ifindex = skb->ifindex;
-	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
+	if (fw_decide(skb, data, data_end, &pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
 		fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
 		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
 		return TC_ACT_SHOT;

@@ -150,8 +150,11 @@ struct fw_pkt {
 	__u8  tos;         /* IPv4 TOS, IPv6 traffic class */
 	__u8  ctinfo;      /* FW_CTI_*: the packet's connection (ctstate NEW, ESTABLISHED, RELATED; else 0) */
 	__u8  ctproto;     /* the connection's protocol (a RELATED ICMP error: the quoted packet's) */
-	__u8  _pad[3];
+	__u8  tcp_optlen;  /* bytes of TCP options (with FW_PKT_L4, TCP) */
+	__u8  _pad[2];
+	__u32 mss;         /* TCP's MSS option, or FW_MSS_NONE; read only for generations with FW_ROOT_MSS (lib/tcpopt.h) */
 };
+#define FW_MSS_NONE 0x10000 /* fw_pkt.mss: no MSS option (above every MSS: -m tcpmss ranges never hold it) */
 
 /* fw_pkt.ctinfo: the packet's connection as -m conntrack's --ctdir and
  * --ctstatus see it. The status bits are the kernel's IPS_* bits. */
@@ -211,13 +214,14 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_CTDIR    (1u << 25) /* ctinfo has FW_CTI_REPLY (--ctdir REPLY; inverted: ORIGINAL) */
 #define FW_M_CTSTATUS (1u << 26) /* ctinfo & ctstatus (--ctstatus: any of them) */
 #define FW_M_CTPROTO  (1u << 27) /* ctproto == e->ctproto (--ctproto) */
+#define FW_M_MSS      (1u << 28) /* TCP's MSS option in [mss_lo, mss_hi] (-m tcpmss; absent: not in) */
 /* The -m conntrack tests other than --ctstate need a connection: the
  * compiler narrows an entry using one to the states NEW, ESTABLISHED and
  * RELATED (FW_M_CTSTATE), as the kernel's xt_conntrack. */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
 #define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR | \
-		       FW_M_ECNTCP)
+		       FW_M_ECNTCP | FW_M_MSS)
 
 /* Key ranges an entry's compact form holds at most (fw_entry.rdim). */
 #define FW_RANGES_MAX 6
@@ -248,7 +252,8 @@ struct fw_entry {
 	__u8  ecn_mask, ecn_cmp; /* with FW_M_ECNTCP: TCP's ECE (0x40) and CWR (0x80) bits */
 	__u8  ctstatus;       /* FW_CTI_* status bits, with FW_M_CTSTATUS */
 	__u8  ctproto;        /* with FW_M_CTPROTO */
-	__u8  _pad1[2];
+	__u8  _pad1;
+	__u16 mss_lo, mss_hi; /* with FW_M_MSS */
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];
@@ -315,7 +320,8 @@ struct fw_node {
 #define FW_NUM_ROOTS  (FW_NUM_CHAINS * 2) /* chain * 2 + is_v6 */
 
 /* fw_root.flags */
-#define FW_ROOT_CT 0x01 /* the generation uses connection tracking */
+#define FW_ROOT_CT  0x01 /* the generation uses connection tracking */
+#define FW_ROOT_MSS 0x02 /* an entry tests TCP's MSS option: the classifier reads it (lib/tcpopt.h) */
 
 /* Where classification starts for one chain and family, and its policy.
  * The fast rule: when the first rule that can match a packet in one of the

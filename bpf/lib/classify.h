@@ -197,6 +197,7 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_CTDIR, p->ctinfo & FW_CTI_REPLY);
 	FW_TEST(FW_M_CTSTATUS, p->ctinfo & e->ctstatus);
 	FW_TEST(FW_M_CTPROTO, p->ctproto == e->ctproto);
+	FW_TEST(FW_M_MSS, p->mss >= e->mss_lo && p->mss <= e->mss_hi);
 	FW_TEST(FW_M_SRCRANGE, fw_in_range(p->src, e->srange_lo, e->srange_hi));
 	FW_TEST(FW_M_DSTRANGE, fw_in_range(p->dst, e->drange_lo, e->drange_hi));
 	/* set lookups last: the cheap tests above usually decide first */

@@ -11,6 +11,7 @@
 #include "../maps.h"
 #include "ct.h"
 #include "classify.h"
+#include "tcpopt.h"
 
 static __always_inline const struct fw_config *fw_config(void)
 {
@@ -92,12 +93,12 @@ static __always_inline void fw_decide_end(struct fw_ct *ct, const struct fw_pkt 
 	}
 }
 
-/* fw_decide fills *d for the parsed packet p (p->chain set): both stages
- * in one program, the classifier a global function (verified once, not
- * once per path through conntrack). Returns 0, or -1 when no rule set is
- * installed. */
-static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *p, __u64 bytes,
-				     struct fw_decision *d, int assume_state)
+/* fw_decide fills *d for the parsed packet p (p->chain set) of skb (tc):
+ * both stages in one program, the classifier a global function (verified
+ * once, not once per path through conntrack). Returns 0, or -1 when no
+ * rule set is installed. */
+static __always_inline int fw_decide(struct __sk_buff *skb, void *data, void *data_end, struct fw_pkt *p,
+				     __u64 bytes, struct fw_decision *d, int assume_state)
 {
 	struct fw_ct ct;
 	const struct fw_root *root = NULL;
@@ -106,6 +107,8 @@ static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *
 
 	if (next == FW_DECIDE_NO_RULESET)
 		return -1;
+	if (next == FW_DECIDE_CLASSIFY && fw_mss_wanted(root, p))
+		p->mss = fw_skb_mss(skb, p->l4_off, p->tcp_optlen);
 	if (next == FW_DECIDE_CLASSIFY && fw_classify(root, sel, p, d) < 0)
 		return -1;
 	fw_decide_end(&ct, p, bytes, d);

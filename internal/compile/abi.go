@@ -206,7 +206,11 @@ const (
 	MCTDir    uint32 = 1 << 25
 	MCTStatus uint32 = 1 << 26
 	MCTProto  uint32 = 1 << 27
+	MMSS      uint32 = 1 << 28
 )
+
+// NoMSS is FW_MSS_NONE: a TCP header without an MSS option (RefPacket.MSS).
+const NoMSS = 0x10000
 
 // Connection info bits (FW_CTI_*, fw_pkt.ctinfo): the status bits are
 // the kernel's IPS_* (-m conntrack --ctstatus), CTIReply the direction.
@@ -220,7 +224,8 @@ const (
 
 // Root flags (FW_ROOT_*).
 const (
-	RootCT uint8 = 0x01 // the generation uses connection tracking
+	RootCT  uint8 = 0x01 // the generation uses connection tracking
+	RootMSS uint8 = 0x02 // an entry tests TCP's MSS option (the classifier reads it)
 )
 
 // Connection states (enum fw_ct_state); bit i of a state mask is state i,

@@ -94,6 +94,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr, "FW_M_SRCSET": MSrcSet,
 		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_LEN": MLen, "FW_M_TTL": MTTL, "FW_M_TOS": MTOS,
 		"FW_M_ECNIP": MECNIP, "FW_M_ECNTCP": MECNTCP, "FW_M_SRCRANGE": MSrcRange, "FW_M_DSTRANGE": MDstRange,
+		"FW_M_MSS": MMSS, "FW_MSS_NONE": NoMSS, "FW_ROOT_MSS": uint32(RootMSS), "FW_ROOT_CT": uint32(RootCT),
 		"FW_M_CTDIR": MCTDir, "FW_M_CTSTATUS": MCTStatus, "FW_M_CTPROTO": MCTProto,
 		"FW_CTI_EXPECTED": uint32(CTIExpected), "FW_CTI_SEEN_REPLY": uint32(CTISeenReply), "FW_CTI_ASSURED": uint32(CTIAssured),
 		"FW_CTI_CONFIRMED": uint32(CTIConfirmed), "FW_CTI_REPLY": uint32(CTIReply),

@@ -434,6 +434,10 @@ func headerTests(m *rules.Match, base *Entry, test func(bit uint32, invert bool)
 		test(MTOS, tos.Invert)
 		base.TOSMask, base.TOSCmp = tos.Mask, tos.Value
 	}
+	if s := m.MSS; s != nil {
+		test(MMSS, s.Invert)
+		base.MSSLo, base.MSSHi = s.Min, s.Max
+	}
 	if e := m.ECN; e != nil {
 		if e.IPECT >= 0 {
 			test(MECNIP, e.IPInvert)
@@ -560,11 +564,18 @@ func logLimits(in Input) ([]LogLimit, error) {
 }
 
 // setFastRules marks the generation as using conntrack when an entry tests
-// the connection state, and gives each root its fast rule (fastRule).
+// the connection state (and as reading TCP's MSS option when one tests
+// that), and gives each root its fast rule (fastRule).
 func setFastRules(t *Tables) {
-	ct := false
+	ct, mss := false, false
 	for i := range t.Entries {
 		ct = ct || t.Entries[i].Match&MCTState != 0
+		mss = mss || t.Entries[i].Match&MMSS != 0
+	}
+	if mss {
+		for r := range t.Roots {
+			t.Roots[r].Flags |= RootMSS
+		}
 	}
 	if !ct {
 		return

@@ -44,6 +44,7 @@ type Entry struct {
 	ECNMask, ECNCmp    uint8  // with MECNTCP: TCP's ECE and CWR bits
 	CTStatus           uint8  // with MCTStatus: CTI* status bits, any of them
 	CTProto            uint8  // with MCTProto
+	MSSLo, MSSHi       uint16 // with MMSS
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool

@@ -95,6 +95,7 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MCTDir, p.CTInfo&CTIReply != 0) &&
 		test(MCTStatus, p.CTInfo&e.CTStatus != 0) &&
 		test(MCTProto, p.CTProto == e.CTProto) &&
+		test(MMSS, p.MSS >= uint32(e.MSSLo) && p.MSS <= uint32(e.MSSHi)) &&
 		test(MSrcRange, e.SrcRange.Contains(p.Src)) &&
 		test(MDstRange, e.DstRange.Contains(p.Dst)) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&

@@ -37,6 +37,8 @@ type RefPacket struct {
 	// conntrack sees them: for the states NEW, ESTABLISHED and RELATED.
 	CTInfo  uint8
 	CTProto uint8
+	// MSS is the TCP header's MSS option, NoMSS without one.
+	MSS uint32
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
 }
@@ -278,6 +280,9 @@ func headerMatches(m *rules.Match, p *RefPacket) bool {
 		if r.m != nil && (r.m.From.Compare(r.a) <= 0 && r.a.Compare(r.m.To) <= 0) == r.m.Invert {
 			return false
 		}
+	}
+	if s := m.MSS; s != nil && (p.MSS <= 0xffff && p.MSS >= uint32(s.Min) && p.MSS <= uint32(s.Max)) == s.Invert {
+		return false // xt_tcpmss: no MSS option matches only negated
 	}
 	if l := m.Length; l != nil && (p.Len >= uint32(l.Min) && p.Len <= uint32(l.Max)) == l.Invert {
 		return false

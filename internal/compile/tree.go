@@ -328,7 +328,7 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MSrcSet) || on(MDstSet) {
 		exact = false // set membership is no range: the leaf check decides
 	}
-	if on(MCTDir) || on(MCTStatus) || on(MCTProto) {
+	if on(MCTDir) || on(MCTStatus) || on(MCTProto) || on(MMSS) {
 		exact = false // no key dimension (rare tests): the leaf check decides
 	}
 	if on(MCTState) {
@@ -559,7 +559,7 @@ func addrWords(addr, mask [16]byte) (lo, hi []uint32) {
 }
 
 // ML4 is FW_M_L4: the tests that need an L4 header.
-const ML4 = MSPort | MDPort | MTCPFlags | MICMPType | MICMPCode | ML4Hdr | MECNTCP
+const ML4 = MSPort | MDPort | MTCPFlags | MICMPType | MICMPCode | ML4Hdr | MECNTCP | MMSS
 
 func macWords(m [6]byte) (hi, lo uint32) {
 	return uint32(m[0])<<8 | uint32(m[1]), binary.BigEndian.Uint32(m[2:])

@@ -225,6 +225,10 @@ func refHeader(r *rand.Rand, m *rules.Match, p *RefPacket) {
 	}
 	p.Len, p.TTL, p.TOS = uint32(20+r.IntN(100)), uint8(r.UintN(256)), uint8(r.UintN(256))
 	p.CTInfo, p.CTProto = uint8(r.UintN(16))|[]uint8{0, CTIReply}[r.IntN(2)], p.Proto
+	p.MSS = []uint32{NoMSS, 536, 1460, uint32(r.UintN(65536))}[r.IntN(4)]
+	if s := m.MSS; s != nil && r.IntN(2) == 0 {
+		p.MSS = near(uint32(s.Min), uint32(s.Max)) & 0xffff
+	}
 	if m.CTProto != nil && r.IntN(2) == 0 {
 		p.CTProto = m.CTProto.Proto
 	}

@@ -278,7 +278,7 @@ func refPacket(p *packet.Packet, iface string) compile.RefPacket {
 	rp := compile.RefPacket{
 		Chain: rules.ChainInput, InIface: iface, Src: p.Src, Dst: p.Dst, Proto: p.Proto,
 		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0,
-		Len: uint32(ipLen(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto,
+		Len: uint32(ipLen(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto, MSS: tcpMSS(p.TCPOptions),
 	}
 	if rp.TTL == 0 {
 		rp.TTL = packet.DefaultTTL
@@ -422,6 +422,27 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 	return p, iface
 }
 
+// tcpMSS is the MSS option of TCP options opts (as the builder pads them)
+// as the kernel's xt_tcpmss finds it, or compile.NoMSS.
+func tcpMSS(opts []byte) uint32 {
+	o := append([]byte(nil), opts...)
+	for len(o)%4 != 0 {
+		o = append(o, 0)
+	}
+	o = o[:min(len(o), 40)]
+	for i := 0; i < len(o); {
+		if o[i] == 2 && len(o)-i >= 4 && o[i+1] == 4 {
+			return uint32(o[i+2])<<8 | uint32(o[i+3])
+		}
+		if o[i] < 2 || i+1 >= len(o) || o[i+1] == 0 {
+			i++
+		} else {
+			i += int(o[i+1])
+		}
+	}
+	return compile.NoMSS
+}
+
 // ipLen is the length of p's IP packet as -m length reads it (IPv4: the
 // total length; IPv6: the payload length + 40).
 func ipLen(p *packet.Packet) int {
@@ -463,6 +484,22 @@ func genHeader(r *rand.Rand, m *rules.Match, p *packet.Packet) {
 			p.TOS = p.TOS&^3 | uint8(e.IPECT)
 		}
 		p.TCPFlags = p.TCPFlags&^e.TCPMask | e.TCPComp
+	}
+	if p.Proto == packet.ProtoTCP && chance(r, 60) {
+		mss := pick(r, []uint16{536, 1460, uint16(r.UintN(65536))})
+		if s := m.MSS; s != nil && chance(r, 70) {
+			mss = uint16(near(int(s.Min), int(s.Max)))
+		}
+		opt := []byte{2, 4, byte(mss >> 8), byte(mss)}
+		switch r.IntN(5) {
+		case 0: // after NOPs and a timestamp
+			opt = append([]byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0}, opt...)
+		case 1: // no MSS option: SACK permitted, window scale
+			opt = []byte{4, 2, 1, 3, 3, 7}
+		case 2: // a malformed length: the walk steps over it
+			opt = []byte{2, 3, byte(mss >> 8), byte(mss)}
+		}
+		p.TCPOptions = opt
 	}
 	if l := m.Length; l != nil && chance(r, 70) {
 		// a payload that makes the IP packet the length wanted, where it can

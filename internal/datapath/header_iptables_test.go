@@ -32,13 +32,14 @@ var (
 		"-m iprange --dst-range 10.201.0.0-10.201.0.2",
 		"-m conntrack --ctstatus CONFIRMED", "-m conntrack ! --ctstatus CONFIRMED", "-m conntrack --ctdir ORIGINAL",
 		"-m conntrack --ctproto udp", "-m conntrack ! --ctproto udp", "-m conntrack --ctstatus SEEN_REPLY",
+		"-p tcp -m tcpmss --mss 1:1460", "-p tcp -m tcpmss ! --mss 536",
 	}
 	headerRules6 = []string{
 		"-m length --length 55", "-m length --length 40:60", "-m hl --hl-eq 1", "-m hl --hl-lt 64", "-m hl ! --hl-eq 64",
 		"-m hl --hl-gt 64", "-m dscp --dscp-class EF", "-m tos --tos 0x10/0x3f", "-m ecn --ecn-ip-ect 3",
 		"-p tcp -m ecn ! --ecn-tcp-cwr",
 		"-m iprange --src-range 2001:db8::ffff:ffff-2001:db8::1:0:5", "-m iprange ! --src-range fd00:201::-fd00:201::1",
-		"-m conntrack --ctstatus CONFIRMED", "-m conntrack --ctproto tcp",
+		"-m conntrack --ctstatus CONFIRMED", "-m conntrack --ctproto tcp", "-p tcp -m tcpmss --mss 1440",
 	}
 )
 
@@ -206,6 +207,9 @@ func oracleProbe(r *rand.Rand, fam rules.Family, a, b testutil.VethEnd) *packet.
 	if r.IntN(3) == 0 {
 		p.Proto, p.DPort = packet.ProtoTCP, 9
 		p.TCPFlags = packet.TCPSyn | pick(r, []uint8{0, 0x40, 0x80, 0xc0})
+		mss := pick(r, []uint16{536, 1440, 1460, 1461})
+		p.TCPOptions = pick(r, [][]byte{nil, {2, 4, byte(mss >> 8), byte(mss)}, {1, 1, 4, 2, 2, 4, byte(mss >> 8), byte(mss)},
+			{0, 2, 4, byte(mss >> 8), byte(mss)}, {2, 3, byte(mss >> 8), byte(mss)}})
 	}
 	p.TTL = pick(r, []uint8{1, 2, 63, 64, 65, 128, 255})
 	p.TOS = pick(r, []uint8{0, 1, 2, 3, 0x08, 0x09, 0x10, 0x12, 0x50, 0x88, 0xb8, 0xbb, 0xd0, uint8(r.UintN(256))})

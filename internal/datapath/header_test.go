@@ -33,6 +33,7 @@ func TestHeaderMatches(t *testing.T) {
 	src := func(a string) func(*packet.Packet) { return func(p *packet.Packet) { p.Src = netip.MustParseAddr(a) } }
 	dst := func(a string) func(*packet.Packet) { return func(p *packet.Packet) { p.Dst = netip.MustParseAddr(a) } }
 	frag := func(p *packet.Packet) { p.FragOffset = 100 }
+	opts := func(b ...byte) func(*packet.Packet) { return func(p *packet.Packet) { p.TCPOptions = b } }
 	cases := []struct {
 		name  string
 		rule  string
@@ -121,6 +122,20 @@ func TestHeaderMatches(t *testing.T) {
 		{"iprange v6 negated", "-m iprange ! --dst-range ::-::ffff", udp6(dst("::1")), false},
 		{"iprange v6 negated outside", "-m iprange ! --dst-range ::-::ffff", udp6(none), true},
 		{"iprange on a non-first fragment", "-m iprange --src-range 10.0.0.0-10.0.0.7", udp4(frag), true},
+		// -m tcpmss: the first whole MSS option; none: only negated matches
+		{"mss", "-p tcp -m tcpmss --mss 1460", tcp4(0x02, opts(2, 4, 0x05, 0xb4)), true},
+		{"mss other", "-p tcp -m tcpmss --mss 1460", tcp4(0x02, opts(2, 4, 0x05, 0xb5)), false},
+		{"mss range", "-p tcp -m tcpmss --mss 1:536", tcp4(0x02, opts(2, 4, 0x02, 0x18)), true},
+		{"mss range above", "-p tcp -m tcpmss --mss 1:535", tcp4(0x02, opts(2, 4, 0x02, 0x18)), false},
+		{"mss after NOPs and a timestamp", "-p tcp -m tcpmss --mss 1460", tcp4(0x02, opts(1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 2, 4, 0x05, 0xb4)), true},
+		{"mss after an EOL (the walk goes on)", "-p tcp -m tcpmss --mss 1460", tcp4(0x02, opts(0, 2, 4, 0x05, 0xb4)), true},
+		{"mss with a bad length is none", "-p tcp -m tcpmss --mss 0:65535", tcp4(0x02, opts(2, 3, 0x05, 0xb4)), false},
+		{"no options: no mss", "-p tcp -m tcpmss --mss 0:65535", tcp4(0x02, none), false},
+		{"no mss: negated matches", "-p tcp -m tcpmss ! --mss 1460", tcp4(0x02, opts(4, 2, 1, 3, 3, 7)), true},
+		{"mss negated", "-p tcp -m tcpmss ! --mss 1460", tcp4(0x02, opts(2, 4, 0x05, 0xb4)), false},
+		{"mss needs the TCP header", "-p tcp -m tcpmss ! --mss 1460", tcp4(0x02, frag), false},
+		{"mss v6", "-p tcp -m tcpmss --mss 1440", mod(udp6(func(p *packet.Packet) { p.Proto, p.DPort = packet.ProtoTCP, 80 }), opts(2, 4, 0x05, 0xa0)), true},
+		{"mss in the last option bytes", "-p tcp -m tcpmss --mss 1460", tcp4(0x02, opts(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 0x05, 0xb4)), true},
 	}
 	for _, tc := range cases {
 		f.installText("-P INPUT DROP\n-A INPUT " + tc.rule + " -j ACCEPT\n")
@@ -191,6 +206,33 @@ func TestConntrackOptions(t *testing.T) {
 			if r.RuleID != f.ids[s.rule-1] {
 				t.Errorf("%s: %s: rule id %d (state %s), want rule %d", s.what, s.pkt, r.RuleID, compile.CTStateName(r.CTState), s.rule)
 			}
+		}
+	}
+}
+
+// TestTCPMSSEgress: the tc egress program reads the MSS option too (the
+// OUTPUT chain), from the skb.
+func TestTCPMSSEgress(t *testing.T) {
+	f := newFixture(t)
+	f.installText("-A OUTPUT -p tcp -m tcpmss --mss 1:1000 -j DROP\n")
+	for _, tc := range []struct {
+		opts []byte
+		want uint32
+	}{
+		{[]byte{2, 4, 0x02, 0x18}, datapath.TCActShot}, // 536
+		{[]byte{1, 1, 4, 2, 2, 4, 0x05, 0xb4}, datapath.TCActOK},
+		{nil, datapath.TCActOK},
+	} {
+		p := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoTCP, SPort: 40001, DPort: 443,
+			TCPFlags: packet.TCPSyn, TCPOptions: tc.opts}
+		var r datapath.TraceResult
+		err := f.ns.Do(func() error {
+			var err error
+			r, err = f.dp.RecordEgress(p.Bytes(), datapath.NoCTState)
+			return err
+		})
+		if err != nil || r.XDPAction != tc.want {
+			t.Errorf("options %x: %+v %v, want tc verdict %d", tc.opts, r, err, tc.want)
 		}
 	}
 }

@@ -284,6 +284,8 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		EcnCmp:   e.ECNCmp,
 		Ctstatus: e.CTStatus,
 		Ctproto:  e.CTProto,
+		MssLo:    e.MSSLo,
+		MssHi:    e.MSSHi,
 	}
 }
 

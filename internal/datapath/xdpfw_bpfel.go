@@ -110,8 +110,9 @@ type xdpfwFwEntry struct {
 	EcnCmp   uint8
 	Ctstatus uint8
 	Ctproto  uint8
-	Pad1     [2]uint8
-	_        [1]byte
+	Pad1     uint8
+	MssLo    uint16
+	MssHi    uint16
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -133,7 +134,7 @@ type xdpfwFwEntry struct {
 	Flags    uint8
 	Nranges  uint8
 	Rdim     [6]uint8
-	_        [3]byte
+	_        [1]byte
 	Rlo      [6]uint32
 	Rhi      [6]uint32
 	_        [4]byte
@@ -212,32 +213,33 @@ type xdpfwFwSetKey struct {
 type xdpfwFwXdpHandoff struct {
 	_   structs.HostLayout
 	Pkt struct {
-		_        structs.HostLayout
-		Src      [2]uint64
-		Dst      [2]uint64
-		Sport    uint16
-		SrcMac   [6]uint8
-		Dport    uint16
-		DstMac   [6]uint8
-		Ifindex  uint32
-		VlanId   uint16
-		Family   uint8
-		Proto    uint8
-		IcmpCode uint8
-		IcmpType uint8
-		TcpFlags uint8
-		Flags    uint8
-		Chain    uint8
-		Ctstate  uint8
-		L4Off    uint16
-		L3Len    uint32
-		L3Off    uint8
-		Ttl      uint8
-		Tos      uint8
-		Ctinfo   uint8
-		Ctproto  uint8
-		Pad      [3]uint8
-		_        [4]byte
+		_         structs.HostLayout
+		Src       [2]uint64
+		Dst       [2]uint64
+		Sport     uint16
+		SrcMac    [6]uint8
+		Dport     uint16
+		DstMac    [6]uint8
+		Ifindex   uint32
+		VlanId    uint16
+		Family    uint8
+		Proto     uint8
+		IcmpCode  uint8
+		IcmpType  uint8
+		TcpFlags  uint8
+		Flags     uint8
+		Chain     uint8
+		Ctstate   uint8
+		L4Off     uint16
+		L3Len     uint32
+		L3Off     uint8
+		Ttl       uint8
+		Tos       uint8
+		Ctinfo    uint8
+		Ctproto   uint8
+		TcpOptlen uint8
+		Pad       [2]uint8
+		Mss       uint32
 	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot

@@ -270,15 +270,24 @@ func (p *Packet) segment() []byte {
 		return append([]byte(nil), p.Payload...)
 	}
 	hl, _ := l4HeaderLen(p.Proto)
-	seg := make([]byte, hl+len(p.Payload))
-	copy(seg[hl:], p.Payload)
+	var opts []byte
+	if p.Proto == ProtoTCP && len(p.TCPOptions) > 0 {
+		opts = append(opts, p.TCPOptions...)
+		for len(opts)%4 != 0 {
+			opts = append(opts, 0) // EOL
+		}
+		opts = opts[:min(len(opts), 40)]
+	}
+	seg := make([]byte, hl+len(opts)+len(p.Payload))
+	copy(seg[hl:], opts)
+	copy(seg[hl+len(opts):], p.Payload)
 	switch p.Proto {
 	case ProtoTCP:
 		binary.BigEndian.PutUint16(seg[0:], p.SPort)
 		binary.BigEndian.PutUint16(seg[2:], p.DPort)
 		binary.BigEndian.PutUint32(seg[4:], TCPSeq)
 		binary.BigEndian.PutUint32(seg[8:], TCPAckNum)
-		seg[12] = 5 << 4
+		seg[12] = byte(5+len(opts)/4) << 4
 		seg[13] = p.TCPFlags
 		binary.BigEndian.PutUint16(seg[14:], TCPWindow)
 		binary.BigEndian.PutUint16(seg[16:], L4Checksum(p.Src, p.Dst, p.Proto, seg))

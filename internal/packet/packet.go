@@ -111,11 +111,15 @@ type Packet struct {
 	Src, Dst netip.Addr // IP addresses; both IPv4 or both IPv6
 	Proto    uint8      // L4 protocol: 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, anything else = opaque payload
 
-	SPort, DPort       uint16 // TCP/UDP ports
-	TCPFlags           uint8  // TCP flags (TCPFin, TCPSyn, ...)
-	ICMPType, ICMPCode uint8  // ICMP/ICMPv6 type and code
-	TTL                uint8  // IPv4 TTL / IPv6 hop limit; 0 means DefaultTTL
-	TOS                uint8  // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
+	SPort, DPort uint16 // TCP/UDP ports
+	TCPFlags     uint8  // TCP flags (TCPFin, TCPSyn, ...)
+	// TCPOptions are raw TCP option bytes, zero-padded (EOL) by the builder
+	// to a multiple of 4; the data offset grows accordingly (at most 40
+	// bytes). Decode does not read them back.
+	TCPOptions         []byte
+	ICMPType, ICMPCode uint8 // ICMP/ICMPv6 type and code
+	TTL                uint8 // IPv4 TTL / IPv6 hop limit; 0 means DefaultTTL
+	TOS                uint8 // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
 
 	// FragOffset is the fragment offset in 8-byte units and MoreFragments
 	// the MF bit. A non-zero offset means no L4 header is emitted (Payload

@@ -295,6 +295,7 @@ type Match struct {
 	DSCP               *DSCPMatch
 	TOS                *TOSMatch
 	ECN                *ECNMatch
+	MSS                *MSSMatch // -m tcpmss
 
 	// L4Header: -m tcp, -m udp, -m sctp or -m udplite without an option of its
 	// own (iptables-save writes `-p tcp -m tcp` for --dport 0:65535 or
@@ -306,12 +307,12 @@ type Match struct {
 }
 
 // NeedsL4 reports whether m tests the L4 header: a port, TCP flag or ICMP
-// type test, -m ecn's TCP bits, or a bare -m tcp (L4Header). Such a rule matches only packets
+// type test, -m ecn's TCP bits, -m tcpmss, or a bare -m tcp (L4Header). Such a rule matches only packets
 // that have the header, never a non-first fragment (iptables: xt_tcpudp,
 // xt_multiport, xt_sctp and the icmp matches return false when fragoff != 0).
 func (m *Match) NeedsL4() bool {
 	return m.SPort != nil || m.DPort != nil || m.Ports != nil || m.TCPFlags != nil || m.ICMP != nil || m.L4Header ||
-		m.ECN != nil && m.ECN.TCPMask != 0
+		m.ECN != nil && m.ECN.TCPMask != 0 || m.MSS != nil
 }
 
 // Target holds the -j target and its options.

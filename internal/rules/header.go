@@ -89,6 +89,14 @@ type ECNMatch struct {
 	IPInvert         bool
 }
 
+// MSSMatch is -m tcpmss --mss MIN[:MAX]: the TCP header's MSS option is in
+// [Min, Max]. A header without the option matches only negated, as in the
+// kernel's xt_tcpmss.
+type MSSMatch struct {
+	Min, Max uint16
+	Invert   bool
+}
+
 // optSrcRange handles -m iprange --src-range.
 func (p *ruleParser) optSrcRange(o optUse) *Error { return p.ipRange(o, &p.r.Match.SrcRange) }
 
@@ -157,33 +165,61 @@ func parseNumber(s string, max uint64) (uint64, bool) {
 	return n, err == nil && n <= max
 }
 
-// optLength handles -m length --length MIN[:MAX].
-func (p *ruleParser) optLength(o optUse) *Error {
-	a := o.args[0]
-	lo, hi, colon := strings.Cut(a.text, ":")
+// parseRange16 parses N, N:M, :M (0:M) or N: (N:65535), as the length
+// and tcpmss modules read them; what names the value in errors.
+func parseRange16(s, what, hint string) (lo, hi uint16, ve *valueErr) {
+	a, b, colon := strings.Cut(s, ":")
 	if !colon {
-		hi = lo
+		b = a
 	}
-	bound := func(t string, off int, def uint64) (uint16, *valueErr) {
+	bound := func(t string, off int, def uint16) (uint16, *valueErr) {
 		if t == "" && colon {
-			return uint16(def), nil
+			return def, nil
 		}
 		n, ok := parseNumber(t, 65535)
 		if !ok {
-			return 0, &valueErr{off: off, tok: t, msg: "not a length (0-65535)",
-				hint: "write --length N or --length MIN:MAX (bytes of the IP packet)"}
+			return 0, &valueErr{off: off, tok: t, msg: "not " + what + " (0-65535)", hint: hint}
 		}
 		return uint16(n), nil
 	}
-	min, ve := bound(lo, 0, 0)
-	if ve != nil {
-		return p.valueErr(a, ve)
+	if lo, ve = bound(a, 0, 0); ve != nil {
+		return
 	}
-	max, ve := bound(hi, len(lo)+1, 65535)
+	hi, ve = bound(b, len(a)+1, 65535)
+	return
+}
+
+// formatRange16 prints a range as parseRange16 reads it: N, or N:M.
+func formatRange16(lo, hi uint16) string {
+	if lo == hi {
+		return strconv.Itoa(int(lo))
+	}
+	return strconv.Itoa(int(lo)) + ":" + strconv.Itoa(int(hi))
+}
+
+// optLength handles -m length --length MIN[:MAX].
+func (p *ruleParser) optLength(o optUse) *Error {
+	a := o.args[0]
+	min, max, ve := parseRange16(a.text, "a length", "write --length N or --length MIN:MAX (bytes of the IP packet)")
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
 	p.r.Match.Length = &LengthMatch{Min: min, Max: max, Invert: o.invert}
+	return nil
+}
+
+// optMSS handles -m tcpmss --mss MIN[:MAX].
+func (p *ruleParser) optMSS(o optUse) *Error {
+	a := o.args[0]
+	min, max, ve := parseRange16(a.text, "an MSS", "write --mss N or --mss MIN:MAX")
+	if ve != nil {
+		return p.valueErr(a, ve)
+	}
+	if min > max {
+		return p.errAt(a, a.text, "invalid range: MIN is above MAX", "")
+	}
+	p.r.Match.MSS = &MSSMatch{Min: min, Max: max, Invert: o.invert}
+	p.needProto(o.opt, is(protoTCP), "-m tcpmss needs -p tcp", "the MSS is a TCP option")
 	return nil
 }
 
@@ -336,12 +372,12 @@ func (w *specWriter) header(m *Match) {
 		}
 	}
 	if l := m.Length; l != nil {
-		v := strconv.Itoa(int(l.Min))
-		if l.Max != l.Min {
-			v += ":" + strconv.Itoa(int(l.Max))
-		}
 		w.add(false, "-m", "length")
-		w.add(l.Invert, "--length", v)
+		w.add(l.Invert, "--length", formatRange16(l.Min, l.Max))
+	}
+	if s := m.MSS; s != nil {
+		w.add(false, "-m", "tcpmss")
+		w.add(s.Invert, "--mss", formatRange16(s.Min, s.Max))
 	}
 	if t := m.TTL; t != nil {
 		mod := "ttl"

@@ -451,7 +451,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		p.comment = &o.opt
 		fallthrough
 	case "multiport", "mac", "vlan", "set", "conntrack", "state",
-		"iprange", "length", "ttl", "hl", "dscp", "tos", "ecn":
+		"iprange", "length", "ttl", "hl", "dscp", "tos", "ecn", "tcpmss":
 		if p.modules[name] == nil {
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m

@@ -113,6 +113,9 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--tos":
 		return optSpec{slot: name, nargs: 1, usage: "--tos VALUE[/MASK]", negatable: true, module: "tos",
 			parse: (*ruleParser).optTOS}, true
+	case "--mss":
+		return optSpec{slot: name, nargs: 1, usage: "--mss MIN[:MAX]", negatable: true, module: "tcpmss",
+			parse: (*ruleParser).optMSS}, true
 	case "--ecn-tcp-ece", "--ecn-tcp-cwr":
 		return optSpec{slot: name, usage: name, negatable: true, module: "ecn", parse: (*ruleParser).optECNTCP}, true
 	case "--ecn-ip-ect":
@@ -177,6 +180,8 @@ func moduleOptions(module string) (string, bool) {
 		return "--tos", true
 	case "ecn":
 		return "--ecn-tcp-ece, --ecn-tcp-cwr or --ecn-ip-ect", true
+	case "tcpmss":
+		return "--mss", true
 	}
 	return "", false
 }
@@ -184,7 +189,7 @@ func moduleOptions(module string) (string, bool) {
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
 	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), " +
-	"iprange, length, ttl, hl, dscp, tos, ecn"
+	"iprange, length, ttl, hl, dscp, tos, ecn, tcpmss"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

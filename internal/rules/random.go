@@ -79,6 +79,7 @@ var RandomHeaderMatches = true
 var (
 	randomLength = [...]uint16{0, 20, 28, 40, 48, 52, 60, 64, 72, 80, 100, 1500, 65535}
 	randomTTL    = [...]uint8{0, 1, 2, 63, 64, 65, 128, 254, 255}
+	randomMSS    = [...]uint16{0, 536, 1220, 1360, 1440, 1460, 8960, 65535}
 )
 
 // randomHeader adds some header matches to m.
@@ -133,6 +134,11 @@ func randomHeader(r *rand.Rand, m *Match) {
 		m.ECN.TCPMask = pick(r, []uint8{TCPFlagECE, TCPFlagCWR, TCPFlagECE | TCPFlagCWR})
 		m.ECN.TCPComp = m.ECN.TCPMask & uint8(r.UintN(256))
 		m.L4Header = false // the ECN bits need the header already
+	}
+	if p := m.Proto; p != nil && !p.Invert && p.Proto == protoTCP && chance(r, 5) {
+		a, b := pick(r, randomMSS[:]), pick(r, randomMSS[:])
+		m.MSS = &MSSMatch{Min: min(a, b), Max: max(a, b), Invert: chance(r, 25)}
+		m.L4Header = false
 	}
 	if chance(r, 4) {
 		m.CTProto = &ProtoMatch{Proto: pick(r, []uint8{protoTCP, protoUDP, protoICMP, protoICMPv6, 47}), Invert: chance(r, 20)}
