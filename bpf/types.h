@@ -116,6 +116,8 @@ enum fw_dim {
 #define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
 #define FW_PKT_ANSWER   0x08 /* a TCP RST, or an IPv4 ICMP / IPv6 ICMPv6 destination unreachable:
 			      * maybe this host's own REJECT answer (fw_reject_own_answer) */
+#define FW_PKT_RT       0x10 /* rt_type, rt_segsleft, rt_hdrlen hold the first IPv6 routing header's (lib/exthdr.h) */
+#define FW_PKT_MSS      0x20 /* mss holds TCP's MSS option (lib/exthdr.h) */
 
 /* TCP header flag bits (fw_pkt.tcp_flags). */
 #define FW_TCP_FIN 0x01
@@ -150,11 +152,15 @@ struct fw_pkt {
 	__u8  tos;         /* IPv4 TOS, IPv6 traffic class */
 	__u8  ctinfo;      /* FW_CTI_*: the packet's connection (ctstate NEW, ESTABLISHED, RELATED; else 0) */
 	__u8  ctproto;     /* the connection's protocol (a RELATED ICMP error: the quoted packet's) */
-	__u8  tcp_optlen;  /* bytes of TCP options (with FW_PKT_L4, TCP) */
-	__u8  _pad[2];
-	__u32 mss;         /* TCP's MSS option, or FW_MSS_NONE; read only for generations with FW_ROOT_MSS (lib/tcpopt.h) */
+	__u8  _pad0;
+	/* Read only for the classifier of generations whose rules test them
+	 * (FW_ROOT_RT, FW_ROOT_MSS; lib/hdropt.h): */
+	__u8  rt_type;     /* with FW_PKT_RT: the first routing header's type, */
+	__u8  rt_segsleft; /* its segments left, */
+	__u16 mss;         /* with FW_PKT_MSS: TCP's MSS option */
+	__u8  rt_hdrlen;   /* with FW_PKT_RT: the routing header's length field (bytes: (rt_hdrlen + 1) * 8) */
+	__u8  _pad;
 };
-#define FW_MSS_NONE 0x10000 /* fw_pkt.mss: no MSS option (above every MSS: -m tcpmss ranges never hold it) */
 
 /* fw_pkt.ctinfo: the packet's connection as -m conntrack's --ctdir and
  * --ctstatus see it. The status bits are the kernel's IPS_* bits. */
@@ -214,7 +220,13 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_CTDIR    (1u << 25) /* ctinfo has FW_CTI_REPLY (--ctdir REPLY; inverted: ORIGINAL) */
 #define FW_M_CTSTATUS (1u << 26) /* ctinfo & ctstatus (--ctstatus: any of them) */
 #define FW_M_CTPROTO  (1u << 27) /* ctproto == e->ctproto (--ctproto) */
-#define FW_M_MSS      (1u << 28) /* TCP's MSS option in [mss_lo, mss_hi] (-m tcpmss; absent: not in) */
+#define FW_M_MSS      (1u << 28) /* TCP's MSS option in [mss_lo, mss_hi] (-m tcpmss; none: not in) */
+#define FW_M_RTTYPE   (1u << 29) /* rt_type == e->rt_type (-m rt --rt-type) */
+#define FW_M_RTSEGS   (1u << 30) /* rt_segsleft in [rt_segs_lo, rt_segs_hi] (--rt-segsleft; -m rt alone: 0:255) */
+#define FW_M_RTLEN    (1u << 31) /* rt_len == e->rt_len (--rt-len) */
+/* Tests of the routing header: an entry using one never matches a packet
+ * without one (FW_PKT_RT), whatever its inversions (ip6t_rt). */
+#define FW_M_RTHDR    (FW_M_RTTYPE | FW_M_RTSEGS | FW_M_RTLEN)
 /* The -m conntrack tests other than --ctstate need a connection: the
  * compiler narrows an entry using one to the states NEW, ESTABLISHED and
  * RELATED (FW_M_CTSTATE), as the kernel's xt_conntrack. */
@@ -254,6 +266,10 @@ struct fw_entry {
 	__u8  ctproto;        /* with FW_M_CTPROTO */
 	__u8  _pad1;
 	__u16 mss_lo, mss_hi; /* with FW_M_MSS */
+	__u16 rt_len;         /* with FW_M_RTLEN */
+	__u8  rt_type;        /* with FW_M_RTTYPE */
+	__u8  rt_segs_lo, rt_segs_hi; /* with FW_M_RTSEGS */
+	__u8  _pad2;
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];
@@ -321,7 +337,8 @@ struct fw_node {
 
 /* fw_root.flags */
 #define FW_ROOT_CT  0x01 /* the generation uses connection tracking */
-#define FW_ROOT_MSS 0x02 /* an entry tests TCP's MSS option: the classifier reads it (lib/tcpopt.h) */
+#define FW_ROOT_MSS 0x02 /* an entry tests TCP's MSS option: the classifier reads it (lib/hdropt.h) */
+#define FW_ROOT_RT  0x04 /* an entry tests the IPv6 routing header: the classifier reads it (lib/hdropt.h) */
 
 /* Where classification starts for one chain and family, and its policy.
  * The fast rule: when the first rule that can match a packet in one of the

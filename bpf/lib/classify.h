@@ -197,7 +197,12 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_CTDIR, p->ctinfo & FW_CTI_REPLY);
 	FW_TEST(FW_M_CTSTATUS, p->ctinfo & e->ctstatus);
 	FW_TEST(FW_M_CTPROTO, p->ctproto == e->ctproto);
-	FW_TEST(FW_M_MSS, p->mss >= e->mss_lo && p->mss <= e->mss_hi);
+	FW_TEST(FW_M_MSS, (p->flags & FW_PKT_MSS) && p->mss >= e->mss_lo && p->mss <= e->mss_hi);
+	if ((m & FW_M_RTHDR) && !(p->flags & FW_PKT_RT))
+		return 0;
+	FW_TEST(FW_M_RTTYPE, p->rt_type == e->rt_type);
+	FW_TEST(FW_M_RTSEGS, p->rt_segsleft >= e->rt_segs_lo && p->rt_segsleft <= e->rt_segs_hi);
+	FW_TEST(FW_M_RTLEN, ((__u32)p->rt_hdrlen + 1) * 8 == e->rt_len);
 	FW_TEST(FW_M_SRCRANGE, fw_in_range(p->src, e->srange_lo, e->srange_hi));
 	FW_TEST(FW_M_DSTRANGE, fw_in_range(p->dst, e->drange_lo, e->drange_hi));
 	/* set lookups last: the cheap tests above usually decide first */

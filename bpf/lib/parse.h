@@ -160,6 +160,7 @@ static __always_inline int parse_ipv6(struct cursor *c, struct fw_pkt *p, __u8 *
 			__u32 len = nh == IPPROTO_AH ? (opt->hdrlen + 2) * 4 : (opt->hdrlen + 1) * 8;
 			if (c->pos + len > c->end || len > c->l4len)
 				return -FW_R_BAD_EXTHDR;
+
 			c->l4len -= len;
 			nh = opt->nexthdr;
 			c->pos += len;
@@ -215,7 +216,6 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
 		if (doff < 20 || l4_short(c, l4, doff))
 			return -FW_R_BAD_L4;
 		p->tcp_flags = l4[13];
-		p->tcp_optlen = doff - 20;
 		if (l4[13] & FW_TCP_RST)
 			p->flags |= FW_PKT_ANSWER;
 		break;

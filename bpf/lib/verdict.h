@@ -11,7 +11,7 @@
 #include "../maps.h"
 #include "ct.h"
 #include "classify.h"
-#include "tcpopt.h"
+#include "hdropt.h"
 
 static __always_inline const struct fw_config *fw_config(void)
 {
@@ -107,8 +107,8 @@ static __always_inline int fw_decide(struct __sk_buff *skb, void *data, void *da
 
 	if (next == FW_DECIDE_NO_RULESET)
 		return -1;
-	if (next == FW_DECIDE_CLASSIFY && fw_mss_wanted(root, p))
-		p->mss = fw_skb_mss(skb, p->l4_off, p->tcp_optlen);
+	if (next == FW_DECIDE_CLASSIFY && fw_hdropt_wanted(root))
+		fw_skb_hdropt(skb, root, p);
 	if (next == FW_DECIDE_CLASSIFY && fw_classify(root, sel, p, d) < 0)
 		return -1;
 	fw_decide_end(&ct, p, bytes, d);

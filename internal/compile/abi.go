@@ -207,9 +207,16 @@ const (
 	MCTStatus uint32 = 1 << 26
 	MCTProto  uint32 = 1 << 27
 	MMSS      uint32 = 1 << 28
+	MRTType   uint32 = 1 << 29
+	MRTSegs   uint32 = 1 << 30
+	MRTLen    uint32 = 1 << 31
+	// MRTHdr is FW_M_RTHDR: the tests of the IPv6 routing header, which
+	// never match a packet without one.
+	MRTHdr = MRTType | MRTSegs | MRTLen
 )
 
-// NoMSS is FW_MSS_NONE: a TCP header without an MSS option (RefPacket.MSS).
+// NoMSS is RefPacket.MSS of a TCP header without an MSS option (above
+// every MSS).
 const NoMSS = 0x10000
 
 // Connection info bits (FW_CTI_*, fw_pkt.ctinfo): the status bits are
@@ -226,6 +233,7 @@ const (
 const (
 	RootCT  uint8 = 0x01 // the generation uses connection tracking
 	RootMSS uint8 = 0x02 // an entry tests TCP's MSS option (the classifier reads it)
+	RootRT  uint8 = 0x04 // an entry tests the IPv6 routing header (the classifier reads it)
 )
 
 // Connection states (enum fw_ct_state); bit i of a state mask is state i,

@@ -438,6 +438,11 @@ func headerTests(m *rules.Match, base *Entry, test func(bit uint32, invert bool)
 		test(MMSS, s.Invert)
 		base.MSSLo, base.MSSHi = s.Min, s.Max
 	}
+	if rt := m.RT; rt != nil {
+		if never := rtTests(rt, base, test); never != "" {
+			return never, nil
+		}
+	}
 	if e := m.ECN; e != nil {
 		if e.IPECT >= 0 {
 			test(MECNIP, e.IPInvert)
@@ -449,6 +454,46 @@ func headerTests(m *rules.Match, base *Entry, test func(bit uint32, invert bool)
 		}
 	}
 	return "", nil
+}
+
+// rtTests turns on the tests of -m rt. The header's fields are narrower
+// than iptables' values (a type and segments left are bytes, a length at
+// most 2048): a value no header has makes the test never true, or, negated,
+// always true of a packet with a routing header, which the segments-left
+// test then stands for (-m rt alone: a routing header, any).
+func rtTests(rt *rules.RTMatch, base *Entry, test func(bit uint32, invert bool)) (never string) {
+	const noRT = "its -m rt tests leave no routing header; the rule never matches"
+	lo, hi, inv := uint32(0), uint32(255), false
+	if s := rt.Segs; s != nil {
+		lo, hi, inv = s.Lo, min(s.Hi, 255), s.Invert
+		if lo > hi {
+			if !inv {
+				return noRT
+			}
+			lo, hi, inv = 0, 255, false
+		}
+	}
+	test(MRTSegs, inv)
+	base.RTSegsLo, base.RTSegsHi = uint8(lo), uint8(hi)
+	if v := rt.Type; v != nil {
+		switch {
+		case v.V <= 255:
+			test(MRTType, v.Invert)
+			base.RTType = uint8(v.V)
+		case !v.Invert:
+			return noRT
+		}
+	}
+	if v := rt.Len; v != nil {
+		switch {
+		case v.V <= 0xffff:
+			test(MRTLen, v.Invert)
+			base.RTLen = uint16(v.V)
+		case !v.Invert:
+			return noRT
+		}
+	}
+	return ""
 }
 
 // portAlts turns a port match into alternatives; an inverted set becomes
@@ -563,18 +608,28 @@ func logLimits(in Input) ([]LogLimit, error) {
 	return out, nil
 }
 
+// hdroptFlags are the root flags that make the data plane read the header
+// fields e tests that the parser does not (bpf/lib/hdropt.h).
+func hdroptFlags(e *Entry) uint8 {
+	var f uint8
+	if e.Match&MMSS != 0 {
+		f |= RootMSS
+	}
+	if e.Match&MRTHdr != 0 {
+		f |= RootRT
+	}
+	return f
+}
+
 // setFastRules marks the generation as using conntrack when an entry tests
 // the connection state (and as reading TCP's MSS option when one tests
 // that), and gives each root its fast rule (fastRule).
 func setFastRules(t *Tables) {
-	ct, mss := false, false
+	ct := false
 	for i := range t.Entries {
 		ct = ct || t.Entries[i].Match&MCTState != 0
-		mss = mss || t.Entries[i].Match&MMSS != 0
-	}
-	if mss {
 		for r := range t.Roots {
-			t.Roots[r].Flags |= RootMSS
+			t.Roots[r].Flags |= hdroptFlags(&t.Entries[i])
 		}
 	}
 	if !ct {

@@ -442,10 +442,8 @@ func (o *Overlay) deltaRoots(d *Delta, added []bool, dead map[uint32]bool) {
 	ct := o.Roots[0].Flags&RootCT != 0
 	for _, e := range d.Entries {
 		ct = ct || e.Match&MCTState != 0
-		if e.Match&MMSS != 0 { // the classifier reads TCP's MSS option from now on
-			for r := range d.Roots {
-				d.Roots[r].Flags |= RootMSS
-			}
+		for r := range d.Roots { // the classifier reads these fields from now on
+			d.Roots[r].Flags |= hdroptFlags(&e)
 		}
 	}
 	if !ct {

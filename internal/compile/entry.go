@@ -45,6 +45,9 @@ type Entry struct {
 	CTStatus           uint8  // with MCTStatus: CTI* status bits, any of them
 	CTProto            uint8  // with MCTProto
 	MSSLo, MSSHi       uint16 // with MMSS
+	RTType             uint8  // with MRTType
+	RTSegsLo, RTSegsHi uint8  // with MRTSegs
+	RTLen              uint16 // with MRTLen: the routing header's length in bytes
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool

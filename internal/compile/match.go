@@ -62,7 +62,7 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 	if p.Src.Is6() {
 		fam = rules.FamilyIPv6
 	}
-	if e.Chain != p.Chain || (m&ML4 != 0 && !p.L4) || (m&MFamily != 0 && e.Family != fam) {
+	if e.Chain != p.Chain || (m&ML4 != 0 && !p.L4) || (m&MFamily != 0 && e.Family != fam) || (m&MRTHdr != 0 && !p.RT) {
 		return false
 	}
 	src, dst := addrBytes(p)
@@ -96,6 +96,9 @@ func (e *Entry) Matches(p *RefPacket, ifindex uint32, setNames map[uint32]string
 		test(MCTStatus, p.CTInfo&e.CTStatus != 0) &&
 		test(MCTProto, p.CTProto == e.CTProto) &&
 		test(MMSS, p.MSS >= uint32(e.MSSLo) && p.MSS <= uint32(e.MSSHi)) &&
+		test(MRTType, p.RTType == e.RTType) &&
+		test(MRTSegs, p.RTSegsLeft >= e.RTSegsLo && p.RTSegsLeft <= e.RTSegsHi) &&
+		test(MRTLen, p.RTLen == e.RTLen) &&
 		test(MSrcRange, e.SrcRange.Contains(p.Src)) &&
 		test(MDstRange, e.DstRange.Contains(p.Dst)) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&

@@ -39,6 +39,12 @@ type RefPacket struct {
 	CTProto uint8
 	// MSS is the TCP header's MSS option, NoMSS without one.
 	MSS uint32
+	// RT: an IPv6 routing header; the first one's type, segments left
+	// and length in bytes.
+	RT         bool
+	RTType     uint8
+	RTSegsLeft uint8
+	RTLen      uint16
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
 }
@@ -283,6 +289,20 @@ func headerMatches(m *rules.Match, p *RefPacket) bool {
 	}
 	if s := m.MSS; s != nil && (p.MSS <= 0xffff && p.MSS >= uint32(s.Min) && p.MSS <= uint32(s.Max)) == s.Invert {
 		return false // xt_tcpmss: no MSS option matches only negated
+	}
+	if rt := m.RT; rt != nil {
+		if !p.RT {
+			return false // ip6t_rt: no routing header, no match
+		}
+		if v := rt.Type; v != nil && (uint32(p.RTType) == v.V) == v.Invert {
+			return false
+		}
+		if s := rt.Segs; s != nil && (uint32(p.RTSegsLeft) >= s.Lo && uint32(p.RTSegsLeft) <= s.Hi) == s.Invert {
+			return false
+		}
+		if v := rt.Len; v != nil && (uint32(p.RTLen) == v.V) == v.Invert {
+			return false
+		}
 	}
 	if l := m.Length; l != nil && (p.Len >= uint32(l.Min) && p.Len <= uint32(l.Max)) == l.Invert {
 		return false

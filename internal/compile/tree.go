@@ -328,7 +328,7 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MSrcSet) || on(MDstSet) {
 		exact = false // set membership is no range: the leaf check decides
 	}
-	if on(MCTDir) || on(MCTStatus) || on(MCTProto) || on(MMSS) {
+	if on(MCTDir) || on(MCTStatus) || on(MCTProto) || on(MMSS) || m&MRTHdr != 0 {
 		exact = false // no key dimension (rare tests): the leaf check decides
 	}
 	if on(MCTState) {

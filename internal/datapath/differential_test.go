@@ -286,6 +286,15 @@ func refPacket(p *packet.Packet, iface string) compile.RefPacket {
 	if len(p.VLANs) > 0 {
 		rp.Tagged, rp.VLAN = true, p.VLANs[0]
 	}
+	for _, e := range p.IPv6Ext { // all before a fragment header: the first routing header
+		if e.Type == 43 && p.Src.Is6() {
+			rp.RT, rp.RTType, rp.RTLen = true, packet.RoutingType, uint16(max(e.Len, 8))
+			if len(e.Routing) >= 2 {
+				rp.RTType, rp.RTSegsLeft = e.Routing[0], e.Routing[1]
+			}
+			break
+		}
+	}
 	switch p.Proto {
 	case packet.ProtoTCP, packet.ProtoUDP, packet.ProtoICMP, packet.ProtoICMPv6, protoSCTP, protoUDPLite:
 		rp.L4 = !rp.Fragment
@@ -484,6 +493,24 @@ func genHeader(r *rand.Rand, m *rules.Match, p *packet.Packet) {
 			p.TOS = p.TOS&^3 | uint8(e.IPECT)
 		}
 		p.TCPFlags = p.TCPFlags&^e.TCPMask | e.TCPComp
+	}
+	if rt := m.RT; rt != nil && p.Src.Is6() && chance(r, 70) {
+		typ, segs, n := uint8(pick(r, []int{0, 2, 4, 253})), uint8(r.IntN(4)), 8*(1+r.IntN(3))
+		if rt.Type != nil && chance(r, 70) {
+			typ = uint8(near(int(rt.Type.V), int(rt.Type.V)))
+		}
+		if rt.Segs != nil && chance(r, 70) {
+			segs = uint8(near(int(min(rt.Segs.Lo, 255)), int(min(rt.Segs.Hi, 255))))
+		}
+		if rt.Len != nil && rt.Len.V%8 == 0 && rt.Len.V >= 8 && rt.Len.V <= 64 && chance(r, 70) {
+			n = int(rt.Len.V)
+		}
+		h := packet.ExtHdr{Type: 43, Len: n, Routing: []byte{typ, segs}}
+		if chance(r, 30) { // behind another extension header
+			p.IPv6Ext = append([]packet.ExtHdr{{Type: 0, Len: 8}}, h)
+		} else {
+			p.IPv6Ext = append([]packet.ExtHdr{h}, p.IPv6Ext...)
+		}
 	}
 	if p.Proto == packet.ProtoTCP && chance(r, 60) {
 		mss := pick(r, []uint16{536, 1460, uint16(r.UintN(65536))})

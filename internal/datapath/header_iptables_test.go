@@ -40,6 +40,7 @@ var (
 		"-p tcp -m ecn ! --ecn-tcp-cwr",
 		"-m iprange --src-range 2001:db8::ffff:ffff-2001:db8::1:0:5", "-m iprange ! --src-range fd00:201::-fd00:201::1",
 		"-m conntrack --ctstatus CONFIRMED", "-m conntrack --ctproto tcp", "-p tcp -m tcpmss --mss 1440",
+		"-m rt", "-m rt --rt-type 0", "-m rt ! --rt-type 0 --rt-segsleft 1:3", "-m rt --rt-len 16", "-m rt ! --rt-len 16",
 	}
 )
 
@@ -210,6 +211,10 @@ func oracleProbe(r *rand.Rand, fam rules.Family, a, b testutil.VethEnd) *packet.
 		mss := pick(r, []uint16{536, 1440, 1460, 1461})
 		p.TCPOptions = pick(r, [][]byte{nil, {2, 4, byte(mss >> 8), byte(mss)}, {1, 1, 4, 2, 2, 4, byte(mss >> 8), byte(mss)},
 			{0, 2, 4, byte(mss >> 8), byte(mss)}, {2, 3, byte(mss >> 8), byte(mss)}})
+	}
+	if fam == rules.FamilyIPv6 && r.IntN(3) == 0 { // a routing header, segments left 0: delivered
+		h := packet.ExtHdr{Type: 43, Len: pick(r, []int{8, 16, 24}), Routing: []byte{pick(r, []uint8{0, 2, 4, 253}), 0}}
+		p.IPv6Ext = pick(r, [][]packet.ExtHdr{{h}, {{Type: 0, Len: 8}, h}, {{Type: 60, Len: 8}, h, {Type: 43, Len: 8}}})
 	}
 	p.TTL = pick(r, []uint8{1, 2, 63, 64, 65, 128, 255})
 	p.TOS = pick(r, []uint8{0, 1, 2, 3, 0x08, 0x09, 0x10, 0x12, 0x50, 0x88, 0xb8, 0xbb, 0xd0, uint8(r.UintN(256))})

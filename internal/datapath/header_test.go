@@ -34,6 +34,16 @@ func TestHeaderMatches(t *testing.T) {
 	dst := func(a string) func(*packet.Packet) { return func(p *packet.Packet) { p.Dst = netip.MustParseAddr(a) } }
 	frag := func(p *packet.Packet) { p.FragOffset = 100 }
 	opts := func(b ...byte) func(*packet.Packet) { return func(p *packet.Packet) { p.TCPOptions = b } }
+	// rth gives the packet a routing header of type typ, segments left
+	// segs, n bytes; behind a hop-by-hop header when hop is 1.
+	rth := func(hop int, typ, segs uint8, n int) func(*packet.Packet) {
+		return func(p *packet.Packet) {
+			if hop == 1 {
+				p.IPv6Ext = append(p.IPv6Ext, packet.ExtHdr{Type: 0, Len: 8})
+			}
+			p.IPv6Ext = append(p.IPv6Ext, packet.ExtHdr{Type: 43, Len: n, Routing: []byte{typ, segs}})
+		}
+	}
 	cases := []struct {
 		name  string
 		rule  string
@@ -122,6 +132,22 @@ func TestHeaderMatches(t *testing.T) {
 		{"iprange v6 negated", "-m iprange ! --dst-range ::-::ffff", udp6(dst("::1")), false},
 		{"iprange v6 negated outside", "-m iprange ! --dst-range ::-::ffff", udp6(none), true},
 		{"iprange on a non-first fragment", "-m iprange --src-range 10.0.0.0-10.0.0.7", udp4(frag), true},
+		// -m rt: the first routing header; none: no match, negated or not
+		{"rt any", "-m rt", udp6(rth(0, 253, 0, 8)), true},
+		{"rt none", "-m rt", udp6(none), false},
+		{"rt type 0", "-m rt --rt-type 0", udp6(rth(0, 0, 1, 24)), true},
+		{"rt type other", "-m rt --rt-type 0", udp6(rth(0, 2, 1, 24)), false},
+		{"rt type negated", "-m rt ! --rt-type 0", udp6(rth(0, 2, 1, 24)), true},
+		{"rt negated, no header", "-m rt ! --rt-type 0", udp6(none), false},
+		{"rt behind hop-by-hop", "-m rt --rt-type 2 --rt-segsleft 1", udp6(rth(1, 2, 1, 24)), true},
+		{"rt segsleft range", "-m rt --rt-segsleft 2:5", udp6(rth(0, 4, 5, 8)), true},
+		{"rt segsleft outside", "-m rt --rt-segsleft 2:5", udp6(rth(0, 4, 6, 8)), false},
+		{"rt len in bytes", "-m rt --rt-len 24", udp6(rth(0, 4, 0, 24)), true},
+		{"rt len other", "-m rt --rt-len 24", udp6(rth(0, 4, 0, 16)), false},
+		{"rt type 256 never", "-m rt --rt-type 256", udp6(rth(0, 0, 0, 8)), false},
+		{"rt ! type 256 always", "-m rt ! --rt-type 256", udp6(rth(0, 0, 0, 8)), true},
+		{"rt on a non-first fragment", "-m rt --rt-type 4", udp6(func(p *packet.Packet) { rth(0, 4, 0, 8)(p); frag(p) }), true},
+		{"rt with tcp (the walk to it)", "-p tcp -m rt --rt-type 4", mod(udp6(func(p *packet.Packet) { p.Proto = packet.ProtoTCP }), rth(1, 4, 0, 8)), true},
 		// -m tcpmss: the first whole MSS option; none: only negated matches
 		{"mss", "-p tcp -m tcpmss --mss 1460", tcp4(0x02, opts(2, 4, 0x05, 0xb4)), true},
 		{"mss other", "-p tcp -m tcpmss --mss 1460", tcp4(0x02, opts(2, 4, 0x05, 0xb5)), false},
@@ -210,21 +236,28 @@ func TestConntrackOptions(t *testing.T) {
 	}
 }
 
-// TestTCPMSSEgress: the tc egress program reads the MSS option too (the
-// OUTPUT chain), from the skb.
-func TestTCPMSSEgress(t *testing.T) {
+// TestHdrOptEgress: the tc egress program (the OUTPUT chain) reads the
+// MSS option and the routing header too, from the skb.
+func TestHdrOptEgress(t *testing.T) {
 	f := newFixture(t)
-	f.installText("-A OUTPUT -p tcp -m tcpmss --mss 1:1000 -j DROP\n")
+	f.installText("-A OUTPUT -p tcp -m tcpmss --mss 1:1000 -j DROP\n-A OUTPUT -m rt --rt-type 0 -j DROP\n")
+	rt := func(typ uint8) []packet.ExtHdr { return []packet.ExtHdr{{Type: 43, Len: 8, Routing: []byte{typ, 0}}} }
 	for _, tc := range []struct {
 		opts []byte
+		ext  []packet.ExtHdr
 		want uint32
 	}{
-		{[]byte{2, 4, 0x02, 0x18}, datapath.TCActShot}, // 536
-		{[]byte{1, 1, 4, 2, 2, 4, 0x05, 0xb4}, datapath.TCActOK},
-		{nil, datapath.TCActOK},
+		{[]byte{2, 4, 0x02, 0x18}, nil, datapath.TCActShot}, // 536
+		{[]byte{1, 1, 4, 2, 2, 4, 0x05, 0xb4}, nil, datapath.TCActOK},
+		{nil, nil, datapath.TCActOK},
+		{nil, rt(0), datapath.TCActShot},
+		{nil, rt(2), datapath.TCActOK},
 	} {
 		p := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoTCP, SPort: 40001, DPort: 443,
 			TCPFlags: packet.TCPSyn, TCPOptions: tc.opts}
+		if tc.ext != nil {
+			p.Src, p.Dst, p.IPv6Ext = ct6.srv, ct6.cli, tc.ext
+		}
 		var r datapath.TraceResult
 		err := f.ns.Do(func() error {
 			var err error
@@ -232,7 +265,7 @@ func TestTCPMSSEgress(t *testing.T) {
 			return err
 		})
 		if err != nil || r.XDPAction != tc.want {
-			t.Errorf("options %x: %+v %v, want tc verdict %d", tc.opts, r, err, tc.want)
+			t.Errorf("options %x, extension headers %v: %+v %v, want tc verdict %d", tc.opts, tc.ext, r, err, tc.want)
 		}
 	}
 }

@@ -286,6 +286,10 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		Ctproto:  e.CTProto,
 		MssLo:    e.MSSLo,
 		MssHi:    e.MSSHi,
+		RtLen:    e.RTLen,
+		RtType:   e.RTType,
+		RtSegsLo: e.RTSegsLo,
+		RtSegsHi: e.RTSegsHi,
 	}
 }
 

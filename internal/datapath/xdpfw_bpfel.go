@@ -113,6 +113,11 @@ type xdpfwFwEntry struct {
 	Pad1     uint8
 	MssLo    uint16
 	MssHi    uint16
+	RtLen    uint16
+	RtType   uint8
+	RtSegsLo uint8
+	RtSegsHi uint8
+	Pad2     uint8
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -134,7 +139,7 @@ type xdpfwFwEntry struct {
 	Flags    uint8
 	Nranges  uint8
 	Rdim     [6]uint8
-	_        [1]byte
+	_        [3]byte
 	Rlo      [6]uint32
 	Rhi      [6]uint32
 	_        [4]byte
@@ -213,33 +218,36 @@ type xdpfwFwSetKey struct {
 type xdpfwFwXdpHandoff struct {
 	_   structs.HostLayout
 	Pkt struct {
-		_         structs.HostLayout
-		Src       [2]uint64
-		Dst       [2]uint64
-		Sport     uint16
-		SrcMac    [6]uint8
-		Dport     uint16
-		DstMac    [6]uint8
-		Ifindex   uint32
-		VlanId    uint16
-		Family    uint8
-		Proto     uint8
-		IcmpCode  uint8
-		IcmpType  uint8
-		TcpFlags  uint8
-		Flags     uint8
-		Chain     uint8
-		Ctstate   uint8
-		L4Off     uint16
-		L3Len     uint32
-		L3Off     uint8
-		Ttl       uint8
-		Tos       uint8
-		Ctinfo    uint8
-		Ctproto   uint8
-		TcpOptlen uint8
-		Pad       [2]uint8
-		Mss       uint32
+		_          structs.HostLayout
+		Src        [2]uint64
+		Dst        [2]uint64
+		Sport      uint16
+		SrcMac     [6]uint8
+		Dport      uint16
+		DstMac     [6]uint8
+		Ifindex    uint32
+		VlanId     uint16
+		Family     uint8
+		Proto      uint8
+		IcmpCode   uint8
+		IcmpType   uint8
+		TcpFlags   uint8
+		Flags      uint8
+		Chain      uint8
+		Ctstate    uint8
+		L4Off      uint16
+		L3Len      uint32
+		L3Off      uint8
+		Ttl        uint8
+		Tos        uint8
+		Ctinfo     uint8
+		Ctproto    uint8
+		Pad0       uint8
+		RtType     uint8
+		RtSegsleft uint8
+		Mss        uint16
+		RtHdrlen   uint8
+		Pad        uint8
 	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot

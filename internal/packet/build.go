@@ -229,6 +229,7 @@ func appendExtHdr(b []byte, e ExtHdr, next uint8) ([]byte, error) {
 		h[1] = byte(n/8 - 1)
 		h[2] = RoutingType
 		h[3] = 0 // segments left
+		copy(h[2:], e.Routing)
 	default:
 		h[1] = byte(n/8 - 1)
 	}

@@ -89,6 +89,10 @@ const (
 type ExtHdr struct {
 	Type uint8 // extension header protocol number
 	Len  int   // total length in bytes including the 2-byte head
+	// Routing is what a routing header holds after its 2-byte head (its
+	// type, segments left, ...), instead of RoutingType, 0 and zeros;
+	// cut to Len.
+	Routing []byte
 }
 
 // Packet is the abstract description of one Ethernet frame.

@@ -296,6 +296,7 @@ type Match struct {
 	TOS                *TOSMatch
 	ECN                *ECNMatch
 	MSS                *MSSMatch // -m tcpmss
+	RT                 *RTMatch  // -m rt (IPv6)
 
 	// L4Header: -m tcp, -m udp, -m sctp or -m udplite without an option of its
 	// own (iptables-save writes `-p tcp -m tcp` for --dport 0:65535 or

@@ -35,6 +35,9 @@ func (m Match) ImpliedFamily() Family {
 	if m.TTL != nil {
 		return m.Family // -m ttl or -m hl: the family names the module
 	}
+	if m.RT != nil {
+		return FamilyIPv6
+	}
 	return FamilyAny
 }
 

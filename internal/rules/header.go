@@ -97,6 +97,86 @@ type MSSMatch struct {
 	Invert   bool
 }
 
+// RTMatch is -m rt: the packet has an IPv6 routing header (the first one
+// is tested) and it passes each test given: --rt-type, --rt-segsleft (its
+// segments left) and --rt-len (its length in bytes). The values are
+// iptables' 32-bit ones; a value no header has is kept as written.
+type RTMatch struct {
+	Type *RTValue
+	Segs *RTRange
+	Len  *RTValue
+}
+
+// RTValue is an --rt-type or --rt-len test.
+type RTValue struct {
+	V      uint32
+	Invert bool
+}
+
+// RTRange is an --rt-segsleft test: Lo..Hi (reversed: none).
+type RTRange struct {
+	Lo, Hi uint32
+	Invert bool
+}
+
+// rt returns the rule's -m rt match.
+func (p *ruleParser) rt() *RTMatch {
+	if p.r.Match.RT == nil {
+		p.r.Match.RT = &RTMatch{}
+	}
+	return p.r.Match.RT
+}
+
+// optRTType handles -m rt --rt-type and --rt-len.
+func (p *ruleParser) optRTValue(o optUse) *Error {
+	a := o.args[0]
+	n, ok := parseNumber(a.text, 0xffffffff)
+	if !ok {
+		return p.errAt(a, a.text, "not a number (0-4294967295)", "")
+	}
+	v := &RTValue{V: uint32(n), Invert: o.invert}
+	if o.opt.text == "--rt-type" {
+		p.rt().Type = v
+	} else {
+		p.rt().Len = v
+	}
+	return nil
+}
+
+// optRTSegs handles -m rt --rt-segsleft N[:M].
+func (p *ruleParser) optRTSegs(o optUse) *Error {
+	a := o.args[0]
+	lo, hi, colon := strings.Cut(a.text, ":")
+	if !colon {
+		hi = lo
+	}
+	bound := func(t string, def uint64) (uint32, bool) {
+		if t == "" && colon {
+			return uint32(def), true
+		}
+		n, ok := parseNumber(t, 0xffffffff)
+		return uint32(n), ok
+	}
+	l, ok1 := bound(lo, 0)
+	h, ok2 := bound(hi, 0xffffffff)
+	if !ok1 || !ok2 {
+		return p.errAt(a, a.text, "not a number or range (0-4294967295)", "write --rt-segsleft N or N:M")
+	}
+	if l == 0 && h == 0xffffffff && !o.invert {
+		p.rt() // every value: iptables-save prints no option
+		return nil
+	}
+	p.rt().Segs = &RTRange{Lo: l, Hi: h, Invert: o.invert}
+	return nil
+}
+
+// optRT0 refuses the options of type 0 routing headers.
+func (p *ruleParser) optRT0(o optUse) *Error {
+	return p.errAt(o.opt, "", o.opt.text+" is not supported: xdpfw does not read type 0 routing headers' fields",
+		"type 0 routing headers are deprecated (RFC 5095) and Linux does not process them; "+
+			"to drop them all: -m rt --rt-type 0 -j DROP")
+}
+
 // optSrcRange handles -m iprange --src-range.
 func (p *ruleParser) optSrcRange(o optUse) *Error { return p.ipRange(o, &p.r.Match.SrcRange) }
 
@@ -374,6 +454,22 @@ func (w *specWriter) header(m *Match) {
 	if l := m.Length; l != nil {
 		w.add(false, "-m", "length")
 		w.add(l.Invert, "--length", formatRange16(l.Min, l.Max))
+	}
+	if rt := m.RT; rt != nil {
+		w.add(false, "-m", "rt")
+		if v := rt.Type; v != nil {
+			w.add(v.Invert, "--rt-type", strconv.FormatUint(uint64(v.V), 10))
+		}
+		if s := rt.Segs; s != nil {
+			v := strconv.FormatUint(uint64(s.Lo), 10)
+			if s.Hi != s.Lo {
+				v += ":" + strconv.FormatUint(uint64(s.Hi), 10)
+			}
+			w.add(s.Invert, "--rt-segsleft", v)
+		}
+		if v := rt.Len; v != nil {
+			w.add(v.Invert, "--rt-len", strconv.FormatUint(uint64(v.V), 10))
+		}
 	}
 	if s := m.MSS; s != nil {
 		w.add(false, "-m", "tcpmss")

@@ -436,6 +436,12 @@ func (p *ruleParser) optModule(o optUse) *Error {
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
 		p.needICMPType(o.opt, "-m icmp6 needs --icmpv6-type", "-p ipv6-icmp alone matches every ICMPv6 packet")
+	case "rt": // no option needed: a packet with a routing header
+		if err := p.setFamily(FamilyIPv6, o.opt, "", "-m rt (IPv6 routing header)", "-m rt (IPv6)"); err != nil {
+			return err
+		}
+		p.rt()
+		p.modules[name] = &moduleUse{tok: o.opt}
 	case "comment":
 		if p.comment != nil {
 			return p.errAt(*p.comment, "", "-m comment needs --comment", "")

@@ -113,6 +113,16 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--tos":
 		return optSpec{slot: name, nargs: 1, usage: "--tos VALUE[/MASK]", negatable: true, module: "tos",
 			parse: (*ruleParser).optTOS}, true
+	case "--rt-type", "--rt-len":
+		return optSpec{slot: name, nargs: 1, usage: name + " N", negatable: true, module: "rt",
+			parse: (*ruleParser).optRTValue}, true
+	case "--rt-segsleft":
+		return optSpec{slot: name, nargs: 1, usage: name + " N[:M]", negatable: true, module: "rt",
+			parse: (*ruleParser).optRTSegs}, true
+	case "--rt-0-res", "--rt-0-not-strict":
+		return optSpec{module: "rt", parse: (*ruleParser).optRT0}, true
+	case "--rt-0-addrs":
+		return optSpec{nargs: 1, usage: name + " ADDR[,ADDR...]", module: "rt", parse: (*ruleParser).optRT0}, true
 	case "--mss":
 		return optSpec{slot: name, nargs: 1, usage: "--mss MIN[:MAX]", negatable: true, module: "tcpmss",
 			parse: (*ruleParser).optMSS}, true
@@ -189,7 +199,7 @@ func moduleOptions(module string) (string, bool) {
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
 	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), " +
-	"iprange, length, ttl, hl, dscp, tos, ecn, tcpmss"
+	"iprange, length, ttl, hl, dscp, tos, ecn, tcpmss, rt"
 
 // isIptablesTarget reports whether name is a target of iptables/ip6tables
 // (other than the four xdpfw supports), as opposed to a user-defined chain.

@@ -135,6 +135,23 @@ func randomHeader(r *rand.Rand, m *Match) {
 		m.ECN.TCPComp = m.ECN.TCPMask & uint8(r.UintN(256))
 		m.L4Header = false // the ECN bits need the header already
 	}
+	if m.Family == FamilyIPv6 && chance(r, 4) {
+		rt := &RTMatch{}
+		if chance(r, 60) {
+			rt.Type = &RTValue{V: pick(r, []uint32{0, 2, 3, 4, 253, 256}), Invert: chance(r, 20)}
+		}
+		if chance(r, 40) {
+			a, b := pick(r, []uint32{0, 1, 2, 5, 255, 300}), pick(r, []uint32{0, 1, 3, 255, 0xffffffff})
+			rt.Segs = &RTRange{Lo: min(a, b), Hi: max(a, b), Invert: chance(r, 20)}
+			if rt.Segs.Lo == 0 && rt.Segs.Hi == 0xffffffff && !rt.Segs.Invert {
+				rt.Segs = nil // iptables-save prints no option: read back as none
+			}
+		}
+		if chance(r, 30) {
+			rt.Len = &RTValue{V: pick(r, []uint32{8, 16, 24, 3}), Invert: chance(r, 20)}
+		}
+		m.RT = rt
+	}
 	if p := m.Proto; p != nil && !p.Invert && p.Proto == protoTCP && chance(r, 5) {
 		a, b := pick(r, randomMSS[:]), pick(r, randomMSS[:])
 		m.MSS = &MSSMatch{Min: min(a, b), Max: max(a, b), Invert: chance(r, 25)}

@@ -159,6 +159,9 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(m.TOS != nil, "tos")
 		mark(m.ECN != nil && m.ECN.IPECT >= 0, "ecn ip")
 		mark(m.ECN != nil && m.ECN.TCPMask != 0, "ecn tcp")
+		mark(m.RT != nil, "rt")
+		mark(m.RT != nil && m.RT.Type != nil && m.RT.Segs != nil, "rt type segsleft")
+		mark(m.RT != nil && m.RT.Len != nil, "rt len")
 		mark(m.MSS != nil, "tcpmss")
 		mark(m.MSS != nil && m.MSS.Invert, "! tcpmss")
 		mark(m.CTProto != nil, "ctproto")
@@ -183,7 +186,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
 		"ctstate", "! ctstate", "iprange", "iprange v6", "! iprange", "length", "! length", "ttl", "hl", "ttl ne",
-		"dscp", "tos", "ecn ip", "ecn tcp", "tcpmss", "! tcpmss", "ctproto", "ctstatus", "ctstatus NONE", "ctdir", "ctstate NAT",
+		"dscp", "tos", "ecn ip", "ecn tcp", "tcpmss", "! tcpmss", "rt", "rt type segsleft", "rt len", "ctproto", "ctstatus", "ctstatus NONE", "ctdir", "ctstate NAT",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {
