@@ -273,7 +273,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		warn = append(warn, "--ctstate SNAT and DNAT name connections whose addresses NAT rewrote; "+
 			"xdpfw does no NAT, so no packet is in either state here (NAT done by the kernel happens after XDP)")
 	}
-	if c, ct := m.CTState, m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil; c != nil || ct {
+	if c, ct := m.CTState, m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs(); c != nil || ct {
 		mask := rules.CTAll
 		if c != nil {
 			mask = c.Mask & rules.CTAll // SNAT, DNAT: no packet here
@@ -355,7 +355,25 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts), maxEntriesPerRule)
 	}
 
-	out := make([]Entry, 0, len(alts))
+	bases, never, err := ctAddrBases(m, base)
+	if err != nil || never != "" {
+		if never != "" {
+			warn = append(warn, never)
+		}
+		return nil, warn, err
+	}
+	if len(alts)*len(bases) > maxEntriesPerRule {
+		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts)*len(bases), maxEntriesPerRule)
+	}
+	out := make([]Entry, 0, len(alts)*len(bases))
+	for _, b := range bases {
+		out = appendAlts(out, b, alts)
+	}
+	return out, warn, nil
+}
+
+// appendAlts appends to out base's entry for each alternative of alts.
+func appendAlts(out []Entry, base Entry, alts []alt) []Entry {
 	for _, a := range alts {
 		e := base
 		if a.sport != fullRange {
@@ -372,7 +390,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces map[string]uint32, sets map[st
 		}
 		out = append(out, e)
 	}
-	return out, warn, nil
+	return out
 }
 
 // headerTests turns on the tests of the header matches (-m iprange,

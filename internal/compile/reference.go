@@ -257,7 +257,7 @@ func Matches(m *rules.Match, p RefPacket) bool {
 // --ctstate: as in the kernel's xt_conntrack, a packet without a
 // connection (INVALID, UNTRACKED) matches none of them, negated or not.
 func ctMatches(m *rules.Match, p RefPacket) bool {
-	if m.CTProto == nil && m.CTStatus == nil && m.CTDir == nil {
+	if m.CTProto == nil && m.CTStatus == nil && m.CTDir == nil && !m.CTAddrs() {
 		return true
 	}
 	if p.CTState != CTNew && p.CTState != CTEstablished && p.CTState != CTRelated {
@@ -271,6 +271,21 @@ func ctMatches(m *rules.Match, p RefPacket) bool {
 	}
 	if c := m.CTDir; c != nil && (p.CTInfo&CTIReply != 0) != (*c == rules.CTDirReply) {
 		return false
+	}
+	// the connection's addresses: without NAT the packet's, by direction
+	// (the compiler refuses these tests where RELATED errors could reach
+	// them: their connection is the quoted packet's)
+	origSrc, origDst := p.Src, p.Dst
+	if p.CTInfo&CTIReply != 0 {
+		origSrc, origDst = p.Dst, p.Src
+	}
+	for _, a := range []struct {
+		m *rules.AddrMatch
+		v netip.Addr
+	}{{m.CTOrigSrc, origSrc}, {m.CTOrigDst, origDst}, {m.CTReplSrc, origDst}, {m.CTReplDst, origSrc}} {
+		if a.m != nil && a.m.Prefix.Contains(a.v) == a.m.Invert {
+			return false
+		}
 	}
 	return true
 }

@@ -33,6 +33,8 @@ var (
 		"-m conntrack --ctstatus CONFIRMED", "-m conntrack ! --ctstatus CONFIRMED", "-m conntrack --ctdir ORIGINAL",
 		"-m conntrack --ctproto udp", "-m conntrack ! --ctproto udp", "-m conntrack --ctstatus SEEN_REPLY",
 		"-p tcp -m tcpmss --mss 1:1460", "-p tcp -m tcpmss ! --mss 536",
+		"-m conntrack --ctstate NEW --ctorigsrc 10.0.0.4/31", "-m conntrack --ctstate NEW,ESTABLISHED --ctreplsrc 10.201.0.2",
+		"-m conntrack --ctstate NEW ! --ctrepldst 10.0.0.8/30",
 	}
 	headerRules6 = []string{
 		"-m length --length 55", "-m length --length 40:60", "-m hl --hl-eq 1", "-m hl --hl-lt 64", "-m hl ! --hl-eq 64",
@@ -40,6 +42,7 @@ var (
 		"-p tcp -m ecn ! --ecn-tcp-cwr",
 		"-m iprange --src-range 2001:db8::ffff:ffff-2001:db8::1:0:5", "-m iprange ! --src-range fd00:201::-fd00:201::1",
 		"-m conntrack --ctstatus CONFIRMED", "-m conntrack --ctproto tcp", "-p tcp -m tcpmss --mss 1440",
+		"-m conntrack --ctstate NEW --ctorigdst fd00:201::2", "-m conntrack --ctstate NEW ! --ctorigsrc 2001:db8::/64",
 		"-m rt", "-m rt --rt-type 0", "-m rt ! --rt-type 0 --rt-segsleft 1:3", "-m rt --rt-len 16", "-m rt ! --rt-len 16",
 	}
 )

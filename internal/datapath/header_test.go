@@ -269,3 +269,34 @@ func TestHdrOptEgress(t *testing.T) {
 		}
 	}
 }
+
+// TestConntrackAddresses plays a UDP exchange through real conntrack
+// against -m conntrack's address tests: without NAT, a connection's
+// original source is the client in both directions of its packets.
+func TestConntrackAddresses(t *testing.T) {
+	f := newFixture(t)
+	other := netip.MustParseAddr("10.200.0.9")
+	f.installText(`
+-A INPUT -m conntrack --ctstate NEW,ESTABLISHED --ctorigsrc 10.200.0.1 --ctorigdst 10.200.0.2 --ctdir REPLY -j ACCEPT
+-A INPUT -m conntrack --ctstate NEW,ESTABLISHED --ctreplsrc 10.200.0.2 ! --ctrepldst 10.200.0.9 -j ACCEPT
+-A INPUT -j ACCEPT
+`)
+	q := &packet.Packet{Src: ct4.cli, Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 53, Payload: []byte("query")}
+	a := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, Payload: []byte("answer")}
+	o := &packet.Packet{Src: other, Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 53, Payload: []byte("query")}
+	errPkt := &packet.Packet{Src: ct4.srv, Dst: ct4.cli, Proto: packet.ProtoICMP, ICMPType: 3, ICMPCode: 3, Payload: q.Bytes()[14:]}
+	for _, s := range []struct {
+		what string
+		pkt  *packet.Packet
+		rule int
+	}{
+		{"query: original direction, reply source the server, reply destination the client", q, 2},
+		{"answer: reply direction, original source the client", a, 1},
+		{"query from another client", o, 3},
+		{"a RELATED error (no such rule takes RELATED)", errPkt, 3},
+	} {
+		if r := f.mustRun(s.pkt.Bytes(), "eth0"); r.RuleID != f.ids[s.rule-1] {
+			t.Errorf("%s: %s: rule id %d (state %s), want rule %d", s.what, s.pkt, r.RuleID, compile.CTStateName(r.CTState), s.rule)
+		}
+	}
+}

@@ -282,6 +282,9 @@ type Match struct {
 	CTProto  *ProtoMatch
 	CTStatus *CTStatusMatch
 	CTDir    *CTDir
+	// --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst: the
+	// connection's addresses (without NAT, the packet's own, by direction).
+	CTOrigSrc, CTOrigDst, CTReplSrc, CTReplDst *AddrMatch
 
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.
@@ -305,6 +308,12 @@ type Match struct {
 	// does. Set only with -p of that protocol and without a port or TCP flag
 	// test, which need the header already (Match.NeedsL4).
 	L4Header bool
+}
+
+// CTAddrs reports whether m tests a connection's addresses (--ctorigsrc,
+// --ctorigdst, --ctreplsrc, --ctrepldst).
+func (m *Match) CTAddrs() bool {
+	return m.CTOrigSrc != nil || m.CTOrigDst != nil || m.CTReplSrc != nil || m.CTReplDst != nil
 }
 
 // NeedsL4 reports whether m tests the L4 header: a port, TCP flag or ICMP

@@ -5,7 +5,7 @@ package rules
 // -p ipv6-icmp; FamilyAny when none does. The parser rejects rules whose
 // selectors imply different families, or another family than m.Family.
 func (m Match) ImpliedFamily() Family {
-	for _, a := range []*AddrMatch{m.Src, m.Dst} {
+	for _, a := range []*AddrMatch{m.Src, m.Dst, m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst} {
 		if a != nil {
 			if a.Prefix.Addr().Is6() {
 				return FamilyIPv6

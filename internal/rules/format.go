@@ -63,13 +63,25 @@ func (r Rule) Spec() string {
 			w.add(s.m.Invert, "--match-set", s.m.Name, s.dir)
 		}
 	}
-	if m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil {
+	if m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs() {
 		w.add(false, "-m", "conntrack")
 		if c := m.CTState; c != nil {
 			w.add(c.Invert, "--ctstate", formatCTState(c.Mask))
 		}
 		if c := m.CTProto; c != nil {
 			w.add(c.Invert, "--ctproto", strconv.Itoa(int(c.Proto)))
+		}
+		for _, a := range []struct {
+			opt string
+			m   *AddrMatch
+		}{{"--ctorigsrc", m.CTOrigSrc}, {"--ctorigdst", m.CTOrigDst}, {"--ctreplsrc", m.CTReplSrc}, {"--ctrepldst", m.CTReplDst}} {
+			if a.m != nil { // as iptables-save: one address without its length
+				v := a.m.Prefix.String()
+				if a.m.Prefix.IsSingleIP() {
+					v = a.m.Prefix.Addr().String()
+				}
+				w.add(a.m.Invert, a.opt, v)
+			}
 		}
 		if c := m.CTStatus; c != nil {
 			w.add(c.Invert, "--ctstatus", formatCTStatus(c.Mask))

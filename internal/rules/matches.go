@@ -313,6 +313,15 @@ func (p *ruleParser) optCTState(o optUse) *Error {
 	return nil
 }
 
+// optCTAddr handles -m conntrack --ctorigsrc, --ctorigdst, --ctreplsrc and
+// --ctrepldst.
+func (p *ruleParser) optCTAddr(o optUse) *Error {
+	m := &p.r.Match
+	dst := map[string]**AddrMatch{"--ctorigsrc": &m.CTOrigSrc, "--ctorigdst": &m.CTOrigDst,
+		"--ctreplsrc": &m.CTReplSrc, "--ctrepldst": &m.CTReplDst}[o.opt.text]
+	return p.addr(o, o.opt.text, dst)
+}
+
 // optCTProto handles -m conntrack --ctproto.
 func (p *ruleParser) optCTProto(o optUse) *Error {
 	a := o.args[0]

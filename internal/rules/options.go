@@ -85,6 +85,9 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--ctproto":
 		return optSpec{slot: name, nargs: 1, usage: "--ctproto PROTOCOL", negatable: true,
 			module: "conntrack", parse: (*ruleParser).optCTProto}, true
+	case "--ctorigsrc", "--ctorigdst", "--ctreplsrc", "--ctrepldst":
+		return optSpec{slot: name, nargs: 1, usage: name + " ADDRESS[/LENGTH]", negatable: true,
+			module: "conntrack", parse: (*ruleParser).optCTAddr}, true
 	case "--ctstatus":
 		return optSpec{slot: name, nargs: 1, usage: "--ctstatus STATUS[,STATUS...]", negatable: true,
 			module: "conntrack", parse: (*ruleParser).optCTStatus}, true
@@ -173,7 +176,7 @@ func moduleOptions(module string) (string, bool) {
 	case "set":
 		return "--match-set NAME src|dst", true
 	case "conntrack":
-		return "--ctstate, --ctproto, --ctstatus or --ctdir", true
+		return "--ctstate, --ctproto, --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst, --ctstatus or --ctdir", true
 	case "state":
 		return "--state", true
 	case "iprange":

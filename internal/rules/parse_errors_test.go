@@ -138,7 +138,7 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -m conntrack --ctstate ESTABLISHED,BOGUS -j ACCEPT", ParseOptions{}, "1:45", "BOGUS", "unknown connection state", "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"},
 		{"-A INPUT -m state --state DNAT -j ACCEPT", ParseOptions{}, "1:27", "DNAT", "-m state has no DNAT", "-m conntrack --ctstate DNAT"},
 		{"-A INPUT --ctstate NEW -j ACCEPT", ParseOptions{}, "1:10", "", "--ctstate needs -m conntrack before it", ""},
-		{"-A INPUT -m conntrack -j ACCEPT", ParseOptions{}, "1:10", "", "-m conntrack needs --ctstate, --ctproto, --ctstatus or --ctdir", ""},
+		{"-A INPUT -m conntrack -j ACCEPT", ParseOptions{}, "1:10", "", "-m conntrack needs --ctstate, --ctproto, --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst, --ctstatus or --ctdir", ""},
 		{"-A INPUT -m conntrack --ctstate NEW --ctstate INVALID -j ACCEPT", ParseOptions{}, "1:37", "", "given twice", ""},
 		{"-A INPUT -m limit --limit 5/s -j ACCEPT", ParseOptions{}, "1:13", "limit", "module limit is not supported", ""},
 		{"-A INPUT -m set --match-set bad/name src -j DROP", ParseOptions{}, "1:29", "bad/name", "not a set name", "1-31 characters"},

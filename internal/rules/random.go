@@ -170,6 +170,22 @@ func randomHeader(r *rand.Rand, m *Match) {
 	if c := m.CTState; c != nil && chance(r, 10) {
 		c.Mask |= pick(r, []uint8{CTSNAT, CTDNAT})
 	}
+	// a connection's address (without NAT: the packet's, by direction), in
+	// states without RELATED (whose connection the data plane does not know)
+	if m.Family != FamilyAny && m.Src == nil && m.Dst == nil && chance(r, 4) {
+		a := &AddrMatch{Prefix: randomPrefix(r, m.Family), Invert: chance(r, 20)}
+		switch r.IntN(4) {
+		case 0:
+			m.CTOrigSrc = a
+		case 1:
+			m.CTOrigDst = a
+		case 2:
+			m.CTReplSrc = a
+		default:
+			m.CTReplDst = a
+		}
+		m.CTState = &CTStateMatch{Mask: pick(r, []uint8{CTNew, CTEstablished, CTNew | CTEstablished})}
+	}
 }
 
 // lastAddr is the last address of prefix p.

@@ -168,6 +168,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(m.CTStatus != nil, "ctstatus")
 		mark(m.CTStatus != nil && m.CTStatus.Mask == 0, "ctstatus NONE")
 		mark(m.CTDir != nil, "ctdir")
+		mark(m.CTAddrs(), "ctorigsrc etc.")
 		mark(m.CTState != nil && m.CTState.Mask&(CTSNAT|CTDNAT) != 0, "ctstate NAT")
 		tg := r.Target
 		mark(tg.Log, "--log")
@@ -186,7 +187,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface",
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
 		"ctstate", "! ctstate", "iprange", "iprange v6", "! iprange", "length", "! length", "ttl", "hl", "ttl ne",
-		"dscp", "tos", "ecn ip", "ecn tcp", "tcpmss", "! tcpmss", "rt", "rt type segsleft", "rt len", "ctproto", "ctstatus", "ctstatus NONE", "ctdir", "ctstate NAT",
+		"dscp", "tos", "ecn ip", "ecn tcp", "tcpmss", "! tcpmss", "rt", "rt type segsleft", "rt len", "ctproto", "ctstatus", "ctstatus NONE", "ctdir", "ctstate NAT", "ctorigsrc etc.",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {
