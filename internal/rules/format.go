@@ -66,7 +66,7 @@ func (r Rule) Spec() string {
 	if m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs() {
 		w.add(false, "-m", "conntrack")
 		if c := m.CTState; c != nil {
-			w.add(c.Invert, "--ctstate", formatCTState(c.Mask))
+			w.add(c.Invert, "--ctstate", ctStateNames.format(c.Mask))
 		}
 		if c := m.CTProto; c != nil {
 			w.add(c.Invert, "--ctproto", strconv.Itoa(int(c.Proto)))
@@ -84,7 +84,7 @@ func (r Rule) Spec() string {
 			}
 		}
 		if c := m.CTStatus; c != nil {
-			w.add(c.Invert, "--ctstatus", formatCTStatus(c.Mask))
+			w.add(c.Invert, "--ctstatus", ctStatusNames.format(c.Mask))
 		}
 		if c := m.CTDir; c != nil {
 			w.add(false, "--ctdir", map[CTDir]string{CTDirOriginal: "ORIGINAL", CTDirReply: "REPLY"}[*c])

@@ -279,35 +279,59 @@ func (p *ruleParser) optMatchSet(o optUse) *Error {
 	return nil
 }
 
-// ctStateNames are the states in the order iptables prints them.
-var ctStateNames = []struct {
+// bitNames names the bits of a mask (connection states, statuses), in the
+// order iptables prints them.
+type bitNames []struct {
 	name string
 	bit  uint8
-}{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", CTRelated}, {"ESTABLISHED", CTEstablished}, {"UNTRACKED", CTUntracked},
-	{"SNAT", CTSNAT}, {"DNAT", CTDNAT}}
+}
 
-// optCTState handles -m conntrack --ctstate and -m state --state.
-func (p *ruleParser) optCTState(o optUse) *Error {
-	a := o.args[0]
-	var mask uint8
-	off := 0
-	for name := range strings.SplitSeq(a.text, ",") {
-		up, found := strings.ToUpper(name), false
-		for _, s := range ctStateNames {
-			if s.name == up {
-				mask |= s.bit
+// parse reads a comma-separated list of names (any case) into a mask; an
+// unknown name is returned with its offset in s.
+func (n bitNames) parse(s string) (mask uint8, bad string, off int) {
+	for name := range strings.SplitSeq(s, ",") {
+		found := false
+		for _, b := range n {
+			if strings.EqualFold(b.name, name) {
+				mask |= b.bit
 				found = true
 			}
 		}
 		if !found {
-			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown connection state",
-				hint: "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"})
-		}
-		if (up == "SNAT" || up == "DNAT") && o.opt.text == "--state" {
-			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "-m state has no " + up,
-				hint: "-m conntrack --ctstate " + up})
+			return 0, name, off
 		}
 		off += len(name) + 1
+	}
+	return mask, "", 0
+}
+
+// format prints mask the way parse reads it: the names of its bits; none,
+// zero (if one names 0).
+func (n bitNames) format(mask uint8) string {
+	var names []string
+	for _, b := range n {
+		if mask&b.bit != 0 || mask == 0 && b.bit == 0 {
+			names = append(names, b.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// ctStateNames are the connection states.
+var ctStateNames = bitNames{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", CTRelated},
+	{"ESTABLISHED", CTEstablished}, {"UNTRACKED", CTUntracked}, {"SNAT", CTSNAT}, {"DNAT", CTDNAT}}
+
+// optCTState handles -m conntrack --ctstate and -m state --state.
+func (p *ruleParser) optCTState(o optUse) *Error {
+	a := o.args[0]
+	mask, bad, off := ctStateNames.parse(a.text)
+	if bad != "" {
+		return p.valueErr(a, &valueErr{off: off, tok: bad, msg: "unknown connection state",
+			hint: "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"})
+	}
+	if nat := mask & (CTSNAT | CTDNAT); nat != 0 && o.opt.text == "--state" {
+		name := ctStateNames.format(nat &^ (nat - 1)) // the first
+		return p.errAt(a, a.text, "-m state has no "+name, "-m conntrack --ctstate "+name)
 	}
 	p.r.Match.CTState = &CTStateMatch{Mask: mask, Invert: o.invert}
 	return nil
@@ -333,48 +357,20 @@ func (p *ruleParser) optCTProto(o optUse) *Error {
 	return nil
 }
 
-// ctStatusNames are the --ctstatus names in the order iptables prints them.
-var ctStatusNames = []struct {
-	name string
-	bit  uint8
-}{{"EXPECTED", CTStatusExpected}, {"SEEN_REPLY", CTStatusSeenReply}, {"ASSURED", CTStatusAssured},
-	{"CONFIRMED", CTStatusConfirmed}, {"NONE", 0}}
+// ctStatusNames are the connection statuses (NONE: no bit).
+var ctStatusNames = bitNames{{"EXPECTED", CTStatusExpected}, {"SEEN_REPLY", CTStatusSeenReply},
+	{"ASSURED", CTStatusAssured}, {"CONFIRMED", CTStatusConfirmed}, {"NONE", 0}}
 
 // optCTStatus handles -m conntrack --ctstatus.
 func (p *ruleParser) optCTStatus(o optUse) *Error {
 	a := o.args[0]
-	var mask uint8
-	off := 0
-	for name := range strings.SplitSeq(a.text, ",") {
-		found := false
-		for _, s := range ctStatusNames {
-			if strings.EqualFold(s.name, name) {
-				mask |= s.bit
-				found = true
-			}
-		}
-		if !found {
-			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown connection status",
-				hint: "statuses are NONE, EXPECTED, SEEN_REPLY, ASSURED and CONFIRMED, separated by commas"})
-		}
-		off += len(name) + 1
+	mask, bad, off := ctStatusNames.parse(a.text)
+	if bad != "" {
+		return p.valueErr(a, &valueErr{off: off, tok: bad, msg: "unknown connection status",
+			hint: "statuses are NONE, EXPECTED, SEEN_REPLY, ASSURED and CONFIRMED, separated by commas"})
 	}
 	p.r.Match.CTStatus = &CTStatusMatch{Mask: mask, Invert: o.invert}
 	return nil
-}
-
-// formatCTStatus prints a status mask as iptables-save does (NONE: none).
-func formatCTStatus(mask uint8) string {
-	var names []string
-	for _, s := range ctStatusNames {
-		if mask&s.bit != 0 {
-			names = append(names, s.name)
-		}
-	}
-	if len(names) == 0 {
-		return "NONE"
-	}
-	return strings.Join(names, ",")
 }
 
 // optCTDir handles -m conntrack --ctdir ORIGINAL|REPLY.
@@ -391,17 +387,6 @@ func (p *ruleParser) optCTDir(o optUse) *Error {
 	}
 	p.r.Match.CTDir = &d
 	return nil
-}
-
-// formatCTState prints a state mask the way optCTState reads it.
-func formatCTState(mask uint8) string {
-	var names []string
-	for _, s := range ctStateNames {
-		if mask&s.bit != 0 {
-			names = append(names, s.name)
-		}
-	}
-	return strings.Join(names, ",")
 }
 
 // optFragment handles -f.
