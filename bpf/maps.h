@@ -428,6 +428,18 @@ struct {
 	__type(value, struct fw_xdp_handoff);
 } fw_xdp_handoff SEC(".maps");
 
+/* The tc egress program's parsed packet, per CPU: off its stack, which
+ * the classifier's key and the calls below it need (the verifier allows
+ * 512 bytes for a program and the functions it calls, together). tc
+ * egress runs with bottom halves off, and finishes before the packet is
+ * sent on, so no other run of it uses the slot meanwhile. Not pinned. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_pkt);
+} fw_tc_pkt SEC(".maps");
+
 /* The XDP program's classify stage, entered by a tail call. Filled at
  * load. Not pinned by name: each loaded program has its own, which the
  * control plane pins as stages_<program id> (the kernel empties a program

@@ -24,7 +24,8 @@
 SEC("tc")
 int xdpfw_egress(struct __sk_buff *skb)
 {
-	struct fw_pkt pkt = {};
+	__u32 zero = 0;
+	struct fw_pkt *pkt = bpf_map_lookup_elem(&fw_tc_pkt, &zero);
 	struct fw_decision d = {};
 	__u64 bytes = skb->len;
 	int rc;
@@ -33,55 +34,58 @@ int xdpfw_egress(struct __sk_buff *skb)
 	 * already met the FORWARD chain at ingress. Local packets have 0. */
 	if (skb->ingress_ifindex)
 		return TC_ACT_OK;
+	if (!pkt) /* never: a per-CPU array's only slot */
+		return TC_ACT_SHOT;
+	__builtin_memset(pkt, 0, sizeof(*pkt));
 	__u32 linear = skb->data_end - skb->data;
 	if (linear < FW_TC_PULL && skb->len > linear)
 		bpf_skb_pull_data(skb, skb->len < FW_TC_PULL ? skb->len : FW_TC_PULL);
 
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
-	pkt.chain = FW_CHAIN_OUTPUT;
-	rc = fw_parse(data, data_end, skb->len, &pkt);
+	pkt->chain = FW_CHAIN_OUTPUT;
+	rc = fw_parse(data, data_end, skb->len, pkt);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, FW_OUT_TC_OK, bytes, fw_now());
-		fw_trace_skb(skb, 0, 0xff, FW_R_NOT_IP, &pkt);
+		fw_trace_skb(skb, 0, 0xff, FW_R_NOT_IP, pkt);
 		return TC_ACT_OK;
 	}
 	if (rc < 0) {
 		__u8 act = fw_malformed_action();
 		int tc = act == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 		fw_count_reason(-rc, fw_tc_out(tc), bytes, fw_now());
-		fw_trace_skb(skb, 0, act, -rc, &pkt);
+		fw_trace_skb(skb, 0, act, -rc, pkt);
 		return tc;
 	}
-	pkt.ifindex = skb->ifindex;
-	pkt.mark = skb->mark; /* -m mark: a socket's SO_MARK, or what the kernel's rules set */
-	pkt.oifindex = skb->ifindex; /* -o: the device this egress program runs on */
-	if (pkt.flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
-		if (fw_frag_later(&pkt, &d) < 0) {
+	pkt->ifindex = skb->ifindex;
+	pkt->mark = skb->mark; /* -m mark: a socket's SO_MARK, or what the kernel's rules set */
+	pkt->oifindex = skb->ifindex; /* -o: the device this egress program runs on */
+	if (pkt->flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
+		if (fw_frag_later(pkt, &d) < 0) {
 			fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
-			fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
+			fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, pkt);
 			return TC_ACT_SHOT;
 		}
 		rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 		fw_frag_count(&d, fw_tc_out(rc), bytes);
-		fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, &pkt, d.reject);
+		fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, pkt, d.reject);
 		return rc;
 	}
-	if (fw_decide(data, data_end, &pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
+	if (fw_decide(skb, data, data_end, pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
 		fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
-		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, &pkt);
+		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, pkt);
 		return TC_ACT_SHOT;
 	}
 	if (fw_log_wanted(&d)) /* before REJECT rewrites the packet */
-		fw_log_skb(skb, &pkt, &d, bytes, fw_tracing());
+		fw_log_skb(skb, pkt, &d, bytes, fw_tracing());
 	rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 	if (d.action == FW_ACT_REJECT)
-		rc = fw_reject_tc(skb, &pkt, &d); /* the answer, redirected into this host; or drop; sets d.reason */
+		rc = fw_reject_tc(skb, pkt, &d); /* the answer, redirected into this host; or drop; sets d.reason */
 	__u64 now = fw_now();
 	fw_count_rule(d.rule_id, bytes, now);
 	fw_count_reason(d.reason, fw_tc_out(rc), bytes, now);
-	fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, &pkt, d.reject);
+	fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, pkt, d.reject);
 	fw_trace_skb_log(skb, &d);
-	fw_frag_record(&pkt, &d); /* last: the verifier splits on the flag, with nothing left to check twice */
+	fw_frag_record(pkt, &d); /* last: the verifier splits on the flag, with nothing left to check twice */
 	return rc;
 }

@@ -102,6 +102,9 @@ enum fw_dim {
 	FW_D_CTSTATE,     /* enum fw_ct_state */
 	FW_D_OIFINDEX,    /* output device: FORWARD the FIB's egress device, OUTPUT tc's; 0 none (fw_pkt.oifindex) */
 	FW_D_PKTTYPE,     /* enum fw_pkttype (lib/classify.h fw_pkttype) */
+	FW_D_LEN,         /* IPv4 total length; IPv6 payload length + 40 (-m length) */
+	FW_D_TTL,         /* IPv4 TTL, IPv6 hop limit */
+	FW_D_TOS,         /* IPv4 TOS, IPv6 traffic class: DSCP << 2 | ECN */
 	FW_NUM_DIMS,
 };
 #define FW_KEY_FRAG      1
@@ -130,6 +133,8 @@ enum fw_pkttype {
 #define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
 #define FW_PKT_ANSWER   0x08 /* a TCP RST, or an IPv4 ICMP / IPv6 ICMPv6 destination unreachable:
 			      * maybe this host's own REJECT answer (fw_reject_own_answer) */
+#define FW_PKT_RT       0x10 /* rt_type, rt_segsleft, rt_hdrlen hold the first IPv6 routing header's (lib/exthdr.h) */
+#define FW_PKT_MSS      0x20 /* mss holds TCP's MSS option (lib/exthdr.h) */
 
 /* TCP header flag bits (fw_pkt.tcp_flags). */
 #define FW_TCP_FIN 0x01
@@ -160,7 +165,16 @@ struct fw_pkt {
 	__u16 l4_off;      /* offset of the L4 header from the frame start, with FW_PKT_L4 */
 	__u32 l3_len;      /* bytes from the IP header to the end of the frame */
 	__u8  l3_off;      /* offset of the IP header from the frame start */
-	__u8  _pad;
+	__u8  ttl;         /* IPv4 TTL, IPv6 hop limit */
+	__u8  tos;         /* IPv4 TOS, IPv6 traffic class */
+	__u8  ctinfo;      /* FW_CTI_*: the packet's connection (ctstate NEW, ESTABLISHED, RELATED; else 0) */
+	__u8  ctproto;     /* the connection's protocol (a RELATED ICMP error: the quoted packet's) */
+	/* Read only for the classifier of generations whose rules test them
+	 * (FW_ROOT_RT, FW_ROOT_MSS; lib/hdropt.h): */
+	__u8  rt_type;     /* with FW_PKT_RT: the first routing header's type, */
+	__u8  rt_segsleft; /* its segments left, */
+	__u8  rt_hdrlen;   /* with FW_PKT_RT: the routing header's length field (bytes: (rt_hdrlen + 1) * 8) */
+	__u16 mss;         /* with FW_PKT_MSS: TCP's MSS option */
 	/* With FW_PKT_FRAG: where the fragment starts in its datagram's
 	 * fragmentable part, in bytes; with FW_PKT_FRAG1: the bytes of it that
 	 * the first fragment carries (lib/frag.h). */
@@ -173,6 +187,14 @@ struct fw_pkt {
 	__u32 oifindex;
 	__u32 _pad2;
 };
+
+/* fw_pkt.ctinfo: the packet's connection as -m conntrack's --ctdir and
+ * --ctstatus see it. The status bits are the kernel's IPS_* bits. */
+#define FW_CTI_EXPECTED   0x01 /* never set: xdpfw has no helpers that expect connections */
+#define FW_CTI_SEEN_REPLY 0x02 /* a packet went the other way (this one, or before) */
+#define FW_CTI_ASSURED    0x04 /* FW_CTF_ASSURED, this packet included */
+#define FW_CTI_CONFIRMED  0x08 /* recorded before this packet (not a connection's first packet) */
+#define FW_CTI_REPLY      0x80 /* the packet goes in the reply direction */
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
 struct fw_decision {
@@ -220,14 +242,35 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_SRCSET   (1u << 15) /* source address in set src_set */
 #define FW_M_DSTSET   (1u << 16) /* destination address in set dst_set */
 #define FW_M_CTSTATE  (1u << 17) /* connection state in ctstate (never inverted: the compiler complements) */
-#define FW_M_MARK     (1u << 18) /* (skb mark & mark_mask) == mark: OUTPUT only (tc egress) */
-#define FW_M_OIF      (1u << 19) /* output device in [oif_lo, oif_hi] (never inverted: the compiler complements) */
-#define FW_M_PKTTYPE  (1u << 20) /* fw_pkttype in pkttypes (never inverted: the compiler complements) */
-#define FW_M_SRCTYPE  (1u << 21) /* -m addrtype --src-type: src_types, type_dev (lib/addrtype.h) */
-#define FW_M_DSTTYPE  (1u << 22) /* -m addrtype --dst-type: dst_types, type_dev */
+#define FW_M_MARK     (1ull << 18) /* (skb mark & mark_mask) == mark: OUTPUT only (tc egress) */
+#define FW_M_OIF      (1ull << 19) /* output device in [oif_lo, oif_hi] (never inverted: the compiler complements) */
+#define FW_M_PKTTYPE  (1ull << 20) /* fw_pkttype in pkttypes (never inverted: the compiler complements) */
+#define FW_M_SRCTYPE  (1ull << 21) /* -m addrtype --src-type: src_types, type_dev (lib/addrtype.h) */
+#define FW_M_DSTTYPE  (1ull << 22) /* -m addrtype --dst-type: dst_types, type_dev */
+#define FW_M_LEN      (1ull << 23) /* l3_len in [len_lo, len_hi] (-m length) */
+#define FW_M_TTL      (1ull << 24) /* ttl in [ttl_lo, ttl_hi] (-m ttl, -m hl) */
+#define FW_M_TOS      (1ull << 25) /* (tos & tos_mask) == tos_cmp (-m dscp, -m tos) */
+#define FW_M_ECNIP    (1ull << 26) /* (tos & 3) == ecn_ip (-m ecn --ecn-ip-ect) */
+#define FW_M_ECNTCP   (1ull << 27) /* (tcp_flags & ecn_mask) == ecn_cmp (never inverted; -m ecn --ecn-tcp-ece/cwr) */
+#define FW_M_SRCRANGE (1ull << 28) /* source address in [srange_lo, srange_hi] (-m iprange) */
+#define FW_M_DSTRANGE (1ull << 29) /* destination address in [drange_lo, drange_hi] */
+#define FW_M_CTDIR    (1ull << 30) /* ctinfo has FW_CTI_REPLY (--ctdir REPLY; inverted: ORIGINAL) */
+#define FW_M_CTSTATUS (1ull << 31) /* ctinfo & ctstatus (--ctstatus: any of them) */
+#define FW_M_CTPROTO  (1ull << 32) /* ctproto == e->ctproto (--ctproto) */
+#define FW_M_MSS      (1ull << 33) /* TCP's MSS option in [mss_lo, mss_hi] (-m tcpmss; none: not in) */
+#define FW_M_RTTYPE   (1ull << 34) /* rt_type == e->rt_type (-m rt --rt-type) */
+#define FW_M_RTSEGS   (1ull << 35) /* rt_segsleft in [rt_segs_lo, rt_segs_hi] (--rt-segsleft; -m rt alone: 0:255) */
+#define FW_M_RTLEN    (1ull << 36) /* rt_len == e->rt_len (--rt-len) */
+/* Tests of the routing header: an entry using one never matches a packet
+ * without one (FW_PKT_RT), whatever its inversions (ip6t_rt). */
+#define FW_M_RTHDR    (FW_M_RTTYPE | FW_M_RTSEGS | FW_M_RTLEN)
+/* The -m conntrack tests other than --ctstate need a connection: the
+ * compiler narrows an entry using one to the states NEW, ESTABLISHED and
+ * RELATED (FW_M_CTSTATE), as the kernel's xt_conntrack. */
 /* Tests that need the L4 header: an entry using one never matches a packet
  * without FW_PKT_L4, whatever its inversions (iptables does the same). */
-#define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR)
+#define FW_M_L4       (FW_M_SPORT | FW_M_DPORT | FW_M_TCPFLAGS | FW_M_ICMPTYPE | FW_M_ICMPCODE | FW_M_L4HDR | \
+		       FW_M_ECNTCP | FW_M_MSS)
 
 /* Key ranges an entry's compact form holds at most (fw_entry.rdim). */
 #define FW_RANGES_MAX 6
@@ -240,8 +283,8 @@ struct fw_entry {
 	__u64 src_mask[2];
 	__u64 dst[2];
 	__u64 dst_mask[2];
-	__u32 match;       /* FW_M_* */
-	__u32 invert;      /* FW_M_* */
+	__u64 match;       /* FW_M_* (64 bits: more than 32 tests) */
+	__u64 invert;      /* FW_M_* */
 	__u32 ifindex;
 	__u32 rule_id;     /* index into fw_rule_stats */
 	__u32 src_set;     /* set ids (fw_sets), with FW_M_SRCSET / FW_M_DSTSET */
@@ -249,6 +292,24 @@ struct fw_entry {
 	__u32 mark, mark_mask; /* with FW_M_MARK */
 	__u32 oif_lo, oif_hi; /* output ifindex range, with FW_M_OIF */
 	__u16 src_types, dst_types; /* bit masks of enum fw_rtn, with FW_M_SRCTYPE / FW_M_DSTTYPE */
+	/* Address ranges (-m iprange), with FW_M_SRCRANGE / FW_M_DSTRANGE: the
+	 * address as a 128-bit host-order number, most significant half first
+	 * (IPv4: the address << 32 in [0], [1] zero), lo and hi inclusive. */
+	__u64 srange_lo[2], srange_hi[2];
+	__u64 drange_lo[2], drange_hi[2];
+	__u16 len_lo, len_hi; /* with FW_M_LEN */
+	__u8  ttl_lo, ttl_hi; /* with FW_M_TTL */
+	__u8  tos_mask, tos_cmp; /* with FW_M_TOS */
+	__u8  ecn_ip;         /* with FW_M_ECNIP */
+	__u8  ecn_mask, ecn_cmp; /* with FW_M_ECNTCP: TCP's ECE (0x40) and CWR (0x80) bits */
+	__u8  ctstatus;       /* FW_CTI_* status bits, with FW_M_CTSTATUS */
+	__u8  ctproto;        /* with FW_M_CTPROTO */
+	__u8  _pad1;
+	__u16 mss_lo, mss_hi; /* with FW_M_MSS */
+	__u16 rt_len;         /* with FW_M_RTLEN */
+	__u8  rt_type;        /* with FW_M_RTTYPE */
+	__u8  rt_segs_lo, rt_segs_hi; /* with FW_M_RTSEGS */
+	__u8  _pad2;
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];
@@ -326,6 +387,8 @@ struct fw_node {
 
 /* The raw table: at most this many entries (fw_raw) per generation. */
 #define FW_MAX_RAW 32
+#define FW_ROOT_MSS 0x04 /* an entry tests TCP's MSS option: the classifier reads it (lib/hdropt.h) */
+#define FW_ROOT_RT  0x08 /* an entry tests the IPv6 routing header: the classifier reads it (lib/hdropt.h) */
 
 /* Where classification starts for one chain and family, and its policy.
  * The fast rule: when the first rule that can match a packet in one of the
@@ -587,7 +650,9 @@ struct fw_trace {
 	__u8  reject;     /* out: enum fw_reject of a REJECT decision */
 	__u8  log_n;      /* out: LOG rules that logged the packet (before rate limits) */
 	__u8  log_self;   /* out: 1 when the deciding rule logged it too (--log) */
-	__u8  _pad[3];    /* sizeof: 24 (XDP metadata holds at most 32 bytes) */
+	__u8  in_ctinfo;  /* in: with FW_TRACE_CTSTATE, the connection's FW_CTI_* */
+	__u8  in_ctproto; /* in: ... and its protocol (0: the packet's) */
+	__u8  _pad;       /* sizeof: 24 (XDP metadata holds at most 32 bytes) */
 };
 
 /* Logging (lib/log.h, docs/log.md). A packet is logged by the LOG rules

@@ -152,6 +152,8 @@ int xdpfw_ingress_classify(struct xdp_md *ctx)
 	*d = (struct fw_decision){};
 	const struct fw_pkt *p = &h->pkt;
 	__u32 sel = h->sel;
+	if (fw_hdropt_wanted(&h->root))
+		fw_xdp_hdropt(ctx, &h->root, &h->pkt);
 	fw_classify_in(&h->root, sel, p, d, 1);
 	if (d->action == FW_ACT_ACCEPT) {
 		__builtin_memcpy(&ct, h->ct, fw_ct_plan_size);

@@ -450,6 +450,15 @@ static __always_inline __u32 fw_pkttype(const struct fw_pkt *p)
 	return (w[0] & w[1] & w[2]) == 0xffff ? FW_PT_BROADCAST : FW_PT_MULTICAST;
 }
 
+/* fw_in_range: is addr (16 bytes, network order, IPv4 in the first 4) in
+ * [lo, hi] (fw_entry's srange/drange: 128-bit host-order numbers)? */
+static __always_inline int fw_in_range(const __u64 *addr, const __u64 *lo, const __u64 *hi)
+{
+	__u64 a0 = bpf_be64_to_cpu(addr[0]), a1 = bpf_be64_to_cpu(addr[1]);
+
+	return (a0 > lo[0] || (a0 == lo[0] && a1 >= lo[1])) && (a0 < hi[0] || (a0 == hi[0] && a1 <= hi[1]));
+}
+
 #define FW_TEST(bit, cond)                                             \
 	if ((m & (bit)) && (!!(cond)) == !!(inv & (bit)))              \
 		return 0
@@ -461,7 +470,7 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	if (!e || !p) /* the verifier requires the check on global-function pointers */
 		return 0;
 
-	__u32 m = e->match, inv = e->invert;
+	__u64 m = e->match, inv = e->invert;
 
 	if (e->chain != p->chain)
 		return 0;
@@ -487,6 +496,23 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_FRAG, p->flags & FW_PKT_FRAG);
 	if ((m & FW_M_CTSTATE) && !(e->ctstate & (1u << p->ctstate)))
 		return 0;
+	FW_TEST(FW_M_LEN, p->l3_len >= e->len_lo && p->l3_len <= e->len_hi);
+	FW_TEST(FW_M_TTL, p->ttl >= e->ttl_lo && p->ttl <= e->ttl_hi);
+	FW_TEST(FW_M_TOS, (p->tos & e->tos_mask) == e->tos_cmp);
+	FW_TEST(FW_M_ECNIP, (p->tos & 3) == e->ecn_ip);
+	if ((m & FW_M_ECNTCP) && (p->tcp_flags & e->ecn_mask) != e->ecn_cmp)
+		return 0;
+	FW_TEST(FW_M_CTDIR, p->ctinfo & FW_CTI_REPLY);
+	FW_TEST(FW_M_CTSTATUS, p->ctinfo & e->ctstatus);
+	FW_TEST(FW_M_CTPROTO, p->ctproto == e->ctproto);
+	FW_TEST(FW_M_MSS, (p->flags & FW_PKT_MSS) && p->mss >= e->mss_lo && p->mss <= e->mss_hi);
+	if ((m & FW_M_RTHDR) && !(p->flags & FW_PKT_RT))
+		return 0;
+	FW_TEST(FW_M_RTTYPE, p->rt_type == e->rt_type);
+	FW_TEST(FW_M_RTSEGS, p->rt_segsleft >= e->rt_segs_lo && p->rt_segsleft <= e->rt_segs_hi);
+	FW_TEST(FW_M_RTLEN, ((__u32)p->rt_hdrlen + 1) * 8 == e->rt_len);
+	FW_TEST(FW_M_SRCRANGE, fw_in_range(p->src, e->srange_lo, e->srange_hi));
+	FW_TEST(FW_M_DSTRANGE, fw_in_range(p->dst, e->drange_lo, e->drange_hi));
 	FW_TEST(FW_M_MARK, (p->mark & e->mark_mask) == e->mark);
 	if ((m & FW_M_PKTTYPE) && !(e->pkttypes & (1u << fw_pkttype(p))))
 		return 0;
@@ -538,6 +564,9 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_CTSTATE] = p->ctstate;
 	k[FW_D_OIFINDEX] = p->oifindex;
 	k[FW_D_PKTTYPE] = fw_pkttype(p);
+	k[FW_D_LEN] = p->l3_len;
+	k[FW_D_TTL] = p->ttl;
+	k[FW_D_TOS] = p->tos;
 }
 
 /* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */

@@ -240,9 +240,21 @@ static __always_inline int fw_icmp_id(__u8 *l4, void *data_end, __u16 *id)
 	return 0;
 }
 
+/* fw_ct_info is the FW_CTI_* of a packet of connection e (flags: what this
+ * packet adds to e's), going in the reply direction or not. */
+static __always_inline __u8 fw_ct_info(const struct fw_ct_entry *e, __u8 flags, int reply)
+{
+	flags |= e->flags;
+	return FW_CTI_CONFIRMED | (reply ? FW_CTI_REPLY : 0) | ((flags & FW_CTF_REPLIED) ? FW_CTI_SEEN_REPLY : 0) |
+	       ((flags & FW_CTF_ASSURED) ? FW_CTI_ASSURED : 0);
+}
+
 /* fw_ct_related: an ICMP error is RELATED when the packet it quotes belongs
- * to a live connection, else INVALID. */
-static __always_inline __u8 fw_ct_related(void *data, void *data_end, const struct fw_pkt *p, __u64 now)
+ * to a live connection, else INVALID. A RELATED error gets that
+ * connection's ctinfo and ctproto; it goes in the reply direction when the
+ * packet it quotes went in the original one (as the kernel looks the
+ * quoted tuple up reversed). */
+static __always_inline __u8 fw_ct_related(void *data, void *data_end, struct fw_pkt *p, __u64 now)
 {
 	__u64 isrc[2] = {}, idst[2] = {};
 	struct fw_ct_key k;
@@ -290,7 +302,12 @@ static __always_inline __u8 fw_ct_related(void *data, void *data_end, const stru
 		break;
 	}
 	fw_ct_key_of(&k, p->family, iproto, isrc, idst, sport, dport, &from_a);
-	return fw_ct_live(&k, now) ? FW_CT_RELATED : FW_CT_INVALID;
+	const struct fw_ct_entry *e = fw_ct_live(&k, now);
+	if (!e)
+		return FW_CT_INVALID;
+	p->ctproto = iproto;
+	p->ctinfo = fw_ct_info(e, 0, from_a == !!(e->flags & FW_CTF_ORIG_A));
+	return FW_CT_RELATED;
 }
 
 /* fw_ct_lookup sets p->ctstate and fills ct with what fw_ct_commit writes
@@ -402,6 +419,7 @@ static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_p
 	if (ct->reply)
 		ct->setflags |= FW_CTF_REPLIED;
 	p->ctstate = ct->reply || (e->flags & FW_CTF_REPLIED) ? FW_CT_ESTABLISHED : FW_CT_NEW;
+	p->ctinfo = fw_ct_info(e, ct->setflags, ct->reply);
 	return;
 invalid:
 	ct->next = FW_CTS_NONE;

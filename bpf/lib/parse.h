@@ -98,6 +98,8 @@ static __always_inline int parse_ipv4(struct cursor *c, struct fw_pkt *p, __u8 *
 	__builtin_memcpy(&p->src, &ip->saddr, 4);
 	__builtin_memcpy(&p->dst, &ip->daddr, 4);
 	p->proto = ip->protocol;
+	p->ttl = ip->ttl;
+	p->tos = ip->tos;
 	p->l3_len = tot;
 	__u32 fo = bpf_ntohs(ip->frag_off);
 	if (fo & 0x1fff) { /* a later fragment: where it starts */
@@ -148,7 +150,9 @@ static __always_inline int parse_ipv6(struct cursor *c, struct fw_pkt *p, __u8 *
 	p->family = 6;
 	__builtin_memcpy(&p->src, &ip6->saddr, 16);
 	__builtin_memcpy(&p->dst, &ip6->daddr, 16);
-	p->l3_len = sizeof(*ip6) + plen;
+	p->l3_len = sizeof(*ip6) + plen; /* as -m length reads it (xt_length) */
+	p->ttl = ip6->hop_limit;
+	p->tos = ip6->priority << 4 | ip6->flow_lbl[0] >> 4; /* the traffic class */
 	c->pos = ip6 + 1;
 	c->l4len = plen;
 
@@ -167,6 +171,7 @@ static __always_inline int parse_ipv6(struct cursor *c, struct fw_pkt *p, __u8 *
 			__u32 len = nh == IPPROTO_AH ? (opt->hdrlen + 2) * 4 : (opt->hdrlen + 1) * 8;
 			if (c->pos + len > c->end || len > c->l4len)
 				return -FW_R_BAD_EXTHDR;
+
 			c->l4len -= len;
 			nh = opt->nexthdr;
 			c->pos += len;

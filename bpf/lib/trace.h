@@ -32,13 +32,13 @@ static __always_inline struct fw_trace *fw_trace_meta(struct xdp_md *ctx)
 	return t->magic == FW_TRACE_MAGIC ? t : NULL;
 }
 
-/* fw_trace_ctstate: the connection state trace t (NULL: none) asks to
- * assume, or -1. */
+/* fw_trace_ctstate: the connection trace t (NULL: none) asks to assume,
+ * or -1: state | ctinfo << 8 | ctproto << 16 (fw_decide_start). */
 static __always_inline int fw_trace_ctstate(const struct fw_trace *t)
 {
 	if (!t || !(t->in_flags & FW_TRACE_CTSTATE) || t->in_ctstate >= FW_CT_NUM_STATES)
 		return -1;
-	return t->in_ctstate;
+	return t->in_ctstate | (__u32)t->in_ctinfo << 8 | (__u32)t->in_ctproto << 16;
 }
 
 static __always_inline void fw_trace_fill(struct fw_trace *t, __u32 rule_id, __u8 action,
@@ -82,8 +82,8 @@ static __always_inline void fw_trace(struct xdp_md *ctx, __u32 rule_id, __u8 act
 }
 
 /* The tc hook's trace: BPF_PROG_TEST_RUN callers put FW_TRACE_CB_MAGIC in
- * skb->cb[0] (and FW_TRACE_CTSTATE << 8 | state in cb[3] to assume a
- * connection state); the program answers in cb[1] (rule id), cb[2]
+ * skb->cb[0] (and FW_TRACE_CTSTATE << 8 | state | ctinfo << 16 | ctproto
+ * << 24 in cb[3] to assume a connection); the program answers in cb[1] (rule id), cb[2]
  * (action, reason, chain, ctstate: one byte each, low first) and cb[4]
  * (LOG rules that logged it, 1 << 8 when its deciding rule did too, and
  * enum fw_reject of a REJECT decision << 16). */
@@ -96,7 +96,7 @@ static __always_inline int fw_trace_skb_ctstate(struct __sk_buff *skb)
 
 	if (skb->cb[0] != FW_TRACE_CB_MAGIC || !((in >> 8) & FW_TRACE_CTSTATE) || (in & 0xff) >= FW_CT_NUM_STATES)
 		return -1;
-	return in & 0xff;
+	return (in & 0xff) | (in >> 8 & 0xffff00);
 }
 
 static __always_inline void fw_trace_skb_reject(struct __sk_buff *skb, __u32 rule_id, __u8 action,

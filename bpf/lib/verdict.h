@@ -11,6 +11,7 @@
 #include "../maps.h"
 #include "ct.h"
 #include "classify.h"
+#include "hdropt.h"
 
 static __always_inline const struct fw_config *fw_config(void)
 {
@@ -54,8 +55,9 @@ static __always_inline int fw_raw_notrack(const struct fw_pkt *p, __u32 gen)
 }
 
 /* fw_decide_start looks up the packet's connection (when the rule set
- * uses conntrack; assume_state >= 0 replaces the lookup, for traces;
- * a NOTRACK rule of the raw table makes it UNTRACKED, before both) and
+ * uses conntrack; assume_state >= 0 replaces the lookup, for traces: the
+ * state | ctinfo << 8 | ctproto << 16, ctproto 0 the packet's; a NOTRACK
+ * rule of the raw table makes it UNTRACKED, before both) and
  * applies the root's fast rule: *sel and *root are what the classifier
  * then needs, ct what fw_decide_end records. */
 static __always_inline int fw_decide_start(void *data, void *data_end, struct fw_pkt *p, struct fw_decision *d,
@@ -76,11 +78,16 @@ static __always_inline int fw_decide_start(void *data, void *data_end, struct fw
 	*sel = s;
 	*rootp = root;
 	p->ctstate = FW_CT_NEW;
-	if ((root->flags & FW_ROOT_RAW) && fw_raw_notrack(p, s & 1))
+	p->ctinfo = 0;
+	p->ctproto = p->proto;
+	if ((root->flags & FW_ROOT_RAW) && fw_raw_notrack(p, s & 1)) {
 		p->ctstate = FW_CT_UNTRACKED; /* the raw table's NOTRACK: no lookup, nothing recorded */
-	else if (assume_state >= 0) /* a trace's "what if": no lookup, nothing recorded */
-		p->ctstate = assume_state;
-	else if (root->flags & FW_ROOT_CT)
+	} else if (assume_state >= 0) { /* a trace's "what if": no lookup, nothing recorded */
+		p->ctstate = assume_state & 0xff;
+		p->ctinfo = assume_state >> 8;
+		if (assume_state >> 16)
+			p->ctproto = assume_state >> 16;
+	} else if (root->flags & FW_ROOT_CT)
 		fw_ct_lookup(data, data_end, p, ct);
 	if (!(root->fast_states & (1u << p->ctstate)))
 		return FW_DECIDE_CLASSIFY;
@@ -108,12 +115,12 @@ static __always_inline void fw_decide_end(struct fw_ct *ct, const struct fw_pkt 
 	}
 }
 
-/* fw_decide fills *d for the parsed packet p (p->chain set): both stages
- * in one program, the classifier a global function (verified once, not
- * once per path through conntrack). Returns 0, or -1 when no rule set is
- * installed. */
-static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *p, __u64 bytes,
-				     struct fw_decision *d, int assume_state)
+/* fw_decide fills *d for the parsed packet p (p->chain set) of skb (tc):
+ * both stages in one program, the classifier a global function (verified
+ * once, not once per path through conntrack). Returns 0, or -1 when no
+ * rule set is installed. */
+static __always_inline int fw_decide(struct __sk_buff *skb, void *data, void *data_end, struct fw_pkt *p,
+				     __u64 bytes, struct fw_decision *d, int assume_state)
 {
 	struct fw_ct ct;
 	const struct fw_root *root = NULL;
@@ -122,6 +129,8 @@ static __always_inline int fw_decide(void *data, void *data_end, struct fw_pkt *
 
 	if (next == FW_DECIDE_NO_RULESET)
 		return -1;
+	if (next == FW_DECIDE_CLASSIFY && fw_hdropt_wanted(root))
+		fw_skb_hdropt(skb, root, p);
 	if (next == FW_DECIDE_CLASSIFY && fw_classify(root, sel, p, d) < 0)
 		return -1;
 	fw_decide_end(&ct, p, bytes, d);

@@ -72,8 +72,8 @@ bucket of its own (default 3/hour, burst 5, as iptables): it matches while
 the bucket has a token and takes one; a packet it refuses goes on to the
 next rule. A rule kept by apply keeps its bucket.
 
-Connection tracking runs when a rule uses -m conntrack --ctstate (or -m state
---state): the table has --ct-max entries (preallocated, about 150 bytes each)
+Connection tracking runs when a rule uses -m conntrack (--ctstate, --ctproto,
+--ctstatus, --ctdir) or -m state --state: the table has --ct-max entries (preallocated, about 150 bytes each)
 and connections expire after per-state timeouts close to Linux's, which
 --ct-timeout NAME=SECONDS changes (see 'xdpfw conntrack --help').
 

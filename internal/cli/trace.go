@@ -94,7 +94,18 @@ the trace builds it and discards it).`,
 				if m&(m-1) != 0 {
 					return usageError{fmt.Errorf("--ctstate: give one state")}
 				}
+				if m&^rules.CTAll != 0 {
+					return usageError{fmt.Errorf("--ctstate %s: xdpfw does no NAT, no packet is in that state", f.ctstate)}
+				}
 				for ctstate = 0; m>>ctstate != 1; ctstate++ {
+				}
+				// what -m conntrack's other tests then see: the original
+				// direction; an established connection has seen a reply
+				switch uint8(ctstate) {
+				case compile.CTEstablished:
+					ctstate = datapath.AssumeConn(compile.CTEstablished, compile.CTISeenReply|compile.CTIConfirmed, 0)
+				case compile.CTRelated:
+					ctstate = datapath.AssumeConn(compile.CTRelated, compile.CTIConfirmed, 0)
 				}
 			}
 			fw, err := e.open()
@@ -150,7 +161,8 @@ the trace builds it and discards it).`,
 	fl.StringVar(&f.iface, "in", "", "interface the packet arrives on (default: the first attached)")
 	fl.BoolVar(&f.out, "out", false, "trace a packet this host sends (OUTPUT chain, tc egress) instead")
 	fl.StringVar(&f.ctstate, "ctstate", "", "assume this connection state (NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED) "+
-		"instead of asking conntrack")
+		"instead of asking conntrack; the packet goes in the original direction, a NEW one is its connection's first "+
+		"(--ctstatus sees ESTABLISHED as SEEN_REPLY,CONFIRMED)")
 	fl.StringVar(&f.pcap, "pcap", "", "trace every frame of a pcap or pcapng file instead")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd

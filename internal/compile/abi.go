@@ -225,35 +225,68 @@ const (
 
 // Match bits (FW_M_* in bpf/types.h).
 const (
-	MFamily   uint32 = 1 << 0
-	MProto    uint32 = 1 << 1
-	MSrc      uint32 = 1 << 2
-	MDst      uint32 = 1 << 3
-	MSPort    uint32 = 1 << 4
-	MDPort    uint32 = 1 << 5
-	MIfindex  uint32 = 1 << 6
-	MMACSrc   uint32 = 1 << 7
-	MMACDst   uint32 = 1 << 8
-	MTCPFlags uint32 = 1 << 9
-	MICMPType uint32 = 1 << 10
-	MICMPCode uint32 = 1 << 11
-	MVLAN     uint32 = 1 << 12
-	MFrag     uint32 = 1 << 13
-	ML4Hdr    uint32 = 1 << 14
-	MSrcSet   uint32 = 1 << 15
-	MDstSet   uint32 = 1 << 16
-	MCTState  uint32 = 1 << 17
-	MMark     uint32 = 1 << 18 // -m mark: OUTPUT only
-	MOif      uint32 = 1 << 19 // output device in [OIfLo, OIfHi]; never inverted
-	MPktType  uint32 = 1 << 20 // PktTypeOf in PktTypes; never inverted
-	MSrcType  uint32 = 1 << 21 // -m addrtype --src-type: SrcTypes, TypeDev
-	MDstType  uint32 = 1 << 22 // -m addrtype --dst-type: DstTypes, TypeDev
+	MFamily   uint64 = 1 << 0
+	MProto    uint64 = 1 << 1
+	MSrc      uint64 = 1 << 2
+	MDst      uint64 = 1 << 3
+	MSPort    uint64 = 1 << 4
+	MDPort    uint64 = 1 << 5
+	MIfindex  uint64 = 1 << 6
+	MMACSrc   uint64 = 1 << 7
+	MMACDst   uint64 = 1 << 8
+	MTCPFlags uint64 = 1 << 9
+	MICMPType uint64 = 1 << 10
+	MICMPCode uint64 = 1 << 11
+	MVLAN     uint64 = 1 << 12
+	MFrag     uint64 = 1 << 13
+	ML4Hdr    uint64 = 1 << 14
+	MSrcSet   uint64 = 1 << 15
+	MDstSet   uint64 = 1 << 16
+	MCTState  uint64 = 1 << 17
+	MMark     uint64 = 1 << 18 // -m mark: OUTPUT only
+	MOif      uint64 = 1 << 19 // output device in [OIfLo, OIfHi]; never inverted
+	MPktType  uint64 = 1 << 20 // PktTypeOf in PktTypes; never inverted
+	MSrcType  uint64 = 1 << 21 // -m addrtype --src-type: SrcTypes, TypeDev
+	MDstType  uint64 = 1 << 22 // -m addrtype --dst-type: DstTypes, TypeDev
+	MLen      uint64 = 1 << 23
+	MTTL      uint64 = 1 << 24
+	MTOS      uint64 = 1 << 25
+	MECNIP    uint64 = 1 << 26
+	MECNTCP   uint64 = 1 << 27
+	MSrcRange uint64 = 1 << 28
+	MDstRange uint64 = 1 << 29
+	MCTDir    uint64 = 1 << 30
+	MCTStatus uint64 = 1 << 31
+	MCTProto  uint64 = 1 << 32
+	MMSS      uint64 = 1 << 33
+	MRTType   uint64 = 1 << 34
+	MRTSegs   uint64 = 1 << 35
+	MRTLen    uint64 = 1 << 36
+	// MRTHdr is FW_M_RTHDR: the tests of the IPv6 routing header, which
+	// never match a packet without one.
+	MRTHdr = MRTType | MRTSegs | MRTLen
+)
+
+// NoMSS is RefPacket.MSS of a TCP header without an MSS option (above
+// every MSS).
+const NoMSS = 0x10000
+
+// Connection info bits (FW_CTI_*, fw_pkt.ctinfo): the status bits are
+// the kernel's IPS_* (-m conntrack --ctstatus), CTIReply the direction.
+const (
+	CTIExpected  uint8 = 0x01
+	CTISeenReply uint8 = 0x02
+	CTIAssured   uint8 = 0x04
+	CTIConfirmed uint8 = 0x08
+	CTIReply     uint8 = 0x80
 )
 
 // Root flags (FW_ROOT_*).
 const (
 	RootCT  uint8 = 0x01 // the generation uses connection tracking
 	RootRaw uint8 = 0x02 // Tables.Raw has entries of this root's chain and family
+	RootMSS uint8 = 0x04 // an entry tests TCP's MSS option (the classifier reads it)
+	RootRT  uint8 = 0x08 // an entry tests the IPv6 routing header (the classifier reads it)
 )
 
 // MaxRaw is how many entries the raw table holds (FW_MAX_RAW): the NOTRACK

@@ -78,7 +78,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 			t.Fatalf("#define %s not found", name)
 		}
 		v := strings.TrimSpace(m[1])
-		if sh := regexp.MustCompile(`^1u << (\d+)$`).FindStringSubmatch(v); sh != nil {
+		if sh := regexp.MustCompile(`^1u(?:ll)? << (\d+)$`).FindStringSubmatch(v); sh != nil {
 			n, _ := strconv.Atoi(sh[1])
 			return 1 << n
 		}
@@ -88,12 +88,19 @@ func TestABIMirrorsHeader(t *testing.T) {
 		}
 		return n
 	}
-	for name, goVal := range map[string]uint32{
+	for name, goVal := range map[string]uint64{
 		"FW_M_FAMILY": MFamily, "FW_M_PROTO": MProto, "FW_M_SRC": MSrc, "FW_M_DST": MDst,
 		"FW_M_SPORT": MSPort, "FW_M_DPORT": MDPort, "FW_M_IFINDEX": MIfindex, "FW_M_MACSRC": MMACSrc,
 		"FW_M_MACDST": MMACDst, "FW_M_TCPFLAGS": MTCPFlags, "FW_M_ICMPTYPE": MICMPType, "FW_M_ICMPCODE": MICMPCode,
 		"FW_M_VLAN": MVLAN, "FW_M_FRAG": MFrag, "FW_M_L4HDR": ML4Hdr, "FW_M_SRCSET": MSrcSet,
 		"FW_M_DSTSET": MDstSet, "FW_M_CTSTATE": MCTState, "FW_M_MARK": MMark, "FW_M_OIF": MOif, "FW_M_PKTTYPE": MPktType, "FW_M_SRCTYPE": MSrcType, "FW_M_DSTTYPE": MDstType,
+		"FW_M_LEN": MLen, "FW_M_TTL": MTTL, "FW_M_TOS": MTOS,
+		"FW_M_ECNIP": MECNIP, "FW_M_ECNTCP": MECNTCP, "FW_M_SRCRANGE": MSrcRange, "FW_M_DSTRANGE": MDstRange,
+		"FW_M_MSS": MMSS, "FW_ROOT_MSS": uint64(RootMSS), "FW_ROOT_CT": uint64(RootCT), "FW_ROOT_RT": uint64(RootRT),
+		"FW_M_RTTYPE": MRTType, "FW_M_RTSEGS": MRTSegs, "FW_M_RTLEN": MRTLen,
+		"FW_M_CTDIR": MCTDir, "FW_M_CTSTATUS": MCTStatus, "FW_M_CTPROTO": MCTProto,
+		"FW_CTI_EXPECTED": uint64(CTIExpected), "FW_CTI_SEEN_REPLY": uint64(CTISeenReply), "FW_CTI_ASSURED": uint64(CTIAssured),
+		"FW_CTI_CONFIRMED": uint64(CTIConfirmed), "FW_CTI_REPLY": uint64(CTIReply),
 	} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)
@@ -146,7 +153,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	}
 	wantDims := []string{"FW_D_SRC0", "FW_D_SRC1", "FW_D_SRC2", "FW_D_SRC3", "FW_D_DST0", "FW_D_DST1", "FW_D_DST2", "FW_D_DST3",
 		"FW_D_SPORT", "FW_D_DPORT", "FW_D_PROTO", "FW_D_IFINDEX", "FW_D_VLAN", "FW_D_MACSRC_HI", "FW_D_MACSRC_LO",
-		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_D_OIFINDEX", "FW_D_PKTTYPE", "FW_NUM_DIMS"}
+		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_D_OIFINDEX", "FW_D_PKTTYPE", "FW_D_LEN", "FW_D_TTL", "FW_D_TOS", "FW_NUM_DIMS"}
 	if strings.Join(dnames, ",") != strings.Join(wantDims, ",") || len(wantDims)-1 != NumDims {
 		t.Errorf("enum fw_dim is %v; Go mirrors %v (NumDims %d)", dnames, wantDims, NumDims)
 	}

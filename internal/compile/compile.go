@@ -324,7 +324,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		return nil, []string{LoopbackNote}, nil
 	}
 	// test turns on a field test, negated when invert is set.
-	test := func(bit uint32, invert bool) {
+	test := func(bit uint64, invert bool) {
 		base.Match |= bit
 		if invert {
 			base.Invert |= bit
@@ -390,7 +390,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	}
 	for _, s := range []struct {
 		sm  *rules.SetMatch
-		bit uint32
+		bit uint64
 		id  *uint32
 	}{{m.SrcSet, MSrcSet, &base.SrcSet}, {m.DstSet, MDstSet, &base.DstSet}} {
 		if s.sm == nil {
@@ -419,16 +419,44 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		test(MMark, mk.Invert)
 		base.Mark, base.MarkMask = mk.Value, mk.Mask
 	}
-	if c := m.CTState; c != nil {
-		mask := c.Mask
-		if c.Invert {
-			mask = ^mask & rules.CTAll // complemented here: the data plane never inverts it
+	if c := m.CTState; c != nil && c.Mask&(rules.CTSNAT|rules.CTDNAT) != 0 {
+		warn = append(warn, "--ctstate SNAT and DNAT name connections whose addresses NAT rewrote; "+
+			"xdpfw does no NAT, so no packet is in either state here (NAT done by the kernel happens after XDP)")
+	}
+	if c, ct := m.CTState, m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs(); c != nil || ct {
+		mask := rules.CTAll
+		if c != nil {
+			mask = c.Mask & rules.CTAll // SNAT, DNAT: no packet here
+			if c.Invert {
+				mask = ^c.Mask & rules.CTAll // complemented here: the data plane never inverts it
+			}
+		}
+		if ct { // the other tests need a connection, as the kernel's
+			mask &= rules.CTNew | rules.CTEstablished | rules.CTRelated
 		}
 		if mask == 0 {
-			return nil, append(warn, "! --ctstate of every state matches no packet"), nil
+			return nil, append(warn, "its -m conntrack tests leave no connection state; the rule never matches"), nil
 		}
 		test(MCTState, false)
 		base.CTState = mask
+		if p := m.CTProto; p != nil {
+			test(MCTProto, p.Invert)
+			base.CTProto = p.Proto
+		}
+		if s := m.CTStatus; s != nil {
+			test(MCTStatus, s.Invert)
+			base.CTStatus = s.Mask
+		}
+		if d := m.CTDir; d != nil {
+			test(MCTDir, *d == rules.CTDirOriginal) // the test is "in the reply direction"
+		}
+	}
+
+	if w, err := headerTests(m, &base, test); err != nil || w != "" {
+		if w != "" {
+			warn = append(warn, w)
+		}
+		return nil, warn, err
 	}
 
 	if a := m.AddrType; a != nil {
@@ -523,7 +551,25 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts), maxEntriesPerRule)
 	}
 
-	out := make([]Entry, 0, len(alts))
+	bases, never, err := ctAddrBases(m, base)
+	if err != nil || never != "" {
+		if never != "" {
+			warn = append(warn, never)
+		}
+		return nil, warn, err
+	}
+	if len(alts)*len(bases) > maxEntriesPerRule {
+		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts)*len(bases), maxEntriesPerRule)
+	}
+	out := make([]Entry, 0, len(alts)*len(bases))
+	for _, b := range bases {
+		out = appendAlts(out, b, alts)
+	}
+	return out, warn, nil
+}
+
+// appendAlts appends to out base's entry for each alternative of alts.
+func appendAlts(out []Entry, base Entry, alts []alt) []Entry {
 	for _, a := range alts {
 		e := base
 		if a.sport != fullRange {
@@ -544,7 +590,128 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		}
 		out = append(out, e)
 	}
-	return out, warn, nil
+	return out
+}
+
+// headerTests turns on the tests of the header matches (-m iprange,
+// length, ttl/hl, dscp, tos, ecn) in base. A rule they leave matching
+// nothing returns why, as a warning (and no entries).
+func headerTests(m *rules.Match, base *Entry, test func(bit uint64, invert bool)) (never string, err error) {
+	for _, r := range []struct {
+		m   *rules.IPRangeMatch
+		bit uint64
+		dst *AddrRange
+	}{{m.SrcRange, MSrcRange, &base.SrcRange}, {m.DstRange, MDstRange, &base.DstRange}} {
+		if r.m == nil {
+			continue
+		}
+		if r.m.To.Less(r.m.From) && !r.m.Invert {
+			return fmt.Sprintf("the range %s-%s is reversed; the rule never matches", r.m.From, r.m.To), nil
+		}
+		test(r.bit, r.m.Invert)
+		*r.dst = NewAddrRange(r.m.From, r.m.To)
+	}
+	if l := m.Length; l != nil {
+		if l.Min > l.Max && !l.Invert {
+			return fmt.Sprintf("--length %d:%d is reversed; the rule never matches", l.Min, l.Max), nil
+		}
+		test(MLen, l.Invert)
+		base.LenLo, base.LenHi = l.Min, l.Max
+	}
+	if t := m.TTL; t != nil {
+		lo, hi, negated, ok := t.Range()
+		if !ok {
+			return "its TTL (hop limit) test leaves no value; the rule never matches", nil
+		}
+		test(MTTL, negated)
+		base.TTLLo, base.TTLHi = lo, hi
+	}
+	// -m dscp and -m tos test the same byte: one test when both are
+	// plain (the bits both fix must agree)
+	var tos *rules.TOSMatch
+	if d := m.DSCP; d != nil {
+		tos = &rules.TOSMatch{Value: d.Value << 2, Mask: 0xfc, Invert: d.Invert}
+	}
+	if t := m.TOS; t != nil {
+		switch {
+		case tos == nil:
+			tos = t
+		case tos.Invert || t.Invert:
+			return "", errors.New("-m dscp and -m tos in one rule, one of them negated: not supported; " +
+				"write the test on the whole byte as one -m tos --tos VALUE/MASK")
+		case (tos.Value^t.Value)&tos.Mask&t.Mask != 0:
+			return "its -m dscp and -m tos tests disagree; the rule never matches", nil
+		default:
+			tos = &rules.TOSMatch{Value: tos.Value&tos.Mask | t.Value&t.Mask, Mask: tos.Mask | t.Mask}
+		}
+	}
+	if tos != nil {
+		if tos.Value&^tos.Mask != 0 && !tos.Invert {
+			return fmt.Sprintf("--tos 0x%02x/0x%02x sets bits outside its mask; the rule never matches", tos.Value, tos.Mask), nil
+		}
+		test(MTOS, tos.Invert)
+		base.TOSMask, base.TOSCmp = tos.Mask, tos.Value
+	}
+	if s := m.MSS; s != nil {
+		test(MMSS, s.Invert)
+		base.MSSLo, base.MSSHi = s.Min, s.Max
+	}
+	if rt := m.RT; rt != nil {
+		if never := rtTests(rt, base, test); never != "" {
+			return never, nil
+		}
+	}
+	if e := m.ECN; e != nil {
+		if e.IPECT >= 0 {
+			test(MECNIP, e.IPInvert)
+			base.ECNIP = uint8(e.IPECT)
+		}
+		if e.TCPMask != 0 {
+			test(MECNTCP, false)
+			base.ECNMask, base.ECNCmp = e.TCPMask, e.TCPComp
+		}
+	}
+	return "", nil
+}
+
+// rtTests turns on the tests of -m rt. The header's fields are narrower
+// than iptables' values (a type and segments left are bytes, a length at
+// most 2048): a value no header has makes the test never true, or, negated,
+// always true of a packet with a routing header, which the segments-left
+// test then stands for (-m rt alone: a routing header, any).
+func rtTests(rt *rules.RTMatch, base *Entry, test func(bit uint64, invert bool)) (never string) {
+	const noRT = "its -m rt tests leave no routing header; the rule never matches"
+	lo, hi, inv := uint32(0), uint32(255), false
+	if s := rt.Segs; s != nil {
+		lo, hi, inv = s.Lo, min(s.Hi, 255), s.Invert
+		if lo > hi {
+			if !inv {
+				return noRT
+			}
+			lo, hi, inv = 0, 255, false
+		}
+	}
+	test(MRTSegs, inv)
+	base.RTSegsLo, base.RTSegsHi = uint8(lo), uint8(hi)
+	if v := rt.Type; v != nil {
+		switch {
+		case v.V <= 255:
+			test(MRTType, v.Invert)
+			base.RTType = uint8(v.V)
+		case !v.Invert:
+			return noRT
+		}
+	}
+	if v := rt.Len; v != nil {
+		switch {
+		case v.V <= 0xffff:
+			test(MRTLen, v.Invert)
+			base.RTLen = uint16(v.V)
+		case !v.Invert:
+			return noRT
+		}
+	}
+	return ""
 }
 
 // portAlts turns a port match into alternatives; an inverted set becomes
@@ -727,12 +894,29 @@ func matchLimits(in Input) ([]LogLimit, error) {
 	return out, nil
 }
 
+// hdroptFlags are the root flags that make the data plane read the header
+// fields e tests that the parser does not (bpf/lib/hdropt.h).
+func hdroptFlags(e *Entry) uint8 {
+	var f uint8
+	if e.Match&MMSS != 0 {
+		f |= RootMSS
+	}
+	if e.Match&MRTHdr != 0 {
+		f |= RootRT
+	}
+	return f
+}
+
 // setFastRules marks the generation as using conntrack when an entry tests
-// the connection state, and gives each root its fast rule (fastRule).
+// the connection state (and as reading TCP's MSS option when one tests
+// that), and gives each root its fast rule (fastRule).
 func setFastRules(t *Tables) {
 	ct := false
 	for i := range t.Entries {
 		ct = ct || t.Entries[i].Match&MCTState != 0
+		for r := range t.Roots {
+			t.Roots[r].Flags |= hdroptFlags(&t.Entries[i])
+		}
 	}
 	if !ct {
 		return

@@ -286,3 +286,43 @@ func TestRejectKinds(t *testing.T) {
 		t.Error("RejectOf accepts an unknown type")
 	}
 }
+
+// TestCTAddrs: -m conntrack's address tests become tests of the packet's
+// own addresses in each direction; what the classifier cannot say is
+// refused with the reason, what never matches is a warning.
+func TestCTAddrs(t *testing.T) {
+	compileOne := func(text string) ([]Entry, []Warning, error) {
+		rs := parse(t, "-A INPUT "+text+" -j ACCEPT\n")
+		tb, w, err := Compile(Input{RuleSet: rs, IDs: ids(1)})
+		if err != nil {
+			return nil, nil, err
+		}
+		return tb.Entries[:tb.ChainEnd[0]], w, nil
+	}
+	for _, tc := range []struct{ text, err string }{
+		{"-m conntrack --ctorigsrc 10.0.0.1", "need --ctstate without RELATED"},
+		{"-m conntrack --ctstate ESTABLISHED,RELATED --ctreplsrc 10.0.0.1", "need --ctstate without RELATED"},
+		{"-s 10.0.0.0/8 -m conntrack --ctstate NEW --ctdir ORIGINAL ! --ctorigsrc 10.1.0.0/16", "is no prefix"},
+		{"-m conntrack --ctstate NEW --ctdir ORIGINAL ! --ctorigsrc 10.1.0.0/16 ! --ctrepldst 10.2.0.0/16", "is no prefix"},
+	} {
+		if _, _, err := compileOne(tc.text); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want %q", tc.text, err, tc.err)
+		}
+	}
+	ents, w, err := compileOne("-s 10.0.0.0/8 -m conntrack --ctstate NEW --ctdir ORIGINAL --ctorigsrc 11.0.0.0/8")
+	if err != nil || len(ents) != 0 || len(w) != 1 || !strings.Contains(w[0].Msg, "never matches") {
+		t.Errorf("disjoint -s and --ctorigsrc: entries %v, warnings %v, error %v; want none and a warning", ents, w, err)
+	}
+	// no --ctdir: one entry per direction, the address on the source in
+	// the original one and on the destination in the reply one
+	ents, _, err = compileOne("-m conntrack --ctstate NEW,ESTABLISHED --ctorigsrc 10.1.0.0/16")
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("entries %v, error %v; want 2", ents, err)
+	}
+	for _, e := range ents {
+		reply := e.Invert&MCTDir == 0
+		if e.Match&MCTDir == 0 || reply != (e.Match&MDst != 0) || reply == (e.Match&MSrc != 0) {
+			t.Errorf("entry %s: reply direction %v tests src %v dst %v", e, reply, e.Match&MSrc != 0, e.Match&MDst != 0)
+		}
+	}
+}

@@ -337,3 +337,27 @@ func statefulRules(t *testing.T, r *rand.Rand) []rules.Rule {
 	}
 	return out
 }
+
+// TestDeltaReadsMSS: a -m tcpmss rule added through the delta stage to a
+// generation that had none makes the data plane read TCP's MSS option
+// (the delta's roots carry RootMSS), as a rebuild would.
+func TestDeltaReadsMSS(t *testing.T) {
+	e := newSim(t, "-A INPUT -p udp -j ACCEPT\n")
+	for _, r := range e.Tables.Roots {
+		if r.Flags&RootMSS != 0 {
+			t.Fatal("a generation without -m tcpmss reads the MSS option")
+		}
+	}
+	if err := e.Insert(1, parse(t, "-A INPUT -p tcp -m tcpmss --mss 1:500 -j DROP").Rules[0]); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Overlay.Delta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, root := range d.Roots {
+		if root.Flags&RootMSS == 0 {
+			t.Errorf("root %d of the delta: flags %#x, want RootMSS", r, root.Flags)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package compile
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 
@@ -12,7 +14,7 @@ import (
 type Entry struct {
 	Chain          rules.Chain
 	Family         rules.Family
-	Match, Invert  uint32
+	Match, Invert  uint64
 	Src, SrcMask   [16]byte
 	Dst, DstMask   [16]byte
 	SPortLo        uint16
@@ -40,6 +42,19 @@ type Entry struct {
 	// MDstType; TypeDev: the device they are limited to (rules.LimitIn...).
 	SrcTypes, DstTypes uint16
 	TypeDev            uint8
+	// SrcRange, DstRange: -m iprange, with MSrcRange / MDstRange.
+	SrcRange, DstRange AddrRange
+	LenLo, LenHi       uint16 // with MLen
+	TTLLo, TTLHi       uint8  // with MTTL
+	TOSMask, TOSCmp    uint8  // with MTOS
+	ECNIP              uint8  // with MECNIP: the ECN codepoint
+	ECNMask, ECNCmp    uint8  // with MECNTCP: TCP's ECE and CWR bits
+	CTStatus           uint8  // with MCTStatus: CTI* status bits, any of them
+	CTProto            uint8  // with MCTProto
+	MSSLo, MSSHi       uint16 // with MMSS
+	RTType             uint8  // with MRTType
+	RTSegsLo, RTSegsHi uint8  // with MRTSegs
+	RTLen              uint16 // with MRTLen: the routing header's length in bytes
 	// Log: the rule logs the packets this entry decides (--log). LOG
 	// rules' entries (ActLog) log whatever they match and decide nothing.
 	Log bool
@@ -142,6 +157,49 @@ func (r *Ranges) Match(k *Key) bool {
 		}
 	}
 	return true
+}
+
+// AddrRange is an inclusive range of addresses as 128-bit numbers, most
+// significant half first (fw_entry's srange_lo/hi): an IPv4 address a is
+// a << 32 in the first half.
+type AddrRange struct {
+	Lo, Hi [2]uint64
+}
+
+// NewAddrRange is the range [lo, hi] (both of one family).
+func NewAddrRange(lo, hi netip.Addr) AddrRange {
+	return AddrRange{Lo: addrNum(lo), Hi: addrNum(hi)}
+}
+
+func addrNum(a netip.Addr) [2]uint64 {
+	if a.Is4() {
+		b := a.As4()
+		return [2]uint64{uint64(binary.BigEndian.Uint32(b[:])) << 32, 0}
+	}
+	b := a.As16()
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+}
+
+// Contains reports whether a is in r, as fw_in_range does.
+func (r AddrRange) Contains(a netip.Addr) bool {
+	v := addrNum(a)
+	return cmp128(v, r.Lo) >= 0 && cmp128(v, r.Hi) <= 0
+}
+
+func cmp128(a, b [2]uint64) int {
+	if c := cmp.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a[1], b[1])
+}
+
+// Words is r's bounds as n key words (the address dimensions): 1 for IPv4,
+// 4 for IPv6.
+func (r AddrRange) Words(n int) (lo, hi []uint32) {
+	w := func(v [2]uint64) []uint32 {
+		return []uint32{uint32(v[0] >> 32), uint32(v[0]), uint32(v[1] >> 32), uint32(v[1])}[:n]
+	}
+	return w(r.Lo), w(r.Hi)
 }
 
 func prefixBytes(p netip.Prefix) (addr, mask [16]byte) {

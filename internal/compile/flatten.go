@@ -55,6 +55,10 @@ const MaxChainDepth = 32
 // (its RETURNs multiply the entries after them).
 const maxInstanceEntries = 1 << 16
 
+// maxGuard bounds the alternatives a chain instance's RETURNs leave open
+// (the guard), before they are pruned: pruning compares every pair.
+const maxGuard = 1 << 12
+
 // ErrNoForm: two tests of one field whose conjunction has no entry form.
 var ErrNoForm = errors.New("no single-entry form")
 
@@ -275,6 +279,10 @@ func (f *flattener) cut(guard, ents []Entry, r *rules.Rule, path []string) ([]En
 				}
 				next = append(next, xs...)
 			}
+			if len(next) > maxGuard { // prune is quadratic: refuse before it
+				return nil, fmt.Errorf("%s: the RETURN rules of chain %s leave more than %d alternatives to test (%w)",
+					r.Pos, path[len(path)-1], maxGuard, ErrTooBig)
+			}
 		}
 		guard = prune(next)
 	}
@@ -307,7 +315,7 @@ func covers(y, x *Entry) bool {
 		return false
 	}
 	m, neg := y.Match, y.Invert
-	on := func(bit uint32) bool { return m&bit != 0 }
+	on := func(bit uint64) bool { return m&bit != 0 }
 	switch {
 	case on(MFamily) && x.Family != y.Family,
 		on(MProto) && x.Proto != y.Proto,
@@ -325,7 +333,7 @@ func covers(y, x *Entry) bool {
 		return false
 	}
 	for _, a := range []struct {
-		bit            uint32
+		bit            uint64
 		ya, ym, xa, xm [16]byte
 	}{{MSrc, y.Src, y.SrcMask, x.Src, x.SrcMask}, {MDst, y.Dst, y.DstMask, x.Dst, x.DstMask}} {
 		if !on(a.bit) {
@@ -358,7 +366,63 @@ func copyMatch(d, e *Entry) {
 // the flattening refuse the rule set (ErrNoForm) rather than drop the test.
 const flattenable = MFamily | MProto | MSrc | MDst | MSPort | MDPort | MIfindex | MMACSrc | MMACDst |
 	MTCPFlags | MICMPType | MICMPCode | MVLAN | MFrag | ML4Hdr | MSrcSet | MDstSet | MCTState |
-	MMark | MOif | MPktType | MSrcType | MDstType
+	MMark | MOif | MPktType | MSrcType | MDstType | hdrTests
+
+// hdrTests are the header and connection tests that are each one test of
+// fw_entry_match (FW_TEST: the invert bit negates exactly that test):
+// negate flips the bit, conj takes a test one side has and keeps one both
+// have only when it is the same test (else ErrNoForm). The routing header's
+// tests are not among them (a packet without one fails them negated too),
+// nor --ecn-tcp-* (never inverted).
+const hdrTests = MLen | MTTL | MTOS | MECNIP | MSrcRange | MDstRange | MCTDir | MCTStatus | MCTProto | MMSS
+
+// hdrFields copies the fields of header test bit from e to d, and says
+// whether they are equal in d and e.
+func hdrFields(bit uint64, d, e *Entry, copy bool) bool {
+	type pair struct{ d, e any }
+	var ps []pair
+	switch bit {
+	case MLen:
+		ps = []pair{{&d.LenLo, &e.LenLo}, {&d.LenHi, &e.LenHi}}
+	case MTTL:
+		ps = []pair{{&d.TTLLo, &e.TTLLo}, {&d.TTLHi, &e.TTLHi}}
+	case MTOS:
+		ps = []pair{{&d.TOSMask, &e.TOSMask}, {&d.TOSCmp, &e.TOSCmp}}
+	case MECNIP:
+		ps = []pair{{&d.ECNIP, &e.ECNIP}}
+	case MSrcRange:
+		ps = []pair{{&d.SrcRange, &e.SrcRange}}
+	case MDstRange:
+		ps = []pair{{&d.DstRange, &e.DstRange}}
+	case MCTStatus:
+		ps = []pair{{&d.CTStatus, &e.CTStatus}}
+	case MCTProto:
+		ps = []pair{{&d.CTProto, &e.CTProto}}
+	case MMSS:
+		ps = []pair{{&d.MSSLo, &e.MSSLo}, {&d.MSSHi, &e.MSSHi}}
+	}
+	eq := true
+	for _, p := range ps {
+		switch dv := p.d.(type) {
+		case *uint8:
+			eq = eq && *dv == *p.e.(*uint8)
+			if copy {
+				*dv = *p.e.(*uint8)
+			}
+		case *uint16:
+			eq = eq && *dv == *p.e.(*uint16)
+			if copy {
+				*dv = *p.e.(*uint16)
+			}
+		case *AddrRange:
+			eq = eq && *dv == *p.e.(*AddrRange)
+			if copy {
+				*dv = *p.e.(*AddrRange)
+			}
+		}
+	}
+	return eq
+}
 
 // unknownTests refuses entries with a test outside flattenable.
 func unknownTests(es ...Entry) error {
@@ -379,7 +443,7 @@ func negate(e Entry) ([]Entry, error) {
 		return nil, err
 	}
 	var out []Entry
-	one := func(bit uint32, set func(*Entry)) {
+	one := func(bit uint64, set func(*Entry)) {
 		n := Entry{Chain: e.Chain, Match: bit, Invert: (e.Invert & bit) ^ bit}
 		set(&n)
 		out = append(out, n)
@@ -411,7 +475,7 @@ func negate(e Entry) ([]Entry, error) {
 		one(MDst, func(n *Entry) { n.Dst, n.DstMask = e.Dst, e.DstMask })
 	}
 	for _, p := range []struct {
-		bit    uint32
+		bit    uint64
 		lo, hi uint16
 		src    bool
 	}{{MSPort, e.SPortLo, e.SPortHi, true}, {MDPort, e.DPortLo, e.DPortHi, false}} {
@@ -484,6 +548,11 @@ func negate(e Entry) ([]Entry, error) {
 	if m&MDstType != 0 {
 		one(MDstType, func(n *Entry) { n.DstTypes, n.TypeDev = e.DstTypes, e.TypeDev })
 	}
+	for bit := uint64(1); bit != 0; bit <<= 1 {
+		if m&hdrTests&bit != 0 {
+			one(bit, func(n *Entry) { hdrFields(bit, n, &e, true) })
+		}
+	}
 	return out, nil
 }
 
@@ -517,7 +586,7 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	both := a.Match & b.Match
 	only := b.Match &^ a.Match
 	// Fields b alone tests: take them as they are.
-	take := func(bit uint32, set func()) {
+	take := func(bit uint64, set func()) {
 		if only&bit != 0 {
 			out.Match |= bit
 			out.Invert = out.Invert&^bit | b.Invert&bit
@@ -555,9 +624,14 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	}
 	take(MSrcType, func() { out.SrcTypes, out.TypeDev = b.SrcTypes, b.TypeDev })
 	take(MDstType, func() { out.DstTypes, out.TypeDev = b.DstTypes, b.TypeDev })
+	for bit := uint64(1); bit != 0; bit <<= 1 {
+		if bit&hdrTests != 0 {
+			take(bit, func() { hdrFields(bit, &out, &b, true) })
+		}
+	}
 
 	// Fields both test: merge.
-	inv := func(e *Entry, bit uint32) bool { return e.Invert&bit != 0 }
+	inv := func(e *Entry, bit uint64) bool { return e.Invert&bit != 0 }
 	if both&MFamily != 0 && a.Family != b.Family {
 		return nil, nil
 	}
@@ -565,7 +639,7 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	// expanded into one entry per value both allow.
 	var enum []func(Entry) []Entry
 	// eq merges an equality test (value equal or not, negated or not).
-	eq := func(bit uint32, same bool, what string) (bool, error) {
+	eq := func(bit uint64, same bool, what string) (bool, error) {
 		if both&bit == 0 {
 			return true, nil
 		}
@@ -602,7 +676,7 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		return false, fmt.Errorf("! %s twice with different values: %w", what, ErrNoForm)
 	}
 	for _, t := range []struct {
-		bit  uint32
+		bit  uint64
 		same bool
 		what string
 		from func()
@@ -654,11 +728,18 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		}
 	}
 	// -m mark and -m addrtype twice: only the same test is one entry
-	same := func(bit uint32, eq bool, what string) error {
+	same := func(bit uint64, eq bool, what string) error {
 		if both&bit != 0 && (!eq || inv(&a, bit) != inv(&b, bit)) {
 			return fmt.Errorf("two different %s tests: %w", what, ErrNoForm)
 		}
 		return nil
+	}
+	for bit := uint64(1); bit != 0; bit <<= 1 {
+		if bit&hdrTests != 0 {
+			if err := same(bit, hdrFields(bit, &a, &b, false), "header or connection"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := errors.Join(same(MMark, a.Mark == b.Mark && a.MarkMask == b.MarkMask, "-m mark"),
 		same(MSrcType, a.SrcTypes == b.SrcTypes && a.TypeDev == b.TypeDev, "--src-type"),
@@ -666,7 +747,7 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		return nil, err
 	}
 	for _, p := range []struct {
-		bit          uint32
+		bit          uint64
 		alo, ahi     uint16
 		blo, bhi     uint16
 		outLo, outHi *uint16
@@ -702,7 +783,7 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		outs = next
 	}
 	for _, f := range []struct {
-		bit        uint32
+		bit        uint64
 		src        bool
 		aAddr, aMk [16]byte
 		bAddr, bMk [16]byte

@@ -56,10 +56,15 @@ func agree(t *testing.T, tb *Tables, rs *rules.RuleSet, p RefPacket) bool {
 // flattening, decide every random packet as the reference matcher, which
 // walks the chains with a stack as iptables does.
 func TestChainsAgreeWithReference(t *testing.T) {
+	// The header matches make most RETURNs too wide to negate into a
+	// bounded guard: drawn in a fifth of the sets only, so that the
+	// flattening is tested on sets it takes.
+	defer func(h bool) { rules.RandomHeaderMatches = h }(rules.RandomHeaderMatches)
 	r := rand.New(rand.NewPCG(15, 1))
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	sets, refused, checked := 0, 0, 0
 	for set := 0; set < 300; set++ {
+		rules.RandomHeaderMatches = set%5 == 0
 		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
 		rules.RandomChains(r, rs)
 		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})

@@ -111,12 +111,12 @@ func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, ready func(ruleID uint32) b
 // passes, negated ones fail; L4 tests need an L4 header.
 func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool {
 	m, inv := e.Match, e.Invert
-	test := func(bit uint32, cond bool) bool { return m&bit == 0 || cond != (inv&bit != 0) }
+	test := func(bit uint64, cond bool) bool { return m&bit == 0 || cond != (inv&bit != 0) }
 	fam := rules.FamilyIPv4
 	if p.Src.Is6() {
 		fam = rules.FamilyIPv6
 	}
-	if e.Chain != p.Chain || (m&ML4 != 0 && !p.L4) || (m&MFamily != 0 && e.Family != fam) {
+	if e.Chain != p.Chain || (m&ML4 != 0 && !p.L4) || (m&MFamily != 0 && e.Family != fam) || (m&MRTHdr != 0 && !p.RT) {
 		return false
 	}
 	src, dst := addrBytes(p)
@@ -144,6 +144,20 @@ func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool 
 		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
 		test(MMark, p.Mark&e.MarkMask == e.Mark) &&
 		test(MPktType, e.PktTypes&(1<<PktTypeOf(p)) != 0) &&
+		test(MLen, p.Len >= uint32(e.LenLo) && p.Len <= uint32(e.LenHi)) &&
+		test(MTTL, p.TTL >= e.TTLLo && p.TTL <= e.TTLHi) &&
+		test(MTOS, p.TOS&e.TOSMask == e.TOSCmp) &&
+		test(MECNIP, p.TOS&3 == e.ECNIP) &&
+		test(MECNTCP, p.TCPFlags&e.ECNMask == e.ECNCmp) &&
+		test(MCTDir, p.CTInfo&CTIReply != 0) &&
+		test(MCTStatus, p.CTInfo&e.CTStatus != 0) &&
+		test(MCTProto, p.CTProto == e.CTProto) &&
+		test(MMSS, p.MSS >= uint32(e.MSSLo) && p.MSS <= uint32(e.MSSHi)) &&
+		test(MRTType, p.RTType == e.RTType) &&
+		test(MRTSegs, p.RTSegsLeft >= e.RTSegsLo && p.RTSegsLeft <= e.RTSegsHi) &&
+		test(MRTLen, p.RTLen == e.RTLen) &&
+		test(MSrcRange, e.SrcRange.Contains(p.Src)) &&
+		test(MDstRange, e.DstRange.Contains(p.Dst)) &&
 		test(MSrcSet, inRefSet(p, setNames[e.SrcSet], p.Src)) &&
 		test(MDstSet, inRefSet(p, setNames[e.DstSet], p.Dst)) &&
 		test(MSrcType, p.Addrs.TypeOK(p.Src, e.SrcTypes, onIfindex(e.TypeDev, dev))) &&

@@ -33,6 +33,25 @@ type RefPacket struct {
 	Fragment bool   // a non-first fragment
 	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
 	Mark     uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
+	// Len is the IP length as -m length reads it: IPv4's total length,
+	// IPv6's payload length + 40 (the header). TTL is the IPv4 TTL or IPv6
+	// hop limit, TOS the IPv4 TOS or IPv6 traffic class byte.
+	Len uint32
+	TTL uint8
+	TOS uint8
+	// CTInfo is the connection's direction and status (CTI*), CTProto its
+	// protocol (a RELATED ICMP error: the quoted packet's), as -m
+	// conntrack sees them: for the states NEW, ESTABLISHED and RELATED.
+	CTInfo  uint8
+	CTProto uint8
+	// MSS is the TCP header's MSS option, NoMSS without one.
+	MSS uint32
+	// RT: an IPv6 routing header; the first one's type, segments left
+	// and length in bytes.
+	RT         bool
+	RTType     uint8
+	RTSegsLeft uint8
+	RTLen      uint16
 	// Sets are the named sets rules may use, by name.
 	Sets map[string]RefSet
 	// Addrs is the host's local routing table (-m addrtype).
@@ -324,6 +343,12 @@ func Matches(m *rules.Match, p RefPacket) bool {
 			return false
 		}
 	}
+	if !ctMatches(m, p) {
+		return false
+	}
+	if !headerMatches(m, &p) {
+		return false
+	}
 	for _, s := range []struct {
 		sm *rules.SetMatch
 		a  netip.Addr
@@ -373,6 +398,99 @@ func ifaceIs(im *rules.IfaceMatch, name string) bool {
 		return name != "" && strings.HasPrefix(name, im.Name)
 	}
 	return name != "" && name == im.Name
+}
+
+// ctMatches is the part of Matches of -m conntrack's tests other than
+// --ctstate: as in the kernel's xt_conntrack, a packet without a
+// connection (INVALID, UNTRACKED) matches none of them, negated or not.
+func ctMatches(m *rules.Match, p RefPacket) bool {
+	if m.CTProto == nil && m.CTStatus == nil && m.CTDir == nil && !m.CTAddrs() {
+		return true
+	}
+	if p.CTState != CTNew && p.CTState != CTEstablished && p.CTState != CTRelated {
+		return false
+	}
+	if c := m.CTProto; c != nil && (p.CTProto == c.Proto) == c.Invert {
+		return false
+	}
+	if c := m.CTStatus; c != nil && (p.CTInfo&c.Mask != 0) == c.Invert {
+		return false
+	}
+	if c := m.CTDir; c != nil && (p.CTInfo&CTIReply != 0) != (*c == rules.CTDirReply) {
+		return false
+	}
+	// the connection's addresses: without NAT the packet's, by direction
+	// (the compiler refuses these tests where RELATED errors could reach
+	// them: their connection is the quoted packet's)
+	origSrc, origDst := p.Src, p.Dst
+	if p.CTInfo&CTIReply != 0 {
+		origSrc, origDst = p.Dst, p.Src
+	}
+	for _, a := range []struct {
+		m *rules.AddrMatch
+		v netip.Addr
+	}{{m.CTOrigSrc, origSrc}, {m.CTOrigDst, origDst}, {m.CTReplSrc, origDst}, {m.CTReplDst, origSrc}} {
+		if a.m != nil && a.m.Prefix.Contains(a.v) == a.m.Invert {
+			return false
+		}
+	}
+	return true
+}
+
+// headerMatches is the header matches' part of Matches, as the kernel's
+// xt_iprange, xt_length, ipt_ttl / ip6t_hl, xt_dscp, xt_tos and xt_ecn
+// read the packet.
+func headerMatches(m *rules.Match, p *RefPacket) bool {
+	for _, r := range []struct {
+		m *rules.IPRangeMatch
+		a netip.Addr
+	}{{m.SrcRange, p.Src}, {m.DstRange, p.Dst}} {
+		if r.m != nil && (r.m.From.Compare(r.a) <= 0 && r.a.Compare(r.m.To) <= 0) == r.m.Invert {
+			return false
+		}
+	}
+	if s := m.MSS; s != nil && (p.MSS <= 0xffff && p.MSS >= uint32(s.Min) && p.MSS <= uint32(s.Max)) == s.Invert {
+		return false // xt_tcpmss: no MSS option matches only negated
+	}
+	if rt := m.RT; rt != nil {
+		if !p.RT {
+			return false // ip6t_rt: no routing header, no match
+		}
+		if v := rt.Type; v != nil && (uint32(p.RTType) == v.V) == v.Invert {
+			return false
+		}
+		if s := rt.Segs; s != nil && (uint32(p.RTSegsLeft) >= s.Lo && uint32(p.RTSegsLeft) <= s.Hi) == s.Invert {
+			return false
+		}
+		if v := rt.Len; v != nil && (uint32(p.RTLen) == v.V) == v.Invert {
+			return false
+		}
+	}
+	if l := m.Length; l != nil && (p.Len >= uint32(l.Min) && p.Len <= uint32(l.Max)) == l.Invert {
+		return false
+	}
+	if t := m.TTL; t != nil {
+		ok := map[rules.TTLOp]bool{rules.TTLEq: p.TTL == t.Value, rules.TTLNe: p.TTL != t.Value,
+			rules.TTLLt: p.TTL < t.Value, rules.TTLGt: p.TTL > t.Value}[t.Op]
+		if !ok {
+			return false
+		}
+	}
+	if d := m.DSCP; d != nil && (p.TOS>>2 == d.Value) == d.Invert {
+		return false
+	}
+	if t := m.TOS; t != nil && (p.TOS&t.Mask == t.Value) == t.Invert {
+		return false
+	}
+	if e := m.ECN; e != nil {
+		if e.IPECT >= 0 && (p.TOS&3 == uint8(e.IPECT)) == e.IPInvert {
+			return false
+		}
+		if p.TCPFlags&e.TCPMask != e.TCPComp {
+			return false
+		}
+	}
+	return true
 }
 
 func inPorts(rs []rules.PortRange, port uint16) bool {

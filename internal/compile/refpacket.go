@@ -15,15 +15,28 @@ const (
 // RefPacketOf returns what the reference matcher knows of a frame the
 // packet builder makes of p, arriving on iface, in INPUT and state NEW
 // (the caller sets Chain and CTState): the fields the data plane's parser
-// extracts. A non-first fragment has no L4 header; SCTP and UDP-Lite
+// extracts (and -m length, ttl, tos, tcpmss and rt read). A non-first fragment has no L4 header; SCTP and UDP-Lite
 // ports are the payload's first four bytes.
 func RefPacketOf(p *packet.Packet, iface string) RefPacket {
 	rp := RefPacket{
 		Chain: rules.ChainInput, InIface: iface, Src: p.Src, Dst: p.Dst, Proto: p.Proto,
 		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0,
+		Len: uint32(IPLenOf(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto, MSS: tcpMSS(p.TCPOptions),
+	}
+	if rp.TTL == 0 {
+		rp.TTL = packet.DefaultTTL
 	}
 	if len(p.VLANs) > 0 {
 		rp.Tagged, rp.VLAN = true, p.VLANs[0]
+	}
+	for _, e := range p.IPv6Ext { // all before a fragment header: the first routing header
+		if e.Type == 43 && p.Src.Is6() {
+			rp.RT, rp.RTType, rp.RTLen = true, packet.RoutingType, uint16(max(e.Len, 8))
+			if len(e.Routing) >= 2 {
+				rp.RTType, rp.RTSegsLeft = e.Routing[0], e.Routing[1]
+			}
+			break
+		}
 	}
 	switch p.Proto {
 	case packet.ProtoTCP, packet.ProtoUDP, packet.ProtoICMP, packet.ProtoICMPv6, protoSCTP, protoUDPLite:
@@ -40,4 +53,33 @@ func RefPacketOf(p *packet.Packet, iface string) RefPacket {
 		}
 	}
 	return rp
+}
+
+// tcpMSS is the MSS option of TCP options opts (as the builder pads them)
+// as the kernel's xt_tcpmss finds it, or NoMSS.
+func tcpMSS(opts []byte) uint32 {
+	o := append([]byte(nil), opts...)
+	for len(o)%4 != 0 {
+		o = append(o, 0)
+	}
+	o = o[:min(len(o), 40)]
+	for i := 0; i < len(o); {
+		if o[i] == 2 && len(o)-i >= 4 && o[i+1] == 4 {
+			return uint32(o[i+2])<<8 | uint32(o[i+3])
+		}
+		if o[i] < 2 || i+1 >= len(o) || o[i+1] == 0 {
+			i++
+		} else {
+			i += int(o[i+1])
+		}
+	}
+	return NoMSS
+}
+
+// IPLenOf is the length of the IP packet the builder makes of p as -m
+// length reads it (IPv4: the total length; IPv6: the payload length + 40).
+func IPLenOf(p *packet.Packet) int {
+	q := *p
+	q.PadTo60 = false // the padding is no part of the IP packet
+	return len(q.Bytes()) - 14 - 4*len(q.VLANs)
 }

@@ -52,6 +52,9 @@ const (
 	DimCTState  // enum fw_ct_state
 	DimOIfindex // output device (FORWARD: the FIB's egress device; OUTPUT: tc's), 0 none
 	DimPktType  // PktTypeOf
+	DimLen      // IPv4 total length, IPv6 payload length + 40
+	DimTTL      // IPv4 TTL, IPv6 hop limit
+	DimTOS      // IPv4 TOS, IPv6 traffic class: DSCP << 2 | ECN
 	NumDims
 )
 
@@ -217,6 +220,8 @@ var fullBox = func() (b box) {
 	b[DimFlags][1] = KeyL4 // KeyFrag|KeyL4 cannot happen
 	b[DimCTState][1] = uint32(NumCTStates - 1)
 	b[DimPktType][1] = NumPktTypes - 1
+	b[DimLen][1] = 0xffff + 40 // IPv6: the payload length and the header
+	b[DimTTL][1], b[DimTOS][1] = 0xff, 0xff
 	return
 }()
 
@@ -232,9 +237,9 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	const maxBoxes = 64
 	bs, exact = []box{fullBox}, true
 	m, inv := e.Match, e.Invert
-	on := func(bit uint32) bool { return m&bit != 0 }
-	neg := func(bit uint32) bool { return inv&bit != 0 }
-	type part map[int][2]uint32 // dimension -> range
+	on := func(bit uint64) bool { return m&bit != 0 }
+	neg := func(bit uint64) bool { return inv&bit != 0 }
+	type part = map[int][2]uint32 // dimension -> range
 	cross := func(parts []part) {
 		var next []box
 		for _, x := range bs {
@@ -344,11 +349,46 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 		}
 		return parts
 	}
+	if on(MCTDir) || on(MCTStatus) || on(MCTProto) || on(MMSS) || m&MRTHdr != 0 {
+		exact = false // no key dimension (rare tests): the leaf check decides
+	}
 	if on(MCTState) {
 		cross(maskParts(DimCTState, e.CTState, uint32(NumCTStates)))
 	}
 	if on(MPktType) {
 		cross(maskParts(DimPktType, e.PktTypes, NumPktTypes))
+	}
+	if on(MSrcRange) {
+		cross(rangeParts(DimSrc0, e.SrcRange, e.Family, neg(MSrcRange)))
+	}
+	if on(MDstRange) {
+		cross(rangeParts(DimDst0, e.DstRange, e.Family, neg(MDstRange)))
+	}
+	if on(MLen) {
+		one(DimLen, uint32(e.LenLo), uint32(e.LenHi), neg(MLen))
+	}
+	if on(MTTL) {
+		one(DimTTL, uint32(e.TTLLo), uint32(e.TTLHi), neg(MTTL))
+	}
+	// byte masks: a DSCP value is one range of the TOS byte, an ECN
+	// codepoint 64 (the leaf's exact check decides those)
+	for _, t := range []struct {
+		bit       uint64
+		d         int
+		mask, cmp uint8
+	}{{MTOS, DimTOS, e.TOSMask, e.TOSCmp}, {MECNIP, DimTOS, 3, e.ECNIP}, {MECNTCP, DimTCPFlags, e.ECNMask, e.ECNCmp}} {
+		if !on(t.bit) {
+			continue
+		}
+		var parts []part
+		for _, r := range maskRanges(t.mask, t.cmp, neg(t.bit)) {
+			parts = append(parts, part{t.d: r})
+		}
+		if len(parts) <= 16 {
+			cross(parts)
+		} else {
+			exact = false
+		}
 	}
 	if on(MICMPType) {
 		t := uint32(e.ICMPType) << 8
@@ -400,6 +440,96 @@ func boxRanges(bs []box, exact bool) Ranges {
 	return r
 }
 
+// rangeParts is an address range (-m iprange) as boxes over the address
+// words from d0 (one word for IPv4, four for IPv6), or the addresses
+// outside it when negated. Over the words a range is lexicographic: the
+// words before the first that differs are fixed, that word is at the lower
+// bound, strictly between or at the upper bound, and the rest is a
+// half-open range in turn, so a range takes at most 2n-1 boxes, a range of
+// whole prefixes one. A reversed range (lo > hi) holds no address.
+func rangeParts(d0 int, r AddrRange, fam rules.Family, negated bool) []map[int][2]uint32 {
+	type part = map[int][2]uint32
+	n := 4
+	if fam == rules.FamilyIPv4 {
+		n = 1
+	}
+	lo, hi := r.Words(n)
+	top := ^uint32(0)
+	fixed := func(w int, v uint32, ps []part) []part {
+		for _, p := range ps {
+			p[d0+w] = [2]uint32{v, v}
+		}
+		return ps
+	}
+	// bound: the words from w of the numbers >= v (up) or <= v (!up)
+	var bound func(w int, v []uint32, up bool) []part
+	bound = func(w int, v []uint32, up bool) []part {
+		free := true // the words after w leave the bound open
+		for _, x := range v[w+1:] {
+			free = free && (up && x == 0 || !up && x == top)
+		}
+		if free {
+			if up {
+				return []part{{d0 + w: {v[w], top}}}
+			}
+			return []part{{d0 + w: {0, v[w]}}}
+		}
+		out := fixed(w, v[w], bound(w+1, v, up))
+		if up && v[w] < top {
+			out = append(out, part{d0 + w: {v[w] + 1, top}})
+		}
+		if !up && v[w] > 0 {
+			out = append(out, part{d0 + w: {0, v[w] - 1}})
+		}
+		return out
+	}
+	var between func(w int) []part
+	between = func(w int) []part {
+		switch {
+		case w == n-1:
+			return []part{{d0 + w: {lo[w], hi[w]}}}
+		case lo[w] == hi[w]:
+			return fixed(w, lo[w], between(w+1))
+		}
+		out := fixed(w, lo[w], bound(w+1, lo, true))
+		if hi[w]-lo[w] >= 2 {
+			out = append(out, part{d0 + w: {lo[w] + 1, hi[w] - 1}})
+		}
+		return append(out, fixed(w, hi[w], bound(w+1, hi, false))...)
+	}
+	inOrder := slices.Compare(lo, hi) <= 0
+	switch {
+	case !negated && !inOrder:
+		return nil
+	case !negated:
+		return between(0)
+	case !inOrder:
+		return []part{{}}
+	}
+	var out []part // below lo, or above hi
+	if below, ok := stepWords(lo, -1); ok {
+		out = append(out, bound(0, below, false)...)
+	}
+	if above, ok := stepWords(hi, 1); ok {
+		out = append(out, bound(0, above, true)...)
+	}
+	return out
+}
+
+// stepWords is the number v (words, most significant first) plus one
+// (by 1) or minus one (by -1); false when that wraps around.
+func stepWords(v []uint32, by int) ([]uint32, bool) {
+	out := slices.Clone(v)
+	for w := len(out) - 1; w >= 0; w-- {
+		old := out[w]
+		out[w] += uint32(by)
+		if by > 0 && old != ^uint32(0) || by < 0 && old != 0 {
+			return out, true
+		}
+	}
+	return nil, false
+}
+
 // complementRanges is [0, top] minus [lo, hi]: at most two ranges.
 func complementRanges(lo, hi, top uint32) [][2]uint32 {
 	var out [][2]uint32
@@ -442,7 +572,7 @@ func addrWords(addr, mask [16]byte) (lo, hi []uint32) {
 }
 
 // ML4 is FW_M_L4: the tests that need an L4 header.
-const ML4 = MSPort | MDPort | MTCPFlags | MICMPType | MICMPCode | ML4Hdr
+const ML4 = MSPort | MDPort | MTCPFlags | MICMPType | MICMPCode | ML4Hdr | MECNTCP | MMSS
 
 func macWords(m [6]byte) (hi, lo uint32) {
 	return uint32(m[0])<<8 | uint32(m[1]), binary.BigEndian.Uint32(m[2:])
@@ -497,6 +627,7 @@ func KeyOf(p *RefPacket, dev Dev) Key {
 		k[DimICMP] = uint32(p.ICMPType)<<8 | uint32(p.ICMPCode)
 	}
 	k[DimCTState] = uint32(p.CTState)
+	k[DimLen], k[DimTTL], k[DimTOS] = uint32(p.Len), uint32(p.TTL), uint32(p.TOS)
 	return k
 }
 

@@ -221,12 +221,77 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 			p.OutIface = ifaces[i]
 		}
 	}
+	refHeader(r, m, &p)
 	return p
 }
+
 
 // testDev is p's devices as the data plane knows them (testIfaces).
 func testDev(p *RefPacket) Dev {
 	return Dev{In: testIfaces[p.InIface], Out: testIfaces[p.OutIface]}
+}
+
+
+// refHeader draws p's header fields (-m iprange, length, ttl, dscp, tos,
+// ecn) at or near m's bounds half the time.
+func refHeader(r *rand.Rand, m *rules.Match, p *RefPacket) {
+	near := func(lo, hi uint32) uint32 {
+		return []uint32{lo, hi, lo - 1, hi + 1, lo + uint32(r.IntN(3))}[r.IntN(5)]
+	}
+	for _, x := range []struct {
+		m *rules.IPRangeMatch
+		a *netip.Addr
+	}{{m.SrcRange, &p.Src}, {m.DstRange, &p.Dst}} {
+		if x.m != nil && r.IntN(2) == 0 {
+			a := []netip.Addr{x.m.From, x.m.To, x.m.From.Prev(), x.m.To.Next()}[r.IntN(4)]
+			if a.IsValid() {
+				*x.a = a
+			}
+		}
+	}
+	p.Len, p.TTL, p.TOS = uint32(20+r.IntN(100)), uint8(r.UintN(256)), uint8(r.UintN(256))
+	p.CTInfo, p.CTProto = uint8(r.UintN(16))|[]uint8{0, CTIReply}[r.IntN(2)], p.Proto
+	p.MSS = []uint32{NoMSS, 536, 1460, uint32(r.UintN(65536))}[r.IntN(4)]
+	if p.Src.Is6() && r.IntN(3) == 0 {
+		p.RT, p.RTType, p.RTSegsLeft, p.RTLen = true, uint8(r.IntN(5)), uint8(r.IntN(4)), uint16(8*(1+r.IntN(3)))
+		if rt := m.RT; rt != nil && r.IntN(2) == 0 {
+			if rt.Type != nil {
+				p.RTType = uint8(rt.Type.V)
+			}
+			if rt.Segs != nil {
+				p.RTSegsLeft = uint8(near(rt.Segs.Lo, rt.Segs.Hi))
+			}
+			if rt.Len != nil {
+				p.RTLen = uint16(rt.Len.V)
+			}
+		}
+	}
+	if s := m.MSS; s != nil && r.IntN(2) == 0 {
+		p.MSS = near(uint32(s.Min), uint32(s.Max)) & 0xffff
+	}
+	if m.CTProto != nil && r.IntN(2) == 0 {
+		p.CTProto = m.CTProto.Proto
+	}
+	if l := m.Length; l != nil && r.IntN(2) == 0 {
+		p.Len = near(uint32(l.Min), uint32(l.Max)) & 0xffff
+	}
+	if t := m.TTL; t != nil && r.IntN(2) == 0 {
+		p.TTL = uint8(near(uint32(t.Value), uint32(t.Value)))
+	}
+	switch {
+	case m.DSCP != nil && r.IntN(2) == 0:
+		p.TOS = m.DSCP.Value<<2 | p.TOS&3
+	case m.TOS != nil && r.IntN(2) == 0:
+		p.TOS = m.TOS.Value | p.TOS&^m.TOS.Mask
+	}
+	if e := m.ECN; e != nil && r.IntN(2) == 0 {
+		if e.IPECT >= 0 {
+			p.TOS = p.TOS&^3 | uint8(e.IPECT)
+		}
+		if p.L4 {
+			p.TCPFlags = p.TCPFlags&^e.TCPMask | e.TCPComp
+		}
+	}
 }
 
 // builtTree is one tree as buildTrees made it: the binary tree and the fat

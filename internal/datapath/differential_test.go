@@ -211,7 +211,18 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	}
 	var pkts []*packet.Packet
 	var ifs []string
-	var states []int // the connection state each packet is traced in
+	var states []int // the connection each packet is traced in (datapath.AssumeConn)
+	conn := func() int {
+		info := uint8(r.UintN(16)) // the status bits
+		if chance(r, 40) {
+			info |= compile.CTIReply
+		}
+		proto := uint8(0) // the packet's
+		if chance(r, 20) {
+			proto = pick(r, []uint8{1, 6, 17, 58})
+		}
+		return datapath.AssumeConn(uint8(r.IntN(int(compile.NumCTStates))), info, proto)
+	}
 	for id := uint32(1); len(pkts) < n; id++ {
 		p, iface := genPacket(r, rs, names)
 		if local != nil {
@@ -223,9 +234,9 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		if p.FragOffset != 0 && chance(r, 50) {
 			first := *p
 			first.FragOffset, first.MoreFragments = 0, true
-			pkts, ifs, states = append(pkts, &first), append(ifs, iface), append(states, r.IntN(int(compile.NumCTStates)))
+			pkts, ifs, states = append(pkts, &first), append(ifs, iface), append(states, conn())
 		}
-		pkts, ifs, states = append(pkts, p), append(ifs, iface), append(states, r.IntN(int(compile.NumCTStates)))
+		pkts, ifs, states = append(pkts, p), append(ifs, iface), append(states, conn())
 	}
 	n = len(pkts)
 	results := make([]datapath.TraceResult, n)
@@ -248,7 +259,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		// Events come in packet order; a packet's events share its bytes.
 		evs, i := f.events(), lo
 		for _, e := range evs {
-			for i < hi && !(bytes.Equal(e.Data, logSnap(pkts[i].Bytes())) && e.Ifindex == f.ifaces[ifs[i]] && int(e.CTState) == states[i]) {
+			for i < hi && !(bytes.Equal(e.Data, logSnap(pkts[i].Bytes())) && e.Ifindex == f.ifaces[ifs[i]] && int(e.CTState) == states[i]&0xff) {
 				i++
 			}
 			if i == hi {
@@ -263,6 +274,10 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		ref := compile.RefPacketOf(p, ifs[i])
 		ref.CTState = uint8(states[i])
 		ref.Addrs = f.addrs
+		ref.CTInfo = uint8(states[i] >> 8)
+		if proto := uint8(states[i] >> 16); proto != 0 {
+			ref.CTProto = proto
+		}
 		if local != nil {
 			ref.Chain = rules.ChainForward
 			ref.OutIface = "eth0" // the default routes' device (the FIB's egress device: -o)
@@ -520,6 +535,7 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 			p.IPv6Ext = append(p.IPv6Ext, packet.ExtHdr{Type: pick(r, []uint8{0, 43, 60}), Len: 8 * (1 + r.IntN(3))})
 		}
 	}
+	genHeader(r, m, p)
 	iface := pick(r, ifaces)
 	if m.InIface != nil && !m.InIface.Invert && chance(r, 70) {
 		for _, n := range ifaces {
@@ -529,6 +545,87 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 		}
 	}
 	return p, iface
+}
+
+// genHeader draws p's header fields (TTL, TOS, length, and addresses for
+// -m iprange) at or near m's bounds most of the time.
+func genHeader(r *rand.Rand, m *rules.Match, p *packet.Packet) {
+	near := func(lo, hi int) int { return pick(r, []int{lo, hi, lo - 1, hi + 1, lo + r.IntN(3)}) }
+	for _, x := range []struct {
+		m *rules.IPRangeMatch
+		a *netip.Addr
+	}{{m.SrcRange, &p.Src}, {m.DstRange, &p.Dst}} {
+		if x.m != nil && chance(r, 60) {
+			if a := pick(r, []netip.Addr{x.m.From, x.m.To, x.m.From.Prev(), x.m.To.Next()}); a.IsValid() {
+				*x.a = a
+			}
+		}
+	}
+	p.TTL = pick(r, []uint8{1, 2, 63, 64, 65, 128, 254, 255, uint8(r.UintN(256))})
+	if t := m.TTL; t != nil && chance(r, 70) {
+		p.TTL = uint8(near(int(t.Value), int(t.Value)))
+	}
+	if p.TTL == 0 {
+		p.TTL = 1 // 0 is the builder's default (64)
+	}
+	p.TOS = uint8(r.UintN(256))
+	switch {
+	case m.DSCP != nil && chance(r, 70):
+		p.TOS = m.DSCP.Value<<2 | p.TOS&3
+	case m.TOS != nil && chance(r, 70):
+		p.TOS = m.TOS.Value | p.TOS&^m.TOS.Mask
+	}
+	if e := m.ECN; e != nil && chance(r, 70) {
+		if e.IPECT >= 0 {
+			p.TOS = p.TOS&^3 | uint8(e.IPECT)
+		}
+		p.TCPFlags = p.TCPFlags&^e.TCPMask | e.TCPComp
+	}
+	if rt := m.RT; rt != nil && p.Src.Is6() && chance(r, 70) {
+		typ, segs, n := uint8(pick(r, []int{0, 2, 4, 253})), uint8(r.IntN(4)), 8*(1+r.IntN(3))
+		if rt.Type != nil && chance(r, 70) {
+			typ = uint8(near(int(rt.Type.V), int(rt.Type.V)))
+		}
+		if rt.Segs != nil && chance(r, 70) {
+			segs = uint8(near(int(min(rt.Segs.Lo, 255)), int(min(rt.Segs.Hi, 255))))
+		}
+		if rt.Len != nil && rt.Len.V%8 == 0 && rt.Len.V >= 8 && rt.Len.V <= 64 && chance(r, 70) {
+			n = int(rt.Len.V)
+		}
+		h := packet.ExtHdr{Type: 43, Len: n, Routing: []byte{typ, segs}}
+		if chance(r, 30) { // behind another extension header
+			p.IPv6Ext = append([]packet.ExtHdr{{Type: 0, Len: 8}}, h)
+		} else {
+			p.IPv6Ext = append([]packet.ExtHdr{h}, p.IPv6Ext...)
+		}
+	}
+	if p.Proto == packet.ProtoTCP && chance(r, 60) {
+		mss := pick(r, []uint16{536, 1460, uint16(r.UintN(65536))})
+		if s := m.MSS; s != nil && chance(r, 70) {
+			mss = uint16(near(int(s.Min), int(s.Max)))
+		}
+		opt := []byte{2, 4, byte(mss >> 8), byte(mss)}
+		switch r.IntN(5) {
+		case 0: // after NOPs and a timestamp
+			opt = append([]byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0}, opt...)
+		case 1: // no MSS option: SACK permitted, window scale
+			opt = []byte{4, 2, 1, 3, 3, 7}
+		case 2: // a malformed length: the walk steps over it
+			opt = []byte{2, 3, byte(mss >> 8), byte(mss)}
+		}
+		p.TCPOptions = opt
+	}
+	if l := m.Length; l != nil && chance(r, 70) {
+		// a payload that makes the IP packet the length wanted, where it can
+		keep := 0
+		if p.Proto == protoSCTP || p.Proto == protoUDPLite {
+			keep = 12 // the header genPacket wrote
+		}
+		if n := len(p.Payload) + near(int(l.Min), int(l.Max)) - compile.IPLenOf(p); n >= keep && n <= 1400 {
+			k := min(n, len(p.Payload))
+			p.Payload = append(p.Payload[:k:k], make([]byte, n-k)...)
+		}
+	}
 }
 
 func genAddr(r *rand.Rand, am *rules.AddrMatch, v6 bool) netip.Addr {

@@ -215,7 +215,8 @@ func (d *Datapath) tracerFor(mode uint32, egress bool) (*tracer, error) {
 // state: counters, conntrack, REJECT's and LOG's budgets and the log ring
 // stay as they were (a trace cannot tell whether a full conntrack table
 // would refuse a new connection). ctstate: the connection state to assume
-// (compile.CTNew...) instead of what conntrack says, or NoCTState. The
+// (compile.CTNew...; AssumeConn adds the connection's direction, status
+// and protocol) instead of what conntrack says, or NoCTState. The
 // first trace of a handle loads the instance (the kernel verifies it:
 // 0.7–0.8 s measured).
 func (d *Datapath) Trace(frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
@@ -238,13 +239,21 @@ func (d *Datapath) TraceEgress(frame []byte, ctstate int) (TraceResult, error) {
 	return traceTC(t.prog, frame, ctstate)
 }
 
+// AssumeConn is a Trace argument: assume connection state state, in the
+// direction and with the status ctinfo says (compile.CTI*), of protocol
+// proto (0: the packet's). A plain state assumes the original direction
+// and no status bits.
+func AssumeConn(state, ctinfo, proto uint8) int {
+	return int(state) | int(ctinfo)<<8 | int(proto)<<16
+}
+
 // traceXDP runs frame through prog, a trace instance of the XDP program,
 // with the trace metadata in front of it.
 func traceXDP(prog *ebpf.Program, frame []byte, ifindex uint32, ctstate int) (TraceResult, error) {
 	in := make([]byte, traceSize+len(frame))
 	ne.PutUint64(in[0:8], traceMagic)
 	if ctstate >= 0 {
-		in[16], in[17] = traceAssumeCTState, uint8(ctstate)
+		in[16], in[17], in[21], in[22] = traceAssumeCTState, uint8(ctstate), uint8(ctstate>>8), uint8(ctstate>>16)
 	}
 	copy(in[traceSize:], frame)
 	out := make([]byte, len(in)+256) // an ICMP answer grows the frame by 48 bytes at most
@@ -300,7 +309,7 @@ func traceTC(prog *ebpf.Program, frame []byte, ctstate int) (TraceResult, error)
 	ctx := skbCtx{}
 	ctx.Cb[0] = traceCBMagic
 	if ctstate >= 0 {
-		ctx.Cb[3] = traceAssumeCTState<<8 | uint32(ctstate)
+		ctx.Cb[3] = traceAssumeCTState<<8 | uint32(ctstate)&0xff | uint32(ctstate)>>8&0xffff<<16
 	}
 	out := make([]byte, skbSize) // the kernel returns the whole struct __sk_buff
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+512), Context: ctx, ContextOut: out}

@@ -96,8 +96,8 @@ type xdpfwFwEntry struct {
 	SrcMask  [2]uint64
 	Dst      [2]uint64
 	DstMask  [2]uint64
-	Match    uint32
-	Invert   uint32
+	Match    uint64
+	Invert   uint64
 	Ifindex  uint32
 	RuleId   uint32
 	SrcSet   uint32
@@ -108,6 +108,30 @@ type xdpfwFwEntry struct {
 	OifHi    uint32
 	SrcTypes uint16
 	DstTypes uint16
+	_        [4]byte
+	SrangeLo [2]uint64
+	SrangeHi [2]uint64
+	DrangeLo [2]uint64
+	DrangeHi [2]uint64
+	LenLo    uint16
+	LenHi    uint16
+	TtlLo    uint8
+	TtlHi    uint8
+	TosMask  uint8
+	TosCmp   uint8
+	EcnIp    uint8
+	EcnMask  uint8
+	EcnCmp   uint8
+	Ctstatus uint8
+	Ctproto  uint8
+	Pad1     uint8
+	MssLo    uint16
+	MssHi    uint16
+	RtLen    uint16
+	RtType   uint8
+	RtSegsLo uint8
+	RtSegsHi uint8
+	Pad2     uint8
 	SportLo  uint16
 	SportHi  uint16
 	DportLo  uint16
@@ -134,6 +158,7 @@ type xdpfwFwEntry struct {
 	_        [1]byte
 	Rlo      [6]uint32
 	Rhi      [6]uint32
+	_        [4]byte
 }
 
 type xdpfwFwFragEntry struct {
@@ -208,6 +233,42 @@ type xdpfwFwNode struct {
 	Child  [8]uint32
 }
 
+type xdpfwFwPkt struct {
+	_          structs.HostLayout
+	Src        [2]uint64
+	Dst        [2]uint64
+	Sport      uint16
+	SrcMac     [6]uint8
+	Dport      uint16
+	DstMac     [6]uint8
+	Ifindex    uint32
+	VlanId     uint16
+	Family     uint8
+	Proto      uint8
+	IcmpCode   uint8
+	IcmpType   uint8
+	TcpFlags   uint8
+	Flags      uint8
+	Chain      uint8
+	Ctstate    uint8
+	L4Off      uint16
+	L3Len      uint32
+	L3Off      uint8
+	Ttl        uint8
+	Tos        uint8
+	Ctinfo     uint8
+	Ctproto    uint8
+	RtType     uint8
+	RtSegsleft uint8
+	RtHdrlen   uint8
+	Mss        uint16
+	Frag       uint16
+	FragId     uint32
+	Mark       uint32
+	Oifindex   uint32
+	Pad2       uint32
+}
+
 type xdpfwFwRecentEntry struct {
 	_       structs.HostLayout
 	Stamps  [32]uint64
@@ -275,35 +336,8 @@ type xdpfwFwStateScratch struct {
 }
 
 type xdpfwFwXdpHandoff struct {
-	_   structs.HostLayout
-	Pkt struct {
-		_        structs.HostLayout
-		Src      [2]uint64
-		Dst      [2]uint64
-		Sport    uint16
-		SrcMac   [6]uint8
-		Dport    uint16
-		DstMac   [6]uint8
-		Ifindex  uint32
-		VlanId   uint16
-		Family   uint8
-		Proto    uint8
-		IcmpCode uint8
-		IcmpType uint8
-		TcpFlags uint8
-		Flags    uint8
-		Chain    uint8
-		Ctstate  uint8
-		L4Off    uint16
-		L3Len    uint32
-		L3Off    uint8
-		Pad      uint8
-		Frag     uint16
-		FragId   uint32
-		Mark     uint32
-		Oifindex uint32
-		Pad2     uint32
-	}
+	_    structs.HostLayout
+	Pkt  xdpfwFwPkt
 	Ct   [48]uint8
 	Root xdpfwFwRoot
 	Sel  uint32
@@ -360,6 +394,7 @@ const (
 	xdpfwMapFwSets                = "fw_sets"
 	xdpfwMapFwStamps              = "fw_stamps"
 	xdpfwMapFwStateScratch        = "fw_state_scratch"
+	xdpfwMapFwTcPkt               = "fw_tc_pkt"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
@@ -460,6 +495,7 @@ type xdpfwMapSpecs struct {
 	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
 	FwStamps        *ebpf.MapSpec `ebpf:"fw_stamps"`
 	FwStateScratch  *ebpf.MapSpec `ebpf:"fw_state_scratch"`
+	FwTcPkt         *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
 	FwXdpHandoff    *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
 	FwXdpStages     *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
@@ -530,6 +566,7 @@ type xdpfwMaps struct {
 	FwSets          *ebpf.Map `ebpf:"fw_sets"`
 	FwStamps        *ebpf.Map `ebpf:"fw_stamps"`
 	FwStateScratch  *ebpf.Map `ebpf:"fw_state_scratch"`
+	FwTcPkt         *ebpf.Map `ebpf:"fw_tc_pkt"`
 	FwXdpHandoff    *ebpf.Map `ebpf:"fw_xdp_handoff"`
 	FwXdpStages     *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
@@ -570,6 +607,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwSets,
 		m.FwStamps,
 		m.FwStateScratch,
+		m.FwTcPkt,
 		m.FwXdpHandoff,
 		m.FwXdpStages,
 	)

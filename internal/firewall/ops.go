@@ -520,8 +520,10 @@ type TraceOptions struct {
 	// Egress traces the frame as a packet this host sends (the OUTPUT
 	// chain, tc egress program) instead of one arriving.
 	Egress bool
-	// CTState >= 0 assumes this connection state (compile.CTNew...)
-	// instead of asking conntrack; nothing is then recorded in conntrack.
+	// CTState >= 0 assumes this connection state (compile.CTNew...; or
+	// datapath.AssumeConn: with the connection's direction, status and
+	// protocol) instead of asking conntrack; nothing is then recorded in
+	// conntrack.
 	// datapath.NoCTState: as conntrack says (and the run is recorded).
 	CTState int
 }

@@ -108,6 +108,7 @@ func (p *Packet) appendIPv4(b []byte) ([]byte, error) {
 	}
 	h := make([]byte, hlen)
 	h[0] = 0x40 | byte(hlen/4)
+	h[1] = p.TOS
 	binary.BigEndian.PutUint16(h[2:], uint16(total))
 	binary.BigEndian.PutUint16(h[4:], uint16(p.fragID(uint32(IPv4ID))))
 	frag := p.FragOffset
@@ -174,7 +175,8 @@ func (p *Packet) appendIPv6(b []byte) ([]byte, error) {
 		first = types[0]
 	}
 	h := make([]byte, ipv6HeaderLen)
-	h[0] = 0x60
+	h[0] = 0x60 | p.TOS>>4
+	h[1] = p.TOS << 4
 	binary.BigEndian.PutUint16(h[4:], uint16(plen))
 	h[6] = first
 	h[7] = p.ttl()
@@ -235,6 +237,7 @@ func appendExtHdr(b []byte, e ExtHdr, next uint8) ([]byte, error) {
 		h[1] = byte(n/8 - 1)
 		h[2] = RoutingType
 		h[3] = 0 // segments left
+		copy(h[2:], e.Routing)
 	default:
 		h[1] = byte(n/8 - 1)
 	}
@@ -276,15 +279,24 @@ func (p *Packet) segment() []byte {
 		return append([]byte(nil), p.Payload...)
 	}
 	hl, _ := l4HeaderLen(p.Proto)
-	seg := make([]byte, hl+len(p.Payload))
-	copy(seg[hl:], p.Payload)
+	var opts []byte
+	if p.Proto == ProtoTCP && len(p.TCPOptions) > 0 {
+		opts = append(opts, p.TCPOptions...)
+		for len(opts)%4 != 0 {
+			opts = append(opts, 0) // EOL
+		}
+		opts = opts[:min(len(opts), 40)]
+	}
+	seg := make([]byte, hl+len(opts)+len(p.Payload))
+	copy(seg[hl:], opts)
+	copy(seg[hl+len(opts):], p.Payload)
 	switch p.Proto {
 	case ProtoTCP:
 		binary.BigEndian.PutUint16(seg[0:], p.SPort)
 		binary.BigEndian.PutUint16(seg[2:], p.DPort)
 		binary.BigEndian.PutUint32(seg[4:], TCPSeq)
 		binary.BigEndian.PutUint32(seg[8:], TCPAckNum)
-		seg[12] = 5 << 4
+		seg[12] = byte(5+len(opts)/4) << 4
 		seg[13] = p.TCPFlags
 		binary.BigEndian.PutUint16(seg[14:], TCPWindow)
 		binary.BigEndian.PutUint16(seg[16:], L4Checksum(p.Src, p.Dst, p.Proto, seg))

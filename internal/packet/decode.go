@@ -26,7 +26,7 @@ func truncated(what string, need, have int) error {
 //
 // A TTL / hop limit of 0 decodes as 0, which the builder reads as
 // DefaultTTL. What else the model cannot express is normalised: PCP/DEI bits and unusual
-// TPID orders, IP identification, DSCP/ECN, flow label, DF, TCP sequence
+// TPID orders, IP identification, flow label, DF, TCP sequence
 // numbers and options (skipped), ICMP identifier and sequence, option and
 // extension header contents, and bytes after the end of the IP packet.
 // Checksums are not verified. Extension headers after a first-fragment
@@ -132,6 +132,7 @@ func (p *Packet) ipv4Fixed(b []byte) {
 	p.FragOffset = frag & 0x1fff
 	p.MoreFragments = frag&0x2000 != 0
 	p.TTL = b[8]
+	p.TOS = b[1]
 	p.Proto = b[9]
 	p.Src = netip.AddrFrom4([4]byte(b[12:16]))
 	p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
@@ -154,6 +155,7 @@ func (p *Packet) decodeIPv6(b []byte, cut bool) (int, error) {
 		total = len(b)
 	}
 	p.TTL = b[7]
+	p.TOS = b[0]<<4 | b[1]>>4
 	p.Src = netip.AddrFrom16([16]byte(b[8:24]))
 	p.Dst = netip.AddrFrom16([16]byte(b[24:40]))
 	next := b[6]

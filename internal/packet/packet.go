@@ -89,6 +89,10 @@ const (
 type ExtHdr struct {
 	Type uint8 // extension header protocol number
 	Len  int   // total length in bytes including the 2-byte head
+	// Routing is what a routing header holds after its 2-byte head (its
+	// type, segments left, ...), instead of RoutingType, 0 and zeros;
+	// cut to Len.
+	Routing []byte
 }
 
 // Packet is the abstract description of one Ethernet frame.
@@ -111,10 +115,15 @@ type Packet struct {
 	Src, Dst netip.Addr // IP addresses; both IPv4 or both IPv6
 	Proto    uint8      // L4 protocol: 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, anything else = opaque payload
 
-	SPort, DPort       uint16 // TCP/UDP ports
-	TCPFlags           uint8  // TCP flags (TCPFin, TCPSyn, ...)
-	ICMPType, ICMPCode uint8  // ICMP/ICMPv6 type and code
-	TTL                uint8  // IPv4 TTL / IPv6 hop limit; 0 means DefaultTTL
+	SPort, DPort uint16 // TCP/UDP ports
+	TCPFlags     uint8  // TCP flags (TCPFin, TCPSyn, ...)
+	// TCPOptions are raw TCP option bytes, zero-padded (EOL) by the builder
+	// to a multiple of 4; the data offset grows accordingly (at most 40
+	// bytes). Decode does not read them back.
+	TCPOptions         []byte
+	ICMPType, ICMPCode uint8 // ICMP/ICMPv6 type and code
+	TTL                uint8 // IPv4 TTL / IPv6 hop limit; 0 means DefaultTTL
+	TOS                uint8 // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
 
 	// FragOffset is the fragment offset in 8-byte units and MoreFragments
 	// the MF bit. A non-zero offset means no L4 header is emitted (Payload

@@ -231,6 +231,37 @@ const (
 	CTInvalid     uint8 = 1 << 3 // fits no connection (e.g. a TCP ACK for none)
 	CTUntracked   uint8 = 1 << 4 // never tracked: non-first fragments, IPv6 ND/MLD
 	CTAll         uint8 = 1<<5 - 1
+	// CTSNAT and CTDNAT are --ctstate SNAT and DNAT: a connection whose
+	// source (destination) the kernel rewrote. xdpfw does no NAT, so no
+	// packet is in either (docs/compat.md); they are not in CTAll.
+	CTSNAT uint8 = 1 << 5
+	CTDNAT uint8 = 1 << 6
+)
+
+// Connection status bits (-m conntrack --ctstatus), the kernel's IPS_*
+// bits (and fw_pkt.ctinfo's, bpf/types.h FW_CTI_*).
+const (
+	CTStatusExpected  uint8 = 1 << 0 // expected by a helper: never here (xdpfw has none)
+	CTStatusSeenReply uint8 = 1 << 1 // a packet went the other way
+	CTStatusAssured   uint8 = 1 << 2 // a real two-way connection (docs/conntrack.md)
+	CTStatusConfirmed uint8 = 1 << 3 // recorded before this packet
+)
+
+// CTStatusMatch is -m conntrack --ctstatus LIST: the connection has one of
+// the status bits of Mask (NONE is no bit: such a test matches nothing).
+type CTStatusMatch struct {
+	Mask   uint8
+	Invert bool
+}
+
+// CTDir is -m conntrack --ctdir: the direction of the packet in its
+// connection.
+type CTDir uint8
+
+// The directions of --ctdir.
+const (
+	CTDirOriginal CTDir = iota
+	CTDirReply
 )
 
 // CTStateMatch is -m conntrack --ctstate LIST (or -m state --state LIST):
@@ -343,6 +374,15 @@ type Match struct {
 
 	// CTState: -m conntrack --ctstate / -m state --state.
 	CTState *CTStateMatch
+	// The other -m conntrack tests: --ctproto, --ctstatus, --ctdir. Like
+	// the kernel's, they match only packets of a connection (the states
+	// NEW, ESTABLISHED and RELATED), negated or not.
+	CTProto  *ProtoMatch
+	CTStatus *CTStatusMatch
+	CTDir    *CTDir
+	// --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst: the
+	// connection's addresses (without NAT, the packet's own, by direction).
+	CTOrigSrc, CTOrigDst, CTReplSrc, CTReplDst *AddrMatch
 
 	// Mark: -m mark --mark (OUTPUT only).
 	Mark *MarkMatch
@@ -355,6 +395,17 @@ type Match struct {
 	// Fragment: -f matches second and later fragments only (FragmentInvert: ! -f,
 	// unfragmented packets and first fragments). nil: not specified.
 	Fragment *bool
+
+	// Header matches (header.go): -m iprange, -m length, -m ttl / -m hl,
+	// -m dscp, -m tos, -m ecn.
+	SrcRange, DstRange *IPRangeMatch
+	Length             *LengthMatch
+	TTL                *TTLMatch
+	DSCP               *DSCPMatch
+	TOS                *TOSMatch
+	ECN                *ECNMatch
+	MSS                *MSSMatch // -m tcpmss
+	RT                 *RTMatch  // -m rt (IPv6)
 
 	// L4Header: -m tcp, -m udp, -m sctp or -m udplite without an option of its
 	// own (iptables-save writes `-p tcp -m tcp` for --dport 0:65535 or
@@ -372,12 +423,19 @@ type Match struct {
 	Recent *RecentMatch
 }
 
+// CTAddrs reports whether m tests a connection's addresses (--ctorigsrc,
+// --ctorigdst, --ctreplsrc, --ctrepldst).
+func (m *Match) CTAddrs() bool {
+	return m.CTOrigSrc != nil || m.CTOrigDst != nil || m.CTReplSrc != nil || m.CTReplDst != nil
+}
+
 // NeedsL4 reports whether m tests the L4 header: a port, TCP flag or ICMP
-// type test, or a bare -m tcp (L4Header). Such a rule matches only packets
+// type test, -m ecn's TCP bits, -m tcpmss, or a bare -m tcp (L4Header). Such a rule matches only packets
 // that have the header, never a non-first fragment (iptables: xt_tcpudp,
 // xt_multiport, xt_sctp and the icmp matches return false when fragoff != 0).
 func (m *Match) NeedsL4() bool {
-	return m.SPort != nil || m.DPort != nil || m.Ports != nil || m.TCPFlags != nil || m.ICMP != nil || m.L4Header
+	return m.SPort != nil || m.DPort != nil || m.Ports != nil || m.TCPFlags != nil || m.ICMP != nil || m.L4Header ||
+		m.ECN != nil && m.ECN.TCPMask != 0 || m.MSS != nil
 }
 
 // Target holds the -j target and its options.

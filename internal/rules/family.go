@@ -5,7 +5,7 @@ package rules
 // -p ipv6-icmp; FamilyAny when none does. The parser rejects rules whose
 // selectors imply different families, or another family than m.Family.
 func (m Match) ImpliedFamily() Family {
-	for _, a := range []*AddrMatch{m.Src, m.Dst} {
+	for _, a := range []*AddrMatch{m.Src, m.Dst, m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst} {
 		if a != nil {
 			if a.Prefix.Addr().Is6() {
 				return FamilyIPv6
@@ -21,6 +21,14 @@ func (m Match) ImpliedFamily() Family {
 			return FamilyIPv6
 		}
 	}
+	for _, r := range []*IPRangeMatch{m.SrcRange, m.DstRange} {
+		if r != nil {
+			if r.From.Is6() {
+				return FamilyIPv6
+			}
+			return FamilyIPv4
+		}
+	}
 	if m.Fragment != nil {
 		return FamilyIPv4
 	}
@@ -32,6 +40,12 @@ func (m Match) ImpliedFamily() Family {
 	}
 	if a := m.AddrType; a != nil && (a.Src|a.Dst)&AddrIPv4Only != 0 {
 		return FamilyIPv4
+	}
+	if m.TTL != nil {
+		return m.Family // -m ttl or -m hl: the family names the module
+	}
+	if m.RT != nil {
+		return FamilyIPv6
 	}
 	return FamilyAny
 }

@@ -25,9 +25,10 @@ func (r Rule) String() string {
 // order: -4/-6 (only when the other selectors do not imply the family), -i,
 // -o, -s, -d, -p, -f, -m mac, -m set, -m conntrack, -m vlan, -m pkttype, a
 // bare -m tcp (udp, sctp, udplite), single ports (--sport, --dport), -m
-// multiport, --tcp-flags, ICMP type, -m limit, -m comment, then -j and the
-// target's options (--reject-with, --log, --log-prefix or NFLOG's and
-// ULOG's options, --log-level, --log-rate, --log-burst).
+// multiport, --tcp-flags, ICMP type, the header matches (-m iprange,
+// length, ttl or hl, dscp, tos, ecn), -m recent, -m limit, -m comment, then
+// -j and the target's options (--reject-with, --log, --log-prefix or
+// NFLOG's and ULOG's options, --log-level, --log-rate, --log-burst).
 func (r Rule) Spec() string {
 	var w specWriter
 	m := r.Match
@@ -72,9 +73,32 @@ func (r Rule) Spec() string {
 			w.add(s.m.Invert, "--match-set", s.m.Name, s.dir)
 		}
 	}
-	if c := m.CTState; c != nil {
+	if m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs() {
 		w.add(false, "-m", "conntrack")
-		w.add(c.Invert, "--ctstate", formatCTState(c.Mask))
+		if c := m.CTState; c != nil {
+			w.add(c.Invert, "--ctstate", ctStateNames.format(c.Mask))
+		}
+		if c := m.CTProto; c != nil {
+			w.add(c.Invert, "--ctproto", strconv.Itoa(int(c.Proto)))
+		}
+		for _, a := range []struct {
+			opt string
+			m   *AddrMatch
+		}{{"--ctorigsrc", m.CTOrigSrc}, {"--ctorigdst", m.CTOrigDst}, {"--ctreplsrc", m.CTReplSrc}, {"--ctrepldst", m.CTReplDst}} {
+			if a.m != nil { // as iptables-save: one address without its length
+				v := a.m.Prefix.String()
+				if a.m.Prefix.IsSingleIP() {
+					v = a.m.Prefix.Addr().String()
+				}
+				w.add(a.m.Invert, a.opt, v)
+			}
+		}
+		if c := m.CTStatus; c != nil {
+			w.add(c.Invert, "--ctstatus", ctStatusNames.format(c.Mask))
+		}
+		if c := m.CTDir; c != nil {
+			w.add(false, "--ctdir", map[CTDir]string{CTDirOriginal: "ORIGINAL", CTDirReply: "REPLY"}[*c])
+		}
 	}
 	if mk := m.Mark; mk != nil {
 		w.add(false, "-m", "mark")
@@ -127,6 +151,7 @@ func (r Rule) Spec() string {
 		}
 		w.add(c.Invert, opt, formatICMPType(*c))
 	}
+	w.header(&m)
 	if rc := m.Recent; rc != nil {
 		formatRecent(&w, rc, m.Family)
 	}

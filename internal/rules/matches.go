@@ -287,47 +287,114 @@ func (p *ruleParser) optMatchSet(o optUse) *Error {
 	return nil
 }
 
-// ctStateNames are the states in the order iptables prints them.
-var ctStateNames = []struct {
+// bitNames names the bits of a mask (connection states, statuses), in the
+// order iptables prints them.
+type bitNames []struct {
 	name string
 	bit  uint8
-}{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", CTRelated}, {"ESTABLISHED", CTEstablished}, {"UNTRACKED", CTUntracked}}
+}
 
-// optCTState handles -m conntrack --ctstate and -m state --state.
-func (p *ruleParser) optCTState(o optUse) *Error {
-	a := o.args[0]
-	var mask uint8
-	off := 0
-	for name := range strings.SplitSeq(a.text, ",") {
-		up, found := strings.ToUpper(name), false
-		for _, s := range ctStateNames {
-			if s.name == up {
-				mask |= s.bit
+// parse reads a comma-separated list of names (any case) into a mask; an
+// unknown name is returned with its offset in s.
+func (n bitNames) parse(s string) (mask uint8, bad string, off int) {
+	for name := range strings.SplitSeq(s, ",") {
+		found := false
+		for _, b := range n {
+			if strings.EqualFold(b.name, name) {
+				mask |= b.bit
 				found = true
 			}
 		}
 		if !found {
-			hint := "states are NEW, ESTABLISHED, RELATED, INVALID and UNTRACKED, separated by commas"
-			if up == "SNAT" || up == "DNAT" {
-				hint = "xdpfw does no NAT, so no connection is ever SNAT or DNAT"
-			}
-			return p.valueErr(a, &valueErr{off: off, tok: name, msg: "unknown connection state", hint: hint})
+			return 0, name, off
 		}
 		off += len(name) + 1
+	}
+	return mask, "", 0
+}
+
+// format prints mask the way parse reads it: the names of its bits; none,
+// zero (if one names 0).
+func (n bitNames) format(mask uint8) string {
+	var names []string
+	for _, b := range n {
+		if mask&b.bit != 0 || mask == 0 && b.bit == 0 {
+			names = append(names, b.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// ctStateNames are the connection states.
+var ctStateNames = bitNames{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", CTRelated},
+	{"ESTABLISHED", CTEstablished}, {"UNTRACKED", CTUntracked}, {"SNAT", CTSNAT}, {"DNAT", CTDNAT}}
+
+// optCTState handles -m conntrack --ctstate and -m state --state.
+func (p *ruleParser) optCTState(o optUse) *Error {
+	a := o.args[0]
+	mask, bad, off := ctStateNames.parse(a.text)
+	if bad != "" {
+		return p.valueErr(a, &valueErr{off: off, tok: bad, msg: "unknown connection state",
+			hint: "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"})
+	}
+	if nat := mask & (CTSNAT | CTDNAT); nat != 0 && o.opt.text == "--state" {
+		name := ctStateNames.format(nat &^ (nat - 1)) // the first
+		return p.errAt(a, a.text, "-m state has no "+name, "-m conntrack --ctstate "+name)
 	}
 	p.r.Match.CTState = &CTStateMatch{Mask: mask, Invert: o.invert}
 	return nil
 }
 
-// formatCTState prints a state mask the way optCTState reads it.
-func formatCTState(mask uint8) string {
-	var names []string
-	for _, s := range ctStateNames {
-		if mask&s.bit != 0 {
-			names = append(names, s.name)
-		}
+// optCTAddr handles -m conntrack --ctorigsrc, --ctorigdst, --ctreplsrc and
+// --ctrepldst.
+func (p *ruleParser) optCTAddr(o optUse) *Error {
+	m := &p.r.Match
+	dst := map[string]**AddrMatch{"--ctorigsrc": &m.CTOrigSrc, "--ctorigdst": &m.CTOrigDst,
+		"--ctreplsrc": &m.CTReplSrc, "--ctrepldst": &m.CTReplDst}[o.opt.text]
+	return p.addr(o, o.opt.text, dst)
+}
+
+// optCTProto handles -m conntrack --ctproto.
+func (p *ruleParser) optCTProto(o optUse) *Error {
+	a := o.args[0]
+	proto, ve := parseProto(a.text)
+	if ve != nil {
+		return p.valueErr(a, ve)
 	}
-	return strings.Join(names, ",")
+	p.r.Match.CTProto = &ProtoMatch{Proto: proto, Invert: o.invert}
+	return nil
+}
+
+// ctStatusNames are the connection statuses (NONE: no bit).
+var ctStatusNames = bitNames{{"EXPECTED", CTStatusExpected}, {"SEEN_REPLY", CTStatusSeenReply},
+	{"ASSURED", CTStatusAssured}, {"CONFIRMED", CTStatusConfirmed}, {"NONE", 0}}
+
+// optCTStatus handles -m conntrack --ctstatus.
+func (p *ruleParser) optCTStatus(o optUse) *Error {
+	a := o.args[0]
+	mask, bad, off := ctStatusNames.parse(a.text)
+	if bad != "" {
+		return p.valueErr(a, &valueErr{off: off, tok: bad, msg: "unknown connection status",
+			hint: "statuses are NONE, EXPECTED, SEEN_REPLY, ASSURED and CONFIRMED, separated by commas"})
+	}
+	p.r.Match.CTStatus = &CTStatusMatch{Mask: mask, Invert: o.invert}
+	return nil
+}
+
+// optCTDir handles -m conntrack --ctdir ORIGINAL|REPLY.
+func (p *ruleParser) optCTDir(o optUse) *Error {
+	a := o.args[0]
+	var d CTDir
+	switch strings.ToUpper(a.text) {
+	case "ORIGINAL":
+		d = CTDirOriginal
+	case "REPLY":
+		d = CTDirReply
+	default:
+		return p.errAt(a, a.text, "not a direction", "write --ctdir ORIGINAL or --ctdir REPLY")
+	}
+	p.r.Match.CTDir = &d
+	return nil
 }
 
 // pktTypeNames are the names of --pkt-type, canonical first (as
@@ -489,6 +556,12 @@ func (p *ruleParser) optModule(o optUse) *Error {
 	case "icmp6":
 		p.needProto(o.opt, is(protoICMPv6), "-m icmp6 needs -p ipv6-icmp", "")
 		p.needICMPType(o.opt, "-m icmp6 needs --icmpv6-type", "-p ipv6-icmp alone matches every ICMPv6 packet")
+	case "rt": // no option needed: a packet with a routing header
+		if err := p.setFamily(FamilyIPv6, o.opt, "", "-m rt (IPv6 routing header)", "-m rt (IPv6)"); err != nil {
+			return err
+		}
+		p.rt()
+		p.modules[name] = &moduleUse{tok: o.opt}
 	case "comment":
 		if p.comment != nil {
 			return p.errAt(*p.comment, "", "-m comment needs --comment", "")
@@ -503,7 +576,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 		p.comment = &o.opt
 		fallthrough
-	case "multiport", "mac", "vlan", "set", "conntrack", "state", "mark", "pkttype", "addrtype":
+	case "multiport", "mac", "vlan", "set", "conntrack", "state", "mark", "pkttype", "addrtype",
+		"iprange", "length", "ttl", "hl", "dscp", "tos", "ecn", "tcpmss":
 		if name == "mark" && p.r.Chain != ChainOutput {
 			return p.errAt(a, name, "-m mark in "+p.r.ChainName()+" is not supported: "+whyMarkMatch, hintMarkMatch)
 		}

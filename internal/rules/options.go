@@ -83,6 +83,18 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--ctstate":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--ctstate STATE[,STATE...]", negatable: true,
 			module: "conntrack", parse: (*ruleParser).optCTState}, true
+	case "--ctproto":
+		return optSpec{slot: name, nargs: 1, usage: "--ctproto PROTOCOL", negatable: true,
+			module: "conntrack", parse: (*ruleParser).optCTProto}, true
+	case "--ctorigsrc", "--ctorigdst", "--ctreplsrc", "--ctrepldst":
+		return optSpec{slot: name, nargs: 1, usage: name + " ADDRESS[/LENGTH]", negatable: true,
+			module: "conntrack", parse: (*ruleParser).optCTAddr}, true
+	case "--ctstatus":
+		return optSpec{slot: name, nargs: 1, usage: "--ctstatus STATUS[,STATUS...]", negatable: true,
+			module: "conntrack", parse: (*ruleParser).optCTStatus}, true
+	case "--ctdir":
+		return optSpec{slot: name, nargs: 1, usage: "--ctdir ORIGINAL|REPLY",
+			module: "conntrack", parse: (*ruleParser).optCTDir}, true
 	case "--state":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true
@@ -115,6 +127,43 @@ func lookupOption(name string) (optSpec, bool) {
 			module: "addrtype", parse: (*ruleParser).optAddrType}, true
 	case "--limit-iface-in", "--limit-iface-out":
 		return optSpec{slot: "--limit-iface", usage: name, module: "addrtype", parse: (*ruleParser).optAddrLimit}, true
+	case "--src-range", "--dst-range":
+		return optSpec{slot: name, nargs: 1, usage: name + " FROM-TO", negatable: true, module: "iprange",
+			parse: map[string]func(*ruleParser, optUse) *Error{"--src-range": (*ruleParser).optSrcRange,
+				"--dst-range": (*ruleParser).optDstRange}[name]}, true
+	case "--length":
+		return optSpec{slot: name, nargs: 1, usage: "--length MIN[:MAX]", negatable: true, module: "length",
+			parse: (*ruleParser).optLength}, true
+	case "--ttl-eq", "--ttl-lt", "--ttl-gt":
+		return optSpec{slot: "ttl", nargs: 1, usage: name + " N", negatable: name == "--ttl-eq", module: "ttl",
+			parse: (*ruleParser).optTTL}, true
+	case "--hl-eq", "--hl-lt", "--hl-gt":
+		return optSpec{slot: "ttl", nargs: 1, usage: name + " N", negatable: name == "--hl-eq", module: "hl",
+			parse: (*ruleParser).optTTL}, true
+	case "--dscp", "--dscp-class":
+		return optSpec{slot: "dscp", nargs: 1, usage: name + map[bool]string{true: " CLASS", false: " N"}[name == "--dscp-class"],
+			negatable: true, module: "dscp", parse: (*ruleParser).optDSCP}, true
+	case "--tos":
+		return optSpec{slot: name, nargs: 1, usage: "--tos VALUE[/MASK]", negatable: true, module: "tos",
+			parse: (*ruleParser).optTOS}, true
+	case "--rt-type", "--rt-len":
+		return optSpec{slot: name, nargs: 1, usage: name + " N", negatable: true, module: "rt",
+			parse: (*ruleParser).optRTValue}, true
+	case "--rt-segsleft":
+		return optSpec{slot: name, nargs: 1, usage: name + " N[:M]", negatable: true, module: "rt",
+			parse: (*ruleParser).optRTSegs}, true
+	case "--rt-0-res", "--rt-0-not-strict":
+		return optSpec{module: "rt", parse: (*ruleParser).optRT0}, true
+	case "--rt-0-addrs":
+		return optSpec{nargs: 1, usage: name + " ADDR[,ADDR...]", module: "rt", parse: (*ruleParser).optRT0}, true
+	case "--mss":
+		return optSpec{slot: name, nargs: 1, usage: "--mss MIN[:MAX]", negatable: true, module: "tcpmss",
+			parse: (*ruleParser).optMSS}, true
+	case "--ecn-tcp-ece", "--ecn-tcp-cwr":
+		return optSpec{slot: name, usage: name, negatable: true, module: "ecn", parse: (*ruleParser).optECNTCP}, true
+	case "--ecn-ip-ect":
+		return optSpec{slot: name, nargs: 1, usage: "--ecn-ip-ect 0-3", negatable: true, module: "ecn",
+			parse: (*ruleParser).optECNIP}, true
 	case "--comment":
 		return optSpec{nargs: 1, usage: `--comment "TEXT"`, freeText: true,
 			module: "comment", parse: (*ruleParser).optComment}, true
@@ -171,11 +220,27 @@ func moduleOptions(module string) (string, bool) {
 	case "set":
 		return "--match-set NAME src|dst", true
 	case "conntrack":
-		return "--ctstate", true
+		return "--ctstate, --ctproto, --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst, --ctstatus or --ctdir", true
 	case "mark":
 		return "--mark VALUE[/MASK]", true
 	case "state":
 		return "--state", true
+	case "iprange":
+		return "--src-range or --dst-range", true
+	case "length":
+		return "--length", true
+	case "ttl":
+		return "--ttl-eq, --ttl-lt or --ttl-gt", true
+	case "hl":
+		return "--hl-eq, --hl-lt or --hl-gt", true
+	case "dscp":
+		return "--dscp or --dscp-class", true
+	case "tos":
+		return "--tos", true
+	case "ecn":
+		return "--ecn-tcp-ece, --ecn-tcp-cwr or --ecn-ip-ect", true
+	case "tcpmss":
+		return "--mss", true
 	case "pkttype":
 		return "--pkt-type", true
 	case "addrtype":
@@ -186,4 +251,5 @@ func moduleOptions(module string) (string, bool) {
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate), state (--state), limit, recent, mark (OUTPUT), pkttype, addrtype"
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), limit, recent, " +
+	"mark (OUTPUT), pkttype, addrtype, iprange, length, ttl, hl, dscp, tos, ecn, tcpmss, rt"

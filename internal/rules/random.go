@@ -28,8 +28,9 @@ var (
 // tests. It covers IPv4, IPv6 and both; prefixes of every length; single
 // ports, ranges and multiport lists; negations; TCP flags; ICMP and ICMPv6
 // types and codes; a bare -m tcp; MAC addresses; VLAN ids; -i; -o (FORWARD); -m pkttype; -m addrtype; -f;
-// connection states; the verdicts ACCEPT, DROP and (rarely) REJECT; LOG, NFLOG and ULOG rules and --log,
-// with log options; sometimes a raw table (NOTRACK rules). Values mostly come from small pools so that
+// connection states; header matches (RandomHeaderMatches); the verdicts ACCEPT, DROP and (rarely) REJECT;
+// LOG, NFLOG and ULOG rules and --log, with log options; sometimes a raw table (NOTRACK rules). Values
+// mostly come from small pools so that
 // rules and packets collide. Parse(rs.String()) yields the same rule set
 // (ignoring positions); Rule.Text is set, Pos is not.
 func RandomRuleSet(r *rand.Rand, n int) *RuleSet {
@@ -56,8 +57,9 @@ type RandomKnobs struct {
 // keep removes from rule what k switches off.
 func (k RandomKnobs) keep(rule *Rule) {
 	m, t := &rule.Match, &rule.Target
-	if k.NoCTState {
-		m.CTState = nil
+	if k.NoCTState { // and the tests that need a connection
+		m.CTState, m.CTProto, m.CTStatus, m.CTDir = nil, nil, nil, nil
+		m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst = nil, nil, nil, nil
 	}
 	if k.IptablesOnly {
 		m.VLAN, m.MACDst = nil, nil
@@ -154,6 +156,17 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
+	// Header matches (-m iprange, length, ttl/hl, dscp, tos, ecn) and
+	// -m conntrack's other tests, from a stream of their own for the same
+	// reason.
+	if RandomHeaderMatches {
+		hdr := rand.New(rand.NewPCG(l4.Uint64(), 0x68))
+		for i := range rs.Rules {
+			randomHeader(hdr, &rs.Rules[i].Match)
+			k.keep(&rs.Rules[i])
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 	return rs
 }
 
@@ -210,6 +223,135 @@ func randomIfaceMatch(r *rand.Rand) *IfaceMatch {
 		i.Name, i.Prefix = name[:len(name)-1], true
 	}
 	return i
+}
+
+// RandomHeaderMatches makes RandomRuleSet draw header matches and the
+// conntrack tests other than --ctstate too (on by default; a test that
+// needs the rule sets drawn before them turns it off).
+var RandomHeaderMatches = true
+
+// Value pools of the header matches: lengths around the random packets'
+// (a header and a few bytes), TTLs at the edges.
+var (
+	randomLength = [...]uint16{0, 20, 28, 40, 48, 52, 60, 64, 72, 80, 100, 1500, 65535}
+	randomTTL    = [...]uint8{0, 1, 2, 63, 64, 65, 128, 254, 255}
+	randomMSS    = [...]uint16{0, 536, 1220, 1360, 1440, 1460, 8960, 65535}
+)
+
+// randomHeader adds some header matches to m.
+func randomHeader(r *rand.Rand, m *Match) {
+	if m.Family != FamilyAny {
+		for _, dst := range []**IPRangeMatch{&m.SrcRange, &m.DstRange} {
+			if chance(r, 6) {
+				a, b := randomPrefix(r, m.Family), randomPrefix(r, m.Family)
+				lo, hi := a.Addr(), b.Addr()
+				if chance(r, 50) { // a range around one pool address
+					lo, hi = b.Addr(), lastAddr(b)
+				}
+				if hi.Less(lo) {
+					lo, hi = hi, lo
+				}
+				*dst = &IPRangeMatch{From: lo, To: hi, Invert: chance(r, 20)}
+			}
+		}
+		if chance(r, 6) {
+			t := &TTLMatch{Op: pick(r, []TTLOp{TTLEq, TTLNe, TTLLt, TTLGt}), Value: pick(r, randomTTL[:])}
+			m.TTL = t
+		}
+	}
+	if chance(r, 6) {
+		a, b := pick(r, randomLength[:]), pick(r, randomLength[:])
+		if chance(r, 40) {
+			b = a
+		}
+		m.Length = &LengthMatch{Min: min(a, b), Max: max(a, b), Invert: chance(r, 20)}
+	}
+	switch n := r.IntN(100); {
+	case n < 4:
+		m.DSCP = &DSCPMatch{Value: uint8(r.IntN(64)), Invert: chance(r, 20)}
+		if chance(r, 50) {
+			m.DSCP.Value = pick(r, []uint8{0, 8, 10, 46})
+		}
+	case n < 7:
+		t := pick(r, tosNames)
+		m.TOS = &TOSMatch{Value: t.value, Mask: 0x3f, Invert: chance(r, 20)}
+		if chance(r, 50) {
+			m.TOS.Mask = uint8(r.UintN(256))
+			m.TOS.Value = uint8(r.UintN(256)) & m.TOS.Mask
+		}
+	}
+	if chance(r, 4) {
+		m.ECN = &ECNMatch{IPECT: int8(r.IntN(4)), IPInvert: chance(r, 20)}
+	}
+	if p := m.Proto; p != nil && !p.Invert && p.Proto == protoTCP && chance(r, 5) {
+		if m.ECN == nil {
+			m.ECN = &ECNMatch{IPECT: -1}
+		}
+		m.ECN.TCPMask = pick(r, []uint8{TCPFlagECE, TCPFlagCWR, TCPFlagECE | TCPFlagCWR})
+		m.ECN.TCPComp = m.ECN.TCPMask & uint8(r.UintN(256))
+		m.L4Header = false // the ECN bits need the header already
+	}
+	if m.Family == FamilyIPv6 && chance(r, 4) {
+		rt := &RTMatch{}
+		if chance(r, 60) {
+			rt.Type = &RTValue{V: pick(r, []uint32{0, 2, 3, 4, 253, 256}), Invert: chance(r, 20)}
+		}
+		if chance(r, 40) {
+			a, b := pick(r, []uint32{0, 1, 2, 5, 255, 300}), pick(r, []uint32{0, 1, 3, 255, 0xffffffff})
+			rt.Segs = &RTRange{Lo: min(a, b), Hi: max(a, b), Invert: chance(r, 20)}
+			if rt.Segs.Lo == 0 && rt.Segs.Hi == 0xffffffff && !rt.Segs.Invert {
+				rt.Segs = nil // iptables-save prints no option: read back as none
+			}
+		}
+		if chance(r, 30) {
+			rt.Len = &RTValue{V: pick(r, []uint32{8, 16, 24, 3}), Invert: chance(r, 20)}
+		}
+		m.RT = rt
+	}
+	if p := m.Proto; p != nil && !p.Invert && p.Proto == protoTCP && chance(r, 5) {
+		a, b := pick(r, randomMSS[:]), pick(r, randomMSS[:])
+		m.MSS = &MSSMatch{Min: min(a, b), Max: max(a, b), Invert: chance(r, 25)}
+		m.L4Header = false
+	}
+	if chance(r, 4) {
+		m.CTProto = &ProtoMatch{Proto: pick(r, []uint8{protoTCP, protoUDP, protoICMP, protoICMPv6, 47}), Invert: chance(r, 20)}
+	}
+	if chance(r, 4) {
+		m.CTStatus = &CTStatusMatch{Mask: uint8(r.UintN(16)), Invert: chance(r, 20)}
+	}
+	if chance(r, 4) {
+		d := pick(r, []CTDir{CTDirOriginal, CTDirReply})
+		m.CTDir = &d
+	}
+	if c := m.CTState; c != nil && chance(r, 10) {
+		c.Mask |= pick(r, []uint8{CTSNAT, CTDNAT})
+	}
+	// a connection's address (without NAT: the packet's, by direction), in
+	// states without RELATED (whose connection the data plane does not know)
+	if m.Family != FamilyAny && m.Src == nil && m.Dst == nil && chance(r, 4) {
+		a := &AddrMatch{Prefix: randomPrefix(r, m.Family), Invert: chance(r, 20)}
+		switch r.IntN(4) {
+		case 0:
+			m.CTOrigSrc = a
+		case 1:
+			m.CTOrigDst = a
+		case 2:
+			m.CTReplSrc = a
+		default:
+			m.CTReplDst = a
+		}
+		m.CTState = &CTStateMatch{Mask: pick(r, []uint8{CTNew, CTEstablished, CTNew | CTEstablished})}
+	}
+}
+
+// lastAddr is the last address of prefix p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // RandomRule returns one random, valid rule (see RandomRuleSet).

@@ -284,6 +284,29 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		mark(len(r.Comments) > 1, "two comments")
 		mark(m.CTState != nil, "ctstate")
 		mark(m.CTState != nil && m.CTState.Invert, "! ctstate")
+		mark(m.SrcRange != nil || m.DstRange != nil, "iprange")
+		mark(m.SrcRange != nil && m.SrcRange.From.Is6(), "iprange v6")
+		mark(m.DstRange != nil && m.DstRange.Invert, "! iprange")
+		mark(m.Length != nil, "length")
+		mark(m.Length != nil && m.Length.Invert, "! length")
+		mark(m.TTL != nil && m.Family == FamilyIPv4, "ttl")
+		mark(m.TTL != nil && m.Family == FamilyIPv6, "hl")
+		mark(m.TTL != nil && m.TTL.Op == TTLNe, "ttl ne")
+		mark(m.DSCP != nil, "dscp")
+		mark(m.TOS != nil, "tos")
+		mark(m.ECN != nil && m.ECN.IPECT >= 0, "ecn ip")
+		mark(m.ECN != nil && m.ECN.TCPMask != 0, "ecn tcp")
+		mark(m.RT != nil, "rt")
+		mark(m.RT != nil && m.RT.Type != nil && m.RT.Segs != nil, "rt type segsleft")
+		mark(m.RT != nil && m.RT.Len != nil, "rt len")
+		mark(m.MSS != nil, "tcpmss")
+		mark(m.MSS != nil && m.MSS.Invert, "! tcpmss")
+		mark(m.CTProto != nil, "ctproto")
+		mark(m.CTStatus != nil, "ctstatus")
+		mark(m.CTStatus != nil && m.CTStatus.Mask == 0, "ctstatus NONE")
+		mark(m.CTDir != nil, "ctdir")
+		mark(m.CTAddrs(), "ctorigsrc etc.")
+		mark(m.CTState != nil && m.CTState.Mask&(CTSNAT|CTDNAT) != 0, "ctstate NAT")
 		tg := r.Target
 		mark(tg.Log, "--log")
 		mark(tg.LogPrefix != "", "--log-prefix")
@@ -302,6 +325,8 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
 		"ctstate", "! ctstate", "pkttype unicast", "pkttype broadcast", "pkttype multicast", "pkttype otherhost", "! pkttype",
 		"--src-type", "--dst-type", "! addrtype", "--limit-iface-in", "--limit-iface-out", "addrtype IPv4 only",
+		"iprange", "iprange v6", "! iprange", "length", "! length", "ttl", "hl", "ttl ne",
+		"dscp", "tos", "ecn ip", "ecn tcp", "tcpmss", "! tcpmss", "rt", "rt type segsleft", "rt len", "ctproto", "ctstatus", "ctstatus NONE", "ctdir", "ctstate NAT", "ctorigsrc etc.",
 		"verdict LOG", "--log", "--log-prefix", "--log-level", "--log-rate", "--log-burst", "REJECT --log",
 	} {
 		if !seen[want] {
