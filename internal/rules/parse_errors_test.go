@@ -72,6 +72,7 @@ func TestParseErrors(t *testing.T) {
 		{"*filter\n:INPUT\nCOMMIT\n", v4, "2:1", "", "chain INPUT needs a policy", ""},
 		{"-A MYCHAIN -j ACCEPT", ParseOptions{}, "1:4", "MYCHAIN", "no chain MYCHAIN", "-N MYCHAIN"},
 		{"-A input -j ACCEPT", ParseOptions{}, "1:4", "input", "unknown chain", "chain names are upper case: INPUT"},
+		{"-A PREROUTING -j ACCEPT", ParseOptions{}, "1:4", "PREROUTING", "chain PREROUTING is not in the filter table", "-t raw -A PREROUTING"},
 		{"-A", ParseOptions{}, "1:1", "", "-A needs a chain", ""},
 		{"-P INPUT REJECT", ParseOptions{}, "1:10", "REJECT", "a policy must be ACCEPT or DROP", ""},
 		{"-P INPUT", ParseOptions{}, "1:1", "", "-P needs a chain and a policy", ""},

@@ -349,8 +349,13 @@ func parseChain(pos Pos, t token) (Chain, *Error) {
 	err := &Error{Pos: pos, Token: t.text, Msg: "only built-in chains have a policy",
 		Hint: "xdpfw has the built-in chains INPUT, FORWARD and OUTPUT; a user-defined chain ends with a -j of its own " +
 			"(or returns to the chain that jumped to it)"}
-	if c, ok := ParseChain(toUpperASCII(t.text)); ok {
+	switch c, ok := ParseChain(toUpperASCII(t.text)); {
+	case ok:
 		err.Msg, err.Hint = "unknown chain", "chain names are upper case: "+c.String()
+	case t.text == "PREROUTING" || t.text == "POSTROUTING":
+		err.Msg = "chain " + t.text + " is not in the filter table"
+		err.Hint = "the raw table's NOTRACK rules are written -t raw -A PREROUTING ... -j NOTRACK (or in a *raw section) " +
+			"and loaded with the rule file; the nat and mangle tables are not supported (docs/compat.md)"
 	}
 	return 0, err
 }

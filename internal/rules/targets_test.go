@@ -349,3 +349,62 @@ func TestMarkSpellings(t *testing.T) {
 		}
 	}
 }
+
+// liveSpellings are raw-table and -m mark rules as written, and what
+// iptables-save v1.8.9 printed for them (nf_tables and legacy);
+// TestRawMarkSpellingsLive checks the record against iptables itself.
+var liveSpellings = []struct{ table, chain, args, saved string }{
+	{"raw", "PREROUTING", "-p udp --dport 53 -j NOTRACK", "-p udp -m udp --dport 53 -j NOTRACK"},
+	{"raw", "OUTPUT", "-p udp --sport 53 -j CT --notrack", "-p udp -m udp --sport 53 -j CT --notrack"},
+	{"raw", "PREROUTING", "-s 10.0.0.0/8 ! -d 10.0.0.1 -j CT --notrack", "-s 10.0.0.0/8 ! -d 10.0.0.1/32 -j CT --notrack"},
+	{"filter", "OUTPUT", "-m mark --mark 3/1 -j DROP", "-m mark --mark 0x3/0x1 -j DROP"},
+	{"filter", "OUTPUT", "-m mark ! --mark 0x10/0xf0 -j DROP", "-m mark ! --mark 0x10/0xf0 -j DROP"},
+	{"filter", "OUTPUT", "-m mark --mark 010 -j DROP", "-m mark --mark 0x8 -j DROP"},
+}
+
+// TestRawMarkSpellingsLive: iptables-save prints what liveSpellings
+// records, and it reads back into the rule xdpfw made of the rule as
+// written.
+func TestRawMarkSpellingsLive(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("iptables-nft"); err != nil {
+		t.Skip("iptables-nft not installed")
+	}
+	ns := testutil.NewNetNS(t)
+	for _, backend := range []string{"iptables-legacy", "iptables-nft"} {
+		for _, c := range liveSpellings {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if out, err := ns.Exec(ctx, backend, "-t", c.table, "-F"); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if out, err := ns.Exec(ctx, backend, append([]string{"-t", c.table, "-A", c.chain}, splitArgs(t, c.args)...)...); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			out, err := ns.Exec(ctx, backend+"-save", "-t", c.table)
+			cancel()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			got := ""
+			for _, l := range strings.Split(string(out), "\n") {
+				if s, ok := strings.CutPrefix(l, "-A "+c.chain+" "); ok {
+					got = s
+				}
+			}
+			if got != c.saved {
+				t.Errorf("%s -t %s -A %s %s: iptables-save printed %q, the record says %q", backend, c.table, c.chain, c.args, got, c.saved)
+			}
+			line := func(spec string) string {
+				return "*" + c.table + "\n-A " + c.chain + " " + spec + "\nCOMMIT\n"
+			}
+			theirs, err1 := Parse("saved", []byte(line(got)), ParseOptions{Family: FamilyIPv4})
+			ours, err2 := Parse("args", []byte(line(c.args)), ParseOptions{Family: FamilyIPv4})
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: %v / %v", c.args, err1, err2)
+			}
+			if theirs.String() != ours.String() {
+				t.Errorf("%s: iptables-save's %q is another rule:\n%s\nvs\n%s", c.args, got, theirs, ours)
+			}
+		}
+	}
+}
