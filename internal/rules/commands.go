@@ -36,6 +36,11 @@ func (p *fileParser) command(n int, toks []token) *Error {
 	if err == nil && c == ChainUser && !p.known(user) {
 		err = &Error{Pos: p.at(n, toks[1]), Token: user, Msg: "no chain " + user,
 			Hint: "declare it before its rules: -N " + user + " (or :" + user + " - [0:0] in an iptables-save file)"}
+		if user == "PREROUTING" || user == "POSTROUTING" {
+			err.Msg = "chain " + user + " is not in the filter table"
+			err.Hint = "the raw table's NOTRACK rules are written -t raw -A PREROUTING ... -j NOTRACK (or in a *raw section) " +
+				"and loaded with the rule file; the nat and mangle tables are not supported (docs/compat.md)"
+		}
 	}
 	if err != nil {
 		return err
