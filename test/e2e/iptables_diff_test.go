@@ -110,7 +110,7 @@ var iptBackends = []iptBackend{
 // hand in a namespace (iptables-save -c after one frame).
 type knownDiff struct {
 	name, reason string
-	follows      string // "legacy" or "nft"; "": neither, xdpfw is held to the reference matcher
+	follows      string // "legacy" or "nft"; "": neither, xdpfw is held to the reference matcher alone
 	applies      func(p *packet.Packet) bool
 }
 
@@ -183,6 +183,9 @@ func TestIptablesDifferential(t *testing.T) {
 	only := os.Getenv("XDPFW_DIFF_ONLY")
 	t.Logf("seed %d, %d rule sets per phase, %d probes each (XDPFW_DIFF_SEED, XDPFW_DIFF_SETS, XDPFW_DIFF_PROBES)", seed, sets, probes)
 
+	for _, kd := range knownDiffs {
+		t.Logf("known difference %s (xdpfw follows %q): %s", kd.name, kd.follows, kd.reason)
+	}
 	bed := newDiffBed(t)
 	st := diffStats{}
 	for _, ph := range diffPhases {
