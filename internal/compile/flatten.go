@@ -247,7 +247,8 @@ func match(ents []Entry) []Entry {
 	return out
 }
 
-// and is every guard alternative conjoined with every entry of rule r.
+// and is every guard alternative conjoined with every entry of ents (of
+// rule r, or their negation's alternatives), with the entries' action.
 func (f *flattener) and(guard, ents []Entry, r *rules.Rule, path []string) ([]Entry, error) {
 	var out []Entry
 	for _, g := range guard {
@@ -270,19 +271,13 @@ func (f *flattener) cut(guard, ents []Entry, r *rules.Rule, path []string) ([]En
 		if err != nil {
 			return nil, f.noForm(r, path, err)
 		}
-		var next []Entry
-		for _, g := range guard {
-			for _, n := range neg {
-				xs, err := conj(g, n, f.ifindexes())
-				if err != nil {
-					return nil, f.noForm(r, path, err)
-				}
-				next = append(next, xs...)
-			}
-			if len(next) > maxGuard { // prune is quadratic: refuse before it
-				return nil, fmt.Errorf("%s: the RETURN rules of chain %s leave more than %d alternatives to test (%w)",
-					r.Pos, path[len(path)-1], maxGuard, ErrTooBig)
-			}
+		next, err := f.and(guard, neg, r, path)
+		if err != nil {
+			return nil, err
+		}
+		if len(next) > maxGuard { // prune is quadratic: refuse before it
+			return nil, fmt.Errorf("%s: the RETURN rules of chain %s leave more than %d alternatives to test (%w)",
+				r.Pos, path[len(path)-1], maxGuard, ErrTooBig)
 		}
 		guard = prune(next)
 	}

@@ -482,21 +482,29 @@ func (p *fileParser) flushLine(n int, toks []token) {
 	p.filterRules = min(p.filterRules, len(p.rs.Rules))
 }
 
+// chainCounters checks what follows a chain line's policy (or "-"): at
+// most its counters [PACKETS:BYTES].
+func (p *fileParser) chainCounters(n int, toks []token) bool {
+	if len(toks) > 2 && !isCounters(toks[2].text) {
+		p.fail(n, toks[2], toks[2].text, "not a counter [PACKETS:BYTES]", "")
+		return false
+	}
+	if len(toks) > 3 {
+		p.fail(n, toks[3], toks[3].text, "unexpected text after the chain's counters", "")
+		return false
+	}
+	return true
+}
+
 // chainLine handles ":CHAIN POLICY [PACKETS:BYTES]" of iptables-save, and
 // ":NAME - [PACKETS:BYTES]", a user chain.
 func (p *fileParser) chainLine(n int, toks []token) {
 	t := toks[0]
 	name := token{text: strings.TrimPrefix(t.text, ":"), col: t.col + 1}
 	if _, builtin := ParseChain(name.text); !builtin && len(toks) >= 2 && toks[1].text == "-" {
-		if len(toks) > 2 && !isCounters(toks[2].text) {
-			p.fail(n, toks[2], toks[2].text, "not a counter [PACKETS:BYTES]", "")
-			return
+		if p.chainCounters(n, toks) {
+			p.declare(n, name)
 		}
-		if len(toks) > 3 {
-			p.fail(n, toks[3], toks[3].text, "unexpected text after the chain's counters", "")
-			return
-		}
-		p.declare(n, name)
 		return
 	}
 	c, err := parseChain(Pos{File: p.name, Line: n}, name)
@@ -520,15 +528,9 @@ func (p *fileParser) chainLine(n int, toks []token) {
 		p.fail(n, toks[1], toks[1].text, "a policy must be ACCEPT or DROP", "")
 		return
 	}
-	if len(toks) > 2 && !isCounters(toks[2].text) {
-		p.fail(n, toks[2], toks[2].text, "not a counter [PACKETS:BYTES]", "")
-		return
+	if p.chainCounters(n, toks) {
+		p.rs.Policies = append(p.rs.Policies, Policy{Chain: c, Family: p.opt.Family, Verdict: v, Pos: p.at(n, t)})
 	}
-	if len(toks) > 3 {
-		p.fail(n, toks[3], toks[3].text, "unexpected text after the chain's counters", "")
-		return
-	}
-	p.rs.Policies = append(p.rs.Policies, Policy{Chain: c, Family: p.opt.Family, Verdict: v, Pos: p.at(n, t)})
 }
 
 // parsePolicyVerdict parses the verdict of a policy.
