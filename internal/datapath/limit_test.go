@@ -43,19 +43,7 @@ func TestLimitBurstRefill(t *testing.T) {
 	var seq []int
 	send := func(p *packet.Packet, n int) {
 		t.Helper()
-		for range n {
-			r := f.mustRun(p.Bytes(), "eth0")
-			d := compile.DecideAt(f.rs, refPacket(p, "eth0"), st)
-			want := compile.PolicyID(0, false)
-			if d.Rule >= 0 {
-				want = f.ids[d.Rule]
-			}
-			if r.RuleID != want {
-				t.Fatalf("packet %d to port %d from %s: decided by rule id %d, the reference says %d (rule %d)",
-					len(seq), p.DPort, p.Src, r.RuleID, want, d.Rule)
-			}
-			seq = append(seq, d.Rule)
-		}
+		seq = append(seq, f.sendDecided(p, n, st)...)
 	}
 	send(udp("10.1.2.3", 53), 10) // rule 0 decides, in the source tree: no token is taken
 	send(udp("10.2.0.1", 53), 7)  // 4 by rule 1 (its burst), 2 by rule 2, then rule 4
@@ -109,6 +97,28 @@ func TestLimitBurstRefill(t *testing.T) {
 	if r := f.mustRun(udp("10.2.0.1", 53).Bytes(), "eth0"); r.RuleID != f.ids[1] {
 		t.Errorf("after the traces, decided by rule id %d: a trace took the token", r.RuleID)
 	}
+}
+
+// sendDecided runs p n times through the data plane (arriving on eth0)
+// and each time through the reference with the state st (which it
+// changes); it fails the test on the first packet they decide apart, and
+// returns the deciding rules (-1: the policy).
+func (f *fixture) sendDecided(p *packet.Packet, n int, st *compile.State) []int {
+	f.t.Helper()
+	var seq []int
+	for range n {
+		r := f.mustRun(p.Bytes(), "eth0")
+		d := compile.DecideAt(f.rs, refPacket(p, "eth0"), st)
+		want := compile.PolicyID(0, false)
+		if d.Rule >= 0 {
+			want = f.ids[d.Rule]
+		}
+		if r.RuleID != want {
+			f.t.Fatalf("%s: decided by rule id %d, the reference says %d (rule %d)", p, r.RuleID, want, d.Rule)
+		}
+		seq = append(seq, d.Rule)
+	}
+	return seq
 }
 
 // TestLimitLog: on a LOG rule -m limit is the rule's log budget: the
