@@ -189,7 +189,10 @@ func TestLimitKeepsBucket(t *testing.T) {
 // the cases side by side (benchInterleaved). "elsewhere": a -m limit rule
 // the probe never meets; "passes": the probe is decided by a -m limit
 // rule with a token (refilled between runs); "refused": it meets a -m
-// limit rule whose bucket is empty and goes on to the last rule.
+// limit rule whose bucket is empty and goes on to the last rule;
+// "recent-miss": it meets a -m recent --rcheck rule whose list does not
+// hold it and goes on; "recent-set": a -m recent --set rule decides it
+// (and writes its address's time stamp).
 //
 //	go test -run '^$' -bench BenchmarkLimit -benchtime 1x ./internal/datapath/
 func BenchmarkLimit(b *testing.B) {
@@ -204,6 +207,8 @@ func BenchmarkLimit(b *testing.B) {
 		{"elsewhere", "-A INPUT -s 203.0.113.0/24 -m limit --limit 10/sec -j ACCEPT\n"},
 		{"passes", "-A INPUT -s 192.0.2.0/24 -m limit --limit 10000/sec --limit-burst 10000 -j ACCEPT\n"},
 		{"refused", "-A INPUT -s 192.0.2.0/24 -m limit --limit 1/day --limit-burst 1 -j ACCEPT\n"},
+		{"recent-miss", "-A INPUT -s 192.0.2.0/24 -m recent --rcheck --name B -j DROP\n"},
+		{"recent-set", "-A INPUT -s 192.0.2.0/24 -m recent --set --name B -j ACCEPT\n"},
 	}
 	frame := v4pkt(packet.ProtoUDP, "192.0.2.7", "10.255.0.1", 40000, 53).Bytes()
 	fixtures := make([]*fixture, len(cases))
@@ -237,7 +242,7 @@ func BenchmarkLimit(b *testing.B) {
 	}
 	benchInterleaved(b, names, measure)
 	// the cases measured what they say
-	for i, at := range map[int]int{2: 0, 3: 1000} {
+	for i, at := range map[int]int{2: 0, 3: 1000, 4: 1000, 5: 0} {
 		f := fixtures[i]
 		if err := f.dp.Refill(f.ids[0], 1); err != nil && i == 2 {
 			b.Fatal(err)
