@@ -746,7 +746,7 @@ struct fw_log_scratch {
 #define FW_STATE_MAX        8
 #define FW_RECENT_STAMPS    32    /* time stamps kept per address (a ring) */
 #define FW_MAX_RECENT_RULES 4096  /* -m recent rules in a rule set */
-#define FW_RECENT_MAX       16384 /* addresses in all lists together (LRU) */
+#define FW_RECENT_MAX       4096  /* addresses in all lists together (LRU) */
 
 enum fw_recent_op {
 	FW_RECENT_SET    = 1,

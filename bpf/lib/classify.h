@@ -24,7 +24,8 @@
 /* fw_limit tests (take 0) or takes (take 1) a token of rule_id's -m limit
  * bucket (fw_limits, lib/ratelimit.h): the walk tests it where the rule's
  * entry matches, and the entry decides only when a token is there; the
- * decision takes it (fw_classify_in). A rule is reached, and its token
+ * decision takes it (FW_EF_LIMIT in fw_decision.flags: fw_log_emit). A
+ * rule is reached, and its token
  * taken, only when no earlier rule decided, as in iptables; the bucket is
  * the rule's alone, so nothing between the test and the take changes it
  * but another CPU (off by one token per CPU at most, as every bucket

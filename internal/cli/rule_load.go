@@ -70,7 +70,9 @@ here, or the rule's -m limit) and counts what it suppresses.
 -m limit --limit N/sec|min|hour|day --limit-burst B gives a rule a token
 bucket of its own (default 3/hour, burst 5, as iptables): it matches while
 the bucket has a token and takes one; a packet it refuses goes on to the
-next rule. A rule kept by apply keeps its bucket.
+next rule. A rule kept by apply keeps its bucket. -m recent --set, --rcheck,
+--update, --remove (--seconds, --hitcount, --name, --rsource/--rdest, --mask)
+keeps named address lists shared by the rules that name them, in rule order.
 
 Connection tracking runs when a rule uses -m conntrack (--ctstate, --ctproto,
 --ctstatus, --ctdir) or -m state --state: the table has --ct-max entries (preallocated, about 150 bytes each)

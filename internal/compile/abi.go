@@ -197,7 +197,7 @@ const (
 	// RecentMax FW_RECENT_MAX (addresses in all lists together).
 	MaxRecentRules = 4096
 	RecentStamps   = 32
-	RecentMax      = 16384
+	RecentMax      = 4096
 	// RecentFlagDest and RecentFlagInvert are FW_RECENT_F_*.
 	RecentFlagDest   uint8 = 0x01
 	RecentFlagInvert uint8 = 0x02

@@ -91,6 +91,12 @@ func putBuckets(m *ebpf.Map, lims []compile.LogLimit, max int, what string,
 // putLimits gives every -m limit rule of a generation about to be
 // installed its bucket (fw_limits); see putBuckets.
 func (d *Datapath) putLimits(lims []compile.LogLimit) (stale []uint32, err error) {
+	if d.limBkt == nil { // another build's object (a benchmark's): it has no -m limit
+		if len(lims) > 0 {
+			return nil, errors.New("this data plane has no -m limit buckets")
+		}
+		return nil, nil
+	}
 	return putBuckets(d.limBkt, lims, compile.MaxLimitRules, "-m limit bucket", d.dropLimitIDs, nil)
 }
 

@@ -74,10 +74,10 @@ func TestDifferential(t *testing.T) {
 	// -m limit: a few rules decide only while their bucket has a token;
 	// the reference takes the same tokens.
 	limited := 0
-	for set := 0; set < *diffSets/5; set++ {
+	for set := 0; set < *diffSets/10; set++ {
 		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
 		rules.RandomLimits(r, rs, 25)
-		total += diffRun(t, f, r, rs, *diffPackets/2, nil, fmt.Sprintf("seed %d limit set %d", *diffSeed, set))
+		total += diffRun(t, f, r, rs, *diffPackets/4, nil, fmt.Sprintf("seed %d limit set %d", *diffSeed, set))
 		if t.Failed() {
 			return
 		}
@@ -94,13 +94,13 @@ func TestDifferential(t *testing.T) {
 	// -m recent: lists shared by rules, applied in rule order; the
 	// reference keeps its own lists (the test runs far inside --seconds).
 	listed := 0
-	for set := 0; set < *diffSets/5; set++ {
+	for set := 0; set < *diffSets/10; set++ {
 		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
 		rules.RandomRecent(r, rs, 20)
 		if _, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: make([]uint32, len(rs.Rules)), Ifaces: f.ifaces}); err != nil {
 			continue // more -m recent rules than one packet may meet
 		}
-		total += diffRun(t, f, r, rs, *diffPackets/2, nil, fmt.Sprintf("seed %d recent set %d", *diffSeed, set))
+		total += diffRun(t, f, r, rs, *diffPackets/4, nil, fmt.Sprintf("seed %d recent set %d", *diffSeed, set))
 		if t.Failed() {
 			return
 		}

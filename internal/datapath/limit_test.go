@@ -43,19 +43,7 @@ func TestLimitBurstRefill(t *testing.T) {
 	var seq []int
 	send := func(p *packet.Packet, n int) {
 		t.Helper()
-		for range n {
-			r := f.mustRun(p.Bytes(), "eth0")
-			d := compile.DecideAt(f.rs, compile.RefPacketOf(p, "eth0"), st)
-			want := compile.PolicyID(0, false)
-			if d.Rule >= 0 {
-				want = f.ids[d.Rule]
-			}
-			if r.RuleID != want {
-				t.Fatalf("packet %d to port %d from %s: decided by rule id %d, the reference says %d (rule %d)",
-					len(seq), p.DPort, p.Src, r.RuleID, want, d.Rule)
-			}
-			seq = append(seq, d.Rule)
-		}
+		seq = append(seq, f.sendDecided(p, n, st)...)
 	}
 	send(udp("10.1.2.3", 53), 10) // rule 0 decides, in the source tree: no token is taken
 	send(udp("10.2.0.1", 53), 7)  // 4 by rule 1 (its burst), 2 by rule 2, then rule 4
@@ -109,6 +97,28 @@ func TestLimitBurstRefill(t *testing.T) {
 	if r := f.mustRun(udp("10.2.0.1", 53).Bytes(), "eth0"); r.RuleID != f.ids[1] {
 		t.Errorf("after the traces, decided by rule id %d: a trace took the token", r.RuleID)
 	}
+}
+
+// sendDecided runs p n times through the data plane (arriving on eth0)
+// and each time through the reference with the state st (which it
+// changes); it fails the test on the first packet they decide apart, and
+// returns the deciding rules (-1: the policy).
+func (f *fixture) sendDecided(p *packet.Packet, n int, st *compile.State) []int {
+	f.t.Helper()
+	var seq []int
+	for range n {
+		r := f.mustRun(p.Bytes(), "eth0")
+		d := compile.DecideAt(f.rs, compile.RefPacketOf(p, "eth0"), st)
+		want := compile.PolicyID(0, false)
+		if d.Rule >= 0 {
+			want = f.ids[d.Rule]
+		}
+		if r.RuleID != want {
+			f.t.Fatalf("%s: decided by rule id %d, the reference says %d (rule %d)", p, r.RuleID, want, d.Rule)
+		}
+		seq = append(seq, d.Rule)
+	}
+	return seq
 }
 
 // TestLimitLog: on a LOG rule -m limit is the rule's log budget: the
@@ -179,7 +189,10 @@ func TestLimitKeepsBucket(t *testing.T) {
 // the cases side by side (benchInterleaved). "elsewhere": a -m limit rule
 // the probe never meets; "passes": the probe is decided by a -m limit
 // rule with a token (refilled between runs); "refused": it meets a -m
-// limit rule whose bucket is empty and goes on to the last rule.
+// limit rule whose bucket is empty and goes on to the last rule;
+// "recent-miss": it meets a -m recent --rcheck rule whose list does not
+// hold it and goes on; "recent-set": a -m recent --set rule decides it
+// (and writes its address's time stamp).
 //
 //	go test -run '^$' -bench BenchmarkLimit -benchtime 1x ./internal/datapath/
 func BenchmarkLimit(b *testing.B) {
@@ -194,6 +207,8 @@ func BenchmarkLimit(b *testing.B) {
 		{"elsewhere", "-A INPUT -s 203.0.113.0/24 -m limit --limit 10/sec -j ACCEPT\n"},
 		{"passes", "-A INPUT -s 192.0.2.0/24 -m limit --limit 10000/sec --limit-burst 10000 -j ACCEPT\n"},
 		{"refused", "-A INPUT -s 192.0.2.0/24 -m limit --limit 1/day --limit-burst 1 -j ACCEPT\n"},
+		{"recent-miss", "-A INPUT -s 192.0.2.0/24 -m recent --rcheck --name B -j DROP\n"},
+		{"recent-set", "-A INPUT -s 192.0.2.0/24 -m recent --set --name B -j ACCEPT\n"},
 	}
 	frame := v4pkt(packet.ProtoUDP, "192.0.2.7", "10.255.0.1", 40000, 53).Bytes()
 	fixtures := make([]*fixture, len(cases))
@@ -227,7 +242,7 @@ func BenchmarkLimit(b *testing.B) {
 	}
 	benchInterleaved(b, names, measure)
 	// the cases measured what they say
-	for i, at := range map[int]int{2: 0, 3: 1000} {
+	for i, at := range map[int]int{2: 0, 3: 1000, 4: 1000, 5: 0} {
 		f := fixtures[i]
 		if err := f.dp.Refill(f.ids[0], 1); err != nil && i == 2 {
 			b.Fatal(err)

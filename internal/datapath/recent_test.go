@@ -36,18 +36,7 @@ func TestRecentSSH(t *testing.T) {
 	var seq []int
 	send := func(p *packet.Packet, n int) {
 		t.Helper()
-		for range n {
-			r := f.mustRun(p.Bytes(), "eth0")
-			d := compile.DecideAt(f.rs, compile.RefPacketOf(p, "eth0"), st)
-			want := compile.PolicyID(0, false)
-			if d.Rule >= 0 {
-				want = f.ids[d.Rule]
-			}
-			if r.RuleID != want {
-				t.Fatalf("packet %d (%s): decided by rule id %d, the reference says %d (rule %d)", len(seq), p, r.RuleID, want, d.Rule)
-			}
-			seq = append(seq, d.Rule)
-		}
+		seq = append(seq, f.sendDecided(p, n, st)...)
 	}
 	syn := func(src string, port uint16) *packet.Packet {
 		return v4pkt(packet.ProtoTCP, src, "10.0.0.1", 40000, port)

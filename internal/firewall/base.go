@@ -52,7 +52,7 @@ const (
 	// generation installed as stamp (else the file only lists the rules,
 	// as after reading a version 1 or 2 state).
 	baseCompiled = 1
-	// baseLogs: some rule logs (ruleLogs) or has -m limit, so that an
+	// baseLogs: some rule logs (ruleLogs) or has -m limit or -m recent, so that an
 	// edit can tell without reading every rule that it cannot use the
 	// delta stage.
 	baseLogs = 2
@@ -75,14 +75,14 @@ type baseRule struct {
 	Verdict rules.Verdict
 	CT      bool
 	Logs    bool // -j LOG, or --log
-	Limit   bool // -m limit (not stored: only the base's baseLogs flag)
+	State   bool // -m limit or -m recent (not stored: only the base's baseLogs flag)
 	Span    compile.Span
 	Text    string
 }
 
 func baseRuleOf(r *rules.Rule, id uint32, span compile.Span) baseRule {
 	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.CTState != nil,
-		Logs: r.Target.Logs(), Limit: r.Match.Limit != nil, Span: span, Text: r.String()}
+		Logs: r.Target.Logs(), State: r.Match.Limit != nil || r.Match.Recent != nil, Span: span, Text: r.String()}
 }
 
 // encodeBase lays out a base of rs (with t compiled from it as stamp; t
@@ -112,7 +112,7 @@ func encodeBase(stamp uint64, rs []baseRule, t *compile.Tables) []byte {
 	var maxID, flags uint32
 	for i := range rs {
 		maxID = max(maxID, rs[i].ID)
-		if rs[i].Logs || rs[i].Limit {
+		if rs[i].Logs || rs[i].State {
 			flags |= baseLogs
 		}
 		if rs[i].Chain == rules.ChainUser || rs[i].Verdict > rules.VerdictLog {

@@ -289,3 +289,40 @@ func TestEditLogs(t *testing.T) {
 		t.Errorf("reopened: %d rules log (logs %v), want 1", got, f.rs.logs())
 	}
 }
+
+// TestEditStateMatches: edits of rule sets with -m limit or -m recent
+// (before or after the edit) are compiled in full (their buckets and list
+// settings come with full builds), and the added rule works at once.
+func TestEditStateMatches(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.load("-P INPUT DROP\n-A INPUT -p udp --dport 1 -j ACCEPT\n"); err != nil {
+		t.Fatal(err)
+	}
+	f := e.open()
+	defer func() { f.Close() }()
+	for _, text := range []string{
+		"-A INPUT -p udp --dport 7 -m limit --limit 3/hour -j ACCEPT",
+		"-A INPUT -p udp --dport 8 -m recent --set --name X -j ACCEPT",
+	} {
+		res, err := f.Add(e.rule(text), 0)
+		if err != nil || res.Delta || !res.Rebuilt {
+			t.Fatalf("add %q: %+v %v; want a full build", text, res, err)
+		}
+		if in, err := f.Datapath().DeltaInForce(); err != nil || in {
+			t.Fatalf("add %q: a delta stage is in force (%v)", text, err)
+		}
+	}
+	for port, want := range map[uint16]string{
+		7: "-A INPUT -p udp --dport 7 -m limit --limit 3/hour -j ACCEPT",
+		8: "-A INPUT -p udp --dport 8 -m recent --set --name X --rsource -j ACCEPT",
+	} {
+		if r, pass := e.decides(f, port); r != want || !pass {
+			t.Errorf("udp/%d: %q %v, want %q", port, r, pass, want)
+		}
+	}
+	// An edit that has no state itself, on a rule set that has some.
+	res, err := f.Add(e.rule("-A INPUT -p udp --dport 2 -j ACCEPT"), 0)
+	if err != nil || res.Delta {
+		t.Fatalf("add next to them: %+v %v; want a full build", res, err)
+	}
+}

@@ -137,3 +137,59 @@ func TestLimitAgreesWithIptables(t *testing.T) {
 		}
 	}
 }
+
+// sshGuard is the classic ssh brute-force guard: at most 4 new
+// connections a minute from one address (the --update rule before the
+// --set rule; iptables files often write the --set rule without -j,
+// which xdpfw reads once rules without a target are supported).
+var sshGuard = []string{
+	"-P INPUT DROP",
+	"-A INPUT -i lo -j ACCEPT",
+	"-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+	"-A INPUT -p tcp --dport 22 -m conntrack --ctstate NEW -m recent --update --seconds 60 --hitcount 4 --name SSH --rsource -j DROP",
+	"-A INPUT -p tcp --dport 22 -m conntrack --ctstate NEW -m recent --set --name SSH --rsource -j ACCEPT",
+}
+
+// TestRecentSSHGuard: four ssh connections from the client get through,
+// the fifth is dropped (its SYNs and their retransmissions), another
+// client address still gets in; iptables (where installed) does the same
+// with the same rules; list prints the rules (in xdpfw's canonical order
+// of matches, -m recent last).
+func TestRecentSSHGuard(t *testing.T) {
+	testutil.RequireRoot(t)
+	run := func(t *testing.T, load func(l *link)) {
+		l := newPair(t)
+		serveTCP(t, l.srv, 22)
+		load(l)
+		addr := hostPort(l.srv4, 22)
+		for i := range 4 {
+			checkTCP(t, fmt.Sprintf("connection %d", i+1), tcpProbe{from: l.cli, addr: addr, ok: true})
+		}
+		checkTCP(t, "connection 5", tcpProbe{from: l.cli, addr: addr})
+		if _, err := l.cli.Exec(t.Context(), "ip", "addr", "add", "10.200.0.3/24", "dev", l.cliIf); err != nil {
+			t.Fatal(err)
+		}
+		checkTCP(t, "another address", tcpProbe{from: l.cli, local: "10.200.0.3", addr: addr, ok: true})
+	}
+	if _, err := exec.LookPath("iptables-nft-restore"); err == nil {
+		t.Run("iptables", func(t *testing.T) {
+			run(t, func(l *link) {
+				cmd := exec.CommandContext(t.Context(), "ip", "netns", "exec", l.srv.Name, "iptables-nft-restore")
+				cmd.Stdin = strings.NewReader("*filter\n" + strings.Join(sshGuard, "\n") + "\nCOMMIT\n")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("iptables-nft-restore: %v\n%s", err, out)
+				}
+			})
+		})
+	}
+	t.Run("xdpfw", func(t *testing.T) {
+		run(t, func(l *link) {
+			f := newFW(t, l.srv)
+			f.mustRun("load", "-i", l.srvIf, writeRules(t, "ssh.rules", sshGuard...))
+			f.list().wantChain(t, "INPUT", "-A INPUT -i lo -j ACCEPT",
+				"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+				"-A INPUT -p tcp -m conntrack --ctstate NEW --dport 22 -m recent --update --seconds 60 --hitcount 4 --name SSH --rsource -j DROP",
+				"-A INPUT -p tcp -m conntrack --ctstate NEW --dport 22 -m recent --set --name SSH --rsource -j ACCEPT")
+		})
+	})
+}
