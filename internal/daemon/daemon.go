@@ -42,10 +42,10 @@ type Daemon struct {
 	// against every interface of the host: a link created, removed or
 	// renamed makes a reload (watchLinks).
 	namesOut atomic.Bool
-	mu      sync.Mutex                  // guards cfg
-	cfg     *Config
-	metrics *metricsServer
-	events  *forwarder
+	mu       sync.Mutex // guards cfg
+	cfg      *Config
+	metrics  *metricsServer
+	events   *forwarder
 }
 
 // log is the daemon's logger.

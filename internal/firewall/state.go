@@ -59,7 +59,7 @@ type state struct {
 	// rules in force were compiled (name -> ifindex; outBinding). One
 	// created, removed, renamed or re-created since makes Reconcile apply.
 	OutIfaces map[string]uint32 `json:"out_interfaces,omitempty"`
-	Malformed  string           `json:"malformed"` // "drop" or "accept"
+	Malformed string            `json:"malformed"` // "drop" or "accept"
 	// Conntrack settings in force: timeouts (seconds, 0: default) and
 	// what NEW connections get when the table is full ("drop", "accept").
 	CTTimeouts conntrack.Timeouts `json:"ct_timeouts"`
