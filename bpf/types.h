@@ -98,10 +98,9 @@ enum fw_dim {
 	FW_D_MACDST_LO,
 	FW_D_TCPFLAGS,
 	FW_D_ICMP,        /* type << 8 | code */
-	FW_D_FLAGS,       /* FW_KEY_FRAG | FW_KEY_L4 */
+	FW_D_FLAGS,       /* (FW_KEY_FRAG | FW_KEY_L4) << FW_KEY_FLAGS_SHIFT | enum fw_pkttype */
 	FW_D_CTSTATE,     /* enum fw_ct_state */
 	FW_D_OIFINDEX,    /* output device: FORWARD the FIB's egress device, OUTPUT tc's; 0 none (fw_pkt.oifindex) */
-	FW_D_PKTTYPE,     /* enum fw_pkttype (lib/classify.h fw_pkttype) */
 	FW_D_LEN,         /* IPv4 total length; IPv6 payload length + 40 (-m length) */
 	FW_D_TTL,         /* IPv4 TTL, IPv6 hop limit */
 	FW_D_TOS,         /* IPv4 TOS, IPv6 traffic class: DSCP << 2 | ECN */
@@ -109,6 +108,11 @@ enum fw_dim {
 };
 #define FW_KEY_FRAG      1
 #define FW_KEY_L4        2
+/* The packet type (-m pkttype, lib/classify.h fw_pkttype) shares the flags
+ * word, below them (so that the flag tests stay one range each): one key
+ * word fewer on the stack, which the tc program's call chain has no room
+ * for (docs/classifier.md). */
+#define FW_KEY_FLAGS_SHIFT 2
 #define FW_VLAN_UNTAGGED 0x10000
 
 /* What -m pkttype tests: Linux's skb->pkt_type values (PACKET_HOST,

@@ -561,10 +561,9 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 	k[FW_D_ICMP] = (__u32)p->icmp_type << 8 | p->icmp_code;
 #endif
 	_Static_assert(FW_PKT_FRAG == FW_KEY_FRAG && FW_PKT_L4 == FW_KEY_L4, "fw_key masks the flags");
-	k[FW_D_FLAGS] = p->flags & (FW_PKT_FRAG | FW_PKT_L4);
+	k[FW_D_FLAGS] = (p->flags & (FW_PKT_FRAG | FW_PKT_L4)) << FW_KEY_FLAGS_SHIFT | fw_pkttype(p);
 	k[FW_D_CTSTATE] = p->ctstate;
 	k[FW_D_OIFINDEX] = p->oifindex;
-	k[FW_D_PKTTYPE] = fw_pkttype(p);
 	k[FW_D_LEN] = p->l3_len;
 	k[FW_D_TTL] = p->ttl;
 	k[FW_D_TOS] = p->tos;

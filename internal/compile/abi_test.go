@@ -129,7 +129,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	}
 	for name, goVal := range map[string]int{"FW_TREE_DEPTH": MaxDepth, "FW_LEAF_MAX": MaxLeaf,
 		"FW_DELTA_MAX": DeltaMax, "FW_DELTA_DEAD": DeltaDeadMax,
-		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT), "FW_ROOT_RAW": int(RootRaw), "FW_MAX_RAW": MaxRaw,
+		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_KEY_FLAGS_SHIFT": KeyFlagsShift, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT), "FW_ROOT_RAW": int(RootRaw), "FW_MAX_RAW": MaxRaw,
 		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_EF_LIMIT": int(EntryLimit),
 		"FW_EF_STATE": int(EntryState), "FW_STATE_MAX": MaxStateNotes, "FW_MAX_RECENT_RULES": MaxRecentRules,
 		"FW_RECENT_STAMPS": RecentStamps, "FW_RECENT_MAX": RecentMax,
@@ -153,7 +153,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 	}
 	wantDims := []string{"FW_D_SRC0", "FW_D_SRC1", "FW_D_SRC2", "FW_D_SRC3", "FW_D_DST0", "FW_D_DST1", "FW_D_DST2", "FW_D_DST3",
 		"FW_D_SPORT", "FW_D_DPORT", "FW_D_PROTO", "FW_D_IFINDEX", "FW_D_VLAN", "FW_D_MACSRC_HI", "FW_D_MACSRC_LO",
-		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_D_OIFINDEX", "FW_D_PKTTYPE", "FW_D_LEN", "FW_D_TTL", "FW_D_TOS", "FW_NUM_DIMS"}
+		"FW_D_MACDST_HI", "FW_D_MACDST_LO", "FW_D_TCPFLAGS", "FW_D_ICMP", "FW_D_FLAGS", "FW_D_CTSTATE", "FW_D_OIFINDEX", "FW_D_LEN", "FW_D_TTL", "FW_D_TOS", "FW_NUM_DIMS"}
 	if strings.Join(dnames, ",") != strings.Join(wantDims, ",") || len(wantDims)-1 != NumDims {
 		t.Errorf("enum fw_dim is %v; Go mirrors %v (NumDims %d)", dnames, wantDims, NumDims)
 	}

@@ -48,10 +48,9 @@ const (
 	DimMACDstLo
 	DimTCPFlags
 	DimICMP     // type << 8 | code
-	DimFlags    // KeyFrag | KeyL4
+	DimFlags    // (KeyFrag | KeyL4) << KeyFlagsShift | PktTypeOf
 	DimCTState  // enum fw_ct_state
 	DimOIfindex // output device (FORWARD: the FIB's egress device; OUTPUT: tc's), 0 none
-	DimPktType  // PktTypeOf
 	DimLen      // IPv4 total length, IPv6 payload length + 40
 	DimTTL      // IPv4 TTL, IPv6 hop limit
 	DimTOS      // IPv4 TOS, IPv6 traffic class: DSCP << 2 | ECN
@@ -60,9 +59,12 @@ const (
 
 // Key flag bits (DimFlags) and the untagged VLAN value.
 const (
-	KeyFrag      = 1
-	KeyL4        = 2
-	VLANUntagged = 0x10000
+	KeyFrag = 1
+	KeyL4   = 2
+	// KeyFlagsShift places KeyFrag and KeyL4 in DimFlags, above the
+	// packet type (PktTypeOf).
+	KeyFlagsShift = 2
+	VLANUntagged  = 0x10000
 )
 
 // Limits of the walk in the data plane (FW_TREE_DEPTH, FW_LEAF_MAX).
@@ -217,9 +219,8 @@ var fullBox = func() (b box) {
 	b[DimMACSrcHi][1], b[DimMACDstHi][1] = 0xffff, 0xffff
 	b[DimTCPFlags][1] = 0xff
 	b[DimICMP][1] = 0xffff
-	b[DimFlags][1] = KeyL4 // KeyFrag|KeyL4 cannot happen
+	b[DimFlags][1] = KeyL4<<KeyFlagsShift | (NumPktTypes - 1) // KeyFrag|KeyL4 cannot happen
 	b[DimCTState][1] = uint32(NumCTStates - 1)
-	b[DimPktType][1] = NumPktTypes - 1
 	b[DimLen][1] = 0xffff + 40 // IPv6: the payload length and the header
 	b[DimTTL][1], b[DimTOS][1] = 0xff, 0xff
 	return
@@ -355,9 +356,6 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MCTState) {
 		cross(maskParts(DimCTState, e.CTState, uint32(NumCTStates)))
 	}
-	if on(MPktType) {
-		cross(maskParts(DimPktType, e.PktTypes, NumPktTypes))
-	}
 	if on(MSrcRange) {
 		cross(rangeParts(DimSrc0, e.SrcRange, e.Family, neg(MSrcRange)))
 	}
@@ -398,10 +396,14 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 		}
 		one(DimICMP, lo, hi, neg(MICMPType))
 	}
-	// Flags: an L4 test needs KeyL4; -f is KeyFrag alone; ! -f is {0, KeyL4}.
+	// Flags: an L4 test needs KeyL4; -f is KeyFrag alone; ! -f is {0, KeyL4};
+	// the packet type (below the flags) must be one of PktTypes. Values no
+	// packet has (type 3, KeyFrag|KeyL4) stay in: the ranges stay few.
 	var flagParts []part
-	for v := uint32(0); v <= KeyL4; v++ {
-		if m&ML4 != 0 && v&KeyL4 == 0 || on(MFrag) && (v&KeyFrag != 0) == neg(MFrag) {
+	for v := uint32(0); v <= fullBox[DimFlags][1]; v++ {
+		fl, pt := v>>KeyFlagsShift, v&(1<<KeyFlagsShift-1)
+		if m&ML4 != 0 && fl&KeyL4 == 0 || on(MFrag) && (fl&KeyFrag != 0) == neg(MFrag) ||
+			on(MPktType) && pt < NumPktTypes && e.PktTypes&(1<<pt) == 0 {
 			continue
 		}
 		if n := len(flagParts); n > 0 && flagParts[n-1][DimFlags][1] == v-1 {
@@ -610,7 +612,7 @@ func KeyOf(p *RefPacket, dev Dev) Key {
 	k[DimProto] = uint32(p.Proto)
 	k[DimIfindex] = dev.In
 	k[DimOIfindex] = dev.Out
-	k[DimPktType] = uint32(PktTypeOf(p))
+	k[DimFlags] = uint32(PktTypeOf(p))
 	k[DimVLAN] = VLANUntagged
 	if p.Tagged {
 		k[DimVLAN] = uint32(p.VLAN)
@@ -618,10 +620,10 @@ func KeyOf(p *RefPacket, dev Dev) Key {
 	k[DimMACSrcHi], k[DimMACSrcLo] = macWords(p.SrcMAC)
 	k[DimMACDstHi], k[DimMACDstLo] = macWords(p.DstMAC)
 	if p.Fragment {
-		k[DimFlags] |= KeyFrag
+		k[DimFlags] |= KeyFrag << KeyFlagsShift
 	}
 	if p.L4 {
-		k[DimFlags] |= KeyL4
+		k[DimFlags] |= KeyL4 << KeyFlagsShift
 		k[DimSPort], k[DimDPort] = uint32(p.SPort), uint32(p.DPort)
 		k[DimTCPFlags] = uint32(p.TCPFlags)
 		k[DimICMP] = uint32(p.ICMPType)<<8 | uint32(p.ICMPCode)

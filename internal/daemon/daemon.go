@@ -38,10 +38,14 @@ type Daemon struct {
 
 	logp    atomic.Pointer[slog.Logger] // replaced by a reload; read by every goroutine
 	reloads atomic.Uint64               // reloads begun: the sequence number of the last
-	mu      sync.Mutex                  // guards cfg
-	cfg     *Config
-	metrics *metricsServer
-	events  *forwarder
+	// namesOut: the rules in force have FORWARD -o, whose names resolve
+	// against every interface of the host: a link created, removed or
+	// renamed makes a reload (watchLinks).
+	namesOut atomic.Bool
+	mu       sync.Mutex // guards cfg
+	cfg      *Config
+	metrics  *metricsServer
+	events   *forwarder
 }
 
 // log is the daemon's logger.
@@ -107,7 +111,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	linksDone := make(chan struct{})
 	defer close(linksDone)
-	links := d.watchLinks(linksDone)
+	links, linkSet := d.watchLinks(linksDone)
 	routes := d.watchLocalRoutes(linksDone)
 
 	notify("READY=1\nSTATUS=in force")
@@ -134,6 +138,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case name := <-links:
 			d.log().Info("a configured interface is not filtered (re-created?); attaching it again", "interface", name)
 			quiet, why = time.After(settle), "interface "+name
+		case <-linkSet:
+			d.log().Debug("interfaces changed; -o names are resolved again")
+			quiet, why = time.After(settle), "interfaces changed (-o)"
 		case <-routes:
 			if err := firewall.RefreshAddrTypes(d.Paths); err != nil {
 				d.log().Warn("the local routing table changed; -m addrtype's copy not refreshed", "error", err.Error())
@@ -290,6 +297,11 @@ func readPlan(p firewall.Paths, cfg *Config) (*plan, error) {
 // reports whether anything changed.
 func (d *Daemon) put(pl *plan, start bool) (bool, error) {
 	want := pl.want
+	defer func() {
+		d.namesOut.Store(slices.ContainsFunc(want.Rules.Rules, func(r rules.Rule) bool {
+			return r.Chain == rules.ChainForward && r.Match.OutIface != nil
+		}))
+	}()
 	changed := false
 	if len(pl.restores) > 0 {
 		s, err := firewall.OpenSets(d.Paths)

@@ -16,8 +16,17 @@ import (
 // old link severed. The daemon then reloads, and the reload attaches it
 // again (firewall.Reconcile sees it unfiltered). It watches until done is
 // closed; nil if the kernel's link events cannot be had (then SIGHUP
-// repairs).
-func (d *Daemon) watchLinks(done <-chan struct{}) <-chan string {
+// repairs). The second channel reports (coalesced) any interface created,
+// removed or renamed while the rules in force have FORWARD -o, whose
+// names resolve against every interface of the host: the reload then
+// compiles them again if what they name changed (firewall.Reconcile).
+func (d *Daemon) watchLinks(done <-chan struct{}) (<-chan string, <-chan struct{}) {
+	known := map[int]string{} // ifindex -> name, as last seen
+	if list, err := netlink.LinkList(); err == nil {
+		for _, l := range list {
+			known[l.Attrs().Index] = l.Attrs().Name
+		}
+	}
 	updates := make(chan netlink.LinkUpdate, 64)
 	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
 		ErrorCallback: func(err error) {
@@ -25,12 +34,27 @@ func (d *Daemon) watchLinks(done <-chan struct{}) <-chan string {
 		}})
 	if err != nil {
 		d.log().Warn("interface events not watched; SIGHUP attaches re-created interfaces again", "error", err.Error())
-		return nil
+		return nil, nil
 	}
-	out := make(chan string, 4)
+	out, set := make(chan string, 4), make(chan struct{}, 1)
 	go func() {
 		for u := range updates {
-			name := u.Attrs().Name
+			name, idx := u.Attrs().Name, u.Attrs().Index
+			changed := false
+			switch u.Header.Type {
+			case unix.RTM_NEWLINK:
+				changed = known[idx] != name
+				known[idx] = name
+			case unix.RTM_DELLINK:
+				_, changed = known[idx]
+				delete(known, idx)
+			}
+			if changed && d.namesOut.Load() {
+				select {
+				case set <- struct{}{}:
+				default: // a reload is pending already
+				}
+			}
 			if u.Header.Type != unix.RTM_NEWLINK || !slices.ContainsFunc(d.config().Interfaces, func(i Interface) bool { return i.Name == name }) {
 				continue
 			}
@@ -43,7 +67,7 @@ func (d *Daemon) watchLinks(done <-chan struct{}) <-chan string {
 			}
 		}
 	}()
-	return out
+	return out, set
 }
 
 // watchLocalRoutes reports (coalesced) each change of the kernel's local

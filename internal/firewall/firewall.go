@@ -592,6 +592,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		f.st.LogRate = logRate.String()
 	}
 	f.st.Malformed = malformed
+	f.st.OutIfaces = outBinding(rs.Rules, names.Host)
 	// -m addrtype's table before the rules that read it
 	if err := refreshAddrTypes(f.dp, rs.Rules); err != nil {
 		*f.st = prev
@@ -601,6 +602,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
 		f.st.CTTCPPickup, f.st.RejectGlobalRate = prev.CTTCPPickup, prev.RejectGlobalRate
 		f.st.LogRate, f.st.LogBurst, f.st.Malformed = prev.LogRate, prev.LogBurst, prev.Malformed
+		f.st.OutIfaces = prev.OutIfaces
 		return nil, err
 	}
 	f.rs.parsed, f.rs.ids = rs, ids

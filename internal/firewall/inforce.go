@@ -272,6 +272,29 @@ func (st *state) ifaceNames() (compile.Names, error) {
 	return compile.Names{Attached: st.ifaceIndexes(), Host: host}, nil
 }
 
+// outBinding is what FORWARD's -o names of rs resolve to among host's
+// interfaces: each interface whose name one of them matches (negations
+// aside: a negated name is resolved by the interfaces it names too).
+// nil when no FORWARD rule has -o.
+func outBinding(rs []rules.Rule, host map[string]uint32) map[string]uint32 {
+	var out map[string]uint32
+	for i := range rs {
+		m := rs[i].Match.OutIface
+		if m == nil || rs[i].Chain != rules.ChainForward {
+			continue
+		}
+		if out == nil {
+			out = map[string]uint32{}
+		}
+		for name, idx := range host {
+			if name == m.Name || m.Prefix && strings.HasPrefix(name, m.Name) {
+				out[name] = idx
+			}
+		}
+	}
+	return out
+}
+
 // hostIfaces maps the names of this host's interfaces to their ifindex.
 func hostIfaces() (map[string]uint32, error) {
 	list, err := net.Interfaces()

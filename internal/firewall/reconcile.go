@@ -3,6 +3,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -173,6 +174,11 @@ func applyNeeded(st *state, inForce *rules.RuleSet, d Desired) []string {
 	var why []string
 	if inForce == nil || inForce.String() != d.Rules.String() {
 		why = append(why, "rules")
+	} else if want := outBinding(d.Rules.Rules, nil); want != nil {
+		// The same rules, compiled against other interfaces?
+		if host, err := hostIfaces(); err == nil && !maps.Equal(outBinding(d.Rules.Rules, host), st.OutIfaces) {
+			why = append(why, "interfaces named by -o")
+		}
 	}
 	o := d.Options
 	if orDefault(st.Malformed, "drop") != o.Malformed {

@@ -55,7 +55,11 @@ type state struct {
 	Builds     uint64           `json:"builds,omitempty"`
 	Delta      *deltaState      `json:"delta,omitempty"`
 	Interfaces map[string]Iface `json:"interfaces"`
-	Malformed  string           `json:"malformed"` // "drop" or "accept"
+	// OutIfaces: the host's interfaces FORWARD's -o names matched when the
+	// rules in force were compiled (name -> ifindex; outBinding). One
+	// created, removed, renamed or re-created since makes Reconcile apply.
+	OutIfaces map[string]uint32 `json:"out_interfaces,omitempty"`
+	Malformed string            `json:"malformed"` // "drop" or "accept"
 	// Conntrack settings in force: timeouts (seconds, 0: default) and
 	// what NEW connections get when the table is full ("drop", "accept").
 	CTTimeouts conntrack.Timeouts `json:"ct_timeouts"`

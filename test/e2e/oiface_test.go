@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -136,4 +137,28 @@ func TestOutInterface(t *testing.T) {
 	if r := f.runWant(2, "apply", bad); !strings.Contains(r.stderr, bad+":1:10: -o cannot be used in the INPUT chain") {
 		t.Errorf("apply of INPUT -o: %s", r)
 	}
+
+	// With the daemon, -o follows the host's interfaces: rd does not exist
+	// when the rules are put in force; once it is created (and routed),
+	// the daemon compiles the rules again and a -> d by rd is accepted.
+	dirD := t.TempDir()
+	dRules := filepath.Join(dirD, "router.rules")
+	writeAtomic(t, dRules, "-P FORWARD DROP", "-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A FORWARD -i ra -o rd -p tcp --dport 80 -j ACCEPT")
+	cfg := filepath.Join(dirD, "xdpfw.yaml")
+	writeAtomic(t, cfg, "interfaces: [ra, rb]", "rules: router.rules")
+	d := f.startDaemon(cfg)
+	nsD := testutil.NewNetNS(t)
+	ld := newLink(t, x.r, "rd", nsD, "xd", 4)
+	serveTCP(t, nsD, 80)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := nsD.Exec(ctx, "ip", "route", "add", "default", "via", ld.srv4); err != nil {
+		t.Fatalf("route in d: %v\n%s", err, out)
+	}
+	var err error
+	if !poll(t.Context(), arriveTimeout, func() bool { err = dialTCP(t.Context(), x.a, "", hostPort(ld.cli4, 80)); return err == nil }) {
+		t.Fatalf("a -> d by the new rd never accepted (%v): the daemon did not compile -o rd again; its log:\n%s", err, d.stderr)
+	}
+	checkTCP(t, "daemon, rd created", tcpProbe{from: x.a, addr: hostPort(x.lb.cli4, 80), ok: false})
 }
