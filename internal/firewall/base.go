@@ -55,7 +55,7 @@ const (
 	// baseLogs: some rule logs (ruleLogs), so that an edit can tell
 	// without reading every rule that it cannot use the delta stage.
 	baseLogs = 2
-	// ruleCT: the rule tests the connection state.
+	// ruleCT: the rule tests the connection (-m conntrack, -m state).
 	ruleCT = 1
 	// ruleLogs: the rule logs (-j LOG, or --log).
 	ruleLogs = 2
@@ -75,7 +75,7 @@ type baseRule struct {
 }
 
 func baseRuleOf(r *rules.Rule, id uint32, span compile.Span) baseRule {
-	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.CTState != nil,
+	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.UsesConntrack(),
 		Logs: r.Target.Logs(), Span: span, Text: r.String()}
 }
 
