@@ -423,15 +423,16 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		warn = append(warn, "--ctstate SNAT and DNAT name connections whose addresses NAT rewrote; "+
 			"xdpfw does no NAT, so no packet is in either state here (NAT done by the kernel happens after XDP)")
 	}
-	if c, ct := m.CTState, m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs(); c != nil || ct {
+	if m.UsesConntrack() {
 		mask := rules.CTAll
-		if c != nil {
+		if c := m.CTState; c != nil {
 			mask = c.Mask & rules.CTAll // SNAT, DNAT: no packet here
 			if c.Invert {
 				mask = ^c.Mask & rules.CTAll // complemented here: the data plane never inverts it
 			}
 		}
-		if ct { // the other tests need a connection, as the kernel's
+		if m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs() {
+			// the tests other than --ctstate need a connection, as the kernel's
 			mask &= rules.CTNew | rules.CTEstablished | rules.CTRelated
 		}
 		if mask == 0 {

@@ -60,7 +60,7 @@ const (
 	// without -j: it is flattened (compile/flatten.go), a rule's entries
 	// are no span, so edits recompile it in full (Firewall.edit).
 	baseChains = 4
-	// ruleCT: the rule tests the connection state.
+	// ruleCT: the rule tests the connection (-m conntrack, -m state).
 	ruleCT = 1
 	// ruleLogs: the rule logs (-j LOG, or --log).
 	ruleLogs = 2
@@ -81,7 +81,7 @@ type baseRule struct {
 }
 
 func baseRuleOf(r *rules.Rule, id uint32, span compile.Span) baseRule {
-	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.CTState != nil,
+	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.UsesConntrack(),
 		Logs: r.Target.Logs(), State: r.Match.Limit != nil || r.Match.Recent != nil, Span: span, Text: r.String()}
 }
 

@@ -595,7 +595,7 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	return out, nil
 }
 
-// usesConntrack: conntrack runs only when some rule tests the state.
+// usesConntrack: conntrack runs only when some rule tests the connection.
 func (f *Firewall) usesConntrack() bool {
 	for _, ref := range f.rs.refs() {
 		if f.rs.ruleOf(ref).CT {

@@ -423,6 +423,12 @@ type Match struct {
 	Recent *RecentMatch
 }
 
+// UsesConntrack reports whether m tests a packet's connection (any -m
+// conntrack or -m state option): conntrack then runs.
+func (m *Match) UsesConntrack() bool {
+	return m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs()
+}
+
 // CTAddrs reports whether m tests a connection's addresses (--ctorigsrc,
 // --ctorigdst, --ctreplsrc, --ctrepldst).
 func (m *Match) CTAddrs() bool {
