@@ -368,7 +368,8 @@ const flattenable = MFamily | MProto | MSrc | MDst | MSPort | MDPort | MIfindex 
 // negate flips the bit, conj takes a test one side has and keeps one both
 // have only when it is the same test (else ErrNoForm). The routing header's
 // tests are not among them (a packet without one fails them negated too),
-// nor --ecn-tcp-* (never inverted).
+// nor --ecn-tcp-* (never inverted); conj takes the routing header's
+// (hdrFields knows them), negate refuses them.
 const hdrTests = MLen | MTTL | MTOS | MECNIP | MSrcRange | MDstRange | MCTDir | MCTStatus | MCTProto | MMSS
 
 // hdrFields copies the fields of header test bit from e to d, and says
@@ -395,6 +396,12 @@ func hdrFields(bit uint64, d, e *Entry, copy bool) bool {
 		ps = []pair{{&d.CTProto, &e.CTProto}}
 	case MMSS:
 		ps = []pair{{&d.MSSLo, &e.MSSLo}, {&d.MSSHi, &e.MSSHi}}
+	case MRTType:
+		ps = []pair{{&d.RTType, &e.RTType}}
+	case MRTSegs:
+		ps = []pair{{&d.RTSegsLo, &e.RTSegsLo}, {&d.RTSegsHi, &e.RTSegsHi}}
+	case MRTLen:
+		ps = []pair{{&d.RTLen, &e.RTLen}}
 	}
 	eq := true
 	for _, p := range ps {
@@ -419,10 +426,10 @@ func hdrFields(bit uint64, d, e *Entry, copy bool) bool {
 	return eq
 }
 
-// unknownTests refuses entries with a test outside flattenable.
-func unknownTests(es ...Entry) error {
+// unknownTests refuses entries with a test outside known.
+func unknownTests(known uint64, es ...Entry) error {
 	for _, e := range es {
-		if x := e.Match &^ flattenable; x != 0 {
+		if x := e.Match &^ known; x != 0 {
 			return fmt.Errorf("a match (test bits %#x) that chains cannot carry yet: %w", x, ErrNoForm)
 		}
 	}
@@ -434,7 +441,7 @@ func unknownTests(es ...Entry) error {
 // non-first fragment (-f), or a protocol whose header xdpfw does not read,
 // which ¬proto already covers.
 func negate(e Entry) ([]Entry, error) {
-	if err := unknownTests(e); err != nil {
+	if err := unknownTests(flattenable, e); err != nil {
 		return nil, err
 	}
 	var out []Entry
@@ -572,7 +579,7 @@ func (f *flattener) ifindexes() []uint32 {
 // negated -i become one entry per other interface. (Two negated -p would
 // be 254 entries, which every later rule under the guard multiplies: refused.)
 func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
-	if err := unknownTests(a, b); err != nil {
+	if err := unknownTests(flattenable|MRTHdr, a, b); err != nil {
 		return nil, err
 	}
 	out := b
@@ -620,7 +627,7 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	take(MSrcType, func() { out.SrcTypes, out.TypeDev = b.SrcTypes, b.TypeDev })
 	take(MDstType, func() { out.DstTypes, out.TypeDev = b.DstTypes, b.TypeDev })
 	for bit := uint64(1); bit != 0; bit <<= 1 {
-		if bit&hdrTests != 0 {
+		if bit&(hdrTests|MRTHdr) != 0 {
 			take(bit, func() { hdrFields(bit, &out, &b, true) })
 		}
 	}
@@ -730,7 +737,7 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		return nil
 	}
 	for bit := uint64(1); bit != 0; bit <<= 1 {
-		if bit&hdrTests != 0 {
+		if bit&(hdrTests|MRTHdr) != 0 {
 			if err := same(bit, hdrFields(bit, &a, &b, false), "header or connection"); err != nil {
 				return nil, err
 			}

@@ -1,0 +1,67 @@
+package firewall
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// realWorldNotYet are the files of testdata/realworld that do not load yet,
+// with the refusal each gets (a substring of the error). When support
+// lands the file loads, this test fails, and the entry goes: the table is
+// the list of what users still cannot bring (docs/compat.md).
+var realWorldNotYet = map[string]string{
+	"openwrt-fw3.v4":   "-m limit on a rule with -j RETURN is not supported yet",
+	"ufw-host.v4":      "-m limit on a rule with -j RETURN is not supported yet",
+	"tor-relay.v4":     `"connlimit": module connlimit is not supported`,
+	"hardened-host.v4": `"hashlimit": module hashlimit is not supported`,
+	// kube-proxy's mark is set by the kernel's nat table, after XDP
+	"k8s-node.v4": "-m mark in KUBE-FORWARD is not supported",
+}
+
+// TestRealWorldRuleSets: the rule sets of testdata/realworld, written after
+// well-known setups (ufw, Docker, Kubernetes, OpenWrt fw3, fail2ban, the
+// Arch wiki's stateful firewall, RH-Firewall, Proxmox, a PPPoE router,
+// WireGuard, ZeroTier, a Tor relay...) and each checked to load into real
+// iptables-restore (legacy and nft) when it was written, go through the
+// same check as `xdpfw apply --check --skip-unsupported` (tables other than
+// filter and raw NOTRACK skipped, every line of them listed).
+func TestRealWorldRuleSets(t *testing.T) {
+	files, err := filepath.Glob("testdata/realworld/*.v[46]")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule sets in testdata/realworld (%v)", err)
+	}
+	p := Paths{PinDir: t.TempDir(), StateDir: t.TempDir()}
+	loaded := 0
+	for _, f := range files {
+		name := filepath.Base(f)
+		src := rules.Sources{IPv4File: f, SkipUnsupported: true}
+		if strings.HasSuffix(f, ".v6") {
+			src = rules.Sources{IPv6File: f, SkipUnsupported: true}
+		}
+		rs, err := rules.ReadFiles(src)
+		var res *CheckResult
+		if err == nil {
+			res, err = Check(p, rs, Options{}, nil, false)
+		}
+		want, notYet := realWorldNotYet[name]
+		switch {
+		case err == nil && notYet:
+			t.Errorf("%s loads now (%d entries): take it out of realWorldNotYet (and docs/compat.md)", name, res.Entries)
+		case err == nil:
+			loaded++
+			t.Logf("%s: %d rules, %d entries, %d lines skipped, %d warnings", name, len(rs.Rules), res.Entries, len(rs.Skipped), len(res.Warnings))
+		case !notYet:
+			t.Errorf("%s: %v", name, err)
+		case !strings.Contains(err.Error(), want):
+			t.Errorf("%s: refused with %q, want %q", name, err, want)
+		}
+	}
+	t.Logf("%d of %d real-world rule sets load", loaded, len(files))
+	if _, err := os.Stat(p.StateDir); err != nil {
+		t.Fatal(err)
+	}
+}
