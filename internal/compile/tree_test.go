@@ -225,12 +225,10 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 	return p
 }
 
-
 // testDev is p's devices as the data plane knows them (testIfaces).
 func testDev(p *RefPacket) Dev {
 	return Dev{In: testIfaces[p.InIface], Out: testIfaces[p.OutIface]}
 }
-
 
 // refHeader draws p's header fields (-m iprange, length, ttl, dscp, tos,
 // ecn) at or near m's bounds half the time.
