@@ -216,22 +216,8 @@ func TestSetsDifferential(t *testing.T) {
 			ref := refPacket(p, iface)
 			ref.Sets = refSets
 			ref.CTState = uint8(r.IntN(int(compile.NumCTStates)))
-			var d compile.Decision
-			if p.FragOffset != 0 {
-				d = frags.Later(fragKey(p, ref.Chain), int(p.FragOffset)*8)
-			} else {
-				d = compile.Decide(rs, ref)
-				if p.MoreFragments {
-					frags.First(fragKey(p, ref.Chain), d, fragCarried(p))
-				}
-			}
-			want := compile.PolicyID(0, p.Src.Is6())
-			switch {
-			case d.Rule >= 0:
-				want = f.ids[d.Rule]
-			case d.Rule == compile.NoRule:
-				want = 0
-			}
+			d := refDecide(rs, ref, p, frags)
+			want := refRuleID(d, ref, f.ids)
 			got, err := f.runAssuming(p.Bytes(), iface, int(ref.CTState))
 			if err != nil {
 				t.Fatal(err)
