@@ -249,7 +249,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc, objs.FwAddrtypeKey, objs.FwTcPkt},
+			objs.FwCtGc, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,

@@ -287,22 +287,8 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 				}
 			}
 		}
-		var d compile.Decision
-		if p.FragOffset != 0 {
-			d = frags.Later(fragKey(p, ref.Chain), int(p.FragOffset)*8)
-		} else {
-			d = compile.DecideAt(rs, ref, limits)
-			if p.MoreFragments {
-				frags.First(fragKey(p, ref.Chain), d, fragCarried(p))
-			}
-		}
-		wantID := compile.PolicyID(uint8(ref.Chain), p.Src.Is6())
-		switch {
-		case d.Rule >= 0:
-			wantID = ids[d.Rule]
-		case d.Rule == compile.NoRule:
-			wantID = 0
-		}
+		d := refDecide(rs, ref, p, frags, limits)
+		wantID := refRuleID(d, ref, ids)
 		wantAct := wantXDP(d)
 		got := results[i]
 		if got.RuleID != wantID || got.XDPAction != wantAct || got.Chain != uint8(ref.Chain) ||
@@ -392,6 +378,32 @@ func checkLogs(f *fixture, ids []uint32, d compile.Decision, wantID uint32, got 
 		}
 	}
 	return ""
+}
+
+// refDecide is the reference's decision for p (ref: what it knows of
+// it): a later fragment's from frags, else compile.Decide's, which frags
+// records for a first fragment.
+func refDecide(rs *rules.RuleSet, ref compile.RefPacket, p *packet.Packet, frags compile.Fragments, st *compile.State) compile.Decision {
+	if p.FragOffset != 0 {
+		return frags.Later(fragKey(p, ref.Chain), int(p.FragOffset)*8)
+	}
+	d := compile.DecideAt(rs, ref, st)
+	if p.MoreFragments {
+		frags.First(fragKey(p, ref.Chain), d, fragCarried(p))
+	}
+	return d
+}
+
+// refRuleID is the counter id the data plane reports for d (rule i has
+// id ids[i]).
+func refRuleID(d compile.Decision, ref compile.RefPacket, ids []uint32) uint32 {
+	switch {
+	case d.Rule >= 0:
+		return ids[d.Rule]
+	case d.Rule == compile.NoRule:
+		return 0
+	}
+	return compile.PolicyID(uint8(ref.Chain), ref.Src.Is6())
 }
 
 // fragKey is the datagram fragment p belongs to, decided in chain.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 	"github.com/xdpfw/xdpfw/testutil"
 )
@@ -181,6 +182,14 @@ func TestSetsDifferential(t *testing.T) {
 				return false
 			}}
 		}
+		// Fragments: each datagram its own identification; a later
+		// fragment comes after its first or alone (as in TestDifferential).
+		if err := f.dp.FlushFrags(); err != nil {
+			t.Fatal(err)
+		}
+		frags := compile.Fragments{}
+		var pending *packet.Packet // a later fragment, after its first fragment
+		var pendingIface string
 		for k := 0; k < 2000; k++ {
 			p, iface := genPacket(r, rs, []string{"lo", "eth0", "eth1", "veth0"})
 			if r.IntN(2) == 0 { // aim at the sets
@@ -194,14 +203,21 @@ func TestSetsDifferential(t *testing.T) {
 					}
 				}
 			}
+			if pending != nil {
+				p, iface, pending = pending, pendingIface, nil
+			} else if p.IsFragment() {
+				p.FragID = uint32(k + 1)
+				if p.FragOffset != 0 && r.IntN(2) == 0 {
+					later := *p
+					pending, pendingIface = &later, iface
+					p.FragOffset, p.MoreFragments = 0, true
+				}
+			}
 			ref := compile.RefPacketOf(p, iface)
 			ref.Sets = refSets
 			ref.CTState = uint8(r.IntN(int(compile.NumCTStates)))
-			d := compile.Decide(rs, ref)
-			want := compile.PolicyID(0, p.Src.Is6())
-			if d.Rule >= 0 {
-				want = f.ids[d.Rule]
-			}
+			d := refDecide(rs, ref, p, frags, nil)
+			want := refRuleID(d, ref, f.ids)
 			got, err := f.runAssuming(p.Bytes(), iface, int(ref.CTState))
 			if err != nil {
 				t.Fatal(err)
