@@ -137,8 +137,8 @@ enum fw_pkttype {
 #define FW_PKT_VLAN     0x04 /* at least one VLAN tag: vlan_id valid */
 #define FW_PKT_ANSWER   0x08 /* a TCP RST, or an IPv4 ICMP / IPv6 ICMPv6 destination unreachable:
 			      * maybe this host's own REJECT answer (fw_reject_own_answer) */
-#define FW_PKT_RT       0x10 /* rt_type, rt_segsleft, rt_hdrlen hold the first IPv6 routing header's (lib/exthdr.h) */
-#define FW_PKT_MSS      0x20 /* mss holds TCP's MSS option (lib/exthdr.h) */
+#define FW_PKT_RT       0x40 /* rt_type, rt_segsleft, rt_hdrlen hold the first IPv6 routing header's (lib/exthdr.h) */
+#define FW_PKT_MSS      0x80 /* mss holds TCP's MSS option (lib/exthdr.h) */
 
 /* TCP header flag bits (fw_pkt.tcp_flags). */
 #define FW_TCP_FIN 0x01

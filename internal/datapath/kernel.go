@@ -35,7 +35,7 @@ var helperSince = map[asm.BuiltinFunc]string{
 	asm.FnKtimeGetNs: "4.1", asm.FnSkbStoreBytes: "4.1", asm.FnTailCall: "4.2", asm.FnRedirect: "4.4",
 	asm.FnSkbLoadBytes: "4.5", asm.FnSkbChangeTail: "4.9", asm.FnSkbPullData: "4.9", asm.FnSkbChangeHead: "4.10",
 	asm.FnXdpAdjustHead: "4.10", asm.FnSkbAdjustRoom: "4.13", asm.FnXdpAdjustTail: "4.18", asm.FnFibLookup: "4.18",
-	asm.FnMapPushElem: "4.20", asm.FnMapPopElem: "4.20", asm.FnForEachMapElem: "5.13",
+	asm.FnMapPushElem: "4.20", asm.FnMapPopElem: "4.20", asm.FnForEachMapElem: "5.13", asm.FnLoop: "5.17",
 	asm.FnJiffies64: "5.5", asm.FnRingbufReserve: "5.8", asm.FnRingbufSubmit: "5.8", asm.FnKtimeGetCoarseNs: "5.11",
 	asm.FnXdpLoadBytes: "5.18",
 }
