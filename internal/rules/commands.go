@@ -98,10 +98,12 @@ func (p *fileParser) command(n int, toks []token) *Error {
 	if p.opt.Family != FamilyAny && r.Match.Family != p.opt.Family {
 		return nil // a line for the other family's restore
 	}
+	if name == "-A" { // the common case: no index of the chain's rules (a file of N -A lines is O(N))
+		p.rs.Rules = append(p.rs.Rules, r)
+		return nil
+	}
 	at := p.chainRules(c, user)
 	switch name {
-	case "-A":
-		p.rs.Rules = append(p.rs.Rules, r)
 	case "-I":
 		if num == 0 {
 			num = 1

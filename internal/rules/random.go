@@ -73,6 +73,9 @@ func (k RandomKnobs) keep(rule *Rule) {
 		if i := m.ICMP; i != nil && i.Any && m.Family == FamilyIPv6 {
 			m.ICMP = nil
 		}
+		if g := t.Group; g != nil && g.ULOG { // Linux has had no ULOG since 3.17
+			t.Group = nil
+		}
 	}
 	rule.Text = rule.Spec()
 }
@@ -163,9 +166,12 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 		hdr := rand.New(rand.NewPCG(l4.Uint64(), 0x68))
 		for i := range rs.Rules {
 			randomHeader(hdr, &rs.Rules[i].Match)
-			k.keep(&rs.Rules[i])
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
+	}
+	// the knobs last: they remove what any stream above drew
+	for i := range rs.Rules {
+		k.keep(&rs.Rules[i])
 	}
 	return rs
 }
