@@ -103,6 +103,10 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	pp->ifindex = ctx->ingress_ifindex;
 	pp->chain = fw_ingress_chain(ctx, pp);
+	/* iptables' FORWARD sees the TTL (hop limit) ip_forward /
+	 * ip6_forward has already decremented: -m ttl / -m hl test that */
+	if (pp->chain == FW_CHAIN_FORWARD && pp->ttl)
+		pp->ttl--;
 
 	if (pp->flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
 		if (fw_frag_later(pp, &d) < 0)

@@ -145,7 +145,7 @@ func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool 
 		test(MMark, p.Mark&e.MarkMask == e.Mark) &&
 		test(MPktType, e.PktTypes&(1<<PktTypeOf(p)) != 0) &&
 		test(MLen, p.Len >= uint32(e.LenLo) && p.Len <= uint32(e.LenHi)) &&
-		test(MTTL, p.TTL >= e.TTLLo && p.TTL <= e.TTLHi) &&
+		test(MTTL, p.TTLSeen() >= e.TTLLo && p.TTLSeen() <= e.TTLHi) &&
 		test(MTOS, p.TOS&e.TOSMask == e.TOSCmp) &&
 		test(MECNIP, p.TOS&3 == e.ECNIP) &&
 		test(MECNTCP, p.TCPFlags&e.ECNMask == e.ECNCmp) &&

@@ -470,8 +470,9 @@ func headerMatches(m *rules.Match, p *RefPacket) bool {
 		return false
 	}
 	if t := m.TTL; t != nil {
-		ok := map[rules.TTLOp]bool{rules.TTLEq: p.TTL == t.Value, rules.TTLNe: p.TTL != t.Value,
-			rules.TTLLt: p.TTL < t.Value, rules.TTLGt: p.TTL > t.Value}[t.Op]
+		ttl := p.TTLSeen()
+		ok := map[rules.TTLOp]bool{rules.TTLEq: ttl == t.Value, rules.TTLNe: ttl != t.Value,
+			rules.TTLLt: ttl < t.Value, rules.TTLGt: ttl > t.Value}[t.Op]
 		if !ok {
 			return false
 		}

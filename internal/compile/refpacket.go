@@ -55,6 +55,16 @@ func RefPacketOf(p *packet.Packet, iface string) RefPacket {
 	return rp
 }
 
+// TTLSeen is the TTL (hop limit) -m ttl / -m hl test: in FORWARD one less
+// than the packet arrived with, as Linux decrements it before the FORWARD
+// hook (ip_forward, ip6_forward); the data plane does the same (xdp_fw.c).
+func (p *RefPacket) TTLSeen() uint8 {
+	if p.Chain == rules.ChainForward && p.TTL > 0 {
+		return p.TTL - 1
+	}
+	return p.TTL
+}
+
 // tcpMSS is the MSS option of TCP options opts (as the builder pads them)
 // as the kernel's xt_tcpmss finds it, or NoMSS.
 func tcpMSS(opts []byte) uint32 {

@@ -629,7 +629,7 @@ func KeyOf(p *RefPacket, dev Dev) Key {
 		k[DimICMP] = uint32(p.ICMPType)<<8 | uint32(p.ICMPCode)
 	}
 	k[DimCTState] = uint32(p.CTState)
-	k[DimLen], k[DimTTL], k[DimTOS] = uint32(p.Len), uint32(p.TTL), uint32(p.TOS)
+	k[DimLen], k[DimTTL], k[DimTOS] = uint32(p.Len), uint32(p.TTLSeen()), uint32(p.TOS)
 	return k
 }
 

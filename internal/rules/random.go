@@ -52,13 +52,20 @@ type RandomKnobs struct {
 	// NoCTState leaves out -m conntrack --ctstate (for a test whose two
 	// sides cannot be made to see the same connection states).
 	NoCTState bool
+	// NoCTOptions leaves out -m conntrack's tests other than --ctstate
+	// (--ctdir, --ctstatus, --ctproto, --ctorig*/--ctrepl*: for a test
+	// whose reference does not know the connection's direction and status).
+	NoCTOptions bool
 }
 
 // keep removes from rule what k switches off.
 func (k RandomKnobs) keep(rule *Rule) {
 	m, t := &rule.Match, &rule.Target
 	if k.NoCTState { // and the tests that need a connection
-		m.CTState, m.CTProto, m.CTStatus, m.CTDir = nil, nil, nil, nil
+		m.CTState = nil
+	}
+	if k.NoCTState || k.NoCTOptions {
+		m.CTProto, m.CTStatus, m.CTDir = nil, nil, nil
 		m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst = nil, nil, nil, nil
 	}
 	if k.IptablesOnly {

@@ -202,12 +202,12 @@ func TestIptablesDifferential(t *testing.T) {
 				continue
 			}
 			r := rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)|boolBit(ph.ct)<<1))
-			rs := rules.RandomRuleSetWith(r, 1+r.IntN(diffMaxRules), rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct})
+			rs := rules.RandomRuleSetWith(r, 1+r.IntN(diffMaxRules), rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct, NoCTOptions: true})
 			if ph.ct && r.IntN(3) > 0 {
 				rs.Rules = append(statefulHead(t, r), rs.Rules...)
 			}
 			if set%4 == 3 {
-				more := rules.RandomRuleSetWith(r, 20, rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct})
+				more := rules.RandomRuleSetWith(r, 20, rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct, NoCTOptions: true})
 				rs.Rules = append(rs.Rules, more.Rules...)
 				logHeavy(r, rs)
 			}
