@@ -801,6 +801,22 @@ func RandomChains(r *rand.Rand, rs *RuleSet) {
 // probePorts are the common ports of packets aimed at random rules.
 var probePorts = [...]uint16{0, 1, 22, 53, 80, 123, 443, 1023, 1024, 8080, 65534, 65535}
 
+// RandomAddr returns an address of any value, IPv6 or IPv4.
+func RandomAddr(r *rand.Rand, v6 bool) netip.Addr {
+	if v6 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(r.UintN(256))
+		}
+		return netip.AddrFrom16(b)
+	}
+	var b [4]byte
+	for i := range b {
+		b[i] = byte(r.UintN(256))
+	}
+	return netip.AddrFrom4(b)
+}
+
 // RandomAddrIn returns an address of prefix p for a packet aimed at a rule:
 // random host bits, or its first or last address, or the address just
 // outside it.

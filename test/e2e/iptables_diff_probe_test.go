@@ -340,16 +340,5 @@ func probeAddr(r *rand.Rand, am *rules.AddrMatch, v6 bool) netip.Addr {
 		}
 		return mustAddr(dpick(r, diffPoolV4))
 	}
-	if v6 {
-		var b [16]byte
-		for i := range b {
-			b[i] = byte(r.UintN(256))
-		}
-		return netip.AddrFrom16(b)
-	}
-	var b [4]byte
-	for i := range b {
-		b[i] = byte(r.UintN(256))
-	}
-	return netip.AddrFrom4(b)
+	return rules.RandomAddr(r, v6)
 }
