@@ -142,6 +142,11 @@ func (p *ruleParser) optPorts(o optUse) *Error { return p.portList(o, &p.r.Match
 
 // portList handles the -m multiport options.
 func (p *ruleParser) portList(o optUse, dst **PortMatch) *Error {
+	if first := p.multiport; first != nil {
+		return p.errAt(o.opt, "", fmt.Sprintf("%s and %s both given to one -m multiport", first.text, o.opt.text),
+			"one -m multiport takes one of --sports, --dports, --ports (as in iptables): write -m multiport "+o.opt.text+" ... again")
+	}
+	p.multiport = &o.opt
 	a := o.args[0]
 	ranges, ve := parsePortList(a.text, p.protoText())
 	if ve != nil {

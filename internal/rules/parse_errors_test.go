@@ -177,6 +177,12 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -m comment -j DROP", ParseOptions{}, "1:10", "", "-m comment needs --comment", ""},
 		{"-A INPUT -m comment --comment -j DROP", ParseOptions{}, "1:21", "", "--comment needs an argument", ""},
 		{"-A INPUT -m comment --comment a --comment b -j DROP", ParseOptions{}, "1:33", "", "--comment given twice for one -m comment", "its own -m comment"},
+		// long options abbreviated as iptables reads them (getopt_long over
+		// the options of the extensions loaded so far)
+		{"-A INPUT -m conntrack --ctst NEW -j DROP", ParseOptions{}, "1:23", "--ctst", "ambiguous option: it abbreviates --ctstate, --ctstatus", "write the option in full"},
+		{"-A INPUT --in eth0 -j DROP", ParseOptions{}, "1:10", "--in", "ambiguous option: it abbreviates --in-interface, --insert", ""},
+		{"-A INPUT -p tcp -m multiport --sports 1,2 --dport 3 -j DROP", ParseOptions{}, "1:43", "", "--sports and --dports both given to one -m multiport", "write -m multiport --dports ... again"},
+		{"-A INPUT -p tcp -m multiport --dports 1 --dport 2 -j DROP", ParseOptions{}, "1:41", "", "--dports given twice", ""},
 		{"-A INPUT -m comment -m comment --comment a --comment b -j DROP", ParseOptions{}, "1:10", "", "-m comment needs --comment", ""},
 		{"-A INPUT -m comment --comment a -m comment -j DROP", ParseOptions{}, "1:33", "", "-m comment needs --comment", ""},
 		{"-A INPUT -m conntrack --ctstate ESTABLISHED,BOGUS -j ACCEPT", ParseOptions{}, "1:45", "BOGUS", "unknown connection state", "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"},

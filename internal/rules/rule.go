@@ -26,6 +26,12 @@ type ruleParser struct {
 	checks   []func() *Error // run once every option is read
 	stateAt  *token          // the -m limit or -m recent, once given (afterState)
 	stateMod string          // its module
+	// loaded are the extensions whose long options iptables would read
+	// at this point of the rule (longOption); protoLoaded: the protocol's
+	// match was loaded on an unknown option, as iptables does once
+	loaded      map[string]bool
+	protoLoaded bool
+	multiport   *token // the option of the last -m multiport, once given
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
@@ -44,6 +50,7 @@ func parseRule(start Pos, c Chain, user string, toks []token, opt ParseOptions) 
 		r:       Rule{Chain: c, UserChain: user, Pos: start},
 		seen:    map[string]token{},
 		modules: map[string]*moduleUse{},
+		loaded:  map[string]bool{},
 	}
 	for p.next < len(p.toks) {
 		if err := p.option(); err != nil {
@@ -120,6 +127,13 @@ func (p *ruleParser) option() *Error {
 			return p.errAt(t, "", "! given twice", "")
 		}
 	}
+	if !exactOnly(t.text) {
+		name, err := p.longOption(t)
+		if err != nil {
+			return err
+		}
+		t.text = name
+	}
 	spec, ok := lookupOption(t.text)
 	if !ok {
 		return p.unknownOption(t)
@@ -158,6 +172,10 @@ func (p *ruleParser) option() *Error {
 			return err
 		}
 		o.args = append(o.args, a)
+	}
+	switch t.text {
+	case "-m", "--match", "-j", "--jump":
+		p.loadExt(o.args[0].text)
 	}
 	return spec.parse(p, o)
 }
