@@ -11,6 +11,8 @@ package rules
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
+	"strings"
 )
 
 // Chain is a built-in iptables chain. The numeric values are shared with the
@@ -615,10 +617,52 @@ type RuleSet struct {
 
 // Skipped is one line of a rule file left out (ParseOptions.SkipUnsupported).
 type Skipped struct {
-	Pos  Pos    // the line (column 1), or the token that cannot be run
-	Line string // the line as written, white space trimmed (at most 64 bytes: Clip)
-	Why  string // what cannot be run and why
+	Pos   Pos    // the line (column 1), or the token that cannot be run
+	Line  string // the line as written, white space trimmed (at most 64 bytes: Clip)
+	Why   string // what cannot be run and why
+	Table string // the line's table (iptables-save sections); "" in a native file
 }
+
+// KernelNATNote is what a user must know when skipped holds lines of the
+// nat table that translate addresses: kept in the kernel, they act after
+// xdpfw's verdict (DNAT, REDIRECT) or on packets xdpfw's conntrack never
+// sees translated (SNAT, MASQUERADE), so xdpfw judges that traffic by
+// the addresses it arrives with (issue 16). "" when there are none.
+func KernelNATNote(skipped []Skipped) string {
+	var dst, src int
+	for _, s := range skipped {
+		if s.Table != "nat" {
+			continue
+		}
+		switch m := natTarget.FindStringSubmatch(s.Line); {
+		case m == nil:
+		case m[3] == "DNAT" || m[3] == "REDIRECT":
+			dst++
+		default:
+			src++
+		}
+	}
+	var notes []string
+	if dst > 0 {
+		notes = append(notes, fmt.Sprintf("note: %d skipped nat rule(s) translate destinations (DNAT, REDIRECT). Where the "+
+			"kernel runs them, it does so after xdpfw's verdict: xdpfw judges those packets as they arrive, in INPUT "+
+			"with the address they were sent to, so FORWARD rules written for the translated traffic (published "+
+			"container ports, Docker's DOCKER-USER) do not apply to them; filter that traffic in INPUT by its "+
+			"original port (docs/compat.md, Tables)", dst))
+	}
+	if src > 0 {
+		notes = append(notes, fmt.Sprintf("note: %d skipped nat rule(s) translate sources (SNAT, MASQUERADE). Where the "+
+			"kernel runs them, answers to the translated connections arrive addressed to this host, which xdpfw's "+
+			"conntrack has not seen (it tracked the connection before translation): xdpfw judges them in INPUT as "+
+			"NEW, so an INPUT chain that accepts only ESTABLISHED,RELATED traffic drops them; accept them in INPUT "+
+			"(e.g. by the translated ports: -p tcp --dport 32768:60999 on the outside interface) until xdpfw "+
+			"reads the kernel's conntrack (docs/compat.md, Tables)", src))
+	}
+	return strings.Join(notes, "\n")
+}
+
+// natTarget finds an address-translating target in a nat rule's text.
+var natTarget = regexp.MustCompile(`(^|\s)(-j|--jump)\s+(DNAT|REDIRECT|SNAT|MASQUERADE)(\s|$)`)
 
 // String returns "file:line: why: line".
 func (s Skipped) String() string {
