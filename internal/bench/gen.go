@@ -5,3 +5,4 @@ package bench
 // which go generate expands inside -cflags (the Makefile sets it).
 //go:generate go tool bpf2go -tags linux -target bpfel -cc clang -cflags "-O2 -g -Wall -Werror $BPF2GO_CFLAGS" -type bench_counter trafficgen ../../bpf/bench/trafficgen.c -- -I../../bpf/bench
 //go:generate go tool bpf2go -tags linux -target bpfel -cc clang -cflags "-O2 -g -Wall -Werror $BPF2GO_CFLAGS" -type bench_counter dut ../../bpf/bench/dut.c -- -I../../bpf/bench
+//go:generate go tool bpf2go -tags linux -target bpfel -cc clang -cflags "-O2 -g -Wall -Werror $BPF2GO_CFLAGS" -type spread_state spread ../../bpf/bench/spread.c -- -I../../bpf/bench
