@@ -63,6 +63,10 @@ type compiled struct {
 	compileMS float64
 }
 
+// maxBenchRules bounds the --max-rules a benchmark tries: 2^20 entries,
+// about 1 GiB of kernel memory for both generations.
+const maxBenchRules = 1 << 20
+
 // compileText parses a benchmark's rule text (n rules) and compiles it
 // for tables sized to hold it, with ids FirstRuleID+i.
 func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) {
@@ -75,8 +79,8 @@ func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) 
 		c.ids[i] = uint32(compile.FirstRuleID + i)
 	}
 	// Overlapping rule sets may need more than n entries, nodes or leaf
-	// slots: the smallest --max-rules (doubling from the default) that
-	// holds them is the one used, and reported.
+	// slots: the smallest --max-rules (doubling from the default, up to
+	// maxBenchRules) that holds them is the one used, and reported.
 	for m := max(n, compile.DefaultMaxEntries); ; m *= 2 {
 		c.lim = datapath.LimitsFor(m)
 		t0 := time.Now()
@@ -86,7 +90,7 @@ func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) 
 		if err == nil {
 			return c, nil
 		}
-		if m >= 64*max(n, compile.DefaultMaxEntries) {
+		if m*2 > maxBenchRules {
 			return nil, fmt.Errorf("compiling %d rules (--max-rules %d): %w", n, m, err)
 		}
 	}
