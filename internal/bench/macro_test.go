@@ -105,14 +105,21 @@ func TestSweepStale(t *testing.T) {
 // packets were generated, delivered, and dropped by each DUT's intended
 // rule, every count adds up, and nothing is left behind. Timing values
 // are not judged.
-func TestMacroRuns(t *testing.T) {
-	testutil.RequireRoot(t)
+// testDUTs are the XDP DUTs and the netfilter ones installed here that the
+// tests run (iptables-legacy left out: the same work as iptables-nft).
+func testDUTs() []string {
 	duts := []string{DUTDrop, DUTXdpfw}
 	for _, d := range []string{DUTIptablesNFT, DUTNftLinear, DUTNftSet} {
 		if slices.Contains(AvailableDUTs(), d) {
 			duts = append(duts, d)
 		}
 	}
+	return duts
+}
+
+func TestMacroRuns(t *testing.T) {
+	testutil.RequireRoot(t)
+	duts := testDUTs()
 	var progress bytes.Buffer
 	res, err := Macro(context.Background(), MacroOptions{Rules: []int{100}, Sizes: []int{64}, DUTs: duts,
 		Duration: 300 * time.Millisecond, Rounds: 2, Progress: &progress})
@@ -476,12 +483,7 @@ func TestTrafficgenSpread(t *testing.T) {
 // DUTs and the netfilter ones installed here.
 func TestMacroSpreadRuns(t *testing.T) {
 	testutil.RequireRoot(t)
-	duts := []string{DUTDrop, DUTXdpfw}
-	for _, d := range []string{DUTIptablesNFT, DUTNftLinear, DUTNftSet} {
-		if slices.Contains(AvailableDUTs(), d) {
-			duts = append(duts, d)
-		}
-	}
+	duts := testDUTs()
 	var progress bytes.Buffer
 	res, err := Macro(context.Background(), MacroOptions{Rules: []int{50}, Sizes: []int{64}, DUTs: duts,
 		Duration: 200 * time.Millisecond, Rounds: 1, Progress: &progress, Spread: true})
