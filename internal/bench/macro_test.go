@@ -101,10 +101,6 @@ func TestSweepStale(t *testing.T) {
 	}
 }
 
-// TestMacroRuns runs a tiny macro benchmark and checks what it claims:
-// packets were generated, delivered, and dropped by each DUT's intended
-// rule, every count adds up, and nothing is left behind. Timing values
-// are not judged.
 // testDUTs are the XDP DUTs and the netfilter ones installed here that the
 // tests run (iptables-legacy left out: the same work as iptables-nft).
 func testDUTs() []string {
@@ -117,6 +113,10 @@ func testDUTs() []string {
 	return duts
 }
 
+// TestMacroRuns runs a tiny macro benchmark and checks what it claims:
+// packets were generated, delivered, and dropped by each DUT's intended
+// rule, every count adds up, and nothing is left behind. Timing values
+// are not judged.
 func TestMacroRuns(t *testing.T) {
 	testutil.RequireRoot(t)
 	duts := testDUTs()
