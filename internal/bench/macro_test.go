@@ -102,7 +102,7 @@ func TestSweepStale(t *testing.T) {
 }
 
 // testDUTs are the XDP DUTs and the netfilter ones installed here that the
-// tests run (iptables-legacy left out: the same work as iptables-nft).
+// tests run.
 func testDUTs() []string {
 	duts := []string{DUTDrop, DUTXdpfw}
 	for _, d := range []string{DUTIptablesNFT, DUTNftLinear, DUTNftSet} {
