@@ -46,3 +46,27 @@ func TestRuleSetTextParses(t *testing.T) {
 		}
 	}
 }
+
+// TestMicroSpreadRuns: the spread measurement runs on the disjoint and a
+// ClassBench-style set, checks its frames in the data plane, fills every
+// field. Timing values are not judged.
+func TestMicroSpreadRuns(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, set := range []string{RuleSetDisjoint, RuleSetIPC} {
+		res, err := Micro(MicroOptions{Sizes: []int{200}, Families: []string{"ipv4"}, Rounds: 2, Repeat: 2000, RuleSet: set, Spread: 150})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res[0]
+		sp := r.Spread
+		if sp == nil || sp.K != 150 || len(sp.WarmP50) != 2 || len(sp.SpreadP5) != 2 || sp.DriverWarm.P50 <= 0 ||
+			sp.DriverSpread.P50 <= 0 || sp.Spread.P99 < sp.Spread.P50 || r.MaxRules <= 0 || r.BytesPerRule <= 0 || r.RuleSet != set {
+			t.Errorf("%s: incomplete result %+v %+v", set, r, sp)
+		}
+		var b strings.Builder
+		WriteSpreadTable(&b, res)
+		if !strings.Contains(b.String(), set) {
+			t.Errorf("table:\n%s", b.String())
+		}
+	}
+}
