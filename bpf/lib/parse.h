@@ -77,6 +77,15 @@ static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 
 	return FW_PARSE_OK;
 }
 
+/* fw_pkt_set_vlan makes the tag the NIC stripped (rx_vlan: FW_RX_VLAN_TAGGED
+ * | VID, from xdpfw_rxvlan) the packet's outermost: any tag parse_eth
+ * found in the frame is an inner one. */
+static __always_inline void fw_pkt_set_vlan(struct fw_pkt *p, __u32 rx_vlan)
+{
+	p->vlan_id = rx_vlan & 0x0fff;
+	p->flags |= FW_PKT_VLAN;
+}
+
 /* IPv4: any IHL; non-first fragments carry no L4 header. */
 static __always_inline int parse_ipv4(struct cursor *c, struct fw_pkt *p, __u8 *l4proto)
 {

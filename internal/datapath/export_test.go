@@ -30,6 +30,7 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
+	delete(spec.Programs, rxvlanProgName) // device-bound: loaded per interface
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
