@@ -413,7 +413,6 @@ struct {
  * the parsed packet, what conntrack will record, the rule set in force.
  * The stage runs right after, on the same CPU, before anything else can
  * use the slot. Not pinned: it lives for one packet. */
-#define FW_RX_VLAN_TAGGED 0x10000 /* fw_xdp_handoff.rx_vlan holds a tag */
 struct fw_xdp_handoff {
 	struct fw_pkt pkt;
 	__u8 ct[48];         /* struct fw_ct's first fw_ct_plan_size bytes (lib/ct.h) */

@@ -118,9 +118,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	__u32 rx_vlan = h->rx_vlan;
 	h->rx_vlan = 0;
 
-	rc = fw_parse(data, data_end, bytes, pp);
-	if (rx_vlan) /* the NIC stripped the outermost tag: the frame's are inner */
-		fw_pkt_set_vlan(pp, rx_vlan);
+	rc = fw_parse(data, data_end, bytes, rx_vlan, pp);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, pp);
