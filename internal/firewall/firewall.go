@@ -488,7 +488,17 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
-	return f.apply(rs, opt, false)
+	res, err := f.apply(rs, opt, false)
+	if err != nil {
+		return nil, err
+	}
+	// What the new rules run into on the interfaces filtered (a
+	// --vlan-id rule where XDP cannot see tags), as load says.
+	for _, name := range slices.Sorted(maps.Keys(f.st.Interfaces)) {
+		c := datapath.CheckDevice(name, datapath.Mode(f.st.Interfaces[name].Mode))
+		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, c)...)
+	}
+	return res, nil
 }
 
 // apply assigns stable ids and installs rs as the next generation.

@@ -464,10 +464,13 @@ func TestDeviceWarnings(t *testing.T) {
 	}
 
 	f.mustRun("detach", "-i", l.srvIf)
-	r = f.mustRun("load", "-i", l.srvIf, "--mode", "generic", rulesFile)
+	if r := f.mustRun("load", "-i", l.srvIf, "--mode", "generic", writeRules(t, "plain.rules", "-A INPUT -p tcp --dport 5000 -j DROP")); strings.Contains(r.stderr, "warning") {
+		t.Errorf("load --mode generic without VLAN rules warns: %s", r)
+	}
+	r = f.mustRun("apply", rulesFile) // a VLAN rule appears
 	for _, want := range []string{"warning: " + l.srvIf + " is a veth: a tag", "native mode only", "ethtool -K PEER txvlan off"} {
 		if !strings.Contains(r.stderr, want) {
-			t.Errorf("load --mode generic does not warn %q: %s", want, r)
+			t.Errorf("apply of a --vlan-id rule in generic mode does not warn %q: %s", want, r)
 		}
 	}
 	st := f.status()
