@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -458,6 +459,9 @@ func TestDeviceWarnings(t *testing.T) {
 	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 1 {
 		t.Errorf("status: want the REJECT warning only with %s:\n%s", l.srvIf, st.raw)
 	}
+	if r := f.mustRun("list"); strings.Contains(r.stdout, "cannot see") {
+		t.Errorf("list in native mode says a --vlan-id rule is blind:\n%s", r.stdout)
+	}
 	xdpPass(t, l.cli, l.cliIf)
 	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 0 {
 		t.Errorf("status with XDP on the peer: want no warning:\n%s", st.raw)
@@ -479,5 +483,24 @@ func TestDeviceWarnings(t *testing.T) {
 	}
 	if r := f.mustRun("status"); !strings.Contains(r.stdout, "  warning: "+l.srvIf+" is a veth: a tag") {
 		t.Errorf("status text does not show the warning:\n%s", r.stdout)
+	}
+	want := "-A INPUT -m vlan --vlan-id 5 -j DROP   [--vlan-id cannot see VLAN tags on " + l.srvIf + ": see status]"
+	if r := f.mustRun("list"); !strings.Contains(r.stdout, want) || strings.Count(r.stdout, "cannot see") != 1 {
+		t.Errorf("list in generic mode: want the --vlan-id rule, and it alone, marked %q:\n%s", want, r.stdout)
+	}
+	var listing struct {
+		Rules []struct {
+			Rule      string   `json:"rule"`
+			VLANBlind []string `json:"vlan_blind"`
+		} `json:"rules"`
+	}
+	r = f.mustRun("list", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &listing); err != nil {
+		t.Fatalf("list --json: %v", err)
+	}
+	for _, x := range listing.Rules {
+		if w := strings.Contains(x.Rule, "--vlan-id"); w != (len(x.VLANBlind) == 1 && x.VLANBlind[0] == l.srvIf) {
+			t.Errorf("list --json: %q has vlan_blind %v", x.Rule, x.VLANBlind)
+		}
 	}
 }
