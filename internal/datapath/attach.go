@@ -300,6 +300,9 @@ type IfaceState struct {
 	// Warnings are the device's caveats the rules in force run into
 	// (DeviceCaveats; filled by the firewall, which knows the rules).
 	Warnings []string `json:"warnings,omitempty"`
+	// VLANReader: the interface runs xdpfw_rxvlan, which reads the VLAN
+	// tags its NIC strips and jumps to the program (rxvlan.go).
+	VLANReader *VLANReader `json:"vlan_reader,omitempty"`
 }
 
 // InterfaceState asks the kernel whether xdpfw's links pinned in dir
@@ -330,6 +333,7 @@ func InterfaceState(dir, iface string) IfaceState {
 		return s
 	}
 	s.Filtering = true
+	s.VLANReader = vlanReaderOf(nl)
 	if e, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
 		if linkIfindex(e) != s.Index {
 			s.Problem = "the OUTPUT chain's tc link is severed: xdpfw load repairs it"

@@ -113,18 +113,45 @@ func (d *Datapath) entryFor(nl netlink.Link, mode Mode) (prog *ebpf.Program, don
 	return p, func() { p.Close() }
 }
 
-// ReadsVLANMetadata says whether the interface nl runs xdpfw_rxvlan: XDP
-// reads the VLAN tags its NIC strips.
-func ReadsVLANMetadata(nl netlink.Link) bool {
+// VLANReader is xdpfw_rxvlan as it runs on an interface.
+type VLANReader struct {
+	ID uint32 `json:"program_id"` // xdpfw_rxvlan's, bound to the interface
+	// Next is the program it jumps to (slot 1 of its fw_xdp_stages): the
+	// loaded xdpfw_ingress (0: none, so it drops every packet).
+	Next uint32 `json:"next_program_id"`
+}
+
+// vlanReaderOf is the xdpfw_rxvlan nl runs (nil: none).
+func vlanReaderOf(nl netlink.Link) *VLANReader {
 	x := nl.Attrs().Xdp
 	if x == nil || !x.Attached || x.ProgId == 0 {
-		return false
+		return nil
 	}
 	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
 	if err != nil {
-		return false
+		return nil
 	}
 	defer p.Close()
 	info, err := p.Info()
-	return err == nil && info.Name == rxvlanProgName
+	if err != nil || info.Name != rxvlanProgName {
+		return nil
+	}
+	r := &VLANReader{ID: x.ProgId}
+	ids, _ := info.MapIDs()
+	for _, id := range ids {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			continue
+		}
+		var next uint32
+		if m.Type() == ebpf.ProgramArray && m.Lookup(uint32(1), &next) == nil {
+			r.Next = next
+		}
+		m.Close()
+	}
+	return r
 }
+
+// ReadsVLANMetadata says whether the interface nl runs xdpfw_rxvlan: XDP
+// reads the VLAN tags its NIC strips.
+func ReadsVLANMetadata(nl netlink.Link) bool { return vlanReaderOf(nl) != nil }

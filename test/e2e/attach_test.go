@@ -462,6 +462,10 @@ func TestDeviceWarnings(t *testing.T) {
 	if r := f.mustRun("list"); strings.Contains(r.stdout, "cannot see") {
 		t.Errorf("list in native mode says a --vlan-id rule is blind:\n%s", r.stdout)
 	}
+	if r := f.mustRun("status"); !strings.Contains(r.stdout, "  vlan tags the NIC strips: read by xdpfw_rxvlan") {
+		t.Errorf("status in native mode does not say xdpfw_rxvlan reads the tags:\n%s", r.stdout)
+	}
+	wantStatusNamesAttachedProgram(t, f, l.srvIf)
 	xdpPass(t, l.cli, l.cliIf)
 	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 0 {
 		t.Errorf("status with XDP on the peer: want no warning:\n%s", st.raw)
