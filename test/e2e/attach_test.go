@@ -150,8 +150,11 @@ func TestAttachModes(t *testing.T) {
 			if got := st.Interfaces[l.srvIf].Mode; got != c.want || len(st.Interfaces) != 1 {
 				t.Errorf("status: mode %q, want %q:\n%s", got, c.want, st.raw)
 			}
-			if prog := xdpProg(t, l.srv, l.srvIf); prog != fmt.Sprintf("%s id %d", c.ipProg, st.ProgramID) {
-				t.Errorf("ip -d link shows %q, want %s id %d", prog, c.ipProg, st.ProgramID)
+			if prog, id := xdpProg(t, l.srv, l.srvIf), st.attachedID(t, l.srvIf); prog != fmt.Sprintf("%s id %d", c.ipProg, id) {
+				t.Errorf("ip -d link shows %q, want %s id %d", prog, c.ipProg, id)
+			}
+			if reads := st.Interfaces[l.srvIf].VLANReader != nil; reads != (c.want == "native") {
+				t.Errorf("%s mode on a veth: xdpfw_rxvlan runs: %v, want %v:\n%s", c.mode, reads, !reads, st.raw)
 			}
 			checkTCP(t, c.mode,
 				tcpProbe{from: l.cli, addr: hostPort(l.srv4, 22), ok: true},

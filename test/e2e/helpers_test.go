@@ -445,17 +445,24 @@ func wantStatusNamesAttachedProgram(t *testing.T, f *fw, iface string) {
 		f := f.with(t)
 		st := f.status()
 		prog := xdpProg(t, f.ns, iface)
-		runs := st.ProgramID
-		if r := st.Interfaces[iface].VLANReader; r != nil {
-			if r.Next != st.ProgramID {
-				t.Errorf("status reports (and trace runs) program %d, but %s's xdpfw_rxvlan jumps to %d", st.ProgramID, iface, r.Next)
-			}
-			runs = r.ID
-		}
-		if !strings.HasSuffix(prog, fmt.Sprintf(" id %d", runs)) {
+		if runs := st.attachedID(t, iface); !strings.HasSuffix(prog, fmt.Sprintf(" id %d", runs)) {
 			t.Errorf("status says %s runs program %d, but it runs %q:\n%s", iface, runs, prog, st.raw)
 		}
 	})
+}
+
+// attachedID is the id of the program status says iface runs: the pinned
+// one, or the xdpfw_rxvlan that jumps to it (checked).
+func (st *statusJSON) attachedID(t *testing.T, iface string) uint32 {
+	t.Helper()
+	r := st.Interfaces[iface].VLANReader
+	if r == nil {
+		return st.ProgramID
+	}
+	if r.Next != st.ProgramID {
+		t.Errorf("status reports (and trace runs) program %d, but %s's xdpfw_rxvlan jumps to %d", st.ProgramID, iface, r.Next)
+	}
+	return r.ID
 }
 
 // ---------------------------------------------------------------------------
