@@ -88,8 +88,8 @@ func TestMultipleInterfaces(t *testing.T) {
 		if got := st.Interfaces[i]; got.Mode != "native" || got.Index <= 0 {
 			t.Errorf("status: interface %s is %+v, want mode native:\n%s", i, got, st.raw)
 		}
-		if prog := xdpProg(t, srv, i); prog != fmt.Sprintf("xdp id %d", st.ProgramID) {
-			t.Errorf("%s runs %q, status says program %d", i, prog, st.ProgramID)
+		if prog, id := xdpProg(t, srv, i), st.attachedID(t, i); prog != fmt.Sprintf("xdp id %d", id) {
+			t.Errorf("%s runs %q, status says program %d", i, prog, id)
 		}
 	}
 	for _, c := range []struct {
@@ -252,8 +252,8 @@ func TestModeChangeRefused(t *testing.T) {
 	if after.Interfaces[l.srvIf].Mode != "native" || after.Generation != before.Generation || after.ProgramID != before.ProgramID {
 		t.Errorf("a refused mode change changed the firewall: before %+v, after %+v", before, after)
 	}
-	if prog := xdpProg(t, l.srv, l.srvIf); !strings.HasSuffix(prog, fmt.Sprintf(" id %d", after.ProgramID)) {
-		t.Errorf("%s runs %q, status names program %d", l.srvIf, prog, after.ProgramID)
+	if prog, id := xdpProg(t, l.srv, l.srvIf), after.attachedID(t, l.srvIf); !strings.HasSuffix(prog, fmt.Sprintf(" id %d", id)) {
+		t.Errorf("%s runs %q, status names program %d", l.srvIf, prog, id)
 	}
 	// the same mode (or auto) just updates
 	f.mustRun("load", "-i", l.srvIf, "--mode", "auto", rules)
