@@ -165,3 +165,56 @@ func TestVethVLANBesideFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestDriverVLANMetadata: the netdev family says veth hands XDP the VLAN
+// tag it keeps beside the frame (xmo_rx_vlan_tag), loopback not.
+func TestDriverVLANMetadata(t *testing.T) {
+	testutil.RequireRoot(t)
+	a, b := testutil.NewNetNS(t), testutil.NewNetNS(t)
+	dev, _ := testutil.VethPair(t, a, "dev0", nil, b, "peer0", nil)
+	if err := a.Do(func() error {
+		for _, c := range []struct {
+			ifindex int
+			want    bool
+		}{{dev.Index, true}, {1, false}} {
+			got, err := datapath.DriverVLANMetadata(c.ifindex)
+			if err != nil {
+				return err
+			}
+			if got != c.want {
+				t.Errorf("ifindex %d: VLAN tag metadata %v, want %v", c.ifindex, got, c.want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRXVLANRefused: where the kernel refuses xdpfw_rxvlan (before Linux
+// 6.16 a device-bound program may not tail-call), the interface runs
+// xdpfw_ingress alone, and CheckDevice says why --vlan-id is blind there.
+func TestRXVLANRefused(t *testing.T) {
+	f := newFixture(t)
+	datapath.WithoutRXVLAN(f.dp)
+	peer := testutil.NewNetNS(t)
+	fw, _ := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	if err := f.ns.Do(func() error {
+		if _, err := f.dp.Attach(fw.Name, datapath.ModeNative); err != nil {
+			return err
+		}
+		nl, err := netlink.LinkByName(fw.Name)
+		if err != nil {
+			return err
+		}
+		if datapath.ReadsVLANMetadata(nl) {
+			t.Error("xdpfw_rxvlan runs though it could not be loaded")
+		}
+		if c := datapath.CheckDevice(fw.Name, datapath.ModeNative); !strings.Contains(c.VLAN, "Linux 6.16") {
+			t.Errorf("VLAN caveat %q, want it to say the kernel is too old", c.VLAN)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -266,3 +266,7 @@ func (d *Datapath) AgeFrags(dt time.Duration) error {
 	}
 	return nil
 }
+
+// WithoutRXVLAN makes d attach as a kernel that refuses xdpfw_rxvlan
+// (before Linux 6.16) does: xdpfw_ingress alone.
+func WithoutRXVLAN(d *Datapath) { d.rxvlan = nil }
