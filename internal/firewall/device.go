@@ -29,6 +29,16 @@ func deviceWarnings(rs *rules.RuleSet, iface string, c datapath.DeviceCaveats) [
 	return out
 }
 
+// ifaceWarnings are the deviceWarnings of rs on each of names, in the
+// mode in effect there: what load, apply and apply --check --on-host say.
+func ifaceWarnings(rs *rules.RuleSet, names []string) []string {
+	var out []string
+	for _, name := range names {
+		out = append(out, deviceWarnings(rs, name, datapath.CheckDevice(name, datapath.CurrentMode(name)))...)
+	}
+	return out
+}
+
 // vlanBlind says whether r's --vlan-id cannot see the tags of packets
 // arriving on iface, whose caveats are c.
 func vlanBlind(r rules.Rule, iface string, c datapath.DeviceCaveats) bool {

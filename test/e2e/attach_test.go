@@ -478,10 +478,12 @@ func TestDeviceWarnings(t *testing.T) {
 	if r := f.mustRun("load", "-i", l.srvIf, "--mode", "generic", writeRules(t, "plain.rules", "-A INPUT -p tcp --dport 5000 -j DROP")); strings.Contains(r.stderr, "warning") {
 		t.Errorf("load --mode generic without VLAN rules warns: %s", r)
 	}
-	r = f.mustRun("apply", rulesFile) // a VLAN rule appears
-	for _, want := range []string{"warning: " + l.srvIf + " is a veth: a tag", "native mode only", "ethtool -K PEER txvlan off"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("apply of a --vlan-id rule in generic mode does not warn %q: %s", want, r)
+	for _, args := range [][]string{{"apply", "--check", "--on-host", rulesFile}, {"apply", rulesFile}} { // a VLAN rule appears
+		r = f.mustRun(args...)
+		for _, want := range []string{"warning: " + l.srvIf + " is a veth: a tag", "native mode only", "ethtool -K PEER txvlan off"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s of a --vlan-id rule in generic mode does not warn %q: %s", strings.Join(args[:len(args)-1], " "), want, r)
+			}
 		}
 	}
 	st := f.status()
