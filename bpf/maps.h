@@ -418,7 +418,10 @@ struct fw_xdp_handoff {
 	__u8 ct[48];         /* struct fw_ct's first fw_ct_plan_size bytes (lib/ct.h) */
 	struct fw_root root; /* a copy of the root in force for the packet */
 	__u32 sel;           /* fw_active_sel's */
-	__u32 _pad;
+	/* The VLAN tag the NIC stripped from the frame, from xdpfw_rxvlan
+	 * (FW_RX_VLAN_TAGGED | VID), 0 when none: xdpfw_ingress reads it and
+	 * clears it for the next packet. */
+	__u32 rx_vlan;
 	struct fw_decision d; /* the stage's decision */
 };
 struct {
@@ -440,18 +443,23 @@ struct {
 	__type(value, struct fw_pkt);
 } fw_tc_pkt SEC(".maps");
 
-/* The XDP program's classify stage, entered by a tail call. Filled at
- * load. Not pinned by name: each loaded program has its own, which the
- * control plane pins as stages_<program id> (the kernel empties a program
- * array once no file descriptor or pin holds it). */
+/* The XDP program's stages, entered by a tail call: its classify stage,
+ * and xdpfw_ingress itself for the device-bound xdpfw_rxvlan in front of
+ * it. Filled at load. Not pinned by name: each loaded program has its own,
+ * which the control plane pins as stages_<program id> (the kernel empties
+ * a program array once no file descriptor or pin holds it). */
+#define FW_XDP_STAGE_CLASSIFY 0
+#define FW_XDP_STAGE_INGRESS  1
 int xdpfw_ingress_classify(struct xdp_md *ctx);
+int xdpfw_ingress(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } fw_xdp_stages SEC(".maps") = {
-	.values = { [0] = (void *)&xdpfw_ingress_classify },
+	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_ingress_classify,
+		    [FW_XDP_STAGE_INGRESS] = (void *)&xdpfw_ingress },
 };
 
 #endif

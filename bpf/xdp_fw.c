@@ -11,7 +11,13 @@
  * classifier runs inline, without the BPF-to-BPF call whose return through
  * the kernel's return thunk costs more than the jump and the hand-over
  * (docs/classifier.md "The XDP classify stage"). The tc
- * program (tc_fw.c) calls the classifier as a global function. */
+ * program (tc_fw.c) calls the classifier as a global function.
+ *
+ * On a device whose driver hands XDP the VLAN tag it stripped (rx VLAN
+ * offload), the control plane attaches xdpfw_rxvlan instead: a small
+ * device-bound program, loaded for that interface, that reads the tag
+ * through the XDP RX metadata kfunc and tail-calls xdpfw_ingress
+ * (docs/vlan.md). */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
@@ -60,6 +66,36 @@ static __always_inline int fw_xdp_fail_closed(struct xdp_md *ctx, const struct f
 	return XDP_DROP;
 }
 
+/* bpf_xdp_metadata_rx_vlan_tag (Linux 6.8+, net/core/xdp.c) gives the
+ * VLAN tag the driver stripped from the frame; callable only from a
+ * device-bound program (BPF_F_XDP_DEV_BOUND_ONLY), where the verifier
+ * swaps in the driver's implementation. */
+extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto, __u16 *vlan_tci) __ksym;
+
+/* xdpfw_rxvlan: the entry on a device that strips VLAN tags into the
+ * packet's metadata. Loaded once per such interface, bound to it (the
+ * kfunc above); it hands the tag to xdpfw_ingress in the per-CPU slot
+ * and jumps there (Linux 6.16+ lets a device-bound program tail-call
+ * one that is not). Only fw_xdp_handoff and fw_xdp_stages: the control
+ * plane gives it the loaded program's. */
+SEC("xdp")
+int xdpfw_rxvlan(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+	__be16 proto;
+	__u16 tci;
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	/* -ENODATA: no tag; -EOPNOTSUPP: the driver offers none */
+	h->rx_vlan = bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) ? 0 : FW_RX_VLAN_TAGGED | (tci & 0x0fff);
+	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_INGRESS);
+	/* never while the control plane holds fw_xdp_stages: fail closed */
+	h->rx_vlan = 0;
+	return XDP_DROP;
+}
+
 SEC("xdp")
 int xdpfw_ingress(struct xdp_md *ctx)
 {
@@ -79,8 +115,10 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		return XDP_DROP;
 	struct fw_pkt *pp = &h->pkt;
 	*pp = (struct fw_pkt){};
+	__u32 rx_vlan = h->rx_vlan;
+	h->rx_vlan = 0;
 
-	rc = fw_parse(data, data_end, bytes, pp);
+	rc = fw_parse(data, data_end, bytes, rx_vlan, pp);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, pp);
@@ -129,7 +167,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		 * kind of pointer, not a fw_roots or a fw_deltas value (the
 		 * verifier would check it once for each). */
 		h->root = *root;
-		bpf_tail_call(ctx, &fw_xdp_stages, 0);
+		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_CLASSIFY);
 		rc = FW_DECIDE_NO_RULESET; /* no classify stage: fail closed */
 	}
 	if (rc == FW_DECIDE_NO_RULESET)

@@ -61,6 +61,13 @@ chain runs in a tc egress program attached to the same interfaces (tcx,
 or a clsact filter on kernels before 6.6; XDPFW_TC_ATTACH=tcx|clsact
 chooses).
 
+-m vlan --vlan-id N sees the tags in the frame. A NIC with rx VLAN offload
+on strips the outer tag before XDP runs (a veth keeps a tag its peer's
+sender put beside the frame): where the driver hands XDP that tag (Linux
+6.16+, native mode), load attaches a small program bound to the interface,
+xdpfw_rxvlan, that reads it; elsewhere load and apply warn, naming the
+interface and the fix (ethtool -K IFACE rxvlan off), and status shows it.
+
 -j LOG rules and --log on ACCEPT, DROP or REJECT rules log packets: each
 event carries the packet's first --log-snap bytes and goes to a ring buffer
 that 'xdpfw log' reads; each logged rule emits at most its rate

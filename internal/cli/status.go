@@ -86,6 +86,10 @@ func newStatus(e *env) *cobra.Command {
 					continue
 				}
 				fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d mode %s\n", n, i.Index, i.Mode)
+				if r := i.VLANReader; r != nil {
+					fmt.Fprintf(e.stdout, "  vlan tags the NIC strips: read by xdpfw_rxvlan (program id %d, bound to %s), then program id %d\n",
+						r.ID, n, r.Next)
+				}
 				if i.Problem != "" {
 					fmt.Fprintf(e.stdout, "  warning: %s\n", i.Problem)
 				}

@@ -129,6 +129,11 @@ type Datapath struct {
 	// when opened from pins).
 	stages    *ebpf.Map
 	stagesPin string
+	// rxvlan is xdpfw_rxvlan's spec, loaded per interface with handoff
+	// (fw_xdp_handoff, also in unpinned) and stages (rxvlan.go); nil
+	// when opened from pins.
+	rxvlan  *ebpf.ProgramSpec
+	handoff *ebpf.Map
 	// tracers are the trace instances, loaded on first use (trace.go):
 	// XDP and tc, reporting; XDP and tc, recording (tests).
 	tracers [4]*tracer
@@ -193,7 +198,10 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			m.Close()
 		}
 	}
-	var objs xdpfwObjects
+	// xdpfw_rxvlan is loaded per interface, bound to it (rxvlan.go).
+	rxvlan := spec.Programs[rxvlanProgName]
+	delete(spec.Programs, rxvlanProgName)
+	var objs loadObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		closeUpgraded()
@@ -248,12 +256,27 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rejGlob:     objs.FwRejectGlobal,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
+		rxvlan:      rxvlan,
+		handoff:     objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
 			objs.FwCtGc, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
 	}, nil
+}
+
+// loadObjects are what Load loads: all but xdpfw_rxvlan.
+type loadObjects struct {
+	xdpfwMaps
+	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
+	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
+	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
+	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+}
+
+func (o *loadObjects) Close() error {
+	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify)
 }
 
 // upgradable are the pinned maps a newer program may make with another

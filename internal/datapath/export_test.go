@@ -30,6 +30,7 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
+	delete(spec.Programs, rxvlanProgName) // device-bound: loaded per interface
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
@@ -265,3 +266,7 @@ func (d *Datapath) AgeFrags(dt time.Duration) error {
 	}
 	return nil
 }
+
+// WithoutRXVLAN makes d attach as a kernel that refuses xdpfw_rxvlan
+// (before Linux 6.16) does: xdpfw_ingress alone.
+func WithoutRXVLAN(d *Datapath) { d.rxvlan = nil }

@@ -336,13 +336,13 @@ type xdpfwFwStateScratch struct {
 }
 
 type xdpfwFwXdpHandoff struct {
-	_    structs.HostLayout
-	Pkt  xdpfwFwPkt
-	Ct   [48]uint8
-	Root xdpfwFwRoot
-	Sel  uint32
-	Pad  uint32
-	D    struct {
+	_      structs.HostLayout
+	Pkt    xdpfwFwPkt
+	Ct     [48]uint8
+	Root   xdpfwFwRoot
+	Sel    uint32
+	RxVlan uint32
+	D      struct {
 		_      structs.HostLayout
 		RuleId uint32
 		Action uint8
@@ -401,6 +401,7 @@ const (
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
+	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
 	xdpfwVarFwLogSnap             = "fw_log_snap"
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
@@ -455,6 +456,7 @@ type xdpfwProgramSpecs struct {
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
+	XdpfwRxvlan          *ebpf.ProgramSpec `ebpf:"xdpfw_rxvlan"`
 }
 
 // xdpfwMapSpecs contains maps before they are loaded into the kernel.
@@ -633,6 +635,7 @@ type xdpfwPrograms struct {
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwRxvlan          *ebpf.Program `ebpf:"xdpfw_rxvlan"`
 }
 
 func (p *xdpfwPrograms) Close() error {
@@ -641,6 +644,7 @@ func (p *xdpfwPrograms) Close() error {
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
+		p.XdpfwRxvlan,
 	)
 }
 

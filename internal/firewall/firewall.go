@@ -360,10 +360,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}
-	for _, name := range ifaces {
-		c := datapath.CheckDevice(name, datapath.Mode(st.Interfaces[name].Mode))
-		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, c)...)
-	}
+	res.Warnings = append(res.Warnings, ifaceWarnings(rs, ifaces)...)
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap
 	st.LogSnap = &snap
@@ -488,7 +485,14 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
-	return f.apply(rs, opt, false)
+	res, err := f.apply(rs, opt, false)
+	if err != nil {
+		return nil, err
+	}
+	// What the new rules run into on the interfaces filtered (a
+	// --vlan-id rule where XDP cannot see tags), as load says.
+	res.Warnings = append(res.Warnings, ifaceWarnings(rs, slices.Sorted(maps.Keys(f.st.Interfaces)))...)
+	return res, nil
 }
 
 // apply assigns stable ids and installs rs as the next generation.

@@ -255,6 +255,10 @@ type RuleInfo struct {
 	Counter datapath.Counter `json:"counters"`
 	// Log counts the events of a rule that logs (LOG, or --log).
 	Log *datapath.LogCounter `json:"log,omitempty"`
+	// VLANBlind are the interfaces whose packets' VLAN tags this rule's
+	// --vlan-id cannot see (the NIC strips them and XDP cannot read them
+	// there: status says why and the remedy).
+	VLANBlind []string `json:"vlan_blind,omitempty"`
 }
 
 // PolicyInfo is a chain policy for one family with its counters.
