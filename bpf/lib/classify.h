@@ -326,7 +326,7 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
  * passed (the packet does not reach it); a -m recent entry does what its
  * rule does to its list (fw_recent_apply), a -m limit one that is no LOG
  * rule takes a token (fw_limit), and is passed when that does not match;
- * then a probe sets its bit, a LOG or counting entry is noted for logging
+ * then a probe sets its bit and counts its rule, a LOG or counting entry is noted for logging
  * or counting (fw_walk_pass), and any other decides: it fills d, sets
  * *at_idx to its entry index and returns 1 (LOG rules after it then log
  * nothing: fw_log_finish cuts at the scratch's best). Returns 0 when none
@@ -370,12 +370,13 @@ static __always_inline int fw_state_settle(struct fw_decision *d, const struct f
 			continue;
 		if ((flags & (FW_EF_LIMIT | FW_EF_STATE)) == FW_EF_LIMIT && action != FW_ACT_LOG && !fw_limit(rule_id, 1))
 			continue;
-		if (probe) {
+		if (probe) /* its bit, and its rule counts the packet (as a counting entry) */
 			bits |= 1u << ((probe - 1) & (FW_PROBE_MAX - 1));
-			continue;
-		}
-		if (action == FW_ACT_LOG) {
-			fw_walk_pass(d, idx, rule_id, action | (__u32)(flags & ~FW_EF_NOTE) << 8 | p->chain << 16, 0);
+		if (probe || action == FW_ACT_LOG) {
+			fw_walk_pass(d, idx, rule_id,
+				     probe ? FW_ACT_LOG | FW_EF_COUNT << 8 | p->chain << 16
+					   : action | (__u32)(flags & ~FW_EF_NOTE) << 8 | p->chain << 16,
+				     0);
 			continue;
 		}
 		/* e again: the calls above may have spilled it */

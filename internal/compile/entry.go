@@ -73,8 +73,8 @@ type Entry struct {
 	// rule that decides nothing itself (-m limit or -m recent on a jump,
 	// goto, RETURN or rule without -j): settled after the walk in rule
 	// order, it takes the token or does the -m recent operation, and
-	// when that matches sets the packet's probe bit Probe-1; it decides
-	// nothing. GuardMask/GuardVal: the entry applies only to packets whose
+	// when that matches sets the packet's probe bit Probe-1 and counts
+	// the packet for its rule; it decides nothing. GuardMask/GuardVal: the entry applies only to packets whose
 	// probe bits b have b&GuardMask == GuardVal (the entries behind such a
 	// rule: flatten.go). A probe or guarded entry is noted by the walk and
 	// settled after it (Noted), as -m recent entries.

@@ -41,8 +41,8 @@ import (
 // matches. What lies behind it carries a guard on that bit
 // (Entry.GuardMask/GuardVal): -j C's instance is guard ∧ R ∧ k=1; RETURN
 // (and a goto's return) leaves guard ∧ k=0 (within the guard, k=1 is
-// exactly "reached, R matched, the test passed"); its counting entries
-// are guard ∧ R ∧ k=1. Guarded entries are noted and settled in rule order
+// exactly "reached, R matched, the test passed"). The probe counts its
+// rule when its test matches (no counting entries). Guarded entries are noted and settled in rule order
 // too: one decides, logs or counts only if its guard holds
 // (docs/limits.md, "Rate and state tests on rules that decide nothing").
 //
@@ -222,7 +222,7 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			}
 			ents = behind
 		}
-		if !v.Terminal() && v != rules.VerdictLog {
+		if !v.Terminal() && v != rules.VerdictLog && bit == 0 { // a probe counts its rule itself
 			// counts the packets that reach and match it, decides nothing
 			cnt, err := f.and(guard, counting(ents), r, path)
 			if err != nil {
@@ -846,6 +846,38 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 				return nil, err
 			}
 		}
+	}
+	// -m addrtype twice on IPv4 packets: an IPv4 address has one type,
+	// and each test is "its type is in the mask" (or not): two of them
+	// are one such test, the masks intersected, joined or subtracted.
+	// (IPv6's tests are not set tests: xt_addrtype's match_type6.)
+	v4 := out.Match&MFamily != 0 && out.Family == rules.FamilyIPv4
+	for _, t := range []struct {
+		bit        uint64
+		ma, mb, mo *uint16
+	}{{MSrcType, &a.SrcTypes, &b.SrcTypes, &out.SrcTypes}, {MDstType, &a.DstTypes, &b.DstTypes, &out.DstTypes}} {
+		if both&t.bit == 0 || !v4 || a.TypeDev != b.TypeDev || *t.ma == *t.mb && inv(&a, t.bit) == inv(&b, t.bit) {
+			continue
+		}
+		ia, ib := inv(&a, t.bit), inv(&b, t.bit)
+		m, neg := *t.ma&*t.mb, false
+		switch {
+		case ia && ib:
+			m, neg = *t.ma|*t.mb, true
+		case ia:
+			m = *t.mb &^ *t.ma
+		case ib:
+			m = *t.ma &^ *t.mb
+		}
+		if m == 0 && !neg {
+			return nil, nil
+		}
+		*t.mo, *t.ma, *t.mb = m, m, m // a and b now agree: same() below takes it
+		out.Invert &^= t.bit
+		if neg {
+			out.Invert |= t.bit
+		}
+		a.Invert, b.Invert = a.Invert&^t.bit|out.Invert&t.bit, b.Invert&^t.bit|out.Invert&t.bit
 	}
 	if err := errors.Join(same(MMark, a.Mark == b.Mark && a.MarkMask == b.MarkMask, "-m mark"),
 		same(MSrcType, a.SrcTypes == b.SrcTypes && a.TypeDev == b.TypeDev, "--src-type"),

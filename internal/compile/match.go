@@ -58,7 +58,7 @@ func (s *Stateful) recent(e int) bool    { return s != nil && s.Recent != nil &&
 // index order with the packet's probe bits, as fw_state_settle: an entry
 // whose guard fails is passed; a -m recent entry applies its rule
 // (Recent), a -m limit one takes a token (Take), and passes when that
-// does not match; then a probe sets its bit, a LOG or counting entry
+// does not match; then a probe sets its bit and counts its rule, a LOG or counting entry
 // logs or counts, and any other decides.
 func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, st *Stateful) Classified {
 	r := int(p.Chain) * 2
@@ -135,8 +135,9 @@ func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, st *Stateful) Classified {
 		case e.State && !st.recent(n),
 			e.Limit && e.Action != ActLog && !e.State && !st.take(e.RuleID):
 			continue
-		case e.Probe != 0:
+		case e.Probe != 0: // sets its bit, counts its rule
 			bits |= 1 << (e.Probe - 1)
+			pass(n, &Entry{RuleID: e.RuleID, Action: ActLog, Count: true})
 			continue
 		case e.Action == ActLog:
 			pass(n, e)
