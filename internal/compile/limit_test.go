@@ -290,3 +290,37 @@ func TestStateOnChainsAgreeWithReference(t *testing.T) {
 	}
 	t.Logf("%d rule sets (%d with probes; %d refused), %d buckets emptied", sets, probed, refused, emptied)
 }
+
+// TestProbeBounds: more rules with -m limit or -m recent that decide
+// nothing on the way of one built-in chain's packets than the data plane
+// keeps results for (MaxProbes) is refused at the rule past the bound,
+// naming the chain; so is such a rule in a chain OUTPUT reaches (tc egress
+// settles none). At the bound, the set loads.
+func TestProbeBounds(t *testing.T) {
+	rulesOf := func(n int, chain string) string {
+		var b strings.Builder
+		b.WriteString("-N c\n")
+		fmt.Fprintf(&b, "-A %s -j c\n", chain)
+		for i := range n {
+			fmt.Fprintf(&b, "-A c -p udp --dport %d -m limit --limit 1/hour -j RETURN\n", 1000+i)
+		}
+		b.WriteString("-A c -j DROP\n")
+		return b.String()
+	}
+	for _, tc := range []struct {
+		src, err string
+	}{
+		{rulesOf(MaxProbes, "INPUT"), ""},
+		{rulesOf(MaxProbes+1, "INPUT"), fmt.Sprintf("t.rules:%d:1: chain c (INPUT -> c): more than %d rules with -m limit or -m recent that decide nothing", MaxProbes+3, MaxProbes)},
+		{rulesOf(1, "OUTPUT"), "t.rules:3:1: -m limit on a rule that decides nothing itself (-j RETURN) cannot be used in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-A INPUT -p tcp -m recent --set\n-A OUTPUT -p tcp -m limit -j RETURN\n", "t.rules:2:1: -m limit on a rule that decides nothing itself (-j RETURN) cannot be used in a chain OUTPUT reaches (OUTPUT)"},
+	} {
+		_, _, _, err := compileText(t, tc.src)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%v\n%s", err, tc.src)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("error %v, want %q\n%s", err, tc.err, tc.src)
+		}
+	}
+}
