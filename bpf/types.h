@@ -346,10 +346,9 @@ struct fw_entry {
 	 * key of the notes this entry shares (one rule at one place of the
 	 * flattened chains: settled once per packet). */
 	__u32 note;
+	__u32 guard_mask, guard_val;
 	__u8  probe;
-	__u8  guard_mask;
-	__u8  guard_val;
-	__u8  _pad3;
+	__u8  _pad3[3];
 };
 
 /* fw_entry.flags (and fw_root.fast_flags) */
@@ -764,7 +763,7 @@ struct fw_log_scratch {
 /* Probe bits of one packet: -m limit or -m recent on rules that decide
  * nothing themselves (a jump, goto, RETURN or rule without -j), per
  * built-in chain (compile.MaxProbes; fw_state_settle). */
-#define FW_PROBE_MAX        8
+#define FW_PROBE_MAX        32
 #define FW_RECENT_STAMPS    32    /* time stamps kept per address (a ring) */
 #define FW_MAX_RECENT_RULES 4096  /* -m recent rules in a rule set */
 #define FW_RECENT_MAX       4096  /* addresses in all lists together (LRU) */

@@ -210,7 +210,7 @@ const (
 // nothing").
 const (
 	EntryNote uint8 = 0x20
-	MaxProbes       = 8
+	MaxProbes       = 32
 )
 
 // BucketMatch is FW_BUCKET_MATCH (fw_bucket.flags): a LOG rule's budget

@@ -79,7 +79,7 @@ type Entry struct {
 	// rule: flatten.go). A probe or guarded entry is noted by the walk and
 	// settled after it (Noted), as -m recent entries.
 	Probe               uint8
-	GuardMask, GuardVal uint8
+	GuardMask, GuardVal uint32
 	// Note identifies the entries that are one rule at one place of the
 	// flattened chains (a noted entry: Noted): the data plane settles
 	// each once per packet, at its lowest matching index.
@@ -91,7 +91,7 @@ type Entry struct {
 func (e *Entry) Noted() bool { return e.State || e.Probe != 0 || e.GuardMask != 0 }
 
 // Guarded reports whether probe bits b let the entry apply.
-func (e *Entry) Guarded(b uint8) bool { return b&e.GuardMask == e.GuardVal }
+func (e *Entry) Guarded(b uint32) bool { return b&e.GuardMask == e.GuardVal }
 
 // Flags is fw_entry.flags.
 func (e *Entry) Flags() uint8 {

@@ -198,14 +198,14 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			return nil, err
 		}
 		v := r.Target.Verdict
-		bit := uint8(0) // the probe bit of a stateful rule that decides nothing
+		bit := uint32(0) // the probe bit of a stateful rule that decides nothing
 		if !v.Terminal() && v != rules.VerdictLog && (r.Match.Limit != nil || r.Match.Recent != nil) {
 			if bit, err = f.probe(c, r, path); err != nil {
 				return nil, err
 			}
 			pr := make([]Entry, len(ents))
 			for k, e := range ents {
-				e.Probe, e.Reason, e.Count = uint8(bits.TrailingZeros8(bit))+1, 0, false
+				e.Probe, e.Reason, e.Count = uint8(bits.TrailingZeros32(bit))+1, 0, false
 				pr[k] = e
 			}
 			add, err := f.and(guard, pr, r, path)
@@ -322,7 +322,7 @@ func (f *flattener) and(guard, ents []Entry, r *rules.Rule, path []string) ([]En
 // a goto's return) lets through. With a probe bit (r has a stateful test:
 // ents carry the bit's guard) it is guard ∧ bit=0: within guard, the bit
 // is set exactly when r matched.
-func (f *flattener) cut(guard, ents []Entry, bit uint8, r *rules.Rule, path []string) ([]Entry, error) {
+func (f *flattener) cut(guard, ents []Entry, bit uint32, r *rules.Rule, path []string) ([]Entry, error) {
 	if bit != 0 {
 		return f.and(guard, []Entry{{Chain: r.Chain, GuardMask: bit}}, r, path)
 	}
@@ -360,7 +360,7 @@ func decidesNothing(r *rules.Rule) string {
 // probe takes the next probe bit of built-in chain c for rule r (reached
 // through path), which has -m limit or -m recent and decides nothing
 // itself.
-func (f *flattener) probe(c rules.Chain, r *rules.Rule, path []string) (uint8, error) {
+func (f *flattener) probe(c rules.Chain, r *rules.Rule, path []string) (uint32, error) {
 	mod := "limit"
 	if r.Match.Limit == nil {
 		mod = "recent"

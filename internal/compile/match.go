@@ -125,7 +125,7 @@ func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, st *Stateful) Classified {
 		}
 		pass(int(i), e)
 	}
-	var bits uint8
+	var bits uint32
 	for _, n := range notes { // as fw_state_settle
 		e := &t.Entries[n]
 		if !e.Guarded(bits) {

@@ -159,10 +159,10 @@ type xdpfwFwEntry struct {
 	Rlo       [6]uint32
 	Rhi       [6]uint32
 	Note      uint32
+	GuardMask uint32
+	GuardVal  uint32
 	Probe     uint8
-	GuardMask uint8
-	GuardVal  uint8
-	Pad3      uint8
+	Pad3      [3]uint8
 	_         [4]byte
 }
 
