@@ -3,6 +3,7 @@ package compile
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -85,6 +86,12 @@ func (t *Tables) ListIDs() map[uint32]bool {
 		out[r.List] = true
 	}
 	return out
+}
+
+// HasProbes reports whether t has probes (Entry.Probe: -m limit or
+// -m recent on a rule that decides nothing itself).
+func (t *Tables) HasProbes() bool {
+	return slices.ContainsFunc(t.Entries, func(e Entry) bool { return e.Probe != 0 })
 }
 
 // checkStateNotes refuses t when a packet could meet more noted entries

@@ -195,11 +195,8 @@ func TestDifferentialChains(t *testing.T) {
 			continue
 		}
 		sets++
-		for _, e := range tb.Entries {
-			if e.Probe != 0 {
-				probed++
-				break
-			}
+		if tb.HasProbes() {
+			probed++
 		}
 		total += diffRun(t, f, r, rs, *diffPackets/4, nil, fmt.Sprintf("seed %d chain state set %d", *diffSeed, set))
 		if t.Failed() {
