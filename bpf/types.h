@@ -337,18 +337,18 @@ struct fw_entry {
 	 * sits in. The tree walk tests these instead of fw_entry_match. */
 	__u8  nranges;
 	__u8  rdim[FW_RANGES_MAX];
+	/* With FW_EF_NOTE (compile.Entry.Probe, GuardMask, GuardVal, Note;
+	 * placed in what was padding, the size grows by 8 bytes): probe
+	 * (1..FW_PROBE_MAX, 0 none) is the bit a probe sets when its stateful
+	 * test matches; the entry applies only to packets whose probe bits b
+	 * have (b & guard_mask) == guard_val; note is the key of the notes
+	 * this entry shares (one rule at one place of the flattened chains:
+	 * settled once per packet; -m recent entries have it too). */
+	__u8  probe;
 	__u32 rlo[FW_RANGES_MAX];
 	__u32 rhi[FW_RANGES_MAX];
-	/* With FW_EF_NOTE (compile.Entry.Probe, GuardMask, GuardVal, Note):
-	 * the entry applies only to packets whose probe bits b have
-	 * (b & guard_mask) == guard_val; probe (1..FW_PROBE_MAX, 0 none) is
-	 * the bit a probe sets when its stateful test matches; note is the
-	 * key of the notes this entry shares (one rule at one place of the
-	 * flattened chains: settled once per packet). */
 	__u32 note;
 	__u32 guard_mask, guard_val;
-	__u8  probe;
-	__u8  _pad3[3];
 };
 
 /* fw_entry.flags (and fw_root.fast_flags) */

@@ -155,15 +155,12 @@ type xdpfwFwEntry struct {
 	Flags     uint8
 	Nranges   uint8
 	Rdim      [6]uint8
-	_         [1]byte
+	Probe     uint8
 	Rlo       [6]uint32
 	Rhi       [6]uint32
 	Note      uint32
 	GuardMask uint32
 	GuardVal  uint32
-	Probe     uint8
-	Pad3      [3]uint8
-	_         [4]byte
 }
 
 type xdpfwFwFragEntry struct {
