@@ -337,8 +337,18 @@ struct fw_entry {
 	 * sits in. The tree walk tests these instead of fw_entry_match. */
 	__u8  nranges;
 	__u8  rdim[FW_RANGES_MAX];
+	/* With FW_EF_NOTE (compile.Entry.Probe, GuardMask, GuardVal, Note;
+	 * placed in what was padding, the size grows by 8 bytes): probe
+	 * (1..FW_PROBE_MAX, 0 none) is the bit a probe sets when its stateful
+	 * test matches; the entry applies only to packets whose probe bits b
+	 * have (b & guard_mask) == guard_val; note is the key of the notes
+	 * this entry shares (one rule at one place of the flattened chains:
+	 * settled once per packet; -m recent entries have it too). */
+	__u8  probe;
 	__u32 rlo[FW_RANGES_MAX];
 	__u32 rhi[FW_RANGES_MAX];
+	__u32 note;
+	__u32 guard_mask, guard_val;
 };
 
 /* fw_entry.flags (and fw_root.fast_flags) */
@@ -348,6 +358,8 @@ struct fw_entry {
 #define FW_EF_STATE 0x08 /* -m recent: noted in the walk, settled in rule order after it (fw_state_settle) */
 #define FW_EF_COUNT 0x10  /* with FW_ACT_LOG: counts the packets it matches for its rule
 			   * (a jump, goto, RETURN or rule without -j), logs nothing */
+#define FW_EF_NOTE 0x20  /* a probe or guarded entry (note, probe, guard_*): noted in the
+			   * walk, settled in rule order after it (fw_state_settle) */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line.
  * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
@@ -748,6 +760,10 @@ struct fw_log_scratch {
  * a rule set in which one packet could meet more than FW_STATE_MAX of
  * them. Mirrored by internal/compile (abi.go). */
 #define FW_STATE_MAX        8
+/* Probe bits of one packet: -m limit or -m recent on rules that decide
+ * nothing themselves (a jump, goto, RETURN or rule without -j), per
+ * built-in chain (compile.MaxProbes; fw_state_settle). */
+#define FW_PROBE_MAX        32
 #define FW_RECENT_STAMPS    32    /* time stamps kept per address (a ring) */
 #define FW_MAX_RECENT_RULES 4096  /* -m recent rules in a rule set */
 #define FW_RECENT_MAX       4096  /* addresses in all lists together (LRU) */
@@ -789,10 +805,11 @@ struct fw_recent_entry {
 	__u8  _pad[6];
 };
 
-/* What the walk notes of -m recent matches (fw_state_scratch, per CPU). */
+/* What the walk notes of -m recent matches, probes and guarded entries
+ * (fw_state_scratch, per CPU). */
 struct fw_state_scratch {
 	__u32 idx[FW_STATE_MAX]; /* entry indices */
-	__u32 ids[FW_STATE_MAX]; /* their rule ids */
+	__u32 ids[FW_STATE_MAX]; /* their note keys (fw_entry.note) */
 	__u32 best;              /* the walk's deciding entry (FW_NO_TREE: the policy) */
 	__u32 gen;               /* the generation the walk read */
 	/* the address looked up and a new address's entry are built here,

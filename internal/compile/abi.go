@@ -203,6 +203,16 @@ const (
 	RecentFlagInvert uint8 = 0x02
 )
 
+// EntryNote is FW_EF_NOTE (fw_entry.flags): a probe or guarded entry
+// (Entry.Probe, Entry.GuardMask), noted by the walk and settled in rule
+// order after it; MaxProbes is FW_PROBE_MAX, the probe bits of one
+// packet (docs/limits.md, "Rate and state tests on rules that decide
+// nothing").
+const (
+	EntryNote uint8 = 0x20
+	MaxProbes       = 32
+)
+
 // BucketMatch is FW_BUCKET_MATCH (fw_bucket.flags): a LOG rule's budget
 // that is its -m limit, so a packet it refuses is no match of the rule.
 const BucketMatch uint32 = 0x01

@@ -135,6 +135,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_RECENT_STAMPS": RecentStamps, "FW_RECENT_MAX": RecentMax,
 		"FW_RECENT_F_DEST": int(RecentFlagDest), "FW_RECENT_F_INVERT": int(RecentFlagInvert),
 		"FW_EF_COUNT": int(EntryCount), "FW_COUNT_MAX": MaxCountPerPacket,
+		"FW_EF_NOTE": int(EntryNote), "FW_PROBE_MAX": MaxProbes,
 		"FW_MAX_LIMIT_RULES": MaxLimitRules, "FW_BUCKET_MATCH": int(BucketMatch), "FW_RANGES_MAX": RangesMax, "FW_LOG_MAX": MaxLogPerPacket, "FW_MAX_LOG_RULES": MaxLogRules,
 		"FW_LOG_SNAP_MAX": MaxLogSnap, "FW_LOG_SNAP_DEFAULT": DefaultLogSnap,
 		"FW_NODE_THRESH": NodeThresh, "FW_NODE_CHILDREN": NodeChildren, "FW_NO_THRESH": int(NoThresh),

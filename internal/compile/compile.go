@@ -130,6 +130,11 @@ func Compile(in Input) (*Tables, []Warning, error) {
 // finish builds the tables of the compiled entries.
 func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, []Warning, error) {
 	rs := in.RuleSet
+	for i := range entries { // the notes of rule sets without chains: one per rule (flatten gives its own)
+		if e := &entries[i]; e.Noted() && e.Note == 0 {
+			e.Note = e.RuleID
+		}
+	}
 	t, err := Build(entries, rs, Limits{Entries: in.MaxEntries, Nodes: in.MaxNodes, LeafSlots: in.MaxLeafSlots})
 	if err != nil {
 		return nil, nil, err
@@ -144,7 +149,7 @@ func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, [
 	if t.Recent, err = recentRules(in); err != nil {
 		return nil, nil, err
 	}
-	if err := checkStateNotes(t); err != nil {
+	if err := checkStateNotes(in, t); err != nil {
 		return nil, nil, err
 	}
 	t.SetNames = map[uint32]string{}

@@ -2,9 +2,12 @@ package compile
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
@@ -37,7 +40,7 @@ func TestLimitTreeAgreesWithReference(t *testing.T) {
 		for k := range 400 {
 			p := randomRefPacket(r, rs, names)
 			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testDev(&p), ready, nil)
+			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Ready: ready})
 			gotID := c.Root.RuleID
 			if c.Entry >= 0 {
 				e := tb.Entries[c.Entry]
@@ -90,7 +93,7 @@ func TestLimitEntryNeverEndsLeaf(t *testing.T) {
 			t.Errorf("%s: the walk finds %d candidates, want %d", tc.first, got, tc.want)
 		}
 		if tc.want == 2 {
-			if c := tb.ClassifyWith(&p, Dev{}, func(uint32) bool { return false }, nil); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
+			if c := tb.ClassifyWith(&p, Dev{}, &Stateful{Ready: func(uint32) bool { return false }}); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
 				t.Errorf("%s: with its bucket empty the packet is decided by entry %d, want the DROP", tc.first, c.Entry)
 			}
 		}
@@ -139,10 +142,10 @@ func TestRecentTreeAgreesWithReference(t *testing.T) {
 		for k := 0; k < 300; k++ {
 			p := randomRefPacket(r, rs, names)
 			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testDev(&p), nil, func(entry int) bool {
+			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Recent: func(entry int) bool {
 				settled++
 				return twin.recent(rs.Rules[byID[tb.Entries[entry].RuleID]].Match.Recent, &p)
-			})
+			}})
 			gotID := c.Root.RuleID
 			if c.Entry >= 0 {
 				gotID = tb.Entries[c.Entry].RuleID
@@ -185,6 +188,136 @@ func TestRecentNotesBound(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "could meet 9 rules with -m recent") {
 			t.Errorf("error %q does not say why", err)
+		}
+	}
+}
+
+// twinState is the Go twin's side of the buckets and lists (Stateful) for
+// the rules of rs, kept in st as the reference keeps its own.
+func twinState(rs *rules.RuleSet, tb *Tables, st *State, p *RefPacket) *Stateful {
+	idx := func(id uint32) int { return int(id - FirstRuleID) }
+	return &Stateful{
+		Ready: func(id uint32) bool {
+			l := rs.Rules[idx(id)].Match.Limit
+			return st.ready(idx(id), l.IntervalNS(), l.Burst)
+		},
+		Take: func(id uint32) bool {
+			l := rs.Rules[idx(id)].Match.Limit
+			return st.take(idx(id), l.IntervalNS(), l.Burst)
+		},
+		Recent: func(entry int) bool {
+			return st.recent(rs.Rules[idx(tb.Entries[entry].RuleID)].Match.Recent, p)
+		},
+	}
+}
+
+// twinDecide classifies p with the twin and takes the token of a rule
+// that decides in the walk with -m limit (fw_log_emit); it returns the
+// deciding rule (-1: the policy) and the rules counted.
+func twinDecide(rs *rules.RuleSet, tb *Tables, st *State, p *RefPacket) (int, []int) {
+	c := tb.ClassifyWith(p, testDev(p), twinState(rs, tb, st, p))
+	rule := -1
+	if c.Entry >= 0 {
+		e := &tb.Entries[c.Entry]
+		rule = int(e.RuleID - FirstRuleID)
+		if l := rs.Rules[rule].Match.Limit; e.Limit && !e.Noted() {
+			st.take(rule, l.IntervalNS(), l.Burst)
+		}
+	}
+	var counts []int
+	for _, id := range c.Counts {
+		counts = append(counts, int(id-FirstRuleID))
+	}
+	return rule, counts
+}
+
+// TestStateOnChainsAgreeWithReference: rule sets with chains whose jumps,
+// gotos, RETURNs and rules without -j have -m limit or -m recent
+// (rules.RandomStateOnChains; deciding rules with them too), packets in
+// sequence with the clock standing: the twin (probes and guards settled
+// in rule order) and the reference (chains walked with a stack, each rule
+// testing its bucket or list when the packet reaches it) decide every
+// packet alike, count the same rules and leave the same buckets and
+// lists. A probe settled out of order, a token not taken (or taken twice)
+// by a rule that decides nothing, or a guard on the wrong bit shows here.
+func TestStateOnChainsAgreeWithReference(t *testing.T) {
+	defer func(h bool) { rules.RandomHeaderMatches = h }(rules.RandomHeaderMatches)
+	rules.RandomHeaderMatches = false
+	r := rand.New(rand.NewPCG(15, 21))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	sets, refused, probed, emptied := 0, 0, 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomChains(r, rs)
+		rules.RandomStateOnChains(r, rs, 50)
+		if set%2 == 0 {
+			rules.RandomLimits(r, rs, 15)
+			rules.RandomRecent(r, rs, 10)
+		}
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			refused++ // a bound (notes, probes, guards) or a negation without a form: refused whole
+			continue
+		}
+		sets++
+		if tb.HasProbes() {
+			probed++
+		}
+		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			got, counts := twinDecide(rs, tb, twin, &p)
+			wantCounts := slices.Clone(want.Counts)
+			slices.Sort(wantCounts)
+			slices.Sort(counts)
+			if got != want.Rule || !slices.Equal(counts, wantCounts) || !maps.Equal(ref.Tat, twin.Tat) || len(ref.Lists) != len(twin.Lists) {
+				t.Fatalf("set %d packet %d: twin decides rule %d counting %v, reference %d counting %v; buckets %v / %v, %d / %d addresses listed\npacket %+v\n%s\n%v",
+					set, k, got, counts, want.Rule, wantCounts, twin.Tat, ref.Tat, len(twin.Lists), len(ref.Lists), p, rs, tb.Entries)
+			}
+		}
+		for _, tat := range ref.Tat {
+			if tat > ref.Now+uint64(time.Hour) { // a bucket some packets found empty (bursts are at most 3)
+				emptied++
+			}
+		}
+	}
+	if sets < 150 || probed < 100 || emptied == 0 {
+		t.Fatalf("%d rule sets compiled (%d refused), %d with probes, %d buckets emptied: the test checked too little", sets, refused, probed, emptied)
+	}
+	t.Logf("%d rule sets (%d with probes; %d refused), %d buckets emptied", sets, probed, refused, emptied)
+}
+
+// TestProbeBounds: more rules with -m limit or -m recent that decide
+// nothing on the way of one built-in chain's packets than the data plane
+// keeps results for (MaxProbes) is refused at the rule past the bound,
+// naming the chain; so is such a rule in a chain OUTPUT reaches (tc egress
+// settles none). At the bound, the set loads.
+func TestProbeBounds(t *testing.T) {
+	rulesOf := func(n int, chain string) string {
+		var b strings.Builder
+		b.WriteString("-N c\n")
+		fmt.Fprintf(&b, "-A %s -j c\n", chain)
+		for i := range n {
+			fmt.Fprintf(&b, "-A c -p udp --dport %d -m limit --limit 1/hour -j RETURN\n", 1000+i)
+		}
+		b.WriteString("-A c -j DROP\n")
+		return b.String()
+	}
+	for _, tc := range []struct {
+		src, err string
+	}{
+		{rulesOf(MaxProbes, "INPUT"), ""},
+		{rulesOf(MaxProbes+1, "INPUT"), fmt.Sprintf("t.rules:%d:1: chain c (INPUT -> c): more than %d rules with -m limit or -m recent that decide nothing", MaxProbes+3, MaxProbes)},
+		{rulesOf(1, "OUTPUT"), "t.rules:3:1: -m limit on a rule that decides nothing itself (-j RETURN) cannot be used in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-A INPUT -p tcp -m recent --set\n-A OUTPUT -p tcp -m limit -j RETURN\n", "t.rules:2:1: -m limit on a rule that decides nothing itself (-j RETURN) cannot be used in a chain OUTPUT reaches (OUTPUT)"},
+	} {
+		_, _, _, err := compileText(t, tc.src)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%v\n%s", err, tc.src)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("error %v, want %q\n%s", err, tc.err, tc.src)
 		}
 	}
 }

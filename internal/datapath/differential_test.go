@@ -176,6 +176,39 @@ func TestDifferentialChains(t *testing.T) {
 		t.Errorf("%d of %d rule sets with chains refused", refused, *diffSets/2)
 	}
 	t.Logf("%d packets of rule sets with chains agree with the reference matcher; %d sets refused (no single-entry form, or too many leaf slots)", total, refused)
+
+	// -m limit and -m recent on the jumps, gotos, RETURNs and rules
+	// without -j (rules.RandomStateOnChains): probes settled in rule order
+	// and the entries behind them guarded by their bits; the buckets
+	// (bursts of 1 to 3, no token back while the test runs) and lists
+	// empty out or fill as the reference's do.
+	sets, probed, stateRefused := 0, 0, 0
+	for set := 0; set < *diffSets/4; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomChains(r, rs)
+		rules.RandomStateOnChains(r, rs, 50)
+		lim := f.dp.Limits()
+		tb, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: make([]uint32, len(rs.Rules)), Ifaces: f.ifaces,
+			MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+		if err != nil { // a bound (notes, probes, leaf slots) or no single-entry form: refused whole
+			stateRefused++
+			continue
+		}
+		sets++
+		if tb.HasProbes() {
+			probed++
+		}
+		total += diffRun(t, f, r, rs, *diffPackets/4, nil, fmt.Sprintf("seed %d chain state set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+	}
+	if probed == 0 || probed < *diffSets/16 {
+		t.Errorf("%d rule sets with probes installed (%d refused): the test checked too little of -m limit / -m recent on rules that decide nothing",
+			probed, stateRefused)
+	}
+	t.Logf("%d rule sets with -m limit / -m recent on jumps, RETURNs and rules without -j (%d with probes, %d refused) agree",
+		sets, probed, stateRefused)
 }
 
 // diffRun installs rs and checks n packets. With local non-nil, packets go

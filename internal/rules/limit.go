@@ -131,9 +131,6 @@ func (p *ruleParser) limitModule(at token) *Error {
 	p.stateAt, p.stateMod = &at, "limit"
 	p.modules["limit"] = &moduleUse{tok: at, used: true} // its options are optional
 	p.checks = append(p.checks, func() *Error {
-		if err := p.stateOnChainTarget(at); err != nil {
-			return err
-		}
 		// On a LOG rule the limit is the rule's log budget (docs/limits.md).
 		t := &p.r.Target
 		if t.Verdict == VerdictLog && (!t.LogRate.IsZero() || t.LogBurst != 0) {
@@ -142,25 +139,6 @@ func (p *ruleParser) limitModule(at token) *Error {
 		}
 		return nil
 	})
-	return nil
-}
-
-// stateOnChainTarget refuses -m limit or -m recent (the module at token
-// at) on a rule that decides nothing itself: a jump, a goto, RETURN or no
-// -j. Compiled chains are flattened (docs/compat.md, Chains): whether the
-// rules after such a rule apply would depend on the bucket or the list at
-// the moment the packet passes, which no classifier entry can hold, so
-// xdpfw refuses the rule rather than guess (ignoring the match would fail
-// open or closed).
-func (p *ruleParser) stateOnChainTarget(at token) *Error {
-	switch v := p.r.Target.Verdict; v {
-	case VerdictJump, VerdictGoto, VerdictReturn, VerdictNone:
-		what := map[Verdict]string{VerdictJump: "-j " + p.r.Target.Chain, VerdictGoto: "-g " + p.r.Target.Chain,
-			VerdictReturn: "-j RETURN", VerdictNone: "no -j (a counting rule)"}[v]
-		return p.errAt(at, "", fmt.Sprintf("-m %s on a rule with %s is not supported yet: the rules after it would apply or not by the state of the %s at that moment, which flattened chains cannot express",
-			p.stateMod, what, map[string]string{"limit": "bucket", "recent": "list"}[p.stateMod]),
-			"give the -m "+p.stateMod+" to the rule that decides (ACCEPT, DROP, REJECT or LOG), or keep this rule set in the kernel's iptables")
-	}
 	return nil
 }
 

@@ -28,10 +28,6 @@ func TestParseErrors(t *testing.T) {
 		{"*foo\nCOMMIT\n", v4, "1:1", "", "unknown table foo", ""},
 		{"-t nat -A POSTROUTING -j MASQUERADE", ParseOptions{}, "1:4", "nat", "table nat is not supported", "--skip-unsupported"},
 		{"-A INPUT -j TCPMSS --clamp-mss-to-pmtu", ParseOptions{}, "1:13", "TCPMSS", "target TCPMSS is not supported: it rewrites the MSS", "--skip-unsupported"},
-		// a rate or state match on a rule that decides nothing: refused, never ignored
-		{"-N sf\n-A sf -p tcp -m limit --limit 25/sec -j RETURN", ParseOptions{}, "2:14", "", "-m limit on a rule with -j RETURN is not supported yet", "the rule that decides"},
-		{"-N x\n-A INPUT -m limit -j x", ParseOptions{}, "2:10", "", "-m limit on a rule with -j x is not supported yet", ""},
-		{"-A INPUT -p tcp -m recent --set", ParseOptions{}, "1:17", "", "-m recent on a rule with no -j (a counting rule) is not supported yet", ""},
 		{"-A INPUT -j NFQUEUE --queue-num 1", ParseOptions{}, "1:13", "NFQUEUE", "target NFQUEUE is not supported: it hands the packet", "decide in the rules"},
 		{"-A INPUT -j NFLOG --log-prefix x", ParseOptions{}, "1:19", "", "--log-prefix is an option of -j LOG, not of -j NFLOG", "--nflog-prefix"},
 		{"-A INPUT -j LOG --nflog-group 2", ParseOptions{}, "1:17", "", "--nflog-group is an option of -j NFLOG, not of -j LOG", ""},

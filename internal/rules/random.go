@@ -728,6 +728,50 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 	}
 }
 
+// RandomStateOnChains is the knob for stateful tests on rules that decide
+// nothing themselves: it gives about percent of rs's jumps, gotos,
+// RETURNs and rules without -j (after RandomChains) a -m limit (a burst
+// of 1 to 3, one token an hour or a day: none comes back while a test
+// runs, so a bucket is exactly the packets that took from it) or a
+// -m recent (as RandomRecent). Rules OUTPUT reaches keep none (the tc
+// egress program settles no such tests: the compiler refuses them).
+// Rule.Text is set.
+func RandomStateOnChains(r *rand.Rand, rs *RuleSet, percent int) {
+	// the user chains OUTPUT reaches, through jumps and gotos
+	fromOut := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for i := range rs.Rules {
+			rule := &rs.Rules[i]
+			v := rule.Target.Verdict
+			if (v == VerdictJump || v == VerdictGoto) && !fromOut[rule.Target.Chain] &&
+				(rule.Chain == ChainOutput || rule.Chain == ChainUser && fromOut[rule.UserChain]) {
+				fromOut[rule.Target.Chain], changed = true, true
+			}
+		}
+	}
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		v := rule.Target.Verdict
+		if v.Terminal() || v == VerdictLog || rule.Chain == ChainOutput || rule.Chain == ChainUser && fromOut[rule.UserChain] ||
+			rule.Match.Limit != nil || rule.Match.Recent != nil || !chance(r, percent) {
+			continue
+		}
+		if chance(r, 50) {
+			rule.Match.Limit = &LimitMatch{Rate: LogRate{N: 1, Unit: pick(r, []RateUnit{PerHour, PerDay})}, Burst: uint32(1 + r.IntN(3))}
+		} else {
+			m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}), Dest: chance(r, 20)}
+			if (m.Op == RecentCheck || m.Op == RecentUpdate) && chance(r, 50) {
+				m.HitCount = uint32(1 + r.IntN(3))
+			}
+			m.Invert = chance(r, 10)
+			m.Mask = FullMask(rule.Match.Family)
+			rule.Match.Recent = m
+		}
+		rule.Text = rule.Spec()
+	}
+}
+
 // randomChainNames are the user chains RandomChains makes, named as real
 // rule sets name theirs (OpenWrt's "reject" is a chain, not REJECT).
 var randomChainNames = [...]string{"ufw-before-input", "reject", "DOCKER-USER", "f2b-sshd", "c4", "c5"}

@@ -155,9 +155,6 @@ func (p *ruleParser) recentModule(at token) *Error {
 	p.stateAt, p.stateMod = &at, "recent"
 	p.modules["recent"] = &moduleUse{tok: at, used: true}
 	p.checks = append(p.checks, func() *Error {
-		if err := p.stateOnChainTarget(at); err != nil {
-			return err
-		}
 		m := p.r.Match.Recent
 		switch {
 		case m.Op == 0:

@@ -351,6 +351,10 @@ func TestRandomStateMatchesRoundTrip(t *testing.T) {
 		rs := RandomRuleSet(r, 1+r.IntN(40))
 		RandomLimits(r, rs, 15)
 		RandomRecent(r, rs, 20)
+		if seed%2 == 1 { // and on jumps, gotos, RETURNs and rules without -j
+			RandomChains(r, rs)
+			RandomStateOnChains(r, rs, 40)
+		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { assertRoundTrip(t, rs) })
 	}
 }
