@@ -86,12 +86,26 @@ func (t *Tables) ListIDs() map[uint32]bool {
 	return out
 }
 
-// checkStateNotes refuses t when a packet could meet more -m recent rules
+// stateModule names the module of m that makes its rule's entries state
+// entries (Entry.State: settled after the walk, in rule order): "recent",
+// "hashlimit", or "" for none.
+func stateModule(m *rules.Match) string {
+	switch {
+	case m.Recent != nil:
+		return "recent"
+	case m.HashLimit != nil:
+		return "hashlimit"
+	}
+	return ""
+}
+
+// checkStateNotes refuses t when a packet could meet more -m recent or -m
+// hashlimit rules
 // than the data plane notes (MaxStateNotes): for each chain and family,
 // the bound is the sum over its trees of the most -m recent rules one
 // leaf holds (a packet reaches one leaf per tree).
 func checkStateNotes(t *Tables) error {
-	if len(t.Recent) == 0 {
+	if len(t.Recent) == 0 && len(t.HashLimits) == 0 {
 		return nil
 	}
 	memo := map[uint32]int{}
@@ -107,7 +121,7 @@ func checkStateNotes(t *Tables) error {
 			if r%2 == 1 {
 				fam = "IPv6"
 			}
-			return fmt.Errorf("a packet of %s (%s) could meet %d rules with -m recent; the data plane settles at most %d per packet "+
+			return fmt.Errorf("a packet of %s (%s) could meet %d rules with -m recent or -m hashlimit; the data plane settles at most %d per packet "+
 				"(narrow them with -p, --dport or addresses, so that fewer of them can match one packet)", rules.Chain(r/2), fam, total, MaxStateNotes)
 		}
 	}
