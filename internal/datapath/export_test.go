@@ -265,3 +265,32 @@ func (d *Datapath) AgeFrags(dt time.Duration) error {
 	}
 	return nil
 }
+
+// AgeHashLimit moves every -m hashlimit bucket's times ns into the past
+// (as if its packets came that much earlier); it returns how many buckets
+// there are.
+func (d *Datapath) AgeHashLimit(ns uint64) (int, error) {
+	var (
+		k    xdpfwFwHashlimitKey
+		v    xdpfwFwHashlimitBucket
+		keys []xdpfwFwHashlimitKey
+	)
+	it := d.hashBkt.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := d.hashBkt.Lookup(&k, &v); err != nil {
+			return 0, err
+		}
+		v.Tat -= min(v.Tat, ns)
+		v.Seen -= min(v.Seen, ns)
+		if err := d.hashBkt.Put(&k, &v); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
