@@ -151,9 +151,9 @@ func (p *ruleParser) hashLimitModule(at token) *Error {
 			h.ExpireMS = expire
 		}
 		// one AST for one text: the family's full mask is the default
-		full := map[Family]int{FamilyIPv4: 32, FamilyIPv6: 128}[p.r.Match.Family]
+		full, known := map[Family]int{FamilyIPv4: 32, FamilyIPv6: 128}[p.r.Match.Family]
 		for _, m := range []*int{&h.SrcMask, &h.DstMask} {
-			if *m == full {
+			if known && *m == full {
 				*m = -1
 			}
 		}

@@ -728,6 +728,45 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 	}
 }
 
+// RandomHashLimit gives about percent of rs's deciding INPUT and FORWARD
+// rules without another state match a -m hashlimit on one of three
+// tables, each with settings of its own drawn once (the parser's checks
+// do not refuse rules of one table that differ, the compiler does): a
+// mode of any fields, masks of every bit or /24, a rate of a few an hour
+// or a day and a burst of 1 to 5 (no token comes back, and with the
+// rate's default expiry no bucket is forgotten, while a test runs);
+// --hashlimit-upto or --hashlimit-above by rule. A knob apart from
+// RandomRuleSet, as RandomLimits; like RandomRecent, percent stays small
+// (compile.MaxStateNotes).
+func RandomHashLimit(r *rand.Rand, rs *RuleSet, percent int) {
+	tables := map[string]HashLimitMatch{}
+	for _, name := range []string{"h1", "h2", "h3"} {
+		h := HashLimitMatch{Name: name, Mode: HashMode(r.IntN(16)), SrcMask: -1, DstMask: -1, Burst: uint32(1 + r.IntN(5)),
+			GCIntervalMS: DefaultHashGCInterval}
+		if chance(r, 30) {
+			h.SrcMask = 24
+		}
+		if chance(r, 30) {
+			h.DstMask = 24
+		}
+		unit := pick(r, []uint64{3600, 86400})
+		h.PeriodUS = hashScale * unit / uint64(1+r.IntN(3))
+		h.ExpireMS = uint32(unit * 1000)
+		tables[name] = h
+	}
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
+			rule.Match.Limit != nil || rule.Match.Recent != nil || !chance(r, percent) {
+			continue
+		}
+		h := tables[pick(r, []string{"h1", "h2", "h3"})]
+		h.Above = chance(r, 40)
+		rule.Match.HashLimit = &h
+		rule.Text = rule.Spec()
+	}
+}
+
 // randomChainNames are the user chains RandomChains makes, named as real
 // rule sets name theirs (OpenWrt's "reject" is a chain, not REJECT).
 var randomChainNames = [...]string{"ufw-before-input", "reject", "DOCKER-USER", "f2b-sshd", "c4", "c5"}
