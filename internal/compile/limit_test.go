@@ -188,3 +188,94 @@ func TestRecentNotesBound(t *testing.T) {
 		}
 	}
 }
+
+// TestHashLimitTreeAgreesWithReference: rule sets with -m hashlimit (and
+// -m recent) rules, packets in sequence, the buckets modelled with the
+// clock standing: the tree walk (ClassifyWith, settling the state entries
+// it met in index order, as fw_state_settle) and the reference
+// (DecideAt, rule by rule) decide every packet alike and leave the same
+// buckets. A --hashlimit-above rule that took its token must let the
+// packet on; one settled out of order, or decided in the walk, shows.
+func TestHashLimitTreeAgreesWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 5))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	settled, matched, sets := 0, 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomHashLimit(r, rs, 20)
+		rules.RandomRecent(r, rs, 5)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			continue // more state rules than one packet may meet: refused
+		}
+		sets++
+		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
+		byID := map[uint32]int{}
+		for i := range rs.Rules {
+			byID[uint32(FirstRuleID+i)] = i
+		}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			c := tb.ClassifyWith(&p, testDev(&p), nil, func(entry int) bool {
+				settled++
+				m := &rs.Rules[byID[tb.Entries[entry].RuleID]].Match
+				if m.HashLimit != nil {
+					ok := twin.hashlimit(m.HashLimit, &p)
+					if ok {
+						matched++
+					}
+					return ok
+				}
+				return twin.recent(m.Recent, &p)
+			})
+			gotID := c.Root.RuleID
+			if c.Entry >= 0 {
+				gotID = tb.Entries[c.Entry].RuleID
+			}
+			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
+			if want.Rule >= 0 {
+				wantID = uint32(FirstRuleID + want.Rule)
+			}
+			if gotID != wantID || len(ref.Buckets) != len(twin.Buckets) {
+				t.Fatalf("set %d packet %d: tree says id %d (%d buckets), reference id %d (%d)\npacket %+v\n%s",
+					set, k, gotID, len(twin.Buckets), wantID, len(ref.Buckets), p, rs)
+			}
+		}
+	}
+	if sets < 200 || settled == 0 || matched == 0 {
+		t.Fatalf("%d rule sets compiled, %d state entries settled, %d hashlimit matches: the test checked too little", sets, settled, matched)
+	}
+	t.Logf("%d rule sets, %d state entries settled, %d hashlimit matches", sets, settled, matched)
+}
+
+// TestHashLimitTableSettings: rules that name one table share its
+// buckets and must agree on its settings (iptables would key and fill
+// them by one rule's); --hashlimit-upto and --hashlimit-above may differ,
+// and so may rules of the two families.
+func TestHashLimitTableSettings(t *testing.T) {
+	for _, tc := range []struct {
+		src, err string
+	}{
+		{"-A INPUT -p tcp -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -p udp -m hashlimit --hashlimit-above 3/min --hashlimit-name a -j DROP\n", ""},
+		{"-A INPUT -s 10.0.0.0/8 -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -s fd00::/8 -m hashlimit --hashlimit-upto 5/min --hashlimit-name a -j ACCEPT\n", ""},
+		{"-A INPUT -p tcp -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -p udp -m hashlimit --hashlimit-upto 3/min --hashlimit-mode srcip --hashlimit-name a -j ACCEPT\n",
+			`t:2:1: -m hashlimit table "a" is named with other settings by the rule at t:1:1`},
+		{"-A OUTPUT -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n", "-m hashlimit is not supported in OUTPUT"},
+	} {
+		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.src, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.src, err, tc.err)
+		}
+	}
+}

@@ -701,7 +701,7 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 	for i := range rs.Rules {
 		rule := &rs.Rules[i]
 		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
-			rule.Match.Limit != nil || !chance(r, percent) {
+			rule.Match.Limit != nil || rule.Match.HashLimit != nil || !chance(r, percent) {
 			continue
 		}
 		m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}),
