@@ -221,6 +221,15 @@ func (d *Datapath) ClearRecent() error {
 	return d.dropRecent(nil, nil)
 }
 
+// ClearHashLimit empties every -m hashlimit table (the rules' settings
+// stay).
+func (d *Datapath) ClearHashLimit() error {
+	if d.hashBkt == nil {
+		return nil
+	}
+	return d.dropHashLimit(nil, nil)
+}
+
 // FlushFrags empties the fragment table (fw_frag): no datagram in flight.
 func (d *Datapath) FlushFrags() error {
 	var k xdpfwFwFragKey
@@ -293,4 +302,18 @@ func (d *Datapath) AgeHashLimit(ns uint64) (int, error) {
 		}
 	}
 	return len(keys), nil
+}
+
+// HashLimitBuckets counts the buckets of every -m hashlimit table.
+func (d *Datapath) HashLimitBuckets() int {
+	var (
+		k xdpfwFwHashlimitKey
+		v xdpfwFwHashlimitBucket
+		n int
+	)
+	it := d.hashBkt.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n
 }
