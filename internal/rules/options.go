@@ -264,5 +264,5 @@ func moduleOptions(module string) (string, bool) {
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), limit, recent, " +
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), limit, recent, hashlimit, " +
 	"mark (OUTPUT), pkttype, addrtype, iprange, length, ttl, hl, dscp, tos, ecn, tcpmss, rt"
