@@ -6,11 +6,7 @@ import "testing"
 // in a namespace); xdpfw reads it and prints it back the same.
 func TestRecentSpelling(t *testing.T) {
 	v4, v6 := ParseOptions{Family: FamilyIPv4}, ParseOptions{Family: FamilyIPv6}
-	tests := []struct {
-		in   string
-		opt  ParseOptions
-		save string // "": as in
-	}{
+	tests := []spelling{
 		{"-A INPUT -p tcp -m recent --set --name DEFAULT --mask 255.255.255.255 --rsource -j DROP", v4, ""},
 		{"-A INPUT -p tcp -m recent --set --name SSH --mask 255.255.255.255 --rdest -j DROP", v4, ""},
 		{"-A INPUT -p tcp -m recent --rcheck --seconds 60 --hitcount 4 --name SSH --mask 255.255.255.255 --rsource -j DROP", v4, ""},
@@ -24,24 +20,7 @@ func TestRecentSpelling(t *testing.T) {
 			"-A INPUT -p tcp --dport 22 -m recent --update --seconds 60 --hitcount 4 --name SSH --rsource -j DROP"},
 		{"-A INPUT -m recent --rcheck -j DROP", ParseOptions{}, "-A INPUT -m recent --rcheck --name DEFAULT --rsource -j DROP"},
 	}
-	for _, tc := range tests {
-		rs, err := Parse("t", []byte(tc.in), tc.opt)
-		if err != nil {
-			t.Errorf("%s: %v", tc.in, err)
-			continue
-		}
-		want := tc.save
-		if want == "" {
-			want = tc.in
-		}
-		if got := rs.Rules[0].String(); got != want {
-			t.Errorf("%s:\n  prints %s\n  want   %s", tc.in, got, want)
-		}
-		back, err := Parse("t", []byte(rs.Rules[0].String()), tc.opt)
-		if err != nil || back.Rules[0].String() != want {
-			t.Errorf("%s: does not read back (%v)", want, err)
-		}
-	}
+	checkSpellings(t, tests)
 }
 
 // TestHashLimitSpelling: -m hashlimit as iptables v1.8.9 saved each rule
@@ -52,11 +31,7 @@ func TestRecentSpelling(t *testing.T) {
 // when not the family's every bit.
 func TestHashLimitSpelling(t *testing.T) {
 	v6 := ParseOptions{Family: FamilyIPv6}
-	tests := []struct {
-		in   string
-		opt  ParseOptions
-		save string // "": as in
-	}{
+	tests := []spelling{
 		{"-A INPUT -p tcp --dport 22 -m hashlimit --hashlimit-upto 3/min --hashlimit-burst 3 --hashlimit-mode srcip --hashlimit-name ssh -j ACCEPT", ParseOptions{}, ""},
 		{"-A INPUT -m hashlimit --hashlimit-above 1/sec --hashlimit-burst 4 --hashlimit-mode srcip --hashlimit-name tor-or --hashlimit-htable-expire 60000 -j DROP", ParseOptions{}, ""},
 		{"-A INPUT -m hashlimit --hashlimit-upto 5 --hashlimit-name x -j ACCEPT", ParseOptions{},
@@ -84,6 +59,25 @@ func TestHashLimitSpelling(t *testing.T) {
 		{"-A INPUT -m hashlimit --hashlimit-upto 1/sec --hashlimit-burst 5 --hashlimit-name s --hashlimit-srcmask 32 -j ACCEPT", ParseOptions{}, ""},
 		{"-A INPUT -m hashlimit --hashlimit-upto 1/sec --hashlimit-burst 5 --hashlimit-name s --hashlimit-dstmask 48 -j ACCEPT", ParseOptions{}, ""},
 	}
+	checkSpellings(t, tests)
+	rs, err := Parse("t", []byte("-A INPUT -m hashlimit --hashlimit-upto 1/sec --hashlimit-name s --hashlimit-dstmask 48 -j ACCEPT"), ParseOptions{})
+	if err != nil || rs.Rules[0].Match.Family != FamilyIPv6 {
+		t.Errorf("--hashlimit-dstmask 48 leaves the rule's family open (%v)", err)
+	}
+}
+
+// spelling is a rule as iptables-save wrote it, the options it is read
+// with, and what xdpfw prints ("": the same).
+type spelling struct {
+	in   string
+	opt  ParseOptions
+	save string
+}
+
+// checkSpellings reads each rule, requires it to print as save (or as
+// written) and to read back the same.
+func checkSpellings(t *testing.T, tests []spelling) {
+	t.Helper()
 	for _, tc := range tests {
 		rs, err := Parse("t", []byte(tc.in), tc.opt)
 		if err != nil {
@@ -101,9 +95,5 @@ func TestHashLimitSpelling(t *testing.T) {
 		if err != nil || back.Rules[0].String() != want {
 			t.Errorf("%s: does not read back (%v)", want, err)
 		}
-	}
-	rs, err := Parse("t", []byte("-A INPUT -m hashlimit --hashlimit-upto 1/sec --hashlimit-name s --hashlimit-dstmask 48 -j ACCEPT"), ParseOptions{})
-	if err != nil || rs.Rules[0].Match.Family != FamilyIPv6 {
-		t.Errorf("--hashlimit-dstmask 48 leaves the rule's family open (%v)", err)
 	}
 }
