@@ -240,6 +240,10 @@ func TestHashLimitTableSettings(t *testing.T) {
 			"-A INPUT -p udp -m hashlimit --hashlimit-upto 3/min --hashlimit-mode srcip --hashlimit-name a -j ACCEPT\n",
 			`t:2:1: -m hashlimit table "a" is named with other settings by the rule at t:1:1`},
 		{"-A OUTPUT -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n", "-m hashlimit is not supported in OUTPUT"},
+		{"-N c\n-A c -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n-A OUTPUT -p tcp -j c\n",
+			"-m hashlimit is not supported in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-N c\n-A c -m recent --rcheck --name a -j DROP\n-A OUTPUT -p tcp -j c\n",
+			"-m recent is not supported in a chain OUTPUT reaches"},
 	} {
 		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
 		if err != nil {
