@@ -120,7 +120,7 @@ func TestLimitNoFastRule(t *testing.T) {
 // entry that ended a leaf, decided in the walk, or was settled out of
 // order shows here.
 func TestRecentTreeAgreesWithReference(t *testing.T) {
-	stateTreeAgrees(t, rand.New(rand.NewPCG(15, 4)), func(r *rand.Rand, rs *rules.RuleSet) { rules.RandomRecent(r, rs, 25) })
+	stateTreeAgrees(t, rand.New(rand.NewPCG(15, 4)), 200, func(r *rand.Rand, rs *rules.RuleSet) { rules.RandomRecent(r, rs, 25) })
 }
 
 // TestRecentNotesBound: a rule set where one packet could meet more -m
@@ -155,9 +155,23 @@ func TestRecentNotesBound(t *testing.T) {
 // token must let the packet on; one settled out of order, or decided in
 // the walk, shows.
 func TestHashLimitTreeAgreesWithReference(t *testing.T) {
-	matched := stateTreeAgrees(t, rand.New(rand.NewPCG(15, 5)), func(r *rand.Rand, rs *rules.RuleSet) {
+	matched := stateTreeAgrees(t, rand.New(rand.NewPCG(15, 5)), 200, func(r *rand.Rand, rs *rules.RuleSet) {
 		rules.RandomHashLimit(r, rs, 20)
 		rules.RandomRecent(r, rs, 5)
+	})
+	if matched == 0 {
+		t.Fatal("no -m hashlimit rule matched: the test checked too little")
+	}
+}
+
+// TestHashLimitChainsAgree: the same with user chains (rules.RandomChains:
+// jumps, gotos, RETURNs), -m hashlimit rules in them flattened into the
+// chains that reach them (hardened-host.v4's SSH_IN). Sets whose
+// -m hashlimit rules a chain OUTPUT reaches holds are refused.
+func TestHashLimitChainsAgree(t *testing.T) {
+	matched := stateTreeAgrees(t, rand.New(rand.NewPCG(15, 6)), 150, func(r *rand.Rand, rs *rules.RuleSet) {
+		rules.RandomChains(r, rs)
+		rules.RandomHashLimit(r, rs, 20)
 	})
 	if matched == 0 {
 		t.Fatal("no -m hashlimit rule matched: the test checked too little")
@@ -169,9 +183,9 @@ func TestHashLimitTreeAgreesWithReference(t *testing.T) {
 // (ClassifyWith, settling the state entries it met in index order, as
 // fw_state_settle, with a State of its own) and the reference (DecideAt,
 // rule by rule), and requires the same decisions and as many list
-// addresses and buckets on both sides. It returns how many -m hashlimit
-// settlings matched.
-func stateTreeAgrees(t *testing.T, r *rand.Rand, knob func(*rand.Rand, *rules.RuleSet)) (matched int) {
+// addresses and buckets on both sides, and at least minSets sets that
+// compile. It returns how many -m hashlimit settlings matched.
+func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Rand, *rules.RuleSet)) (matched int) {
 	t.Helper()
 	names := []string{"lo", "eth0", "eth1", "veth0"}
 	settled, sets := 0, 0
@@ -217,7 +231,7 @@ func stateTreeAgrees(t *testing.T, r *rand.Rand, knob func(*rand.Rand, *rules.Ru
 			}
 		}
 	}
-	if sets < 200 || settled == 0 {
+	if sets < minSets || settled == 0 {
 		t.Fatalf("%d rule sets compiled, %d state entries settled: the test checked too little", sets, settled)
 	}
 	t.Logf("%d rule sets, %d state entries settled, %d hashlimit matches", sets, settled, matched)
