@@ -351,6 +351,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_recent SEC(".maps");
 
+/* The settings of each -m hashlimit rule, by rule id: written by the
+ * control plane before the generation that uses them is in force. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FW_MAX_HASHLIMIT_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_hashlimit_rule);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_hashlimit_rules SEC(".maps");
+
+/* The -m hashlimit buckets of every table in one LRU map (the least
+ * recently used bucket goes when it is full, and comes back full). The
+ * control plane removes a table's buckets when no rule names it any more. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_HASHLIMIT_MAX);
+	__type(key, struct fw_hashlimit_key);
+	__type(value, struct fw_hashlimit_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_hashlimit SEC(".maps");
+
 /* The walk's notes of -m recent matches (struct fw_state_scratch), per
  * CPU: slot 0 for XDP, 1 for tc. Not pinned: it lives for one packet. */
 struct {

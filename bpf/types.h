@@ -805,7 +805,52 @@ struct fw_recent_entry {
 	__u8  _pad[6];
 };
 
-/* What the walk notes of -m recent matches, probes and guarded entries
+/* -m hashlimit (lib/classify.h fw_hashlimit_apply, docs/limits.md): a
+ * state rule as -m recent (FW_EF_STATE: noted in the walk, settled in rule
+ * order after it), whose state is a token bucket (lib/ratelimit.h) per
+ * key built from the packet, in a named table. Mirrored by
+ * internal/compile (abi.go). */
+#define FW_MAX_HASHLIMIT_RULES 4096  /* -m hashlimit rules in a rule set */
+#define FW_HASHLIMIT_MAX       16384 /* buckets in all tables together (LRU) */
+
+/* fw_hashlimit_rule.flags: the fields of the key (--hashlimit-mode, as
+ * rules.HashMode), and --hashlimit-above */
+#define FW_HL_F_SRCIP   0x01
+#define FW_HL_F_SRCPORT 0x02
+#define FW_HL_F_DSTIP   0x04
+#define FW_HL_F_DSTPORT 0x08
+#define FW_HL_F_ABOVE   0x10 /* matches when the bucket has no token (and takes one when it has) */
+
+/* A -m hashlimit rule's settings (fw_hashlimit_rules, by rule id). */
+struct fw_hashlimit_rule {
+	__u64 srcmask[2];  /* --hashlimit-srcmask, on the address as fw_pkt holds it */
+	__u64 dstmask[2];
+	__u64 interval_ns; /* one token per interval */
+	__u64 expire_ns;   /* --hashlimit-htable-expire: an idle bucket is full again after it */
+	__u32 burst;
+	__u32 table;       /* the table (--hashlimit-name) */
+	__u32 flags;       /* FW_HL_F_* */
+	__u32 _pad;
+};
+
+/* A bucket of a table (fw_hashlimit): the fields of the rule's mode,
+ * masked; the others zero. */
+struct fw_hashlimit_key {
+	__u64 src[2];
+	__u64 dst[2];
+	__u32 table;
+	__u16 sport;
+	__u16 dport;
+	__u8  family;
+	__u8  _pad[7];
+};
+
+struct fw_hashlimit_bucket {
+	__u64 tat;  /* GCRA (lib/ratelimit.h) */
+	__u64 seen; /* bpf_ktime_get_ns() of its last packet */
+};
+
+/* What the walk notes of -m recent and -m hashlimit matches, probes and guarded entries
  * (fw_state_scratch, per CPU). */
 struct fw_state_scratch {
 	__u32 idx[FW_STATE_MAX]; /* entry indices */
@@ -817,6 +862,8 @@ struct fw_state_scratch {
 	 * fw_notes_end add up to the verifier's 512 bytes) */
 	struct fw_recent_key key;
 	struct fw_recent_entry fresh;
+	struct fw_hashlimit_key hkey; /* -m hashlimit's, the same way */
+	struct fw_hashlimit_bucket hfresh;
 };
 
 /* Counters of fw_log_counters (per CPU). Mirrored by datapath.LogStats. */

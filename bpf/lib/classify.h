@@ -319,12 +319,71 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
 	return ret;
 }
 
+/* fw_hashlimit_apply does what -m hashlimit rule rule_id does for p, as
+ * the kernel's xt_hashlimit: builds the key of its mode (masked
+ * addresses, the ports of TCP, UDP, UDP-Lite and SCTP), looks its bucket
+ * up (one idle expire_ns or longer is forgotten: full), takes a token
+ * when there is one and marks the bucket seen. Returns whether the match
+ * is true (--hashlimit-upto: a token was taken; --hashlimit-above: none
+ * was there), or -1 when rule_id has no -m hashlimit settings (then it is
+ * a -m recent rule). A trace instance changes no bucket. A global
+ * function: verified once. */
+__noinline int fw_hashlimit_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_state_scratch *s)
+{
+	const struct fw_hashlimit_rule *r = bpf_map_lookup_elem(&fw_hashlimit_rules, &rule_id);
+
+	if (!r)
+		return -1;
+	if (!p || !s)
+		return 0;
+	struct fw_hashlimit_key *k = &s->hkey;
+	__u32 f = r->flags;
+	int ports = (p->flags & FW_PKT_L4) && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
+					       p->proto == IPPROTO_UDPLITE || p->proto == IPPROTO_SCTP);
+
+	__builtin_memset(k, 0, sizeof(*k));
+	if (f & FW_HL_F_SRCIP) {
+		k->src[0] = p->src[0] & r->srcmask[0];
+		k->src[1] = p->src[1] & r->srcmask[1];
+	}
+	if (f & FW_HL_F_DSTIP) {
+		k->dst[0] = p->dst[0] & r->dstmask[0];
+		k->dst[1] = p->dst[1] & r->dstmask[1];
+	}
+	if (ports && (f & FW_HL_F_SRCPORT))
+		k->sport = p->sport;
+	if (ports && (f & FW_HL_F_DSTPORT))
+		k->dport = p->dport;
+	k->table = r->table;
+	k->family = p->family;
+
+	__u64 now = bpf_ktime_get_ns(), tat = 0;
+	struct fw_hashlimit_bucket *b = bpf_map_lookup_elem(&fw_hashlimit, k);
+	if (b && now - b->seen < r->expire_ns)
+		tat = b->tat;
+	int token = fw_rl_ready(tat, now, r->interval_ns, r->burst);
+	if (token)
+		tat = (tat > now ? tat : now) + r->interval_ns;
+	if (fw_live_writes()) {
+		if (b) {
+			b->tat = tat;
+			b->seen = now;
+		} else {
+			s->hfresh.tat = tat;
+			s->hfresh.seen = now;
+			bpf_map_update_elem(&fw_hashlimit, k, &s->hfresh, BPF_ANY);
+		}
+	}
+	return token != !!(f & FW_HL_F_ABOVE);
+}
+
 /* fw_state_settle takes the entries the walk noted (fw_state_note) that
  * come before best (the walk's deciding entry; FW_NO_TREE: the policy),
  * in rule order, with the packet's probe bits (none set at first), as
  * iptables meets their rules: an entry whose guard the bits fail is
  * passed (the packet does not reach it); a -m recent entry does what its
- * rule does to its list (fw_recent_apply), a -m limit one that is no LOG
+ * rule does to its list (fw_recent_apply), a -m hashlimit one to its
+ * bucket (fw_hashlimit_apply), a -m limit one that is no LOG
  * rule takes a token (fw_limit), and is passed when that does not match;
  * then a probe sets its bit and counts its rule, a LOG or counting entry is noted for logging
  * or counting (fw_walk_pass), and any other decides: it fills d, sets
@@ -366,8 +425,13 @@ static __always_inline int fw_state_settle(struct fw_decision *d, const struct f
 			continue;
 		__u8 flags = e->flags, action = e->action, probe = e->probe;
 		__u32 rule_id = e->rule_id;
-		if ((flags & FW_EF_STATE) && !fw_recent_apply(rule_id, p, s))
-			continue;
+		if (flags & FW_EF_STATE) {
+			int m = fw_hashlimit_apply(rule_id, p, s);
+			if (m < 0)
+				m = fw_recent_apply(rule_id, p, s);
+			if (!m)
+				continue;
+		}
 		if ((flags & (FW_EF_LIMIT | FW_EF_STATE)) == FW_EF_LIMIT && action != FW_ACT_LOG && !fw_limit(rule_id, 1))
 			continue;
 		if (probe) /* its bit, and its rule counts the packet (as a counting entry) */

@@ -80,6 +80,11 @@ the bucket has a token and takes one; a packet it refuses goes on to the
 next rule. A rule kept by apply keeps its bucket. -m recent --set, --rcheck,
 --update, --remove (--seconds, --hitcount, --name, --rsource/--rdest, --mask)
 keeps named address lists shared by the rules that name them, in rule order.
+-m hashlimit --hashlimit-upto|--hashlimit-above RATE --hashlimit-name NAME
+(--hashlimit-burst, --hashlimit-mode srcip,srcport,dstip,dstport,
+--hashlimit-srcmask/-dstmask, --hashlimit-htable-expire) is -m limit with a
+bucket per key of the packet in a named table; -above takes a token when
+there is one and matches when there is none.
 
 Connection tracking runs when a rule uses -m conntrack (--ctstate, --ctproto,
 --ctstatus, --ctdir) or -m state --state: the table has --ct-max entries (preallocated, about 150 bytes each)

@@ -198,6 +198,13 @@ const (
 	MaxRecentRules = 4096
 	RecentStamps   = 32
 	RecentMax      = 4096
+	// MaxHashLimitRules bounds the -m hashlimit rules of a rule set
+	// (FW_MAX_HASHLIMIT_RULES), HashLimitMax their buckets in all tables
+	// together (FW_HASHLIMIT_MAX); HashLimitFlagAbove is FW_HL_F_ABOVE
+	// (the mode's bits below it are rules.HashMode's, FW_HL_F_SRCIP...).
+	MaxHashLimitRules         = 4096
+	HashLimitMax              = 16384
+	HashLimitFlagAbove uint32 = 0x10
 	// RecentFlagDest and RecentFlagInvert are FW_RECENT_F_*.
 	RecentFlagDest   uint8 = 0x01
 	RecentFlagInvert uint8 = 0x02

@@ -149,6 +149,9 @@ func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, [
 	if t.Recent, err = recentRules(in); err != nil {
 		return nil, nil, err
 	}
+	if t.HashLimits, err = hashLimitRules(in); err != nil {
+		return nil, nil, err
+	}
 	if err := checkStateNotes(in, t); err != nil {
 		return nil, nil, err
 	}
@@ -313,13 +316,13 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	}
 	base.Log = r.Target.Log
 	base.Limit = r.Match.Limit != nil
-	if rc := r.Match.Recent; rc != nil {
+	if mod := stateModule(&r.Match); mod != "" {
 		switch {
 		case r.Chain == rules.ChainOutput:
-			return nil, nil, fmt.Errorf("-m recent is not supported in OUTPUT (the tc egress program has no room for it yet); " +
-				"use it in INPUT or FORWARD")
+			return nil, nil, fmt.Errorf("-m %s is not supported in OUTPUT (the tc egress program has no room for it yet); "+
+				"use it in INPUT or FORWARD", mod)
 		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
-			return nil, nil, fmt.Errorf("-m recent on a rule that logs is not supported; put the LOG rule beside it without -m recent")
+			return nil, nil, fmt.Errorf("-m %s on a rule that logs is not supported; put the LOG rule beside it without -m %[1]s", mod)
 		}
 		base.State = true
 	}

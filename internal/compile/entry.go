@@ -155,6 +155,8 @@ type Tables struct {
 	Limits []LogLimit
 	// Recent are the settings of the -m recent rules, in rule order.
 	Recent []RecentRule
+	// HashLimits are the settings of the -m hashlimit rules, in rule order.
+	HashLimits []HashLimitRule
 	// Ranges[i] is Entries[i] as ranges of the key, where it can be
 	// (see Ranges); the trees' leaves test those.
 	Ranges []Ranges

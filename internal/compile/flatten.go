@@ -193,6 +193,12 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			return nil, fmt.Errorf("%s: %s: -i cannot be used in a chain OUTPUT reaches (%s): "+
 				"OUTPUT's packets have no input interface", r.Pos, r.String(), strings.Join(path, " -> "))
 		}
+		if mod := stateModule(&r.Match); c == rules.ChainOutput && mod != "" {
+			// as in OUTPUT itself (compile.go): tc egress does not
+			// settle state rules
+			return nil, fmt.Errorf("%s: %s: -m %s is not supported in a chain OUTPUT reaches (%s): "+
+				"the tc egress program has no room for it yet", r.Pos, r.String(), mod, strings.Join(path, " -> "))
+		}
 		ents, err := f.entries(i)
 		if err != nil {
 			return nil, err

@@ -29,6 +29,8 @@ type State struct {
 	Now   uint64
 	Tat   map[int]uint64
 	Lists map[RecentKey]*RecentEntry
+	// Buckets are the -m hashlimit buckets (hashlimit.go).
+	Buckets map[HashKey]*HashBucket
 }
 
 // RecentKey is an address in a -m recent list (masked, as the rule

@@ -123,47 +123,7 @@ func TestLimitNoFastRule(t *testing.T) {
 // entry that ended a leaf, decided in the walk, or was settled out of
 // order shows here.
 func TestRecentTreeAgreesWithReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(15, 4))
-	names := []string{"lo", "eth0", "eth1", "veth0"}
-	settled, sets := 0, 0
-	for set := 0; set < 300; set++ {
-		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
-		rules.RandomRecent(r, rs, 25)
-		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
-		if err != nil {
-			continue // more -m recent rules than one packet may meet: refused
-		}
-		sets++
-		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
-		byID := map[uint32]int{}
-		for i := range rs.Rules {
-			byID[uint32(FirstRuleID+i)] = i
-		}
-		for k := 0; k < 300; k++ {
-			p := randomRefPacket(r, rs, names)
-			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Recent: func(entry int) bool {
-				settled++
-				return twin.recent(rs.Rules[byID[tb.Entries[entry].RuleID]].Match.Recent, &p)
-			}})
-			gotID := c.Root.RuleID
-			if c.Entry >= 0 {
-				gotID = tb.Entries[c.Entry].RuleID
-			}
-			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
-			if want.Rule >= 0 {
-				wantID = uint32(FirstRuleID + want.Rule)
-			}
-			if gotID != wantID || len(ref.Lists) != len(twin.Lists) {
-				t.Fatalf("set %d packet %d: tree says id %d (%d addresses listed), reference id %d (%d)\npacket %+v\n%s",
-					set, k, gotID, len(twin.Lists), wantID, len(ref.Lists), p, rs)
-			}
-		}
-	}
-	if sets < 200 || settled == 0 {
-		t.Fatalf("%d rule sets compiled, %d -m recent entries settled: the test checked too little", sets, settled)
-	}
-	t.Logf("%d rule sets, %d -m recent entries settled", sets, settled)
+	stateTreeAgrees(t, rand.New(rand.NewPCG(15, 4)), 200, func(r *rand.Rand, rs *rules.RuleSet) { rules.RandomRecent(r, rs, 25) })
 }
 
 // TestRecentNotesBound: a rule set where one packet could meet more -m
@@ -318,6 +278,130 @@ func TestProbeBounds(t *testing.T) {
 			t.Errorf("%v\n%s", err, tc.src)
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("error %v, want %q\n%s", err, tc.err, tc.src)
+		}
+	}
+}
+
+// TestHashLimitTreeAgreesWithReference: the same with -m hashlimit rules
+// (and a few -m recent rules beside), the buckets modelled with the clock
+// standing, the same buckets left. A --hashlimit-above rule that took its
+// token must let the packet on; one settled out of order, or decided in
+// the walk, shows.
+func TestHashLimitTreeAgreesWithReference(t *testing.T) {
+	matched := stateTreeAgrees(t, rand.New(rand.NewPCG(15, 5)), 200, func(r *rand.Rand, rs *rules.RuleSet) {
+		rules.RandomHashLimit(r, rs, 20)
+		rules.RandomRecent(r, rs, 5)
+	})
+	if matched == 0 {
+		t.Fatal("no -m hashlimit rule matched: the test checked too little")
+	}
+}
+
+// TestHashLimitChainsAgree: the same with user chains (rules.RandomChains:
+// jumps, gotos, RETURNs), -m hashlimit rules in them flattened into the
+// chains that reach them (hardened-host.v4's SSH_IN). Sets whose
+// -m hashlimit rules a chain OUTPUT reaches holds are refused.
+func TestHashLimitChainsAgree(t *testing.T) {
+	matched := stateTreeAgrees(t, rand.New(rand.NewPCG(15, 6)), 150, func(r *rand.Rand, rs *rules.RuleSet) {
+		rules.RandomChains(r, rs)
+		rules.RandomHashLimit(r, rs, 20)
+	})
+	if matched == 0 {
+		t.Fatal("no -m hashlimit rule matched: the test checked too little")
+	}
+}
+
+// stateTreeAgrees runs 300 random rule sets that knob gives state rules
+// (-m recent, -m hashlimit) and 300 packets each through the tree walk
+// (ClassifyWith, settling the state entries it met in index order, as
+// fw_state_settle, with a State of its own) and the reference (DecideAt,
+// rule by rule), and requires the same decisions and as many list
+// addresses and buckets on both sides, and at least minSets sets that
+// compile. It returns how many -m hashlimit settlings matched.
+func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Rand, *rules.RuleSet)) (matched int) {
+	t.Helper()
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	settled, sets := 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		knob(r, rs)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			continue // more state rules than one packet may meet: refused
+		}
+		sets++
+		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
+		byID := map[uint32]int{}
+		for i := range rs.Rules {
+			byID[uint32(FirstRuleID+i)] = i
+		}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Recent: func(entry int) bool {
+				settled++
+				m := &rs.Rules[byID[tb.Entries[entry].RuleID]].Match
+				if m.HashLimit == nil {
+					return twin.recent(m.Recent, &p)
+				}
+				ok := twin.hashlimit(m.HashLimit, &p)
+				if ok {
+					matched++
+				}
+				return ok
+			}})
+			gotID := c.Root.RuleID
+			if c.Entry >= 0 {
+				gotID = tb.Entries[c.Entry].RuleID
+			}
+			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
+			if want.Rule >= 0 {
+				wantID = uint32(FirstRuleID + want.Rule)
+			}
+			if gotID != wantID || len(ref.Lists) != len(twin.Lists) || len(ref.Buckets) != len(twin.Buckets) {
+				t.Fatalf("set %d packet %d: tree says id %d (%d addresses, %d buckets), reference id %d (%d, %d)\npacket %+v\n%s",
+					set, k, gotID, len(twin.Lists), len(twin.Buckets), wantID, len(ref.Lists), len(ref.Buckets), p, rs)
+			}
+		}
+	}
+	if sets < minSets || settled == 0 {
+		t.Fatalf("%d rule sets compiled, %d state entries settled: the test checked too little", sets, settled)
+	}
+	t.Logf("%d rule sets, %d state entries settled, %d hashlimit matches", sets, settled, matched)
+	return matched
+}
+
+// TestHashLimitTableSettings: rules that name one table share its
+// buckets and must agree on its settings (iptables would key and fill
+// them by one rule's); --hashlimit-upto and --hashlimit-above may differ,
+// and so may rules of the two families.
+func TestHashLimitTableSettings(t *testing.T) {
+	for _, tc := range []struct {
+		src, err string
+	}{
+		{"-A INPUT -p tcp -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -p udp -m hashlimit --hashlimit-above 3/min --hashlimit-name a -j DROP\n", ""},
+		{"-A INPUT -s 10.0.0.0/8 -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -s fd00::/8 -m hashlimit --hashlimit-upto 5/min --hashlimit-name a -j ACCEPT\n", ""},
+		{"-A INPUT -p tcp -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -p udp -m hashlimit --hashlimit-upto 3/min --hashlimit-mode srcip --hashlimit-name a -j ACCEPT\n",
+			`t:2:1: -m hashlimit table "a" is named with other settings by the rule at t:1:1`},
+		{"-A OUTPUT -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n", "-m hashlimit is not supported in OUTPUT"},
+		{"-N c\n-A c -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n-A OUTPUT -p tcp -j c\n",
+			"-m hashlimit is not supported in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-N c\n-A c -m recent --rcheck --name a -j DROP\n-A OUTPUT -p tcp -j c\n",
+			"-m recent is not supported in a chain OUTPUT reaches"},
+	} {
+		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.src, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.src, err, tc.err)
 		}
 	}
 }

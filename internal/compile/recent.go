@@ -88,6 +88,19 @@ func (t *Tables) ListIDs() map[uint32]bool {
 	return out
 }
 
+// stateModule names the module of m that makes its rule's entries state
+// entries (Entry.State: settled after the walk, in rule order): "recent",
+// "hashlimit", or "" for none.
+func stateModule(m *rules.Match) string {
+	switch {
+	case m.Recent != nil:
+		return "recent"
+	case m.HashLimit != nil:
+		return "hashlimit"
+	}
+	return ""
+}
+
 // HasProbes reports whether t has probes (Entry.Probe: -m limit or
 // -m recent on a rule that decides nothing itself).
 func (t *Tables) HasProbes() bool {
@@ -128,7 +141,7 @@ func checkStateNotes(in Input, t *Tables) error {
 			if len(where) > 0 {
 				at = where[0] + ": "
 			}
-			return fmt.Errorf("%sa packet of %s (%s) could meet %d rules with -m recent, or behind a -m limit or -m recent "+
+			return fmt.Errorf("%sa packet of %s (%s) could meet %d rules with -m recent or -m hashlimit, or behind a -m limit or -m recent "+
 				"that decides nothing (rules at %s); the data plane settles at most %d per packet "+
 				"(narrow them with -p, --dport or addresses, so that fewer of them can match one packet)",
 				at, rules.Chain(r/2), fam, len(worst), strings.Join(where, ", "), MaxStateNotes)

@@ -160,6 +160,9 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		if m := r.Match.Recent; m != nil && !st.recent(m, &p) {
 			continue // the list says no (after doing what the rule does to it)
 		}
+		if h := r.Match.HashLimit; h != nil && !st.hashlimit(h, &p) {
+			continue // the packet's bucket says no (after taking any token)
+		}
 		if v := r.Target.Verdict; !v.Terminal() && v != rules.VerdictLog && !slices.Contains(counts, i) {
 			counts = append(counts, i)
 		}

@@ -113,6 +113,8 @@ type Datapath struct {
 	limBkt      *ebpf.Map // fw_limits: per -m limit rule id
 	recentRules *ebpf.Map // fw_recent_rules: per -m recent rule id
 	recent      *ebpf.Map // fw_recent: the -m recent lists' addresses
+	hashRules   *ebpf.Map // fw_hashlimit_rules: per -m hashlimit rule id
+	hashBkt     *ebpf.Map // fw_hashlimit: the -m hashlimit tables' buckets
 	logStat     *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr      *ebpf.Map // fw_log_counters
 	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
@@ -150,7 +152,8 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict, "fw_frag": &d.frag,
-		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
+		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent,
+		"fw_hashlimit_rules": &d.hashRules, "fw_hashlimit": &d.hashBkt, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
 	}
@@ -251,6 +254,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		limBkt:      objs.FwLimits,
 		recentRules: objs.FwRecentRules,
 		recent:      objs.FwRecent,
+		hashRules:   objs.FwHashlimitRules,
+		hashBkt:     objs.FwHashlimit,
 		logStat:     objs.FwLogStats,
 		logCtr:      objs.FwLogCounters,
 		rejGlob:     objs.FwRejectGlobal,
@@ -473,7 +478,8 @@ func pinsWithPrefix(dir, prefix string) []string {
 // laterPins are maps that programs of earlier versions did not have: Open
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
-var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true}
+var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
+	"fw_hashlimit_rules": true, "fw_hashlimit": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -156,6 +156,10 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	if err != nil {
 		return err
 	}
+	staleHash, err := d.putHashLimitRules(t.HashLimits)
+	if err != nil {
+		return err
+	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
 	}
@@ -184,6 +188,9 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 		return err
 	}
 	if err := d.dropRecent(staleRecent, t.ListIDs()); err != nil {
+		return err
+	}
+	if err := d.dropHashLimit(staleHash, t.HashTableIDs()); err != nil {
 		return err
 	}
 	return d.dropLogIDs(staleLogs)

@@ -191,6 +191,35 @@ type xdpfwFwFragScratch struct {
 	E xdpfwFwFragEntry
 }
 
+type xdpfwFwHashlimitBucket struct {
+	_    structs.HostLayout
+	Tat  uint64
+	Seen uint64
+}
+
+type xdpfwFwHashlimitKey struct {
+	_      structs.HostLayout
+	Src    [2]uint64
+	Dst    [2]uint64
+	Table  uint32
+	Sport  uint16
+	Dport  uint16
+	Family uint8
+	Pad    [7]uint8
+}
+
+type xdpfwFwHashlimitRule struct {
+	_          structs.HostLayout
+	Srcmask    [2]uint64
+	Dstmask    [2]uint64
+	IntervalNs uint64
+	ExpireNs   uint64
+	Burst      uint32
+	Table      uint32
+	Flags      uint32
+	Pad        uint32
+}
+
 type xdpfwFwLogEvent struct {
 	_         structs.HostLayout
 	TsNs      uint64
@@ -328,13 +357,15 @@ type xdpfwFwSetKey struct {
 }
 
 type xdpfwFwStateScratch struct {
-	_     structs.HostLayout
-	Idx   [8]uint32
-	Ids   [8]uint32
-	Best  uint32
-	Gen   uint32
-	Key   xdpfwFwRecentKey
-	Fresh xdpfwFwRecentEntry
+	_      structs.HostLayout
+	Idx    [8]uint32
+	Ids    [8]uint32
+	Best   uint32
+	Gen    uint32
+	Key    xdpfwFwRecentKey
+	Fresh  xdpfwFwRecentEntry
+	Hkey   xdpfwFwHashlimitKey
+	Hfresh xdpfwFwHashlimitBucket
 }
 
 type xdpfwFwXdpHandoff struct {
@@ -375,6 +406,8 @@ const (
 	xdpfwMapFwEntries             = "fw_entries"
 	xdpfwMapFwFrag                = "fw_frag"
 	xdpfwMapFwFragScratch         = "fw_frag_scratch"
+	xdpfwMapFwHashlimit           = "fw_hashlimit"
+	xdpfwMapFwHashlimitRules      = "fw_hashlimit_rules"
 	xdpfwMapFwLeaves              = "fw_leaves"
 	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
@@ -465,43 +498,45 @@ type xdpfwProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwMapSpecs struct {
-	FwActive        *ebpf.MapSpec `ebpf:"fw_active"`
-	FwAddrtypeKey   *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
-	FwAddrtypes     *ebpf.MapSpec `ebpf:"fw_addrtypes"`
-	FwConfigMap     *ebpf.MapSpec `ebpf:"fw_config_map"`
-	FwCt            *ebpf.MapSpec `ebpf:"fw_ct"`
-	FwCtEvict       *ebpf.MapSpec `ebpf:"fw_ct_evict"`
-	FwCtGc          *ebpf.MapSpec `ebpf:"fw_ct_gc"`
-	FwCtStats       *ebpf.MapSpec `ebpf:"fw_ct_stats"`
-	FwDeltaEntries  *ebpf.MapSpec `ebpf:"fw_delta_entries"`
-	FwDeltas        *ebpf.MapSpec `ebpf:"fw_deltas"`
-	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
-	FwFrag          *ebpf.MapSpec `ebpf:"fw_frag"`
-	FwFragScratch   *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
-	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
-	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
-	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
-	FwLogLimits     *ebpf.MapSpec `ebpf:"fw_log_limits"`
-	FwLogRing       *ebpf.MapSpec `ebpf:"fw_log_ring"`
-	FwLogScratch    *ebpf.MapSpec `ebpf:"fw_log_scratch"`
-	FwLogStats      *ebpf.MapSpec `ebpf:"fw_log_stats"`
-	FwNodes         *ebpf.MapSpec `ebpf:"fw_nodes"`
-	FwRaw           *ebpf.MapSpec `ebpf:"fw_raw"`
-	FwReasonStats   *ebpf.MapSpec `ebpf:"fw_reason_stats"`
-	FwRecent        *ebpf.MapSpec `ebpf:"fw_recent"`
-	FwRecentRules   *ebpf.MapSpec `ebpf:"fw_recent_rules"`
-	FwRejectGlobal  *ebpf.MapSpec `ebpf:"fw_reject_global"`
-	FwRejectOwn     *ebpf.MapSpec `ebpf:"fw_reject_own"`
-	FwRejectOwnLast *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
-	FwRejectRl      *ebpf.MapSpec `ebpf:"fw_reject_rl"`
-	FwRoots         *ebpf.MapSpec `ebpf:"fw_roots"`
-	FwRuleStats     *ebpf.MapSpec `ebpf:"fw_rule_stats"`
-	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
-	FwStamps        *ebpf.MapSpec `ebpf:"fw_stamps"`
-	FwStateScratch  *ebpf.MapSpec `ebpf:"fw_state_scratch"`
-	FwTcPkt         *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
-	FwXdpHandoff    *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
-	FwXdpStages     *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
+	FwActive         *ebpf.MapSpec `ebpf:"fw_active"`
+	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
+	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
+	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCt             *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtEvict        *ebpf.MapSpec `ebpf:"fw_ct_evict"`
+	FwCtGc           *ebpf.MapSpec `ebpf:"fw_ct_gc"`
+	FwCtStats        *ebpf.MapSpec `ebpf:"fw_ct_stats"`
+	FwDeltaEntries   *ebpf.MapSpec `ebpf:"fw_delta_entries"`
+	FwDeltas         *ebpf.MapSpec `ebpf:"fw_deltas"`
+	FwEntries        *ebpf.MapSpec `ebpf:"fw_entries"`
+	FwFrag           *ebpf.MapSpec `ebpf:"fw_frag"`
+	FwFragScratch    *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
+	FwHashlimit      *ebpf.MapSpec `ebpf:"fw_hashlimit"`
+	FwHashlimitRules *ebpf.MapSpec `ebpf:"fw_hashlimit_rules"`
+	FwLeaves         *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwLimits         *ebpf.MapSpec `ebpf:"fw_limits"`
+	FwLogCounters    *ebpf.MapSpec `ebpf:"fw_log_counters"`
+	FwLogLimits      *ebpf.MapSpec `ebpf:"fw_log_limits"`
+	FwLogRing        *ebpf.MapSpec `ebpf:"fw_log_ring"`
+	FwLogScratch     *ebpf.MapSpec `ebpf:"fw_log_scratch"`
+	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
+	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwRaw            *ebpf.MapSpec `ebpf:"fw_raw"`
+	FwReasonStats    *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRecent         *ebpf.MapSpec `ebpf:"fw_recent"`
+	FwRecentRules    *ebpf.MapSpec `ebpf:"fw_recent_rules"`
+	FwRejectGlobal   *ebpf.MapSpec `ebpf:"fw_reject_global"`
+	FwRejectOwn      *ebpf.MapSpec `ebpf:"fw_reject_own"`
+	FwRejectOwnLast  *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
+	FwRejectRl       *ebpf.MapSpec `ebpf:"fw_reject_rl"`
+	FwRoots          *ebpf.MapSpec `ebpf:"fw_roots"`
+	FwRuleStats      *ebpf.MapSpec `ebpf:"fw_rule_stats"`
+	FwSets           *ebpf.MapSpec `ebpf:"fw_sets"`
+	FwStamps         *ebpf.MapSpec `ebpf:"fw_stamps"`
+	FwStateScratch   *ebpf.MapSpec `ebpf:"fw_state_scratch"`
+	FwTcPkt          *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
+	FwXdpHandoff     *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
+	FwXdpStages      *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -536,43 +571,45 @@ func (o *xdpfwObjects) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwMaps struct {
-	FwActive        *ebpf.Map `ebpf:"fw_active"`
-	FwAddrtypeKey   *ebpf.Map `ebpf:"fw_addrtype_key"`
-	FwAddrtypes     *ebpf.Map `ebpf:"fw_addrtypes"`
-	FwConfigMap     *ebpf.Map `ebpf:"fw_config_map"`
-	FwCt            *ebpf.Map `ebpf:"fw_ct"`
-	FwCtEvict       *ebpf.Map `ebpf:"fw_ct_evict"`
-	FwCtGc          *ebpf.Map `ebpf:"fw_ct_gc"`
-	FwCtStats       *ebpf.Map `ebpf:"fw_ct_stats"`
-	FwDeltaEntries  *ebpf.Map `ebpf:"fw_delta_entries"`
-	FwDeltas        *ebpf.Map `ebpf:"fw_deltas"`
-	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
-	FwFrag          *ebpf.Map `ebpf:"fw_frag"`
-	FwFragScratch   *ebpf.Map `ebpf:"fw_frag_scratch"`
-	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
-	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
-	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
-	FwLogLimits     *ebpf.Map `ebpf:"fw_log_limits"`
-	FwLogRing       *ebpf.Map `ebpf:"fw_log_ring"`
-	FwLogScratch    *ebpf.Map `ebpf:"fw_log_scratch"`
-	FwLogStats      *ebpf.Map `ebpf:"fw_log_stats"`
-	FwNodes         *ebpf.Map `ebpf:"fw_nodes"`
-	FwRaw           *ebpf.Map `ebpf:"fw_raw"`
-	FwReasonStats   *ebpf.Map `ebpf:"fw_reason_stats"`
-	FwRecent        *ebpf.Map `ebpf:"fw_recent"`
-	FwRecentRules   *ebpf.Map `ebpf:"fw_recent_rules"`
-	FwRejectGlobal  *ebpf.Map `ebpf:"fw_reject_global"`
-	FwRejectOwn     *ebpf.Map `ebpf:"fw_reject_own"`
-	FwRejectOwnLast *ebpf.Map `ebpf:"fw_reject_own_last"`
-	FwRejectRl      *ebpf.Map `ebpf:"fw_reject_rl"`
-	FwRoots         *ebpf.Map `ebpf:"fw_roots"`
-	FwRuleStats     *ebpf.Map `ebpf:"fw_rule_stats"`
-	FwSets          *ebpf.Map `ebpf:"fw_sets"`
-	FwStamps        *ebpf.Map `ebpf:"fw_stamps"`
-	FwStateScratch  *ebpf.Map `ebpf:"fw_state_scratch"`
-	FwTcPkt         *ebpf.Map `ebpf:"fw_tc_pkt"`
-	FwXdpHandoff    *ebpf.Map `ebpf:"fw_xdp_handoff"`
-	FwXdpStages     *ebpf.Map `ebpf:"fw_xdp_stages"`
+	FwActive         *ebpf.Map `ebpf:"fw_active"`
+	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
+	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
+	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
+	FwCt             *ebpf.Map `ebpf:"fw_ct"`
+	FwCtEvict        *ebpf.Map `ebpf:"fw_ct_evict"`
+	FwCtGc           *ebpf.Map `ebpf:"fw_ct_gc"`
+	FwCtStats        *ebpf.Map `ebpf:"fw_ct_stats"`
+	FwDeltaEntries   *ebpf.Map `ebpf:"fw_delta_entries"`
+	FwDeltas         *ebpf.Map `ebpf:"fw_deltas"`
+	FwEntries        *ebpf.Map `ebpf:"fw_entries"`
+	FwFrag           *ebpf.Map `ebpf:"fw_frag"`
+	FwFragScratch    *ebpf.Map `ebpf:"fw_frag_scratch"`
+	FwHashlimit      *ebpf.Map `ebpf:"fw_hashlimit"`
+	FwHashlimitRules *ebpf.Map `ebpf:"fw_hashlimit_rules"`
+	FwLeaves         *ebpf.Map `ebpf:"fw_leaves"`
+	FwLimits         *ebpf.Map `ebpf:"fw_limits"`
+	FwLogCounters    *ebpf.Map `ebpf:"fw_log_counters"`
+	FwLogLimits      *ebpf.Map `ebpf:"fw_log_limits"`
+	FwLogRing        *ebpf.Map `ebpf:"fw_log_ring"`
+	FwLogScratch     *ebpf.Map `ebpf:"fw_log_scratch"`
+	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
+	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
+	FwRaw            *ebpf.Map `ebpf:"fw_raw"`
+	FwReasonStats    *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRecent         *ebpf.Map `ebpf:"fw_recent"`
+	FwRecentRules    *ebpf.Map `ebpf:"fw_recent_rules"`
+	FwRejectGlobal   *ebpf.Map `ebpf:"fw_reject_global"`
+	FwRejectOwn      *ebpf.Map `ebpf:"fw_reject_own"`
+	FwRejectOwnLast  *ebpf.Map `ebpf:"fw_reject_own_last"`
+	FwRejectRl       *ebpf.Map `ebpf:"fw_reject_rl"`
+	FwRoots          *ebpf.Map `ebpf:"fw_roots"`
+	FwRuleStats      *ebpf.Map `ebpf:"fw_rule_stats"`
+	FwSets           *ebpf.Map `ebpf:"fw_sets"`
+	FwStamps         *ebpf.Map `ebpf:"fw_stamps"`
+	FwStateScratch   *ebpf.Map `ebpf:"fw_state_scratch"`
+	FwTcPkt          *ebpf.Map `ebpf:"fw_tc_pkt"`
+	FwXdpHandoff     *ebpf.Map `ebpf:"fw_xdp_handoff"`
+	FwXdpStages      *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -590,6 +627,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwEntries,
 		m.FwFrag,
 		m.FwFragScratch,
+		m.FwHashlimit,
+		m.FwHashlimitRules,
 		m.FwLeaves,
 		m.FwLimits,
 		m.FwLogCounters,

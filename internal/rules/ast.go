@@ -423,6 +423,10 @@ type Match struct {
 	// Recent: -m recent, a named list of addresses shared by the rules
 	// that name it; tested after every other match, as Limit.
 	Recent *RecentMatch
+	// HashLimit: -m hashlimit, token buckets by a key of the packet in a
+	// named table shared by the rules that name it; tested after every
+	// other match, as Limit.
+	HashLimit *HashLimitMatch
 }
 
 // UsesConntrack reports whether m tests a packet's connection (any -m
@@ -518,11 +522,12 @@ func (g *LogGroup) Number() uint16 {
 func (t Target) Logs() bool { return t.Verdict == VerdictLog || t.Log }
 
 // Budgeted reports whether the rule has state in the data plane: a log
-// budget (Target.Logs), a -m limit bucket or a -m recent list. They come
+// budget (Target.Logs), a -m limit bucket, a -m recent list or -m
+// hashlimit buckets. They come
 // with full installs of a rule set, so edits of such rule sets are
 // compiled in full.
 func (r *Rule) Budgeted() bool {
-	return r.Target.Logs() || r.Match.Limit != nil || r.Match.Recent != nil
+	return r.Target.Logs() || r.Match.Limit != nil || r.Match.Recent != nil || r.Match.HashLimit != nil
 }
 
 // LogRate is a rate of log events: N per Unit (--log-rate N/UNIT). The zero

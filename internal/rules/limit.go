@@ -119,8 +119,8 @@ func (p *ruleParser) optLimitBurst(o optUse) *Error {
 // limitModule handles -m limit: the bucket with iptables' defaults, which
 // its options change.
 func (p *ruleParser) limitModule(at token) *Error {
-	if p.r.Match.Recent != nil {
-		return p.errAt(at, "", "-m limit beside -m recent", "xdpfw takes one rate or state match per rule: split the rule in two")
+	if p.stateAt != nil && p.stateMod != "limit" {
+		return p.errAt(at, "", "-m limit beside -m "+p.stateMod, "xdpfw takes one rate or state match per rule: split the rule in two")
 	}
 	if p.r.Match.Limit != nil {
 		return p.errAt(at, "", "-m limit given twice",
@@ -142,6 +142,25 @@ func (p *ruleParser) limitModule(at token) *Error {
 	return nil
 }
 
+// stateOnChainTarget refuses -m limit or -m recent (the module at token
+// at) on a rule that decides nothing itself: a jump, a goto, RETURN or no
+// -j. Compiled chains are flattened (docs/compat.md, Chains): whether the
+// rules after such a rule apply would depend on the bucket or the list at
+// the moment the packet passes, which no classifier entry can hold, so
+// xdpfw refuses the rule rather than guess (ignoring the match would fail
+// open or closed).
+func (p *ruleParser) stateOnChainTarget(at token) *Error {
+	switch v := p.r.Target.Verdict; v {
+	case VerdictJump, VerdictGoto, VerdictReturn, VerdictNone:
+		what := map[Verdict]string{VerdictJump: "-j " + p.r.Target.Chain, VerdictGoto: "-g " + p.r.Target.Chain,
+			VerdictReturn: "-j RETURN", VerdictNone: "no -j (a counting rule)"}[v]
+		return p.errAt(at, "", fmt.Sprintf("-m %s on a rule with %s is not supported yet: the rules after it would apply or not by the state of the %s at that moment, which flattened chains cannot express",
+			p.stateMod, what, map[string]string{"limit": "bucket", "recent": "list", "hashlimit": "packet's bucket"}[p.stateMod]),
+			"give the -m "+p.stateMod+" to the rule that decides (ACCEPT, DROP, REJECT or LOG), or keep this rule set in the kernel's iptables")
+	}
+	return nil
+}
+
 // afterState refuses a match option that follows -m limit or -m recent:
 // iptables tests a rule's matches in order, so a packet that passes the
 // limit and fails a later match (-m limit --limit 1/s -m tcp --dport 22)
@@ -159,13 +178,16 @@ func (p *ruleParser) afterState(t token, spec optSpec) *Error {
 		test = true
 	default: // an option of a module, or -m MODULE (optModule: spec.module is the module)
 		test = spec.module != "" && spec.module != p.stateMod && spec.module != "comment" &&
-			spec.module != "limit" && spec.module != "recent" // those say what is wrong themselves
+			spec.module != "limit" && spec.module != "recent" && spec.module != "hashlimit" // those say what is wrong themselves
 	}
 	if !test {
 		return nil
 	}
 	what := "takes a token"
-	if p.stateMod == "recent" {
+	switch p.stateMod {
+	case "hashlimit":
+		what = "takes a token of the packet's bucket"
+	case "recent":
 		what = "records or looks up the address"
 	}
 	return p.errAt(t, "", fmt.Sprintf("%s after -m %s: iptables %s before testing it", t.text, p.stateMod, what),

@@ -551,6 +551,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		return p.limitModule(o.opt)
 	case "recent":
 		return p.recentModule(o.opt)
+	case "hashlimit":
+		return p.hashLimitModule(o.opt)
 	case "tcp", "udp", "sctp", "udplite":
 		proto, _ := parseProto(name)
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")

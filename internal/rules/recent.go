@@ -148,8 +148,8 @@ func (p *ruleParser) recentModule(at token) *Error {
 	if p.r.Match.Recent != nil {
 		return p.errAt(at, "", "-m recent given twice", "xdpfw takes one -m recent per rule")
 	}
-	if p.r.Match.Limit != nil {
-		return p.errAt(at, "", "-m recent beside -m limit", "xdpfw takes one rate or state match per rule: split the rule in two")
+	if p.stateAt != nil && p.stateMod != "recent" {
+		return p.errAt(at, "", "-m recent beside -m "+p.stateMod, "xdpfw takes one rate or state match per rule: split the rule in two")
 	}
 	p.r.Match.Recent = &RecentMatch{Name: DefaultRecentName}
 	p.stateAt, p.stateMod = &at, "recent"

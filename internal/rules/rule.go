@@ -24,7 +24,7 @@ type ruleParser struct {
 	fam      Family          // family fixed by -4/-6 or implied by a selector
 	famWhy   string          // what fixed fam, for conflict messages
 	checks   []func() *Error // run once every option is read
-	stateAt  *token          // the -m limit or -m recent, once given (afterState)
+	stateAt  *token          // the -m limit, -m recent or -m hashlimit, once given (afterState)
 	stateMod string          // its module
 	// loaded are the extensions whose long options iptables would read
 	// at this point of the rule (longOption); protoLoaded: the protocol's
@@ -32,6 +32,8 @@ type ruleParser struct {
 	loaded      map[string]bool
 	protoLoaded bool
 	multiport   *token // the option of the last -m multiport, once given
+	// hashRateSet records -m hashlimit's rate (hashLimitModule)
+	hashRateSet func(periodUS uint64, unitMS uint32)
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.

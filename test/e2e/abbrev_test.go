@@ -66,6 +66,8 @@ func TestOptionsReadAsIptablesReadsThem(t *testing.T) {
 		{"-m limit --limit 3/min --limit-b 7 -j ACCEPT", "-4 -m limit --limit 3/min --limit-burst 7 -j ACCEPT"},
 		{"-m length --len 100:200 -j DROP", "-4 -m length --length 100:200 -j DROP"},
 		{"-m ttl --ttl-e 64 -j DROP", "-m ttl --ttl-eq 64 -j DROP"},
+		{"-m ttl --ttl 64 -j DROP", "-m ttl --ttl-eq 64 -j DROP"}, // the old name
+		{"-m hashlimit --hashlimit 7/hour --hashlimit-n y -j ACCEPT", "-4 -m hashlimit --hashlimit-upto 7/hour --hashlimit-burst 5 --hashlimit-name y -j ACCEPT"},
 	} {
 		iptOut, iptOK := ipt(c.line)
 		r, err := rules.ParseRuleArgs("INPUT", strings.Fields(c.line), rules.ParseOptions{Family: rules.FamilyIPv4})
