@@ -189,6 +189,14 @@ type xdpfwFwFragScratch struct {
 	E xdpfwFwFragEntry
 }
 
+type xdpfwFwLatHist struct {
+	_      structs.HostLayout
+	Count  uint64
+	Sum    uint64
+	Max    uint64
+	Bucket [273]uint64
+}
+
 type xdpfwFwLogEvent struct {
 	_         structs.HostLayout
 	TsNs      uint64
@@ -231,42 +239,6 @@ type xdpfwFwNode struct {
 	Pad    uint16
 	Thresh [7]uint32
 	Child  [8]uint32
-}
-
-type xdpfwFwPkt struct {
-	_          structs.HostLayout
-	Src        [2]uint64
-	Dst        [2]uint64
-	Sport      uint16
-	SrcMac     [6]uint8
-	Dport      uint16
-	DstMac     [6]uint8
-	Ifindex    uint32
-	VlanId     uint16
-	Family     uint8
-	Proto      uint8
-	IcmpCode   uint8
-	IcmpType   uint8
-	TcpFlags   uint8
-	Flags      uint8
-	Chain      uint8
-	Ctstate    uint8
-	L4Off      uint16
-	L3Len      uint32
-	L3Off      uint8
-	Ttl        uint8
-	Tos        uint8
-	Ctinfo     uint8
-	Ctproto    uint8
-	RtType     uint8
-	RtSegsleft uint8
-	RtHdrlen   uint8
-	Mss        uint16
-	Frag       uint16
-	FragId     uint32
-	Mark       uint32
-	Oifindex   uint32
-	Pad2       uint32
 }
 
 type xdpfwFwRecentEntry struct {
@@ -335,9 +307,88 @@ type xdpfwFwStateScratch struct {
 	Fresh xdpfwFwRecentEntry
 }
 
+type xdpfwFwTcSlot struct {
+	_   structs.HostLayout
+	Pkt struct {
+		_          structs.HostLayout
+		Src        [2]uint64
+		Dst        [2]uint64
+		Sport      uint16
+		SrcMac     [6]uint8
+		Dport      uint16
+		DstMac     [6]uint8
+		Ifindex    uint32
+		VlanId     uint16
+		Family     uint8
+		Proto      uint8
+		IcmpCode   uint8
+		IcmpType   uint8
+		TcpFlags   uint8
+		Flags      uint8
+		Chain      uint8
+		Ctstate    uint8
+		L4Off      uint16
+		L3Len      uint32
+		L3Off      uint8
+		Ttl        uint8
+		Tos        uint8
+		Ctinfo     uint8
+		Ctproto    uint8
+		RtType     uint8
+		RtSegsleft uint8
+		RtHdrlen   uint8
+		Mss        uint16
+		Frag       uint16
+		FragId     uint32
+		Mark       uint32
+		Oifindex   uint32
+		Pad2       uint32
+	}
+	Lat struct {
+		_   structs.HostLayout
+		T0  uint64
+		N   uint32
+		Pad uint32
+	}
+}
+
 type xdpfwFwXdpHandoff struct {
-	_    structs.HostLayout
-	Pkt  xdpfwFwPkt
+	_   structs.HostLayout
+	Pkt struct {
+		_          structs.HostLayout
+		Src        [2]uint64
+		Dst        [2]uint64
+		Sport      uint16
+		SrcMac     [6]uint8
+		Dport      uint16
+		DstMac     [6]uint8
+		Ifindex    uint32
+		VlanId     uint16
+		Family     uint8
+		Proto      uint8
+		IcmpCode   uint8
+		IcmpType   uint8
+		TcpFlags   uint8
+		Flags      uint8
+		Chain      uint8
+		Ctstate    uint8
+		L4Off      uint16
+		L3Len      uint32
+		L3Off      uint8
+		Ttl        uint8
+		Tos        uint8
+		Ctinfo     uint8
+		Ctproto    uint8
+		RtType     uint8
+		RtSegsleft uint8
+		RtHdrlen   uint8
+		Mss        uint16
+		Frag       uint16
+		FragId     uint32
+		Mark       uint32
+		Oifindex   uint32
+		Pad2       uint32
+	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot
 	Sel  uint32
@@ -353,6 +404,12 @@ type xdpfwFwXdpHandoff struct {
 		Nstate uint8
 		Ncount uint8
 		_      [1]byte
+	}
+	Lat struct {
+		_   structs.HostLayout
+		T0  uint64
+		N   uint32
+		Pad uint32
 	}
 }
 
@@ -373,6 +430,8 @@ const (
 	xdpfwMapFwEntries             = "fw_entries"
 	xdpfwMapFwFrag                = "fw_frag"
 	xdpfwMapFwFragScratch         = "fw_frag_scratch"
+	xdpfwMapFwLatSample           = "fw_lat_sample"
+	xdpfwMapFwLatency             = "fw_latency"
 	xdpfwMapFwLeaves              = "fw_leaves"
 	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
@@ -474,6 +533,8 @@ type xdpfwMapSpecs struct {
 	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwFrag          *ebpf.MapSpec `ebpf:"fw_frag"`
 	FwFragScratch   *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
+	FwLatSample     *ebpf.MapSpec `ebpf:"fw_lat_sample"`
+	FwLatency       *ebpf.MapSpec `ebpf:"fw_latency"`
 	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
@@ -545,6 +606,8 @@ type xdpfwMaps struct {
 	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
 	FwFrag          *ebpf.Map `ebpf:"fw_frag"`
 	FwFragScratch   *ebpf.Map `ebpf:"fw_frag_scratch"`
+	FwLatSample     *ebpf.Map `ebpf:"fw_lat_sample"`
+	FwLatency       *ebpf.Map `ebpf:"fw_latency"`
 	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
@@ -586,6 +649,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwEntries,
 		m.FwFrag,
 		m.FwFragScratch,
+		m.FwLatSample,
+		m.FwLatency,
 		m.FwLeaves,
 		m.FwLimits,
 		m.FwLogCounters,
