@@ -148,3 +148,32 @@ func (h *Hist) Summarize() Summary {
 	return Summary{Count: h.Count, Mean: h.Mean(), P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99),
 		P999: h.Quantile(0.999), Max: h.Max}
 }
+
+// Since is the histogram of the packets counted after earlier, a
+// histogram of the same packets read before h: bucket by bucket, h less
+// earlier. A count that went down means the histograms were reset in
+// between: then h is all there is. Max is the interval's when it grew
+// (h.Max > earlier.Max), else the top of the highest bucket the interval
+// used, at most h.Max.
+func (h *Hist) Since(earlier *Hist) Hist {
+	var d Hist
+	for i, c := range h.Counts {
+		if c < earlier.Counts[i] || h.Count < earlier.Count || h.Sum < earlier.Sum {
+			return *h
+		}
+		d.Counts[i] = c - earlier.Counts[i]
+	}
+	d.Count, d.Sum = h.Count-earlier.Count, h.Sum-earlier.Sum
+	if h.Max > earlier.Max {
+		d.Max = h.Max
+		return d
+	}
+	for i := Overflow; i >= 0; i-- {
+		if d.Counts[i] > 0 {
+			_, hi := Bounds(i)
+			d.Max = min(hi-1, h.Max)
+			break
+		}
+	}
+	return d
+}

@@ -171,3 +171,33 @@ func TestOverflow(t *testing.T) {
 		t.Errorf("max %g", h.Quantile(1))
 	}
 }
+
+// The histogram between two readings is that of the packets in between;
+// a reset in between leaves the later reading.
+func TestSince(t *testing.T) {
+	var a, b, mid Hist
+	for _, v := range []uint64{100, 200, 300} {
+		a.Add(v)
+		b.Add(v)
+	}
+	for _, v := range []uint64{150, 5000} {
+		b.Add(v)
+		mid.Add(v)
+	}
+	if d := b.Since(&a); d != mid {
+		t.Errorf("since: %+v, want %+v", d.Summarize(), mid.Summarize())
+	}
+	// the max was before: the interval's is its top bucket's end
+	var c Hist
+	c = b
+	c.Add(120)
+	d := c.Since(&b)
+	if lo, hi := Bounds(Bucket(120)); d.Count != 1 || d.Max < lo || d.Max >= hi {
+		t.Errorf("since, max earlier: %+v, want one packet, max in [%d, %d)", d.Summarize(), lo, hi)
+	}
+	var reset Hist
+	reset.Add(7)
+	if d := reset.Since(&b); d != reset {
+		t.Errorf("after a reset: %+v, want the later reading", d.Summarize())
+	}
+}
