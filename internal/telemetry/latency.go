@@ -26,9 +26,10 @@ type LatencyHist struct {
 	Hist latency.Hist `json:"-"`
 }
 
-// takeLatency reads the histograms; nil when the program in force has
+// TakeLatency reads the histograms (`xdpfw status --latency`; Take reads
+// them with the rest); nil when the program in force has
 // none (an earlier version's, until the next load).
-func takeLatency(dp *datapath.Datapath) (*Latency, error) {
+func TakeLatency(dp *datapath.Datapath) (*Latency, error) {
 	n, err := dp.LatencySample()
 	if errors.Is(err, datapath.ErrNoLatency) {
 		return nil, nil

@@ -194,7 +194,7 @@ func TakeFrom(fw *firewall.Firewall) (*Snapshot, error) {
 	for _, p := range l.Policies {
 		s.Policies = append(s.Policies, Policy{Chain: p.Chain, Family: p.Family, Verdict: p.Verdict, Counter: p.Counter})
 	}
-	if s.Latency, err = takeLatency(dp); err != nil {
+	if s.Latency, err = TakeLatency(dp); err != nil {
 		return nil, err
 	}
 	s.Reasons, s.Actions = fromOutcomes(oc)
