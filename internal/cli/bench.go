@@ -85,6 +85,7 @@ func newBenchMicro(e *env) *cobra.Command {
 		budget   time.Duration
 		delta    int
 		asJSON   bool
+		latency  []uint
 	)
 	cmd := &cobra.Command{
 		Use:   "micro",
@@ -99,9 +100,14 @@ Every probe is checked to get the verdict claimed before measuring.
 With --delta K (default 4), each round also measures the probes with K rules
 in the delta stage (single edits waiting for a rebuild; rules no probe
 matches, placed first so that every probe checks them all), and reports the
-ratio to the empty delta stage.`,
+ratio to the empty delta stage.
+
+With --latency-sample N[,N...] (e.g. 1,64), each round also measures the
+last-rule probe with latency sampling 1 in N and reports the ratio to
+sampling off (the cost of the data plane's latency histograms).`,
 		Example: `  xdpfw bench micro
-  xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json`,
+  xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json
+  xdpfw bench micro --sizes 1,10000 --family ipv4 --latency-sample 1,64`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, f := range families {
@@ -120,10 +126,18 @@ ratio to the empty delta stage.`,
 					return usageError{fmt.Errorf("--sizes: %d is not a rule count", n)}
 				}
 			}
+			var samples []uint32
+			for _, n := range latency {
+				if n < 1 || n > 1<<31 {
+					return usageError{fmt.Errorf("--latency-sample %d: 1 in N, N from 1 (off is always measured)", n)}
+				}
+				samples = append(samples, uint32(n))
+			}
 			progress := e.stderr
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
-				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta})
+				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta,
+				LatencySamples: samples})
 			if err != nil {
 				return err
 			}
@@ -142,6 +156,7 @@ ratio to the empty delta stage.`,
 	fl.DurationVar(&budget, "time-budget", 3*time.Minute, "stop starting rounds after this long (at least 3 rounds run)")
 	fl.IntVar(&delta, "delta", 4, "rules in the delta stage for the second set of measurements (0: none)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.UintSliceVar(&latency, "latency-sample", nil, "also measure latency sampling 1 in N for each N given, beside off")
 	return cmd
 }
 
