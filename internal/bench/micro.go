@@ -366,6 +366,12 @@ func WriteTable(w io.Writer, res []*MicroResult) {
 			r.FirstMed, r.MissVsFirst)
 	}
 	fmt.Fprintln(w, "ns: median per packet over the rounds; x1: median per-round ratio to the smallest rule count")
+	writeDeltaCost(w, res)
+	writeLatencyCost(w, res)
+}
+
+// writeDeltaCost prints the delta stage's cost, when measured.
+func writeDeltaCost(w io.Writer, res []*MicroResult) {
 	if len(res) == 0 || res[0].DeltaRules == 0 {
 		return
 	}
@@ -376,7 +382,6 @@ func WriteTable(w io.Writer, res []*MicroResult) {
 			r.MissMed, r.DeltaMissMed, r.DeltaMissX)
 	}
 	fmt.Fprintln(w, "dl/empty: median per-round ratio to the same probe with the delta stage empty")
-	writeLatencyCost(w, res)
 }
 
 // writeLatencyCost prints latency sampling's cost, when measured.

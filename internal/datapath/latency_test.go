@@ -202,3 +202,102 @@ func TestLatencyHistograms(t *testing.T) {
 		t.Errorf("after a reset the histograms hold %v", got)
 	}
 }
+
+// BenchmarkLatencySampling measures what latency sampling costs both
+// programs on a packet the classifier accepts: this build with sampling
+// off, 1 in 64 and 1 in 1, side by side in interleaved rounds (each its
+// own instance, unpinned, with the same tables), and with -base-object
+// another build beside them (a build before sampling: what "off" costs).
+// Reports each median ns/pkt and the median per-round ratio to off:
+//
+//	git show main:internal/datapath/xdpfw_bpfel.o > /tmp/base.o
+//	go test -run '^$' -bench LatencySampling -benchtime 200000x ./internal/datapath/ -args -base-object /tmp/base.o
+func BenchmarkLatencySampling(b *testing.B) {
+	const rules = "-A %[1]s -p tcp --dport 25 -j REJECT --reject-with tcp-reset\n-A %[1]s -p udp --dport 53 -j ACCEPT\n-A %[1]s -j DROP\n"
+	for _, egress := range []bool{false, true} {
+		name, chain := "ingress", "INPUT"
+		frame := v4pkt(packet.ProtoUDP, "10.200.0.2", "10.200.0.1", 40000, 53).Bytes()
+		if egress {
+			name, chain = "egress", "OUTPUT"
+			frame = v4pkt(packet.ProtoUDP, "10.200.0.1", "10.200.0.2", 40000, 53).Bytes()
+		}
+		b.Run(name, func(b *testing.B) {
+			f := newFixtureB(b)
+			f.installText(fmt.Sprintf(rules, chain))
+			type subject struct {
+				name   string
+				obj    string
+				sample uint32
+				dp     *datapath.Datapath
+				ns     []float64
+			}
+			subs := []*subject{{name: "off"}, {name: "1in64", sample: 64}, {name: "1in1", sample: 1}}
+			if *baseObject != "" {
+				subs = append(subs, &subject{name: "base", obj: *baseObject})
+			}
+			for _, s := range subs {
+				dp, err := datapath.LoadObject(s.obj, f.dp.Limits())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(dp.Close)
+				if err := dp.Install(f.tables); err != nil {
+					b.Fatal(err)
+				}
+				if s.obj == "" {
+					if err := dp.SetLatencySample(s.sample); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s.dp = dp
+			}
+			err := f.ns.Do(func() error {
+				for r := 0; r < 15; r++ {
+					for j := range subs {
+						s := subs[(j+r)%len(subs)] // each goes first in turn
+						p := s.dp.Program()
+						if egress {
+							p = s.dp.EgressProgram()
+						}
+						ret, per, err := p.Benchmark(frame, b.N, nil)
+						if err != nil {
+							return err
+						}
+						if want := map[bool]uint32{false: datapath.XDPPass, true: datapath.TCActOK}[egress]; ret != want {
+							return fmt.Errorf("%s: the probe got %d, want %d (accepted)", s.name, ret, want)
+						}
+						s.ns = append(s.ns, float64(per.Nanoseconds()))
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			off := subs[0].ns
+			for _, s := range subs {
+				b.ReportMetric(medianOf(s.ns), s.name+"-ns/pkt")
+				if s != subs[0] {
+					ratios := make([]float64, len(off))
+					for r := range ratios {
+						ratios[r] = s.ns[r] / off[r]
+					}
+					b.ReportMetric(medianOf(ratios), s.name+"/off")
+				}
+			}
+			for _, s := range subs[1:3] { // the sampled ones timed their share of the packets
+				hs, err := s.dp.Latency()
+				if err != nil {
+					b.Fatal(err)
+				}
+				var n uint64
+				for _, h := range hs {
+					n += h.Count
+				}
+				if want := uint64(len(s.ns)*b.N) / uint64(s.sample); n < want {
+					b.Errorf("%s: %d packets timed, want at least %d", s.name, n, want)
+				}
+			}
+		})
+	}
+}
