@@ -409,16 +409,12 @@ struct {
 	__type(value, __u64);
 } fw_reject_own_last SEC(".maps");
 
-/* Latency sampling (lib/latency.h): one packet in this many is timed
- * (slot 0); 0: none, and no clock is read. Written by the control plane
- * (`load --latency-sample`, `stats --latency-sample`). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} fw_lat_sample SEC(".maps");
+/* Latency sampling (lib/latency.h): one packet in this many is timed,
+ * per CPU; 0: none, and no clock is read. A global in a data section of
+ * its own, which the control plane pins (as .data.latency) and writes
+ * while packets flow (`load --latency-sample`, `stats --latency-sample`):
+ * the data plane reads it with one load, no map lookup. */
+volatile __u32 fw_lat_every SEC(".data.latency") = 0;
 
 /* The sampled packets' processing time: struct fw_lat_hist per chain and
  * outcome (slot chain * FW_LAT_OUTS + enum fw_lat_out), per CPU. The

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Per-packet processing time, sampled (docs/realtime.md): one packet in
- * fw_lat_sample's N is timed from its program's entry to its verdict
+ * fw_lat_every is timed from its program's entry to its verdict
  * (XDP: across the tail call into the classify stage) and counted in a
  * log-linear histogram per chain and outcome (fw_latency, per CPU).
  *
- * Sampling off (N = 0) costs a map read and one branch at entry, and one
- * branch on the clock's t0 at the end: no clock is read. Which packets
+ * Sampling off (N = 0) costs a load of a global and one branch at entry,
+ * and one branch on the clock's t0 at the end: no clock is read. Which packets
  * are timed is a per-CPU count, not a random draw: every Nth packet of
  * each CPU. */
 #ifndef XDPFW_LATENCY_H
@@ -23,12 +23,11 @@ _Static_assert(FW_LAT_ACCEPT == FW_ACT_ACCEPT && FW_LAT_DROP == FW_ACT_DROP && F
  * that reports (`xdpfw trace`) times nothing. */
 static __always_inline void fw_lat_start(struct fw_lat_clock *c)
 {
-	__u32 zero = 0;
-	const __u32 *every = bpf_map_lookup_elem(&fw_lat_sample, &zero);
+	__u32 every = fw_lat_every;
 
-	if (!every || !*every || !fw_live_writes())
+	if (!every || !fw_live_writes())
 		return; /* t0 is 0: the last packet's end left it so */
-	if (++c->n < *every) {
+	if (++c->n < every) {
 		c->t0 = 0;
 		return;
 	}

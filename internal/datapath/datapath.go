@@ -116,7 +116,7 @@ type Datapath struct {
 	logStat     *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr      *ebpf.Map // fw_log_counters
 	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
-	latSample   *ebpf.Map // fw_lat_sample: one packet in how many is timed
+	latSample   *ebpf.Map // .data.latency: fw_lat_every, one packet in how many is timed
 	latency     *ebpf.Map // fw_latency: processing-time histograms, per CPU
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
@@ -150,7 +150,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
-		"fw_lat_sample": &d.latSample, "fw_latency": &d.latency,
+		latPin: &d.latSample, "fw_latency": &d.latency,
 	}
 }
 
@@ -196,7 +196,12 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			m.Close()
 		}
 	}
-	var objs xdpfwObjects
+	nameLatSection(spec)
+	spec.Maps[latSection].Pinning = ebpf.PinByName
+	var objs struct {
+		xdpfwObjects
+		LatSection *ebpf.Map `ebpf:".data.latency"`
+	}
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		closeUpgraded()
@@ -249,7 +254,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		logStat:     objs.FwLogStats,
 		logCtr:      objs.FwLogCounters,
 		rejGlob:     objs.FwRejectGlobal,
-		latSample:   objs.FwLatSample,
+		latSample:   objs.LatSection,
 		latency:     objs.FwLatency,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
@@ -456,7 +461,7 @@ func pinsWithPrefix(dir, prefix string) []string {
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
-	"fw_lat_sample": true, "fw_latency": true}
+	latPin: true, "fw_latency": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

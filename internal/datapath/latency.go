@@ -13,6 +13,34 @@ import (
 // The generated struct fw_lat_hist has internal/latency's bucket layout.
 var _ [latency.Buckets]uint64 = xdpfwFwLatHist{}.Bucket
 
+// latSection is the data section that holds fw_lat_every (bpf/maps.h), one
+// packet in how many the data plane times: a global variable, read with
+// one load per packet, which a map lookup would not be. Its map is pinned
+// as latPin (bpffs refuses names with a dot), so that any command can
+// change it while packets flow; its one value is the variable.
+const (
+	latSection = ".data.latency"
+	latPin     = "fw_lat_every"
+)
+
+// nameLatSection names latSection's map latPin in spec: the name it is
+// pinned by, and the kernel's name of it. Every instance is made so (the
+// live one, trace instances): the name decides how the map is created (a
+// data section by its name is made mmapable), and a trace instance shares
+// the live one's.
+func nameLatSection(spec *ebpf.CollectionSpec) {
+	spec.Maps[latSection].Name = latPin
+}
+
+// specMapName is the name a pinned map (Datapath.maps) has in the
+// collection spec: its own, but for the data section pinned as latPin.
+func specMapName(pin string) string {
+	if pin == latPin {
+		return latSection
+	}
+	return pin
+}
+
 // LatOutcome is enum fw_lat_out (bpf/types.h): the outcome a latency
 // histogram is kept for.
 type LatOutcome uint8
@@ -55,7 +83,7 @@ func (d *Datapath) LatencySample() (uint32, error) {
 	}
 	var n uint32
 	if err := d.latSample.Lookup(uint32(0), &n); err != nil {
-		return 0, fmt.Errorf("reading fw_lat_sample: %w", err)
+		return 0, fmt.Errorf("reading fw_lat_every: %w", err)
 	}
 	return n, nil
 }
@@ -67,7 +95,7 @@ func (d *Datapath) SetLatencySample(n uint32) error {
 		return ErrNoLatency
 	}
 	if err := d.latSample.Put(uint32(0), n); err != nil {
-		return fmt.Errorf("writing fw_lat_sample: %w", err)
+		return fmt.Errorf("writing fw_lat_every: %w", err)
 	}
 	return nil
 }

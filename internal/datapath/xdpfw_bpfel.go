@@ -430,7 +430,6 @@ const (
 	xdpfwMapFwEntries             = "fw_entries"
 	xdpfwMapFwFrag                = "fw_frag"
 	xdpfwMapFwFragScratch         = "fw_frag_scratch"
-	xdpfwMapFwLatSample           = "fw_lat_sample"
 	xdpfwMapFwLatency             = "fw_latency"
 	xdpfwMapFwLeaves              = "fw_leaves"
 	xdpfwMapFwLimits              = "fw_limits"
@@ -460,6 +459,7 @@ const (
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
+	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
 	xdpfwVarFwLogSnap             = "fw_log_snap"
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
@@ -533,7 +533,6 @@ type xdpfwMapSpecs struct {
 	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwFrag          *ebpf.MapSpec `ebpf:"fw_frag"`
 	FwFragScratch   *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
-	FwLatSample     *ebpf.MapSpec `ebpf:"fw_lat_sample"`
 	FwLatency       *ebpf.MapSpec `ebpf:"fw_latency"`
 	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
@@ -565,6 +564,7 @@ type xdpfwMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwVariableSpecs struct {
+	FwLatEvery    *ebpf.VariableSpec `ebpf:"fw_lat_every"`
 	FwLogEventBtf *ebpf.VariableSpec `ebpf:"fw_log_event_btf"`
 	FwLogSnap     *ebpf.VariableSpec `ebpf:"fw_log_snap"`
 	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
@@ -606,7 +606,6 @@ type xdpfwMaps struct {
 	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
 	FwFrag          *ebpf.Map `ebpf:"fw_frag"`
 	FwFragScratch   *ebpf.Map `ebpf:"fw_frag_scratch"`
-	FwLatSample     *ebpf.Map `ebpf:"fw_lat_sample"`
 	FwLatency       *ebpf.Map `ebpf:"fw_latency"`
 	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
@@ -649,7 +648,6 @@ func (m *xdpfwMaps) Close() error {
 		m.FwEntries,
 		m.FwFrag,
 		m.FwFragScratch,
-		m.FwLatSample,
 		m.FwLatency,
 		m.FwLeaves,
 		m.FwLimits,
@@ -682,6 +680,7 @@ func (m *xdpfwMaps) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwVariables struct {
+	FwLatEvery    *ebpf.Variable `ebpf:"fw_lat_every"`
 	FwLogEventBtf *ebpf.Variable `ebpf:"fw_log_event_btf"`
 	FwLogSnap     *ebpf.Variable `ebpf:"fw_log_snap"`
 	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`
