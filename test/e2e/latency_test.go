@@ -39,7 +39,7 @@ func (l *latencyJSON) total() (n uint64) {
 // TestLatencyCLI: `load --latency-sample 1` times every packet; stats,
 // status and the metrics show the packets a rule dropped under
 // INPUT/drop; `stats --latency-sample 0 --reset-latency` stops and
-// empties; nothing is timed while off.
+// empties; nothing is timed while off; a reload keeps the sampling.
 func TestLatencyCLI(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := newPair(t)
@@ -94,9 +94,10 @@ func TestLatencyCLI(t *testing.T) {
 	if lj.Sample != 0 || lj.total() != 0 {
 		t.Errorf("after --latency-sample 0 --reset-latency and more traffic: want sample 0 and nothing timed:\n%s", out)
 	}
-	// a reload keeps the setting in force; --latency-sample on load changes it
+	// a reload keeps the setting in force
+	f.mustRun("stats", "--latency-sample", "8")
 	f.mustRun("load", "-i", l.srvIf, writeRules(t, "lat2.rules", "-A INPUT -p udp --dport 5001 -j DROP"))
-	if out := f.mustRun("status").stdout; !strings.Contains(out, "latency: sampling off") {
-		t.Errorf("a reload without --latency-sample changed the sampling:\n%s", out)
+	if out := f.mustRun("status").stdout; !strings.Contains(out, "latency: 1 packet in 8 timed per CPU") {
+		t.Errorf("a reload without --latency-sample changed the sampling (1 in 8 before):\n%s", out)
 	}
 }
