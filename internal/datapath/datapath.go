@@ -198,6 +198,10 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	}
 	nameLatSection(spec)
 	spec.Maps[latSection].Pinning = ebpf.PinByName
+	if err := keepLatSample(spec, dir); err != nil {
+		closeUpgraded()
+		return nil, err
+	}
 	var objs struct {
 		xdpfwObjects
 		LatSection *ebpf.Map `ebpf:".data.latency"`

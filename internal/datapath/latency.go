@@ -3,6 +3,8 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/cilium/ebpf"
 
@@ -30,6 +32,25 @@ const (
 // the live one's.
 func nameLatSection(spec *ebpf.CollectionSpec) {
 	spec.Maps[latSection].Name = latPin
+}
+
+// keepLatSample makes spec's fw_lat_every the value pinned in dir, if
+// any: the loader writes a data section's contents into its map even when
+// it reuses the pinned one, and a reload is to keep the sampling in force.
+func keepLatSample(spec *ebpf.CollectionSpec, dir string) error {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, latPin), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a first load, or one after a version without it
+	}
+	if err != nil {
+		return fmt.Errorf("opening pinned map %s: %w", latPin, err)
+	}
+	defer m.Close()
+	var n uint32
+	if err := m.Lookup(uint32(0), &n); err != nil {
+		return fmt.Errorf("reading %s: %w", latPin, err)
+	}
+	return spec.Variables["fw_lat_every"].Set(n)
 }
 
 // specMapName is the name a pinned map (Datapath.maps) has in the
