@@ -26,7 +26,7 @@ static __always_inline void fw_lat_start(struct fw_lat_clock *c)
 	__u32 every = fw_lat_every;
 
 	if (!every || !fw_live_writes())
-		return; /* t0 is 0: the last packet's end left it so */
+		return; /* t0 is 0: the last packet's end left it so (fw_lat_end) */
 	if (++c->n < every) {
 		c->t0 = 0;
 		return;
@@ -88,7 +88,10 @@ __noinline int fw_lat_record(__u32 slot, __u64 t0)
 }
 
 /* fw_lat_end counts a timed packet's time under chain and outcome (enum
- * fw_lat_out) and stops c's clock; an untimed packet costs the test. */
+ * fw_lat_out) and stops c's clock; an untimed packet costs the test. Every
+ * exit of a program calls it. One that did not would leave its t0 behind:
+ * the next packet's start overwrites it while sampling is on, and with
+ * sampling off it is cleared here, never counted. */
 static __always_inline void fw_lat_end(struct fw_lat_clock *c, __u32 chain, __u32 out)
 {
 	__u64 t0 = c->t0;
@@ -96,7 +99,8 @@ static __always_inline void fw_lat_end(struct fw_lat_clock *c, __u32 chain, __u3
 	if (!t0)
 		return;
 	c->t0 = 0;
-	fw_lat_record(chain * FW_LAT_OUTS + out, t0);
+	if (fw_lat_every)
+		fw_lat_record(chain * FW_LAT_OUTS + out, t0);
 }
 
 #endif
