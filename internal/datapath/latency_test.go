@@ -81,11 +81,13 @@ func TestLatencyHistograms(t *testing.T) {
 	}
 	local, remote := "10.200.9.1", "10.200.7.7"
 	arp := &packet.Packet{SrcMAC: macA, DstMAC: macB, NonIP: packet.EtherTypeARP, Payload: make([]byte, 28)}
-	ingress := []struct {
+	// n frames of p, timed under name
+	type frames struct {
 		name string
 		p    *packet.Packet
 		n    int
-	}{
+	}
+	ingress := []frames{
 		{"INPUT/accept", v4pkt(6, remote, local, 1000, 80), 5},
 		{"INPUT/drop", v4pkt(6, remote, local, 1000, 81), 4},
 		{"INPUT/reject", v4pkt(6, remote, local, 1000, 82), 3},
@@ -93,11 +95,7 @@ func TestLatencyHistograms(t *testing.T) {
 		{"FORWARD/accept", v4pkt(17, remote, "10.200.8.8", 1000, 53), 6},
 		{"FORWARD/drop", v4pkt(17, remote, "10.200.8.8", 1000, 99), 7},
 	}
-	egress := []struct {
-		name string
-		p    *packet.Packet
-		n    int
-	}{
+	egress := []frames{
 		{"OUTPUT/accept", v4pkt(17, local, remote, 1000, 53), 8},
 		{"OUTPUT/drop", v4pkt(17, local, remote, 1000, 54), 9},
 	}
