@@ -11,7 +11,7 @@ import (
 
 // latencySampleHelp describes --latency-sample (load, stats).
 const latencySampleHelp = "time one packet in N per CPU in the data plane (per-packet processing time by chain and outcome: " +
-	"stats --latency, status --latency, metrics); 0 turns it off, at the cost of one branch"
+	"stats --latency, status --latency, metrics); 0 turns it off (then a packet pays one load and two branches)"
 
 // printLatency prints the processing-time summaries of the chains and
 // outcomes that timed packets (all of them with all).
