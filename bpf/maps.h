@@ -430,6 +430,34 @@ struct {
 	__type(value, __u64);
 } fw_reject_own_last SEC(".maps");
 
+/* Latency sampling (lib/latency.h): one packet in this many is timed,
+ * per CPU; 0: none, and no clock is read. A global in a data section of
+ * its own, which the control plane pins (as .data.latency) and writes
+ * while packets flow (`load --latency-sample`, `stats --latency-sample`):
+ * the data plane reads it with one load, no map lookup. */
+volatile __u32 fw_lat_every SEC(".data.latency") = 0;
+
+/* The sampled packets' processing time: struct fw_lat_hist per chain and
+ * outcome (slot chain * FW_LAT_OUTS + enum fw_lat_out), per CPU. The
+ * control plane reads and zeroes it (`stats --reset-latency`). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_LAT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct fw_lat_hist);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_latency SEC(".maps");
+
+/* A hook's latency clock, per CPU (in its per-packet slot): packets
+ * since the last one timed, and the time the one in flight entered
+ * (0: not timed). t0 is 0 between packets: the end of every packet puts
+ * it back. */
+struct fw_lat_clock {
+	__u64 t0;
+	__u32 n;
+	__u32 _pad;
+};
+
 /* The XDP program's hand-over to its classify stage (xdp_fw.c), per CPU:
  * the parsed packet, what conntrack will record, the rule set in force.
  * The stage runs right after, on the same CPU, before anything else can
@@ -444,6 +472,7 @@ struct fw_xdp_handoff {
 	 * clears it for the next packet. */
 	__u32 rx_vlan;
 	struct fw_decision d; /* the stage's decision */
+	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -457,11 +486,15 @@ struct {
  * 512 bytes for a program and the functions it calls, together). tc
  * egress runs with bottom halves off, and finishes before the packet is
  * sent on, so no other run of it uses the slot meanwhile. Not pinned. */
+struct fw_tc_slot {
+	struct fw_pkt pkt;
+	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct fw_pkt);
+	__type(value, struct fw_tc_slot);
 } fw_tc_pkt SEC(".maps");
 
 /* The XDP program's stages, entered by a tail call: its classify stage,

@@ -906,4 +906,36 @@ struct fw_delta {
 #define FW_POLICY_ID(chain, v6) (1 + (chain) * 2 + (v6))
 #define FW_FIRST_RULE_ID 16
 
+/* Per-packet processing time (lib/latency.h, docs/realtime.md): a
+ * log-linear histogram per (chain, outcome), per CPU, of sampled packets'
+ * nanoseconds from program entry to verdict. Values below FW_LAT_SUB
+ * have a bucket each; each power-of-two range [2^k, 2^(k+1)) above is
+ * split in FW_LAT_SUB equal buckets, up to 2^FW_LAT_MAX_EXP ns (1.05 ms);
+ * the last bucket holds everything longer. Mirrored by internal/latency
+ * (bucket bounds) and internal/datapath (latency.go). */
+#define FW_LAT_SUB_BITS 4
+#define FW_LAT_SUB      (1 << FW_LAT_SUB_BITS)
+#define FW_LAT_MAX_EXP  20
+#define FW_LAT_BUCKETS  ((FW_LAT_MAX_EXP - FW_LAT_SUB_BITS + 1) * FW_LAT_SUB + 1)
+
+/* The outcome a latency histogram is kept for: the decision's action
+ * (the same values as enum fw_action's first three), or PASS for a packet
+ * no rule set judges (not IP). Slot of fw_latency: chain * FW_LAT_OUTS +
+ * outcome. Mirrored by internal/datapath (latency.go). */
+enum fw_lat_out {
+	FW_LAT_ACCEPT = 0,
+	FW_LAT_DROP   = 1,
+	FW_LAT_REJECT = 2,
+	FW_LAT_PASS   = 3,
+	FW_LAT_OUTS   = 4,
+};
+#define FW_LAT_SLOTS (FW_NUM_CHAINS * FW_LAT_OUTS)
+
+struct fw_lat_hist {
+	__u64 count; /* packets measured */
+	__u64 sum;   /* their nanoseconds, summed */
+	__u64 max;   /* the longest, ns */
+	__u64 bucket[FW_LAT_BUCKETS];
+};
+
 #endif

@@ -30,6 +30,7 @@
 #include "lib/trace.h"
 #include "lib/log.h"
 #include "lib/frag.h"
+#include "lib/latency.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -38,9 +39,9 @@ static __always_inline int fw_xdp_action(__u8 action)
 }
 
 /* fw_xdp_finish acts on decision d: logs, answers a REJECT, counts,
- * traces. Returns the XDP action. */
+ * traces, stops the latency clock lat. Returns the XDP action. */
 static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
-					 __u64 bytes)
+					 __u64 bytes, struct fw_lat_clock *lat)
 {
 	int rc = fw_xdp_action(d->action);
 
@@ -52,6 +53,7 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 	fw_count_rule(d->rule_id, bytes, now);
 	fw_count_reason(d->reason, rc, bytes, now);
 	fw_trace_decision(ctx, d, p);
+	fw_lat_end(lat, p->chain, d->action);
 	fw_frag_record(p, d); /* last: the verifier splits on the flag, with nothing left to check twice */
 	return rc;
 }
@@ -59,10 +61,12 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 /* fw_xdp_fail_closed drops a packet nothing can decide: no rule set is
  * installed, or (never while datapath holds fw_xdp_stages) the classify
  * stage is missing. Both count as FW_R_NO_RULESET. */
-static __always_inline int fw_xdp_fail_closed(struct xdp_md *ctx, const struct fw_pkt *p, __u64 bytes)
+static __always_inline int fw_xdp_fail_closed(struct xdp_md *ctx, const struct fw_pkt *p, __u64 bytes,
+					      struct fw_lat_clock *lat)
 {
 	fw_count_reason(FW_R_NO_RULESET, XDP_DROP, bytes, fw_now());
 	fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, p);
+	fw_lat_end(lat, p->chain, FW_LAT_DROP);
 	return XDP_DROP;
 }
 
@@ -113,6 +117,8 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	if (!h) /* a per-CPU array's slot 0 is always there */
 		return XDP_DROP;
+	struct fw_lat_clock *lat = &h->lat;
+	fw_lat_start(lat);
 	struct fw_pkt *pp = &h->pkt;
 	*pp = (struct fw_pkt){};
 	__u32 rx_vlan = h->rx_vlan;
@@ -122,12 +128,14 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, pp);
+		fw_lat_end(lat, FW_CHAIN_INPUT, FW_LAT_PASS);
 		return XDP_PASS;
 	}
 	if (rc < 0) {
 		__u8 act = fw_malformed_action();
 		fw_count_reason(-rc, fw_xdp_action(act), bytes, fw_now());
 		fw_trace(ctx, 0, act, -rc, pp);
+		fw_lat_end(lat, FW_CHAIN_INPUT, act);
 		return fw_xdp_action(act);
 	}
 
@@ -136,6 +144,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		 * (generic mode): passed as natively, counted where it was sent */
 		pp->chain = FW_CHAIN_OUTPUT;
 		fw_trace(ctx, 0, 0xff, FW_R_RULE_REJECT, pp);
+		fw_lat_end(lat, FW_CHAIN_INPUT, FW_LAT_PASS);
 		return XDP_PASS;
 	}
 
@@ -148,10 +157,11 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	if (pp->flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
 		if (fw_frag_later(pp, &d) < 0)
-			return fw_xdp_fail_closed(ctx, pp, bytes);
+			return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 		rc = fw_xdp_action(d.action);
 		fw_frag_count(&d, rc, bytes);
 		fw_trace_reject(ctx, d.rule_id, d.action, d.reason, pp, d.reject);
+		fw_lat_end(lat, pp->chain, d.action);
 		return rc;
 	}
 
@@ -171,9 +181,9 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		rc = FW_DECIDE_NO_RULESET; /* no classify stage: fail closed */
 	}
 	if (rc == FW_DECIDE_NO_RULESET)
-		return fw_xdp_fail_closed(ctx, pp, bytes);
+		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 	fw_decide_end(&ct, pp, bytes, &d);
-	return fw_xdp_finish(ctx, pp, &d, bytes);
+	return fw_xdp_finish(ctx, pp, &d, bytes, lat);
 }
 
 /* The classify stage (fw_xdp_stages[0]): the classifier inline, for what
@@ -202,5 +212,5 @@ int xdpfw_ingress_classify(struct xdp_md *ctx)
 		fw_ct_relink(&ct);
 		fw_decide_end(&ct, p, bytes, d);
 	}
-	return fw_xdp_finish(ctx, p, d, bytes);
+	return fw_xdp_finish(ctx, p, d, bytes, &h->lat);
 }

@@ -34,6 +34,10 @@ type MicroOptions struct {
 	// Spread is the number of frames (K) aimed at different rules for
 	// the spread measurement, at most the rule count (0: none).
 	Spread int
+	// LatencySamples are latency sampling settings (1 in N) whose cost
+	// each round measures too, on the last-rule probe, beside sampling
+	// off (docs/realtime.md).
+	LatencySamples []uint32
 }
 
 // MicroResult is one rule count and family.
@@ -78,6 +82,19 @@ type MicroResult struct {
 	// against K frames aimed at K different rules, measured in the same
 	// rounds.
 	Spread *SpreadResult `json:"spread,omitempty"`
+	// Latency sampling's cost (MicroOptions.LatencySamples), measured in
+	// the same rounds.
+	Latency []LatencyCost `json:"latency_sampling,omitempty"`
+}
+
+// LatencyCost is the last-rule probe's cost with latency sampling 1 in
+// Sample: per round, the median, and the median per-round ratio to
+// sampling off (LastNS).
+type LatencyCost struct {
+	Sample uint32    `json:"sample"`
+	LastNS []float64 `json:"last_rule_ns"`
+	Med    float64   `json:"last_rule_ns_median"`
+	VsOff  float64   `json:"vs_off"`
 }
 
 // TreeShape is compile.TreeStats.
@@ -182,6 +199,9 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 				return nil, err
 			}
 			s := &subject{res: res, dp: dp}
+			for _, n := range opt.LatencySamples {
+				res.Latency = append(res.Latency, LatencyCost{Sample: n})
+			}
 			subs = append(subs, s)
 			t0 := time.Now()
 			if err := dp.InstallStamped(tables, deltaStamp); err != nil {
@@ -294,6 +314,10 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			sr.Unreachable = r.Spread.Unreachable
 			r.Spread = &sr
 		}
+		for i := range r.Latency {
+			l := &r.Latency[i]
+			l.Med, l.VsOff = median(l.LastNS), medianRatio(l.LastNS, r.LastNS)
+		}
 		out = append(out, r)
 	}
 	for _, r := range out {
@@ -308,7 +332,8 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 }
 
 // measure runs one round of s: the three probes with the delta stage
-// empty, then the last-rule and no-match probes with it in force.
+// empty, then the last-rule and no-match probes with it in force, then the
+// last-rule probe with each latency sampling (off again after).
 func (s *subject) measure(round, repeat int) error {
 	run := func(frame []byte, out *[]float64) error {
 		_, per, err := s.dp.Program().Benchmark(frame, repeat, nil)
@@ -319,6 +344,18 @@ func (s *subject) measure(round, repeat int) error {
 		return nil
 	}
 	r := s.res
+	for i := range r.Latency {
+		if err := s.dp.SetLatencySample(r.Latency[i].Sample); err != nil {
+			return err
+		}
+		err := run(s.last, &r.Latency[i].LastNS)
+		if err2 := s.dp.SetLatencySample(0); err == nil {
+			err = err2
+		}
+		if err != nil {
+			return err
+		}
+	}
 	for _, c := range []struct {
 		frame []byte
 		out   *[]float64
@@ -384,6 +421,12 @@ func WriteTable(w io.Writer, res []*MicroResult) {
 			r.FirstMed, r.MissVsFirst)
 	}
 	fmt.Fprintln(w, "ns: median per packet over the rounds; x1: median per-round ratio to the smallest rule count")
+	writeDeltaCost(w, res)
+	writeLatencyCost(w, res)
+}
+
+// writeDeltaCost prints the delta stage's cost, when measured.
+func writeDeltaCost(w io.Writer, res []*MicroResult) {
 	if len(res) == 0 || res[0].DeltaRules == 0 {
 		return
 	}
@@ -421,4 +464,24 @@ func WriteSpreadTable(w io.Writer, res []*MicroResult) {
 		fmt.Fprintln(w, "the driver's mean, 50/90/99 the percentiles less the driver's p50; mean_x, p50_x: median per-round ratio")
 		fmt.Fprintln(w, "sprd/warm of the means and of the p50s; unrch: rules tried that no frame could reach")
 	}
+}
+
+// writeLatencyCost prints latency sampling's cost, when measured.
+func writeLatencyCost(w io.Writer, res []*MicroResult) {
+	if len(res) == 0 || len(res[0].Latency) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nlatency sampling's cost on the last-rule probe, measured in the same rounds:\n%-6s %8s %9s", "family", "rules", "off_ns")
+	for _, l := range res[0].Latency {
+		fmt.Fprintf(w, " %9s %9s", fmt.Sprintf("1in%d_ns", l.Sample), "vs_off")
+	}
+	fmt.Fprintln(w)
+	for _, r := range res {
+		fmt.Fprintf(w, "%-6s %8d %9.0f", r.Family, r.Rules, r.LastMed)
+		for _, l := range r.Latency {
+			fmt.Fprintf(w, " %9.0f %8.3fx", l.Med, l.VsOff)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "vs_off: median per-round ratio to sampling off (CPU ns per packet, BPF_PROG_TEST_RUN)")
 }

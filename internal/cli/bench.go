@@ -89,6 +89,7 @@ func newBenchMicro(e *env) *cobra.Command {
 		ruleset  string
 		spread   int
 		asJSON   bool
+		latency  []uint
 	)
 	cmd := &cobra.Command{
 		Use:   "micro",
@@ -118,11 +119,16 @@ path every packet) with K frames aimed at K different rules (at most the
 rule count), in random order, each checked first to be decided by its rule.
 A driver program copies the next frame over the test packet and tail-calls
 xdpfw, timing each packet in the kernel; the same series with an empty
-program in place of xdpfw is subtracted. p50/p90/p99 per packet.`,
+program in place of xdpfw is subtracted. p50/p90/p99 per packet.
+
+With --latency-sample N[,N...] (e.g. 1,64), each round also measures the
+last-rule probe with latency sampling 1 in N and reports the ratio to
+sampling off (the cost of the data plane's latency histograms).`,
 		Example: `  xdpfw bench micro
   xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json
   xdpfw bench micro --family ipv4 --sizes 1000,10000,100000 --spread 100000
-  xdpfw bench micro --family ipv4 --sizes 10000 --ruleset classbench-fw --spread 10000`,
+  xdpfw bench micro --family ipv4 --sizes 10000 --ruleset classbench-fw --spread 10000
+  xdpfw bench micro --sizes 1,10000 --family ipv4 --latency-sample 1,64`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, f := range families {
@@ -150,10 +156,18 @@ program in place of xdpfw is subtracted. p50/p90/p99 per packet.`,
 					return usageError{fmt.Errorf("--sizes: %d is not a rule count", n)}
 				}
 			}
+			var samples []uint32
+			for _, n := range latency {
+				if n < 1 || n > 1<<31 {
+					return usageError{fmt.Errorf("--latency-sample %d: 1 in N, N from 1 (off is always measured)", n)}
+				}
+				samples = append(samples, uint32(n))
+			}
 			progress := e.stderr
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
-				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta, RuleSet: ruleset, Spread: spread})
+				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta, RuleSet: ruleset, Spread: spread,
+				LatencySamples: samples})
 			if err != nil {
 				return err
 			}
@@ -176,6 +190,7 @@ program in place of xdpfw is subtracted. p50/p90/p99 per packet.`,
 	fl.StringVar(&ruleset, "ruleset", bench.RuleSetDisjoint, "rule set: "+strings.Join(bench.RuleSets, ", "))
 	fl.IntVar(&spread, "spread", 0, "also measure K frames aimed at K different rules against one repeated (0: no)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.UintSliceVar(&latency, "latency-sample", nil, "also measure latency sampling 1 in N for each N given, beside off")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ type changeFlags struct {
 	ct         ctFlags
 	reject     rejectFlags
 	logs       logFlags
+	latSample  uint32
 }
 
 // add registers the flags: load's (sizes, --log-snap; defaults named) or apply's.
@@ -34,6 +35,7 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 		fs.IntVar(&c.maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
 			"1 to %d, default %d; the kernel memory the tables take is checked against what the machine has; changing it needs detach --all first)",
 			datapath.MaxEntries, compile.DefaultMaxEntries))
+		fs.Uint32Var(&c.latSample, "latency-sample", 0, latencySampleHelp+" (default: 0, off; a reload keeps the value in force)")
 	} else {
 		fs.StringVar(&c.malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
 		c.reject.add(cmd, "default: unchanged")
@@ -63,6 +65,10 @@ func (c *changeFlags) options(cmd *cobra.Command) (firewall.Options, error) {
 			return opt, usageError{fmt.Errorf("--max-rules %d: want 1 to %d", c.maxRules, datapath.MaxEntries)}
 		}
 		opt.MaxRules = c.maxRules
+		if cmd.Flags().Changed("latency-sample") {
+			n := c.latSample
+			opt.LatencySample = &n
+		}
 	}
 	if err := c.ct.apply(cmd, &opt, c.load); err != nil {
 		return opt, err

@@ -14,11 +14,21 @@ import (
 )
 
 func newStatus(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, lat bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what is loaded: interfaces and attach modes, generation, counters by reason",
-		Args:  cobra.NoArgs,
+		Long: `status shows what is loaded: the program, the rule set's generation, the
+settings in force, the interfaces and their attach modes, packets by reason.
+
+--latency shows instead the per-packet processing time the data plane
+measures (while sampling is on: load or stats --latency-sample N): p50,
+p90, p99, p99.9 and max per chain and outcome, over every CPU
+(docs/realtime.md).`,
+		Example: `  xdpfw status
+  xdpfw status --latency
+  xdpfw status --latency --json | jq '.histograms[] | select(.count > 0)'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fw, err := e.openRead()
 			if err != nil {
@@ -28,6 +38,16 @@ func newStatus(e *env) *cobra.Command {
 				return err
 			}
 			defer fw.Close()
+			if lat {
+				l, err := telemetry.TakeLatency(fw.Datapath())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return e.printJSON(l)
+				}
+				return printLatency(e.stdout, l, false)
+			}
 			s, err := fw.Status()
 			if err != nil {
 				return err
@@ -70,6 +90,9 @@ func newStatus(e *env) *cobra.Command {
 				fmt.Fprintf(e.stdout, "  events: %d emitted, %d suppressed by rate limits, %d lost to a full ring buffer; %s\n",
 					lg.Counter.Total.Emitted, lg.Counter.Total.Suppressed, lg.Counter.Total.Lost, reader)
 			}
+			if n, err := fw.Datapath().LatencySample(); err == nil {
+				fmt.Fprintf(e.stdout, "latency: %s\n", sampleText(n))
+			}
 			if s.Sets > 0 {
 				fmt.Fprintf(e.stdout, "named sets: %d with %d elements (all sets together hold at most %d; xdpfw set list)\n",
 					s.Sets, s.SetElems, datapath.MaxSetElems)
@@ -108,6 +131,7 @@ func newStatus(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&lat, "latency", false, "show the per-packet processing time (p50/p90/p99/p99.9/max per chain and outcome)")
 	return cmd
 }
 

@@ -118,6 +118,8 @@ type Datapath struct {
 	logStat     *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr      *ebpf.Map // fw_log_counters
 	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
+	latSample   *ebpf.Map // .data.latency: fw_lat_every, one packet in how many is timed
+	latency     *ebpf.Map // fw_latency: processing-time histograms, per CPU
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
@@ -156,6 +158,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_hashlimit_rules": &d.hashRules, "fw_hashlimit": &d.hashBkt, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
+		latPin: &d.latSample, "fw_latency": &d.latency,
 	}
 }
 
@@ -204,7 +207,16 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	// xdpfw_rxvlan is loaded per interface, bound to it (rxvlan.go).
 	rxvlan := spec.Programs[rxvlanProgName]
 	delete(spec.Programs, rxvlanProgName)
-	var objs loadObjects
+	nameLatSection(spec)
+	spec.Maps[latSection].Pinning = ebpf.PinByName
+	if err := keepLatSample(spec, dir); err != nil {
+		closeUpgraded()
+		return nil, err
+	}
+	var objs struct {
+		loadObjects
+		LatSection *ebpf.Map `ebpf:".data.latency"`
+	}
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		closeUpgraded()
@@ -223,6 +235,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
 		objs.Close()
+		objs.LatSection.Close()
 		closeUpgraded()
 		return nil, err
 	}
@@ -259,6 +272,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		logStat:     objs.FwLogStats,
 		logCtr:      objs.FwLogCounters,
 		rejGlob:     objs.FwRejectGlobal,
+		latSample:   objs.LatSection,
+		latency:     objs.FwLatency,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
 		rxvlan:      rxvlan,
@@ -479,7 +494,7 @@ func pinsWithPrefix(dir, prefix string) []string {
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
-	"fw_hashlimit_rules": true, "fw_hashlimit": true}
+	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

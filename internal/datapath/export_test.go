@@ -37,7 +37,10 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	}
 	d := &Datapath{prog: coll.Programs["xdpfw_ingress"], egress: coll.Programs["xdpfw_egress"],
 		clockProg: coll.Programs["xdpfw_clock"], limits: lim, objPath: path}
-	named := d.maps()
+	named := map[string]**ebpf.Map{}
+	for pin, dst := range d.maps() {
+		named[specMapName(pin)] = dst
+	}
 	for name, m := range coll.Maps {
 		if dst, ok := named[name]; ok {
 			*dst = m

@@ -220,6 +220,14 @@ type xdpfwFwHashlimitRule struct {
 	Pad        uint32
 }
 
+type xdpfwFwLatHist struct {
+	_      structs.HostLayout
+	Count  uint64
+	Sum    uint64
+	Max    uint64
+	Bucket [273]uint64
+}
+
 type xdpfwFwLogEvent struct {
 	_         structs.HostLayout
 	TsNs      uint64
@@ -262,42 +270,6 @@ type xdpfwFwNode struct {
 	Pad    uint16
 	Thresh [7]uint32
 	Child  [8]uint32
-}
-
-type xdpfwFwPkt struct {
-	_          structs.HostLayout
-	Src        [2]uint64
-	Dst        [2]uint64
-	Sport      uint16
-	SrcMac     [6]uint8
-	Dport      uint16
-	DstMac     [6]uint8
-	Ifindex    uint32
-	VlanId     uint16
-	Family     uint8
-	Proto      uint8
-	IcmpCode   uint8
-	IcmpType   uint8
-	TcpFlags   uint8
-	Flags      uint8
-	Chain      uint8
-	Ctstate    uint8
-	L4Off      uint16
-	L3Len      uint32
-	L3Off      uint8
-	Ttl        uint8
-	Tos        uint8
-	Ctinfo     uint8
-	Ctproto    uint8
-	RtType     uint8
-	RtSegsleft uint8
-	RtHdrlen   uint8
-	Mss        uint16
-	Frag       uint16
-	FragId     uint32
-	Mark       uint32
-	Oifindex   uint32
-	Pad2       uint32
 }
 
 type xdpfwFwRecentEntry struct {
@@ -368,9 +340,88 @@ type xdpfwFwStateScratch struct {
 	Hfresh xdpfwFwHashlimitBucket
 }
 
+type xdpfwFwTcSlot struct {
+	_   structs.HostLayout
+	Pkt struct {
+		_          structs.HostLayout
+		Src        [2]uint64
+		Dst        [2]uint64
+		Sport      uint16
+		SrcMac     [6]uint8
+		Dport      uint16
+		DstMac     [6]uint8
+		Ifindex    uint32
+		VlanId     uint16
+		Family     uint8
+		Proto      uint8
+		IcmpCode   uint8
+		IcmpType   uint8
+		TcpFlags   uint8
+		Flags      uint8
+		Chain      uint8
+		Ctstate    uint8
+		L4Off      uint16
+		L3Len      uint32
+		L3Off      uint8
+		Ttl        uint8
+		Tos        uint8
+		Ctinfo     uint8
+		Ctproto    uint8
+		RtType     uint8
+		RtSegsleft uint8
+		RtHdrlen   uint8
+		Mss        uint16
+		Frag       uint16
+		FragId     uint32
+		Mark       uint32
+		Oifindex   uint32
+		Pad2       uint32
+	}
+	Lat struct {
+		_   structs.HostLayout
+		T0  uint64
+		N   uint32
+		Pad uint32
+	}
+}
+
 type xdpfwFwXdpHandoff struct {
-	_      structs.HostLayout
-	Pkt    xdpfwFwPkt
+	_   structs.HostLayout
+	Pkt struct {
+		_          structs.HostLayout
+		Src        [2]uint64
+		Dst        [2]uint64
+		Sport      uint16
+		SrcMac     [6]uint8
+		Dport      uint16
+		DstMac     [6]uint8
+		Ifindex    uint32
+		VlanId     uint16
+		Family     uint8
+		Proto      uint8
+		IcmpCode   uint8
+		IcmpType   uint8
+		TcpFlags   uint8
+		Flags      uint8
+		Chain      uint8
+		Ctstate    uint8
+		L4Off      uint16
+		L3Len      uint32
+		L3Off      uint8
+		Ttl        uint8
+		Tos        uint8
+		Ctinfo     uint8
+		Ctproto    uint8
+		RtType     uint8
+		RtSegsleft uint8
+		RtHdrlen   uint8
+		Mss        uint16
+		Frag       uint16
+		FragId     uint32
+		Mark       uint32
+		Oifindex   uint32
+		Pad2       uint32
+	}
 	Ct     [48]uint8
 	Root   xdpfwFwRoot
 	Sel    uint32
@@ -386,6 +437,12 @@ type xdpfwFwXdpHandoff struct {
 		Nstate uint8
 		Ncount uint8
 		_      [1]byte
+	}
+	Lat struct {
+		_   structs.HostLayout
+		T0  uint64
+		N   uint32
+		Pad uint32
 	}
 }
 
@@ -408,6 +465,7 @@ const (
 	xdpfwMapFwFragScratch         = "fw_frag_scratch"
 	xdpfwMapFwHashlimit           = "fw_hashlimit"
 	xdpfwMapFwHashlimitRules      = "fw_hashlimit_rules"
+	xdpfwMapFwLatency             = "fw_latency"
 	xdpfwMapFwLeaves              = "fw_leaves"
 	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
@@ -437,6 +495,7 @@ const (
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
 	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
+	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
 	xdpfwVarFwLogSnap             = "fw_log_snap"
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
@@ -513,6 +572,7 @@ type xdpfwMapSpecs struct {
 	FwFragScratch    *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
 	FwHashlimit      *ebpf.MapSpec `ebpf:"fw_hashlimit"`
 	FwHashlimitRules *ebpf.MapSpec `ebpf:"fw_hashlimit_rules"`
+	FwLatency        *ebpf.MapSpec `ebpf:"fw_latency"`
 	FwLeaves         *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwLimits         *ebpf.MapSpec `ebpf:"fw_limits"`
 	FwLogCounters    *ebpf.MapSpec `ebpf:"fw_log_counters"`
@@ -543,6 +603,7 @@ type xdpfwMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwVariableSpecs struct {
+	FwLatEvery    *ebpf.VariableSpec `ebpf:"fw_lat_every"`
 	FwLogEventBtf *ebpf.VariableSpec `ebpf:"fw_log_event_btf"`
 	FwLogSnap     *ebpf.VariableSpec `ebpf:"fw_log_snap"`
 	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
@@ -586,6 +647,7 @@ type xdpfwMaps struct {
 	FwFragScratch    *ebpf.Map `ebpf:"fw_frag_scratch"`
 	FwHashlimit      *ebpf.Map `ebpf:"fw_hashlimit"`
 	FwHashlimitRules *ebpf.Map `ebpf:"fw_hashlimit_rules"`
+	FwLatency        *ebpf.Map `ebpf:"fw_latency"`
 	FwLeaves         *ebpf.Map `ebpf:"fw_leaves"`
 	FwLimits         *ebpf.Map `ebpf:"fw_limits"`
 	FwLogCounters    *ebpf.Map `ebpf:"fw_log_counters"`
@@ -629,6 +691,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwFragScratch,
 		m.FwHashlimit,
 		m.FwHashlimitRules,
+		m.FwLatency,
 		m.FwLeaves,
 		m.FwLimits,
 		m.FwLogCounters,
@@ -660,6 +723,7 @@ func (m *xdpfwMaps) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwVariables struct {
+	FwLatEvery    *ebpf.Variable `ebpf:"fw_lat_every"`
 	FwLogEventBtf *ebpf.Variable `ebpf:"fw_log_event_btf"`
 	FwLogSnap     *ebpf.Variable `ebpf:"fw_log_snap"`
 	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`

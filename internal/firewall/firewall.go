@@ -58,6 +58,10 @@ type Options struct {
 	LogRate  rules.LogRate
 	LogBurst uint32
 	LogSnap  *int
+	// LatencySample (Load only), when set: the data plane times one
+	// packet in N per CPU, 0 none (datapath.SetLatencySample); nil keeps
+	// the value in force.
+	LatencySample *uint32
 	// AllowEmpty lets an empty rule set (rules.RuleSet.Empty) be put in
 	// force; without it Validate refuses one.
 	AllowEmpty bool
@@ -366,6 +370,11 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	st.LogSnap = &snap
 	if err := f.save(); err != nil {
 		return nil, undo(attached, err)
+	}
+	if opt.LatencySample != nil {
+		if err := dp.SetLatencySample(*opt.LatencySample); err != nil {
+			return nil, fmt.Errorf("the rules are in force, but: %w", err)
+		}
 	}
 	return res, nil
 }

@@ -53,6 +53,9 @@ type Snapshot struct {
 	// counts so far (frozen) when collection has stopped.
 	BPFStats bool      `json:"bpf_stats_enabled"`
 	Programs []Program `json:"programs,omitempty"`
+	// Latency is the sampled per-packet processing time; nil when the
+	// program in force predates it.
+	Latency *Latency `json:"latency,omitempty"`
 }
 
 // Interface is a configured interface with the XDP mode the kernel reports
@@ -190,6 +193,9 @@ func TakeFrom(fw *firewall.Firewall) (*Snapshot, error) {
 	}
 	for _, p := range l.Policies {
 		s.Policies = append(s.Policies, Policy{Chain: p.Chain, Family: p.Family, Verdict: p.Verdict, Counter: p.Counter})
+	}
+	if s.Latency, err = TakeLatency(dp); err != nil {
+		return nil, err
 	}
 	s.Reasons, s.Actions = fromOutcomes(oc)
 	s.Conntrack = fromCT(ct)
