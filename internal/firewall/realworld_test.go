@@ -16,7 +16,7 @@ import (
 var realWorldNotYet = map[string]string{
 	"openwrt-fw3.v4": "-m limit on a rule with -j RETURN is not supported yet",
 	"ufw-host.v4":    "-m limit on a rule with -j RETURN is not supported yet",
-	"tor-relay.v4":   `"connlimit": module connlimit is not supported`,
+	"tor-relay.v4":   `"connlimit": module connlimit is not supported yet`,
 	// kube-proxy's mark is set by the kernel's nat table, after XDP
 	"k8s-node.v4": "-m mark in KUBE-FORWARD is not supported",
 }
