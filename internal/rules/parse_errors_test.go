@@ -201,6 +201,7 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -p tcp -m limit --syn -j ACCEPT", ParseOptions{}, "1:26", "", "--syn after -m limit", ""},
 		{"-A INPUT -m limit --limit 1/s -j LOG --log-burst 3", ParseOptions{}, "1:10", "", "-m limit and --log-rate/--log-burst both given", ""},
 		{"-A INPUT -m hashlimit --hashlimit-name a -j ACCEPT", ParseOptions{}, "1:10", "", "-m hashlimit needs --hashlimit-upto or --hashlimit-above", ""},
+		{"-A INPUT -p tcp --syn -m connlimit --connlimit-above 4 -j DROP", ParseOptions{}, "1:26", "connlimit", "module connlimit is not supported yet", "-m hashlimit --hashlimit-mode srcip"},
 		{"-A INPUT -m hashlimit --hashlimit-upto 1/s -j ACCEPT", ParseOptions{}, "1:10", "", "-m hashlimit needs --hashlimit-name", ""},
 		{"-A INPUT -m hashlimit --hashlimit-upto 1kb/s --hashlimit-name a -j ACCEPT", ParseOptions{}, "1:40", "1kb/s", "byte rates are not supported", "counts packets"},
 		{"-A INPUT -m hashlimit --hashlimit-upto 1000001/sec --hashlimit-name a -j ACCEPT", ParseOptions{}, "1:40", "1000001/sec", "rate too fast", "at most 1000000/sec"},
