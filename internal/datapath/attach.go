@@ -199,6 +199,9 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 		if err := d.attachEgress(iface, nl.Attrs().Index); err != nil {
 			return "", err
 		}
+		if err := d.addForwardPort(nl.Attrs().Index); err != nil {
+			return "", err
+		}
 		return CurrentMode(iface), nil
 	}
 	tries := []Mode{mode}
@@ -217,6 +220,10 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 			return "", fmt.Errorf("pinning the XDP link of %s: %w", iface, err)
 		}
 		if err := d.attachEgress(iface, nl.Attrs().Index); err != nil {
+			_ = l.Unpin()
+			return "", err
+		}
+		if err := d.addForwardPort(nl.Attrs().Index); err != nil {
 			_ = l.Unpin()
 			return "", err
 		}
@@ -246,6 +253,9 @@ func (d *Datapath) Detach(iface string) error { return DetachPinned(d.dir, iface
 
 // DetachPinned detaches the pinned links (XDP and tc egress) of iface in dir.
 func DetachPinned(dir, iface string) error {
+	if nl, err := netlink.LinkByName(iface); err == nil { // else gone, and out of the map with it
+		removeForwardPort(dir, nl.Attrs().Index)
+	}
 	if l, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
 		_ = l.Unpin()
 		_ = l.Detach() // as below

@@ -116,6 +116,8 @@ type Datapath struct {
 	logStat     *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr      *ebpf.Map // fw_log_counters
 	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
+	fwdPorts    *ebpf.Map // fw_fwd_ports: the devices the forwarding fast path may redirect to
+	fwdStats    *ebpf.Map // fw_fwd_stats: FORWARD-accepted packets by delivery (fwd.go)
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
@@ -148,6 +150,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
+		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
 	}
 }
 
@@ -246,6 +249,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		logStat:     objs.FwLogStats,
 		logCtr:      objs.FwLogCounters,
 		rejGlob:     objs.FwRejectGlobal,
+		fwdPorts:    objs.FwFwdPorts,
+		fwdStats:    objs.FwFwdStats,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
@@ -266,6 +271,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	"fw_ct_stats":     addCounters,
 	"fw_log_counters": addCounters, // FW_LOG_C_COUNT_OVERFLOW came later
+	// struct fw_config grew (forward_stack): every load writes all of
+	// it before any interface runs the new program, nothing to carry.
+	"fw_config_map": func(old, cur *ebpf.Map) error { return nil },
 }
 
 // upgradeSpec finds the upgradable maps pinned in dir with a layout other
@@ -450,7 +458,8 @@ func pinsWithPrefix(dir, prefix string) []string {
 // laterPins are maps that programs of earlier versions did not have: Open
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
-var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true}
+var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
+	"fw_fwd_ports": true, "fw_fwd_stats": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -42,6 +42,7 @@ type xdpfwFwConfig struct {
 	CtTcpStrict   uint32
 	RejectRate    uint32
 	RejectBurst   uint32
+	ForwardStack  uint32
 }
 
 type xdpfwFwCounter struct {
@@ -336,8 +337,15 @@ type xdpfwFwStateScratch struct {
 }
 
 type xdpfwFwXdpHandoff struct {
-	_    structs.HostLayout
-	Pkt  xdpfwFwPkt
+	_   structs.HostLayout
+	Pkt xdpfwFwPkt
+	Hop struct {
+		_       structs.HostLayout
+		Dmac    [6]uint8
+		Smac    [6]uint8
+		Ifindex uint32
+		Why     uint32
+	}
 	Ct   [48]uint8
 	Root xdpfwFwRoot
 	Sel  uint32
@@ -354,6 +362,7 @@ type xdpfwFwXdpHandoff struct {
 		Ncount uint8
 		_      [1]byte
 	}
+	_ [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -373,6 +382,8 @@ const (
 	xdpfwMapFwEntries             = "fw_entries"
 	xdpfwMapFwFrag                = "fw_frag"
 	xdpfwMapFwFragScratch         = "fw_frag_scratch"
+	xdpfwMapFwFwdPorts            = "fw_fwd_ports"
+	xdpfwMapFwFwdStats            = "fw_fwd_stats"
 	xdpfwMapFwLeaves              = "fw_leaves"
 	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
@@ -474,6 +485,8 @@ type xdpfwMapSpecs struct {
 	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwFrag          *ebpf.MapSpec `ebpf:"fw_frag"`
 	FwFragScratch   *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
+	FwFwdPorts      *ebpf.MapSpec `ebpf:"fw_fwd_ports"`
+	FwFwdStats      *ebpf.MapSpec `ebpf:"fw_fwd_stats"`
 	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
@@ -545,6 +558,8 @@ type xdpfwMaps struct {
 	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
 	FwFrag          *ebpf.Map `ebpf:"fw_frag"`
 	FwFragScratch   *ebpf.Map `ebpf:"fw_frag_scratch"`
+	FwFwdPorts      *ebpf.Map `ebpf:"fw_fwd_ports"`
+	FwFwdStats      *ebpf.Map `ebpf:"fw_fwd_stats"`
 	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
 	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
 	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
@@ -586,6 +601,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwEntries,
 		m.FwFrag,
 		m.FwFragScratch,
+		m.FwFwdPorts,
+		m.FwFwdStats,
 		m.FwLeaves,
 		m.FwLimits,
 		m.FwLogCounters,

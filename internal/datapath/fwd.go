@@ -1,0 +1,124 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+)
+
+// FwdReason is enum fw_fwd_reason (bpf/types.h): how a packet FORWARD
+// accepted was delivered, by the XDP fast path (bpf/lib/fwd.h) or by the
+// kernel, and why. Keep both in order.
+type FwdReason uint8
+
+const (
+	FwdXDP         FwdReason = iota // forwarded in XDP (redirect)
+	FwdStack                        // `load --forward stack`
+	FwdNoNeigh                      // next hop's neighbour unresolved
+	FwdTTL                          // TTL / hop limit <= 1
+	FwdMTU                          // bigger than the route's MTU
+	FwdIPOptions                    // IPv4 options, IPv6 hop-by-hop header
+	FwdNotAttached                  // egress device runs no xdpfw
+	FwdVLAN                         // tagged frame
+	FwdUnrouted                     // blackhole, unreachable, prohibit, tunnel route
+	FwdFrag                         // a fragment
+	FwdNotHost                      // frame not addressed to the ingress MAC
+	FwdMartian                      // an address the kernel does not forward
+	FwdHairpin                      // egress device = ingress device
+	FwdTrim                         // padding could not be trimmed
+	NumFwdReasons
+)
+
+var fwdNames = [NumFwdReasons]string{"xdp", "stack", "no-neighbour", "ttl", "mtu", "ip-options", "not-attached",
+	"vlan", "unrouted", "fragment", "not-for-host", "martian", "hairpin", "trim"}
+
+// String is the reason's name in status, stats and metrics.
+func (r FwdReason) String() string {
+	if r < NumFwdReasons {
+		return fwdNames[r]
+	}
+	return fmt.Sprintf("fwd%d", uint8(r))
+}
+
+// ForwardMode is how packets FORWARD accepts are delivered.
+type ForwardMode string
+
+const (
+	// ForwardXDP: by the fast path in XDP (bpf/lib/fwd.h), the kernel
+	// for what it cannot do exactly as the kernel would. The default.
+	ForwardXDP ForwardMode = "xdp"
+	// ForwardStack: by the kernel's forwarding (XDP_PASS).
+	ForwardStack ForwardMode = "stack"
+)
+
+// ParseForwardMode checks a --forward value.
+func ParseForwardMode(s string) (ForwardMode, error) {
+	switch m := ForwardMode(s); m {
+	case ForwardXDP, ForwardStack:
+		return m, nil
+	}
+	return "", fmt.Errorf("--forward %q: want xdp (the XDP fast path) or stack (the kernel forwards)", s)
+}
+
+// ErrNoFastPath: the program in force predates the forwarding fast path
+// (until the next load).
+var ErrNoFastPath = errors.New("the program in force has no forwarding fast path (an earlier version's: `xdpfw load` again)")
+
+// addForwardPort lets the fast path redirect to ifindex (an attached
+// device).
+func (d *Datapath) addForwardPort(ifindex int) error {
+	if d.fwdPorts == nil {
+		return nil // an earlier version's program, without the fast path
+	}
+	if err := d.fwdPorts.Put(uint32(ifindex), uint32(ifindex)); err != nil {
+		return fmt.Errorf("adding device %d to fw_fwd_ports: %w", ifindex, err)
+	}
+	return nil
+}
+
+// removeForwardPort takes ifindex out of the pinned fw_fwd_ports in dir,
+// if there.
+func removeForwardPort(dir string, ifindex int) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "fw_fwd_ports"), nil)
+	if err != nil {
+		return // none pinned: no fast path
+	}
+	defer m.Close()
+	_ = m.Delete(uint32(ifindex)) // gone already (the kernel removes devices that go)
+}
+
+// ForwardPorts lists the ifindexes the fast path may redirect to.
+func (d *Datapath) ForwardPorts() ([]int, error) {
+	if d.fwdPorts == nil {
+		return nil, ErrNoFastPath
+	}
+	var out []int
+	var k, v uint32
+	it := d.fwdPorts.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, int(k))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading fw_fwd_ports: %w", err)
+	}
+	return out, nil
+}
+
+// ForwardCounters reads the packets FORWARD accepted by delivery.
+func (d *Datapath) ForwardCounters() ([NumFwdReasons]Counter, error) {
+	var out [NumFwdReasons]Counter
+	if d.fwdStats == nil {
+		return out, ErrNoFastPath
+	}
+	slots, err := readSlots(d.fwdStats, uint32(NumFwdReasons))
+	if err != nil {
+		return out, fmt.Errorf("reading fw_fwd_stats: %w", err)
+	}
+	clk := d.clock()
+	for r := range out {
+		out[r] = clk.sum(slots[r])
+	}
+	return out, nil
+}
