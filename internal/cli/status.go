@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -69,6 +70,25 @@ func newStatus(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(e.stdout, "  events: %d emitted, %d suppressed by rate limits, %d lost to a full ring buffer; %s\n",
 					lg.Counter.Total.Emitted, lg.Counter.Total.Suppressed, lg.Counter.Total.Lost, reader)
+			}
+			fwd := s.Forward
+			if fwd.Mode == datapath.ForwardXDP {
+				ports := "no interface"
+				if len(fwd.Ports) > 0 {
+					ports = strings.Join(fwd.Ports, ", ")
+				}
+				fmt.Fprintf(e.stdout, "forwarding: xdp (what FORWARD accepts leaves from XDP to %s; the kernel forwards the rest; docs/forward.md)\n", ports)
+			} else {
+				fmt.Fprintln(e.stdout, "forwarding: stack (the kernel forwards what FORWARD accepts)")
+			}
+			for r := datapath.FwdReason(0); r < datapath.NumFwdReasons; r++ {
+				if c := fwd.Counters[r.String()]; c.Packets > 0 {
+					how := "by the kernel:"
+					if r == datapath.FwdXDP {
+						how = "in XDP:"
+					}
+					fmt.Fprintf(e.stdout, "  forwarded %-14s %-13s %12d pkts %14d bytes\n", how, r, c.Packets, c.Bytes)
+				}
 			}
 			if s.Sets > 0 {
 				fmt.Fprintf(e.stdout, "named sets: %d with %d elements (all sets together hold at most %d; xdpfw set list)\n",

@@ -294,6 +294,7 @@ func (st *state) setConfig(c datapath.Config) {
 	if c.CTTCPStrict {
 		st.CTTCPPickup = "strict"
 	}
+	st.Forward = string(c.Forward)
 }
 
 // cleanup removes the files of the state directory no record names: a
