@@ -269,9 +269,10 @@ struct {
 	__type(value, struct fw_frag_scratch);
 } fw_frag_scratch SEC(".maps");
 
-/* The devices xdpfw is attached to (key and value: the ifindex), written
- * by the control plane on attach: where the forwarding fast path may
- * redirect (lib/fwd.h). The kernel removes a device that goes away. */
+/* The devices xdpfw is attached to that the forwarding fast path uses, in
+ * and out (key and value: the ifindex; lib/fwd.h), written by the control
+ * plane with the rules: veth devices only with `--forward xdp-veth`. The
+ * kernel removes a device that goes away. */
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
 	__uint(max_entries, 256);

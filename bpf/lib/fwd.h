@@ -5,7 +5,8 @@
  * one, the IPv4 checksum updated as ip_decrease_ttl does, the egress
  * device's MAC as source and the next hop's as destination, Ethernet
  * padding trimmed; bpf_redirect_map through fw_fwd_ports, the devices
- * xdpfw is attached to. A packet it cannot send exactly so is handed to
+ * xdpfw is attached to that the fast path may use (in and out: the
+ * control plane leaves veth devices out unless asked, docs/forward.md). A packet it cannot send exactly so is handed to
  * the kernel unchanged (XDP_PASS), which forwards it, answers it or drops
  * it as always; fw_fwd_stats counts every packet by enum fw_fwd_reason.
  * Only the delivery changes: the decision, its counters, conntrack and
@@ -72,6 +73,9 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 	void *data_end = (void *)(long)ctx->data_end;
 	__u8 mac[6];
 
+	__u32 iif = ctx->ingress_ifindex;
+	if (!bpf_map_lookup_elem(&fw_fwd_ports, &iif)) /* a veth left to the kernel */
+		return FW_FWD_NOT_ATTACHED;
 	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1))
 		return FW_FWD_FRAG;
 	if (p->flags & FW_PKT_VLAN)
@@ -107,7 +111,7 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 	if (hop->why != FW_FWD_XDP) /* what the FIB said: unrouted, MTU, no neighbour */
 		return hop->why;
 	__u32 oif = hop->ifindex;
-	if (oif == ctx->ingress_ifindex)
+	if (oif == iif)
 		return FW_FWD_HAIRPIN;
 	if (!bpf_map_lookup_elem(&fw_fwd_ports, &oif))
 		return FW_FWD_NOT_ATTACHED;

@@ -72,12 +72,13 @@ func newStatus(e *env) *cobra.Command {
 					lg.Counter.Total.Emitted, lg.Counter.Total.Suppressed, lg.Counter.Total.Lost, reader)
 			}
 			fwd := s.Forward
-			if fwd.Mode == datapath.ForwardXDP {
+			if fwd.Mode != datapath.ForwardStack {
 				ports := "no interface"
 				if len(fwd.Ports) > 0 {
 					ports = strings.Join(fwd.Ports, ", ")
 				}
-				fmt.Fprintf(e.stdout, "forwarding: xdp (what FORWARD accepts leaves from XDP to %s; the kernel forwards the rest; docs/forward.md)\n", ports)
+				fmt.Fprintf(e.stdout, "forwarding: %s (what FORWARD accepts between %s leaves from XDP; the kernel forwards the rest; docs/forward.md)\n",
+					fwd.Mode, ports)
 			} else {
 				fmt.Fprintln(e.stdout, "forwarding: stack (the kernel forwards what FORWARD accepts)")
 			}

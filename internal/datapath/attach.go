@@ -199,9 +199,6 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 		if err := d.attachEgress(iface, nl.Attrs().Index); err != nil {
 			return "", err
 		}
-		if err := d.addForwardPort(nl.Attrs().Index); err != nil {
-			return "", err
-		}
 		return CurrentMode(iface), nil
 	}
 	tries := []Mode{mode}
@@ -220,10 +217,6 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 			return "", fmt.Errorf("pinning the XDP link of %s: %w", iface, err)
 		}
 		if err := d.attachEgress(iface, nl.Attrs().Index); err != nil {
-			_ = l.Unpin()
-			return "", err
-		}
-		if err := d.addForwardPort(nl.Attrs().Index); err != nil {
 			_ = l.Unpin()
 			return "", err
 		}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
 )
 
 // FwdReason is enum fw_fwd_reason (bpf/types.h): how a packet FORWARD
@@ -47,8 +49,15 @@ type ForwardMode string
 
 const (
 	// ForwardXDP: by the fast path in XDP (bpf/lib/fwd.h), the kernel
-	// for what it cannot do exactly as the kernel would. The default.
+	// for what it cannot do exactly as the kernel would, and for what
+	// comes in or goes out by a veth device. The default.
 	ForwardXDP ForwardMode = "xdp"
+	// ForwardXDPVeth: ForwardXDP through veth devices too. A veth's
+	// peer must send finished checksums (XDP sees no checksum offload
+	// state: `ethtool -K PEER tx off`) and receive frames redirected to
+	// it (natively attached XDP delivers them only to a peer with an XDP
+	// program or GRO on).
+	ForwardXDPVeth ForwardMode = "xdp-veth"
 	// ForwardStack: by the kernel's forwarding (XDP_PASS).
 	ForwardStack ForwardMode = "stack"
 )
@@ -56,24 +65,48 @@ const (
 // ParseForwardMode checks a --forward value.
 func ParseForwardMode(s string) (ForwardMode, error) {
 	switch m := ForwardMode(s); m {
-	case ForwardXDP, ForwardStack:
+	case ForwardXDP, ForwardXDPVeth, ForwardStack:
 		return m, nil
 	}
-	return "", fmt.Errorf("--forward %q: want xdp (the XDP fast path) or stack (the kernel forwards)", s)
+	return "", fmt.Errorf("--forward %q: want xdp (the XDP fast path), xdp-veth (through veth devices too) or stack (the kernel forwards)", s)
 }
 
 // ErrNoFastPath: the program in force predates the forwarding fast path
 // (until the next load).
 var ErrNoFastPath = errors.New("the program in force has no forwarding fast path (an earlier version's: `xdpfw load` again)")
 
-// addForwardPort lets the fast path redirect to ifindex (an attached
-// device).
-func (d *Datapath) addForwardPort(ifindex int) error {
+// FastPathDevice says whether the fast path may use the device ifindex
+// (attached to xdpfw) in mode m: every device but veth ones, which only
+// ForwardXDPVeth lets in.
+func FastPathDevice(m ForwardMode, ifindex int) bool {
+	if m == ForwardXDPVeth {
+		return true
+	}
+	l, err := netlink.LinkByIndex(ifindex)
+	return err == nil && l.Type() != "veth"
+}
+
+// SetForwardPorts makes fw_fwd_ports hold exactly the devices ifindexes:
+// those the fast path may use, in and out.
+func (d *Datapath) SetForwardPorts(ifindexes []int) error {
 	if d.fwdPorts == nil {
 		return nil // an earlier version's program, without the fast path
 	}
-	if err := d.fwdPorts.Put(uint32(ifindex), uint32(ifindex)); err != nil {
-		return fmt.Errorf("adding device %d to fw_fwd_ports: %w", ifindex, err)
+	cur, err := d.ForwardPorts()
+	if err != nil {
+		return err
+	}
+	for _, i := range ifindexes {
+		if err := d.fwdPorts.Put(uint32(i), uint32(i)); err != nil {
+			return fmt.Errorf("adding device %d to fw_fwd_ports: %w", i, err)
+		}
+	}
+	for _, i := range cur {
+		if !slices.Contains(ifindexes, i) {
+			if err := d.fwdPorts.Delete(uint32(i)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("removing device %d from fw_fwd_ports: %w", i, err)
+			}
+		}
 	}
 	return nil
 }

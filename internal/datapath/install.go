@@ -30,7 +30,9 @@ type Config struct {
 	// SYN that belongs to no tracked connection is INVALID (Linux's
 	// nf_conntrack_tcp_loose=0). Default: a bare ACK picks it up (NEW).
 	CTTCPStrict bool
-	// Forward is how packets FORWARD accepts are delivered ("": ForwardXDP).
+	// Forward is how packets FORWARD accepts are delivered ("": ForwardXDP;
+	// ForwardXDPVeth as ForwardXDP: which devices the fast path uses is
+	// fw_fwd_ports', SetForwardPorts).
 	Forward ForwardMode
 }
 

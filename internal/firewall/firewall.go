@@ -621,6 +621,9 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		Forward: forward}); err != nil {
 		return nil, fmt.Errorf("the rules are in force, but: %w", err)
 	}
+	if err := f.dp.SetForwardPorts(f.forwardPorts(forward)); err != nil {
+		return nil, fmt.Errorf("the rules are in force, but: %w", err)
+	}
 	res := &Result{Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats, Rebuilt: true, InForce: time.Since(start)}
 	res.Warnings = ruleWarnings(rs, warns)
 	return res, nil
@@ -740,3 +743,15 @@ func (f *Firewall) Interfaces() []string {
 
 // Datapath is the open data plane.
 func (f *Firewall) Datapath() *datapath.Datapath { return f.dp }
+
+// forwardPorts are the interfaces the forwarding fast path uses in mode m
+// (none with --forward stack), by index.
+func (f *Firewall) forwardPorts(m datapath.ForwardMode) []int {
+	var out []int
+	for _, i := range f.st.Interfaces {
+		if m != datapath.ForwardStack && datapath.FastPathDevice(m, i.Index) {
+			out = append(out, i.Index)
+		}
+	}
+	return out
+}

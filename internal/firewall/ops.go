@@ -628,6 +628,9 @@ func (f *Firewall) forwardStatus() (ForwardStatus, error) {
 		return s, err
 	}
 	s.Mode = cfg.Forward
+	if s.Mode == datapath.ForwardXDP && f.st.Forward == string(datapath.ForwardXDPVeth) {
+		s.Mode = datapath.ForwardXDPVeth // the same program setting; more devices in fw_fwd_ports
+	}
 	ports, err := f.dp.ForwardPorts()
 	if errors.Is(err, datapath.ErrNoFastPath) {
 		return s, nil
