@@ -368,6 +368,10 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		c := datapath.CheckDevice(name, datapath.Mode(st.Interfaces[name].Mode))
 		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, c)...)
 	}
+	if st.Forward != string(datapath.ForwardStack) && kernelNAT() {
+		res.Warnings = append(res.Warnings, "the kernel's NAT (nf_nat) is loaded: packets the forwarding fast path sends bypass it; "+
+			"if this host NATs forwarded traffic in the kernel (Docker, kube-proxy, MASQUERADE), load with --forward stack (docs/forward.md)")
+	}
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap
 	st.LogSnap = &snap
@@ -754,4 +758,11 @@ func (f *Firewall) forwardPorts(m datapath.ForwardMode) []int {
 		}
 	}
 	return out
+}
+
+// kernelNAT says whether the kernel's NAT module is loaded (its rules may
+// be in any namespace: a hint, not a proof).
+func kernelNAT() bool {
+	_, err := os.Stat("/sys/module/nf_nat")
+	return err == nil
 }
