@@ -1,12 +1,17 @@
 package datapath_test
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // TestFwdReasonMirrorsHeader: datapath.FwdReason is enum fw_fwd_reason of
@@ -49,5 +54,87 @@ func TestParseForwardMode(t *testing.T) {
 	}
 	if _, err := datapath.ParseForwardMode("fast"); err == nil || !strings.Contains(err.Error(), "want xdp") {
 		t.Errorf("ParseForwardMode(fast): %v", err)
+	}
+}
+
+// TestUpgradeForwardConfig: the settings map of an earlier version (no
+// forward_stack) and no fast-path maps: commands work on them (the
+// program in force has no fast path: the kernel forwards), and a load
+// puts a settings map of the new layout in place.
+func TestUpgradeForwardConfig(t *testing.T) {
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	pin := filepath.Join(dir, "fw_config_map")
+	cur, err := ebpf.LoadPinnedMap(pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := cur.ValueSize()
+	cur.Close()
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: size - 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	for _, name := range []string{"fw_config_map", "fw_fwd_ports", "fw_fwd_stats"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+
+	od, err := datapath.Open(dir)
+	if err != nil {
+		t.Fatalf("open an earlier version's pins: %v", err)
+	}
+	if err := od.SetConfig(datapath.Config{RejectRate: 7, Forward: datapath.ForwardXDP}); err != nil {
+		t.Errorf("settings into an earlier version's map: %v", err)
+	}
+	if c, err := od.ConfigInForce(); err != nil || c.RejectRate != 7 || c.Forward != datapath.ForwardStack {
+		t.Errorf("settings of an earlier version's program: %+v %v, want reject rate 7, forwarding by the kernel", c, err)
+	}
+	if _, err := od.ForwardCounters(); !errors.Is(err, datapath.ErrNoFastPath) {
+		t.Errorf("forwarding counters of an earlier version's program: %v", err)
+	}
+	od.Close()
+
+	dp, err = datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatalf("load over an earlier version's settings map: %v", err)
+	}
+	if err := dp.SetConfig(datapath.Config{Forward: datapath.ForwardStack}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	od, err = datapath.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer od.Close()
+	if c, err := od.ConfigInForce(); err != nil || c.Forward != datapath.ForwardStack {
+		t.Errorf("settings after the load: %+v %v, want forwarding by the kernel (as set)", c, err)
+	}
+	if _, err := od.ForwardCounters(); err != nil {
+		t.Errorf("forwarding counters after the load: %v", err)
+	}
+	m, err := ebpf.LoadPinnedMap(pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.ValueSize() != size {
+		t.Errorf("settings map after the load: %d-byte values, want %d", m.ValueSize(), size)
 	}
 }
