@@ -620,7 +620,7 @@ enum fw_fwd_reason {
 	FW_FWD_TTL,           /* TTL / hop limit <= 1 (the kernel answers ICMP time exceeded) */
 	FW_FWD_MTU,           /* bigger than the route's MTU (the kernel fragments or answers frag-needed / packet-too-big) */
 	FW_FWD_IP_OPTIONS,    /* IPv4 options or an IPv6 hop-by-hop header (the kernel processes them) */
-	FW_FWD_NOT_ATTACHED,  /* the ingress or egress device is not in fw_fwd_ports: no xdpfw there, or a veth (--forward xdp-veth) */
+	FW_FWD_NOT_ATTACHED,  /* the ingress or egress device is not in fw_fwd_ports: no xdpfw there, a native veth, generic beside native */
 	FW_FWD_VLAN,          /* the frame came tagged (the kernel's VLAN device routes it) */
 	FW_FWD_UNROUTED,      /* the FIB gives no plain route: blackhole, unreachable, prohibit, tunnel encapsulation */
 	FW_FWD_FRAG,          /* a fragment (the kernel forwards, or reassembles, fragments) */

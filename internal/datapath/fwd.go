@@ -75,15 +75,38 @@ func ParseForwardMode(s string) (ForwardMode, error) {
 // (until the next load).
 var ErrNoFastPath = errors.New("the program in force has no forwarding fast path (an earlier version's: `xdpfw load` again)")
 
-// FastPathDevice says whether the fast path may use the device ifindex
-// (attached to xdpfw) in mode m: every device but veth ones, which only
-// ForwardXDPVeth lets in.
-func FastPathDevice(m ForwardMode, ifindex int) bool {
-	if m == ForwardXDPVeth {
-		return true
+// FastPathDevices are the devices the fast path may use in mode m, in and
+// out, of those xdpfw is attached to (ifindex: attach mode). A program in
+// generic mode redirects through the stack (dev_queue_xmit), which every
+// device takes as from any other sender; one in native mode hands the
+// frame to the egress driver's ndo_xdp_xmit, which generic-mode devices
+// may lack and where a veth loses checksum offload state and needs its
+// peer ready (docs/forward.md). So: all the devices when every one runs
+// in generic mode; else the native ones, veth devices only with
+// ForwardXDPVeth. None with ForwardStack.
+func FastPathDevices(m ForwardMode, devs map[int]Mode) []int {
+	if m == ForwardStack {
+		return nil
 	}
-	l, err := netlink.LinkByIndex(ifindex)
-	return err == nil && l.Type() != "veth"
+	allGeneric := true
+	for _, mode := range devs {
+		allGeneric = allGeneric && mode == ModeGeneric
+	}
+	var out []int
+	for i, mode := range devs {
+		switch {
+		case allGeneric:
+		case mode != ModeNative:
+			continue
+		case m != ForwardXDPVeth:
+			if l, err := netlink.LinkByIndex(i); err != nil || l.Type() == "veth" {
+				continue
+			}
+		}
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // SetForwardPorts makes fw_fwd_ports hold exactly the devices ifindexes:

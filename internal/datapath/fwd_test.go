@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -136,5 +137,27 @@ func TestUpgradeForwardConfig(t *testing.T) {
 	defer m.Close()
 	if m.ValueSize() != size {
 		t.Errorf("settings map after the load: %d-byte values, want %d", m.ValueSize(), size)
+	}
+}
+
+// TestFastPathDevices: every device when all run in generic mode; else
+// the native ones (veth devices only with xdp-veth); none with stack.
+func TestFastPathDevices(t *testing.T) {
+	const gone = 1 << 30 // no such device: not known to be anything but a veth
+	for _, c := range []struct {
+		mode datapath.ForwardMode
+		devs map[int]datapath.Mode
+		want []int
+	}{
+		{datapath.ForwardXDPVeth, map[int]datapath.Mode{3: datapath.ModeGeneric, 4: datapath.ModeGeneric}, []int{3, 4}},
+		{datapath.ForwardXDP, map[int]datapath.Mode{gone: datapath.ModeGeneric, 4: datapath.ModeGeneric}, []int{4, gone}},
+		{datapath.ForwardXDPVeth, map[int]datapath.Mode{3: datapath.ModeGeneric, 4: datapath.ModeNative, 5: datapath.ModeNative}, []int{4, 5}},
+		{datapath.ForwardXDP, map[int]datapath.Mode{gone: datapath.ModeNative}, nil},
+		{datapath.ForwardXDPVeth, map[int]datapath.Mode{4: ""}, nil}, // not attached yet
+		{datapath.ForwardStack, map[int]datapath.Mode{3: datapath.ModeGeneric, 4: datapath.ModeGeneric}, nil},
+	} {
+		if got := datapath.FastPathDevices(c.mode, c.devs); !slices.Equal(got, c.want) {
+			t.Errorf("FastPathDevices(%s, %v) = %v, want %v", c.mode, c.devs, got, c.want)
+		}
 	}
 }

@@ -361,6 +361,10 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 		st.Interfaces[name] = Iface{Index: st.Interfaces[name].Index, Mode: string(m)}
 	}
+	// the fast path's devices, now that their attach modes are known
+	if err := dp.SetForwardPorts(f.forwardPorts(datapath.ForwardMode(st.Forward))); err != nil {
+		return nil, undo(attached, err)
+	}
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}
@@ -749,15 +753,13 @@ func (f *Firewall) Interfaces() []string {
 func (f *Firewall) Datapath() *datapath.Datapath { return f.dp }
 
 // forwardPorts are the interfaces the forwarding fast path uses in mode m
-// (none with --forward stack), by index.
+// (datapath.FastPathDevices), by index.
 func (f *Firewall) forwardPorts(m datapath.ForwardMode) []int {
-	var out []int
+	devs := map[int]datapath.Mode{}
 	for _, i := range f.st.Interfaces {
-		if m != datapath.ForwardStack && datapath.FastPathDevice(m, i.Index) {
-			out = append(out, i.Index)
-		}
+		devs[i.Index] = datapath.Mode(i.Mode)
 	}
-	return out
+	return datapath.FastPathDevices(m, devs)
 }
 
 // kernelNAT says whether the kernel's NAT module is loaded (its rules may

@@ -53,7 +53,7 @@ const fwdRules = `*filter
 COMMIT
 `
 
-func newFwdBed(t *testing.T, forward string) *fwdBed {
+func newFwdBed(t *testing.T, forward string, loadArgs ...string) *fwdBed {
 	t.Helper()
 	testutil.RequireRoot(t)
 	b := &fwdBed{r: testutil.NewNetNS(t), c: testutil.NewNetNS(t), s: testutil.NewNetNS(t), x: testutil.NewNetNS(t)}
@@ -61,7 +61,9 @@ func newFwdBed(t *testing.T, forward string) *fwdBed {
 	b.ls = newLink(t, b.r, "rs0", b.s, "xs0", 2)
 	b.lx = newLink(t, b.r, "rx0", b.x, "xx0", 3)
 	for _, l := range []*link{b.lc, b.ls, b.lx} {
-		vethPeerReady(t, l.cli, l.cliIf)
+		if forward == "xdp-veth" {
+			vethPeerReady(t, l.cli, l.cliIf)
+		}
 		ipOut(t, "-n", l.cli.Name, "route", "add", "default", "via", l.srv4)
 		ipOut(t, "-n", l.cli.Name, "-6", "route", "add", "default", "via", l.srv6)
 	}
@@ -71,7 +73,7 @@ func newFwdBed(t *testing.T, forward string) *fwdBed {
 		t.Fatalf("forwarding: %v\n%s", err, out)
 	}
 	b.f = newFW(t, b.r)
-	args := []string{"load", "-i", "rc0", "-i", "rs0"}
+	args := append([]string{"load", "-i", "rc0", "-i", "rs0"}, loadArgs...)
 	if forward != "" {
 		args = append(args, "--forward", forward)
 	}
@@ -425,4 +427,34 @@ func TestForwardFallbacks(t *testing.T) {
 		t.Errorf("ip_forward=0: the packet was not judged in INPUT")
 	}
 	wantCounts(t, "ip_forward=0", c0, b.counters(t), nil)
+}
+
+// TestForwardGeneric: attached in generic mode to every device, the fast
+// path forwards through the stack's transmit path (dev_queue_xmit): veth
+// devices take part in the default mode, with no setup of their peers,
+// checksum offload and all.
+func TestForwardGeneric(t *testing.T) {
+	b := newFwdBed(t, "", "--mode", "generic")
+	var st fwdStatus
+	b.f.decode(&st, "status", "--json")
+	if st.Forward.Mode != "xdp" || len(st.Forward.Ports) != 2 {
+		t.Fatalf("status: forwarding %+v, want mode xdp between rc0 and rs0", st.Forward)
+	}
+	serveTCP(t, b.s, 80)
+	sink := newUDPSink(t, b.s, 5000)
+	before := b.counters(t)
+	checkTCP(t, "generic",
+		tcpProbe{from: b.c, addr: hostPort(b.ls.cli4, 80), ok: true},
+		tcpProbe{from: b.c, addr: hostPort(b.ls.cli6, 80), ok: true})
+	checkPing(t, "generic", b.c, b.ls.cli4, true)
+	checkPing(t, "generic", b.c, b.ls.cli6, true)
+	udp := newUDPSender(t, b.c, "")
+	udp.send(t, hostPort(b.ls.cli4, 5000), "v4", 0, 20)
+	udp.send(t, hostPort(b.ls.cli6, 5000), "v6", 0, 20)
+	if sink.wait(t, "v4", 20) != 20 || sink.wait(t, "v6", 20) != 20 {
+		t.Errorf("UDP through the router: %d and %d of 20 datagrams arrived", sink.count("v4"), sink.count("v6"))
+	}
+	if d := b.counters(t)["xdp"].Packets - before["xdp"].Packets; d < 40+12+4 {
+		t.Errorf("generic mode: %d packets forwarded in XDP, want at least %d", d, 40+12+4)
+	}
 }
