@@ -124,31 +124,6 @@ func macOf(t *testing.T, ns *testutil.NetNS, iface string) [6]byte {
 	return mac
 }
 
-// inject sends frames from the client's end of l to the router's end.
-func inject(t *testing.T, l *link, frames ...[]byte) {
-	t.Helper()
-	err := l.cli.Do(func() error {
-		i, err := net.InterfaceByName(l.cliIf)
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		for _, f := range frames {
-			if err := unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: i.Index}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("injecting frames: %v", err)
-	}
-}
-
 // capture reads the frames an interface receives (AF_PACKET).
 type capture struct{ fd int }
 
@@ -262,27 +237,7 @@ func TestForwardFastPath(t *testing.T) {
 		t.Fatalf("status: forwarding %+v, want mode xdp-veth between rc0 and rs0", st.Forward)
 	}
 
-	serveTCP(t, b.s, 80)
-	sink := newUDPSink(t, b.s, 5000)
-	before := b.counters(t)
-	checkTCP(t, "fast path",
-		tcpProbe{from: b.c, addr: hostPort(b.ls.cli4, 80), ok: true},
-		tcpProbe{from: b.c, addr: hostPort(b.ls.cli6, 80), ok: true})
-	checkPing(t, "fast path", b.c, b.ls.cli4, true)
-	checkPing(t, "fast path", b.c, b.ls.cli6, true)
-	udp := newUDPSender(t, b.c, "")
-	udp.send(t, hostPort(b.ls.cli4, 5000), "v4", 0, 20)
-	udp.send(t, hostPort(b.ls.cli6, 5000), "v6", 0, 20)
-	if sink.wait(t, "v4", 20) != 20 || sink.wait(t, "v6", 20) != 20 {
-		t.Errorf("UDP through the router: %d and %d of 20 datagrams arrived", sink.count("v4"), sink.count("v6"))
-	}
-	after := b.counters(t)
-	// UDP: 40; ping: 3 requests and 3 replies per family; TCP: after the
-	// first SYN of each family (which finds the server's neighbour
-	// unresolved) at least the SYN-ACK and the ACK
-	if d := after["xdp"].Packets - before["xdp"].Packets; d < 40+12+4 {
-		t.Errorf("TCP, ping and UDP through the router: %d packets forwarded in XDP, want at least %d (%v)", d, 40+12+4, after)
-	}
+	before, after := b.realTraffic(t, "fast path")
 	for how, c := range after {
 		if d := c.Packets - before[how].Packets; how != "xdp" && d > 0 && (how != "no-neighbour" || d > 2) {
 			t.Errorf("forwarded %s: %d packets, want none (but a first packet per family without a neighbour) (%v)", how, d, after)
@@ -304,7 +259,7 @@ func TestForwardFastPath(t *testing.T) {
 			sent := b.udpTo(t, netip.MustParseAddr(dst), "fwd", 64)
 			capS := newCapture(t, b.s, "xs0")
 			c0, r0 := b.counters(t), b.f.list().rule(t, udpRule).Counters.Packets
-			inject(t, b.lc, sent.Bytes())
+			sendFrames(t, b.lc, sent.Bytes())
 			got := capS.next(isUDP("fwd"))
 			b.wantForwarded(t, what, sent, got)
 			frames[dst+mode] = got
@@ -351,12 +306,12 @@ func TestForwardFallbacks(t *testing.T) {
 		ipOut(t, "-n", b.r.Name, "neigh", "flush", "dev", "rs0")
 		c0 := b.counters(t)
 		sent := b.udpTo(t, dst, "first", 64)
-		inject(t, b.lc, sent.Bytes())
+		sendFrames(t, b.lc, sent.Bytes())
 		b.wantForwarded(t, "first packet to "+dst.String(), sent, capS.next(isUDP("first")))
 		wantCounts(t, "first packet to "+dst.String(), c0, b.counters(t), map[string]uint64{"no-neighbour": 1})
 		c0 = b.counters(t)
 		sent = b.udpTo(t, dst, "second", 64)
-		inject(t, b.lc, sent.Bytes())
+		sendFrames(t, b.lc, sent.Bytes())
 		b.wantForwarded(t, "second packet to "+dst.String(), sent, capS.next(isUDP("second")))
 		wantCounts(t, "second packet to "+dst.String(), c0, b.counters(t), map[string]uint64{"xdp": 1})
 	}
@@ -364,7 +319,7 @@ func TestForwardFallbacks(t *testing.T) {
 	// TTL / hop limit 1: the kernel's time exceeded comes back
 	for _, dst := range []netip.Addr{srv4, srv6} {
 		c0 := b.counters(t)
-		inject(t, b.lc, b.udpTo(t, dst, "ttl1", 1).Bytes())
+		sendFrames(t, b.lc, b.udpTo(t, dst, "ttl1", 1).Bytes())
 		icmp := capC.next(func(p *packet.Packet) bool {
 			return (p.Proto == packet.ProtoICMP && p.ICMPType == 11) || (p.Proto == packet.ProtoICMPv6 && p.ICMPType == 3)
 		})
@@ -386,7 +341,7 @@ func TestForwardFallbacks(t *testing.T) {
 			f[24], f[25] = 0, 0
 			binary.BigEndian.PutUint16(f[24:], packet.Checksum(f[14:34]))
 		}
-		inject(t, b.lc, f)
+		sendFrames(t, b.lc, f)
 		icmp := capC.next(func(p *packet.Packet) bool {
 			return (p.Proto == packet.ProtoICMP && p.ICMPType == 3 && p.ICMPCode == 4) || (p.Proto == packet.ProtoICMPv6 && p.ICMPType == 2)
 		})
@@ -404,7 +359,7 @@ func TestForwardFallbacks(t *testing.T) {
 		for i, tag := range []string{"other0", "other1"} {
 			c0 := b.counters(t)
 			sent := b.udpTo(t, netip.MustParseAddr(dst), tag, 64)
-			inject(t, b.lc, sent.Bytes())
+			sendFrames(t, b.lc, sent.Bytes())
 			if capX.next(isUDP(tag)) == nil {
 				t.Errorf("UDP to %s by rx0: not forwarded", dst)
 			}
@@ -422,7 +377,7 @@ func TestForwardFallbacks(t *testing.T) {
 	}
 	c0 := b.counters(t)
 	in0 := b.f.list().policy(t, "INPUT", "ipv4").Counters.Packets
-	inject(t, b.lc, b.udpTo(t, srv4, "off", 64).Bytes())
+	sendFrames(t, b.lc, b.udpTo(t, srv4, "off", 64).Bytes())
 	if !poll(t.Context(), arriveTimeout, func() bool { return b.f.list().policy(t, "INPUT", "ipv4").Counters.Packets > in0 }) {
 		t.Errorf("ip_forward=0: the packet was not judged in INPUT")
 	}
@@ -440,21 +395,35 @@ func TestForwardGeneric(t *testing.T) {
 	if st.Forward.Mode != "xdp" || len(st.Forward.Ports) != 2 {
 		t.Fatalf("status: forwarding %+v, want mode xdp between rc0 and rs0", st.Forward)
 	}
+	b.realTraffic(t, "generic")
+}
+
+// realTraffic runs TCP, ping and UDP (20 datagrams), IPv4 and IPv6, from
+// the client to the server, requires it all to arrive and most of it to
+// be forwarded in XDP, and returns the forwarding counters before and
+// after.
+func (b *fwdBed) realTraffic(t *testing.T, what string) (before, after map[string]counters) {
+	t.Helper()
 	serveTCP(t, b.s, 80)
 	sink := newUDPSink(t, b.s, 5000)
-	before := b.counters(t)
-	checkTCP(t, "generic",
+	before = b.counters(t)
+	checkTCP(t, what,
 		tcpProbe{from: b.c, addr: hostPort(b.ls.cli4, 80), ok: true},
 		tcpProbe{from: b.c, addr: hostPort(b.ls.cli6, 80), ok: true})
-	checkPing(t, "generic", b.c, b.ls.cli4, true)
-	checkPing(t, "generic", b.c, b.ls.cli6, true)
+	checkPing(t, what, b.c, b.ls.cli4, true)
+	checkPing(t, what, b.c, b.ls.cli6, true)
 	udp := newUDPSender(t, b.c, "")
 	udp.send(t, hostPort(b.ls.cli4, 5000), "v4", 0, 20)
 	udp.send(t, hostPort(b.ls.cli6, 5000), "v6", 0, 20)
 	if sink.wait(t, "v4", 20) != 20 || sink.wait(t, "v6", 20) != 20 {
-		t.Errorf("UDP through the router: %d and %d of 20 datagrams arrived", sink.count("v4"), sink.count("v6"))
+		t.Errorf("%s: UDP through the router: %d and %d of 20 datagrams arrived", what, sink.count("v4"), sink.count("v6"))
 	}
-	if d := b.counters(t)["xdp"].Packets - before["xdp"].Packets; d < 40+12+4 {
-		t.Errorf("generic mode: %d packets forwarded in XDP, want at least %d", d, 40+12+4)
+	after = b.counters(t)
+	// UDP: 40; ping: 3 requests and 3 replies per family; TCP: after the
+	// first SYN of each family (which may find the server's neighbour
+	// unresolved) at least the SYN-ACK and the ACK
+	if d := after["xdp"].Packets - before["xdp"].Packets; d < 40+12+4 {
+		t.Errorf("%s: TCP, ping and UDP through the router: %d packets forwarded in XDP, want at least %d (%v)", what, d, 40+12+4, after)
 	}
+	return before, after
 }
