@@ -269,6 +269,28 @@ struct {
 	__type(value, struct fw_frag_scratch);
 } fw_frag_scratch SEC(".maps");
 
+/* The devices xdpfw is attached to that the forwarding fast path uses, in
+ * and out (key and value: the ifindex; lib/fwd.h), written by the control
+ * plane with the rules: veth devices only with `--forward xdp-veth`. The
+ * kernel removes a device that goes away. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_fwd_ports SEC(".maps");
+
+/* Packets and bytes FORWARD accepted, per CPU, by enum fw_fwd_reason: how
+ * each was delivered. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_NUM_FWD);
+	__type(key, __u32);
+	__type(value, struct fw_counter);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_fwd_stats SEC(".maps");
+
 /* Settings written by the control plane (slot 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -462,8 +484,18 @@ struct fw_lat_clock {
  * the parsed packet, what conntrack will record, the rule set in force.
  * The stage runs right after, on the same CPU, before anything else can
  * use the slot. Not pinned: it lives for one packet. */
+/* What the FIB lookup that chose the chain (lib/chain.h fw_fib_chain)
+ * found for a FORWARD packet, for the fast path (lib/fwd.h). */
+struct fw_fwd_hop {
+	__u8  dmac[6];  /* the next hop's MAC */
+	__u8  smac[6];  /* the egress device's MAC */
+	__u32 ifindex;  /* the egress device; 0: none */
+	__u32 why;      /* enum fw_fwd_reason: FW_FWD_XDP, or why the FIB's answer cannot be used */
+};
+
 struct fw_xdp_handoff {
 	struct fw_pkt pkt;
+	struct fw_fwd_hop hop; /* with pkt.chain FW_CHAIN_FORWARD */
 	__u8 ct[48];         /* struct fw_ct's first fw_ct_plan_size bytes (lib/ct.h) */
 	struct fw_root root; /* a copy of the root in force for the packet */
 	__u32 sel;           /* fw_active_sel's */

@@ -614,11 +614,33 @@ enum fw_out {
 	FW_OUT_XDP_DROP     = 1, /* XDP_DROP */
 	FW_OUT_XDP_PASS     = 2, /* XDP_PASS */
 	FW_OUT_XDP_TX       = 3, /* XDP_TX: a REJECT answered in place */
-	FW_OUT_XDP_REDIRECT = 4, /* XDP_REDIRECT (never returned today) */
+	FW_OUT_XDP_REDIRECT = 4, /* XDP_REDIRECT: forwarded by the fast path (lib/fwd.h) */
 	FW_OUT_TC_OK        = 5, /* tc egress: TC_ACT_OK */
 	FW_OUT_TC_SHOT      = 6, /* tc egress: TC_ACT_SHOT */
 	FW_OUT_TC_REDIRECT  = 7, /* tc egress: TC_ACT_REDIRECT (REJECT's answer, lib/reject.h) */
 	FW_NUM_OUTS,
+};
+
+/* Counter slots of fw_fwd_stats: how a packet FORWARD accepted was
+ * delivered (lib/fwd.h): by the fast path, or handed to the kernel
+ * unchanged (XDP_PASS) and why. Mirrored by internal/datapath.FwdReason
+ * (fwd.go); new values at the end. */
+enum fw_fwd_reason {
+	FW_FWD_XDP = 0,       /* forwarded in XDP: TTL/hop limit decremented, MACs rewritten, redirected */
+	FW_FWD_STACK,         /* `load --forward stack`: the kernel forwards */
+	FW_FWD_NO_NEIGH,      /* the next hop's neighbour entry is not resolved (the kernel resolves it) */
+	FW_FWD_TTL,           /* TTL / hop limit <= 1 (the kernel answers ICMP time exceeded) */
+	FW_FWD_MTU,           /* bigger than the route's MTU (the kernel fragments or answers frag-needed / packet-too-big) */
+	FW_FWD_IP_OPTIONS,    /* IPv4 options or an IPv6 hop-by-hop header (the kernel processes them) */
+	FW_FWD_NOT_ATTACHED,  /* the ingress or egress device is not in fw_fwd_ports: no xdpfw there, a native veth, generic beside native */
+	FW_FWD_VLAN,          /* the frame came tagged (the kernel's VLAN device routes it) */
+	FW_FWD_UNROUTED,      /* the FIB gives no plain route: blackhole, unreachable, prohibit, tunnel encapsulation */
+	FW_FWD_FRAG,          /* a fragment (the kernel forwards, or reassembles, fragments) */
+	FW_FWD_NOT_HOST,      /* the frame is not addressed to the ingress device's MAC (the kernel drops it) */
+	FW_FWD_MARTIAN,       /* an address the kernel does not forward (loopback, multicast or zero source, ...) */
+	FW_FWD_HAIRPIN,       /* leaves by the device it came in by (the kernel sends a redirect) */
+	FW_FWD_TRIM,          /* the frame's padding beyond the IP packet could not be trimmed */
+	FW_NUM_FWD,
 };
 
 /* Data-plane settings, one array slot, written by the control plane. The
@@ -630,6 +652,7 @@ struct fw_config {
 	__u32 ct_tcp_strict;             /* 1: a TCP packet other than a SYN starts nothing (INVALID); 0: an ACK picks up the connection mid-stream */
 	__u32 reject_rate;               /* REJECT answers per second per source; 0: FW_REJECT_RATE_DEFAULT */
 	__u32 reject_burst;              /* ... of which this many at once; 0: FW_REJECT_BURST_DEFAULT */
+	__u32 forward_stack;             /* 1: FORWARD-accepted packets go to the kernel (XDP_PASS); 0: the XDP fast path (lib/fwd.h) */
 };
 
 /* REJECT's per-source answer budget (token bucket) when fw_config leaves it

@@ -31,6 +31,7 @@
 #include "lib/log.h"
 #include "lib/frag.h"
 #include "lib/latency.h"
+#include "lib/fwd.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -38,10 +39,11 @@ static __always_inline int fw_xdp_action(__u8 action)
 	return action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
 }
 
-/* fw_xdp_finish acts on decision d: logs, answers a REJECT, counts,
- * traces, stops the latency clock lat. Returns the XDP action. */
+/* fw_xdp_finish acts on decision d: logs, answers a REJECT, forwards
+ * what FORWARD accepts (by the fast path, or the kernel), counts, traces,
+ * stops the latency clock lat. Returns the XDP action. */
 static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
-					 __u64 bytes, struct fw_lat_clock *lat)
+					 __u64 bytes, const struct fw_fwd_hop *hop, struct fw_lat_clock *lat)
 {
 	int rc = fw_xdp_action(d->action);
 
@@ -49,6 +51,8 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 		fw_log_xdp(ctx, p, d, bytes, fw_tracing());
 	if (d->action == FW_ACT_REJECT)
 		rc = fw_reject_xdp(ctx, p, d); /* answer in place (XDP_TX), or drop; sets d->reason */
+	else if (d->action == FW_ACT_ACCEPT && p->chain == FW_CHAIN_FORWARD)
+		rc = fw_fwd_xdp(ctx, p, hop); /* after LOG: it rewrites the frame */
 	__u64 now = fw_now();
 	fw_count_rule(d->rule_id, bytes, now);
 	fw_count_reason(d->reason, rc, bytes, now);
@@ -149,7 +153,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	}
 
 	pp->ifindex = ctx->ingress_ifindex;
-	pp->chain = fw_ingress_chain(ctx, pp);
+	pp->chain = fw_ingress_chain(ctx, pp, &h->hop);
 	/* iptables' FORWARD sees the TTL (hop limit) ip_forward /
 	 * ip6_forward has already decremented: -m ttl / -m hl test that */
 	if (pp->chain == FW_CHAIN_FORWARD && pp->ttl)
@@ -159,6 +163,8 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		if (fw_frag_later(pp, &d) < 0)
 			return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 		rc = fw_xdp_action(d.action);
+		if (rc == XDP_PASS && pp->chain == FW_CHAIN_FORWARD)
+			fw_fwd_count(FW_FWD_FRAG, bytes); /* the kernel forwards fragments */
 		fw_frag_count(&d, rc, bytes);
 		fw_trace_reject(ctx, d.rule_id, d.action, d.reason, pp, d.reject);
 		fw_lat_end(lat, pp->chain, d.action);
@@ -183,7 +189,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	if (rc == FW_DECIDE_NO_RULESET)
 		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 	fw_decide_end(&ct, pp, bytes, &d);
-	return fw_xdp_finish(ctx, pp, &d, bytes, lat);
+	return fw_xdp_finish(ctx, pp, &d, bytes, &h->hop, lat);
 }
 
 /* The classify stage (fw_xdp_stages[0]): the classifier inline, for what
@@ -212,5 +218,5 @@ int xdpfw_ingress_classify(struct xdp_md *ctx)
 		fw_ct_relink(&ct);
 		fw_decide_end(&ct, p, bytes, d);
 	}
-	return fw_xdp_finish(ctx, p, d, bytes, &h->lat);
+	return fw_xdp_finish(ctx, p, d, bytes, &h->hop, &h->lat);
 }

@@ -22,6 +22,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "../types.h"
+#include "../maps.h"
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -45,6 +46,7 @@ struct inet6_dev {
 	struct ipv6_devconf cnf;
 } __attribute__((preserve_access_index));
 struct net_device {
+	const unsigned char *dev_addr;
 	struct in_device *ip_ptr;
 	struct inet6_dev *ip6_ptr;
 } __attribute__((preserve_access_index));
@@ -78,22 +80,42 @@ static __always_inline int fw_forwards(struct xdp_md *ctx, __u8 family)
 	return in6 && in6->cnf.forwarding != 0;
 }
 
+/* fw_ingress_mac copies the ingress device's MAC address into mac:
+ * returns 0, or -1 where it cannot be read here (no kfunc or field). */
+static __always_inline int fw_ingress_mac(struct xdp_md *ctx, __u8 *mac)
+{
+	if (!bpf_cast_to_kern_ctx || !bpf_core_field_exists(struct net_device, dev_addr))
+		return -1;
+	struct xdp_buff *x = bpf_cast_to_kern_ctx(ctx);
+
+	return bpf_probe_read_kernel(mac, 6, x->rxq->dev->dev_addr) ? -1 : 0;
+}
+
 /* fw_fib_chain asks the kernel FIB, and notes the egress device it finds
  * in p->oifindex (what FORWARD's -o tests): the device the kernel forwards
  * by when the route is found (SUCCESS), also while its next hop's
  * neighbour is unresolved (NO_NEIGH: the kernel queues the packet and
- * forwards it; the helper names the device since Linux 6.3). Every other
- * outcome leaves 0, no device: a blackhole, unreachable or prohibit route
- * (the kernel drops the packet, iptables' FORWARD never sees it), a route
- * with a lightweight-tunnel encapsulation (UNSUPP_LWT: the helper stops
- * before the device), and the destinations this host takes (INPUT).
- * docs/compat.md "Interfaces and address types". A global function: its
+ * forwards it; the helper names the device since Linux 6.3) or the packet
+ * is bigger than the route's MTU (FRAG_NEEDED: asked again without the
+ * length, whose check stops the helper before it names the device). Every
+ * other outcome leaves 0, no device: a blackhole, unreachable or prohibit
+ * route (the kernel drops the packet, iptables' FORWARD never sees it), a
+ * route with a lightweight-tunnel encapsulation (UNSUPP_LWT: the helper
+ * stops before the device), and the destinations this host takes (INPUT).
+ * docs/compat.md "Interfaces and address types".
+ *
+ * For the forwarding fast path (lib/fwd.h) it notes in *hop the next hop's
+ * MACs and the egress device, or why they cannot be used (hop->why). The
+ * lookup is the kernel's own for a forwarded packet: the ingress device,
+ * the TOS (policy rules on it), the L4 ports (multipath hashing), the IP
+ * length against the route's MTU; not the firewall mark (xdpfw sets none)
+ * nor the reverse-path filter (docs/forward.md). A global function: its
  * 64-byte request sits in its own stack frame, not in the entry
  * program's, whose frame adds up with the classifier's under the
  * verifier's 512 bytes. */
-__noinline int fw_fib_chain(struct xdp_md *ctx, struct fw_pkt *p)
+__noinline int fw_fib_chain(struct xdp_md *ctx, struct fw_pkt *p, struct fw_fwd_hop *hop)
 {
-	if (!ctx || !p) /* the verifier requires the check on global-function pointers */
+	if (!ctx || !p || !hop) /* the verifier requires the check on global-function pointers */
 		return FW_CHAIN_FORWARD;
 
 	struct bpf_fib_lookup fib = {};
@@ -102,8 +124,10 @@ __noinline int fw_fib_chain(struct xdp_md *ctx, struct fw_pkt *p)
 	fib.l4_protocol = p->proto;
 	fib.sport = bpf_htons(p->sport);
 	fib.dport = bpf_htons(p->dport);
+	fib.tot_len = p->l3_len;
 	if (p->family == 4) {
 		fib.family = AF_INET;
+		fib.tos = p->tos;
 		fib.ipv4_src = (__u32)p->src[0];
 		fib.ipv4_dst = (__u32)p->dst[0];
 	} else {
@@ -112,24 +136,41 @@ __noinline int fw_fib_chain(struct xdp_md *ctx, struct fw_pkt *p)
 		__builtin_memcpy(fib.ipv6_dst, p->dst, 16);
 	}
 
-	switch (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0)) {
+	hop->ifindex = 0;
+	hop->why = FW_FWD_XDP;
+	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		/* too big for the fast path; the device for -o: */
+		hop->why = FW_FWD_MTU;
+		fib.tot_len = 0; /* shares its bytes with mtu_result */
+		rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	}
+	switch (rc) {
 	case BPF_FIB_LKUP_RET_NOT_FWDED:    /* local, broadcast, multicast */
 	case BPF_FIB_LKUP_RET_FWD_DISABLED: /* this host does not route */
 		return FW_CHAIN_INPUT;
 	case BPF_FIB_LKUP_RET_SUCCESS:
+		__builtin_memcpy(hop->dmac, fib.dmac, 6);
+		__builtin_memcpy(hop->smac, fib.smac, 6);
+		hop->ifindex = fib.ifindex;
+		p->oifindex = fib.ifindex;
+		return FW_CHAIN_FORWARD;
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		if (hop->why == FW_FWD_XDP)
+			hop->why = FW_FWD_NO_NEIGH;
 		p->oifindex = fib.ifindex;
 		return FW_CHAIN_FORWARD;
 	default:                            /* unroutable here: no device */
+		hop->why = FW_FWD_UNROUTED;
 		return FW_CHAIN_FORWARD;
 	}
 }
 
-static __always_inline __u8 fw_ingress_chain(struct xdp_md *ctx, struct fw_pkt *p)
+static __always_inline __u8 fw_ingress_chain(struct xdp_md *ctx, struct fw_pkt *p, struct fw_fwd_hop *hop)
 {
 	if (fw_forwards(ctx, p->family) == 0)
 		return FW_CHAIN_INPUT;
-	return fw_fib_chain(ctx, p);
+	return fw_fib_chain(ctx, p, hop);
 }
 
 #endif

@@ -18,6 +18,7 @@ type changeFlags struct {
 	malformed  string
 	maxRules   int
 	allowEmpty bool
+	forward    string
 	ct         ctFlags
 	reject     rejectFlags
 	logs       logFlags
@@ -42,6 +43,14 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 		c.logs.add(cmd, false, "default: unchanged")
 	}
 	c.ct.register(cmd, load)
+	fwdDefault := "default: unchanged"
+	if load {
+		fwdDefault = "default xdp; a reload keeps the value in force"
+	}
+	fs.StringVar(&c.forward, "forward", "", "how packets the FORWARD chain accepts are forwarded: xdp, by xdpfw's fast path in XDP "+
+		"(FIB lookup, TTL, MACs, redirect to another interface xdpfw is attached to; the kernel forwards what it cannot do exactly as the "+
+		"kernel would, and what comes in or goes out by a natively attached veth, counted by reason in status); xdp-veth, the same through "+
+		"such veth devices too (their peers must send finished checksums and take redirected frames: docs/forward.md); or stack, by the kernel ("+fwdDefault+")")
 	fs.BoolVar(&c.allowEmpty, "allow-empty", false, "put in force a rule file with no rule, no policy and no *filter section "+
 		"(it accepts everything); without it such a file (empty, blank, only comments) is refused")
 }
@@ -49,7 +58,7 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 // options reads the flags given into firewall options and validates them
 // (firewall.Validate checks them again with the rule set).
 func (c *changeFlags) options(cmd *cobra.Command) (firewall.Options, error) {
-	opt := firewall.Options{Malformed: c.malformed, AllowEmpty: c.allowEmpty}
+	opt := firewall.Options{Malformed: c.malformed, AllowEmpty: c.allowEmpty, Forward: c.forward}
 	var err error
 	if opt.RejectRate, opt.RejectBurst, err = c.reject.values(cmd); err != nil {
 		return opt, err

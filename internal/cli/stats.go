@@ -30,6 +30,9 @@ func newStats(e *env) *cobra.Command {
               many of them were dropped
   actions     packets by what the programs returned: XDP_PASS, XDP_DROP,
               XDP_TX (REJECT answers) at ingress; TC_ACT_OK, TC_ACT_SHOT at egress
+  forwarded   packets FORWARD accepted by how they were forwarded: xdp (the
+              fast path), or by the kernel and why (stack, no-neighbour, ttl,
+              mtu, ...; docs/forward.md)
   conntrack   connections by state, and events (created, table full, invalid,
               expired entries replaced)
   programs    run count and run time of the two programs, when the kernel
@@ -112,6 +115,12 @@ func printStats(w io.Writer, s *telemetry.Snapshot, all bool) error {
 	for _, r := range s.Reasons {
 		if all || r.Packets > 0 {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", r.Reason, r.Packets, r.Bytes, r.Dropped, ago(r.Last, s.Time))
+		}
+	}
+	fmt.Fprintf(tw, "\nforwarded\tpackets\tbytes\tlast\n")
+	for _, f := range s.Forward {
+		if all || f.Packets > 0 {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", f.How, f.Packets, f.Bytes, ago(f.Last, s.Time))
 		}
 	}
 	fmt.Fprintf(tw, "\nhook\taction\tpackets\tbytes\tlast\n")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -92,6 +93,26 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 			}
 			if n, err := fw.Datapath().LatencySample(); err == nil {
 				fmt.Fprintf(e.stdout, "latency: %s\n", sampleText(n))
+			}
+			fwd := s.Forward
+			if fwd.Mode != datapath.ForwardStack {
+				ports := "no interface"
+				if len(fwd.Ports) > 0 {
+					ports = strings.Join(fwd.Ports, ", ")
+				}
+				fmt.Fprintf(e.stdout, "forwarding: %s (what FORWARD accepts between %s leaves from XDP; the kernel forwards the rest; docs/forward.md)\n",
+					fwd.Mode, ports)
+			} else {
+				fmt.Fprintln(e.stdout, "forwarding: stack (the kernel forwards what FORWARD accepts)")
+			}
+			for r := datapath.FwdReason(0); r < datapath.NumFwdReasons; r++ {
+				if c := fwd.Counters[r.String()]; c.Packets > 0 {
+					how := "by the kernel:"
+					if r == datapath.FwdXDP {
+						how = "in XDP:"
+					}
+					fmt.Fprintf(e.stdout, "  forwarded %-14s %-13s %12d pkts %14d bytes\n", how, r, c.Packets, c.Bytes)
+				}
 			}
 			if s.Sets > 0 {
 				fmt.Fprintf(e.stdout, "named sets: %d with %d elements (all sets together hold at most %d; xdpfw set list)\n",

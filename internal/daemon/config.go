@@ -60,9 +60,12 @@ type Config struct {
 	SkipUnsupported bool `yaml:"skip_unsupported"`
 	// Sets are `ipset save` files; each set they name holds exactly the
 	// elements they list.
-	Sets      []string        `yaml:"sets"`
-	Malformed string          `yaml:"malformed"` // drop or accept
-	MaxRules  int             `yaml:"max_rules"` // classifier size (0: the default)
+	Sets      []string `yaml:"sets"`
+	Malformed string   `yaml:"malformed"` // drop or accept
+	MaxRules  int      `yaml:"max_rules"` // classifier size (0: the default)
+	// Forward: how packets FORWARD accepts are forwarded: xdp (the
+	// fast path, the default), xdp-veth or stack (docs/forward.md).
+	Forward   string          `yaml:"forward"`
 	Conntrack ConntrackConfig `yaml:"conntrack"`
 	Reject    RejectConfig    `yaml:"reject"`
 	Metrics   MetricsConfig   `yaml:"metrics"`
@@ -154,6 +157,7 @@ func defaults() Config {
 	return Config{
 		Rules:     DefaultRulesPath,
 		Malformed: "drop",
+		Forward:   string(datapath.ForwardXDP),
 		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
 		Reject: RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst,
 			GlobalRate: fmt.Sprintf("%d/s", compile.DefaultRejectGlobalRate)},
@@ -241,6 +245,11 @@ func (c *Config) check(root *yaml.Node) error {
 	}
 	if c.Malformed != "drop" && c.Malformed != "accept" {
 		bad(fmt.Sprintf("%q: want drop or accept", c.Malformed), "malformed")
+	}
+	if c.Forward != "" {
+		if _, err := datapath.ParseForwardMode(c.Forward); err != nil {
+			bad(err.Error(), "forward")
+		}
 	}
 	if c.MaxRules < 0 || c.MaxRules > datapath.MaxEntries {
 		bad(fmt.Sprintf("%d: want 1 to %d (0: the default)", c.MaxRules, datapath.MaxEntries), "max_rules")
@@ -378,7 +387,7 @@ func (c *Config) desired() (firewall.Desired, error) {
 	global, _ := firewall.ParseRejectRate(c.Reject.GlobalRate)
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
 		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty,
-		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup}
+		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup, Forward: c.Forward}
 	rs, err := rules.ReadFiles(rules.Sources{File: c.abs(c.Rules), IPv4File: c.abs(c.RulesIPv4), IPv6File: c.abs(c.RulesIPv6),
 		SkipUnsupported: c.SkipUnsupported})
 	if err != nil {

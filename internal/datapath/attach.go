@@ -252,6 +252,9 @@ func (d *Datapath) Detach(iface string) error { return DetachPinned(d.dir, iface
 
 // DetachPinned detaches the pinned links (XDP and tc egress) of iface in dir.
 func DetachPinned(dir, iface string) error {
+	if nl, err := netlink.LinkByName(iface); err == nil { // else gone, and out of the map with it
+		removeForwardPort(dir, nl.Attrs().Index)
+	}
 	if l, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
 		_ = l.Unpin()
 		_ = l.Detach() // as below

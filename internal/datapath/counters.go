@@ -241,7 +241,7 @@ const (
 	OutXDPDrop
 	OutXDPPass
 	OutXDPTx       // a REJECT answered in place
-	OutXDPRedirect // never returned today
+	OutXDPRedirect // the forwarding fast path (fwd.go)
 	OutTCOK
 	OutTCShot
 	OutTCRedirect // REJECT's answer in OUTPUT, sent back in (lib/reject.h)

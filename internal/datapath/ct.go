@@ -202,7 +202,7 @@ func (d *Datapath) CTStats() (conntrack.Stats, error) {
 		st.Counters[conntrack.StatNames[i]] = sum
 	}
 	var cfg xdpfwFwConfig
-	if err := d.config.Lookup(uint32(0), &cfg); err == nil {
+	if err := d.lookupConfig(&cfg); err == nil {
 		st.Timeouts = conntrack.Timeouts(cfg.CtTimeout).Effective().Map()
 	}
 	return st, nil

@@ -120,6 +120,8 @@ type Datapath struct {
 	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
 	latSample   *ebpf.Map // .data.latency: fw_lat_every, one packet in how many is timed
 	latency     *ebpf.Map // fw_latency: processing-time histograms, per CPU
+	fwdPorts    *ebpf.Map // fw_fwd_ports: the devices the forwarding fast path may redirect to
+	fwdStats    *ebpf.Map // fw_fwd_stats: FORWARD-accepted packets by delivery (fwd.go)
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
@@ -159,6 +161,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
 		latPin: &d.latSample, "fw_latency": &d.latency,
+		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
 	}
 }
 
@@ -274,6 +277,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rejGlob:     objs.FwRejectGlobal,
 		latSample:   objs.LatSection,
 		latency:     objs.FwLatency,
+		fwdPorts:    objs.FwFwdPorts,
+		fwdStats:    objs.FwFwdStats,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
 		rxvlan:      rxvlan,
@@ -309,6 +314,9 @@ func (o *loadObjects) Close() error {
 var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	"fw_ct_stats":     addCounters,
 	"fw_log_counters": addCounters, // FW_LOG_C_COUNT_OVERFLOW came later
+	// struct fw_config grew (forward_stack): every load writes all of
+	// it before any interface runs the new program, nothing to carry.
+	"fw_config_map": func(old, cur *ebpf.Map) error { return nil },
 }
 
 // upgradeSpec finds the upgradable maps pinned in dir with a layout other
@@ -494,7 +502,7 @@ func pinsWithPrefix(dir, prefix string) []string {
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
-	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true}
+	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -29,6 +30,10 @@ type Config struct {
 	// SYN that belongs to no tracked connection is INVALID (Linux's
 	// nf_conntrack_tcp_loose=0). Default: a bare ACK picks it up (NEW).
 	CTTCPStrict bool
+	// Forward is how packets FORWARD accepts are delivered ("": ForwardXDP;
+	// ForwardXDPVeth as ForwardXDP: which devices the fast path uses is
+	// fw_fwd_ports', SetForwardPorts).
+	Forward ForwardMode
 }
 
 // SetConfig writes the settings map and REJECT's global budget (whose
@@ -44,7 +49,10 @@ func (d *Datapath) SetConfig(c Config) error {
 	if c.CTTCPStrict {
 		v.CtTcpStrict = 1
 	}
-	if err := d.config.Put(uint32(0), &v); err != nil {
+	if c.Forward == ForwardStack {
+		v.ForwardStack = 1
+	}
+	if err := d.putConfig(&v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
 	}
 	if d.rejGlob == nil {
@@ -66,11 +74,17 @@ func (d *Datapath) SetConfig(c Config) error {
 // earlier version's, until the next load).
 func (d *Datapath) ConfigInForce() (Config, error) {
 	var v xdpfwFwConfig
-	if err := d.config.Lookup(uint32(0), &v); err != nil {
+	if err := d.lookupConfig(&v); err != nil {
 		return Config{}, fmt.Errorf("reading fw_config_map: %w", err)
 	}
 	c := Config{MalformedAction: compile.ActDrop, CTFullAccept: v.CtFullAccept != 0, CTTimeouts: v.CtTimeout,
-		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0}
+		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0, Forward: ForwardXDP}
+	if v.ForwardStack != 0 {
+		c.Forward = ForwardStack
+	}
+	if d.fwdPorts == nil {
+		c.Forward = ForwardStack // an earlier version's program: the kernel forwards
+	}
 	if v.MalformedPass != 0 {
 		c.MalformedAction = compile.ActAccept
 	}
@@ -341,4 +355,32 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 // is how the data plane compares them against packet bytes.
 func words(b [16]byte) [2]uint64 {
 	return [2]uint64{ne.Uint64(b[0:8]), ne.Uint64(b[8:16])}
+}
+
+// putConfig writes v into the settings map, of this program's layout or
+// of an earlier version's, which lacks the later fields (struct fw_config
+// grows at its end): a command run before the next load still changes
+// what that program reads.
+func (d *Datapath) putConfig(v *xdpfwFwConfig) error {
+	b, err := binary.Append(nil, ne, v)
+	if err != nil {
+		return err
+	}
+	if n := int(d.config.ValueSize()); n < len(b) {
+		b = b[:n]
+	}
+	return d.config.Put(uint32(0), b)
+}
+
+// lookupConfig reads the settings map into v (the fields an earlier
+// version's layout lacks read 0).
+func (d *Datapath) lookupConfig(v *xdpfwFwConfig) error {
+	var b []byte
+	if err := d.config.Lookup(uint32(0), &b); err != nil {
+		return err
+	}
+	full := make([]byte, binary.Size(v))
+	copy(full, b)
+	_, err := binary.Decode(full, ne, v)
+	return err
 }

@@ -21,10 +21,11 @@ const (
 
 // XDP actions.
 const (
-	XDPAborted = 0
-	XDPDrop    = 1
-	XDPPass    = 2
-	XDPTx      = 3
+	XDPAborted  = 0
+	XDPDrop     = 1
+	XDPPass     = 2
+	XDPTx       = 3
+	XDPRedirect = 4 // the forwarding fast path (bpf/lib/fwd.h)
 )
 
 // TraceResult is the loaded program's decision on one frame.

@@ -42,6 +42,7 @@ type xdpfwFwConfig struct {
 	CtTcpStrict   uint32
 	RejectRate    uint32
 	RejectBurst   uint32
+	ForwardStack  uint32
 }
 
 type xdpfwFwCounter struct {
@@ -422,6 +423,13 @@ type xdpfwFwXdpHandoff struct {
 		Oifindex   uint32
 		Pad2       uint32
 	}
+	Hop struct {
+		_       structs.HostLayout
+		Dmac    [6]uint8
+		Smac    [6]uint8
+		Ifindex uint32
+		Why     uint32
+	}
 	Ct     [48]uint8
 	Root   xdpfwFwRoot
 	Sel    uint32
@@ -438,6 +446,7 @@ type xdpfwFwXdpHandoff struct {
 		Ncount uint8
 		_      [1]byte
 	}
+	_   [4]byte
 	Lat struct {
 		_   structs.HostLayout
 		T0  uint64
@@ -463,6 +472,8 @@ const (
 	xdpfwMapFwEntries             = "fw_entries"
 	xdpfwMapFwFrag                = "fw_frag"
 	xdpfwMapFwFragScratch         = "fw_frag_scratch"
+	xdpfwMapFwFwdPorts            = "fw_fwd_ports"
+	xdpfwMapFwFwdStats            = "fw_fwd_stats"
 	xdpfwMapFwHashlimit           = "fw_hashlimit"
 	xdpfwMapFwHashlimitRules      = "fw_hashlimit_rules"
 	xdpfwMapFwLatency             = "fw_latency"
@@ -570,6 +581,8 @@ type xdpfwMapSpecs struct {
 	FwEntries        *ebpf.MapSpec `ebpf:"fw_entries"`
 	FwFrag           *ebpf.MapSpec `ebpf:"fw_frag"`
 	FwFragScratch    *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
+	FwFwdPorts       *ebpf.MapSpec `ebpf:"fw_fwd_ports"`
+	FwFwdStats       *ebpf.MapSpec `ebpf:"fw_fwd_stats"`
 	FwHashlimit      *ebpf.MapSpec `ebpf:"fw_hashlimit"`
 	FwHashlimitRules *ebpf.MapSpec `ebpf:"fw_hashlimit_rules"`
 	FwLatency        *ebpf.MapSpec `ebpf:"fw_latency"`
@@ -645,6 +658,8 @@ type xdpfwMaps struct {
 	FwEntries        *ebpf.Map `ebpf:"fw_entries"`
 	FwFrag           *ebpf.Map `ebpf:"fw_frag"`
 	FwFragScratch    *ebpf.Map `ebpf:"fw_frag_scratch"`
+	FwFwdPorts       *ebpf.Map `ebpf:"fw_fwd_ports"`
+	FwFwdStats       *ebpf.Map `ebpf:"fw_fwd_stats"`
 	FwHashlimit      *ebpf.Map `ebpf:"fw_hashlimit"`
 	FwHashlimitRules *ebpf.Map `ebpf:"fw_hashlimit_rules"`
 	FwLatency        *ebpf.Map `ebpf:"fw_latency"`
@@ -689,6 +704,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwEntries,
 		m.FwFrag,
 		m.FwFragScratch,
+		m.FwFwdPorts,
+		m.FwFwdStats,
 		m.FwHashlimit,
 		m.FwHashlimitRules,
 		m.FwLatency,

@@ -41,6 +41,10 @@ type Options struct {
 	// (only a SYN starts one; such ACKs are INVALID). "": keep what is in
 	// force.
 	CTTCPPickup string
+	// Forward is how packets FORWARD accepts are delivered: "xdp", by
+	// the fast path in XDP (bpf/lib/fwd.h), or "stack", by the kernel;
+	// "": keep what is in force, else "xdp".
+	Forward string
 	// RejectGlobalRate bounds REJECT's answers from all sources together,
 	// per second and at once (0: keep what is in force, else
 	// compile.DefaultRejectGlobalRate).
@@ -361,10 +365,18 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 		st.Interfaces[name] = Iface{Index: st.Interfaces[name].Index, Mode: string(m)}
 	}
+	// the fast path's devices, now that their attach modes are known
+	if err := dp.SetForwardPorts(f.forwardPorts(datapath.ForwardMode(st.Forward))); err != nil {
+		return nil, undo(attached, err)
+	}
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}
 	res.Warnings = append(res.Warnings, ifaceWarnings(rs, ifaces)...)
+	if st.Forward != string(datapath.ForwardStack) && kernelNAT() {
+		res.Warnings = append(res.Warnings, "the kernel's NAT (nf_nat) is loaded: packets the forwarding fast path sends bypass it; "+
+			"if this host NATs forwarded traffic in the kernel (Docker, kube-proxy, MASQUERADE), load with --forward stack (docs/forward.md)")
+	}
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap
 	st.LogSnap = &snap
@@ -417,7 +429,8 @@ func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) er
 		if rerr == nil {
 			_, rerr = f.install(rs, ids, nil, Options{CTTimeouts: prev.CTTimeouts, CTTimeoutsSet: true, CTFull: prev.CTFull,
 				Malformed: prev.Malformed, RejectRate: prev.RejectRate, RejectBurst: prev.RejectBurst,
-				RejectGlobalRate: prev.RejectGlobalRate, CTTCPPickup: orDefault(prev.CTTCPPickup, "loose")})
+				RejectGlobalRate: prev.RejectGlobalRate, CTTCPPickup: orDefault(prev.CTTCPPickup, "loose"),
+				Forward: orDefault(prev.Forward, string(datapath.ForwardXDP))})
 		}
 		if rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
@@ -556,6 +569,10 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	if pickup != "loose" && pickup != "strict" {
 		return nil, fmt.Errorf("--ct-tcp-pickup %q: want loose or strict", pickup)
 	}
+	forward, err := datapath.ParseForwardMode(orDefault(opt.Forward, orDefault(f.st.Forward, string(datapath.ForwardXDP))))
+	if err != nil {
+		return nil, err
+	}
 	timeouts := f.st.CTTimeouts
 	if opt.CTTimeoutsSet {
 		timeouts = opt.CTTimeouts
@@ -599,6 +616,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	// data plane's from the kernel: they switch just after the rules).
 	prev := *f.st
 	f.st.CTFull, f.st.CTTimeouts, f.st.CTTCPPickup = ctFull, timeouts, pickup
+	f.st.Forward = string(forward)
 	f.st.RejectRate, f.st.RejectBurst, f.st.RejectGlobalRate = rate, burst, global
 	f.st.LogRate, f.st.LogBurst = "", logBurst
 	if !logRate.IsZero() {
@@ -615,12 +633,16 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
 		f.st.CTTCPPickup, f.st.RejectGlobalRate = prev.CTTCPPickup, prev.RejectGlobalRate
 		f.st.LogRate, f.st.LogBurst, f.st.Malformed = prev.LogRate, prev.LogBurst, prev.Malformed
-		f.st.OutIfaces = prev.OutIfaces
+		f.st.OutIfaces, f.st.Forward = prev.OutIfaces, prev.Forward
 		return nil, err
 	}
 	f.rs.parsed, f.rs.ids = rs, ids
 	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
-		RejectRate: rate, RejectBurst: burst, RejectGlobalRate: global, CTTCPStrict: pickup == "strict"}); err != nil {
+		RejectRate: rate, RejectBurst: burst, RejectGlobalRate: global, CTTCPStrict: pickup == "strict",
+		Forward: forward}); err != nil {
+		return nil, fmt.Errorf("the rules are in force, but: %w", err)
+	}
+	if err := f.dp.SetForwardPorts(f.forwardPorts(forward)); err != nil {
 		return nil, fmt.Errorf("the rules are in force, but: %w", err)
 	}
 	res := &Result{Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats, Rebuilt: true, InForce: time.Since(start)}
@@ -742,3 +764,20 @@ func (f *Firewall) Interfaces() []string {
 
 // Datapath is the open data plane.
 func (f *Firewall) Datapath() *datapath.Datapath { return f.dp }
+
+// forwardPorts are the interfaces the forwarding fast path uses in mode m
+// (datapath.FastPathDevices), by index.
+func (f *Firewall) forwardPorts(m datapath.ForwardMode) []int {
+	devs := map[int]datapath.Mode{}
+	for _, i := range f.st.Interfaces {
+		devs[i.Index] = datapath.Mode(i.Mode)
+	}
+	return datapath.FastPathDevices(m, devs)
+}
+
+// kernelNAT says whether the kernel's NAT module is loaded (its rules may
+// be in any namespace: a hint, not a proof).
+func kernelNAT() bool {
+	_, err := os.Stat("/sys/module/nf_nat")
+	return err == nil
+}

@@ -393,9 +393,20 @@ type Status struct {
 	// CTTCPPickup is conntrack's mid-stream pickup of TCP as the kernel has
 	// it: "loose" or "strict".
 	CTTCPPickup string                      `json:"ct_tcp_pickup"`
+	Forward     ForwardStatus               `json:"forward"`
 	Log         LogStatus                   `json:"log"`   // logging's settings and counters
 	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
 	Reasons     map[string]datapath.Counter `json:"reasons"`
+}
+
+// ForwardStatus is how packets FORWARD accepts are delivered: the mode
+// in force, the devices the fast path may send to, and the packets by how
+// they went (datapath.FwdReason names: "xdp", the fast path; the others,
+// the kernel's forwarding and why).
+type ForwardStatus struct {
+	Mode     datapath.ForwardMode        `json:"mode"`
+	Ports    []string                    `json:"ports"`
+	Counters map[string]datapath.Counter `json:"counters"`
 }
 
 // LogStatus is logging's settings in force and its counters.
@@ -446,6 +457,9 @@ func (f *Firewall) Status() (*Status, error) {
 		return nil, err
 	}
 	s.Log = ls
+	if s.Forward, err = f.forwardStatus(); err != nil {
+		return nil, err
+	}
 	rc, err := f.dp.ReasonCounters()
 	if err != nil {
 		return nil, err
@@ -607,4 +621,41 @@ func (f *Firewall) usesConntrack() bool {
 		}
 	}
 	return false
+}
+
+// forwardStatus reads the forwarding mode the data plane has, the devices
+// of fw_fwd_ports by name, and the counters by delivery.
+func (f *Firewall) forwardStatus() (ForwardStatus, error) {
+	s := ForwardStatus{Mode: datapath.ForwardStack, Counters: map[string]datapath.Counter{}}
+	cfg, err := f.dp.ConfigInForce()
+	if err != nil {
+		return s, err
+	}
+	s.Mode = cfg.Forward
+	if s.Mode == datapath.ForwardXDP && f.st.Forward == string(datapath.ForwardXDPVeth) {
+		s.Mode = datapath.ForwardXDPVeth // the same program setting; more devices in fw_fwd_ports
+	}
+	ports, err := f.dp.ForwardPorts()
+	if errors.Is(err, datapath.ErrNoFastPath) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	for _, i := range ports {
+		name := fmt.Sprintf("ifindex %d", i)
+		if nl, err := net.InterfaceByIndex(i); err == nil {
+			name = nl.Name
+		}
+		s.Ports = append(s.Ports, name)
+	}
+	slices.Sort(s.Ports)
+	fc, err := f.dp.ForwardCounters()
+	if err != nil {
+		return s, err
+	}
+	for r, c := range fc {
+		s.Counters[datapath.FwdReason(r).String()] = c
+	}
+	return s, nil
 }

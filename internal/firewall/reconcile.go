@@ -197,6 +197,9 @@ func applyNeeded(st *state, inForce *rules.RuleSet, d Desired) []string {
 	if o.CTTCPPickup != "" && orDefault(st.CTTCPPickup, "loose") != o.CTTCPPickup {
 		why = append(why, "conntrack TCP pickup")
 	}
+	if o.Forward != "" && orDefault(st.Forward, string(datapath.ForwardXDP)) != o.Forward {
+		why = append(why, "forwarding")
+	}
 	if o.RejectGlobalRate != 0 && pick(st.RejectGlobalRate, compile.DefaultRejectGlobalRate) != o.RejectGlobalRate {
 		why = append(why, "reject global rate")
 	}

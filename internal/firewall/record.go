@@ -294,6 +294,11 @@ func (st *state) setConfig(c datapath.Config) {
 	if c.CTTCPStrict {
 		st.CTTCPPickup = "strict"
 	}
+	// the program reads xdp-veth as xdp: which devices the fast path uses
+	// is fw_fwd_ports', written from the record
+	if c.Forward != datapath.ForwardXDP || st.Forward != string(datapath.ForwardXDPVeth) {
+		st.Forward = string(c.Forward)
+	}
 }
 
 // cleanup removes the files of the state directory no record names: a

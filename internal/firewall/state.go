@@ -67,6 +67,10 @@ type state struct {
 	// CTTCPPickup: "loose" or "strict" ("" in states written before
 	// mid-stream pickup: loose).
 	CTTCPPickup string `json:"ct_tcp_pickup,omitempty"`
+	// Forward: how packets FORWARD accepts are delivered, "xdp" (the
+	// fast path) or "stack" ("" in states written before the fast path:
+	// the next load makes it "xdp").
+	Forward string `json:"forward,omitempty"`
 	// Version 2: named sets, by name; their elements are in fw_sets.
 	Sets      map[string]*setState `json:"sets,omitempty"`
 	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused

@@ -52,6 +52,11 @@ func (o Options) check() error {
 			return fmt.Errorf("%s %q: want drop or accept", v.name, rules.Clip(v.val))
 		}
 	}
+	if o.Forward != "" {
+		if _, err := datapath.ParseForwardMode(o.Forward); err != nil {
+			return err
+		}
+	}
 	if o.MaxRules < 0 || o.MaxRules > datapath.MaxEntries {
 		return fmt.Errorf("--max-rules %d: want 1 to %d", o.MaxRules, datapath.MaxEntries)
 	}

@@ -57,6 +57,10 @@ var (
 		"Live tracked connections by state.", []string{"state"}, nil)
 	mCTExpired = prometheus.NewDesc("xdpfw_conntrack_expired_entries",
 		"Entries past their deadline still in the table (until conntrack gc removes them).", nil, nil)
+	mFwdPackets = prometheus.NewDesc("xdpfw_forwarded_packets_total",
+		"Packets the FORWARD chain accepted, by how they were forwarded: how=xdp by the fast path in XDP, any other by the kernel and why (stack: load --forward stack; no-neighbour, ttl, mtu, ...; docs/forward.md).", []string{"how"}, nil)
+	mFwdBytes = prometheus.NewDesc("xdpfw_forwarded_bytes_total",
+		"Bytes of the packets the FORWARD chain accepted, by how they were forwarded.", []string{"how"}, nil)
 	mCTMax = prometheus.NewDesc("xdpfw_conntrack_max_entries",
 		"Size of the connection tracking table (load --ct-max).", nil, nil)
 	mCTEvents = prometheus.NewDesc("xdpfw_conntrack_events_total",
@@ -83,7 +87,7 @@ var (
 
 	allDescs = []*prometheus.Desc{mLatSample, mLatency, mLogEvents, mLogOverflow, mRuleLogEvents, mLoaded, mGeneration, mRules, mInterface, mFiltering, mRulePackets, mRuleBytes, mRuleLastHit,
 		mPolicyPackets, mPolicyBytes, mReasonPackets, mReasonBytes, mDropped, mActionPackets, mActionBytes,
-		mCTEntries, mCTExpired, mCTMax, mCTEvents, mBPFStats, mProgRunTime, mProgRuns, mProgMisses}
+		mCTEntries, mCTExpired, mCTMax, mFwdPackets, mFwdBytes, mCTEvents, mBPFStats, mProgRunTime, mProgRuns, mProgMisses}
 )
 
 // Collector is a prometheus.Collector over snapshots: every scrape takes
@@ -162,6 +166,10 @@ func collect(ch chan<- prometheus.Metric, s *Snapshot) {
 	}
 	gauge(mCTExpired, float64(s.Conntrack.Expired))
 	gauge(mCTMax, float64(s.Conntrack.Max))
+	for _, f := range s.Forward {
+		counter(mFwdPackets, float64(f.Packets), f.How)
+		counter(mFwdBytes, float64(f.Bytes), f.How)
+	}
 	for ev, n := range s.Conntrack.Events {
 		counter(mCTEvents, float64(n), ev)
 	}

@@ -8,6 +8,7 @@ package telemetry
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,10 @@ type Snapshot struct {
 	Reasons    []Reason    `json:"reasons"`  // every reason, in enum order
 	Actions    []Action    `json:"actions"`  // every program outcome, in enum order
 	Conntrack  Conntrack   `json:"conntrack"`
+	// Forward counts the packets FORWARD accepted by how they were
+	// forwarded (datapath.FwdReason, in enum order; empty while the
+	// program in force predates the fast path).
+	Forward []Forwarded `json:"forwarded"`
 	// Log counts the events of LOG and --log rules (per rule: Rule.Log).
 	Log datapath.LogStats `json:"log"`
 	// BPFStats says whether the kernel collects program run time and run
@@ -56,6 +61,13 @@ type Snapshot struct {
 	// Latency is the sampled per-packet processing time; nil when the
 	// program in force predates it.
 	Latency *Latency `json:"latency,omitempty"`
+}
+
+// Forwarded is how many packets FORWARD accepted went one way: How "xdp",
+// the fast path; any other, the kernel's forwarding, and why.
+type Forwarded struct {
+	How string `json:"how"`
+	datapath.Counter
 }
 
 // Interface is a configured interface with the XDP mode the kernel reports
@@ -199,6 +211,13 @@ func TakeFrom(fw *firewall.Firewall) (*Snapshot, error) {
 	}
 	s.Reasons, s.Actions = fromOutcomes(oc)
 	s.Conntrack = fromCT(ct)
+	if fc, err := dp.ForwardCounters(); err == nil {
+		for r, c := range fc {
+			s.Forward = append(s.Forward, Forwarded{How: datapath.FwdReason(r).String(), Counter: c})
+		}
+	} else if !errors.Is(err, datapath.ErrNoFastPath) {
+		return nil, err
+	}
 	s.Log = st.Log.Counter
 	s.BPFStats, s.Programs = programStats(map[string]*ebpf.Program{
 		"xdpfw_ingress": dp.Program(), "xdpfw_egress": dp.EgressProgram()})

@@ -211,7 +211,7 @@ func udpExchange(t *testing.T, cli, srv *testutil.NetNS, addr string) error {
 // the server end's MAC, through an AF_PACKET socket.
 func sendCrafted(t *testing.T, l *link, pkts ...*packet.Packet) {
 	t.Helper()
-	var srvMAC net.HardwareAddr
+	var srvMAC, cliMAC net.HardwareAddr
 	_ = l.srv.Do(func() error {
 		i, err := net.InterfaceByName(l.srvIf)
 		if err == nil {
@@ -219,6 +219,26 @@ func sendCrafted(t *testing.T, l *link, pkts ...*packet.Packet) {
 		}
 		return err
 	})
+	_ = l.cli.Do(func() error {
+		i, err := net.InterfaceByName(l.cliIf)
+		if err == nil {
+			cliMAC = i.HardwareAddr
+		}
+		return err
+	})
+	frames := make([][]byte, len(pkts))
+	for i, p := range pkts {
+		copy(p.SrcMAC[:], cliMAC)
+		copy(p.DstMAC[:], srvMAC)
+		frames[i] = p.Bytes()
+	}
+	sendFrames(t, l, frames...)
+}
+
+// sendFrames puts frames on the wire from the client end of l, as they
+// are, through an AF_PACKET socket.
+func sendFrames(t *testing.T, l *link, frames ...[]byte) {
+	t.Helper()
 	err := l.cli.Do(func() error {
 		i, err := net.InterfaceByName(l.cliIf)
 		if err != nil {
@@ -229,10 +249,8 @@ func sendCrafted(t *testing.T, l *link, pkts ...*packet.Packet) {
 			return err
 		}
 		defer unix.Close(fd)
-		for _, p := range pkts {
-			copy(p.SrcMAC[:], i.HardwareAddr)
-			copy(p.DstMAC[:], srvMAC)
-			if err := unix.Sendto(fd, p.Bytes(), 0, &unix.SockaddrLinklayer{Ifindex: i.Index}); err != nil {
+		for _, f := range frames {
+			if err := unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: i.Index}); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The forwarding fast path: a packet FORWARD accepted leaves from XDP by
+ * the device the kernel's FIB names (lib/chain.h fw_fib_chain), as the
+ * kernel's ip_forward / ip6_forward would send it: TTL (hop limit) less
+ * one, the IPv4 checksum updated as ip_decrease_ttl does, the egress
+ * device's MAC as source and the next hop's as destination, Ethernet
+ * padding trimmed; bpf_redirect_map through fw_fwd_ports, the devices
+ * xdpfw is attached to that the fast path may use (in and out: the
+ * control plane leaves veth devices out unless asked, docs/forward.md). A packet it cannot send exactly so is handed to
+ * the kernel unchanged (XDP_PASS), which forwards it, answers it or drops
+ * it as always; fw_fwd_stats counts every packet by enum fw_fwd_reason.
+ * Only the delivery changes: the decision, its counters, conntrack and
+ * LOG are the same either way. docs/forward.md. */
+#ifndef XDPFW_FWD_H
+#define XDPFW_FWD_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "../types.h"
+#include "../maps.h"
+#include "chain.h"
+#include "stats.h"
+#include "verdict.h"
+
+/* fw_fwd_count counts a packet FORWARD accepted under why; with
+ * `--forward stack` every one is the kernel's (FW_FWD_STACK). */
+static __always_inline void fw_fwd_count(__u32 why, __u64 bytes)
+{
+	const struct fw_config *cfg = fw_config();
+
+	if (cfg && cfg->forward_stack)
+		why = FW_FWD_STACK;
+	struct fw_counter *c = bpf_map_lookup_elem(&fw_fwd_stats, &why);
+	if (c)
+		fw_count(c, bytes, fw_now());
+}
+
+/* fw_fwd_martian4: addresses ip_route_input refuses to forward: a zero
+ * (0/8), loopback, multicast or limited-broadcast source, a zero or
+ * loopback destination (127/8 also with route_localnet: the kernel
+ * decides those). Host order. */
+static __always_inline int fw_fwd_martian4(__u32 src, __u32 dst)
+{
+	return src >> 24 == 0 || src >> 24 == 127 || src >> 28 == 0xe || src == 0xffffffff || dst >> 24 == 0 ||
+	       dst >> 24 == 127;
+}
+
+/* fw_fwd_martian6: addresses ip6_forward refuses (an unspecified,
+ * loopback, multicast or link-local source) or never sends on (a
+ * link-local or loopback destination). */
+static __always_inline int fw_fwd_martian6(const __u64 *src, const __u64 *dst)
+{
+	const __u8 *s = (const __u8 *)src, *d = (const __u8 *)dst;
+	__u64 one = bpf_cpu_to_be64(1);
+
+	if (src[0] == 0 && (src[1] == 0 || src[1] == one))
+		return 1;
+	if (s[0] == 0xff || (s[0] == 0xfe && (s[1] & 0xc0) == 0x80))
+		return 1;
+	return (d[0] == 0xfe && (d[1] & 0xc0) == 0x80) || (dst[0] == 0 && dst[1] == one);
+}
+
+/* fw_fwd_why is FW_FWD_XDP when the fast path can send the packet as the
+ * kernel would, else the first reason it cannot, in this order. The frame
+ * is untagged past the VLAN test: its IP header is at ETH_HLEN. */
+static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 mac[6];
+
+	__u32 iif = ctx->ingress_ifindex;
+	if (!bpf_map_lookup_elem(&fw_fwd_ports, &iif)) /* a veth left to the kernel */
+		return FW_FWD_NOT_ATTACHED;
+	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1))
+		return FW_FWD_FRAG;
+	if (p->flags & FW_PKT_VLAN)
+		return FW_FWD_VLAN;
+	/* ip_forward drops what the device did not receive for itself
+	 * (PACKET_OTHERHOST: promiscuous mode; broadcast, multicast) */
+	if (fw_ingress_mac(ctx, mac) < 0 || *(__u32 *)mac != *(const __u32 *)p->dst_mac ||
+	    *(__u16 *)(mac + 4) != *(const __u16 *)(p->dst_mac + 4))
+		return FW_FWD_NOT_HOST;
+	if (p->family == 4) {
+		struct iphdr *ip = data + ETH_HLEN;
+
+		if ((void *)(ip + 1) > data_end) /* parsed already: never */
+			return FW_FWD_TRIM;
+		if (fw_fwd_martian4(bpf_ntohl(ip->saddr), bpf_ntohl(ip->daddr)))
+			return FW_FWD_MARTIAN;
+		if (ip->ihl != 5)
+			return FW_FWD_IP_OPTIONS;
+		if (ip->ttl <= 1)
+			return FW_FWD_TTL;
+	} else {
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return FW_FWD_TRIM;
+		if (fw_fwd_martian6(p->src, p->dst))
+			return FW_FWD_MARTIAN;
+		if (ip6->nexthdr == 0) /* hop-by-hop options */
+			return FW_FWD_IP_OPTIONS;
+		if (ip6->hop_limit <= 1)
+			return FW_FWD_TTL;
+	}
+	if (hop->why != FW_FWD_XDP) /* what the FIB said: unrouted, MTU, no neighbour */
+		return hop->why;
+	__u32 oif = hop->ifindex;
+	if (oif == iif)
+		return FW_FWD_HAIRPIN;
+	if (!bpf_map_lookup_elem(&fw_fwd_ports, &oif))
+		return FW_FWD_NOT_ATTACHED;
+	return FW_FWD_XDP;
+}
+
+/* fw_fwd_xdp delivers the packet p FORWARD accepted (frame in ctx, FIB
+ * answer in hop): XDP_REDIRECT by the fast path, or XDP_PASS, unchanged,
+ * for the kernel. A global function: verified once, not once for each
+ * path of the decision before it. */
+__noinline int fw_fwd_xdp(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop)
+{
+	if (!ctx || !p || !hop) /* the verifier requires the check on global-function pointers */
+		return XDP_PASS;
+
+	const struct fw_config *cfg = fw_config();
+	__u64 bytes = ctx->data_end - ctx->data;
+	__u32 why = cfg && cfg->forward_stack ? FW_FWD_STACK : fw_fwd_why(ctx, p, hop);
+
+	/* Ethernet padding past the IP packet: the kernel trims it */
+	__u32 len = ETH_HLEN + p->l3_len;
+	if (why == FW_FWD_XDP && bytes > len && bpf_xdp_adjust_tail(ctx, (int)len - (int)bytes))
+		why = FW_FWD_TRIM;
+
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if (why != FW_FWD_XDP) {
+		fw_fwd_count(why, bytes);
+		return XDP_PASS;
+	}
+
+	if (p->family == 4) {
+		struct iphdr *ip = data + ETH_HLEN;
+
+		if ((void *)(ip + 1) > data_end) /* parsed: never */
+			return XDP_PASS;
+		/* ip_decrease_ttl's incremental update: the same checksum */
+		__u32 check = ip->check;
+		check += bpf_htons(0x0100);
+		ip->check = (__u16)(check + (check >= 0xffff));
+		ip->ttl--;
+	} else {
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+
+		if ((void *)(ip6 + 1) > data_end) /* parsed: never */
+			return XDP_PASS;
+		ip6->hop_limit--;
+	}
+	__builtin_memcpy(eth->h_dest, hop->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, hop->smac, ETH_ALEN);
+	/* fw_fwd_why found the device in the map: gone since (a detach under
+	 * way), the rewritten frame is dropped, and counted so */
+	int rc = bpf_redirect_map(&fw_fwd_ports, hop->ifindex, XDP_DROP);
+	fw_fwd_count(rc == XDP_REDIRECT ? FW_FWD_XDP : FW_FWD_NOT_ATTACHED, bytes);
+	return rc;
+}
+
+#endif
