@@ -29,6 +29,9 @@ type Config struct {
 	// SYN that belongs to no tracked connection is INVALID (Linux's
 	// nf_conntrack_tcp_loose=0). Default: a bare ACK picks it up (NEW).
 	CTTCPStrict bool
+	// KernelNATOff stops XDP asking the kernel's conntrack about packets
+	// of connections the kernel's nat table translates (bpf/lib/kct.h).
+	KernelNATOff bool
 }
 
 // SetConfig writes the settings map and REJECT's global budget (whose
@@ -43,6 +46,9 @@ func (d *Datapath) SetConfig(c Config) error {
 	}
 	if c.CTTCPStrict {
 		v.CtTcpStrict = 1
+	}
+	if c.KernelNATOff {
+		v.KernelCtOff = 1
 	}
 	if err := d.config.Put(uint32(0), &v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
@@ -70,7 +76,8 @@ func (d *Datapath) ConfigInForce() (Config, error) {
 		return Config{}, fmt.Errorf("reading fw_config_map: %w", err)
 	}
 	c := Config{MalformedAction: compile.ActDrop, CTFullAccept: v.CtFullAccept != 0, CTTimeouts: v.CtTimeout,
-		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0}
+		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0,
+		KernelNATOff: v.KernelCtOff != 0}
 	if v.MalformedPass != 0 {
 		c.MalformedAction = compile.ActAccept
 	}

@@ -42,6 +42,7 @@ type xdpfwFwConfig struct {
 	CtTcpStrict   uint32
 	RejectRate    uint32
 	RejectBurst   uint32
+	KernelCtOff   uint32
 }
 
 type xdpfwFwCounter struct {

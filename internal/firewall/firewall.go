@@ -41,6 +41,10 @@ type Options struct {
 	// (only a SYN starts one; such ACKs are INVALID). "": keep what is in
 	// force.
 	CTTCPPickup string
+	// CTKernelNAT is whether XDP asks the kernel's conntrack about packets
+	// of connections the kernel's nat table translates: "on" (default) or
+	// "off" (docs/conntrack.md "Kernel NAT"). "": keep what is in force.
+	CTKernelNAT string
 	// RejectGlobalRate bounds REJECT's answers from all sources together,
 	// per second and at once (0: keep what is in force, else
 	// compile.DefaultRejectGlobalRate).
@@ -411,7 +415,8 @@ func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) er
 		if rerr == nil {
 			_, rerr = f.install(rs, ids, nil, Options{CTTimeouts: prev.CTTimeouts, CTTimeoutsSet: true, CTFull: prev.CTFull,
 				Malformed: prev.Malformed, RejectRate: prev.RejectRate, RejectBurst: prev.RejectBurst,
-				RejectGlobalRate: prev.RejectGlobalRate, CTTCPPickup: orDefault(prev.CTTCPPickup, "loose")})
+				RejectGlobalRate: prev.RejectGlobalRate, CTTCPPickup: orDefault(prev.CTTCPPickup, "loose"),
+				CTKernelNAT: orDefault(prev.CTKernelNAT, "on")})
 		}
 		if rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
@@ -543,6 +548,10 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	if pickup != "loose" && pickup != "strict" {
 		return nil, fmt.Errorf("--ct-tcp-pickup %q: want loose or strict", pickup)
 	}
+	kernelNAT := orDefault(opt.CTKernelNAT, orDefault(f.st.CTKernelNAT, "on"))
+	if kernelNAT != "on" && kernelNAT != "off" {
+		return nil, fmt.Errorf("--ct-kernel-nat %q: want on or off", kernelNAT)
+	}
 	timeouts := f.st.CTTimeouts
 	if opt.CTTimeoutsSet {
 		timeouts = opt.CTTimeouts
@@ -585,7 +594,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	// The settings go into the record with the rules (readers take the
 	// data plane's from the kernel: they switch just after the rules).
 	prev := *f.st
-	f.st.CTFull, f.st.CTTimeouts, f.st.CTTCPPickup = ctFull, timeouts, pickup
+	f.st.CTFull, f.st.CTTimeouts, f.st.CTTCPPickup, f.st.CTKernelNAT = ctFull, timeouts, pickup, kernelNAT
 	f.st.RejectRate, f.st.RejectBurst, f.st.RejectGlobalRate = rate, burst, global
 	f.st.LogRate, f.st.LogBurst = "", logBurst
 	if !logRate.IsZero() {
@@ -600,14 +609,15 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	}
 	if err := f.installTables(tables, recs, rs); err != nil {
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
-		f.st.CTTCPPickup, f.st.RejectGlobalRate = prev.CTTCPPickup, prev.RejectGlobalRate
+		f.st.CTTCPPickup, f.st.RejectGlobalRate, f.st.CTKernelNAT = prev.CTTCPPickup, prev.RejectGlobalRate, prev.CTKernelNAT
 		f.st.LogRate, f.st.LogBurst, f.st.Malformed = prev.LogRate, prev.LogBurst, prev.Malformed
 		f.st.OutIfaces = prev.OutIfaces
 		return nil, err
 	}
 	f.rs.parsed, f.rs.ids = rs, ids
 	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
-		RejectRate: rate, RejectBurst: burst, RejectGlobalRate: global, CTTCPStrict: pickup == "strict"}); err != nil {
+		RejectRate: rate, RejectBurst: burst, RejectGlobalRate: global, CTTCPStrict: pickup == "strict",
+		KernelNATOff: kernelNAT == "off"}); err != nil {
 		return nil, fmt.Errorf("the rules are in force, but: %w", err)
 	}
 	res := &Result{Rules: len(rs.Rules), Entries: len(tables.Entries), Tree: tables.Stats, Rebuilt: true, InForce: time.Since(start)}

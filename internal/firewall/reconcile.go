@@ -197,6 +197,9 @@ func applyNeeded(st *state, inForce *rules.RuleSet, d Desired) []string {
 	if o.CTTCPPickup != "" && orDefault(st.CTTCPPickup, "loose") != o.CTTCPPickup {
 		why = append(why, "conntrack TCP pickup")
 	}
+	if o.CTKernelNAT != "" && orDefault(st.CTKernelNAT, "on") != o.CTKernelNAT {
+		why = append(why, "conntrack kernel NAT")
+	}
 	if o.RejectGlobalRate != 0 && pick(st.RejectGlobalRate, compile.DefaultRejectGlobalRate) != o.RejectGlobalRate {
 		why = append(why, "reject global rate")
 	}

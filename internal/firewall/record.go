@@ -294,6 +294,10 @@ func (st *state) setConfig(c datapath.Config) {
 	if c.CTTCPStrict {
 		st.CTTCPPickup = "strict"
 	}
+	st.CTKernelNAT = "on"
+	if c.KernelNATOff {
+		st.CTKernelNAT = "off"
+	}
 }
 
 // cleanup removes the files of the state directory no record names: a

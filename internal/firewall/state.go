@@ -67,6 +67,8 @@ type state struct {
 	// CTTCPPickup: "loose" or "strict" ("" in states written before
 	// mid-stream pickup: loose).
 	CTTCPPickup string `json:"ct_tcp_pickup,omitempty"`
+	// CTKernelNAT: "on" or "off" ("" in states written before it: on).
+	CTKernelNAT string `json:"ct_kernel_nat,omitempty"`
 	// Version 2: named sets, by name; their elements are in fw_sets.
 	Sets      map[string]*setState `json:"sets,omitempty"`
 	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused
