@@ -100,10 +100,10 @@ type ConntrackConfig struct {
 	Full string `yaml:"full"` // drop or accept: NEW connections when full
 	// TCPPickup: loose (TCP picked up mid-stream) or strict; "": the
 	// default, loose.
-	TCPPickup string            `yaml:"tcp_pickup"`
+	TCPPickup string `yaml:"tcp_pickup"`
 	// KernelNAT: on (default: packets of connections the kernel's own nat
 	// table translates are judged with the kernel's conntrack) or off.
-	KernelNAT string `yaml:"kernel_nat"`
+	KernelNAT string            `yaml:"kernel_nat"`
 	Timeouts  map[string]uint32 `yaml:"timeouts"` // seconds by name; others: the defaults
 	// GC runs at an adaptive interval between these: shorter while it
 	// finds much to collect, longer while it finds little.

@@ -388,7 +388,7 @@ type Status struct {
 	Reject     RejectLimit            `json:"reject"`       // REJECT's answer budgets
 	// CTTCPPickup is conntrack's mid-stream pickup of TCP as the kernel has
 	// it: "loose" or "strict".
-	CTTCPPickup string                      `json:"ct_tcp_pickup"`
+	CTTCPPickup string `json:"ct_tcp_pickup"`
 	// CTKernelNAT is whether XDP asks the kernel's conntrack about
 	// kernel-NATed connections: "on", "off", or "on, inactive: ..." where
 	// the kernel cannot be asked (datapath.KernelCTAvailable).
