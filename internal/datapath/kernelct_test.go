@@ -94,14 +94,17 @@ func TestKernelNATJudged(t *testing.T) {
 // BenchmarkKernelCT measures what asking the kernel's conntrack costs a
 // packet xdpfw's conntrack does not know (BPF_PROG_TEST_RUN, ns/packet,
 // interleaved rounds with the setting on and off, medians):
+//
 //   - miss: a NEW packet of no kernel connection (the kfunc's lookup
 //     misses; dropped by the policy, so nothing is recorded and every run
 //     misses again);
+//
 //   - syn: a TCP SYN of no connection (not asked: nothing added);
+//
 //   - nat: the answer to a kernel-NATed connection (the lookup finds it,
 //     the tuples are read; accepted ESTABLISHED; off: NEW, dropped).
 //
-//	go test -run '^$' -bench KernelCT ./internal/datapath/
+//     go test -run '^$' -bench KernelCT ./internal/datapath/
 func BenchmarkKernelCT(b *testing.B) {
 	if err := datapath.KernelCTAvailable(); err != nil {
 		b.Skip(err)
