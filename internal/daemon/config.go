@@ -157,7 +157,7 @@ func defaults() Config {
 	return Config{
 		Rules:     DefaultRulesPath,
 		Malformed: "drop",
-		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
+		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", KernelNAT: "on", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
 		Reject: RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst,
 			GlobalRate: fmt.Sprintf("%d/s", compile.DefaultRejectGlobalRate)},
 		Metrics: MetricsConfig{Listen: DefaultMetricsListen},

@@ -41,7 +41,8 @@ var masqRules = strings.Join([]string{
 // FORWARD, ESTABLISHED, addressed to the LAN client. The per-rule counts
 // of one UDP exchange are the kernel's iptables' on the same topology.
 // With --ct-kernel-nat off the answers are judged as they arrive: in
-// INPUT, by a connection xdpfw never saw, and dropped.
+// INPUT, by a connection xdpfw never saw, and dropped; so are ICMP answers
+// always (the kernel's conntrack cannot be asked about ICMP from XDP).
 func TestKernelMasquerade(t *testing.T) {
 	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("iptables-save"); err != nil {
@@ -125,6 +126,14 @@ func TestKernelMasquerade(t *testing.T) {
 	}
 	f.mustRun("load", "-i", "ra", "-i", "rb", "--ct-kernel-nat", "on", "--ipv4-file", path)
 	exchange("xdpfw --ct-kernel-nat on again")
+
+	// ICMP: the kfunc looks up TCP and UDP only. A ping's answer is judged
+	// as it arrives (INPUT, INVALID: an answer to no query xdpfw saw) and
+	// passes where INPUT accepts it (docs/conntrack.md "Kernel NAT").
+	checkPing(t, "xdpfw, ping through the kernel's MASQUERADE", x.a, x.lb.cli4, false)
+	f.mustRun("apply", "--ipv4-file", writeRules(t, "masq-ping.rules",
+		strings.Replace(masqRules, "COMMIT", "-A INPUT -p icmp -m icmp --icmp-type 0 -j ACCEPT\nCOMMIT", 1)))
+	checkPing(t, "xdpfw, echo replies accepted in INPUT", x.a, x.lb.cli4, true)
 }
 
 // TestKernelPortForward: the kernel forwards the router's port 8080 to a
