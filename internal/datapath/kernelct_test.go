@@ -2,15 +2,21 @@ package datapath_test
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // kernelNATEntry makes the kernel's conntrack of f's namespace hold a UDP
@@ -145,5 +151,63 @@ func BenchmarkKernelCT(b *testing.B) {
 			b.ReportMetric(medianOf(ns[1]), "off-ns/pkt")
 			b.ReportMetric(medianOf(ns[0])-medianOf(ns[1]), "added-ns/pkt")
 		})
+	}
+}
+
+// TestUpgradeSettings: over an earlier version's fw_config_map (struct
+// fw_config before kernel_ct_off), a load carries the settings over (what
+// ConfigInForce reads before SetConfig), and PinProgram keeps what
+// SetConfig wrote since.
+func TestUpgradeSettings(t *testing.T) {
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	// 64 bytes: malformed_pass, ct_full_accept, ct_timeout[11],
+	// ct_tcp_strict (at 52), reject_rate (56), reject_burst (60)
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 64, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	v := make([]byte, 64)
+	binary.LittleEndian.PutUint32(v[52:], 1)
+	binary.LittleEndian.PutUint32(v[56:], 123)
+	if err := old.Put(uint32(0), v); err != nil {
+		t.Fatal(err)
+	}
+	pin := filepath.Join(dir, "fw_config_map")
+	if err := os.Remove(pin); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	dp, err = datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatalf("load over an earlier version's fw_config_map: %v", err)
+	}
+	defer dp.Close()
+	if c, err := dp.ConfigInForce(); err != nil || !c.CTTCPStrict || c.RejectRate != 123 || c.KernelNATOff {
+		t.Fatalf("settings after the load: %+v %v; want the earlier ones (strict pickup, reject rate 123), kernel NAT on", c, err)
+	}
+	if err := dp.SetConfig(datapath.Config{KernelNATOff: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	od, err := datapath.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer od.Close()
+	if c, err := od.ConfigInForce(); err != nil || !c.KernelNATOff || c.CTTCPStrict {
+		t.Fatalf("pinned settings: %+v %v; want SetConfig's", c, err)
 	}
 }
