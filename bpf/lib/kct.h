@@ -9,7 +9,9 @@
  * INPUT. iptables judges it after PREROUTING has put the original source
  * back as its destination: in FORWARD, ESTABLISHED. So when xdpfw's own
  * conntrack does not know a packet as ESTABLISHED or RELATED, the kernel's
- * conntrack is asked (bpf_xdp_ct_lookup, Linux 5.18+, TCP and UDP only);
+ * conntrack is asked (bpf_xdp_ct_lookup, Linux 5.18+, TCP and UDP only;
+ * an ICMP error xdpfw finds INVALID: about the TCP or UDP packet it
+ * quotes, reversed, as the kernel looks it up);
  * a connection the kernel translates (IPS_SRC_NAT or IPS_DST_NAT) is
  * judged as iptables' filter table would see the packet:
  * - destination address and port as PREROUTING leaves them: the other
@@ -20,7 +22,8 @@
  * - the chain chosen again for that destination (FORWARD when it is not
  *   this host's);
  * - the state the kernel gives: the reply direction ESTABLISHED, the
- *   original direction ESTABLISHED once answered, else NEW; ctinfo the
+ *   original direction ESTABLISHED once answered, else NEW, an ICMP
+ *   error RELATED (ctproto the quoted packet's); ctinfo the
  *   kernel's status bits (FW_CTI_SRC_NAT / FW_CTI_DST_NAT among them) and
  *   direction.
  * Nothing is recorded in xdpfw's own table for such a packet; only the
@@ -95,21 +98,40 @@ __noinline int fw_kct_judge(struct xdp_md *ctx, struct fw_pkt *p)
 	if (!bpf_xdp_ct_lookup || !bpf_ct_release) /* no nf_conntrack in this kernel */
 		return 0;
 
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 src[2] = {}, dst[2] = {};
+	__u16 sport, dport;
+	__u8 proto = p->proto;
+	int related = proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6; /* an ICMP error (fw_kct_wanted) */
+
+	if (related) { /* the kernel looks the quoted packet up reversed */
+		if (fw_icmp_quoted(data, data_end, p, dst, src, &dport, &sport, &proto) < 0)
+			return 0;
+		if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+			return 0;
+	} else {
+		__builtin_memcpy(src, p->src, 16);
+		__builtin_memcpy(dst, p->dst, 16);
+		sport = p->sport;
+		dport = p->dport;
+	}
+
 	struct bpf_sock_tuple t = {};
-	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = p->proto };
+	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = proto };
 	__u32 tsz;
 
 	if (p->family == 4) {
-		t.ipv4.saddr = (__u32)p->src[0];
-		t.ipv4.daddr = (__u32)p->dst[0];
-		t.ipv4.sport = bpf_htons(p->sport);
-		t.ipv4.dport = bpf_htons(p->dport);
+		t.ipv4.saddr = (__u32)src[0];
+		t.ipv4.daddr = (__u32)dst[0];
+		t.ipv4.sport = bpf_htons(sport);
+		t.ipv4.dport = bpf_htons(dport);
 		tsz = sizeof(t.ipv4);
 	} else {
-		__builtin_memcpy(t.ipv6.saddr, p->src, 16);
-		__builtin_memcpy(t.ipv6.daddr, p->dst, 16);
-		t.ipv6.sport = bpf_htons(p->sport);
-		t.ipv6.dport = bpf_htons(p->dport);
+		__builtin_memcpy(t.ipv6.saddr, src, 16);
+		__builtin_memcpy(t.ipv6.daddr, dst, 16);
+		t.ipv6.sport = bpf_htons(sport);
+		t.ipv6.dport = bpf_htons(dport);
 		tsz = sizeof(t.ipv6);
 	}
 	struct nf_conn *c = bpf_xdp_ct_lookup(ctx, &t, tsz, &o, sizeof(o));
@@ -118,45 +140,48 @@ __noinline int fw_kct_judge(struct xdp_md *ctx, struct fw_pkt *p)
 
 	__u32 status = (__u32)c->status;
 	__u8 reply = o.dir != 0;
-	__u32 dst[4] = {};
-	__be16 dport;
+	__u32 to[4] = {};
+	__be16 toport;
 	/* PREROUTING's destination: the other direction's source */
 	if (reply) {
-		dst[0] = c->tuplehash[0].tuple.src.u3.ip6[0];
+		to[0] = c->tuplehash[0].tuple.src.u3.ip6[0];
 		if (p->family == 6) {
-			dst[1] = c->tuplehash[0].tuple.src.u3.ip6[1];
-			dst[2] = c->tuplehash[0].tuple.src.u3.ip6[2];
-			dst[3] = c->tuplehash[0].tuple.src.u3.ip6[3];
+			to[1] = c->tuplehash[0].tuple.src.u3.ip6[1];
+			to[2] = c->tuplehash[0].tuple.src.u3.ip6[2];
+			to[3] = c->tuplehash[0].tuple.src.u3.ip6[3];
 		}
-		dport = c->tuplehash[0].tuple.src.u.all;
+		toport = c->tuplehash[0].tuple.src.u.all;
 	} else {
-		dst[0] = c->tuplehash[1].tuple.src.u3.ip6[0];
+		to[0] = c->tuplehash[1].tuple.src.u3.ip6[0];
 		if (p->family == 6) {
-			dst[1] = c->tuplehash[1].tuple.src.u3.ip6[1];
-			dst[2] = c->tuplehash[1].tuple.src.u3.ip6[2];
-			dst[3] = c->tuplehash[1].tuple.src.u3.ip6[3];
+			to[1] = c->tuplehash[1].tuple.src.u3.ip6[1];
+			to[2] = c->tuplehash[1].tuple.src.u3.ip6[2];
+			to[3] = c->tuplehash[1].tuple.src.u3.ip6[3];
 		}
-		dport = c->tuplehash[1].tuple.src.u.all;
+		toport = c->tuplehash[1].tuple.src.u.all;
 	}
 	bpf_ct_release(c);
 	if (!(status & FW_IPS_NAT))
 		return 0; /* not translated: xdpfw's own conntrack judges it */
 
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	__u8 *l3 = data + p->l3_off;
 	if ((void *)(l3 + 9) > data_end) /* parse.h checked the header; the verifier needs it again */
 		return 0;
 
-	p->ctstate = reply || (status & FW_CTI_SEEN_REPLY) ? FW_CT_ESTABLISHED : FW_CT_NEW;
+	if (related)
+		p->ctstate = FW_CT_RELATED;
+	else
+		p->ctstate = reply || (status & FW_CTI_SEEN_REPLY) ? FW_CT_ESTABLISHED : FW_CT_NEW;
 	p->ctinfo = (status & (FW_CTI_EXPECTED | FW_CTI_SEEN_REPLY | FW_CTI_ASSURED | FW_CTI_CONFIRMED | FW_IPS_NAT)) |
 		    (reply ? FW_CTI_REPLY : 0);
-	p->ctproto = p->proto;
-	__u64 d0 = (__u64)dst[1] << 32 | dst[0], d1 = (__u64)dst[3] << 32 | dst[2]; /* p->dst's layout: bytes as on the wire */
-	if (d0 != p->dst[0] || d1 != p->dst[1] || bpf_ntohs(dport) != p->dport) {
+	p->ctproto = proto;
+	__u64 d0 = (__u64)to[1] << 32 | to[0], d1 = (__u64)to[3] << 32 | to[2]; /* p->dst's layout: bytes as on the wire */
+	/* an ICMP error's own "ports" are no ports: only its address moves */
+	__u16 dp = related ? p->dport : bpf_ntohs(toport);
+	if (d0 != p->dst[0] || d1 != p->dst[1] || dp != p->dport) {
 		p->dst[0] = d0;
 		p->dst[1] = d1;
-		p->dport = bpf_ntohs(dport);
+		p->dport = dp;
 		/* the chain for the translated destination, from the TTL as it
 		 * arrived (xdp_fw.c decremented it for FORWARD) */
 		p->ttl = p->family == 4 ? l3[8] : l3[7];
@@ -182,8 +207,15 @@ static __always_inline int fw_kct_wanted(const struct fw_pkt *p)
 {
 	if (p->ctstate != FW_CT_NEW && p->ctstate != FW_CT_INVALID)
 		return 0;
-	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+		/* an ICMP error quoting nothing xdpfw tracks: it may quote a
+		 * packet the kernel translated */
+		if (p->ctstate != FW_CT_INVALID || (p->proto == IPPROTO_ICMP) != (p->family == 4) ||
+		    fw_icmp_kind(p->family, p->icmp_type) != FW_ICMP_ERROR)
+			return 0;
+	} else if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP) {
 		return 0;
+	}
 	/* A bare SYN starts a connection: what the kernel might know of it is
 	 * a DNATed connection's first packet again, judged as that was (by
 	 * its original destination). A SYN flood pays nothing here. */

@@ -657,8 +657,8 @@ func KernelNATNote(skipped []Skipped) string {
 		notes = append(notes, fmt.Sprintf("note: %d skipped nat rule(s) translate sources (SNAT, MASQUERADE). Where the "+
 			"kernel runs them, answers to the translated connections arrive addressed to this host; while 'xdpfw status' "+
 			"says kernel NAT is on, xdpfw judges TCP and UDP answers with the kernel's conntrack as iptables does "+
-			"(in FORWARD, ESTABLISHED, addressed to the original source), but ICMP answers (ping) and ICMP errors "+
-			"still as they arrive: in INPUT, INVALID to xdpfw's conntrack, which never saw the connection translated; "+
+			"(in FORWARD, ESTABLISHED, addressed to the original source; ICMP errors about them RELATED), but ping answers "+
+			"still as they arrive: in INPUT, INVALID to xdpfw's conntrack, which never saw the ping translated; "+
 			"accept them in INPUT if they must pass (e.g. -p icmp --icmp-type echo-reply) (docs/conntrack.md, Kernel NAT)", src))
 	}
 	return strings.Join(notes, "\n")

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/testutil"
@@ -40,9 +42,11 @@ var masqRules = strings.Join([]string{
 // xdpfw asks the kernel's conntrack and judges them as iptables does: in
 // FORWARD, ESTABLISHED, addressed to the LAN client. The per-rule counts
 // of one UDP exchange are the kernel's iptables' on the same topology.
-// With --ct-kernel-nat off the answers are judged as they arrive: in
-// INPUT, by a connection xdpfw never saw, and dropped; so are ICMP answers
-// always (the kernel's conntrack cannot be asked about ICMP from XDP).
+// An ICMP error about a translated datagram (b's port unreachable) is
+// RELATED and reaches the client. With --ct-kernel-nat off the answers
+// are judged as they arrive: in INPUT, by a connection xdpfw never saw,
+// and dropped; so are ping answers always (the kernel's conntrack cannot
+// be asked about ICMP connections from XDP).
 func TestKernelMasquerade(t *testing.T) {
 	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("iptables-save"); err != nil {
@@ -51,12 +55,23 @@ func TestKernelMasquerade(t *testing.T) {
 	x := newRouter(t) // a: the LAN (ra), b: the WAN (rb)
 	kernelNAT(t, x.r, "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE")
 	serveEcho(t, x.b, 80)
+	// every port unreachable b sends gets through its rate limit
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := x.b.Exec(ctx, "sysctl", "-qw", "net.ipv4.icmp_ratelimit=0"); err != nil {
+		t.Fatalf("sysctl in %s: %v\n%s", x.b, err, out)
+	}
 	wan := hostPort(x.lb.cli4, 80)
 	exchange := func(what string) {
 		t.Helper()
 		checkTCP(t, what, tcpProbe{from: x.a, addr: wan, ok: true})
 		if err := udpExchange(t, x.b, x.a, x.lb.cli4); err != nil {
 			t.Errorf("%s: UDP answer from %s: %v", what, x.lb.cli4, err)
+		}
+		// b's port unreachable for a datagram to a closed port quotes the
+		// translated datagram: RELATED, in FORWARD, to the client
+		if err := udpProbe(t, x.a, x.lb.cli4, 9999, false); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: UDP to a closed port through the MASQUERADE: %v, want the port unreachable (connection refused)", what, err)
 		}
 	}
 
@@ -118,6 +133,9 @@ func TestKernelMasquerade(t *testing.T) {
 	checkTCP(t, "xdpfw --ct-kernel-nat off", tcpProbe{from: x.a, addr: wan, ok: false})
 	if err := udpExchange(t, x.b, x.a, x.lb.cli4); err == nil {
 		t.Errorf("xdpfw --ct-kernel-nat off: the UDP answer came back; want it dropped in INPUT")
+	}
+	if err := udpProbe(t, x.a, x.lb.cli4, 9999, false); err != nil {
+		t.Errorf("xdpfw --ct-kernel-nat off: UDP to a closed port: %v; want the port unreachable dropped in INPUT (INVALID)", err)
 	}
 	// a reload keeps the setting; on again
 	f.mustRun("load", "-i", "ra", "-i", "rb", "--ipv4-file", path)
