@@ -220,3 +220,44 @@ func TestKernelPortForward(t *testing.T) {
 		t.Errorf("FORWARD ESTABLISHED counted nothing")
 	}
 }
+
+// TestKernelMasquerade6: the same router in IPv6 (ip6tables' MASQUERADE,
+// NAT66): TCP connects and a UDP answer comes back, judged in FORWARD as
+// ESTABLISHED; off, they are dropped in INPUT.
+func TestKernelMasquerade6(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("ip6tables"); err != nil {
+		t.Skip("ip6tables is not installed: no kernel nat table")
+	}
+	x := newRouter(t)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, c := range []struct {
+		ns   *testutil.NetNS
+		args []string
+	}{
+		{x.r, []string{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"}},
+		{x.a, []string{"ip", "-6", "route", "add", "default", "via", x.la.srv6}},
+		{x.b, []string{"ip", "-6", "route", "add", "default", "via", x.lb.srv6}},
+		{x.r, []string{"ip6tables", "-t", "nat", "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE"}},
+	} {
+		if out, err := c.ns.Exec(ctx, c.args[0], c.args[1:]...); err != nil {
+			t.Fatalf("%s in %s: %v\n%s", c.args, c.ns, err, out)
+		}
+	}
+	serveTCP(t, x.b, 80)
+	wan := hostPort(x.lb.cli6, 80)
+	rules := strings.Replace(masqRules, "COMMIT", "-A INPUT -p ipv6-icmp -j ACCEPT\nCOMMIT", 1) // neighbour discovery
+	f := newFW(t, x.r)
+	path := writeRules(t, "masq6.rules", rules)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--ipv6-file", path)
+	checkTCP(t, "xdpfw IPv6", tcpProbe{from: x.a, addr: wan, ok: true})
+	if err := udpExchange(t, x.b, x.a, x.lb.cli6); err != nil {
+		t.Errorf("xdpfw IPv6: UDP answer: %v", err)
+	}
+	if n := f.list().rule(t, "-A FORWARD -6 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT").Counters.Packets; n == 0 {
+		t.Errorf("IPv6: FORWARD ESTABLISHED counted nothing")
+	}
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--ct-kernel-nat", "off", "--ipv6-file", path)
+	checkTCP(t, "xdpfw IPv6 --ct-kernel-nat off", tcpProbe{from: x.a, addr: wan, ok: false})
+}
