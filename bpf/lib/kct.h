@@ -140,26 +140,16 @@ __noinline int fw_kct_judge(struct xdp_md *ctx, struct fw_pkt *p)
 
 	__u32 status = (__u32)c->status;
 	__u8 reply = o.dir != 0;
-	__u32 to[4] = {};
-	__be16 toport;
 	/* PREROUTING's destination: the other direction's source */
-	if (reply) {
-		to[0] = c->tuplehash[0].tuple.src.u3.ip6[0];
-		if (p->family == 6) {
-			to[1] = c->tuplehash[0].tuple.src.u3.ip6[1];
-			to[2] = c->tuplehash[0].tuple.src.u3.ip6[2];
-			to[3] = c->tuplehash[0].tuple.src.u3.ip6[3];
-		}
-		toport = c->tuplehash[0].tuple.src.u.all;
-	} else {
-		to[0] = c->tuplehash[1].tuple.src.u3.ip6[0];
-		if (p->family == 6) {
-			to[1] = c->tuplehash[1].tuple.src.u3.ip6[1];
-			to[2] = c->tuplehash[1].tuple.src.u3.ip6[2];
-			to[3] = c->tuplehash[1].tuple.src.u3.ip6[3];
-		}
-		toport = c->tuplehash[1].tuple.src.u.all;
+	struct nf_conntrack_tuple_hash *other = reply ? &c->tuplehash[0] : &c->tuplehash[1];
+	__u32 to[4] = {};
+	to[0] = other->tuple.src.u3.ip6[0];
+	if (p->family == 6) {
+		to[1] = other->tuple.src.u3.ip6[1];
+		to[2] = other->tuple.src.u3.ip6[2];
+		to[3] = other->tuple.src.u3.ip6[3];
 	}
+	__be16 toport = other->tuple.src.u.all;
 	bpf_ct_release(c);
 	if (!(status & FW_IPS_NAT))
 		return 0; /* not translated: xdpfw's own conntrack judges it */
