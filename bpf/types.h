@@ -198,6 +198,8 @@ struct fw_pkt {
 #define FW_CTI_SEEN_REPLY 0x02 /* a packet went the other way (this one, or before) */
 #define FW_CTI_ASSURED    0x04 /* FW_CTF_ASSURED, this packet included */
 #define FW_CTI_CONFIRMED  0x08 /* recorded before this packet (not a connection's first packet) */
+#define FW_CTI_SRC_NAT    0x10 /* the kernel's conntrack translates the connection's source (lib/kct.h) */
+#define FW_CTI_DST_NAT    0x20 /* ... its destination: the packet must go to the kernel, which translates it */
 #define FW_CTI_REPLY      0x80 /* the packet goes in the reply direction */
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -517,6 +519,7 @@ enum fw_ct_stat {
 	FW_CT_STAT_FRAG_UNKNOWN, /* later fragments of no recorded datagram (first fragment not seen, evicted or expired): dropped */
 	FW_CT_STAT_FRAG_EXPIRED, /* ... of which the datagram's entry was there, past its 30 s */
 	FW_CT_STAT_FRAG_OVERLAP, /* later fragments overlapping their datagram's first fragment: dropped, and the datagram with them */
+	FW_CT_STAT_KERNEL_NAT,   /* packets judged with the kernel's conntrack: its connection is NATed by the kernel (lib/kct.h) */
 	FW_CT_STAT_NUM,
 };
 
@@ -640,6 +643,9 @@ enum fw_fwd_reason {
 	FW_FWD_MARTIAN,       /* an address the kernel does not forward (loopback, multicast or zero source, ...) */
 	FW_FWD_HAIRPIN,       /* leaves by the device it came in by (the kernel sends a redirect) */
 	FW_FWD_TRIM,          /* the frame's padding beyond the IP packet could not be trimmed */
+	FW_FWD_KERNEL_NAT,    /* the kernel's conntrack translates the connection (its nat table): only the kernel can send it */
+	FW_FWD_KERNEL_CT,     /* no answer of the connection has come back untranslated yet: the kernel, which may
+			       * translate it (its nat table), forwards it (lib/fwd.h fw_fwd_kernel) */
 	FW_NUM_FWD,
 };
 
@@ -653,6 +659,7 @@ struct fw_config {
 	__u32 reject_rate;               /* REJECT answers per second per source; 0: FW_REJECT_RATE_DEFAULT */
 	__u32 reject_burst;              /* ... of which this many at once; 0: FW_REJECT_BURST_DEFAULT */
 	__u32 forward_stack;             /* 1: FORWARD-accepted packets go to the kernel (XDP_PASS); 0: the XDP fast path (lib/fwd.h) */
+	__u32 kernel_ct_off;             /* 1: never ask the kernel's conntrack about kernel-NATed connections (lib/kct.h) */
 };
 
 /* REJECT's per-source answer budget (token bucket) when fw_config leaves it

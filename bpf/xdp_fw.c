@@ -171,7 +171,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		return rc;
 	}
 
-	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)));
+	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)), ctx);
 	if (rc == FW_DECIDE_CLASSIFY) {
 		_Static_assert(sizeof(h->ct) == fw_ct_plan_size, "fw_xdp_handoff.ct holds struct fw_ct but its pointer");
 		if (ct.next != FW_CTS_NONE)

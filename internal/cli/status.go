@@ -78,6 +78,8 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
 			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats'); TCP pickup %s\n",
 				s.Limits.Conntrack, s.CTTCPPickup)
+			fmt.Fprintf(e.stdout, "kernel NAT: %s (the kernel's conntrack judges packets of connections its nat table translates; counter kernel_nat in 'xdpfw conntrack stats')\n",
+				s.CTKernelNAT)
 			fmt.Fprintf(e.stdout, "fragment table: %d datagrams in flight at most (--ct-max/8; counters frag_* in 'xdpfw conntrack stats')\n",
 				datapath.FragsFor(s.Limits.Conntrack))
 			lg := s.Log

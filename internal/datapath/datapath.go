@@ -233,6 +233,13 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
+	if old := upgraded["fw_config_map"]; old != nil {
+		if err := growSettings(old, objs.FwConfigMap); err != nil {
+			objs.Close()
+			closeUpgraded()
+			return nil, fmt.Errorf("carrying fw_config_map over to the new program: %w", err)
+		}
+	}
 	// The program array holds the classify stage: no other handle needed.
 	objs.XdpfwIngressClassify.Close()
 	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
@@ -307,15 +314,18 @@ func (o *loadObjects) Close() error {
 // upgradable are the pinned maps a newer program may make with another
 // layout and whose contents carry over, with how: per-CPU u64 counters
 // indexed by an enum that only grows (new values at the end), summed into
-// the new map. Any other pinned map of another layout makes Load fail with
+// the new map; the settings, written anew. Any other pinned map of another layout makes Load fail with
 // ErrMapIncompatible (`detach --all` first). fw_reason_stats is not one:
 // its slot is out * FW_NUM_REASONS + reason, so a new reason moves every
 // slot; it would need its own copy.
 var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	"fw_ct_stats":     addCounters,
 	"fw_log_counters": addCounters, // FW_LOG_C_COUNT_OVERFLOW came later
-	// struct fw_config grew (forward_stack): every load writes all of
-	// it before any interface runs the new program, nothing to carry.
+	// struct fw_config grows at its end (forward_stack, kernel_ct_off
+	// came later): the settings are copied into the new map when the
+	// program loads (growSettings: what ConfigInForce reads until
+	// SetConfig writes them), nothing at the commit, which would undo
+	// SetConfig.
 	"fw_config_map": func(old, cur *ebpf.Map) error { return nil },
 }
 
@@ -373,6 +383,20 @@ func (d *Datapath) commitUpgrades() error {
 		delete(d.upgraded, name)
 	}
 	return nil
+}
+
+// growSettings copies the settings of an earlier version's fw_config_map
+// into cur, whose struct fw_config has more fields at its end (left 0:
+// their defaults).
+func growSettings(old, cur *ebpf.Map) error {
+	if old.ValueSize() > cur.ValueSize() {
+		return fmt.Errorf("struct fw_config of %d bytes, this program's has %d", old.ValueSize(), cur.ValueSize())
+	}
+	v := make([]byte, old.ValueSize())
+	if err := old.Lookup(uint32(0), &v); err != nil {
+		return err
+	}
+	return cur.Put(uint32(0), append(v, make([]byte, cur.ValueSize()-old.ValueSize())...))
 }
 
 // addCounters adds the per-CPU u64 counters of old to cur, slot by slot.

@@ -282,6 +282,7 @@ func (d *Datapath) AgeFrags(dt time.Duration) error {
 // WithoutRXVLAN makes d attach as a kernel that refuses xdpfw_rxvlan
 // (before Linux 6.16) does: xdpfw_ingress alone.
 func WithoutRXVLAN(d *Datapath) { d.rxvlan = nil }
+
 // AgeHashLimit moves every -m hashlimit bucket's times ns into the past
 // (as if its packets came that much earlier); it returns how many buckets
 // there are.

@@ -34,6 +34,9 @@ type Config struct {
 	// ForwardXDPVeth as ForwardXDP: which devices the fast path uses is
 	// fw_fwd_ports', SetForwardPorts).
 	Forward ForwardMode
+	// KernelNATOff stops XDP asking the kernel's conntrack about packets
+	// of connections the kernel's nat table translates (bpf/lib/kct.h).
+	KernelNATOff bool
 }
 
 // SetConfig writes the settings map and REJECT's global budget (whose
@@ -51,6 +54,9 @@ func (d *Datapath) SetConfig(c Config) error {
 	}
 	if c.Forward == ForwardStack {
 		v.ForwardStack = 1
+	}
+	if c.KernelNATOff {
+		v.KernelCtOff = 1
 	}
 	if err := d.putConfig(&v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
@@ -78,7 +84,8 @@ func (d *Datapath) ConfigInForce() (Config, error) {
 		return Config{}, fmt.Errorf("reading fw_config_map: %w", err)
 	}
 	c := Config{MalformedAction: compile.ActDrop, CTFullAccept: v.CtFullAccept != 0, CTTimeouts: v.CtTimeout,
-		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0, Forward: ForwardXDP}
+		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0, Forward: ForwardXDP,
+		KernelNATOff: v.KernelCtOff != 0}
 	if v.ForwardStack != 0 {
 		c.Forward = ForwardStack
 	}

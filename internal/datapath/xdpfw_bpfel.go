@@ -43,6 +43,7 @@ type xdpfwFwConfig struct {
 	RejectRate    uint32
 	RejectBurst   uint32
 	ForwardStack  uint32
+	KernelCtOff   uint32
 }
 
 type xdpfwFwCounter struct {

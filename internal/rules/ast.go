@@ -630,9 +630,11 @@ type Skipped struct {
 
 // KernelNATNote is what a user must know when skipped holds lines of the
 // nat table that translate addresses: kept in the kernel, they act after
-// xdpfw's verdict (DNAT, REDIRECT) or on packets xdpfw's conntrack never
-// sees translated (SNAT, MASQUERADE), so xdpfw judges that traffic by
-// the addresses it arrives with (issue 16). "" when there are none.
+// xdpfw's verdict on a connection's first packet (DNAT, REDIRECT), and on
+// packets xdpfw's own conntrack never sees translated (SNAT, MASQUERADE);
+// xdpfw asks the kernel's conntrack about the packets that follow (TCP and
+// UDP, load --ct-kernel-nat on: docs/conntrack.md "Kernel NAT"). "" when
+// there are none.
 func KernelNATNote(skipped []Skipped) string {
 	var dst, src int
 	for _, s := range skipped {
@@ -650,18 +652,19 @@ func KernelNATNote(skipped []Skipped) string {
 	var notes []string
 	if dst > 0 {
 		notes = append(notes, fmt.Sprintf("note: %d skipped nat rule(s) translate destinations (DNAT, REDIRECT). Where the "+
-			"kernel runs them, it does so after xdpfw's verdict: xdpfw judges those packets as they arrive, in INPUT "+
-			"with the address they were sent to, so FORWARD rules written for the translated traffic (published "+
-			"container ports, Docker's DOCKER-USER) do not apply to them; filter that traffic in INPUT by its "+
-			"original port (docs/compat.md, Tables)", dst))
+			"kernel runs them, it translates a connection's first packet after xdpfw's verdict: xdpfw judges that packet "+
+			"as it arrives, in INPUT with the address and port it was sent to, so accept it there (e.g. by its original "+
+			"port); FORWARD rules written for the translated traffic (published container ports, Docker's DOCKER-USER) "+
+			"apply to the connection's later TCP and UDP packets, judged with the kernel's conntrack as iptables judges "+
+			"them while 'xdpfw status' says kernel NAT is on (docs/conntrack.md, Kernel NAT)", dst))
 	}
 	if src > 0 {
 		notes = append(notes, fmt.Sprintf("note: %d skipped nat rule(s) translate sources (SNAT, MASQUERADE). Where the "+
-			"kernel runs them, answers to the translated connections arrive addressed to this host, which xdpfw's "+
-			"conntrack has not seen (it tracked the connection before translation): xdpfw judges them in INPUT as "+
-			"NEW, so an INPUT chain that accepts only ESTABLISHED,RELATED traffic drops them; accept them in INPUT "+
-			"(e.g. by the translated ports: -p tcp --dport 32768:60999 on the outside interface) until xdpfw "+
-			"reads the kernel's conntrack (docs/compat.md, Tables)", src))
+			"kernel runs them, answers to the translated connections arrive addressed to this host; while 'xdpfw status' "+
+			"says kernel NAT is on, xdpfw judges TCP and UDP answers with the kernel's conntrack as iptables does "+
+			"(in FORWARD, ESTABLISHED, addressed to the original source; ICMP errors about them RELATED), but ping answers "+
+			"still as they arrive: in INPUT, INVALID to xdpfw's conntrack, which never saw the ping translated; "+
+			"accept them in INPUT if they must pass (e.g. -p icmp --icmp-type echo-reply) (docs/conntrack.md, Kernel NAT)", src))
 	}
 	return strings.Join(notes, "\n")
 }

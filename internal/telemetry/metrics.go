@@ -64,7 +64,7 @@ var (
 	mCTMax = prometheus.NewDesc("xdpfw_conntrack_max_entries",
 		"Size of the connection tracking table (load --ct-max).", nil, nil)
 	mCTEvents = prometheus.NewDesc("xdpfw_conntrack_events_total",
-		"Conntrack events: created, table_full (NEW connections refused), invalid (packets), expired_replaced (expired entries the data plane replaced or removed), early_drop (not-assured entries evicted from a full table), picked_up (TCP connections picked up mid-stream), frag_tracked (fragmented datagrams whose first fragment's verdict was recorded), frag_unknown (later fragments of no recorded datagram: dropped), frag_expired (of those, whose entry had expired), frag_overlap (later fragments overlapping their first fragment: dropped).", []string{"event"}, nil)
+		"Conntrack events: created, table_full (NEW connections refused), invalid (packets), expired_replaced (expired entries the data plane replaced or removed), early_drop (not-assured entries evicted from a full table), picked_up (TCP connections picked up mid-stream), frag_tracked (fragmented datagrams whose first fragment's verdict was recorded), frag_unknown (later fragments of no recorded datagram: dropped), frag_expired (of those, whose entry had expired), frag_overlap (later fragments overlapping their first fragment: dropped), kernel_nat (packets judged with the kernel's conntrack: their connection is translated by the kernel's nat table).", []string{"event"}, nil)
 	mLogEvents = prometheus.NewDesc("xdpfw_log_events_total",
 		"Events of LOG and --log rules: emitted (put in the ring buffer), suppressed (over the rule's rate limit), lost (the ring buffer was full: no reader, or a slow one).", []string{"outcome"}, nil)
 	mLogOverflow = prometheus.NewDesc("xdpfw_log_overflow_packets_total",

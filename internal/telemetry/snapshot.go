@@ -137,8 +137,8 @@ type Conntrack struct {
 	ByState map[string]int `json:"by_state"`
 	Expired int            `json:"expired_not_collected"`
 	// Events: created, table_full, invalid, expired_replaced, early_drop,
-	// picked_up, frag_tracked, frag_unknown, frag_expired, frag_overlap
-	// (see conntrack.StatNames).
+	// picked_up, frag_tracked, frag_unknown, frag_expired, frag_overlap,
+	// kernel_nat (see conntrack.StatNames).
 	Events map[string]uint64 `json:"events"`
 }
 
