@@ -808,6 +808,7 @@ enum fw_recent_op {
 /* fw_recent_rule.flags */
 #define FW_RECENT_F_DEST   0x01 /* --rdest: the destination address */
 #define FW_RECENT_F_INVERT 0x02 /* ! --rcheck ... */
+#define FW_RECENT_F_TTL    0x04 /* --rttl: the entry's TTL must be the packet's (or either 0) */
 
 /* A -m recent rule's settings (fw_recent_rules, by rule id). */
 struct fw_recent_rule {
@@ -832,7 +833,8 @@ struct fw_recent_entry {
 	__u64 stamps[FW_RECENT_STAMPS]; /* bpf_ktime_get_ns() of the packets recorded, a ring */
 	__u8  index;                     /* 1 + the ring slot written last */
 	__u8  nstamps;                   /* slots in use */
-	__u8  _pad[6];
+	__u8  ttl;                       /* the TTL (hop limit) of the packet that set or updated it last (--rttl) */
+	__u8  _pad[5];
 };
 
 /* -m hashlimit (lib/classify.h fw_hashlimit_apply, docs/limits.md): a

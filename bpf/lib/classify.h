@@ -256,7 +256,8 @@ __noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u
  * p, as the kernel's xt_recent (recent_mt): looks the (masked) address up;
  * --set adds it or a time stamp to it; --rcheck/--update count its time
  * stamps within the window; a match of --update adds one; --remove
- * removes it. Returns whether the match is true (after any !); false
+ * removes it. The entry keeps the TTL of the packet that set or updated
+ * it last; --rttl finds it only for a packet of that TTL (or either 0). Returns whether the match is true (after any !); false
  * without the rule's settings. A trace instance (fw_live_writes 0)
  * changes no list. A global function: its loop over the time stamps is
  * verified once, not once per note. */
@@ -277,7 +278,13 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
 	k->list = r->list;
 	k->family = p->family;
 	k->_pad[0] = k->_pad[1] = k->_pad[2] = 0;
+	/* the kernel's TTL: as the packet arrived (recent_mt adds back the
+	 * one FORWARD's fw_pkt.ttl lost) */
+	__u8 ttl = p->ttl + (p->chain == FW_CHAIN_FORWARD);
 	struct fw_recent_entry *e = bpf_map_lookup_elem(&fw_recent, k);
+	/* --rttl: an entry of another TTL is not found (recent_entry_lookup) */
+	if (e && (r->flags & FW_RECENT_F_TTL) && ttl != e->ttl && ttl && e->ttl)
+		e = NULL;
 	if (!e) {
 		if (r->op != FW_RECENT_SET)
 			return ret;
@@ -285,6 +292,7 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
 			s->fresh.stamps[0] = now;
 			s->fresh.index = 1;
 			s->fresh.nstamps = 1;
+			s->fresh.ttl = ttl;
 			bpf_map_update_elem(&fw_recent, k, &s->fresh, BPF_ANY);
 		}
 		return !ret;
@@ -315,6 +323,7 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
 		e->index = at + 1;
 		if (e->index > e->nstamps)
 			e->nstamps = e->index;
+		e->ttl = ttl; /* as the kernel: the last --set or --update's */
 	}
 	return ret;
 }

@@ -78,8 +78,9 @@ here, or the rule's -m limit) and counts what it suppresses.
 bucket of its own (default 3/hour, burst 5, as iptables): it matches while
 the bucket has a token and takes one; a packet it refuses goes on to the
 next rule. A rule kept by apply keeps its bucket. -m recent --set, --rcheck,
---update, --remove (--seconds, --hitcount, --name, --rsource/--rdest, --mask)
-keeps named address lists shared by the rules that name them, in rule order.
+--update, --remove (--seconds, --hitcount, --rttl, --name, --rsource/--rdest,
+--mask) keeps named address lists shared by the rules that name them, in rule
+order.
 -m hashlimit --hashlimit-upto|--hashlimit-above RATE --hashlimit-name NAME
 (--hashlimit-burst, --hashlimit-mode srcip,srcport,dstip,dstport,
 --hashlimit-srcmask/-dstmask, --hashlimit-htable-expire) is -m limit with a

@@ -205,9 +205,11 @@ const (
 	MaxHashLimitRules         = 4096
 	HashLimitMax              = 16384
 	HashLimitFlagAbove uint32 = 0x10
-	// RecentFlagDest and RecentFlagInvert are FW_RECENT_F_*.
+	// RecentFlagDest, RecentFlagInvert and RecentFlagTTL (--rttl) are
+	// FW_RECENT_F_*.
 	RecentFlagDest   uint8 = 0x01
 	RecentFlagInvert uint8 = 0x02
+	RecentFlagTTL    uint8 = 0x04
 )
 
 // EntryNote is FW_EF_NOTE (fw_entry.flags): a probe or guarded entry

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -124,6 +126,40 @@ func TestLimitNoFastRule(t *testing.T) {
 // order shows here.
 func TestRecentTreeAgreesWithReference(t *testing.T) {
 	stateTreeAgrees(t, rand.New(rand.NewPCG(15, 4)), 200, func(r *rand.Rand, rs *rules.RuleSet) { rules.RandomRecent(r, rs, 25) })
+}
+
+// TestRecentTTLForward: -m recent's TTL is the packet's as it arrived in
+// FORWARD too (xt_recent adds back the one ip_forward took, where -m ttl
+// tests the decremented one): an address listed from INPUT is found by a
+// FORWARD --rttl rule for a packet of the same arriving TTL, and one
+// listed from FORWARD by an INPUT one.
+func TestRecentTTLForward(t *testing.T) {
+	rs, err := rules.Parse("t", []byte(`-A INPUT -p udp --dport 1 -m recent --set --name T -j ACCEPT
+-A INPUT -p udp --dport 2 -m recent --rcheck --rttl --name T -j ACCEPT
+-A FORWARD -p udp --dport 1 -m recent --set --name T -j ACCEPT
+-A FORWARD -p udp --dport 2 -m recent --rcheck --rttl --name T -j ACCEPT
+`), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &State{Now: 1}
+	var got []int
+	for _, c := range []struct {
+		chain rules.Chain
+		port  uint16
+		ttl   uint8
+	}{
+		{rules.ChainInput, 1, 64}, {rules.ChainForward, 2, 64}, {rules.ChainForward, 2, 63},
+		{rules.ChainForward, 1, 30}, {rules.ChainInput, 2, 30}, {rules.ChainInput, 2, 29},
+	} {
+		p := RefPacketOf(&packet.Packet{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.9.0.1"),
+			Proto: packet.ProtoUDP, SPort: 9, DPort: c.port, TTL: c.ttl}, "eth0")
+		p.Chain = c.chain
+		got = append(got, DecideAt(rs, p, st).Rule)
+	}
+	if want := "[0 3 -1 2 1 -1]"; fmt.Sprint(got) != want {
+		t.Errorf("rules %v, want %v", got, want)
+	}
 }
 
 // TestRecentNotesBound: a rule set where one packet could meet more -m

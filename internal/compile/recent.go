@@ -70,6 +70,9 @@ func recentRules(in Input) ([]RecentRule, error) {
 		if m.Invert {
 			r.Flags |= RecentFlagInvert
 		}
+		if m.TTL {
+			r.Flags |= RecentFlagTTL
+		}
 		out = append(out, r)
 	}
 	if len(out) > MaxRecentRules {

@@ -279,7 +279,8 @@ type xdpfwFwRecentEntry struct {
 	Stamps  [32]uint64
 	Index   uint8
 	Nstamps uint8
-	Pad     [6]uint8
+	Ttl     uint8
+	Pad     [5]uint8
 }
 
 type xdpfwFwRecentKey struct {

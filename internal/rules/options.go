@@ -117,8 +117,10 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "recent-side", usage: "--rsource|--rdest", module: "recent", parse: (*ruleParser).optRecentSide}, true
 	case "--mask":
 		return optSpec{slot: name, nargs: 1, usage: "--mask NETMASK", module: "recent", parse: (*ruleParser).optRecentMask}, true
-	case "--reap", "--rttl":
-		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentUnsupported}, true
+	case "--rttl":
+		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentTTL}, true
+	case "--reap":
+		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentReap}, true
 	case "--hashlimit-upto", "--hashlimit-above", "--hashlimit":
 		return optSpec{slot: "hashlimit-rate", nargs: 1, usage: name + " N/sec|min|hour|day", negatable: true, module: "hashlimit",
 			parse: (*ruleParser).optHashRate}, true

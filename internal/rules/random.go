@@ -713,6 +713,7 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 			if chance(r, 50) {
 				m.HitCount = uint32(1 + r.IntN(3))
 			}
+			m.TTL = chance(r, 20)
 		}
 		m.Invert = chance(r, 10)
 		m.Mask = FullMask(rule.Match.Family) // as the parser leaves it
@@ -761,8 +762,11 @@ func RandomStateOnChains(r *rand.Rand, rs *RuleSet, percent int) {
 			rule.Match.Limit = &LimitMatch{Rate: LogRate{N: 1, Unit: pick(r, []RateUnit{PerHour, PerDay})}, Burst: uint32(1 + r.IntN(3))}
 		} else {
 			m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}), Dest: chance(r, 20)}
-			if (m.Op == RecentCheck || m.Op == RecentUpdate) && chance(r, 50) {
-				m.HitCount = uint32(1 + r.IntN(3))
+			if m.Op == RecentCheck || m.Op == RecentUpdate {
+				if chance(r, 50) {
+					m.HitCount = uint32(1 + r.IntN(3))
+				}
+				m.TTL = chance(r, 20)
 			}
 			m.Invert = chance(r, 10)
 			m.Mask = FullMask(rule.Match.Family)

@@ -14,6 +14,11 @@ func TestRecentSpelling(t *testing.T) {
 		{"-A INPUT -p tcp -m recent --set --name DEFAULT --mask 255.255.255.0 --rsource -j DROP", v4, ""},
 		{"-A INPUT -p tcp -m recent ! --rcheck --seconds 10 --name DEFAULT --mask 255.255.255.255 --rsource -j DROP", v4, ""},
 		{"-A INPUT -m recent --set --name SSH --mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff --rsource -j ACCEPT", v6, ""},
+		{"-A INPUT -m recent --update --rttl --name DEFAULT --mask 255.255.255.255 --rsource -j DROP", v4, ""},
+		{"-A INPUT -m recent ! --rcheck --rttl --name DEFAULT --mask 255.255.0.0 --rsource", v4, ""},
+		{"-A INPUT -m recent --rcheck --rttl --name DEFAULT --mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff --rsource", v6, ""},
+		{"-A INPUT -m recent --rttl --rcheck --seconds 5 --rdest --name X --hitcount 2 -j DROP", v4,
+			"-A INPUT -m recent --rcheck --seconds 5 --hitcount 2 --rttl --name X --mask 255.255.255.255 --rdest -j DROP"},
 		{"-A INPUT -m recent --set --name SSH --mask ffff:ffff:ffff:ffff:: --rsource -j ACCEPT", v6, ""},
 		// native files: the family stays open without a mask
 		{"-A INPUT -p tcp --dport 22 -m recent --update --seconds 60 --hitcount 4 --name SSH -j DROP", ParseOptions{},
