@@ -49,7 +49,8 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 	}
 	fs.StringVar(&c.forward, "forward", "", "how packets the FORWARD chain accepts are forwarded: xdp, by xdpfw's fast path in XDP "+
 		"(FIB lookup, TTL, MACs, redirect to another interface xdpfw is attached to; the kernel forwards what it cannot do exactly as the "+
-		"kernel would, and what comes in or goes out by a natively attached veth, counted by reason in status); xdp-veth, the same through "+
+		"kernel would, what comes in or goes out by a natively attached veth, and, where the kernel has conntrack, a connection until an "+
+		"answer came back untranslated, so that the kernel's NAT is never bypassed; counted by reason in status); xdp-veth, the same through "+
 		"such veth devices too (their peers must send finished checksums and take redirected frames: docs/forward.md); or stack, by the kernel ("+fwdDefault+")")
 	fs.BoolVar(&c.allowEmpty, "allow-empty", false, "put in force a rule file with no rule, no policy and no *filter section "+
 		"(it accepts everything); without it such a file (empty, blank, only comments) is refused")
