@@ -98,12 +98,13 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 			}
 			fwd := s.Forward
 			if fwd.Mode != datapath.ForwardStack {
-				ports := "no interface"
-				if len(fwd.Ports) > 0 {
-					ports = strings.Join(fwd.Ports, ", ")
+				if len(fwd.Ports) == 0 {
+					fmt.Fprintf(e.stdout, "forwarding: %s (no attached interface takes the fast path: the kernel forwards what FORWARD accepts; docs/forward.md)\n",
+						fwd.Mode)
+				} else {
+					fmt.Fprintf(e.stdout, "forwarding: %s (what FORWARD accepts between %s leaves from XDP once answered untranslated; the kernel forwards the rest; docs/forward.md)\n",
+						fwd.Mode, strings.Join(fwd.Ports, ", "))
 				}
-				fmt.Fprintf(e.stdout, "forwarding: %s (what FORWARD accepts between %s leaves from XDP; the kernel forwards the rest; docs/forward.md)\n",
-					fwd.Mode, ports)
 			} else {
 				fmt.Fprintln(e.stdout, "forwarding: stack (the kernel forwards what FORWARD accepts)")
 			}
