@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
-	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // kernelNATEntry makes the kernel's conntrack of f's namespace hold a UDP
@@ -159,15 +156,7 @@ func BenchmarkKernelCT(b *testing.B) {
 // ConfigInForce reads before SetConfig), and PinProgram keeps what
 // SetConfig wrote since.
 func TestUpgradeSettings(t *testing.T) {
-	dir := testutil.BPFFS(t) + "/xdpfw"
-	dp, err := datapath.Load(dir, datapath.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dp.PinProgram(); err != nil {
-		t.Fatal(err)
-	}
-	dp.Close()
+	dir := pinnedFresh(t)
 	// 64 bytes: malformed_pass, ct_full_accept, ct_timeout[11],
 	// ct_tcp_strict (at 52), reject_rate (56), reject_burst (60)
 	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 64, MaxEntries: 1})
@@ -181,14 +170,8 @@ func TestUpgradeSettings(t *testing.T) {
 	if err := old.Put(uint32(0), v); err != nil {
 		t.Fatal(err)
 	}
-	pin := filepath.Join(dir, "fw_config_map")
-	if err := os.Remove(pin); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Pin(pin); err != nil {
-		t.Fatal(err)
-	}
-	dp, err = datapath.Load(dir, datapath.Limits{})
+	repin(t, dir, "fw_config_map", old)
+	dp, err := datapath.Load(dir, datapath.Limits{})
 	if err != nil {
 		t.Fatalf("load over an earlier version's fw_config_map: %v", err)
 	}
