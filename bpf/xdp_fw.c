@@ -213,7 +213,10 @@ int xdpfw_ingress_classify(struct xdp_md *ctx)
 	if (fw_hdropt_wanted(&h->root))
 		fw_xdp_hdropt(ctx, &h->root, &h->pkt);
 	fw_classify_in(&h->root, sel, p, d, 1);
-	if (d->action == FW_ACT_ACCEPT) {
+	/* With nothing to record (conntrack off, or no state to write:
+	 * fw_ct_commit's first test), the record is not copied out of the
+	 * slot nor looked up again. */
+	if (d->action == FW_ACT_ACCEPT && h->ct[fw_ct_next_off] != FW_CTS_NONE) {
 		__builtin_memcpy(&ct, h->ct, fw_ct_plan_size);
 		fw_ct_relink(&ct);
 		fw_decide_end(&ct, p, bytes, d);
