@@ -27,6 +27,9 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	if lim, err = sizeSpec(spec, lim); err != nil {
 		return nil, err
 	}
+	if _, ok := spec.Maps[latSection]; ok {
+		nameLatSection(spec) // as Load does: the trace instance shares it by that name
+	}
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
