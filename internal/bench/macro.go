@@ -290,7 +290,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 			res.Xdpfw = setups
 			d = x
 		case DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet:
-			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, opt.Spread)
+			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, macroShape, opt.Spread)
 			if err != nil {
 				if explicit {
 					return nil, fmt.Errorf("%s: %w", name, err)
