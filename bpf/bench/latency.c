@@ -16,6 +16,10 @@
  *             fast path), else drops it;
  *   latreply  on the generator's veth: counts the answers, drops them.
  *
+ * At high loads Go asks for bursts: the kernel flushes every burst frames
+ * (the run's batch size), and only a burst's first frame waits for its
+ * time; a flush per frame costs the generator a few microseconds.
+ *
  * Payload (after the UDP header): struct lat_payload. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -55,6 +59,8 @@ struct lat_ctl {
 	__u64 seq;      /* packets sent in this run */
 	__u32 aims;     /* flows in use (lat_aims), at least 1 */
 	__u32 answer;   /* 1: the sink answers (warm-up), 0: it drops */
+	__u32 burst;    /* packets per flush (the run's batch size): only the first of each waits */
+	__u32 pad;
 	__u64 late;     /* packets sent more than an interval late: the schedule moved */
 	__u64 received; /* packets the sink took (ours, with a sample slot) */
 	__u64 answers;  /* answers latreply counted */
@@ -164,16 +170,19 @@ int latgen(struct xdp_md *ctx)
 
 	/* Pacing: wait for this packet's time. bpf_loop bounds the spin
 	 * (8M rounds of a clock read: some 200 ms), longer gaps send early.
-	 * A packet more than an interval late (this thread was preempted)
+	 * A packet more than an interval (a burst's) late (this thread was preempted)
 	 * goes now and moves the schedule: a gap, never a burst catching up
 	 * (a burst would queue at the DUT and measure the generator). */
 	now = bpf_ktime_get_ns();
 	if (!c->start)
 		c->start = now;
 	due = c->start + seq * c->interval;
-	if (now < due) {
+	if (c->burst > 1 && seq % c->burst) {
+		/* within a burst: at once (the kernel flushes every burst
+		 * frames, the batch size Go asked for) */
+	} else if (now < due) {
 		bpf_loop(1 << 23, spin, &due, 0);
-	} else if (now - due > c->interval) {
+	} else if (now - due > c->interval * (c->burst ? c->burst : 1)) {
 		c->start += now - due;
 		c->late++;
 	}

@@ -27,6 +27,8 @@ type latbenchLatCtl struct {
 	Seq      uint64
 	Aims     uint32
 	Answer   uint32
+	Burst    uint32
+	Pad      uint32
 	Late     uint64
 	Received uint64
 	Answers  uint64

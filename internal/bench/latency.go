@@ -110,7 +110,8 @@ type LatPoint struct {
 	Received uint64 `json:"received"` // by the sink
 	Accepted uint64 `json:"accepted"` // the DUT's count of forwarded packets (its rules', or its program's)
 	FastPath uint64 `json:"fast_path,omitempty"`
-	Late     uint64 `json:"late"` // sent more than an interval late (the generator was preempted): the schedule moved
+	Burst    uint32 `json:"burst"` // packets per flush
+	Late     uint64 `json:"late"`  // sent more than an interval late (the generator was preempted): the schedule moved
 	// Offered: packets / the generator's time; Loss: 1 - received/sent.
 	OfferedPPS float64 `json:"offered_pps"`
 	Loss       float64 `json:"loss"`
@@ -226,9 +227,14 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 		}
 		undo = append(undo, b.links[i].l.Close)
 	}
-	// The DUT's veth from the generator is polled by its own thread on the
-	// DUT's CPU (as in bench macro); the sink's veth is polled in the
-	// softirq that thread's redirects and transmits raise, on that CPU too.
+	// The DUT's veth from the generator is polled by its own thread (as in
+	// bench macro) on the DUT's CPU, at real-time priority, as a
+	// time-sensitive deployment would run it: other work on that CPU (this
+	// machine is shared) waits for it, not the packets for that work. The
+	// sink's veth is polled in the softirq that thread's redirects and
+	// transmits raise, at its end, on that CPU too. (A thread of its own
+	// for the sink, at the same priority, halved what the DUTs forward:
+	// a context switch per poll.)
 	if err := t.SetThreadedNAPI(true); err != nil {
 		return nil, err
 	}
@@ -236,9 +242,6 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	if err != nil {
 		return nil, err
 	}
-	// Real-time priority for that thread, as a time-sensitive deployment
-	// would give it: other work on the DUT's CPU (this machine is shared)
-	// waits for it, not the packets for that work.
 	if err := unix.SchedSetAttr(napi, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: latNAPIPriority}, 0); err != nil {
 		return nil, fmt.Errorf("SCHED_FIFO for the DUT's NAPI thread (pid %d): %w", napi, err)
 	}
@@ -293,7 +296,9 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 
 	total := 0
 	for _, d := range duts {
-		total += len(b.plan(d.name()))
+		for _, s := range b.plan(d.name()) {
+			total += len(s.points)
+		}
 	}
 	b.say("measuring %d points: %d DUTs; loads %v pps at %d rules; rules %v at %.0f pps; %d flows, >= %d packets per point",
 		total, len(duts), opt.Rates, opt.LoadRules, opt.Rules, opt.LightRate, opt.Flows, opt.Packets)
@@ -307,6 +312,9 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 				return nil, fmt.Errorf("%s with %d rules: %w", d.name(), step.rules, err)
 			}
 			for _, pt := range step.points {
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("interrupted: %w", err)
+				}
 				p, err := b.measure(d, step.rules, pt.rate)
 				if err != nil {
 					return nil, fmt.Errorf("%s, %d rules, %.0f pps: %w", d.name(), step.rules, pt.rate, err)
@@ -510,7 +518,7 @@ func (b *latBench) ctl() (latbenchLatCtl, error) {
 // reset starts a run: packet 0 next, paced at rate (0: flat out), the
 // counts zeroed.
 func (b *latBench) reset(n int, rate float64, answer bool) error {
-	c := latbenchLatCtl{Aims: uint32(len(b.aims[n]))}
+	c := latbenchLatCtl{Aims: uint32(len(b.aims[n])), Burst: latBurst(rate)}
 	if rate > 0 {
 		c.Interval = uint64(1e9 / rate)
 	}
@@ -519,6 +527,17 @@ func (b *latBench) reset(n int, rate float64, answer bool) error {
 	}
 	return b.objs.LatCtlMap.Put(uint32(0), c)
 }
+
+// latBurst is the frames per flush at rate: one up to burstRate packets
+// per second, then as many as keep a flush every 1/burstRate seconds (at
+// most 64, the kernel's default batch). A flush costs the generator
+// microseconds (it wakes the DUT's NAPI thread); frames of one burst reach
+// the DUT together and queue there behind each other.
+func latBurst(rate float64) uint32 {
+	return uint32(min(64, max(1, math.Ceil(rate/burstRate))))
+}
+
+const burstRate = 100e3
 
 // prepare puts d with n rules in force and warms it up: every flow sends
 // one packet, which the sink answers, so that each connection is
@@ -543,11 +562,14 @@ func (b *latBench) prepare(d latDUT, n int) error {
 	if err := b.reset(key, 20000, true); err != nil {
 		return err
 	}
-	const batch = 64
+	const batch = 200
 	sent := 0
 	for sent < k {
+		if err := b.ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
 		m := min(batch, k-sent)
-		if _, err := liveRuns(b.topo, b.objs.Latgen, b.frame, 1, func(run func(uint32) error) error { return run(uint32(m)) }); err != nil {
+		if _, err := liveRuns(b.topo, b.objs.Latgen, b.frame, latBurst(20000), func(run func(uint32) error) error { return run(uint32(m)) }); err != nil {
 			return err
 		}
 		sent += m
@@ -603,7 +625,7 @@ func (b *latBench) measure(d latDUT, n int, rate float64) (*LatPoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ran, err := liveRuns(b.topo, b.objs.Latgen, b.frame, 1, func(run func(uint32) error) error { return run(uint32(count)) })
+	ran, err := liveRuns(b.topo, b.objs.Latgen, b.frame, latBurst(rate), func(run func(uint32) error) error { return run(uint32(count)) })
 	if err != nil {
 		return nil, err
 	}
@@ -632,7 +654,7 @@ func (b *latBench) measure(d latDUT, n int, rate float64) (*LatPoint, error) {
 		return nil, err
 	}
 	p := &LatPoint{DUT: d.name(), Rules: n, Rate: rate, Sent: c.Seq, Received: c.Received, Accepted: acc1 - acc0,
-		FastPath: fast1 - fast0, Late: c.Late, OfferedPPS: float64(c.Seq) / ran.Seconds()}
+		FastPath: fast1 - fast0, Late: c.Late, Burst: c.Burst, OfferedPPS: float64(c.Seq) / ran.Seconds()}
 	if p.Sent != uint64(count) {
 		return nil, fmt.Errorf("the generator sent %d packets, want %d", p.Sent, count)
 	}

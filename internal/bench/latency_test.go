@@ -3,11 +3,16 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"math/bits"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/rules"
 	"github.com/xdpfw/xdpfw/testutil"
 )
 
@@ -102,5 +107,96 @@ func TestLatencyInterrupted(t *testing.T) {
 	}
 	if l := leftovers(t); len(l) > 0 {
 		t.Errorf("left behind: %v", l)
+	}
+}
+
+// TestLatStats: percentiles are the nearest-rank values of the sorted
+// latencies, jitter the mean absolute deviation from the mean.
+func TestLatStats(t *testing.T) {
+	var v []float64
+	for i := 1000; i >= 1; i-- { // 1..1000 us, unsorted
+		v = append(v, float64(i))
+	}
+	var p LatPoint
+	fillLatStats(&p, v)
+	if p.Min != 1 || p.P50 != 500 || p.P99 != 990 || p.P999 != 999 || p.Max != 1000 || p.Mean != 500.5 || p.Jitter != 250 {
+		t.Errorf("1..1000: %+v", p)
+	}
+	p = LatPoint{}
+	fillLatStats(&p, []float64{10, 10, 10, 30}) // mean 15: deviations 5, 5, 5, 15
+	if p.Mean != 15 || p.Jitter != 7.5 || p.P50 != 10 || p.P999 != 30 {
+		t.Errorf("10,10,10,30: %+v", p)
+	}
+	p = LatPoint{}
+	fillLatStats(&p, nil)
+	if p != (LatPoint{}) {
+		t.Errorf("no samples: %+v", p)
+	}
+}
+
+// TestLatAims: the flows aim at distinct rules spread over the whole rule
+// set, each decided by its rule (the reference matcher), each with its
+// own source port.
+func TestLatAims(t *testing.T) {
+	shape := ruleShape{chain: "FORWARD", target: "ACCEPT", policy: "DROP", answersIf: "xbr1"}
+	for _, c := range []struct{ n, flows int }{{1, 100}, {100, 100}, {5000, 300}} {
+		rs, err := rules.Parse("bench", []byte(shape.iptables(c.n)), rules.ParseOptions{Family: rules.FamilyIPv4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs.Rules) != c.n+1 {
+			t.Fatalf("%d rules: the rule set has %d, want them and the answers' rule", c.n, len(rs.Rules))
+		}
+		aims := latAims(c.n, c.flows)
+		if want := min(c.n, c.flows); len(aims) != want {
+			t.Fatalf("%d rules, %d flows: %d aims, want %d", c.n, c.flows, len(aims), want)
+		}
+		hit, sports := map[int]bool{}, map[uint16]bool{}
+		for _, a := range aims {
+			var src [4]byte
+			binary.NativeEndian.PutUint32(src[:], a.Saddr)
+			pk := compile.RefPacket{Src: netip.AddrFrom4(src), Dst: sinkAddr.Addr(), Proto: 17, L4: true,
+				SPort: bits.ReverseBytes16(a.Sport), DPort: bits.ReverseBytes16(a.Dport), Chain: rules.ChainForward, InIface: "xbd1"}
+			i, verdict := compile.Evaluate(rs, pk)
+			if i < 1 || verdict != rules.VerdictAccept {
+				t.Fatalf("%d rules: flow %+v decided by rule %d (%v), want one of the N", c.n, a, i, verdict)
+			}
+			if hit[i] || sports[a.Sport] {
+				t.Fatalf("%d rules: two flows on rule %d or source port %d", c.n, i, bits.ReverseBytes16(a.Sport))
+			}
+			hit[i], sports[a.Sport] = true, true
+		}
+		if c.n == 5000 { // spread: from the first tenth of the rules to the last
+			lo, hi := c.n, 0
+			for i := range hit {
+				lo, hi = min(lo, i), max(hi, i)
+			}
+			if lo > c.n/10 || hi < c.n*9/10 {
+				t.Errorf("5000 rules: flows hit rules %d..%d only", lo, hi)
+			}
+		}
+	}
+}
+
+// TestLatPlan: the floors measure each load once and the rule sweep once;
+// a point both sweeps share is measured once.
+func TestLatPlan(t *testing.T) {
+	b := &latBench{opt: LatencyOptions{Rates: []float64{1e3, 1e4}, LoadRules: 100, Rules: []int{1, 100}, LightRate: 1e4}}
+	count := func(steps []latStep) (n int) {
+		for _, s := range steps {
+			n += len(s.points)
+		}
+		return n
+	}
+	if s := b.plan(DUTXdpfw); len(s) != 2 || count(s) != 3 || s[0].rules != 100 || s[1].rules != 1 {
+		t.Errorf("xdpfw: %+v", s)
+	}
+	if s := b.plan(DUTXDPFwd); len(s) != 1 || count(s) != 2 || s[0].rules != 0 {
+		t.Errorf("xdp-fwd: %+v", s)
+	}
+	for rate, want := range map[float64]uint32{1: 1, 1e5: 1, 1.5e5: 2, 1e6: 10, 1e9: 64} {
+		if got := latBurst(rate); got != want {
+			t.Errorf("latBurst(%v) = %d, want %d", rate, got, want)
+		}
 	}
 }

@@ -394,7 +394,10 @@ func addNeigh(ns *Namespace, ifindex int, peer Iface) error {
 // attribute "threaded"; sysfs shows the devices of the network namespace
 // that mounted it, so a sysfs is mounted briefly from inside the DUT's
 // namespace in a private temporary directory.
-func (t *Topology) SetThreadedNAPI(on bool) error {
+func (t *Topology) SetThreadedNAPI(on bool) error { return setThreadedNAPI(t.DUT, t.DUTIf.Name, on) }
+
+// setThreadedNAPI switches threaded NAPI of the device name in ns.
+func setThreadedNAPI(ns *Namespace, name string, on bool) error {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sysfsPrefix, os.Getpid()))
 	if err != nil {
 		return err
@@ -404,14 +407,14 @@ func (t *Topology) SetThreadedNAPI(on bool) error {
 	if on {
 		val = "1"
 	}
-	return t.DUT.Do(func() error {
+	return ns.Do(func() error {
 		if err := unix.Mount("sysfs", dir, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("mounting sysfs of %s: %w", t.DUT.Name, err)
+			return fmt.Errorf("mounting sysfs of %s: %w", ns.Name, err)
 		}
 		defer unix.Unmount(dir, unix.MNT_DETACH)
-		f := filepath.Join(dir, "class/net", t.DUTIf.Name, "threaded")
+		f := filepath.Join(dir, "class/net", name, "threaded")
 		if err := os.WriteFile(f, []byte(val), 0o644); err != nil {
-			return fmt.Errorf("threaded NAPI on %s: %w", t.DUTIf.Name, err)
+			return fmt.Errorf("threaded NAPI on %s: %w", name, err)
 		}
 		return nil
 	})
@@ -419,8 +422,12 @@ func (t *Topology) SetThreadedNAPI(on bool) error {
 
 // NAPIThread finds the kernel thread polling the DUT's veth (threaded
 // NAPI) and pins it to DUTCPU. It returns the thread's pid.
-func (t *Topology) NAPIThread() (int, error) {
-	want := "napi/" + t.DUTIf.Name + "-"
+func (t *Topology) NAPIThread() (int, error) { return napiThread(t.DUTIf.Name, t.DUTCPU) }
+
+// napiThread finds the kernel thread polling the device name and pins it
+// to cpu.
+func napiThread(name string, cpu int) (int, error) {
+	want := "napi/" + name + "-"
 	if len(want) > 15 { // TASK_COMM_LEN - 1
 		want = want[:15]
 	}
@@ -438,13 +445,13 @@ func (t *Topology) NAPIThread() (int, error) {
 			continue
 		}
 		var set unix.CPUSet
-		set.Set(t.DUTCPU)
+		set.Set(cpu)
 		if err := unix.SchedSetaffinity(pid, &set); err != nil {
-			return 0, fmt.Errorf("pinning %s (pid %d) to CPU %d: %w", strings.TrimSpace(string(comm)), pid, t.DUTCPU, err)
+			return 0, fmt.Errorf("pinning %s (pid %d) to CPU %d: %w", strings.TrimSpace(string(comm)), pid, cpu, err)
 		}
 		return pid, nil
 	}
-	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, t.DUTIf.Name)
+	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, name)
 }
 
 // LinkStats are the DUT veth's counters (netlink).

@@ -160,7 +160,7 @@ docs/realtime.md for the method and its caveats.`,
 	fl.StringSliceVar(&rulesN, "rules", []string{"1", "100", "1000", "10000", "100000"}, "rule counts of the rule sweep; '' for none")
 	fl.StringVar(&lightRate, "light-rate", "10k", "offered load of the rule sweep, packets/s")
 	fl.IntVar(&flows, "flows", 4096, "flows, each aimed at a different rule (at most one per rule)")
-	fl.IntVar(&packets, "packets", 20000, "packets per point, at least")
+	fl.IntVar(&packets, "packets", 10000, "packets per point, at least")
 	fl.DurationVar(&minTime, "min-time", 500*time.Millisecond, "traffic per point, at least (more packets at high loads)")
 	fl.IntVar(&size, "size", 64, "Ethernet frame size in bytes, without FCS")
 	fl.StringSliceVar(&duts, "dut", nil, "DUTs: "+strings.Join(bench.LatencyDUTs, ",")+" (default: all installed but nft-linear)")
