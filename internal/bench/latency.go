@@ -155,6 +155,7 @@ type latBench struct {
 	shape    ruleShape
 	pinRoot  string
 	aimedFor int // the rule count lat_aims holds (-1: none)
+	napi     int // pid of the DUT's NAPI thread
 }
 
 // Latency runs the latency benchmark; everything it makes is removed
@@ -238,12 +239,11 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	if err := t.SetThreadedNAPI(true); err != nil {
 		return nil, err
 	}
-	napi, err := t.NAPIThread()
-	if err != nil {
+	if b.napi, err = t.NAPIThread(); err != nil {
 		return nil, err
 	}
-	if err := unix.SchedSetAttr(napi, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: latNAPIPriority}, 0); err != nil {
-		return nil, fmt.Errorf("SCHED_FIFO for the DUT's NAPI thread (pid %d): %w", napi, err)
+	if err := unix.SchedSetAttr(b.napi, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: latNAPIPriority}, 0); err != nil {
+		return nil, fmt.Errorf("SCHED_FIFO for the DUT's NAPI thread (pid %d): %w", b.napi, err)
 	}
 	if b.frame, err = latFrame(t, opt.Size); err != nil {
 		return nil, err
@@ -629,8 +629,9 @@ func (b *latBench) measure(d latDUT, n int, rate float64) (*LatPoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Settled: the sink's count has not moved for 50 ms (a queue the DUT
-	// drains at its own pace moves it at least every few ms).
+	// Settled: the sink's count has not moved for 50 ms and the DUT's
+	// NAPI thread is not running (it may work for a long time on a packet:
+	// iptables at 100,000 rules).
 	var c latbenchLatCtl
 	var last uint64
 	quiet := time.Now()
@@ -641,7 +642,10 @@ func (b *latBench) measure(d latDUT, n int, rate float64) (*LatPoint, error) {
 		if c.Received != last {
 			last, quiet = c.Received, time.Now()
 		}
-		if c.Received >= uint64(count) || time.Since(quiet) > 50*time.Millisecond {
+		if c.Received >= uint64(count) {
+			break
+		}
+		if state, err := threadState(b.napi); err == nil && state != 'R' && time.Since(quiet) > 50*time.Millisecond {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -674,7 +678,10 @@ func (b *latBench) measure(d latDUT, n int, rate float64) (*LatPoint, error) {
 			got = append(got, float64(s-1)/1e3)
 		}
 	}
-	if uint64(len(got)) != p.Received {
+	if c, err = b.ctl(); err != nil {
+		return nil, err
+	}
+	if uint64(len(got)) != p.Received || c.Received != p.Received {
 		return nil, fmt.Errorf("the sink counted %d packets and holds %d samples", p.Received, len(got))
 	}
 	p.Loss = 1 - float64(p.Received)/float64(p.Sent)

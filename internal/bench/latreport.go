@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -52,7 +54,7 @@ func latencyBars(res *LatencyResult) []string {
 	}
 	var out []string
 	for _, p := range res.Points {
-		if p.Sweep != "rules" || (p.Rules != top && p.Rules != 0) || p.P50 == 0 {
+		if !res.inRuleSweep(p) || (p.Rules != top && p.Rules != 0) || p.P50 == 0 {
 			continue
 		}
 		s := fmt.Sprintf("%-15s %6d rules: end to end %6.1f / %6.1f us = %5.2fx", p.DUT, p.Rules, p.P999, p.P50, p.P999/p.P50)
@@ -62,6 +64,18 @@ func latencyBars(res *LatencyResult) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// inLoadSweep: p is a point of the load sweep (a point both sweeps share
+// is measured once).
+func (res *LatencyResult) inLoadSweep(p *LatPoint) bool {
+	return (p.Rules == res.LoadRules || p.Rules == 0) && slices.Contains(res.Rates, p.Rate)
+}
+
+// inRuleSweep: p is a point of the rule sweep (the floors: their point at
+// the sweep's load).
+func (res *LatencyResult) inRuleSweep(p *LatPoint) bool {
+	return p.Rate == res.LightRate && (p.Rules == 0 || slices.Contains(res.Rules, p.Rules))
 }
 
 // latencyCharts are the report's plots, in the manner of the thesis'
@@ -79,10 +93,14 @@ func latencyCharts(res *LatencyResult) []namedChart {
 			if light {
 				s.Color = lighter(s.Color)
 			}
+			var pts []*LatPoint
 			for _, p := range res.Points {
-				if p.DUT != d || p.Sweep != sweep && !(sweep == "rules" && p.Rules == 0 && p.Rate == res.LightRate) {
-					continue
+				if p.DUT == d && (sweep == "load" && res.inLoadSweep(p) || sweep == "rules" && res.inRuleSweep(p)) {
+					pts = append(pts, p)
 				}
+			}
+			slices.SortFunc(pts, func(a, b *LatPoint) int { return cmp.Compare(x(a), x(b)) })
+			for _, p := range pts {
 				s.X, s.Y = append(s.X, x(p)), append(s.Y, m.get(p))
 			}
 			if len(s.X) > 0 {
