@@ -108,20 +108,6 @@ struct {
 	__type(value, __u32);
 } lat_samples SEC(".maps");
 
-static __always_inline __u16 ipv4_csum(struct iphdr *ip)
-{
-	__u16 *w = (__u16 *)ip;
-	__u32 s = 0;
-
-	ip->check = 0;
-#pragma unroll
-	for (int i = 0; i < 10; i++)
-		s += w[i];
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return ~s;
-}
-
 static __always_inline struct lat_ctl *ctl(void)
 {
 	__u32 zero = 0;

@@ -168,25 +168,10 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	res = &LatencyResult{Started: time.Now(), CPUs: runtime.NumCPU(), Size: opt.Size, Flows: opt.Flows, Rates: opt.Rates,
 		LoadRules: opt.LoadRules, Rules: opt.Rules, LightRate: opt.LightRate, Skipped: map[string]string{}}
 	res.Load[0] = loadavg()
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		res.Kernel = unix.ByteSliceToString(uts.Release[:])
-	}
-	if gone := SweepStale(); len(gone) > 0 {
-		b.say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
-	}
-	var undo []func() error
-	defer func() {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			if e := undo[i](); e != nil {
-				errs = append(errs, e)
-			}
-		}
-		if len(errs) > 0 {
-			err = errors.Join(err, fmt.Errorf("cleaning up: %w", errors.Join(errs...)))
-		}
-	}()
+	res.Kernel = kernelRelease()
+	sweepStale(b.say)
+	var undo undoSteps
+	defer undo.run(&err)
 	if b.topo, err = NewRouterTopology(); err != nil {
 		return nil, err
 	}
@@ -589,8 +574,12 @@ func (b *latBench) prepare(d latDUT, n int) error {
 			}
 			if time.Since(quiet) > 2*time.Second {
 				acc, fast, _ := d.accepted()
-				return fmt.Errorf("warm-up: %d flows sent, %s forwarded %d (%d in XDP), the sink received %d, %d answers came back",
-					sent, d.name(), acc, fast, c.Received, c.Answers)
+				why := ""
+				if x, ok := d.(*xdpfwFwdDUT); ok {
+					why = x.paths()
+				}
+				return fmt.Errorf("warm-up: %d flows sent, %s forwarded %d (%d in XDP%s), the sink received %d, %d answers came back",
+					sent, d.name(), acc, fast, why, c.Received, c.Answers)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -834,6 +823,21 @@ func (d *xdpfwFwdDUT) accepted() (uint64, uint64, error) {
 		all += c.Packets
 	}
 	return all, cs[datapath.FwdXDP].Packets, nil
+}
+
+// paths lists how xdpfw delivered what FORWARD accepted, by reason.
+func (d *xdpfwFwdDUT) paths() string {
+	cs, err := d.dp.ForwardCounters()
+	if err != nil {
+		return ": " + err.Error()
+	}
+	var out []string
+	for r, c := range cs {
+		if c.Packets != 0 {
+			out = append(out, fmt.Sprintf("%v %d", datapath.FwdReason(r), c.Packets))
+		}
+	}
+	return "; by how: " + strings.Join(out, ", ")
 }
 
 func (d *xdpfwFwdDUT) proc() (*latency.Hist, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -144,14 +143,7 @@ func latencyCharts(res *LatencyResult) []namedChart {
 // WriteLatencyReport writes dir/index.html (self-contained: the plots
 // are inside it), the plots as PNG files and dir/results.json.
 func WriteLatencyReport(dir string, res *LatencyResult) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
+	if err := writeResults(dir, res); err != nil {
 		return err
 	}
 	type plot struct {

@@ -1,17 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/xdpfw/xdpfw/internal/bench"
 )
@@ -134,24 +131,10 @@ docs/realtime.md for the method and its caveats.`,
 			if err := bench.CheckLatencyOptions(opt); err != nil {
 				return usageError{err}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := bench.Latency(ctx, opt)
-			if err != nil {
-				return err
-			}
-			res.Command = latencyCommand(cmd)
-			if report != "" {
-				if err := bench.WriteLatencyReport(report, res); err != nil {
-					return fmt.Errorf("writing the report: %w", err)
-				}
-				fmt.Fprintf(e.stderr, "report: %s/index.html\n", report)
-			}
-			if asJSON {
-				return e.printJSON(res)
-			}
-			bench.WriteLatencyTable(e.stdout, res)
-			return nil
+			return runBench(e, cmd, benchOut[*bench.LatencyResult]{report: report, asJSON: asJSON,
+				writeReport: bench.WriteLatencyReport, table: bench.WriteLatencyTable},
+				func(ctx context.Context) (*bench.LatencyResult, error) { return bench.Latency(ctx, opt) },
+				func(r *bench.LatencyResult, c string) { r.Command = c })
 		},
 	}
 	fl := cmd.Flags()
@@ -184,15 +167,4 @@ func parseRate(s string) (float64, error) {
 		return 0, fmt.Errorf("%q is not a packet rate (e.g. 2500, 10k, 1.5M)", s)
 	}
 	return v * mult, nil
-}
-
-// latencyCommand is the command line that repeats this run.
-func latencyCommand(cmd *cobra.Command) string {
-	s := "xdpfw bench latency"
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name != "json" && f.Name != "report" {
-			s += " --" + f.Name + " " + strings.Trim(f.Value.String(), "[]")
-		}
-	})
-	return s
 }
