@@ -578,8 +578,8 @@ func (b *latBench) prepare(d latDUT, n int) error {
 				if x, ok := d.(*xdpfwFwdDUT); ok {
 					why = x.paths()
 				}
-				return fmt.Errorf("warm-up: %d flows sent, %s forwarded %d (%d in XDP%s), the sink received %d, %d answers came back",
-					sent, d.name(), acc, fast, why, c.Received, c.Answers)
+				return fmt.Errorf("warm-up: %d flows sent, %s forwarded %d (%d in XDP%s), the sink received %d, %d answers came back (%d foreign frames)",
+					sent, d.name(), acc, fast, why, c.Received, c.Answers, c.Foreign)
 			}
 			time.Sleep(time.Millisecond)
 		}
