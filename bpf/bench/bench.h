@@ -1,14 +1,32 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Types shared by the macro benchmark's programs and Go (bpf2go -type). */
+/* Types shared by the benchmarks' programs and Go (bpf2go -type), and
+ * their helpers. */
 #ifndef XDPFW_BENCH_H
 #define XDPFW_BENCH_H
 
 #include <linux/types.h>
+#include <linux/ip.h>
 
 /* One CPU's count of packets a benchmark program handled. */
 struct bench_counter {
 	__u64 packets;
 	__u64 bytes;
 };
+
+/* Ones' complement sum of a 20-byte IPv4 header (no options: the Go side
+ * builds the templates), written into ip->check by the caller. */
+static __always_inline __u16 ipv4_csum(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)ip;
+	__u32 s = 0;
+
+	ip->check = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		s += w[i];
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return ~s;
+}
 
 #endif

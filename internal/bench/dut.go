@@ -39,6 +39,7 @@ var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUT
 const (
 	dutSlotDrop = 0
 	dutSlotPass = 1
+	dutSlotFwd  = 2
 )
 
 // MacroRuleSet is the benchmark's rule set of n rules in iptables-save
@@ -47,13 +48,42 @@ const (
 // each), then the one that drops it. INPUT's policy is ACCEPT, so the last
 // rule alone decides. Rules are written the way iptables-save prints them,
 // so its counter line can be found again.
-func MacroRuleSet(n int) string {
+func MacroRuleSet(n int) string { return macroShape.iptables(n) }
+
+// ruleShape is where a benchmark's rule set sits and what its rules do:
+// the macro benchmark's drop in INPUT; the latency benchmark's accept in
+// FORWARD (policy DROP), after one rule accepting the answers that come
+// back from the sink (established, in by answersIf), so that xdpfw and
+// the kernel track the connections.
+type ruleShape struct {
+	chain     string // iptables chain: INPUT or FORWARD
+	target    string // the rules' target: DROP or ACCEPT
+	policy    string // the chain's policy
+	answersIf string // FORWARD: the interface the answers come in by ("": no such rule)
+}
+
+var macroShape = ruleShape{chain: "INPUT", target: "DROP", policy: "ACCEPT"}
+
+// iptables is the rule set of n rules (plus the answers' rule) in
+// iptables-save format.
+func (s ruleShape) iptables(n int) string {
 	var b strings.Builder
-	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
-	writeNonMatching(&b, n, "-A INPUT -s %v/32 -p udp -m udp --dport %d -j DROP\n")
-	b.WriteString(lastRule + "\n")
+	pol := map[string]string{"INPUT": "ACCEPT", "FORWARD": "ACCEPT", "OUTPUT": "ACCEPT"}
+	pol[s.chain] = s.policy
+	fmt.Fprintf(&b, "*filter\n:INPUT %s [0:0]\n:FORWARD %s [0:0]\n:OUTPUT %s [0:0]\n", pol["INPUT"], pol["FORWARD"], pol["OUTPUT"])
+	if s.answersIf != "" {
+		fmt.Fprintf(&b, "-A %s -i %s -m conntrack --ctstate ESTABLISHED -j ACCEPT\n", s.chain, s.answersIf)
+	}
+	writeNonMatching(&b, n, "-A "+s.chain+" -s %v/32 -p udp -m udp --dport %d -j "+s.target+"\n")
+	b.WriteString(s.last() + "\n")
 	b.WriteString("COMMIT\n")
 	return b.String()
+}
+
+// last is the rule for the traffic from TrafficSrc, as iptables-save
+// prints it.
+func (s ruleShape) last() string {
+	return fmt.Sprintf("-A %s -s %v -p udp -m udp --dport %d -j %s", s.chain, TrafficSrc, TrafficDPort, s.target)
 }
 
 // writeNonMatching writes the n-1 rules that do not match the traffic,
@@ -93,7 +123,7 @@ func macroAims(n int) []trafficgenGenAim {
 const MaxMacroRules = 60000
 
 // lastRule drops the generated traffic.
-var lastRule = fmt.Sprintf("-A INPUT -s %v -p udp -m udp --dport %d -j DROP", TrafficSrc, TrafficDPort)
+var lastRule = macroShape.last()
 
 // dut is one device under test: an XDP program on the DUT's veth, and for
 // iptables the rules in the DUT's namespace.

@@ -25,6 +25,7 @@ type dutBenchCounter struct {
 const (
 	dutMapDutStats   = "dut_stats"
 	dutProgBenchDrop = "bench_drop"
+	dutProgBenchFwd  = "bench_fwd"
 	dutProgBenchPass = "bench_pass"
 )
 
@@ -71,6 +72,7 @@ type dutSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutProgramSpecs struct {
 	BenchDrop *ebpf.ProgramSpec `ebpf:"bench_drop"`
+	BenchFwd  *ebpf.ProgramSpec `ebpf:"bench_fwd"`
 	BenchPass *ebpf.ProgramSpec `ebpf:"bench_pass"`
 }
 
@@ -127,12 +129,14 @@ type dutVariables struct {
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutPrograms struct {
 	BenchDrop *ebpf.Program `ebpf:"bench_drop"`
+	BenchFwd  *ebpf.Program `ebpf:"bench_fwd"`
 	BenchPass *ebpf.Program `ebpf:"bench_pass"`
 }
 
 func (p *dutPrograms) Close() error {
 	return _DutClose(
 		p.BenchDrop,
+		p.BenchFwd,
 		p.BenchPass,
 	)
 }

@@ -200,27 +200,12 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 	if l1, _, _ := strings.Cut(res.Load[0], " "); parseFloat(l1) >= 1 {
 		b.say("warning: load average %s: other work will take CPU from the generator and the DUT; expect noisy results", res.Load[0])
 	}
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		res.Kernel = unix.ByteSliceToString(uts.Release[:])
-	}
-	if gone := SweepStale(); len(gone) > 0 {
-		b.say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
-	}
+	res.Kernel = kernelRelease()
+	sweepStale(b.say)
 
 	// Topology, then everything in it; undone in reverse order.
-	var undo []func() error
-	defer func() {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			if e := undo[i](); e != nil {
-				errs = append(errs, e)
-			}
-		}
-		if len(errs) > 0 {
-			err = errors.Join(err, fmt.Errorf("cleaning up: %w", errors.Join(errs...)))
-		}
-	}()
+	var undo undoSteps
+	defer undo.run(&err)
 	b.topo, err = NewTopology()
 	if err != nil {
 		return nil, err
@@ -290,7 +275,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 			res.Xdpfw = setups
 			d = x
 		case DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet:
-			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, opt.Spread)
+			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, macroShape, opt.Spread)
 			if err != nil {
 				if explicit {
 					return nil, fmt.Errorf("%s: %w", name, err)
@@ -642,4 +627,36 @@ func loadavg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+func kernelRelease() string {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(uts.Release[:])
+}
+
+// sweepStale removes what killed earlier runs left (SweepStale) and says so.
+func sweepStale(say func(format string, a ...any)) {
+	if gone := SweepStale(); len(gone) > 0 {
+		say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
+	}
+}
+
+// undoSteps are what a run set up, undone in reverse order by run.
+type undoSteps []func() error
+
+// run undoes every step, also after an error, and adds what failed to
+// *err. A pointer: `defer undo.run(&err)` sees the steps added after it.
+func (u *undoSteps) run(err *error) {
+	var errs []error
+	for i := len(*u) - 1; i >= 0; i-- {
+		if e := (*u)[i](); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		*err = errors.Join(*err, fmt.Errorf("cleaning up: %w", errors.Join(errs...)))
+	}
 }

@@ -67,14 +67,7 @@ func ratio(v float64) string {
 // (drop rate, ns/packet and ratio to the floor, against the rule count),
 // the table, and dir/results.json.
 func WriteMacroReport(dir string, res *MacroResult) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
+	if err := writeResults(dir, res); err != nil {
 		return err
 	}
 	type plot struct{ File, Alt string }
@@ -191,3 +184,15 @@ caveats (a veth is not a NIC).</p>
 <p>Raw data, every run: <a href="results.json">results.json</a>.</p>
 </body></html>
 `))
+
+// writeResults makes dir and writes res into dir/results.json.
+func writeResults(dir string, res any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644)
+}

@@ -89,19 +89,44 @@ type Iface struct {
 	Addr  netip.Prefix
 }
 
-// Topology is the generator and DUT namespaces and the veth between them.
+// Topology is the generator and DUT namespaces and the veth between them
+// (and, for a router, the sink's namespace behind the DUT).
 type Topology struct {
 	Gen, DUT       *Namespace
 	GenIf, DUTIf   Iface
 	GenCPU, DUTCPU int // where the generator and the DUT's NAPI thread run
-	cleanups       []func() error
+	// The router topology (NewRouterTopology) only: the sink's namespace,
+	// the DUT's veth towards it and the sink's end.
+	Sink            *Namespace
+	RouteIf, SinkIf Iface
+	cleanups        []func() error
 }
 
 // NewTopology creates both namespaces and the veth pair and configures
 // addresses, neighbours and sysctls (SetThreadedNAPI and NAPIThread come
 // once the DUT's veth has an XDP program). On error, whatever was made is
 // removed again; otherwise Close removes it.
-func NewTopology() (t *Topology, err error) {
+func NewTopology() (*Topology, error) { return newTopology(false) }
+
+// The router topology of `bench latency` adds a sink behind the DUT,
+// which forwards between its two veths (ip_forward on):
+//
+//	gen  xbgPID 10.200.0.1/16 <=> xbdPID 10.200.0.2/16  DUT  xbrPID 10.220.0.1/16 <=> xbsPID 10.220.0.2/16  sink
+//
+// The DUT routes the traffic's sources (TrafficSrc, and the rule sources
+// of MacroRuleSet: 10.201/16, 10.202/16) back by the generator, so the
+// sink's answers reach it.
+var (
+	routeAddr = netip.MustParsePrefix("10.220.0.1/16")
+	sinkAddr  = netip.MustParsePrefix("10.220.0.2/16")
+	genRoutes = []netip.Prefix{TrafficSrc, netip.MustParsePrefix("10.201.0.0/16"), netip.MustParsePrefix("10.202.0.0/16")}
+)
+
+// NewRouterTopology is NewTopology with the sink namespace and the DUT
+// as a router between them.
+func NewRouterTopology() (*Topology, error) { return newTopology(true) }
+
+func newTopology(router bool) (t *Topology, err error) {
 	t = &Topology{}
 	defer func() {
 		if err != nil {
@@ -118,33 +143,15 @@ func NewTopology() (t *Topology, err error) {
 	}
 	t.GenIf = Iface{Name: fmt.Sprintf("xbg%d", pid), Addr: genAddr}
 	t.DUTIf = Iface{Name: fmt.Sprintf("xbd%d", pid), Addr: dutAddr}
-
-	h, err := netlink.NewHandleAt(t.Gen.Handle)
-	if err != nil {
-		return t, fmt.Errorf("netlink in %s: %w", t.Gen.Name, err)
-	}
-	defer h.Close()
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: t.GenIf.Name, TxQLen: 1000},
-		PeerName:      t.DUTIf.Name,
-		PeerNamespace: netlink.NsFd(t.DUT.Handle),
-	}
-	if err := h.LinkAdd(veth); err != nil {
-		return t, fmt.Errorf("creating veth %s <-> %s: %w", t.GenIf.Name, t.DUTIf.Name, err)
-	}
-	t.cleanups = append(t.cleanups, func() error {
-		// Deleting one end deletes both; gone already is fine.
-		h, err := netlink.NewHandleAt(t.Gen.Handle)
-		if err != nil {
-			return err
+	nss := []*Namespace{t.Gen, t.DUT}
+	if router {
+		if t.Sink, err = t.newNamespace(fmt.Sprintf("%ssink-%d", NetNSPrefix, pid)); err != nil {
+			return t, err
 		}
-		defer h.Close()
-		l, err := h.LinkByName(t.GenIf.Name)
-		if err != nil {
-			return nil
-		}
-		return h.LinkDel(l)
-	})
+		t.RouteIf = Iface{Name: fmt.Sprintf("xbr%d", pid), Addr: routeAddr}
+		t.SinkIf = Iface{Name: fmt.Sprintf("xbs%d", pid), Addr: sinkAddr}
+		nss = append(nss, t.Sink)
+	}
 	// Reverse-path filtering off (a new namespace inherits the host's
 	// setting: the verdict must be the DUT's alone) and IPv6 off (no
 	// router solicitations or MLD reports on the veth).
@@ -154,38 +161,99 @@ func NewTopology() (t *Topology, err error) {
 		"net/ipv6/conf/all/disable_ipv6":     "1",
 		"net/ipv6/conf/default/disable_ipv6": "1",
 	}
-	if err := t.DUT.Do(func() error { return writeSysctls(nsSysctls) }); err != nil {
-		return t, err
-	}
-	if err := t.Gen.Do(func() error { return writeSysctls(nsSysctls) }); err != nil {
-		return t, err
-	}
-	if err := configure(t.Gen, &t.GenIf); err != nil {
-		return t, err
-	}
-	if err := configure(t.DUT, &t.DUTIf); err != nil {
-		return t, err
-	}
-	for _, e := range []struct {
-		ns *Namespace
-		i  *Iface
-	}{{t.Gen, &t.GenIf}, {t.DUT, &t.DUTIf}} {
-		if err := waitUp(e.ns, e.i); err != nil {
+	for _, ns := range nss {
+		if err := ns.Do(func() error { return writeSysctls(nsSysctls) }); err != nil {
 			return t, err
 		}
 	}
-	// Neighbour entries, so the stack never has to resolve anything.
-	if err := addNeigh(t.Gen, t.GenIf.Index, t.DUTIf); err != nil {
+	if router {
+		if err := t.DUT.Do(func() error { return writeSysctls(map[string]string{"net/ipv4/ip_forward": "1"}) }); err != nil {
+			return t, err
+		}
+	}
+	if err := t.addVeth(t.Gen, t.DUT, &t.GenIf, &t.DUTIf); err != nil {
 		return t, err
 	}
-	if err := addNeigh(t.DUT, t.DUTIf.Index, t.GenIf); err != nil {
-		return t, err
+	if router {
+		if err := t.addVeth(t.DUT, t.Sink, &t.RouteIf, &t.SinkIf); err != nil {
+			return t, err
+		}
+		if err := addRoutes(t.DUT, t.DUTIf.Index, t.GenIf.Addr.Addr(), genRoutes); err != nil {
+			return t, err
+		}
 	}
 	t.GenCPU, t.DUTCPU = 0, 1
 	if runtime.NumCPU() < 2 {
 		t.DUTCPU = 0
 	}
 	return t, nil
+}
+
+// addVeth creates the veth pair ai (in a) <-> bi (in b), configures both
+// ends (address, up) and adds a permanent neighbour entry for each end at
+// the other, so the stack never has to resolve anything.
+func (t *Topology) addVeth(a, b *Namespace, ai, bi *Iface) error {
+	h, err := netlink.NewHandleAt(a.Handle)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", a.Name, err)
+	}
+	defer h.Close()
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: ai.Name, TxQLen: 1000},
+		PeerName:      bi.Name,
+		PeerNamespace: netlink.NsFd(b.Handle),
+	}
+	if err := h.LinkAdd(veth); err != nil {
+		return fmt.Errorf("creating veth %s <-> %s: %w", ai.Name, bi.Name, err)
+	}
+	t.cleanups = append(t.cleanups, func() error {
+		// Deleting one end deletes both; gone already is fine.
+		h, err := netlink.NewHandleAt(a.Handle)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		l, err := h.LinkByName(ai.Name)
+		if err != nil {
+			return nil
+		}
+		return h.LinkDel(l)
+	})
+	if err := configure(a, ai); err != nil {
+		return err
+	}
+	if err := configure(b, bi); err != nil {
+		return err
+	}
+	for _, e := range []struct {
+		ns *Namespace
+		i  *Iface
+	}{{a, ai}, {b, bi}} {
+		if err := waitUp(e.ns, e.i); err != nil {
+			return err
+		}
+	}
+	if err := addNeigh(a, ai.Index, *bi); err != nil {
+		return err
+	}
+	return addNeigh(b, bi.Index, *ai)
+}
+
+// addRoutes routes each prefix in ns via gw on ifindex.
+func addRoutes(ns *Namespace, ifindex int, gw netip.Addr, prefixes []netip.Prefix) error {
+	h, err := netlink.NewHandleAt(ns.Handle)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, p := range prefixes {
+		r := &netlink.Route{LinkIndex: ifindex, Gw: gw.AsSlice(),
+			Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if err := h.RouteAdd(r); err != nil {
+			return fmt.Errorf("route %v via %v in %s: %w", p, gw, ns.Name, err)
+		}
+	}
+	return nil
 }
 
 // newNamespace creates a named namespace (lo up) and registers its removal.
@@ -326,7 +394,10 @@ func addNeigh(ns *Namespace, ifindex int, peer Iface) error {
 // attribute "threaded"; sysfs shows the devices of the network namespace
 // that mounted it, so a sysfs is mounted briefly from inside the DUT's
 // namespace in a private temporary directory.
-func (t *Topology) SetThreadedNAPI(on bool) error {
+func (t *Topology) SetThreadedNAPI(on bool) error { return setThreadedNAPI(t.DUT, t.DUTIf.Name, on) }
+
+// setThreadedNAPI switches threaded NAPI of the device name in ns.
+func setThreadedNAPI(ns *Namespace, name string, on bool) error {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sysfsPrefix, os.Getpid()))
 	if err != nil {
 		return err
@@ -336,14 +407,14 @@ func (t *Topology) SetThreadedNAPI(on bool) error {
 	if on {
 		val = "1"
 	}
-	return t.DUT.Do(func() error {
+	return ns.Do(func() error {
 		if err := unix.Mount("sysfs", dir, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("mounting sysfs of %s: %w", t.DUT.Name, err)
+			return fmt.Errorf("mounting sysfs of %s: %w", ns.Name, err)
 		}
 		defer unix.Unmount(dir, unix.MNT_DETACH)
-		f := filepath.Join(dir, "class/net", t.DUTIf.Name, "threaded")
+		f := filepath.Join(dir, "class/net", name, "threaded")
 		if err := os.WriteFile(f, []byte(val), 0o644); err != nil {
-			return fmt.Errorf("threaded NAPI on %s: %w", t.DUTIf.Name, err)
+			return fmt.Errorf("threaded NAPI on %s: %w", name, err)
 		}
 		return nil
 	})
@@ -351,8 +422,12 @@ func (t *Topology) SetThreadedNAPI(on bool) error {
 
 // NAPIThread finds the kernel thread polling the DUT's veth (threaded
 // NAPI) and pins it to DUTCPU. It returns the thread's pid.
-func (t *Topology) NAPIThread() (int, error) {
-	want := "napi/" + t.DUTIf.Name + "-"
+func (t *Topology) NAPIThread() (int, error) { return napiThread(t.DUTIf.Name, t.DUTCPU) }
+
+// napiThread finds the kernel thread polling the device name and pins it
+// to cpu.
+func napiThread(name string, cpu int) (int, error) {
+	want := "napi/" + name + "-"
 	if len(want) > 15 { // TASK_COMM_LEN - 1
 		want = want[:15]
 	}
@@ -370,13 +445,13 @@ func (t *Topology) NAPIThread() (int, error) {
 			continue
 		}
 		var set unix.CPUSet
-		set.Set(t.DUTCPU)
+		set.Set(cpu)
 		if err := unix.SchedSetaffinity(pid, &set); err != nil {
-			return 0, fmt.Errorf("pinning %s (pid %d) to CPU %d: %w", strings.TrimSpace(string(comm)), pid, t.DUTCPU, err)
+			return 0, fmt.Errorf("pinning %s (pid %d) to CPU %d: %w", strings.TrimSpace(string(comm)), pid, cpu, err)
 		}
 		return pid, nil
 	}
-	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, t.DUTIf.Name)
+	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, name)
 }
 
 // LinkStats are the DUT veth's counters (netlink).

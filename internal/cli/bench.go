@@ -28,9 +28,11 @@ its own network namespace and bpffs, and removes them.
   conntrack  established-flow vs new-flow cost with the stateful policy, and a
              full conntrack table
   edit       single edits (add, insert, delete, replace) on a large rule set:
-             time until packets see them, and the rebuild after`,
+             time until packets see them, and the rebuild after
+  latency    one-way latency and jitter of forwarded packets at paced loads
+             and rule counts, xdpfw against iptables, nftables and floors`,
 	}
-	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchConntrack(e), newBenchEdit(e))
+	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchConntrack(e), newBenchEdit(e), newBenchLatency(e))
 	return cmd
 }
 
