@@ -92,6 +92,6 @@ func tcpMSS(opts []byte) uint32 {
 func IPLenOf(p *packet.Packet) int {
 	q := *p
 	q.PadTo60 = false // the padding is no part of the IP packet
-	q.PPPoE = false // the IP packet within
+	q.PPPoE = false   // the IP packet within
 	return len(q.Bytes()) - 14 - 4*len(q.VLANs)
 }
