@@ -46,6 +46,7 @@ type Daemon struct {
 	cfg      *Config
 	metrics  *metricsServer
 	events   *forwarder
+	pppoeWhy string // why PPPoE sessions are unpaired, as last logged (refreshPPPoE)
 }
 
 // log is the daemon's logger.
@@ -113,6 +114,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer close(linksDone)
 	links, linkSet := d.watchLinks(linksDone)
 	routes := d.watchLocalRoutes(linksDone)
+	pppoe := d.watchPPPoE(linksDone)
 
 	notify("READY=1\nSTATUS=in force")
 	d.log().Info("ready")
@@ -145,6 +147,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			if err := firewall.RefreshAddrTypes(d.Paths); err != nil {
 				d.log().Warn("the local routing table changed; -m addrtype's copy not refreshed", "error", err.Error())
 			}
+		case <-pppoe:
+			d.refreshPPPoE()
 		case <-quiet:
 			quiet = nil
 			if d.tryReload(w, why) {
