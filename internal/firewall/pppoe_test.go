@@ -18,7 +18,7 @@ func TestParseProcPPPoE(t *testing.T) {
 	binary.BigEndian.PutUint16(wire[:], 0x1234)
 	host := binary.NativeEndian.Uint16(wire[:])
 	text := "Id       Address              Device\n" +
-		"0000"+hex4(host) + " 02:00:00:00:00:aa     eth1\n"
+		"0000" + hex4(host) + " 02:00:00:00:00:aa     eth1\n"
 	got, err := ParseProcPPPoE([]byte(text))
 	if err != nil {
 		t.Fatal(err)
