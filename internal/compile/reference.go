@@ -30,6 +30,9 @@ type RefPacket struct {
 	DstMAC   [6]byte
 	Tagged   bool
 	VLAN     uint16 // outermost VID when Tagged
+	// PPPoE: the packet came in a PPPoE session frame; InIface is the
+	// session's ppp device (bpf/lib/pppoe.h).
+	PPPoE    bool
 	Fragment bool   // a non-first fragment
 	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
 	Mark     uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
@@ -245,6 +248,8 @@ func RejectReason(p RefPacket, k Reject) Reason {
 	switch {
 	case p.Fragment:
 		return ReasonRejectFrag
+	case p.PPPoE: // no answer into a PPPoE session (fw_reject_xdp)
+		return ReasonRejectFail
 	case p.DstMAC[0]&1 != 0 || p.SrcMAC[0]&1 != 0 || !oneHost(p.Src) || !oneHost(p.Dst):
 		return ReasonRejectBcast
 	}
