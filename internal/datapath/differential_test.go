@@ -275,7 +275,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	var pkts []*packet.Packet
 	var ifs []string    // the device each packet arrives by, as the kernel sees it (-i)
 	var arrive []string // the device XDP sees it on
-	var states []int // the connection each packet is traced in (datapath.AssumeConn)
+	var states []int    // the connection each packet is traced in (datapath.AssumeConn)
 	conn := func() int {
 		info := uint8(r.UintN(16)) // the status bits
 		if chance(r, 40) {
