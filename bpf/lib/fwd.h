@@ -70,12 +70,13 @@ static __always_inline int fw_fwd_martian6(const __u64 *src, const __u64 *dst)
 }
 
 /* fw_fwd_why is FW_FWD_XDP when the fast path can send the packet as the
- * kernel would, else the first reason it cannot, in this order. tx: the
- * PPPoE session of the egress device, when it is a ppp device xdpfw
- * knows (lib/pppoe.h). The IP header is at p->l3_off: 14 past the VLAN
- * test, or past a PPPoE session header (and its tags). */
+ * kernel would, else the first reason it cannot, in this order; with
+ * FW_FWD_XDP, *tx is the PPPoE session of the egress device when that is
+ * a ppp device xdpfw knows (lib/pppoe.h), else left NULL. The IP header
+ * is at p->l3_off: 14 past the VLAN test, or past a PPPoE session header
+ * (and its tags). */
 static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop,
-					const struct fw_pppoe_out *tx)
+					const struct fw_pppoe_out **tx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -122,23 +123,30 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 			return FW_FWD_TTL;
 	}
 	__u32 why = hop->why;
-	/* a ppp device has no neighbours: its session names the peer */
-	if (tx && why == FW_FWD_NO_NEIGH)
-		why = FW_FWD_XDP;
-	if (why != FW_FWD_XDP) /* what the FIB said: unrouted, MTU, no neighbour */
+	if (why != FW_FWD_XDP && why != FW_FWD_NO_NEIGH) /* what the FIB said: unrouted, MTU */
 		return why;
-	if (p->oifindex == p->ifindex) /* the devices as the kernel sees them: a ppp device, not its Ethernet's */
+	__u32 oif = p->oifindex;
+	/* the devices as the kernel sees them: a ppp device, not its Ethernet's */
+	__u32 hairpin = oif == p->ifindex;
+	if (why == FW_FWD_XDP && bpf_map_lookup_elem(&fw_fwd_ports, &oif))
+		return hairpin ? FW_FWD_HAIRPIN : FW_FWD_XDP;
+	/* Not a device the fast path sends on: a ppp device whose PPPoE
+	 * session xdpfw knows? It has no neighbours (the session names the
+	 * peer): NO_NEIGH does not matter there. Asked only here, so plain
+	 * forwarding pays nothing for it. */
+	const struct fw_pppoe_out *t = fw_pppoe_tx_of(oif);
+	if (!t)
+		return why != FW_FWD_XDP ? why : hairpin ? FW_FWD_HAIRPIN : FW_FWD_NOT_ATTACHED;
+	if (hairpin)
 		return FW_FWD_HAIRPIN;
-	__u32 oif = hop->ifindex;
-	if (tx) {
-		/* the FIB checked the ppp device's MTU; the frame must fit the
-		 * Ethernet device's too. No device: a session over a VLAN. */
-		if (!tx->ifindex || p->l3_len > tx->mtu)
-			return FW_FWD_PPPOE;
-		oif = tx->ifindex;
-	}
+	/* the FIB checked the ppp device's MTU; the frame must fit the
+	 * Ethernet device's too. No device: a session over a VLAN. */
+	if (!t->ifindex || p->l3_len > t->mtu)
+		return FW_FWD_PPPOE;
+	oif = t->ifindex;
 	if (!bpf_map_lookup_elem(&fw_fwd_ports, &oif))
 		return FW_FWD_NOT_ATTACHED;
+	*tx = t;
 	return FW_FWD_XDP;
 }
 
@@ -176,8 +184,8 @@ __noinline int fw_fwd_xdp(struct xdp_md *ctx, const struct fw_pkt *p, const stru
 
 	const struct fw_config *cfg = fw_config();
 	__u64 bytes = ctx->data_end - ctx->data;
-	const struct fw_pppoe_out *tx = fw_pppoe_tx_of(p->oifindex);
-	__u32 why = cfg && cfg->forward_stack ? FW_FWD_STACK : fw_fwd_why(ctx, p, hop, tx);
+	const struct fw_pppoe_out *tx = NULL;
+	__u32 why = cfg && cfg->forward_stack ? FW_FWD_STACK : fw_fwd_why(ctx, p, hop, &tx);
 	if (why == FW_FWD_XDP)
 		why = fw_fwd_kernel(p);
 
