@@ -80,44 +80,40 @@ func (d *Datapath) SetPPPoE(ss []PPPoESession) error {
 	if len(rx) > int(d.pppoeRx.MaxEntries()) {
 		return fmt.Errorf("%d PPPoE sessions; xdpfw's table holds %d", len(rx), d.pppoeRx.MaxEntries())
 	}
-	for k, v := range rx {
-		if err := d.pppoeRx.Put(k, v); err != nil {
-			return fmt.Errorf("PPPoE sessions: adding session %d: %w", htons(k.Sid), err)
-		}
+	if err := syncHash(d.pppoeRx, rx); err != nil {
+		return fmt.Errorf("PPPoE sessions (fw_pppoe_rx): %w", err)
 	}
-	for k, v := range tx {
-		if err := d.pppoeTx.Put(k, v); err != nil {
-			return fmt.Errorf("PPPoE sessions: adding ppp device %d: %w", k, err)
+	if err := syncHash(d.pppoeTx, tx); err != nil {
+		return fmt.Errorf("PPPoE sessions (fw_pppoe_tx): %w", err)
+	}
+	return nil
+}
+
+// syncHash makes hash map m hold exactly want: every entry of want
+// written first, then the others removed.
+func syncHash[K comparable, V any](m *ebpf.Map, want map[K]V) error {
+	for k, v := range want {
+		if err := m.Put(k, v); err != nil {
+			return fmt.Errorf("adding %v: %w", k, err)
 		}
 	}
 	var (
-		rk    xdpfwFwPppoeKey
-		rv    uint32
-		stale []xdpfwFwPppoeKey
+		k     K
+		v     V
+		stale []K
 	)
-	for it := d.pppoeRx.Iterate(); it.Next(&rk, &rv); {
-		if _, ok := rx[rk]; !ok {
-			stale = append(stale, rk)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if _, ok := want[k]; !ok {
+			stale = append(stale, k)
 		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading: %w", err)
 	}
 	for _, k := range stale {
-		if err := d.pppoeRx.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("PPPoE sessions: removing session %d: %w", htons(k.Sid), err)
-		}
-	}
-	var (
-		tk     uint32
-		tv     xdpfwFwPppoeOut
-		staleT []uint32
-	)
-	for it := d.pppoeTx.Iterate(); it.Next(&tk, &tv); {
-		if _, ok := tx[tk]; !ok {
-			staleT = append(staleT, tk)
-		}
-	}
-	for _, k := range staleT {
-		if err := d.pppoeTx.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("PPPoE sessions: removing ppp device %d: %w", k, err)
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("removing %v: %w", k, err)
 		}
 	}
 	return nil
