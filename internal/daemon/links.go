@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -158,12 +159,14 @@ func (d *Daemon) watchPPPoE(done <-chan struct{}) <-chan struct{} {
 }
 
 // refreshPPPoE writes the kernel's PPPoE sessions into the data plane,
-// logging why any are left unpaired when that changes.
-func (d *Daemon) refreshPPPoE() {
-	why, err := firewall.RefreshPPPoE(d.Paths)
+// logging why any are left unpaired when that changes. It reports whether
+// the sessions' ppp devices changed (a reconnect makes a new device):
+// `-i ppp0` must then be compiled again.
+func (d *Daemon) refreshPPPoE() bool {
+	ss, why, err := firewall.RefreshPPPoE(d.Paths)
 	if err != nil {
 		d.log().Warn("PPPoE sessions changed; the data plane's copy not refreshed", "error", err.Error())
-		return
+		return false
 	}
 	if s := strings.Join(why, "; "); s != d.pppoeWhy {
 		d.pppoeWhy = s
@@ -171,4 +174,17 @@ func (d *Daemon) refreshPPPoE() {
 			d.log().Warn("PPPoE sessions not paired with their ppp devices", "why", s)
 		}
 	}
+	devs := pppoeDevices(ss)
+	changed := devs != d.pppoeDevs
+	d.pppoeDevs = devs
+	return changed
+}
+
+// pppoeDevices names the sessions' ppp devices with their ifindexes.
+func pppoeDevices(ss []datapath.PPPoESession) string {
+	var b strings.Builder
+	for _, s := range ss {
+		fmt.Fprintf(&b, "%s=%d ", s.PPPName, s.PPP)
+	}
+	return b.String()
 }

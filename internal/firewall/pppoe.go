@@ -167,21 +167,23 @@ func refreshPPPoE(dp *datapath.Datapath) error {
 
 // RefreshPPPoE brings the data plane's copy of the kernel's PPPoE
 // sessions up to date (the daemon calls it when a ppp device comes or
-// goes, and every few seconds), with no lock: it changes no rule, and the
-// last writer writes the sessions as they are then. It returns why
-// sessions are left unpaired.
-func RefreshPPPoE(p Paths) ([]string, error) {
+// goes, and when /proc/net/pppoe changes), with no lock: it changes no
+// rule, and the last writer writes the sessions as they are then. It
+// returns the sessions and why any are left unpaired. A session's ppp
+// device that is new (a reconnect makes a new one) is a name -i rules
+// resolve against (state.ifaceNames): the caller compiles them again.
+func RefreshPPPoE(p Paths) ([]datapath.PPPoESession, []string, error) {
 	dp, err := datapath.Open(p.PinDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer dp.Close()
 	ss, why, err := PPPoESessions()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if n, _ := dp.PPPoESessions(); n < 0 {
-		return why, nil
+		return ss, why, nil
 	}
-	return why, dp.SetPPPoE(ss)
+	return ss, why, dp.SetPPPoE(ss)
 }
