@@ -381,10 +381,12 @@ func Matches(m *rules.Match, p RefPacket) bool {
 // it, broadcast for ff:ff:ff:ff:ff:ff, multicast for the group bit, else to
 // this host (a frame for another host's MAC never reaches iptables); in
 // OUTPUT always to this host (PACKET_HOST: Linux marks the broadcast and
-// multicast copies it sends later). The twin of lib/classify.h fw_pkttype.
+// multicast copies it sends later); a PPPoE session's packet always to
+// this host (the ppp device's receive path makes it PACKET_HOST). The twin
+// of lib/classify.h fw_pkttype.
 func PktTypeOf(p *RefPacket) uint8 {
 	switch {
-	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0:
+	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0 || p.PPPoE:
 		return rules.PktHost
 	case p.DstMAC == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}:
 		return rules.PktBroadcast

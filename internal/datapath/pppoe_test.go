@@ -34,7 +34,8 @@ func pppoePkt(p *packet.Packet, sid uint16, vlans ...uint16) *packet.Packet {
 // IP; a frame of no session the data plane knows is dropped
 // (pppoe-session-unknown), as pppoe_rcv drops it; a PPPoE length past the
 // frame is malformed, and so is an IP packet longer than the PPPoE
-// payload; REJECT cannot answer into a session: dropped, reject-failed.
+// payload; REJECT cannot answer into a session: dropped, reject-failed;
+// -m pkttype is unicast whatever the frame's MAC, as the ppp device makes it.
 func TestPPPoEParse(t *testing.T) {
 	f := newFixture(t)
 	// veth0 stands for the ppp device of the session on eth0 (this
@@ -42,8 +43,9 @@ func TestPPPoEParse(t *testing.T) {
 	f.installText("-A INPUT -i veth0 -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n" +
 		"-A INPUT -i eth0 -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n" +
 		"-A INPUT -i veth0 -s 10.1.2.3 -p udp --dport 99 -j REJECT\n" +
-		"-A INPUT -s 10.1.2.3 -j DROP\n")
-	viaPPP, viaEth, reject := f.ids[0], f.ids[1], f.ids[2]
+		"-A INPUT -s 10.1.2.3 -j DROP\n" +
+		"-A INPUT -i veth0 -s 10.1.2.4 -m pkttype --pkt-type unicast -j ACCEPT\n")
+	viaPPP, viaEth, reject, unicast := f.ids[0], f.ids[1], f.ids[2], f.ids[4]
 	eth0, ppp := int(f.ifaces["eth0"]), int(f.ifaces["veth0"])
 	sess := func(sid uint16, vlans ...uint16) datapath.PPPoESession {
 		return datapath.PPPoESession{PPP: ppp, PPPName: "veth0", Dev: eth0, DevName: "eth0", VLANs: vlans, SID: sid,
@@ -95,6 +97,11 @@ func TestPPPoEParse(t *testing.T) {
 		{"discovery (PADI): the kernel's", padi.Bytes(), 0, datapath.XDPPass, compile.ReasonNotIP},
 		{"PPPoE length past the frame", long, 0, datapath.XDPDrop, compile.ReasonBadPPPoE},
 		{"IP packet past the PPPoE payload", short, 0, datapath.XDPDrop, compile.ReasonBadIPv4},
+		{"broadcast MAC: unicast on the ppp device", func() []byte {
+			p := pppoePkt(v4pkt(17, "10.1.2.4", "10.9.9.9", 1, 53), pppoeSID)
+			p.DstMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+			return p.Bytes()
+		}(), unicast, datapath.XDPPass, compile.ReasonRuleAccept},
 		{"REJECT: no answer into a session", pppoePkt(v4pkt(17, "10.1.2.3", "10.9.9.9", 1, 99), pppoeSID).Bytes(), reject,
 			datapath.XDPDrop, compile.ReasonRejectFail},
 	} {
