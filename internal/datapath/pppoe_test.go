@@ -242,9 +242,14 @@ func TestPPPoEForward(t *testing.T) {
 		}
 		return out
 	}
+	// wantCount waits (2 s at most) for a packet to be counted, then
+	// checks it was, under how alone
 	wantCount := func(what string, before [datapath.NumFwdReasons]uint64, how datapath.FwdReason) {
 		t.Helper()
 		after := counts()
+		for deadline := time.Now().Add(2 * time.Second); after == before && time.Now().Before(deadline); after = counts() {
+			time.Sleep(10 * time.Millisecond)
+		}
 		for r := range after {
 			if d, w := after[r]-before[r], map[bool]uint64{true: 1}[datapath.FwdReason(r) == how]; d != w {
 				t.Errorf("%s: forwarded %s: %d packets, want %d", what, datapath.FwdReason(r), d, w)
@@ -267,8 +272,7 @@ func TestPPPoEForward(t *testing.T) {
 		what := func(s string) string { return fam.far + ": " + s }
 
 		c0 := counts()
-		sendRaw(t, lan, cli.Index, out("first", 64).Bytes())
-		time.Sleep(50 * time.Millisecond) // the kernel's: nothing comes out where it could be seen
+		sendRaw(t, lan, cli.Index, out("first", 64).Bytes()) // the kernel's: nothing comes out where it could be seen
 		wantCount(what("first datagram, no answer yet"), c0, datapath.FwdKernelCT)
 
 		// the answer: decapsulated, to the client
@@ -296,7 +300,6 @@ func TestPPPoEForward(t *testing.T) {
 		// TTL 1 from the WAN: the kernel's (time exceeded)
 		c0 = counts()
 		sendRaw(t, isp, ac.Index, in("ttl", 1).Bytes())
-		time.Sleep(50 * time.Millisecond)
 		wantCount(what("TTL 1"), c0, datapath.FwdTTL)
 	}
 
@@ -314,7 +317,6 @@ func TestPPPoEForward(t *testing.T) {
 		p := &packet.Packet{SrcMAC: mac(cli.MAC), DstMAC: mac(lanR.MAC), Src: netip.MustParseAddr("10.200.1.2"),
 			Dst: netip.MustParseAddr("203.0.113.7"), Proto: packet.ProtoUDP, SPort: 4000, DPort: 5000, Payload: make([]byte, 100)}
 		sendRaw(t, lan, cli.Index, p.Bytes())
-		time.Sleep(50 * time.Millisecond)
 		wantCount(tc.name, c0, datapath.FwdPPPoE)
 	}
 }
