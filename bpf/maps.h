@@ -291,6 +291,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_fwd_stats SEC(".maps");
 
+/* PPPoE sessions the kernel has, as its pppoe_rcv finds them: the ppp
+ * device (ifindex) whose packets a session frame carries (lib/pppoe.h).
+ * Written by the control plane from /proc/net/pppoe (datapath.SetPPPoE). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct fw_pppoe_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_pppoe_rx SEC(".maps");
+
+/* The same sessions by ppp device, as its pppoe_xmit sends them: what the
+ * fast path needs to send a packet the FIB routes to that device. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct fw_pppoe_out);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_pppoe_tx SEC(".maps");
+
 /* Settings written by the control plane (slot 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

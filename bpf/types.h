@@ -69,6 +69,8 @@ enum fw_reason {
 	FW_R_REJECT_FAIL,       /* REJECT answer could not be built (no headroom, resize refused): dropped */
 	FW_R_FRAG_UNKNOWN,      /* a later fragment of a datagram whose first fragment was not seen (or expired): dropped */
 	FW_R_FRAG_OVERLAP,      /* a later fragment overlapping its datagram's first fragment (and the rest of that datagram): dropped */
+	FW_R_BAD_PPPOE,         /* PPPoE session frame: truncated header, or its length past the frame (pppoe_rcv drops it) */
+	FW_R_PPPOE_SESSION,     /* PPPoE session frame carrying IP of a session xdpfw does not know (lib/pppoe.h): dropped */
 	FW_NUM_REASONS,
 };
 
@@ -139,6 +141,8 @@ enum fw_pkttype {
 			      * maybe this host's own REJECT answer (fw_reject_own_answer) */
 #define FW_PKT_RT       0x40 /* rt_type, rt_segsleft, rt_hdrlen hold the first IPv6 routing header's (lib/exthdr.h) */
 #define FW_PKT_MSS      0x80 /* mss holds TCP's MSS option (lib/exthdr.h) */
+#define FW_PKT_PPPOE    0x20 /* a PPPoE session frame carrying IP: l3_off is past the PPPoE header, ifindex
+			      * the session's ppp device (lib/pppoe.h) */
 
 /* TCP header flag bits (fw_pkt.tcp_flags). */
 #define FW_TCP_FIN 0x01
@@ -646,7 +650,30 @@ enum fw_fwd_reason {
 	FW_FWD_KERNEL_NAT,    /* the kernel's conntrack translates the connection (its nat table): only the kernel can send it */
 	FW_FWD_KERNEL_CT,     /* no answer of the connection has come back untranslated yet: the kernel, which may
 			       * translate it (its nat table), forwards it (lib/fwd.h fw_fwd_kernel) */
+	FW_FWD_PPPOE,         /* the egress is a ppp device whose PPPoE session XDP cannot send on: not learnt, over
+			       * a VLAN, or the frame is bigger than the Ethernet device under it takes (lib/pppoe.h) */
 	FW_NUM_FWD,
+};
+
+/* Key of fw_pppoe_rx: a PPPoE session as the kernel's pppoe_rcv finds
+ * it (the device, the session id, the peer's MAC), with the VLAN tags in
+ * front of the PPPoE header when the session runs on a VLAN device.
+ * Written by the control plane from /proc/net/pppoe (docs/pppoe.md). */
+struct fw_pppoe_key {
+	__u32  ifindex;  /* the device xdpfw runs on (a VLAN device's lower device) */
+	__u16  vlan[2];  /* VIDs of the tags, outermost first; 0: no tag */
+	__u8   peer[6];  /* the access concentrator's MAC: the frame's source */
+	__be16 sid;      /* the session id, as on the wire */
+};
+
+/* Value of fw_pppoe_tx, keyed by a ppp device's ifindex: how the kernel's
+ * pppoe_xmit sends that device's packets. */
+struct fw_pppoe_out {
+	__u8   peer[6];  /* destination: the access concentrator's MAC */
+	__u8   mac[6];   /* source: the Ethernet device's own MAC */
+	__u32  ifindex;  /* the Ethernet device the frames leave by (untagged) */
+	__be16 sid;      /* the session id, as on the wire */
+	__u16  mtu;      /* the most IP bytes one frame there carries: the device's MTU less the 8 of PPPoE and PPP */
 };
 
 /* Data-plane settings, one array slot, written by the control plane. The

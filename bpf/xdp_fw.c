@@ -128,7 +128,8 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	__u32 rx_vlan = h->rx_vlan;
 	h->rx_vlan = 0;
 
-	rc = fw_parse(data, data_end, bytes, rx_vlan, pp);
+	pp->ifindex = ctx->ingress_ifindex; /* a PPPoE session's: its ppp device (lib/pppoe.h) */
+	rc = fw_parse(data, data_end, bytes, rx_vlan, pp, 1);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, pp);
@@ -152,7 +153,6 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	pp->ifindex = ctx->ingress_ifindex;
 	pp->chain = fw_ingress_chain(ctx, pp, &h->hop);
 	/* iptables' FORWARD sees the TTL (hop limit) ip_forward /
 	 * ip6_forward has already decremented: -m ttl / -m hl test that */

@@ -117,6 +117,12 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 					fmt.Fprintf(e.stdout, "  forwarded %-14s %-13s %12d pkts %14d bytes\n", how, r, c.Packets, c.Bytes)
 				}
 			}
+			for _, p := range fwd.PPPoE {
+				fmt.Fprintf(e.stdout, "  pppoe %s (docs/pppoe.md)\n", p)
+			}
+			for _, w := range fwd.PPPoEUnpaired {
+				fmt.Fprintf(e.stdout, "  pppoe: %s\n", w)
+			}
 			if s.Sets > 0 {
 				fmt.Fprintf(e.stdout, "named sets: %d with %d elements (all sets together hold at most %d; xdpfw set list)\n",
 					s.Sets, s.SetElems, datapath.MaxSetElems)

@@ -30,6 +30,9 @@ type RefPacket struct {
 	DstMAC   [6]byte
 	Tagged   bool
 	VLAN     uint16 // outermost VID when Tagged
+	// PPPoE: the packet came in a PPPoE session frame; InIface is the
+	// session's ppp device (bpf/lib/pppoe.h).
+	PPPoE    bool
 	Fragment bool   // a non-first fragment
 	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
 	Mark     uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
@@ -245,6 +248,8 @@ func RejectReason(p RefPacket, k Reject) Reason {
 	switch {
 	case p.Fragment:
 		return ReasonRejectFrag
+	case p.PPPoE: // no answer into a PPPoE session (fw_reject_xdp)
+		return ReasonRejectFail
 	case p.DstMAC[0]&1 != 0 || p.SrcMAC[0]&1 != 0 || !oneHost(p.Src) || !oneHost(p.Dst):
 		return ReasonRejectBcast
 	}
@@ -376,10 +381,12 @@ func Matches(m *rules.Match, p RefPacket) bool {
 // it, broadcast for ff:ff:ff:ff:ff:ff, multicast for the group bit, else to
 // this host (a frame for another host's MAC never reaches iptables); in
 // OUTPUT always to this host (PACKET_HOST: Linux marks the broadcast and
-// multicast copies it sends later). The twin of lib/classify.h fw_pkttype.
+// multicast copies it sends later); a PPPoE session's packet always to
+// this host (the ppp device's receive path makes it PACKET_HOST). The twin
+// of lib/classify.h fw_pkttype.
 func PktTypeOf(p *RefPacket) uint8 {
 	switch {
-	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0:
+	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0 || p.PPPoE:
 		return rules.PktHost
 	case p.DstMAC == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}:
 		return rules.PktBroadcast

@@ -122,6 +122,8 @@ type Datapath struct {
 	latency     *ebpf.Map // fw_latency: processing-time histograms, per CPU
 	fwdPorts    *ebpf.Map // fw_fwd_ports: the devices the forwarding fast path may redirect to
 	fwdStats    *ebpf.Map // fw_fwd_stats: FORWARD-accepted packets by delivery (fwd.go)
+	pppoeRx     *ebpf.Map // fw_pppoe_rx: PPPoE sessions by Ethernet device, id and peer (pppoe.go)
+	pppoeTx     *ebpf.Map // fw_pppoe_tx: the same by ppp device
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
@@ -162,6 +164,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
 		latPin: &d.latSample, "fw_latency": &d.latency,
 		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
+		"fw_pppoe_rx": &d.pppoeRx, "fw_pppoe_tx": &d.pppoeTx,
 	}
 }
 
@@ -286,6 +289,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		latency:     objs.FwLatency,
 		fwdPorts:    objs.FwFwdPorts,
 		fwdStats:    objs.FwFwdStats,
+		pppoeRx:     objs.FwPppoeRx,
+		pppoeTx:     objs.FwPppoeTx,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
 		rxvlan:      rxvlan,
@@ -526,7 +531,8 @@ func pinsWithPrefix(dir, prefix string) []string {
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
-	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true}
+	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true,
+	"fw_pppoe_rx": true, "fw_pppoe_tx": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

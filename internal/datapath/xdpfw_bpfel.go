@@ -274,6 +274,23 @@ type xdpfwFwNode struct {
 	Child  [8]uint32
 }
 
+type xdpfwFwPppoeKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Vlan    [2]uint16
+	Peer    [6]uint8
+	Sid     uint16
+}
+
+type xdpfwFwPppoeOut struct {
+	_       structs.HostLayout
+	Peer    [6]uint8
+	Mac     [6]uint8
+	Ifindex uint32
+	Sid     uint16
+	Mtu     uint16
+}
+
 type xdpfwFwRecentEntry struct {
 	_       structs.HostLayout
 	Stamps  [32]uint64
@@ -487,6 +504,8 @@ const (
 	xdpfwMapFwLogScratch          = "fw_log_scratch"
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNodes               = "fw_nodes"
+	xdpfwMapFwPppoeRx             = "fw_pppoe_rx"
+	xdpfwMapFwPppoeTx             = "fw_pppoe_tx"
 	xdpfwMapFwRaw                 = "fw_raw"
 	xdpfwMapFwReasonStats         = "fw_reason_stats"
 	xdpfwMapFwRecent              = "fw_recent"
@@ -596,6 +615,8 @@ type xdpfwMapSpecs struct {
 	FwLogScratch     *ebpf.MapSpec `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwPppoeRx        *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
+	FwPppoeTx        *ebpf.MapSpec `ebpf:"fw_pppoe_tx"`
 	FwRaw            *ebpf.MapSpec `ebpf:"fw_raw"`
 	FwReasonStats    *ebpf.MapSpec `ebpf:"fw_reason_stats"`
 	FwRecent         *ebpf.MapSpec `ebpf:"fw_recent"`
@@ -673,6 +694,8 @@ type xdpfwMaps struct {
 	FwLogScratch     *ebpf.Map `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
+	FwPppoeRx        *ebpf.Map `ebpf:"fw_pppoe_rx"`
+	FwPppoeTx        *ebpf.Map `ebpf:"fw_pppoe_tx"`
 	FwRaw            *ebpf.Map `ebpf:"fw_raw"`
 	FwReasonStats    *ebpf.Map `ebpf:"fw_reason_stats"`
 	FwRecent         *ebpf.Map `ebpf:"fw_recent"`
@@ -719,6 +742,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogScratch,
 		m.FwLogStats,
 		m.FwNodes,
+		m.FwPppoeRx,
+		m.FwPppoeTx,
 		m.FwRaw,
 		m.FwReasonStats,
 		m.FwRecent,

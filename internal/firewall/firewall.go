@@ -633,6 +633,11 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 		*f.st = prev
 		return nil, err
 	}
+	// the kernel's PPPoE sessions, whose frames the parser opens
+	if err := refreshPPPoE(f.dp); err != nil {
+		*f.st = prev
+		return nil, err
+	}
 	if err := f.installTables(tables, recs, rs); err != nil {
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
 		f.st.CTTCPPickup, f.st.RejectGlobalRate, f.st.CTKernelNAT = prev.CTTCPPickup, prev.RejectGlobalRate, prev.CTKernelNAT

@@ -3,8 +3,10 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -262,14 +264,23 @@ func policiesOf(rs *rules.RuleSet) *rules.RuleSet {
 }
 
 // ifaceNames is what -i and -o names resolve against: the attached
-// interfaces (-i, OUTPUT's -o) and every interface of this host (FORWARD's
-// -o), as they are now.
+// interfaces (-i, OUTPUT's -o) and the ppp devices of the PPPoE sessions
+// on them (-i: packets arrive by those too, docs/pppoe.md), and every
+// interface of this host (FORWARD's -o), as they are now.
 func (st *state) ifaceNames() (compile.Names, error) {
 	host, err := hostIfaces()
 	if err != nil {
 		return compile.Names{}, err
 	}
-	return compile.Names{Attached: st.ifaceIndexes(), Host: host}, nil
+	att := st.ifaceIndexes()
+	if ss, _, err := PPPoESessions(); err == nil {
+		for _, s := range ss {
+			if slices.Contains(slices.Collect(maps.Values(att)), uint32(s.Dev)) {
+				att[s.PPPName] = uint32(s.PPP)
+			}
+		}
+	}
+	return compile.Names{Attached: att, Host: host}, nil
 }
 
 // outBinding is what FORWARD's -o names of rs resolve to among host's

@@ -411,6 +411,10 @@ type ForwardStatus struct {
 	Mode     datapath.ForwardMode        `json:"mode"`
 	Ports    []string                    `json:"ports"`
 	Counters map[string]datapath.Counter `json:"counters"`
+	// PPPoE are the PPPoE sessions the data plane knows (docs/pppoe.md),
+	// by ppp device; PPPoEUnpaired says why the kernel's are not there.
+	PPPoE         []string `json:"pppoe_sessions,omitempty"`
+	PPPoEUnpaired []string `json:"pppoe_unpaired,omitempty"`
 }
 
 // LogStatus is logging's settings in force and its counters.
@@ -665,6 +669,12 @@ func (f *Firewall) forwardStatus() (ForwardStatus, error) {
 	}
 	for r, c := range fc {
 		s.Counters[datapath.FwdReason(r).String()] = c
+	}
+	if ss, why, err := PPPoESessions(); err == nil {
+		for _, p := range ss {
+			s.PPPoE = append(s.PPPoE, fmt.Sprintf("%s: session %d on %s, peer %s", p.PPPName, p.SID, p.DevName, p.Peer))
+		}
+		s.PPPoEUnpaired = why
 	}
 	return s, nil
 }

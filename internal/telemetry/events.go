@@ -307,6 +307,9 @@ func writePacket(b *strings.Builder, data []byte, n int) {
 // LEN=; Ethernet padding does not count). DecodeCut found the IP header.
 func ipLen(data []byte, p packet.Packet) int {
 	l3 := 14 + 4*len(p.VLANs)
+	if p.PPPoE {
+		l3 += 8 // the session header and the PPP protocol
+	}
 	if p.Src.Is4() {
 		return int(binary.BigEndian.Uint16(data[l3+2:]))
 	}
