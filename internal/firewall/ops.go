@@ -26,6 +26,9 @@ func (f *Firewall) clone() (*rules.RuleSet, error) {
 		Policies: append([]rules.Policy(nil), rs.Policies...),
 		Raw:      append([]rules.Rule(nil), rs.Raw...),
 		Chains:   append([]rules.ChainDecl(nil), rs.Chains...),
+		Priority: append([]rules.Rule(nil), rs.Priority...),
+
+		PriorityPolicy: rs.PriorityPolicy,
 	}, nil
 }
 
@@ -115,7 +118,7 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 		return nil, fmt.Errorf("a policy is ACCEPT or DROP, not %s", v)
 	}
 	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v}),
-		Raw: f.rs.policies.Raw, Chains: f.rs.policies.Chains}
+		Raw: f.rs.policies.Raw, Chains: f.rs.policies.Chains, Priority: f.rs.policies.Priority, PriorityPolicy: f.rs.policies.PriorityPolicy}
 	if !f.rs.base.compiled { // rules read from an older state: compile them all
 		full, err := f.clone()
 		if err != nil {
@@ -277,6 +280,9 @@ type Listing struct {
 	Policies   []PolicyInfo `json:"policies"`
 	// Raw are the raw table's NOTRACK rules in force, in order.
 	Raw []string `json:"raw,omitempty"`
+	// Priority is the xdpfw-priority table in force, as native lines
+	// (its policy, when HIGH, then its rules in order).
+	Priority []string `json:"priority,omitempty"`
 	// Chains are the user-defined chains, by name (their rules are in
 	// Rules, chain by chain, after those of the built-in chains).
 	Chains []string `json:"chains"`
@@ -287,6 +293,9 @@ func (f *Firewall) List() (*Listing, error) {
 	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}, Chains: []string{}}
 	for _, r := range f.rs.policies.Raw {
 		l.Raw = append(l.Raw, r.String())
+	}
+	if pol := f.rs.policies; pol.PriorityOn() {
+		l.Priority = strings.Split(strings.TrimSuffix((&rules.RuleSet{Priority: pol.Priority, PriorityPolicy: pol.PriorityPolicy}).String(), "\n"), "\n")
 	}
 	ls, err := f.dp.LogStats()
 	if err != nil {
@@ -374,6 +383,9 @@ func (l *Listing) Save() string {
 	}
 	for _, r := range l.Rules {
 		b.WriteString(r.Rule + "\n")
+	}
+	for _, r := range l.Priority {
+		b.WriteString(r + "\n")
 	}
 	return b.String()
 }
