@@ -513,7 +513,7 @@ func inPorts(rs []rules.PortRange, port uint16) bool {
 }
 
 // PriorityOf is the class the xdpfw-priority table gives p, a packet
-// arriving (its chain and connection state are not looked at): the
+// as it arrives (its chain and connection state are not looked at): the
 // verdict of the first priority rule that matches it, else the table's
 // policy; VerdictHigh for every packet when the table is off (nothing is
 // handed elsewhere). Fragments are BULK: a datagram's fragments are
@@ -525,6 +525,7 @@ func PriorityOf(rs *rules.RuleSet, p RefPacket) rules.Verdict {
 	if p.Fragment || p.FirstFragment {
 		return rules.VerdictBulk
 	}
+	p.Chain = rules.ChainPriority // as it arrives: a FORWARD packet's TTL is not decremented yet
 	for i := range rs.Priority {
 		if r := &rs.Priority[i]; Matches(&r.Match, p) {
 			return r.Target.Verdict

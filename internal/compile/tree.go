@@ -1029,16 +1029,18 @@ func group(bx *box, v6 bool) int {
 }
 
 // buildTrees fills t.Nodes, t.Leaves and t.Roots from t.Entries.
-func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) {
+func buildTrees(t *Tables, pol *rules.RuleSet, opts treeOpts) (TreeStats, error) {
 	b := &treeBuilder{t: t, rnd: rand.New(rand.NewPCG(1, 2)), treeOpts: opts}
 	type ebox struct {
 		boxes []box
 		exact bool
 	}
-	eb := make([]ebox, len(t.Entries))
-	t.Ranges = make([]Ranges, len(t.Entries))
-	for i := range t.Entries {
-		eb[i].boxes, eb[i].exact = entryBoxes(&t.Entries[i])
+	// The priority table's entries follow the rules' (Tables.Prio).
+	n := len(t.Entries) + len(t.Prio)
+	eb := make([]ebox, n)
+	t.Ranges = make([]Ranges, n)
+	for i := range n {
+		eb[i].boxes, eb[i].exact = entryBoxes(t.entryAt(uint32(i)))
 		t.Ranges[i] = boxRanges(eb[i].boxes, eb[i].exact)
 	}
 	groups := 0
@@ -1061,7 +1063,7 @@ func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) 
 				}
 			}
 			r := Root{RuleID: PolicyID(uint8(c), v6 == 1), Action: ActAccept, Reason: ReasonPolicyAccept}
-			if rs.PolicyFor(c, fam) == rules.VerdictDrop {
+			if pol.PolicyFor(c, fam) == rules.VerdictDrop {
 				r.Action, r.Reason = ActDrop, ReasonPolicyDrop
 			}
 			for g := range r.Groups {
@@ -1078,6 +1080,37 @@ func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) 
 			}
 			t.Roots[int(c)*2+v6] = r
 		}
+	}
+	for v6 := 0; v6 < 2 && pol.PriorityOn(); v6++ { // the priority table's roots (priority.go)
+		fam := rules.FamilyIPv4
+		if v6 == 1 {
+			fam = rules.FamilyIPv6
+		}
+		var lists [MaxGroups][]int32
+		for j := range t.Prio {
+			i := len(t.Entries) + j
+			if e := &t.Prio[j]; e.Family != rules.FamilyAny && e.Family != fam {
+				continue
+			}
+			for _, bx := range eb[i].boxes {
+				g := group(&bx, v6 == 1)
+				b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: true, box: bx})
+				lists[g] = append(lists[g], int32(len(b.items)-1))
+			}
+		}
+		r := prioRoot(pol)
+		for g := range lists {
+			if len(lists[g]) == 0 {
+				continue
+			}
+			ref, err := b.tree(lists[g])
+			if err != nil {
+				return TreeStats{}, err
+			}
+			r.Groups[g] = ref
+			groups++
+		}
+		t.PrioRoots[v6] = r
 	}
 	return TreeStats{Nodes: len(t.Nodes), LeafSlots: len(t.Leaves), MaxLeaf: b.maxLeaf, MaxDepth: b.depth, Trees: groups}, nil
 }

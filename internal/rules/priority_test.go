@@ -53,7 +53,7 @@ COMMIT
 		t.Errorf("PrioritySave does not read back (%v):\n%s", err, saved)
 	}
 	// A native file; a later section replaces an earlier one.
-	rs, err = Parse("n.rules", []byte("-t xdpfw-priority -A PRIORITY -i eth0 -p tcp --dport 502 -j HIGH\n"+
+	rs, err = Parse("n.rules", []byte("-t xdpfw-priority -A PRIORITY -s 10.1.0.0/16 -p tcp --dport 502 -j HIGH\n"+
 		"*xdpfw-priority\n:PRIORITY BULK [0:0]\n-A PRIORITY -m vlan --vlan-id 7 -j HIGH\nCOMMIT\n"), ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
