@@ -412,7 +412,19 @@ type Status struct {
 	CTKernelNAT string                      `json:"ct_kernel_nat"`
 	Log         LogStatus                   `json:"log"`   // logging's settings and counters
 	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
+	Priority    PriorityStatus              `json:"priority"`
 	Reasons     map[string]datapath.Counter `json:"reasons"`
+}
+
+// PriorityStatus is the priority classes in force (docs/realtime.md,
+// Priority): the bulk CPUs, whether the rules have a priority table, what
+// that makes of a packet arriving, and what the data plane did.
+type PriorityStatus struct {
+	Setting string                 `json:"setting"` // --priority-cpus in force ("auto", "none", a list)
+	CPUs    string                 `json:"cpus"`    // the bulk CPUs in force ("none": off)
+	Table   bool                   `json:"table"`   // the rules have an xdpfw-priority table
+	State   string                 `json:"state"`   // in words
+	Stats   datapath.PriorityStats `json:"stats"`
 }
 
 // ForwardStatus is how packets FORWARD accepts are delivered: the mode
@@ -470,6 +482,11 @@ func (f *Firewall) Status() (*Status, error) {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
 	}
+	ps, err := f.priorityStatus()
+	if err != nil {
+		return nil, err
+	}
+	s.Priority = ps
 	for name := range f.st.Interfaces {
 		s.Interfaces[name] = datapath.InterfaceState(f.paths.PinDir, name)
 	}
@@ -679,4 +696,29 @@ func (f *Firewall) forwardStatus() (ForwardStatus, error) {
 		s.Counters[datapath.FwdReason(r).String()] = c
 	}
 	return s, nil
+}
+
+// priorityStatus reads the priority classes in force.
+func (f *Firewall) priorityStatus() (PriorityStatus, error) {
+	cpus, err := f.dp.PriorityInForce()
+	if err != nil {
+		return PriorityStatus{}, err
+	}
+	st, err := f.dp.PriorityCounters()
+	if err != nil {
+		return PriorityStatus{}, err
+	}
+	ps := PriorityStatus{Setting: orDefault(f.st.PriorityCPUs, "auto"), CPUs: datapath.FormatCPUList(cpus),
+		Table: f.rs.policies.PriorityOn(), Stats: st}
+	switch {
+	case !ps.Table:
+		ps.State = "off: the rules have no xdpfw-priority table; every packet is judged on the CPU that received it"
+	case len(cpus) == 0 && ps.Setting == "auto":
+		ps.State = "off: one CPU, nowhere to hand the bulk class to; every packet is judged on the CPU that received it, in arrival order"
+	case len(cpus) == 0:
+		ps.State = "off: --priority-cpus none; every packet is judged on the CPU that received it"
+	default:
+		ps.State = "on: HIGH judged on the CPU that received it, BULK handed to CPUs " + ps.CPUs
+	}
+	return ps, nil
 }
