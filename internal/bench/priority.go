@@ -67,12 +67,12 @@ type PriorityPhase struct {
 // PriorityResult is the benchmark's report.
 type PriorityResult struct {
 	Rules      int             `json:"rules"`
-	GenCPU     int             `json:"generator_cpu"` // the senders and the bulk CPU
-	DUTCPU     int             `json:"dut_cpu"`       // the receiving CPU
-	Capacity   float64         `json:"capacity_pps"`  // bulk packets per second the receiving CPU judges, priority off
+	GenCPU     int             `json:"generator_cpu"`  // the senders and the bulk CPU
+	DUTCPU     int             `json:"dut_cpu"`        // the receiving CPU
+	Capacity   float64         `json:"capacity_pps"`   // bulk packets per second the receiving CPU judges, priority off
 	SenderMax  float64         `json:"sender_max_pps"` // what the bulk sender used offers at most
 	Generator  bool            `json:"generator"`      // bulk from the live-frames generator (flat out), not paced sockets
-	Overloaded bool            `json:"overloaded"` // the sender reached Overload x Capacity
+	Overloaded bool            `json:"overloaded"`     // the sender reached Overload x Capacity
 	Phases     []PriorityPhase `json:"phases"`
 	// Ratio is the HIGH flow's p99 under overload with priority on over
 	// its p99 without bulk with priority on (the bar: <= 1.5); RatioOff the
@@ -514,4 +514,3 @@ func latencyStats(lat []float64) (p50, p99, p999, maxV, jitter float64) {
 	}
 	return q(0.50), q(0.99), q(0.999), s[len(s)-1], jitter / float64(len(s))
 }
-
