@@ -3,11 +3,14 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
@@ -719,6 +722,17 @@ func (f *Firewall) priorityStatus() (PriorityStatus, error) {
 		ps.State = "off: --priority-cpus none; every packet is judged on the CPU that received it"
 	default:
 		ps.State = "on: HIGH judged on the CPU that received it, BULK handed to CPUs " + ps.CPUs
+		// A bulk packet reaches the kernel as an skb built anew on the
+		// bulk CPU, without the checksum state a veth's peer left it.
+		for _, name := range slices.Sorted(maps.Keys(f.st.Interfaces)) {
+			if f.st.Interfaces[name].Mode != string(datapath.ModeNative) {
+				continue
+			}
+			if l, err := netlink.LinkByName(name); err == nil && l.Type() == "veth" {
+				ps.State += "; warning: " + name + " is a veth in native mode: BULK packets the kernel accepts must " +
+					"come with finished checksums (ethtool -K PEER tx off), a bulk CPU cannot finish an offloaded one"
+			}
+		}
 	}
 	return ps, nil
 }
