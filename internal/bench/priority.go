@@ -42,10 +42,11 @@ const (
 
 // PriorityOptions set up the priority benchmark.
 type PriorityOptions struct {
-	Duration  time.Duration // each phase (0: 5 s)
+	Duration  time.Duration // each phase, all its slices together (0: 10 s)
 	ProbeRate int           // probes per second (0: 2000)
 	Overload  float64       // bulk offered, as a multiple of what the receiving CPU judges (0: 1.5)
 	Rules     int           // filler rules before the accepting ones (0: 1000)
+	Rounds    int           // slices each phase is measured in, interleaved with the others' (0: 10)
 	Progress  io.Writer
 }
 
@@ -98,7 +99,7 @@ func PriorityRuleText(n int) string {
 // Priority runs the priority benchmark.
 func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	if opt.Duration == 0 {
-		opt.Duration = 5 * time.Second
+		opt.Duration = 10 * time.Second
 	}
 	if opt.ProbeRate == 0 {
 		opt.ProbeRate = 2000
@@ -108,6 +109,9 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	}
 	if opt.Rules == 0 {
 		opt.Rules = 1000
+	}
+	if opt.Rounds == 0 {
+		opt.Rounds = 10
 	}
 	say := sayer(opt.Progress)
 	if runtime.NumCPU() < 2 {
@@ -239,61 +243,80 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	}
 	res.Overloaded = res.SenderMax >= 0.95*bulkRate
 
-	for _, ph := range []struct {
+	// The four phases interleaved, Rounds slices each, so that the
+	// machine's own load (other work on a shared host) falls on all four
+	// alike; each phase's samples are pooled.
+	phases := []struct {
 		name     string
 		priority bool
 		bulk     bool
 	}{{"no bulk, priority off", false, false}, {"no bulk, priority on", true, false},
-		{"overload, priority off", false, true}, {"overload, priority on", true, true}} {
-		cpus := []int(nil)
-		if ph.priority {
-			cpus = []int{topo.GenCPU}
+		{"overload, priority off", false, true}, {"overload, priority on", true, true}}
+	slice := opt.Duration / time.Duration(opt.Rounds)
+	lats := make([][]float64, len(phases))
+	res.Phases = make([]PriorityPhase, len(phases))
+	var bulkSecs [4]float64
+	var bulkSent [4]uint64
+	for round := range opt.Rounds {
+		for k, ph := range phases {
+			cpus := []int(nil)
+			if ph.priority {
+				cpus = []int{topo.GenCPU}
+			}
+			if err := dp.SetPriority(cpus); err != nil {
+				return nil, err
+			}
+			p := &res.Phases[k]
+			p.Name, p.Priority = ph.name, ph.priority
+			j0, err := judged()
+			if err != nil {
+				return nil, err
+			}
+			var wg sync.WaitGroup
+			var sent uint64
+			var secs float64
+			var bulkErr error
+			if ph.bulk {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if useGen {
+						sent, secs, bulkErr = genSend(slice + 200*time.Millisecond)()
+					} else {
+						sent, secs, bulkErr = prioBulk(topo, dst, bulkRate, slice+200*time.Millisecond)
+					}
+				}()
+				time.Sleep(100 * time.Millisecond) // the queues fill
+			}
+			lat, probes, err := prioProbe(topo, dst, probe, opt.ProbeRate, slice)
+			wg.Wait()
+			if err == nil {
+				err = bulkErr
+			}
+			if err != nil {
+				return nil, err
+			}
+			j1, err := judged()
+			if err != nil {
+				return nil, err
+			}
+			bulkSent[k] += sent
+			bulkSecs[k] += secs
+			p.Judged += float64(j1-j0) / opt.Duration.Seconds()
+			p.Probes += probes
+			p.Lost += probes - len(lat)
+			lats[k] = append(lats[k], lat...)
 		}
-		if err := dp.SetPriority(cpus); err != nil {
-			return nil, err
+		say("  round %d/%d", round+1, opt.Rounds)
+	}
+	for k := range res.Phases {
+		p := &res.Phases[k]
+		if bulkSecs[k] > 0 {
+			p.BulkOffered = float64(bulkSent[k]) / bulkSecs[k]
 		}
-		p := PriorityPhase{Name: ph.name, Priority: ph.priority}
-		j0, err := judged()
-		if err != nil {
-			return nil, err
-		}
-		var wg sync.WaitGroup
-		var bulkSent uint64
-		var bulkSecs float64
-		var bulkErr error
-		if ph.bulk {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if useGen {
-					bulkSent, bulkSecs, bulkErr = genSend(opt.Duration + 200*time.Millisecond)()
-				} else {
-					bulkSent, bulkSecs, bulkErr = prioBulk(topo, dst, bulkRate, opt.Duration+200*time.Millisecond)
-				}
-			}()
-			time.Sleep(100 * time.Millisecond) // the queues fill
-		}
-		lat, probes, err := prioProbe(topo, dst, probe, opt.ProbeRate, opt.Duration)
-		wg.Wait()
-		if err == nil {
-			err = bulkErr
-		}
-		if err != nil {
-			return nil, err
-		}
-		j1, err := judged()
-		if err != nil {
-			return nil, err
-		}
-		if bulkSecs > 0 {
-			p.BulkOffered = float64(bulkSent) / bulkSecs
-		}
-		p.Judged = float64(j1-j0) / opt.Duration.Seconds()
-		p.Probes, p.Lost = probes, probes-len(lat)
-		p.P50, p.P99, p.P999, p.Max, p.Jitter = latencyStats(lat)
+		p.P50, p.P99, p.P999, p.Max, p.Jitter = latencyStats(lats[k])
 		say("  %-24s bulk %9.0f pkt/s  probes %6d lost %5d  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  max %8.1f us",
 			p.Name, p.BulkOffered, p.Probes, p.Lost, p.P50, p.P99, p.P999, p.Max)
-		res.Phases = append(res.Phases, p)
 	}
 	if err := dp.SetPriority(nil); err != nil {
 		return nil, err

@@ -162,10 +162,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // defaults is a configuration with every default filled in.
 func defaults() Config {
 	return Config{
-		Rules:     DefaultRulesPath,
-		Malformed: "drop",
-		Forward:   string(datapath.ForwardXDP),
-		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", KernelNAT: "on", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
+		Rules:        DefaultRulesPath,
+		Malformed:    "drop",
+		Forward:      string(datapath.ForwardXDP),
+		PriorityCPUs: "auto",
+		Conntrack:    ConntrackConfig{Full: "drop", TCPPickup: "loose", KernelNAT: "on", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
 		Reject: RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst,
 			GlobalRate: fmt.Sprintf("%d/s", compile.DefaultRejectGlobalRate)},
 		Metrics: MetricsConfig{Listen: DefaultMetricsListen},
