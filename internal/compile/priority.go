@@ -34,14 +34,12 @@ func classVerdict(v rules.Verdict) rules.Verdict {
 	return rules.VerdictDrop
 }
 
-// prioRoot is a priority root without trees: the table's policy.
+// prioRoot is a priority root with the table's policy (buildTrees adds
+// the trees).
 func prioRoot(pol *rules.RuleSet) Root {
 	r := Root{Action: ActDrop, Flags: RootPrio}
 	if pol.PriorityDefault() == rules.VerdictHigh {
 		r.Action = ActAccept
-	}
-	for g := range r.Groups {
-		r.Groups[g] = NoTree
 	}
 	return r
 }
