@@ -408,6 +408,9 @@ struct fw_node {
 #define FW_ROOT_MSS 0x04 /* an entry tests TCP's MSS option: the classifier reads it (lib/hdropt.h) */
 #define FW_ROOT_RT  0x08 /* an entry tests the IPv6 routing header: the classifier reads it (lib/hdropt.h) */
 #define FW_ROOT_PRIO 0x40 /* a root of fw_prio_roots: the generation has a priority table (lib/priority.h) */
+/* fw_pkt.chain and fw_entry.chain of the priority table's entries while a
+ * packet's class is decided (lib/priority.h); rules.ChainPriority. */
+#define FW_CHAIN_PRIORITY 4
 
 /* Where classification starts for one chain and family, and its policy.
  * The fast rule: when the first rule that can match a packet in one of the

@@ -181,6 +181,7 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 				return fw_prio_act(ctx, h, 0);
 			h->root = *proot;
 			h->sel = s & 1; /* the main generation's trees: no delta stage */
+			pp->chain = FW_CHAIN_PRIORITY; /* the chain of the entries (fw_entry_match) */
 			h->prio = FW_PRIO_CLASSIFY;
 			bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_CLASSIFY);
 			h->prio = 0; /* no classify stage: judged here */

@@ -1,15 +1,18 @@
 package datapath_test
 
 import (
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
 	"github.com/xdpfw/xdpfw/testutil"
 )
 
@@ -138,4 +141,78 @@ func sum(v []uint64) (s uint64) {
 		s += x
 	}
 	return s
+}
+
+// TestPriorityDifferential: on random rule sets with random priority
+// tables, the class the live program gives each random packet (counted
+// per CPU in fw_prio_stats: high, or bulk / fallback) is the Go twin's
+// (compile.Tables.Priority) and the reference's (compile.PriorityOf).
+func TestPriorityDifferential(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.SetPriority([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(*diffSeed, 0x9a))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	checked, high := 0, 0
+	for set := range max(*diffSets/10, 10) {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(20))
+		rs.Priority, rs.PriorityPolicy = nil, 0
+		for range 1 + r.IntN(10) {
+			rs.Priority = append(rs.Priority, rules.RandomPriorityRule(r))
+		}
+		if chance(r, 30) {
+			rs.PriorityPolicy = rules.VerdictHigh
+		}
+		f.install(rs)
+		near := &rules.RuleSet{Rules: rs.Priority}
+		for range 100 {
+			p, iface := genPacket(r, near, names)
+			st0, err := f.dp.PriorityCounters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			frame := p.Bytes()
+			if err := f.ns.Do(func() error {
+				_, err := f.dp.Program().Run(&ebpf.RunOptions{Data: frame,
+					Context: xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: f.ifaces[iface]}})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			st1, err := f.dp.PriorityCounters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dHigh, dBulk := sum(diff(st0.High, st1.High)), sum(diff(st0.Bulk, st1.Bulk))+sum(diff(st0.Fallback, st1.Fallback))
+			ref := compile.RefPacketOf(p, iface)
+			want, twin := compile.PriorityOf(rs, ref), f.tables.Priority(&ref, compile.Dev{In: f.ifaces[iface]})
+			got := rules.VerdictHigh
+			switch {
+			case dHigh == 1 && dBulk == 0:
+			case dHigh == 0 && dBulk == 1:
+				got = rules.VerdictBulk
+			case dHigh+dBulk == 0 && (ref.Src.IsLoopback() || ref.Proto == 0):
+				continue // judged before the class (not IP, malformed, this host's answer)
+			default:
+				t.Fatalf("set %d: %s: high %d, bulk %d: want one class\n%s", set, p, dHigh, dBulk, rs)
+			}
+			if got != want || twin != want {
+				t.Fatalf("set %d: %s on %s: data plane %v, twin %v, reference %v\n%s", set, p, iface, got, twin, want, rs)
+			}
+			checked++
+			if got == rules.VerdictHigh {
+				high++
+			}
+		}
+	}
+	if high < checked/10 || checked-high < checked/10 {
+		t.Fatalf("%d packets, %d HIGH: the test checks too little of one class", checked, high)
+	}
+	t.Logf("%d packets, %d HIGH", checked, high)
+}
+
+// xdpCtx is struct xdp_md, BPF_PROG_TEST_RUN's context of an XDP program.
+type xdpCtx struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
