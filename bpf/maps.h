@@ -524,6 +524,10 @@ struct fw_xdp_handoff {
 	 * (FW_RX_VLAN_TAGGED | VID), 0 when none: xdpfw_ingress reads it and
 	 * clears it for the next packet. */
 	__u32 rx_vlan;
+	/* FW_PRIO_CLASSIFY: the classify stage decides the packet's class
+	 * (lib/priority.h); FW_PRIO_DECIDED: xdpfw_ingress, entered again,
+	 * judges it here. 0 otherwise. */
+	__u32 prio;
 	struct fw_decision d; /* the stage's decision */
 	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
 };
@@ -555,6 +559,45 @@ struct {
  * it. Filled at load. Not pinned by name: each loaded program has its own,
  * which the control plane pins as stages_<program id> (the kernel empties
  * a program array once no file descriptor or pin holds it). */
+/* The priority table's roots (2 x 2: generation * 2 + is_v6); their trees
+ * are in fw_nodes, fw_leaves and fw_entries with the rules'. A root without
+ * FW_ROOT_PRIO: no priority table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, struct fw_root);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_prio_roots SEC(".maps");
+
+/* Where the bulk class goes (struct fw_prio_cfg). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_prio_cfg);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_prio SEC(".maps");
+
+/* Per CPU: what the priority stage did (enum fw_prio_stat). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_PRIO_S_NUM);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_prio_stats SEC(".maps");
+
+/* The bulk CPUs: key a CPU, value its queue length and xdpfw_cpumap
+ * (struct bpf_cpumap_val), set by the control plane. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, FW_PRIO_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct bpf_cpumap_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_cpumap SEC(".maps");
+
 #define FW_XDP_STAGE_CLASSIFY 0
 #define FW_XDP_STAGE_INGRESS  1
 int xdpfw_ingress_classify(struct xdp_md *ctx);
@@ -567,6 +610,19 @@ struct {
 } fw_xdp_stages SEC(".maps") = {
 	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_ingress_classify,
 		    [FW_XDP_STAGE_INGRESS] = (void *)&xdpfw_ingress },
+};
+
+/* xdpfw_cpumap's stages: its classify stage (a program may tail-call only
+ * programs of its own attach type, and xdpfw_cpumap runs as a cpumap
+ * entry's). Pinned by the control plane as fw_xdp_stages is. */
+int xdpfw_cpumap_classify(struct xdp_md *ctx);
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, int(struct xdp_md *));
+} fw_cpumap_stages SEC(".maps") = {
+	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_cpumap_classify },
 };
 
 #endif

@@ -411,6 +411,10 @@ struct fw_node {
 #define FW_MAX_RAW 32
 #define FW_ROOT_MSS 0x04 /* an entry tests TCP's MSS option: the classifier reads it (lib/hdropt.h) */
 #define FW_ROOT_RT  0x08 /* an entry tests the IPv6 routing header: the classifier reads it (lib/hdropt.h) */
+#define FW_ROOT_PRIO 0x40 /* a root of fw_prio_roots: the generation has a priority table (lib/priority.h) */
+/* fw_pkt.chain and fw_entry.chain of the priority table's entries while a
+ * packet's class is decided (lib/priority.h); rules.ChainPriority. */
+#define FW_CHAIN_PRIORITY 4
 
 /* Where classification starts for one chain and family, and its policy.
  * The fast rule: when the first rule that can match a packet in one of the
@@ -995,6 +999,23 @@ struct fw_lat_hist {
 	__u64 sum;   /* their nanoseconds, summed */
 	__u64 max;   /* the longest, ns */
 	__u64 bucket[FW_LAT_BUCKETS];
+};
+
+/* Priority (lib/priority.h, docs/realtime.md "Priority"): where the bulk
+ * class goes. Mirrored by internal/datapath (PriorityConfig). */
+#define FW_PRIO_MAX_CPUS 64
+struct fw_prio_cfg {
+	__u32 ncpus;                  /* bulk CPUs in cpus[]; 0: priority off, every packet judged where it arrives */
+	__u32 cpus[FW_PRIO_MAX_CPUS]; /* the bulk CPUs (fw_cpumap keys) */
+};
+
+/* fw_prio_stats, per CPU: what the priority stage did. */
+enum fw_prio_stat {
+	FW_PRIO_S_HIGH = 0,  /* judged at once, on the CPU that received it */
+	FW_PRIO_S_BULK,      /* handed to a bulk CPU (fw_cpumap) */
+	FW_PRIO_S_FALLBACK,  /* bulk, but the hand-over failed: judged where it arrived */
+	FW_PRIO_S_CPUMAP,    /* judged by xdpfw_cpumap, on this (bulk) CPU */
+	FW_PRIO_S_NUM,
 };
 
 #endif

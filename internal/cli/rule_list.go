@@ -56,6 +56,12 @@ text is a rule file: xdpfw apply reads it back into the same rules.`,
 					fmt.Fprintln(tw, r)
 				}
 			}
+			if len(l.Priority) > 0 {
+				fmt.Fprintf(tw, "\nTable xdpfw-priority (the class of packets arriving: HIGH judged at once, BULK on the bulk CPUs)\n")
+				for _, r := range l.Priority {
+					fmt.Fprintln(tw, r)
+				}
+			}
 			chains := append([]string{"INPUT", "FORWARD", "OUTPUT"}, l.Chains...)
 			for k, chain := range chains {
 				if k < 3 {

@@ -96,6 +96,11 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 			if n, err := fw.Datapath().LatencySample(); err == nil {
 				fmt.Fprintf(e.stdout, "latency: %s\n", sampleText(n))
 			}
+			fmt.Fprintf(e.stdout, "priority: %s (docs/realtime.md, Priority)\n", s.Priority.State)
+			if high, bulk, fallback, cpumap := s.Priority.Stats.Sum(); high+bulk+fallback+cpumap > 0 {
+				fmt.Fprintf(e.stdout, "  high %d, bulk %d handed over (%d judged by the bulk CPUs), %d judged where they arrived (hand-over failed)\n",
+					high, bulk, cpumap, fallback)
+			}
 			fwd := s.Forward
 			if fwd.Mode != datapath.ForwardStack {
 				if len(fwd.Ports) == 0 {

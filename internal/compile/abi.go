@@ -309,6 +309,9 @@ const (
 	RootRaw uint8 = 0x02 // Tables.Raw has entries of this root's chain and family
 	RootMSS uint8 = 0x04 // an entry tests TCP's MSS option (the classifier reads it)
 	RootRT  uint8 = 0x08 // an entry tests the IPv6 routing header (the classifier reads it)
+	// RootPrio marks a root of Tables.PrioRoots: the generation has a
+	// priority table, and packets arriving are sorted into classes.
+	RootPrio uint8 = 0x40
 )
 
 // MaxRaw is how many entries the raw table holds (FW_MAX_RAW): the NOTRACK

@@ -34,8 +34,11 @@ type RefPacket struct {
 	// session's ppp device (bpf/lib/pppoe.h).
 	PPPoE    bool
 	Fragment bool   // a non-first fragment
-	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
-	Mark     uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
+	// FirstFragment: a datagram's first fragment (more follow); only
+	// its priority class reads it (PriorityOf).
+	FirstFragment bool
+	CTState       uint8  // connection state (CTNew...); CTNew where no rule tests it
+	Mark          uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
 	// Len is the IP length as -m length reads it: IPv4's total length,
 	// IPv6's payload length + 40 (the header). TTL is the IPv4 TTL or IPv6
 	// hop limit, TOS the IPv4 TOS or IPv6 traffic class byte.
@@ -514,4 +517,26 @@ func inPorts(rs []rules.PortRange, port uint16) bool {
 		}
 	}
 	return false
+}
+
+// PriorityOf is the class the xdpfw-priority table gives p, a packet
+// as it arrives (its chain and connection state are not looked at): the
+// verdict of the first priority rule that matches it, else the table's
+// policy; VerdictHigh for every packet when the table is off (nothing is
+// handed elsewhere). Fragments are BULK: a datagram's fragments are
+// judged in order, on one CPU (docs/realtime.md, Priority).
+func PriorityOf(rs *rules.RuleSet, p RefPacket) rules.Verdict {
+	if !rs.PriorityOn() {
+		return rules.VerdictHigh
+	}
+	if p.Fragment || p.FirstFragment {
+		return rules.VerdictBulk
+	}
+	p.Chain = rules.ChainPriority // as it arrives: a FORWARD packet's TTL is not decremented yet
+	for i := range rs.Priority {
+		if r := &rs.Priority[i]; Matches(&r.Match, p) {
+			return r.Target.Verdict
+		}
+	}
+	return rs.PriorityDefault()
 }

@@ -55,9 +55,12 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 		coll.Close()
 		return nil, fmt.Errorf("%s: want the programs xdpfw_ingress and xdpfw_egress, have %v", path, coll.Programs)
 	}
-	if p := coll.Programs["xdpfw_ingress_classify"]; p != nil {
-		p.Close() // its program array (in d.unpinned) holds it
+	for _, name := range []string{"xdpfw_ingress_classify", "xdpfw_cpumap_classify"} {
+		if p := coll.Programs[name]; p != nil {
+			p.Close() // its program array (in d.unpinned) holds it
+		}
 	}
+	d.cpumapProg = coll.Programs["xdpfw_cpumap"] // nil in objects of earlier builds
 	return d, nil
 }
 

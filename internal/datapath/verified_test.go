@@ -32,17 +32,23 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 		}
 		report("ingress", d.prog)
 		report("egress", d.egress)
-		stages := d.stages
-		for _, m := range d.unpinned { // LoadObject keeps the program array unpinned
-			if mi, err := m.Info(); err == nil && mi.Name == "fw_xdp_stages" {
-				stages = m
-			}
+		if d.cpumapProg != nil {
+			report("cpumap", d.cpumapProg)
 		}
-		var id ebpf.ProgramID
-		if stages != nil && stages.Lookup(uint32(0), &id) == nil {
-			if p, err := ebpf.NewProgramFromID(id); err == nil {
-				report("classify", p)
-				p.Close()
+		// map names are cut at 15 bytes: fw_cpumap_stages is fw_cpumap_stage
+		for _, st := range []struct{ prog, array string }{{"classify", "fw_xdp_stages"}, {"cpumap-classify", "fw_cpumap_stage"}} {
+			var stages *ebpf.Map
+			for _, m := range d.unpinned { // LoadObject keeps the program arrays unpinned
+				if mi, err := m.Info(); err == nil && mi.Name == st.array {
+					stages = m
+				}
+			}
+			var id ebpf.ProgramID
+			if stages != nil && stages.Lookup(uint32(0), &id) == nil {
+				if p, err := ebpf.NewProgramFromID(id); err == nil {
+					report(st.prog, p)
+					p.Close()
+				}
 			}
 		}
 		d.Close()

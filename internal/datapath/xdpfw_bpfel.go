@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpfwBpfCpumapVal struct {
+	_       structs.HostLayout
+	Qsize   uint32
+	BpfProg struct {
+		_  structs.HostLayout
+		Fd int32
+	}
+}
+
 type xdpfwFwAddrtype struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -291,6 +300,12 @@ type xdpfwFwPppoeOut struct {
 	Mtu     uint16
 }
 
+type xdpfwFwPrioCfg struct {
+	_     structs.HostLayout
+	Ncpus uint32
+	Cpus  [64]uint32
+}
+
 type xdpfwFwRecentEntry struct {
 	_       structs.HostLayout
 	Stamps  [32]uint64
@@ -453,6 +468,7 @@ type xdpfwFwXdpHandoff struct {
 	Root   xdpfwFwRoot
 	Sel    uint32
 	RxVlan uint32
+	Prio   uint32
 	D      struct {
 		_      structs.HostLayout
 		RuleId uint32
@@ -465,7 +481,6 @@ type xdpfwFwXdpHandoff struct {
 		Ncount uint8
 		_      [1]byte
 	}
-	_   [4]byte
 	Lat struct {
 		_   structs.HostLayout
 		T0  uint64
@@ -482,6 +497,8 @@ const (
 	xdpfwMapFwAddrtypeKey         = "fw_addrtype_key"
 	xdpfwMapFwAddrtypes           = "fw_addrtypes"
 	xdpfwMapFwConfigMap           = "fw_config_map"
+	xdpfwMapFwCpumap              = "fw_cpumap"
+	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
 	xdpfwMapFwCt                  = "fw_ct"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
 	xdpfwMapFwCtGc                = "fw_ct_gc"
@@ -506,6 +523,9 @@ const (
 	xdpfwMapFwNodes               = "fw_nodes"
 	xdpfwMapFwPppoeRx             = "fw_pppoe_rx"
 	xdpfwMapFwPppoeTx             = "fw_pppoe_tx"
+	xdpfwMapFwPrio                = "fw_prio"
+	xdpfwMapFwPrioRoots           = "fw_prio_roots"
+	xdpfwMapFwPrioStats           = "fw_prio_stats"
 	xdpfwMapFwRaw                 = "fw_raw"
 	xdpfwMapFwReasonStats         = "fw_reason_stats"
 	xdpfwMapFwRecent              = "fw_recent"
@@ -523,6 +543,8 @@ const (
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
+	xdpfwProgXdpfwCpumap          = "xdpfw_cpumap"
+	xdpfwProgXdpfwCpumapClassify  = "xdpfw_cpumap_classify"
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
@@ -579,6 +601,8 @@ type xdpfwSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwProgramSpecs struct {
 	XdpfwClock           *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
+	XdpfwCpumap          *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap"`
+	XdpfwCpumapClassify  *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
@@ -593,6 +617,8 @@ type xdpfwMapSpecs struct {
 	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
 	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCpumap         *ebpf.MapSpec `ebpf:"fw_cpumap"`
+	FwCpumapStages   *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
 	FwCt             *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.MapSpec `ebpf:"fw_ct_evict"`
 	FwCtGc           *ebpf.MapSpec `ebpf:"fw_ct_gc"`
@@ -617,6 +643,9 @@ type xdpfwMapSpecs struct {
 	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
 	FwPppoeTx        *ebpf.MapSpec `ebpf:"fw_pppoe_tx"`
+	FwPrio           *ebpf.MapSpec `ebpf:"fw_prio"`
+	FwPrioRoots      *ebpf.MapSpec `ebpf:"fw_prio_roots"`
+	FwPrioStats      *ebpf.MapSpec `ebpf:"fw_prio_stats"`
 	FwRaw            *ebpf.MapSpec `ebpf:"fw_raw"`
 	FwReasonStats    *ebpf.MapSpec `ebpf:"fw_reason_stats"`
 	FwRecent         *ebpf.MapSpec `ebpf:"fw_recent"`
@@ -672,6 +701,8 @@ type xdpfwMaps struct {
 	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
 	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
+	FwCpumap         *ebpf.Map `ebpf:"fw_cpumap"`
+	FwCpumapStages   *ebpf.Map `ebpf:"fw_cpumap_stages"`
 	FwCt             *ebpf.Map `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.Map `ebpf:"fw_ct_evict"`
 	FwCtGc           *ebpf.Map `ebpf:"fw_ct_gc"`
@@ -696,6 +727,9 @@ type xdpfwMaps struct {
 	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.Map `ebpf:"fw_pppoe_rx"`
 	FwPppoeTx        *ebpf.Map `ebpf:"fw_pppoe_tx"`
+	FwPrio           *ebpf.Map `ebpf:"fw_prio"`
+	FwPrioRoots      *ebpf.Map `ebpf:"fw_prio_roots"`
+	FwPrioStats      *ebpf.Map `ebpf:"fw_prio_stats"`
 	FwRaw            *ebpf.Map `ebpf:"fw_raw"`
 	FwReasonStats    *ebpf.Map `ebpf:"fw_reason_stats"`
 	FwRecent         *ebpf.Map `ebpf:"fw_recent"`
@@ -720,6 +754,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwAddrtypeKey,
 		m.FwAddrtypes,
 		m.FwConfigMap,
+		m.FwCpumap,
+		m.FwCpumapStages,
 		m.FwCt,
 		m.FwCtEvict,
 		m.FwCtGc,
@@ -744,6 +780,9 @@ func (m *xdpfwMaps) Close() error {
 		m.FwNodes,
 		m.FwPppoeRx,
 		m.FwPppoeTx,
+		m.FwPrio,
+		m.FwPrioRoots,
+		m.FwPrioStats,
 		m.FwRaw,
 		m.FwReasonStats,
 		m.FwRecent,
@@ -781,6 +820,8 @@ type xdpfwVariables struct {
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwPrograms struct {
 	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
+	XdpfwCpumap          *ebpf.Program `ebpf:"xdpfw_cpumap"`
+	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
@@ -790,6 +831,8 @@ type xdpfwPrograms struct {
 func (p *xdpfwPrograms) Close() error {
 	return _XdpfwClose(
 		p.XdpfwClock,
+		p.XdpfwCpumap,
+		p.XdpfwCpumapClassify,
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,

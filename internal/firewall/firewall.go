@@ -45,6 +45,12 @@ type Options struct {
 	// the fast path in XDP (bpf/lib/fwd.h), or "stack", by the kernel;
 	// "": keep what is in force, else "xdp".
 	Forward string
+	// PriorityCPUs (Load only) are the bulk CPUs the xdpfw-priority
+	// table's BULK class is handed to: a CPU list ("1", "2-3"), "auto"
+	// (every online CPU where there are two or more) or "none" (priority
+	// off: every packet judged where it arrives). "": keep what is in
+	// force, else "auto" (datapath.PriorityCPUs).
+	PriorityCPUs string
 	// CTKernelNAT is whether XDP asks the kernel's conntrack about packets
 	// of connections the kernel's nat table translates: "on" (default) or
 	// "off" (docs/conntrack.md "Kernel NAT"). "": keep what is in force.
@@ -373,6 +379,16 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err := dp.SetForwardPorts(f.forwardPorts(datapath.ForwardMode(st.Forward))); err != nil {
 		return nil, undo(attached, err)
 	}
+	// the bulk CPUs, each running the new program's xdpfw_cpumap
+	cpuSpec := orDefault(opt.PriorityCPUs, orDefault(st.PriorityCPUs, "auto"))
+	cpus, err := datapath.PriorityCPUs(cpuSpec)
+	if err != nil {
+		return nil, undo(attached, err)
+	}
+	if err := dp.SetPriority(cpus); err != nil {
+		return nil, undo(attached, err)
+	}
+	st.PriorityCPUs = cpuSpec
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}

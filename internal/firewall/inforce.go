@@ -234,6 +234,7 @@ func (s *ruleStore) ruleSet() (*rules.RuleSet, []uint32, error) {
 		return nil, nil, fmt.Errorf("the rules in force do not parse (corrupt state?): %w", err)
 	}
 	rs.Policies, rs.Raw = s.policies.Policies, s.policies.Raw
+	rs.Priority, rs.PriorityPolicy = s.policies.Priority, s.policies.PriorityPolicy
 	s.parsed, s.ids = rs, ids
 	return rs, ids, nil
 }
@@ -254,13 +255,14 @@ func policyText(rs *rules.RuleSet) string {
 		b.WriteString(r.String())
 		b.WriteByte('\n')
 	}
+	b.WriteString((&rules.RuleSet{Priority: rs.Priority, PriorityPolicy: rs.PriorityPolicy}).String())
 	return b.String()
 }
 
 // policiesOf is what of rs the state records beside the rules, as text
-// (policyText): the policies and the raw table's rules.
+// (policyText): the policies, the raw table's rules and the priority table.
 func policiesOf(rs *rules.RuleSet) *rules.RuleSet {
-	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw, Chains: rs.Chains}
+	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw, Chains: rs.Chains, Priority: rs.Priority, PriorityPolicy: rs.PriorityPolicy}
 }
 
 // ifaceNames is what -i and -o names resolve against: the attached
