@@ -240,8 +240,10 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			return nil, fmt.Errorf("carrying fw_config_map over to the new program: %w", err)
 		}
 	}
-	// The program array holds the classify stage: no other handle needed.
+	// The program array holds the classify and finish stages: no other
+	// handle needed.
 	objs.XdpfwIngressClassify.Close()
+	objs.XdpfwIngressFinish.Close()
 	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
 		objs.Close()
@@ -305,10 +307,11 @@ type loadObjects struct {
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
 }
 
 func (o *loadObjects) Close() error {
-	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify)
+	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify, o.XdpfwIngressFinish)
 }
 
 // upgradable are the pinned maps a newer program may make with another

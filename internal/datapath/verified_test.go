@@ -38,12 +38,22 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 				stages = m
 			}
 		}
-		var id ebpf.ProgramID
-		if stages != nil && stages.Lookup(uint32(0), &id) == nil {
-			if p, err := ebpf.NewProgramFromID(id); err == nil {
-				report("classify", p)
-				p.Close()
+		for slot, name := range map[uint32]string{0: "classify", stageFinish: "finish"} {
+			var id ebpf.ProgramID
+			if stages != nil && stages.Lookup(slot, &id) == nil {
+				if p, err := ebpf.NewProgramFromID(id); err == nil {
+					report(name, p)
+					p.Close()
+				}
 			}
+		}
+		if c.name == "this" {
+			a, err := d.loadAudit(0)
+			if err != nil {
+				b.Fatalf("audit: %+v", err)
+			}
+			report("audit", a.prog)
+			a.Close()
 		}
 		d.Close()
 	}

@@ -20,6 +20,23 @@ type xdpfwFwAddrtype struct {
 	Pad     [3]uint8
 }
 
+type xdpfwFwAuditSlot struct {
+	_    structs.HostLayout
+	Root xdpfwFwRoot
+	D    struct {
+		_      structs.HostLayout
+		RuleId uint32
+		Action uint8
+		Reason uint8
+		Reject uint8
+		Flags  uint8
+		Nlog   uint8
+		Nstate uint8
+		Ncount uint8
+		_      [1]byte
+	}
+}
+
 type xdpfwFwBucket struct {
 	_          structs.HostLayout
 	Tat        uint64
@@ -464,6 +481,10 @@ const (
 	xdpfwMapFwActive              = "fw_active"
 	xdpfwMapFwAddrtypeKey         = "fw_addrtype_key"
 	xdpfwMapFwAddrtypes           = "fw_addrtypes"
+	xdpfwMapFwAuditBudget         = "fw_audit_budget"
+	xdpfwMapFwAuditCounts         = "fw_audit_counts"
+	xdpfwMapFwAuditNext           = "fw_audit_next"
+	xdpfwMapFwAuditSlot           = "fw_audit_slot"
 	xdpfwMapFwConfigMap           = "fw_config_map"
 	xdpfwMapFwCt                  = "fw_ct"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
@@ -503,10 +524,12 @@ const (
 	xdpfwMapFwTcPkt               = "fw_tc_pkt"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
+	xdpfwProgXdpfwAudit           = "xdpfw_audit"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
+	xdpfwProgXdpfwIngressFinish   = "xdpfw_ingress_finish"
 	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
 	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
@@ -559,10 +582,12 @@ type xdpfwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwProgramSpecs struct {
+	XdpfwAudit           *ebpf.ProgramSpec `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_finish"`
 	XdpfwRxvlan          *ebpf.ProgramSpec `ebpf:"xdpfw_rxvlan"`
 }
 
@@ -573,6 +598,10 @@ type xdpfwMapSpecs struct {
 	FwActive         *ebpf.MapSpec `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
+	FwAuditBudget    *ebpf.MapSpec `ebpf:"fw_audit_budget"`
+	FwAuditCounts    *ebpf.MapSpec `ebpf:"fw_audit_counts"`
+	FwAuditNext      *ebpf.MapSpec `ebpf:"fw_audit_next"`
+	FwAuditSlot      *ebpf.MapSpec `ebpf:"fw_audit_slot"`
 	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCt             *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.MapSpec `ebpf:"fw_ct_evict"`
@@ -650,6 +679,10 @@ type xdpfwMaps struct {
 	FwActive         *ebpf.Map `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
+	FwAuditBudget    *ebpf.Map `ebpf:"fw_audit_budget"`
+	FwAuditCounts    *ebpf.Map `ebpf:"fw_audit_counts"`
+	FwAuditNext      *ebpf.Map `ebpf:"fw_audit_next"`
+	FwAuditSlot      *ebpf.Map `ebpf:"fw_audit_slot"`
 	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
 	FwCt             *ebpf.Map `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.Map `ebpf:"fw_ct_evict"`
@@ -696,6 +729,10 @@ func (m *xdpfwMaps) Close() error {
 		m.FwActive,
 		m.FwAddrtypeKey,
 		m.FwAddrtypes,
+		m.FwAuditBudget,
+		m.FwAuditCounts,
+		m.FwAuditNext,
+		m.FwAuditSlot,
 		m.FwConfigMap,
 		m.FwCt,
 		m.FwCtEvict,
@@ -755,19 +792,23 @@ type xdpfwVariables struct {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwPrograms struct {
+	XdpfwAudit           *ebpf.Program `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
 	XdpfwRxvlan          *ebpf.Program `ebpf:"xdpfw_rxvlan"`
 }
 
 func (p *xdpfwPrograms) Close() error {
 	return _XdpfwClose(
+		p.XdpfwAudit,
 		p.XdpfwClock,
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
+		p.XdpfwIngressFinish,
 		p.XdpfwRxvlan,
 	)
 }

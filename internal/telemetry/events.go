@@ -42,6 +42,7 @@ func (h Hook) String() string {
 const (
 	flagTarget = 0x01
 	flagTrace  = 0x02
+	flagAudit  = 0x04 // FW_LOG_F_AUDIT
 )
 
 // Event is one log event.
@@ -58,7 +59,11 @@ type Event struct {
 	CTState   uint8          // the packet's connection state (compile.CTNew...)
 	ByLOG     bool           // logged by a LOG rule (false: by its deciding rule's --log)
 	Trace     bool           // a packet of `xdpfw trace`, not traffic
-	Data      []byte         // the frame's first bytes (up to the snap length)
+	// Audit: the candidate rule set would decide the packet otherwise
+	// (docs/audit.md): RuleID, Action and Reason are the candidate's,
+	// VerdictID the enforced rule (or policy id) that decided it.
+	Audit bool
+	Data  []byte // the frame's first bytes (up to the snap length)
 }
 
 // headerSize is sizeof(struct fw_log_event).
@@ -90,6 +95,7 @@ func Decode(raw []byte) (Event, error) {
 		CTState:   h.Ctstate,
 		ByLOG:     h.Flags&flagTarget != 0,
 		Trace:     h.Flags&flagTrace != 0,
+		Audit:     h.Flags&flagAudit != 0,
 		Data:      bytes.Clone(data[:h.CapLen]),
 	}, nil
 }
