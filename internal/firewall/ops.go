@@ -211,8 +211,10 @@ func teardown(p Paths) error {
 	if err := datapath.Unpin(p.PinDir); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.Remove(p.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
+	for _, f := range []string{p.StateFile(), p.auditFile()} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	if err := cleanup(p, nil); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
