@@ -244,6 +244,10 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	// handle needed.
 	objs.XdpfwIngressClassify.Close()
 	objs.XdpfwIngressFinish.Close()
+	// The audit instance's own maps (audit.go): no program here uses them.
+	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts} {
+		m.Close()
+	}
 	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
 		objs.Close()
