@@ -330,6 +330,28 @@ func (d *Datapath) StopAudit() error {
 	return errors.Join(errs...)
 }
 
+// SetInPath puts a's program in the live program's path (on) or takes
+// it out, leaving everything else as it is: for benchmarks, which measure
+// the same packets with and without it. Only for an Audit StartAudit
+// returned.
+func (a *Audit) SetInPath(on bool) error {
+	if a.prog == nil {
+		return errors.New("the audit was opened from its pins: no program handle")
+	}
+	stages, err := a.live.liveStages()
+	if err != nil {
+		return err
+	}
+	defer stages.Close()
+	if on {
+		return stages.Put(uint32(stageAudit), a.prog)
+	}
+	if err := stages.Delete(uint32(stageAudit)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
 // Counters reads the audit's own counters.
 func (a *Audit) Counters() (AuditCounters, error) {
 	slots, err := readSlots(a.counts, auditCounterNum)
