@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
+	"github.com/xdpfw/xdpfw/internal/telemetry"
 )
 
 // xdpCtx is struct xdp_md, BPF_PROG_TEST_RUN's context.
@@ -274,4 +276,129 @@ func TestAuditFailedStartChangesNothing(t *testing.T) {
 			t.Errorf("frame %d: XDP action %d after a failed start, %d before", i, got, before[i])
 		}
 	}
+}
+
+// TestAuditDifferential: random enforced and candidate rule sets, random
+// packets through the live program with the candidate audited; against
+// the reference matcher on each rule set: every XDP action is the
+// enforced set's, the audit sees every packet, reports exactly the
+// packets whose verdicts differ (accepted by one, refused by the other)
+// naming both deciding rules, and counts per candidate rule what the
+// candidate decides.
+func TestAuditDifferential(t *testing.T) {
+	f := newFixture(t)
+	f.unlimitedRejects()
+	f.setUnlimitedLogs()
+	r := rand.New(rand.NewPCG(*diffSeed, 0x61756469))
+	knobs := rules.RandomKnobs{NoCTState: true, NoCTOptions: true} // no conntrack: every packet NEW to both
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	packets, differ := 0, 0
+	var a *datapath.Audit
+	for set := 0; set < max(*diffSets/10, 5); set++ {
+		what := fmt.Sprintf("seed %d audit set %d", *diffSeed, set)
+		enf := rules.RandomRuleSetWith(r, 1+r.IntN(30), knobs)
+		cand := rules.RandomRuleSetWith(r, 1+r.IntN(30), knobs)
+		enf.Raw, cand.Raw = nil, nil // the candidate's raw table is not audited (docs/audit.md)
+		enf = unlimitedLogs(enf)
+		f.install(enf)
+		tables, candIDs := f.compileFor(cand)
+		// one audit instance, each candidate installed into it in turn
+		// (as the rules in force are: a new generation)
+		var err error
+		if a == nil {
+			if a, err = f.dp.StartAudit(tables, compile.DefaultLogSnap, time.Nanosecond, 1<<30); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			defer a.Close()
+		} else if err := a.Install(tables); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		f.events()
+		seen0, err := a.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		allIDs := append([]uint32{}, candIDs...)
+		for c := uint8(0); c < 3; c++ {
+			allIDs = append(allIDs, compile.PolicyID(c, false), compile.PolicyID(c, true))
+		}
+		before, err := a.RuleCounters(allIDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctr0 := map[uint32]uint64{}
+		for i, id := range allIDs {
+			ctr0[id] = before[i].Packets
+		}
+		wantCtr := map[uint32]uint64{}
+		for i := 0; i < 40; i++ {
+			src := enf
+			if i%2 == 1 {
+				src = cand
+			}
+			p, iface := genPacket(r, src, names)
+			if p.FragOffset != 0 { // a later fragment takes its datagram's verdict: not audited
+				continue
+			}
+			frame := p.Bytes()
+			ref := compile.RefPacketOf(p, iface)
+			dEnf, dCand := compile.DecideAt(enf, ref, nil), compile.DecideAt(cand, ref, nil)
+			enfID, candID := refRuleID(dEnf, ref, f.ids), refRuleID(dCand, ref, candIDs)
+			got := f.live(frame, iface)
+			if want := wantXDP(dEnf); got != want {
+				t.Fatalf("%s: packet %s (in %s): XDP action %d, the enforced set's is %d: the audit changed a verdict\nenforced:\n%s\ncandidate:\n%s",
+					what, p, iface, got, want, enf, cand)
+			}
+			packets++
+			wantCtr[candID]++
+			var audits []telemetry.Event
+			for _, e := range f.events() {
+				if e.Audit {
+					audits = append(audits, e)
+				}
+			}
+			differs := (dEnf.Verdict == rules.VerdictAccept) != (dCand.Verdict == rules.VerdictAccept)
+			if differs {
+				differ++
+			}
+			switch {
+			case differs && len(audits) != 1:
+				t.Fatalf("%s: packet %s: verdicts %s (enforced) and %s (candidate) differ, %d audit events\nenforced:\n%s\ncandidate:\n%s",
+					what, p, dEnf.Verdict, dCand.Verdict, len(audits), enf, cand)
+			case !differs && len(audits) != 0:
+				t.Fatalf("%s: packet %s: verdicts %s and %s agree, audit event %+v\nenforced:\n%s\ncandidate:\n%s",
+					what, p, dEnf.Verdict, dCand.Verdict, audits[0], enf, cand)
+			case differs:
+				e := audits[0]
+				if e.RuleID != candID || e.VerdictID != enfID || (e.Action == compile.ActAccept) != (dCand.Verdict == rules.VerdictAccept) {
+					t.Fatalf("%s: packet %s: audit event by candidate rule id %d (%v), enforced %d; the reference: %d (%s), %d\nenforced:\n%s\ncandidate:\n%s",
+						what, p, e.RuleID, e.Action, e.VerdictID, candID, dCand.Verdict, enfID, enf, cand)
+				}
+			}
+		}
+		ac, err := a.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, c := range wantCtr {
+			n += c
+		}
+		if ac.Seen.Packets-seen0.Seen.Packets != n {
+			t.Fatalf("%s: the audit saw %d packets, %d were sent", what, ac.Seen.Packets-seen0.Seen.Packets, n)
+		}
+		for id, want := range wantCtr {
+			c, err := a.RuleCounters([]uint32{id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c[0].Packets-ctr0[id] != want {
+				t.Fatalf("%s: candidate rule id %d counted %d packets, decided %d\ncandidate:\n%s", what, id, c[0].Packets-ctr0[id], want, cand)
+			}
+		}
+	}
+	if differ == 0 {
+		t.Fatal("no verdict differed: the test checked nothing of the reports")
+	}
+	t.Logf("%d packets audited, %d verdicts differed: all reported, none enforced", packets, differ)
 }
