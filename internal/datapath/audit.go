@@ -74,13 +74,9 @@ func (d *Datapath) liveStages() (*ebpf.Map, error) {
 	if d.stages != nil {
 		return d.stages.Clone()
 	}
-	info, err := d.prog.Info()
+	id, err := progID(d.prog)
 	if err != nil {
-		return nil, fmt.Errorf("reading the program's id: %w", err)
-	}
-	id, ok := info.ID()
-	if !ok {
-		return nil, errors.New("reading the program's id: the kernel does not report it")
+		return nil, err
 	}
 	m, err := ebpf.LoadPinnedMap(filepath.Join(d.dir, stagesPin+strconv.FormatUint(uint64(id), 10)), nil)
 	if err != nil {
@@ -161,31 +157,13 @@ func (d *Datapath) StartAudit(t *compile.Tables, logSnap int, interval time.Dura
 
 // loadAudit loads the audit instance (not yet in any path).
 func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
-	spec, err := loadXdpfw()
-	if err != nil {
-		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
-	}
 	lim := d.limits
 	lim.LogSnap = logSnap
-	if lim, err = sizeSpec(spec, lim); err != nil {
-		return nil, err
-	}
-	if err := spec.Variables["fw_trace_mode"].Set(uint32(traceAudit)); err != nil {
-		return nil, fmt.Errorf("setting fw_trace_mode: %w", err)
-	}
-	nameLatSection(spec)
-	for _, m := range spec.Maps {
-		m.Pinning = ebpf.PinNone // StartAudit pins its own under their audit names
-	}
-	live, opened, err := d.liveMaps()
-	defer func() {
-		for _, m := range opened {
-			m.Close()
-		}
-	}()
+	spec, lim, live, done, err := d.instanceSpec(traceAudit, lim)
 	if err != nil {
 		return nil, err
 	}
+	defer done() // StartAudit pins the audit's own maps under their audit names
 	handoff := d.handoff
 	if handoff == nil {
 		if handoff, err = d.progMap("fw_xdp_handoff"); err != nil {
@@ -224,11 +202,7 @@ func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
 		FwAuditNext      *ebpf.Map     `ebpf:"fw_audit_next"`
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the audit program: the kernel's verifier rejected it: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading the audit program: %w", err)
+		return nil, instanceLoadErr("audit", err)
 	}
 	view := &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, nodes: o.FwNodes,
 		leaves: o.FwLeaves, roots: o.FwRoots, raw: o.FwRaw, deltas: o.FwDeltas, deltaEn: o.FwDeltaEntries,

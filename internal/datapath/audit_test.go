@@ -37,22 +37,6 @@ func (f *fixture) live(frame []byte, iface string) uint32 {
 	return ret
 }
 
-// compileFor compiles rs for f's data plane with ids FirstRuleID+i.
-func (f *fixture) compileFor(rs *rules.RuleSet) (*compile.Tables, []uint32) {
-	f.t.Helper()
-	ids := make([]uint32, len(rs.Rules))
-	for i := range ids {
-		ids[i] = uint32(compile.FirstRuleID + i)
-	}
-	lim := f.dp.Limits()
-	tables, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: f.ifaces,
-		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
-	if err != nil {
-		f.t.Fatalf("compile: %v", err)
-	}
-	return tables, ids
-}
-
 func mustParse(t *testing.T, text string) *rules.RuleSet {
 	t.Helper()
 	rs, err := rules.Parse("test.rules", []byte(text), rules.ParseOptions{})

@@ -432,13 +432,9 @@ func addCounters(old, cur *ebpf.Map) error {
 // pinStages pins stages, prog's program array, in dir as stagesPin + the
 // program's id, and returns that name.
 func pinStages(dir string, prog *ebpf.Program, stages *ebpf.Map) (string, error) {
-	info, err := prog.Info()
+	id, err := progID(prog)
 	if err != nil {
-		return "", fmt.Errorf("reading the program's id: %w", err)
-	}
-	id, ok := info.ID()
-	if !ok {
-		return "", errors.New("reading the program's id: the kernel does not report it")
+		return "", err
 	}
 	name := stagesPin + strconv.FormatUint(uint64(id), 10)
 	path := filepath.Join(dir, name)
@@ -447,6 +443,19 @@ func pinStages(dir string, prog *ebpf.Program, stages *ebpf.Map) (string, error)
 		return "", fmt.Errorf("pinning the classify stage at %s: %w", path, err)
 	}
 	return name, nil
+}
+
+// progID is a loaded program's id.
+func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, fmt.Errorf("reading the program's id: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, errors.New("reading the program's id: the kernel does not report it")
+	}
+	return id, nil
 }
 
 // sizeSpec sets the table sizes of lim (defaults for zero fields) in spec
