@@ -290,3 +290,22 @@ func ReadAudit(p Paths) (*rules.RuleSet, []uint32, error) {
 	}
 	return rec.ruleSet(p)
 }
+
+// auditStatus is the audit whose stage is in the program's path, nil when
+// none is.
+func (f *Firewall) auditStatus() (*AuditStatus, error) {
+	a, err := f.dp.OpenAudit()
+	if err != nil || a == nil {
+		return nil, err
+	}
+	defer a.Close()
+	c, err := a.Counters()
+	if err != nil {
+		return nil, err
+	}
+	s := &AuditStatus{Seen: c.Seen.Packets, WouldDrop: c.WouldDrop.Packets, WouldAccept: c.WouldAccept.Packets}
+	if rec, err := readAudit(f.paths); err == nil && rec != nil {
+		s.File, s.Started = rec.File, rec.Started
+	}
+	return s, nil
+}

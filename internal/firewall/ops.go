@@ -403,6 +403,18 @@ type Status struct {
 	Log         LogStatus                   `json:"log"`   // logging's settings and counters
 	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
 	Reasons     map[string]datapath.Counter `json:"reasons"`
+	// Audit is the candidate rule set checked beside the rules in force
+	// (docs/audit.md), when its stage is in the program's path.
+	Audit *AuditStatus `json:"audit,omitempty"`
+}
+
+// AuditStatus is the audit in force, in short (audit list has it all).
+type AuditStatus struct {
+	File        string    `json:"file"`
+	Started     time.Time `json:"started"`
+	Seen        uint64    `json:"seen"`
+	WouldDrop   uint64    `json:"would_drop"`
+	WouldAccept uint64    `json:"would_accept"`
 }
 
 // ForwardStatus is how packets FORWARD accepts are delivered: the mode
@@ -477,6 +489,9 @@ func (f *Firewall) Status() (*Status, error) {
 	}
 	for r, c := range rc {
 		s.Reasons[compile.Reason(r).String()] = c
+	}
+	if s.Audit, err = f.auditStatus(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -88,6 +88,19 @@ func TestAuditCLI(t *testing.T) {
 		len(a.Candidate.Rules) != 2 || a.Candidate.Rules[1].Counters.Packets == 0 || a.Candidate.Rules[0].Counters.Packets == 0 {
 		t.Fatalf("audit list: %+v", a)
 	}
+	var st struct {
+		Audit *struct {
+			File      string `json:"file"`
+			WouldDrop uint64 `json:"would_drop"`
+		} `json:"audit"`
+	}
+	f.decode(&st, "status", "--json")
+	if st.Audit == nil || st.Audit.WouldDrop == 0 || !strings.HasSuffix(st.Audit.File, "cand.rules") {
+		t.Errorf("status --json: audit %+v", st.Audit)
+	}
+	if r := f.mustRun("status"); !strings.Contains(r.stdout, "audit: ") {
+		t.Errorf("status does not show the audit:\n%s", r.stdout)
+	}
 	if r := f.mustRun("list", "--audit"); !strings.Contains(r.stdout, "would drop") || !strings.Contains(r.stdout, "--dport 5002") {
 		t.Errorf("list --audit:\n%s", r.stdout)
 	}
@@ -102,6 +115,10 @@ func TestAuditCLI(t *testing.T) {
 	f.mustRun("audit", "stop")
 	if r := f.mustRun("audit", "list"); !strings.Contains(r.stdout, "no audit runs") {
 		t.Errorf("audit list after stop: %s", r)
+	}
+	f.decode(&st, "status", "--json")
+	if st.Audit != nil {
+		t.Errorf("status --json after stop: audit %+v", st.Audit)
 	}
 	checkTCP(t, "after stop", tcpProbe{from: l.cli, addr: hostPort(l.srv4, 5002), ok: true})
 }
