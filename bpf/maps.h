@@ -33,17 +33,30 @@ volatile const __u32 fw_log_snap = FW_LOG_SNAP_DEFAULT;
 #define FW_TRACE_OFF    0
 #define FW_TRACE_REPORT 1
 #define FW_TRACE_RECORD 2
+/* FW_TRACE_AUDIT: the audit instance (lib/audit.h, docs/audit.md), which
+ * classifies live packets with a candidate rule set in tables, counters
+ * and budgets of its own, and writes no state the live instance uses. */
+#define FW_TRACE_AUDIT  3
 volatile const __u32 fw_trace_mode = FW_TRACE_OFF;
 
 /* fw_tracing: is this a trace instance (report the decision)? */
 static __always_inline int fw_tracing(void)
 {
-	return fw_trace_mode != FW_TRACE_OFF;
+	return fw_trace_mode == FW_TRACE_REPORT || fw_trace_mode == FW_TRACE_RECORD;
 }
 
-/* fw_live_writes: may this instance change live state? Every write to a
- * map that outlives the packet checks it. */
+/* fw_live_writes: may this instance change live state (conntrack, -m
+ * recent lists, -m hashlimit buckets, REJECT budgets, shared counters)?
+ * Every write to such a map checks it. */
 static __always_inline int fw_live_writes(void)
+{
+	return fw_trace_mode == FW_TRACE_OFF || fw_trace_mode == FW_TRACE_RECORD;
+}
+
+/* fw_own_writes: may this instance change the state its rule set owns
+ * (per-rule counters, -m limit buckets, log budgets)? The audit instance
+ * has its own of these maps, so it may; a reporting trace may not. */
+static __always_inline int fw_own_writes(void)
 {
 	return fw_trace_mode != FW_TRACE_REPORT;
 }
@@ -598,18 +611,26 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_cpumap SEC(".maps");
 
+/* FW_XDP_STAGE_AUDIT is empty but while a candidate rule set is audited
+ * (the audit instance's xdpfw_audit, put there by the control plane);
+ * FW_XDP_STAGE_FINISH acts on the decision in the hand-over slot, where
+ * the audit stage returns to (docs/audit.md). */
 #define FW_XDP_STAGE_CLASSIFY 0
 #define FW_XDP_STAGE_INGRESS  1
+#define FW_XDP_STAGE_AUDIT    2
+#define FW_XDP_STAGE_FINISH   3
 int xdpfw_ingress_classify(struct xdp_md *ctx);
 int xdpfw_ingress(struct xdp_md *ctx);
+int xdpfw_ingress_finish(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } fw_xdp_stages SEC(".maps") = {
 	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_ingress_classify,
-		    [FW_XDP_STAGE_INGRESS] = (void *)&xdpfw_ingress },
+		    [FW_XDP_STAGE_INGRESS] = (void *)&xdpfw_ingress,
+		    [FW_XDP_STAGE_FINISH] = (void *)&xdpfw_ingress_finish },
 };
 
 /* xdpfw_cpumap's stages: its classify stage (a program may tail-call only
@@ -624,5 +645,48 @@ struct {
 } fw_cpumap_stages SEC(".maps") = {
 	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_cpumap_classify },
 };
+
+/* The audit instance's way back (slot 0): the live program's finish
+ * stage, written by the control plane before the audit stage goes in
+ * (internal/datapath/audit.go). Only the audit instance has it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fw_audit_next SEC(".maps");
+
+/* The audit stage's working slot, per CPU: a copy of the candidate's
+ * root (one kind of pointer for the verifier, as fw_xdp_handoff.root)
+ * and the candidate's decision. Not pinned: it lives for one packet. */
+struct fw_audit_slot {
+	struct fw_root root;
+	struct fw_decision d;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_audit_slot);
+} fw_audit_slot SEC(".maps");
+
+/* The audit's event budget (slot 0): events for packets whose verdict
+ * would differ, one bucket for all (`audit start --log-rate`). Pinned by
+ * the audit instance only, with its tables (internal/datapath/audit.go);
+ * so is the next one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_bucket);
+} fw_audit_budget SEC(".maps");
+
+/* The audit's counters (enum fw_audit_counter), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_AUDIT_C_NUM);
+	__type(key, __u32);
+	__type(value, struct fw_counter);
+} fw_audit_counts SEC(".maps");
 
 #endif

@@ -753,6 +753,10 @@ enum fw_hook {
 /* fw_log_event.flags */
 #define FW_LOG_F_TARGET 0x01 /* logged by a LOG rule (else: the deciding rule's --log) */
 #define FW_LOG_F_TRACE  0x02 /* the packet was a trace (BPF_PROG_TEST_RUN), not traffic */
+/* An audit event (lib/audit.h): the candidate rule set would decide the
+ * packet otherwise than the enforced one; rule_id, action and reason are
+ * the candidate's, verdict_id the enforced rule's. */
+#define FW_LOG_F_AUDIT  0x04
 
 /* One event in fw_log_ring: this header, then cap_len bytes of the frame
  * (the record is sizeof header + fw_log_snap bytes long). The rule's log
@@ -1016,6 +1020,17 @@ enum fw_prio_stat {
 	FW_PRIO_S_FALLBACK,  /* bulk, but the hand-over failed: judged where it arrived */
 	FW_PRIO_S_CPUMAP,    /* judged by xdpfw_cpumap, on this (bulk) CPU */
 	FW_PRIO_S_NUM,
+};
+
+/* The audit's counters (fw_audit_counts, lib/audit.h). Mirrored by
+ * internal/datapath (audit.go). */
+enum fw_audit_counter {
+	FW_AUDIT_C_SEEN = 0,    /* packets the candidate classified */
+	FW_AUDIT_C_WOULD_DROP,  /* the enforced set accepted, the candidate would not */
+	FW_AUDIT_C_WOULD_ACCEPT, /* the enforced set did not accept, the candidate would */
+	FW_AUDIT_C_SUPPRESSED,  /* events over the budget */
+	FW_AUDIT_C_LOST,        /* events the full ring buffer had no room for */
+	FW_AUDIT_C_NUM,
 };
 
 #endif

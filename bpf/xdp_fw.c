@@ -33,6 +33,7 @@
 #include "lib/latency.h"
 #include "lib/fwd.h"
 #include "lib/priority.h"
+#include "lib/audit.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -224,6 +225,14 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	if (rc == FW_DECIDE_NO_RULESET)
 		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 	fw_decide_end(&ct, pp, bytes, &d);
+	/* while a candidate rule set is audited: its stage, which finishes
+	 * (xdpfw_ingress_finish) on the decision in the slot; else nothing.
+	 * Not on a bulk CPU: a cpumap program tail-calls only its own kind
+	 * (docs/audit.md: what priority's BULK class means for an audit) */
+	if (!cpumap) {
+		h->d = d;
+		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
+	}
 	return fw_xdp_finish(ctx, pp, &d, bytes, &h->hop, lat, cpumap);
 }
 
@@ -271,6 +280,8 @@ static __always_inline int fw_xdp_classify(struct xdp_md *ctx, const int cpumap)
 		fw_ct_relink(&ct);
 		fw_decide_end(&ct, p, bytes, d);
 	}
+	if (!cpumap) /* as in fw_xdp_ingress */
+		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
 	return fw_xdp_finish(ctx, p, d, bytes, &h->hop, &h->lat, cpumap);
 }
 
@@ -285,4 +296,51 @@ SEC("xdp/cpumap")
 int xdpfw_cpumap_classify(struct xdp_md *ctx)
 {
 	return fw_xdp_classify(ctx, 1);
+}
+
+/* The finish stage (fw_xdp_stages[FW_XDP_STAGE_FINISH]): acts on the
+ * decision in the hand-over slot, where the audit stage returns to. */
+SEC("xdp")
+int xdpfw_ingress_finish(struct xdp_md *ctx)
+{
+	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	return fw_xdp_finish(ctx, &h->pkt, &h->d, bytes, &h->hop, &h->lat, 0);
+}
+
+/* The audit stage (lib/audit.h): loaded only in the audit instance
+ * (fw_trace_mode FW_TRACE_AUDIT), whose tables hold the candidate rule
+ * set, and put in fw_xdp_stages[FW_XDP_STAGE_AUDIT] while it is audited.
+ * It classifies the packet in the slot with the candidate, counts, reports
+ * a verdict that would differ, and goes on to the live program's finish
+ * stage: it changes no verdict. */
+SEC("xdp")
+int xdpfw_audit(struct xdp_md *ctx)
+{
+	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+	struct fw_audit_slot *a = bpf_map_lookup_elem(&fw_audit_slot, &zero);
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	if (a && fw_audit_decide(ctx, h, a, bytes) == 0) {
+		__u64 now = fw_now();
+		int enforced = h->d.action == FW_ACT_ACCEPT, cand = a->d.action == FW_ACT_ACCEPT;
+
+		fw_audit_count(FW_AUDIT_C_SEEN, bytes, now);
+		if (enforced != cand) {
+			fw_audit_count(enforced ? FW_AUDIT_C_WOULD_DROP : FW_AUDIT_C_WOULD_ACCEPT, bytes, now);
+			fw_audit_event(ctx, &h->pkt, &a->d, h->d.rule_id, bytes);
+		}
+	}
+	bpf_tail_call(ctx, &fw_audit_next, 0);
+	/* never while the control plane holds fw_audit_next: the enforced
+	 * verdict, without what the finish stage adds (counters, REJECT's
+	 * answer, the fast path) */
+	return h->d.action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
 }

@@ -30,10 +30,14 @@ const (
 	DUTIptablesLegacy = "iptables-legacy" // iptables (x_tables back end)
 	DUTNftLinear      = "nft-linear"      // nftables, one rule per iptables rule
 	DUTNftSet         = "nft-set"         // nftables best practice: one rule, a concatenated interval set
+	// DUTXdpfwAudit is xdpfw with its rule set audited beside itself
+	// (docs/audit.md): every packet classified twice. Measured only when
+	// asked (--dut).
+	DUTXdpfwAudit = "xdpfw-audit"
 )
 
 // AllDUTs is every DUT, in the order tables list them.
-var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet}
+var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet, DUTXdpfwAudit}
 
 // Slots of dut_stats (bpf/bench/dut.c).
 const (
@@ -220,6 +224,9 @@ type xdpfwDUT struct {
 	// spread: the traffic walks the rule set (macroAims): every rule
 	// counts what it drops.
 	spread bool
+	// audits: with DUTXdpfwAudit, each data plane's rule set audited
+	// beside itself.
+	audits []*datapath.Audit
 }
 
 // XdpfwSetup is what loading one rule count cost.
@@ -233,7 +240,7 @@ type XdpfwSetup struct {
 // checks, with BPF_PROG_TEST_RUN in the DUT's namespace (the chain is
 // picked by a FIB lookup there), that the generator's frame is dropped by
 // the last rule.
-func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte, spread bool) (*xdpfwDUT, []XdpfwSetup, error) {
+func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte, spread, audit bool) (*xdpfwDUT, []XdpfwSetup, error) {
 	d := &xdpfwDUT{link: l, dps: map[int]*datapath.Datapath{}, last: map[int]uint32{}, ids: map[int][]uint32{}, spread: spread}
 	var setups []XdpfwSetup
 	for _, n := range counts {
@@ -262,6 +269,14 @@ func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []
 		if err := dp.SetConfig(datapath.Config{MalformedAction: compile.ActDrop}); err != nil {
 			d.close()
 			return nil, nil, err
+		}
+		if audit {
+			a, err := dp.StartAudit(tables, compile.DefaultLogSnap, time.Second, 1)
+			if err != nil {
+				d.close()
+				return nil, nil, err
+			}
+			d.audits = append(d.audits, a)
 		}
 		d.last[n], d.ids[n] = ids[len(ids)-1], ids
 		setups = append(setups, s)
@@ -318,7 +333,12 @@ func checkXdpfwFrames(t *Topology, dp *datapath.Datapath, n int, frame []byte, i
 	return nil
 }
 
-func (d *xdpfwDUT) name() string { return DUTXdpfw }
+func (d *xdpfwDUT) name() string {
+	if d.audits != nil {
+		return DUTXdpfwAudit
+	}
+	return DUTXdpfw
+}
 
 func (d *xdpfwDUT) use(n int) error {
 	dp, ok := d.dps[n]
@@ -354,6 +374,9 @@ func (d *xdpfwDUT) check(delivered, dropped uint64) error {
 }
 
 func (d *xdpfwDUT) close() {
+	for _, a := range d.audits {
+		a.Close()
+	}
 	for _, dp := range d.dps {
 		dp.Close()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -263,16 +264,20 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 		switch name {
 		case DUTDrop:
 			d = &dropDUT{link: l, progs: progs}
-		case DUTXdpfw:
-			b.say("xdpfw: compiling and installing %v rules", opt.Rules)
-			x, setups, err := newXdpfwDUT(b.topo, l, pinRoot, opt.Rules, b.frames[opt.Sizes[0]], opt.Spread)
+		case DUTXdpfw, DUTXdpfwAudit:
+			b.say("%s: compiling and installing %v rules", name, opt.Rules)
+			// a pin root of its own: both may be measured
+			x, setups, err := newXdpfwDUT(b.topo, l, filepath.Join(pinRoot, name), opt.Rules, b.frames[opt.Sizes[0]], opt.Spread,
+				name == DUTXdpfwAudit)
 			if err != nil {
 				return nil, err
 			}
 			for _, s := range setups {
 				b.say("  %6d rules: compiled in %.1f ms, installed in %.1f ms", s.Rules, s.CompileMS, s.InstallMS)
 			}
-			res.Xdpfw = setups
+			if name == DUTXdpfw {
+				res.Xdpfw = setups
+			}
 			d = x
 		case DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet:
 			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, macroShape, opt.Spread)

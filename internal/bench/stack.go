@@ -323,6 +323,9 @@ func (d *stackDUT) close() {
 func AvailableDUTs() []string {
 	var out []string
 	for _, d := range AllDUTs {
+		if d == DUTXdpfwAudit { // only when asked
+			continue
+		}
 		if fl, ok := stackFlavours[d]; ok && fl.installed() != nil {
 			continue
 		}

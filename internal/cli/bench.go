@@ -92,6 +92,7 @@ func newBenchMicro(e *env) *cobra.Command {
 		spread   int
 		asJSON   bool
 		latency  []uint
+		audit    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "micro",
@@ -115,6 +116,11 @@ classbench-fw (wildcards and port ranges), classbench-ipc (a mix); their
 prefixes nest and their ranges overlap. Tables that need more than the
 default --max-rules are compiled with the smallest that holds them, which is
 printed with the bytes per rule.
+
+With --audit, each round also measures the last-rule and no-match probes
+(and the --spread frames) with the rule set audited beside itself
+(docs/audit.md): every packet is classified a second time by the
+candidate, the worst case of an audit that sends no events.
 
 With --spread K, each round also compares one frame repeated (warm: the same
 path every packet) with K frames aimed at K different rules (at most the
@@ -169,7 +175,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
 				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta, RuleSet: ruleset, Spread: spread,
-				LatencySamples: samples})
+				LatencySamples: samples, Audit: audit})
 			if err != nil {
 				return err
 			}
@@ -179,6 +185,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 			bench.WriteTable(e.stdout, res)
 			fmt.Fprintln(e.stdout)
 			bench.WriteSpreadTable(e.stdout, res)
+			bench.WriteAuditCost(e.stdout, res)
 			return nil
 		},
 	}
@@ -193,6 +200,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 	fl.IntVar(&spread, "spread", 0, "also measure K frames aimed at K different rules against one repeated (0: no)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.UintSliceVar(&latency, "latency-sample", nil, "also measure latency sampling 1 in N for each N given, beside off")
+	fl.BoolVar(&audit, "audit", false, "also measure the probes with the rule set audited beside itself (docs/audit.md)")
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -73,6 +74,10 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 					d.Added, d.Deleted, d.Entries, d.Capacity)
 			} else {
 				fmt.Fprintln(e.stdout, "delta stage: empty (no edit waits for a rebuild)")
+			}
+			if a := s.Audit; a != nil {
+				fmt.Fprintf(e.stdout, "audit: %s beside the rules in force, not enforced: %d packets seen, would drop %d, would accept %d ('xdpfw audit list')\n",
+					cmp.Or(a.File, "a candidate"), a.Seen, a.WouldDrop, a.WouldAccept)
 			}
 			fmt.Fprintf(e.stdout, "classifier tables: %d entries, %d nodes, %d leaf slots per generation (%d KiB kernel memory with conntrack)\n",
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)

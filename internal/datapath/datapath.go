@@ -256,9 +256,15 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			return nil, fmt.Errorf("carrying fw_config_map over to the new program: %w", err)
 		}
 	}
-	// The program arrays hold the classify stages: no other handle needed.
+	// The program arrays hold the classify (and finish) stages: no other
+	// handle needed.
 	objs.XdpfwIngressClassify.Close()
+	objs.XdpfwIngressFinish.Close()
 	objs.XdpfwCpumapClassify.Close()
+	// The audit instance's own maps (audit.go): no program here uses them.
+	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts} {
+		m.Close()
+	}
 	stagesName, err := pinStages(dir, stagesPin, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
 		objs.Close()
@@ -340,13 +346,14 @@ type loadObjects struct {
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
 	XdpfwCpumap          *ebpf.Program `ebpf:"xdpfw_cpumap"`
 	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
 }
 
 func (o *loadObjects) Close() error {
 	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify,
-		o.XdpfwCpumap, o.XdpfwCpumapClassify)
+		o.XdpfwIngressFinish, o.XdpfwCpumap, o.XdpfwCpumapClassify)
 }
 
 // upgradable are the pinned maps a newer program may make with another
@@ -463,13 +470,9 @@ func addCounters(old, cur *ebpf.Map) error {
 // pinStages pins stages, a program array of prog's, in dir as prefix + the
 // program's id, and returns that name.
 func pinStages(dir, prefix string, prog *ebpf.Program, stages *ebpf.Map) (string, error) {
-	info, err := prog.Info()
+	id, err := progID(prog)
 	if err != nil {
-		return "", fmt.Errorf("reading the program's id: %w", err)
-	}
-	id, ok := info.ID()
-	if !ok {
-		return "", errors.New("reading the program's id: the kernel does not report it")
+		return "", err
 	}
 	name := prefix + strconv.FormatUint(uint64(id), 10)
 	path := filepath.Join(dir, name)
@@ -478,6 +481,19 @@ func pinStages(dir, prefix string, prog *ebpf.Program, stages *ebpf.Map) (string
 		return "", fmt.Errorf("pinning the classify stage at %s: %w", path, err)
 	}
 	return name, nil
+}
+
+// progID is a loaded program's id.
+func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, fmt.Errorf("reading the program's id: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, errors.New("reading the program's id: the kernel does not report it")
+	}
+	return id, nil
 }
 
 // sizeSpec sets the table sizes of lim (defaults for zero fields) in spec

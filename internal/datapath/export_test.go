@@ -34,6 +34,7 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 		m.Pinning = ebpf.PinNone
 	}
 	delete(spec.Programs, rxvlanProgName) // device-bound: loaded per interface
+	delete(spec.Programs, "xdpfw_audit")  // the audit instance's (audit.go)
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
@@ -55,7 +56,7 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 		coll.Close()
 		return nil, fmt.Errorf("%s: want the programs xdpfw_ingress and xdpfw_egress, have %v", path, coll.Programs)
 	}
-	for _, name := range []string{"xdpfw_ingress_classify", "xdpfw_cpumap_classify"} {
+	for _, name := range []string{"xdpfw_ingress_classify", "xdpfw_ingress_finish", "xdpfw_cpumap_classify"} {
 		if p := coll.Programs[name]; p != nil {
 			p.Close() // its program array (in d.unpinned) holds it
 		}

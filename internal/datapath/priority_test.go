@@ -212,7 +212,3 @@ func TestPriorityDifferential(t *testing.T) {
 	t.Logf("%d packets, %d HIGH", checked, high)
 }
 
-// xdpCtx is struct xdp_md, BPF_PROG_TEST_RUN's context of an XDP program.
-type xdpCtx struct {
-	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}

@@ -36,7 +36,10 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 			report("cpumap", d.cpumapProg)
 		}
 		// map names are cut at 15 bytes: fw_cpumap_stages is fw_cpumap_stage
-		for _, st := range []struct{ prog, array string }{{"classify", "fw_xdp_stages"}, {"cpumap-classify", "fw_cpumap_stage"}} {
+		for _, st := range []struct {
+			prog, array string
+			slot        uint32
+		}{{"classify", "fw_xdp_stages", 0}, {"finish", "fw_xdp_stages", stageFinish}, {"cpumap-classify", "fw_cpumap_stage", 0}} {
 			var stages *ebpf.Map
 			for _, m := range d.unpinned { // LoadObject keeps the program arrays unpinned
 				if mi, err := m.Info(); err == nil && mi.Name == st.array {
@@ -44,12 +47,20 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 				}
 			}
 			var id ebpf.ProgramID
-			if stages != nil && stages.Lookup(uint32(0), &id) == nil {
+			if stages != nil && stages.Lookup(st.slot, &id) == nil {
 				if p, err := ebpf.NewProgramFromID(id); err == nil {
 					report(st.prog, p)
 					p.Close()
 				}
 			}
+		}
+		if c.name == "this" {
+			a, err := d.loadAudit(0)
+			if err != nil {
+				b.Fatalf("audit: %+v", err)
+			}
+			report("audit", a.prog)
+			a.Close()
 		}
 		d.Close()
 	}

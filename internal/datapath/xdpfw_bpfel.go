@@ -29,6 +29,23 @@ type xdpfwFwAddrtype struct {
 	Pad     [3]uint8
 }
 
+type xdpfwFwAuditSlot struct {
+	_    structs.HostLayout
+	Root xdpfwFwRoot
+	D    struct {
+		_      structs.HostLayout
+		RuleId uint32
+		Action uint8
+		Reason uint8
+		Reject uint8
+		Flags  uint8
+		Nlog   uint8
+		Nstate uint8
+		Ncount uint8
+		_      [1]byte
+	}
+}
+
 type xdpfwFwBucket struct {
 	_          structs.HostLayout
 	Tat        uint64
@@ -496,6 +513,10 @@ const (
 	xdpfwMapFwActive              = "fw_active"
 	xdpfwMapFwAddrtypeKey         = "fw_addrtype_key"
 	xdpfwMapFwAddrtypes           = "fw_addrtypes"
+	xdpfwMapFwAuditBudget         = "fw_audit_budget"
+	xdpfwMapFwAuditCounts         = "fw_audit_counts"
+	xdpfwMapFwAuditNext           = "fw_audit_next"
+	xdpfwMapFwAuditSlot           = "fw_audit_slot"
 	xdpfwMapFwConfigMap           = "fw_config_map"
 	xdpfwMapFwCpumap              = "fw_cpumap"
 	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
@@ -542,12 +563,14 @@ const (
 	xdpfwMapFwTcPkt               = "fw_tc_pkt"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
+	xdpfwProgXdpfwAudit           = "xdpfw_audit"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
 	xdpfwProgXdpfwCpumap          = "xdpfw_cpumap"
 	xdpfwProgXdpfwCpumapClassify  = "xdpfw_cpumap_classify"
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
+	xdpfwProgXdpfwIngressFinish   = "xdpfw_ingress_finish"
 	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
 	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
@@ -600,12 +623,14 @@ type xdpfwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwProgramSpecs struct {
+	XdpfwAudit           *ebpf.ProgramSpec `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
 	XdpfwCpumap          *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap"`
 	XdpfwCpumapClassify  *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_finish"`
 	XdpfwRxvlan          *ebpf.ProgramSpec `ebpf:"xdpfw_rxvlan"`
 }
 
@@ -616,6 +641,10 @@ type xdpfwMapSpecs struct {
 	FwActive         *ebpf.MapSpec `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
+	FwAuditBudget    *ebpf.MapSpec `ebpf:"fw_audit_budget"`
+	FwAuditCounts    *ebpf.MapSpec `ebpf:"fw_audit_counts"`
+	FwAuditNext      *ebpf.MapSpec `ebpf:"fw_audit_next"`
+	FwAuditSlot      *ebpf.MapSpec `ebpf:"fw_audit_slot"`
 	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCpumap         *ebpf.MapSpec `ebpf:"fw_cpumap"`
 	FwCpumapStages   *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
@@ -700,6 +729,10 @@ type xdpfwMaps struct {
 	FwActive         *ebpf.Map `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
+	FwAuditBudget    *ebpf.Map `ebpf:"fw_audit_budget"`
+	FwAuditCounts    *ebpf.Map `ebpf:"fw_audit_counts"`
+	FwAuditNext      *ebpf.Map `ebpf:"fw_audit_next"`
+	FwAuditSlot      *ebpf.Map `ebpf:"fw_audit_slot"`
 	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
 	FwCpumap         *ebpf.Map `ebpf:"fw_cpumap"`
 	FwCpumapStages   *ebpf.Map `ebpf:"fw_cpumap_stages"`
@@ -753,6 +786,10 @@ func (m *xdpfwMaps) Close() error {
 		m.FwActive,
 		m.FwAddrtypeKey,
 		m.FwAddrtypes,
+		m.FwAuditBudget,
+		m.FwAuditCounts,
+		m.FwAuditNext,
+		m.FwAuditSlot,
 		m.FwConfigMap,
 		m.FwCpumap,
 		m.FwCpumapStages,
@@ -819,23 +856,27 @@ type xdpfwVariables struct {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwPrograms struct {
+	XdpfwAudit           *ebpf.Program `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
 	XdpfwCpumap          *ebpf.Program `ebpf:"xdpfw_cpumap"`
 	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
 	XdpfwRxvlan          *ebpf.Program `ebpf:"xdpfw_rxvlan"`
 }
 
 func (p *xdpfwPrograms) Close() error {
 	return _XdpfwClose(
+		p.XdpfwAudit,
 		p.XdpfwClock,
 		p.XdpfwCpumap,
 		p.XdpfwCpumapClassify,
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
+		p.XdpfwIngressFinish,
 		p.XdpfwRxvlan,
 	)
 }

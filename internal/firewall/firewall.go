@@ -392,6 +392,13 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}
+	// The new program's path has no audit stage: the audit ends.
+	if rec, _ := readAudit(f.paths); rec != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the audit of %s stopped: load replaces the program (xdpfw audit start again)", rec.File))
+	}
+	if err := stopAudit(f.paths, dp); err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("stopping the audit: %v", err))
+	}
 	res.Warnings = append(res.Warnings, ifaceWarnings(rs, ifaces)...)
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap

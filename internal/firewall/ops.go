@@ -217,8 +217,10 @@ func teardown(p Paths) error {
 	if err := datapath.Unpin(p.PinDir); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.Remove(p.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
+	for _, f := range []string{p.StateFile(), p.auditFile()} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	if err := cleanup(p, nil); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
@@ -417,6 +419,18 @@ type Status struct {
 	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
 	Priority    PriorityStatus              `json:"priority"`
 	Reasons     map[string]datapath.Counter `json:"reasons"`
+	// Audit is the candidate rule set checked beside the rules in force
+	// (docs/audit.md), when its stage is in the program's path.
+	Audit *AuditStatus `json:"audit,omitempty"`
+}
+
+// AuditStatus is the audit in force, in short (audit list has it all).
+type AuditStatus struct {
+	File        string    `json:"file"`
+	Started     time.Time `json:"started"`
+	Seen        uint64    `json:"seen"`
+	WouldDrop   uint64    `json:"would_drop"`
+	WouldAccept uint64    `json:"would_accept"`
 }
 
 // PriorityStatus is the priority classes in force (docs/realtime.md,
@@ -511,6 +525,9 @@ func (f *Firewall) Status() (*Status, error) {
 	}
 	for r, c := range rc {
 		s.Reasons[compile.Reason(r).String()] = c
+	}
+	if s.Audit, err = f.auditStatus(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
