@@ -33,7 +33,7 @@ type RefPacket struct {
 	// PPPoE: the packet came in a PPPoE session frame; InIface is the
 	// session's ppp device (bpf/lib/pppoe.h).
 	PPPoE    bool
-	Fragment bool   // a non-first fragment
+	Fragment bool // a non-first fragment
 	// FirstFragment: a datagram's first fragment (more follow); only
 	// its priority class reads it (PriorityOf).
 	FirstFragment bool

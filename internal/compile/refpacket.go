@@ -22,8 +22,7 @@ func RefPacketOf(p *packet.Packet, iface string) RefPacket {
 	rp := RefPacket{
 		Chain: rules.ChainInput, InIface: iface, Src: p.Src, Dst: p.Dst, Proto: p.Proto,
 		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0, FirstFragment: p.FragOffset == 0 && p.MoreFragments,
-		PPPoE: p.PPPoE,
-		Len: uint32(IPLenOf(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto, MSS: tcpMSS(p.TCPOptions),
+		PPPoE: p.PPPoE, Len: uint32(IPLenOf(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto, MSS: tcpMSS(p.TCPOptions),
 	}
 	if rp.TTL == 0 {
 		rp.TTL = packet.DefaultTTL

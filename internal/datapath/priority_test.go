@@ -211,4 +211,3 @@ func TestPriorityDifferential(t *testing.T) {
 	}
 	t.Logf("%d packets, %d HIGH", checked, high)
 }
-
