@@ -207,7 +207,7 @@ func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
 	view := &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, nodes: o.FwNodes,
 		leaves: o.FwLeaves, roots: o.FwRoots, raw: o.FwRaw, deltas: o.FwDeltas, deltaEn: o.FwDeltaEntries,
 		stamps: o.FwStamps, ruleCtr: o.FwRuleStats, logLim: o.FwLogLimits, logStat: o.FwLogStats, limBkt: o.FwLimits,
-		recentRules: o.FwRecentRules, hashRules: o.FwHashlimitRules, logCtr: d.logCtr}
+		recentRules: o.FwRecentRules, hashRules: o.FwHashlimitRules, logCtr: d.logCtr, audit: true}
 	return &Audit{Datapath: view, prog: o.Prog, budget: o.FwAuditBudget, counts: o.FwAuditCounts, next: o.FwAuditNext, live: d}, nil
 }
 
@@ -252,7 +252,7 @@ func (d *Datapath) OpenAudit() (*Audit, error) {
 	if err != nil || !on {
 		return nil, err
 	}
-	a := &Audit{Datapath: &Datapath{dir: d.dir, limits: d.limits, logCtr: d.logCtr}, live: d}
+	a := &Audit{Datapath: &Datapath{dir: d.dir, limits: d.limits, logCtr: d.logCtr, audit: true}, live: d}
 	for name, dst := range a.privateMaps() {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(d.dir, auditPrefix+name), nil)
 		if err != nil {

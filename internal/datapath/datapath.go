@@ -146,9 +146,13 @@ type Datapath struct {
 	// fw_cpumap, and xdpfw_cpumap with its stages (nil when opened from
 	// pins; the program from its pin where there is one).
 	prioRoots, prioCfg, prioStats, cpumap *ebpf.Map
-	cpumapProg                            *ebpf.Program
-	cpuStages                             *ebpf.Map
-	cpuStagesPin                          string
+	// audit: an audit instance's view (audit.go), whose tables hold a
+	// candidate rule set. It has no priority roots: the class a packet
+	// gets is the enforced rule set's, and an audit compares verdicts.
+	audit        bool
+	cpumapProg   *ebpf.Program
+	cpuStages    *ebpf.Map
+	cpuStagesPin string
 	// rxvlan is xdpfw_rxvlan's spec, loaded per interface with handoff
 	// (fw_xdp_handoff, also in unpinned) and stages (rxvlan.go); nil
 	// when opened from pins.
