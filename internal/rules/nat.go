@@ -447,6 +447,41 @@ func withoutTable(toks []token) []token {
 	return toks
 }
 
+// natIfaceProblem refuses what a nat rule reached from hooks tests of a
+// packet that has no such thing there: -m mac where the kernel refuses it
+// (OUTPUT, POSTROUTING: xt_mac is for PREROUTING, INPUT and FORWARD), and
+// -i (-o) in a user chain reached from a hook without an input (output)
+// device. iptables takes the latter (a positive test then never matches,
+// a negated one always); xdpfw classifies a nat chain once for all the
+// hooks that reach it, so it refuses them.
+func natIfaceProblem(r *Rule, hooks map[Chain]bool) *Error {
+	out := hooks[ChainOutput] || hooks[ChainPostrouting]
+	in := hooks[ChainPrerouting] || hooks[ChainInput]
+	where := func(cs ...Chain) string {
+		var s []string
+		for _, c := range cs {
+			if hooks[c] {
+				s = append(s, c.String())
+			}
+		}
+		return strings.Join(s, " and ")
+	}
+	switch {
+	case out && (r.Match.MACSrc != nil || r.Match.MACDst != nil):
+		return &Error{Pos: r.Pos, Msg: "-m mac in a nat rule " + where(ChainOutput, ChainPostrouting) + " reaches: the kernel refuses it there",
+			Hint: "-m mac works in PREROUTING and INPUT (packets arriving)"}
+	case r.Chain == ChainUser && out && r.Match.InIface != nil:
+		return &Error{Pos: r.Pos, Msg: "-i in chain " + r.UserChain + ", which " + where(ChainOutput, ChainPostrouting) +
+			" reaches, is not supported: packets there have no input interface",
+			Hint: "test -i in PREROUTING, or in a chain only PREROUTING and INPUT jump to"}
+	case r.Chain == ChainUser && in && r.Match.OutIface != nil:
+		return &Error{Pos: r.Pos, Msg: "-o in chain " + r.UserChain + ", which " + where(ChainPrerouting, ChainInput) +
+			" reaches, is not supported: packets there have no output interface yet",
+			Hint: "test -o in POSTROUTING or OUTPUT, or in a chain only they jump to"}
+	}
+	return nil
+}
+
 // checkNATHooks checks, once the file is read, that each translating rule
 // of a nat user chain is reached only from the built-in chains its target
 // may be in (iptables-restore refuses the table otherwise: "Invalid
@@ -480,6 +515,14 @@ func (p *fileParser) checkNATHooks() {
 		}
 	}
 	for _, r := range nat.Rules {
+		hooks := map[Chain]bool{r.Chain: true}
+		if r.Chain == ChainUser {
+			hooks = reach[r.UserChain]
+		}
+		if err := natIfaceProblem(&r, hooks); err != nil {
+			p.errs = append(p.errs, err)
+			continue
+		}
 		if r.Chain != ChainUser || r.Target.NAT == nil {
 			continue
 		}

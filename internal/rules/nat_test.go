@@ -149,6 +149,10 @@ func TestNATParseErrors(t *testing.T) {
 		{"-t nat -N X\n-t nat -A X -j MASQUERADE\n-t nat -A PREROUTING -j X", "b:2:8", "which PREROUTING jumps to"},
 		{"-t nat -A PREROUTING -p tcp -j DNAT --to-destination [fd00::1]:80", "b:1:54", "IPv6 NAT is not supported"},
 		{"-t nat -A PREROUTING -6 -p tcp -j DNAT --to-destination :80", "b:1:35", "IPv6 NAT"},
+		{"-t nat -A POSTROUTING -m mac --mac-source 02:00:00:00:00:01 -j MASQUERADE", "b:1:8", "-m mac in a nat rule POSTROUTING reaches"},
+		{"-t nat -N X\n-t nat -A X -m mac --mac-source 02:00:00:00:00:01 -j ACCEPT\n-t nat -A OUTPUT -j X", "b:2:8", "-m mac in a nat rule OUTPUT reaches"},
+		{"-t nat -N X\n-t nat -A X -i eth0 -j ACCEPT\n-t nat -A POSTROUTING -j X", "b:2:8", "-i in chain X, which POSTROUTING reaches, is not supported"},
+		{"-t nat -N X\n-t nat -A X -o eth0 -j ACCEPT\n-t nat -A PREROUTING -j X", "b:2:8", "-o in chain X, which PREROUTING reaches, is not supported"},
 		{"-t nat -A PREROUTING -j NOSUCH", "b:1:25", "no chain or target NOSUCH"},
 	} {
 		_, err := Parse("b", []byte(c.src), ParseOptions{NAT: true})

@@ -93,6 +93,8 @@ func TestNATSyntaxAgainstIptables(t *testing.T) {
 		{"-A PREROUTING -p tcp -j DNAT --to-destination 1.2.3.4/24"},
 		{"-A PREROUTING -p tcp -j DNAT --to-destination 1.2.3.4:65536"},
 		{":X - [0:0]", "-A X -j MASQUERADE", "-A PREROUTING -j X"},
+		{"-A POSTROUTING -m mac --mac-source 02:00:00:00:00:01 -j MASQUERADE"},
+		{":X - [0:0]", "-A X -m mac --mac-source 02:00:00:00:00:01 -j ACCEPT", "-A OUTPUT -j X"},
 		{":X - [0:0]", "-A X -p tcp -j DNAT --to-destination 1.1.1.1", "-A INPUT -j X"},
 	}
 	for _, lines := range bad {
