@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -162,6 +163,26 @@ func TestNATParseErrors(t *testing.T) {
 		}
 		if got := err.Error(); !strings.HasPrefix(got, c.at+": ") || !strings.Contains(got, c.msg) {
 			t.Errorf("%q:\n got %s\nwant %s: ...%s...", c.src, got, c.at, c.msg)
+		}
+	}
+}
+
+// TestRandomNATRoundTrip: random nat tables print as rules that parse back
+// into the same table.
+func TestRandomNATRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(22, 3))
+	for set := range 300 {
+		nat := RandomNAT(r, 1+r.IntN(30), RandomKnobs{})
+		rs := &RuleSet{NAT: nat}
+		back, err := Parse("t", []byte(rs.String()), ParseOptions{NAT: true})
+		if err != nil {
+			t.Fatalf("set %d does not parse back: %v\n%s", set, err, rs)
+		}
+		if back.NAT == nil {
+			t.Fatalf("set %d: no nat table read back\n%s", set, rs)
+		}
+		if d := diffRuleSets(nat, back.NAT); d != "" {
+			t.Fatalf("set %d: %s\n%s", set, d, rs)
 		}
 	}
 }
