@@ -29,11 +29,11 @@ man: build
 	bin/xdpfw man bin/man
 
 generate:
-	$(GO) generate ./internal/datapath/ ./internal/bench/
+	$(GO) generate ./internal/datapath/ ./internal/bench/ ./internal/nat/
 
 # CI: the committed bpf2go output must be what the sources produce.
 check-generated: generate
-	@git diff --exit-code -- internal/datapath/ 'internal/bench/*_bpfel.*' || { echo "bpf2go output is stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- internal/datapath/ 'internal/bench/*_bpfel.*' 'internal/nat/*_bpfel.*' || { echo "bpf2go output is stale: run 'make generate' and commit"; exit 1; }
 
 vet:
 	$(GO) vet ./...

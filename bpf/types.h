@@ -970,4 +970,16 @@ struct fw_lat_hist {
 	__u64 bucket[FW_LAT_BUCKETS];
 };
 
+/* A NAT rewrite of an IPv4 packet (lib/nat.h fw_nat_rewrite4): the
+ * addresses and ports (ICMP echo: the id, as a source port in a request,
+ * a destination port in a reply) the packet is to carry, network order;
+ * a field equal to the packet's is left as it is. docs/nat.md. Mirrored
+ * by internal/nat (bpf2go). */
+struct fw_nat_rw {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+};
+
 #endif
