@@ -35,3 +35,60 @@ int nat_rewrite_test(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	return fw_nat_rewrite4(eth + 1, end, rw) ? XDP_PASS : XDP_TX;
 }
+
+/* What nat_fib_src_test found: bpf_fib_lookup's return code, the egress
+ * device and the source address it derived (BPF_FIB_LOOKUP_SRC). */
+struct nat_fib_src_res {
+	__u32  rc;
+	__u32  ifindex;
+	__be32 src;
+	__u32  masq_rc;
+	__be32 masq; /* MASQUERADE's address: see below */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nat_fib_src_res);
+} nat_fib_src SEC(".maps");
+
+/* nat_fib_src_test asks the FIB how the kernel would forward the IPv4
+ * frame it is given (arriving on the test run's ingress device) and which
+ * source address it would pick for that next hop: what MASQUERADE needs,
+ * following the egress device's addresses as they change. */
+SEC("xdp")
+int nat_fib_src_test(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct bpf_fib_lookup fib = {};
+	__u32 zero = 0;
+
+	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return XDP_ABORTED;
+	fib.family = 2; /* AF_INET */
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = bpf_ntohs(ip->tot_len);
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	fib.ifindex = ctx->ingress_ifindex;
+	struct nat_fib_src_res res = {};
+	res.rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH);
+	res.ifindex = fib.ifindex;
+	res.src = fib.ipv4_src;
+	/* The kernel's MASQUERADE takes the egress device's address for the
+	 * next hop (inet_select_addr), not a route's preferred source, which
+	 * the lookup above gives when the route has one. A second lookup, of
+	 * the next hop itself (ipv4_dst now holds it) from the egress
+	 * device, finds the device's connected route, whose source is that
+	 * address. */
+	fib.ipv4_src = 0;
+	res.masq_rc = bpf_fib_lookup(ctx, &fib, sizeof(fib),
+				     BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH | BPF_FIB_LOOKUP_OUTPUT);
+	res.masq = fib.ipv4_src;
+	bpf_map_update_elem(&nat_fib_src, &zero, &res, BPF_ANY);
+	return XDP_PASS;
+}

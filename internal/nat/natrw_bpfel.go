@@ -21,11 +21,22 @@ type natrwFwNatRw struct {
 	Dport uint16
 }
 
+type natrwNatFibSrcRes struct {
+	_       structs.HostLayout
+	Rc      uint32
+	Ifindex uint32
+	Src     uint32
+	MasqRc  uint32
+	Masq    uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	natrwMapNatFibSrc       = "nat_fib_src"
 	natrwMapNatRwSpec       = "nat_rw_spec"
+	natrwProgNatFibSrcTest  = "nat_fib_src_test"
 	natrwProgNatRewriteTest = "nat_rewrite_test"
 )
 
@@ -71,6 +82,7 @@ type natrwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natrwProgramSpecs struct {
+	NatFibSrcTest  *ebpf.ProgramSpec `ebpf:"nat_fib_src_test"`
 	NatRewriteTest *ebpf.ProgramSpec `ebpf:"nat_rewrite_test"`
 }
 
@@ -78,6 +90,7 @@ type natrwProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natrwMapSpecs struct {
+	NatFibSrc *ebpf.MapSpec `ebpf:"nat_fib_src"`
 	NatRwSpec *ebpf.MapSpec `ebpf:"nat_rw_spec"`
 }
 
@@ -107,11 +120,13 @@ func (o *natrwObjects) Close() error {
 //
 // It can be passed to loadNatrwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natrwMaps struct {
+	NatFibSrc *ebpf.Map `ebpf:"nat_fib_src"`
 	NatRwSpec *ebpf.Map `ebpf:"nat_rw_spec"`
 }
 
 func (m *natrwMaps) Close() error {
 	return _NatrwClose(
+		m.NatFibSrc,
 		m.NatRwSpec,
 	)
 }
@@ -126,11 +141,13 @@ type natrwVariables struct {
 //
 // It can be passed to loadNatrwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natrwPrograms struct {
+	NatFibSrcTest  *ebpf.Program `ebpf:"nat_fib_src_test"`
 	NatRewriteTest *ebpf.Program `ebpf:"nat_rewrite_test"`
 }
 
 func (p *natrwPrograms) Close() error {
 	return _NatrwClose(
+		p.NatFibSrcTest,
 		p.NatRewriteTest,
 	)
 }
