@@ -1,0 +1,47 @@
+package nat
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/cilium/ebpf"
+)
+
+// Harness runs the data plane's rewrite (bpf/lib/nat.h fw_nat_rewrite4) on
+// frames, through its test program (bpf/test/nat_rewrite.c) and
+// BPF_PROG_TEST_RUN: for the tests that hold it to its Go twin and to the
+// kernel's NAT. It is no part of the firewall.
+type Harness struct{ objs natrwObjects }
+
+// NewHarness loads the test program (root, or CAP_BPF).
+func NewHarness() (*Harness, error) {
+	h := &Harness{}
+	if err := loadNatrwObjects(&h.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the nat rewrite harness: %w", err)
+	}
+	return h, nil
+}
+
+// Close releases the program and its maps.
+func (h *Harness) Close() error { return h.objs.Close() }
+
+// Rewrite returns the Ethernet + IPv4 frame as fw_nat_rewrite4 rewrites it
+// to carry rw's addresses and ports; false (and the frame unchanged) when
+// it refuses.
+func (h *Harness) Rewrite(frame []byte, rw Rw) ([]byte, bool, error) {
+	s, d := rw.Src.As4(), rw.Dst.As4()
+	// the struct's fields hold network order; its Go twin stores them little-endian
+	spec := natrwFwNatRw{Saddr: binary.LittleEndian.Uint32(s[:]), Daddr: binary.LittleEndian.Uint32(d[:]),
+		Sport: bits.ReverseBytes16(rw.SPort), Dport: bits.ReverseBytes16(rw.DPort)}
+	if err := h.objs.NatRwSpec.Put(uint32(0), &spec); err != nil {
+		return nil, false, err
+	}
+	opts := ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+64)}
+	ret, err := h.objs.NatRewriteTest.Run(&opts)
+	if err != nil {
+		return nil, false, err
+	}
+	const xdpTX = 3
+	return opts.DataOut, ret == xdpTX, nil
+}

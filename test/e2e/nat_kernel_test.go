@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/nat"
+	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// TestNATRewriteLikeKernel holds the data plane's rewrite (bpf/lib/nat.h,
+// run through internal/nat's harness) to the kernel's NAT: the first
+// packets of TCP, UDP (with a checksum and without) and ping connections
+// cross a router whose kernel translates them (MASQUERADE out of rb, port
+// forwards with DNAT); for each frame the server's side receives, the
+// harness rewrites the frame the client sent to the tuple the kernel chose,
+// the router's TTL decrement is applied as ip_decrease_ttl does, and the
+// IPv4 header and L4 segment must be the kernel's byte for byte (a
+// checksum may be the other form of zero, which verifies as well).
+func TestNATRewriteLikeKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Skip("iptables is not installed: no kernel nat table")
+	}
+	h, err := nat.NewHarness()
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	defer h.Close()
+	x := newRouter(t) // a: the LAN (ra, 10.200.1.0/24), b: the WAN (rb, 10.200.2.0/24)
+	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", x.lb.cli4+":8080")
+	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", x.lb.cli4+":5353")
+	kernelNAT(t, x.r, "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE")
+	capB := newCapture(t, x.b, "xb")
+	cli, wan, lan := netip.MustParseAddr(x.la.cli4), netip.MustParseAddr(x.lb.cli4), netip.MustParseAddr(x.la.srv4)
+	payload := func(i int) []byte { return []byte(fmt.Sprintf("nat flow %d, some bytes to sum", i)) }
+	flows := []*packet.Packet{
+		{Src: cli, Dst: wan, Proto: packet.ProtoTCP, SPort: 40001, DPort: 9000, TCPFlags: packet.TCPSyn},
+		{Src: cli, Dst: wan, Proto: packet.ProtoUDP, SPort: 40002, DPort: 9001},
+		{Src: cli, Dst: wan, Proto: packet.ProtoUDP, SPort: 40003, DPort: 9002}, // sent without a checksum
+		{Src: cli, Dst: wan, Proto: packet.ProtoICMP, ICMPType: 8},
+		{Src: cli, Dst: lan, Proto: packet.ProtoTCP, SPort: 40004, DPort: 80, TCPFlags: packet.TCPSyn}, // DNAT + MASQUERADE
+		{Src: cli, Dst: lan, Proto: packet.ProtoUDP, SPort: 40005, DPort: 53},
+		{Src: cli, Dst: wan, Proto: packet.ProtoTCP, SPort: 40006, DPort: 443, TCPFlags: packet.TCPSyn, TCPOptions: []byte{2, 4, 5, 0xb4}},
+	}
+	ra, xa := macOf(t, x.r, "ra"), macOf(t, x.a, "xa")
+	for i, p := range flows {
+		p.SrcMAC, p.DstMAC, p.TTL, p.Payload = xa, ra, 64, payload(i)
+		f := p.Bytes()
+		if i == 2 {
+			f[14+20+6], f[14+20+7] = 0, 0
+		}
+		sendFrames(t, x.la, f)
+		tag := payload(i)
+		got := capB.next(func(q *packet.Packet) bool { return bytes.Equal(q.Payload, tag) })
+		if got == nil {
+			t.Fatalf("flow %d (%s): the kernel did not forward it to b", i, p)
+		}
+		q, _ := packet.Decode(got)
+		rw := nat.Rw{Src: q.Src, Dst: q.Dst, SPort: q.SPort, DPort: q.DPort}
+		ipOff := 14
+		if q.Proto == packet.ProtoICMP { // the echo id, kept or not, is the request's source "port"
+			rw.SPort = binary.BigEndian.Uint16(got[ipOff+20+4:])
+		}
+		want, ok, err := h.Rewrite(f, rw)
+		if err != nil || !ok {
+			t.Fatalf("flow %d: the harness did not rewrite it (%v)", i, err)
+		}
+		decreaseTTL(want[ipOff:])
+		n := int(binary.BigEndian.Uint16(got[ipOff+2:])) // the IP datagram, not the Ethernet padding
+		g, w := got[ipOff:ipOff+n], want[ipOff:ipOff+n]
+		if d := diffChecksumsAside(g, w); d != "" {
+			t.Errorf("flow %d (%s) translated to %+v:\nkernel  %x\nxdpfw   %x\n%s", i, p, rw, g, w, d)
+		}
+		t.Logf("flow %d: %s:%d > %s:%d became %s", i, p.Src, p.SPort, p.Dst, p.DPort, q)
+	}
+}
+
+// decreaseTTL does to the IPv4 header ip what the kernel's
+// ip_decrease_ttl does when it forwards (an incremental checksum update,
+// in the host's order, as the kernel computes it).
+func decreaseTTL(ip []byte) {
+	c := uint32(binary.LittleEndian.Uint16(ip[10:]))
+	c += uint32(binary.LittleEndian.Uint16([]byte{1, 0})) // htons(0x0100)
+	if c >= 0xffff {
+		c++
+	}
+	binary.LittleEndian.PutUint16(ip[10:], uint16(c))
+	ip[8]--
+}
+
+// diffChecksumsAside says how two IPv4 datagrams differ, taking the two
+// forms of a zero checksum (0x0000, 0xffff) of the IP header and of the
+// TCP, UDP (not 0: none) or ICMP segment as equal; "" when they do not.
+func diffChecksumsAside(g, w []byte) string {
+	if len(g) != len(w) {
+		return fmt.Sprintf("lengths %d and %d", len(g), len(w))
+	}
+	g, w = bytes.Clone(g), bytes.Clone(w)
+	hl := int(g[0]&0xf) * 4
+	at := []int{10}
+	switch g[9] {
+	case 6:
+		at = append(at, hl+16)
+	case 17:
+		at = append(at, hl+6)
+	case 1:
+		at = append(at, hl+2)
+	}
+	for _, o := range at {
+		a, b := binary.BigEndian.Uint16(g[o:]), binary.BigEndian.Uint16(w[o:])
+		if a != b && a^b == 0xffff && (a == 0 || b == 0) && !(g[9] == 17 && o == hl+6) {
+			copy(w[o:o+2], g[o:o+2])
+		}
+	}
+	for i := range g {
+		if g[i] != w[i] {
+			return fmt.Sprintf("first difference at byte %d of the datagram", i)
+		}
+	}
+	return ""
+}
