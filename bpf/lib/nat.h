@@ -108,4 +108,101 @@ static __always_inline int fw_nat_rewrite4(void *l3, void *end, const struct fw_
 	return 0;
 }
 
+/* fw_nat_icmp_error reports whether ICMP type t quotes a packet (an
+ * error: destination unreachable, source quench, redirect, time exceeded,
+ * parameter problem), whose headers a translation rewrites too. */
+static __always_inline int fw_nat_icmp_error(__u8 t)
+{
+	return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
+}
+
+/* fw_nat_rewrite4_icmp_error rewrites an ICMP error about a translated
+ * connection as the kernel's NAT does (nf_nat_icmp_reply_translation):
+ * the quoted packet to carry inner's addresses and ports (its source and
+ * destination; a quoted echo request's id is its source "port"), with its
+ * IPv4 checksum and, where the quote holds them, its TCP or UDP (not 0)
+ * or ICMP checksum updated; the ICMP message's checksum updated for all
+ * of that; the outer header to carry outer's addresses. Returns 0, or -1
+ * and changes nothing: not an ICMP error, a fragment, a quote too short
+ * for the quoted packet's ports or id. */
+static __always_inline int fw_nat_rewrite4_icmp_error(void *l3, void *end, const struct fw_nat_rw *outer,
+						      const struct fw_nat_rw *inner)
+{
+	struct iphdr *ip = l3;
+
+	if ((void *)(ip + 1) > end || ip->ihl < 5 || ip->protocol != IPPROTO_ICMP)
+		return -1;
+	if (ip->frag_off & bpf_htons(0x3fff))
+		return -1;
+	struct fw_icmp_echo *ic = l3 + (ip->ihl & 0xf) * 4;
+	struct iphdr *in = (void *)(ic + 1);
+	if ((void *)(in + 1) > end || !fw_nat_icmp_error(ic->type) || in->ihl < 5)
+		return -1;
+	void *l4 = (void *)in + (in->ihl & 0xf) * 4;
+	__u16 *sp = 0, *dp = 0, *check = 0;
+	int udp = 0;
+
+	if (l4 + 8 > end) /* the ports (id) at least, as conntrack needs them */
+		return -1;
+	switch (in->protocol) {
+	case IPPROTO_TCP:
+		sp = l4;
+		dp = l4 + 2;
+		if (l4 + sizeof(struct tcphdr) <= end) /* else the quote ends before the checksum */
+			check = &((struct tcphdr *)l4)->check;
+		break;
+	case IPPROTO_UDP:
+		sp = l4;
+		dp = l4 + 2;
+		if (((struct udphdr *)l4)->check) {
+			check = &((struct udphdr *)l4)->check;
+			udp = 1;
+		}
+		break;
+	case IPPROTO_ICMP:
+		if (((struct fw_icmp_echo *)l4)->type != 8) /* only an echo request has an id to translate */
+			break;
+		sp = &((struct fw_icmp_echo *)l4)->id;
+		check = &((struct fw_icmp_echo *)l4)->checksum;
+		break;
+	}
+
+	/* The quoted addresses: in the quoted IPv4 checksum, its TCP/UDP
+	 * pseudo-header, and the ICMP checksum (they are ICMP data). */
+	__u32 ad = fw_csum_delta32(0, in->saddr, inner->saddr);
+	ad = fw_csum_delta32(ad, in->daddr, inner->daddr);
+	__u32 icd = ad, l4d = in->protocol == IPPROTO_ICMP ? 0 : ad;
+	__u16 old;
+
+	if (sp) {
+		l4d = fw_csum_delta16(l4d, *sp, inner->sport);
+		icd = fw_csum_delta16(icd, *sp, inner->sport);
+		*sp = inner->sport;
+	}
+	if (dp) {
+		l4d = fw_csum_delta16(l4d, *dp, inner->dport);
+		icd = fw_csum_delta16(icd, *dp, inner->dport);
+		*dp = inner->dport;
+	}
+	if (check) {
+		old = *check;
+		__u16 c = fw_csum_apply(old, l4d);
+		if (udp && !c)
+			c = 0xffff;
+		*check = c;
+		icd = fw_csum_delta16(icd, old, c);
+	}
+	old = in->check;
+	in->check = fw_csum_apply(old, ad);
+	icd = fw_csum_delta16(icd, old, in->check);
+	in->saddr = inner->saddr;
+	in->daddr = inner->daddr;
+	ic->checksum = fw_csum_apply(ic->checksum, icd);
+
+	ip->check = fw_csum_apply(ip->check, fw_csum_delta32(fw_csum_delta32(0, ip->saddr, outer->saddr), ip->daddr, outer->daddr));
+	ip->saddr = outer->saddr;
+	ip->daddr = outer->daddr;
+	return 0;
+}
+
 #endif

@@ -15,10 +15,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* The rewrite to apply. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct fw_nat_rw);
-} nat_rw_spec SEC(".maps");
+} nat_rw_spec SEC(".maps"); /* [0]: the packet's (an ICMP error's outer header); [1]: an ICMP error's quoted packet */
 
 SEC("xdp")
 int nat_rewrite_test(struct xdp_md *ctx)
@@ -34,6 +34,25 @@ int nat_rewrite_test(struct xdp_md *ctx)
 	if (!rw)
 		return XDP_ABORTED;
 	return fw_nat_rewrite4(eth + 1, end, rw) ? XDP_PASS : XDP_TX;
+}
+
+/* nat_rewrite_error_test rewrites an ICMP error as nat_rw_spec says:
+ * [0] its outer header, [1] the packet it quotes. */
+SEC("xdp")
+int nat_rewrite_error_test(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 zero = 0, one = 1;
+
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return XDP_PASS;
+	const struct fw_nat_rw *outer = bpf_map_lookup_elem(&nat_rw_spec, &zero);
+	const struct fw_nat_rw *inner = bpf_map_lookup_elem(&nat_rw_spec, &one);
+	if (!outer || !inner)
+		return XDP_ABORTED;
+	return fw_nat_rewrite4_icmp_error(eth + 1, end, outer, inner) ? XDP_PASS : XDP_TX;
 }
 
 /* What nat_fib_src_test found: bpf_fib_lookup's return code, the egress

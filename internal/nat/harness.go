@@ -30,15 +30,30 @@ func (h *Harness) Close() error { return h.objs.Close() }
 // to carry rw's addresses and ports; false (and the frame unchanged) when
 // it refuses.
 func (h *Harness) Rewrite(frame []byte, rw Rw) ([]byte, bool, error) {
-	s, d := rw.Src.As4(), rw.Dst.As4()
-	// the struct's fields hold network order; its Go twin stores them little-endian
-	spec := natrwFwNatRw{Saddr: binary.LittleEndian.Uint32(s[:]), Daddr: binary.LittleEndian.Uint32(d[:]),
-		Sport: bits.ReverseBytes16(rw.SPort), Dport: bits.ReverseBytes16(rw.DPort)}
-	if err := h.objs.NatRwSpec.Put(uint32(0), &spec); err != nil {
-		return nil, false, err
+	return h.run(h.objs.NatRewriteTest, frame, rw)
+}
+
+// RewriteError returns the frame, an ICMP error, as
+// fw_nat_rewrite4_icmp_error rewrites it: its outer header to carry outer's
+// addresses, the packet it quotes inner's addresses and ports; false (and
+// the frame unchanged) when it refuses.
+func (h *Harness) RewriteError(frame []byte, outer, inner Rw) ([]byte, bool, error) {
+	return h.run(h.objs.NatRewriteErrorTest, frame, outer, inner)
+}
+
+// run puts rws in nat_rw_spec and runs prog on frame.
+func (h *Harness) run(prog *ebpf.Program, frame []byte, rws ...Rw) ([]byte, bool, error) {
+	for i, rw := range rws {
+		s, d := rw.Src.As4(), rw.Dst.As4()
+		// the struct's fields hold network order; its Go twin stores them little-endian
+		spec := natrwFwNatRw{Saddr: binary.LittleEndian.Uint32(s[:]), Daddr: binary.LittleEndian.Uint32(d[:]),
+			Sport: bits.ReverseBytes16(rw.SPort), Dport: bits.ReverseBytes16(rw.DPort)}
+		if err := h.objs.NatRwSpec.Put(uint32(i), &spec); err != nil {
+			return nil, false, err
+		}
 	}
 	opts := ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+64)}
-	ret, err := h.objs.NatRewriteTest.Run(&opts)
+	ret, err := prog.Run(&opts)
 	if err != nil {
 		return nil, false, err
 	}

@@ -34,10 +34,11 @@ type natrwNatFibSrcRes struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	natrwMapNatFibSrc       = "nat_fib_src"
-	natrwMapNatRwSpec       = "nat_rw_spec"
-	natrwProgNatFibSrcTest  = "nat_fib_src_test"
-	natrwProgNatRewriteTest = "nat_rewrite_test"
+	natrwMapNatFibSrc            = "nat_fib_src"
+	natrwMapNatRwSpec            = "nat_rw_spec"
+	natrwProgNatFibSrcTest       = "nat_fib_src_test"
+	natrwProgNatRewriteErrorTest = "nat_rewrite_error_test"
+	natrwProgNatRewriteTest      = "nat_rewrite_test"
 )
 
 // loadNatrw returns the embedded CollectionSpec for natrw.
@@ -82,8 +83,9 @@ type natrwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natrwProgramSpecs struct {
-	NatFibSrcTest  *ebpf.ProgramSpec `ebpf:"nat_fib_src_test"`
-	NatRewriteTest *ebpf.ProgramSpec `ebpf:"nat_rewrite_test"`
+	NatFibSrcTest       *ebpf.ProgramSpec `ebpf:"nat_fib_src_test"`
+	NatRewriteErrorTest *ebpf.ProgramSpec `ebpf:"nat_rewrite_error_test"`
+	NatRewriteTest      *ebpf.ProgramSpec `ebpf:"nat_rewrite_test"`
 }
 
 // natrwMapSpecs contains maps before they are loaded into the kernel.
@@ -141,13 +143,15 @@ type natrwVariables struct {
 //
 // It can be passed to loadNatrwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natrwPrograms struct {
-	NatFibSrcTest  *ebpf.Program `ebpf:"nat_fib_src_test"`
-	NatRewriteTest *ebpf.Program `ebpf:"nat_rewrite_test"`
+	NatFibSrcTest       *ebpf.Program `ebpf:"nat_fib_src_test"`
+	NatRewriteErrorTest *ebpf.Program `ebpf:"nat_rewrite_error_test"`
+	NatRewriteTest      *ebpf.Program `ebpf:"nat_rewrite_test"`
 }
 
 func (p *natrwPrograms) Close() error {
 	return _NatrwClose(
 		p.NatFibSrcTest,
+		p.NatRewriteErrorTest,
 		p.NatRewriteTest,
 	)
 }

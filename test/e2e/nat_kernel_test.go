@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -124,4 +125,86 @@ func diffChecksumsAside(g, w []byte) string {
 		}
 	}
 	return ""
+}
+
+// TestNATICMPErrorLikeKernel holds the data plane's rewrite of ICMP
+// errors (lib/nat.h fw_nat_rewrite4_icmp_error) to the kernel's: b answers
+// translated packets with ICMP errors (a closed UDP port, a TCP SYN and a
+// ping it rejects, a closed port behind a DNAT port forward); the router's
+// kernel translates each error back for the client, outer header and
+// quoted packet. The harness, given the error as b sent it (captured on
+// rb) and the addresses and ports the kernel gave it, must produce the
+// error the client received, byte for byte (plus the router's TTL
+// decrement), checksums of the quoted packet and of the ICMP message
+// included.
+func TestNATICMPErrorLikeKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Skip("iptables is not installed: no kernel nat table")
+	}
+	h, err := nat.NewHarness()
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	defer h.Close()
+	x := newRouter(t)
+	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", x.lb.cli4+":5353")
+	kernelNAT(t, x.r, "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE")
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, c := range [][]string{
+		{"sysctl", "-qw", "net.ipv4.icmp_ratelimit=0"},
+		{"iptables", "-A", "INPUT", "-p", "tcp", "--dport", "9100", "-j", "REJECT", "--reject-with", "icmp-host-prohibited"},
+		{"iptables", "-A", "INPUT", "-p", "icmp", "--icmp-type", "echo-request", "-j", "REJECT", "--reject-with", "icmp-net-unreachable"},
+	} {
+		if out, err := x.b.Exec(ctx, c[0], c[1:]...); err != nil {
+			t.Fatalf("%s in %s: %v\n%s", c, x.b, err, out)
+		}
+	}
+	capR := newCapture(t, x.r, "rb") // the errors as b sends them
+	capA := newCapture(t, x.a, "xa") // and as the client receives them
+	cli, wan, lan := netip.MustParseAddr(x.la.cli4), netip.MustParseAddr(x.lb.cli4), netip.MustParseAddr(x.la.srv4)
+	flows := []*packet.Packet{
+		{Src: cli, Dst: wan, Proto: packet.ProtoUDP, SPort: 41001, DPort: 9999}, // closed: port unreachable
+		{Src: cli, Dst: wan, Proto: packet.ProtoTCP, SPort: 41002, DPort: 9100, TCPFlags: packet.TCPSyn},
+		{Src: cli, Dst: wan, Proto: packet.ProtoICMP, ICMPType: 8},
+		{Src: cli, Dst: lan, Proto: packet.ProtoUDP, SPort: 41003, DPort: 53}, // DNAT to b:5353, closed
+		{Src: cli, Dst: wan, Proto: packet.ProtoUDP, SPort: 41004, DPort: 9998}, // sent without a checksum
+	}
+	ra, xa := macOf(t, x.r, "ra"), macOf(t, x.a, "xa")
+	isErr := func(q *packet.Packet) bool { return q.Proto == packet.ProtoICMP && q.ICMPType == 3 }
+	for i, p := range flows {
+		p.SrcMAC, p.DstMAC, p.TTL, p.Payload = xa, ra, 64, []byte(fmt.Sprintf("icmp error flow %d", i))
+		f := p.Bytes()
+		if i == 4 {
+			f[14+20+6], f[14+20+7] = 0, 0
+		}
+		sendFrames(t, x.la, f)
+		sent := capR.next(isErr)
+		got := capA.next(isErr)
+		if sent == nil || got == nil {
+			t.Fatalf("flow %d (%s): no ICMP error (from b on rb: %v, at the client: %v)", i, p, sent != nil, got != nil)
+		}
+		const ip = 14
+		qi := ip + int(got[ip]&0xf)*4 + 8 // the quoted packet, in the error the client got
+		ql4 := qi + int(got[qi]&0xf)*4
+		outer := nat.Rw{Src: netip.AddrFrom4([4]byte(got[ip+12 : ip+16])), Dst: netip.AddrFrom4([4]byte(got[ip+16 : ip+20]))}
+		inner := nat.Rw{Src: netip.AddrFrom4([4]byte(got[qi+12 : qi+16])), Dst: netip.AddrFrom4([4]byte(got[qi+16 : qi+20])),
+			SPort: binary.BigEndian.Uint16(got[ql4:]), DPort: binary.BigEndian.Uint16(got[ql4+2:])}
+		if got[qi+9] == packet.ProtoICMP {
+			inner.SPort = binary.BigEndian.Uint16(got[ql4+4:]) // the quoted echo request's id
+			inner.DPort = inner.SPort
+		}
+		want, ok, err := h.RewriteError(sent, outer, inner)
+		if err != nil || !ok {
+			t.Fatalf("flow %d: the harness did not rewrite the error (%v)\n%x", i, err, sent)
+		}
+		decreaseTTL(want[ip:])
+		n := int(binary.BigEndian.Uint16(got[ip+2:]))
+		if d := diffChecksumsAside(got[ip:ip+n], want[ip:ip+n]); d != "" {
+			t.Errorf("flow %d (%s): the error translated to outer %+v, inner %+v:\nkernel  %x\nxdpfw   %x\n%s", i, p, outer, inner, got[ip:ip+n], want[ip:ip+n], d)
+		}
+		q, _ := packet.Decode(got)
+		t.Logf("flow %d: %s: the client got %s quoting %s:%d > %s:%d", i, p, q, inner.Src, inner.SPort, inner.Dst, inner.DPort)
+	}
 }
