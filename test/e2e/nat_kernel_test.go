@@ -168,7 +168,7 @@ func TestNATICMPErrorLikeKernel(t *testing.T) {
 		{Src: cli, Dst: wan, Proto: packet.ProtoUDP, SPort: 41001, DPort: 9999}, // closed: port unreachable
 		{Src: cli, Dst: wan, Proto: packet.ProtoTCP, SPort: 41002, DPort: 9100, TCPFlags: packet.TCPSyn},
 		{Src: cli, Dst: wan, Proto: packet.ProtoICMP, ICMPType: 8},
-		{Src: cli, Dst: lan, Proto: packet.ProtoUDP, SPort: 41003, DPort: 53}, // DNAT to b:5353, closed
+		{Src: cli, Dst: lan, Proto: packet.ProtoUDP, SPort: 41003, DPort: 53},   // DNAT to b:5353, closed
 		{Src: cli, Dst: wan, Proto: packet.ProtoUDP, SPort: 41004, DPort: 9998}, // sent without a checksum
 	}
 	ra, xa := macOf(t, x.r, "ra"), macOf(t, x.a, "xa")
