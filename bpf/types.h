@@ -982,4 +982,17 @@ struct fw_nat_rw {
 	__be16 dport;
 };
 
+/* An IPv4 connection's tuple in one direction, as its packets carry it
+ * (network order; ICMP echo: the id as both ports): the key of a NAT
+ * binding, which lib/nat.h fw_nat_claim makes unique. Mirrored by
+ * internal/nat (bpf2go). */
+struct fw_nat_tuple {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8   proto;
+	__u8   _pad[3];
+};
+
 #endif

@@ -205,4 +205,44 @@ static __always_inline int fw_nat_rewrite4_icmp_error(void *l3, void *end, const
 	return 0;
 }
 
+/* FW_NAT_PROBES bounds the ports fw_nat_claim tries for one connection
+ * (after its own): a source NAT that finds none of them free drops the
+ * connection's first packet, counted, as the kernel drops what it cannot
+ * translate. */
+#define FW_NAT_PROBES 32
+
+/* fw_nat_claim picks the source port (echo id) of a connection translated
+ * by SNAT or MASQUERADE, whose reply tuple is *reply with its destination
+ * port still to choose, among lo..hi (host order), and claims it: it
+ * inserts the reply tuple into map (a hash of struct fw_nat_tuple), with
+ * value val, only if no connection holds it (BPF_NOEXIST: two CPUs cannot
+ * claim one port). As the kernel's NAT, the connection keeps its own
+ * port, want, when it is in the range and free; else the ports tried are
+ * lo + (hash + i) mod the range's size for i < FW_NAT_PROBES, hash
+ * spreading the connections of one destination. Returns the port claimed
+ * (host order, reply->dport set to it), or 0 when none of them was free. */
+static __always_inline __u16 fw_nat_claim(void *map, struct fw_nat_tuple *reply, __u16 want, __u16 lo, __u16 hi,
+					  __u32 hash, const void *val)
+{
+	__u32 span = (__u32)hi - lo + 1;
+
+	if (hi < lo)
+		return 0;
+	if (want >= lo && want <= hi) {
+		reply->dport = bpf_htons(want);
+		if (!bpf_map_update_elem(map, reply, val, BPF_NOEXIST))
+			return want;
+	}
+	for (__u32 i = 0; i < FW_NAT_PROBES && i < span; i++) {
+		__u16 port = lo + (hash + i) % span;
+
+		if (port == want)
+			continue;
+		reply->dport = bpf_htons(port);
+		if (!bpf_map_update_elem(map, reply, val, BPF_NOEXIST))
+			return port;
+	}
+	return 0;
+}
+
 #endif

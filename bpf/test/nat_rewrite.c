@@ -5,6 +5,9 @@
  * runs it with BPF_PROG_TEST_RUN against its Go twin. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "types.h"
@@ -53,6 +56,51 @@ int nat_rewrite_error_test(struct xdp_md *ctx)
 	if (!outer || !inner)
 		return XDP_ABORTED;
 	return fw_nat_rewrite4_icmp_error(eth + 1, end, outer, inner) ? XDP_PASS : XDP_TX;
+}
+
+/* The reply tuples nat_claim_test has claimed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct fw_nat_tuple);
+	__type(value, struct fw_nat_rw);
+} nat_claimed SEC(".maps");
+
+/* nat_claim_test source-translates the UDP datagram it is given (the
+ * address and port range of nat_rw_spec[0]: saddr the new source,
+ * sport-dport the range) as SNAT would: it claims a port for
+ * the reply tuple and records it in nat_claim_port[0] (0: none free). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} nat_claim_port SEC(".maps");
+
+SEC("xdp")
+int nat_claim_test(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct udphdr *uh = (void *)(ip + 1);
+	__u32 zero = 0;
+
+	if ((void *)(uh + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+		return XDP_ABORTED;
+	const struct fw_nat_rw *spec = bpf_map_lookup_elem(&nat_rw_spec, &zero);
+	if (!spec)
+		return XDP_ABORTED;
+	/* the answer's tuple: from the destination to the new source */
+	struct fw_nat_tuple reply = {.saddr = ip->daddr, .daddr = spec->saddr, .sport = uh->dest, .proto = IPPROTO_UDP};
+	/* what the answer is rewritten to: back to the client */
+	struct fw_nat_rw back = {.saddr = ip->daddr, .daddr = ip->saddr, .sport = uh->dest, .dport = uh->source};
+	__u32 hash = bpf_get_prandom_u32();
+	__u32 port = fw_nat_claim(&nat_claimed, &reply, bpf_ntohs(uh->source), bpf_ntohs(spec->sport),
+				     bpf_ntohs(spec->dport), hash, &back);
+	bpf_map_update_elem(&nat_claim_port, &zero, &port, BPF_ANY);
+	return XDP_PASS;
 }
 
 /* What nat_fib_src_test found: bpf_fib_lookup's return code, the egress

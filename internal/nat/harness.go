@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 )
@@ -59,4 +60,32 @@ func (h *Harness) run(prog *ebpf.Program, frame []byte, rws ...Rw) ([]byte, bool
 	}
 	const xdpTX = 3
 	return opts.DataOut, ret == xdpTX, nil
+}
+
+// Claim source-translates the UDP datagram frame to the address to and a
+// port of lo..hi as fw_nat_claim picks and claims it (the harness keeps
+// the claims until ResetClaims); 0 when none was free.
+func (h *Harness) Claim(frame []byte, to netip.Addr, lo, hi uint16) (uint16, error) {
+	if _, _, err := h.run(h.objs.NatClaimTest, frame, Rw{Src: to, Dst: to, SPort: lo, DPort: hi}); err != nil {
+		return 0, err
+	}
+	var port uint32
+	err := h.objs.NatClaimPort.Lookup(uint32(0), &port)
+	return uint16(port), err
+}
+
+// Claimed returns the reply tuples claimed so far, with the rewrite of each
+// (back to the client).
+func (h *Harness) Claimed() (map[natrwFwNatTuple]Rw, error) {
+	out := map[natrwFwNatTuple]Rw{}
+	var k natrwFwNatTuple
+	var v natrwFwNatRw
+	it := h.objs.NatClaimed.Iterate()
+	for it.Next(&k, &v) {
+		var s, d [4]byte
+		binary.LittleEndian.PutUint32(s[:], v.Saddr)
+		binary.LittleEndian.PutUint32(d[:], v.Daddr)
+		out[k] = Rw{Src: netip.AddrFrom4(s), Dst: netip.AddrFrom4(d), SPort: bits.ReverseBytes16(v.Sport), DPort: bits.ReverseBytes16(v.Dport)}
+	}
+	return out, it.Err()
 }

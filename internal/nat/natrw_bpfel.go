@@ -21,6 +21,16 @@ type natrwFwNatRw struct {
 	Dport uint16
 }
 
+type natrwFwNatTuple struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
 type natrwNatFibSrcRes struct {
 	_       structs.HostLayout
 	Rc      uint32
@@ -34,8 +44,11 @@ type natrwNatFibSrcRes struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	natrwMapNatClaimPort         = "nat_claim_port"
+	natrwMapNatClaimed           = "nat_claimed"
 	natrwMapNatFibSrc            = "nat_fib_src"
 	natrwMapNatRwSpec            = "nat_rw_spec"
+	natrwProgNatClaimTest        = "nat_claim_test"
 	natrwProgNatFibSrcTest       = "nat_fib_src_test"
 	natrwProgNatRewriteErrorTest = "nat_rewrite_error_test"
 	natrwProgNatRewriteTest      = "nat_rewrite_test"
@@ -83,6 +96,7 @@ type natrwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natrwProgramSpecs struct {
+	NatClaimTest        *ebpf.ProgramSpec `ebpf:"nat_claim_test"`
 	NatFibSrcTest       *ebpf.ProgramSpec `ebpf:"nat_fib_src_test"`
 	NatRewriteErrorTest *ebpf.ProgramSpec `ebpf:"nat_rewrite_error_test"`
 	NatRewriteTest      *ebpf.ProgramSpec `ebpf:"nat_rewrite_test"`
@@ -92,8 +106,10 @@ type natrwProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natrwMapSpecs struct {
-	NatFibSrc *ebpf.MapSpec `ebpf:"nat_fib_src"`
-	NatRwSpec *ebpf.MapSpec `ebpf:"nat_rw_spec"`
+	NatClaimPort *ebpf.MapSpec `ebpf:"nat_claim_port"`
+	NatClaimed   *ebpf.MapSpec `ebpf:"nat_claimed"`
+	NatFibSrc    *ebpf.MapSpec `ebpf:"nat_fib_src"`
+	NatRwSpec    *ebpf.MapSpec `ebpf:"nat_rw_spec"`
 }
 
 // natrwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -122,12 +138,16 @@ func (o *natrwObjects) Close() error {
 //
 // It can be passed to loadNatrwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natrwMaps struct {
-	NatFibSrc *ebpf.Map `ebpf:"nat_fib_src"`
-	NatRwSpec *ebpf.Map `ebpf:"nat_rw_spec"`
+	NatClaimPort *ebpf.Map `ebpf:"nat_claim_port"`
+	NatClaimed   *ebpf.Map `ebpf:"nat_claimed"`
+	NatFibSrc    *ebpf.Map `ebpf:"nat_fib_src"`
+	NatRwSpec    *ebpf.Map `ebpf:"nat_rw_spec"`
 }
 
 func (m *natrwMaps) Close() error {
 	return _NatrwClose(
+		m.NatClaimPort,
+		m.NatClaimed,
 		m.NatFibSrc,
 		m.NatRwSpec,
 	)
@@ -143,6 +163,7 @@ type natrwVariables struct {
 //
 // It can be passed to loadNatrwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natrwPrograms struct {
+	NatClaimTest        *ebpf.Program `ebpf:"nat_claim_test"`
 	NatFibSrcTest       *ebpf.Program `ebpf:"nat_fib_src_test"`
 	NatRewriteErrorTest *ebpf.Program `ebpf:"nat_rewrite_error_test"`
 	NatRewriteTest      *ebpf.Program `ebpf:"nat_rewrite_test"`
@@ -150,6 +171,7 @@ type natrwPrograms struct {
 
 func (p *natrwPrograms) Close() error {
 	return _NatrwClose(
+		p.NatClaimTest,
 		p.NatFibSrcTest,
 		p.NatRewriteErrorTest,
 		p.NatRewriteTest,
