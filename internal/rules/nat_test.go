@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -185,4 +186,58 @@ func TestRandomNATRoundTrip(t *testing.T) {
 			t.Fatalf("set %d: %s\n%s", set, d, rs)
 		}
 	}
+}
+
+// FuzzParseNAT: any text read with ParseOptions.NAT either fails with
+// positioned errors or gives a nat table whose rules keep their invariants
+// (a translation exactly on VerdictNAT, IPv4 ranges in order) and that
+// prints as text parsing back to the same table.
+func FuzzParseNAT(f *testing.F) {
+	f.Add([]byte(natFile))
+	f.Add([]byte(natCanonical))
+	f.Add([]byte("-t nat -A POSTROUTING -o eth0 -j MASQUERADE --to-ports 1000-2000 --random\n"))
+	f.Add([]byte("*nat\n:X - [0:0]\n-A PREROUTING -p udp -j X\n-A X -j DNAT --to 10.0.0.1-10.0.0.9:53\nCOMMIT\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		rs, err := Parse("fuzz", src, ParseOptions{NAT: true})
+		if err != nil {
+			var list ErrorList
+			if rs != nil || !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("error %T %v with rule set %v", err, err, rs != nil)
+			}
+			for _, e := range list {
+				if e.Pos.File != "fuzz" || e.Pos.Line < 1 || e.Pos.Col < 1 || e.Msg == "" {
+					t.Fatalf("bad error position or message: %+v", e)
+				}
+			}
+			return
+		}
+		if rs.NAT == nil {
+			return
+		}
+		for i, r := range rs.NAT.Rules {
+			n := r.Target.NAT
+			if (n != nil) != (r.Target.Verdict == VerdictNAT) || !r.NAT {
+				t.Fatalf("nat rule %d %q: target %v with verdict %v", i, r.Text, n, r.Target.Verdict)
+			}
+			if n != nil && (n.AddrLo.IsValid() && (!n.AddrLo.Is4() || n.AddrHi.Less(n.AddrLo)) || n.Ports && (n.PortLo == 0 || n.PortHi < n.PortLo)) {
+				t.Fatalf("nat rule %d %q: bad translation %+v", i, r.Text, n)
+			}
+		}
+		text := rs.String()
+		again, err := Parse("again", []byte(text), ParseOptions{NAT: true})
+		if err != nil {
+			t.Fatalf("canonical form rejected: %v\n%s", err, text)
+		}
+		if again.NAT == nil && len(rs.NAT.Rules)+len(rs.NAT.Chains) > 0 {
+			t.Fatalf("nat table lost:\n%s", text)
+		}
+		if again.NAT != nil {
+			if d := diffRuleSets(rs.NAT, again.NAT); d != "" {
+				t.Fatalf("round trip: %s\n%s", d, text)
+			}
+		}
+		if got := again.String(); got != text {
+			t.Fatalf("String not stable:\n%s\nvs\n%s", text, got)
+		}
+	})
 }
