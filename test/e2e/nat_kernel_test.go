@@ -24,15 +24,7 @@ import (
 // IPv4 header and L4 segment must be the kernel's byte for byte (a
 // checksum may be the other form of zero, which verifies as well).
 func TestNATRewriteLikeKernel(t *testing.T) {
-	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Skip("iptables is not installed: no kernel nat table")
-	}
-	h, err := nat.NewHarness()
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
-	defer h.Close()
+	h := natHarness(t)
 	x := newRouter(t) // a: the LAN (ra, 10.200.1.0/24), b: the WAN (rb, 10.200.2.0/24)
 	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", x.lb.cli4+":8080")
 	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", x.lb.cli4+":5353")
@@ -138,15 +130,7 @@ func diffChecksumsAside(g, w []byte) string {
 // decrement), checksums of the quoted packet and of the ICMP message
 // included.
 func TestNATICMPErrorLikeKernel(t *testing.T) {
-	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Skip("iptables is not installed: no kernel nat table")
-	}
-	h, err := nat.NewHarness()
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
-	defer h.Close()
+	h := natHarness(t)
 	x := newRouter(t)
 	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", x.lb.cli4+":5353")
 	kernelNAT(t, x.r, "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE")
@@ -207,4 +191,21 @@ func TestNATICMPErrorLikeKernel(t *testing.T) {
 		q, _ := packet.Decode(got)
 		t.Logf("flow %d: %s: the client got %s quoting %s:%d > %s:%d", i, p, q, inner.Src, inner.SPort, inner.Dst, inner.DPort)
 	}
+}
+
+// natHarness is the data plane's NAT rewrite run by internal/nat's
+// harness, for a test that holds it to the kernel's iptables NAT (skipped
+// without iptables).
+func natHarness(t *testing.T) *nat.Harness {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Skip("iptables is not installed: no kernel nat table")
+	}
+	h, err := nat.NewHarness()
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
 }

@@ -22,15 +22,7 @@ func TestNATSyntaxAgainstIptables(t *testing.T) {
 	if _, err := exec.LookPath("iptables-legacy-restore"); err != nil {
 		t.Skip("iptables-legacy is not installed")
 	}
-	ns := testutil.NewNetNS(t)
-	run := func(stdin string, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	run := nsRunner(t, testutil.NewNetNS(t))
 	parse := func(src string) (*rules.RuleSet, error) {
 		return rules.Parse("t", []byte(src), rules.ParseOptions{Family: rules.FamilyIPv4, NAT: true})
 	}
@@ -119,15 +111,7 @@ func TestNATRandomAgainstIptables(t *testing.T) {
 	if _, err := exec.LookPath("iptables-legacy-restore"); err != nil {
 		t.Skip("iptables-legacy is not installed")
 	}
-	ns := testutil.NewNetNS(t)
-	run := func(stdin string, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	run := nsRunner(t, testutil.NewNetNS(t))
 	opt := rules.ParseOptions{Family: rules.FamilyIPv4, NAT: true}
 	r := rand.New(rand.NewPCG(22, 7))
 	for set := range 60 {
@@ -185,4 +169,17 @@ func byChain(nat *rules.RuleSet) string {
 		out.WriteString(x.ChainName() + " " + x.Spec() + "\n")
 	}
 	return out.String()
+}
+
+// nsRunner returns a function that runs a command in ns with stdin, bounded,
+// and returns its output.
+func nsRunner(t *testing.T, ns *testutil.NetNS) func(stdin string, args ...string) (string, error) {
+	return func(stdin string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
 }
