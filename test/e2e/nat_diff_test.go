@@ -15,6 +15,7 @@ import (
 	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 	"github.com/xdpfw/xdpfw/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // TestNATDecisionsLikeKernel is the differential test of xdpfw's NAT
@@ -27,7 +28,8 @@ import (
 // what arrives. Translations are drawn where the kernel's choice is
 // deterministic (one address, one port or none, the source port kept);
 // a packet whose prediction is not (REDIRECT, a DNAT to no sink) is not
-// sent.
+// sent. A DNAT may send a packet back into the LAN it came from (hairpin),
+// where POSTROUTING's rules for ra (a MASQUERADE) apply.
 func TestNATDecisionsLikeKernel(t *testing.T) {
 	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("iptables-legacy-restore"); err != nil {
@@ -36,8 +38,19 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 	defer func(h bool) { rules.RandomHeaderMatches = h }(rules.RandomHeaderMatches)
 	rules.RandomHeaderMatches = false
 	x := newRouter(t) // a: the LAN (ra), b (rb) and c (rc): two WAN sides
-	capB, capC := newCapture(t, x.b, "xb"), newCapture(t, x.c, "xc")
+	capA, capB, capC := newCapture(t, x.a, "xa"), newCapture(t, x.b, "xb"), newCapture(t, x.c, "xc")
+	// the client's own frames would fill capA's buffer (it is read only
+	// for the hairpin packets) and crowd out what comes back
+	if err := unix.SetsockoptInt(capA.fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
+		t.Fatal(err)
+	}
 	cli := netip.MustParseAddr(x.la.cli4)
+	lanHost := netip.MustParseAddr("10.200.1.3") // another host of the LAN (an address of a's too)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := x.a.Exec(ctx, "ip", "addr", "add", lanHost.String()+"/24", "dev", "xa"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
 	sinks := map[netip.Addr]struct {
 		iface  string
 		egress netip.Addr
@@ -45,17 +58,18 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 	}{
 		netip.MustParseAddr(x.lb.cli4): {"rb", netip.MustParseAddr(x.lb.srv4), capB},
 		netip.MustParseAddr(x.lc.cli4): {"rc", netip.MustParseAddr(x.lc.srv4), capC},
+		lanHost:                        {"ra", netip.MustParseAddr(x.la.srv4), capA}, // hairpin: DNAT back into the LAN
 	}
 	dsts := []netip.Addr{netip.MustParseAddr(x.lb.cli4), netip.MustParseAddr(x.lc.cli4), netip.MustParseAddr(x.la.srv4)}
 	ifaces := []string{"ra", "rb", "rc", "r+"}
 	ra, xa := macOf(t, x.r, "ra"), macOf(t, x.a, "xa")
 	r := rand.New(rand.NewPCG(22, 11))
 	sport := uint16(20000)
-	sent, translated := 0, 0
+	sent, translated, hairpins := 0, 0, 0
 	for set := range 25 {
 		tbl := rules.RandomNAT(r, 1+r.IntN(12), rules.RandomKnobs{IptablesOnly: true, NoCTOptions: true})
 		for i := range tbl.Rules {
-			natForSinks(r, &tbl.Rules[i], dsts[:2], ifaces)
+			natForSinks(r, &tbl.Rules[i], []netip.Addr{dsts[0], dsts[1], lanHost}, ifaces)
 		}
 		var file strings.Builder
 		file.WriteString("*nat\n")
@@ -127,15 +141,19 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 				t.Fatalf("%s: %+v left the kernel as %+v; xdpfw's reference says %+v\n%s", tag, orig, seen, cur, file.String())
 			}
 			sent++
+			if sink.iface == "ra" {
+				hairpins++
+			}
 			if cur != orig {
 				translated++
 			}
 		}
 	}
-	if translated < sent/4 {
-		t.Errorf("only %d of %d packets translated: the random tables hardly test NAT", translated, sent)
+	if translated < sent/4 || hairpins == 0 {
+		t.Errorf("only %d of %d packets translated, %d hairpins: the random tables hardly test NAT", translated, sent, hairpins)
 	}
-	t.Logf("%d first packets through 25 random nat tables: the kernel's translation is the reference's (%d translated)", sent, translated)
+	t.Logf("%d first packets through 25 random nat tables: the kernel's translation is the reference's (%d translated, %d hairpins)",
+		sent, translated, hairpins)
 }
 
 // natForSinks makes random nat rule x fit the router of
