@@ -245,4 +245,82 @@ static __always_inline __u16 fw_nat_claim(void *map, struct fw_nat_tuple *reply,
 	return 0;
 }
 
+/* ---- bindings: a translated connection is two entries of a hash map of
+ * struct fw_nat_tuple -> struct fw_nat_rw, one per direction, each keyed
+ * by the tuple its packets arrive with and holding the tuple they leave
+ * with; so one lookup finds either direction's. The filter chains see a
+ * packet between the two halves of its rewrite, as iptables does: the
+ * destination is rewritten before them (DNAT, and the answer to a source
+ * NAT going back to its client), the source after them (SNAT,
+ * MASQUERADE, and the answer to a DNAT coming from the address the client
+ * sent to). ---- */
+
+/* fw_nat_key4 fills k with the tuple of the IPv4 packet at l3: TCP and UDP
+ * ports, an ICMP echo's id as both ports, none for other protocols.
+ * -1: truncated, or a fragment. */
+static __always_inline int fw_nat_key4(void *l3, void *end, struct fw_nat_tuple *k)
+{
+	struct iphdr *ip = l3;
+
+	if ((void *)(ip + 1) > end || ip->ihl < 5 || (ip->frag_off & bpf_htons(0x3fff)))
+		return -1;
+	void *l4 = l3 + (ip->ihl & 0xf) * 4;
+	*k = (struct fw_nat_tuple){.saddr = ip->saddr, .daddr = ip->daddr, .proto = ip->protocol};
+	switch (ip->protocol) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		if (l4 + 4 > end)
+			return -1;
+		k->sport = ((__be16 *)l4)[0];
+		k->dport = ((__be16 *)l4)[1];
+		break;
+	case IPPROTO_ICMP: {
+		struct fw_icmp_echo *ic = l4;
+
+		if ((void *)(ic + 1) > end)
+			return -1;
+		if (ic->type == 8 || ic->type == 0)
+			k->sport = k->dport = ic->id;
+		break;
+	}
+	}
+	return 0;
+}
+
+/* fw_nat_pre rewrites the destination of the packet at l3 (tuple k) as
+ * its binding out says: before the filter chains. */
+static __always_inline int fw_nat_pre(void *l3, void *end, const struct fw_nat_tuple *k, const struct fw_nat_rw *out)
+{
+	struct fw_nat_rw rw = {.saddr = k->saddr, .daddr = out->daddr, .sport = k->sport, .dport = out->dport};
+
+	return fw_nat_rewrite4(l3, end, &rw);
+}
+
+/* fw_nat_post rewrites the source of the packet at l3 as its binding out
+ * says (its destination being out's already): after the filter chains. */
+static __always_inline int fw_nat_post(void *l3, void *end, const struct fw_nat_rw *out)
+{
+	return fw_nat_rewrite4(l3, end, out);
+}
+
+/* fw_nat_bind4 records the translation of a connection whose first packet
+ * arrived with tuple orig and leaves with out: the reply direction's
+ * entry first, inserted only if no connection holds its tuple (unless
+ * claimed already: fw_nat_claim inserts it), then the original
+ * direction's. -1 when the reply tuple is taken. */
+static __always_inline int fw_nat_bind4(void *map, const struct fw_nat_tuple *orig, const struct fw_nat_rw *out, int claimed)
+{
+	struct fw_nat_tuple reply = {.saddr = out->daddr, .daddr = out->saddr, .sport = out->dport, .dport = out->sport,
+				     .proto = orig->proto};
+	struct fw_nat_rw back = {.saddr = orig->daddr, .daddr = orig->saddr, .sport = orig->dport, .dport = orig->sport};
+
+	if (!claimed && bpf_map_update_elem(map, &reply, &back, BPF_NOEXIST))
+		return -1;
+	if (bpf_map_update_elem(map, orig, out, BPF_ANY)) {
+		bpf_map_delete_elem(map, &reply);
+		return -1;
+	}
+	return 0;
+}
+
 #endif

@@ -103,6 +103,54 @@ int nat_claim_test(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* nat_bind_test translates the first packet of a connection: the frame
+ * is to leave with the tuple nat_rw_spec[0]; both directions' bindings go
+ * into nat_claimed, then the frame is rewritten, destination then source.
+ * XDP_PASS: refused (the reply tuple is taken, or the packet cannot be
+ * translated). */
+SEC("xdp")
+int nat_bind_test(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct fw_nat_tuple k;
+	__u32 zero = 0;
+
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) || fw_nat_key4(eth + 1, end, &k))
+		return XDP_PASS;
+	const struct fw_nat_rw *out = bpf_map_lookup_elem(&nat_rw_spec, &zero);
+	if (!out)
+		return XDP_ABORTED;
+	if (fw_nat_bind4(&nat_claimed, &k, out, 0))
+		return XDP_PASS;
+	if (fw_nat_pre(eth + 1, end, &k, out) || fw_nat_post(eth + 1, end, out))
+		return XDP_ABORTED; /* fw_nat_key4 took it: never */
+	return XDP_TX;
+}
+
+/* nat_apply_test translates a later packet of a connection, in either
+ * direction: one lookup of the tuple it arrives with in nat_claimed, then
+ * its destination and its source rewritten. XDP_PASS: no binding. */
+SEC("xdp")
+int nat_apply_test(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct fw_nat_tuple k;
+
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) || fw_nat_key4(eth + 1, end, &k))
+		return XDP_PASS;
+	const struct fw_nat_rw *out = bpf_map_lookup_elem(&nat_claimed, &k);
+	if (!out)
+		return XDP_PASS;
+	struct fw_nat_rw o = *out;
+	if (fw_nat_pre(eth + 1, end, &k, &o) || fw_nat_post(eth + 1, end, &o))
+		return XDP_ABORTED;
+	return XDP_TX;
+}
+
 /* What nat_fib_src_test found: bpf_fib_lookup's return code, the egress
  * device and the source address it derived (BPF_FIB_LOOKUP_SRC). */
 struct nat_fib_src_res {

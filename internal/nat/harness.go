@@ -42,6 +42,21 @@ func (h *Harness) RewriteError(frame []byte, outer, inner Rw) ([]byte, bool, err
 	return h.run(h.objs.NatRewriteErrorTest, frame, outer, inner)
 }
 
+// Bind translates the first packet of a connection, frame, to leave with
+// out's tuple: both directions' bindings are recorded (fw_nat_bind4), then
+// the frame rewritten; false (the frame unchanged) when refused: the reply
+// tuple is another connection's, or the packet cannot be translated.
+func (h *Harness) Bind(frame []byte, out Rw) ([]byte, bool, error) {
+	return h.run(h.objs.NatBindTest, frame, out)
+}
+
+// Apply translates a later packet of a bound connection, in either
+// direction, by the binding of the tuple it arrives with; false (the frame
+// unchanged) when it has none.
+func (h *Harness) Apply(frame []byte) ([]byte, bool, error) {
+	return h.run(h.objs.NatApplyTest, frame)
+}
+
 // run puts rws in nat_rw_spec and runs prog on frame.
 func (h *Harness) run(prog *ebpf.Program, frame []byte, rws ...Rw) ([]byte, bool, error) {
 	for i, rw := range rws {

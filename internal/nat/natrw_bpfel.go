@@ -48,6 +48,8 @@ const (
 	natrwMapNatClaimed           = "nat_claimed"
 	natrwMapNatFibSrc            = "nat_fib_src"
 	natrwMapNatRwSpec            = "nat_rw_spec"
+	natrwProgNatApplyTest        = "nat_apply_test"
+	natrwProgNatBindTest         = "nat_bind_test"
 	natrwProgNatClaimTest        = "nat_claim_test"
 	natrwProgNatFibSrcTest       = "nat_fib_src_test"
 	natrwProgNatRewriteErrorTest = "nat_rewrite_error_test"
@@ -96,6 +98,8 @@ type natrwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natrwProgramSpecs struct {
+	NatApplyTest        *ebpf.ProgramSpec `ebpf:"nat_apply_test"`
+	NatBindTest         *ebpf.ProgramSpec `ebpf:"nat_bind_test"`
 	NatClaimTest        *ebpf.ProgramSpec `ebpf:"nat_claim_test"`
 	NatFibSrcTest       *ebpf.ProgramSpec `ebpf:"nat_fib_src_test"`
 	NatRewriteErrorTest *ebpf.ProgramSpec `ebpf:"nat_rewrite_error_test"`
@@ -163,6 +167,8 @@ type natrwVariables struct {
 //
 // It can be passed to loadNatrwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natrwPrograms struct {
+	NatApplyTest        *ebpf.Program `ebpf:"nat_apply_test"`
+	NatBindTest         *ebpf.Program `ebpf:"nat_bind_test"`
 	NatClaimTest        *ebpf.Program `ebpf:"nat_claim_test"`
 	NatFibSrcTest       *ebpf.Program `ebpf:"nat_fib_src_test"`
 	NatRewriteErrorTest *ebpf.Program `ebpf:"nat_rewrite_error_test"`
@@ -171,6 +177,8 @@ type natrwPrograms struct {
 
 func (p *natrwPrograms) Close() error {
 	return _NatrwClose(
+		p.NatApplyTest,
+		p.NatBindTest,
 		p.NatClaimTest,
 		p.NatFibSrcTest,
 		p.NatRewriteErrorTest,

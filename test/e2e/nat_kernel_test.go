@@ -209,3 +209,116 @@ func natHarness(t *testing.T) *nat.Harness {
 	t.Cleanup(func() { h.Close() })
 	return h
 }
+
+// TestNATBothWaysLikeKernel holds the data plane's bindings (lib/nat.h
+// fw_nat_bind4, fw_nat_key4, fw_nat_pre, fw_nat_post) to the kernel's NAT
+// over whole exchanges: for TCP, UDP and ping connections through a router
+// that masquerades and forwards ports, the first packet is bound to the
+// tuple the kernel gave it; then a second packet from the client and b's
+// answer are each translated by one lookup of the tuple they arrive with,
+// and must come out as the kernel forwarded them, byte for byte (plus the
+// TTL decrement): the answer's destination back to the client, its source
+// back to the address the client sent to.
+func TestNATBothWaysLikeKernel(t *testing.T) {
+	h := natHarness(t)
+	x := newRouter(t)
+	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", x.lb.cli4+":8080")
+	kernelNAT(t, x.r, "-A", "PREROUTING", "-d", x.la.srv4, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", x.lb.cli4+":5353")
+	kernelNAT(t, x.r, "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE")
+	// b's own stack stays silent (a RST would end the TCP connection
+	// before the answer crafted here): the answers are the test's
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, proto := range []string{"tcp", "udp"} {
+		if out, err := x.b.Exec(ctx, "iptables", "-A", "INPUT", "-p", proto, "-j", "DROP"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	capA, capB := newCapture(t, x.a, "xa"), newCapture(t, x.b, "xb")
+	cli, wan, lan := netip.MustParseAddr(x.la.cli4), netip.MustParseAddr(x.lb.cli4), netip.MustParseAddr(x.la.srv4)
+	flows := []*packet.Packet{
+		{Src: cli, Dst: wan, Proto: packet.ProtoUDP, SPort: 42001, DPort: 9001},
+		{Src: cli, Dst: wan, Proto: packet.ProtoTCP, SPort: 42002, DPort: 9000, TCPFlags: packet.TCPSyn},
+		{Src: cli, Dst: wan, Proto: packet.ProtoICMP, ICMPType: 8},
+		{Src: cli, Dst: lan, Proto: packet.ProtoTCP, SPort: 42003, DPort: 80, TCPFlags: packet.TCPSyn}, // DNAT + MASQUERADE
+		{Src: cli, Dst: lan, Proto: packet.ProtoUDP, SPort: 42004, DPort: 53},
+	}
+	ra, xa := macOf(t, x.r, "ra"), macOf(t, x.a, "xa")
+	rb, xb := macOf(t, x.r, "rb"), macOf(t, x.b, "xb")
+	const ip = 14
+	// cross sends f from link l and returns the frame the kernel
+	// forwarded, as c captured it, having checked it against the harness's
+	// rewrite of f by do (which may look at the kernel's)
+	cross := func(what string, l *link, c *capture, f []byte, do func(f, got []byte) ([]byte, bool, error)) []byte {
+		t.Helper()
+		q, _ := packet.Decode(f)
+		tag := bytes.Clone(q.Payload)
+		sendFrames(t, l, f)
+		got := c.next(func(d *packet.Packet) bool { return bytes.Equal(d.Payload, tag) })
+		if got == nil {
+			ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+			defer cancel()
+			ct, _ := x.r.Exec(ctx, "cat", "/proc/net/nf_conntrack")
+			t.Fatalf("%s: the kernel did not forward it\n%x\nthe router's conntrack:\n%s", what, f, ct)
+		}
+		want, ok, err := do(f, got)
+		if err != nil || !ok {
+			t.Fatalf("%s: the harness did not translate it (%v)", what, err)
+		}
+		decreaseTTL(want[ip:])
+		n := int(binary.BigEndian.Uint16(got[ip+2:]))
+		if d := diffChecksumsAside(got[ip:ip+n], want[ip:ip+n]); d != "" {
+			t.Fatalf("%s:\nkernel  %x\nxdpfw   %x\n%s", what, got[ip:ip+n], want[ip:ip+n], d)
+		}
+		return got
+	}
+	apply := func(f, _ []byte) ([]byte, bool, error) { return h.Apply(f) }
+	tuple := func(f []byte) nat.Rw {
+		q, _ := packet.Decode(f)
+		rw := nat.Rw{Src: q.Src, Dst: q.Dst, SPort: q.SPort, DPort: q.DPort}
+		if q.Proto == packet.ProtoICMP {
+			id := binary.BigEndian.Uint16(f[ip+20+4:])
+			rw.SPort, rw.DPort = id, id
+		}
+		return rw
+	}
+	for i, p := range flows {
+		p.SrcMAC, p.DstMAC, p.TTL = xa, ra, 64
+		p.Payload = []byte(fmt.Sprintf("flow %d first", i))
+		first := p.Bytes()
+		if p.Proto == packet.ProtoICMP {
+			setEchoID(first, 4242)
+		}
+		// bound to the tuple the kernel gave it
+		cross(fmt.Sprintf("flow %d, first packet", i), x.la, capB, first,
+			func(f, got []byte) ([]byte, bool, error) { return h.Bind(f, tuple(got)) })
+		// a second packet the same way (a TCP SYN again: an ACK before
+		// the answer would be INVALID to the kernel's conntrack), by its binding
+		p.Payload = []byte(fmt.Sprintf("flow %d second", i))
+		second := p.Bytes()
+		if p.Proto == packet.ProtoICMP {
+			setEchoID(second, 4242)
+		}
+		seen := cross(fmt.Sprintf("flow %d, second packet", i), x.la, capB, second, apply)
+		// b's answer, to what it saw
+		q, _ := packet.Decode(seen)
+		ans := &packet.Packet{SrcMAC: xb, DstMAC: rb, Src: q.Dst, Dst: q.Src, Proto: q.Proto, SPort: q.DPort, DPort: q.SPort,
+			TCPFlags: packet.TCPSyn | packet.TCPAck, TTL: 64, Payload: []byte(fmt.Sprintf("flow %d answer", i))}
+		if q.Proto == packet.ProtoICMP {
+			ans.ICMPType = 0
+		}
+		af := ans.Bytes()
+		switch q.Proto {
+		case packet.ProtoICMP:
+			setEchoID(af, binary.BigEndian.Uint16(seen[ip+20+4:]))
+		case packet.ProtoTCP: // a SYN-ACK acknowledges the SYN and its data (else conntrack finds it INVALID)
+			seg := af[ip+20:]
+			binary.BigEndian.PutUint32(seg[8:], packet.TCPSeq+1+uint32(len(p.Payload)))
+			seg[16], seg[17] = 0, 0
+			binary.BigEndian.PutUint16(seg[16:], packet.L4Checksum(ans.Src, ans.Dst, packet.ProtoTCP, seg))
+		}
+		back := cross(fmt.Sprintf("flow %d, the answer", i), x.lb, capA, af, apply)
+		a, _ := packet.Decode(back)
+		t.Logf("flow %d: %s, answered as %s", i, p, a)
+	}
+}
