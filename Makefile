@@ -13,7 +13,7 @@ export GOFLAGS := -mod=mod
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/xdpfw/xdpfw/internal/cli.Version=$(VERSION)
 
-.PHONY: all deps build man generate check-generated vet test test-go test-race fuzz demo clean
+.PHONY: all deps build man generate check-generated vet test test-go test-race fuzz demo demo-router clean
 
 all: build
 
@@ -61,6 +61,10 @@ fuzz:
 
 demo: deps build
 	bash scripts/demo.sh
+
+# the router demo: LAN -> WAN through an xdpfw router, MASQUERADE and a port forward
+demo-router: deps build
+	bash scripts/demo-router.sh
 
 clean:
 	rm -rf bin
