@@ -1033,4 +1033,29 @@ enum fw_audit_counter {
 	FW_AUDIT_C_NUM,
 };
 
+/* A NAT rewrite of an IPv4 packet (lib/nat.h fw_nat_rewrite4): the
+ * addresses and ports (ICMP echo: the id, as a source port in a request,
+ * a destination port in a reply) the packet is to carry, network order;
+ * a field equal to the packet's is left as it is. docs/nat.md. Mirrored
+ * by internal/nat (bpf2go). */
+struct fw_nat_rw {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+};
+
+/* An IPv4 connection's tuple in one direction, as its packets carry it
+ * (network order; ICMP echo: the id as both ports): the key of a NAT
+ * binding, which lib/nat.h fw_nat_claim makes unique. Mirrored by
+ * internal/nat (bpf2go). */
+struct fw_nat_tuple {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8   proto;
+	__u8   _pad[3];
+};
+
 #endif
