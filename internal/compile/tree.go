@@ -975,6 +975,26 @@ func (b *treeBuilder) split(region box, list []int32, n, prefer int) (dim int, t
 			}
 		}
 	}
+	if !ok && n > MaxLeaf {
+		// No split shrinks the list (every box reaches past each tried
+		// edge on one side, e.g. all hold one corner of the region): cut
+		// along the first deciding exact box instead: inside it, pruning
+		// keeps what comes before it; outside, it is gone.
+		for _, i := range list {
+			it := &b.items[i]
+			if !it.exact || !it.decides {
+				continue
+			}
+			for d := 0; d < NumDims; d++ {
+				if bx := it.box[d]; bx[0] > region[d][0] {
+					return d, bx[0] - 1, true
+				} else if bx[1] < region[d][1] {
+					return d, bx[1], true
+				}
+			}
+			break // it covers the region: prune kept nothing after it
+		}
+	}
 	if pOK && pBest <= best+best/sameDimSlack && pSum <= bestSum {
 		return prefer, pThr, true
 	}
@@ -998,27 +1018,27 @@ const (
 const NoTree = ^uint32(0)
 
 // group classifies a box by its most selective field: the one whose range
-// leaves the fewest bits free (IPv4 addresses count 32 bits).
+// fixes the most bits of its dimension's domain (fullBox: an IPv4 address
+// word 32, a port 16, the protocol 8). A wildcard fixes none, whatever
+// the width of its domain.
 func group(bx *box, v6 bool) int {
 	width := func(r [2]uint32) float64 { return math.Log2(float64(r[1]-r[0]) + 1) }
+	fixed := func(d int) float64 { return width(fullBox[d]) - width(bx[d]) }
 	addr := func(d0 int) float64 {
 		if !v6 {
-			return 32 - width(bx[d0])
+			return fixed(d0)
 		}
 		s := 0.0
 		for w := 0; w < 4; w++ {
-			s += 32 - width(bx[d0+w])
+			s += fixed(d0 + w)
 		}
 		return s
 	}
 	other := 0.0
 	for _, d := range []int{DimProto, DimIfindex, DimVLAN, DimMACSrcHi, DimMACSrcLo, DimMACDstHi, DimMACDstLo, DimICMP} {
-		other += 32 - width(bx[d])
+		other += fixed(d)
 	}
-	other -= 24 // proto alone is 8 bits of 32: do not let it win over a port
-	spec := [MaxGroups]float64{addr(DimSrc0), addr(DimDst0), 16 - width(bx[DimDPort]) + 16, 16 - width(bx[DimSPort]) + 16, other}
-	spec[groupDPort] -= 16
-	spec[groupSPort] -= 16
+	spec := [MaxGroups]float64{addr(DimSrc0), addr(DimDst0), fixed(DimDPort), fixed(DimSPort), other}
 	g, best := groupOther, 0.0
 	for i, v := range spec {
 		if v > best+1e-9 {
