@@ -36,7 +36,7 @@ const MemoryShare = 2 // 1/MemoryShare: half
 
 // sizeOptions names the option that sizes each map sized at load.
 var sizeOptions = map[string]string{
-	"fw_entries": "--max-rules", "fw_nodes": "--max-rules", "fw_leaves": "--max-rules", "fw_rule_stats": "--max-rules",
+	"fw_entries": "--max-rules", "fw_cands": "--max-rules", "fw_nodes": "--max-rules", "fw_leaves": "--max-rules", "fw_rule_stats": "--max-rules",
 	"fw_ct": "--ct-max", "fw_frag": "--ct-max",
 }
 
@@ -238,6 +238,10 @@ func FormatBytes(n int64) string {
 // this data plane's maps (the maps are sized for two generations of the
 // loaded limits; this is what a rule set uses of them).
 func (d *Datapath) TableBytes(entries, nodes, leafSlots int) int64 {
-	return int64(entries)*round8(d.entries.ValueSize()) + int64(nodes)*round8(d.nodes.ValueSize()) +
+	ent := round8(d.entries.ValueSize())
+	if d.cands != nil {
+		ent += round8(d.cands.ValueSize())
+	}
+	return int64(entries)*ent + int64(nodes)*round8(d.nodes.ValueSize()) +
 		int64(leafSlots)*round8(d.leaves.ValueSize())
 }

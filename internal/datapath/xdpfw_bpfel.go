@@ -28,6 +28,20 @@ type xdpfwFwBucket struct {
 	Flags      uint32
 }
 
+type xdpfwFwCand struct {
+	_       structs.HostLayout
+	RuleId  uint32
+	Action  uint8
+	Reason  uint8
+	Reject  uint8
+	Flags   uint8
+	Nranges uint8
+	Rdim    [6]uint8
+	Pad     uint8
+	Rlo     [6]uint32
+	Rhi     [6]uint32
+}
+
 type xdpfwFwClock struct {
 	_       structs.HostLayout
 	Jiffies uint64
@@ -155,14 +169,12 @@ type xdpfwFwEntry struct {
 	TypeDev   uint8
 	Reject    uint8
 	Flags     uint8
-	Nranges   uint8
-	Rdim      [6]uint8
 	Probe     uint8
-	Rlo       [6]uint32
-	Rhi       [6]uint32
+	_         [3]byte
 	Note      uint32
 	GuardMask uint32
 	GuardVal  uint32
+	_         [4]byte
 }
 
 type xdpfwFwFragEntry struct {
@@ -464,6 +476,7 @@ const (
 	xdpfwMapFwActive              = "fw_active"
 	xdpfwMapFwAddrtypeKey         = "fw_addrtype_key"
 	xdpfwMapFwAddrtypes           = "fw_addrtypes"
+	xdpfwMapFwCands               = "fw_cands"
 	xdpfwMapFwConfigMap           = "fw_config_map"
 	xdpfwMapFwCt                  = "fw_ct"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
@@ -573,6 +586,7 @@ type xdpfwMapSpecs struct {
 	FwActive         *ebpf.MapSpec `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
+	FwCands          *ebpf.MapSpec `ebpf:"fw_cands"`
 	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCt             *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.MapSpec `ebpf:"fw_ct_evict"`
@@ -650,6 +664,7 @@ type xdpfwMaps struct {
 	FwActive         *ebpf.Map `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
+	FwCands          *ebpf.Map `ebpf:"fw_cands"`
 	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
 	FwCt             *ebpf.Map `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.Map `ebpf:"fw_ct_evict"`
@@ -696,6 +711,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwActive,
 		m.FwAddrtypeKey,
 		m.FwAddrtypes,
+		m.FwCands,
 		m.FwConfigMap,
 		m.FwCt,
 		m.FwCtEvict,
