@@ -2,6 +2,7 @@ package compile
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -777,6 +778,44 @@ func (b *treeBuilder) tree(list []int32) (uint32, error) {
 	return ref, nil
 }
 
+// oneTree builds one tree over list (all groups of a root) if it takes at
+// most oneTreeNodes fat nodes and oneTreeSlots leaf slots per item: rules
+// that do not replicate (disjoint ones, and ACL-like sets whose exceptions
+// nest inside broader rules) then cost a packet one walk. ok is false, and
+// nothing is kept, when it takes more: rules narrow in different fields
+// multiply one tree's nodes, and the groups' trees bound that. The budget
+// also bounds the work of a try that fails (the builder stops at it).
+func (b *treeBuilder) oneTree(list []int32) (ref uint32, ok bool, err error) {
+	if len(list) == 0 {
+		return 0, false, nil
+	}
+	nodes, slots, maxLeaf, depth := len(b.t.Nodes), len(b.t.Leaves), b.maxLeaf, b.depth
+	maxNodes, maxSlots := b.maxNodes, b.maxLeafSlots
+	b.maxNodes = min(maxNodes, nodes+oneTreeNodes*len(list)/oneTreePer+oneTreePer)
+	b.maxLeafSlots = min(maxSlots, slots+oneTreeSlots*len(list)+oneTreePer)
+	ref, err = b.tree(list)
+	b.maxNodes, b.maxLeafSlots = maxNodes, maxSlots
+	if err == nil {
+		return ref, true, nil
+	}
+	if !errors.As(err, new(errTooBig)) {
+		return 0, false, err
+	}
+	b.t.Nodes, b.t.Leaves, b.maxLeaf, b.depth = b.t.Nodes[:nodes], b.t.Leaves[:slots], maxLeaf, depth
+	return 0, false, nil
+}
+
+// oneTreeNodes/oneTreePer fat nodes and oneTreeSlots leaf slots per item
+// bound one tree over all of a root's rules (oneTree): 32 bytes of nodes
+// and 16 of leaf slots per item. Disjoint rules take ~0.3 nodes per rule
+// and no slot; ClassBench-style ACL sets 0.3 nodes and 0.6 slots; FW and
+// IPC sets 7–10 nodes and 50–110 slots, and go to groups.
+const (
+	oneTreeNodes = 1
+	oneTreePer   = 2
+	oneTreeSlots = 2
+)
+
 // collapse turns the binary subtree at bin[i] into fat nodes and returns
 // its reference and the most fat nodes a walk through it visits. A fat
 // node starts at a binary node splitting dimension d and absorbs, nearest
@@ -1069,6 +1108,7 @@ func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) 
 				fam = rules.FamilyIPv6
 			}
 			var lists [MaxGroups][]int32
+			var all []int32
 			for i := range t.Entries {
 				e := &t.Entries[i]
 				if e.Chain != c || (e.Family != rules.FamilyAny && e.Family != fam) {
@@ -1078,6 +1118,7 @@ func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) 
 					g := group(&bx, v6 == 1)
 					b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: e.Decides(), box: bx})
 					lists[g] = append(lists[g], int32(len(b.items)-1))
+					all = append(all, int32(len(b.items)-1))
 				}
 			}
 			r := Root{RuleID: PolicyID(uint8(c), v6 == 1), Action: ActAccept, Reason: ReasonPolicyAccept}
@@ -1086,6 +1127,17 @@ func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) 
 			}
 			for g := range r.Groups {
 				r.Groups[g] = NoTree
+			}
+			// One tree, when it stays within oneTreeBudget: a packet
+			// then walks one tree, not one per group.
+			if ref, ok, err := b.oneTree(all); err != nil {
+				return TreeStats{}, err
+			} else if ok {
+				r.Groups[0] = ref
+				groups++
+				lists = [MaxGroups][]int32{}
+			}
+			for g := range r.Groups {
 				if len(lists[g]) == 0 {
 					continue
 				}

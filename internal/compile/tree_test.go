@@ -607,3 +607,45 @@ func TestCornerOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestOneTreeOrGroups: rules that do not replicate get one tree (a packet
+// walks one); rules narrow in different fields (sources against ports:
+// each source's slab cuts every port's) would multiply one tree's nodes
+// past its budget and get a tree per group. Both decide as the reference
+// matcher.
+func TestOneTreeOrGroups(t *testing.T) {
+	var one, cross strings.Builder
+	for i := 0; i < 250; i++ {
+		// sources (group src) beside a /16 of destinations (group dst):
+		// one tree separates them at the source, replicating nothing
+		fmt.Fprintf(&one, "-A INPUT -s 10.1.%d.0/24 -p udp --dport %d -j ACCEPT\n", i, 1000+i)
+		fmt.Fprintf(&one, "-A INPUT -s 10.2.0.0/16 -d 10.0.0.%d -p tcp -j DROP\n", i)
+		fmt.Fprintf(&cross, "-A INPUT -s 10.1.%d.7 -j DROP\n-A INPUT -p tcp --dport %d -j ACCEPT\n", i, 1000+i)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, c := range []struct {
+		name  string
+		text  string
+		trees int
+	}{{"separable", one.String(), 1}, {"cross", cross.String(), 3}} { // cross: 2 IPv4 trees, and IPv6's one (the port rules)
+		rs := parse(t, c.text)
+		tb := compileTest(t, rs)
+		if tb.Stats.Trees != c.trees {
+			t.Errorf("%s: %d trees (%+v), want %d", c.name, tb.Stats.Trees, tb.Stats, c.trees)
+		}
+		for k := 0; k < 20000; k++ {
+			p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: netip.AddrFrom4([4]byte{10, byte(1 + r.IntN(2)), byte(r.IntN(256)), byte(r.IntN(9))}),
+				Dst: netip.AddrFrom4([4]byte{10, 0, 0, byte(r.IntN(256))}), Proto: []uint8{6, 17}[r.IntN(2)], L4: true, SPort: 40000,
+				DPort: uint16(990 + r.IntN(270)), Len: 60, TTL: 64}
+			want := Decide(rs, p)
+			cl := tb.Classify(&p, testDev(&p))
+			got := -1
+			if cl.Entry >= 0 {
+				got = int(tb.Entries[cl.Entry].RuleID - FirstRuleID)
+			}
+			if got != want.Rule {
+				t.Fatalf("%s: %+v: tables say rule %d, reference %d", c.name, p, got, want.Rule)
+			}
+		}
+	}
+}
