@@ -596,14 +596,8 @@ func TestCornerOverlap(t *testing.T) {
 	for k := 0; k < 20000; k++ {
 		p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: netip.MustParseAddr("10.0.0.9"), Dst: netip.MustParseAddr("10.0.0.1"),
 			Proto: 17, L4: true, SPort: uint16(r.IntN(1700)), DPort: uint16(r.IntN(9100)), Len: 60, TTL: 64}
-		want := Decide(rs, p)
-		c := tb.Classify(&p, testDev(&p))
-		got := -1
-		if c.Entry >= 0 {
-			got = int(tb.Entries[c.Entry].RuleID - FirstRuleID)
-		}
-		if got != want.Rule {
-			t.Fatalf("sport %d dport %d: tables say rule %d, reference %d", p.SPort, p.DPort, got, want.Rule)
+		if got, want := decidingRule(tb, &p), Decide(rs, p).Rule; got != want {
+			t.Fatalf("sport %d dport %d: tables say rule %d, reference %d", p.SPort, p.DPort, got, want)
 		}
 	}
 }
@@ -637,15 +631,18 @@ func TestOneTreeOrGroups(t *testing.T) {
 			p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: netip.AddrFrom4([4]byte{10, byte(1 + r.IntN(2)), byte(r.IntN(256)), byte(r.IntN(9))}),
 				Dst: netip.AddrFrom4([4]byte{10, 0, 0, byte(r.IntN(256))}), Proto: []uint8{6, 17}[r.IntN(2)], L4: true, SPort: 40000,
 				DPort: uint16(990 + r.IntN(270)), Len: 60, TTL: 64}
-			want := Decide(rs, p)
-			cl := tb.Classify(&p, testDev(&p))
-			got := -1
-			if cl.Entry >= 0 {
-				got = int(tb.Entries[cl.Entry].RuleID - FirstRuleID)
-			}
-			if got != want.Rule {
-				t.Fatalf("%s: %+v: tables say rule %d, reference %d", c.name, p, got, want.Rule)
+			if got, want := decidingRule(tb, &p), Decide(rs, p).Rule; got != want {
+				t.Fatalf("%s: %+v: tables say rule %d, reference %d", c.name, p, got, want)
 			}
 		}
 	}
+}
+
+// decidingRule is the index of the rule whose entry the tables' walk
+// decides p by, -1 for the policy.
+func decidingRule(tb *Tables, p *RefPacket) int {
+	if c := tb.Classify(p, testDev(p)); c.Entry >= 0 {
+		return int(tb.Entries[c.Entry].RuleID - FirstRuleID)
+	}
+	return -1
 }
