@@ -791,8 +791,8 @@ func (b *treeBuilder) oneTree(list []int32) (ref uint32, ok bool, err error) {
 	}
 	nodes, slots, maxLeaf, depth := len(b.t.Nodes), len(b.t.Leaves), b.maxLeaf, b.depth
 	maxNodes, maxSlots := b.maxNodes, b.maxLeafSlots
-	b.maxNodes = min(maxNodes, nodes+oneTreeNodes*len(list)/oneTreePer+oneTreePer)
-	b.maxLeafSlots = min(maxSlots, slots+oneTreeSlots*len(list)+oneTreePer)
+	b.maxNodes = min(maxNodes, nodes+oneTreeNodes*len(list)/oneTreePer+oneTreeFloorNodes)
+	b.maxLeafSlots = min(maxSlots, slots+oneTreeSlots*len(list)+oneTreeFloorSlots)
 	ref, err = b.tree(list)
 	b.maxNodes, b.maxLeafSlots = maxNodes, maxSlots
 	if err == nil {
@@ -807,13 +807,17 @@ func (b *treeBuilder) oneTree(list []int32) (ref uint32, ok bool, err error) {
 
 // oneTreeNodes/oneTreePer fat nodes and oneTreeSlots leaf slots per item
 // bound one tree over all of a root's rules (oneTree): 32 bytes of nodes
-// and 16 of leaf slots per item. Disjoint rules take ~0.3 nodes per rule
-// and no slot; ClassBench-style ACL sets 0.3 nodes and 0.6 slots; FW and
-// IPC sets 7–10 nodes and 50–110 slots, and go to groups.
+// and 16 of leaf slots per item, plus 16 KiB of nodes and 32 KiB of slots,
+// so that small rule sets, whose replication costs little, keep one tree.
+// Disjoint rules take ~0.3 nodes per rule and no slot; ClassBench-style
+// ACL sets 0.3 nodes and 0.6 slots; FW and IPC sets 7–10 nodes and 50–110
+// slots, and go to groups.
 const (
-	oneTreeNodes = 1
-	oneTreePer   = 2
-	oneTreeSlots = 2
+	oneTreeNodes      = 1
+	oneTreePer        = 2
+	oneTreeSlots      = 2
+	oneTreeFloorNodes = 256
+	oneTreeFloorSlots = 4096
 )
 
 // collapse turns the binary subtree at bin[i] into fat nodes and returns

@@ -17,10 +17,6 @@ import (
 // that, or does not compile, gets the default, and the compile of the
 // load says why.
 func autoMaxRules(p Paths, rs *rules.RuleSet, ct int) int {
-	top, err := datapath.LargestFitting(ct)
-	if err != nil || top <= compile.DefaultMaxEntries {
-		return compile.DefaultMaxEntries
-	}
 	var sets map[string]compile.SetInfo
 	if st, err := loadState(p); err == nil && st != nil {
 		sets = st.compileSets()
@@ -29,9 +25,20 @@ func autoMaxRules(p Paths, rs *rules.RuleSet, ct int) int {
 	for i := range ids {
 		ids[i] = uint32(compile.FirstRuleID + i)
 	}
-	lim := datapath.LimitsFor(top)
-	t, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: namedIfaces(rs), Sets: sets,
-		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+	compileAt := func(m int) (*compile.Tables, error) {
+		lim := datapath.LimitsFor(m)
+		t, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: ids, Ifaces: namedIfaces(rs), Sets: sets,
+			MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+		return t, err
+	}
+	if _, err := compileAt(compile.DefaultMaxEntries); err == nil {
+		return compile.DefaultMaxEntries
+	}
+	top, err := datapath.LargestFitting(ct)
+	if err != nil || top <= compile.DefaultMaxEntries {
+		return compile.DefaultMaxEntries
+	}
+	t, err := compileAt(top)
 	if err != nil {
 		return compile.DefaultMaxEntries
 	}
