@@ -460,7 +460,7 @@ func TestFatNodeShape(t *testing.T) {
 				depth(c, d+1)
 			}
 		}
-		for _, root := range tb.Roots {
+		for _, root := range append(tb.Roots[:len(tb.Roots):len(tb.Roots)], tb.PrioRoots[:]...) { // the priority table's trees too
 			for _, g := range root.Groups {
 				if g != NoTree {
 					depth(g, 0)
