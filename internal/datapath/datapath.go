@@ -54,6 +54,11 @@ type Limits struct {
 	LogSnap int `json:"-"`
 	// RuleIDs is the number of per-rule counter slots (rule ids).
 	RuleIDs int `json:"rule_ids"`
+	// NAT: the program translates (`--nat xdpfw`, fw_nat_mode): it looks
+	// every IPv4 packet up in the bindings and enters the nat stage
+	// (nat.go) for a forwarded connection's first packet. Load sets it;
+	// Open leaves it false (the firewall's state records it).
+	NAT bool `json:"-"`
 }
 
 // minRuleIDs is FW_MAX_RULE_IDS: the counter slots of the default tables.
@@ -146,6 +151,12 @@ type Datapath struct {
 	// fw_cpumap, and xdpfw_cpumap with its stages (nil when opened from
 	// pins; the program from its pin where there is one).
 	prioRoots, prioCfg, prioStats, cpumap *ebpf.Map
+	// NAT (nat.go): the bindings and the nat counters (pinned; nil when
+	// opened from an earlier version's pins).
+	natBinds, natCounts *ebpf.Map
+	// natNextPin: the nat instance's way back to this program's finish
+	// stage, pinned (StartNAT); "" without NAT.
+	natNextPin string
 	// audit: an audit instance's view (audit.go), whose tables hold a
 	// candidate rule set. It has no priority roots: the class a packet
 	// gets is the enforced rule set's, and an audit compares verdicts.
@@ -182,6 +193,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
 		"fw_pppoe_rx": &d.pppoeRx, "fw_pppoe_tx": &d.pppoeTx,
 		"fw_prio_roots": &d.prioRoots, "fw_prio": &d.prioCfg, "fw_prio_stats": &d.prioStats, "fw_cpumap": &d.cpumap,
+		"fw_nat_binds": &d.natBinds, "fw_nat_counts": &d.natCounts,
 	}
 }
 
@@ -266,7 +278,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	objs.XdpfwIngressFinish.Close()
 	objs.XdpfwCpumapClassify.Close()
 	// The audit instance's own maps (audit.go): no program here uses them.
-	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts} {
+	// The nat instance's translations (nat.go) too.
+	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts, objs.FwNatTargets} {
 		m.Close()
 	}
 	stagesName, err := pinStages(dir, stagesPin, objs.XdpfwIngress, objs.FwXdpStages)
@@ -329,6 +342,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		prioCfg:     objs.FwPrio,
 		prioStats:   objs.FwPrioStats,
 		cpumap:      objs.FwCpumap,
+		natBinds:    objs.FwNatBinds,
+		natCounts:   objs.FwNatCounts,
 		cpumapProg:  objs.XdpfwCpumap,
 		cpuStages:   objs.FwCpumapStages,
 
@@ -522,6 +537,15 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 			return lim, fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
+	if v := spec.Variables["fw_nat_mode"]; v != nil { // absent in objects of earlier builds (LoadObject)
+		nat := uint32(0)
+		if lim.NAT {
+			nat = 1
+		}
+		if err := v.Set(nat); err != nil {
+			return lim, fmt.Errorf("setting fw_nat_mode: %w", err)
+		}
+	}
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
@@ -560,8 +584,9 @@ func (d *Datapath) PinProgram() error {
 	}
 	// Every interface runs this program now: the stages of earlier ones
 	// go with them.
-	for _, name := range append(pinsWithPrefix(d.dir, stagesPin), pinsWithPrefix(d.dir, cpuStagesPin)...) {
-		if name != d.stagesPin && name != d.cpuStagesPin {
+	old := append(pinsWithPrefix(d.dir, stagesPin), pinsWithPrefix(d.dir, cpuStagesPin)...)
+	for _, name := range append(old, pinsWithPrefix(d.dir, natNextPin)...) {
+		if name != d.stagesPin && name != d.cpuStagesPin && name != d.natNextPin {
 			_ = os.Remove(filepath.Join(d.dir, name))
 		}
 	}
@@ -586,7 +611,8 @@ func pinsWithPrefix(dir, prefix string) []string {
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
 	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true,
 	"fw_pppoe_rx": true, "fw_pppoe_tx": true,
-	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true}
+	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true,
+	"fw_nat_binds": true, "fw_nat_counts": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -291,6 +291,33 @@ type xdpfwFwLogStat struct {
 	Lost       uint64
 }
 
+type xdpfwFwNatRw struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Sport uint16
+	Dport uint16
+}
+
+type xdpfwFwNatTarget struct {
+	_      structs.HostLayout
+	Kind   uint32
+	AddrLo uint32
+	AddrHi uint32
+	PortLo uint16
+	PortHi uint16
+}
+
+type xdpfwFwNatTuple struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
 type xdpfwFwNode struct {
 	_      structs.HostLayout
 	Dim    uint8
@@ -435,6 +462,8 @@ type xdpfwFwTcSlot struct {
 		N   uint32
 		Pad uint32
 	}
+	NatState uint32
+	Nat      xdpfwFwNatRw
 }
 
 type xdpfwFwXdpHandoff struct {
@@ -504,6 +533,8 @@ type xdpfwFwXdpHandoff struct {
 		N   uint32
 		Pad uint32
 	}
+	NatState uint32
+	Nat      xdpfwFwNatRw
 }
 
 // Names of all BPF objects in the ELF.
@@ -541,6 +572,9 @@ const (
 	xdpfwMapFwLogRing             = "fw_log_ring"
 	xdpfwMapFwLogScratch          = "fw_log_scratch"
 	xdpfwMapFwLogStats            = "fw_log_stats"
+	xdpfwMapFwNatBinds            = "fw_nat_binds"
+	xdpfwMapFwNatCounts           = "fw_nat_counts"
+	xdpfwMapFwNatTargets          = "fw_nat_targets"
 	xdpfwMapFwNodes               = "fw_nodes"
 	xdpfwMapFwPppoeRx             = "fw_pppoe_rx"
 	xdpfwMapFwPppoeTx             = "fw_pppoe_tx"
@@ -571,6 +605,7 @@ const (
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
 	xdpfwProgXdpfwIngressFinish   = "xdpfw_ingress_finish"
+	xdpfwProgXdpfwNat             = "xdpfw_nat"
 	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
 	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
@@ -578,6 +613,7 @@ const (
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
 	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
 	xdpfwVarFwMaxNodes            = "fw_max_nodes"
+	xdpfwVarFwNatMode             = "fw_nat_mode"
 	xdpfwVarFwTraceMode           = "fw_trace_mode"
 )
 
@@ -631,6 +667,7 @@ type xdpfwProgramSpecs struct {
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
 	XdpfwIngressFinish   *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_finish"`
+	XdpfwNat             *ebpf.ProgramSpec `ebpf:"xdpfw_nat"`
 	XdpfwRxvlan          *ebpf.ProgramSpec `ebpf:"xdpfw_rxvlan"`
 }
 
@@ -669,6 +706,9 @@ type xdpfwMapSpecs struct {
 	FwLogRing        *ebpf.MapSpec `ebpf:"fw_log_ring"`
 	FwLogScratch     *ebpf.MapSpec `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
+	FwNatBinds       *ebpf.MapSpec `ebpf:"fw_nat_binds"`
+	FwNatCounts      *ebpf.MapSpec `ebpf:"fw_nat_counts"`
+	FwNatTargets     *ebpf.MapSpec `ebpf:"fw_nat_targets"`
 	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
 	FwPppoeTx        *ebpf.MapSpec `ebpf:"fw_pppoe_tx"`
@@ -703,6 +743,7 @@ type xdpfwVariableSpecs struct {
 	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
+	FwNatMode     *ebpf.VariableSpec `ebpf:"fw_nat_mode"`
 	FwTraceMode   *ebpf.VariableSpec `ebpf:"fw_trace_mode"`
 }
 
@@ -757,6 +798,9 @@ type xdpfwMaps struct {
 	FwLogRing        *ebpf.Map `ebpf:"fw_log_ring"`
 	FwLogScratch     *ebpf.Map `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
+	FwNatBinds       *ebpf.Map `ebpf:"fw_nat_binds"`
+	FwNatCounts      *ebpf.Map `ebpf:"fw_nat_counts"`
+	FwNatTargets     *ebpf.Map `ebpf:"fw_nat_targets"`
 	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.Map `ebpf:"fw_pppoe_rx"`
 	FwPppoeTx        *ebpf.Map `ebpf:"fw_pppoe_tx"`
@@ -814,6 +858,9 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogRing,
 		m.FwLogScratch,
 		m.FwLogStats,
+		m.FwNatBinds,
+		m.FwNatCounts,
+		m.FwNatTargets,
 		m.FwNodes,
 		m.FwPppoeRx,
 		m.FwPppoeTx,
@@ -849,6 +896,7 @@ type xdpfwVariables struct {
 	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
+	FwNatMode     *ebpf.Variable `ebpf:"fw_nat_mode"`
 	FwTraceMode   *ebpf.Variable `ebpf:"fw_trace_mode"`
 }
 
@@ -864,6 +912,7 @@ type xdpfwPrograms struct {
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
 	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
+	XdpfwNat             *ebpf.Program `ebpf:"xdpfw_nat"`
 	XdpfwRxvlan          *ebpf.Program `ebpf:"xdpfw_rxvlan"`
 }
 
@@ -877,6 +926,7 @@ func (p *xdpfwPrograms) Close() error {
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
 		p.XdpfwIngressFinish,
+		p.XdpfwNat,
 		p.XdpfwRxvlan,
 	)
 }

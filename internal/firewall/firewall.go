@@ -79,6 +79,10 @@ type Options struct {
 	// AllowEmpty lets an empty rule set (rules.RuleSet.Empty) be put in
 	// force; without it Validate refuses one.
 	AllowEmpty bool
+	// NAT (Load only): who translates, NATKernel ("" too: the kernel's
+	// nat table, as before) or NATXdpfw (the rule set's nat table, in
+	// xdpfw's data plane: docs/nat.md).
+	NAT string
 }
 
 // Result reports what a change did.
@@ -218,6 +222,10 @@ type IfaceMode struct {
 
 // LoadModes is Load with an attach mode per interface.
 func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Result, error) {
+	rs, nat, err := splitNAT(rs, opt.NAT)
+	if err != nil {
+		return nil, err
+	}
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
@@ -263,6 +271,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if opt.CTMax > 0 {
 		lim.Conntrack = opt.CTMax
 	}
+	lim.NAT = nat != nil
 	var (
 		st         *state
 		inForce    *ruleStore
@@ -345,6 +354,12 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err != nil {
 		return nil, undo(nil, err)
 	}
+	// the nat stage before any interface runs the program (docs/nat.md)
+	if nat != nil {
+		if err := f.startNAT(nat); err != nil {
+			return nil, undo(nil, fmt.Errorf("the nat table: %w", err))
+		}
+	}
 	res.Attached = map[string]datapath.Mode{}
 	// New interfaces first; interfaces attached before switch to the new
 	// program last, so a failure before that leaves them as they were.
@@ -389,6 +404,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, undo(attached, err)
 	}
 	st.PriorityCPUs = cpuSpec
+	st.NAT = orDefault(opt.NAT, NATKernel)
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}

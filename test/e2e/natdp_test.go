@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// natRules is masqRules with its nat table: what leaves by rb is
+// masqueraded (xdpfw's with --nat xdpfw).
+var natRules = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+	"-A POSTROUTING -o rb -j MASQUERADE\nCOMMIT\n" + masqRules
+
+// servePeer answers, in ns, every TCP connection to port and every UDP
+// datagram to port with the address and port it came from: what a
+// server behind the NAT sees.
+func servePeer(t *testing.T, ns *testutil.NetNS, port int) {
+	t.Helper()
+	var ln net.Listener
+	var pc net.PacketConn
+	if err := ns.Do(func() (err error) {
+		if ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port)); err != nil {
+			return err
+		}
+		pc, err = net.ListenPacket("udp4", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); pc.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, c.RemoteAddr())
+			c.Close()
+		}
+	}()
+	go func() {
+		b := make([]byte, 100)
+		for {
+			_, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(from.String()), from)
+		}
+	}()
+}
+
+// peerSeen connects from ns to addr over network (tcp4, udp4) and returns
+// its local address and the one servePeer saw.
+func peerSeen(t *testing.T, ns *testutil.NetNS, network, addr string) (local, seen string, err error) {
+	t.Helper()
+	var c net.Conn
+	if err := ns.Do(func() (err error) { c, err = net.DialTimeout(network, addr, connectTimeout); return err }); err != nil {
+		return "", "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(connectTimeout))
+	if network == "udp4" {
+		if _, err := c.Write([]byte("who")); err != nil {
+			return "", "", err
+		}
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if network == "udp4" && line != "" {
+		err = nil
+	}
+	return c.LocalAddr().String(), strings.TrimSpace(line), err
+}
+
+// TestNATMasqueradeXdpfw: a LAN client (a) reaches a WAN server (b)
+// through a router whose filter and MASQUERADE are xdpfw's (--nat xdpfw):
+// TCP connects and echoes, UDP answers, ping answers; b has no route back
+// to the LAN, so every answer that comes back was translated, and the
+// server sees the router's address and the client's own port, as it does
+// when the kernel's iptables masquerades the same flows (checked first,
+// on the same namespaces). The kernel's conntrack of the router sees the
+// translated connections only. --nat xdpfw is refused while the kernel's
+// nat table has a rule; DNAT is refused (not built).
+func TestNATMasqueradeXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	servePeer(t, x.b, 8080)
+	serveEcho(t, x.b, 80)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	// b's answers reach a only translated
+	if out, err := x.b.Exec(ctx, "ip", "route", "del", "default"); err != nil {
+		t.Fatalf("ip route del default in %s: %v\n%s", x.b, err, out)
+	}
+	wan := hostPort(x.lb.cli4, 8080)
+	var debug func()
+	flows := func(what string) {
+		t.Helper()
+		for _, network := range []string{"tcp4", "udp4"} {
+			local, seen, err := peerSeen(t, x.a, network, wan)
+			if err != nil {
+				t.Errorf("%s: %s to %s: %v", what, network, wan, err)
+				continue
+			}
+			_, lport, _ := net.SplitHostPort(local)
+			if want := hostPort(x.lb.srv4, 0); !strings.HasPrefix(seen, strings.TrimSuffix(want, "0")) || !strings.HasSuffix(seen, ":"+lport) {
+				t.Errorf("%s: %s: the server saw %s, want the router's address %s and the client's port %s", what, network, seen, x.lb.srv4, lport)
+			}
+		}
+		if t.Failed() && debug != nil {
+			debug()
+		}
+		e := dialEcho(t, x.a, hostPort(x.lb.cli4, 80))
+		for i := range 3 {
+			if err := e.roundTrip(fmt.Sprintf("line %d", i)); err != nil {
+				t.Errorf("%s: echo over the masqueraded connection: %v", what, err)
+			}
+		}
+		checkPing(t, what+": ping", x.a, x.lb.cli4, true)
+	}
+
+	// The oracle: the kernel's iptables, nat and filter.
+	kernelNAT(t, x.r, "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE")
+	iptablesRestoreText(t, x.r, masqRules)
+	flows("iptables")
+	iptablesRestoreText(t, x.r, "")
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	f := newFW(t, x.r)
+	path := writeRules(t, "nat.rules", natRules)
+	// the kernel's nat table still has its rule: refused, nothing loaded
+	r := f.runWant(1, "load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", path)
+	if !strings.Contains(r.stderr, "the kernel translates already") {
+		t.Errorf("--nat xdpfw with a kernel nat rule: %s", r.stderr)
+	}
+	kernelNAT(t, x.r, "-F")
+	// DNAT is not translated by xdpfw yet: refused, at its line
+	dnat := strings.Replace(natRules, "COMMIT", "-A PREROUTING -i rb -p tcp --dport 8080 -j DNAT --to-destination 10.200.1.2:80\nCOMMIT", 1)
+	r = f.runWant(1, "load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "dnat.rules", dnat))
+	if !strings.Contains(r.stderr, "dnat.rules:7:") || !strings.Contains(r.stderr, "translates sources only") {
+		t.Errorf("--nat xdpfw with DNAT: %s", r.stderr)
+	}
+	// and without --nat xdpfw the nat table is the kernel's, as before
+	if r = f.run("load", "-i", "ra", "-i", "rb", "--ipv4-file", path); r.code == 0 || !strings.Contains(r.stderr, "table nat") {
+		t.Errorf("load of a nat table without --nat xdpfw: %s", r.stderr)
+	}
+
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", path)
+	debug = func() { t.Logf("status:\n%s", f.mustRun("status", "--json").stdout) }
+	flows("xdpfw")
+	if t.Failed() {
+		t.Logf("status:\n%s", f.mustRun("status", "--json").stdout)
+	}
+	// the filter judged the answers in FORWARD, ESTABLISHED, addressed to the client
+	if n := f.list().rule(t, "-A FORWARD -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT").Counters.Packets; n == 0 {
+		t.Errorf("xdpfw: FORWARD ESTABLISHED counted no answer")
+	}
+	if n := f.list().rule(t, "-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT").Counters.Packets; n != 0 {
+		t.Errorf("xdpfw: INPUT ESTABLISHED counted %d packets: answers judged before their translation", n)
+	}
+	var st struct {
+		NAT struct {
+			Mode     string            `json:"mode"`
+			Counters map[string]uint64 `json:"counters"`
+			Bindings []string          `json:"bindings"`
+		} `json:"nat"`
+	}
+	f.decode(&st, "status", "--json")
+	if st.NAT.Mode != "xdpfw" || st.NAT.Counters["bound"] != 4 || st.NAT.Counters["no_port"] != 0 {
+		t.Errorf("status: nat %+v; want mode xdpfw, 4 connections bound (2 TCP, UDP, ping), none refused", st.NAT)
+	}
+	found := false
+	for _, b := range st.NAT.Bindings {
+		if strings.Contains(b, x.la.cli4) && strings.Contains(b, x.lb.srv4) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("status: no binding of %s to %s: %v", x.la.cli4, x.lb.srv4, st.NAT.Bindings)
+	}
+}
