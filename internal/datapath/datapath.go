@@ -519,8 +519,9 @@ func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
 // and returns the limits in effect.
 func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	if lim.Entries == 0 {
-		c := lim.Conntrack
+		c, nat := lim.Conntrack, lim.NAT
 		lim = LimitsFor(0)
+		lim.NAT = nat
 		if c > 0 {
 			lim.Conntrack = c
 		}

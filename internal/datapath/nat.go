@@ -130,58 +130,12 @@ func (d *Datapath) StartNAT(nt *compile.NATTables, nat *rules.RuleSet) error {
 	}
 	defer finish.Close()
 
-	spec, lim, live, done, err := d.instanceSpec(traceNAT, d.limits)
+	n, err := d.loadNAT()
 	if err != nil {
 		return err
 	}
-	defer done()
-	if d.handoff == nil {
-		return errors.New("the nat stage goes in with load only")
-	}
-	live["fw_xdp_handoff"] = d.handoff
-	repl := map[string]*ebpf.Map{}
-	for _, name := range natShared {
-		m := live[specMapName(name)]
-		if m == nil {
-			return fmt.Errorf("the live program has no map %s (loaded by another xdpfw version? `xdpfw load` again)", name)
-		}
-		repl[name] = m
-	}
-	var o struct {
-		Prog             *ebpf.Program `ebpf:"xdpfw_nat"`
-		FwActive         *ebpf.Map     `ebpf:"fw_active"`
-		FwEntries        *ebpf.Map     `ebpf:"fw_entries"`
-		FwNodes          *ebpf.Map     `ebpf:"fw_nodes"`
-		FwLeaves         *ebpf.Map     `ebpf:"fw_leaves"`
-		FwRoots          *ebpf.Map     `ebpf:"fw_roots"`
-		FwRaw            *ebpf.Map     `ebpf:"fw_raw"`
-		FwDeltas         *ebpf.Map     `ebpf:"fw_deltas"`
-		FwDeltaEntries   *ebpf.Map     `ebpf:"fw_delta_entries"`
-		FwStamps         *ebpf.Map     `ebpf:"fw_stamps"`
-		FwRuleStats      *ebpf.Map     `ebpf:"fw_rule_stats"`
-		FwLogLimits      *ebpf.Map     `ebpf:"fw_log_limits"`
-		FwLogStats       *ebpf.Map     `ebpf:"fw_log_stats"`
-		FwLimits         *ebpf.Map     `ebpf:"fw_limits"`
-		FwRecentRules    *ebpf.Map     `ebpf:"fw_recent_rules"`
-		FwHashlimitRules *ebpf.Map     `ebpf:"fw_hashlimit_rules"`
-		FwNatTargets     *ebpf.Map     `ebpf:"fw_nat_targets"`
-		FwAuditNext      *ebpf.Map     `ebpf:"fw_audit_next"`
-	}
-	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return instanceLoadErr("nat", err)
-	}
-	view := &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, nodes: o.FwNodes,
-		leaves: o.FwLeaves, roots: o.FwRoots, raw: o.FwRaw, deltas: o.FwDeltas, deltaEn: o.FwDeltaEntries,
-		stamps: o.FwStamps, ruleCtr: o.FwRuleStats, logLim: o.FwLogLimits, logStat: o.FwLogStats, limBkt: o.FwLimits,
-		recentRules: o.FwRecentRules, hashRules: o.FwHashlimitRules, logCtr: d.logCtr, audit: true}
-	defer func() {
-		for _, m := range []*ebpf.Map{o.FwActive, o.FwEntries, o.FwNodes, o.FwLeaves, o.FwRoots, o.FwRaw, o.FwDeltas,
-			o.FwDeltaEntries, o.FwStamps, o.FwRuleStats, o.FwLogLimits, o.FwLogStats, o.FwLimits, o.FwRecentRules,
-			o.FwHashlimitRules, o.FwNatTargets, o.FwAuditNext} {
-			m.Close()
-		}
-		o.Prog.Close()
-	}()
+	defer n.close()
+	view, o := n.view, &n.objs
 	if err := view.Install(nt.Tables); err != nil {
 		return fmt.Errorf("installing the nat table: %w", err)
 	}
@@ -207,6 +161,92 @@ func (d *Datapath) StartNAT(nt *compile.NATTables, nat *rules.RuleSet) error {
 	}
 	d.natNextPin = name
 	return nil
+}
+
+// natObjs are the nat instance's program and own maps.
+type natObjs struct {
+	Prog             *ebpf.Program `ebpf:"xdpfw_nat"`
+	FwActive         *ebpf.Map     `ebpf:"fw_active"`
+	FwEntries        *ebpf.Map     `ebpf:"fw_entries"`
+	FwNodes          *ebpf.Map     `ebpf:"fw_nodes"`
+	FwLeaves         *ebpf.Map     `ebpf:"fw_leaves"`
+	FwRoots          *ebpf.Map     `ebpf:"fw_roots"`
+	FwRaw            *ebpf.Map     `ebpf:"fw_raw"`
+	FwDeltas         *ebpf.Map     `ebpf:"fw_deltas"`
+	FwDeltaEntries   *ebpf.Map     `ebpf:"fw_delta_entries"`
+	FwStamps         *ebpf.Map     `ebpf:"fw_stamps"`
+	FwRuleStats      *ebpf.Map     `ebpf:"fw_rule_stats"`
+	FwLogLimits      *ebpf.Map     `ebpf:"fw_log_limits"`
+	FwLogStats       *ebpf.Map     `ebpf:"fw_log_stats"`
+	FwLimits         *ebpf.Map     `ebpf:"fw_limits"`
+	FwRecentRules    *ebpf.Map     `ebpf:"fw_recent_rules"`
+	FwHashlimitRules *ebpf.Map     `ebpf:"fw_hashlimit_rules"`
+	FwNatTargets     *ebpf.Map     `ebpf:"fw_nat_targets"`
+	FwAuditNext      *ebpf.Map     `ebpf:"fw_audit_next"`
+}
+
+// natInstance is a loaded nat instance, not yet in any path: its
+// objects, and a view whose tables are its own (Install works on them).
+type natInstance struct {
+	objs natObjs
+	view *Datapath
+}
+
+// close releases n's file descriptors (what the program array holds
+// stays loaded).
+func (n *natInstance) close() {
+	o := &n.objs
+	for _, m := range []*ebpf.Map{o.FwActive, o.FwEntries, o.FwNodes, o.FwLeaves, o.FwRoots, o.FwRaw, o.FwDeltas,
+		o.FwDeltaEntries, o.FwStamps, o.FwRuleStats, o.FwLogLimits, o.FwLogStats, o.FwLimits, o.FwRecentRules,
+		o.FwHashlimitRules, o.FwNatTargets, o.FwAuditNext} {
+		m.Close()
+	}
+	o.Prog.Close()
+}
+
+// loadNAT loads the nat instance of the live program (not yet in its path).
+func (d *Datapath) loadNAT() (*natInstance, error) {
+	spec, lim, live, done, err := d.instanceSpec(traceNAT, d.limits)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	handoff := d.handoff
+	if handoff == nil {
+		if handoff, err = d.progMap("fw_xdp_handoff"); err != nil {
+			return nil, err
+		}
+		defer handoff.Close()
+	}
+	live["fw_xdp_handoff"] = handoff
+	for _, name := range []string{"fw_nat_binds", "fw_nat_counts"} {
+		if live[name] == nil {
+			m, err := d.progMap(name)
+			if err != nil {
+				return nil, err
+			}
+			defer m.Close()
+			live[name] = m
+		}
+	}
+	repl := map[string]*ebpf.Map{}
+	for _, name := range natShared {
+		m := live[specMapName(name)]
+		if m == nil {
+			return nil, fmt.Errorf("the live program has no map %s (loaded by another xdpfw version? `xdpfw load` again)", name)
+		}
+		repl[name] = m
+	}
+	n := &natInstance{}
+	o := &n.objs
+	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, instanceLoadErr("nat", err)
+	}
+	n.view = &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, nodes: o.FwNodes,
+		leaves: o.FwLeaves, roots: o.FwRoots, raw: o.FwRaw, deltas: o.FwDeltas, deltaEn: o.FwDeltaEntries,
+		stamps: o.FwStamps, ruleCtr: o.FwRuleStats, logLim: o.FwLogLimits, logStat: o.FwLogStats, limBkt: o.FwLimits,
+		recentRules: o.FwRecentRules, hashRules: o.FwHashlimitRules, logCtr: d.logCtr, audit: true}
+	return n, nil
 }
 
 // NATCounters reads the nat counters; ok false when the program has none
