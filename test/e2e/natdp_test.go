@@ -186,4 +186,30 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if !found {
 		t.Errorf("status: no binding of %s to %s: %v", x.la.cli4, x.lb.srv4, st.NAT.Bindings)
 	}
+
+	// SNAT to a range of two ports: two UDP flows get them, a third finds
+	// none free and its datagram is dropped, counted (the kernel drops
+	// what it cannot translate too)
+	snat := strings.Replace(natRules, "-A POSTROUTING -o rb -j MASQUERADE",
+		"-A POSTROUTING -o rb -p udp -j SNAT --to-source "+x.lb.srv4+":2000-2001\n-A POSTROUTING -o rb -j MASQUERADE", 1)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "snat.rules", snat))
+	got := map[string]bool{}
+	for range 2 {
+		_, seen, err := peerSeen(t, x.a, "udp4", wan)
+		if err != nil {
+			t.Fatalf("SNAT to 2000-2001: %v", err)
+		}
+		got[seen] = true
+	}
+	if !got[hostPort(x.lb.srv4, 2000)] || !got[hostPort(x.lb.srv4, 2001)] {
+		t.Errorf("SNAT to 2000-2001: the server saw %v, want both ports of the range", got)
+	}
+	if _, seen, err := peerSeen(t, x.a, "udp4", wan); err == nil {
+		t.Errorf("SNAT to 2000-2001, a third flow: the server saw %s; want no port left, the datagram dropped", seen)
+	}
+	f.decode(&st, "status", "--json")
+	if st.NAT.Counters["no_port"] != 1 {
+		t.Errorf("status: nat counters %v; want no_port 1", st.NAT.Counters)
+	}
+	checkTCP(t, "SNAT: TCP still masqueraded", tcpProbe{from: x.a, addr: hostPort(x.lb.cli4, 80), ok: true})
 }
