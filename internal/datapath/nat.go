@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -302,4 +303,39 @@ func (d *Datapath) NATBindings() ([]NATBinding, error) {
 		return nil, fmt.Errorf("reading the nat bindings: %w", err)
 	}
 	return out, nil
+}
+
+// natReplies gives each connection of es that xdpfw translates its reply
+// tuple (conntrack.Entry.NAT), from its original direction's binding.
+func (d *Datapath) natReplies(es []conntrack.Entry) error {
+	bs, err := d.NATBindings()
+	if err != nil || len(bs) == 0 {
+		return err
+	}
+	type key struct {
+		proto    uint8
+		src, dst netip.AddrPort
+	}
+	byFrom := map[key]NATBinding{}
+	for _, b := range bs {
+		dport := b.From.DstPort
+		if b.Proto == 1 {
+			dport = 0
+		}
+		byFrom[key{b.Proto, netip.AddrPortFrom(b.From.Src, b.From.SrcPort), netip.AddrPortFrom(b.From.Dst, dport)}] = b
+	}
+	for i := range es {
+		e := &es[i]
+		dst := e.Dst
+		if e.Proto == 1 {
+			dst = netip.AddrPortFrom(dst.Addr(), 0)
+		}
+		b, ok := byFrom[key{e.Proto, e.Src, dst}]
+		if !ok || b.To.Src == b.From.Src && b.To.SrcPort == b.From.SrcPort {
+			continue // not translated, or the other direction's
+		}
+		e.NAT = &conntrack.NATReply{Src: netip.AddrPortFrom(b.To.Dst, b.To.DstPort), Dst: netip.AddrPortFrom(b.To.Src, b.To.SrcPort),
+			Kind: "SNAT"}
+	}
+	return nil
 }

@@ -166,6 +166,36 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if n := f.list().rule(t, "-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT").Counters.Packets; n != 0 {
 		t.Errorf("xdpfw: INPUT ESTABLISHED counted %d packets: answers judged before their translation", n)
 	}
+	// conntrack list: the connection as the filter saw it, and its reply
+	// tuple as the kernel's conntrack -L shows a masqueraded one's
+	var cts []struct {
+		Proto uint8  `json:"proto"`
+		Src   string `json:"src"`
+		Dst   string `json:"dst"`
+		NAT   *struct {
+			Src  string `json:"reply_src"`
+			Dst  string `json:"reply_dst"`
+			Kind string `json:"kind"`
+		} `json:"nat"`
+	}
+	f.decode(&cts, "conntrack", "list", "--json")
+	translated := 0
+	for _, c := range cts {
+		if c.NAT == nil {
+			continue
+		}
+		translated++
+		_, sport, _ := net.SplitHostPort(c.Src)
+		if c.NAT.Src != c.Dst || c.NAT.Dst != hostPort(x.lb.srv4, 0)[:len(x.lb.srv4)+1]+sport || c.NAT.Kind != "SNAT" {
+			t.Errorf("conntrack list: %s > %s: reply %+v; want from %s to the router's %s:%s, SNAT", c.Src, c.Dst, *c.NAT, c.Dst, x.lb.srv4, sport)
+		}
+	}
+	if translated < 3 {
+		t.Errorf("conntrack list: %d translated connections, want the TCP, UDP and ping ones: %+v", translated, cts)
+	}
+	if l := f.mustRun("conntrack", "list").stdout; !strings.Contains(l, "reply: src="+x.lb.cli4) || !strings.Contains(l, "[SNAT]") {
+		t.Errorf("conntrack list shows no translation:\n%s", l)
+	}
 	var st struct {
 		NAT struct {
 			Mode     string            `json:"mode"`
