@@ -90,6 +90,8 @@ func peerSeen(t *testing.T, ns *testutil.NetNS, network, addr string) (local, se
 func TestNATMasqueradeXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
 	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa") // for the fast path's run, last
+	vethPeerReady(t, x.b, "xb")
 	servePeer(t, x.b, 8080)
 	serveEcho(t, x.b, 80)
 	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
@@ -242,4 +244,15 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 		t.Errorf("status: nat counters %v; want no_port 1", st.NAT.Counters)
 	}
 	checkTCP(t, "SNAT: TCP still masqueraded", tcpProbe{from: x.a, addr: hostPort(x.lb.cli4, 80), ok: true})
+
+	// The fast path: translated packets redirected in XDP, both ways
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--forward", "xdp-veth", "--ipv4-file", path)
+	var fs fwdStatus
+	f.decode(&fs, "status", "--json")
+	before := fs.Forward.Counters["xdp"].Packets
+	flows("xdpfw, fast path")
+	f.decode(&fs, "status", "--json")
+	if n := fs.Forward.Counters["xdp"].Packets - before; n < 10 {
+		t.Errorf("fast path: %d translated packets forwarded in XDP, want the flows' (counters %v)", n, fs.Forward.Counters)
+	}
 }
