@@ -71,7 +71,7 @@ enum fw_reason {
 	FW_R_FRAG_OVERLAP,      /* a later fragment overlapping its datagram's first fragment (and the rest of that datagram): dropped */
 	FW_R_BAD_PPPOE,         /* PPPoE session frame: truncated header, or its length past the frame (pppoe_rcv drops it) */
 	FW_R_PPPOE_SESSION,     /* PPPoE session frame carrying IP of a session xdpfw does not know (lib/pppoe.h): dropped */
-	FW_R_NAT_NO_PORT,       /* accepted NEW connection dropped: its source NAT found no free port (or the binding map full) */
+	FW_R_NAT_FAIL,          /* FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (fw_nat_counter says why) */
 	FW_NUM_REASONS,
 };
 
@@ -1092,6 +1092,8 @@ enum fw_nat_counter {
 	FW_NAT_C_FULL,        /* connections dropped: the binding map refused the entry */
 	FW_NAT_C_NO_ADDR,     /* MASQUERADE connections dropped: the FIB gave no source address */
 	FW_NAT_C_UNTRANSLATED,/* first packets of connections the nat table leaves as they are */
+	FW_NAT_C_LOST,        /* packets dropped: a connection the nat table translates, past its first packet, without its binding */
+	FW_NAT_C_FRAG,        /* packets dropped: IPv4 fragments in FORWARD (not translated; the datagram's later fragments follow) */
 	FW_NAT_C_NUM,
 };
 

@@ -67,7 +67,7 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 		 * goes to the nat stage, which comes back to the finish stage */
 		if (fw_nat_mode && fw_nat_out(ctx, h, p, d, cpumap) < 0) {
 			d->action = FW_ACT_DROP;
-			d->reason = FW_R_NO_RULESET;
+			d->reason = FW_R_NAT_FAIL;
 			rc = XDP_DROP;
 		} else {
 			rc = fw_fwd_xdp(ctx, p, hop); /* after LOG: it rewrites the frame */

@@ -61,12 +61,13 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 		p->dport = bpf_ntohs(out->dport);
 }
 
-/* fw_nat_out: after FORWARD accepted packet p (d): a bound packet's
- * source rewritten; the first packet of a connection without a binding
- * goes to the nat stage (a tail call: it does not return). 0: go on;
- * -1: the nat stage is missing, drop (never while the control plane
- * holds fw_xdp_stages), or cpumap (a constant: on a bulk CPU, which
- * cannot enter it; `--nat xdpfw` refuses a priority table). */
+/* fw_nat_out: after FORWARD accepted IPv4 packet p (d): a bound packet's
+ * source rewritten; a packet without a binding goes to the nat stage (a
+ * tail call: it does not return), which binds its connection (translated,
+ * or as it is). 0: go on; -1: drop: a fragment (counted), the nat stage
+ * missing (never while the control plane holds fw_xdp_stages), or cpumap
+ * (a constant: on a bulk CPU, which cannot enter it; `--nat xdpfw`
+ * refuses a priority table). */
 static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff *h, const struct fw_pkt *p,
 				      const struct fw_decision *d, const int cpumap)
 {
@@ -78,10 +79,12 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 		fw_nat_post(data + p->l3_off, end, &h->nat);
 		return 0;
 	}
-	if (h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW)
+	if (h->nat_state != FW_NAT_S_NONE || p->family != 4)
 		return 0;
-	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) /* docs/nat.md: fragments are not translated */
-		return 0;
+	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) { /* docs/nat.md: not translated, so not forwarded */
+		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
+		return -1;
+	}
 	if (cpumap)
 		return -1;
 	h->nat_state = FW_NAT_S_DONE;
@@ -171,10 +174,29 @@ static __always_inline __u32 fw_nat_bind_source(struct xdp_md *ctx, const struct
 	return 0;
 }
 
-/* fw_nat_stage decides the translation of the first packet in h: the nat
- * instance's classifier (POSTROUTING, in FORWARD's slot) picks the rule,
- * fw_nat_targets its translation. A connection that cannot be translated
- * is dropped (h->d), counted. */
+/* fw_nat_bind_same binds the tuple of the packet p to itself (a
+ * connection not translated). A global function: verified once. */
+__noinline int fw_nat_bind_same(struct xdp_md *ctx, const struct fw_pkt *p)
+{
+	struct fw_nat_tuple k;
+
+	if (!ctx || !p)
+		return 0;
+	void *data = (void *)(long)ctx->data;
+	if (p->l3_off > 64 || fw_nat_key4(data + p->l3_off, (void *)(long)ctx->data_end, &k))
+		return 0;
+	struct fw_nat_rw same = {.saddr = k.saddr, .daddr = k.daddr, .sport = k.sport, .dport = k.dport};
+	bpf_map_update_elem(&fw_nat_binds, &k, &same, BPF_ANY);
+	return 0;
+}
+
+/* fw_nat_stage binds the connection of the packet in h, which has none:
+ * the nat instance's classifier (POSTROUTING, in FORWARD's slot) picks
+ * the rule, fw_nat_targets its translation; a connection it leaves alone,
+ * and the answers of one, are bound to their own tuples. A packet that
+ * cannot be translated is dropped (h->d), counted: no port, no room, no
+ * address, or a translated connection past its first packet without its
+ * binding (never forwarded untranslated). */
 static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_handoff *h, struct fw_audit_slot *a,
 					 __u64 bytes)
 {
@@ -182,11 +204,25 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	const struct fw_pkt *p = &h->pkt;
 	struct fw_nat_tuple k;
 
+	/* As it is: the answers of a connection that is not translated (a
+	 * translated one's have their binding, or arrive addressed to this
+	 * host), and what the nat table leaves alone. Bound to its own tuple,
+	 * so that its later packets find a binding and skip this stage. The
+	 * tuple is read apart on each path: the classifier's walk is checked
+	 * by the verifier once, not once per protocol. */
+	if (p->ctinfo & FW_CTI_REPLY) {
+		fw_nat_bind_same(ctx, p);
+		return;
+	}
+	/* The nat table decides a connection on its first packet: classified
+	 * as NEW whatever this packet's state (fw_decide_end recorded it) */
+	__u8 state = h->pkt.ctstate;
+	h->pkt.ctstate = FW_CT_NEW;
 	*cd = (struct fw_decision){};
 	int s = fw_active_sel();
 	const struct fw_root *root = s < 0 ? 0 : fw_root_at(p, s);
 	if (root) {
-		if (root->fast_states & (1u << (p->ctstate & 7))) {
+		if (root->fast_states & (1u << FW_CT_NEW)) {
 			cd->rule_id = root->fast_rule_id;
 			cd->action = root->fast_action;
 		} else {
@@ -194,27 +230,31 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 			fw_classify_in(&a->root, s, p, cd, 1);
 		}
 	}
+	h->pkt.ctstate = state;
 	__u32 i = cd->rule_id - FW_FIRST_RULE_ID;
 	const struct fw_nat_target *t = 0;
 	if (root && cd->action == FW_ACT_ACCEPT && cd->rule_id >= FW_FIRST_RULE_ID && i < FW_NAT_MAX_RULES)
 		t = bpf_map_lookup_elem(&fw_nat_targets, &i);
+	__u32 why;
 	if (!t || (t->kind != FW_NAT_SNAT && t->kind != FW_NAT_MASQUERADE)) {
 		fw_nat_count(FW_NAT_C_UNTRANSLATED, bytes);
+		fw_nat_bind_same(ctx, p);
 		return;
 	}
 	void *data = (void *)(long)ctx->data;
-	if (fw_nat_key4(data + p->l3_off, (void *)(long)ctx->data_end, &k)) {
-		fw_nat_count(FW_NAT_C_UNTRANSLATED, bytes);
-		return;
-	}
-	__u32 why = fw_nat_bind_source(ctx, p, &k, t);
+	if (fw_nat_key4(data + p->l3_off, (void *)(long)ctx->data_end, &k))
+		why = FW_NAT_C_LOST; /* never: fw_nat_in read it */
+	else if (state != FW_CT_NEW) /* translated from its first packet: its binding is gone (LRU), fail closed */
+		why = FW_NAT_C_LOST;
+	else
+		why = fw_nat_bind_source(ctx, p, &k, t);
 	if (!why) {
 		fw_nat_count(FW_NAT_C_BOUND, bytes);
 		return;
 	}
 	fw_nat_count(why, bytes);
 	h->d.action = FW_ACT_DROP;
-	h->d.reason = FW_R_NAT_NO_PORT;
+	h->d.reason = FW_R_NAT_FAIL;
 	h->d.flags = 0;
 }
 

@@ -74,7 +74,7 @@ const (
 	ReasonFragOverlap  // a later fragment overlapping its datagram's first fragment (and the rest of it): dropped
 	ReasonBadPPPoE     // PPPoE session frame: truncated header, or its length past the frame
 	ReasonPPPoESession // PPPoE session frame carrying IP of a session xdpfw does not know: dropped (docs/pppoe.md)
-	ReasonNATNoPort    // accepted NEW connection dropped: its source NAT found no free port, or no room for its binding (docs/nat.md)
+	ReasonNATFail      // FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (the nat counters say why; docs/nat.md)
 	NumReasons
 )
 
@@ -87,7 +87,7 @@ var reasonNames = [NumReasons]string{
 	"reject-unanswered-broadcast", "reject-failed",
 	"fragment-unknown", "fragment-overlap",
 	"malformed-pppoe", "pppoe-session-unknown",
-	"nat-no-port",
+	"nat-failed",
 }
 
 func (r Reason) String() string {

@@ -38,8 +38,8 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_R_REJECT_BCAST": ReasonRejectBcast, "FW_R_REJECT_FAIL": ReasonRejectFail,
 		"FW_R_FRAG_UNKNOWN": ReasonFragUnknown, "FW_R_FRAG_OVERLAP": ReasonFragOverlap,
 		"FW_R_BAD_PPPOE": ReasonBadPPPoE, "FW_R_PPPOE_SESSION": ReasonPPPoESession,
-		"FW_R_NAT_NO_PORT": ReasonNATNoPort,
-		"FW_NUM_REASONS":   NumReasons,
+		"FW_R_NAT_FAIL":  ReasonNATFail,
+		"FW_NUM_REASONS": NumReasons,
 	}
 	if len(names) != len(want) {
 		t.Fatalf("enum fw_reason has %d members %v, Go mirrors %d", len(names), names, len(want))

@@ -47,9 +47,11 @@ type NATCounters struct {
 	Full         Counter `json:"full"`         // first packets dropped: the binding map refused the entry
 	NoAddr       Counter `json:"no_addr"`      // MASQUERADE first packets dropped: no source address from the FIB
 	Untranslated Counter `json:"untranslated"` // first packets of forwarded connections the nat table leaves alone
+	Lost         Counter `json:"lost"`         // packets dropped: a translated connection, past its first packet, without its binding
+	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments in FORWARD (not translated)
 }
 
-const natCounterNum = 5 // FW_NAT_C_NUM
+const natCounterNum = 7 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
@@ -262,7 +264,7 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	}
 	clk := d.clock()
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
-		Untranslated: clk.sum(slots[4])}, true, nil
+		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets

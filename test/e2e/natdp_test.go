@@ -3,11 +3,15 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/testutil"
 )
@@ -217,6 +221,35 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("status: no binding of %s to %s: %v", x.la.cli4, x.lb.srv4, st.NAT.Bindings)
+	}
+
+	// A translated connection whose binding is gone (the LRU's room) is
+	// dropped, never forwarded with the client's address
+	e := dialEcho(t, x.a, hostPort(x.lb.cli4, 80))
+	if err := e.roundTrip("bound"); err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	binds, err := ebpf.LoadPinnedMap(filepath.Join(f.pinDir, "fw_nat_binds"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer binds.Close()
+	local := e.c.LocalAddr().(*net.TCPAddr)
+	key := make([]byte, 16) // struct fw_nat_tuple: the original direction's
+	copy(key[0:4], local.IP.To4())
+	copy(key[4:8], net.ParseIP(x.lb.cli4).To4())
+	binary.BigEndian.PutUint16(key[8:], uint16(local.Port))
+	binary.BigEndian.PutUint16(key[10:], 80)
+	key[12] = 6
+	if err := binds.Delete(key); err != nil {
+		t.Fatalf("deleting the binding of %s: %v", local, err)
+	}
+	if err := e.roundTrip("unbound"); err == nil {
+		t.Errorf("echo over a connection without its binding: answered; want its packets dropped")
+	}
+	f.decode(&st, "status", "--json")
+	if st.NAT.Counters["lost"] == 0 {
+		t.Errorf("status: nat counters %v; want lost packets counted", st.NAT.Counters)
 	}
 
 	// SNAT to a range of two ports: two UDP flows get them, a third finds
