@@ -265,6 +265,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
+	if old := upgraded["fw_nat_binds"]; old != nil {
+		carryBindings(old, objs.FwNatBinds)
+	}
 	if old := upgraded["fw_config_map"]; old != nil {
 		if err := growSettings(old, objs.FwConfigMap); err != nil {
 			objs.Close()
@@ -391,6 +394,34 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// SetConfig writes them), nothing at the commit, which would undo
 	// SetConfig.
 	"fw_config_map": func(old, cur *ebpf.Map) error { return nil },
+	// fw_nat_binds is sized by the NAT mode (one entry with --nat
+	// kernel): the bindings are copied into the new map when the program
+	// loads (carryBindings), before any interface runs it.
+	"fw_nat_binds": func(old, cur *ebpf.Map) error { return nil },
+}
+
+// natBindsSize is fw_nat_binds' size: 65,536 connections with NAT, one
+// entry without (an LRU map is preallocated).
+func natBindsSize(nat bool) uint32 {
+	if nat {
+		return 1 << 17
+	}
+	return 1
+}
+
+// carryBindings copies the bindings of translated connections into the
+// new program's map (as many as fit), so that they keep their
+// translation across a load.
+func carryBindings(old, cur *ebpf.Map) {
+	if old.MaxEntries() <= 1 || cur.MaxEntries() <= 1 {
+		return
+	}
+	var k xdpfwFwNatTuple
+	var v xdpfwFwNatRw
+	it := old.Iterate()
+	for it.Next(&k, &v) {
+		_ = cur.Put(&k, &v)
+	}
 }
 
 // upgradeSpec finds the upgradable maps pinned in dir with a layout other
@@ -546,6 +577,7 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 		if err := v.Set(nat); err != nil {
 			return lim, fmt.Errorf("setting fw_nat_mode: %w", err)
 		}
+		spec.Maps["fw_nat_binds"].MaxEntries = natBindsSize(lim.NAT)
 	}
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
@@ -648,6 +680,9 @@ func Open(dir string) (*Datapath, error) {
 	}
 	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
 		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries()), RuleIDs: int(d.ruleCtr.MaxEntries())}
+	if d.natBinds != nil {
+		d.limits.NAT = d.natBinds.MaxEntries() > 1
+	}
 	return d, nil
 }
 
