@@ -168,24 +168,10 @@ func (d *Datapath) StartNAT(nt *compile.NATTables, nat *rules.RuleSet) error {
 
 // natObjs are the nat instance's program and own maps.
 type natObjs struct {
-	Prog             *ebpf.Program `ebpf:"xdpfw_nat"`
-	FwActive         *ebpf.Map     `ebpf:"fw_active"`
-	FwEntries        *ebpf.Map     `ebpf:"fw_entries"`
-	FwNodes          *ebpf.Map     `ebpf:"fw_nodes"`
-	FwLeaves         *ebpf.Map     `ebpf:"fw_leaves"`
-	FwRoots          *ebpf.Map     `ebpf:"fw_roots"`
-	FwRaw            *ebpf.Map     `ebpf:"fw_raw"`
-	FwDeltas         *ebpf.Map     `ebpf:"fw_deltas"`
-	FwDeltaEntries   *ebpf.Map     `ebpf:"fw_delta_entries"`
-	FwStamps         *ebpf.Map     `ebpf:"fw_stamps"`
-	FwRuleStats      *ebpf.Map     `ebpf:"fw_rule_stats"`
-	FwLogLimits      *ebpf.Map     `ebpf:"fw_log_limits"`
-	FwLogStats       *ebpf.Map     `ebpf:"fw_log_stats"`
-	FwLimits         *ebpf.Map     `ebpf:"fw_limits"`
-	FwRecentRules    *ebpf.Map     `ebpf:"fw_recent_rules"`
-	FwHashlimitRules *ebpf.Map     `ebpf:"fw_hashlimit_rules"`
-	FwNatTargets     *ebpf.Map     `ebpf:"fw_nat_targets"`
-	FwAuditNext      *ebpf.Map     `ebpf:"fw_audit_next"`
+	Prog *ebpf.Program `ebpf:"xdpfw_nat"`
+	instanceTables
+	FwNatTargets *ebpf.Map `ebpf:"fw_nat_targets"`
+	FwAuditNext  *ebpf.Map `ebpf:"fw_audit_next"`
 }
 
 // natInstance is a loaded nat instance, not yet in any path: its
@@ -199,9 +185,7 @@ type natInstance struct {
 // stays loaded).
 func (n *natInstance) close() {
 	o := &n.objs
-	for _, m := range []*ebpf.Map{o.FwActive, o.FwEntries, o.FwNodes, o.FwLeaves, o.FwRoots, o.FwRaw, o.FwDeltas,
-		o.FwDeltaEntries, o.FwStamps, o.FwRuleStats, o.FwLogLimits, o.FwLogStats, o.FwLimits, o.FwRecentRules,
-		o.FwHashlimitRules, o.FwNatTargets, o.FwAuditNext} {
+	for _, m := range append(o.maps(), o.FwNatTargets, o.FwAuditNext) {
 		m.Close()
 	}
 	o.Prog.Close()
@@ -214,41 +198,17 @@ func (d *Datapath) loadNAT() (*natInstance, error) {
 		return nil, err
 	}
 	defer done()
-	handoff := d.handoff
-	if handoff == nil {
-		if handoff, err = d.progMap("fw_xdp_handoff"); err != nil {
-			return nil, err
-		}
-		defer handoff.Close()
+	repl, closeShared, err := d.sharedMaps(live, natShared)
+	if err != nil {
+		return nil, err
 	}
-	live["fw_xdp_handoff"] = handoff
-	for _, name := range []string{"fw_nat_binds", "fw_nat_counts"} {
-		if live[name] == nil {
-			m, err := d.progMap(name)
-			if err != nil {
-				return nil, err
-			}
-			defer m.Close()
-			live[name] = m
-		}
-	}
-	repl := map[string]*ebpf.Map{}
-	for _, name := range natShared {
-		m := live[specMapName(name)]
-		if m == nil {
-			return nil, fmt.Errorf("the live program has no map %s (loaded by another xdpfw version? `xdpfw load` again)", name)
-		}
-		repl[name] = m
-	}
+	defer closeShared()
 	n := &natInstance{}
 	o := &n.objs
 	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, instanceLoadErr("nat", err)
 	}
-	n.view = &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, nodes: o.FwNodes,
-		leaves: o.FwLeaves, roots: o.FwRoots, raw: o.FwRaw, deltas: o.FwDeltas, deltaEn: o.FwDeltaEntries,
-		stamps: o.FwStamps, ruleCtr: o.FwRuleStats, logLim: o.FwLogLimits, logStat: o.FwLogStats, limBkt: o.FwLimits,
-		recentRules: o.FwRecentRules, hashRules: o.FwHashlimitRules, logCtr: d.logCtr, audit: true}
+	n.view = o.view(d, lim)
 	return n, nil
 }
 
