@@ -292,6 +292,12 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 	}
 	peek, _ := loadState(p) // the snap length in force, when recorded
+	if !fresh && opt.NAT == "" && peek != nil && peek.NAT == NATXdpfw {
+		// a caller with no NAT setting (the daemon's configuration has
+		// none yet) would turn xdpfw's NAT off under its connections
+		return nil, errors.New("the firewall in force translates (load --nat xdpfw); this load names no NAT mode: " +
+			"load with --nat xdpfw, or --nat kernel to hand the nat table back to the kernel")
+	}
 	lim.LogSnap = compile.DefaultLogSnap
 	if peek != nil && peek.LogSnap != nil {
 		lim.LogSnap = *peek.LogSnap
