@@ -43,6 +43,15 @@ func splitNAT(rs *rules.RuleSet, mode string) (*rules.RuleSet, *rules.RuleSet, e
 	if err := datapath.CheckNATScope(nat); err != nil {
 		return nil, nil, err
 	}
+	ct := false
+	for i := range rs.Rules {
+		ct = ct || rs.Rules[i].Match.UsesConntrack()
+	}
+	if !ct && len(nat.Rules) > 0 {
+		return nil, nil, errors.New("--nat xdpfw needs connection tracking, which runs when a filter rule uses -m conntrack " +
+			"or -m state (a stateful router's -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT): without it the answers " +
+			"of a connection the nat table leaves alone look like first packets, which the nat table would translate")
+	}
 	if len(rs.Priority) > 0 {
 		return nil, nil, errors.New("--nat xdpfw with an xdpfw-priority table: not supported yet (the bulk CPUs cannot enter the nat stage)")
 	}

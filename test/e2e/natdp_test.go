@@ -154,6 +154,13 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if !strings.Contains(r.stderr, "dnat.rules:7:") || !strings.Contains(r.stderr, "translates sources only") {
 		t.Errorf("--nat xdpfw with DNAT: %s", r.stderr)
 	}
+	// a filter without connection tracking: refused
+	stateless := strings.Replace(natRules, "-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n", "", 1)
+	stateless = strings.Replace(stateless, "-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n", "", 1)
+	r = f.runWant(1, "load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "stateless.rules", stateless))
+	if !strings.Contains(r.stderr, "needs connection tracking") {
+		t.Errorf("--nat xdpfw with a stateless filter: %s", r.stderr)
+	}
 	// and without --nat xdpfw the nat table is the kernel's, as before
 	if r = f.run("load", "-i", "ra", "-i", "rb", "--ipv4-file", path); r.code == 0 || !strings.Contains(r.stderr, "table nat") {
 		t.Errorf("load of a nat table without --nat xdpfw: %s", r.stderr)
