@@ -214,6 +214,12 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 		fw_nat_bind_same(ctx, p);
 		return;
 	}
+	/* INVALID and UNTRACKED packets are no connection's: the kernel's
+	 * nat table never sees them, they go as they are, unbound */
+	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED) {
+		fw_nat_count(FW_NAT_C_UNTRANSLATED, bytes);
+		return;
+	}
 	/* The nat table decides a connection on its first packet: classified
 	 * as NEW whatever this packet's state (fw_decide_end recorded it) */
 	__u8 state = h->pkt.ctstate;
