@@ -85,6 +85,12 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
 		return -1;
 	}
+	/* INVALID and UNTRACKED packets are no connection's: the kernel's
+	 * nat table never sees them, they go as they are, unbound (tested
+	 * here: in the nat stage the split would have the verifier walk its
+	 * classifier twice) */
+	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED)
+		return 0;
 	if (cpumap)
 		return -1;
 	h->nat_state = FW_NAT_S_DONE;
@@ -212,12 +218,6 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	 * by the verifier once, not once per protocol. */
 	if (p->ctinfo & FW_CTI_REPLY) {
 		fw_nat_bind_same(ctx, p);
-		return;
-	}
-	/* INVALID and UNTRACKED packets are no connection's: the kernel's
-	 * nat table never sees them, they go as they are, unbound */
-	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED) {
-		fw_nat_count(FW_NAT_C_UNTRANSLATED, bytes);
 		return;
 	}
 	/* The nat table decides a connection on its first packet: classified
