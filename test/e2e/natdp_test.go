@@ -220,6 +220,9 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if st.NAT.Mode != "xdpfw" || st.NAT.Counters["bound"] != 4 || st.NAT.Counters["no_port"] != 0 {
 		t.Errorf("status: nat %+v; want mode xdpfw, 4 connections bound (2 TCP, UDP, ping), none refused", st.NAT)
 	}
+	if out := f.mustRun("status").stdout; !strings.Contains(out, "NAT: xdpfw translates (load --nat xdpfw): 4 connections bound") {
+		t.Errorf("status does not say xdpfw translates:\n%s", out)
+	}
 	found := false
 	for _, b := range st.NAT.Bindings {
 		if strings.Contains(b, x.la.cli4) && strings.Contains(b, x.lb.srv4) {
