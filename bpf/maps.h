@@ -37,6 +37,10 @@ volatile const __u32 fw_log_snap = FW_LOG_SNAP_DEFAULT;
  * classifies live packets with a candidate rule set in tables, counters
  * and budgets of its own, and writes no state the live instance uses. */
 #define FW_TRACE_AUDIT  3
+/* FW_TRACE_NAT: the nat instance (lib/natfw.h, docs/nat.md), whose
+ * classifier tables hold the nat table and whose program is the nat
+ * stage; it writes bindings and nothing else the live instance uses. */
+#define FW_TRACE_NAT    4
 volatile const __u32 fw_trace_mode = FW_TRACE_OFF;
 
 /* fw_tracing: is this a trace instance (report the decision)? */
@@ -553,6 +557,10 @@ struct fw_xdp_handoff {
 	__u32 prio;
 	struct fw_decision d; /* the stage's decision */
 	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
+	/* With fw_nat_mode: FW_NAT_S_*, and with FW_NAT_S_BOUND the packet's
+	 * binding (the tuple it leaves with; lib/natfw.h). */
+	__u32 nat_state;
+	struct fw_nat_rw nat;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -569,6 +577,10 @@ struct {
 struct fw_tc_slot {
 	struct fw_pkt pkt;
 	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
+	/* With fw_nat_mode: FW_NAT_S_*, and with FW_NAT_S_BOUND the packet's
+	 * binding (the tuple it leaves with; lib/natfw.h). */
+	__u32 nat_state;
+	struct fw_nat_rw nat;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -629,12 +641,17 @@ struct {
 #define FW_XDP_STAGE_INGRESS  1
 #define FW_XDP_STAGE_AUDIT    2
 #define FW_XDP_STAGE_FINISH   3
+/* FW_XDP_STAGE_NAT: with fw_nat_mode, the nat instance's xdpfw_nat (put
+ * there by the control plane before the program is attached): a
+ * forwarded connection's first packet, accepted, is classified against
+ * the nat table there and bound (lib/natfw.h). */
+#define FW_XDP_STAGE_NAT      4
 int xdpfw_ingress_classify(struct xdp_md *ctx);
 int xdpfw_ingress(struct xdp_md *ctx);
 int xdpfw_ingress_finish(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } fw_xdp_stages SEC(".maps") = {
@@ -665,6 +682,41 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } fw_audit_next SEC(".maps");
+
+/* NAT in xdpfw (`--nat xdpfw`, docs/nat.md): set before load; 0 (kernel
+ * NAT, the default) prunes every NAT branch of the live program. */
+volatile const __u32 fw_nat_mode = 0;
+
+/* The bindings of translated connections (lib/nat.h): two entries per
+ * connection, each direction's arriving tuple to the tuple it leaves
+ * with. Shared by the live instance (lookups) and the nat instance
+ * (inserts). An LRU: bounded, the least recently used binding goes when
+ * it is full (docs/nat.md, Expiry). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1 << 17);
+	__type(key, struct fw_nat_tuple);
+	__type(value, struct fw_nat_rw);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_nat_binds SEC(".maps");
+
+/* The nat instance's translations, by rule id - FW_FIRST_RULE_ID. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_NAT_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_nat_target);
+} fw_nat_targets SEC(".maps");
+
+/* The nat counters (enum fw_nat_counter), shared by both instances.
+ * Both maps pinned: `xdpfw status` and `xdpfw conntrack` read them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_NAT_C_NUM);
+	__type(key, __u32);
+	__type(value, struct fw_counter);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_nat_counts SEC(".maps");
 
 /* The audit stage's working slot, per CPU: a copy of the candidate's
  * root (one kind of pointer for the verifier, as fw_xdp_handoff.root)

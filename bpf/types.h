@@ -71,6 +71,7 @@ enum fw_reason {
 	FW_R_FRAG_OVERLAP,      /* a later fragment overlapping its datagram's first fragment (and the rest of that datagram): dropped */
 	FW_R_BAD_PPPOE,         /* PPPoE session frame: truncated header, or its length past the frame (pppoe_rcv drops it) */
 	FW_R_PPPOE_SESSION,     /* PPPoE session frame carrying IP of a session xdpfw does not know (lib/pppoe.h): dropped */
+	FW_R_NAT_FAIL,          /* FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (fw_nat_counter says why) */
 	FW_NUM_REASONS,
 };
 
@@ -1071,6 +1072,44 @@ struct fw_nat_tuple {
 	__be16 dport;
 	__u8   proto;
 	__u8   _pad[3];
+};
+
+/* A nat rule's translation, as the nat stage applies it (lib/natfw.h):
+ * kind (enum fw_nat_kind), an address range (network order; 0: the
+ * packet's own), a port range (host order; port_lo 0: none given).
+ * fw_nat_targets[rule id - FW_FIRST_RULE_ID] in the nat instance.
+ * Mirrored by internal/datapath (bpf2go). */
+enum fw_nat_kind {
+	FW_NAT_NONE = 0,   /* the rule is ACCEPT: no translation */
+	FW_NAT_DNAT,
+	FW_NAT_SNAT,
+	FW_NAT_MASQUERADE,
+	FW_NAT_REDIRECT,
+};
+struct fw_nat_target {
+	__u32  kind;
+	__be32 addr_lo;
+	__be32 addr_hi;
+	__u16  port_lo;
+	__u16  port_hi;
+};
+#define FW_NAT_MAX_RULES 4096
+
+/* fw_xdp_handoff.nat_state: what the packet's NAT is (lib/natfw.h). */
+#define FW_NAT_S_NONE  0 /* no binding found: a connection's first packet goes to the nat stage */
+#define FW_NAT_S_BOUND 1 /* its binding (nat) rewrote the destination; the source after the filter */
+#define FW_NAT_S_DONE  2 /* the nat stage has decided (and rewritten): the finish stage does no more */
+
+/* The nat counters (fw_nat_counts, enum fw_nat_counter). */
+enum fw_nat_counter {
+	FW_NAT_C_BOUND = 0,   /* connections bound (source translated) */
+	FW_NAT_C_NO_PORT,     /* connections dropped: no free port among those tried */
+	FW_NAT_C_FULL,        /* connections dropped: the binding map refused the entry */
+	FW_NAT_C_NO_ADDR,     /* MASQUERADE connections dropped: the FIB gave no source address */
+	FW_NAT_C_UNTRANSLATED,/* first packets of connections the nat table leaves as they are */
+	FW_NAT_C_LOST,        /* packets dropped: a connection the nat table translates, past its first packet, without its binding */
+	FW_NAT_C_FRAG,        /* packets dropped: IPv4 fragments in FORWARD (not translated; the datagram's later fragments follow) */
+	FW_NAT_C_NUM,
 };
 
 #endif

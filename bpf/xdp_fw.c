@@ -34,6 +34,7 @@
 #include "lib/fwd.h"
 #include "lib/priority.h"
 #include "lib/audit.h"
+#include "lib/natfw.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -47,10 +48,11 @@ static __always_inline int fw_xdp_action(__u8 action)
  * constant): the packet is a bulk one, on a bulk CPU (xdpfw_cpumap), where
  * XDP_TX does not exist: a REJECT's answer leaves by a redirect to the
  * device the packet came in by, which sends it as XDP_TX would. */
-static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
-					 __u64 bytes, const struct fw_fwd_hop *hop, struct fw_lat_clock *lat,
-					 const int cpumap)
+static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_handoff *h, const struct fw_pkt *p,
+					 struct fw_decision *d, __u64 bytes, const int cpumap)
 {
+	const struct fw_fwd_hop *hop = &h->hop;
+	struct fw_lat_clock *lat = &h->lat;
 	int rc = fw_xdp_action(d->action);
 
 	if (fw_log_wanted(d)) /* before REJECT rewrites the frame */
@@ -60,8 +62,17 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 		if (cpumap && rc == XDP_TX)
 			rc = bpf_redirect(ctx->ingress_ifindex, 0);
 	}
-	else if (d->action == FW_ACT_ACCEPT && p->chain == FW_CHAIN_FORWARD)
-		rc = fw_fwd_xdp(ctx, p, hop); /* after LOG: it rewrites the frame */
+	else if (d->action == FW_ACT_ACCEPT && p->chain == FW_CHAIN_FORWARD) {
+		/* the source NAT after the filter (lib/natfw.h): a first packet
+		 * goes to the nat stage, which comes back to the finish stage */
+		if (fw_nat_mode && fw_nat_out(ctx, h, p, d, cpumap) < 0) {
+			d->action = FW_ACT_DROP;
+			d->reason = FW_R_NAT_FAIL;
+			rc = XDP_DROP;
+		} else {
+			rc = fw_fwd_xdp(ctx, p, hop); /* after LOG: it rewrites the frame */
+		}
+	}
 	__u64 now = fw_now();
 	fw_count_rule(d->rule_id, bytes, now);
 	fw_count_reason(d->reason, rc, bytes, now);
@@ -189,6 +200,10 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 			h->rx_vlan = 0;
 		}
 	}
+	/* a translated connection's destination, before the chain is
+	 * picked: as iptables' filter sees the packet (lib/natfw.h) */
+	if (fw_nat_mode)
+		fw_nat_in(data, data_end, h);
 	pp->chain = fw_ingress_chain(ctx, pp, &h->hop);
 	/* iptables' FORWARD sees the TTL (hop limit) ip_forward /
 	 * ip6_forward has already decremented: -m ttl / -m hl test that */
@@ -233,7 +248,7 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 		h->d = d;
 		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
 	}
-	return fw_xdp_finish(ctx, pp, &d, bytes, &h->hop, lat, cpumap);
+	return fw_xdp_finish(ctx, h, pp, &d, bytes, cpumap);
 }
 
 SEC("xdp")
@@ -282,7 +297,7 @@ static __always_inline int fw_xdp_classify(struct xdp_md *ctx, const int cpumap)
 	}
 	if (!cpumap) /* as in fw_xdp_ingress */
 		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
-	return fw_xdp_finish(ctx, p, d, bytes, &h->hop, &h->lat, cpumap);
+	return fw_xdp_finish(ctx, h, p, d, bytes, cpumap);
 }
 
 SEC("xdp")
@@ -309,7 +324,7 @@ int xdpfw_ingress_finish(struct xdp_md *ctx)
 
 	if (!h) /* a per-CPU array's slot 0 is always there */
 		return XDP_DROP;
-	return fw_xdp_finish(ctx, &h->pkt, &h->d, bytes, &h->hop, &h->lat, 0);
+	return fw_xdp_finish(ctx, h, &h->pkt, &h->d, bytes, 0);
 }
 
 /* The audit stage (lib/audit.h): loaded only in the audit instance
@@ -343,4 +358,26 @@ int xdpfw_audit(struct xdp_md *ctx)
 	 * verdict, without what the finish stage adds (counters, REJECT's
 	 * answer, the fast path) */
 	return h->d.action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
+}
+
+/* The nat stage (lib/natfw.h): loaded only in the nat instance
+ * (fw_trace_mode FW_TRACE_NAT), whose tables hold the nat table, and put
+ * in fw_xdp_stages[FW_XDP_STAGE_NAT] with `--nat xdpfw`. It binds the
+ * connection of the first packet in the slot and goes on to the live
+ * program's finish stage (its fw_audit_next). */
+SEC("xdp")
+int xdpfw_nat(struct xdp_md *ctx)
+{
+	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+	struct fw_audit_slot *a = bpf_map_lookup_elem(&fw_audit_slot, &zero);
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	if (!a)
+		return XDP_DROP;
+	fw_nat_stage(ctx, h, a, bytes);
+	bpf_tail_call(ctx, &fw_audit_next, 0);
+	return XDP_DROP; /* never while the control plane holds fw_audit_next */
 }

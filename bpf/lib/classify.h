@@ -957,7 +957,7 @@ __noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct f
 }
 
 /* fw_classify_xdp is fw_classify_in at the XDP hook as a global function:
- * the audit stage's (lib/audit.h), whose candidate walk inlined after the
+ * the audit and nat stages' (lib/audit.h, lib/natfw.h), whose walk inlined after the
  * paths that precede it exceeds the verifier's budget. Returns 0, or -1 on
  * a NULL argument. */
 __noinline int fw_classify_xdp(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)

@@ -220,7 +220,8 @@ static __always_inline int fw_nat_rewrite4_icmp_error(void *l3, void *end, const
  * port, want, when it is in the range and free; else the ports tried are
  * lo + (hash + i) mod the range's size for i < FW_NAT_PROBES, hash
  * spreading the connections of one destination. Returns the port claimed
- * (host order, reply->dport set to it), or 0 when none of them was free. */
+ * (host order, reply->dport set to it, and reply->sport too for an ICMP
+ * echo, whose id is both), or 0 when none of them was free. */
 static __always_inline __u16 fw_nat_claim(void *map, struct fw_nat_tuple *reply, __u16 want, __u16 lo, __u16 hi,
 					  __u32 hash, const void *val)
 {
@@ -228,8 +229,13 @@ static __always_inline __u16 fw_nat_claim(void *map, struct fw_nat_tuple *reply,
 
 	if (hi < lo)
 		return 0;
+	/* an ICMP echo's id is both ports of its tuple (fw_nat_key4) */
+	int echo = reply->proto == IPPROTO_ICMP;
+
 	if (want >= lo && want <= hi) {
 		reply->dport = bpf_htons(want);
+		if (echo)
+			reply->sport = reply->dport;
 		if (!bpf_map_update_elem(map, reply, val, BPF_NOEXIST))
 			return want;
 	}
@@ -239,6 +245,8 @@ static __always_inline __u16 fw_nat_claim(void *map, struct fw_nat_tuple *reply,
 		if (port == want)
 			continue;
 		reply->dport = bpf_htons(port);
+		if (echo)
+			reply->sport = reply->dport;
 		if (!bpf_map_update_elem(map, reply, val, BPF_NOEXIST))
 			return port;
 	}

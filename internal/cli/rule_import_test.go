@@ -46,7 +46,7 @@ func TestImportReport(t *testing.T) {
 	for _, want := range []string{
 		ow + ":6:1: skipped: -A PREROUTING -i br-lan -p udp --dport 53 -j CT --helper dns\n\twhy: -j CT --helper is not supported: it sets the kernel's conntrack",
 		ow + ":14:1: skipped: -A FORWARD -o pppoe-wan",
-		ow + ":21:1: skipped: -A POSTROUTING -o pppoe-wan -m comment --comment \"!fw3\" -j MASQUERADE\n\twhy: table nat is not supported: xdpfw does not translate addresses yet",
+		ow + ":21:1: skipped: -A POSTROUTING -o pppoe-wan -m comment --comment \"!fw3\" -j MASQUERADE\n\twhy: table nat is not supported: the nat table is the kernel's unless xdpfw loads it",
 		ow + ":24:1: taken: :INPUT DROP [0:0]\n",
 		ow + ":30:1: taken: -A INPUT -i pppoe-wan -p udp -m udp --dport 68 -j ACCEPT\n\tas: -A INPUT -4 -i pppoe-wan -p udp --dport 68 -j ACCEPT\n",
 		ow + ":32:1: translated: -A INPUT -i pppoe-wan -j NFLOG --nflog-prefix \"wan drop: \" --nflog-group 1\n",
@@ -123,7 +123,7 @@ func TestApplyStdinSkipUnsupported(t *testing.T) {
 	}
 	code, stdout, stderr = runCLI(t, src, append(state, "apply", "--check", "--skip-unsupported", "--ipv4-file", "-")...)
 	for _, want := range []string{
-		"<stdin>:3: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A POSTROUTING -o eth0 -j MASQUERADE\n",
+		"<stdin>:3: skipped: table nat is not supported: the nat table is the kernel's unless xdpfw loads it (load --nat xdpfw: docs/nat.md): -A POSTROUTING -o eth0 -j MASQUERADE\n",
 		"<stdin>:8: skipped: target TCPMSS is not supported: it rewrites the MSS option of TCP SYNs; xdpfw decides and never changes a packet: -A FORWARD -p tcp -j TCPMSS --clamp-mss-to-pmtu\n",
 		"2 lines skipped (--skip-unsupported)\n",
 		"warning: <stdin>:7:1: -A INPUT -4 -p tcp ",

@@ -15,6 +15,7 @@ func newLoad(e *env) *cobra.Command {
 	var (
 		ifaces []string
 		mode   string
+		nat    string
 		src    sourceFlags
 		flags  changeFlags
 	)
@@ -101,13 +102,24 @@ load computes what they take (per-CPU maps once per CPU) and refuses sizes
 that would take more than half of the memory available (MemAvailable),
 before it creates anything.
 
+NAT: --nat xdpfw reads the file's *nat section into xdpfw, which
+translates in XDP (docs/nat.md): so far the source of forwarded IPv4 TCP,
+UDP and ping connections (POSTROUTING -j SNAT, -j MASQUERADE: the egress
+device's address, as the kernel picks it); the filter sees the addresses
+iptables' filter sees, and translated packets take the fast path. load
+refuses it while the kernel's own nat table has rules (nothing is
+translated twice), and refuses DNAT, REDIRECT and the nat OUTPUT and
+INPUT chains (for those, --nat kernel, the default: the kernel's nat
+table translates, and a file's *nat section is refused or skipped).
+
 Kernel: Linux 5.18 or newer (bpf_xdp_load_bytes); load names what an older
 kernel lacks before it changes anything.`,
 		Example: `  xdpfw load -i eth0 /etc/xdpfw/rules.conf
   xdpfw load -i eth0 -i eth1 --mode generic rules.conf
   xdpfw load -i eth0 --ipv4-file rules.v4 --ipv6-file rules.v6
   xdpfw load -i eth0 --reject-rate 20/s --reject-burst 50 rules.conf
-  xdpfw load -i eth0 --log-rate 1/sec --log-burst 5 --log-snap 256 rules.conf`,
+  xdpfw load -i eth0 --log-rate 1/sec --log-burst 5 --log-snap 256 rules.conf
+  xdpfw load -i lan0 -i wan0 --nat xdpfw router.rules`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := datapath.ParseMode(mode)
@@ -125,6 +137,11 @@ kernel lacks before it changes anything.`,
 			if err != nil {
 				return err
 			}
+			if nat != firewall.NATKernel && nat != firewall.NATXdpfw {
+				return usageError{fmt.Errorf("--nat %q: want kernel or xdpfw", nat)}
+			}
+			files.NAT = nat == firewall.NATXdpfw
+			opt.NAT = nat
 			rs, err := rules.ReadFiles(files)
 			if err != nil {
 				return err
@@ -149,6 +166,8 @@ kernel lacks before it changes anything.`,
 	}
 	cmd.Flags().StringSliceVarP(&ifaces, "interface", "i", nil, "interface to attach to (repeatable)")
 	cmd.Flags().StringVar(&mode, "mode", "auto", "attach mode: native, generic, offload or auto")
+	cmd.Flags().StringVar(&nat, "nat", firewall.NATKernel, "who translates: kernel (the file's nat table is the kernel's: refused, or skipped) "+
+		"or xdpfw (xdpfw translates it in XDP: POSTROUTING SNAT and MASQUERADE of forwarded IPv4 so far; refused while the kernel's nat table has rules)")
 	src.add(cmd)
 	flags.add(cmd, true)
 	return cmd

@@ -85,6 +85,13 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 				s.Limits.Conntrack, s.CTTCPPickup)
 			fmt.Fprintf(e.stdout, "kernel NAT: %s (the kernel's conntrack judges packets of connections its nat table translates; counter kernel_nat in 'xdpfw conntrack stats')\n",
 				s.CTKernelNAT)
+			if n := s.NAT; n.Mode == firewall.NATXdpfw {
+				c := n.Counters
+				fmt.Fprintf(e.stdout, "NAT: xdpfw translates (load --nat xdpfw): %d connections bound, %d bindings in force; dropped: %d no port, %d map full, %d no address, %d binding lost, %d fragments ('xdpfw conntrack list' shows the translations)\n",
+					c["bound"], len(n.Bindings), c["no_port"], c["full"], c["no_addr"], c["lost"], c["fragment"])
+			} else {
+				fmt.Fprintln(e.stdout, "NAT: the kernel's (load --nat kernel)")
+			}
 			fmt.Fprintf(e.stdout, "fragment table: %d datagrams in flight at most (--ct-max/8; counters frag_* in 'xdpfw conntrack stats')\n",
 				datapath.FragsFor(s.Limits.Conntrack))
 			lg := s.Log

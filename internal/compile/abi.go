@@ -74,6 +74,7 @@ const (
 	ReasonFragOverlap  // a later fragment overlapping its datagram's first fragment (and the rest of it): dropped
 	ReasonBadPPPoE     // PPPoE session frame: truncated header, or its length past the frame
 	ReasonPPPoESession // PPPoE session frame carrying IP of a session xdpfw does not know: dropped (docs/pppoe.md)
+	ReasonNATFail      // FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (the nat counters say why; docs/nat.md)
 	NumReasons
 )
 
@@ -86,6 +87,7 @@ var reasonNames = [NumReasons]string{
 	"reject-unanswered-broadcast", "reject-failed",
 	"fragment-unknown", "fragment-overlap",
 	"malformed-pppoe", "pppoe-session-unknown",
+	"nat-failed",
 }
 
 func (r Reason) String() string {

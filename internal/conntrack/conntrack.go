@@ -173,6 +173,18 @@ type Entry struct {
 	Chain    uint8          `json:"-"`
 	Packets  [2]uint64      `json:"packets"` // original, reply
 	Bytes    [2]uint64      `json:"bytes"`
+	// NAT: the connection's reply tuple where xdpfw translates it
+	// (`--nat xdpfw`, docs/nat.md), as the kernel's `conntrack -L` shows
+	// its second tuple; nil when it is not translated.
+	NAT *NATReply `json:"nat,omitempty"`
+}
+
+// NATReply is a translated connection's reply tuple: the answers come
+// from Src to Dst (for SNAT and MASQUERADE, Dst is the translated source).
+type NATReply struct {
+	Src  netip.AddrPort `json:"reply_src"`
+	Dst  netip.AddrPort `json:"reply_dst"`
+	Kind string         `json:"kind"` // "SNAT"
 }
 
 // ProtoName names an IP protocol number for listings.
@@ -211,6 +223,13 @@ func (e Entry) String() string {
 	}
 	if e.PickedUp {
 		b.WriteString(" [PICKED UP]")
+	}
+	if n := e.NAT; n != nil {
+		if e.Proto == 1 {
+			fmt.Fprintf(&b, " reply: src=%s dst=%s id=%d [%s]", n.Src.Addr(), n.Dst.Addr(), n.Dst.Port(), n.Kind)
+		} else {
+			fmt.Fprintf(&b, " reply: src=%s dst=%s [%s]", n.Src, n.Dst, n.Kind)
+		}
 	}
 	fmt.Fprintf(&b, " packets=%d/%d bytes=%d/%d expires=%ds rule=%d", e.Packets[0], e.Packets[1],
 		e.Bytes[0], e.Bytes[1], int64(e.Expires.Round(time.Second)/time.Second), e.RuleID)

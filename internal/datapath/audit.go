@@ -164,52 +164,90 @@ func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
 		return nil, err
 	}
 	defer done() // StartAudit pins the audit's own maps under their audit names
-	handoff := d.handoff
-	if handoff == nil {
-		if handoff, err = d.progMap("fw_xdp_handoff"); err != nil {
-			return nil, err
-		}
-		defer handoff.Close()
+	repl, closeShared, err := d.sharedMaps(live, auditShared)
+	if err != nil {
+		return nil, err
 	}
-	live["fw_xdp_handoff"] = handoff
-	repl := map[string]*ebpf.Map{}
-	for _, name := range auditShared {
-		m := live[specMapName(name)]
-		if m == nil {
-			return nil, fmt.Errorf("the live program has no map %s (loaded by another xdpfw version? `xdpfw load` again)", name)
-		}
-		repl[name] = m
-	}
+	defer closeShared()
 	var o struct {
-		Prog             *ebpf.Program `ebpf:"xdpfw_audit"`
-		FwActive         *ebpf.Map     `ebpf:"fw_active"`
-		FwEntries        *ebpf.Map     `ebpf:"fw_entries"`
-		FwCands          *ebpf.Map     `ebpf:"fw_cands"`
-		FwNodes          *ebpf.Map     `ebpf:"fw_nodes"`
-		FwLeaves         *ebpf.Map     `ebpf:"fw_leaves"`
-		FwRoots          *ebpf.Map     `ebpf:"fw_roots"`
-		FwRaw            *ebpf.Map     `ebpf:"fw_raw"`
-		FwDeltas         *ebpf.Map     `ebpf:"fw_deltas"`
-		FwDeltaEntries   *ebpf.Map     `ebpf:"fw_delta_entries"`
-		FwStamps         *ebpf.Map     `ebpf:"fw_stamps"`
-		FwRuleStats      *ebpf.Map     `ebpf:"fw_rule_stats"`
-		FwLogLimits      *ebpf.Map     `ebpf:"fw_log_limits"`
-		FwLogStats       *ebpf.Map     `ebpf:"fw_log_stats"`
-		FwLimits         *ebpf.Map     `ebpf:"fw_limits"`
-		FwRecentRules    *ebpf.Map     `ebpf:"fw_recent_rules"`
-		FwHashlimitRules *ebpf.Map     `ebpf:"fw_hashlimit_rules"`
-		FwAuditBudget    *ebpf.Map     `ebpf:"fw_audit_budget"`
-		FwAuditCounts    *ebpf.Map     `ebpf:"fw_audit_counts"`
-		FwAuditNext      *ebpf.Map     `ebpf:"fw_audit_next"`
+		Prog *ebpf.Program `ebpf:"xdpfw_audit"`
+		instanceTables
+		FwAuditBudget *ebpf.Map `ebpf:"fw_audit_budget"`
+		FwAuditCounts *ebpf.Map `ebpf:"fw_audit_counts"`
+		FwAuditNext   *ebpf.Map `ebpf:"fw_audit_next"`
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, instanceLoadErr("audit", err)
 	}
-	view := &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, cands: o.FwCands, nodes: o.FwNodes,
-		leaves: o.FwLeaves, roots: o.FwRoots, raw: o.FwRaw, deltas: o.FwDeltas, deltaEn: o.FwDeltaEntries,
-		stamps: o.FwStamps, ruleCtr: o.FwRuleStats, logLim: o.FwLogLimits, logStat: o.FwLogStats, limBkt: o.FwLimits,
-		recentRules: o.FwRecentRules, hashRules: o.FwHashlimitRules, logCtr: d.logCtr, audit: true}
+	view := o.view(d, lim)
 	return &Audit{Datapath: view, prog: o.Prog, budget: o.FwAuditBudget, counts: o.FwAuditCounts, next: o.FwAuditNext, live: d}, nil
+}
+
+// instanceTables are the maps an instance other than the live one (the
+// audit's, the nat's) has of its own: its classifier tables and what its
+// rules own.
+type instanceTables struct {
+	FwActive         *ebpf.Map `ebpf:"fw_active"`
+	FwEntries        *ebpf.Map `ebpf:"fw_entries"`
+	FwCands          *ebpf.Map `ebpf:"fw_cands"`
+	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
+	FwLeaves         *ebpf.Map `ebpf:"fw_leaves"`
+	FwRoots          *ebpf.Map `ebpf:"fw_roots"`
+	FwRaw            *ebpf.Map `ebpf:"fw_raw"`
+	FwDeltas         *ebpf.Map `ebpf:"fw_deltas"`
+	FwDeltaEntries   *ebpf.Map `ebpf:"fw_delta_entries"`
+	FwStamps         *ebpf.Map `ebpf:"fw_stamps"`
+	FwRuleStats      *ebpf.Map `ebpf:"fw_rule_stats"`
+	FwLogLimits      *ebpf.Map `ebpf:"fw_log_limits"`
+	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
+	FwLimits         *ebpf.Map `ebpf:"fw_limits"`
+	FwRecentRules    *ebpf.Map `ebpf:"fw_recent_rules"`
+	FwHashlimitRules *ebpf.Map `ebpf:"fw_hashlimit_rules"`
+}
+
+// view is a Datapath of live program d's whose tables are t (Install,
+// RuleCounters work on them), sized lim.
+func (t *instanceTables) view(d *Datapath, lim Limits) *Datapath {
+	return &Datapath{dir: d.dir, limits: lim, active: t.FwActive, entries: t.FwEntries, cands: t.FwCands, nodes: t.FwNodes,
+		leaves: t.FwLeaves, roots: t.FwRoots, raw: t.FwRaw, deltas: t.FwDeltas, deltaEn: t.FwDeltaEntries,
+		stamps: t.FwStamps, ruleCtr: t.FwRuleStats, logLim: t.FwLogLimits, logStat: t.FwLogStats, limBkt: t.FwLimits,
+		recentRules: t.FwRecentRules, hashRules: t.FwHashlimitRules, logCtr: d.logCtr, instance: true}
+}
+
+// maps are t's maps.
+func (t *instanceTables) maps() []*ebpf.Map {
+	return []*ebpf.Map{t.FwActive, t.FwEntries, t.FwCands, t.FwNodes, t.FwLeaves, t.FwRoots, t.FwRaw, t.FwDeltas,
+		t.FwDeltaEntries, t.FwStamps, t.FwRuleStats, t.FwLogLimits, t.FwLogStats, t.FwLimits, t.FwRecentRules,
+		t.FwHashlimitRules}
+}
+
+// sharedMaps are the live maps of names another instance uses
+// (MapReplacements): from live (instanceSpec's), else the live program's
+// (progMap: fw_xdp_handoff, which is not pinned, for a handle from Open);
+// the caller calls done once the instance is loaded.
+func (d *Datapath) sharedMaps(live map[string]*ebpf.Map, names []string) (repl map[string]*ebpf.Map, done func(), err error) {
+	var opened []*ebpf.Map
+	done = func() {
+		for _, m := range opened {
+			m.Close()
+		}
+	}
+	if d.handoff != nil {
+		live["fw_xdp_handoff"] = d.handoff
+	}
+	repl = map[string]*ebpf.Map{}
+	for _, name := range names {
+		m := live[specMapName(name)]
+		if m == nil {
+			if m, err = d.progMap(name); err != nil {
+				done()
+				return nil, nil, err
+			}
+			opened = append(opened, m)
+		}
+		repl[name] = m
+	}
+	return repl, done, nil
 }
 
 // progMap opens the live ingress program's map of that name (one not
@@ -253,7 +291,7 @@ func (d *Datapath) OpenAudit() (*Audit, error) {
 	if err != nil || !on {
 		return nil, err
 	}
-	a := &Audit{Datapath: &Datapath{dir: d.dir, limits: d.limits, logCtr: d.logCtr, audit: true}, live: d}
+	a := &Audit{Datapath: &Datapath{dir: d.dir, limits: d.limits, logCtr: d.logCtr, instance: true}, live: d}
 	for name, dst := range a.privateMaps() {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(d.dir, auditPrefix+name), nil)
 		if err != nil {

@@ -64,6 +64,9 @@ func (d *Datapath) Connections() ([]conntrack.Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.natReplies(out); err != nil {
+		return nil, err
+	}
 	conntrack.Sort(out)
 	return out, nil
 }

@@ -54,6 +54,11 @@ type Limits struct {
 	LogSnap int `json:"-"`
 	// RuleIDs is the number of per-rule counter slots (rule ids).
 	RuleIDs int `json:"rule_ids"`
+	// NAT: the program translates (`--nat xdpfw`, fw_nat_mode): it looks
+	// every IPv4 packet up in the bindings and enters the nat stage
+	// (nat.go) for a forwarded connection's first packet. Load sets it;
+	// Open leaves it false (the firewall's state records it).
+	NAT bool `json:"-"`
 }
 
 // minRuleIDs is FW_MAX_RULE_IDS: the counter slots of the default tables.
@@ -147,10 +152,16 @@ type Datapath struct {
 	// fw_cpumap, and xdpfw_cpumap with its stages (nil when opened from
 	// pins; the program from its pin where there is one).
 	prioRoots, prioCfg, prioStats, cpumap *ebpf.Map
-	// audit: an audit instance's view (audit.go), whose tables hold a
-	// candidate rule set. It has no priority roots: the class a packet
-	// gets is the enforced rule set's, and an audit compares verdicts.
-	audit        bool
+	// NAT (nat.go): the bindings and the nat counters (pinned; nil when
+	// opened from an earlier version's pins).
+	natBinds, natCounts *ebpf.Map
+	// natNextPin: the nat instance's way back to this program's finish
+	// stage, pinned (StartNAT); "" without NAT.
+	natNextPin string
+	// instance: the view of a second instance (audit.go: an audit's
+	// candidate rule set, or the nat table), which has no priority roots:
+	// the class a packet gets is the enforced rule set's.
+	instance     bool
 	cpumapProg   *ebpf.Program
 	cpuStages    *ebpf.Map
 	cpuStagesPin string
@@ -183,6 +194,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
 		"fw_pppoe_rx": &d.pppoeRx, "fw_pppoe_tx": &d.pppoeTx,
 		"fw_prio_roots": &d.prioRoots, "fw_prio": &d.prioCfg, "fw_prio_stats": &d.prioStats, "fw_cpumap": &d.cpumap,
+		"fw_nat_binds": &d.natBinds, "fw_nat_counts": &d.natCounts,
 	}
 }
 
@@ -254,6 +266,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
+	if old := upgraded["fw_nat_binds"]; old != nil {
+		carryBindings(old, objs.FwNatBinds)
+	}
 	if old := upgraded["fw_config_map"]; old != nil {
 		if err := growSettings(old, objs.FwConfigMap); err != nil {
 			objs.Close()
@@ -267,7 +282,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	objs.XdpfwIngressFinish.Close()
 	objs.XdpfwCpumapClassify.Close()
 	// The audit instance's own maps (audit.go): no program here uses them.
-	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts} {
+	// The nat instance's translations (nat.go) too.
+	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts, objs.FwNatTargets} {
 		m.Close()
 	}
 	stagesName, err := pinStages(dir, stagesPin, objs.XdpfwIngress, objs.FwXdpStages)
@@ -331,6 +347,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		prioCfg:     objs.FwPrio,
 		prioStats:   objs.FwPrioStats,
 		cpumap:      objs.FwCpumap,
+		natBinds:    objs.FwNatBinds,
+		natCounts:   objs.FwNatCounts,
 		cpumapProg:  objs.XdpfwCpumap,
 		cpuStages:   objs.FwCpumapStages,
 
@@ -378,6 +396,34 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// SetConfig writes them), nothing at the commit, which would undo
 	// SetConfig.
 	"fw_config_map": func(old, cur *ebpf.Map) error { return nil },
+	// fw_nat_binds is sized by the NAT mode (one entry with --nat
+	// kernel): the bindings are copied into the new map when the program
+	// loads (carryBindings), before any interface runs it.
+	"fw_nat_binds": func(old, cur *ebpf.Map) error { return nil },
+}
+
+// natBindsSize is fw_nat_binds' size: 65,536 connections with NAT, one
+// entry without (an LRU map is preallocated).
+func natBindsSize(nat bool) uint32 {
+	if nat {
+		return 1 << 17
+	}
+	return 1
+}
+
+// carryBindings copies the bindings of translated connections into the
+// new program's map (as many as fit), so that they keep their
+// translation across a load.
+func carryBindings(old, cur *ebpf.Map) {
+	if old.MaxEntries() <= 1 || cur.MaxEntries() <= 1 {
+		return
+	}
+	var k xdpfwFwNatTuple
+	var v xdpfwFwNatRw
+	it := old.Iterate()
+	for it.Next(&k, &v) {
+		_ = cur.Put(&k, &v)
+	}
 }
 
 // upgradeSpec finds the upgradable maps pinned in dir with a layout other
@@ -506,8 +552,9 @@ func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
 // and returns the limits in effect.
 func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	if lim.Entries == 0 {
-		c := lim.Conntrack
+		c, nat := lim.Conntrack, lim.NAT
 		lim = LimitsFor(0)
+		lim.NAT = nat
 		if c > 0 {
 			lim.Conntrack = c
 		}
@@ -523,6 +570,16 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 		if err := spec.Variables[name].Set(uint32(n)); err != nil {
 			return lim, fmt.Errorf("setting %s: %w", name, err)
 		}
+	}
+	if v := spec.Variables["fw_nat_mode"]; v != nil { // absent in objects of earlier builds (LoadObject)
+		nat := uint32(0)
+		if lim.NAT {
+			nat = 1
+		}
+		if err := v.Set(nat); err != nil {
+			return lim, fmt.Errorf("setting fw_nat_mode: %w", err)
+		}
+		spec.Maps["fw_nat_binds"].MaxEntries = natBindsSize(lim.NAT)
 	}
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
 	if m := spec.Maps["fw_cands"]; m != nil { // absent in objects of earlier builds (LoadObject)
@@ -565,8 +622,9 @@ func (d *Datapath) PinProgram() error {
 	}
 	// Every interface runs this program now: the stages of earlier ones
 	// go with them.
-	for _, name := range append(pinsWithPrefix(d.dir, stagesPin), pinsWithPrefix(d.dir, cpuStagesPin)...) {
-		if name != d.stagesPin && name != d.cpuStagesPin {
+	old := append(pinsWithPrefix(d.dir, stagesPin), pinsWithPrefix(d.dir, cpuStagesPin)...)
+	for _, name := range append(old, pinsWithPrefix(d.dir, natNextPin)...) {
+		if name != d.stagesPin && name != d.cpuStagesPin && name != d.natNextPin {
 			_ = os.Remove(filepath.Join(d.dir, name))
 		}
 	}
@@ -592,7 +650,7 @@ var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "
 	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true,
 	"fw_pppoe_rx": true, "fw_pppoe_tx": true,
 	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true,
-	"fw_cands": true}
+	"fw_cands": true, "fw_nat_binds": true, "fw_nat_counts": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")
@@ -627,6 +685,9 @@ func Open(dir string) (*Datapath, error) {
 	}
 	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
 		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries()), RuleIDs: int(d.ruleCtr.MaxEntries())}
+	if d.natBinds != nil {
+		d.limits.NAT = d.natBinds.MaxEntries() > 1
+	}
 	return d, nil
 }
 

@@ -35,6 +35,7 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	}
 	delete(spec.Programs, rxvlanProgName) // device-bound: loaded per interface
 	delete(spec.Programs, "xdpfw_audit")  // the audit instance's (audit.go)
+	delete(spec.Programs, "xdpfw_nat")    // the nat instance's (nat.go)
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)

@@ -212,7 +212,7 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 		if err := putRange(d.prioRoots, gen*2, prioRoots); err != nil {
 			return fmt.Errorf("writing the priority roots: %w", err)
 		}
-	} else if t.PrioRoots[0].Flags&compile.RootPrio != 0 && !d.audit {
+	} else if t.PrioRoots[0].Flags&compile.RootPrio != 0 && !d.instance {
 		return errors.New("the program in force has no priority table (loaded by an earlier version): load again")
 	}
 	if err := d.stamps.Put(gen, stamp); err != nil {

@@ -140,9 +140,14 @@ func (d *Datapath) instanceSpec(mode uint32, lim Limits) (spec *ebpf.CollectionS
 	if spec, err = loadXdpfw(); err != nil {
 		return nil, lim, nil, nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
+	// Another instance never enters a nat stage (the nat instance is
+	// one): fw_nat_mode off; it shares the live bindings, sized below.
+	nat := lim.NAT
+	lim.NAT = false
 	if lim, err = sizeSpec(spec, lim); err != nil {
 		return nil, lim, nil, nil, err
 	}
+	lim.NAT = nat
 	if err := spec.Variables["fw_trace_mode"].Set(mode); err != nil {
 		return nil, lim, nil, nil, fmt.Errorf("setting fw_trace_mode: %w", err)
 	}
@@ -159,6 +164,9 @@ func (d *Datapath) instanceSpec(mode uint32, lim Limits) (spec *ebpf.CollectionS
 	if err != nil {
 		done()
 		return nil, lim, nil, nil, err
+	}
+	if m := live["fw_nat_binds"]; m != nil {
+		spec.Maps["fw_nat_binds"].MaxEntries = m.MaxEntries()
 	}
 	return spec, lim, live, done, nil
 }

@@ -14,11 +14,15 @@ import (
 //
 //	go test -run '^$' -bench VerifiedInstructions -benchtime 1x ./internal/datapath/
 func BenchmarkVerifiedInstructions(b *testing.B) {
-	for _, c := range []struct{ name, path string }{{"before", os.Getenv("XDPFW_OBJ_BEFORE")}, {"this", ""}} {
+	// "nat": this build loaded with --nat xdpfw (fw_nat_mode), and its nat stage
+	for _, c := range []struct {
+		name, path string
+		nat        bool
+	}{{"before", os.Getenv("XDPFW_OBJ_BEFORE"), false}, {"this", "", false}, {"nat", "", true}} {
 		if c.name == "before" && c.path == "" {
 			continue
 		}
-		d, err := LoadObject(c.path, Limits{})
+		d, err := LoadObject(c.path, Limits{NAT: c.nat})
 		if err != nil {
 			b.Fatalf("%s: %+v", c.name, err)
 		}
@@ -61,6 +65,14 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 			}
 			report("audit", a.prog)
 			a.Close()
+		}
+		if c.nat {
+			n, err := d.loadNAT()
+			if err != nil {
+				b.Fatalf("nat: %+v", err)
+			}
+			report("stage", n.objs.Prog)
+			n.close()
 		}
 		d.Close()
 	}

@@ -303,6 +303,33 @@ type xdpfwFwLogStat struct {
 	Lost       uint64
 }
 
+type xdpfwFwNatRw struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Sport uint16
+	Dport uint16
+}
+
+type xdpfwFwNatTarget struct {
+	_      structs.HostLayout
+	Kind   uint32
+	AddrLo uint32
+	AddrHi uint32
+	PortLo uint16
+	PortHi uint16
+}
+
+type xdpfwFwNatTuple struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
 type xdpfwFwNode struct {
 	_      structs.HostLayout
 	Dim    uint8
@@ -447,6 +474,8 @@ type xdpfwFwTcSlot struct {
 		N   uint32
 		Pad uint32
 	}
+	NatState uint32
+	Nat      xdpfwFwNatRw
 }
 
 type xdpfwFwXdpHandoff struct {
@@ -516,6 +545,8 @@ type xdpfwFwXdpHandoff struct {
 		N   uint32
 		Pad uint32
 	}
+	NatState uint32
+	Nat      xdpfwFwNatRw
 }
 
 // Names of all BPF objects in the ELF.
@@ -554,6 +585,9 @@ const (
 	xdpfwMapFwLogRing             = "fw_log_ring"
 	xdpfwMapFwLogScratch          = "fw_log_scratch"
 	xdpfwMapFwLogStats            = "fw_log_stats"
+	xdpfwMapFwNatBinds            = "fw_nat_binds"
+	xdpfwMapFwNatCounts           = "fw_nat_counts"
+	xdpfwMapFwNatTargets          = "fw_nat_targets"
 	xdpfwMapFwNodes               = "fw_nodes"
 	xdpfwMapFwPppoeRx             = "fw_pppoe_rx"
 	xdpfwMapFwPppoeTx             = "fw_pppoe_tx"
@@ -584,6 +618,7 @@ const (
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
 	xdpfwProgXdpfwIngressFinish   = "xdpfw_ingress_finish"
+	xdpfwProgXdpfwNat             = "xdpfw_nat"
 	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
 	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
@@ -591,6 +626,7 @@ const (
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
 	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
 	xdpfwVarFwMaxNodes            = "fw_max_nodes"
+	xdpfwVarFwNatMode             = "fw_nat_mode"
 	xdpfwVarFwTraceMode           = "fw_trace_mode"
 )
 
@@ -644,6 +680,7 @@ type xdpfwProgramSpecs struct {
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
 	XdpfwIngressFinish   *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_finish"`
+	XdpfwNat             *ebpf.ProgramSpec `ebpf:"xdpfw_nat"`
 	XdpfwRxvlan          *ebpf.ProgramSpec `ebpf:"xdpfw_rxvlan"`
 }
 
@@ -683,6 +720,9 @@ type xdpfwMapSpecs struct {
 	FwLogRing        *ebpf.MapSpec `ebpf:"fw_log_ring"`
 	FwLogScratch     *ebpf.MapSpec `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
+	FwNatBinds       *ebpf.MapSpec `ebpf:"fw_nat_binds"`
+	FwNatCounts      *ebpf.MapSpec `ebpf:"fw_nat_counts"`
+	FwNatTargets     *ebpf.MapSpec `ebpf:"fw_nat_targets"`
 	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
 	FwPppoeTx        *ebpf.MapSpec `ebpf:"fw_pppoe_tx"`
@@ -717,6 +757,7 @@ type xdpfwVariableSpecs struct {
 	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
+	FwNatMode     *ebpf.VariableSpec `ebpf:"fw_nat_mode"`
 	FwTraceMode   *ebpf.VariableSpec `ebpf:"fw_trace_mode"`
 }
 
@@ -772,6 +813,9 @@ type xdpfwMaps struct {
 	FwLogRing        *ebpf.Map `ebpf:"fw_log_ring"`
 	FwLogScratch     *ebpf.Map `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
+	FwNatBinds       *ebpf.Map `ebpf:"fw_nat_binds"`
+	FwNatCounts      *ebpf.Map `ebpf:"fw_nat_counts"`
+	FwNatTargets     *ebpf.Map `ebpf:"fw_nat_targets"`
 	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.Map `ebpf:"fw_pppoe_rx"`
 	FwPppoeTx        *ebpf.Map `ebpf:"fw_pppoe_tx"`
@@ -830,6 +874,9 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogRing,
 		m.FwLogScratch,
 		m.FwLogStats,
+		m.FwNatBinds,
+		m.FwNatCounts,
+		m.FwNatTargets,
 		m.FwNodes,
 		m.FwPppoeRx,
 		m.FwPppoeTx,
@@ -865,6 +912,7 @@ type xdpfwVariables struct {
 	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`
 	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
+	FwNatMode     *ebpf.Variable `ebpf:"fw_nat_mode"`
 	FwTraceMode   *ebpf.Variable `ebpf:"fw_trace_mode"`
 }
 
@@ -880,6 +928,7 @@ type xdpfwPrograms struct {
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
 	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
+	XdpfwNat             *ebpf.Program `ebpf:"xdpfw_nat"`
 	XdpfwRxvlan          *ebpf.Program `ebpf:"xdpfw_rxvlan"`
 }
 
@@ -893,6 +942,7 @@ func (p *xdpfwPrograms) Close() error {
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
 		p.XdpfwIngressFinish,
+		p.XdpfwNat,
 		p.XdpfwRxvlan,
 	)
 }

@@ -79,6 +79,10 @@ type Options struct {
 	// AllowEmpty lets an empty rule set (rules.RuleSet.Empty) be put in
 	// force; without it Validate refuses one.
 	AllowEmpty bool
+	// NAT (Load only): who translates, NATKernel ("" too: the kernel's
+	// nat table, as before) or NATXdpfw (the rule set's nat table, in
+	// xdpfw's data plane: docs/nat.md).
+	NAT string
 }
 
 // Result reports what a change did.
@@ -218,6 +222,10 @@ type IfaceMode struct {
 
 // LoadModes is Load with an attach mode per interface.
 func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Result, error) {
+	rs, nat, err := splitNAT(rs, opt.NAT)
+	if err != nil {
+		return nil, err
+	}
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
@@ -266,6 +274,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if opt.CTMax > 0 {
 		lim.Conntrack = opt.CTMax
 	}
+	lim.NAT = nat != nil
 	var (
 		st         *state
 		inForce    *ruleStore
@@ -286,6 +295,12 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 	}
 	peek, _ := loadState(p) // the snap length in force, when recorded
+	if !fresh && opt.NAT == "" && peek != nil && peek.NAT == NATXdpfw {
+		// a caller with no NAT setting (the daemon's configuration has
+		// none yet) would turn xdpfw's NAT off under its connections
+		return nil, errors.New("the firewall in force translates (load --nat xdpfw); this load names no NAT mode: " +
+			"load with --nat xdpfw, or --nat kernel to hand the nat table back to the kernel")
+	}
 	lim.LogSnap = compile.DefaultLogSnap
 	if peek != nil && peek.LogSnap != nil {
 		lim.LogSnap = *peek.LogSnap
@@ -348,6 +363,12 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err != nil {
 		return nil, undo(nil, err)
 	}
+	// the nat stage before any interface runs the program (docs/nat.md)
+	if nat != nil {
+		if err := f.startNAT(nat); err != nil {
+			return nil, undo(nil, fmt.Errorf("the nat table: %w", err))
+		}
+	}
 	res.Attached = map[string]datapath.Mode{}
 	// New interfaces first; interfaces attached before switch to the new
 	// program last, so a failure before that leaves them as they were.
@@ -392,6 +413,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, undo(attached, err)
 	}
 	st.PriorityCPUs = cpuSpec
+	st.NAT = orDefault(opt.NAT, NATKernel)
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}

@@ -422,6 +422,15 @@ type Status struct {
 	// Audit is the candidate rule set checked beside the rules in force
 	// (docs/audit.md), when its stage is in the program's path.
 	Audit *AuditStatus `json:"audit,omitempty"`
+	NAT   NATStatus    `json:"nat"`
+}
+
+// NATStatus is who translates (load --nat) and, with xdpfw, its counters
+// and the bindings in force (docs/nat.md).
+type NATStatus struct {
+	Mode     string            `json:"mode"` // "kernel" or "xdpfw"
+	Counters map[string]uint64 `json:"counters,omitempty"`
+	Bindings []string          `json:"bindings,omitempty"` // "proto from -> to", one per direction
 }
 
 // AuditStatus is the audit in force, in short (audit list has it all).
@@ -525,6 +534,9 @@ func (f *Firewall) Status() (*Status, error) {
 	}
 	for r, c := range rc {
 		s.Reasons[compile.Reason(r).String()] = c
+	}
+	if s.NAT, err = f.natStatus(); err != nil {
+		return nil, err
 	}
 	if s.Audit, err = f.auditStatus(); err != nil {
 		return nil, err

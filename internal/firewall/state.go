@@ -76,6 +76,8 @@ type state struct {
 	// PriorityCPUs: the --priority-cpus in force ("auto", "none" or a
 	// CPU list; "" in states written before priority: auto).
 	PriorityCPUs string `json:"priority_cpus,omitempty"`
+	// NAT: who translates, "kernel" or "xdpfw" (load --nat; "": kernel).
+	NAT string `json:"nat,omitempty"`
 	// Version 2: named sets, by name; their elements are in fw_sets.
 	Sets      map[string]*setState `json:"sets,omitempty"`
 	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused

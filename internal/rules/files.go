@@ -14,6 +14,9 @@ type Sources struct {
 	Stdin                    io.Reader
 	// SkipUnsupported: see ParseOptions.
 	SkipUnsupported bool
+	// NAT: the *nat sections are read into RuleSet.NAT (ParseOptions.NAT);
+	// a later file's replaces an earlier one's.
+	NAT bool
 }
 
 // StdinName is how positions name standard input.
@@ -70,6 +73,9 @@ func (out *RuleSet) add(rs *RuleSet) {
 		out.PriorityPolicy = rs.PriorityPolicy
 	}
 	out.Tables += rs.Tables
+	if rs.NAT != nil { // a later nat table replaces an earlier one, as iptables-restore flushes it
+		out.NAT = rs.NAT
+	}
 	out.Skipped = append(out.Skipped, rs.Skipped...)
 	// A user chain of several files is one chain: its rules of each file
 	// are for that file's family (-4 / -6), so together they do what
@@ -109,7 +115,7 @@ func (src Sources) each(fn func(name string, b []byte, opt ParseOptions) error) 
 		if err != nil {
 			return err
 		}
-		if err := fn(name, b, ParseOptions{Family: f.fam, SkipUnsupported: src.SkipUnsupported}); err != nil {
+		if err := fn(name, b, ParseOptions{Family: f.fam, SkipUnsupported: src.SkipUnsupported, NAT: src.NAT}); err != nil {
 			return err
 		}
 	}

@@ -21,7 +21,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"-A INPUT -m comment --comment \"abc -j ACCEPT", ParseOptions{}, "1:31", "", "unterminated double quote", ""},
 		{"-A INPUT -m comment --comment 'abc -j ACCEPT", ParseOptions{}, "1:31", "", "unterminated single quote", ""},
-		{"*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j DNAT --to 1.2.3.4\nCOMMIT\n", v4, "1:1", "", "table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16) (this section has rules: line 3)", "--skip-unsupported"},
+		{"*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j DNAT --to 1.2.3.4\nCOMMIT\n", v4, "1:1", "", "table nat is not supported: the nat table is the kernel's unless xdpfw loads it (load --nat xdpfw: docs/nat.md) (this section has rules: line 3)", "--skip-unsupported"},
 		{"*filter\nCOMMIT\n*mangle\n-A PREROUTING -j MARK\n-A PREROUTING -j MARK\nCOMMIT\n", v4, "3:1", "", "this section has rules: 2 lines, from line 4", "keep the mangle table"},
 		{"*mangle\n:PREROUTING DROP [0:0]\nCOMMIT\n", v4, "1:1", "", "table mangle is not supported", ""},
 		{"*security\n:INPUT ACCEPT [0:0]\n-A INPUT -j SECMARK --selctx x\n", v6, "1:1", "", "table security has no COMMIT", ""},

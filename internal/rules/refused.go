@@ -75,7 +75,7 @@ var refusedTargets = map[string]refusal{
 // refusedTables are the iptables tables xdpfw cannot load, with the reason.
 // filter is what xdpfw is; raw's NOTRACK is refused per rule.
 var refusedTables = map[string]refusal{
-	"nat": {why: "xdpfw does not translate addresses yet (the nat table: xdpfw issue 16)",
+	"nat": {why: "the nat table is the kernel's unless xdpfw loads it (load --nat xdpfw: docs/nat.md)",
 		hint: "keep NAT in the kernel's iptables or nftables: it acts on the packets xdpfw accepts, after xdpfw judged them by the addresses they arrive with (docs/compat.md, Tables)", skippable: true},
 	"mangle": {why: "the mangle table rewrites and marks packets in the kernel's stack (TTL, DSCP, MSS, marks); " +
 		"xdpfw decides and never changes a packet, and XDP has no packet mark",

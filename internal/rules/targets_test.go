@@ -205,10 +205,10 @@ func TestSkipUnsupported(t *testing.T) {
 		skipped = append(skipped, s.String())
 	}
 	want := []string{
-		"docker.rules:24: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
-		"docker.rules:25: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER",
-		"docker.rules:26: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE",
-		"docker.rules:27: skipped: table nat is not supported: xdpfw does not translate addresses yet (the nat table: xdpfw issue 16): -A DOCKER -i docker0 -j RETURN",
+		"docker.rules:24: skipped: table nat is not supported: the nat table is the kernel's unless xdpfw loads it (load --nat xdpfw: docs/nat.md): -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
+		"docker.rules:25: skipped: table nat is not supported: the nat table is the kernel's unless xdpfw loads it (load --nat xdpfw: docs/nat.md): -A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER",
+		"docker.rules:26: skipped: table nat is not supported: the nat table is the kernel's unless xdpfw loads it (load --nat xdpfw: docs/nat.md): -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE",
+		"docker.rules:27: skipped: table nat is not supported: the nat table is the kernel's unless xdpfw loads it (load --nat xdpfw: docs/nat.md): -A DOCKER -i docker0 -j RETURN",
 		"docker.rules:37: skipped: target TCPMSS is not supported: it rewrites the MSS option of TCP SYNs; xdpfw decides and never changes a packet: -A FORWARD -p tcp -j TCPMSS --clamp-mss-to-pmtu",
 	}
 	if strings.Join(skipped, "\n") != strings.Join(want, "\n") {

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* NAT in the firewall's XDP programs (`--nat xdpfw`, docs/nat.md): the
+ * bindings of lib/nat.h looked up for every IPv4 packet, and the nat
+ * stage that binds a forwarded connection's first packet.
+ *
+ * With fw_nat_mode set at load:
+ * - xdpfw_ingress, before it picks the chain: fw_nat_in looks the
+ *   packet's tuple up in fw_nat_binds; found, the destination is
+ *   rewritten (the answer to a source-translated connection goes back to
+ *   its client) and the packet is judged as iptables' filter sees it;
+ * - the finish (fw_xdp_finish), once FORWARD accepts: fw_nat_out rewrites
+ *   a bound packet's source (SNAT, MASQUERADE), or sends the first packet
+ *   of a connection without a binding to the nat stage;
+ * - the nat stage (xdpfw_nat, the object loaded again as the nat
+ *   instance, fw_trace_mode FW_TRACE_NAT, whose classifier tables hold the
+ *   nat table: POSTROUTING in FORWARD's slot) classifies the packet,
+ *   claims a port and binds the connection both ways, rewrites the
+ *   source, and returns to the live program's finish stage.
+ * The packet then takes the fast path (lib/fwd.h) or goes to the kernel,
+ * translated. */
+#ifndef XDPFW_NATFW_H
+#define XDPFW_NATFW_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "../types.h"
+#include "../maps.h"
+#include "nat.h"
+#include "classify.h"
+#include "stats.h"
+
+/* fw_nat_count counts a packet under enum fw_nat_counter c. */
+static __always_inline void fw_nat_count(__u32 c, __u64 bytes)
+{
+	struct fw_counter *k = bpf_map_lookup_elem(&fw_nat_counts, &c);
+
+	if (k)
+		fw_count(k, bytes, fw_now());
+}
+
+/* fw_nat_in: the binding of the packet in h (frame data..end), if any:
+ * its destination rewritten, h->pkt as the filter sees it now, the
+ * binding kept in h for fw_nat_out. */
+static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_handoff *h)
+{
+	struct fw_pkt *p = &h->pkt;
+	struct fw_nat_tuple k;
+
+	h->nat_state = FW_NAT_S_NONE;
+	if (p->family != 4 || fw_nat_key4(data + p->l3_off, end, &k))
+		return;
+	const struct fw_nat_rw *out = bpf_map_lookup_elem(&fw_nat_binds, &k);
+	if (!out)
+		return;
+	h->nat = *out;
+	if (fw_nat_pre(data + p->l3_off, end, &k, out))
+		return;
+	h->nat_state = FW_NAT_S_BOUND;
+	__builtin_memcpy(&p->dst, &out->daddr, 4);
+	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP)
+		p->dport = bpf_ntohs(out->dport);
+}
+
+/* fw_nat_out: after FORWARD accepted IPv4 packet p (d): a bound packet's
+ * source rewritten; a packet without a binding goes to the nat stage (a
+ * tail call: it does not return), which binds its connection (translated,
+ * or as it is). 0: go on; -1: drop: a fragment (counted), the nat stage
+ * missing (never while the control plane holds fw_xdp_stages), or cpumap
+ * (a constant: on a bulk CPU, which cannot enter it; `--nat xdpfw`
+ * refuses a priority table). */
+static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff *h, const struct fw_pkt *p,
+				      const struct fw_decision *d, const int cpumap)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+
+	if (h->nat_state == FW_NAT_S_BOUND) {
+		h->nat_state = FW_NAT_S_DONE;
+		fw_nat_post(data + p->l3_off, end, &h->nat);
+		return 0;
+	}
+	if (h->nat_state != FW_NAT_S_NONE || p->family != 4)
+		return 0;
+	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) { /* docs/nat.md: not translated, so not forwarded */
+		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
+		return -1;
+	}
+	/* INVALID and UNTRACKED packets are no connection's: the kernel's
+	 * nat table never sees them, they go as they are, unbound (tested
+	 * here: in the nat stage the split would have the verifier walk its
+	 * classifier twice) */
+	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED)
+		return 0;
+	if (cpumap)
+		return -1;
+	h->nat_state = FW_NAT_S_DONE;
+	if (&h->d != d)
+		h->d = *d;
+	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
+	return -1;
+}
+
+/* fw_nat_masq_addr: MASQUERADE's address for p, the egress device's for
+ * the next hop as the kernel picks it (inet_select_addr), from the FIB
+ * (docs/nat.md, MASQUERADE). 0: none. A global function: the 64-byte
+ * request in a frame of its own. */
+__noinline __be32 fw_nat_masq_addr(struct xdp_md *ctx, const struct fw_pkt *p)
+{
+	struct bpf_fib_lookup fib = {};
+
+	if (!ctx || !p)
+		return 0;
+	fib.family = 2; /* AF_INET */
+	fib.l4_protocol = p->proto;
+	fib.sport = bpf_htons(p->sport);
+	fib.dport = bpf_htons(p->dport);
+	fib.tos = p->tos;
+	fib.ipv4_src = (__u32)p->src[0];
+	fib.ipv4_dst = (__u32)p->dst[0];
+	fib.ifindex = p->ifindex;
+	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return 0;
+	/* the next hop (in ipv4_dst now) from the egress device: its
+	 * connected route's source, not a route's preferred one */
+	fib.ipv4_src = 0;
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH | BPF_FIB_LOOKUP_OUTPUT);
+	return rc == BPF_FIB_LKUP_RET_SUCCESS ? fib.ipv4_src : 0;
+}
+
+/* fw_nat_bind_source binds the connection of p (first packet, tuple k)
+ * to the source translation t: the address, a port claimed for it (the
+ * kernel's default ranges without --to-ports), both directions' entries;
+ * and rewrites the frame's source. Returns 0, or the fw_nat_counter that
+ * says why the connection cannot be translated. */
+static __noinline __u32 fw_nat_bind_source(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_nat_tuple *k,
+						const struct fw_nat_target *t)
+{
+	__be32 addr = t->addr_lo;
+	__u32 ports = k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP ||
+		      (k->proto == IPPROTO_ICMP && p->icmp_type == 8);
+
+	if (t->kind == FW_NAT_MASQUERADE) {
+		addr = fw_nat_masq_addr(ctx, p);
+		if (!addr)
+			return FW_NAT_C_NO_ADDR;
+	} else if (!addr) {
+		addr = k->saddr; /* --to-source :PORT */
+	} else if (t->addr_hi != t->addr_lo) {
+		__u32 lo = bpf_ntohl(t->addr_lo), span = bpf_ntohl(t->addr_hi) - lo + 1;
+		addr = bpf_htonl(lo + (bpf_ntohl(k->saddr) ^ bpf_ntohl(k->daddr)) % span);
+	}
+	struct fw_nat_rw out = {.saddr = addr, .daddr = k->daddr, .sport = k->sport, .dport = k->dport};
+	struct fw_nat_rw back = {.saddr = k->daddr, .daddr = k->saddr, .sport = k->dport, .dport = k->sport};
+	int claimed = 0;
+
+	if (ports) {
+		__u16 want = bpf_ntohs(k->sport), lo = t->port_lo, hi = t->port_hi;
+		if (!lo) { /* the kernel's (nf_nat_l4proto_unique_tuple) */
+			if (k->proto == IPPROTO_ICMP)
+				lo = 1, hi = 65535; /* the kernel's is 0-65535: an id of 0 is moved here */
+			else if (want < 512)
+				lo = 1, hi = 511;
+			else if (want < 1024)
+				lo = 600, hi = 1023;
+			else
+				lo = 1024, hi = 65535;
+		}
+		struct fw_nat_tuple reply = {.saddr = k->daddr, .daddr = addr, .sport = k->dport, .proto = k->proto};
+		__u16 port = fw_nat_claim(&fw_nat_binds, &reply, want, lo, hi, bpf_get_prandom_u32(), &back);
+		if (!port) /* never a claimed one: ranges start at 1 */
+			return FW_NAT_C_NO_PORT;
+		out.sport = bpf_htons(port);
+		claimed = 1;
+	}
+	if (fw_nat_bind4(&fw_nat_binds, k, &out, claimed))
+		return claimed ? FW_NAT_C_FULL : FW_NAT_C_NO_PORT;
+	void *data = (void *)(long)ctx->data;
+	fw_nat_post(data + p->l3_off, (void *)(long)ctx->data_end, &out);
+	return 0;
+}
+
+/* fw_nat_bind_same binds the tuple of the packet p to itself (a
+ * connection not translated). A global function: verified once. */
+__noinline int fw_nat_bind_same(struct xdp_md *ctx, const struct fw_pkt *p)
+{
+	struct fw_nat_tuple k;
+
+	if (!ctx || !p)
+		return 0;
+	void *data = (void *)(long)ctx->data;
+	if (p->l3_off > 64 || fw_nat_key4(data + p->l3_off, (void *)(long)ctx->data_end, &k))
+		return 0;
+	struct fw_nat_rw same = {.saddr = k.saddr, .daddr = k.daddr, .sport = k.sport, .dport = k.dport};
+	bpf_map_update_elem(&fw_nat_binds, &k, &same, BPF_ANY);
+	return 0;
+}
+
+/* fw_nat_stage binds the connection of the packet in h, which has none:
+ * the nat instance's classifier (POSTROUTING, in FORWARD's slot) picks
+ * the rule, fw_nat_targets its translation; a connection it leaves alone,
+ * and the answers of one, are bound to their own tuples. A packet that
+ * cannot be translated is dropped (h->d), counted: no port, no room, no
+ * address, or a translated connection past its first packet without its
+ * binding (never forwarded untranslated). */
+static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_handoff *h, struct fw_audit_slot *a,
+					 __u64 bytes)
+{
+	struct fw_decision *cd = &a->d;
+	const struct fw_pkt *p = &h->pkt;
+	struct fw_nat_tuple k;
+
+	/* As it is: the answers of a connection that is not translated (a
+	 * translated one's have their binding, or arrive addressed to this
+	 * host), and what the nat table leaves alone. Bound to its own tuple,
+	 * so that its later packets find a binding and skip this stage. The
+	 * tuple is read apart on each path: the classifier's walk is checked
+	 * by the verifier once, not once per protocol. */
+	if (p->ctinfo & FW_CTI_REPLY) {
+		fw_nat_bind_same(ctx, p);
+		return;
+	}
+	/* The nat table decides a connection on its first packet: classified
+	 * as NEW whatever this packet's state (fw_decide_end recorded it) */
+	__u8 state = h->pkt.ctstate;
+	h->pkt.ctstate = FW_CT_NEW;
+	*cd = (struct fw_decision){};
+	int s = fw_active_sel();
+	const struct fw_root *root = s < 0 ? 0 : fw_root_at(p, s);
+	if (root) {
+		if (root->fast_states & (1u << FW_CT_NEW)) {
+			cd->rule_id = root->fast_rule_id;
+			cd->action = root->fast_action;
+		} else {
+			a->root = *root;
+			fw_classify_xdp(&a->root, s, p, cd);
+		}
+	}
+	h->pkt.ctstate = state;
+	__u32 i = cd->rule_id - FW_FIRST_RULE_ID;
+	const struct fw_nat_target *t = 0;
+	if (root && cd->action == FW_ACT_ACCEPT && cd->rule_id >= FW_FIRST_RULE_ID && i < FW_NAT_MAX_RULES)
+		t = bpf_map_lookup_elem(&fw_nat_targets, &i);
+	__u32 why;
+	if (!t || (t->kind != FW_NAT_SNAT && t->kind != FW_NAT_MASQUERADE)) {
+		fw_nat_count(FW_NAT_C_UNTRANSLATED, bytes);
+		fw_nat_bind_same(ctx, p);
+		return;
+	}
+	void *data = (void *)(long)ctx->data;
+	if (fw_nat_key4(data + p->l3_off, (void *)(long)ctx->data_end, &k))
+		why = FW_NAT_C_LOST; /* never: fw_nat_in read it */
+	else if (state != FW_CT_NEW) /* translated from its first packet: its binding is gone (LRU), fail closed */
+		why = FW_NAT_C_LOST;
+	else
+		why = fw_nat_bind_source(ctx, p, &k, t);
+	if (!why) {
+		fw_nat_count(FW_NAT_C_BOUND, bytes);
+		return;
+	}
+	fw_nat_count(why, bytes);
+	h->d.action = FW_ACT_DROP;
+	h->d.reason = FW_R_NAT_FAIL;
+	h->d.flags = 0;
+}
+
+#endif

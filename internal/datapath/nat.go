@@ -1,0 +1,303 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/conntrack"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// NAT in xdpfw's data plane (`--nat xdpfw`, bpf/lib/natfw.h, docs/nat.md).
+// The live program, loaded with Limits.NAT, looks every IPv4 packet up in
+// the bindings (fw_nat_binds) and sends a forwarded connection's first
+// packet, accepted, to the nat stage: the embedded object loaded again as
+// the nat instance (fw_trace_mode traceNAT), whose classifier tables hold
+// the nat table (compile.CompileNAT) and whose fw_nat_targets hold each
+// nat rule's translation. It shares the live instance's hand-over slot,
+// sets, bindings and nat counters, and returns to the live program's
+// finish stage through its own fw_audit_next (pinned as natNextPin + the
+// live program's id: the kernel empties a program array nothing holds).
+
+const (
+	traceNAT   = 4 // FW_TRACE_NAT
+	stageNAT   = 4 // FW_XDP_STAGE_NAT
+	natNextPin = "natnext_"
+	// natMaxRules is FW_NAT_MAX_RULES: nat rules the data plane can hold.
+	natMaxRules = 4096
+)
+
+// natShared are the live maps the nat instance uses: the packet in the
+// hand-over slot, what its classifier reads, and what it writes (the
+// bindings and the nat counters).
+var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_log_ring", "fw_log_counters",
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts"}
+
+// NAT counters (enum fw_nat_counter).
+type NATCounters struct {
+	Bound        Counter `json:"bound"`        // connections translated (bound both ways)
+	NoPort       Counter `json:"no_port"`      // first packets dropped: no free port (or tuple) among those tried
+	Full         Counter `json:"full"`         // first packets dropped: the binding map refused the entry
+	NoAddr       Counter `json:"no_addr"`      // MASQUERADE first packets dropped: no source address from the FIB
+	Untranslated Counter `json:"untranslated"` // first packets of forwarded connections the nat table leaves alone
+	Lost         Counter `json:"lost"`         // packets dropped: a translated connection, past its first packet, without its binding
+	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments in FORWARD (not translated)
+}
+
+const natCounterNum = 7 // FW_NAT_C_NUM
+
+// natKinds maps the nat table's targets to enum fw_nat_kind.
+var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
+
+// CheckNATScope refuses a nat table the data plane does not translate yet
+// (docs/nat.md, Status): only POSTROUTING's SNAT and MASQUERADE are built;
+// DNAT, REDIRECT, the nat OUTPUT and INPUT chains are the kernel's
+// (`--nat kernel`) until they are.
+func CheckNATScope(nat *rules.RuleSet) error {
+	if nat == nil {
+		return nil
+	}
+	if len(nat.Rules) > natMaxRules {
+		return fmt.Errorf("the nat table has %d rules; the data plane holds %d", len(nat.Rules), natMaxRules)
+	}
+	for i := range nat.Rules {
+		r := &nat.Rules[i]
+		if t := r.Target.NAT; t != nil && !t.Kind.Source() {
+			return fmt.Errorf("%s: -j %s: --nat xdpfw translates sources only so far (SNAT, MASQUERADE in POSTROUTING; docs/nat.md); "+
+				"load with --nat kernel and the nat table in the kernel's iptables", r.Pos, t.Kind)
+		}
+		if r.Chain == rules.ChainInput || r.Chain == rules.ChainOutput || r.Chain == rules.ChainPrerouting {
+			if r.Target.NAT != nil || r.Target.Verdict == rules.VerdictJump || r.Target.Verdict == rules.VerdictGoto {
+				return fmt.Errorf("%s: the nat table's %s chain: --nat xdpfw translates forwarded packets in POSTROUTING only so far (docs/nat.md)",
+					r.Pos, r.Chain)
+			}
+		}
+		if t := r.Target.NAT; t != nil && (t.AddrLo.Is6() || t.AddrHi.Is6()) {
+			return fmt.Errorf("%s: --nat xdpfw translates IPv4 only", r.Pos)
+		}
+	}
+	return nil
+}
+
+// natTarget is rule r's translation as the nat stage reads it.
+func natTarget(t *rules.NATTarget) xdpfwFwNatTarget {
+	be := func(a netip.Addr) uint32 {
+		if !a.Is4() {
+			return 0
+		}
+		b := a.As4()
+		return binary.NativeEndian.Uint32(b[:]) // the bytes as they go on the wire
+	}
+	v := xdpfwFwNatTarget{Kind: natKinds[t.Kind], AddrLo: be(t.AddrLo), AddrHi: be(t.AddrHi)}
+	if !t.AddrHi.IsValid() {
+		v.AddrHi = v.AddrLo
+	}
+	if t.Ports {
+		v.PortLo, v.PortHi = t.PortLo, t.PortHi
+	}
+	return v
+}
+
+// StartNAT loads the nat instance for the live program (loaded with
+// Limits.NAT), installs the nat table nt (compiled from nat, the
+// RuleSet.NAT, with the interfaces of the filter's tables) in its tables
+// and each rule's translation, and puts its program in the live program's
+// path: before the program is attached, or a connection's first packet
+// finds no nat stage and is dropped (fail closed).
+func (d *Datapath) StartNAT(nt *compile.NATTables, nat *rules.RuleSet) error {
+	if !d.limits.NAT {
+		return errors.New("the program was loaded without NAT (--nat kernel)")
+	}
+	if err := CheckNATScope(nat); err != nil {
+		return err
+	}
+	stages, err := d.liveStages()
+	if err != nil {
+		return err
+	}
+	defer stages.Close()
+	var finishID ebpf.ProgramID
+	if err := stages.Lookup(uint32(stageFinish), &finishID); err != nil {
+		return fmt.Errorf("the loaded program has no finish stage: %w", err)
+	}
+	finish, err := ebpf.NewProgramFromID(finishID)
+	if err != nil {
+		return fmt.Errorf("opening the finish stage: %w", err)
+	}
+	defer finish.Close()
+
+	n, err := d.loadNAT()
+	if err != nil {
+		return err
+	}
+	defer n.close()
+	view, o := n.view, &n.objs
+	if err := view.Install(nt.Tables); err != nil {
+		return fmt.Errorf("installing the nat table: %w", err)
+	}
+	for i := range nat.Rules {
+		t := nat.Rules[i].Target.NAT
+		if t == nil {
+			continue
+		}
+		if err := o.FwNatTargets.Put(uint32(i), natTarget(t)); err != nil {
+			return fmt.Errorf("writing the translation of %s: %w", nat.Rules[i].Pos, err)
+		}
+	}
+	if err := o.FwAuditNext.Put(uint32(0), finish); err != nil {
+		return fmt.Errorf("linking the nat stage to the finish stage: %w", err)
+	}
+	name, err := pinStages(d.dir, natNextPin, d.prog, o.FwAuditNext)
+	if err != nil {
+		return err
+	}
+	if err := stages.Put(uint32(stageNAT), o.Prog); err != nil {
+		_ = os.Remove(filepath.Join(d.dir, name))
+		return fmt.Errorf("putting the nat stage in the program's path: %w", err)
+	}
+	d.natNextPin = name
+	return nil
+}
+
+// natObjs are the nat instance's program and own maps.
+type natObjs struct {
+	Prog *ebpf.Program `ebpf:"xdpfw_nat"`
+	instanceTables
+	FwNatTargets *ebpf.Map `ebpf:"fw_nat_targets"`
+	FwAuditNext  *ebpf.Map `ebpf:"fw_audit_next"`
+}
+
+// natInstance is a loaded nat instance, not yet in any path: its
+// objects, and a view whose tables are its own (Install works on them).
+type natInstance struct {
+	objs natObjs
+	view *Datapath
+}
+
+// close releases n's file descriptors (what the program array holds
+// stays loaded).
+func (n *natInstance) close() {
+	o := &n.objs
+	for _, m := range append(o.maps(), o.FwNatTargets, o.FwAuditNext) {
+		m.Close()
+	}
+	o.Prog.Close()
+}
+
+// loadNAT loads the nat instance of the live program (not yet in its path).
+func (d *Datapath) loadNAT() (*natInstance, error) {
+	spec, lim, live, done, err := d.instanceSpec(traceNAT, d.limits)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	repl, closeShared, err := d.sharedMaps(live, natShared)
+	if err != nil {
+		return nil, err
+	}
+	defer closeShared()
+	n := &natInstance{}
+	o := &n.objs
+	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, instanceLoadErr("nat", err)
+	}
+	n.view = o.view(d, lim)
+	return n, nil
+}
+
+// NATCounters reads the nat counters; ok false when the program has none
+// (an earlier version's).
+func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
+	if d.natCounts == nil {
+		return c, false, nil
+	}
+	slots, err := readSlots(d.natCounts, natCounterNum)
+	if err != nil {
+		return c, true, fmt.Errorf("reading the nat counters: %w", err)
+	}
+	clk := d.clock()
+	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
+		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6])}, true, nil
+}
+
+// NATBinding is one direction of a translated connection: packets
+// arriving with From leave with To (docs/nat.md, Bindings).
+type NATBinding struct {
+	Proto    uint8
+	From, To NATTuple
+}
+
+// NATTuple is an IPv4 tuple (ICMP echo: the id as both ports).
+type NATTuple struct {
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16
+}
+
+// NATBindings lists the bindings in force (both directions of each
+// translated connection).
+func (d *Datapath) NATBindings() ([]NATBinding, error) {
+	if d.natBinds == nil {
+		return nil, nil
+	}
+	addr := func(v uint32) netip.Addr {
+		var b [4]byte
+		binary.NativeEndian.PutUint32(b[:], v)
+		return netip.AddrFrom4(b)
+	}
+	port := func(v uint16) uint16 { return v>>8 | v<<8 }
+	var out []NATBinding
+	var k xdpfwFwNatTuple
+	var v xdpfwFwNatRw
+	it := d.natBinds.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, NATBinding{Proto: k.Proto,
+			From: NATTuple{addr(k.Saddr), addr(k.Daddr), port(k.Sport), port(k.Dport)},
+			To:   NATTuple{addr(v.Saddr), addr(v.Daddr), port(v.Sport), port(v.Dport)}})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the nat bindings: %w", err)
+	}
+	return out, nil
+}
+
+// natReplies gives each connection of es that xdpfw translates its reply
+// tuple (conntrack.Entry.NAT), from its original direction's binding.
+func (d *Datapath) natReplies(es []conntrack.Entry) error {
+	bs, err := d.NATBindings()
+	if err != nil || len(bs) == 0 {
+		return err
+	}
+	type key struct {
+		proto    uint8
+		src, dst netip.AddrPort
+	}
+	byFrom := map[key]NATBinding{}
+	for _, b := range bs {
+		dport := b.From.DstPort
+		if b.Proto == 1 {
+			dport = 0
+		}
+		byFrom[key{b.Proto, netip.AddrPortFrom(b.From.Src, b.From.SrcPort), netip.AddrPortFrom(b.From.Dst, dport)}] = b
+	}
+	for i := range es {
+		e := &es[i]
+		dst := e.Dst
+		if e.Proto == 1 {
+			dst = netip.AddrPortFrom(dst.Addr(), 0)
+		}
+		b, ok := byFrom[key{e.Proto, e.Src, dst}]
+		if !ok || b.To.Src == b.From.Src && b.To.SrcPort == b.From.SrcPort {
+			continue // not translated, or the other direction's
+		}
+		e.NAT = &conntrack.NATReply{Src: netip.AddrPortFrom(b.To.Dst, b.To.DstPort), Dst: netip.AddrPortFrom(b.To.Src, b.To.SrcPort),
+			Kind: "SNAT"}
+	}
+	return nil
+}

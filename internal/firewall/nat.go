@@ -1,0 +1,173 @@
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/conntrack"
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
+
+// NAT modes (Options.NAT, docs/nat.md "Who translates").
+const (
+	NATKernel = "kernel" // the kernel's nat table translates; a file's *nat section is refused or skipped
+	NATXdpfw  = "xdpfw"  // xdpfw's data plane translates the file's *nat section
+)
+
+// splitNAT returns the filter part of rs and, with --nat xdpfw, its nat
+// table (empty when the file has none), after the checks that mode needs:
+// nothing translated twice (the kernel's own nat table empty), a nat table
+// the data plane translates, no priority table (whose bulk CPUs cannot
+// enter the nat stage).
+func splitNAT(rs *rules.RuleSet, mode string) (*rules.RuleSet, *rules.RuleSet, error) {
+	switch mode {
+	case "", NATKernel:
+		return rs, nil, nil
+	case NATXdpfw:
+	default:
+		return nil, nil, fmt.Errorf("--nat %q: want kernel or xdpfw", mode)
+	}
+	if err := kernelNATRules(); err != nil {
+		return nil, nil, err
+	}
+	nat := rs.NAT
+	if nat == nil {
+		nat = &rules.RuleSet{}
+	}
+	if err := datapath.CheckNATScope(nat); err != nil {
+		return nil, nil, err
+	}
+	ct := false
+	for i := range rs.Rules {
+		ct = ct || rs.Rules[i].Match.UsesConntrack()
+	}
+	if !ct && len(nat.Rules) > 0 {
+		return nil, nil, errors.New("--nat xdpfw needs connection tracking, which runs when a filter rule uses -m conntrack " +
+			"or -m state (a stateful router's -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT): without it the answers " +
+			"of a connection the nat table leaves alone look like first packets, which the nat table would translate")
+	}
+	if len(rs.Priority) > 0 {
+		return nil, nil, errors.New("--nat xdpfw with an xdpfw-priority table: not supported yet (the bulk CPUs cannot enter the nat stage)")
+	}
+	filter := *rs
+	filter.NAT = nil
+	return &filter, nat, nil
+}
+
+// kernelNATRules refuses --nat xdpfw while the kernel's own nat table has
+// rules (iptables-legacy's, or an nftables nat chain: iptables-nft's nat
+// table is one), naming where: both would translate the same connections.
+func kernelNATRules() error {
+	var where []string
+	// iptables-legacy: the nat table exists in this network namespace
+	// only once something used it (reading it would create it)
+	if b, err := os.ReadFile("/proc/net/ip_tables_names"); err == nil && strings.Contains("\n"+string(b), "\nnat\n") {
+		if out, err := exec.Command("iptables-legacy-save", "-t", "nat").Output(); err == nil && countAppends(out) > 0 {
+			where = append(where, fmt.Sprintf("iptables-legacy's nat table has %d rules", countAppends(out)))
+		}
+	}
+	if out, err := exec.Command("nft", "list", "ruleset").Output(); err == nil {
+		if n := nftNATRules(string(out)); n > 0 {
+			where = append(where, fmt.Sprintf("nftables' nat chains have %d rules (iptables-nft's nat table is nftables' too: `nft list ruleset`)", n))
+		}
+	}
+	if len(where) > 0 {
+		return fmt.Errorf("--nat xdpfw: the kernel translates already: %s; remove them (iptables -t nat -F; nft delete ...) or load with --nat kernel", strings.Join(where, "; "))
+	}
+	return nil
+}
+
+// nftNATRules counts the rules of the nat chains (type nat hook ...) in
+// `nft list ruleset` output: the lines of such a chain's block but its
+// type, policy and closing lines.
+func nftNATRules(out string) int {
+	n, inChain, nat, rulesSeen := 0, false, false, 0
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "chain ") && strings.HasSuffix(l, "{"):
+			inChain, nat, rulesSeen = true, false, 0
+		case !inChain || l == "":
+		case l == "}":
+			if nat {
+				n += rulesSeen
+			}
+			inChain = false
+		case strings.HasPrefix(l, "type nat hook"):
+			nat = true
+		case strings.HasPrefix(l, "type ") || strings.HasPrefix(l, "policy ") || strings.HasPrefix(l, "comment "):
+		default:
+			rulesSeen++
+		}
+	}
+	return n
+}
+
+// countAppends counts the -A lines of iptables-save output.
+func countAppends(out []byte) int {
+	n := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "-A ") {
+			n++
+		}
+	}
+	return n
+}
+
+// startNAT compiles the nat table with the interfaces and sets of the
+// filter in force and puts it in the data plane (datapath.StartNAT).
+func (f *Firewall) startNAT(nat *rules.RuleSet) error {
+	names, err := f.st.ifaceNames()
+	if err != nil {
+		return err
+	}
+	lim := f.dp.Limits()
+	nt, _, err := compile.CompileNAT(nat, compile.Input{Ifaces: names.Attached, HostIfaces: names.Host, Sets: f.st.compileSets(),
+		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+	if err != nil {
+		return err
+	}
+	if err := f.dp.StartNAT(nt, nat); err != nil {
+		return err
+	}
+	// A source-translated packet the fast path cannot send (no neighbour
+	// entry yet, a device it cannot redirect to, ...) goes to the kernel
+	// with this host's address as its source, which the kernel drops as
+	// a martian unless the device accepts local sources.
+	for name := range f.st.Interfaces {
+		p := filepath.Join("/proc/sys/net/ipv4/conf", name, "accept_local")
+		if err := os.WriteFile(p, []byte("1\n"), 0o644); err != nil {
+			return fmt.Errorf("--nat xdpfw: setting %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// natStatus is NATStatus of the firewall in force.
+func (f *Firewall) natStatus() (NATStatus, error) {
+	s := NATStatus{Mode: orDefault(f.st.NAT, NATKernel)}
+	if s.Mode != NATXdpfw {
+		return s, nil
+	}
+	c, ok, err := f.dp.NATCounters()
+	if err != nil || !ok {
+		return s, err
+	}
+	s.Counters = map[string]uint64{"bound": c.Bound.Packets, "no_port": c.NoPort.Packets, "full": c.Full.Packets,
+		"no_addr": c.NoAddr.Packets, "untranslated": c.Untranslated.Packets, "lost": c.Lost.Packets, "fragment": c.Frag.Packets}
+	bs, err := f.dp.NATBindings()
+	if err != nil {
+		return s, err
+	}
+	for _, b := range bs {
+		s.Bindings = append(s.Bindings, fmt.Sprintf("%s %s:%d > %s:%d -> %s:%d > %s:%d", conntrack.ProtoName(b.Proto),
+			b.From.Src, b.From.SrcPort, b.From.Dst, b.From.DstPort, b.To.Src, b.To.SrcPort, b.To.Dst, b.To.DstPort))
+	}
+	return s, nil
+}
