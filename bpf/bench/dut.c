@@ -4,9 +4,18 @@
  *   bench_drop  the floor: count, XDP_DROP (the least any XDP program costs)
  *   bench_pass  count, XDP_PASS: hands frames to the stack, so iptables
  *               sees them (a veth only receives redirected frames from its
- *               peer while an XDP program is attached to it) */
+ *               peer while an XDP program is attached to it)
+ * and of `xdpfw bench forward`:
+ *   bench_fwd   the floor: a bare XDP FIB forwarder (IPv4: parse, FIB
+ *               lookup, TTL, MACs, redirect through fwd_ports)
+ *   bench_sink  the sink: counts each forwarded frame as it should be (the
+ *               router's MACs, TTL one less, a valid IPv4 checksum, no
+ *               padding) or not, and drops it */
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "bench.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -15,15 +24,33 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 enum {
 	DUT_SLOT_DROP = 0,
 	DUT_SLOT_PASS = 1,
+	DUT_SLOT_FWD = 2,      /* bench_fwd: redirected */
+	DUT_SLOT_SINK_OK = 3,  /* bench_sink: as forwarded frames must be */
+	DUT_SLOT_SINK_BAD = 4, /* bench_sink: anything else */
+	DUT_NUM_SLOTS,
 };
 
 /* Packets each program saw, per CPU, one slot per program. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, DUT_NUM_SLOTS);
 	__type(key, __u32);
 	__type(value, struct bench_counter);
 } dut_stats SEC(".maps");
+
+/* Where bench_fwd may redirect (the router's egress veth). */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 8);
+	__type(key, __u32);
+	__type(value, __u32);
+} fwd_ports SEC(".maps");
+
+/* What bench_sink expects (set before load): destination and source MAC
+ * (the sink's, the router egress veth's) and TTL. */
+volatile const __u8 sink_dmac[6] = {};
+volatile const __u8 sink_smac[6] = {};
+volatile const __u8 sink_ttl = 0;
 
 static __always_inline void count(struct xdp_md *ctx, __u32 slot)
 {
@@ -47,4 +74,67 @@ int bench_pass(struct xdp_md *ctx)
 {
 	count(ctx, DUT_SLOT_PASS);
 	return XDP_PASS;
+}
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+
+SEC("xdp")
+int bench_fwd(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct bpf_fib_lookup fib = {};
+
+	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->ttl <= 1)
+		return XDP_PASS;
+	fib.family = AF_INET;
+	fib.tos = ip->tos;
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = bpf_ntohs(ip->tot_len);
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	fib.ifindex = ctx->ingress_ifindex;
+	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+		return XDP_PASS;
+	__u32 check = ip->check;
+	check += bpf_htons(0x0100);
+	ip->check = (__u16)(check + (check >= 0xffff));
+	ip->ttl--;
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	count(ctx, DUT_SLOT_FWD);
+	return bpf_redirect_map(&fwd_ports, fib.ifindex, 0);
+}
+
+SEC("xdp")
+int bench_sink(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	__u32 slot = DUT_SLOT_SINK_BAD;
+
+	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		goto out;
+	for (int i = 0; i < 6; i++)
+		if (eth->h_dest[i] != sink_dmac[i] || eth->h_source[i] != sink_smac[i])
+			goto out;
+	if (ip->ttl != sink_ttl || ip->ihl != 5 || data_end - data != ETH_HLEN + bpf_ntohs(ip->tot_len))
+		goto out;
+	__u16 *w = (__u16 *)ip;
+	__u32 sum = 0;
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	if (sum == 0xffff)
+		slot = DUT_SLOT_SINK_OK;
+out:
+	count(ctx, slot);
+	return XDP_DROP;
 }

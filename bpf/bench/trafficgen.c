@@ -26,6 +26,9 @@ volatile const __u32 gen_ifindex = 0;
 volatile const __u32 gen_src_base = 0;
 /* Source addresses cycled through, a power of two (mask + 1). */
 volatile const __u32 gen_src_mask = 0;
+/* Source ports cycled through, a power of two (mask + 1): 0 with a zero
+ * gen_src_mask makes every packet the same flow. */
+volatile const __u32 gen_port_mask = 0xffff;
 
 /* Packets generated, per CPU; the packet count is also the flow sequence. */
 struct {
@@ -73,7 +76,7 @@ int trafficgen(struct xdp_md *ctx)
 
 	/* 65,536 source ports per address, then the next address: a new
 	 * 5-tuple for (gen_src_mask + 1) x 65,536 packets per CPU. */
-	udp->source = bpf_htons((__u16)seq);
+	udp->source = bpf_htons((__u16)(seq & gen_port_mask));
 	ip->saddr = bpf_htonl(gen_src_base + ((__u32)(seq >> 16) & gen_src_mask));
 	ip->check = ipv4_csum(ip);
 	return bpf_redirect(gen_ifindex, 0);

@@ -33,8 +33,11 @@ var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUT
 
 // Slots of dut_stats (bpf/bench/dut.c).
 const (
-	dutSlotDrop = 0
-	dutSlotPass = 1
+	dutSlotDrop    = 0
+	dutSlotPass    = 1
+	dutSlotFwd     = 2 // bench_fwd
+	dutSlotSinkOK  = 3 // bench_sink: as forwarded frames must be
+	dutSlotSinkBad = 4 // bench_sink: anything else
 )
 
 // MacroRuleSet is the benchmark's rule set of n rules in iptables-save

@@ -24,8 +24,14 @@ type dutBenchCounter struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	dutMapDutStats   = "dut_stats"
+	dutMapFwdPorts   = "fwd_ports"
 	dutProgBenchDrop = "bench_drop"
+	dutProgBenchFwd  = "bench_fwd"
 	dutProgBenchPass = "bench_pass"
+	dutProgBenchSink = "bench_sink"
+	dutVarSinkDmac   = "sink_dmac"
+	dutVarSinkSmac   = "sink_smac"
+	dutVarSinkTtl    = "sink_ttl"
 )
 
 // loadDut returns the embedded CollectionSpec for dut.
@@ -71,7 +77,9 @@ type dutSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutProgramSpecs struct {
 	BenchDrop *ebpf.ProgramSpec `ebpf:"bench_drop"`
+	BenchFwd  *ebpf.ProgramSpec `ebpf:"bench_fwd"`
 	BenchPass *ebpf.ProgramSpec `ebpf:"bench_pass"`
+	BenchSink *ebpf.ProgramSpec `ebpf:"bench_sink"`
 }
 
 // dutMapSpecs contains maps before they are loaded into the kernel.
@@ -79,12 +87,16 @@ type dutProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutMapSpecs struct {
 	DutStats *ebpf.MapSpec `ebpf:"dut_stats"`
+	FwdPorts *ebpf.MapSpec `ebpf:"fwd_ports"`
 }
 
 // dutVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutVariableSpecs struct {
+	SinkDmac *ebpf.VariableSpec `ebpf:"sink_dmac"`
+	SinkSmac *ebpf.VariableSpec `ebpf:"sink_smac"`
+	SinkTtl  *ebpf.VariableSpec `ebpf:"sink_ttl"`
 }
 
 // dutObjects contains all objects after they have been loaded into the kernel.
@@ -108,11 +120,13 @@ func (o *dutObjects) Close() error {
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutMaps struct {
 	DutStats *ebpf.Map `ebpf:"dut_stats"`
+	FwdPorts *ebpf.Map `ebpf:"fwd_ports"`
 }
 
 func (m *dutMaps) Close() error {
 	return _DutClose(
 		m.DutStats,
+		m.FwdPorts,
 	)
 }
 
@@ -120,6 +134,9 @@ func (m *dutMaps) Close() error {
 //
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutVariables struct {
+	SinkDmac *ebpf.Variable `ebpf:"sink_dmac"`
+	SinkSmac *ebpf.Variable `ebpf:"sink_smac"`
+	SinkTtl  *ebpf.Variable `ebpf:"sink_ttl"`
 }
 
 // dutPrograms contains all programs after they have been loaded into the kernel.
@@ -127,13 +144,17 @@ type dutVariables struct {
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutPrograms struct {
 	BenchDrop *ebpf.Program `ebpf:"bench_drop"`
+	BenchFwd  *ebpf.Program `ebpf:"bench_fwd"`
 	BenchPass *ebpf.Program `ebpf:"bench_pass"`
+	BenchSink *ebpf.Program `ebpf:"bench_sink"`
 }
 
 func (p *dutPrograms) Close() error {
 	return _DutClose(
 		p.BenchDrop,
+		p.BenchFwd,
 		p.BenchPass,
+		p.BenchSink,
 	)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -23,27 +24,37 @@ const (
 // loaded in the generator's namespace and redirecting to its veth.
 type Generator struct {
 	topo *Topology
+	dst  netip.Addr // the frames' destination
 	objs trafficgenObjects
 	rate float64 // packets per second of the last call (0: none yet)
 }
 
-// NewGenerator loads the generator program for topology t.
-func NewGenerator(t *Topology) (*Generator, error) {
+// NewGenerator loads the generator program for topology t: frames to the
+// DUT, every one a new flow.
+func NewGenerator(t *Topology) (*Generator, error) { return newGenerator(t, dutAddr.Addr(), false) }
+
+// newGenerator loads the generator program for topology t with frames to
+// dst, every one a new flow or (oneFlow) all the same.
+func newGenerator(t *Topology, dst netip.Addr, oneFlow bool) (*Generator, error) {
 	spec, err := loadTrafficgen()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded trafficgen objects: %w", err)
 	}
 	src := TrafficSrc.Addr().As4()
 	for name, v := range map[string]uint32{
-		"gen_ifindex":  uint32(t.GenIf.Index),
-		"gen_src_base": uint32(src[0])<<24 | uint32(src[1])<<16 | uint32(src[2])<<8 | uint32(src[3]),
-		"gen_src_mask": uint32(1)<<(32-TrafficSrc.Bits()) - 1,
+		"gen_ifindex":   uint32(t.GenIf.Index),
+		"gen_src_base":  uint32(src[0])<<24 | uint32(src[1])<<16 | uint32(src[2])<<8 | uint32(src[3]),
+		"gen_src_mask":  uint32(1)<<(32-TrafficSrc.Bits()) - 1,
+		"gen_port_mask": 0xffff,
 	} {
+		if oneFlow && name != "gen_ifindex" && name != "gen_src_base" {
+			v = 0
+		}
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
-	g := &Generator{topo: t}
+	g := &Generator{topo: t, dst: dst}
 	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -58,14 +69,15 @@ func NewGenerator(t *Topology) (*Generator, error) {
 func (g *Generator) Close() { g.objs.Close() }
 
 // Frame is the template the generator sends at an Ethernet frame size
-// (without FCS): IPv4/UDP from the first traffic source to the DUT,
+// (without FCS): IPv4/UDP from the first traffic source to the DUT (the
+// destination it was loaded with; through the DUT's MAC),
 // destination port TrafficDPort, UDP checksum 0 ("none", valid for IPv4;
 // the generator rewrites ports and addresses without touching it).
 func (g *Generator) Frame(size int) ([]byte, error) {
 	if size < MinFrameSize || size > MaxFrameSize {
 		return nil, fmt.Errorf("frame size %d: want %d..%d bytes", size, MinFrameSize, MaxFrameSize)
 	}
-	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: dutAddr.Addr(), Proto: packet.ProtoUDP,
+	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: g.dst, Proto: packet.ProtoUDP,
 		SPort: 0, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
 	copy(p.SrcMAC[:], g.topo.GenIf.MAC)
 	copy(p.DstMAC[:], g.topo.DUTIf.MAC)

@@ -119,32 +119,9 @@ func NewTopology() (t *Topology, err error) {
 	t.GenIf = Iface{Name: fmt.Sprintf("xbg%d", pid), Addr: genAddr}
 	t.DUTIf = Iface{Name: fmt.Sprintf("xbd%d", pid), Addr: dutAddr}
 
-	h, err := netlink.NewHandleAt(t.Gen.Handle)
-	if err != nil {
-		return t, fmt.Errorf("netlink in %s: %w", t.Gen.Name, err)
+	if err := t.addVeth(t.Gen, &t.GenIf, t.DUT, &t.DUTIf); err != nil {
+		return t, err
 	}
-	defer h.Close()
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: t.GenIf.Name, TxQLen: 1000},
-		PeerName:      t.DUTIf.Name,
-		PeerNamespace: netlink.NsFd(t.DUT.Handle),
-	}
-	if err := h.LinkAdd(veth); err != nil {
-		return t, fmt.Errorf("creating veth %s <-> %s: %w", t.GenIf.Name, t.DUTIf.Name, err)
-	}
-	t.cleanups = append(t.cleanups, func() error {
-		// Deleting one end deletes both; gone already is fine.
-		h, err := netlink.NewHandleAt(t.Gen.Handle)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		l, err := h.LinkByName(t.GenIf.Name)
-		if err != nil {
-			return nil
-		}
-		return h.LinkDel(l)
-	})
 	// Reverse-path filtering off (a new namespace inherits the host's
 	// setting: the verdict must be the DUT's alone) and IPv6 off (no
 	// router solicitations or MLD reports on the veth).
@@ -186,6 +163,38 @@ func NewTopology() (t *Topology, err error) {
 		t.DUTCPU = 0
 	}
 	return t, nil
+}
+
+// addVeth creates the veth pair ai (in a) <-> bi (in b) and registers its
+// removal.
+func (t *Topology) addVeth(a *Namespace, ai *Iface, b *Namespace, bi *Iface) error {
+	h, err := netlink.NewHandleAt(a.Handle)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", a.Name, err)
+	}
+	defer h.Close()
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: ai.Name, TxQLen: 1000},
+		PeerName:      bi.Name,
+		PeerNamespace: netlink.NsFd(b.Handle),
+	}
+	if err := h.LinkAdd(veth); err != nil {
+		return fmt.Errorf("creating veth %s <-> %s: %w", ai.Name, bi.Name, err)
+	}
+	t.cleanups = append(t.cleanups, func() error {
+		// Deleting one end deletes both; gone already is fine.
+		h, err := netlink.NewHandleAt(a.Handle)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		l, err := h.LinkByName(ai.Name)
+		if err != nil {
+			return nil
+		}
+		return h.LinkDel(l)
+	})
+	return nil
 }
 
 // newNamespace creates a named namespace (lo up) and registers its removal.
@@ -326,7 +335,10 @@ func addNeigh(ns *Namespace, ifindex int, peer Iface) error {
 // attribute "threaded"; sysfs shows the devices of the network namespace
 // that mounted it, so a sysfs is mounted briefly from inside the DUT's
 // namespace in a private temporary directory.
-func (t *Topology) SetThreadedNAPI(on bool) error {
+func (t *Topology) SetThreadedNAPI(on bool) error { return setThreadedNAPI(t.DUT, t.DUTIf.Name, on) }
+
+// setThreadedNAPI is SetThreadedNAPI for device name in ns.
+func setThreadedNAPI(ns *Namespace, name string, on bool) error {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sysfsPrefix, os.Getpid()))
 	if err != nil {
 		return err
@@ -336,14 +348,14 @@ func (t *Topology) SetThreadedNAPI(on bool) error {
 	if on {
 		val = "1"
 	}
-	return t.DUT.Do(func() error {
+	return ns.Do(func() error {
 		if err := unix.Mount("sysfs", dir, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("mounting sysfs of %s: %w", t.DUT.Name, err)
+			return fmt.Errorf("mounting sysfs of %s: %w", ns.Name, err)
 		}
 		defer unix.Unmount(dir, unix.MNT_DETACH)
-		f := filepath.Join(dir, "class/net", t.DUTIf.Name, "threaded")
+		f := filepath.Join(dir, "class/net", name, "threaded")
 		if err := os.WriteFile(f, []byte(val), 0o644); err != nil {
-			return fmt.Errorf("threaded NAPI on %s: %w", t.DUTIf.Name, err)
+			return fmt.Errorf("threaded NAPI on %s: %w", name, err)
 		}
 		return nil
 	})
@@ -351,8 +363,12 @@ func (t *Topology) SetThreadedNAPI(on bool) error {
 
 // NAPIThread finds the kernel thread polling the DUT's veth (threaded
 // NAPI) and pins it to DUTCPU. It returns the thread's pid.
-func (t *Topology) NAPIThread() (int, error) {
-	want := "napi/" + t.DUTIf.Name + "-"
+func (t *Topology) NAPIThread() (int, error) { return napiThread(t.DUTIf.Name, t.DUTCPU) }
+
+// napiThread finds the kernel thread polling device name (threaded NAPI)
+// and pins it to cpu. It returns the thread's pid.
+func napiThread(name string, cpu int) (int, error) {
+	want := "napi/" + name + "-"
 	if len(want) > 15 { // TASK_COMM_LEN - 1
 		want = want[:15]
 	}
@@ -370,23 +386,28 @@ func (t *Topology) NAPIThread() (int, error) {
 			continue
 		}
 		var set unix.CPUSet
-		set.Set(t.DUTCPU)
+		set.Set(cpu)
 		if err := unix.SchedSetaffinity(pid, &set); err != nil {
-			return 0, fmt.Errorf("pinning %s (pid %d) to CPU %d: %w", strings.TrimSpace(string(comm)), pid, t.DUTCPU, err)
+			return 0, fmt.Errorf("pinning %s (pid %d) to CPU %d: %w", strings.TrimSpace(string(comm)), pid, cpu, err)
 		}
 		return pid, nil
 	}
-	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, t.DUTIf.Name)
+	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, name)
 }
 
 // LinkStats are the DUT veth's counters (netlink).
 func (t *Topology) LinkStats() (*netlink.LinkStatistics, error) {
-	h, err := netlink.NewHandleAt(t.DUT.Handle)
+	return linkStats(t.DUT, t.DUTIf.Index)
+}
+
+// linkStats are the counters of device ifindex in ns (netlink).
+func linkStats(ns *Namespace, ifindex int) (*netlink.LinkStatistics, error) {
+	h, err := netlink.NewHandleAt(ns.Handle)
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
-	l, err := h.LinkByIndex(t.DUTIf.Index)
+	l, err := h.LinkByIndex(ifindex)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ const (
 	trafficgenMapGenStats    = "gen_stats"
 	trafficgenProgTrafficgen = "trafficgen"
 	trafficgenVarGenIfindex  = "gen_ifindex"
+	trafficgenVarGenPortMask = "gen_port_mask"
 	trafficgenVarGenSrcBase  = "gen_src_base"
 	trafficgenVarGenSrcMask  = "gen_src_mask"
 )
@@ -86,9 +87,10 @@ type trafficgenMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficgenVariableSpecs struct {
-	GenIfindex *ebpf.VariableSpec `ebpf:"gen_ifindex"`
-	GenSrcBase *ebpf.VariableSpec `ebpf:"gen_src_base"`
-	GenSrcMask *ebpf.VariableSpec `ebpf:"gen_src_mask"`
+	GenIfindex  *ebpf.VariableSpec `ebpf:"gen_ifindex"`
+	GenPortMask *ebpf.VariableSpec `ebpf:"gen_port_mask"`
+	GenSrcBase  *ebpf.VariableSpec `ebpf:"gen_src_base"`
+	GenSrcMask  *ebpf.VariableSpec `ebpf:"gen_src_mask"`
 }
 
 // trafficgenObjects contains all objects after they have been loaded into the kernel.
@@ -124,9 +126,10 @@ func (m *trafficgenMaps) Close() error {
 //
 // It can be passed to loadTrafficgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficgenVariables struct {
-	GenIfindex *ebpf.Variable `ebpf:"gen_ifindex"`
-	GenSrcBase *ebpf.Variable `ebpf:"gen_src_base"`
-	GenSrcMask *ebpf.Variable `ebpf:"gen_src_mask"`
+	GenIfindex  *ebpf.Variable `ebpf:"gen_ifindex"`
+	GenPortMask *ebpf.Variable `ebpf:"gen_port_mask"`
+	GenSrcBase  *ebpf.Variable `ebpf:"gen_src_base"`
+	GenSrcMask  *ebpf.Variable `ebpf:"gen_src_mask"`
 }
 
 // trafficgenPrograms contains all programs after they have been loaded into the kernel.

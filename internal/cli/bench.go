@@ -28,7 +28,7 @@ its own network namespace and bpffs, and removes them.
   edit       single edits (add, insert, delete, replace) on a large rule set:
              time until packets see them, and the rebuild after`,
 	}
-	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchConntrack(e), newBenchEdit(e))
+	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchForward(e), newBenchConntrack(e), newBenchEdit(e))
 	return cmd
 }
 
