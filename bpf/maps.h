@@ -373,6 +373,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_recent SEC(".maps");
 
+/* The settings of each -m hashlimit rule, by rule id: written by the
+ * control plane before the generation that uses them is in force. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FW_MAX_HASHLIMIT_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_hashlimit_rule);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_hashlimit_rules SEC(".maps");
+
+/* The -m hashlimit buckets of every table in one LRU map (the least
+ * recently used bucket goes when it is full, and comes back full). The
+ * control plane removes a table's buckets when no rule names it any more. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_HASHLIMIT_MAX);
+	__type(key, struct fw_hashlimit_key);
+	__type(value, struct fw_hashlimit_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_hashlimit SEC(".maps");
+
 /* The walk's notes of -m recent matches (struct fw_state_scratch), per
  * CPU: slot 0 for XDP, 1 for tc. Not pinned: it lives for one packet. */
 struct {
@@ -431,6 +452,34 @@ struct {
 	__type(value, __u64);
 } fw_reject_own_last SEC(".maps");
 
+/* Latency sampling (lib/latency.h): one packet in this many is timed,
+ * per CPU; 0: none, and no clock is read. A global in a data section of
+ * its own, which the control plane pins (as .data.latency) and writes
+ * while packets flow (`load --latency-sample`, `stats --latency-sample`):
+ * the data plane reads it with one load, no map lookup. */
+volatile __u32 fw_lat_every SEC(".data.latency") = 0;
+
+/* The sampled packets' processing time: struct fw_lat_hist per chain and
+ * outcome (slot chain * FW_LAT_OUTS + enum fw_lat_out), per CPU. The
+ * control plane reads and zeroes it (`stats --reset-latency`). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_LAT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct fw_lat_hist);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_latency SEC(".maps");
+
+/* A hook's latency clock, per CPU (in its per-packet slot): packets
+ * since the last one timed, and the time the one in flight entered
+ * (0: not timed). t0 is 0 between packets: the end of every packet puts
+ * it back. */
+struct fw_lat_clock {
+	__u64 t0;
+	__u32 n;
+	__u32 _pad;
+};
+
 /* The XDP program's hand-over to its classify stage (xdp_fw.c), per CPU:
  * the parsed packet, what conntrack will record, the rule set in force.
  * The stage runs right after, on the same CPU, before anything else can
@@ -450,8 +499,12 @@ struct fw_xdp_handoff {
 	__u8 ct[48];         /* struct fw_ct's first fw_ct_plan_size bytes (lib/ct.h) */
 	struct fw_root root; /* a copy of the root in force for the packet */
 	__u32 sel;           /* fw_active_sel's */
-	__u32 _pad;
+	/* The VLAN tag the NIC stripped from the frame, from xdpfw_rxvlan
+	 * (FW_RX_VLAN_TAGGED | VID), 0 when none: xdpfw_ingress reads it and
+	 * clears it for the next packet. */
+	__u32 rx_vlan;
 	struct fw_decision d; /* the stage's decision */
+	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -465,25 +518,34 @@ struct {
  * 512 bytes for a program and the functions it calls, together). tc
  * egress runs with bottom halves off, and finishes before the packet is
  * sent on, so no other run of it uses the slot meanwhile. Not pinned. */
+struct fw_tc_slot {
+	struct fw_pkt pkt;
+	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct fw_pkt);
+	__type(value, struct fw_tc_slot);
 } fw_tc_pkt SEC(".maps");
 
-/* The XDP program's classify stage, entered by a tail call. Filled at
- * load. Not pinned by name: each loaded program has its own, which the
- * control plane pins as stages_<program id> (the kernel empties a program
- * array once no file descriptor or pin holds it). */
+/* The XDP program's stages, entered by a tail call: its classify stage,
+ * and xdpfw_ingress itself for the device-bound xdpfw_rxvlan in front of
+ * it. Filled at load. Not pinned by name: each loaded program has its own,
+ * which the control plane pins as stages_<program id> (the kernel empties
+ * a program array once no file descriptor or pin holds it). */
+#define FW_XDP_STAGE_CLASSIFY 0
+#define FW_XDP_STAGE_INGRESS  1
 int xdpfw_ingress_classify(struct xdp_md *ctx);
+int xdpfw_ingress(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } fw_xdp_stages SEC(".maps") = {
-	.values = { [0] = (void *)&xdpfw_ingress_classify },
+	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_ingress_classify,
+		    [FW_XDP_STAGE_INGRESS] = (void *)&xdpfw_ingress },
 };
 
 #endif

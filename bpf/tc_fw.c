@@ -16,6 +16,7 @@
 #include "lib/trace.h"
 #include "lib/log.h"
 #include "lib/frag.h"
+#include "lib/latency.h"
 
 /* Headers a locally built packet may keep outside the linear area are
  * pulled in: up to this many bytes. */
@@ -25,7 +26,7 @@ SEC("tc")
 int xdpfw_egress(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
-	struct fw_pkt *pkt = bpf_map_lookup_elem(&fw_tc_pkt, &zero);
+	struct fw_tc_slot *slot = bpf_map_lookup_elem(&fw_tc_pkt, &zero);
 	struct fw_decision d = {};
 	__u64 bytes = skb->len;
 	int rc;
@@ -34,8 +35,11 @@ int xdpfw_egress(struct __sk_buff *skb)
 	 * already met the FORWARD chain at ingress. Local packets have 0. */
 	if (skb->ingress_ifindex)
 		return TC_ACT_OK;
-	if (!pkt) /* never: a per-CPU array's only slot */
+	if (!slot) /* never: a per-CPU array's only slot */
 		return TC_ACT_SHOT;
+	struct fw_lat_clock *lat = &slot->lat;
+	fw_lat_start(lat); /* forwarded packets, passed above, are not timed */
+	struct fw_pkt *pkt = &slot->pkt;
 	__builtin_memset(pkt, 0, sizeof(*pkt));
 	__u32 linear = skb->data_end - skb->data;
 	if (linear < FW_TC_PULL && skb->len > linear)
@@ -44,10 +48,11 @@ int xdpfw_egress(struct __sk_buff *skb)
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	pkt->chain = FW_CHAIN_OUTPUT;
-	rc = fw_parse(data, data_end, skb->len, pkt);
+	rc = fw_parse(data, data_end, skb->len, 0, pkt);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, FW_OUT_TC_OK, bytes, fw_now());
 		fw_trace_skb(skb, 0, 0xff, FW_R_NOT_IP, pkt);
+		fw_lat_end(lat, FW_CHAIN_OUTPUT, FW_LAT_PASS);
 		return TC_ACT_OK;
 	}
 	if (rc < 0) {
@@ -55,6 +60,7 @@ int xdpfw_egress(struct __sk_buff *skb)
 		int tc = act == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 		fw_count_reason(-rc, fw_tc_out(tc), bytes, fw_now());
 		fw_trace_skb(skb, 0, act, -rc, pkt);
+		fw_lat_end(lat, FW_CHAIN_OUTPUT, act);
 		return tc;
 	}
 	pkt->ifindex = skb->ifindex;
@@ -64,16 +70,19 @@ int xdpfw_egress(struct __sk_buff *skb)
 		if (fw_frag_later(pkt, &d) < 0) {
 			fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
 			fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, pkt);
+			fw_lat_end(lat, FW_CHAIN_OUTPUT, FW_LAT_DROP);
 			return TC_ACT_SHOT;
 		}
 		rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 		fw_frag_count(&d, fw_tc_out(rc), bytes);
 		fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, pkt, d.reject);
+		fw_lat_end(lat, FW_CHAIN_OUTPUT, d.action);
 		return rc;
 	}
 	if (fw_decide(skb, data, data_end, pkt, bytes, &d, fw_trace_skb_ctstate(skb)) < 0) {
 		fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
 		fw_trace_skb(skb, 0, FW_ACT_DROP, FW_R_NO_RULESET, pkt);
+		fw_lat_end(lat, FW_CHAIN_OUTPUT, FW_LAT_DROP);
 		return TC_ACT_SHOT;
 	}
 	if (fw_log_wanted(&d)) /* before REJECT rewrites the packet */
@@ -86,6 +95,7 @@ int xdpfw_egress(struct __sk_buff *skb)
 	fw_count_reason(d.reason, fw_tc_out(rc), bytes, now);
 	fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, pkt, d.reject);
 	fw_trace_skb_log(skb, &d);
+	fw_lat_end(lat, FW_CHAIN_OUTPUT, d.action);
 	fw_frag_record(pkt, &d); /* last: the verifier splits on the flag, with nothing left to check twice */
 	return rc;
 }

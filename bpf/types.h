@@ -198,6 +198,8 @@ struct fw_pkt {
 #define FW_CTI_SEEN_REPLY 0x02 /* a packet went the other way (this one, or before) */
 #define FW_CTI_ASSURED    0x04 /* FW_CTF_ASSURED, this packet included */
 #define FW_CTI_CONFIRMED  0x08 /* recorded before this packet (not a connection's first packet) */
+#define FW_CTI_SRC_NAT    0x10 /* the kernel's conntrack translates the connection's source (lib/kct.h) */
+#define FW_CTI_DST_NAT    0x20 /* ... its destination: the packet must go to the kernel, which translates it */
 #define FW_CTI_REPLY      0x80 /* the packet goes in the reply direction */
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -337,8 +339,18 @@ struct fw_entry {
 	 * sits in. The tree walk tests these instead of fw_entry_match. */
 	__u8  nranges;
 	__u8  rdim[FW_RANGES_MAX];
+	/* With FW_EF_NOTE (compile.Entry.Probe, GuardMask, GuardVal, Note;
+	 * placed in what was padding, the size grows by 8 bytes): probe
+	 * (1..FW_PROBE_MAX, 0 none) is the bit a probe sets when its stateful
+	 * test matches; the entry applies only to packets whose probe bits b
+	 * have (b & guard_mask) == guard_val; note is the key of the notes
+	 * this entry shares (one rule at one place of the flattened chains:
+	 * settled once per packet; -m recent entries have it too). */
+	__u8  probe;
 	__u32 rlo[FW_RANGES_MAX];
 	__u32 rhi[FW_RANGES_MAX];
+	__u32 note;
+	__u32 guard_mask, guard_val;
 };
 
 /* fw_entry.flags (and fw_root.fast_flags) */
@@ -348,6 +360,8 @@ struct fw_entry {
 #define FW_EF_STATE 0x08 /* -m recent: noted in the walk, settled in rule order after it (fw_state_settle) */
 #define FW_EF_COUNT 0x10  /* with FW_ACT_LOG: counts the packets it matches for its rule
 			   * (a jump, goto, RETURN or rule without -j), logs nothing */
+#define FW_EF_NOTE 0x20  /* a probe or guarded entry (note, probe, guard_*): noted in the
+			   * walk, settled in rule order after it (fw_state_settle) */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line.
  * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
@@ -505,6 +519,7 @@ enum fw_ct_stat {
 	FW_CT_STAT_FRAG_UNKNOWN, /* later fragments of no recorded datagram (first fragment not seen, evicted or expired): dropped */
 	FW_CT_STAT_FRAG_EXPIRED, /* ... of which the datagram's entry was there, past its 30 s */
 	FW_CT_STAT_FRAG_OVERLAP, /* later fragments overlapping their datagram's first fragment: dropped, and the datagram with them */
+	FW_CT_STAT_KERNEL_NAT,   /* packets judged with the kernel's conntrack: its connection is NATed by the kernel (lib/kct.h) */
 	FW_CT_STAT_NUM,
 };
 
@@ -628,6 +643,9 @@ enum fw_fwd_reason {
 	FW_FWD_MARTIAN,       /* an address the kernel does not forward (loopback, multicast or zero source, ...) */
 	FW_FWD_HAIRPIN,       /* leaves by the device it came in by (the kernel sends a redirect) */
 	FW_FWD_TRIM,          /* the frame's padding beyond the IP packet could not be trimmed */
+	FW_FWD_KERNEL_NAT,    /* the kernel's conntrack translates the connection (its nat table): only the kernel can send it */
+	FW_FWD_KERNEL_CT,     /* no answer of the connection has come back untranslated yet: the kernel, which may
+			       * translate it (its nat table), forwards it (lib/fwd.h fw_fwd_kernel) */
 	FW_NUM_FWD,
 };
 
@@ -641,6 +659,7 @@ struct fw_config {
 	__u32 reject_rate;               /* REJECT answers per second per source; 0: FW_REJECT_RATE_DEFAULT */
 	__u32 reject_burst;              /* ... of which this many at once; 0: FW_REJECT_BURST_DEFAULT */
 	__u32 forward_stack;             /* 1: FORWARD-accepted packets go to the kernel (XDP_PASS); 0: the XDP fast path (lib/fwd.h) */
+	__u32 kernel_ct_off;             /* 1: never ask the kernel's conntrack about kernel-NATed connections (lib/kct.h) */
 };
 
 /* REJECT's per-source answer budget (token bucket) when fw_config leaves it
@@ -771,6 +790,10 @@ struct fw_log_scratch {
  * a rule set in which one packet could meet more than FW_STATE_MAX of
  * them. Mirrored by internal/compile (abi.go). */
 #define FW_STATE_MAX        8
+/* Probe bits of one packet: -m limit or -m recent on rules that decide
+ * nothing themselves (a jump, goto, RETURN or rule without -j), per
+ * built-in chain (compile.MaxProbes; fw_state_settle). */
+#define FW_PROBE_MAX        32
 #define FW_RECENT_STAMPS    32    /* time stamps kept per address (a ring) */
 #define FW_MAX_RECENT_RULES 4096  /* -m recent rules in a rule set */
 #define FW_RECENT_MAX       4096  /* addresses in all lists together (LRU) */
@@ -785,6 +808,7 @@ enum fw_recent_op {
 /* fw_recent_rule.flags */
 #define FW_RECENT_F_DEST   0x01 /* --rdest: the destination address */
 #define FW_RECENT_F_INVERT 0x02 /* ! --rcheck ... */
+#define FW_RECENT_F_TTL    0x04 /* --rttl: the entry's TTL must be the packet's (or either 0) */
 
 /* A -m recent rule's settings (fw_recent_rules, by rule id). */
 struct fw_recent_rule {
@@ -809,13 +833,60 @@ struct fw_recent_entry {
 	__u64 stamps[FW_RECENT_STAMPS]; /* bpf_ktime_get_ns() of the packets recorded, a ring */
 	__u8  index;                     /* 1 + the ring slot written last */
 	__u8  nstamps;                   /* slots in use */
-	__u8  _pad[6];
+	__u8  ttl;                       /* the TTL (hop limit) of the packet that set or updated it last (--rttl) */
+	__u8  _pad[5];
 };
 
-/* What the walk notes of -m recent matches (fw_state_scratch, per CPU). */
+/* -m hashlimit (lib/classify.h fw_hashlimit_apply, docs/limits.md): a
+ * state rule as -m recent (FW_EF_STATE: noted in the walk, settled in rule
+ * order after it), whose state is a token bucket (lib/ratelimit.h) per
+ * key built from the packet, in a named table. Mirrored by
+ * internal/compile (abi.go). */
+#define FW_MAX_HASHLIMIT_RULES 4096  /* -m hashlimit rules in a rule set */
+#define FW_HASHLIMIT_MAX       16384 /* buckets in all tables together (LRU) */
+
+/* fw_hashlimit_rule.flags: the fields of the key (--hashlimit-mode, as
+ * rules.HashMode), and --hashlimit-above */
+#define FW_HL_F_SRCIP   0x01
+#define FW_HL_F_SRCPORT 0x02
+#define FW_HL_F_DSTIP   0x04
+#define FW_HL_F_DSTPORT 0x08
+#define FW_HL_F_ABOVE   0x10 /* matches when the bucket has no token (and takes one when it has) */
+
+/* A -m hashlimit rule's settings (fw_hashlimit_rules, by rule id). */
+struct fw_hashlimit_rule {
+	__u64 srcmask[2];  /* --hashlimit-srcmask, on the address as fw_pkt holds it */
+	__u64 dstmask[2];
+	__u64 interval_ns; /* one token per interval */
+	__u64 expire_ns;   /* --hashlimit-htable-expire: an idle bucket is full again after it */
+	__u32 burst;
+	__u32 table;       /* the table (--hashlimit-name) */
+	__u32 flags;       /* FW_HL_F_* */
+	__u32 _pad;
+};
+
+/* A bucket of a table (fw_hashlimit): the fields of the rule's mode,
+ * masked; the others zero. */
+struct fw_hashlimit_key {
+	__u64 src[2];
+	__u64 dst[2];
+	__u32 table;
+	__u16 sport;
+	__u16 dport;
+	__u8  family;
+	__u8  _pad[7];
+};
+
+struct fw_hashlimit_bucket {
+	__u64 tat;  /* GCRA (lib/ratelimit.h) */
+	__u64 seen; /* bpf_ktime_get_ns() of its last packet */
+};
+
+/* What the walk notes of -m recent and -m hashlimit matches, probes and guarded entries
+ * (fw_state_scratch, per CPU). */
 struct fw_state_scratch {
 	__u32 idx[FW_STATE_MAX]; /* entry indices */
-	__u32 ids[FW_STATE_MAX]; /* their rule ids */
+	__u32 ids[FW_STATE_MAX]; /* their note keys (fw_entry.note) */
 	__u32 best;              /* the walk's deciding entry (FW_NO_TREE: the policy) */
 	__u32 gen;               /* the generation the walk read */
 	/* the address looked up and a new address's entry are built here,
@@ -823,6 +894,8 @@ struct fw_state_scratch {
 	 * fw_notes_end add up to the verifier's 512 bytes) */
 	struct fw_recent_key key;
 	struct fw_recent_entry fresh;
+	struct fw_hashlimit_key hkey; /* -m hashlimit's, the same way */
+	struct fw_hashlimit_bucket hfresh;
 };
 
 /* Counters of fw_log_counters (per CPU). Mirrored by datapath.LogStats. */
@@ -864,5 +937,37 @@ struct fw_delta {
  * rules from FW_FIRST_RULE_ID. */
 #define FW_POLICY_ID(chain, v6) (1 + (chain) * 2 + (v6))
 #define FW_FIRST_RULE_ID 16
+
+/* Per-packet processing time (lib/latency.h, docs/realtime.md): a
+ * log-linear histogram per (chain, outcome), per CPU, of sampled packets'
+ * nanoseconds from program entry to verdict. Values below FW_LAT_SUB
+ * have a bucket each; each power-of-two range [2^k, 2^(k+1)) above is
+ * split in FW_LAT_SUB equal buckets, up to 2^FW_LAT_MAX_EXP ns (1.05 ms);
+ * the last bucket holds everything longer. Mirrored by internal/latency
+ * (bucket bounds) and internal/datapath (latency.go). */
+#define FW_LAT_SUB_BITS 4
+#define FW_LAT_SUB      (1 << FW_LAT_SUB_BITS)
+#define FW_LAT_MAX_EXP  20
+#define FW_LAT_BUCKETS  ((FW_LAT_MAX_EXP - FW_LAT_SUB_BITS + 1) * FW_LAT_SUB + 1)
+
+/* The outcome a latency histogram is kept for: the decision's action
+ * (the same values as enum fw_action's first three), or PASS for a packet
+ * no rule set judges (not IP). Slot of fw_latency: chain * FW_LAT_OUTS +
+ * outcome. Mirrored by internal/datapath (latency.go). */
+enum fw_lat_out {
+	FW_LAT_ACCEPT = 0,
+	FW_LAT_DROP   = 1,
+	FW_LAT_REJECT = 2,
+	FW_LAT_PASS   = 3,
+	FW_LAT_OUTS   = 4,
+};
+#define FW_LAT_SLOTS (FW_NUM_CHAINS * FW_LAT_OUTS)
+
+struct fw_lat_hist {
+	__u64 count; /* packets measured */
+	__u64 sum;   /* their nanoseconds, summed */
+	__u64 max;   /* the longest, ns */
+	__u64 bucket[FW_LAT_BUCKETS];
+};
 
 #endif

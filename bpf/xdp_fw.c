@@ -11,7 +11,13 @@
  * classifier runs inline, without the BPF-to-BPF call whose return through
  * the kernel's return thunk costs more than the jump and the hand-over
  * (docs/classifier.md "The XDP classify stage"). The tc
- * program (tc_fw.c) calls the classifier as a global function. */
+ * program (tc_fw.c) calls the classifier as a global function.
+ *
+ * On a device whose driver hands XDP the VLAN tag it stripped (rx VLAN
+ * offload), the control plane attaches xdpfw_rxvlan instead: a small
+ * device-bound program, loaded for that interface, that reads the tag
+ * through the XDP RX metadata kfunc and tail-calls xdpfw_ingress
+ * (docs/vlan.md). */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
@@ -24,6 +30,7 @@
 #include "lib/trace.h"
 #include "lib/log.h"
 #include "lib/frag.h"
+#include "lib/latency.h"
 #include "lib/fwd.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
@@ -33,10 +40,10 @@ static __always_inline int fw_xdp_action(__u8 action)
 }
 
 /* fw_xdp_finish acts on decision d: logs, answers a REJECT, forwards
- * what FORWARD accepts (by the fast path, or the kernel), counts, traces.
- * Returns the XDP action. */
+ * what FORWARD accepts (by the fast path, or the kernel), counts, traces,
+ * stops the latency clock lat. Returns the XDP action. */
 static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
-					 __u64 bytes, const struct fw_fwd_hop *hop)
+					 __u64 bytes, const struct fw_fwd_hop *hop, struct fw_lat_clock *lat)
 {
 	int rc = fw_xdp_action(d->action);
 
@@ -50,6 +57,7 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 	fw_count_rule(d->rule_id, bytes, now);
 	fw_count_reason(d->reason, rc, bytes, now);
 	fw_trace_decision(ctx, d, p);
+	fw_lat_end(lat, p->chain, d->action);
 	fw_frag_record(p, d); /* last: the verifier splits on the flag, with nothing left to check twice */
 	return rc;
 }
@@ -57,10 +65,42 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt
 /* fw_xdp_fail_closed drops a packet nothing can decide: no rule set is
  * installed, or (never while datapath holds fw_xdp_stages) the classify
  * stage is missing. Both count as FW_R_NO_RULESET. */
-static __always_inline int fw_xdp_fail_closed(struct xdp_md *ctx, const struct fw_pkt *p, __u64 bytes)
+static __always_inline int fw_xdp_fail_closed(struct xdp_md *ctx, const struct fw_pkt *p, __u64 bytes,
+					      struct fw_lat_clock *lat)
 {
 	fw_count_reason(FW_R_NO_RULESET, XDP_DROP, bytes, fw_now());
 	fw_trace(ctx, 0, FW_ACT_DROP, FW_R_NO_RULESET, p);
+	fw_lat_end(lat, p->chain, FW_LAT_DROP);
+	return XDP_DROP;
+}
+
+/* bpf_xdp_metadata_rx_vlan_tag (Linux 6.8+, net/core/xdp.c) gives the
+ * VLAN tag the driver stripped from the frame; callable only from a
+ * device-bound program (BPF_F_XDP_DEV_BOUND_ONLY), where the verifier
+ * swaps in the driver's implementation. */
+extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto, __u16 *vlan_tci) __ksym;
+
+/* xdpfw_rxvlan: the entry on a device that strips VLAN tags into the
+ * packet's metadata. Loaded once per such interface, bound to it (the
+ * kfunc above); it hands the tag to xdpfw_ingress in the per-CPU slot
+ * and jumps there (Linux 6.16+ lets a device-bound program tail-call
+ * one that is not). Only fw_xdp_handoff and fw_xdp_stages: the control
+ * plane gives it the loaded program's. */
+SEC("xdp")
+int xdpfw_rxvlan(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+	__be16 proto;
+	__u16 tci;
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	/* -ENODATA: no tag; -EOPNOTSUPP: the driver offers none */
+	h->rx_vlan = bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) ? 0 : FW_RX_VLAN_TAGGED | (tci & 0x0fff);
+	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_INGRESS);
+	/* never while the control plane holds fw_xdp_stages: fail closed */
+	h->rx_vlan = 0;
 	return XDP_DROP;
 }
 
@@ -81,19 +121,25 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	if (!h) /* a per-CPU array's slot 0 is always there */
 		return XDP_DROP;
+	struct fw_lat_clock *lat = &h->lat;
+	fw_lat_start(lat);
 	struct fw_pkt *pp = &h->pkt;
 	*pp = (struct fw_pkt){};
+	__u32 rx_vlan = h->rx_vlan;
+	h->rx_vlan = 0;
 
-	rc = fw_parse(data, data_end, bytes, pp);
+	rc = fw_parse(data, data_end, bytes, rx_vlan, pp);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, pp);
+		fw_lat_end(lat, FW_CHAIN_INPUT, FW_LAT_PASS);
 		return XDP_PASS;
 	}
 	if (rc < 0) {
 		__u8 act = fw_malformed_action();
 		fw_count_reason(-rc, fw_xdp_action(act), bytes, fw_now());
 		fw_trace(ctx, 0, act, -rc, pp);
+		fw_lat_end(lat, FW_CHAIN_INPUT, act);
 		return fw_xdp_action(act);
 	}
 
@@ -102,6 +148,7 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		 * (generic mode): passed as natively, counted where it was sent */
 		pp->chain = FW_CHAIN_OUTPUT;
 		fw_trace(ctx, 0, 0xff, FW_R_RULE_REJECT, pp);
+		fw_lat_end(lat, FW_CHAIN_INPUT, FW_LAT_PASS);
 		return XDP_PASS;
 	}
 
@@ -114,16 +161,17 @@ int xdpfw_ingress(struct xdp_md *ctx)
 
 	if (pp->flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
 		if (fw_frag_later(pp, &d) < 0)
-			return fw_xdp_fail_closed(ctx, pp, bytes);
+			return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 		rc = fw_xdp_action(d.action);
 		if (rc == XDP_PASS && pp->chain == FW_CHAIN_FORWARD)
 			fw_fwd_count(FW_FWD_FRAG, bytes); /* the kernel forwards fragments */
 		fw_frag_count(&d, rc, bytes);
 		fw_trace_reject(ctx, d.rule_id, d.action, d.reason, pp, d.reject);
+		fw_lat_end(lat, pp->chain, d.action);
 		return rc;
 	}
 
-	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)));
+	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)), ctx);
 	if (rc == FW_DECIDE_CLASSIFY) {
 		_Static_assert(sizeof(h->ct) == fw_ct_plan_size, "fw_xdp_handoff.ct holds struct fw_ct but its pointer");
 		if (ct.next != FW_CTS_NONE)
@@ -135,13 +183,13 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		 * kind of pointer, not a fw_roots or a fw_deltas value (the
 		 * verifier would check it once for each). */
 		h->root = *root;
-		bpf_tail_call(ctx, &fw_xdp_stages, 0);
+		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_CLASSIFY);
 		rc = FW_DECIDE_NO_RULESET; /* no classify stage: fail closed */
 	}
 	if (rc == FW_DECIDE_NO_RULESET)
-		return fw_xdp_fail_closed(ctx, pp, bytes);
+		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 	fw_decide_end(&ct, pp, bytes, &d);
-	return fw_xdp_finish(ctx, pp, &d, bytes, &h->hop);
+	return fw_xdp_finish(ctx, pp, &d, bytes, &h->hop, lat);
 }
 
 /* The classify stage (fw_xdp_stages[0]): the classifier inline, for what
@@ -170,5 +218,5 @@ int xdpfw_ingress_classify(struct xdp_md *ctx)
 		fw_ct_relink(&ct);
 		fw_decide_end(&ct, p, bytes, d);
 	}
-	return fw_xdp_finish(ctx, p, d, bytes, &h->hop);
+	return fw_xdp_finish(ctx, p, d, bytes, &h->hop, &h->lat);
 }

@@ -9,7 +9,12 @@
  * Page-pool pages keep what the previous run wrote, so each run sets every
  * field it varies and recomputes the IPv4 header checksum. The UDP checksum
  * of the template is 0 ("none", allowed for IPv4), so changing ports and
- * addresses keeps the frame valid. */
+ * addresses keeps the frame valid.
+ *
+ * Spread mode (`bench macro --spread`): with gen_aim_n[0] = K > 0, packet
+ * number seq takes its source address and destination port from
+ * gen_aims[seq % K], one pair per rule of the rule set in random order, so
+ * the traffic walks the whole rule set; the source port still counts. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -38,6 +43,29 @@ struct {
 	__type(value, struct bench_counter);
 } gen_stats SEC(".maps");
 
+/* Source address and destination port (network order) of one rule. */
+struct gen_aim {
+	__u32 saddr;
+	__u16 dport;
+	__u16 pad;
+};
+
+/* Sized by the loader (max_entries: the largest rule count). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_aim);
+} gen_aims SEC(".maps");
+
+/* The number of gen_aims in use (0: spread mode off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} gen_aim_n SEC(".maps");
+
 /* Ones' complement sum of the 20-byte IPv4 header (no options: the Go side
  * builds the template). */
 static __always_inline __u16 ipv4_csum(struct iphdr *ip)
@@ -63,7 +91,8 @@ int trafficgen(struct xdp_md *ctx)
 	struct iphdr *ip = (void *)(eth + 1);
 	struct udphdr *udp = (void *)(ip + 1);
 	struct bench_counter *c;
-	__u32 zero = 0;
+	struct gen_aim *a;
+	__u32 zero = 0, *k;
 	__u64 seq;
 
 	if ((void *)(udp + 1) > data_end)
@@ -77,7 +106,18 @@ int trafficgen(struct xdp_md *ctx)
 	/* 65,536 source ports per address, then the next address: a new
 	 * 5-tuple for (gen_src_mask + 1) x 65,536 packets per CPU. */
 	udp->source = bpf_htons((__u16)(seq & gen_port_mask));
-	ip->saddr = bpf_htonl(gen_src_base + ((__u32)(seq >> 16) & gen_src_mask));
+	k = bpf_map_lookup_elem(&gen_aim_n, &zero);
+	if (k && *k) {
+		__u32 i = (__u32)(seq % *k);
+
+		a = bpf_map_lookup_elem(&gen_aims, &i);
+		if (!a)
+			return XDP_ABORTED;
+		ip->saddr = a->saddr;
+		udp->dest = a->dport;
+	} else {
+		ip->saddr = bpf_htonl(gen_src_base + ((__u32)(seq >> 16) & gen_src_mask));
+	}
 	ip->check = ipv4_csum(ip);
 	return bpf_redirect(gen_ifindex, 0);
 }

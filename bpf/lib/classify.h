@@ -184,25 +184,26 @@ static __always_inline struct fw_state_scratch *fw_state_of(__u32 chain)
 	return bpf_map_lookup_elem(&fw_state_scratch, &slot);
 }
 
-/* fw_state_note records that the -m recent entry idx (of rule rule_id)
- * matches: each rule once, at its lowest index, the notes kept in index
- * order (fw_state_settle takes them in turn). More rules than
- * FW_STATE_MAX (which the compiler's bound rules out) set nstate past it:
- * fw_state_settle then drops the packet. */
-static __always_inline void fw_state_note(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 chain)
+/* fw_state_note records that the noted entry idx (FW_EF_STATE: -m recent;
+ * FW_EF_NOTE: a probe or guarded entry) matches: each note key (one rule
+ * at one place of the flattened chains: fw_entry.note) once, at its lowest
+ * index, the notes kept in index order (fw_state_settle takes them in
+ * turn). More than FW_STATE_MAX (which the compiler's bound rules out) set
+ * nstate past it: fw_state_settle then drops the packet. */
+static __always_inline void fw_state_note(struct fw_decision *d, __u32 idx, __u32 key, __u32 chain)
 {
 	struct fw_state_scratch *s = fw_state_of(chain);
 	__u32 n = d->nstate;
 
 	if (!s || n > FW_STATE_MAX)
 		return;
-	/* a rule noted already (another of its entries, in another tree):
-	 * keep the lower index; the rule's entries are adjacent in index, so
+	/* a key noted already (another of its entries, in another tree):
+	 * keep the lower index; the key's entries are adjacent in index, so
 	 * no other note lies between the two and the order holds */
 	for (__u32 i = 0; i < FW_STATE_MAX; i++) {
 		if (i >= n)
 			break;
-		if (s->ids[i] == rule_id) {
+		if (s->ids[i] == key) {
 			if (idx < s->idx[i])
 				s->idx[i] = idx;
 			return;
@@ -223,26 +224,29 @@ static __always_inline void fw_state_note(struct fw_decision *d, __u32 idx, __u3
 	}
 	if (j < FW_STATE_MAX) {
 		s->idx[j] = idx;
-		s->ids[j] = rule_id;
+		s->ids[j] = key;
 	}
 	d->nstate = n + 1;
 }
 
 /* fw_walk_pass: a matching entry that may not decide; kind is its action
- * | its flags << 8. A LOG entry is noted and passed (0); a -m recent
- * entry too (settled after the walk), and a counting entry (a LOG entry
- * with FW_EF_COUNT: a jump, RETURN or rule without -j); a -m limit entry decides (1) only
+ * | its flags << 8 | the chain << 16, note its fw_entry.note. A -m recent,
+ * probe or guarded entry is noted (settled after the walk) and passed (0);
+ * a LOG entry too, and a counting entry (a LOG entry with FW_EF_COUNT: a
+ * jump, RETURN or rule without -j); a -m limit entry decides (1) only
  * while its bucket has a token. A global function: verified once. */
-__noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 kind, __u32 chain)
+__noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u32 kind, __u32 note)
 {
+	__u32 flags = (kind >> 8) & 0xff, chain = kind >> 16;
+
 	if (!d) /* the verifier requires the check on global-function pointers */
 		return 0;
-	if ((kind >> 8) & FW_EF_STATE) {
-		fw_state_note(d, idx, rule_id, chain);
+	if (flags & (FW_EF_STATE | FW_EF_NOTE)) {
+		fw_state_note(d, idx, note, chain);
 		return 0;
 	}
 	if ((kind & 0xff) == FW_ACT_LOG) {
-		fw_log_note(d, idx, rule_id, kind >> 8, chain);
+		fw_log_note(d, idx, rule_id, flags, chain);
 		return 0;
 	}
 	return fw_limit(rule_id, 0); /* -m limit: without a token the rule does not match */
@@ -252,7 +256,8 @@ __noinline int fw_walk_pass(struct fw_decision *d, __u32 idx, __u32 rule_id, __u
  * p, as the kernel's xt_recent (recent_mt): looks the (masked) address up;
  * --set adds it or a time stamp to it; --rcheck/--update count its time
  * stamps within the window; a match of --update adds one; --remove
- * removes it. Returns whether the match is true (after any !); false
+ * removes it. The entry keeps the TTL of the packet that set or updated
+ * it last; --rttl finds it only for a packet of that TTL (or either 0). Returns whether the match is true (after any !); false
  * without the rule's settings. A trace instance (fw_live_writes 0)
  * changes no list. A global function: its loop over the time stamps is
  * verified once, not once per note. */
@@ -273,7 +278,13 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
 	k->list = r->list;
 	k->family = p->family;
 	k->_pad[0] = k->_pad[1] = k->_pad[2] = 0;
+	/* the kernel's TTL: as the packet arrived (recent_mt adds back the
+	 * one FORWARD's fw_pkt.ttl lost) */
+	__u8 ttl = p->ttl + (p->chain == FW_CHAIN_FORWARD);
 	struct fw_recent_entry *e = bpf_map_lookup_elem(&fw_recent, k);
+	/* --rttl: an entry of another TTL is not found (recent_entry_lookup) */
+	if (e && (r->flags & FW_RECENT_F_TTL) && ttl != e->ttl && ttl && e->ttl)
+		e = NULL;
 	if (!e) {
 		if (r->op != FW_RECENT_SET)
 			return ret;
@@ -281,6 +292,7 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
 			s->fresh.stamps[0] = now;
 			s->fresh.index = 1;
 			s->fresh.nstamps = 1;
+			s->fresh.ttl = ttl;
 			bpf_map_update_elem(&fw_recent, k, &s->fresh, BPF_ANY);
 		}
 		return !ret;
@@ -311,21 +323,87 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
 		e->index = at + 1;
 		if (e->index > e->nstamps)
 			e->nstamps = e->index;
+		e->ttl = ttl; /* as the kernel: the last --set or --update's */
 	}
 	return ret;
 }
 
-/* fw_state_settle applies the -m recent rules the walk noted that come
- * before best (the walk's deciding entry; FW_NO_TREE: the policy), in
- * rule order. The first that matches with a deciding target decides:
- * it fills d, sets *at_idx to its entry index and returns 1 (LOG rules
- * after it then log nothing: fw_log_finish cuts at the scratch's best).
- * Returns 0 when none does. */
+/* fw_hashlimit_apply does what -m hashlimit rule rule_id does for p, as
+ * the kernel's xt_hashlimit: builds the key of its mode (masked
+ * addresses, the ports of TCP, UDP, UDP-Lite and SCTP), looks its bucket
+ * up (one idle expire_ns or longer is forgotten: full), takes a token
+ * when there is one and marks the bucket seen. Returns whether the match
+ * is true (--hashlimit-upto: a token was taken; --hashlimit-above: none
+ * was there), or -1 when rule_id has no -m hashlimit settings (then it is
+ * a -m recent rule). A trace instance changes no bucket. A global
+ * function: verified once. */
+__noinline int fw_hashlimit_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_state_scratch *s)
+{
+	const struct fw_hashlimit_rule *r = bpf_map_lookup_elem(&fw_hashlimit_rules, &rule_id);
+
+	if (!r)
+		return -1;
+	if (!p || !s)
+		return 0;
+	struct fw_hashlimit_key *k = &s->hkey;
+	__u32 f = r->flags;
+	int ports = (p->flags & FW_PKT_L4) && (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
+					       p->proto == IPPROTO_UDPLITE || p->proto == IPPROTO_SCTP);
+
+	__builtin_memset(k, 0, sizeof(*k));
+	if (f & FW_HL_F_SRCIP) {
+		k->src[0] = p->src[0] & r->srcmask[0];
+		k->src[1] = p->src[1] & r->srcmask[1];
+	}
+	if (f & FW_HL_F_DSTIP) {
+		k->dst[0] = p->dst[0] & r->dstmask[0];
+		k->dst[1] = p->dst[1] & r->dstmask[1];
+	}
+	if (ports && (f & FW_HL_F_SRCPORT))
+		k->sport = p->sport;
+	if (ports && (f & FW_HL_F_DSTPORT))
+		k->dport = p->dport;
+	k->table = r->table;
+	k->family = p->family;
+
+	__u64 now = bpf_ktime_get_ns(), tat = 0;
+	struct fw_hashlimit_bucket *b = bpf_map_lookup_elem(&fw_hashlimit, k);
+	if (b && now - b->seen < r->expire_ns)
+		tat = b->tat;
+	int token = fw_rl_ready(tat, now, r->interval_ns, r->burst);
+	if (token)
+		tat = (tat > now ? tat : now) + r->interval_ns;
+	if (fw_live_writes()) {
+		if (b) {
+			b->tat = tat;
+			b->seen = now;
+		} else {
+			s->hfresh.tat = tat;
+			s->hfresh.seen = now;
+			bpf_map_update_elem(&fw_hashlimit, k, &s->hfresh, BPF_ANY);
+		}
+	}
+	return token != !!(f & FW_HL_F_ABOVE);
+}
+
+/* fw_state_settle takes the entries the walk noted (fw_state_note) that
+ * come before best (the walk's deciding entry; FW_NO_TREE: the policy),
+ * in rule order, with the packet's probe bits (none set at first), as
+ * iptables meets their rules: an entry whose guard the bits fail is
+ * passed (the packet does not reach it); a -m recent entry does what its
+ * rule does to its list (fw_recent_apply), a -m hashlimit one to its
+ * bucket (fw_hashlimit_apply), a -m limit one that is no LOG
+ * rule takes a token (fw_limit), and is passed when that does not match;
+ * then a probe sets its bit and counts its rule, a LOG or counting entry is noted for logging
+ * or counting (fw_walk_pass), and any other decides: it fills d, sets
+ * *at_idx to its entry index and returns 1 (LOG rules after it then log
+ * nothing: fw_log_finish cuts at the scratch's best). Returns 0 when none
+ * decides. docs/limits.md. */
 static __always_inline int fw_state_settle(struct fw_decision *d, const struct fw_pkt *p, __u32 best, __u32 gen,
 					   __u32 *at_idx)
 {
 	struct fw_state_scratch *s = fw_state_of(p->chain);
-	__u32 n = d->nstate;
+	__u32 n = d->nstate, bits = 0;
 
 	d->nstate = 0;
 	if (!s)
@@ -348,17 +426,41 @@ static __always_inline int fw_state_settle(struct fw_decision *d, const struct f
 		__u32 idx = s->idx[i];
 		if (idx >= best)
 			break;
-		if (!fw_recent_apply(s->ids[i], p, s))
-			continue;
 		__u32 slot = gen * fw_max_entries + idx;
 		const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &slot);
+		if (!e)
+			continue;
+		if ((bits & e->guard_mask) != e->guard_val)
+			continue;
+		__u8 flags = e->flags, action = e->action, probe = e->probe;
+		__u32 rule_id = e->rule_id;
+		if (flags & FW_EF_STATE) {
+			int m = fw_hashlimit_apply(rule_id, p, s);
+			if (m < 0)
+				m = fw_recent_apply(rule_id, p, s);
+			if (!m)
+				continue;
+		}
+		if ((flags & (FW_EF_LIMIT | FW_EF_STATE)) == FW_EF_LIMIT && action != FW_ACT_LOG && !fw_limit(rule_id, 1))
+			continue;
+		if (probe) /* its bit, and its rule counts the packet (as a counting entry) */
+			bits |= 1u << ((probe - 1) & (FW_PROBE_MAX - 1));
+		if (probe || action == FW_ACT_LOG) {
+			fw_walk_pass(d, idx, rule_id,
+				     probe ? FW_ACT_LOG | FW_EF_COUNT << 8 | p->chain << 16
+					   : action | (__u32)(flags & ~FW_EF_NOTE) << 8 | p->chain << 16,
+				     0);
+			continue;
+		}
+		/* e again: the calls above may have spilled it */
+		e = bpf_map_lookup_elem(&fw_entries, &slot);
 		if (!e)
 			continue;
 		d->rule_id = e->rule_id;
 		d->action = e->action;
 		d->reason = e->reason;
 		d->reject = e->reject;
-		d->flags = e->flags & FW_EF_LOG;
+		d->flags = e->flags & FW_EF_LOG; /* a -m limit's token is taken already */
 		*at_idx = idx;
 		return 1;
 	}
@@ -690,8 +792,9 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
 			/* one call site for both: each branch here is explored
 			 * once per candidate of each of the unrolled trees */
-			if ((e->action == FW_ACT_LOG || (e->flags & (FW_EF_LIMIT | FW_EF_STATE))) &&
-			    !fw_walk_pass(d, idx, e->rule_id, e->action | (__u32)e->flags << 8, p->chain))
+			if ((e->action == FW_ACT_LOG || (e->flags & (FW_EF_LIMIT | FW_EF_STATE | FW_EF_NOTE))) &&
+			    !fw_walk_pass(d, idx, e->rule_id, e->action | (__u32)e->flags << 8 | (__u32)p->chain << 16,
+					  e->note))
 				continue;
 			*best_e = e;
 			return idx;

@@ -249,6 +249,59 @@ static __always_inline __u8 fw_ct_info(const struct fw_ct_entry *e, __u8 flags, 
 	       ((flags & FW_CTF_ASSURED) ? FW_CTI_ASSURED : 0);
 }
 
+/* fw_icmp_quoted reads the packet the ICMP error p quotes: its addresses,
+ * protocol and ports (an ICMP query's id as both). Returns 0, or -1 when
+ * it cannot belong to a connection (truncated, a later fragment, an error
+ * about an error). */
+static __always_inline int fw_icmp_quoted(void *data, void *data_end, const struct fw_pkt *p, __u64 *isrc,
+					  __u64 *idst, __u16 *sport, __u16 *dport, __u8 *iproto)
+{
+	__u8 *il4;
+	__u32 off = p->l4_off;
+
+	if (off > 4096) /* bounds the offset for the verifier; frames are smaller */
+		return -1;
+	__u8 *in = data + off + 8; /* the quoted packet follows the 8-byte ICMP header */
+	if (p->family == 4) {
+		struct iphdr *ip = (void *)in;
+		if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
+			return -1;
+		if (bpf_ntohs(ip->frag_off) & 0x1fff)
+			return -1;
+		__builtin_memcpy(isrc, &ip->saddr, 4);
+		__builtin_memcpy(idst, &ip->daddr, 4);
+		*iproto = ip->protocol;
+		il4 = in + ip->ihl * 4;
+	} else {
+		struct ipv6hdr *ip6 = (void *)in;
+		if ((void *)(ip6 + 1) > data_end)
+			return -1;
+		__builtin_memcpy(isrc, &ip6->saddr, 16);
+		__builtin_memcpy(idst, &ip6->daddr, 16);
+		*iproto = ip6->nexthdr; /* quoted extension headers are not walked */
+		il4 = (__u8 *)(ip6 + 1);
+	}
+	if ((void *)(il4 + 8) > data_end)
+		return -1;
+	*sport = *dport = 0;
+	switch (*iproto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_SCTP:
+		*sport = (__u16)il4[0] << 8 | il4[1];
+		*dport = (__u16)il4[2] << 8 | il4[3];
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (fw_icmp_kind(p->family, il4[0]) != FW_ICMP_QUERY)
+			return -1; /* errors are never about errors */
+		*sport = *dport = (__u16)il4[4] << 8 | il4[5];
+		break;
+	}
+	return 0;
+}
+
 /* fw_ct_related: an ICMP error is RELATED when the packet it quotes belongs
  * to a live connection, else INVALID. A RELATED error gets that
  * connection's ctinfo and ctproto; it goes in the reply direction when the
@@ -258,49 +311,11 @@ static __always_inline __u8 fw_ct_related(void *data, void *data_end, struct fw_
 {
 	__u64 isrc[2] = {}, idst[2] = {};
 	struct fw_ct_key k;
-	__u16 sport = 0, dport = 0;
-	__u8 iproto, from_a, *il4;
-	__u32 off = p->l4_off;
+	__u16 sport, dport;
+	__u8 iproto, from_a;
 
-	if (off > 4096) /* bounds the offset for the verifier; frames are smaller */
+	if (fw_icmp_quoted(data, data_end, p, isrc, idst, &sport, &dport, &iproto) < 0)
 		return FW_CT_INVALID;
-	__u8 *in = data + off + 8; /* the quoted packet follows the 8-byte ICMP header */
-	if (p->family == 4) {
-		struct iphdr *ip = (void *)in;
-		if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
-			return FW_CT_INVALID;
-		if (bpf_ntohs(ip->frag_off) & 0x1fff)
-			return FW_CT_INVALID;
-		__builtin_memcpy(isrc, &ip->saddr, 4);
-		__builtin_memcpy(idst, &ip->daddr, 4);
-		iproto = ip->protocol;
-		il4 = in + ip->ihl * 4;
-	} else {
-		struct ipv6hdr *ip6 = (void *)in;
-		if ((void *)(ip6 + 1) > data_end)
-			return FW_CT_INVALID;
-		__builtin_memcpy(isrc, &ip6->saddr, 16);
-		__builtin_memcpy(idst, &ip6->daddr, 16);
-		iproto = ip6->nexthdr; /* quoted extension headers are not walked */
-		il4 = (__u8 *)(ip6 + 1);
-	}
-	if ((void *)(il4 + 8) > data_end)
-		return FW_CT_INVALID;
-	switch (iproto) {
-	case IPPROTO_TCP:
-	case IPPROTO_UDP:
-	case IPPROTO_UDPLITE:
-	case IPPROTO_SCTP:
-		sport = (__u16)il4[0] << 8 | il4[1];
-		dport = (__u16)il4[2] << 8 | il4[3];
-		break;
-	case IPPROTO_ICMP:
-	case IPPROTO_ICMPV6:
-		if (fw_icmp_kind(p->family, il4[0]) != FW_ICMP_QUERY)
-			return FW_CT_INVALID; /* errors are never about errors */
-		sport = dport = (__u16)il4[4] << 8 | il4[5];
-		break;
-	}
 	fw_ct_key_of(&k, p->family, iproto, isrc, idst, sport, dport, &from_a);
 	const struct fw_ct_entry *e = fw_ct_live(&k, now);
 	if (!e)

@@ -25,6 +25,7 @@
 #include "chain.h"
 #include "stats.h"
 #include "verdict.h"
+#include "kct.h"
 
 /* fw_fwd_count counts a packet FORWARD accepted under why; with
  * `--forward stack` every one is the kernel's (FW_FWD_STACK). */
@@ -118,6 +119,29 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 	return FW_FWD_XDP;
 }
 
+/* fw_fwd_kernel: may the fast path send p without the kernel's NAT? The
+ * kernel's nat table (MASQUERADE, SNAT, DNAT: a home router, Docker,
+ * kube-proxy) translates a connection from its first packet on, which the
+ * kernel must therefore see, and then every packet of it. A connection the
+ * kernel translates never has an answer that matches xdpfw's conntrack
+ * entry: the answer comes back to the translated address (lib/kct.h
+ * judges it). So a connection takes the fast path once an answer has come
+ * back with the addresses it left with (FW_CTI_SEEN_REPLY, xdpfw's own
+ * conntrack); until then the kernel forwards its packets
+ * (FW_FWD_KERNEL_CT), and it forwards for good those the kernel's
+ * conntrack says it translates (FW_FWD_KERNEL_NAT). Where the kernel has
+ * no conntrack (the kfunc does not resolve), nothing translates. A rule
+ * set that tracks no state leaves every packet's ctinfo empty: its
+ * packets take the fast path only on such a kernel. docs/forward.md. */
+static __always_inline __u32 fw_fwd_kernel(const struct fw_pkt *p)
+{
+	if (p->ctinfo & FW_IPS_NAT) /* judged with the kernel's conntrack (lib/kct.h) */
+		return FW_FWD_KERNEL_NAT;
+	if ((p->ctinfo & FW_CTI_SEEN_REPLY) || !bpf_xdp_ct_lookup)
+		return FW_FWD_XDP;
+	return FW_FWD_KERNEL_CT;
+}
+
 /* fw_fwd_xdp delivers the packet p FORWARD accepted (frame in ctx, FIB
  * answer in hop): XDP_REDIRECT by the fast path, or XDP_PASS, unchanged,
  * for the kernel. A global function: verified once, not once for each
@@ -130,6 +154,8 @@ __noinline int fw_fwd_xdp(struct xdp_md *ctx, const struct fw_pkt *p, const stru
 	const struct fw_config *cfg = fw_config();
 	__u64 bytes = ctx->data_end - ctx->data;
 	__u32 why = cfg && cfg->forward_stack ? FW_FWD_STACK : fw_fwd_why(ctx, p, hop);
+	if (why == FW_FWD_XDP)
+		why = fw_fwd_kernel(p);
 
 	/* Ethernet padding past the IP packet: the kernel trims it */
 	__u32 len = ETH_HLEN + p->l3_len;

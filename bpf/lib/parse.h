@@ -77,6 +77,24 @@ static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 
 	return FW_PARSE_OK;
 }
 
+#define FW_RX_VLAN_TAGGED 0x10000 /* fw_xdp_handoff.rx_vlan holds a tag */
+
+/* fw_pkt_set_vlan makes the tag the NIC stripped (rx_vlan: FW_RX_VLAN_TAGGED
+ * | VID from xdpfw_rxvlan, 0 for none) the packet's outermost: any tag
+ * parse_eth found in the frame is an inner one. Branch-free, and right
+ * after parse_eth: a branch after the parser's many exits doubled the
+ * paths the verifier walks through everything after (384k to 863k
+ * instructions; 431k branch-free there), here they cost nothing measurable. */
+static __always_inline void fw_pkt_set_vlan(struct fw_pkt *p, __u32 rx_vlan)
+{
+	__u32 tagged = rx_vlan >> 16; /* 1 with FW_RX_VLAN_TAGGED, 0 without */
+	__u16 keep = tagged - 1;      /* 0xffff without a tag */
+
+	_Static_assert(FW_RX_VLAN_TAGGED == 0x10000 && FW_PKT_VLAN == 0x04, "fw_pkt_set_vlan's shifts");
+	p->vlan_id = (p->vlan_id & keep) | (rx_vlan & 0x0fff & ~keep);
+	p->flags |= tagged << 2;
+}
+
 /* IPv4: any IHL; non-first fragments carry no L4 header. */
 static __always_inline int parse_ipv4(struct cursor *c, struct fw_pkt *p, __u8 *l4proto)
 {
@@ -278,8 +296,9 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
  * data_end), lengths checked against len, the frame's full length (XDP:
  * data_end - data; tc: skb->len, which includes paged data). Returns
  * FW_PARSE_OK, FW_PARSE_NOT_IP, or a negative enum fw_reason for a
- * malformed frame. */
-static __always_inline int fw_parse(void *data, void *data_end, __u32 len, struct fw_pkt *p)
+ * malformed frame. rx_vlan is the tag the NIC stripped (fw_pkt_set_vlan;
+ * 0: none). */
+static __always_inline int fw_parse(void *data, void *data_end, __u32 len, __u32 rx_vlan, struct fw_pkt *p)
 {
 	struct cursor c = { .start = data, .pos = data, .end = data_end, .len = len, .l4len = 0 };
 	__be16 eth_proto;
@@ -287,6 +306,7 @@ static __always_inline int fw_parse(void *data, void *data_end, __u32 len, struc
 	int rc;
 
 	rc = parse_eth(&c, p, &eth_proto);
+	fw_pkt_set_vlan(p, rx_vlan); /* here, where the paths are still few */
 	if (rc)
 		return rc;
 	p->l3_off = c.pos - data; /* <= 14 + 4 * FW_MAX_VLAN */

@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,9 +63,32 @@ func MacroRuleSet(n int) string {
 // each with format (its verbs: the source address, the UDP port).
 func writeNonMatching(b *strings.Builder, n int, format string) {
 	for i := 0; i < n-1; i++ {
-		src := netip.AddrFrom4([4]byte{10, byte(201 + i>>16), byte(i >> 8), byte(i)})
-		fmt.Fprintf(b, format, src, 1000+i%5000)
+		src, port := nonMatching(i)
+		fmt.Fprintf(b, format, src, port)
 	}
+}
+
+// nonMatching is rule i's source address and UDP port (i < n-1).
+func nonMatching(i int) (netip.Addr, uint16) {
+	return netip.AddrFrom4([4]byte{10, byte(201 + i>>16), byte(i >> 8), byte(i)}), uint16(1000 + i%5000)
+}
+
+// macroAims are the (source address, UDP port) pairs that walk
+// MacroRuleSet(n) (`bench macro --spread`): one per rule, the last rule's
+// from its /17, in a random order fixed by n.
+func macroAims(n int) []trafficgenGenAim {
+	aims := make([]trafficgenGenAim, n)
+	rnd := rand.New(rand.NewPCG(uint64(n), 1))
+	for i := range aims {
+		src, port := nonMatching(i)
+		if i == n-1 {
+			src, port = randIn(rnd, TrafficSrc, false), TrafficDPort
+		}
+		a := src.As4()
+		aims[i] = trafficgenGenAim{Saddr: binary.NativeEndian.Uint32(a[:]), Dport: bits.ReverseBytes16(port)}
+	}
+	rnd.Shuffle(n, func(i, j int) { aims[i], aims[j] = aims[j], aims[i] })
+	return aims
 }
 
 // MaxMacroRules bounds the rule count (the rule sources of MacroRuleSet,
@@ -160,8 +187,12 @@ func (d *dropDUT) check(delivered, dropped uint64) error {
 type xdpfwDUT struct {
 	link *dutLink
 	dps  map[int]*datapath.Datapath
-	last map[int]uint32 // id of the last rule, per rule count
+	last map[int]uint32   // id of the last rule, per rule count
+	ids  map[int][]uint32 // every rule's id, per rule count
 	cur  int
+	// spread: the traffic walks the rule set (macroAims): every rule
+	// counts what it drops.
+	spread bool
 }
 
 // XdpfwSetup is what loading one rule count cost.
@@ -175,8 +206,8 @@ type XdpfwSetup struct {
 // checks, with BPF_PROG_TEST_RUN in the DUT's namespace (the chain is
 // picked by a FIB lookup there), that the generator's frame is dropped by
 // the last rule.
-func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte) (*xdpfwDUT, []XdpfwSetup, error) {
-	d := &xdpfwDUT{link: l, dps: map[int]*datapath.Datapath{}, last: map[int]uint32{}}
+func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte, spread bool) (*xdpfwDUT, []XdpfwSetup, error) {
+	d := &xdpfwDUT{link: l, dps: map[int]*datapath.Datapath{}, last: map[int]uint32{}, ids: map[int][]uint32{}, spread: spread}
 	var setups []XdpfwSetup
 	for _, n := range counts {
 		if _, ok := d.dps[n]; ok {
@@ -205,25 +236,59 @@ func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []
 			d.close()
 			return nil, nil, err
 		}
-		d.last[n] = ids[len(ids)-1]
+		d.last[n], d.ids[n] = ids[len(ids)-1], ids
 		setups = append(setups, s)
-		var tr datapath.TraceResult
-		err = t.DUT.Do(func() error {
-			var err error
-			tr, err = dp.Trace(frame, uint32(t.DUTIf.Index), datapath.NoCTState)
-			return err
-		})
-		if err != nil {
+		if err := checkXdpfwFrames(t, dp, n, frame, ids, spread); err != nil {
 			d.close()
 			return nil, nil, err
 		}
-		if tr.RuleID != d.last[n] || tr.XDPAction != datapath.XDPDrop {
-			d.close()
-			return nil, nil, fmt.Errorf("xdpfw with %d rules: the benchmark frame got XDP action %d by rule id %d, want XDP_DROP by the last rule (id %d)",
-				n, tr.XDPAction, tr.RuleID, d.last[n])
-		}
 	}
 	return d, setups, nil
+}
+
+// checkXdpfwFrames runs the generator's frame through dp with
+// BPF_PROG_TEST_RUN in the DUT's namespace (the chain is picked by a FIB
+// lookup there): it must be dropped by the last rule, and with spread each
+// rule's frame (macroAims) by its rule.
+func checkXdpfwFrames(t *Topology, dp *datapath.Datapath, n int, frame []byte, ids []uint32, spread bool) error {
+	check := func(f []byte, want uint32) error {
+		var tr datapath.TraceResult
+		err := t.DUT.Do(func() error {
+			var err error
+			tr, err = dp.Trace(f, uint32(t.DUTIf.Index), datapath.NoCTState)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if tr.RuleID != want || tr.XDPAction != datapath.XDPDrop {
+			return fmt.Errorf("xdpfw with %d rules: a benchmark frame got XDP action %d by rule id %d, want XDP_DROP by rule id %d",
+				n, tr.XDPAction, tr.RuleID, want)
+		}
+		return nil
+	}
+	if err := check(frame, ids[n-1]); err != nil || !spread {
+		return err
+	}
+	byPair := map[trafficgenGenAim]uint32{}
+	for i := 0; i < n-1; i++ {
+		src, port := nonMatching(i)
+		a := src.As4()
+		byPair[trafficgenGenAim{Saddr: binary.NativeEndian.Uint32(a[:]), Dport: bits.ReverseBytes16(port)}] = ids[i]
+	}
+	f := slices.Clone(frame)
+	for _, a := range macroAims(n) {
+		want, ok := byPair[a]
+		if !ok {
+			want = ids[n-1]
+		}
+		binary.NativeEndian.PutUint32(f[14+12:], a.Saddr)
+		binary.NativeEndian.PutUint16(f[14+20+2:], a.Dport)
+		if err := check(f, want); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *xdpfwDUT) name() string { return DUTXdpfw }
@@ -238,11 +303,22 @@ func (d *xdpfwDUT) use(n int) error {
 }
 
 func (d *xdpfwDUT) dropped() (uint64, error) {
-	c, err := d.dps[d.cur].RuleCounter(d.last[d.cur])
-	return c.Packets, err
+	if !d.spread {
+		c, err := d.dps[d.cur].RuleCounter(d.last[d.cur])
+		return c.Packets, err
+	}
+	cs, err := d.dps[d.cur].RuleCounters(d.ids[d.cur])
+	var sum uint64
+	for _, c := range cs {
+		sum += c.Packets
+	}
+	return sum, err
 }
 
 func (d *xdpfwDUT) check(delivered, dropped uint64) error {
+	if dropped != delivered && d.spread {
+		return fmt.Errorf("the veth delivered %d packets, xdpfw's %d rules counted %d", delivered, d.cur, dropped)
+	}
 	if dropped != delivered {
 		return fmt.Errorf("the veth delivered %d packets, xdpfw's last rule (id %d of %d rules) counted %d",
 			delivered, d.last[d.cur], d.cur, dropped)

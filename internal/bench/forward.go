@@ -195,7 +195,7 @@ func Forward(ctx context.Context, opt ForwardOptions) (res *ForwardResult, err e
 
 	gens := map[string]*Generator{}
 	for _, flows := range []string{"one", "many"} {
-		g, err := newGenerator(b.topo, sinkAddr.Addr(), flows == "one")
+		g, err := newGenerator(b.topo, sinkAddr.Addr(), flows == "one", 0)
 		if err != nil {
 			return nil, err
 		}

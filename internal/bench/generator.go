@@ -29,17 +29,21 @@ type Generator struct {
 	rate float64 // packets per second of the last call (0: none yet)
 }
 
-// NewGenerator loads the generator program for topology t: frames to the
-// DUT, every one a new flow.
-func NewGenerator(t *Topology) (*Generator, error) { return newGenerator(t, dutAddr.Addr(), false) }
+// NewGenerator loads the generator program for topology t, with room for
+// maxAims aims (Aim): frames to the DUT, every one a new flow.
+func NewGenerator(t *Topology, maxAims int) (*Generator, error) {
+	return newGenerator(t, dutAddr.Addr(), false, maxAims)
+}
 
 // newGenerator loads the generator program for topology t with frames to
-// dst, every one a new flow or (oneFlow) all the same.
-func newGenerator(t *Topology, dst netip.Addr, oneFlow bool) (*Generator, error) {
+// dst, every one a new flow or (oneFlow) all the same, with room for
+// maxAims aims.
+func newGenerator(t *Topology, dst netip.Addr, oneFlow bool, maxAims int) (*Generator, error) {
 	spec, err := loadTrafficgen()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded trafficgen objects: %w", err)
 	}
+	spec.Maps["gen_aims"].MaxEntries = uint32(max(1, maxAims))
 	src := TrafficSrc.Addr().As4()
 	for name, v := range map[string]uint32{
 		"gen_ifindex":   uint32(t.GenIf.Index),
@@ -63,6 +67,25 @@ func newGenerator(t *Topology, dst netip.Addr, oneFlow bool) (*Generator, error)
 		return nil, fmt.Errorf("loading trafficgen: %w", err)
 	}
 	return g, nil
+}
+
+// Aim makes the generator walk aims (macroAims: each packet the next
+// pair's source address and port); nil: back to one /17, the template's
+// port.
+func (g *Generator) Aim(aims []trafficgenGenAim) error {
+	if len(aims) > int(g.objs.GenAims.MaxEntries()) {
+		return fmt.Errorf("generator: %d aims, room for %d", len(aims), g.objs.GenAims.MaxEntries())
+	}
+	keys := make([]uint32, len(aims))
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	if len(aims) > 0 {
+		if _, err := g.objs.GenAims.BatchUpdate(keys, aims, nil); err != nil {
+			return fmt.Errorf("generator: writing %d aims: %w", len(aims), err)
+		}
+	}
+	return g.objs.GenAimN.Update(uint32(0), uint32(len(aims)), ebpf.UpdateAny)
 }
 
 // Close unloads the program.

@@ -23,6 +23,10 @@ type MacroOptions struct {
 	Duration time.Duration // traffic per measurement
 	Rounds   int           // interleaved rounds (every point once per round)
 	Progress io.Writer     // progress lines (nil: none)
+	// Spread: the traffic walks the whole rule set (one source address
+	// and port per rule, in random order) instead of one /17 that the
+	// last rule covers; every rule's counter counts.
+	Spread bool
 }
 
 // MacroResult is a whole run.
@@ -39,6 +43,7 @@ type MacroResult struct {
 	Sizes    []int             `json:"sizes"`
 	Duration float64           `json:"duration_s"`
 	Rounds   int               `json:"rounds"`
+	Spread   bool              `json:"spread"`
 	DUTs     []string          `json:"duts"`
 	Skipped  map[string]string `json:"skipped,omitempty"` // DUT -> why it was not measured
 	Xdpfw    []XdpfwSetup      `json:"xdpfw_setup"`
@@ -152,6 +157,19 @@ type bench struct {
 	duts   []dut
 	frames map[int][]byte
 	say    func(format string, a ...any)
+	aimed  int // the rule count the generator walks (Spread), 0: none yet
+}
+
+// aim makes the generator walk the rule set of n rules, with Spread.
+func (b *bench) aim(n int) error {
+	if !b.opt.Spread || b.aimed == n {
+		return nil
+	}
+	if err := b.gen.Aim(macroAims(n)); err != nil {
+		return err
+	}
+	b.aimed = n
+	return nil
 }
 
 // Macro runs the macro benchmark: it builds the topology, loads the
@@ -177,7 +195,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 		}
 	}
 	res = &MacroResult{Started: time.Now(), CPUs: runtime.NumCPU(), Rules: opt.Rules, Sizes: opt.Sizes,
-		Duration: opt.Duration.Seconds(), Rounds: opt.Rounds, Skipped: map[string]string{}}
+		Duration: opt.Duration.Seconds(), Rounds: opt.Rounds, Spread: opt.Spread, Skipped: map[string]string{}}
 	res.Load[0] = loadavg()
 	if l1, _, _ := strings.Cut(res.Load[0], " "); parseFloat(l1) >= 1 {
 		b.say("warning: load average %s: other work will take CPU from the generator and the DUT; expect noisy results", res.Load[0])
@@ -217,7 +235,11 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 		return nil, err
 	}
 	undo = append(undo, unmount)
-	if b.gen, err = NewGenerator(b.topo); err != nil {
+	maxAims := 0
+	if opt.Spread {
+		maxAims = slices.Max(opt.Rules)
+	}
+	if b.gen, err = NewGenerator(b.topo, maxAims); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() error { b.gen.Close(); return nil })
@@ -258,7 +280,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 			d = &dropDUT{link: l, progs: progs}
 		case DUTXdpfw:
 			b.say("xdpfw: compiling and installing %v rules", opt.Rules)
-			x, setups, err := newXdpfwDUT(b.topo, l, pinRoot, opt.Rules, b.frames[opt.Sizes[0]])
+			x, setups, err := newXdpfwDUT(b.topo, l, pinRoot, opt.Rules, b.frames[opt.Sizes[0]], opt.Spread)
 			if err != nil {
 				return nil, err
 			}
@@ -268,7 +290,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 			res.Xdpfw = setups
 			d = x
 		case DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet:
-			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack)
+			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, opt.Spread)
 			if err != nil {
 				if explicit {
 					return nil, fmt.Errorf("%s: %w", name, err)
@@ -315,6 +337,9 @@ func (b *bench) sanity() error {
 				return fmt.Errorf("interrupted: %w", err)
 			}
 			if err := d.use(n); err != nil {
+				return err
+			}
+			if err := b.aim(n); err != nil {
 				return err
 			}
 			r, err := b.measure(d, func() (time.Duration, error) { return b.gen.RunPackets(frame, sanityPackets) })
@@ -408,6 +433,9 @@ func (b *bench) run(d dut, n, size int) (MacroRun, error) {
 		return MacroRun{}, fmt.Errorf("interrupted: %w", err)
 	}
 	if err := d.use(n); err != nil {
+		return MacroRun{}, err
+	}
+	if err := b.aim(n); err != nil {
 		return MacroRun{}, err
 	}
 	frame := b.frames[size]

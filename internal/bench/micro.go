@@ -3,12 +3,12 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -29,23 +29,39 @@ type MicroOptions struct {
 	// of measurements (0: none): rules no probe matches, inserted first,
 	// so every probe checks them all.
 	Delta int
+	// RuleSet names the rule set (RuleSets; "": RuleSetDisjoint).
+	RuleSet string
+	// Spread is the number of frames (K) aimed at different rules for
+	// the spread measurement, at most the rule count (0: none).
+	Spread int
+	// LatencySamples are latency sampling settings (1 in N) whose cost
+	// each round measures too, on the last-rule probe, beside sampling
+	// off (docs/realtime.md).
+	LatencySamples []uint32
 }
 
 // MicroResult is one rule count and family.
 type MicroResult struct {
-	Family    string    `json:"family"`
-	Rules     int       `json:"rules"`
-	Entries   int       `json:"entries"`
-	CompileMS float64   `json:"compile_ms"` // rules -> tables (Go)
-	InstallMS float64   `json:"install_ms"` // tables -> kernel, incl. the grace period
-	KernelKiB int64     `json:"kernel_kib"` // classifier tables, both generations
-	Tree      TreeShape `json:"tree"`
-	LastNS    []float64 `json:"last_rule_ns"`  // per round: only the last rule matches
-	MissNS    []float64 `json:"no_match_ns"`   // per round: no rule matches (policy)
-	FirstNS   []float64 `json:"first_rule_ns"` // per round: the first rule matches
-	LastMed   float64   `json:"last_rule_ns_median"`
-	MissMed   float64   `json:"no_match_ns_median"`
-	FirstMed  float64   `json:"first_rule_ns_median"`
+	Family    string  `json:"family"`
+	RuleSet   string  `json:"ruleset"`
+	Rules     int     `json:"rules"`
+	Entries   int     `json:"entries"`
+	CompileMS float64 `json:"compile_ms"` // rules -> tables (Go)
+	InstallMS float64 `json:"install_ms"` // tables -> kernel, incl. the grace period
+	KernelKiB int64   `json:"kernel_kib"` // classifier tables, both generations
+	// MaxRules is the --max-rules the tables needed (the smallest power
+	// of two times the default that holds them); TableBytes what one
+	// generation of them occupies in the kernel maps.
+	MaxRules     int       `json:"max_rules"`
+	TableBytes   int64     `json:"table_bytes"`
+	BytesPerRule float64   `json:"bytes_per_rule"`
+	Tree         TreeShape `json:"tree"`
+	LastNS       []float64 `json:"last_rule_ns"`  // per round: only the last rule matches
+	MissNS       []float64 `json:"no_match_ns"`   // per round: no rule matches (policy)
+	FirstNS      []float64 `json:"first_rule_ns"` // per round: the first rule matches
+	LastMed      float64   `json:"last_rule_ns_median"`
+	MissMed      float64   `json:"no_match_ns_median"`
+	FirstMed     float64   `json:"first_rule_ns_median"`
 	// MissVsFirst is the median per-round ratio of no-match to first-rule.
 	MissVsFirst float64 `json:"no_match_vs_first_rule"`
 	// Ratios to the smallest size of the same family, the median of the
@@ -62,6 +78,23 @@ type MicroResult struct {
 	DeltaMissMed float64   `json:"delta_no_match_ns_median,omitempty"`
 	DeltaLastX   float64   `json:"delta_last_rule_vs_empty,omitempty"`
 	DeltaMissX   float64   `json:"delta_no_match_vs_empty,omitempty"`
+	// Spread: with MicroOptions.Spread, one frame repeated (K = 1)
+	// against K frames aimed at K different rules, measured in the same
+	// rounds.
+	Spread *SpreadResult `json:"spread,omitempty"`
+	// Latency sampling's cost (MicroOptions.LatencySamples), measured in
+	// the same rounds.
+	Latency []LatencyCost `json:"latency_sampling,omitempty"`
+}
+
+// LatencyCost is the last-rule probe's cost with latency sampling 1 in
+// Sample: per round, the median, and the median per-round ratio to
+// sampling off (LastNS).
+type LatencyCost struct {
+	Sample uint32    `json:"sample"`
+	LastNS []float64 `json:"last_rule_ns"`
+	Med    float64   `json:"last_rule_ns_median"`
+	VsOff  float64   `json:"vs_off"`
 }
 
 // TreeShape is compile.TreeStats.
@@ -70,23 +103,7 @@ type TreeShape = compile.TreeStats
 // RuleSetText is the benchmark's rule set of n rules in iptables syntax:
 // distinct /24 (IPv4) or /64 (IPv6) sources with a UDP port each; the last
 // rule alone matches the probe packet (ProbeLast).
-func RuleSetText(n int, family string) string {
-	var b strings.Builder
-	b.WriteString("-P INPUT DROP\n")
-	for i := 0; i < n-1; i++ {
-		if family == "ipv6" {
-			fmt.Fprintf(&b, "-A INPUT -s 2001:db8:%x:%x::/64 -p udp --dport %d -j ACCEPT\n", i>>16, i&0xffff, 1000+i%5000)
-		} else {
-			fmt.Fprintf(&b, "-A INPUT -s 10.%d.%d.0/24 -p udp --dport %d -j ACCEPT\n", (i/250)%250, i%250, 1000+i%5000)
-		}
-	}
-	if family == "ipv6" {
-		b.WriteString("-A INPUT -s 2001:db8:ffff::/48 -p udp --dport 53 -j ACCEPT\n")
-	} else {
-		b.WriteString("-A INPUT -s 192.0.2.0/24 -p udp --dport 53 -j ACCEPT\n")
-	}
-	return b.String()
-}
+func RuleSetText(n int, family string) string { return rulesText(disjointRules(n, family)) }
 
 // probes returns the packet matching only the last rule, one matching
 // none, and one matching the first rule.
@@ -105,10 +122,12 @@ func probes(family string) (last, miss, first []byte) {
 }
 
 type subject struct {
-	res               *MicroResult
-	dp                *datapath.Datapath
-	last, miss, first []byte
-	delta             *compile.Delta // MicroOptions.Delta rules, nil: none
+	res                 *MicroResult
+	dp                  *datapath.Datapath
+	last, miss, first   []byte
+	lastRule, firstRule int            // the rules (indices) that decide last and first
+	delta               *compile.Delta // MicroOptions.Delta rules, nil: none
+	rig                 *spreadRig     // MicroOptions.Spread, nil: none
 }
 
 // deltaStamp is the generation number the benchmark installs its tables
@@ -155,13 +174,20 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 	defer func() {
 		for _, s := range subs {
 			s.dp.Close()
+			if s.rig != nil {
+				s.rig.Close()
+			}
 		}
 	}()
 	say := sayer(opt.Progress)
 	for _, fam := range opt.Families {
 		for _, n := range opt.Sizes {
-			res := &MicroResult{Family: fam, Rules: n}
-			c, err := compileText(RuleSetText(n, fam), n, rules.ParseOptions{})
+			res := &MicroResult{Family: fam, Rules: n, RuleSet: cmp.Or(opt.RuleSet, RuleSetDisjoint)}
+			brs, err := benchRules(opt.RuleSet, n, fam)
+			if err != nil {
+				return nil, err
+			}
+			c, err := compileText(rulesText(brs), n, rules.ParseOptions{})
 			if err != nil {
 				return nil, err
 			}
@@ -173,15 +199,44 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 				return nil, err
 			}
 			s := &subject{res: res, dp: dp}
+			for _, n := range opt.LatencySamples {
+				res.Latency = append(res.Latency, LatencyCost{Sample: n})
+			}
 			subs = append(subs, s)
 			t0 := time.Now()
 			if err := dp.InstallStamped(tables, deltaStamp); err != nil {
 				return nil, err
 			}
 			res.InstallMS = msSince(t0)
-			s.last, s.miss, s.first = probes(fam)
-			if n == 1 {
-				s.first = s.last // the only rule is the first and the last
+			res.MaxRules = lim.Entries
+			res.TableBytes = dp.TableBytes(len(tables.Entries), tables.Stats.Nodes, tables.Stats.LeafSlots)
+			res.BytesPerRule = float64(res.TableBytes) / float64(n)
+			var aims []aim
+			if res.RuleSet == RuleSetDisjoint {
+				s.last, s.miss, s.first = probes(fam)
+				s.lastRule = n - 1
+				if n == 1 {
+					s.first = s.last // the only rule is the first and the last
+				}
+				if opt.Spread > 0 {
+					aims, res.Spread = spreadAims(brs, c, min(opt.Spread, n), fam)
+				}
+			} else {
+				// the first and the last rule a frame can reach, and a
+				// frame from and to addresses no generated rule names
+				all, sr := spreadAims(brs, c, n, fam)
+				if len(all) == 0 {
+					return nil, fmt.Errorf("%s %d rules: no rule reachable", res.RuleSet, n)
+				}
+				first := slices.MinFunc(all, func(a, b aim) int { return a.rule - b.rule })
+				last := slices.MaxFunc(all, func(a, b aim) int { return a.rule - b.rule })
+				s.first, s.firstRule, s.last, s.lastRule = first.frame, first.rule, last.frame, last.rule
+				s.miss = framePacket(netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("203.0.113.1"),
+					packet.ProtoUDP, 40000, 53).Bytes()
+				if opt.Spread > 0 {
+					aims, res.Spread = all[:min(opt.Spread, len(all))], sr
+					res.Spread.K = len(aims)
+				}
 			}
 			if opt.Delta > 0 {
 				if s.delta, err = benchDelta(opt.Delta, fam, tables, ids); err != nil {
@@ -202,7 +257,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 				for _, c := range []struct {
 					frame []byte
 					id    uint32
-				}{{s.last, ids[len(ids)-1]}, {s.miss, compile.PolicyID(0, fam == "ipv6")}, {s.first, ids[0]}} {
+				}{{s.last, ids[s.lastRule]}, {s.miss, compile.PolicyID(0, fam == "ipv6")}, {s.first, ids[s.firstRule]}} {
 					tr, err := dp.Trace(c.frame, 0, datapath.NoCTState)
 					if err != nil {
 						return nil, err
@@ -216,6 +271,16 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			if _, err := dp.InstallDelta(nil, deltaStamp); err != nil {
 				return nil, err
 			}
+			if len(aims) > 0 {
+				if err := checkAims(dp, aims, ids); err != nil {
+					return nil, fmt.Errorf("%s %d rules: %w", fam, n, err)
+				}
+				if s.rig, err = newSpreadRig(aims); err != nil {
+					return nil, err
+				}
+				say("  %s %7d rules: %d spread frames, each checked to be decided by its rule (%d rules tried were unreachable)",
+					fam, n, len(aims), res.Spread.Unreachable)
+			}
 			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB",
 				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB)
 		}
@@ -228,7 +293,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			break
 		}
 		for _, s := range subs {
-			if err := s.measure(opt.Repeat); err != nil {
+			if err := s.measure(round, opt.Repeat); err != nil {
 				return nil, err
 			}
 		}
@@ -244,6 +309,15 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			r.DeltaLastMed, r.DeltaMissMed = median(r.DeltaLastNS), median(r.DeltaMissNS)
 			r.DeltaLastX, r.DeltaMissX = medianRatio(r.DeltaLastNS, r.LastNS), medianRatio(r.DeltaMissNS, r.MissNS)
 		}
+		if s.rig != nil {
+			sr := s.rig.result()
+			sr.Unreachable = r.Spread.Unreachable
+			r.Spread = &sr
+		}
+		for i := range r.Latency {
+			l := &r.Latency[i]
+			l.Med, l.VsOff = median(l.LastNS), medianRatio(l.LastNS, r.LastNS)
+		}
 		out = append(out, r)
 	}
 	for _, r := range out {
@@ -258,8 +332,9 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 }
 
 // measure runs one round of s: the three probes with the delta stage
-// empty, then the last-rule and no-match probes with it in force.
-func (s *subject) measure(repeat int) error {
+// empty, then the last-rule and no-match probes with it in force, then the
+// last-rule probe with each latency sampling (off again after).
+func (s *subject) measure(round, repeat int) error {
 	run := func(frame []byte, out *[]float64) error {
 		_, per, err := s.dp.Program().Benchmark(frame, repeat, nil)
 		if err != nil {
@@ -269,11 +344,28 @@ func (s *subject) measure(repeat int) error {
 		return nil
 	}
 	r := s.res
+	for i := range r.Latency {
+		if err := s.dp.SetLatencySample(r.Latency[i].Sample); err != nil {
+			return err
+		}
+		err := run(s.last, &r.Latency[i].LastNS)
+		if err2 := s.dp.SetLatencySample(0); err == nil {
+			err = err2
+		}
+		if err != nil {
+			return err
+		}
+	}
 	for _, c := range []struct {
 		frame []byte
 		out   *[]float64
 	}{{s.last, &r.LastNS}, {s.miss, &r.MissNS}, {s.first, &r.FirstNS}} {
 		if err := run(c.frame, c.out); err != nil {
+			return err
+		}
+	}
+	if s.rig != nil {
+		if err := s.rig.round(round, s.dp.Program(), repeat); err != nil {
 			return err
 		}
 	}
@@ -329,6 +421,12 @@ func WriteTable(w io.Writer, res []*MicroResult) {
 			r.FirstMed, r.MissVsFirst)
 	}
 	fmt.Fprintln(w, "ns: median per packet over the rounds; x1: median per-round ratio to the smallest rule count")
+	writeDeltaCost(w, res)
+	writeLatencyCost(w, res)
+}
+
+// writeDeltaCost prints the delta stage's cost, when measured.
+func writeDeltaCost(w io.Writer, res []*MicroResult) {
 	if len(res) == 0 || res[0].DeltaRules == 0 {
 		return
 	}
@@ -339,4 +437,51 @@ func WriteTable(w io.Writer, res []*MicroResult) {
 			r.MissMed, r.DeltaMissMed, r.DeltaMissX)
 	}
 	fmt.Fprintln(w, "dl/empty: median per-round ratio to the same probe with the delta stage empty")
+}
+
+// WriteSpreadTable prints the memory of each rule set and, with
+// MicroOptions.Spread, the warm (K = 1) and spread (K frames) costs.
+func WriteSpreadTable(w io.Writer, res []*MicroResult) {
+	fmt.Fprintf(w, "%-6s %-15s %8s %8s %9s %8s", "family", "ruleset", "rules", "entries", "max_rules", "B/rule")
+	if len(res) > 0 && res[0].Spread != nil {
+		fmt.Fprintf(w, " %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %8s %7s %7s %6s", "K", "warm_mn", "warm50", "warm90", "warm99",
+			"sprd_mn", "sprd50", "sprd90", "sprd99", "mean_x", "p50_x", "drv_w50", "drv_s50", "unrch")
+	}
+	fmt.Fprintln(w)
+	for _, r := range res {
+		fmt.Fprintf(w, "%-6s %-15s %8d %8d %9d %8.0f", r.Family, r.RuleSet, r.Rules, r.Entries, r.MaxRules, r.BytesPerRule)
+		if sp := r.Spread; sp != nil {
+			fmt.Fprintf(w, " %7d %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.2fx %7.2fx %7.0f %7.0f %6d", sp.K, sp.Warm.Mean, sp.Warm.P50,
+				sp.Warm.P90, sp.Warm.P99, sp.Spread.Mean, sp.Spread.P50, sp.Spread.P90, sp.Spread.P99, sp.MeanRatio, sp.Ratio,
+				sp.DriverWarm.P50, sp.DriverSpread.P50, sp.Unreachable)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "B/rule: one generation of tables in kernel memory per rule; max_rules: the --max-rules they needed")
+	if len(res) > 0 && res[0].Spread != nil {
+		fmt.Fprintln(w, "warm: one frame repeated (K = 1); sprd: K frames aimed at K different rules, random order; ns per packet")
+		fmt.Fprintln(w, "over all rounds less the driver's (drv_*: the driver and test loop alone, same frames): mn the mean less")
+		fmt.Fprintln(w, "the driver's mean, 50/90/99 the percentiles less the driver's p50; mean_x, p50_x: median per-round ratio")
+		fmt.Fprintln(w, "sprd/warm of the means and of the p50s; unrch: rules tried that no frame could reach")
+	}
+}
+
+// writeLatencyCost prints latency sampling's cost, when measured.
+func writeLatencyCost(w io.Writer, res []*MicroResult) {
+	if len(res) == 0 || len(res[0].Latency) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nlatency sampling's cost on the last-rule probe, measured in the same rounds:\n%-6s %8s %9s", "family", "rules", "off_ns")
+	for _, l := range res[0].Latency {
+		fmt.Fprintf(w, " %9s %9s", fmt.Sprintf("1in%d_ns", l.Sample), "vs_off")
+	}
+	fmt.Fprintln(w)
+	for _, r := range res {
+		fmt.Fprintf(w, "%-6s %8d %9.0f", r.Family, r.Rules, r.LastMed)
+		for _, l := range r.Latency {
+			fmt.Fprintf(w, " %9.0f %8.3fx", l.Med, l.VsOff)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "vs_off: median per-round ratio to sampling off (CPU ns per packet, BPF_PROG_TEST_RUN)")
 }

@@ -12,7 +12,8 @@ import (
 // every field, and leaves nothing behind. Timing values are not judged.
 func TestMicroRuns(t *testing.T) {
 	testutil.RequireRoot(t)
-	res, err := Micro(MicroOptions{Sizes: []int{1, 50}, Families: []string{"ipv4", "ipv6"}, Rounds: 3, Repeat: 1000, Delta: 3})
+	res, err := Micro(MicroOptions{Sizes: []int{1, 50}, Families: []string{"ipv4", "ipv6"}, Rounds: 3, Repeat: 1000, Delta: 3,
+		LatencySamples: []uint32{1, 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,10 +31,18 @@ func TestMicroRuns(t *testing.T) {
 		if r.DeltaRules != 3 || len(r.DeltaLastNS) != 3 || len(r.DeltaMissNS) != 3 || r.DeltaLastX <= 0 || r.DeltaMissX <= 0 {
 			t.Errorf("incomplete delta measurements %+v", r)
 		}
+		if len(r.Latency) != 2 || r.Latency[0].Sample != 1 || r.Latency[1].Sample != 64 {
+			t.Errorf("latency sampling measurements %+v, want 1 in 1 and 1 in 64", r.Latency)
+		}
+		for _, l := range r.Latency {
+			if len(l.LastNS) != 3 || l.Med <= 0 || l.VsOff <= 0 {
+				t.Errorf("incomplete latency sampling measurement %+v", l)
+			}
+		}
 	}
 	var b strings.Builder
 	WriteTable(&b, res)
-	if strings.Count(b.String(), "\n") != 14 {
+	if strings.Count(b.String(), "\n") != 22 {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
@@ -43,6 +52,30 @@ func TestRuleSetTextParses(t *testing.T) {
 		rs, err := rules.Parse("bench", []byte(RuleSetText(1000, fam)), rules.ParseOptions{})
 		if err != nil || len(rs.Rules) != 1000 {
 			t.Fatalf("%s: %v", fam, err)
+		}
+	}
+}
+
+// TestMicroSpreadRuns: the spread measurement runs on the disjoint and a
+// ClassBench-style set, checks its frames in the data plane, fills every
+// field. Timing values are not judged.
+func TestMicroSpreadRuns(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, set := range []string{RuleSetDisjoint, RuleSetIPC} {
+		res, err := Micro(MicroOptions{Sizes: []int{200}, Families: []string{"ipv4"}, Rounds: 2, Repeat: 2000, RuleSet: set, Spread: 150})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res[0]
+		sp := r.Spread
+		if sp == nil || sp.K != 150 || len(sp.WarmP50) != 2 || len(sp.SpreadP5) != 2 || sp.DriverWarm.P50 <= 0 ||
+			sp.DriverSpread.P50 <= 0 || sp.Spread.P99 < sp.Spread.P50 || r.MaxRules <= 0 || r.BytesPerRule <= 0 || r.RuleSet != set {
+			t.Errorf("%s: incomplete result %+v %+v", set, r, sp)
+		}
+		var b strings.Builder
+		WriteSpreadTable(&b, res)
+		if !strings.Contains(b.String(), set) {
+			t.Errorf("table:\n%s", b.String())
 		}
 	}
 }

@@ -21,7 +21,12 @@ func WriteMacroTable(w io.Writer, res *MacroResult) {
 		fmt.Fprintf(w, "%6d %5d %-15s %9.3f %9.4f %4.0f%% %9.0f %9.0f %8s %8s\n", p.Rules, p.Size, p.DUT,
 			p.OfferedMpps, p.DroppedMpps, 100*p.Busy, p.NSPerPacket, p.StatNS, ratio(p.RateVsFloor), ratio(p.CostVsFloor))
 	}
-	fmt.Fprintln(w, "offer/drop_Mpps: generated / dropped by the DUT's intended rule, per second (median over rounds);")
+	if res.Spread {
+		fmt.Fprintln(w, "traffic spread over the whole rule set (--spread): each packet aimed at the next rule of a random order")
+		fmt.Fprintln(w, "offer/drop_Mpps: generated / dropped by the DUT's rules, per second (median over rounds);")
+	} else {
+		fmt.Fprintln(w, "offer/drop_Mpps: generated / dropped by the DUT's intended rule, per second (median over rounds);")
+	}
 	fmt.Fprintln(w, "busy: DUT NAPI thread CPU time / window; ns/pkt: that CPU time per dropped packet;")
 	fmt.Fprintln(w, "stat_ns: softirq+system+irq of the DUT's CPU (/proc/stat, includes anything else on it) per dropped packet;")
 	fmt.Fprintln(w, "rate/flr: drop rate / xdp-drop's; cost/flr: xdp-drop's ns/pkt / this one's (median of per-round ratios)")

@@ -57,10 +57,15 @@ func sandbox(prefix string) (dir string, undo func(), err error) {
 // compiled is a benchmark rule set ready to install.
 type compiled struct {
 	tables    *compile.Tables
+	rs        *rules.RuleSet
 	ids       []uint32 // rule i's counter id
 	lim       datapath.Limits
 	compileMS float64
 }
+
+// maxBenchRules bounds the --max-rules a benchmark tries: 2^20 entries,
+// about 1 GiB of kernel memory for both generations.
+const maxBenchRules = 1 << 20
 
 // compileText parses a benchmark's rule text (n rules) and compiles it
 // for tables sized to hold it, with ids FirstRuleID+i.
@@ -69,18 +74,26 @@ func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) 
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{ids: make([]uint32, len(rs.Rules)), lim: datapath.LimitsFor(max(n, compile.DefaultMaxEntries))}
+	c := &compiled{ids: make([]uint32, len(rs.Rules)), rs: rs}
 	for i := range c.ids {
 		c.ids[i] = uint32(compile.FirstRuleID + i)
 	}
-	t0 := time.Now()
-	c.tables, _, err = compile.Compile(compile.Input{RuleSet: rs, IDs: c.ids,
-		MaxEntries: c.lim.Entries, MaxNodes: c.lim.Nodes, MaxLeafSlots: c.lim.LeafSlots})
-	if err != nil {
-		return nil, fmt.Errorf("compiling %d rules: %w", n, err)
+	// Overlapping rule sets may need more than n entries, nodes or leaf
+	// slots: the smallest --max-rules (doubling from the default, up to
+	// maxBenchRules) that holds them is the one used, and reported.
+	for m := max(n, compile.DefaultMaxEntries); ; m *= 2 {
+		c.lim = datapath.LimitsFor(m)
+		t0 := time.Now()
+		c.tables, _, err = compile.Compile(compile.Input{RuleSet: rs, IDs: c.ids,
+			MaxEntries: c.lim.Entries, MaxNodes: c.lim.Nodes, MaxLeafSlots: c.lim.LeafSlots})
+		c.compileMS = msSince(t0)
+		if err == nil {
+			return c, nil
+		}
+		if m*2 > maxBenchRules {
+			return nil, fmt.Errorf("compiling %d rules (--max-rules %d): %w", n, m, err)
+		}
 	}
-	c.compileMS = msSince(t0)
-	return c, nil
 }
 
 // sayer prints progress lines to w (nil: nowhere).

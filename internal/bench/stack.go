@@ -18,13 +18,15 @@ import (
 type stackFlavour struct {
 	dut   string
 	tools []string // binaries it needs
-	// load puts a rule set of n rules in force, replacing the flavour's own.
-	load func(n int) stackCmd
+	// load puts a rule set of n rules in force, replacing the flavour's own
+	// (spread: every rule counts, where it would not otherwise).
+	load func(n int, spread bool) stackCmd
 	// empty removes the flavour's rules (it may keep empty chains).
 	empty stackCmd
-	// counter prints the intended rule's counter, which parse reads.
+	// counter prints the intended rule's counter, which parse reads;
+	// with spread traffic, every rule's, which parse sums.
 	counter stackCmd
-	parse   func([]byte) (uint64, error)
+	parse   func(out []byte, spread bool) (uint64, error)
 }
 
 // stackCmd is one run of a tool: its arguments and standard input.
@@ -46,18 +48,20 @@ func iptablesFlavour(dut, prefix string) stackFlavour {
 	return stackFlavour{
 		dut:     dut,
 		tools:   []string{restore, save},
-		load:    func(n int) stackCmd { return stackCmd{restore, []string{"-w", "10"}, MacroRuleSet(n)} },
+		load:    func(n int, _ bool) stackCmd { return stackCmd{restore, []string{"-w", "10"}, MacroRuleSet(n)} },
 		empty:   stackCmd{restore, []string{"-w", "10"}, emptyFilter},
 		counter: stackCmd{bin: save, args: []string{"-c", "-t", "filter"}},
 		parse:   lastRuleCounter,
 	}
 }
 
-func nftFlavour(dut string, ruleset func(n int) string) stackFlavour {
+func nftFlavour(dut string, ruleset func(n int, spread bool) string) stackFlavour {
 	return stackFlavour{
-		dut:     dut,
-		tools:   []string{"nft"},
-		load:    func(n int) stackCmd { return stackCmd{"nft", []string{"-f", "-"}, nftReplace + ruleset(n)} },
+		dut:   dut,
+		tools: []string{"nft"},
+		load: func(n int, spread bool) stackCmd {
+			return stackCmd{"nft", []string{"-f", "-"}, nftReplace + ruleset(n, spread)}
+		},
 		empty:   stackCmd{"nft", []string{"-f", "-"}, nftReplace},
 		counter: stackCmd{bin: "nft", args: []string{"list", "chain", "ip", nftTable, "input"}},
 		parse:   nftCounter,
@@ -67,8 +71,8 @@ func nftFlavour(dut string, ruleset func(n int) string) stackFlavour {
 var stackFlavours = map[string]stackFlavour{
 	DUTIptablesNFT:    iptablesFlavour(DUTIptablesNFT, "iptables-nft"),
 	DUTIptablesLegacy: iptablesFlavour(DUTIptablesLegacy, "iptables-legacy"),
-	DUTNftLinear:      nftFlavour(DUTNftLinear, NftLinearRuleSet),
-	DUTNftSet:         nftFlavour(DUTNftSet, NftSetRuleSet),
+	DUTNftLinear:      nftFlavour(DUTNftLinear, nftLinearRuleSet),
+	DUTNftSet:         nftFlavour(DUTNftSet, func(n int, _ bool) string { return NftSetRuleSet(n) }),
 }
 
 // nftReplace makes sure the table exists, then deletes it: what follows in
@@ -78,10 +82,18 @@ var nftReplace = fmt.Sprintf("table ip %[1]s\ndelete table ip %[1]s\n", nftTable
 // NftLinearRuleSet is MacroRuleSet written as native nftables rules, one
 // per iptables rule in the same order; only the last has a counter (each
 // of iptables-nft's rules has one).
-func NftLinearRuleSet(n int) string {
+func NftLinearRuleSet(n int) string { return nftLinearRuleSet(n, false) }
+
+// nftLinearRuleSet is NftLinearRuleSet, with a counter on every rule if
+// every (spread traffic hits them all).
+func nftLinearRuleSet(n int, every bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n", nftTable)
-	writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d drop\n")
+	if every {
+		writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d counter drop\n")
+	} else {
+		writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d drop\n")
+	}
 	fmt.Fprintf(&b, "\t\tip saddr %v udp dport %d counter drop\n\t}\n}\n", TrafficSrc, TrafficDPort)
 	return b.String()
 }
@@ -121,11 +133,13 @@ type stackDUT struct {
 	progs *benchProgs
 	state *stackState
 	ctx   context.Context // the benchmark's: Ctrl-C stops a restore
+	// spread: the traffic walks the rule set; every rule counts.
+	spread bool
 }
 
 // newStackDUT checks that the flavour's tools exist and work in the DUT's
 // namespace (emptying its rules), or says why not.
-func newStackDUT(ctx context.Context, name string, t *Topology, l *dutLink, p *benchProgs, st *stackState) (*stackDUT, error) {
+func newStackDUT(ctx context.Context, name string, t *Topology, l *dutLink, p *benchProgs, st *stackState, spread bool) (*stackDUT, error) {
 	fl, ok := stackFlavours[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown netfilter DUT %q", name)
@@ -133,7 +147,7 @@ func newStackDUT(ctx context.Context, name string, t *Topology, l *dutLink, p *b
 	if err := fl.installed(); err != nil {
 		return nil, err
 	}
-	d := &stackDUT{fl: fl, topo: t, link: l, progs: p, state: st, ctx: ctx}
+	d := &stackDUT{fl: fl, topo: t, link: l, progs: p, state: st, ctx: ctx, spread: spread}
 	if _, err := d.run(ctx, fl.empty); err != nil {
 		return nil, err
 	}
@@ -185,7 +199,7 @@ func (d *stackDUT) use(n int) error {
 		}
 	}
 	if d.state.loaded[d.fl.dut] != n {
-		if _, err := d.run(d.ctx, d.fl.load(n)); err != nil {
+		if _, err := d.run(d.ctx, d.fl.load(n, d.spread)); err != nil {
 			return err
 		}
 		d.state.loaded[d.fl.dut] = n
@@ -199,39 +213,58 @@ func (d *stackDUT) dropped() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return d.fl.parse(out)
+	return d.fl.parse(out, d.spread)
 }
 
 // lastRuleCounter finds the benchmark's last rule in iptables-save -c
-// output ("[PACKETS:BYTES] -A INPUT ...") and returns its packet count.
-func lastRuleCounter(save []byte) (uint64, error) {
+// output ("[PACKETS:BYTES] -A INPUT ...") and returns its packet count;
+// with all, the sum of every INPUT rule's.
+func lastRuleCounter(save []byte, all bool) (uint64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(save))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var sum uint64
+	found := false
 	for sc.Scan() {
 		line := sc.Text()
 		ctr, rule, ok := strings.Cut(line, "] ")
-		if !ok || rule != lastRule || !strings.HasPrefix(ctr, "[") {
+		if !ok || !strings.HasPrefix(ctr, "[") || !(rule == lastRule || all && strings.HasPrefix(rule, "-A INPUT ")) {
 			continue
 		}
 		pkts, _, ok := strings.Cut(ctr[1:], ":")
 		if !ok {
-			break
+			return 0, fmt.Errorf("iptables-save -c: counter %q", ctr)
 		}
-		return strconv.ParseUint(pkts, 10, 64)
+		n, err := strconv.ParseUint(pkts, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		sum, found = sum+n, found || rule == lastRule
 	}
-	return 0, fmt.Errorf("iptables-save -c does not list the rule %q", lastRule)
+	if !found {
+		return 0, fmt.Errorf("iptables-save -c does not list the rule %q", lastRule)
+	}
+	return sum, nil
 }
 
 var nftCounterRE = regexp.MustCompile(`\bcounter packets (\d+) bytes \d+`)
 
 // nftCounter reads the one counter of `nft list chain` output: the
-// nftables rule sets count with the intended rule only.
-func nftCounter(list []byte) (uint64, error) {
+// nftables rule sets count with the intended rule only; with all, the sum
+// of every counter (spread traffic: every rule of nft-linear counts).
+func nftCounter(list []byte, all bool) (uint64, error) {
 	m := nftCounterRE.FindAllSubmatch(list, -1)
-	if len(m) != 1 {
+	if len(m) == 0 || len(m) > 1 && !all {
 		return 0, fmt.Errorf("nft list chain shows %d counters, want the intended rule's one", len(m))
 	}
-	return strconv.ParseUint(string(m[0][1]), 10, 64)
+	var sum uint64
+	for _, c := range m {
+		n, err := strconv.ParseUint(string(c[1]), 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
 }
 
 func (d *stackDUT) check(delivered, dropped uint64) error {

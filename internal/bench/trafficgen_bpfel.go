@@ -19,10 +19,19 @@ type trafficgenBenchCounter struct {
 	Bytes   uint64
 }
 
+type trafficgenGenAim struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Dport uint16
+	Pad   uint16
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	trafficgenMapGenAimN     = "gen_aim_n"
+	trafficgenMapGenAims     = "gen_aims"
 	trafficgenMapGenStats    = "gen_stats"
 	trafficgenProgTrafficgen = "trafficgen"
 	trafficgenVarGenIfindex  = "gen_ifindex"
@@ -80,6 +89,8 @@ type trafficgenProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficgenMapSpecs struct {
+	GenAimN  *ebpf.MapSpec `ebpf:"gen_aim_n"`
+	GenAims  *ebpf.MapSpec `ebpf:"gen_aims"`
 	GenStats *ebpf.MapSpec `ebpf:"gen_stats"`
 }
 
@@ -113,11 +124,15 @@ func (o *trafficgenObjects) Close() error {
 //
 // It can be passed to loadTrafficgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficgenMaps struct {
+	GenAimN  *ebpf.Map `ebpf:"gen_aim_n"`
+	GenAims  *ebpf.Map `ebpf:"gen_aims"`
 	GenStats *ebpf.Map `ebpf:"gen_stats"`
 }
 
 func (m *trafficgenMaps) Close() error {
 	return _TrafficgenClose(
+		m.GenAimN,
+		m.GenAims,
 		m.GenStats,
 	)
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,7 +86,10 @@ func newBenchMicro(e *env) *cobra.Command {
 		repeat   int
 		budget   time.Duration
 		delta    int
+		ruleset  string
+		spread   int
 		asJSON   bool
+		latency  []uint
 	)
 	cmd := &cobra.Command{
 		Use:   "micro",
@@ -99,9 +104,31 @@ Every probe is checked to get the verdict claimed before measuring.
 With --delta K (default 4), each round also measures the probes with K rules
 in the delta stage (single edits waiting for a rebuild; rules no probe
 matches, placed first so that every probe checks them all), and reports the
-ratio to the empty delta stage.`,
+ratio to the empty delta stage.
+
+--ruleset picks the rule set: disjoint (the default: distinct /24 or /64
+sources with a UDP port each) or a ClassBench-style IPv4 set, generated
+deterministically: classbench-acl (mostly hosts and exact services),
+classbench-fw (wildcards and port ranges), classbench-ipc (a mix); their
+prefixes nest and their ranges overlap. Tables that need more than the
+default --max-rules are compiled with the smallest that holds them, which is
+printed with the bytes per rule.
+
+With --spread K, each round also compares one frame repeated (warm: the same
+path every packet) with K frames aimed at K different rules (at most the
+rule count), in random order, each checked first to be decided by its rule.
+A driver program copies the next frame over the test packet and tail-calls
+xdpfw, timing each packet in the kernel; the same series with an empty
+program in place of xdpfw is subtracted. p50/p90/p99 per packet.
+
+With --latency-sample N[,N...] (e.g. 1,64), each round also measures the
+last-rule probe with latency sampling 1 in N and reports the ratio to
+sampling off (the cost of the data plane's latency histograms).`,
 		Example: `  xdpfw bench micro
-  xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json`,
+  xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json
+  xdpfw bench micro --family ipv4 --sizes 1000,10000,100000 --spread 100000
+  xdpfw bench micro --family ipv4 --sizes 10000 --ruleset classbench-fw --spread 10000
+  xdpfw bench micro --sizes 1,10000 --family ipv4 --latency-sample 1,64`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, f := range families {
@@ -112,6 +139,15 @@ ratio to the empty delta stage.`,
 			if len(sizes) == 0 || rounds < 1 || repeat < 1 {
 				return usageError{fmt.Errorf("--sizes, --rounds and --repeat must be positive")}
 			}
+			if spread < 0 {
+				return usageError{fmt.Errorf("--spread %d: a frame count, 0 for none", spread)}
+			}
+			if !slices.Contains(bench.RuleSets, ruleset) {
+				return usageError{fmt.Errorf("--ruleset %q: one of %s", ruleset, strings.Join(bench.RuleSets, ", "))}
+			}
+			if ruleset != bench.RuleSetDisjoint && slices.Contains(families, "ipv6") {
+				return usageError{fmt.Errorf("--ruleset %s is IPv4 only: add --family ipv4", ruleset)}
+			}
 			if delta < 0 || delta > compile.DeltaMax {
 				return usageError{fmt.Errorf("--delta %d: from 0 to %d", delta, compile.DeltaMax)}
 			}
@@ -120,10 +156,18 @@ ratio to the empty delta stage.`,
 					return usageError{fmt.Errorf("--sizes: %d is not a rule count", n)}
 				}
 			}
+			var samples []uint32
+			for _, n := range latency {
+				if n < 1 || n > 1<<31 {
+					return usageError{fmt.Errorf("--latency-sample %d: 1 in N, N from 1 (off is always measured)", n)}
+				}
+				samples = append(samples, uint32(n))
+			}
 			progress := e.stderr
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
-				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta})
+				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta, RuleSet: ruleset, Spread: spread,
+				LatencySamples: samples})
 			if err != nil {
 				return err
 			}
@@ -131,6 +175,8 @@ ratio to the empty delta stage.`,
 				return e.printJSON(res)
 			}
 			bench.WriteTable(e.stdout, res)
+			fmt.Fprintln(e.stdout)
+			bench.WriteSpreadTable(e.stdout, res)
 			return nil
 		},
 	}
@@ -141,7 +187,10 @@ ratio to the empty delta stage.`,
 	fl.IntVar(&repeat, "repeat", 200000, "BPF_PROG_TEST_RUN runs per measurement")
 	fl.DurationVar(&budget, "time-budget", 3*time.Minute, "stop starting rounds after this long (at least 3 rounds run)")
 	fl.IntVar(&delta, "delta", 4, "rules in the delta stage for the second set of measurements (0: none)")
+	fl.StringVar(&ruleset, "ruleset", bench.RuleSetDisjoint, "rule set: "+strings.Join(bench.RuleSets, ", "))
+	fl.IntVar(&spread, "spread", 0, "also measure K frames aimed at K different rules against one repeated (0: no)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.UintSliceVar(&latency, "latency-sample", nil, "also measure latency sampling 1 in N for each N given, beside off")
 	return cmd
 }
 

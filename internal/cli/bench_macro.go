@@ -23,6 +23,7 @@ func newBenchMacro(e *env) *cobra.Command {
 		duration time.Duration
 		rounds   int
 		report   string
+		spread   bool
 		asJSON   bool
 	)
 	cmd := &cobra.Command{
@@ -54,6 +55,14 @@ side by side. Before measuring, each
 DUT is checked to drop the generated packets with its intended rule (its
 counter must equal what the veth delivered).
 
+With --spread the traffic walks the whole rule set instead: packet i takes
+the source address and UDP port of rule perm(i mod N), a fixed random order
+of all N rules (the last rule's pair from its /17), so consecutive packets
+hit different rules, as under a scan or randomly sourced traffic. Every rule
+drops; the counts are then every rule's counters summed (nft-linear gets a
+counter on every rule, as iptables-nft has), and xdpfw is checked first to
+drop each rule's frame with that rule.
+
 Per run it counts packets offered (generator), dropped by the intended rule
 (xdpfw's rule counter, the XDP_DROP program's counter, iptables-save -c,
 the counter of nft's intended rule), and
@@ -72,11 +81,14 @@ caveats of a veth.`,
   # a quick look at 64-byte frames, with an HTML report and PNG plots
   xdpfw bench macro --rules 1,1000,10000 --sizes 64 --duration 2s --report /tmp/macro
 
+  # traffic spread over every rule, 64-byte frames
+  xdpfw bench macro --spread --rules 1000,10000,60000 --sizes 64
+
   # xdpfw against the floor only, as JSON
   xdpfw bench macro --dut xdp-drop,xdpfw --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opt := bench.MacroOptions{Rules: rulesN, Sizes: sizes, Duration: duration, Rounds: rounds, Progress: e.stderr}
+			opt := bench.MacroOptions{Rules: rulesN, Sizes: sizes, Duration: duration, Rounds: rounds, Progress: e.stderr, Spread: spread}
 			explicit := cmd.Flags().Changed("dut")
 			if !explicit {
 				duts = bench.AvailableDUTs()
@@ -117,6 +129,7 @@ caveats of a veth.`,
 	fl.StringSliceVar(&duts, "dut", nil, "DUTs to measure: "+strings.Join(bench.AllDUTs, ",")+" (default: all whose tools are installed)")
 	fl.DurationVar(&duration, "duration", time.Second, "traffic per run (one DUT at one point)")
 	fl.IntVar(&rounds, "rounds", 3, "interleaved rounds")
+	fl.BoolVar(&spread, "spread", false, "walk the whole rule set: each packet aimed at the next rule of a random order")
 	fl.StringVar(&report, "report", "", "write an HTML report with PNG plots into this directory")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

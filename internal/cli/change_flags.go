@@ -22,6 +22,7 @@ type changeFlags struct {
 	ct         ctFlags
 	reject     rejectFlags
 	logs       logFlags
+	latSample  uint32
 }
 
 // add registers the flags: load's (sizes, --log-snap; defaults named) or apply's.
@@ -35,6 +36,7 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 		fs.IntVar(&c.maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
 			"1 to %d, default %d; the kernel memory the tables take is checked against what the machine has; changing it needs detach --all first)",
 			datapath.MaxEntries, compile.DefaultMaxEntries))
+		fs.Uint32Var(&c.latSample, "latency-sample", 0, latencySampleHelp+" (default: 0, off; a reload keeps the value in force)")
 	} else {
 		fs.StringVar(&c.malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
 		c.reject.add(cmd, "default: unchanged")
@@ -47,7 +49,8 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 	}
 	fs.StringVar(&c.forward, "forward", "", "how packets the FORWARD chain accepts are forwarded: xdp, by xdpfw's fast path in XDP "+
 		"(FIB lookup, TTL, MACs, redirect to another interface xdpfw is attached to; the kernel forwards what it cannot do exactly as the "+
-		"kernel would, and what comes in or goes out by a natively attached veth, counted by reason in status); xdp-veth, the same through "+
+		"kernel would, what comes in or goes out by a natively attached veth, and, where the kernel has conntrack, a connection until an "+
+		"answer came back untranslated, so that the kernel's NAT is never bypassed; counted by reason in status); xdp-veth, the same through "+
 		"such veth devices too (their peers must send finished checksums and take redirected frames: docs/forward.md); or stack, by the kernel ("+fwdDefault+")")
 	fs.BoolVar(&c.allowEmpty, "allow-empty", false, "put in force a rule file with no rule, no policy and no *filter section "+
 		"(it accepts everything); without it such a file (empty, blank, only comments) is refused")
@@ -72,6 +75,10 @@ func (c *changeFlags) options(cmd *cobra.Command) (firewall.Options, error) {
 			return opt, usageError{fmt.Errorf("--max-rules %d: want 1 to %d", c.maxRules, datapath.MaxEntries)}
 		}
 		opt.MaxRules = c.maxRules
+		if cmd.Flags().Changed("latency-sample") {
+			n := c.latSample
+			opt.LatencySample = &n
+		}
 	}
 	if err := c.ct.apply(cmd, &opt, c.load); err != nil {
 		return opt, err

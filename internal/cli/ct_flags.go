@@ -17,6 +17,7 @@ type ctFlags struct {
 	timeouts []string
 	full     string
 	pickup   string
+	kernel   string
 }
 
 func (c *ctFlags) register(cmd *cobra.Command, load bool) {
@@ -30,6 +31,10 @@ func (c *ctFlags) register(cmd *cobra.Command, load bool) {
 	cmd.Flags().StringVar(&c.pickup, "ct-tcp-pickup", "", "TCP connections conntrack does not know (they predate the rules, or the table was flushed): "+
 		"loose (default) picks them up mid-stream, their next bare ACK being NEW to the rules, as Linux's nf_conntrack_tcp_loose=1; "+
 		"strict starts connections with a SYN only, such ACKs are INVALID (a reload or apply keeps the value in force)")
+	cmd.Flags().StringVar(&c.kernel, "ct-kernel-nat", "", "connections the kernel's own nat table translates (Docker, kube-proxy, a MASQUERADE kept in iptables): "+
+		"on (default, where the kernel has nf_conntrack and the kfunc bpf_xdp_ct_lookup) judges the packets xdpfw's conntrack does not know with the kernel's conntrack, "+
+		"as iptables would see them (an answer to a masqueraded connection: in FORWARD, ESTABLISHED, addressed to the original source); "+
+		"off judges them by the addresses they arrive with (docs/conntrack.md \"Kernel NAT\"; a reload or apply keeps the value in force)")
 }
 
 func (c *ctFlags) apply(cmd *cobra.Command, opt *firewall.Options, load bool) error {
@@ -42,6 +47,10 @@ func (c *ctFlags) apply(cmd *cobra.Command, opt *firewall.Options, load bool) er
 		return usageError{fmt.Errorf("--ct-tcp-pickup %q: want loose or strict", c.pickup)}
 	}
 	opt.CTTCPPickup = c.pickup
+	if c.kernel != "" && c.kernel != "on" && c.kernel != "off" {
+		return usageError{fmt.Errorf("--ct-kernel-nat %q: want on or off", c.kernel)}
+	}
+	opt.CTKernelNAT = c.kernel
 	if cmd.Flags().Changed("ct-timeout") {
 		t, err := conntrack.ParseTimeouts(c.timeouts)
 		if err != nil {

@@ -114,6 +114,9 @@ skipped), 2 when a line is refused.`,
 					fmt.Fprintln(e.stdout, "the files do not load: fix or remove the refused lines")
 				case sum.Skipped > 0:
 					fmt.Fprintln(e.stdout, "the files load with --skip-unsupported (without it, apply refuses them)")
+					if note := rules.KernelNATNote(rs.Skipped); note != "" {
+						fmt.Fprintln(e.stdout, note)
+					}
 				default:
 					fmt.Fprintln(e.stdout, "the files load as they are")
 				}

@@ -17,7 +17,10 @@ func newList(e *env) *cobra.Command {
 		Short: "List the rules in force, numbered, with packet and byte counters",
 		Long: `list prints each chain's rules in evaluation order, numbered as 'delete' and
 'add --position' count them, with the packets and bytes each rule decided,
-then each chain's policy per family with its counters. User-defined chains
+then each chain's policy per family with its counters. A --vlan-id rule
+that cannot see the VLAN tags of packets arriving on an interface (the NIC
+strips them and XDP cannot read them there) says so, naming the interface;
+status says why and the remedy. User-defined chains
 follow the built-in ones, with the number of rules that jump (-j) or go
 (-g) to each.
 
@@ -33,6 +36,9 @@ text is a rule file: xdpfw apply reads it back into the same rules.`,
 			defer fw.Close()
 			l, err := fw.List()
 			if err != nil {
+				return err
+			}
+			if err := fw.AddVLANBlind(l); err != nil {
 				return err
 			}
 			if asJSON {
@@ -70,6 +76,9 @@ text is a rule file: xdpfw apply reads it back into the same rules.`,
 					fmt.Fprintf(tw, "%d\t%d\t%d\t%s", r.Num, r.Counter.Packets, r.Counter.Bytes, r.Rule)
 					if r.Log != nil {
 						fmt.Fprintf(tw, "   [logged %d, suppressed %d, lost %d]", r.Log.Emitted, r.Log.Suppressed, r.Log.Lost)
+					}
+					if len(r.VLANBlind) > 0 {
+						fmt.Fprintf(tw, "   [--vlan-id cannot see VLAN tags on %s: see status]", strings.Join(r.VLANBlind, ", "))
 					}
 					fmt.Fprintln(tw)
 				}

@@ -61,6 +61,13 @@ chain runs in a tc egress program attached to the same interfaces (tcx,
 or a clsact filter on kernels before 6.6; XDPFW_TC_ATTACH=tcx|clsact
 chooses).
 
+-m vlan --vlan-id N sees the tags in the frame. A NIC with rx VLAN offload
+on strips the outer tag before XDP runs (a veth keeps a tag its peer's
+sender put beside the frame): where the driver hands XDP that tag (Linux
+6.16+, native mode), load attaches a small program bound to the interface,
+xdpfw_rxvlan, that reads it; elsewhere load and apply warn, naming the
+interface and the fix (ethtool -K IFACE rxvlan off), and status shows it.
+
 -j LOG rules and --log on ACCEPT, DROP or REJECT rules log packets: each
 event carries the packet's first --log-snap bytes and goes to a ring buffer
 that 'xdpfw log' reads; each logged rule emits at most its rate
@@ -71,8 +78,14 @@ here, or the rule's -m limit) and counts what it suppresses.
 bucket of its own (default 3/hour, burst 5, as iptables): it matches while
 the bucket has a token and takes one; a packet it refuses goes on to the
 next rule. A rule kept by apply keeps its bucket. -m recent --set, --rcheck,
---update, --remove (--seconds, --hitcount, --name, --rsource/--rdest, --mask)
-keeps named address lists shared by the rules that name them, in rule order.
+--update, --remove (--seconds, --hitcount, --rttl, --name, --rsource/--rdest,
+--mask) keeps named address lists shared by the rules that name them, in rule
+order.
+-m hashlimit --hashlimit-upto|--hashlimit-above RATE --hashlimit-name NAME
+(--hashlimit-burst, --hashlimit-mode srcip,srcport,dstip,dstport,
+--hashlimit-srcmask/-dstmask, --hashlimit-htable-expire) is -m limit with a
+bucket per key of the packet in a named table; -above takes a token when
+there is one and matches when there is none.
 
 Connection tracking runs when a rule uses -m conntrack (--ctstate, --ctproto,
 --ctstatus, --ctdir) or -m state --state: the table has --ct-max entries (preallocated, about 150 bytes each)

@@ -56,4 +56,7 @@ func (e *env) printSkipped(rs *rules.RuleSet) {
 	if n := len(rs.Skipped); n > 0 {
 		fmt.Fprintf(e.stderr, "%d lines skipped (--skip-unsupported)\n", n)
 	}
+	if note := rules.KernelNATNote(rs.Skipped); note != "" {
+		fmt.Fprintln(e.stderr, note)
+	}
 }

@@ -14,7 +14,8 @@ import (
 )
 
 func newStats(e *env) *cobra.Command {
-	var asJSON, prom, all bool
+	var asJSON, prom, all, lat, resetLat bool
+	var sample uint32
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Show every counter: per rule (with last hit), per policy, by reason, by XDP/tc action, conntrack",
@@ -36,6 +37,16 @@ func newStats(e *env) *cobra.Command {
               expired entries replaced)
   programs    run count and run time of the two programs, when the kernel
               collects them (sysctl kernel.bpf_stats_enabled=1)
+  latency     per-packet processing time in the data plane by chain and
+              outcome (accept, drop, reject, pass): mean, p50, p90, p99,
+              p99.9, max over the sampled packets of every CPU, while
+              --latency-sample N (here or at load) times one packet in N
+              (docs/realtime.md)
+
+--latency shows the latency section alone (--json: its JSON).
+--latency-sample N changes the sampling of the running data plane (0: off);
+--reset-latency empties the histograms. Both take effect at once, before
+anything is printed.
 
 Counters count since the data plane was first loaded; a rule's since it got
 its id (a rule whose text is unchanged keeps its counters across apply).
@@ -43,17 +54,28 @@ Last hit has the kernel tick's resolution (a few ms). stats never waits for a
 change in progress (it takes no lock). Rates: xdpfw top.`,
 		Example: `  xdpfw stats
   xdpfw stats --json | jq '.rules[] | select(.packets > 0) | {chain, num, rule, packets, last_hit}'
-  xdpfw stats --prometheus > /var/lib/node_exporter/textfile/xdpfw.prom`,
+  xdpfw stats --prometheus > /var/lib/node_exporter/textfile/xdpfw.prom
+  xdpfw stats --latency-sample 64 --reset-latency; sleep 60; xdpfw stats --latency`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON && prom {
 				return usageError{fmt.Errorf("--json and --prometheus: choose one")}
+			}
+			if lat && prom {
+				return usageError{fmt.Errorf("--latency and --prometheus: choose one (the metrics hold the histograms)")}
+			}
+			if err := e.latencyControl(cmd.Flags().Changed("latency-sample"), sample, resetLat); err != nil {
+				return err
 			}
 			s, err := telemetry.Take(e.paths)
 			if err != nil {
 				return err
 			}
 			switch {
+			case lat && asJSON:
+				return e.printJSON(s.Latency)
+			case lat:
+				return printLatency(e.stdout, s.Latency, all)
 			case asJSON:
 				return e.printJSON(s)
 			case prom:
@@ -64,7 +86,10 @@ change in progress (it takes no lock). Rates: xdpfw top.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&prom, "prometheus", false, "print the Prometheus text exposition (what /metrics serves) once")
-	cmd.Flags().BoolVar(&all, "all", false, "also list reasons and actions that counted nothing")
+	cmd.Flags().BoolVar(&all, "all", false, "also list reasons, actions and latency histograms that counted nothing")
+	cmd.Flags().BoolVar(&lat, "latency", false, "show only the per-packet processing time (latency histograms)")
+	cmd.Flags().BoolVar(&resetLat, "reset-latency", false, "empty the latency histograms first")
+	cmd.Flags().Uint32Var(&sample, "latency-sample", 0, latencySampleHelp)
 	return cmd
 }
 
@@ -131,7 +156,11 @@ func printStats(w io.Writer, s *telemetry.Snapshot, all bool) error {
 		fmt.Fprintf(tw, "program %s (%s, id %d): %d runs, %s run time%s%s\n", p.Name, p.Hook, p.ID, p.Runs,
 			p.RunTime.Round(time.Microsecond), perRun(p), frozen)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return printLatency(w, s.Latency, all)
 }
 
 func perRun(p telemetry.Program) string {

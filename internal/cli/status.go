@@ -15,11 +15,21 @@ import (
 )
 
 func newStatus(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, lat bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what is loaded: interfaces and attach modes, generation, counters by reason",
-		Args:  cobra.NoArgs,
+		Long: `status shows what is loaded: the program, the rule set's generation, the
+settings in force, the interfaces and their attach modes, packets by reason.
+
+--latency shows instead the per-packet processing time the data plane
+measures (while sampling is on: load or stats --latency-sample N): p50,
+p90, p99, p99.9 and max per chain and outcome, over every CPU
+(docs/realtime.md).`,
+		Example: `  xdpfw status
+  xdpfw status --latency
+  xdpfw status --latency --json | jq '.histograms[] | select(.count > 0)'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fw, err := e.openRead()
 			if err != nil {
@@ -29,6 +39,16 @@ func newStatus(e *env) *cobra.Command {
 				return err
 			}
 			defer fw.Close()
+			if lat {
+				l, err := telemetry.TakeLatency(fw.Datapath())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return e.printJSON(l)
+				}
+				return printLatency(e.stdout, l, false)
+			}
 			s, err := fw.Status()
 			if err != nil {
 				return err
@@ -58,6 +78,8 @@ func newStatus(e *env) *cobra.Command {
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
 			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats'); TCP pickup %s\n",
 				s.Limits.Conntrack, s.CTTCPPickup)
+			fmt.Fprintf(e.stdout, "kernel NAT: %s (the kernel's conntrack judges packets of connections its nat table translates; counter kernel_nat in 'xdpfw conntrack stats')\n",
+				s.CTKernelNAT)
 			fmt.Fprintf(e.stdout, "fragment table: %d datagrams in flight at most (--ct-max/8; counters frag_* in 'xdpfw conntrack stats')\n",
 				datapath.FragsFor(s.Limits.Conntrack))
 			lg := s.Log
@@ -71,14 +93,18 @@ func newStatus(e *env) *cobra.Command {
 				fmt.Fprintf(e.stdout, "  events: %d emitted, %d suppressed by rate limits, %d lost to a full ring buffer; %s\n",
 					lg.Counter.Total.Emitted, lg.Counter.Total.Suppressed, lg.Counter.Total.Lost, reader)
 			}
+			if n, err := fw.Datapath().LatencySample(); err == nil {
+				fmt.Fprintf(e.stdout, "latency: %s\n", sampleText(n))
+			}
 			fwd := s.Forward
 			if fwd.Mode != datapath.ForwardStack {
-				ports := "no interface"
-				if len(fwd.Ports) > 0 {
-					ports = strings.Join(fwd.Ports, ", ")
+				if len(fwd.Ports) == 0 {
+					fmt.Fprintf(e.stdout, "forwarding: %s (no attached interface takes the fast path: the kernel forwards what FORWARD accepts; docs/forward.md)\n",
+						fwd.Mode)
+				} else {
+					fmt.Fprintf(e.stdout, "forwarding: %s (what FORWARD accepts between %s leaves from XDP once answered untranslated; the kernel forwards the rest; docs/forward.md)\n",
+						fwd.Mode, strings.Join(fwd.Ports, ", "))
 				}
-				fmt.Fprintf(e.stdout, "forwarding: %s (what FORWARD accepts between %s leaves from XDP; the kernel forwards the rest; docs/forward.md)\n",
-					fwd.Mode, ports)
 			} else {
 				fmt.Fprintln(e.stdout, "forwarding: stack (the kernel forwards what FORWARD accepts)")
 			}
@@ -107,6 +133,10 @@ func newStatus(e *env) *cobra.Command {
 					continue
 				}
 				fmt.Fprintf(e.stdout, "interface %-16s ifindex %-4d mode %s\n", n, i.Index, i.Mode)
+				if r := i.VLANReader; r != nil {
+					fmt.Fprintf(e.stdout, "  vlan tags the NIC strips: read by xdpfw_rxvlan (program id %d, bound to %s), then program id %d\n",
+						r.ID, n, r.Next)
+				}
 				if i.Problem != "" {
 					fmt.Fprintf(e.stdout, "  warning: %s\n", i.Problem)
 				}
@@ -125,6 +155,7 @@ func newStatus(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&lat, "latency", false, "show the per-packet processing time (p50/p90/p99/p99.9/max per chain and outcome)")
 	return cmd
 }
 

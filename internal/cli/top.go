@@ -32,7 +32,10 @@ func newTop(e *env) *cobra.Command {
 		Long: `top takes a snapshot of the counters every --interval and shows the rates
 between the last two: total and dropped packets per second, the -n busiest
 rules and policies, packets by reason (with drops), and what the programs
-returned (XDP_PASS, XDP_DROP, XDP_TX, TC_ACT_OK, TC_ACT_SHOT).
+returned (XDP_PASS, XDP_DROP, XDP_TX, TC_ACT_OK, TC_ACT_SHOT); while
+latency sampling is on (load or stats --latency-sample N), the per-packet
+processing time of the packets timed in the interval, per chain and
+outcome (p50, p90, p99, p99.9, max).
 
 On a terminal it redraws in place; q or Ctrl-C quits and restores the
 terminal. When stdout is not a terminal, or with --once or --frames, it
@@ -206,8 +209,17 @@ func renderTop(w io.Writer, r *telemetry.Rates, rows, height int) error {
 			actions = append(actions, fmt.Sprintf("%8s %8s %12d  %s %s\n", si(x.PPS), si(8*x.BPS), x.Packets, x.Hook, x.Action.Action))
 		}
 	}
+	var lat []string
+	for _, x := range r.Latency {
+		lat = append(lat, fmt.Sprintf("%8s %8s %8s %8s %8s %8s  %s %s\n", si(x.PPS), ns(x.P50), ns(x.P90), ns(x.P99), ns(x.P999),
+			ns(float64(x.Max)), x.Chain, x.Outcome))
+	}
+	latLines := 0
+	if len(lat) > 0 { // a gap and a header
+		latLines = 2 + len(lat)
+	}
 	if height > 0 { // header 3, three table headers and two gaps, the footer
-		rows = max(1, min(rows, height-9-max(len(reasons), 1)-len(actions)))
+		rows = max(1, min(rows, height-9-max(len(reasons), 1)-len(actions)-latLines))
 	}
 	fmt.Fprintf(w, "%8s %8s %12s %10s  %s\n", "pkt/s", "bit/s", "packets", "last hit", "rule")
 	ri, pi := 0, 0
@@ -234,6 +246,12 @@ func renderTop(w io.Writer, r *telemetry.Rates, rows, height int) error {
 	fmt.Fprintf(w, "\n%8s %8s %12s  %s\n", "pkt/s", "bit/s", "packets", "action")
 	for _, s := range actions {
 		fmt.Fprint(w, s)
+	}
+	if len(lat) > 0 {
+		fmt.Fprintf(w, "\n%8s %8s %8s %8s %8s %8s  %s\n", "timed/s", "p50", "p90", "p99", "p99.9", "max", "latency (this interval)")
+		for _, s := range lat {
+			fmt.Fprint(w, s)
+		}
 	}
 	return nil
 }

@@ -198,9 +198,28 @@ const (
 	MaxRecentRules = 4096
 	RecentStamps   = 32
 	RecentMax      = 4096
-	// RecentFlagDest and RecentFlagInvert are FW_RECENT_F_*.
+	// MaxHashLimitRules bounds the -m hashlimit rules of a rule set
+	// (FW_MAX_HASHLIMIT_RULES), HashLimitMax their buckets in all tables
+	// together (FW_HASHLIMIT_MAX); HashLimitFlagAbove is FW_HL_F_ABOVE
+	// (the mode's bits below it are rules.HashMode's, FW_HL_F_SRCIP...).
+	MaxHashLimitRules         = 4096
+	HashLimitMax              = 16384
+	HashLimitFlagAbove uint32 = 0x10
+	// RecentFlagDest, RecentFlagInvert and RecentFlagTTL (--rttl) are
+	// FW_RECENT_F_*.
 	RecentFlagDest   uint8 = 0x01
 	RecentFlagInvert uint8 = 0x02
+	RecentFlagTTL    uint8 = 0x04
+)
+
+// EntryNote is FW_EF_NOTE (fw_entry.flags): a probe or guarded entry
+// (Entry.Probe, Entry.GuardMask), noted by the walk and settled in rule
+// order after it; MaxProbes is FW_PROBE_MAX, the probe bits of one
+// packet (docs/limits.md, "Rate and state tests on rules that decide
+// nothing").
+const (
+	EntryNote uint8 = 0x20
+	MaxProbes       = 32
 )
 
 // BucketMatch is FW_BUCKET_MATCH (fw_bucket.flags): a LOG rule's budget

@@ -130,6 +130,11 @@ func Compile(in Input) (*Tables, []Warning, error) {
 // finish builds the tables of the compiled entries.
 func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, []Warning, error) {
 	rs := in.RuleSet
+	for i := range entries { // the notes of rule sets without chains: one per rule (flatten gives its own)
+		if e := &entries[i]; e.Noted() && e.Note == 0 {
+			e.Note = e.RuleID
+		}
+	}
 	t, err := Build(entries, rs, Limits{Entries: in.MaxEntries, Nodes: in.MaxNodes, LeafSlots: in.MaxLeafSlots})
 	if err != nil {
 		return nil, nil, err
@@ -144,7 +149,10 @@ func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, [
 	if t.Recent, err = recentRules(in); err != nil {
 		return nil, nil, err
 	}
-	if err := checkStateNotes(t); err != nil {
+	if t.HashLimits, err = hashLimitRules(in); err != nil {
+		return nil, nil, err
+	}
+	if err := checkStateNotes(in, t); err != nil {
 		return nil, nil, err
 	}
 	t.SetNames = map[uint32]string{}
@@ -308,13 +316,13 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	}
 	base.Log = r.Target.Log
 	base.Limit = r.Match.Limit != nil
-	if rc := r.Match.Recent; rc != nil {
+	if mod := stateModule(&r.Match); mod != "" {
 		switch {
 		case r.Chain == rules.ChainOutput:
-			return nil, nil, fmt.Errorf("-m recent is not supported in OUTPUT (the tc egress program has no room for it yet); " +
-				"use it in INPUT or FORWARD")
+			return nil, nil, fmt.Errorf("-m %s is not supported in OUTPUT (the tc egress program has no room for it yet); "+
+				"use it in INPUT or FORWARD", mod)
 		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
-			return nil, nil, fmt.Errorf("-m recent on a rule that logs is not supported; put the LOG rule beside it without -m recent")
+			return nil, nil, fmt.Errorf("-m %s on a rule that logs is not supported; put the LOG rule beside it without -m %[1]s", mod)
 		}
 		base.State = true
 	}

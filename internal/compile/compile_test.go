@@ -76,7 +76,7 @@ func TestExpansion(t *testing.T) {
 	}{
 		{"-A INPUT -p tcp --dport 22 -j ACCEPT", 1, ""},
 		{"-A INPUT -p tcp -m multiport --dports 22,80,443 -j ACCEPT", 3, ""},
-		{"-A INPUT -p tcp -m multiport --sports 1,2 --dports 22,80,443 -j ACCEPT", 6, ""},
+		{"-A INPUT -p tcp -m multiport --sports 1,2 -m multiport --dports 22,80,443 -j ACCEPT", 6, ""},
 		{"-A INPUT -p tcp ! --dport 22 -j ACCEPT", 2, ""},               // 0:21, 23:65535
 		{"-A INPUT -p tcp -m multiport --ports 22,80 -j ACCEPT", 4, ""}, // sport or dport
 		{"-A INPUT -p tcp -m multiport ! --ports 22 -j ACCEPT", 4, ""},  // both in 2 ranges

@@ -69,7 +69,29 @@ type Entry struct {
 	// Count: with ActLog, the entry only counts the packets it matches
 	// for its rule (a jump, goto, RETURN or rule without -j: flatten.go).
 	Count bool
+	// Probe (1..MaxProbes; 0: none): the entry is the stateful test of a
+	// rule that decides nothing itself (-m limit or -m recent on a jump,
+	// goto, RETURN or rule without -j): settled after the walk in rule
+	// order, it takes the token or does the -m recent operation, and
+	// when that matches sets the packet's probe bit Probe-1 and counts
+	// the packet for its rule; it decides nothing. GuardMask/GuardVal: the entry applies only to packets whose
+	// probe bits b have b&GuardMask == GuardVal (the entries behind such a
+	// rule: flatten.go). A probe or guarded entry is noted by the walk and
+	// settled after it (Noted), as -m recent entries.
+	Probe               uint8
+	GuardMask, GuardVal uint32
+	// Note identifies the entries that are one rule at one place of the
+	// flattened chains (a noted entry: Noted): the data plane settles
+	// each once per packet, at its lowest matching index.
+	Note uint32
 }
+
+// Noted reports whether the walk notes the entry and settles it after the
+// walk in rule order (fw_state_settle): -m recent, probes, guarded entries.
+func (e *Entry) Noted() bool { return e.State || e.Probe != 0 || e.GuardMask != 0 }
+
+// Guarded reports whether probe bits b let the entry apply.
+func (e *Entry) Guarded(b uint32) bool { return b&e.GuardMask == e.GuardVal }
 
 // Flags is fw_entry.flags.
 func (e *Entry) Flags() uint8 {
@@ -86,12 +108,15 @@ func (e *Entry) Flags() uint8 {
 	if e.State {
 		f |= EntryState
 	}
+	if e.Probe != 0 || e.GuardMask != 0 {
+		f |= EntryNote
+	}
 	return f
 }
 
 // Decides reports whether a packet the entry matches goes no further: not
 // a LOG entry, nor one whose -m limit may refuse it.
-func (e *Entry) Decides() bool { return e.Action != ActLog && !e.Limit && !e.State }
+func (e *Entry) Decides() bool { return e.Action != ActLog && !e.Limit && !e.Noted() }
 
 // LogLimit is a token bucket's settings (struct fw_bucket): the log
 // budget of a logged rule (Tables.Logs) or the -m limit of a rule
@@ -130,6 +155,8 @@ type Tables struct {
 	Limits []LogLimit
 	// Recent are the settings of the -m recent rules, in rule order.
 	Recent []RecentRule
+	// HashLimits are the settings of the -m hashlimit rules, in rule order.
+	HashLimits []HashLimitRule
 	// Ranges[i] is Entries[i] as ranges of the key, where it can be
 	// (see Ranges); the trees' leaves test those.
 	Ranges []Ranges
@@ -232,6 +259,12 @@ func (e Entry) String() string {
 	}
 	if e.Count {
 		s += " count"
+	}
+	if e.Probe != 0 {
+		s += fmt.Sprintf(" probe=%d", e.Probe)
+	}
+	if e.GuardMask != 0 {
+		s += fmt.Sprintf(" guard=%#x/%#x", e.GuardVal, e.GuardMask)
 	}
 	return s
 }

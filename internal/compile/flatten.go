@@ -30,6 +30,22 @@ import (
 //     does not decide goes back to the caller's caller;
 //   - a rule without -j decides nothing.
 //
+// A rule that decides nothing itself but has a stateful test (-m limit
+// or -m recent on -j C, -g C, -j RETURN or no -j) cannot be a field test:
+// whether the rules after it apply depends on its bucket or list when the
+// packet gets there. It becomes a probe (Entry.Probe k, one of MaxProbes
+// bits per built-in chain): guard ∧ R, noted by the walk and settled after
+// it in rule order, where it takes the token or does the -m recent
+// operation, as iptables does when the packet reaches the rule and its
+// other matches pass, and sets the packet's probe bit k when its test
+// matches. What lies behind it carries a guard on that bit
+// (Entry.GuardMask/GuardVal): -j C's instance is guard ∧ R ∧ k=1; RETURN
+// (and a goto's return) leaves guard ∧ k=0 (within the guard, k=1 is
+// exactly "reached, R matched, the test passed"). The probe counts its
+// rule when its test matches (no counting entries). Guarded entries are noted and settled in rule order
+// too: one decides, logs or counts only if its guard holds
+// (docs/limits.md, "Rate and state tests on rules that decide nothing").
+//
 // A jump, goto, RETURN or rule without -j also contributes, in place,
 // counting entries (guard ∧ R, EntryCount): non-deciding, noted during the
 // tree walk as LOG entries are (bpf/lib/classify.h fw_log_note), their
@@ -78,6 +94,20 @@ type flattener struct {
 	warn   []Warning
 	used   map[string]bool // user chains some built-in chain reaches
 	ifx    []uint32        // ifindexes(), once
+	probes int             // probe bits taken in the built-in chain being flattened
+	notes  uint32          // Entry.Note keys given (noteKey)
+}
+
+// noteKey marks the entries of one rule at one place with a key of their
+// own (Entry.Note), the data plane's unit of a settled note; flattened
+// keys have the top bit set, apart from the rule ids that key the entries
+// of rule sets without chains (finish).
+func (f *flattener) noteKey(ents []Entry) []Entry {
+	f.notes++
+	for i := range ents {
+		ents[i].Note = 1<<31 | f.notes
+	}
+	return ents
 }
 
 // hasChains reports whether rs uses anything that needs flattening.
@@ -113,6 +143,7 @@ func flatten(in Input) ([]Entry, []Warning, error) {
 	}
 	var out []Entry
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
+		f.probes = 0
 		ents, err := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out))
 		if err != nil {
 			return nil, nil, err
@@ -162,18 +193,48 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			return nil, fmt.Errorf("%s: %s: -i cannot be used in a chain OUTPUT reaches (%s): "+
 				"OUTPUT's packets have no input interface", r.Pos, r.String(), strings.Join(path, " -> "))
 		}
+		if mod := stateModule(&r.Match); c == rules.ChainOutput && mod != "" {
+			// as in OUTPUT itself (compile.go): tc egress does not
+			// settle state rules
+			return nil, fmt.Errorf("%s: %s: -m %s is not supported in a chain OUTPUT reaches (%s): "+
+				"the tc egress program has no room for it yet", r.Pos, r.String(), mod, strings.Join(path, " -> "))
+		}
 		ents, err := f.entries(i)
 		if err != nil {
 			return nil, err
 		}
 		v := r.Target.Verdict
-		if !v.Terminal() && v != rules.VerdictLog {
+		bit := uint32(0) // the probe bit of a stateful rule that decides nothing
+		if !v.Terminal() && v != rules.VerdictLog && (r.Match.Limit != nil || r.Match.Recent != nil) {
+			if bit, err = f.probe(c, r, path); err != nil {
+				return nil, err
+			}
+			pr := make([]Entry, len(ents))
+			for k, e := range ents {
+				e.Probe, e.Reason, e.Count = uint8(bits.TrailingZeros32(bit))+1, 0, false
+				pr[k] = e
+			}
+			add, err := f.and(guard, pr, r, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, f.noteKey(add)...)
+			// behind it, R is the probe's bit: R ∧ k=1 (R kept: the
+			// entries stay as narrow as the rule, fewer notes per leaf)
+			behind := make([]Entry, len(ents))
+			for k, e := range ents {
+				e.GuardMask, e.GuardVal = bit, bit
+				behind[k] = e
+			}
+			ents = behind
+		}
+		if !v.Terminal() && v != rules.VerdictLog && bit == 0 { // a probe counts its rule itself
 			// counts the packets that reach and match it, decides nothing
 			cnt, err := f.and(guard, counting(ents), r, path)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, cnt...)
+			out = append(out, f.noteKey(cnt)...)
 		}
 		switch {
 		case v.Terminal() || v == rules.VerdictLog:
@@ -181,7 +242,7 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, add...)
+			out = append(out, f.noteKey(add)...)
 		case v == rules.VerdictJump || v == rules.VerdictGoto:
 			name := r.Target.Chain
 			for k, p := range path {
@@ -207,12 +268,12 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 				out = append(out, inner...)
 			}
 			if v == rules.VerdictGoto {
-				if guard, err = f.cut(guard, ents, r, path); err != nil {
+				if guard, err = f.cut(guard, ents, bit, r, path); err != nil {
 					return nil, err
 				}
 			}
 		case v == rules.VerdictReturn:
-			if guard, err = f.cut(guard, ents, r, path); err != nil {
+			if guard, err = f.cut(guard, ents, bit, r, path); err != nil {
 				return nil, err
 			}
 		}
@@ -231,7 +292,7 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 func counting(ents []Entry) []Entry {
 	out := make([]Entry, len(ents))
 	for i, e := range ents {
-		e.Action, e.Reason, e.Reject, e.Log, e.Count = ActLog, 0, 0, false, true
+		e.Action, e.Reason, e.Reject, e.Log, e.Count, e.Limit, e.State, e.Probe = ActLog, 0, 0, false, true, false, false, 0
 		out[i] = e
 	}
 	return out
@@ -264,8 +325,13 @@ func (f *flattener) and(guard, ents []Entry, r *rules.Rule, path []string) ([]En
 }
 
 // cut is guard ∧ ¬(ents), the packets of guard that rule r (a RETURN, or
-// a goto's return) lets through.
-func (f *flattener) cut(guard, ents []Entry, r *rules.Rule, path []string) ([]Entry, error) {
+// a goto's return) lets through. With a probe bit (r has a stateful test:
+// ents carry the bit's guard) it is guard ∧ bit=0: within guard, the bit
+// is set exactly when r matched.
+func (f *flattener) cut(guard, ents []Entry, bit uint32, r *rules.Rule, path []string) ([]Entry, error) {
+	if bit != 0 {
+		return f.and(guard, []Entry{{Chain: r.Chain, GuardMask: bit}}, r, path)
+	}
 	for _, e := range ents {
 		neg, err := negate(e)
 		if err != nil {
@@ -282,6 +348,42 @@ func (f *flattener) cut(guard, ents []Entry, r *rules.Rule, path []string) ([]En
 		guard = prune(next)
 	}
 	return guard, nil
+}
+
+// decidesNothing says what rule r, which decides nothing itself, does.
+func decidesNothing(r *rules.Rule) string {
+	switch r.Target.Verdict {
+	case rules.VerdictJump:
+		return "-j " + r.Target.Chain
+	case rules.VerdictGoto:
+		return "-g " + r.Target.Chain
+	case rules.VerdictReturn:
+		return "-j RETURN"
+	}
+	return "no -j"
+}
+
+// probe takes the next probe bit of built-in chain c for rule r (reached
+// through path), which has -m limit or -m recent and decides nothing
+// itself.
+func (f *flattener) probe(c rules.Chain, r *rules.Rule, path []string) (uint32, error) {
+	mod := "limit"
+	if r.Match.Limit == nil {
+		mod = "recent"
+	}
+	if c == rules.ChainOutput {
+		return 0, fmt.Errorf("%s: -m %s on a rule that decides nothing itself (%s) cannot be used in a chain OUTPUT reaches (%s): "+
+			"the tc egress program settles no such tests; give the -m %s to the rule that decides, or move the rule to INPUT or FORWARD",
+			r.Pos, mod, decidesNothing(r), strings.Join(path, " -> "), mod)
+	}
+	if f.probes >= MaxProbes {
+		return 0, fmt.Errorf("%s: chain %s (%s): more than %d rules with -m limit or -m recent that decide nothing themselves "+
+			"(a jump, goto, RETURN or rule without -j) on the way of %s's packets, counting each place a chain is reached from; "+
+			"the data plane keeps %d such results per packet: give some of them to the rules that decide", r.Pos,
+			path[len(path)-1], strings.Join(path, " -> "), MaxProbes, path[0], MaxProbes)
+	}
+	f.probes++
+	return 1 << (f.probes - 1), nil
 }
 
 // prune drops the alternatives another one covers (so that RETURNs in a
@@ -306,7 +408,8 @@ func prune(alts []Entry) []Entry {
 // covers reports (conservatively) whether every packet x matches, y
 // matches: each test of y is a test of x, at least as narrow.
 func covers(y, x *Entry) bool {
-	if y.Match&^x.Match&^ML4Hdr != 0 || y.Match&ML4Hdr != 0 && x.Match&ML4 == 0 || y.Invert&x.Match != x.Invert&y.Match {
+	if y.Match&^x.Match&^ML4Hdr != 0 || y.Match&ML4Hdr != 0 && x.Match&ML4 == 0 || y.Invert&x.Match != x.Invert&y.Match ||
+		y.GuardMask&^x.GuardMask != 0 || x.GuardVal&y.GuardMask != y.GuardVal {
 		return false
 	}
 	m, neg := y.Match, y.Invert
@@ -349,11 +452,14 @@ func (f *flattener) noForm(r *rules.Rule, path []string, err error) error {
 
 // copyMatch copies the match fields of e (not its action or rule) to d.
 // What d's rule does with a match stays d's: its action, rule, logging,
-// and its -m limit bucket or -m recent list (Limit, State: by rule id).
+// and its -m limit bucket or -m recent list (Limit, State: by rule id),
+// probe bit and note key. The guard (probe bits) is a test: it is copied.
 func copyMatch(d, e *Entry) {
 	act, reason, rej, id, log, count, limit, state := d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count, d.Limit, d.State
+	probe, note := d.Probe, d.Note
 	*d = *e
 	d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count, d.Limit, d.State = act, reason, rej, id, log, count, limit, state
+	d.Probe, d.Note = probe, note
 }
 
 // flattenable are the tests conj and negate know how to combine. A test
@@ -585,6 +691,10 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	out := b
 	copyMatch(&out, &a) // a's tests, b's action
 	out.Match |= b.Match & ML4Hdr
+	if a.GuardMask&b.GuardMask&(a.GuardVal^b.GuardVal) != 0 {
+		return nil, nil // one probe bit both set and clear
+	}
+	out.GuardMask, out.GuardVal = a.GuardMask|b.GuardMask, a.GuardVal|b.GuardVal
 	both := a.Match & b.Match
 	only := b.Match &^ a.Match
 	// Fields b alone tests: take them as they are.
@@ -742,6 +852,38 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 				return nil, err
 			}
 		}
+	}
+	// -m addrtype twice on IPv4 packets: an IPv4 address has one type,
+	// and each test is "its type is in the mask" (or not): two of them
+	// are one such test, the masks intersected, joined or subtracted.
+	// (IPv6's tests are not set tests: xt_addrtype's match_type6.)
+	v4 := out.Match&MFamily != 0 && out.Family == rules.FamilyIPv4
+	for _, t := range []struct {
+		bit        uint64
+		ma, mb, mo *uint16
+	}{{MSrcType, &a.SrcTypes, &b.SrcTypes, &out.SrcTypes}, {MDstType, &a.DstTypes, &b.DstTypes, &out.DstTypes}} {
+		if both&t.bit == 0 || !v4 || a.TypeDev != b.TypeDev || *t.ma == *t.mb && inv(&a, t.bit) == inv(&b, t.bit) {
+			continue
+		}
+		ia, ib := inv(&a, t.bit), inv(&b, t.bit)
+		m, neg := *t.ma&*t.mb, false
+		switch {
+		case ia && ib:
+			m, neg = *t.ma|*t.mb, true
+		case ia:
+			m = *t.mb &^ *t.ma
+		case ib:
+			m = *t.ma &^ *t.mb
+		}
+		if m == 0 && !neg {
+			return nil, nil
+		}
+		*t.mo, *t.ma, *t.mb = m, m, m // a and b now agree: same() below takes it
+		out.Invert &^= t.bit
+		if neg {
+			out.Invert |= t.bit
+		}
+		a.Invert, b.Invert = a.Invert&^t.bit|out.Invert&t.bit, b.Invert&^t.bit|out.Invert&t.bit
 	}
 	if err := errors.Join(same(MMark, a.Mark == b.Mark && a.MarkMask == b.MarkMask, "-m mark"),
 		same(MSrcType, a.SrcTypes == b.SrcTypes && a.TypeDev == b.TypeDev, "--src-type"),

@@ -3,6 +3,7 @@ package compile
 import (
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -267,4 +268,51 @@ func fmtInt(i int) string {
 		return string(rune('0' + i))
 	}
 	return fmtInt(i/10) + string(rune('0'+i%10))
+}
+
+// TestChainsAddrTypeTwice: ufw's ufw-not-local (RETURN for LOCAL, then
+// MULTICAST, then BROADCAST destinations, then a rule for the rest) and
+// the other ways two -m addrtype tests of one IPv4 address meet in a
+// chain (positive in a jump, negated after a RETURN, on the source and
+// the destination): each flattens into one test of the mask (intersected,
+// joined or subtracted) and decides every destination type as the
+// reference does. IPv6's tests are not "the type is in the mask": there a
+// second, different test stays refused.
+func TestChainsAddrTypeTwice(t *testing.T) {
+	src := `-P INPUT ACCEPT
+-N not-local
+-N local-only
+-A INPUT -4 -p udp --dport 1 -j not-local
+-A INPUT -4 -p udp --dport 2 -m addrtype --dst-type LOCAL,BROADCAST -j local-only
+-A INPUT -4 -p udp --dport 3 -m addrtype ! --dst-type LOCAL -g local-only
+-A not-local -4 -m addrtype --dst-type LOCAL -j RETURN
+-A not-local -4 -m addrtype --dst-type MULTICAST -j RETURN
+-A not-local -4 -m addrtype --dst-type BROADCAST -j RETURN
+-A not-local -4 -j DROP
+-A local-only -4 -m addrtype ! --dst-type BROADCAST -j REJECT
+-A local-only -4 -m addrtype --dst-type UNICAST,BROADCAST -j DROP
+`
+	rs, tb, _, err := compileText(t, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, dst := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.0", "10.9.9.9", "224.0.0.5", "255.255.255.255", "0.1.2.3"} {
+		for port := range uint16(4) {
+			p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: netip.MustParseAddr("10.9.0.1"), Dst: netip.MustParseAddr(dst),
+				Proto: 17, L4: true, SPort: 9, DPort: port, Addrs: testAddrs, MSS: NoMSS}
+			if !agree(t, tb, rs, p) {
+				t.Fatalf("destination %s port %d", dst, port)
+			}
+			n++
+		}
+	}
+	_, _, _, err = compileText(t, `-N c
+-A INPUT -6 -j c
+-A c -6 -m addrtype --dst-type LOCAL -j RETURN
+-A c -6 -m addrtype --dst-type ANYCAST -j DROP
+`)
+	if !errors.Is(err, ErrNoForm) {
+		t.Errorf("IPv6: %v, want refused (no single-entry form)", err)
+	}
 }

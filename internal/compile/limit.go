@@ -29,6 +29,8 @@ type State struct {
 	Now   uint64
 	Tat   map[int]uint64
 	Lists map[RecentKey]*RecentEntry
+	// Buckets are the -m hashlimit buckets (hashlimit.go).
+	Buckets map[HashKey]*HashBucket
 }
 
 // RecentKey is an address in a -m recent list (masked, as the rule
@@ -44,6 +46,7 @@ type RecentEntry struct {
 	Stamps  [RecentStamps]uint64
 	Index   int
 	NStamps int
+	TTL     uint8 // of the packet that set or updated it last (--rttl)
 }
 
 // recent does what -m recent m does for p (fw_recent_apply): returns
@@ -67,6 +70,15 @@ func (s *State) recent(m *rules.RecentMatch, p *RefPacket) bool {
 	if s != nil {
 		now, e = s.Now, s.Lists[k]
 	}
+	// the kernel's TTL: as the packet arrived (xt_recent adds back the one
+	// FORWARD lost); an entry of another TTL is not found by --rttl
+	ttl := p.TTLSeen()
+	if p.Chain == rules.ChainForward {
+		ttl++
+	}
+	if e != nil && m.TTL && ttl != e.TTL && ttl != 0 && e.TTL != 0 {
+		e = nil
+	}
 	ret := m.Invert
 	if e == nil {
 		if m.Op != rules.RecentSet {
@@ -76,7 +88,7 @@ func (s *State) recent(m *rules.RecentMatch, p *RefPacket) bool {
 			if s.Lists == nil {
 				s.Lists = map[RecentKey]*RecentEntry{}
 			}
-			n := &RecentEntry{Index: 1, NStamps: 1}
+			n := &RecentEntry{Index: 1, NStamps: 1, TTL: ttl}
 			n.Stamps[0] = now
 			s.Lists[k] = n
 		}
@@ -105,6 +117,7 @@ func (s *State) recent(m *rules.RecentMatch, p *RefPacket) bool {
 		e.Stamps[at] = now
 		e.Index = at + 1
 		e.NStamps = max(e.NStamps, e.Index)
+		e.TTL = ttl
 	}
 	return ret
 }

@@ -2,10 +2,15 @@ package compile
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -37,7 +42,7 @@ func TestLimitTreeAgreesWithReference(t *testing.T) {
 		for k := range 400 {
 			p := randomRefPacket(r, rs, names)
 			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testDev(&p), ready, nil)
+			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Ready: ready})
 			gotID := c.Root.RuleID
 			if c.Entry >= 0 {
 				e := tb.Entries[c.Entry]
@@ -90,7 +95,7 @@ func TestLimitEntryNeverEndsLeaf(t *testing.T) {
 			t.Errorf("%s: the walk finds %d candidates, want %d", tc.first, got, tc.want)
 		}
 		if tc.want == 2 {
-			if c := tb.ClassifyWith(&p, Dev{}, func(uint32) bool { return false }, nil); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
+			if c := tb.ClassifyWith(&p, Dev{}, &Stateful{Ready: func(uint32) bool { return false }}); c.Entry < 0 || tb.Entries[c.Entry].RuleID != FirstRuleID+1 {
 				t.Errorf("%s: with its bucket empty the packet is decided by entry %d, want the DROP", tc.first, c.Entry)
 			}
 		}
@@ -120,47 +125,41 @@ func TestLimitNoFastRule(t *testing.T) {
 // entry that ended a leaf, decided in the walk, or was settled out of
 // order shows here.
 func TestRecentTreeAgreesWithReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(15, 4))
-	names := []string{"lo", "eth0", "eth1", "veth0"}
-	settled, sets := 0, 0
-	for set := 0; set < 300; set++ {
-		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
-		rules.RandomRecent(r, rs, 25)
-		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
-		if err != nil {
-			continue // more -m recent rules than one packet may meet: refused
-		}
-		sets++
-		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
-		byID := map[uint32]int{}
-		for i := range rs.Rules {
-			byID[uint32(FirstRuleID+i)] = i
-		}
-		for k := 0; k < 300; k++ {
-			p := randomRefPacket(r, rs, names)
-			want := DecideAt(rs, p, ref)
-			c := tb.ClassifyWith(&p, testDev(&p), nil, func(entry int) bool {
-				settled++
-				return twin.recent(rs.Rules[byID[tb.Entries[entry].RuleID]].Match.Recent, &p)
-			})
-			gotID := c.Root.RuleID
-			if c.Entry >= 0 {
-				gotID = tb.Entries[c.Entry].RuleID
-			}
-			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
-			if want.Rule >= 0 {
-				wantID = uint32(FirstRuleID + want.Rule)
-			}
-			if gotID != wantID || len(ref.Lists) != len(twin.Lists) {
-				t.Fatalf("set %d packet %d: tree says id %d (%d addresses listed), reference id %d (%d)\npacket %+v\n%s",
-					set, k, gotID, len(twin.Lists), wantID, len(ref.Lists), p, rs)
-			}
-		}
+	stateTreeAgrees(t, rand.New(rand.NewPCG(15, 4)), 200, func(r *rand.Rand, rs *rules.RuleSet) { rules.RandomRecent(r, rs, 25) })
+}
+
+// TestRecentTTLForward: -m recent's TTL is the packet's as it arrived in
+// FORWARD too (xt_recent adds back the one ip_forward took, where -m ttl
+// tests the decremented one): an address listed from INPUT is found by a
+// FORWARD --rttl rule for a packet of the same arriving TTL, and one
+// listed from FORWARD by an INPUT one.
+func TestRecentTTLForward(t *testing.T) {
+	rs, err := rules.Parse("t", []byte(`-A INPUT -p udp --dport 1 -m recent --set --name T -j ACCEPT
+-A INPUT -p udp --dport 2 -m recent --rcheck --rttl --name T -j ACCEPT
+-A FORWARD -p udp --dport 1 -m recent --set --name T -j ACCEPT
+-A FORWARD -p udp --dport 2 -m recent --rcheck --rttl --name T -j ACCEPT
+`), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if sets < 200 || settled == 0 {
-		t.Fatalf("%d rule sets compiled, %d -m recent entries settled: the test checked too little", sets, settled)
+	st := &State{Now: 1}
+	var got []int
+	for _, c := range []struct {
+		chain rules.Chain
+		port  uint16
+		ttl   uint8
+	}{
+		{rules.ChainInput, 1, 64}, {rules.ChainForward, 2, 64}, {rules.ChainForward, 2, 63},
+		{rules.ChainForward, 1, 30}, {rules.ChainInput, 2, 30}, {rules.ChainInput, 2, 29},
+	} {
+		p := RefPacketOf(&packet.Packet{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.9.0.1"),
+			Proto: packet.ProtoUDP, SPort: 9, DPort: c.port, TTL: c.ttl}, "eth0")
+		p.Chain = c.chain
+		got = append(got, DecideAt(rs, p, st).Rule)
 	}
-	t.Logf("%d rule sets, %d -m recent entries settled", sets, settled)
+	if want := "[0 3 -1 2 1 -1]"; fmt.Sprint(got) != want {
+		t.Errorf("rules %v, want %v", got, want)
+	}
 }
 
 // TestRecentNotesBound: a rule set where one packet could meet more -m
@@ -185,6 +184,260 @@ func TestRecentNotesBound(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "could meet 9 rules with -m recent") {
 			t.Errorf("error %q does not say why", err)
+		}
+	}
+}
+
+// twinState is the Go twin's side of the buckets and lists (Stateful) for
+// the rules of rs, kept in st as the reference keeps its own.
+func twinState(rs *rules.RuleSet, tb *Tables, st *State, p *RefPacket) *Stateful {
+	idx := func(id uint32) int { return int(id - FirstRuleID) }
+	return &Stateful{
+		Ready: func(id uint32) bool {
+			l := rs.Rules[idx(id)].Match.Limit
+			return st.ready(idx(id), l.IntervalNS(), l.Burst)
+		},
+		Take: func(id uint32) bool {
+			l := rs.Rules[idx(id)].Match.Limit
+			return st.take(idx(id), l.IntervalNS(), l.Burst)
+		},
+		Recent: func(entry int) bool {
+			return st.recent(rs.Rules[idx(tb.Entries[entry].RuleID)].Match.Recent, p)
+		},
+	}
+}
+
+// twinDecide classifies p with the twin and takes the token of a rule
+// that decides in the walk with -m limit (fw_log_emit); it returns the
+// deciding rule (-1: the policy) and the rules counted.
+func twinDecide(rs *rules.RuleSet, tb *Tables, st *State, p *RefPacket) (int, []int) {
+	c := tb.ClassifyWith(p, testDev(p), twinState(rs, tb, st, p))
+	rule := -1
+	if c.Entry >= 0 {
+		e := &tb.Entries[c.Entry]
+		rule = int(e.RuleID - FirstRuleID)
+		if l := rs.Rules[rule].Match.Limit; e.Limit && !e.Noted() {
+			st.take(rule, l.IntervalNS(), l.Burst)
+		}
+	}
+	var counts []int
+	for _, id := range c.Counts {
+		counts = append(counts, int(id-FirstRuleID))
+	}
+	return rule, counts
+}
+
+// TestStateOnChainsAgreeWithReference: rule sets with chains whose jumps,
+// gotos, RETURNs and rules without -j have -m limit or -m recent
+// (rules.RandomStateOnChains; deciding rules with them too), packets in
+// sequence with the clock standing: the twin (probes and guards settled
+// in rule order) and the reference (chains walked with a stack, each rule
+// testing its bucket or list when the packet reaches it) decide every
+// packet alike, count the same rules and leave the same buckets and
+// lists. A probe settled out of order, a token not taken (or taken twice)
+// by a rule that decides nothing, or a guard on the wrong bit shows here.
+func TestStateOnChainsAgreeWithReference(t *testing.T) {
+	defer func(h bool) { rules.RandomHeaderMatches = h }(rules.RandomHeaderMatches)
+	rules.RandomHeaderMatches = false
+	r := rand.New(rand.NewPCG(15, 21))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	sets, refused, probed, emptied := 0, 0, 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomChains(r, rs)
+		rules.RandomStateOnChains(r, rs, 50)
+		if set%2 == 0 {
+			rules.RandomLimits(r, rs, 15)
+			rules.RandomRecent(r, rs, 10)
+		}
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			refused++ // a bound (notes, probes, guards) or a negation without a form: refused whole
+			continue
+		}
+		sets++
+		if tb.HasProbes() {
+			probed++
+		}
+		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			got, counts := twinDecide(rs, tb, twin, &p)
+			wantCounts := slices.Clone(want.Counts)
+			slices.Sort(wantCounts)
+			slices.Sort(counts)
+			if got != want.Rule || !slices.Equal(counts, wantCounts) || !maps.Equal(ref.Tat, twin.Tat) || len(ref.Lists) != len(twin.Lists) {
+				t.Fatalf("set %d packet %d: twin decides rule %d counting %v, reference %d counting %v; buckets %v / %v, %d / %d addresses listed\npacket %+v\n%s\n%v",
+					set, k, got, counts, want.Rule, wantCounts, twin.Tat, ref.Tat, len(twin.Lists), len(ref.Lists), p, rs, tb.Entries)
+			}
+		}
+		for _, tat := range ref.Tat {
+			if tat > ref.Now+uint64(time.Hour) { // a bucket some packets found empty (bursts are at most 3)
+				emptied++
+			}
+		}
+	}
+	if sets < 150 || probed < 100 || emptied == 0 {
+		t.Fatalf("%d rule sets compiled (%d refused), %d with probes, %d buckets emptied: the test checked too little", sets, refused, probed, emptied)
+	}
+	t.Logf("%d rule sets (%d with probes; %d refused), %d buckets emptied", sets, probed, refused, emptied)
+}
+
+// TestProbeBounds: more rules with -m limit or -m recent that decide
+// nothing on the way of one built-in chain's packets than the data plane
+// keeps results for (MaxProbes) is refused at the rule past the bound,
+// naming the chain; so is such a rule in a chain OUTPUT reaches (tc egress
+// settles none). At the bound, the set loads.
+func TestProbeBounds(t *testing.T) {
+	rulesOf := func(n int, chain string) string {
+		var b strings.Builder
+		b.WriteString("-N c\n")
+		fmt.Fprintf(&b, "-A %s -j c\n", chain)
+		for i := range n {
+			fmt.Fprintf(&b, "-A c -p udp --dport %d -m limit --limit 1/hour -j RETURN\n", 1000+i)
+		}
+		b.WriteString("-A c -j DROP\n")
+		return b.String()
+	}
+	for _, tc := range []struct {
+		src, err string
+	}{
+		{rulesOf(MaxProbes, "INPUT"), ""},
+		{rulesOf(MaxProbes+1, "INPUT"), fmt.Sprintf("t.rules:%d:1: chain c (INPUT -> c): more than %d rules with -m limit or -m recent that decide nothing", MaxProbes+3, MaxProbes)},
+		{rulesOf(1, "OUTPUT"), "t.rules:3:1: -m limit on a rule that decides nothing itself (-j RETURN) cannot be used in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-A INPUT -p tcp -m recent --set\n-A OUTPUT -p tcp -m limit -j RETURN\n", "t.rules:2:1: -m limit on a rule that decides nothing itself (-j RETURN) cannot be used in a chain OUTPUT reaches (OUTPUT)"},
+	} {
+		_, _, _, err := compileText(t, tc.src)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%v\n%s", err, tc.src)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("error %v, want %q\n%s", err, tc.err, tc.src)
+		}
+	}
+}
+
+// TestHashLimitTreeAgreesWithReference: the same with -m hashlimit rules
+// (and a few -m recent rules beside), the buckets modelled with the clock
+// standing, the same buckets left. A --hashlimit-above rule that took its
+// token must let the packet on; one settled out of order, or decided in
+// the walk, shows.
+func TestHashLimitTreeAgreesWithReference(t *testing.T) {
+	matched := stateTreeAgrees(t, rand.New(rand.NewPCG(15, 5)), 200, func(r *rand.Rand, rs *rules.RuleSet) {
+		rules.RandomHashLimit(r, rs, 20)
+		rules.RandomRecent(r, rs, 5)
+	})
+	if matched == 0 {
+		t.Fatal("no -m hashlimit rule matched: the test checked too little")
+	}
+}
+
+// TestHashLimitChainsAgree: the same with user chains (rules.RandomChains:
+// jumps, gotos, RETURNs), -m hashlimit rules in them flattened into the
+// chains that reach them (hardened-host.v4's SSH_IN). Sets whose
+// -m hashlimit rules a chain OUTPUT reaches holds are refused.
+func TestHashLimitChainsAgree(t *testing.T) {
+	matched := stateTreeAgrees(t, rand.New(rand.NewPCG(15, 6)), 150, func(r *rand.Rand, rs *rules.RuleSet) {
+		rules.RandomChains(r, rs)
+		rules.RandomHashLimit(r, rs, 20)
+	})
+	if matched == 0 {
+		t.Fatal("no -m hashlimit rule matched: the test checked too little")
+	}
+}
+
+// stateTreeAgrees runs 300 random rule sets that knob gives state rules
+// (-m recent, -m hashlimit) and 300 packets each through the tree walk
+// (ClassifyWith, settling the state entries it met in index order, as
+// fw_state_settle, with a State of its own) and the reference (DecideAt,
+// rule by rule), and requires the same decisions and as many list
+// addresses and buckets on both sides, and at least minSets sets that
+// compile. It returns how many -m hashlimit settlings matched.
+func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Rand, *rules.RuleSet)) (matched int) {
+	t.Helper()
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	settled, sets := 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		knob(r, rs)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			continue // more state rules than one packet may meet: refused
+		}
+		sets++
+		ref, twin := &State{Now: 1e12}, &State{Now: 1e12}
+		byID := map[uint32]int{}
+		for i := range rs.Rules {
+			byID[uint32(FirstRuleID+i)] = i
+		}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			want := DecideAt(rs, p, ref)
+			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Recent: func(entry int) bool {
+				settled++
+				m := &rs.Rules[byID[tb.Entries[entry].RuleID]].Match
+				if m.HashLimit == nil {
+					return twin.recent(m.Recent, &p)
+				}
+				ok := twin.hashlimit(m.HashLimit, &p)
+				if ok {
+					matched++
+				}
+				return ok
+			}})
+			gotID := c.Root.RuleID
+			if c.Entry >= 0 {
+				gotID = tb.Entries[c.Entry].RuleID
+			}
+			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
+			if want.Rule >= 0 {
+				wantID = uint32(FirstRuleID + want.Rule)
+			}
+			if gotID != wantID || len(ref.Lists) != len(twin.Lists) || len(ref.Buckets) != len(twin.Buckets) {
+				t.Fatalf("set %d packet %d: tree says id %d (%d addresses, %d buckets), reference id %d (%d, %d)\npacket %+v\n%s",
+					set, k, gotID, len(twin.Lists), len(twin.Buckets), wantID, len(ref.Lists), len(ref.Buckets), p, rs)
+			}
+		}
+	}
+	if sets < minSets || settled == 0 {
+		t.Fatalf("%d rule sets compiled, %d state entries settled: the test checked too little", sets, settled)
+	}
+	t.Logf("%d rule sets, %d state entries settled, %d hashlimit matches", sets, settled, matched)
+	return matched
+}
+
+// TestHashLimitTableSettings: rules that name one table share its
+// buckets and must agree on its settings (iptables would key and fill
+// them by one rule's); --hashlimit-upto and --hashlimit-above may differ,
+// and so may rules of the two families.
+func TestHashLimitTableSettings(t *testing.T) {
+	for _, tc := range []struct {
+		src, err string
+	}{
+		{"-A INPUT -p tcp -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -p udp -m hashlimit --hashlimit-above 3/min --hashlimit-name a -j DROP\n", ""},
+		{"-A INPUT -s 10.0.0.0/8 -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -s fd00::/8 -m hashlimit --hashlimit-upto 5/min --hashlimit-name a -j ACCEPT\n", ""},
+		{"-A INPUT -p tcp -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n" +
+			"-A INPUT -p udp -m hashlimit --hashlimit-upto 3/min --hashlimit-mode srcip --hashlimit-name a -j ACCEPT\n",
+			`t:2:1: -m hashlimit table "a" is named with other settings by the rule at t:1:1`},
+		{"-A OUTPUT -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n", "-m hashlimit is not supported in OUTPUT"},
+		{"-N c\n-A c -m hashlimit --hashlimit-upto 3/min --hashlimit-name a -j ACCEPT\n-A OUTPUT -p tcp -j c\n",
+			"-m hashlimit is not supported in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-N c\n-A c -m recent --rcheck --name a -j DROP\n-A OUTPUT -p tcp -j c\n",
+			"-m recent is not supported in a chain OUTPUT reaches"},
+	} {
+		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.src, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.src, err, tc.err)
 		}
 	}
 }

@@ -26,19 +26,41 @@ type Classified struct {
 // Classify is the Go twin of the data plane's classifier: walk the trees
 // of (chain, family), check the leaves' candidates in order with
 // Entry.Matches; LOG entries are noted and passed. Every -m limit bucket
-// has a token (ClassifyWith).
+// has a token, no -m recent rule matches (ClassifyWith).
 func (t *Tables) Classify(p *RefPacket, dev Dev) Classified {
-	return t.ClassifyWith(p, dev, nil, nil)
+	return t.ClassifyWith(p, dev, nil)
 }
 
-// ClassifyWith is Classify where a matching -m limit entry (Entry.Limit,
-// not LOG) decides only when ready(its rule id) says its bucket has a
-// token (nil: always), as fw_tree asks fw_limit; the caller takes the
-// token of the deciding entry's rule. The matching -m recent entries
-// before the deciding one (Entry.State) are settled in index order by
-// recent(entry index), which does what the rule does to its list and
-// says whether it matches (nil: none does), as fw_state_settle.
-func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, ready func(ruleID uint32) bool, recent func(entry int) bool) Classified {
+// Stateful is what the rate and state tests see (ClassifyWith); a nil
+// function (or a nil *Stateful): every bucket has a token, no -m recent
+// rule matches.
+type Stateful struct {
+	// Ready: the rule's bucket has a token (the walk's test of a
+	// deciding -m limit entry; the caller takes the token of the
+	// deciding entry's rule, as fw_log_emit).
+	Ready func(ruleID uint32) bool
+	// Take takes a token of the rule's bucket if it has one, and says
+	// whether it had (a settled -m limit note, fw_state_settle).
+	Take func(ruleID uint32) bool
+	// Recent does what entry's -m recent rule does to its list for the
+	// packet and says whether it matches (fw_recent_apply).
+	Recent func(entry int) bool
+}
+
+func (s *Stateful) ready(id uint32) bool { return s == nil || s.Ready == nil || s.Ready(id) }
+func (s *Stateful) take(id uint32) bool  { return s == nil || s.Take == nil || s.Take(id) }
+func (s *Stateful) recent(e int) bool    { return s != nil && s.Recent != nil && s.Recent(e) }
+
+// ClassifyWith is Classify with the buckets and lists of st, as the data
+// plane: a matching deciding -m limit entry decides only when Ready says
+// its bucket has a token; the noted entries (Entry.Noted: -m recent,
+// probes, guarded entries) met before the deciding one are settled in
+// index order with the packet's probe bits, as fw_state_settle: an entry
+// whose guard fails is passed; a -m recent entry applies its rule
+// (Recent), a -m limit one takes a token (Take), and passes when that
+// does not match; then a probe sets its bit and counts its rule, a LOG or counting entry
+// logs or counts, and any other decides.
+func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, st *Stateful) Classified {
 	r := int(p.Chain) * 2
 	if p.Src.Is6() {
 		r++
@@ -46,9 +68,37 @@ func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, ready func(ruleID uint32) b
 	c := Classified{Entry: -1, Root: t.Roots[r]}
 	p = t.raw(&c.Root, p, dev)
 	k := KeyOf(p, dev)
-	var notes []int  // -m recent entries met, in index order
-	var logIdx []int // the entry index of each of c.Logs
-	overIdx := -1    // the first LOG entry left out (MaxLogPerPacket)
+	type note struct {
+		idx int
+		id  uint32
+	}
+	var notes []int // the noted entries met, in index order, one per Note key
+	var logs, counts []note
+	countOver := -1 // the first counting rule left out (MaxCountPerPacket)
+	keys := map[uint32]bool{}
+	// add notes rule id of entry i once, at its lowest index (fw_note)
+	add := func(ns []note, i int, e *Entry) []note {
+		for j := range ns {
+			if ns[j].id == e.RuleID {
+				ns[j].idx = min(ns[j].idx, i)
+				return ns
+			}
+		}
+		return append(ns, note{i, e.RuleID})
+	}
+	pass := func(i int, e *Entry) { // a LOG or counting entry that applies
+		if !e.Count {
+			logs = add(logs, i, e)
+			return
+		}
+		if !slices.ContainsFunc(counts, func(n note) bool { return n.id == e.RuleID }) && len(counts) == MaxCountPerPacket {
+			if countOver < 0 || i < countOver {
+				countOver = i
+			}
+			return
+		}
+		counts = add(counts, i, e)
+	}
 	for _, i := range t.Lookup(r, k) {
 		e := &t.Entries[i]
 		// as fw_tree: an entry's key ranges where it has them
@@ -59,51 +109,61 @@ func (t *Tables) ClassifyWith(p *RefPacket, dev Dev, ready func(ruleID uint32) b
 		} else if !e.Matches(p, dev, t.SetNames) {
 			continue
 		}
-		if e.State {
-			if n := len(notes); n == 0 || t.Entries[notes[n-1]].RuleID != e.RuleID {
+		if e.Noted() {
+			if !keys[e.Note] {
+				keys[e.Note] = true
 				notes = append(notes, int(i))
 			}
 			continue
 		}
 		if e.Action != ActLog {
-			if e.Limit && ready != nil && !ready(e.RuleID) {
+			if e.Limit && !st.ready(e.RuleID) {
 				continue
 			}
 			c.Entry = int(i)
 			break
 		}
-		if e.Count {
-			switch {
-			case slices.Contains(c.Counts, e.RuleID):
-			case len(c.Counts) == MaxCountPerPacket:
-				c.CountOverflow = true
-			default:
-				c.Counts = append(c.Counts, e.RuleID)
-			}
-			continue
-		}
-		if n := len(c.Logs); n > 0 && c.Logs[n-1] == e.RuleID {
-			continue // another entry of the same rule (entries of a rule are adjacent)
-		}
-		if len(c.Logs) == MaxLogPerPacket {
-			if overIdx < 0 {
-				overIdx = int(i)
-			}
-			continue
-		}
-		c.Logs = append(c.Logs, e.RuleID)
-		logIdx = append(logIdx, int(i))
+		pass(int(i), e)
 	}
-	for _, n := range notes { // as fw_state_settle: the first that matches decides
-		if recent != nil && recent(n) {
-			c.Entry = n
-			for len(logIdx) > 0 && logIdx[len(logIdx)-1] > n { // LOG rules after it log nothing
-				logIdx, c.Logs = logIdx[:len(logIdx)-1], c.Logs[:len(c.Logs)-1]
-			}
+	var bits uint32
+	for _, n := range notes { // as fw_state_settle
+		e := &t.Entries[n]
+		if !e.Guarded(bits) {
+			continue
+		}
+		switch {
+		case e.State && !st.recent(n),
+			e.Limit && e.Action != ActLog && !e.State && !st.take(e.RuleID):
+			continue
+		case e.Probe != 0: // sets its bit, counts its rule
+			bits |= 1 << (e.Probe - 1)
+			pass(n, &Entry{RuleID: e.RuleID, Action: ActLog, Count: true})
+			continue
+		case e.Action == ActLog:
+			pass(n, e)
+			continue
+		}
+		c.Entry = n
+		break
+	}
+	before := func(idx int) bool { return c.Entry < 0 || idx < c.Entry }
+	slices.SortFunc(logs, func(a, b note) int { return a.idx - b.idx })
+	for _, l := range logs {
+		if !before(l.idx) {
 			break
 		}
+		if len(c.Logs) == MaxLogPerPacket {
+			c.LogOverflow = true
+			break
+		}
+		c.Logs = append(c.Logs, l.id)
 	}
-	c.LogOverflow = overIdx >= 0 && (c.Entry < 0 || overIdx < c.Entry)
+	for _, n := range counts {
+		if before(n.idx) {
+			c.Counts = append(c.Counts, n.id)
+		}
+	}
+	c.CountOverflow = countOver >= 0 && before(countOver)
 	return c
 }
 

@@ -3,6 +3,8 @@ package compile
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
@@ -68,6 +70,9 @@ func recentRules(in Input) ([]RecentRule, error) {
 		if m.Invert {
 			r.Flags |= RecentFlagInvert
 		}
+		if m.TTL {
+			r.Flags |= RecentFlagTTL
+		}
 		out = append(out, r)
 	}
 	if len(out) > MaxRecentRules {
@@ -86,52 +91,90 @@ func (t *Tables) ListIDs() map[uint32]bool {
 	return out
 }
 
-// checkStateNotes refuses t when a packet could meet more -m recent rules
-// than the data plane notes (MaxStateNotes): for each chain and family,
-// the bound is the sum over its trees of the most -m recent rules one
-// leaf holds (a packet reaches one leaf per tree).
-func checkStateNotes(t *Tables) error {
-	if len(t.Recent) == 0 {
-		return nil
+// stateModule names the module of m that makes its rule's entries state
+// entries (Entry.State: settled after the walk, in rule order): "recent",
+// "hashlimit", or "" for none.
+func stateModule(m *rules.Match) string {
+	switch {
+	case m.Recent != nil:
+		return "recent"
+	case m.HashLimit != nil:
+		return "hashlimit"
 	}
-	memo := map[uint32]int{}
+	return ""
+}
+
+// HasProbes reports whether t has probes (Entry.Probe: -m limit or
+// -m recent on a rule that decides nothing itself).
+func (t *Tables) HasProbes() bool {
+	return slices.ContainsFunc(t.Entries, func(e Entry) bool { return e.Probe != 0 })
+}
+
+// checkStateNotes refuses t when a packet could meet more noted entries
+// (-m recent rules, probes and guarded entries: Entry.Noted, each rule at
+// each place once) than the data plane settles (MaxStateNotes): for each
+// chain and family, the bound is the sum over its trees of the most notes
+// one leaf holds (a packet reaches one leaf per tree). The error names the
+// rules of the worst leaves.
+func checkStateNotes(in Input, t *Tables) error {
+	memo := map[uint32][]Entry{}
 	for r, root := range t.Roots {
-		total := 0
+		var worst []Entry
 		for _, g := range root.Groups {
 			if g != NoTree {
-				total += t.maxStateRules(g, memo)
+				worst = append(worst, t.maxNotes(g, memo)...)
 			}
 		}
-		if total > MaxStateNotes {
+		if len(worst) > MaxStateNotes {
 			fam := "IPv4"
 			if r%2 == 1 {
 				fam = "IPv6"
 			}
-			return fmt.Errorf("a packet of %s (%s) could meet %d rules with -m recent; the data plane settles at most %d per packet "+
-				"(narrow them with -p, --dport or addresses, so that fewer of them can match one packet)", rules.Chain(r/2), fam, total, MaxStateNotes)
+			var where []string
+			seen := map[uint32]bool{}
+			for _, e := range worst {
+				for i, id := range in.IDs {
+					if id == e.RuleID && !seen[id] {
+						seen[id] = true
+						where = append(where, in.RuleSet.Rules[i].Pos.String())
+					}
+				}
+			}
+			at := ""
+			if len(where) > 0 {
+				at = where[0] + ": "
+			}
+			return fmt.Errorf("%sa packet of %s (%s) could meet %d rules with -m recent or -m hashlimit, or behind a -m limit or -m recent "+
+				"that decides nothing (rules at %s); the data plane settles at most %d per packet "+
+				"(narrow them with -p, --dport or addresses, so that fewer of them can match one packet)",
+				at, rules.Chain(r/2), fam, len(worst), strings.Join(where, ", "), MaxStateNotes)
 		}
 	}
 	return nil
 }
 
-// maxStateRules is the most -m recent rules one leaf under ref holds
-// (memo: by node, for nodes reached again).
-func (t *Tables) maxStateRules(ref uint32, memo map[uint32]int) int {
+// maxNotes are the noted entries (one per note key) of the leaf under ref
+// that holds the most (memo: by node, for nodes reached again).
+func (t *Tables) maxNotes(ref uint32, memo map[uint32][]Entry) []Entry {
 	if IsLeafRef(ref) {
-		ids := map[uint32]bool{}
+		var out []Entry
+		keys := map[uint32]bool{}
 		for _, idx := range t.LeafEntries(ref) {
-			if e := &t.Entries[idx]; e.State {
-				ids[e.RuleID] = true
+			if e := &t.Entries[idx]; e.Noted() && !keys[e.Note] {
+				keys[e.Note] = true
+				out = append(out, *e)
 			}
 		}
-		return len(ids)
+		return out
 	}
 	if v, ok := memo[ref]; ok {
 		return v
 	}
-	best := 0
+	var best []Entry
 	for _, c := range t.Nodes[ref].Child {
-		best = max(best, t.maxStateRules(c, memo))
+		if n := t.maxNotes(c, memo); len(n) > len(best) {
+			best = n
+		}
 	}
 	memo[ref] = best
 	return best

@@ -151,11 +151,17 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		if !Matches(&r.Match, p) {
 			continue
 		}
-		if l := r.Match.Limit; l != nil && r.Target.Verdict.Terminal() && !st.take(i, l.IntervalNS(), l.Burst) {
+		// a LOG rule's -m limit is its log budget (not modelled); on any
+		// other rule, a jump, RETURN or rule without -j too, the packet
+		// that reaches it takes a token, whatever happens after
+		if l := r.Match.Limit; l != nil && r.Target.Verdict != rules.VerdictLog && !st.take(i, l.IntervalNS(), l.Burst) {
 			continue // no token: the rule does not match
 		}
 		if m := r.Match.Recent; m != nil && !st.recent(m, &p) {
 			continue // the list says no (after doing what the rule does to it)
+		}
+		if h := r.Match.HashLimit; h != nil && !st.hashlimit(h, &p) {
+			continue // the packet's bucket says no (after taking any token)
 		}
 		if v := r.Target.Verdict; !v.Terminal() && v != rules.VerdictLog && !slices.Contains(counts, i) {
 			counts = append(counts, i)

@@ -128,6 +128,7 @@ const (
 	StatFragUnknown
 	StatFragExpired
 	StatFragOverlap
+	StatKernelNAT
 	NumStats
 )
 
@@ -139,9 +140,11 @@ const (
 // fragment's verdict was recorded; later fragments of no recorded datagram
 // (dropped), of which those whose entry had expired; later fragments
 // overlapping their first fragment (dropped, with their datagram). See
-// docs/fragments.md.
+// docs/fragments.md. kernel_nat: packets judged with the kernel's
+// conntrack, their connection translated by the kernel's nat table
+// (docs/conntrack.md "Kernel NAT").
 var StatNames = [NumStats]string{"created", "table_full", "invalid", "expired_replaced", "early_drop", "picked_up",
-	"frag_tracked", "frag_unknown", "frag_expired", "frag_overlap"}
+	"frag_tracked", "frag_unknown", "frag_expired", "frag_overlap", "kernel_nat"}
 
 // Stats is what `xdpfw conntrack stats` reports.
 type Stats struct {

@@ -103,7 +103,10 @@ type ConntrackConfig struct {
 	Full string `yaml:"full"` // drop or accept: NEW connections when full
 	// TCPPickup: loose (TCP picked up mid-stream) or strict; "": the
 	// default, loose.
-	TCPPickup string            `yaml:"tcp_pickup"`
+	TCPPickup string `yaml:"tcp_pickup"`
+	// KernelNAT: on (default: packets of connections the kernel's own nat
+	// table translates are judged with the kernel's conntrack) or off.
+	KernelNAT string            `yaml:"kernel_nat"`
 	Timeouts  map[string]uint32 `yaml:"timeouts"` // seconds by name; others: the defaults
 	// GC runs at an adaptive interval between these: shorter while it
 	// finds much to collect, longer while it finds little.
@@ -158,7 +161,7 @@ func defaults() Config {
 		Rules:     DefaultRulesPath,
 		Malformed: "drop",
 		Forward:   string(datapath.ForwardXDP),
-		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
+		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", KernelNAT: "on", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
 		Reject: RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst,
 			GlobalRate: fmt.Sprintf("%d/s", compile.DefaultRejectGlobalRate)},
 		Metrics: MetricsConfig{Listen: DefaultMetricsListen},
@@ -262,6 +265,9 @@ func (c *Config) check(root *yaml.Node) error {
 	}
 	if p := c.Conntrack.TCPPickup; p != "" && p != "loose" && p != "strict" {
 		bad(fmt.Sprintf("%q: want loose or strict", p), "conntrack", "tcp_pickup")
+	}
+	if k := c.Conntrack.KernelNAT; k != "" && k != "on" && k != "off" {
+		bad(fmt.Sprintf("%q: want on or off", k), "conntrack", "kernel_nat")
 	}
 	if _, err := c.timeouts(); err != nil {
 		bad(err.Error(), "conntrack", "timeouts")
@@ -387,7 +393,7 @@ func (c *Config) desired() (firewall.Desired, error) {
 	global, _ := firewall.ParseRejectRate(c.Reject.GlobalRate)
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
 		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty,
-		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup, Forward: c.Forward}
+		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup, Forward: c.Forward, CTKernelNAT: c.Conntrack.KernelNAT}
 	rs, err := rules.ReadFiles(rules.Sources{File: c.abs(c.Rules), IPv4File: c.abs(c.RulesIPv4), IPv6File: c.abs(c.RulesIPv6),
 		SkipUnsupported: c.SkipUnsupported})
 	if err != nil {

@@ -175,8 +175,9 @@ func linkIfindex(l link.Link) int {
 	return 0
 }
 
-// Attach attaches the program to iface in the given mode and pins the link,
-// so it stays attached after the process exits. If xdpfw is already attached
+// Attach attaches the program to iface in the given mode (behind
+// xdpfw_rxvlan where the NIC hands XDP the VLAN tags it strips: rxvlan.go)
+// and pins the link, so it stays attached after the process exits. If xdpfw is already attached
 // there, the link is updated to the current program atomically; asking for
 // another mode than the one in effect is an error (changing it would leave
 // the interface unfiltered for a moment: detach first). A link severed from
@@ -190,10 +191,13 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 	pin := linkPin(d.dir, iface)
 	if l := ownLink(d.dir, pin, nl.Attrs().Index, "xdp"); l != nil {
 		defer l.Close()
-		if cur := CurrentMode(iface); mode != ModeAuto && cur != "" && cur != mode {
+		cur := CurrentMode(iface)
+		if mode != ModeAuto && cur != "" && cur != mode {
 			return "", fmt.Errorf("xdpfw is attached to %s in %s mode; to use %s mode, detach it first", iface, cur, mode)
 		}
-		if err := l.Update(d.prog); err != nil {
+		prog, done := d.entryFor(nl, cur)
+		defer done()
+		if err := l.Update(prog); err != nil {
 			return "", fmt.Errorf("updating the XDP link on %s: %w", iface, err)
 		}
 		if err := d.attachEgress(iface, nl.Attrs().Index); err != nil {
@@ -207,7 +211,9 @@ func (d *Datapath) Attach(iface string, mode Mode) (Mode, error) {
 	}
 	var errs []string
 	for _, m := range tries {
-		l, err := link.AttachXDP(link.XDPOptions{Program: d.prog, Interface: nl.Attrs().Index, Flags: modeFlags(m)})
+		prog, done := d.entryFor(nl, m)
+		l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: nl.Attrs().Index, Flags: modeFlags(m)})
+		done()
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", m, err))
 			continue
@@ -297,6 +303,9 @@ type IfaceState struct {
 	// Warnings are the device's caveats the rules in force run into
 	// (DeviceCaveats; filled by the firewall, which knows the rules).
 	Warnings []string `json:"warnings,omitempty"`
+	// VLANReader: the interface runs xdpfw_rxvlan, which reads the VLAN
+	// tags its NIC strips and jumps to the program (rxvlan.go).
+	VLANReader *VLANReader `json:"vlan_reader,omitempty"`
 }
 
 // InterfaceState asks the kernel whether xdpfw's links pinned in dir
@@ -327,6 +336,7 @@ func InterfaceState(dir, iface string) IfaceState {
 		return s
 	}
 	s.Filtering = true
+	s.VLANReader = vlanReaderOf(nl)
 	if e, err := link.LoadPinnedLink(egressPinOf(dir, iface), nil); err == nil {
 		if linkIfindex(e) != s.Index {
 			s.Problem = "the OUTPUT chain's tc link is severed: xdpfw load repairs it"

@@ -713,15 +713,7 @@ func TestEgressOutputChain(t *testing.T) {
 // stays in place until the new program is pinned), and PinProgram puts a
 // map of the new size in its place with the old counts carried over.
 func TestUpgradeCTStats(t *testing.T) {
-	dir := testutil.BPFFS(t) + "/xdpfw"
-	dp, err := datapath.Load(dir, datapath.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dp.PinProgram(); err != nil {
-		t.Fatal(err)
-	}
-	dp.Close()
+	dir := pinnedFresh(t)
 	// What an earlier version pinned: four counters, some counted.
 	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 4})
 	if err != nil {
@@ -733,13 +725,7 @@ func TestUpgradeCTStats(t *testing.T) {
 	if err := old.Put(uint32(conntrack.StatCreated), per); err != nil {
 		t.Fatal(err)
 	}
-	pin := filepath.Join(dir, "fw_ct_stats")
-	if err := os.Remove(pin); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Pin(pin); err != nil {
-		t.Fatal(err)
-	}
+	pin := repin(t, dir, "fw_ct_stats", old)
 	// ... and none of the maps added since, which commands do without.
 	for _, name := range []string{"fw_ct_evict", "fw_reject_global"} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {
@@ -757,7 +743,7 @@ func TestUpgradeCTStats(t *testing.T) {
 		t.Errorf("flush with an earlier version's pins: %v", err)
 	}
 	od.Close()
-	dp, err = datapath.Load(dir, datapath.Limits{})
+	dp, err := datapath.Load(dir, datapath.Limits{})
 	if err != nil {
 		t.Fatalf("load over an earlier version's fw_ct_stats: %v", err)
 	}
@@ -782,4 +768,35 @@ func TestUpgradeCTStats(t *testing.T) {
 	if err != nil || st.Counters["created"] != 7 {
 		t.Fatalf("counters %v (%v): want the 7 created carried over", st.Counters, err)
 	}
+}
+
+// pinnedFresh loads this version's data plane, pins it and closes it: the
+// pins an upgrade test then turns into an earlier version's. It returns
+// the pin directory.
+func pinnedFresh(t *testing.T) string {
+	t.Helper()
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	return dir
+}
+
+// repin puts m in the place of the pinned map name in dir (an earlier
+// version's layout) and returns the pin's path.
+func repin(t *testing.T, dir, name string, m *ebpf.Map) string {
+	t.Helper()
+	pin := filepath.Join(dir, name)
+	if err := os.Remove(pin); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	return pin
 }

@@ -113,9 +113,13 @@ type Datapath struct {
 	limBkt      *ebpf.Map // fw_limits: per -m limit rule id
 	recentRules *ebpf.Map // fw_recent_rules: per -m recent rule id
 	recent      *ebpf.Map // fw_recent: the -m recent lists' addresses
+	hashRules   *ebpf.Map // fw_hashlimit_rules: per -m hashlimit rule id
+	hashBkt     *ebpf.Map // fw_hashlimit: the -m hashlimit tables' buckets
 	logStat     *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr      *ebpf.Map // fw_log_counters
 	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
+	latSample   *ebpf.Map // .data.latency: fw_lat_every, one packet in how many is timed
+	latency     *ebpf.Map // fw_latency: processing-time histograms, per CPU
 	fwdPorts    *ebpf.Map // fw_fwd_ports: the devices the forwarding fast path may redirect to
 	fwdStats    *ebpf.Map // fw_fwd_stats: FORWARD-accepted packets by delivery (fwd.go)
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
@@ -131,6 +135,11 @@ type Datapath struct {
 	// when opened from pins).
 	stages    *ebpf.Map
 	stagesPin string
+	// rxvlan is xdpfw_rxvlan's spec, loaded per interface with handoff
+	// (fw_xdp_handoff, also in unpinned) and stages (rxvlan.go); nil
+	// when opened from pins.
+	rxvlan  *ebpf.ProgramSpec
+	handoff *ebpf.Map
 	// tracers are the trace instances, loaded on first use (trace.go):
 	// XDP and tc, reporting; XDP and tc, recording (tests).
 	tracers [4]*tracer
@@ -147,9 +156,11 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict, "fw_frag": &d.frag,
-		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
+		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent,
+		"fw_hashlimit_rules": &d.hashRules, "fw_hashlimit": &d.hashBkt, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
+		latPin: &d.latSample, "fw_latency": &d.latency,
 		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
 	}
 }
@@ -196,7 +207,19 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			m.Close()
 		}
 	}
-	var objs xdpfwObjects
+	// xdpfw_rxvlan is loaded per interface, bound to it (rxvlan.go).
+	rxvlan := spec.Programs[rxvlanProgName]
+	delete(spec.Programs, rxvlanProgName)
+	nameLatSection(spec)
+	spec.Maps[latSection].Pinning = ebpf.PinByName
+	if err := keepLatSample(spec, dir); err != nil {
+		closeUpgraded()
+		return nil, err
+	}
+	var objs struct {
+		loadObjects
+		LatSection *ebpf.Map `ebpf:".data.latency"`
+	}
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		closeUpgraded()
@@ -210,11 +233,19 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
+	if old := upgraded["fw_config_map"]; old != nil {
+		if err := growSettings(old, objs.FwConfigMap); err != nil {
+			objs.Close()
+			closeUpgraded()
+			return nil, fmt.Errorf("carrying fw_config_map over to the new program: %w", err)
+		}
+	}
 	// The program array holds the classify stage: no other handle needed.
 	objs.XdpfwIngressClassify.Close()
 	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
 		objs.Close()
+		objs.LatSection.Close()
 		closeUpgraded()
 		return nil, err
 	}
@@ -246,13 +277,19 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		limBkt:      objs.FwLimits,
 		recentRules: objs.FwRecentRules,
 		recent:      objs.FwRecent,
+		hashRules:   objs.FwHashlimitRules,
+		hashBkt:     objs.FwHashlimit,
 		logStat:     objs.FwLogStats,
 		logCtr:      objs.FwLogCounters,
 		rejGlob:     objs.FwRejectGlobal,
+		latSample:   objs.LatSection,
+		latency:     objs.FwLatency,
 		fwdPorts:    objs.FwFwdPorts,
 		fwdStats:    objs.FwFwdStats,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
+		rxvlan:      rxvlan,
+		handoff:     objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
 			objs.FwCtGc, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch},
 		upgraded: upgraded,
@@ -261,18 +298,34 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	}, nil
 }
 
+// loadObjects are what Load loads: all but xdpfw_rxvlan.
+type loadObjects struct {
+	xdpfwMaps
+	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
+	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
+	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
+	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+}
+
+func (o *loadObjects) Close() error {
+	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify)
+}
+
 // upgradable are the pinned maps a newer program may make with another
 // layout and whose contents carry over, with how: per-CPU u64 counters
 // indexed by an enum that only grows (new values at the end), summed into
-// the new map. Any other pinned map of another layout makes Load fail with
+// the new map; the settings, written anew. Any other pinned map of another layout makes Load fail with
 // ErrMapIncompatible (`detach --all` first). fw_reason_stats is not one:
 // its slot is out * FW_NUM_REASONS + reason, so a new reason moves every
 // slot; it would need its own copy.
 var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	"fw_ct_stats":     addCounters,
 	"fw_log_counters": addCounters, // FW_LOG_C_COUNT_OVERFLOW came later
-	// struct fw_config grew (forward_stack): every load writes all of
-	// it before any interface runs the new program, nothing to carry.
+	// struct fw_config grows at its end (forward_stack, kernel_ct_off
+	// came later): the settings are copied into the new map when the
+	// program loads (growSettings: what ConfigInForce reads until
+	// SetConfig writes them), nothing at the commit, which would undo
+	// SetConfig.
 	"fw_config_map": func(old, cur *ebpf.Map) error { return nil },
 }
 
@@ -330,6 +383,20 @@ func (d *Datapath) commitUpgrades() error {
 		delete(d.upgraded, name)
 	}
 	return nil
+}
+
+// growSettings copies the settings of an earlier version's fw_config_map
+// into cur, whose struct fw_config has more fields at its end (left 0:
+// their defaults).
+func growSettings(old, cur *ebpf.Map) error {
+	if old.ValueSize() > cur.ValueSize() {
+		return fmt.Errorf("struct fw_config of %d bytes, this program's has %d", old.ValueSize(), cur.ValueSize())
+	}
+	v := make([]byte, old.ValueSize())
+	if err := old.Lookup(uint32(0), &v); err != nil {
+		return err
+	}
+	return cur.Put(uint32(0), append(v, make([]byte, cur.ValueSize()-old.ValueSize())...))
 }
 
 // addCounters adds the per-CPU u64 counters of old to cur, slot by slot.
@@ -459,7 +526,7 @@ func pinsWithPrefix(dir, prefix string) []string {
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
-	"fw_fwd_ports": true, "fw_fwd_stats": true}
+	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -23,31 +23,50 @@ type DeviceCaveats struct {
 	Reject string
 	// VLAN: VLAN tags do not reach XDP in the frame, so --vlan-id cannot
 	// match (a NIC with rx-vlan-hw-parse on strips them into the packet's
-	// metadata; a veth passes on a tag its peer's sender put there).
+	// metadata; a veth passes on a tag its peer's sender put there), and
+	// XDP does not read them from there (xdpfw_rxvlan: rxvlan.go).
 	VLAN string
 }
 
-// CheckDevice reports iface's caveats when xdpfw runs there in mode.
+// CheckDevice reports iface's caveats when xdpfw runs there in mode. No
+// VLAN caveat where xdpfw_rxvlan runs: XDP reads the stripped tags.
 func CheckDevice(iface string, mode Mode) DeviceCaveats {
 	var c DeviceCaveats
 	nl, err := netlink.LinkByName(iface)
 	if err != nil {
 		return c
 	}
+	reads := ReadsVLANMetadata(nl)
 	if nl.Type() == "veth" {
-		c.VLAN = fmt.Sprintf("%s is a veth: a tag its peer's sender (a VLAN device over the peer, whose tx-vlan-offload "+
-			"is on by default) puts beside the frame stays there, and --vlan-id cannot see it; turn it off on the peer "+
-			"(ethtool -K PEER txvlan off) if tagged traffic comes that way", iface)
+		if !reads {
+			c.VLAN = fmt.Sprintf("%s is a veth: a tag its peer's sender (a VLAN device over the peer, whose tx-vlan-offload "+
+				"is on by default) puts beside the frame stays there, and --vlan-id cannot see it (%s); turn it off on "+
+				"the peer (ethtool -K PEER txvlan off) if tagged traffic comes that way", iface, whyNoVLANMetadata(nl, mode))
+		}
 		if mode == ModeNative {
 			c.Reject = vethReject(iface, nl)
 		}
 		return c
 	}
-	if on, err := rxVLANOffload(iface); err == nil && on {
+	if on, err := rxVLANOffload(iface); err == nil && on && !reads {
 		c.VLAN = fmt.Sprintf("%s strips VLAN tags in hardware (rx-vlan-hw-parse on): XDP sees untagged frames, "+
-			"so --vlan-id never matches there; turn it off: ethtool -K %s rxvlan off", iface, iface)
+			"so --vlan-id never matches there (%s); turn it off: ethtool -K %s rxvlan off", iface,
+			whyNoVLANMetadata(nl, mode), iface)
 	}
 	return c
+}
+
+// whyNoVLANMetadata says why XDP does not read the VLAN tags nl strips
+// through the XDP RX metadata kfunc (xdpfw_rxvlan does not run there).
+func whyNoVLANMetadata(nl netlink.Link, mode Mode) string {
+	if mode != ModeNative {
+		return "XDP reads stripped tags in native mode only"
+	}
+	if ok, err := DriverVLANMetadata(nl.Attrs().Index); err != nil || !ok {
+		return "its driver does not hand them to XDP: no vlan-tag XDP RX metadata"
+	}
+	return "xdpfw's device-bound reader of them, " + rxvlanProgName + ", does not run there: it needs Linux 6.16+; " +
+		"`xdpfw load` attaches it where it can"
 }
 
 // vethReject is the Reject caveat of veth nl in native mode: none when its

@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/testutil"
@@ -81,12 +82,15 @@ func TestCheckDevice(t *testing.T) {
 	}
 }
 
-// TestVethVLANBesideFrame proves the VLAN caveat CheckDevice states for a
-// veth, and its remedy: a tag the peer's sender puts in the packet's
+// TestVethVLANBesideFrame: a tag the peer's sender puts in the packet's
 // metadata (here a tc program on the peer's egress, bpf_skb_vlan_push, as a
-// VLAN device over the peer does) reaches native XDP beside the frame while
-// the peer's tx-vlan-offload is on, so --vlan-id does not match; with it
-// off, the kernel writes the tag into the frame and the rule matches.
+// VLAN device over the peer does) reaches XDP beside the frame while the
+// peer's tx-vlan-offload is on. In native mode the veth hands it to XDP
+// (the XDP RX metadata kfunc): xdpfw_rxvlan runs there and --vlan-id
+// matches, with no caveat. In generic mode XDP cannot read it: the rule
+// does not match, CheckDevice states the caveat and its remedy, and with
+// the peer's tx-vlan-offload off the kernel writes the tag into the frame
+// and the rule matches.
 func TestVethVLANBesideFrame(t *testing.T) {
 	f := newFixture(t)
 	// Only the probe counts: the peer's own packets (IPv6 neighbour
@@ -96,9 +100,6 @@ func TestVethVLANBesideFrame(t *testing.T) {
 	vlanRule, plainRule := f.ids[0], f.ids[1]
 	peer := testutil.NewNetNS(t)
 	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
-	if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, datapath.ModeNative); return err }); err != nil {
-		t.Fatal(err)
-	}
 	push, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
 		Instructions: asm.Instructions{ // bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), 5); return TC_ACT_OK
 			asm.Mov.Imm(asm.R2, 0x0081),
@@ -118,26 +119,102 @@ func TestVethVLANBesideFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Close()
-	var c datapath.DeviceCaveats
-	_ = f.ns.Do(func() error { c = datapath.CheckDevice(fw.Name, datapath.ModeNative); return nil })
-	if c.VLAN == "" {
-		t.Fatal("CheckDevice states no VLAN caveat for a veth")
-	}
 
 	frame := v4pkt(17, "10.1.2.3", "10.9.9.9", 1, 53).Bytes()
 	ids := []uint32{vlanRule, plainRule}
-	for _, tc := range []struct {
-		txvlan string
-		want   uint32
-	}{{"on", plainRule}, {"off", vlanRule}} {
-		if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
-			t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+	for _, mode := range []datapath.Mode{datapath.ModeNative, datapath.ModeGeneric} {
+		var c datapath.DeviceCaveats
+		var reads bool
+		if err := f.ns.Do(func() error {
+			if _, err := f.dp.Attach(fw.Name, mode); err != nil {
+				return err
+			}
+			c = datapath.CheckDevice(fw.Name, mode)
+			nl, err := netlink.LinkByName(fw.Name)
+			reads = err == nil && datapath.ReadsVLANMetadata(nl)
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		before := snapshot(t, f.dp, ids)
-		sendRaw(t, peer, far.Index, frame)
-		if got := waitCounted(t, f.dp, ids, before); got != tc.want {
-			t.Errorf("peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
-				tc.txvlan, got, tc.want, vlanRule, plainRule)
+		native := mode == datapath.ModeNative
+		if reads != native {
+			t.Errorf("%s mode: xdpfw_rxvlan runs: %v, want %v", mode, reads, native)
 		}
+		if native && c.VLAN != "" {
+			t.Errorf("native mode: VLAN caveat %q, want none (XDP reads the tag)", c.VLAN)
+		}
+		if !native && (!strings.Contains(c.VLAN, "native mode only") || !strings.Contains(c.VLAN, "txvlan off")) {
+			t.Errorf("generic mode: VLAN caveat %q, want why and the remedy", c.VLAN)
+		}
+		for _, tc := range []struct {
+			txvlan string
+			want   uint32
+		}{{"on", map[bool]uint32{true: vlanRule, false: plainRule}[native]}, {"off", vlanRule}} {
+			if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
+				t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+			}
+			before := snapshot(t, f.dp, ids)
+			sendRaw(t, peer, far.Index, frame)
+			if got := waitCounted(t, f.dp, ids, before); got != tc.want {
+				t.Errorf("%s mode, peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
+					mode, tc.txvlan, got, tc.want, vlanRule, plainRule)
+			}
+		}
+		if err := f.ns.Do(func() error { return f.dp.Detach(fw.Name) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDriverVLANMetadata: the netdev family says veth hands XDP the VLAN
+// tag it keeps beside the frame (xmo_rx_vlan_tag), loopback not.
+func TestDriverVLANMetadata(t *testing.T) {
+	testutil.RequireRoot(t)
+	a, b := testutil.NewNetNS(t), testutil.NewNetNS(t)
+	dev, _ := testutil.VethPair(t, a, "dev0", nil, b, "peer0", nil)
+	if err := a.Do(func() error {
+		for _, c := range []struct {
+			ifindex int
+			want    bool
+		}{{dev.Index, true}, {1, false}} {
+			got, err := datapath.DriverVLANMetadata(c.ifindex)
+			if err != nil {
+				return err
+			}
+			if got != c.want {
+				t.Errorf("ifindex %d: VLAN tag metadata %v, want %v", c.ifindex, got, c.want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRXVLANRefused: where the kernel refuses xdpfw_rxvlan (before Linux
+// 6.16 a device-bound program may not tail-call), the interface runs
+// xdpfw_ingress alone, and CheckDevice says why --vlan-id is blind there.
+func TestRXVLANRefused(t *testing.T) {
+	f := newFixture(t)
+	datapath.WithoutRXVLAN(f.dp)
+	peer := testutil.NewNetNS(t)
+	fw, _ := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	if err := f.ns.Do(func() error {
+		if _, err := f.dp.Attach(fw.Name, datapath.ModeNative); err != nil {
+			return err
+		}
+		nl, err := netlink.LinkByName(fw.Name)
+		if err != nil {
+			return err
+		}
+		if datapath.ReadsVLANMetadata(nl) {
+			t.Error("xdpfw_rxvlan runs though it could not be loaded")
+		}
+		if c := datapath.CheckDevice(fw.Name, datapath.ModeNative); !strings.Contains(c.VLAN, "Linux 6.16") {
+			t.Errorf("VLAN caveat %q, want it to say the kernel is too old", c.VLAN)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

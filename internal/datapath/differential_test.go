@@ -110,6 +110,26 @@ func TestDifferential(t *testing.T) {
 		t.Fatal("no address was ever listed: the test checked nothing of -m recent")
 	}
 
+	// -m hashlimit: buckets by key in tables shared by rules, settled in
+	// rule order as -m recent; the reference keeps its own buckets (rates
+	// of a few an hour or a day: no token comes back, no bucket expires).
+	buckets := 0
+	for set := 0; set < *diffSets/10; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomHashLimit(r, rs, 20)
+		if _, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: make([]uint32, len(rs.Rules)), Ifaces: f.ifaces}); err != nil {
+			continue // more state rules than one packet may meet
+		}
+		total += diffRun(t, f, r, rs, *diffPackets/4, nil, fmt.Sprintf("seed %d hashlimit set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+		buckets += f.dp.HashLimitBuckets()
+	}
+	if buckets == 0 {
+		t.Fatal("no -m hashlimit bucket was ever made: the test checked nothing of -m hashlimit")
+	}
+
 	// Phase 2: a router. Local addresses on eth0, default routes out of it.
 	local := []netip.Addr{netip.MustParseAddr("10.200.9.1"), netip.MustParseAddr("fd00:9::1")}
 	for _, c := range [][]string{
@@ -176,6 +196,39 @@ func TestDifferentialChains(t *testing.T) {
 		t.Errorf("%d of %d rule sets with chains refused", refused, *diffSets/2)
 	}
 	t.Logf("%d packets of rule sets with chains agree with the reference matcher; %d sets refused (no single-entry form, or too many leaf slots)", total, refused)
+
+	// -m limit and -m recent on the jumps, gotos, RETURNs and rules
+	// without -j (rules.RandomStateOnChains): probes settled in rule order
+	// and the entries behind them guarded by their bits; the buckets
+	// (bursts of 1 to 3, no token back while the test runs) and lists
+	// empty out or fill as the reference's do.
+	sets, probed, stateRefused := 0, 0, 0
+	for set := 0; set < *diffSets/4; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomChains(r, rs)
+		rules.RandomStateOnChains(r, rs, 50)
+		lim := f.dp.Limits()
+		tb, _, err := compile.Compile(compile.Input{RuleSet: rs, IDs: make([]uint32, len(rs.Rules)), Ifaces: f.ifaces,
+			MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+		if err != nil { // a bound (notes, probes, leaf slots) or no single-entry form: refused whole
+			stateRefused++
+			continue
+		}
+		sets++
+		if tb.HasProbes() {
+			probed++
+		}
+		total += diffRun(t, f, r, rs, *diffPackets/4, nil, fmt.Sprintf("seed %d chain state set %d", *diffSeed, set))
+		if t.Failed() {
+			return
+		}
+	}
+	if probed == 0 || probed < *diffSets/16 {
+		t.Errorf("%d rule sets with probes installed (%d refused): the test checked too little of -m limit / -m recent on rules that decide nothing",
+			probed, stateRefused)
+	}
+	t.Logf("%d rule sets with -m limit / -m recent on jumps, RETURNs and rules without -j (%d with probes, %d refused) agree",
+		sets, probed, stateRefused)
 }
 
 // diffRun installs rs and checks n packets. With local non-nil, packets go
@@ -199,6 +252,9 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		t.Fatal(err)
 	}
 	if err := f.dp.ClearRecent(); err != nil { // -m recent lists: from empty, as the reference's
+		t.Fatal(err)
+	}
+	if err := f.dp.ClearHashLimit(); err != nil { // -m hashlimit buckets: likewise
 		t.Fatal(err)
 	}
 	names := []string{"lo", "eth0", "eth1", "veth0"}

@@ -78,7 +78,7 @@ func Discover(dir string) ([]Running, error) {
 		}
 		pi, err := prog.Info()
 		prog.Close()
-		if err != nil || pi.Name != want {
+		if err != nil || pi.Name != want && !(want == ingressProgName && pi.Name == rxvlanProgName) {
 			continue
 		}
 		r.Tag = pi.Tag

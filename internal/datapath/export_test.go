@@ -30,13 +30,17 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
+	delete(spec.Programs, rxvlanProgName) // device-bound: loaded per interface
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	d := &Datapath{prog: coll.Programs["xdpfw_ingress"], egress: coll.Programs["xdpfw_egress"],
 		clockProg: coll.Programs["xdpfw_clock"], limits: lim, objPath: path}
-	named := d.maps()
+	named := map[string]**ebpf.Map{}
+	for pin, dst := range d.maps() {
+		named[specMapName(pin)] = dst
+	}
 	for name, m := range coll.Maps {
 		if dst, ok := named[name]; ok {
 			*dst = m
@@ -221,6 +225,15 @@ func (d *Datapath) ClearRecent() error {
 	return d.dropRecent(nil, nil)
 }
 
+// ClearHashLimit empties every -m hashlimit table (the rules' settings
+// stay).
+func (d *Datapath) ClearHashLimit() error {
+	if d.hashBkt == nil {
+		return nil
+	}
+	return d.dropHashLimit(nil, nil)
+}
+
 // FlushFrags empties the fragment table (fw_frag): no datagram in flight.
 func (d *Datapath) FlushFrags() error {
 	var k xdpfwFwFragKey
@@ -264,4 +277,51 @@ func (d *Datapath) AgeFrags(dt time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// WithoutRXVLAN makes d attach as a kernel that refuses xdpfw_rxvlan
+// (before Linux 6.16) does: xdpfw_ingress alone.
+func WithoutRXVLAN(d *Datapath) { d.rxvlan = nil }
+
+// AgeHashLimit moves every -m hashlimit bucket's times ns into the past
+// (as if its packets came that much earlier); it returns how many buckets
+// there are.
+func (d *Datapath) AgeHashLimit(ns uint64) (int, error) {
+	var (
+		k    xdpfwFwHashlimitKey
+		v    xdpfwFwHashlimitBucket
+		keys []xdpfwFwHashlimitKey
+	)
+	it := d.hashBkt.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := d.hashBkt.Lookup(&k, &v); err != nil {
+			return 0, err
+		}
+		v.Tat -= min(v.Tat, ns)
+		v.Seen -= min(v.Seen, ns)
+		if err := d.hashBkt.Put(&k, &v); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
+// HashLimitBuckets counts the buckets of every -m hashlimit table.
+func (d *Datapath) HashLimitBuckets() int {
+	var (
+		k xdpfwFwHashlimitKey
+		v xdpfwFwHashlimitBucket
+		n int
+	)
+	it := d.hashBkt.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n
 }

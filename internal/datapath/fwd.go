@@ -30,11 +30,13 @@ const (
 	FwdMartian                      // an address the kernel does not forward
 	FwdHairpin                      // egress device = ingress device
 	FwdTrim                         // padding could not be trimmed
+	FwdKernelNAT                    // the kernel's conntrack translates the connection
+	FwdKernelCT                     // no answer came back untranslated yet: the kernel forwards it
 	NumFwdReasons
 )
 
 var fwdNames = [NumFwdReasons]string{"xdp", "stack", "no-neighbour", "ttl", "mtu", "ip-options", "not-attached",
-	"vlan", "unrouted", "fragment", "not-for-host", "martian", "hairpin", "trim"}
+	"vlan", "unrouted", "fragment", "not-for-host", "martian", "hairpin", "trim", "kernel-nat", "kernel-ct"}
 
 // String is the reason's name in status, stats and metrics.
 func (r FwdReason) String() string {

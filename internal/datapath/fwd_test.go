@@ -12,7 +12,6 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
-	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // TestFwdReasonMirrorsHeader: datapath.FwdReason is enum fw_fwd_reason of
@@ -31,7 +30,8 @@ func TestFwdReasonMirrorsHeader(t *testing.T) {
 	want := map[string]string{"FW_FWD_XDP": "xdp", "FW_FWD_STACK": "stack", "FW_FWD_NO_NEIGH": "no-neighbour",
 		"FW_FWD_TTL": "ttl", "FW_FWD_MTU": "mtu", "FW_FWD_IP_OPTIONS": "ip-options", "FW_FWD_NOT_ATTACHED": "not-attached",
 		"FW_FWD_VLAN": "vlan", "FW_FWD_UNROUTED": "unrouted", "FW_FWD_FRAG": "fragment", "FW_FWD_NOT_HOST": "not-for-host",
-		"FW_FWD_MARTIAN": "martian", "FW_FWD_HAIRPIN": "hairpin", "FW_FWD_TRIM": "trim"}
+		"FW_FWD_MARTIAN": "martian", "FW_FWD_HAIRPIN": "hairpin", "FW_FWD_TRIM": "trim",
+		"FW_FWD_KERNEL_NAT": "kernel-nat", "FW_FWD_KERNEL_CT": "kernel-ct"}
 	if len(members) != int(datapath.NumFwdReasons)+1 || string(members[len(members)-1][1]) != "FW_NUM_FWD" {
 		t.Fatalf("enum fw_fwd_reason has %d members, Go mirrors %d and FW_NUM_FWD", len(members), datapath.NumFwdReasons)
 	}
@@ -63,15 +63,7 @@ func TestParseForwardMode(t *testing.T) {
 // program in force has no fast path: the kernel forwards), and a load
 // puts a settings map of the new layout in place.
 func TestUpgradeForwardConfig(t *testing.T) {
-	dir := testutil.BPFFS(t) + "/xdpfw"
-	dp, err := datapath.Load(dir, datapath.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dp.PinProgram(); err != nil {
-		t.Fatal(err)
-	}
-	dp.Close()
+	dir := pinnedFresh(t)
 	pin := filepath.Join(dir, "fw_config_map")
 	cur, err := ebpf.LoadPinnedMap(pin, nil)
 	if err != nil {
@@ -84,14 +76,12 @@ func TestUpgradeForwardConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	for _, name := range []string{"fw_config_map", "fw_fwd_ports", "fw_fwd_stats"} {
+	for _, name := range []string{"fw_fwd_ports", "fw_fwd_stats"} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := old.Pin(pin); err != nil {
-		t.Fatal(err)
-	}
+	repin(t, dir, "fw_config_map", old)
 
 	od, err := datapath.Open(dir)
 	if err != nil {
@@ -108,7 +98,7 @@ func TestUpgradeForwardConfig(t *testing.T) {
 	}
 	od.Close()
 
-	dp, err = datapath.Load(dir, datapath.Limits{})
+	dp, err := datapath.Load(dir, datapath.Limits{})
 	if err != nil {
 		t.Fatalf("load over an earlier version's settings map: %v", err)
 	}

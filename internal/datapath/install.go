@@ -34,6 +34,9 @@ type Config struct {
 	// ForwardXDPVeth as ForwardXDP: which devices the fast path uses is
 	// fw_fwd_ports', SetForwardPorts).
 	Forward ForwardMode
+	// KernelNATOff stops XDP asking the kernel's conntrack about packets
+	// of connections the kernel's nat table translates (bpf/lib/kct.h).
+	KernelNATOff bool
 }
 
 // SetConfig writes the settings map and REJECT's global budget (whose
@@ -51,6 +54,9 @@ func (d *Datapath) SetConfig(c Config) error {
 	}
 	if c.Forward == ForwardStack {
 		v.ForwardStack = 1
+	}
+	if c.KernelNATOff {
+		v.KernelCtOff = 1
 	}
 	if err := d.putConfig(&v); err != nil {
 		return fmt.Errorf("writing fw_config_map: %w", err)
@@ -78,7 +84,8 @@ func (d *Datapath) ConfigInForce() (Config, error) {
 		return Config{}, fmt.Errorf("reading fw_config_map: %w", err)
 	}
 	c := Config{MalformedAction: compile.ActDrop, CTFullAccept: v.CtFullAccept != 0, CTTimeouts: v.CtTimeout,
-		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0, Forward: ForwardXDP}
+		RejectRate: v.RejectRate, RejectBurst: v.RejectBurst, CTTCPStrict: v.CtTcpStrict != 0, Forward: ForwardXDP,
+		KernelNATOff: v.KernelCtOff != 0}
 	if v.ForwardStack != 0 {
 		c.Forward = ForwardStack
 	}
@@ -170,6 +177,10 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	if err != nil {
 		return err
 	}
+	staleHash, err := d.putHashLimitRules(t.HashLimits)
+	if err != nil {
+		return err
+	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
 	}
@@ -198,6 +209,9 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 		return err
 	}
 	if err := d.dropRecent(staleRecent, t.ListIDs()); err != nil {
+		return err
+	}
+	if err := d.dropHashLimit(staleHash, t.HashTableIDs()); err != nil {
 		return err
 	}
 	return d.dropLogIDs(staleLogs)
@@ -279,64 +293,68 @@ func setRanges(b *xdpfwFwEntry, r *compile.Ranges) {
 
 func toBPF(e *compile.Entry) xdpfwFwEntry {
 	return xdpfwFwEntry{
-		Src:      words(e.Src),
-		SrcMask:  words(e.SrcMask),
-		Dst:      words(e.Dst),
-		DstMask:  words(e.DstMask),
-		Match:    e.Match,
-		Invert:   e.Invert,
-		Ifindex:  e.Ifindex,
-		OifLo:    e.OIfLo,
-		OifHi:    e.OIfHi,
-		RuleId:   e.RuleID,
-		SportLo:  e.SPortLo,
-		SportHi:  e.SPortHi,
-		DportLo:  e.DPortLo,
-		DportHi:  e.DPortHi,
-		SrcMac:   e.SrcMAC,
-		DstMac:   e.DstMAC,
-		VlanId:   e.VLAN,
-		Chain:    uint8(e.Chain),
-		Family:   uint8(e.Family),
-		Proto:    e.Proto,
-		TcpMask:  e.TCPMask,
-		TcpCmp:   e.TCPCmp,
-		IcmpType: e.ICMPType,
-		IcmpCode: e.ICMPCode,
-		Action:   uint8(e.Action),
-		Reason:   uint8(e.Reason),
-		Reject:   uint8(e.Reject),
-		Flags:    e.Flags(),
-		SrcSet:   e.SrcSet,
-		DstSet:   e.DstSet,
-		Ctstate:  e.CTState,
-		Mark:     e.Mark,
-		MarkMask: e.MarkMask,
-		Pkttypes: e.PktTypes,
-		SrcTypes: e.SrcTypes,
-		DstTypes: e.DstTypes,
-		TypeDev:  e.TypeDev,
-		SrangeLo: e.SrcRange.Lo,
-		SrangeHi: e.SrcRange.Hi,
-		DrangeLo: e.DstRange.Lo,
-		DrangeHi: e.DstRange.Hi,
-		LenLo:    e.LenLo,
-		LenHi:    e.LenHi,
-		TtlLo:    e.TTLLo,
-		TtlHi:    e.TTLHi,
-		TosMask:  e.TOSMask,
-		TosCmp:   e.TOSCmp,
-		EcnIp:    e.ECNIP,
-		EcnMask:  e.ECNMask,
-		EcnCmp:   e.ECNCmp,
-		Ctstatus: e.CTStatus,
-		Ctproto:  e.CTProto,
-		MssLo:    e.MSSLo,
-		MssHi:    e.MSSHi,
-		RtLen:    e.RTLen,
-		RtType:   e.RTType,
-		RtSegsLo: e.RTSegsLo,
-		RtSegsHi: e.RTSegsHi,
+		Src:       words(e.Src),
+		SrcMask:   words(e.SrcMask),
+		Dst:       words(e.Dst),
+		DstMask:   words(e.DstMask),
+		Match:     e.Match,
+		Invert:    e.Invert,
+		Ifindex:   e.Ifindex,
+		OifLo:     e.OIfLo,
+		OifHi:     e.OIfHi,
+		RuleId:    e.RuleID,
+		SportLo:   e.SPortLo,
+		SportHi:   e.SPortHi,
+		DportLo:   e.DPortLo,
+		DportHi:   e.DPortHi,
+		SrcMac:    e.SrcMAC,
+		DstMac:    e.DstMAC,
+		VlanId:    e.VLAN,
+		Chain:     uint8(e.Chain),
+		Family:    uint8(e.Family),
+		Proto:     e.Proto,
+		TcpMask:   e.TCPMask,
+		TcpCmp:    e.TCPCmp,
+		IcmpType:  e.ICMPType,
+		IcmpCode:  e.ICMPCode,
+		Action:    uint8(e.Action),
+		Reason:    uint8(e.Reason),
+		Reject:    uint8(e.Reject),
+		Flags:     e.Flags(),
+		SrcSet:    e.SrcSet,
+		DstSet:    e.DstSet,
+		Ctstate:   e.CTState,
+		Mark:      e.Mark,
+		MarkMask:  e.MarkMask,
+		Pkttypes:  e.PktTypes,
+		SrcTypes:  e.SrcTypes,
+		DstTypes:  e.DstTypes,
+		TypeDev:   e.TypeDev,
+		SrangeLo:  e.SrcRange.Lo,
+		SrangeHi:  e.SrcRange.Hi,
+		DrangeLo:  e.DstRange.Lo,
+		DrangeHi:  e.DstRange.Hi,
+		LenLo:     e.LenLo,
+		LenHi:     e.LenHi,
+		TtlLo:     e.TTLLo,
+		TtlHi:     e.TTLHi,
+		TosMask:   e.TOSMask,
+		TosCmp:    e.TOSCmp,
+		EcnIp:     e.ECNIP,
+		EcnMask:   e.ECNMask,
+		EcnCmp:    e.ECNCmp,
+		Ctstatus:  e.CTStatus,
+		Ctproto:   e.CTProto,
+		MssLo:     e.MSSLo,
+		MssHi:     e.MSSHi,
+		RtLen:     e.RTLen,
+		RtType:    e.RTType,
+		RtSegsLo:  e.RTSegsLo,
+		RtSegsHi:  e.RTSegsHi,
+		Note:      e.Note,
+		Probe:     e.Probe,
+		GuardMask: e.GuardMask,
+		GuardVal:  e.GuardVal,
 	}
 }
 

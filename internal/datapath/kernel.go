@@ -37,7 +37,7 @@ var helperSince = map[asm.BuiltinFunc]string{
 	asm.FnXdpAdjustHead: "4.10", asm.FnSkbAdjustRoom: "4.13", asm.FnXdpAdjustTail: "4.18", asm.FnFibLookup: "4.18",
 	asm.FnMapPushElem: "4.20", asm.FnMapPopElem: "4.20", asm.FnForEachMapElem: "5.13", asm.FnLoop: "5.17",
 	asm.FnJiffies64: "5.5", asm.FnRingbufReserve: "5.8", asm.FnRingbufSubmit: "5.8", asm.FnKtimeGetCoarseNs: "5.11",
-	asm.FnXdpLoadBytes: "5.18",
+	asm.FnXdpLoadBytes: "5.18", asm.FnRedirectMap: "4.14", asm.FnProbeReadKernel: "5.5",
 }
 
 // mapTypes names each map type the program uses and the Linux version
@@ -47,7 +47,7 @@ var mapTypes = map[ebpf.MapType]struct{ name, since string }{
 	ebpf.ProgramArray: {"BPF_MAP_TYPE_PROG_ARRAY", "4.2"}, ebpf.PerCPUHash: {"BPF_MAP_TYPE_PERCPU_HASH", "4.6"},
 	ebpf.PerCPUArray: {"BPF_MAP_TYPE_PERCPU_ARRAY", "4.6"}, ebpf.LRUHash: {"BPF_MAP_TYPE_LRU_HASH", "4.10"},
 	ebpf.LPMTrie: {"BPF_MAP_TYPE_LPM_TRIE", "4.11"}, ebpf.Queue: {"BPF_MAP_TYPE_QUEUE", "4.20"},
-	ebpf.RingBuf: {"BPF_MAP_TYPE_RINGBUF", "5.8"},
+	ebpf.RingBuf: {"BPF_MAP_TYPE_RINGBUF", "5.8"}, ebpf.DevMapHash: {"BPF_MAP_TYPE_DEVMAP_HASH", "5.4"},
 }
 
 // progTypes names each program type and the Linux version that brought

@@ -192,7 +192,10 @@ func TestLimitKeepsBucket(t *testing.T) {
 // limit rule whose bucket is empty and goes on to the last rule;
 // "recent-miss": it meets a -m recent --rcheck rule whose list does not
 // hold it and goes on; "recent-set": a -m recent --set rule decides it
-// (and writes its address's time stamp).
+// (and writes its address's time stamp); "hashlimit-miss": it meets a
+// -m hashlimit --hashlimit-upto rule whose bucket for its source is empty
+// and goes on; "hashlimit-above": a --hashlimit-above rule decides it
+// (its bucket empty; each packet marks the bucket seen).
 //
 //	go test -run '^$' -bench BenchmarkLimit -benchtime 1x ./internal/datapath/
 func BenchmarkLimit(b *testing.B) {
@@ -209,6 +212,8 @@ func BenchmarkLimit(b *testing.B) {
 		{"refused", "-A INPUT -s 192.0.2.0/24 -m limit --limit 1/day --limit-burst 1 -j ACCEPT\n"},
 		{"recent-miss", "-A INPUT -s 192.0.2.0/24 -m recent --rcheck --name B -j DROP\n"},
 		{"recent-set", "-A INPUT -s 192.0.2.0/24 -m recent --set --name B -j ACCEPT\n"},
+		{"hashlimit-miss", "-A INPUT -s 192.0.2.0/24 -m hashlimit --hashlimit-upto 1/day --hashlimit-burst 1 --hashlimit-mode srcip --hashlimit-name B -j ACCEPT\n"},
+		{"hashlimit-above", "-A INPUT -s 192.0.2.0/24 -m hashlimit --hashlimit-above 1/day --hashlimit-burst 1 --hashlimit-mode srcip --hashlimit-name B -j DROP\n"},
 	}
 	frame := v4pkt(packet.ProtoUDP, "192.0.2.7", "10.255.0.1", 40000, 53).Bytes()
 	fixtures := make([]*fixture, len(cases))
@@ -242,7 +247,7 @@ func BenchmarkLimit(b *testing.B) {
 	}
 	benchInterleaved(b, names, measure)
 	// the cases measured what they say
-	for i, at := range map[int]int{2: 0, 3: 1000, 4: 1000, 5: 0} {
+	for i, at := range map[int]int{2: 0, 3: 1000, 4: 1000, 5: 0, 6: 1000, 7: 0} {
 		f := fixtures[i]
 		if err := f.dp.Refill(f.ids[0], 1); err != nil && i == 2 {
 			b.Fatal(err)

@@ -232,3 +232,12 @@ func FormatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// TableBytes is the kernel memory that one generation of tables of
+// entries entries, nodes fat nodes and leafSlots leaf slots occupies in
+// this data plane's maps (the maps are sized for two generations of the
+// loaded limits; this is what a rule set uses of them).
+func (d *Datapath) TableBytes(entries, nodes, leafSlots int) int64 {
+	return int64(entries)*round8(d.entries.ValueSize()) + int64(nodes)*round8(d.nodes.ValueSize()) +
+		int64(leafSlots)*round8(d.leaves.ValueSize())
+}

@@ -86,7 +86,7 @@ func TestCheckMemory(t *testing.T) {
 // TestLoadRefusesTooBig: a load whose maps do not fit the memory available
 // fails before it creates anything (here, on a machine pretended to have
 // 96 MiB available; nothing big is allocated). The default sizes take
-// about 35 MiB (fw_entry is 304 bytes since issue 15's matches).
+// about 35 MiB (fw_entry is 312 bytes since issue 15's matches and probes).
 func TestLoadRefusesTooBig(t *testing.T) {
 	testutil.RequireRoot(t)
 	pins := testutil.BPFFS(t) + "/xdpfw"

@@ -76,3 +76,44 @@ func TestRecentSSH(t *testing.T) {
 		}
 	}
 }
+
+// recentTTLRules: a --set rule, then --rcheck and --update of the same
+// list with --rttl, each followed by a rule that takes what they leave.
+const recentTTLRules = `-P INPUT DROP
+-A INPUT -p udp --dport 1 -m recent --set --name T -j ACCEPT
+-A INPUT -p udp --dport 2 -m recent --rcheck --rttl --name T -j ACCEPT
+-A INPUT -p udp --dport 3 -m recent --update --rttl --name T -j ACCEPT
+-A INPUT -p udp --dport 2 -m recent --rcheck --name T -j ACCEPT
+-A INPUT -p udp -j REJECT
+`
+
+// TestRecentTTL: --rttl finds an address only for a packet of the TTL
+// the list holds for it, which is the TTL of the packet that set or
+// updated it last (xt_recent's e->ttl: a --set of a listed address and a
+// matching --update change it); a rule without --rttl finds it whatever
+// the TTL. Each decision is also the reference matcher's.
+func TestRecentTTL(t *testing.T) {
+	f := newFixture(t)
+	f.installText(recentTTLRules)
+	st := &compile.State{Now: 1e12}
+	var seq []int
+	send := func(port uint16, ttl uint8) {
+		t.Helper()
+		p := v4pkt(packet.ProtoUDP, "10.2.0.1", "10.0.0.1", 4000, port)
+		p.TTL = ttl
+		seq = append(seq, f.sendDecided(p, 1, st)...)
+	}
+	send(2, 64) // not listed: the --rcheck rules fail
+	send(1, 64) // listed with TTL 64
+	send(2, 64)
+	send(2, 63) // another TTL: only the rule without --rttl finds it
+	send(3, 63)
+	send(1, 50) // a --set of a listed address: its TTL is now 50
+	send(2, 64)
+	send(2, 50)
+	send(3, 50) // a matching --update keeps TTL 50
+	send(3, 50)
+	if want := "[4 0 1 3 4 0 3 1 2 2]"; fmt.Sprint(seq) != want {
+		t.Errorf("rules %v, want %v", seq, want)
+	}
+}

@@ -92,7 +92,7 @@ func (d *Datapath) liveMaps() (map[string]*ebpf.Map, []*ebpf.Map, error) {
 	out := map[string]*ebpf.Map{}
 	for name, m := range d.maps() {
 		if *m != nil {
-			out[name] = *m
+			out[specMapName(name)] = *m
 		}
 	}
 	want := map[string]string{}
@@ -144,6 +144,7 @@ func (d *Datapath) loadTracer(mode uint32, egress bool) (*tracer, error) {
 	if err := spec.Variables["fw_trace_mode"].Set(mode); err != nil {
 		return nil, fmt.Errorf("setting fw_trace_mode: %w", err)
 	}
+	nameLatSection(spec) // as the live one's
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone // shares the live maps, pins nothing
 	}

@@ -43,6 +43,7 @@ type xdpfwFwConfig struct {
 	RejectRate    uint32
 	RejectBurst   uint32
 	ForwardStack  uint32
+	KernelCtOff   uint32
 }
 
 type xdpfwFwCounter struct {
@@ -92,74 +93,76 @@ type xdpfwFwDelta struct {
 }
 
 type xdpfwFwEntry struct {
-	_        structs.HostLayout
-	Src      [2]uint64
-	SrcMask  [2]uint64
-	Dst      [2]uint64
-	DstMask  [2]uint64
-	Match    uint64
-	Invert   uint64
-	Ifindex  uint32
-	RuleId   uint32
-	SrcSet   uint32
-	DstSet   uint32
-	Mark     uint32
-	MarkMask uint32
-	OifLo    uint32
-	OifHi    uint32
-	SrcTypes uint16
-	DstTypes uint16
-	_        [4]byte
-	SrangeLo [2]uint64
-	SrangeHi [2]uint64
-	DrangeLo [2]uint64
-	DrangeHi [2]uint64
-	LenLo    uint16
-	LenHi    uint16
-	TtlLo    uint8
-	TtlHi    uint8
-	TosMask  uint8
-	TosCmp   uint8
-	EcnIp    uint8
-	EcnMask  uint8
-	EcnCmp   uint8
-	Ctstatus uint8
-	Ctproto  uint8
-	Pad1     uint8
-	MssLo    uint16
-	MssHi    uint16
-	RtLen    uint16
-	RtType   uint8
-	RtSegsLo uint8
-	RtSegsHi uint8
-	Pad2     uint8
-	SportLo  uint16
-	SportHi  uint16
-	DportLo  uint16
-	DportHi  uint16
-	SrcMac   [6]uint8
-	DstMac   [6]uint8
-	VlanId   uint16
-	Chain    uint8
-	Family   uint8
-	Proto    uint8
-	TcpMask  uint8
-	TcpCmp   uint8
-	IcmpType uint8
-	IcmpCode uint8
-	Action   uint8
-	Reason   uint8
-	Ctstate  uint8
-	Pkttypes uint8
-	TypeDev  uint8
-	Reject   uint8
-	Flags    uint8
-	Nranges  uint8
-	Rdim     [6]uint8
-	_        [1]byte
-	Rlo      [6]uint32
-	Rhi      [6]uint32
-	_        [4]byte
+	_         structs.HostLayout
+	Src       [2]uint64
+	SrcMask   [2]uint64
+	Dst       [2]uint64
+	DstMask   [2]uint64
+	Match     uint64
+	Invert    uint64
+	Ifindex   uint32
+	RuleId    uint32
+	SrcSet    uint32
+	DstSet    uint32
+	Mark      uint32
+	MarkMask  uint32
+	OifLo     uint32
+	OifHi     uint32
+	SrcTypes  uint16
+	DstTypes  uint16
+	_         [4]byte
+	SrangeLo  [2]uint64
+	SrangeHi  [2]uint64
+	DrangeLo  [2]uint64
+	DrangeHi  [2]uint64
+	LenLo     uint16
+	LenHi     uint16
+	TtlLo     uint8
+	TtlHi     uint8
+	TosMask   uint8
+	TosCmp    uint8
+	EcnIp     uint8
+	EcnMask   uint8
+	EcnCmp    uint8
+	Ctstatus  uint8
+	Ctproto   uint8
+	Pad1      uint8
+	MssLo     uint16
+	MssHi     uint16
+	RtLen     uint16
+	RtType    uint8
+	RtSegsLo  uint8
+	RtSegsHi  uint8
+	Pad2      uint8
+	SportLo   uint16
+	SportHi   uint16
+	DportLo   uint16
+	DportHi   uint16
+	SrcMac    [6]uint8
+	DstMac    [6]uint8
+	VlanId    uint16
+	Chain     uint8
+	Family    uint8
+	Proto     uint8
+	TcpMask   uint8
+	TcpCmp    uint8
+	IcmpType  uint8
+	IcmpCode  uint8
+	Action    uint8
+	Reason    uint8
+	Ctstate   uint8
+	Pkttypes  uint8
+	TypeDev   uint8
+	Reject    uint8
+	Flags     uint8
+	Nranges   uint8
+	Rdim      [6]uint8
+	Probe     uint8
+	Rlo       [6]uint32
+	Rhi       [6]uint32
+	Note      uint32
+	GuardMask uint32
+	GuardVal  uint32
 }
 
 type xdpfwFwFragEntry struct {
@@ -188,6 +191,43 @@ type xdpfwFwFragScratch struct {
 	_ structs.HostLayout
 	K xdpfwFwFragKey
 	E xdpfwFwFragEntry
+}
+
+type xdpfwFwHashlimitBucket struct {
+	_    structs.HostLayout
+	Tat  uint64
+	Seen uint64
+}
+
+type xdpfwFwHashlimitKey struct {
+	_      structs.HostLayout
+	Src    [2]uint64
+	Dst    [2]uint64
+	Table  uint32
+	Sport  uint16
+	Dport  uint16
+	Family uint8
+	Pad    [7]uint8
+}
+
+type xdpfwFwHashlimitRule struct {
+	_          structs.HostLayout
+	Srcmask    [2]uint64
+	Dstmask    [2]uint64
+	IntervalNs uint64
+	ExpireNs   uint64
+	Burst      uint32
+	Table      uint32
+	Flags      uint32
+	Pad        uint32
+}
+
+type xdpfwFwLatHist struct {
+	_      structs.HostLayout
+	Count  uint64
+	Sum    uint64
+	Max    uint64
+	Bucket [273]uint64
 }
 
 type xdpfwFwLogEvent struct {
@@ -234,48 +274,13 @@ type xdpfwFwNode struct {
 	Child  [8]uint32
 }
 
-type xdpfwFwPkt struct {
-	_          structs.HostLayout
-	Src        [2]uint64
-	Dst        [2]uint64
-	Sport      uint16
-	SrcMac     [6]uint8
-	Dport      uint16
-	DstMac     [6]uint8
-	Ifindex    uint32
-	VlanId     uint16
-	Family     uint8
-	Proto      uint8
-	IcmpCode   uint8
-	IcmpType   uint8
-	TcpFlags   uint8
-	Flags      uint8
-	Chain      uint8
-	Ctstate    uint8
-	L4Off      uint16
-	L3Len      uint32
-	L3Off      uint8
-	Ttl        uint8
-	Tos        uint8
-	Ctinfo     uint8
-	Ctproto    uint8
-	RtType     uint8
-	RtSegsleft uint8
-	RtHdrlen   uint8
-	Mss        uint16
-	Frag       uint16
-	FragId     uint32
-	Mark       uint32
-	Oifindex   uint32
-	Pad2       uint32
-}
-
 type xdpfwFwRecentEntry struct {
 	_       structs.HostLayout
 	Stamps  [32]uint64
 	Index   uint8
 	Nstamps uint8
-	Pad     [6]uint8
+	Ttl     uint8
+	Pad     [5]uint8
 }
 
 type xdpfwFwRecentKey struct {
@@ -327,18 +332,99 @@ type xdpfwFwSetKey struct {
 }
 
 type xdpfwFwStateScratch struct {
-	_     structs.HostLayout
-	Idx   [8]uint32
-	Ids   [8]uint32
-	Best  uint32
-	Gen   uint32
-	Key   xdpfwFwRecentKey
-	Fresh xdpfwFwRecentEntry
+	_      structs.HostLayout
+	Idx    [8]uint32
+	Ids    [8]uint32
+	Best   uint32
+	Gen    uint32
+	Key    xdpfwFwRecentKey
+	Fresh  xdpfwFwRecentEntry
+	Hkey   xdpfwFwHashlimitKey
+	Hfresh xdpfwFwHashlimitBucket
+}
+
+type xdpfwFwTcSlot struct {
+	_   structs.HostLayout
+	Pkt struct {
+		_          structs.HostLayout
+		Src        [2]uint64
+		Dst        [2]uint64
+		Sport      uint16
+		SrcMac     [6]uint8
+		Dport      uint16
+		DstMac     [6]uint8
+		Ifindex    uint32
+		VlanId     uint16
+		Family     uint8
+		Proto      uint8
+		IcmpCode   uint8
+		IcmpType   uint8
+		TcpFlags   uint8
+		Flags      uint8
+		Chain      uint8
+		Ctstate    uint8
+		L4Off      uint16
+		L3Len      uint32
+		L3Off      uint8
+		Ttl        uint8
+		Tos        uint8
+		Ctinfo     uint8
+		Ctproto    uint8
+		RtType     uint8
+		RtSegsleft uint8
+		RtHdrlen   uint8
+		Mss        uint16
+		Frag       uint16
+		FragId     uint32
+		Mark       uint32
+		Oifindex   uint32
+		Pad2       uint32
+	}
+	Lat struct {
+		_   structs.HostLayout
+		T0  uint64
+		N   uint32
+		Pad uint32
+	}
 }
 
 type xdpfwFwXdpHandoff struct {
 	_   structs.HostLayout
-	Pkt xdpfwFwPkt
+	Pkt struct {
+		_          structs.HostLayout
+		Src        [2]uint64
+		Dst        [2]uint64
+		Sport      uint16
+		SrcMac     [6]uint8
+		Dport      uint16
+		DstMac     [6]uint8
+		Ifindex    uint32
+		VlanId     uint16
+		Family     uint8
+		Proto      uint8
+		IcmpCode   uint8
+		IcmpType   uint8
+		TcpFlags   uint8
+		Flags      uint8
+		Chain      uint8
+		Ctstate    uint8
+		L4Off      uint16
+		L3Len      uint32
+		L3Off      uint8
+		Ttl        uint8
+		Tos        uint8
+		Ctinfo     uint8
+		Ctproto    uint8
+		RtType     uint8
+		RtSegsleft uint8
+		RtHdrlen   uint8
+		Mss        uint16
+		Frag       uint16
+		FragId     uint32
+		Mark       uint32
+		Oifindex   uint32
+		Pad2       uint32
+	}
 	Hop struct {
 		_       structs.HostLayout
 		Dmac    [6]uint8
@@ -346,11 +432,11 @@ type xdpfwFwXdpHandoff struct {
 		Ifindex uint32
 		Why     uint32
 	}
-	Ct   [48]uint8
-	Root xdpfwFwRoot
-	Sel  uint32
-	Pad  uint32
-	D    struct {
+	Ct     [48]uint8
+	Root   xdpfwFwRoot
+	Sel    uint32
+	RxVlan uint32
+	D      struct {
 		_      structs.HostLayout
 		RuleId uint32
 		Action uint8
@@ -362,7 +448,13 @@ type xdpfwFwXdpHandoff struct {
 		Ncount uint8
 		_      [1]byte
 	}
-	_ [4]byte
+	_   [4]byte
+	Lat struct {
+		_   structs.HostLayout
+		T0  uint64
+		N   uint32
+		Pad uint32
+	}
 }
 
 // Names of all BPF objects in the ELF.
@@ -384,6 +476,9 @@ const (
 	xdpfwMapFwFragScratch         = "fw_frag_scratch"
 	xdpfwMapFwFwdPorts            = "fw_fwd_ports"
 	xdpfwMapFwFwdStats            = "fw_fwd_stats"
+	xdpfwMapFwHashlimit           = "fw_hashlimit"
+	xdpfwMapFwHashlimitRules      = "fw_hashlimit_rules"
+	xdpfwMapFwLatency             = "fw_latency"
 	xdpfwMapFwLeaves              = "fw_leaves"
 	xdpfwMapFwLimits              = "fw_limits"
 	xdpfwMapFwLogCounters         = "fw_log_counters"
@@ -412,6 +507,8 @@ const (
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
+	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
+	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
 	xdpfwVarFwLogSnap             = "fw_log_snap"
 	xdpfwVarFwMaxEntries          = "fw_max_entries"
@@ -466,57 +563,62 @@ type xdpfwProgramSpecs struct {
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
+	XdpfwRxvlan          *ebpf.ProgramSpec `ebpf:"xdpfw_rxvlan"`
 }
 
 // xdpfwMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwMapSpecs struct {
-	FwActive        *ebpf.MapSpec `ebpf:"fw_active"`
-	FwAddrtypeKey   *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
-	FwAddrtypes     *ebpf.MapSpec `ebpf:"fw_addrtypes"`
-	FwConfigMap     *ebpf.MapSpec `ebpf:"fw_config_map"`
-	FwCt            *ebpf.MapSpec `ebpf:"fw_ct"`
-	FwCtEvict       *ebpf.MapSpec `ebpf:"fw_ct_evict"`
-	FwCtGc          *ebpf.MapSpec `ebpf:"fw_ct_gc"`
-	FwCtStats       *ebpf.MapSpec `ebpf:"fw_ct_stats"`
-	FwDeltaEntries  *ebpf.MapSpec `ebpf:"fw_delta_entries"`
-	FwDeltas        *ebpf.MapSpec `ebpf:"fw_deltas"`
-	FwEntries       *ebpf.MapSpec `ebpf:"fw_entries"`
-	FwFrag          *ebpf.MapSpec `ebpf:"fw_frag"`
-	FwFragScratch   *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
-	FwFwdPorts      *ebpf.MapSpec `ebpf:"fw_fwd_ports"`
-	FwFwdStats      *ebpf.MapSpec `ebpf:"fw_fwd_stats"`
-	FwLeaves        *ebpf.MapSpec `ebpf:"fw_leaves"`
-	FwLimits        *ebpf.MapSpec `ebpf:"fw_limits"`
-	FwLogCounters   *ebpf.MapSpec `ebpf:"fw_log_counters"`
-	FwLogLimits     *ebpf.MapSpec `ebpf:"fw_log_limits"`
-	FwLogRing       *ebpf.MapSpec `ebpf:"fw_log_ring"`
-	FwLogScratch    *ebpf.MapSpec `ebpf:"fw_log_scratch"`
-	FwLogStats      *ebpf.MapSpec `ebpf:"fw_log_stats"`
-	FwNodes         *ebpf.MapSpec `ebpf:"fw_nodes"`
-	FwRaw           *ebpf.MapSpec `ebpf:"fw_raw"`
-	FwReasonStats   *ebpf.MapSpec `ebpf:"fw_reason_stats"`
-	FwRecent        *ebpf.MapSpec `ebpf:"fw_recent"`
-	FwRecentRules   *ebpf.MapSpec `ebpf:"fw_recent_rules"`
-	FwRejectGlobal  *ebpf.MapSpec `ebpf:"fw_reject_global"`
-	FwRejectOwn     *ebpf.MapSpec `ebpf:"fw_reject_own"`
-	FwRejectOwnLast *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
-	FwRejectRl      *ebpf.MapSpec `ebpf:"fw_reject_rl"`
-	FwRoots         *ebpf.MapSpec `ebpf:"fw_roots"`
-	FwRuleStats     *ebpf.MapSpec `ebpf:"fw_rule_stats"`
-	FwSets          *ebpf.MapSpec `ebpf:"fw_sets"`
-	FwStamps        *ebpf.MapSpec `ebpf:"fw_stamps"`
-	FwStateScratch  *ebpf.MapSpec `ebpf:"fw_state_scratch"`
-	FwTcPkt         *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
-	FwXdpHandoff    *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
-	FwXdpStages     *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
+	FwActive         *ebpf.MapSpec `ebpf:"fw_active"`
+	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
+	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
+	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCt             *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtEvict        *ebpf.MapSpec `ebpf:"fw_ct_evict"`
+	FwCtGc           *ebpf.MapSpec `ebpf:"fw_ct_gc"`
+	FwCtStats        *ebpf.MapSpec `ebpf:"fw_ct_stats"`
+	FwDeltaEntries   *ebpf.MapSpec `ebpf:"fw_delta_entries"`
+	FwDeltas         *ebpf.MapSpec `ebpf:"fw_deltas"`
+	FwEntries        *ebpf.MapSpec `ebpf:"fw_entries"`
+	FwFrag           *ebpf.MapSpec `ebpf:"fw_frag"`
+	FwFragScratch    *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
+	FwFwdPorts       *ebpf.MapSpec `ebpf:"fw_fwd_ports"`
+	FwFwdStats       *ebpf.MapSpec `ebpf:"fw_fwd_stats"`
+	FwHashlimit      *ebpf.MapSpec `ebpf:"fw_hashlimit"`
+	FwHashlimitRules *ebpf.MapSpec `ebpf:"fw_hashlimit_rules"`
+	FwLatency        *ebpf.MapSpec `ebpf:"fw_latency"`
+	FwLeaves         *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwLimits         *ebpf.MapSpec `ebpf:"fw_limits"`
+	FwLogCounters    *ebpf.MapSpec `ebpf:"fw_log_counters"`
+	FwLogLimits      *ebpf.MapSpec `ebpf:"fw_log_limits"`
+	FwLogRing        *ebpf.MapSpec `ebpf:"fw_log_ring"`
+	FwLogScratch     *ebpf.MapSpec `ebpf:"fw_log_scratch"`
+	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
+	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwRaw            *ebpf.MapSpec `ebpf:"fw_raw"`
+	FwReasonStats    *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRecent         *ebpf.MapSpec `ebpf:"fw_recent"`
+	FwRecentRules    *ebpf.MapSpec `ebpf:"fw_recent_rules"`
+	FwRejectGlobal   *ebpf.MapSpec `ebpf:"fw_reject_global"`
+	FwRejectOwn      *ebpf.MapSpec `ebpf:"fw_reject_own"`
+	FwRejectOwnLast  *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
+	FwRejectRl       *ebpf.MapSpec `ebpf:"fw_reject_rl"`
+	FwRoots          *ebpf.MapSpec `ebpf:"fw_roots"`
+	FwRuleStats      *ebpf.MapSpec `ebpf:"fw_rule_stats"`
+	FwSets           *ebpf.MapSpec `ebpf:"fw_sets"`
+	FwStamps         *ebpf.MapSpec `ebpf:"fw_stamps"`
+	FwStateScratch   *ebpf.MapSpec `ebpf:"fw_state_scratch"`
+	FwTcPkt          *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
+	FwXdpHandoff     *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
+	FwXdpStages      *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwVariableSpecs struct {
+	FwLatEvery    *ebpf.VariableSpec `ebpf:"fw_lat_every"`
 	FwLogEventBtf *ebpf.VariableSpec `ebpf:"fw_log_event_btf"`
 	FwLogSnap     *ebpf.VariableSpec `ebpf:"fw_log_snap"`
 	FwMaxEntries  *ebpf.VariableSpec `ebpf:"fw_max_entries"`
@@ -545,45 +647,48 @@ func (o *xdpfwObjects) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwMaps struct {
-	FwActive        *ebpf.Map `ebpf:"fw_active"`
-	FwAddrtypeKey   *ebpf.Map `ebpf:"fw_addrtype_key"`
-	FwAddrtypes     *ebpf.Map `ebpf:"fw_addrtypes"`
-	FwConfigMap     *ebpf.Map `ebpf:"fw_config_map"`
-	FwCt            *ebpf.Map `ebpf:"fw_ct"`
-	FwCtEvict       *ebpf.Map `ebpf:"fw_ct_evict"`
-	FwCtGc          *ebpf.Map `ebpf:"fw_ct_gc"`
-	FwCtStats       *ebpf.Map `ebpf:"fw_ct_stats"`
-	FwDeltaEntries  *ebpf.Map `ebpf:"fw_delta_entries"`
-	FwDeltas        *ebpf.Map `ebpf:"fw_deltas"`
-	FwEntries       *ebpf.Map `ebpf:"fw_entries"`
-	FwFrag          *ebpf.Map `ebpf:"fw_frag"`
-	FwFragScratch   *ebpf.Map `ebpf:"fw_frag_scratch"`
-	FwFwdPorts      *ebpf.Map `ebpf:"fw_fwd_ports"`
-	FwFwdStats      *ebpf.Map `ebpf:"fw_fwd_stats"`
-	FwLeaves        *ebpf.Map `ebpf:"fw_leaves"`
-	FwLimits        *ebpf.Map `ebpf:"fw_limits"`
-	FwLogCounters   *ebpf.Map `ebpf:"fw_log_counters"`
-	FwLogLimits     *ebpf.Map `ebpf:"fw_log_limits"`
-	FwLogRing       *ebpf.Map `ebpf:"fw_log_ring"`
-	FwLogScratch    *ebpf.Map `ebpf:"fw_log_scratch"`
-	FwLogStats      *ebpf.Map `ebpf:"fw_log_stats"`
-	FwNodes         *ebpf.Map `ebpf:"fw_nodes"`
-	FwRaw           *ebpf.Map `ebpf:"fw_raw"`
-	FwReasonStats   *ebpf.Map `ebpf:"fw_reason_stats"`
-	FwRecent        *ebpf.Map `ebpf:"fw_recent"`
-	FwRecentRules   *ebpf.Map `ebpf:"fw_recent_rules"`
-	FwRejectGlobal  *ebpf.Map `ebpf:"fw_reject_global"`
-	FwRejectOwn     *ebpf.Map `ebpf:"fw_reject_own"`
-	FwRejectOwnLast *ebpf.Map `ebpf:"fw_reject_own_last"`
-	FwRejectRl      *ebpf.Map `ebpf:"fw_reject_rl"`
-	FwRoots         *ebpf.Map `ebpf:"fw_roots"`
-	FwRuleStats     *ebpf.Map `ebpf:"fw_rule_stats"`
-	FwSets          *ebpf.Map `ebpf:"fw_sets"`
-	FwStamps        *ebpf.Map `ebpf:"fw_stamps"`
-	FwStateScratch  *ebpf.Map `ebpf:"fw_state_scratch"`
-	FwTcPkt         *ebpf.Map `ebpf:"fw_tc_pkt"`
-	FwXdpHandoff    *ebpf.Map `ebpf:"fw_xdp_handoff"`
-	FwXdpStages     *ebpf.Map `ebpf:"fw_xdp_stages"`
+	FwActive         *ebpf.Map `ebpf:"fw_active"`
+	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
+	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
+	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
+	FwCt             *ebpf.Map `ebpf:"fw_ct"`
+	FwCtEvict        *ebpf.Map `ebpf:"fw_ct_evict"`
+	FwCtGc           *ebpf.Map `ebpf:"fw_ct_gc"`
+	FwCtStats        *ebpf.Map `ebpf:"fw_ct_stats"`
+	FwDeltaEntries   *ebpf.Map `ebpf:"fw_delta_entries"`
+	FwDeltas         *ebpf.Map `ebpf:"fw_deltas"`
+	FwEntries        *ebpf.Map `ebpf:"fw_entries"`
+	FwFrag           *ebpf.Map `ebpf:"fw_frag"`
+	FwFragScratch    *ebpf.Map `ebpf:"fw_frag_scratch"`
+	FwFwdPorts       *ebpf.Map `ebpf:"fw_fwd_ports"`
+	FwFwdStats       *ebpf.Map `ebpf:"fw_fwd_stats"`
+	FwHashlimit      *ebpf.Map `ebpf:"fw_hashlimit"`
+	FwHashlimitRules *ebpf.Map `ebpf:"fw_hashlimit_rules"`
+	FwLatency        *ebpf.Map `ebpf:"fw_latency"`
+	FwLeaves         *ebpf.Map `ebpf:"fw_leaves"`
+	FwLimits         *ebpf.Map `ebpf:"fw_limits"`
+	FwLogCounters    *ebpf.Map `ebpf:"fw_log_counters"`
+	FwLogLimits      *ebpf.Map `ebpf:"fw_log_limits"`
+	FwLogRing        *ebpf.Map `ebpf:"fw_log_ring"`
+	FwLogScratch     *ebpf.Map `ebpf:"fw_log_scratch"`
+	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
+	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
+	FwRaw            *ebpf.Map `ebpf:"fw_raw"`
+	FwReasonStats    *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRecent         *ebpf.Map `ebpf:"fw_recent"`
+	FwRecentRules    *ebpf.Map `ebpf:"fw_recent_rules"`
+	FwRejectGlobal   *ebpf.Map `ebpf:"fw_reject_global"`
+	FwRejectOwn      *ebpf.Map `ebpf:"fw_reject_own"`
+	FwRejectOwnLast  *ebpf.Map `ebpf:"fw_reject_own_last"`
+	FwRejectRl       *ebpf.Map `ebpf:"fw_reject_rl"`
+	FwRoots          *ebpf.Map `ebpf:"fw_roots"`
+	FwRuleStats      *ebpf.Map `ebpf:"fw_rule_stats"`
+	FwSets           *ebpf.Map `ebpf:"fw_sets"`
+	FwStamps         *ebpf.Map `ebpf:"fw_stamps"`
+	FwStateScratch   *ebpf.Map `ebpf:"fw_state_scratch"`
+	FwTcPkt          *ebpf.Map `ebpf:"fw_tc_pkt"`
+	FwXdpHandoff     *ebpf.Map `ebpf:"fw_xdp_handoff"`
+	FwXdpStages      *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -603,6 +708,9 @@ func (m *xdpfwMaps) Close() error {
 		m.FwFragScratch,
 		m.FwFwdPorts,
 		m.FwFwdStats,
+		m.FwHashlimit,
+		m.FwHashlimitRules,
+		m.FwLatency,
 		m.FwLeaves,
 		m.FwLimits,
 		m.FwLogCounters,
@@ -634,6 +742,7 @@ func (m *xdpfwMaps) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwVariables struct {
+	FwLatEvery    *ebpf.Variable `ebpf:"fw_lat_every"`
 	FwLogEventBtf *ebpf.Variable `ebpf:"fw_log_event_btf"`
 	FwLogSnap     *ebpf.Variable `ebpf:"fw_log_snap"`
 	FwMaxEntries  *ebpf.Variable `ebpf:"fw_max_entries"`
@@ -650,6 +759,7 @@ type xdpfwPrograms struct {
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwRxvlan          *ebpf.Program `ebpf:"xdpfw_rxvlan"`
 }
 
 func (p *xdpfwPrograms) Close() error {
@@ -658,6 +768,7 @@ func (p *xdpfwPrograms) Close() error {
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
+		p.XdpfwRxvlan,
 	)
 }
 

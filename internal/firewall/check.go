@@ -3,6 +3,7 @@ package firewall
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -68,7 +69,11 @@ func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetI
 	if err != nil {
 		return nil, err
 	}
-	return &CheckResult{Entries: len(t.Entries), Warnings: ruleWarnings(rs, warns)}, nil
+	res := &CheckResult{Entries: len(t.Entries), Warnings: ruleWarnings(rs, warns)}
+	if onHost && st != nil && st.loaded() { // what apply would say of the interfaces filtered
+		res.Warnings = append(res.Warnings, ifaceWarnings(rs, slices.Sorted(maps.Keys(st.Interfaces)))...)
+	}
+	return res, nil
 }
 
 // namedIfaces makes up an interface for every -i and -o name of rs (a

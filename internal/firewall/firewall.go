@@ -45,6 +45,10 @@ type Options struct {
 	// the fast path in XDP (bpf/lib/fwd.h), or "stack", by the kernel;
 	// "": keep what is in force, else "xdp".
 	Forward string
+	// CTKernelNAT is whether XDP asks the kernel's conntrack about packets
+	// of connections the kernel's nat table translates: "on" (default) or
+	// "off" (docs/conntrack.md "Kernel NAT"). "": keep what is in force.
+	CTKernelNAT string
 	// RejectGlobalRate bounds REJECT's answers from all sources together,
 	// per second and at once (0: keep what is in force, else
 	// compile.DefaultRejectGlobalRate).
@@ -62,6 +66,10 @@ type Options struct {
 	LogRate  rules.LogRate
 	LogBurst uint32
 	LogSnap  *int
+	// LatencySample (Load only), when set: the data plane times one
+	// packet in N per CPU, 0 none (datapath.SetLatencySample); nil keeps
+	// the value in force.
+	LatencySample *uint32
 	// AllowEmpty lets an empty rule set (rules.RuleSet.Empty) be put in
 	// force; without it Validate refuses one.
 	AllowEmpty bool
@@ -368,19 +376,17 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}
-	for _, name := range ifaces {
-		c := datapath.CheckDevice(name, datapath.Mode(st.Interfaces[name].Mode))
-		res.Warnings = append(res.Warnings, deviceWarnings(rs, name, c)...)
-	}
-	if st.Forward != string(datapath.ForwardStack) && kernelNAT() {
-		res.Warnings = append(res.Warnings, "the kernel's NAT (nf_nat) is loaded: packets the forwarding fast path sends bypass it; "+
-			"if this host NATs forwarded traffic in the kernel (Docker, kube-proxy, MASQUERADE), load with --forward stack (docs/forward.md)")
-	}
+	res.Warnings = append(res.Warnings, ifaceWarnings(rs, ifaces)...)
 	st.Program = datapath.ProgramVersion()
 	snap := lim.LogSnap
 	st.LogSnap = &snap
 	if err := f.save(); err != nil {
 		return nil, undo(attached, err)
+	}
+	if opt.LatencySample != nil {
+		if err := dp.SetLatencySample(*opt.LatencySample); err != nil {
+			return nil, fmt.Errorf("the rules are in force, but: %w", err)
+		}
 	}
 	return res, nil
 }
@@ -424,7 +430,7 @@ func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) er
 			_, rerr = f.install(rs, ids, nil, Options{CTTimeouts: prev.CTTimeouts, CTTimeoutsSet: true, CTFull: prev.CTFull,
 				Malformed: prev.Malformed, RejectRate: prev.RejectRate, RejectBurst: prev.RejectBurst,
 				RejectGlobalRate: prev.RejectGlobalRate, CTTCPPickup: orDefault(prev.CTTCPPickup, "loose"),
-				Forward: orDefault(prev.Forward, string(datapath.ForwardXDP))})
+				Forward: orDefault(prev.Forward, string(datapath.ForwardXDP)), CTKernelNAT: orDefault(prev.CTKernelNAT, "on")})
 		}
 		if rerr != nil {
 			return fmt.Errorf("%w; restoring the previous rules also failed: %v", err, rerr)
@@ -501,7 +507,14 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
-	return f.apply(rs, opt, false)
+	res, err := f.apply(rs, opt, false)
+	if err != nil {
+		return nil, err
+	}
+	// What the new rules run into on the interfaces filtered (a
+	// --vlan-id rule where XDP cannot see tags), as load says.
+	res.Warnings = append(res.Warnings, ifaceWarnings(rs, slices.Sorted(maps.Keys(f.st.Interfaces)))...)
+	return res, nil
 }
 
 // apply assigns stable ids and installs rs as the next generation.
@@ -560,6 +573,10 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	if err != nil {
 		return nil, err
 	}
+	kernelNAT := orDefault(opt.CTKernelNAT, orDefault(f.st.CTKernelNAT, "on"))
+	if kernelNAT != "on" && kernelNAT != "off" {
+		return nil, fmt.Errorf("--ct-kernel-nat %q: want on or off", kernelNAT)
+	}
 	timeouts := f.st.CTTimeouts
 	if opt.CTTimeoutsSet {
 		timeouts = opt.CTTimeouts
@@ -602,7 +619,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	// The settings go into the record with the rules (readers take the
 	// data plane's from the kernel: they switch just after the rules).
 	prev := *f.st
-	f.st.CTFull, f.st.CTTimeouts, f.st.CTTCPPickup = ctFull, timeouts, pickup
+	f.st.CTFull, f.st.CTTimeouts, f.st.CTTCPPickup, f.st.CTKernelNAT = ctFull, timeouts, pickup, kernelNAT
 	f.st.Forward = string(forward)
 	f.st.RejectRate, f.st.RejectBurst, f.st.RejectGlobalRate = rate, burst, global
 	f.st.LogRate, f.st.LogBurst = "", logBurst
@@ -618,7 +635,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	}
 	if err := f.installTables(tables, recs, rs); err != nil {
 		f.st.CTFull, f.st.CTTimeouts, f.st.RejectRate, f.st.RejectBurst = prev.CTFull, prev.CTTimeouts, prev.RejectRate, prev.RejectBurst
-		f.st.CTTCPPickup, f.st.RejectGlobalRate = prev.CTTCPPickup, prev.RejectGlobalRate
+		f.st.CTTCPPickup, f.st.RejectGlobalRate, f.st.CTKernelNAT = prev.CTTCPPickup, prev.RejectGlobalRate, prev.CTKernelNAT
 		f.st.LogRate, f.st.LogBurst, f.st.Malformed = prev.LogRate, prev.LogBurst, prev.Malformed
 		f.st.OutIfaces, f.st.Forward = prev.OutIfaces, prev.Forward
 		return nil, err
@@ -626,7 +643,7 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	f.rs.parsed, f.rs.ids = rs, ids
 	if err := f.dp.SetConfig(datapath.Config{MalformedAction: act, CTFullAccept: ctFull == "accept", CTTimeouts: timeouts,
 		RejectRate: rate, RejectBurst: burst, RejectGlobalRate: global, CTTCPStrict: pickup == "strict",
-		Forward: forward}); err != nil {
+		Forward: forward, KernelNATOff: kernelNAT == "off"}); err != nil {
 		return nil, fmt.Errorf("the rules are in force, but: %w", err)
 	}
 	if err := f.dp.SetForwardPorts(f.forwardPorts(forward)); err != nil {
@@ -760,11 +777,4 @@ func (f *Firewall) forwardPorts(m datapath.ForwardMode) []int {
 		devs[i.Index] = datapath.Mode(i.Mode)
 	}
 	return datapath.FastPathDevices(m, devs)
-}
-
-// kernelNAT says whether the kernel's NAT module is loaded (its rules may
-// be in any namespace: a hint, not a proof).
-func kernelNAT() bool {
-	_, err := os.Stat("/sys/module/nf_nat")
-	return err == nil
 }

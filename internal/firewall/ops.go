@@ -255,6 +255,10 @@ type RuleInfo struct {
 	Counter datapath.Counter `json:"counters"`
 	// Log counts the events of a rule that logs (LOG, or --log).
 	Log *datapath.LogCounter `json:"log,omitempty"`
+	// VLANBlind are the interfaces whose packets' VLAN tags this rule's
+	// --vlan-id cannot see (the NIC strips them and XDP cannot read them
+	// there: status says why and the remedy).
+	VLANBlind []string `json:"vlan_blind,omitempty"`
 }
 
 // PolicyInfo is a chain policy for one family with its counters.
@@ -388,8 +392,12 @@ type Status struct {
 	Reject     RejectLimit            `json:"reject"`       // REJECT's answer budgets
 	// CTTCPPickup is conntrack's mid-stream pickup of TCP as the kernel has
 	// it: "loose" or "strict".
-	CTTCPPickup string                      `json:"ct_tcp_pickup"`
-	Forward     ForwardStatus               `json:"forward"`
+	CTTCPPickup string        `json:"ct_tcp_pickup"`
+	Forward     ForwardStatus `json:"forward"`
+	// CTKernelNAT is whether XDP asks the kernel's conntrack about
+	// kernel-NATed connections: "on", "off", or "on, inactive: ..." where
+	// the kernel cannot be asked (datapath.KernelCTAvailable).
+	CTKernelNAT string                      `json:"ct_kernel_nat"`
 	Log         LogStatus                   `json:"log"`   // logging's settings and counters
 	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
 	Reasons     map[string]datapath.Counter `json:"reasons"`
@@ -440,7 +448,12 @@ func (f *Firewall) Status() (*Status, error) {
 		// a global rate of 0 is an earlier program's, with no global budget.
 		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst),
 			GlobalRate: f.st.RejectGlobalRate},
-		CTTCPPickup: orDefault(f.st.CTTCPPickup, "loose")}
+		CTTCPPickup: orDefault(f.st.CTTCPPickup, "loose"), CTKernelNAT: orDefault(f.st.CTKernelNAT, "on")}
+	if s.CTKernelNAT == "on" {
+		if err := datapath.KernelCTAvailable(); err != nil {
+			s.CTKernelNAT = "on, inactive: " + err.Error()
+		}
+	}
 	if info, err := f.dp.Program().Info(); err == nil {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)

@@ -14,10 +14,7 @@ import (
 // lands the file loads, this test fails, and the entry goes: the table is
 // the list of what users still cannot bring (docs/compat.md).
 var realWorldNotYet = map[string]string{
-	"openwrt-fw3.v4":   "-m limit on a rule with -j RETURN is not supported yet",
-	"ufw-host.v4":      "-m limit on a rule with -j RETURN is not supported yet",
-	"tor-relay.v4":     `"connlimit": module connlimit is not supported`,
-	"hardened-host.v4": `"hashlimit": module hashlimit is not supported`,
+	"tor-relay.v4": `"connlimit": module connlimit is not supported yet`,
 	// kube-proxy's mark is set by the kernel's nat table, after XDP
 	"k8s-node.v4": "-m mark in KUBE-FORWARD is not supported",
 }

@@ -200,6 +200,9 @@ func applyNeeded(st *state, inForce *rules.RuleSet, d Desired) []string {
 	if o.Forward != "" && orDefault(st.Forward, string(datapath.ForwardXDP)) != o.Forward {
 		why = append(why, "forwarding")
 	}
+	if o.CTKernelNAT != "" && orDefault(st.CTKernelNAT, "on") != o.CTKernelNAT {
+		why = append(why, "conntrack kernel NAT")
+	}
 	if o.RejectGlobalRate != 0 && pick(st.RejectGlobalRate, compile.DefaultRejectGlobalRate) != o.RejectGlobalRate {
 		why = append(why, "reject global rate")
 	}

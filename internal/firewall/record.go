@@ -299,6 +299,10 @@ func (st *state) setConfig(c datapath.Config) {
 	if c.Forward != datapath.ForwardXDP || st.Forward != string(datapath.ForwardXDPVeth) {
 		st.Forward = string(c.Forward)
 	}
+	st.CTKernelNAT = "on"
+	if c.KernelNATOff {
+		st.CTKernelNAT = "off"
+	}
 }
 
 // cleanup removes the files of the state directory no record names: a

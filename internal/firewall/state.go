@@ -71,6 +71,8 @@ type state struct {
 	// fast path) or "stack" ("" in states written before the fast path:
 	// the next load makes it "xdp").
 	Forward string `json:"forward,omitempty"`
+	// CTKernelNAT: "on" or "off" ("" in states written before it: on).
+	CTKernelNAT string `json:"ct_kernel_nat,omitempty"`
 	// Version 2: named sets, by name; their elements are in fw_sets.
 	Sets      map[string]*setState `json:"sets,omitempty"`
 	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused

@@ -11,6 +11,8 @@ package rules
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
+	"strings"
 )
 
 // Chain is a built-in iptables chain. The numeric values are shared with the
@@ -421,6 +423,10 @@ type Match struct {
 	// Recent: -m recent, a named list of addresses shared by the rules
 	// that name it; tested after every other match, as Limit.
 	Recent *RecentMatch
+	// HashLimit: -m hashlimit, token buckets by a key of the packet in a
+	// named table shared by the rules that name it; tested after every
+	// other match, as Limit.
+	HashLimit *HashLimitMatch
 }
 
 // UsesConntrack reports whether m tests a packet's connection (any -m
@@ -516,11 +522,12 @@ func (g *LogGroup) Number() uint16 {
 func (t Target) Logs() bool { return t.Verdict == VerdictLog || t.Log }
 
 // Budgeted reports whether the rule has state in the data plane: a log
-// budget (Target.Logs), a -m limit bucket or a -m recent list. They come
+// budget (Target.Logs), a -m limit bucket, a -m recent list or -m
+// hashlimit buckets. They come
 // with full installs of a rule set, so edits of such rule sets are
 // compiled in full.
 func (r *Rule) Budgeted() bool {
-	return r.Target.Logs() || r.Match.Limit != nil || r.Match.Recent != nil
+	return r.Target.Logs() || r.Match.Limit != nil || r.Match.Recent != nil || r.Match.HashLimit != nil
 }
 
 // LogRate is a rate of log events: N per Unit (--log-rate N/UNIT). The zero
@@ -615,10 +622,55 @@ type RuleSet struct {
 
 // Skipped is one line of a rule file left out (ParseOptions.SkipUnsupported).
 type Skipped struct {
-	Pos  Pos    // the line (column 1), or the token that cannot be run
-	Line string // the line as written, white space trimmed (at most 64 bytes: Clip)
-	Why  string // what cannot be run and why
+	Pos   Pos    // the line (column 1), or the token that cannot be run
+	Line  string // the line as written, white space trimmed (at most 64 bytes: Clip)
+	Why   string // what cannot be run and why
+	Table string // the line's table (iptables-save sections); "" in a native file
 }
+
+// KernelNATNote is what a user must know when skipped holds lines of the
+// nat table that translate addresses: kept in the kernel, they act after
+// xdpfw's verdict on a connection's first packet (DNAT, REDIRECT), and on
+// packets xdpfw's own conntrack never sees translated (SNAT, MASQUERADE);
+// xdpfw asks the kernel's conntrack about the packets that follow (TCP and
+// UDP, load --ct-kernel-nat on: docs/conntrack.md "Kernel NAT"). "" when
+// there are none.
+func KernelNATNote(skipped []Skipped) string {
+	var dst, src int
+	for _, s := range skipped {
+		if s.Table != "nat" {
+			continue
+		}
+		switch m := natTarget.FindStringSubmatch(s.Line); {
+		case m == nil:
+		case m[3] == "DNAT" || m[3] == "REDIRECT":
+			dst++
+		default:
+			src++
+		}
+	}
+	var notes []string
+	if dst > 0 {
+		notes = append(notes, fmt.Sprintf("note: %d skipped nat rule(s) translate destinations (DNAT, REDIRECT). Where the "+
+			"kernel runs them, it translates a connection's first packet after xdpfw's verdict: xdpfw judges that packet "+
+			"as it arrives, in INPUT with the address and port it was sent to, so accept it there (e.g. by its original "+
+			"port); FORWARD rules written for the translated traffic (published container ports, Docker's DOCKER-USER) "+
+			"apply to the connection's later TCP and UDP packets, judged with the kernel's conntrack as iptables judges "+
+			"them while 'xdpfw status' says kernel NAT is on (docs/conntrack.md, Kernel NAT)", dst))
+	}
+	if src > 0 {
+		notes = append(notes, fmt.Sprintf("note: %d skipped nat rule(s) translate sources (SNAT, MASQUERADE). Where the "+
+			"kernel runs them, answers to the translated connections arrive addressed to this host; while 'xdpfw status' "+
+			"says kernel NAT is on, xdpfw judges TCP and UDP answers with the kernel's conntrack as iptables does "+
+			"(in FORWARD, ESTABLISHED, addressed to the original source; ICMP errors about them RELATED), but ping answers "+
+			"still as they arrive: in INPUT, INVALID to xdpfw's conntrack, which never saw the ping translated; "+
+			"accept them in INPUT if they must pass (e.g. -p icmp --icmp-type echo-reply) (docs/conntrack.md, Kernel NAT)", src))
+	}
+	return strings.Join(notes, "\n")
+}
+
+// natTarget finds an address-translating target in a nat rule's text.
+var natTarget = regexp.MustCompile(`(^|\s)(-j|--jump)\s+(DNAT|REDIRECT|SNAT|MASQUERADE)(\s|$)`)
 
 // String returns "file:line: why: line".
 func (s Skipped) String() string {

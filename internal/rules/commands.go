@@ -212,7 +212,7 @@ func (p *fileParser) otherLine(n int, text string, toks []token) {
 		return
 	}
 	p.other.lines = append(p.other.lines, Skipped{Pos: p.at(n, first), Line: clipTo(strings.TrimSpace(text), maxLine),
-		Why: "table " + p.table + " is not supported: " + p.other.why.why})
+		Why: "table " + p.table + " is not supported: " + p.other.why.why, Table: p.table})
 }
 
 // endOther closes the section of a table xdpfw cannot load: its lines are

@@ -38,6 +38,9 @@ func (m Match) ImpliedFamily() Family {
 		}
 		return FamilyIPv4
 	}
+	if h := m.HashLimit; h != nil && (h.SrcMask > 32 || h.DstMask > 32) {
+		return FamilyIPv6
+	}
 	if a := m.AddrType; a != nil && (a.Src|a.Dst)&AddrIPv4Only != 0 {
 		return FamilyIPv4
 	}

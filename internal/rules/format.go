@@ -155,6 +155,9 @@ func (r Rule) Spec() string {
 	if rc := m.Recent; rc != nil {
 		formatRecent(&w, rc, m.Family)
 	}
+	if h := m.HashLimit; h != nil {
+		formatHashLimit(&w, h, m.Family)
+	}
 	if l := m.Limit; l != nil {
 		w.add(false, "-m", "limit", "--limit", l.Rate.String())
 		if l.Burst != DefaultLimitBurst {

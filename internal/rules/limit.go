@@ -119,8 +119,8 @@ func (p *ruleParser) optLimitBurst(o optUse) *Error {
 // limitModule handles -m limit: the bucket with iptables' defaults, which
 // its options change.
 func (p *ruleParser) limitModule(at token) *Error {
-	if p.r.Match.Recent != nil {
-		return p.errAt(at, "", "-m limit beside -m recent", "xdpfw takes one rate or state match per rule: split the rule in two")
+	if p.stateAt != nil && p.stateMod != "limit" {
+		return p.errAt(at, "", "-m limit beside -m "+p.stateMod, "xdpfw takes one rate or state match per rule: split the rule in two")
 	}
 	if p.r.Match.Limit != nil {
 		return p.errAt(at, "", "-m limit given twice",
@@ -131,9 +131,6 @@ func (p *ruleParser) limitModule(at token) *Error {
 	p.stateAt, p.stateMod = &at, "limit"
 	p.modules["limit"] = &moduleUse{tok: at, used: true} // its options are optional
 	p.checks = append(p.checks, func() *Error {
-		if err := p.stateOnChainTarget(at); err != nil {
-			return err
-		}
 		// On a LOG rule the limit is the rule's log budget (docs/limits.md).
 		t := &p.r.Target
 		if t.Verdict == VerdictLog && (!t.LogRate.IsZero() || t.LogBurst != 0) {
@@ -158,7 +155,7 @@ func (p *ruleParser) stateOnChainTarget(at token) *Error {
 		what := map[Verdict]string{VerdictJump: "-j " + p.r.Target.Chain, VerdictGoto: "-g " + p.r.Target.Chain,
 			VerdictReturn: "-j RETURN", VerdictNone: "no -j (a counting rule)"}[v]
 		return p.errAt(at, "", fmt.Sprintf("-m %s on a rule with %s is not supported yet: the rules after it would apply or not by the state of the %s at that moment, which flattened chains cannot express",
-			p.stateMod, what, map[string]string{"limit": "bucket", "recent": "list"}[p.stateMod]),
+			p.stateMod, what, map[string]string{"limit": "bucket", "recent": "list", "hashlimit": "packet's bucket"}[p.stateMod]),
 			"give the -m "+p.stateMod+" to the rule that decides (ACCEPT, DROP, REJECT or LOG), or keep this rule set in the kernel's iptables")
 	}
 	return nil
@@ -181,13 +178,16 @@ func (p *ruleParser) afterState(t token, spec optSpec) *Error {
 		test = true
 	default: // an option of a module, or -m MODULE (optModule: spec.module is the module)
 		test = spec.module != "" && spec.module != p.stateMod && spec.module != "comment" &&
-			spec.module != "limit" && spec.module != "recent" // those say what is wrong themselves
+			spec.module != "limit" && spec.module != "recent" && spec.module != "hashlimit" // those say what is wrong themselves
 	}
 	if !test {
 		return nil
 	}
 	what := "takes a token"
-	if p.stateMod == "recent" {
+	switch p.stateMod {
+	case "hashlimit":
+		what = "takes a token of the packet's bucket"
+	case "recent":
 		what = "records or looks up the address"
 	}
 	return p.errAt(t, "", fmt.Sprintf("%s after -m %s: iptables %s before testing it", t.text, p.stateMod, what),

@@ -142,6 +142,11 @@ func (p *ruleParser) optPorts(o optUse) *Error { return p.portList(o, &p.r.Match
 
 // portList handles the -m multiport options.
 func (p *ruleParser) portList(o optUse, dst **PortMatch) *Error {
+	if first := p.multiport; first != nil {
+		return p.errAt(o.opt, "", fmt.Sprintf("%s and %s both given to one -m multiport", first.text, o.opt.text),
+			"one -m multiport takes one of --sports, --dports, --ports (as in iptables): write -m multiport "+o.opt.text+" ... again")
+	}
+	p.multiport = &o.opt
 	a := o.args[0]
 	ranges, ve := parsePortList(a.text, p.protoText())
 	if ve != nil {
@@ -546,6 +551,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		return p.limitModule(o.opt)
 	case "recent":
 		return p.recentModule(o.opt)
+	case "hashlimit":
+		return p.hashLimitModule(o.opt)
 	case "tcp", "udp", "sctp", "udplite":
 		proto, _ := parseProto(name)
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
@@ -598,6 +605,9 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 	case "connmark":
 		return p.errAt(a, name, "module connmark is not supported: xdpfw's conntrack keeps no mark", hintMarkMatch)
+	case "connlimit":
+		return p.errAt(a, name, "module connlimit is not supported yet: xdpfw's conntrack keeps no count of the connections each rule has seen per address",
+			"keep this rule set in the kernel's iptables, or rate-limit new connections per source with -m hashlimit --hashlimit-mode srcip (docs/limits.md)")
 	default:
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}

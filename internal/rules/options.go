@@ -117,8 +117,23 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: "recent-side", usage: "--rsource|--rdest", module: "recent", parse: (*ruleParser).optRecentSide}, true
 	case "--mask":
 		return optSpec{slot: name, nargs: 1, usage: "--mask NETMASK", module: "recent", parse: (*ruleParser).optRecentMask}, true
-	case "--reap", "--rttl":
-		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentUnsupported}, true
+	case "--rttl":
+		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentTTL}, true
+	case "--reap":
+		return optSpec{slot: name, module: "recent", parse: (*ruleParser).optRecentReap}, true
+	case "--hashlimit-upto", "--hashlimit-above", "--hashlimit":
+		return optSpec{slot: "hashlimit-rate", nargs: 1, usage: name + " N/sec|min|hour|day", negatable: true, module: "hashlimit",
+			parse: (*ruleParser).optHashRate}, true
+	case "--hashlimit-burst", "--hashlimit-srcmask", "--hashlimit-dstmask", "--hashlimit-htable-size", "--hashlimit-htable-max",
+		"--hashlimit-htable-gcinterval", "--hashlimit-htable-expire":
+		return optSpec{slot: name, nargs: 1, usage: name + " N", module: "hashlimit", parse: (*ruleParser).optHashUint}, true
+	case "--hashlimit-mode":
+		return optSpec{slot: name, nargs: 1, usage: "--hashlimit-mode srcip,srcport,dstip,dstport", module: "hashlimit",
+			parse: (*ruleParser).optHashMode}, true
+	case "--hashlimit-name":
+		return optSpec{slot: name, nargs: 1, usage: "--hashlimit-name NAME", module: "hashlimit", parse: (*ruleParser).optHashName}, true
+	case "--hashlimit-rate-match", "--hashlimit-rate-interval":
+		return optSpec{slot: name, module: "hashlimit", parse: (*ruleParser).optHashRateMatch}, true
 	case "--pkt-type":
 		return optSpec{slot: name, nargs: 1, usage: "--pkt-type unicast|broadcast|multicast", negatable: true,
 			module: "pkttype", parse: (*ruleParser).optPktType}, true
@@ -251,5 +266,5 @@ func moduleOptions(module string) (string, bool) {
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), limit, recent, " +
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), limit, recent, hashlimit, " +
 	"mark (OUTPUT), pkttype, addrtype, iprange, length, ttl, hl, dscp, tos, ecn, tcpmss, rt"

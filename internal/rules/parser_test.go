@@ -172,7 +172,7 @@ func TestParseRules(t *testing.T) {
 		{"-A INPUT -p tcp -m multiport --ports 5000:5100 -j ACCEPT", ParseOptions{}, Rule{Match: Match{Proto: proto(6), Ports: ports(rng(5000, 5100))}, Target: accept}},
 		{"-A INPUT -p tcp -m multiport --sports 1,2 -m multiport --dports 3 -j ACCEPT", ParseOptions{},
 			Rule{Match: Match{Proto: proto(6), SPort: ports(one(1), one(2)), DPort: ports(one(3))}, Target: accept}},
-		{"-A INPUT -p tcp --sport 1 -m multiport --dports 3,4 --ports 5 -j ACCEPT", ParseOptions{},
+		{"-A INPUT -p tcp --sport 1 -m multiport --dports 3,4 -m multiport --ports 5 -j ACCEPT", ParseOptions{},
 			Rule{Match: Match{Proto: proto(6), SPort: ports(one(1)), DPort: ports(one(3), one(4)), Ports: ports(one(5))}, Target: accept}},
 
 		// Interfaces.

@@ -701,7 +701,7 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 	for i := range rs.Rules {
 		rule := &rs.Rules[i]
 		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
-			rule.Match.Limit != nil || !chance(r, percent) {
+			rule.Match.Limit != nil || rule.Match.HashLimit != nil || !chance(r, percent) {
 			continue
 		}
 		m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}),
@@ -713,6 +713,7 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 			if chance(r, 50) {
 				m.HitCount = uint32(1 + r.IntN(3))
 			}
+			m.TTL = chance(r, 20)
 		}
 		m.Invert = chance(r, 10)
 		m.Mask = FullMask(rule.Match.Family) // as the parser leaves it
@@ -724,6 +725,92 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 			}
 		}
 		rule.Match.Recent = m
+		rule.Text = rule.Spec()
+	}
+}
+
+// RandomStateOnChains is the knob for stateful tests on rules that decide
+// nothing themselves: it gives about percent of rs's jumps, gotos,
+// RETURNs and rules without -j (after RandomChains) a -m limit (a burst
+// of 1 to 3, one token an hour or a day: none comes back while a test
+// runs, so a bucket is exactly the packets that took from it) or a
+// -m recent (as RandomRecent). Rules OUTPUT reaches keep none (the tc
+// egress program settles no such tests: the compiler refuses them).
+// Rule.Text is set.
+func RandomStateOnChains(r *rand.Rand, rs *RuleSet, percent int) {
+	// the user chains OUTPUT reaches, through jumps and gotos
+	fromOut := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for i := range rs.Rules {
+			rule := &rs.Rules[i]
+			v := rule.Target.Verdict
+			if (v == VerdictJump || v == VerdictGoto) && !fromOut[rule.Target.Chain] &&
+				(rule.Chain == ChainOutput || rule.Chain == ChainUser && fromOut[rule.UserChain]) {
+				fromOut[rule.Target.Chain], changed = true, true
+			}
+		}
+	}
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		v := rule.Target.Verdict
+		if v.Terminal() || v == VerdictLog || rule.Chain == ChainOutput || rule.Chain == ChainUser && fromOut[rule.UserChain] ||
+			rule.Match.Limit != nil || rule.Match.Recent != nil || rule.Match.HashLimit != nil || !chance(r, percent) {
+			continue
+		}
+		if chance(r, 50) {
+			rule.Match.Limit = &LimitMatch{Rate: LogRate{N: 1, Unit: pick(r, []RateUnit{PerHour, PerDay})}, Burst: uint32(1 + r.IntN(3))}
+		} else {
+			m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}), Dest: chance(r, 20)}
+			if m.Op == RecentCheck || m.Op == RecentUpdate {
+				if chance(r, 50) {
+					m.HitCount = uint32(1 + r.IntN(3))
+				}
+				m.TTL = chance(r, 20)
+			}
+			m.Invert = chance(r, 10)
+			m.Mask = FullMask(rule.Match.Family)
+			rule.Match.Recent = m
+		}
+		rule.Text = rule.Spec()
+	}
+}
+
+// RandomHashLimit gives about percent of rs's deciding INPUT and FORWARD
+// rules without another state match a -m hashlimit on one of three
+// tables, each with settings of its own drawn once (the parser's checks
+// do not refuse rules of one table that differ, the compiler does): a
+// mode of any fields, masks of every bit or /24, a rate of a few an hour
+// or a day and a burst of 1 to 5 (no token comes back, and with the
+// rate's default expiry no bucket is forgotten, while a test runs);
+// --hashlimit-upto or --hashlimit-above by rule. A knob apart from
+// RandomRuleSet, as RandomLimits; like RandomRecent, percent stays small
+// (compile.MaxStateNotes).
+func RandomHashLimit(r *rand.Rand, rs *RuleSet, percent int) {
+	tables := map[string]HashLimitMatch{}
+	for _, name := range []string{"h1", "h2", "h3"} {
+		h := HashLimitMatch{Name: name, Mode: HashMode(r.IntN(16)), SrcMask: -1, DstMask: -1, Burst: uint32(1 + r.IntN(5)),
+			GCIntervalMS: DefaultHashGCInterval}
+		if chance(r, 30) {
+			h.SrcMask = 24
+		}
+		if chance(r, 30) {
+			h.DstMask = 24
+		}
+		unit := pick(r, []uint64{3600, 86400})
+		h.PeriodUS = hashScale * unit / uint64(1+r.IntN(3))
+		h.ExpireMS = uint32(unit * 1000)
+		tables[name] = h
+	}
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
+			rule.Match.Limit != nil || rule.Match.Recent != nil || !chance(r, percent) {
+			continue
+		}
+		h := tables[pick(r, []string{"h1", "h2", "h3"})]
+		h.Above = chance(r, 40)
+		rule.Match.HashLimit = &h
 		rule.Text = rule.Spec()
 	}
 }

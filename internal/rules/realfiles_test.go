@@ -65,11 +65,11 @@ func TestRealFileSyntaxCanonical(t *testing.T) {
 		// (iptables-save prints both), so the rule matches the ports they
 		// share.
 		{"-A INPUT -p tcp --dport 22 -m multiport --dports 22,80 -j DROP", "-p tcp --dport 22 -j DROP", any},
-		{"-A INPUT -p tcp -m multiport --dports 20:30,80 --dport 25:90 -j DROP", "-p tcp -m multiport --dports 25:30,80 -j DROP", any},
+		{"-A INPUT -p tcp -m multiport --dports 20:30,80 -m tcp --dport 25:90 -j DROP", "-p tcp -m multiport --dports 25:30,80 -j DROP", any},
 		{"-A INPUT -p tcp --dport 22 -m multiport --dports 80,443 -j DROP", "-p tcp ! --dport 0:65535 -j DROP", any},
 		{"-A INPUT -p tcp ! --dport 22 -m multiport ! --dports 80,443 -j DROP", "-p tcp -m multiport ! --dports 22,80,443 -j DROP", any},
 		{"-A INPUT -p tcp --dport 1:1000 -m multiport ! --dports 22 -j DROP", "-p tcp -m multiport --dports 1:21,23:1000 -j DROP", any},
-		{"-A INPUT -p udp -m multiport ! --sports 53 --sport 1:65535 -j DROP", "-p udp -m multiport ! --sports 0,53 -j DROP", any},
+		{"-A INPUT -p udp -m multiport ! --sports 53 -m udp --sport 1:65535 -j DROP", "-p udp -m multiport ! --sports 0,53 -j DROP", any},
 		// ADDRESS/NETMASK in both families (ip6tables-save prints /32).
 		{"-A INPUT -s 10.1.2.3/255.255.0.0 -j DROP", "-s 10.1.0.0/16 -j DROP", any},
 		{"-A INPUT -d 2001:db8:1::/ffff:ffff:: -j DROP", "-d 2001:db8::/32 -j DROP", any},

@@ -35,8 +35,12 @@ type RecentMatch struct {
 	Invert   bool   // ! --rcheck ...: the rule matches when the test fails
 	Seconds  uint32 // --seconds: only time stamps this recent count (0: all)
 	HitCount uint32 // --hitcount: at least this many of them (0: one)
-	Name     string // --name (default DEFAULT)
-	Dest     bool   // --rdest: the destination address (else --rsource, the source)
+	// TTL is --rttl (--rcheck and --update only): the address is found
+	// only when the TTL (hop limit) the list holds for it is the packet's,
+	// or either is 0 (xt_recent's recent_entry_lookup).
+	TTL  bool
+	Name string // --name (default DEFAULT)
+	Dest bool   // --rdest: the destination address (else --rsource, the source)
 	// Mask is --mask, applied to the address before it is looked up;
 	// invalid (the zero Addr): every bit, of the packet's family.
 	Mask netip.Addr
@@ -96,14 +100,17 @@ func (p *ruleParser) optRecentName(o optUse) *Error {
 	return nil
 }
 
-// optRecentUnsupported refuses --reap and --rttl.
-func (p *ruleParser) optRecentUnsupported(o optUse) *Error {
-	if o.opt.text == "--reap" {
-		return p.errAt(o.opt, "", "--reap is not supported",
-			"remove it: xdpfw's lists forget the least recently seen addresses when full (an LRU map) and --seconds ignores older time stamps; "+
-				"--reap would only change what rules of the same list with a longer --seconds see")
-	}
-	return p.errAt(o.opt, "", "--rttl is not supported", "xdpfw does not keep the TTL of a list's entries; remove --rttl")
+// optRecentTTL handles --rttl.
+func (p *ruleParser) optRecentTTL(o optUse) *Error {
+	p.r.Match.Recent.TTL = true
+	return nil
+}
+
+// optRecentReap refuses --reap.
+func (p *ruleParser) optRecentReap(o optUse) *Error {
+	return p.errAt(o.opt, "", "--reap is not supported",
+		"remove it: the kernel then removes the list's least recently seen address when its last time stamp is older than --seconds; "+
+			"xdpfw's lists share one LRU map and cannot find a list's oldest address, and --seconds already ignores older time stamps")
 }
 
 // optRecentSide handles --rsource and --rdest.
@@ -148,22 +155,21 @@ func (p *ruleParser) recentModule(at token) *Error {
 	if p.r.Match.Recent != nil {
 		return p.errAt(at, "", "-m recent given twice", "xdpfw takes one -m recent per rule")
 	}
-	if p.r.Match.Limit != nil {
-		return p.errAt(at, "", "-m recent beside -m limit", "xdpfw takes one rate or state match per rule: split the rule in two")
+	if p.stateAt != nil && p.stateMod != "recent" {
+		return p.errAt(at, "", "-m recent beside -m "+p.stateMod, "xdpfw takes one rate or state match per rule: split the rule in two")
 	}
 	p.r.Match.Recent = &RecentMatch{Name: DefaultRecentName}
 	p.stateAt, p.stateMod = &at, "recent"
 	p.modules["recent"] = &moduleUse{tok: at, used: true}
 	p.checks = append(p.checks, func() *Error {
-		if err := p.stateOnChainTarget(at); err != nil {
-			return err
-		}
 		m := p.r.Match.Recent
 		switch {
 		case m.Op == 0:
 			return p.errAt(at, "", "-m recent needs --set, --rcheck, --update or --remove", "")
 		case (m.Op == RecentSet || m.Op == RecentRemove) && (m.Seconds != 0 || m.HitCount != 0):
 			return p.errAt(at, "", m.Op.String()+" takes no --seconds or --hitcount", "they qualify --rcheck and --update (the kernel refuses the rule)")
+		case (m.Op == RecentSet || m.Op == RecentRemove) && m.TTL:
+			return p.errAt(at, "", "--rttl cannot be used together with "+m.Op.String(), "it qualifies --rcheck and --update (as iptables)")
 		}
 		if !m.Mask.IsValid() { // one AST for one text: the mask iptables-save prints
 			m.Mask = FullMask(p.r.Match.Family)
@@ -182,6 +188,9 @@ func formatRecent(w *specWriter, m *RecentMatch, fam Family) {
 	}
 	if m.HitCount != 0 {
 		w.add(false, "--hitcount", fmt.Sprint(m.HitCount))
+	}
+	if m.TTL {
+		w.add(false, "--rttl")
 	}
 	w.add(false, "--name", m.Name)
 	if mask := m.Mask; mask.IsValid() || fam != FamilyAny {

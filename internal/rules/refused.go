@@ -24,7 +24,7 @@ const (
 		"iptables or nftables (they see what xdpfw accepts), or match what set the mark (addresses, ports, interface)"
 	hintKernel = "keep this rule in the kernel's iptables beside xdpfw (it sees what xdpfw accepts)"
 	whyNAT     = "it translates addresses (the nat table): not supported yet (xdpfw issue 16)"
-	hintNAT    = "keep NAT in the kernel's iptables or nftables: it sees the packets xdpfw accepts"
+	hintNAT    = "keep NAT in the kernel's iptables or nftables: it acts on the packets xdpfw accepts, after xdpfw judged them by the addresses they arrive with (docs/compat.md, Tables)"
 )
 
 // refusedTargets are the iptables and ip6tables targets xdpfw refuses, with
@@ -76,7 +76,7 @@ var refusedTargets = map[string]refusal{
 // filter is what xdpfw is; raw's NOTRACK is refused per rule.
 var refusedTables = map[string]refusal{
 	"nat": {why: "xdpfw does not translate addresses yet (the nat table: xdpfw issue 16)",
-		hint: "keep NAT in the kernel's iptables or nftables (it sees the packets xdpfw accepts)", skippable: true},
+		hint: "keep NAT in the kernel's iptables or nftables: it acts on the packets xdpfw accepts, after xdpfw judged them by the addresses they arrive with (docs/compat.md, Tables)", skippable: true},
 	"mangle": {why: "the mangle table rewrites and marks packets in the kernel's stack (TTL, DSCP, MSS, marks); " +
 		"xdpfw decides and never changes a packet, and XDP has no packet mark",
 		hint: "keep the mangle table in the kernel's iptables (it sees the packets xdpfw accepts)", skippable: true},

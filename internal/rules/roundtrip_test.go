@@ -343,14 +343,19 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 	}
 }
 
-// TestRandomStateMatchesRoundTrip: random rule sets with -m limit and
-// -m recent (RandomLimits, RandomRecent) print and read back the same.
+// TestRandomStateMatchesRoundTrip: random rule sets with -m limit, -m
+// recent and -m hashlimit (RandomLimits, RandomRecent, RandomHashLimit) print and read back the same.
 func TestRandomStateMatchesRoundTrip(t *testing.T) {
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 0x11))
 		rs := RandomRuleSet(r, 1+r.IntN(40))
 		RandomLimits(r, rs, 15)
 		RandomRecent(r, rs, 20)
+		RandomHashLimit(r, rs, 15)
+		if seed%2 == 1 { // and on jumps, gotos, RETURNs and rules without -j
+			RandomChains(r, rs)
+			RandomStateOnChains(r, rs, 40)
+		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { assertRoundTrip(t, rs) })
 	}
 }

@@ -24,8 +24,16 @@ type ruleParser struct {
 	fam      Family          // family fixed by -4/-6 or implied by a selector
 	famWhy   string          // what fixed fam, for conflict messages
 	checks   []func() *Error // run once every option is read
-	stateAt  *token          // the -m limit or -m recent, once given (afterState)
+	stateAt  *token          // the -m limit, -m recent or -m hashlimit, once given (afterState)
 	stateMod string          // its module
+	// loaded are the extensions whose long options iptables would read
+	// at this point of the rule (longOption); protoLoaded: the protocol's
+	// match was loaded on an unknown option, as iptables does once
+	loaded      map[string]bool
+	protoLoaded bool
+	multiport   *token // the option of the last -m multiport, once given
+	// hashRateSet records -m hashlimit's rate (hashLimitModule)
+	hashRateSet func(periodUS uint64, unitMS uint32)
 }
 
 // moduleUse records a -m MODULE and whether one of its options followed.
@@ -44,6 +52,7 @@ func parseRule(start Pos, c Chain, user string, toks []token, opt ParseOptions) 
 		r:       Rule{Chain: c, UserChain: user, Pos: start},
 		seen:    map[string]token{},
 		modules: map[string]*moduleUse{},
+		loaded:  map[string]bool{},
 	}
 	for p.next < len(p.toks) {
 		if err := p.option(); err != nil {
@@ -120,6 +129,13 @@ func (p *ruleParser) option() *Error {
 			return p.errAt(t, "", "! given twice", "")
 		}
 	}
+	if !exactOnly(t.text) {
+		name, err := p.longOption(t)
+		if err != nil {
+			return err
+		}
+		t.text = name
+	}
 	spec, ok := lookupOption(t.text)
 	if !ok {
 		return p.unknownOption(t)
@@ -158,6 +174,10 @@ func (p *ruleParser) option() *Error {
 			return err
 		}
 		o.args = append(o.args, a)
+	}
+	switch t.text {
+	case "-m", "--match", "-j", "--jump":
+		p.loadExt(o.args[0].text)
 	}
 	return spec.parse(p, o)
 }

@@ -408,3 +408,27 @@ func TestRawMarkSpellingsLive(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelNATNote: skipped nat lines that translate addresses give the
+// note of what xdpfw sees of them; other skipped lines give none.
+func TestKernelNATNote(t *testing.T) {
+	src := "*nat\n:POSTROUTING ACCEPT [0:0]\n:PREROUTING ACCEPT [0:0]\n" +
+		"-A POSTROUTING -o eth0 -j MASQUERADE\n" +
+		"-A PREROUTING -i eth0 -p tcp --dport 8080 -j DNAT --to-destination 10.0.0.2:80\n" +
+		"-A PREROUTING -i eth0 -p tcp --dport 2222 -j REDIRECT --to-ports 22\n" +
+		"COMMIT\n*mangle\n:FORWARD ACCEPT [0:0]\n-A FORWARD -j TCPMSS --clamp-mss-to-pmtu\nCOMMIT\n" +
+		"*filter\n:INPUT DROP [0:0]\nCOMMIT\n"
+	rs, err := Parse("nat.rules", []byte(src), ParseOptions{Family: FamilyIPv4, SkipUnsupported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := KernelNATNote(rs.Skipped)
+	for _, want := range []string{"2 skipped nat rule(s) translate destinations", "1 skipped nat rule(s) translate sources"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q lacks %q", note, want)
+		}
+	}
+	if note := KernelNATNote(rs.Skipped[3:]); note != "" {
+		t.Errorf("a mangle line alone: note %q, want none", note)
+	}
+}

@@ -325,6 +325,7 @@ const (
 	protoICMP    = 1
 	protoTCP     = 6
 	protoUDP     = 17
+	protoDCCP    = 33
 	protoICMPv6  = 58
 	protoSCTP    = 132
 	protoMH      = 135 // IPv6 mobility header

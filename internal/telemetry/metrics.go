@@ -14,6 +14,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
+	"github.com/xdpfw/xdpfw/internal/latency"
 )
 
 // The metrics, one descriptor each. docs/observability.md lists them with
@@ -63,7 +64,7 @@ var (
 	mCTMax = prometheus.NewDesc("xdpfw_conntrack_max_entries",
 		"Size of the connection tracking table (load --ct-max).", nil, nil)
 	mCTEvents = prometheus.NewDesc("xdpfw_conntrack_events_total",
-		"Conntrack events: created, table_full (NEW connections refused), invalid (packets), expired_replaced (expired entries the data plane replaced or removed), early_drop (not-assured entries evicted from a full table), picked_up (TCP connections picked up mid-stream), frag_tracked (fragmented datagrams whose first fragment's verdict was recorded), frag_unknown (later fragments of no recorded datagram: dropped), frag_expired (of those, whose entry had expired), frag_overlap (later fragments overlapping their first fragment: dropped).", []string{"event"}, nil)
+		"Conntrack events: created, table_full (NEW connections refused), invalid (packets), expired_replaced (expired entries the data plane replaced or removed), early_drop (not-assured entries evicted from a full table), picked_up (TCP connections picked up mid-stream), frag_tracked (fragmented datagrams whose first fragment's verdict was recorded), frag_unknown (later fragments of no recorded datagram: dropped), frag_expired (of those, whose entry had expired), frag_overlap (later fragments overlapping their first fragment: dropped), kernel_nat (packets judged with the kernel's conntrack: their connection is translated by the kernel's nat table).", []string{"event"}, nil)
 	mLogEvents = prometheus.NewDesc("xdpfw_log_events_total",
 		"Events of LOG and --log rules: emitted (put in the ring buffer), suppressed (over the rule's rate limit), lost (the ring buffer was full: no reader, or a slow one).", []string{"outcome"}, nil)
 	mLogOverflow = prometheus.NewDesc("xdpfw_log_overflow_packets_total",
@@ -79,7 +80,12 @@ var (
 	mProgMisses = prometheus.NewDesc("xdpfw_program_recursion_misses_total",
 		"Times the program was not run because another BPF program was running on the CPU.", []string{"program"}, nil)
 
-	allDescs = []*prometheus.Desc{mLogEvents, mLogOverflow, mRuleLogEvents, mLoaded, mGeneration, mRules, mInterface, mFiltering, mRulePackets, mRuleBytes, mRuleLastHit,
+	mLatSample = prometheus.NewDesc("xdpfw_latency_sample",
+		"Latency sampling: one packet in this many is timed, per CPU (load/stats --latency-sample); 0: off.", nil, nil)
+	mLatency = prometheus.NewDesc("xdpfw_packet_processing_seconds",
+		"Sampled per-packet processing time in the data plane, from program entry to verdict (XDP: INPUT, FORWARD; tc egress: OUTPUT), by outcome (accept, drop, reject, pass); only chains and outcomes that timed packets. Buckets at 2^k and 1.5*2^k ns, 16 ns to 1 ms; a bucket counts the times below its bound.", []string{"chain", "outcome"}, nil)
+
+	allDescs = []*prometheus.Desc{mLatSample, mLatency, mLogEvents, mLogOverflow, mRuleLogEvents, mLoaded, mGeneration, mRules, mInterface, mFiltering, mRulePackets, mRuleBytes, mRuleLastHit,
 		mPolicyPackets, mPolicyBytes, mReasonPackets, mReasonBytes, mDropped, mActionPackets, mActionBytes,
 		mCTEntries, mCTExpired, mCTMax, mFwdPackets, mFwdBytes, mCTEvents, mBPFStats, mProgRunTime, mProgRuns, mProgMisses}
 )
@@ -192,6 +198,31 @@ func collect(ch chan<- prometheus.Metric, s *Snapshot) {
 		counter(mProgRuns, float64(p.Runs), p.Name)
 		counter(mProgMisses, float64(p.RecursionMisses), p.Name)
 	}
+	if s.Latency != nil {
+		gauge(mLatSample, float64(s.Latency.Sample))
+		for _, h := range s.Latency.Hists {
+			if h.Hist.Count > 0 {
+				ch <- prometheus.MustNewConstHistogram(mLatency, h.Hist.Count, float64(h.Hist.Sum)/1e9,
+					promBuckets(&h.Hist), h.Chain, h.Outcome)
+			}
+		}
+	}
+}
+
+// promBuckets are h's counts below 2^k and 1.5*2^k ns, cumulative, by
+// bound in seconds: bounds of h's own buckets, so the counts are exact
+// (the 273 buckets themselves would be too many series).
+func promBuckets(h *latency.Hist) map[float64]uint64 {
+	out := map[float64]uint64{}
+	var cum uint64
+	for i := 0; i < latency.Overflow; i++ {
+		cum += h.Counts[i]
+		_, hi := latency.Bounds(i)
+		if hi >= latency.Sub && (hi&(hi-1) == 0 || (hi/3)&(hi/3-1) == 0 && hi%3 == 0) {
+			out[float64(hi)/1e9] = cum
+		}
+	}
+	return out
 }
 
 // MetricsHandler serves the firewall under p as Prometheus metrics (text

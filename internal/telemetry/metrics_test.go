@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/latency"
 )
 
 // fullSnapshot has something in every field, so that every metric the
@@ -40,6 +41,62 @@ func fullSnapshot() *Snapshot {
 		Log:      datapath.LogStats{Total: datapath.LogCounter{Emitted: 6, Suppressed: 4, Lost: 1}, Overflow: 3},
 		BPFStats: true,
 		Programs: []Program{{Name: "xdpfw_ingress", Hook: "xdp", ID: 42, RunTime: 1500 * time.Millisecond, Runs: 3000, RecursionMisses: 1}},
+		Latency:  latencySnapshot(),
+	}
+}
+
+// latencySnapshot samples 1 in 64 and has INPUT/accept packets of 20,
+// 100, 100, 5000 and 2,000,000 ns (the last past the buckets), nothing
+// elsewhere.
+func latencySnapshot() *Latency {
+	l := &Latency{Sample: 64}
+	for _, c := range []string{"INPUT", "FORWARD", "OUTPUT"} {
+		for _, o := range []string{"accept", "drop", "reject", "pass"} {
+			h := LatencyHist{Chain: c, Outcome: o}
+			if c == "INPUT" && o == "accept" {
+				for _, v := range []uint64{20, 100, 100, 5000, 2_000_000} {
+					h.Hist.Add(v)
+				}
+			}
+			h.Summary = h.Hist.Summarize()
+			l.Hists = append(l.Hists, h)
+		}
+	}
+	return l
+}
+
+// The latency histogram: cumulative counts at exact bucket bounds, in
+// seconds; only chains and outcomes that timed packets.
+func TestCollectorLatency(t *testing.T) {
+	mfs := gather(t, func() (*Snapshot, error) { return fullSnapshot(), nil })
+	if got := value(t, mfs, "xdpfw_latency_sample", nil); got != 64 {
+		t.Errorf("xdpfw_latency_sample = %v, want 64", got)
+	}
+	mf := mfs["xdpfw_packet_processing_seconds"]
+	if mf == nil || len(mf.Metric) != 1 {
+		t.Fatalf("want one histogram (INPUT/accept), have %v", mf)
+	}
+	h := mf.Metric[0].Histogram
+	if h.GetSampleCount() != 5 || h.GetSampleSum() != 2_005_220e-9 {
+		t.Errorf("count %d sum %g, want 5 and 2005220 ns", h.GetSampleCount(), h.GetSampleSum())
+	}
+	want := map[float64]uint64{16e-9: 0, 24e-9: 1, 96e-9: 1, 128e-9: 3, 4096e-9: 3, 6144e-9: 4, 1048576e-9: 4}
+	seen := 0
+	prev := 0.0
+	for _, b := range h.Bucket {
+		if b.GetUpperBound() <= prev {
+			t.Errorf("bounds out of order: %g after %g", b.GetUpperBound(), prev)
+		}
+		prev = b.GetUpperBound()
+		if w, ok := want[b.GetUpperBound()]; ok {
+			seen++
+			if b.GetCumulativeCount() != w {
+				t.Errorf("le %g: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
+			}
+		}
+	}
+	if seen != len(want) || len(h.Bucket) != 2*(latency.MaxExp-latency.SubBits)+1 {
+		t.Errorf("%d buckets (%d of the expected bounds), want %d", len(h.Bucket), seen, 2*(latency.MaxExp-latency.SubBits)+1)
 	}
 }
 

@@ -23,6 +23,9 @@ type Rates struct {
 	Policies []PolicyRate `json:"policies"`
 	Reasons  []ReasonRate `json:"reasons"`
 	Actions  []ActionRate `json:"actions"`
+	// Latency: the chains and outcomes that timed packets in the
+	// interval (sampling on), with their processing time.
+	Latency []LatencyRate `json:"latency,omitempty"`
 }
 
 // Rate is packets and bytes per second.
@@ -141,5 +144,6 @@ func Diff(a, b *Snapshot) *Rates {
 		r.Actions = append(r.Actions, ActionRate{Action: x, Rate: rate(p.Counter, x.Counter, secs)})
 	}
 	busiestFirst(r.Actions, func(x ActionRate) float64 { return x.PPS })
+	r.Latency = latencyRates(a.Latency, b.Latency, secs)
 	return r
 }

@@ -128,3 +128,23 @@ func TestEnableProgramStats(t *testing.T) {
 		t.Errorf("held: %v, released: %v (sysctl: %v)", on, off, sysctl)
 	}
 }
+
+// Diff gives the processing time of the packets timed between two
+// snapshots, for the chains and outcomes that timed any.
+func TestDiffLatency(t *testing.T) {
+	a, b := latencySnapshot(), latencySnapshot()
+	for i := range b.Hists {
+		if b.Hists[i].Chain == "OUTPUT" && b.Hists[i].Outcome == "drop" {
+			b.Hists[i].Hist.Add(300)
+			b.Hists[i].Hist.Add(300)
+		}
+	}
+	r := Diff(&Snapshot{Time: time.Unix(100, 0), Latency: a}, &Snapshot{Time: time.Unix(102, 0), Latency: b})
+	if len(r.Latency) != 1 {
+		t.Fatalf("latency rates %+v, want OUTPUT/drop alone (INPUT/accept timed nothing new)", r.Latency)
+	}
+	l := r.Latency[0]
+	if l.Chain != "OUTPUT" || l.Outcome != "drop" || l.Count != 2 || l.PPS != 1 || l.Max != 300 || l.P50 < 288 || l.P50 >= 304 {
+		t.Errorf("OUTPUT/drop over 2 s: %+v, want 2 packets, 1/s, p50 in 300's bucket, max 300", l)
+	}
+}

@@ -58,6 +58,9 @@ type Snapshot struct {
 	// counts so far (frozen) when collection has stopped.
 	BPFStats bool      `json:"bpf_stats_enabled"`
 	Programs []Program `json:"programs,omitempty"`
+	// Latency is the sampled per-packet processing time; nil when the
+	// program in force predates it.
+	Latency *Latency `json:"latency,omitempty"`
 }
 
 // Forwarded is how many packets FORWARD accepted went one way: How "xdp",
@@ -134,8 +137,8 @@ type Conntrack struct {
 	ByState map[string]int `json:"by_state"`
 	Expired int            `json:"expired_not_collected"`
 	// Events: created, table_full, invalid, expired_replaced, early_drop,
-	// picked_up, frag_tracked, frag_unknown, frag_expired, frag_overlap
-	// (see conntrack.StatNames).
+	// picked_up, frag_tracked, frag_unknown, frag_expired, frag_overlap,
+	// kernel_nat (see conntrack.StatNames).
 	Events map[string]uint64 `json:"events"`
 }
 
@@ -202,6 +205,9 @@ func TakeFrom(fw *firewall.Firewall) (*Snapshot, error) {
 	}
 	for _, p := range l.Policies {
 		s.Policies = append(s.Policies, Policy{Chain: p.Chain, Family: p.Family, Verdict: p.Verdict, Counter: p.Counter})
+	}
+	if s.Latency, err = TakeLatency(dp); err != nil {
+		return nil, err
 	}
 	s.Reasons, s.Actions = fromOutcomes(oc)
 	s.Conntrack = fromCT(ct)

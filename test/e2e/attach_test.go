@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,8 +88,8 @@ func TestMultipleInterfaces(t *testing.T) {
 		if got := st.Interfaces[i]; got.Mode != "native" || got.Index <= 0 {
 			t.Errorf("status: interface %s is %+v, want mode native:\n%s", i, got, st.raw)
 		}
-		if prog := xdpProg(t, srv, i); prog != fmt.Sprintf("xdp id %d", st.ProgramID) {
-			t.Errorf("%s runs %q, status says program %d", i, prog, st.ProgramID)
+		if prog, id := xdpProg(t, srv, i), st.attachedID(t, i); prog != fmt.Sprintf("xdp id %d", id) {
+			t.Errorf("%s runs %q, status says program %d", i, prog, id)
 		}
 	}
 	for _, c := range []struct {
@@ -149,8 +150,11 @@ func TestAttachModes(t *testing.T) {
 			if got := st.Interfaces[l.srvIf].Mode; got != c.want || len(st.Interfaces) != 1 {
 				t.Errorf("status: mode %q, want %q:\n%s", got, c.want, st.raw)
 			}
-			if prog := xdpProg(t, l.srv, l.srvIf); prog != fmt.Sprintf("%s id %d", c.ipProg, st.ProgramID) {
-				t.Errorf("ip -d link shows %q, want %s id %d", prog, c.ipProg, st.ProgramID)
+			if prog, id := xdpProg(t, l.srv, l.srvIf), st.attachedID(t, l.srvIf); prog != fmt.Sprintf("%s id %d", c.ipProg, id) {
+				t.Errorf("ip -d link shows %q, want %s id %d", prog, c.ipProg, id)
+			}
+			if reads := st.Interfaces[l.srvIf].VLANReader != nil; reads != (c.want == "native") {
+				t.Errorf("%s mode on a veth: xdpfw_rxvlan runs: %v, want %v:\n%s", c.mode, reads, !reads, st.raw)
 			}
 			checkTCP(t, c.mode,
 				tcpProbe{from: l.cli, addr: hostPort(l.srv4, 22), ok: true},
@@ -248,8 +252,8 @@ func TestModeChangeRefused(t *testing.T) {
 	if after.Interfaces[l.srvIf].Mode != "native" || after.Generation != before.Generation || after.ProgramID != before.ProgramID {
 		t.Errorf("a refused mode change changed the firewall: before %+v, after %+v", before, after)
 	}
-	if prog := xdpProg(t, l.srv, l.srvIf); !strings.HasSuffix(prog, fmt.Sprintf(" id %d", after.ProgramID)) {
-		t.Errorf("%s runs %q, status names program %d", l.srvIf, prog, after.ProgramID)
+	if prog, id := xdpProg(t, l.srv, l.srvIf), after.attachedID(t, l.srvIf); !strings.HasSuffix(prog, fmt.Sprintf(" id %d", id)) {
+		t.Errorf("%s runs %q, status names program %d", l.srvIf, prog, id)
 	}
 	// the same mode (or auto) just updates
 	f.mustRun("load", "-i", l.srvIf, "--mode", "auto", rules)
@@ -434,31 +438,78 @@ func TestLostPins(t *testing.T) {
 }
 
 // TestDeviceWarnings: REJECT on a veth in native mode whose peer runs no
-// XDP program would answer nothing (the kernel drops XDP_TX frames there),
-// and a veth passes on VLAN tags its peer's sender keeps beside the frame:
+// XDP program would answer nothing (the kernel drops XDP_TX frames there):
 // load warns of what its rules run into, with the remedy, and status shows
-// it with the interface until it no longer holds.
+// it with the interface until it no longer holds. A veth passes on VLAN
+// tags its peer's sender keeps beside the frame: in native mode XDP reads
+// them (xdpfw_rxvlan), so no VLAN warning; in generic mode it cannot, and
+// load and status say so, with why and the remedy.
 func TestDeviceWarnings(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := newPair(t)
 	f := newFW(t, l.srv)
-	r := f.mustRun("load", "-i", l.srvIf, writeRules(t, "r.rules",
-		"-A INPUT -p tcp --dport 5000 -j REJECT", "-A INPUT -m vlan --vlan-id 5 -j DROP"))
+	rulesFile := writeRules(t, "r.rules", "-A INPUT -p tcp --dport 5000 -j REJECT", "-A INPUT -m vlan --vlan-id 5 -j DROP")
+	r := f.mustRun("load", "-i", l.srvIf, rulesFile)
 	for _, want := range []string{"warning: " + l.srvIf + " is a veth in native mode and its peer " + l.cliIf,
-		"REJECT answers nothing", "--mode generic", "ethtool -K PEER txvlan off"} {
+		"REJECT answers nothing", "--mode generic"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("load does not warn %q: %s", want, r)
 		}
 	}
-	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 2 {
-		t.Errorf("status: want the REJECT and the VLAN warning with %s:\n%s", l.srvIf, st.raw)
+	if strings.Contains(r.stderr, "txvlan") {
+		t.Errorf("native mode on a veth reads VLAN tags beside the frame, yet load warns of them: %s", r)
 	}
+	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 1 {
+		t.Errorf("status: want the REJECT warning only with %s:\n%s", l.srvIf, st.raw)
+	}
+	if r := f.mustRun("list"); strings.Contains(r.stdout, "cannot see") {
+		t.Errorf("list in native mode says a --vlan-id rule is blind:\n%s", r.stdout)
+	}
+	if r := f.mustRun("status"); !strings.Contains(r.stdout, "  vlan tags the NIC strips: read by xdpfw_rxvlan") {
+		t.Errorf("status in native mode does not say xdpfw_rxvlan reads the tags:\n%s", r.stdout)
+	}
+	wantStatusNamesAttachedProgram(t, f, l.srvIf)
 	xdpPass(t, l.cli, l.cliIf)
+	if st := f.status(); len(st.Interfaces[l.srvIf].Warnings) != 0 {
+		t.Errorf("status with XDP on the peer: want no warning:\n%s", st.raw)
+	}
+
+	f.mustRun("detach", "-i", l.srvIf)
+	if r := f.mustRun("load", "-i", l.srvIf, "--mode", "generic", writeRules(t, "plain.rules", "-A INPUT -p tcp --dport 5000 -j DROP")); strings.Contains(r.stderr, "warning") {
+		t.Errorf("load --mode generic without VLAN rules warns: %s", r)
+	}
+	for _, args := range [][]string{{"apply", "--check", "--on-host", rulesFile}, {"apply", rulesFile}} { // a VLAN rule appears
+		r = f.mustRun(args...)
+		for _, want := range []string{"warning: " + l.srvIf + " is a veth: a tag", "native mode only", "ethtool -K PEER txvlan off"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s of a --vlan-id rule in generic mode does not warn %q: %s", strings.Join(args[:len(args)-1], " "), want, r)
+			}
+		}
+	}
 	st := f.status()
-	if w := st.Interfaces[l.srvIf].Warnings; len(w) != 1 || !strings.Contains(w[0], "vlan") {
-		t.Errorf("status with XDP on the peer: want the VLAN warning only:\n%s", st.raw)
+	if w := st.Interfaces[l.srvIf].Warnings; len(w) != 1 || !strings.Contains(w[0], "txvlan") {
+		t.Errorf("status in generic mode: want the VLAN warning only:\n%s", st.raw)
 	}
 	if r := f.mustRun("status"); !strings.Contains(r.stdout, "  warning: "+l.srvIf+" is a veth: a tag") {
 		t.Errorf("status text does not show the warning:\n%s", r.stdout)
+	}
+	want := "-A INPUT -m vlan --vlan-id 5 -j DROP   [--vlan-id cannot see VLAN tags on " + l.srvIf + ": see status]"
+	if r := f.mustRun("list"); !strings.Contains(r.stdout, want) || strings.Count(r.stdout, "cannot see") != 1 {
+		t.Errorf("list in generic mode: want the --vlan-id rule, and it alone, marked %q:\n%s", want, r.stdout)
+	}
+	var listing struct {
+		Rules []struct {
+			Rule      string   `json:"rule"`
+			VLANBlind []string `json:"vlan_blind"`
+		} `json:"rules"`
+	}
+	r = f.mustRun("list", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &listing); err != nil {
+		t.Fatalf("list --json: %v", err)
+	}
+	for _, x := range listing.Rules {
+		if w := strings.Contains(x.Rule, "--vlan-id"); w != (len(x.VLANBlind) == 1 && x.VLANBlind[0] == l.srvIf) {
+			t.Errorf("list --json: %q has vlan_blind %v", x.Rule, x.VLANBlind)
+		}
 	}
 }

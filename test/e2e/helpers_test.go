@@ -317,6 +317,11 @@ type statusJSON struct {
 		Filtering bool     `json:"filtering"`
 		Problem   string   `json:"problem"`
 		Warnings  []string `json:"warnings"`
+		// VLANReader: xdpfw_rxvlan runs there, then program Next.
+		VLANReader *struct {
+			ID   uint32 `json:"program_id"`
+			Next uint32 `json:"next_program_id"`
+		} `json:"vlan_reader"`
 	} `json:"interfaces"`
 	Rules     int                 `json:"rules"`
 	Malformed string              `json:"malformed"`
@@ -433,16 +438,31 @@ func xdpProg(t *testing.T, ns *testutil.NetNS, iface string) string {
 
 // wantStatusNamesAttachedProgram checks, in a subtest, that the program
 // status reports (the pinned one, which trace runs) is the one running on
-// iface.
+// iface: attached there, or jumped to by the xdpfw_rxvlan attached there
+// (a veth in native mode), which status names too.
 func wantStatusNamesAttachedProgram(t *testing.T, f *fw, iface string) {
 	t.Run("status names the attached program", func(t *testing.T) {
 		f := f.with(t)
 		st := f.status()
 		prog := xdpProg(t, f.ns, iface)
-		if !strings.HasSuffix(prog, fmt.Sprintf(" id %d", st.ProgramID)) {
-			t.Errorf("status reports (and trace runs) program %d, but %s runs %q", st.ProgramID, iface, prog)
+		if runs := st.attachedID(t, iface); !strings.HasSuffix(prog, fmt.Sprintf(" id %d", runs)) {
+			t.Errorf("status says %s runs program %d, but it runs %q:\n%s", iface, runs, prog, st.raw)
 		}
 	})
+}
+
+// attachedID is the id of the program status says iface runs: the pinned
+// one, or the xdpfw_rxvlan that jumps to it (checked).
+func (st *statusJSON) attachedID(t *testing.T, iface string) uint32 {
+	t.Helper()
+	r := st.Interfaces[iface].VLANReader
+	if r == nil {
+		return st.ProgramID
+	}
+	if r.Next != st.ProgramID {
+		t.Errorf("status reports (and trace runs) program %d, but %s's xdpfw_rxvlan jumps to %d", st.ProgramID, iface, r.Next)
+	}
+	return r.ID
 }
 
 // ---------------------------------------------------------------------------
