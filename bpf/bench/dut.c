@@ -10,7 +10,10 @@
  *               lookup, TTL, MACs, redirect through fwd_ports)
  *   bench_sink  the sink: counts each forwarded frame as it should be (the
  *               router's MACs, TTL one less, a valid IPv4 checksum, no
- *               padding) or not, and drops it */
+ *               padding, to the sink from the generator's addresses or,
+ *               translated, from the router's) or not, and drops it
+ *   bench_reply the generator's veth: counts and drops what comes back
+ *               (the replies that make the flows established) */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -27,6 +30,8 @@ enum {
 	DUT_SLOT_FWD = 2,      /* bench_fwd: redirected */
 	DUT_SLOT_SINK_OK = 3,  /* bench_sink: as forwarded frames must be */
 	DUT_SLOT_SINK_BAD = 4, /* bench_sink: anything else */
+	DUT_SLOT_SINK_NAT = 5, /* bench_sink: as forwarded frames must be, source translated to sink_nat_saddr */
+	DUT_SLOT_REPLY = 6,    /* bench_reply */
 	DUT_NUM_SLOTS,
 };
 
@@ -47,10 +52,16 @@ struct {
 } fwd_ports SEC(".maps");
 
 /* What bench_sink expects (set before load): destination and source MAC
- * (the sink's, the router egress veth's) and TTL. */
+ * (the sink's, the router egress veth's), TTL, destination address, and
+ * source addresses: in sink_src_net/sink_src_mask (the generator's), or
+ * sink_nat_saddr (the router's, masqueraded). Addresses in network order. */
 volatile const __u8 sink_dmac[6] = {};
 volatile const __u8 sink_smac[6] = {};
 volatile const __u8 sink_ttl = 0;
+volatile const __u32 sink_daddr = 0;
+volatile const __u32 sink_src_net = 0;
+volatile const __u32 sink_src_mask = 0;
+volatile const __u32 sink_nat_saddr = 0;
 
 static __always_inline void count(struct xdp_md *ctx, __u32 slot)
 {
@@ -124,7 +135,8 @@ int bench_sink(struct xdp_md *ctx)
 	for (int i = 0; i < 6; i++)
 		if (eth->h_dest[i] != sink_dmac[i] || eth->h_source[i] != sink_smac[i])
 			goto out;
-	if (ip->ttl != sink_ttl || ip->ihl != 5 || data_end - data != ETH_HLEN + bpf_ntohs(ip->tot_len))
+	if (ip->ttl != sink_ttl || ip->ihl != 5 || data_end - data != ETH_HLEN + bpf_ntohs(ip->tot_len) ||
+	    ip->daddr != sink_daddr)
 		goto out;
 	__u16 *w = (__u16 *)ip;
 	__u32 sum = 0;
@@ -132,9 +144,20 @@ int bench_sink(struct xdp_md *ctx)
 		sum += w[i];
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
-	if (sum == 0xffff)
+	if (sum != 0xffff)
+		goto out;
+	if ((ip->saddr & sink_src_mask) == sink_src_net)
 		slot = DUT_SLOT_SINK_OK;
+	else if (ip->saddr == sink_nat_saddr)
+		slot = DUT_SLOT_SINK_NAT;
 out:
 	count(ctx, slot);
+	return XDP_DROP;
+}
+
+SEC("xdp")
+int bench_reply(struct xdp_md *ctx)
+{
+	count(ctx, DUT_SLOT_REPLY);
 	return XDP_DROP;
 }

@@ -42,6 +42,8 @@ const (
 	dutSlotFwd     = 2 // bench_fwd
 	dutSlotSinkOK  = 3 // bench_sink: as forwarded frames must be
 	dutSlotSinkBad = 4 // bench_sink: anything else
+	dutSlotSinkNAT = 5 // bench_sink: as forwarded frames must be, source translated
+	dutSlotReply   = 6 // bench_reply
 )
 
 // MacroRuleSet is the benchmark's rule set of n rules in iptables-save

@@ -23,15 +23,20 @@ type dutBenchCounter struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	dutMapDutStats   = "dut_stats"
-	dutMapFwdPorts   = "fwd_ports"
-	dutProgBenchDrop = "bench_drop"
-	dutProgBenchFwd  = "bench_fwd"
-	dutProgBenchPass = "bench_pass"
-	dutProgBenchSink = "bench_sink"
-	dutVarSinkDmac   = "sink_dmac"
-	dutVarSinkSmac   = "sink_smac"
-	dutVarSinkTtl    = "sink_ttl"
+	dutMapDutStats     = "dut_stats"
+	dutMapFwdPorts     = "fwd_ports"
+	dutProgBenchDrop   = "bench_drop"
+	dutProgBenchFwd    = "bench_fwd"
+	dutProgBenchPass   = "bench_pass"
+	dutProgBenchReply  = "bench_reply"
+	dutProgBenchSink   = "bench_sink"
+	dutVarSinkDaddr    = "sink_daddr"
+	dutVarSinkDmac     = "sink_dmac"
+	dutVarSinkNatSaddr = "sink_nat_saddr"
+	dutVarSinkSmac     = "sink_smac"
+	dutVarSinkSrcMask  = "sink_src_mask"
+	dutVarSinkSrcNet   = "sink_src_net"
+	dutVarSinkTtl      = "sink_ttl"
 )
 
 // loadDut returns the embedded CollectionSpec for dut.
@@ -76,10 +81,11 @@ type dutSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutProgramSpecs struct {
-	BenchDrop *ebpf.ProgramSpec `ebpf:"bench_drop"`
-	BenchFwd  *ebpf.ProgramSpec `ebpf:"bench_fwd"`
-	BenchPass *ebpf.ProgramSpec `ebpf:"bench_pass"`
-	BenchSink *ebpf.ProgramSpec `ebpf:"bench_sink"`
+	BenchDrop  *ebpf.ProgramSpec `ebpf:"bench_drop"`
+	BenchFwd   *ebpf.ProgramSpec `ebpf:"bench_fwd"`
+	BenchPass  *ebpf.ProgramSpec `ebpf:"bench_pass"`
+	BenchReply *ebpf.ProgramSpec `ebpf:"bench_reply"`
+	BenchSink  *ebpf.ProgramSpec `ebpf:"bench_sink"`
 }
 
 // dutMapSpecs contains maps before they are loaded into the kernel.
@@ -94,9 +100,13 @@ type dutMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutVariableSpecs struct {
-	SinkDmac *ebpf.VariableSpec `ebpf:"sink_dmac"`
-	SinkSmac *ebpf.VariableSpec `ebpf:"sink_smac"`
-	SinkTtl  *ebpf.VariableSpec `ebpf:"sink_ttl"`
+	SinkDaddr    *ebpf.VariableSpec `ebpf:"sink_daddr"`
+	SinkDmac     *ebpf.VariableSpec `ebpf:"sink_dmac"`
+	SinkNatSaddr *ebpf.VariableSpec `ebpf:"sink_nat_saddr"`
+	SinkSmac     *ebpf.VariableSpec `ebpf:"sink_smac"`
+	SinkSrcMask  *ebpf.VariableSpec `ebpf:"sink_src_mask"`
+	SinkSrcNet   *ebpf.VariableSpec `ebpf:"sink_src_net"`
+	SinkTtl      *ebpf.VariableSpec `ebpf:"sink_ttl"`
 }
 
 // dutObjects contains all objects after they have been loaded into the kernel.
@@ -134,19 +144,24 @@ func (m *dutMaps) Close() error {
 //
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutVariables struct {
-	SinkDmac *ebpf.Variable `ebpf:"sink_dmac"`
-	SinkSmac *ebpf.Variable `ebpf:"sink_smac"`
-	SinkTtl  *ebpf.Variable `ebpf:"sink_ttl"`
+	SinkDaddr    *ebpf.Variable `ebpf:"sink_daddr"`
+	SinkDmac     *ebpf.Variable `ebpf:"sink_dmac"`
+	SinkNatSaddr *ebpf.Variable `ebpf:"sink_nat_saddr"`
+	SinkSmac     *ebpf.Variable `ebpf:"sink_smac"`
+	SinkSrcMask  *ebpf.Variable `ebpf:"sink_src_mask"`
+	SinkSrcNet   *ebpf.Variable `ebpf:"sink_src_net"`
+	SinkTtl      *ebpf.Variable `ebpf:"sink_ttl"`
 }
 
 // dutPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutPrograms struct {
-	BenchDrop *ebpf.Program `ebpf:"bench_drop"`
-	BenchFwd  *ebpf.Program `ebpf:"bench_fwd"`
-	BenchPass *ebpf.Program `ebpf:"bench_pass"`
-	BenchSink *ebpf.Program `ebpf:"bench_sink"`
+	BenchDrop  *ebpf.Program `ebpf:"bench_drop"`
+	BenchFwd   *ebpf.Program `ebpf:"bench_fwd"`
+	BenchPass  *ebpf.Program `ebpf:"bench_pass"`
+	BenchReply *ebpf.Program `ebpf:"bench_reply"`
+	BenchSink  *ebpf.Program `ebpf:"bench_sink"`
 }
 
 func (p *dutPrograms) Close() error {
@@ -154,6 +169,7 @@ func (p *dutPrograms) Close() error {
 		p.BenchDrop,
 		p.BenchFwd,
 		p.BenchPass,
+		p.BenchReply,
 		p.BenchSink,
 	)
 }

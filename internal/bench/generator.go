@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -35,25 +36,39 @@ func NewGenerator(t *Topology, maxAims int) (*Generator, error) {
 	return newGenerator(t, dutAddr.Addr(), false, maxAims)
 }
 
+// oneFlowSPort is the UDP source port of one-flow traffic.
+const oneFlowSPort = 1024
+
 // newGenerator loads the generator program for topology t with frames to
-// dst, every one a new flow or (oneFlow) all the same, with room for
-// maxAims aims.
-func newGenerator(t *Topology, dst netip.Addr, oneFlow bool, maxAims int) (*Generator, error) {
+// dst, every one a new flow, or (fixedSPort) all from one source address
+// and port, oneFlowSPort (aims then make the flows), with room for maxAims
+// aims.
+func newGenerator(t *Topology, dst netip.Addr, fixedSPort bool, maxAims int) (*Generator, error) {
 	spec, err := loadTrafficgen()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded trafficgen objects: %w", err)
 	}
 	spec.Maps["gen_aims"].MaxEntries = uint32(max(1, maxAims))
-	src := TrafficSrc.Addr().As4()
-	for name, v := range map[string]uint32{
+	src, daddr := TrafficSrc.Addr().As4(), dst.As4()
+	srcMask, portMask, portBase := uint32(1)<<(32-TrafficSrc.Bits())-1, uint32(0xffff), uint16(0)
+	if fixedSPort {
+		srcMask, portMask, portBase = 0, 0, oneFlowSPort
+	}
+	var dmac, smac [6]byte
+	copy(dmac[:], t.DUTIf.MAC)
+	copy(smac[:], t.GenIf.MAC)
+	for name, v := range map[string]any{
 		"gen_ifindex":   uint32(t.GenIf.Index),
-		"gen_src_base":  uint32(src[0])<<24 | uint32(src[1])<<16 | uint32(src[2])<<8 | uint32(src[3]),
-		"gen_src_mask":  uint32(1)<<(32-TrafficSrc.Bits()) - 1,
-		"gen_port_mask": 0xffff,
+		"gen_src_base":  binary.BigEndian.Uint32(src[:]),
+		"gen_src_mask":  srcMask,
+		"gen_port_mask": portMask,
+		"gen_port_base": portBase,
+		"gen_dmac":      dmac,
+		"gen_smac":      smac,
+		"gen_ttl":       uint8(packet.DefaultTTL),
+		"gen_daddr":     binary.NativeEndian.Uint32(daddr[:]),
+		"gen_dport":     uint16(TrafficDPort),
 	} {
-		if oneFlow && name != "gen_ifindex" && name != "gen_src_base" {
-			v = 0
-		}
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}

@@ -163,11 +163,16 @@ func (fl stackFlavour) installed() error {
 	return nil
 }
 
-// run executes a tool inside the DUT's namespace: the child is forked from
-// a thread that entered it, so it is born there.
+// run executes a tool inside the DUT's namespace (runTool).
 func (d *stackDUT) run(ctx context.Context, c stackCmd) ([]byte, error) {
+	return runTool(ctx, d.topo.DUT, c)
+}
+
+// runTool executes a tool inside namespace ns: the child is forked from a
+// thread that entered it, so it is born there.
+func runTool(ctx context.Context, ns *Namespace, c stackCmd) ([]byte, error) {
 	var out []byte
-	err := d.topo.DUT.Do(func() error {
+	err := ns.Do(func() error {
 		ctx, cancel := context.WithTimeout(ctx, stackTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, c.bin, c.args...)
@@ -177,7 +182,7 @@ func (d *stackDUT) run(ctx context.Context, c stackCmd) ([]byte, error) {
 		var err error
 		out, err = cmd.Output()
 		if err != nil {
-			return fmt.Errorf("%s %s in %s: %w: %s", c.bin, strings.Join(c.args, " "), d.topo.DUT.Name, err,
+			return fmt.Errorf("%s %s in %s: %w: %s", c.bin, strings.Join(c.args, " "), ns.Name, err,
 				strings.TrimSpace(stderr.String()))
 		}
 		return nil

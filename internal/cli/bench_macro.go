@@ -109,7 +109,7 @@ caveats of a veth.`,
 			if err != nil {
 				return err
 			}
-			res.Command = macroCommand(cmd)
+			res.Command = benchCommand(cmd)
 			if report != "" {
 				if err := bench.WriteMacroReport(report, res); err != nil {
 					return fmt.Errorf("writing the report: %w", err)
@@ -163,9 +163,9 @@ func checkMacroFlags(opt bench.MacroOptions, duts []string) error {
 	return nil
 }
 
-// macroCommand is the command line that repeats this run.
-func macroCommand(cmd *cobra.Command) string {
-	s := "xdpfw bench macro"
+// benchCommand is the command line that repeats this run.
+func benchCommand(cmd *cobra.Command) string {
+	s := cmd.CommandPath()
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if f.Name != "json" && f.Name != "report" {
 			s += " --" + f.Name + " " + strings.Trim(f.Value.String(), "[]")
