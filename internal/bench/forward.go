@@ -321,9 +321,10 @@ func Forward(ctx context.Context, opt ForwardOptions) (res *ForwardResult, err e
 						}
 						p := points[key(cfg, flows, size, routes)]
 						p.Runs = append(p.Runs, r)
-						b.say("round %d/%d %6d routes %4d B %-4s flow(s) %-12s %7.3f Mpps %6.0f ns/pkt (router, busy %3.0f%%) %6.0f ns/pkt (sink)",
-							round+1, opt.Rounds, routes, size, flows, cfg, r.Mpps(), r.NsPerPacket(),
-							100*float64(r.NAPINS)/1e9/r.WindowS, float64(r.SinkNS)/float64(max(r.Forwarded, 1)))
+						b.say("round %d/%d %6d routes %4d B %-4s flow(s) %-12s %7.3f Mpps (offered %.3f, %2.0f%% refused) %6.0f ns/pkt (router, busy %3.0f%%) %6.0f ns/pkt (sink, busy %3.0f%%)",
+							round+1, opt.Rounds, routes, size, flows, cfg, r.Mpps(), float64(r.Offered)/r.WindowS/1e6,
+							100*float64(r.RingDropped)/float64(max(r.Offered, 1)), r.NsPerPacket(),
+							100*float64(r.NAPINS)/1e9/r.WindowS, float64(r.SinkNS)/float64(max(r.Forwarded, 1)), 100*float64(r.SinkNS)/1e9/r.WindowS)
 					}
 				}
 			}

@@ -37,7 +37,7 @@ func leftovers(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	pid := os.Getpid()
-	for _, role := range []string{"gen", "dut"} {
+	for _, role := range []string{"gen", "dut", "sink"} {
 		name := fmt.Sprintf("%s%s-%d", NetNSPrefix, role, pid)
 		if _, err := os.Lstat(filepath.Join(netnsDir, name)); err == nil {
 			out = append(out, "namespace "+name)
