@@ -77,7 +77,8 @@ func TestForwardVerify(t *testing.T) {
 		want string // "" = accepted
 	}{
 		{"all intact", plain, fwdCounts{sinkOK: 100, proof: 100}, ""},
-		{"some refused by full rings", plain, fwdCounts{sinkOK: 90, sinkFull: 6, outDrop: 4, proof: 100}, ""},
+		{"some refused by the sink's full ring", plain, fwdCounts{sinkOK: 90, refused: 10, sinkDrop: 10, proof: 100}, ""},
+		{"dropped by the sink after taking them", plain, fwdCounts{sinkOK: 90, refused: 10, sinkDrop: 12, proof: 100}, "the sink dropped 2 frames"},
 		{"translated", nat, fwdCounts{sinkNAT: 100}, ""},
 		{"a bad frame", plain, fwdCounts{sinkOK: 99, sinkBad: 1, proof: 100}, "not as forwarding must make them"},
 		{"one lost", plain, fwdCounts{sinkOK: 99, proof: 100}, "1 unaccounted for"},
