@@ -680,9 +680,9 @@ type fwdCounts struct {
 	// an XDP frame's there and as the sink's rx_dropped too: sinkDrop,
 	// the same frames, or frames the sink dropped after taking them).
 	refused, sinkDrop uint64
-	proof                    uint64
-	proofWhat                string
-	sinkNS                   uint64
+	proof             uint64
+	proofWhat         string
+	sinkNS            uint64
 }
 
 func (b *fwdBench) counts(c *fwdConfig) (fwdCounts, error) {
