@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -76,8 +77,6 @@ const fwdManyFlows = 8192
 var (
 	routerOutAddr = netip.MustParsePrefix("10.201.0.1/24")
 	sinkAddr      = netip.MustParsePrefix("10.201.0.2/24")
-	// fwdRoutesBase is where the extra routes start (/24s, via the sink).
-	fwdRoutesBase = netip.MustParseAddr("11.0.0.0")
 )
 
 // fwdPortBase is the UDP destination port of FORWARD rule i's traffic
@@ -223,7 +222,8 @@ type fwdBench struct {
 	gens     map[string]*Generator
 	aims     map[string][]trafficgenGenAim
 	cfgs     map[string]*fwdConfig
-	nfLoaded string // the configuration whose netfilter rules are in force
+	nfLoaded string         // the configuration whose netfilter rules are in force
+	routes   []netip.Prefix // the extra routes (fwdRoutes)
 	raw      map[*Namespace]int
 }
 
@@ -283,31 +283,41 @@ func Forward(ctx context.Context, opt ForwardOptions) (res *ForwardResult, err e
 			}
 		}
 	}
-	routesNow := 0
-	k := 0
-	for _, routes := range opt.Routes {
-		if routes != routesNow {
-			t0 := time.Now()
-			if err := b.addRoutes(routesNow, routes); err != nil {
-				return nil, err
-			}
-			b.say("routes: %d in the router's table besides the connected ones (%.1f s to add)", routes, time.Since(t0).Seconds())
-			routesNow = routes
+	// Rounds outermost, so the route counts are measured side by side
+	// too: each round visits them in turn (odd rounds downwards, so each
+	// round changes the table once), checking every configuration at a
+	// route count the first time it is reached.
+	routesNow, k := 0, 0
+	checked := map[int]bool{}
+	for round := range opt.Rounds {
+		walk := slices.Clone(opt.Routes)
+		if round%2 == 1 {
+			slices.Reverse(walk)
 		}
-		// Check each configuration at this route count, then measure.
-		for _, size := range opt.Sizes {
-			for _, flows := range opt.Flows {
-				for _, cfg := range opt.Configs {
-					c, err := b.check(b.cfgs[cfg], flows, size)
-					if err != nil {
-						return nil, fmt.Errorf("checking %s, %s flow(s), %d B, %d routes: %w", cfg, flows, size, routes, err)
+		for _, routes := range walk {
+			if routes != routesNow {
+				t0 := time.Now()
+				if err := b.setRoutes(routesNow, routes); err != nil {
+					return nil, err
+				}
+				b.say("routes: %d in the router's table besides the connected ones (%.1f s to change)", routes, time.Since(t0).Seconds())
+				routesNow = routes
+			}
+			if !checked[routes] {
+				checked[routes] = true
+				for _, size := range opt.Sizes {
+					for _, flows := range opt.Flows {
+						for _, cfg := range opt.Configs {
+							c, err := b.check(b.cfgs[cfg], flows, size)
+							if err != nil {
+								return nil, fmt.Errorf("checking %s, %s flow(s), %d B, %d routes: %w", cfg, flows, size, routes, err)
+							}
+							c.Routes = routes
+							res.Checks = append(res.Checks, c)
+						}
 					}
-					c.Routes = routes
-					res.Checks = append(res.Checks, c)
 				}
 			}
-		}
-		for round := range opt.Rounds {
 			for _, size := range opt.Sizes {
 				for _, flows := range opt.Flows {
 					order := slices.Clone(opt.Configs)
@@ -384,8 +394,8 @@ func (opt *ForwardOptions) Validate() error {
 	return nil
 }
 
-// Bounds: the extra routes are /24s from 11.0.0.0 (below 224.0.0.0), the
-// rules' ports fwdPortBase and up.
+// Bounds: the extra routes are /24s (fwdRoutes), the rules' ports
+// fwdPortBase and up.
 const (
 	maxFwdRoutes = 1 << 20
 	maxFwdRules  = 50000
@@ -1027,19 +1037,42 @@ func masqRuleSet(dev string) string {
 		"-A POSTROUTING -o " + dev + " -j MASQUERADE\nCOMMIT\n"
 }
 
-// addRoutes grows the router's table from have to want extra /24 routes
-// (11.0.0.0/24 and up, via the sink), with one `ip -batch`.
-func (b *fwdBench) addRoutes(have, want int) error {
+// setRoutes grows or shrinks the router's extra routes from have to want
+// (the first want of fwdRoutes, via the sink), with one `ip -batch`.
+func (b *fwdBench) setRoutes(have, want int) error {
+	if len(b.routes) < max(have, want) {
+		b.routes = fwdRoutes(max(have, want))
+	}
 	var sb strings.Builder
-	base := fwdRoutesBase.As4()
-	b0 := binary.BigEndian.Uint32(base[:])
-	for i := have; i < want; i++ {
-		var a [4]byte
-		binary.BigEndian.PutUint32(a[:], b0+uint32(i)<<8)
-		fmt.Fprintf(&sb, "route add %v/24 via %v dev %s\n", netip.AddrFrom4(a), sinkAddr.Addr(), b.out.Name)
+	verb, from, to := "add", have, want
+	if want < have {
+		verb, from, to = "del", want, have
+	}
+	for _, p := range b.routes[from:to] {
+		fmt.Fprintf(&sb, "route %s %v via %v dev %s\n", verb, p, sinkAddr.Addr(), b.out.Name)
 	}
 	_, err := runTool(b.ctx, b.topo.DUT, stackCmd{"ip", []string{"-batch", "-"}, sb.String()})
 	return err
+}
+
+// fwdRoutes are n distinct /24s at random (a fixed seed) over the unicast
+// space, outside 0/8, 10/8 and 127/8: spread like a routing table's, so
+// the FIB's trie grows deep and wide, not as one compact run of /24s.
+func fwdRoutes(n int) []netip.Prefix {
+	rnd := rand.New(rand.NewPCG(16, 6))
+	seen := make(map[uint32]bool, n)
+	out := make([]netip.Prefix, 0, n)
+	for len(out) < n {
+		v := uint32(rnd.IntN(224<<16)) << 8 // below 224.0.0.0
+		if first := v >> 24; first == 0 || first == 10 || first == 127 || seen[v] {
+			continue
+		}
+		seen[v] = true
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], v)
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4(a), 24))
+	}
+	return out
 }
 
 // summarizeForward fills each point's medians and its median per-round

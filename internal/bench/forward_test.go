@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,5 +187,23 @@ func TestForwardQuick(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("report file %s: %v", f, err)
 		}
+	}
+}
+
+// TestFwdRoutes: the extra routes are distinct unicast /24s that never
+// cover the topology's addresses, and a shorter table is a prefix of a
+// longer one (setRoutes removes the tail).
+func TestFwdRoutes(t *testing.T) {
+	rs := fwdRoutes(100000)
+	seen := map[netip.Prefix]bool{}
+	for _, p := range rs {
+		a := p.Addr().As4()
+		if seen[p] || p.Bits() != 24 || a[0] == 0 || a[0] == 10 || a[0] == 127 || a[0] >= 224 {
+			t.Fatalf("route %v (seen before: %v)", p, seen[p])
+		}
+		seen[p] = true
+	}
+	if !slices.Equal(fwdRoutes(1000), rs[:1000]) {
+		t.Error("fwdRoutes(1000) is not the first 1000 of fwdRoutes(100000)")
 	}
 }
