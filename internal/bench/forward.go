@@ -243,26 +243,9 @@ func Forward(ctx context.Context, opt ForwardOptions) (res *ForwardResult, err e
 		gens: map[string]*Generator{}, aims: map[string][]trafficgenGenAim{}, raw: map[*Namespace]int{}}
 	res = &ForwardResult{Started: time.Now(), CPUs: runtime.NumCPU(), Sizes: opt.Sizes, Flows: opt.Flows, Routes: opt.Routes,
 		Configs: opt.Configs, Rules: opt.Rules, Duration: opt.Duration.Seconds(), Rounds: opt.Rounds}
-	res.Load[0] = loadavg()
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		res.Kernel = unix.ByteSliceToString(uts.Release[:])
-	}
-	if gone := SweepStale(); len(gone) > 0 {
-		b.say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
-	}
+	res.Load[0], res.Kernel = runStart(b.say)
 	var undo []func() error
-	defer func() {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			if e := undo[i](); e != nil {
-				errs = append(errs, e)
-			}
-		}
-		if len(errs) > 0 {
-			err = errors.Join(err, fmt.Errorf("cleaning up: %w", errors.Join(errs...)))
-		}
-	}()
+	defer func() { err = errors.Join(err, undoAll(undo)) }()
 	if undo, err = b.setup(undo); err != nil {
 		return nil, err
 	}

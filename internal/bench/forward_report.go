@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"image/color"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 )
@@ -86,40 +82,22 @@ func forwardCharts(res *ForwardResult, size int, flows string) []namedChart {
 // WriteForwardReport writes dir/index.html with PNG plots per frame size
 // and traffic, the table, and dir/results.json.
 func WriteForwardReport(dir string, res *ForwardResult) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := writeResults(dir, res); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
-		return err
-	}
-	type plot struct{ File, Alt string }
-	var plots []plot
+	var plots []reportPlot
 	for _, size := range res.Sizes {
 		for _, flows := range res.Flows {
-			for _, c := range forwardCharts(res, size, flows) {
-				b, err := c.chart.PNG()
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
-					return err
-				}
-				plots = append(plots, plot{File: c.file, Alt: c.chart.Title})
+			p, err := writeCharts(dir, forwardCharts(res, size, flows))
+			if err != nil {
+				return err
 			}
+			plots = append(plots, p...)
 		}
 	}
 	var table strings.Builder
 	WriteForwardTable(&table, res)
-	f, err := os.Create(filepath.Join(dir, "index.html"))
-	if err != nil {
-		return err
-	}
-	err = forwardTmpl.Execute(f, map[string]any{"R": res, "Plots": plots, "Table": table.String()})
-	return errors.Join(err, f.Close())
+	return writeIndex(dir, forwardTmpl, map[string]any{"R": res, "Plots": plots, "Table": table.String()})
 }
 
 var forwardTmpl = template.Must(template.New("forward").Parse(`<!doctype html>

@@ -196,31 +196,11 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 	}
 	res = &MacroResult{Started: time.Now(), CPUs: runtime.NumCPU(), Rules: opt.Rules, Sizes: opt.Sizes,
 		Duration: opt.Duration.Seconds(), Rounds: opt.Rounds, Spread: opt.Spread, Skipped: map[string]string{}}
-	res.Load[0] = loadavg()
-	if l1, _, _ := strings.Cut(res.Load[0], " "); parseFloat(l1) >= 1 {
-		b.say("warning: load average %s: other work will take CPU from the generator and the DUT; expect noisy results", res.Load[0])
-	}
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		res.Kernel = unix.ByteSliceToString(uts.Release[:])
-	}
-	if gone := SweepStale(); len(gone) > 0 {
-		b.say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
-	}
+	res.Load[0], res.Kernel = runStart(b.say)
 
 	// Topology, then everything in it; undone in reverse order.
 	var undo []func() error
-	defer func() {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			if e := undo[i](); e != nil {
-				errs = append(errs, e)
-			}
-		}
-		if len(errs) > 0 {
-			err = errors.Join(err, fmt.Errorf("cleaning up: %w", errors.Join(errs...)))
-		}
-	}()
+	defer func() { err = errors.Join(err, undoAll(undo)) }()
 	b.topo, err = NewTopology()
 	if err != nil {
 		return nil, err
@@ -630,6 +610,40 @@ func summarize(res *MacroResult) {
 func parseFloat(s string) float64 {
 	v, _ := strconv.ParseFloat(s, 64)
 	return v
+}
+
+// runStart is what a live benchmark does first: it reads the load
+// average (warning when other work will take CPU from the generator and
+// the DUT) and the kernel's release, and removes what a killed earlier run
+// left.
+func runStart(say func(string, ...any)) (load, kernel string) {
+	load = loadavg()
+	if l1, _, _ := strings.Cut(load, " "); parseFloat(l1) >= 1 {
+		say("warning: load average %s: other work will take CPU from the generator and the DUT; expect noisy results", load)
+	}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	if gone := SweepStale(); len(gone) > 0 {
+		say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
+	}
+	return load, kernel
+}
+
+// undoAll runs undo in reverse order, every step even when one fails,
+// and reports what failed.
+func undoAll(undo []func() error) error {
+	var errs []error
+	for i := len(undo) - 1; i >= 0; i-- {
+		if e := undo[i](); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cleaning up: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 func loadavg() string {

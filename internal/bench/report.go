@@ -67,6 +67,33 @@ func ratio(v float64) string {
 // (drop rate, ns/packet and ratio to the floor, against the rule count),
 // the table, and dir/results.json.
 func WriteMacroReport(dir string, res *MacroResult) error {
+	if err := writeResults(dir, res); err != nil {
+		return err
+	}
+	type section struct {
+		Size  int
+		Plots []reportPlot
+	}
+	var sections []section
+	for _, size := range res.Sizes {
+		plots, err := writeCharts(dir, macroCharts(res, size))
+		if err != nil {
+			return err
+		}
+		sections = append(sections, section{Size: size, Plots: plots})
+	}
+	var table strings.Builder
+	WriteMacroTable(&table, res)
+	return writeIndex(dir, reportTmpl, map[string]any{"R": res, "Sections": sections, "Table": table.String()})
+}
+
+// A report is a directory: results.json, PNG plots and index.html.
+
+// reportPlot is a plot in a report's index.
+type reportPlot struct{ File, Alt string }
+
+// writeResults makes dir and writes res into it as results.json.
+func writeResults(dir string, res any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -74,36 +101,32 @@ func WriteMacroReport(dir string, res *MacroResult) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
-		return err
-	}
-	type plot struct{ File, Alt string }
-	type section struct {
-		Size  int
-		Plots []plot
-	}
-	var sections []section
-	for _, size := range res.Sizes {
-		sec := section{Size: size}
-		for _, c := range macroCharts(res, size) {
-			b, err := c.chart.PNG()
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
-				return err
-			}
-			sec.Plots = append(sec.Plots, plot{File: c.file, Alt: c.chart.Title})
+	return os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644)
+}
+
+// writeCharts renders each chart into dir as its PNG file.
+func writeCharts(dir string, charts []namedChart) ([]reportPlot, error) {
+	var plots []reportPlot
+	for _, c := range charts {
+		b, err := c.chart.PNG()
+		if err != nil {
+			return nil, err
 		}
-		sections = append(sections, sec)
+		if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
+			return nil, err
+		}
+		plots = append(plots, reportPlot{File: c.file, Alt: c.chart.Title})
 	}
-	var table strings.Builder
-	WriteMacroTable(&table, res)
+	return plots, nil
+}
+
+// writeIndex writes dir/index.html from tmpl and data.
+func writeIndex(dir string, tmpl *template.Template, data any) error {
 	f, err := os.Create(filepath.Join(dir, "index.html"))
 	if err != nil {
 		return err
 	}
-	err = reportTmpl.Execute(f, map[string]any{"R": res, "Sections": sections, "Table": table.String()})
+	err = tmpl.Execute(f, data)
 	return errors.Join(err, f.Close())
 }
 
