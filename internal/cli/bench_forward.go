@@ -57,15 +57,15 @@ took in must be accounted for: received intact, or refused by a full ring
 (counted), and taken by the path intended (the ESTABLISHED rule's counter,
 xdpfw's forwarding reason, the floor's redirects). Then every
 configuration runs for --duration per point, their order rotating, in
---rounds rounds; with --routes, the extra routes (/24s via the sink) are
-added between route counts.
+--rounds rounds; each round visits every --routes count (extra routes:
+random /24s via the sink, added or removed between counts).
 
 The router's cost is its NAPI thread's CPU time per packet forwarded
 (ns/pkt), the honest measure on two CPUs (docs/bench.md). "vs kernel" and
 "vs floor" are medians of per-round ratios; the bars of issue 16 are
 evaluated at the end. Other load on the machine lowers the rates: run it
 on a quiet machine.`,
-		Example: `  # every configuration, 64 and 1,514 B, one and many flows, 0 and 100,000 routes (about 3 minutes)
+		Example: `  # every configuration, 64 and 1,514 B, one and many flows, 0 and 100,000 routes (about 2.5 minutes)
   xdpfw bench forward --report /tmp/forward
 
   # a check of every configuration and one short run each (seconds)
