@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -205,5 +207,23 @@ func TestFwdRoutes(t *testing.T) {
 	}
 	if !slices.Equal(fwdRoutes(1000), rs[:1000]) {
 		t.Error("fwdRoutes(1000) is not the first 1000 of fwdRoutes(100000)")
+	}
+}
+
+// TestForwardInterrupted: ending the context (what Ctrl-C does) stops a
+// run in its first measurement, and everything is removed.
+func TestForwardInterrupted(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opt := QuickForwardOptions()
+	opt.Flows, opt.Configs, opt.Duration = []string{FlowsMany}, []string{FwdXdpfwXDP}, time.Minute
+	opt.Progress = &watchWriter{want: "check xdp-fib", seen: cancel}
+	_, err := Forward(ctx, opt)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want an interrupted run", err)
+	}
+	if l := leftovers(t); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
 	}
 }
