@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/bits"
 	"net/netip"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
@@ -143,24 +144,25 @@ type ForwardPoint struct {
 
 // ForwardResult is a forward run.
 type ForwardResult struct {
-	Started  time.Time       `json:"started"`
-	Command  string          `json:"command,omitempty"`
-	Kernel   string          `json:"kernel"`
-	CPUs     int             `json:"cpus"`
-	GenCPU   int             `json:"gen_cpu"`
-	DUTCPU   int             `json:"router_cpu"`
-	Sizes    []int           `json:"sizes"`
-	Flows    []string        `json:"flows"`
-	Routes   []int           `json:"routes"`
-	Configs  []string        `json:"configs"`
-	Rules    int             `json:"rules"`
-	Duration float64         `json:"duration_s"`
-	Rounds   int             `json:"rounds"`
-	Checks   []ForwardCheck  `json:"checks"`
-	Points   []*ForwardPoint `json:"points"`
-	Bars     []ForwardBar    `json:"bars"`
-	Load     [2]string       `json:"loadavg"`
-	Elapsed  float64         `json:"elapsed_s"`
+	Started  time.Time         `json:"started"`
+	Command  string            `json:"command,omitempty"`
+	Kernel   string            `json:"kernel"`
+	CPUs     int               `json:"cpus"`
+	GenCPU   int               `json:"gen_cpu"`
+	DUTCPU   int               `json:"router_cpu"`
+	Sizes    []int             `json:"sizes"`
+	Flows    []string          `json:"flows"`
+	Routes   []int             `json:"routes"`
+	Configs  []string          `json:"configs"`
+	Rules    int               `json:"rules"`
+	Duration float64           `json:"duration_s"`
+	Rounds   int               `json:"rounds"`
+	Skipped  map[string]string `json:"skipped,omitempty"` // configuration -> why it was not measured (its tools are missing)
+	Checks   []ForwardCheck    `json:"checks"`
+	Points   []*ForwardPoint   `json:"points"`
+	Bars     []ForwardBar      `json:"bars"`
+	Load     [2]string         `json:"loadavg"`
+	Elapsed  float64           `json:"elapsed_s"`
 }
 
 // ForwardCheck is what the check of one configuration saw.
@@ -228,14 +230,31 @@ func Forward(ctx context.Context, opt ForwardOptions) (res *ForwardResult, err e
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
+	skipped := map[string]string{}
 	if len(opt.Configs) == 0 {
-		opt.Configs = ForwardConfigs
+		for _, c := range ForwardConfigs {
+			if err := forwardToolsMissing(c); err != nil {
+				skipped[c] = err.Error()
+				continue
+			}
+			opt.Configs = append(opt.Configs, c)
+		}
+	} else {
+		for _, c := range opt.Configs {
+			if err := forwardToolsMissing(c); err != nil {
+				return nil, fmt.Errorf("configuration %s: %w", c, err)
+			}
+		}
 	}
 	b := &fwdBench{bench: &bench{ctx: ctx, frames: map[int][]byte{}, say: sayer(opt.Progress)}, opt: opt,
 		gens: map[string]*Generator{}, aims: map[string][]trafficgenGenAim{}, raw: map[*Namespace]int{}}
 	res = &ForwardResult{Started: time.Now(), CPUs: runtime.NumCPU(), Sizes: opt.Sizes, Flows: opt.Flows, Routes: opt.Routes,
 		Configs: opt.Configs, Rules: opt.Rules, Duration: opt.Duration.Seconds(), Rounds: opt.Rounds}
 	res.Load[0], res.Kernel = runStart(b.say)
+	res.Skipped = skipped
+	for c, why := range skipped {
+		b.say("skipping %s: %s", c, why)
+	}
 	var undo []func() error
 	defer func() { err = errors.Join(err, undoAll(undo)) }()
 	if undo, err = b.setup(undo); err != nil {
@@ -320,6 +339,25 @@ func Forward(ctx context.Context, opt ForwardOptions) (res *ForwardResult, err e
 	res.Load[1] = loadavg()
 	res.Elapsed = time.Since(res.Started).Seconds()
 	return res, nil
+}
+
+// forwardTools are the programs a configuration runs in the router's
+// namespace (nft also empties the rules between configurations).
+var forwardTools = map[string][]string{
+	FwdIptables:   {"iptables-nft-restore", "iptables-nft-save", "nft"},
+	FwdNft:        {"nft"},
+	FwdXdpfwKMasq: {"iptables-nft-restore", "nft"},
+}
+
+// forwardToolsMissing says which of configuration c's tools is not
+// installed, if one is.
+func forwardToolsMissing(c string) error {
+	for _, bin := range forwardTools[c] {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%s is not installed", bin)
+		}
+	}
+	return nil
 }
 
 // Validate refuses options Forward cannot run, and completes Configs with
@@ -434,8 +472,10 @@ func (b *fwdBench) use(c *fwdConfig) error {
 		// left must not decide how this one forwards (a connection the
 		// kernel tracked before its nat table came is never
 		// translated; one xdpfw saw answered takes its fast path).
-		if _, err := runTool(b.ctx, b.topo.DUT, stackCmd{bin: "nft", args: []string{"flush", "ruleset"}}); err != nil {
-			return err
+		if forwardToolsMissing(FwdNft) == nil { // without nft, no configuration loads rules
+			if _, err := runTool(b.ctx, b.topo.DUT, stackCmd{bin: "nft", args: []string{"flush", "ruleset"}}); err != nil {
+				return err
+			}
 		}
 		b.nfLoaded = ""
 		if err := b.flushConntrack(); err != nil {
