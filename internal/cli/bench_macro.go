@@ -167,7 +167,13 @@ func checkMacroFlags(opt bench.MacroOptions, duts []string) error {
 func benchCommand(cmd *cobra.Command) string {
 	s := cmd.CommandPath()
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name != "json" && f.Name != "report" {
+		switch {
+		case f.Name == "json" || f.Name == "report":
+		case f.Value.Type() == "bool" && f.Value.String() == "true":
+			s += " --" + f.Name
+		case f.Value.Type() == "bool":
+			s += " --" + f.Name + "=" + f.Value.String()
+		default:
 			s += " --" + f.Name + " " + strings.Trim(f.Value.String(), "[]")
 		}
 	})
