@@ -33,17 +33,30 @@ volatile const __u32 fw_log_snap = FW_LOG_SNAP_DEFAULT;
 #define FW_TRACE_OFF    0
 #define FW_TRACE_REPORT 1
 #define FW_TRACE_RECORD 2
+/* FW_TRACE_AUDIT: the audit instance (lib/audit.h, docs/audit.md), which
+ * classifies live packets with a candidate rule set in tables, counters
+ * and budgets of its own, and writes no state the live instance uses. */
+#define FW_TRACE_AUDIT  3
 volatile const __u32 fw_trace_mode = FW_TRACE_OFF;
 
 /* fw_tracing: is this a trace instance (report the decision)? */
 static __always_inline int fw_tracing(void)
 {
-	return fw_trace_mode != FW_TRACE_OFF;
+	return fw_trace_mode == FW_TRACE_REPORT || fw_trace_mode == FW_TRACE_RECORD;
 }
 
-/* fw_live_writes: may this instance change live state? Every write to a
- * map that outlives the packet checks it. */
+/* fw_live_writes: may this instance change live state (conntrack, -m
+ * recent lists, -m hashlimit buckets, REJECT budgets, shared counters)?
+ * Every write to such a map checks it. */
 static __always_inline int fw_live_writes(void)
+{
+	return fw_trace_mode == FW_TRACE_OFF || fw_trace_mode == FW_TRACE_RECORD;
+}
+
+/* fw_own_writes: may this instance change the state its rule set owns
+ * (per-rule counters, -m limit buckets, log budgets)? The audit instance
+ * has its own of these maps, so it may; a reporting trace may not. */
+static __always_inline int fw_own_writes(void)
 {
 	return fw_trace_mode != FW_TRACE_REPORT;
 }
@@ -291,6 +304,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_fwd_stats SEC(".maps");
 
+/* PPPoE sessions the kernel has, as its pppoe_rcv finds them: the ppp
+ * device (ifindex) whose packets a session frame carries (lib/pppoe.h).
+ * Written by the control plane from /proc/net/pppoe (datapath.SetPPPoE). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct fw_pppoe_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_pppoe_rx SEC(".maps");
+
+/* The same sessions by ppp device, as its pppoe_xmit sends them: what the
+ * fast path needs to send a packet the FIB routes to that device. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct fw_pppoe_out);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_pppoe_tx SEC(".maps");
+
 /* Settings written by the control plane (slot 0). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -503,6 +537,10 @@ struct fw_xdp_handoff {
 	 * (FW_RX_VLAN_TAGGED | VID), 0 when none: xdpfw_ingress reads it and
 	 * clears it for the next packet. */
 	__u32 rx_vlan;
+	/* FW_PRIO_CLASSIFY: the classify stage decides the packet's class
+	 * (lib/priority.h); FW_PRIO_DECIDED: xdpfw_ingress, entered again,
+	 * judges it here. 0 otherwise. */
+	__u32 prio;
 	struct fw_decision d; /* the stage's decision */
 	struct fw_lat_clock lat; /* the packet's latency clock: outlives the packet */
 };
@@ -534,18 +572,121 @@ struct {
  * it. Filled at load. Not pinned by name: each loaded program has its own,
  * which the control plane pins as stages_<program id> (the kernel empties
  * a program array once no file descriptor or pin holds it). */
+/* The priority table's roots (2 x 2: generation * 2 + is_v6); their trees
+ * are in fw_nodes, fw_leaves and fw_entries with the rules'. A root without
+ * FW_ROOT_PRIO: no priority table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, struct fw_root);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_prio_roots SEC(".maps");
+
+/* Where the bulk class goes (struct fw_prio_cfg). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_prio_cfg);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_prio SEC(".maps");
+
+/* Per CPU: what the priority stage did (enum fw_prio_stat). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_PRIO_S_NUM);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_prio_stats SEC(".maps");
+
+/* The bulk CPUs: key a CPU, value its queue length and xdpfw_cpumap
+ * (struct bpf_cpumap_val), set by the control plane. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, FW_PRIO_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct bpf_cpumap_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_cpumap SEC(".maps");
+
+/* FW_XDP_STAGE_AUDIT is empty but while a candidate rule set is audited
+ * (the audit instance's xdpfw_audit, put there by the control plane);
+ * FW_XDP_STAGE_FINISH acts on the decision in the hand-over slot, where
+ * the audit stage returns to (docs/audit.md). */
 #define FW_XDP_STAGE_CLASSIFY 0
 #define FW_XDP_STAGE_INGRESS  1
+#define FW_XDP_STAGE_AUDIT    2
+#define FW_XDP_STAGE_FINISH   3
 int xdpfw_ingress_classify(struct xdp_md *ctx);
 int xdpfw_ingress(struct xdp_md *ctx);
+int xdpfw_ingress_finish(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } fw_xdp_stages SEC(".maps") = {
 	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_ingress_classify,
-		    [FW_XDP_STAGE_INGRESS] = (void *)&xdpfw_ingress },
+		    [FW_XDP_STAGE_INGRESS] = (void *)&xdpfw_ingress,
+		    [FW_XDP_STAGE_FINISH] = (void *)&xdpfw_ingress_finish },
 };
+
+/* xdpfw_cpumap's stages: its classify stage (a program may tail-call only
+ * programs of its own attach type, and xdpfw_cpumap runs as a cpumap
+ * entry's). Pinned by the control plane as fw_xdp_stages is. */
+int xdpfw_cpumap_classify(struct xdp_md *ctx);
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, int(struct xdp_md *));
+} fw_cpumap_stages SEC(".maps") = {
+	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_cpumap_classify },
+};
+
+/* The audit instance's way back (slot 0): the live program's finish
+ * stage, written by the control plane before the audit stage goes in
+ * (internal/datapath/audit.go). Only the audit instance has it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fw_audit_next SEC(".maps");
+
+/* The audit stage's working slot, per CPU: a copy of the candidate's
+ * root (one kind of pointer for the verifier, as fw_xdp_handoff.root)
+ * and the candidate's decision. Not pinned: it lives for one packet. */
+struct fw_audit_slot {
+	struct fw_root root;
+	struct fw_decision d;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_audit_slot);
+} fw_audit_slot SEC(".maps");
+
+/* The audit's event budget (slot 0): events for packets whose verdict
+ * would differ, one bucket for all (`audit start --log-rate`). Pinned by
+ * the audit instance only, with its tables (internal/datapath/audit.go);
+ * so is the next one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_bucket);
+} fw_audit_budget SEC(".maps");
+
+/* The audit's counters (enum fw_audit_counter), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_AUDIT_C_NUM);
+	__type(key, __u32);
+	__type(value, struct fw_counter);
+} fw_audit_counts SEC(".maps");
 
 #endif

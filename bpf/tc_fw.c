@@ -48,7 +48,7 @@ int xdpfw_egress(struct __sk_buff *skb)
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	pkt->chain = FW_CHAIN_OUTPUT;
-	rc = fw_parse(data, data_end, skb->len, 0, pkt);
+	rc = fw_parse(data, data_end, skb->len, 0, pkt, 0);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, FW_OUT_TC_OK, bytes, fw_now());
 		fw_trace_skb(skb, 0, 0xff, FW_R_NOT_IP, pkt);

@@ -69,6 +69,8 @@ enum fw_reason {
 	FW_R_REJECT_FAIL,       /* REJECT answer could not be built (no headroom, resize refused): dropped */
 	FW_R_FRAG_UNKNOWN,      /* a later fragment of a datagram whose first fragment was not seen (or expired): dropped */
 	FW_R_FRAG_OVERLAP,      /* a later fragment overlapping its datagram's first fragment (and the rest of that datagram): dropped */
+	FW_R_BAD_PPPOE,         /* PPPoE session frame: truncated header, or its length past the frame (pppoe_rcv drops it) */
+	FW_R_PPPOE_SESSION,     /* PPPoE session frame carrying IP of a session xdpfw does not know (lib/pppoe.h): dropped */
 	FW_NUM_REASONS,
 };
 
@@ -139,6 +141,8 @@ enum fw_pkttype {
 			      * maybe this host's own REJECT answer (fw_reject_own_answer) */
 #define FW_PKT_RT       0x40 /* rt_type, rt_segsleft, rt_hdrlen hold the first IPv6 routing header's (lib/exthdr.h) */
 #define FW_PKT_MSS      0x80 /* mss holds TCP's MSS option (lib/exthdr.h) */
+#define FW_PKT_PPPOE    0x20 /* a PPPoE session frame carrying IP: l3_off is past the PPPoE header, ifindex
+			      * the session's ppp device (lib/pppoe.h) */
 
 /* TCP header flag bits (fw_pkt.tcp_flags). */
 #define FW_TCP_FIN 0x01
@@ -407,6 +411,10 @@ struct fw_node {
 #define FW_MAX_RAW 32
 #define FW_ROOT_MSS 0x04 /* an entry tests TCP's MSS option: the classifier reads it (lib/hdropt.h) */
 #define FW_ROOT_RT  0x08 /* an entry tests the IPv6 routing header: the classifier reads it (lib/hdropt.h) */
+#define FW_ROOT_PRIO 0x40 /* a root of fw_prio_roots: the generation has a priority table (lib/priority.h) */
+/* fw_pkt.chain and fw_entry.chain of the priority table's entries while a
+ * packet's class is decided (lib/priority.h); rules.ChainPriority. */
+#define FW_CHAIN_PRIORITY 4
 
 /* Where classification starts for one chain and family, and its policy.
  * The fast rule: when the first rule that can match a packet in one of the
@@ -646,7 +654,30 @@ enum fw_fwd_reason {
 	FW_FWD_KERNEL_NAT,    /* the kernel's conntrack translates the connection (its nat table): only the kernel can send it */
 	FW_FWD_KERNEL_CT,     /* no answer of the connection has come back untranslated yet: the kernel, which may
 			       * translate it (its nat table), forwards it (lib/fwd.h fw_fwd_kernel) */
+	FW_FWD_PPPOE,         /* the egress is a ppp device whose PPPoE session XDP cannot send on: not learnt, over
+			       * a VLAN, or the frame is bigger than the Ethernet device under it takes (lib/pppoe.h) */
 	FW_NUM_FWD,
+};
+
+/* Key of fw_pppoe_rx: a PPPoE session as the kernel's pppoe_rcv finds
+ * it (the device, the session id, the peer's MAC), with the VLAN tags in
+ * front of the PPPoE header when the session runs on a VLAN device.
+ * Written by the control plane from /proc/net/pppoe (docs/pppoe.md). */
+struct fw_pppoe_key {
+	__u32  ifindex;  /* the device xdpfw runs on (a VLAN device's lower device) */
+	__u16  vlan[2];  /* VIDs of the tags, outermost first; 0: no tag */
+	__u8   peer[6];  /* the access concentrator's MAC: the frame's source */
+	__be16 sid;      /* the session id, as on the wire */
+};
+
+/* Value of fw_pppoe_tx, keyed by a ppp device's ifindex: how the kernel's
+ * pppoe_xmit sends that device's packets. */
+struct fw_pppoe_out {
+	__u8   peer[6];  /* destination: the access concentrator's MAC */
+	__u8   mac[6];   /* source: the Ethernet device's own MAC */
+	__u32  ifindex;  /* the Ethernet device the frames leave by (untagged) */
+	__be16 sid;      /* the session id, as on the wire */
+	__u16  mtu;      /* the most IP bytes one frame there carries: the device's MTU less the 8 of PPPoE and PPP */
 };
 
 /* Data-plane settings, one array slot, written by the control plane. The
@@ -722,6 +753,10 @@ enum fw_hook {
 /* fw_log_event.flags */
 #define FW_LOG_F_TARGET 0x01 /* logged by a LOG rule (else: the deciding rule's --log) */
 #define FW_LOG_F_TRACE  0x02 /* the packet was a trace (BPF_PROG_TEST_RUN), not traffic */
+/* An audit event (lib/audit.h): the candidate rule set would decide the
+ * packet otherwise than the enforced one; rule_id, action and reason are
+ * the candidate's, verdict_id the enforced rule's. */
+#define FW_LOG_F_AUDIT  0x04
 
 /* One event in fw_log_ring: this header, then cap_len bytes of the frame
  * (the record is sizeof header + fw_log_snap bytes long). The rule's log
@@ -968,6 +1003,34 @@ struct fw_lat_hist {
 	__u64 sum;   /* their nanoseconds, summed */
 	__u64 max;   /* the longest, ns */
 	__u64 bucket[FW_LAT_BUCKETS];
+};
+
+/* Priority (lib/priority.h, docs/realtime.md "Priority"): where the bulk
+ * class goes. Mirrored by internal/datapath (PriorityConfig). */
+#define FW_PRIO_MAX_CPUS 64
+struct fw_prio_cfg {
+	__u32 ncpus;                  /* bulk CPUs in cpus[]; 0: priority off, every packet judged where it arrives */
+	__u32 cpus[FW_PRIO_MAX_CPUS]; /* the bulk CPUs (fw_cpumap keys) */
+};
+
+/* fw_prio_stats, per CPU: what the priority stage did. */
+enum fw_prio_stat {
+	FW_PRIO_S_HIGH = 0,  /* judged at once, on the CPU that received it */
+	FW_PRIO_S_BULK,      /* handed to a bulk CPU (fw_cpumap) */
+	FW_PRIO_S_FALLBACK,  /* bulk, but the hand-over failed: judged where it arrived */
+	FW_PRIO_S_CPUMAP,    /* judged by xdpfw_cpumap, on this (bulk) CPU */
+	FW_PRIO_S_NUM,
+};
+
+/* The audit's counters (fw_audit_counts, lib/audit.h). Mirrored by
+ * internal/datapath (audit.go). */
+enum fw_audit_counter {
+	FW_AUDIT_C_SEEN = 0,    /* packets the candidate classified */
+	FW_AUDIT_C_WOULD_DROP,  /* the enforced set accepted, the candidate would not */
+	FW_AUDIT_C_WOULD_ACCEPT, /* the enforced set did not accept, the candidate would */
+	FW_AUDIT_C_SUPPRESSED,  /* events over the budget */
+	FW_AUDIT_C_LOST,        /* events the full ring buffer had no room for */
+	FW_AUDIT_C_NUM,
 };
 
 #endif

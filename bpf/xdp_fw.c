@@ -32,6 +32,8 @@
 #include "lib/frag.h"
 #include "lib/latency.h"
 #include "lib/fwd.h"
+#include "lib/priority.h"
+#include "lib/audit.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -41,16 +43,23 @@ static __always_inline int fw_xdp_action(__u8 action)
 
 /* fw_xdp_finish acts on decision d: logs, answers a REJECT, forwards
  * what FORWARD accepts (by the fast path, or the kernel), counts, traces,
- * stops the latency clock lat. Returns the XDP action. */
+ * stops the latency clock lat. Returns the XDP action. cpumap (a
+ * constant): the packet is a bulk one, on a bulk CPU (xdpfw_cpumap), where
+ * XDP_TX does not exist: a REJECT's answer leaves by a redirect to the
+ * device the packet came in by, which sends it as XDP_TX would. */
 static __always_inline int fw_xdp_finish(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_decision *d,
-					 __u64 bytes, const struct fw_fwd_hop *hop, struct fw_lat_clock *lat)
+					 __u64 bytes, const struct fw_fwd_hop *hop, struct fw_lat_clock *lat,
+					 const int cpumap)
 {
 	int rc = fw_xdp_action(d->action);
 
 	if (fw_log_wanted(d)) /* before REJECT rewrites the frame */
 		fw_log_xdp(ctx, p, d, bytes, fw_tracing());
-	if (d->action == FW_ACT_REJECT)
+	if (d->action == FW_ACT_REJECT) {
 		rc = fw_reject_xdp(ctx, p, d); /* answer in place (XDP_TX), or drop; sets d->reason */
+		if (cpumap && rc == XDP_TX)
+			rc = bpf_redirect(ctx->ingress_ifindex, 0);
+	}
 	else if (d->action == FW_ACT_ACCEPT && p->chain == FW_CHAIN_FORWARD)
 		rc = fw_fwd_xdp(ctx, p, hop); /* after LOG: it rewrites the frame */
 	__u64 now = fw_now();
@@ -104,8 +113,10 @@ int xdpfw_rxvlan(struct xdp_md *ctx)
 	return XDP_DROP;
 }
 
-SEC("xdp")
-int xdpfw_ingress(struct xdp_md *ctx)
+/* fw_xdp_ingress is xdpfw_ingress (cpumap 0) and xdpfw_cpumap (cpumap 1,
+ * on a bulk CPU: the packet's class is decided, and the tag the NIC
+ * stripped comes as metadata, lib/priority.h). */
+static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -122,13 +133,23 @@ int xdpfw_ingress(struct xdp_md *ctx)
 	if (!h) /* a per-CPU array's slot 0 is always there */
 		return XDP_DROP;
 	struct fw_lat_clock *lat = &h->lat;
-	fw_lat_start(lat);
+	/* entered again after the priority stage (FW_PRIO_DECIDED): the
+	 * packet's clock runs since it first came in */
+	int classed = cpumap || h->prio == FW_PRIO_DECIDED;
+	h->prio = 0;
+	if (cpumap) {
+		fw_prio_count(FW_PRIO_S_CPUMAP);
+		fw_lat_start(lat);
+	} else if (!classed) {
+		fw_lat_start(lat);
+	}
 	struct fw_pkt *pp = &h->pkt;
 	*pp = (struct fw_pkt){};
-	__u32 rx_vlan = h->rx_vlan;
+	__u32 rx_vlan = cpumap ? fw_prio_meta(ctx) : h->rx_vlan;
 	h->rx_vlan = 0;
 
-	rc = fw_parse(data, data_end, bytes, rx_vlan, pp);
+	pp->ifindex = ctx->ingress_ifindex; /* a PPPoE session's: its ppp device (lib/pppoe.h) */
+	rc = fw_parse(data, data_end, bytes, rx_vlan, pp, 1);
 	if (rc == FW_PARSE_NOT_IP) {
 		fw_count_reason(FW_R_NOT_IP, XDP_PASS, bytes, fw_now());
 		fw_trace(ctx, 0, 0xff, FW_R_NOT_IP, pp);
@@ -152,7 +173,22 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	pp->ifindex = ctx->ingress_ifindex;
+	if (!classed) { /* the priority table: this packet's class first */
+		int s = fw_active_sel();
+		const struct fw_root *proot = fw_prio_root(pp, s);
+		if (proot) {
+			h->rx_vlan = rx_vlan; /* for fw_prio_steer, or this program entered again */
+			if (pp->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) /* BULK: a datagram's fragments stay in order */
+				return fw_prio_act(ctx, h, 0);
+			h->root = *proot;
+			h->sel = s & 1; /* the main generation's trees: no delta stage */
+			pp->chain = FW_CHAIN_PRIORITY; /* the chain of the entries (fw_entry_match) */
+			h->prio = FW_PRIO_CLASSIFY;
+			bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_CLASSIFY);
+			h->prio = 0; /* no classify stage: judged here */
+			h->rx_vlan = 0;
+		}
+	}
 	pp->chain = fw_ingress_chain(ctx, pp, &h->hop);
 	/* iptables' FORWARD sees the TTL (hop limit) ip_forward /
 	 * ip6_forward has already decremented: -m ttl / -m hl test that */
@@ -183,21 +219,42 @@ int xdpfw_ingress(struct xdp_md *ctx)
 		 * kind of pointer, not a fw_roots or a fw_deltas value (the
 		 * verifier would check it once for each). */
 		h->root = *root;
-		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_CLASSIFY);
+		bpf_tail_call(ctx, cpumap ? (void *)&fw_cpumap_stages : (void *)&fw_xdp_stages, FW_XDP_STAGE_CLASSIFY);
 		rc = FW_DECIDE_NO_RULESET; /* no classify stage: fail closed */
 	}
 	if (rc == FW_DECIDE_NO_RULESET)
 		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 	fw_decide_end(&ct, pp, bytes, &d);
-	return fw_xdp_finish(ctx, pp, &d, bytes, &h->hop, lat);
+	/* while a candidate rule set is audited: its stage, which finishes
+	 * (xdpfw_ingress_finish) on the decision in the slot; else nothing.
+	 * Not on a bulk CPU: a cpumap program tail-calls only its own kind
+	 * (docs/audit.md: what priority's BULK class means for an audit) */
+	if (!cpumap) {
+		h->d = d;
+		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
+	}
+	return fw_xdp_finish(ctx, pp, &d, bytes, &h->hop, lat, cpumap);
+}
+
+SEC("xdp")
+int xdpfw_ingress(struct xdp_md *ctx)
+{
+	return fw_xdp_ingress(ctx, 0);
+}
+
+/* xdpfw_cpumap: the bulk class, on a bulk CPU (fw_cpumap's entries run
+ * it): the same judgment as xdpfw_ingress. */
+SEC("xdp/cpumap")
+int xdpfw_cpumap(struct xdp_md *ctx)
+{
+	return fw_xdp_ingress(ctx, 1);
 }
 
 /* The classify stage (fw_xdp_stages[0]): the classifier inline, for what
  * xdpfw_ingress handed over; then conntrack's record and the same finish.
  * The decision lives in the slot too: the verifier tracks a stack copy's
  * every byte, and the classifier's many paths would each be checked on. */
-SEC("xdp")
-int xdpfw_ingress_classify(struct xdp_md *ctx)
+static __always_inline int fw_xdp_classify(struct xdp_md *ctx, const int cpumap)
 {
 	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
 	struct fw_ct ct;
@@ -213,10 +270,77 @@ int xdpfw_ingress_classify(struct xdp_md *ctx)
 	if (fw_hdropt_wanted(&h->root))
 		fw_xdp_hdropt(ctx, &h->root, &h->pkt);
 	fw_classify_in(&h->root, sel, p, d, 1);
-	if (d->action == FW_ACT_ACCEPT) {
+	if (!cpumap && h->prio == FW_PRIO_CLASSIFY) /* the class: the priority root's ACCEPT is HIGH */
+		return fw_prio_act(ctx, h, d->action == FW_ACT_ACCEPT);
+	/* With nothing to record (conntrack off, or no state to write:
+	 * fw_ct_commit's first test), the record is not copied out of the
+	 * slot nor looked up again. */
+	if (d->action == FW_ACT_ACCEPT && h->ct[fw_ct_next_off] != FW_CTS_NONE) {
 		__builtin_memcpy(&ct, h->ct, fw_ct_plan_size);
 		fw_ct_relink(&ct);
 		fw_decide_end(&ct, p, bytes, d);
 	}
-	return fw_xdp_finish(ctx, p, d, bytes, &h->hop, &h->lat);
+	if (!cpumap) /* as in fw_xdp_ingress */
+		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
+	return fw_xdp_finish(ctx, p, d, bytes, &h->hop, &h->lat, cpumap);
+}
+
+SEC("xdp")
+int xdpfw_ingress_classify(struct xdp_md *ctx)
+{
+	return fw_xdp_classify(ctx, 0);
+}
+
+/* xdpfw_cpumap's classify stage (fw_cpumap_stages). */
+SEC("xdp/cpumap")
+int xdpfw_cpumap_classify(struct xdp_md *ctx)
+{
+	return fw_xdp_classify(ctx, 1);
+}
+
+/* The finish stage (fw_xdp_stages[FW_XDP_STAGE_FINISH]): acts on the
+ * decision in the hand-over slot, where the audit stage returns to. */
+SEC("xdp")
+int xdpfw_ingress_finish(struct xdp_md *ctx)
+{
+	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	return fw_xdp_finish(ctx, &h->pkt, &h->d, bytes, &h->hop, &h->lat, 0);
+}
+
+/* The audit stage (lib/audit.h): loaded only in the audit instance
+ * (fw_trace_mode FW_TRACE_AUDIT), whose tables hold the candidate rule
+ * set, and put in fw_xdp_stages[FW_XDP_STAGE_AUDIT] while it is audited.
+ * It classifies the packet in the slot with the candidate, counts, reports
+ * a verdict that would differ, and goes on to the live program's finish
+ * stage: it changes no verdict. */
+SEC("xdp")
+int xdpfw_audit(struct xdp_md *ctx)
+{
+	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
+	__u32 zero = 0;
+	struct fw_xdp_handoff *h = bpf_map_lookup_elem(&fw_xdp_handoff, &zero);
+	struct fw_audit_slot *a = bpf_map_lookup_elem(&fw_audit_slot, &zero);
+
+	if (!h) /* a per-CPU array's slot 0 is always there */
+		return XDP_DROP;
+	if (a && fw_audit_decide(ctx, h, a, bytes) == 0) {
+		__u64 now = fw_now();
+		int enforced = h->d.action == FW_ACT_ACCEPT, cand = a->d.action == FW_ACT_ACCEPT;
+
+		fw_audit_count(FW_AUDIT_C_SEEN, bytes, now);
+		if (enforced != cand) {
+			fw_audit_count(enforced ? FW_AUDIT_C_WOULD_DROP : FW_AUDIT_C_WOULD_ACCEPT, bytes, now);
+			fw_audit_event(ctx, &h->pkt, &a->d, h->d.rule_id, bytes);
+		}
+	}
+	bpf_tail_call(ctx, &fw_audit_next, 0);
+	/* never while the control plane holds fw_audit_next: the enforced
+	 * verdict, without what the finish stage adds (counters, REJECT's
+	 * answer, the fast path) */
+	return h->d.action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
 }

@@ -5,9 +5,12 @@
  *   bench_pass  count, XDP_PASS: hands frames to the stack, so iptables
  *               sees them (a veth only receives redirected frames from its
  *               peer while an XDP program is attached to it)
+ * and of `xdpfw bench forward` and `xdpfw bench latency`:
+ *   bench_fwd   their XDP floor: a bare XDP FIB forwarder, as a real router
+ *               forwards (IPv4: parse, FIB lookup, TTL one less with the
+ *               header checksum updated, MACs, redirect through
+ *               fwd_ports); what it does not forward goes to the stack
  * and of `xdpfw bench forward`:
- *   bench_fwd   the floor: a bare XDP FIB forwarder (IPv4: parse, FIB
- *               lookup, TTL, MACs, redirect through fwd_ports)
  *   bench_sink  the sink: counts each forwarded frame as it should be (the
  *               router's MACs, TTL one less, a valid IPv4 checksum, no
  *               padding, to the sink from the generator's addresses or,
@@ -138,13 +141,7 @@ int bench_sink(struct xdp_md *ctx)
 	if (ip->ttl != sink_ttl || ip->ihl != 5 || data_end - data != ETH_HLEN + bpf_ntohs(ip->tot_len) ||
 	    ip->daddr != sink_daddr)
 		goto out;
-	__u16 *w = (__u16 *)ip;
-	__u32 sum = 0;
-	for (int i = 0; i < 10; i++)
-		sum += w[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	if (sum != 0xffff)
+	if (ipv4_sum(ip) != 0xffff)
 		goto out;
 	if ((ip->saddr & sink_src_mask) == sink_src_net)
 		slot = DUT_SLOT_SINK_OK;

@@ -81,22 +81,6 @@ struct {
 	__type(value, __u32);
 } gen_aim_n SEC(".maps");
 
-/* Ones' complement sum of the 20-byte IPv4 header (no options: the Go side
- * builds the template). */
-static __always_inline __u16 ipv4_csum(struct iphdr *ip)
-{
-	__u16 *w = (__u16 *)ip;
-	__u32 s = 0;
-
-	ip->check = 0;
-#pragma unroll
-	for (int i = 0; i < 10; i++)
-		s += w[i];
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return ~s;
-}
-
 SEC("xdp")
 int trafficgen(struct xdp_md *ctx)
 {

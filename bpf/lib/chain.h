@@ -120,7 +120,7 @@ __noinline int fw_fib_chain(struct xdp_md *ctx, struct fw_pkt *p, struct fw_fwd_
 
 	struct bpf_fib_lookup fib = {};
 
-	fib.ifindex = ctx->ingress_ifindex;
+	fib.ifindex = p->ifindex; /* the ingress device: a PPPoE session's ppp device (lib/pppoe.h) */
 	fib.l4_protocol = p->proto;
 	fib.sport = bpf_htons(p->sport);
 	fib.dport = bpf_htons(p->dport);
@@ -168,7 +168,10 @@ __noinline int fw_fib_chain(struct xdp_md *ctx, struct fw_pkt *p, struct fw_fwd_
 
 static __always_inline __u8 fw_ingress_chain(struct xdp_md *ctx, struct fw_pkt *p, struct fw_fwd_hop *hop)
 {
-	if (fw_forwards(ctx, p->family) == 0)
+	/* a PPPoE session's packet comes in by its ppp device, whose
+	 * forwarding sysctl the FIB reads (the flag read here is the
+	 * Ethernet device's) */
+	if (!(p->flags & FW_PKT_PPPOE) && fw_forwards(ctx, p->family) == 0)
 		return FW_CHAIN_INPUT;
 	return fw_fib_chain(ctx, p, hop);
 }

@@ -544,10 +544,12 @@ static __always_inline int fw_in_set(__u32 id, const __u64 *addr)
  * MAC (broadcast: ff:ff:ff:ff:ff:ff; multicast: the group bit; else to this
  * host: a frame for another host's MAC never reaches iptables, the kernel
  * drops it first). A locally sent packet is PACKET_HOST in OUTPUT whatever
- * its destination (Linux marks its broadcast and multicast copies later). */
+ * its destination (Linux marks its broadcast and multicast copies later).
+ * A PPPoE session's packet reaches iptables by the ppp device as
+ * PACKET_HOST whatever the frame's MAC (ppp_receive_frame scrubs it). */
 static __always_inline __u32 fw_pkttype(const struct fw_pkt *p)
 {
-	if (p->chain == FW_CHAIN_OUTPUT || !(p->dst_mac[0] & 1))
+	if (p->chain == FW_CHAIN_OUTPUT || !(p->dst_mac[0] & 1) || (p->flags & FW_PKT_PPPOE))
 		return FW_PT_HOST;
 	const __u16 *w = (const __u16 *)p->dst_mac;
 	return (w[0] & w[1] & w[2]) == 0xffff ? FW_PT_BROADCAST : FW_PT_MULTICAST;

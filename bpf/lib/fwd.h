@@ -9,6 +9,9 @@
  * control plane leaves veth devices out unless asked, docs/forward.md). A packet it cannot send exactly so is handed to
  * the kernel unchanged (XDP_PASS), which forwards it, answers it or drops
  * it as always; fw_fwd_stats counts every packet by enum fw_fwd_reason.
+ * A PPPoE session's packet (lib/pppoe.h) leaves without its session
+ * header; one the FIB routes to a ppp device xdpfw knows leaves with one,
+ * by the Ethernet device under it (docs/pppoe.md).
  * Only the delivery changes: the decision, its counters, conntrack and
  * LOG are the same either way. docs/forward.md. */
 #ifndef XDPFW_FWD_H
@@ -26,6 +29,7 @@
 #include "stats.h"
 #include "verdict.h"
 #include "kct.h"
+#include "pppoe.h"
 
 /* fw_fwd_count counts a packet FORWARD accepted under why; with
  * `--forward stack` every one is the kernel's (FW_FWD_STACK). */
@@ -66,12 +70,17 @@ static __always_inline int fw_fwd_martian6(const __u64 *src, const __u64 *dst)
 }
 
 /* fw_fwd_why is FW_FWD_XDP when the fast path can send the packet as the
- * kernel would, else the first reason it cannot, in this order. The frame
- * is untagged past the VLAN test: its IP header is at ETH_HLEN. */
-static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop)
+ * kernel would, else the first reason it cannot, in this order; with
+ * FW_FWD_XDP, *tx is the PPPoE session of the egress device when that is
+ * a ppp device xdpfw knows (lib/pppoe.h), else left NULL. The IP header
+ * is at p->l3_off: 14 past the VLAN test, or past a PPPoE session header
+ * (and its tags). */
+static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop,
+					const struct fw_pppoe_out **tx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	__u32 pppoe = p->flags & FW_PKT_PPPOE;
 	__u8 mac[6];
 
 	__u32 iif = ctx->ingress_ifindex;
@@ -79,15 +88,19 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 		return FW_FWD_NOT_ATTACHED;
 	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1))
 		return FW_FWD_FRAG;
-	if (p->flags & FW_PKT_VLAN)
+	if ((p->flags & FW_PKT_VLAN) && !pppoe) /* a PPPoE session's tags go with its header */
 		return FW_FWD_VLAN;
 	/* ip_forward drops what the device did not receive for itself
-	 * (PACKET_OTHERHOST: promiscuous mode; broadcast, multicast) */
-	if (fw_ingress_mac(ctx, mac) < 0 || *(__u32 *)mac != *(const __u32 *)p->dst_mac ||
-	    *(__u16 *)(mac + 4) != *(const __u16 *)(p->dst_mac + 4))
+	 * (PACKET_OTHERHOST: promiscuous mode; broadcast, multicast); a
+	 * PPPoE session frame reaches the ppp device whatever its MAC */
+	if (!pppoe && (fw_ingress_mac(ctx, mac) < 0 || *(__u32 *)mac != *(const __u32 *)p->dst_mac ||
+		       *(__u16 *)(mac + 4) != *(const __u16 *)(p->dst_mac + 4)))
 		return FW_FWD_NOT_HOST;
+	__u32 l3 = p->l3_off;
+	if (l3 > ETH_HLEN + 4 * FW_MAX_VLAN + FW_PPPOE_HLEN) /* never: bounded for the verifier */
+		return FW_FWD_TRIM;
 	if (p->family == 4) {
-		struct iphdr *ip = data + ETH_HLEN;
+		struct iphdr *ip = data + l3;
 
 		if ((void *)(ip + 1) > data_end) /* parsed already: never */
 			return FW_FWD_TRIM;
@@ -98,7 +111,7 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 		if (ip->ttl <= 1)
 			return FW_FWD_TTL;
 	} else {
-		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		struct ipv6hdr *ip6 = data + l3;
 
 		if ((void *)(ip6 + 1) > data_end)
 			return FW_FWD_TRIM;
@@ -109,13 +122,31 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 		if (ip6->hop_limit <= 1)
 			return FW_FWD_TTL;
 	}
-	if (hop->why != FW_FWD_XDP) /* what the FIB said: unrouted, MTU, no neighbour */
-		return hop->why;
-	__u32 oif = hop->ifindex;
-	if (oif == iif)
+	__u32 why = hop->why;
+	if (why != FW_FWD_XDP && why != FW_FWD_NO_NEIGH) /* what the FIB said: unrouted, MTU */
+		return why;
+	__u32 oif = p->oifindex;
+	/* the devices as the kernel sees them: a ppp device, not its Ethernet's */
+	__u32 hairpin = oif == p->ifindex;
+	if (why == FW_FWD_XDP && bpf_map_lookup_elem(&fw_fwd_ports, &oif))
+		return hairpin ? FW_FWD_HAIRPIN : FW_FWD_XDP;
+	/* Not a device the fast path sends on: a ppp device whose PPPoE
+	 * session xdpfw knows? It has no neighbours (the session names the
+	 * peer): NO_NEIGH does not matter there. Asked only here, so plain
+	 * forwarding pays nothing for it. */
+	const struct fw_pppoe_out *t = fw_pppoe_tx_of(oif);
+	if (!t)
+		return why != FW_FWD_XDP ? why : hairpin ? FW_FWD_HAIRPIN : FW_FWD_NOT_ATTACHED;
+	if (hairpin)
 		return FW_FWD_HAIRPIN;
+	/* the FIB checked the ppp device's MTU; the frame must fit the
+	 * Ethernet device's too. No device: a session over a VLAN. */
+	if (!t->ifindex || p->l3_len > t->mtu)
+		return FW_FWD_PPPOE;
+	oif = t->ifindex;
 	if (!bpf_map_lookup_elem(&fw_fwd_ports, &oif))
 		return FW_FWD_NOT_ATTACHED;
+	*tx = t;
 	return FW_FWD_XDP;
 }
 
@@ -153,45 +184,72 @@ __noinline int fw_fwd_xdp(struct xdp_md *ctx, const struct fw_pkt *p, const stru
 
 	const struct fw_config *cfg = fw_config();
 	__u64 bytes = ctx->data_end - ctx->data;
-	__u32 why = cfg && cfg->forward_stack ? FW_FWD_STACK : fw_fwd_why(ctx, p, hop);
+	const struct fw_pppoe_out *tx = NULL;
+	__u32 why = cfg && cfg->forward_stack ? FW_FWD_STACK : fw_fwd_why(ctx, p, hop, &tx);
 	if (why == FW_FWD_XDP)
 		why = fw_fwd_kernel(p);
 
 	/* Ethernet padding past the IP packet: the kernel trims it */
-	__u32 len = ETH_HLEN + p->l3_len;
+	__u32 len = p->l3_off + p->l3_len;
 	if (why == FW_FWD_XDP && bytes > len && bpf_xdp_adjust_tail(ctx, (int)len - (int)bytes))
 		why = FW_FWD_TRIM;
-
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
+	/* The link-layer header the packet leaves with: Ethernet, and a PPPoE
+	 * session header when it leaves by a ppp device. What came before the
+	 * IP header (Ethernet, and a PPPoE session's header and tags) goes. */
+	__u32 l2 = tx ? ETH_HLEN + FW_PPPOE_HLEN : ETH_HLEN;
+	if (why == FW_FWD_XDP && p->l3_off != l2 && bpf_xdp_adjust_head(ctx, (int)p->l3_off - (int)l2))
+		why = FW_FWD_TRIM;
 	if (why != FW_FWD_XDP) {
 		fw_fwd_count(why, bytes);
 		return XDP_PASS;
 	}
 
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end) /* never: the IP header follows */
+		return XDP_DROP;
+	/* the IP header follows the Ethernet header, or a PPPoE header */
+	void *l3 = data + ETH_HLEN;
+	if (tx) {
+		struct fw_pppoe_hdr *ph = l3;
+
+		if ((void *)(ph + 1) > data_end)
+			return XDP_DROP; /* never: the frame grew at the head */
+		fw_pppoe_put(ph, tx, p->l3_len, p->family);
+		l3 = ph + 1;
+	}
 	if (p->family == 4) {
-		struct iphdr *ip = data + ETH_HLEN;
+		struct iphdr *ip = l3;
 
 		if ((void *)(ip + 1) > data_end) /* parsed: never */
-			return XDP_PASS;
+			return XDP_DROP;
 		/* ip_decrease_ttl's incremental update: the same checksum */
 		__u32 check = ip->check;
 		check += bpf_htons(0x0100);
 		ip->check = (__u16)(check + (check >= 0xffff));
 		ip->ttl--;
 	} else {
-		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		struct ipv6hdr *ip6 = l3;
 
 		if ((void *)(ip6 + 1) > data_end) /* parsed: never */
-			return XDP_PASS;
+			return XDP_DROP;
 		ip6->hop_limit--;
 	}
-	__builtin_memcpy(eth->h_dest, hop->dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, hop->smac, ETH_ALEN);
+	__u32 oif = hop->ifindex;
+	if (tx) {
+		__builtin_memcpy(eth->h_dest, tx->peer, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, tx->mac, ETH_ALEN);
+		eth->h_proto = bpf_htons(ETH_P_PPP_SES);
+		oif = tx->ifindex;
+	} else {
+		__builtin_memcpy(eth->h_dest, hop->dmac, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, hop->smac, ETH_ALEN);
+		eth->h_proto = p->family == 4 ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6);
+	}
 	/* fw_fwd_why found the device in the map: gone since (a detach under
 	 * way), the rewritten frame is dropped, and counted so */
-	int rc = bpf_redirect_map(&fw_fwd_ports, hop->ifindex, XDP_DROP);
+	int rc = bpf_redirect_map(&fw_fwd_ports, oif, XDP_DROP);
 	fw_fwd_count(rc == XDP_REDIRECT ? FW_FWD_XDP : FW_FWD_NOT_ATTACHED, bytes);
 	return rc;
 }

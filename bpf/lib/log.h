@@ -138,7 +138,7 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 	}
 	if (d->ncount)
 		fw_count_notes(d, p->chain, bytes);
-	if (!fw_live_writes()) /* a trace: which rules log it is settled (d->nlog), nothing is sent */
+	if (!fw_own_writes()) /* a trace: which rules log it is settled (d->nlog), nothing is sent */
 		return 0;
 	for (__u32 i = 0; i <= FW_LOG_MAX; i++) {
 		__u8 flags = 0;
@@ -151,7 +151,9 @@ static __always_inline int fw_log_emit(void *ctx, const __u8 hook, const struct 
 		 * iptables': with -m limit, those its limit lets through */
 		if ((flags & FW_LOG_F_TARGET) && !refused)
 			fw_count_rule(id, bytes, fw_now());
-		if (!st)
+		/* the audit instance counts and takes its budgets (its own),
+		 * and sends nothing: its events are lib/audit.h's */
+		if (!st || fw_trace_mode == FW_TRACE_AUDIT)
 			continue;
 		struct fw_log_event *ev = bpf_ringbuf_reserve(&fw_log_ring, sizeof(*ev) + fw_log_snap, 0);
 		if (!ev) {

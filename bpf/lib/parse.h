@@ -26,6 +26,8 @@ struct cursor {
 	__u32 l4len; /* bytes the IP header says follow the network headers */
 };
 
+#include "pppoe.h"
+
 struct fw_vlan_hdr {
 	__be16 tci;
 	__be16 encap_proto;
@@ -37,8 +39,9 @@ static __always_inline int proto_is_vlan(__u16 h_proto)
 }
 
 /* Ethernet and up to FW_MAX_VLAN tags. Returns the EtherType (network order)
- * in *eth_proto. */
-static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 *eth_proto)
+ * in *eth_proto, and in *vids the frame's tags' VIDs (the first in bits
+ * 0-11, the second in 16-27; 0: none). */
+static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 *eth_proto, __u32 *vids)
 {
 	struct ethhdr *eth = c->pos;
 
@@ -68,6 +71,7 @@ static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 
 			p->vlan_id = bpf_ntohs(vh->tci) & 0x0fff;
 			p->flags |= FW_PKT_VLAN;
 		}
+		*vids |= (__u32)(bpf_ntohs(vh->tci) & 0x0fff) << (16 * i);
 		proto = vh->encap_proto;
 		c->pos = vh + 1;
 	}
@@ -297,19 +301,36 @@ static __always_inline int parse_l4(struct cursor *c, struct fw_pkt *p, __u8 pro
  * data_end - data; tc: skb->len, which includes paged data). Returns
  * FW_PARSE_OK, FW_PARSE_NOT_IP, or a negative enum fw_reason for a
  * malformed frame. rx_vlan is the tag the NIC stripped (fw_pkt_set_vlan;
- * 0: none). */
-static __always_inline int fw_parse(void *data, void *data_end, __u32 len, __u32 rx_vlan, struct fw_pkt *p)
+ * 0: none). With pppoe (a constant: XDP only), a PPPoE session frame is
+ * parsed into the IP packet it carries (lib/pppoe.h), p->ifindex (the
+ * device the frame came by, set by the caller) becoming its ppp device. */
+static __always_inline int fw_parse(void *data, void *data_end, __u32 len, __u32 rx_vlan, struct fw_pkt *p,
+				    const int pppoe)
 {
 	struct cursor c = { .start = data, .pos = data, .end = data_end, .len = len, .l4len = 0 };
 	__be16 eth_proto;
 	__u8 l4proto = 0;
+	__u32 vids = 0;
 	int rc;
 
-	rc = parse_eth(&c, p, &eth_proto);
+	rc = parse_eth(&c, p, &eth_proto, &vids);
 	fw_pkt_set_vlan(p, rx_vlan); /* here, where the paths are still few */
 	if (rc)
 		return rc;
-	p->l3_off = c.pos - data; /* <= 14 + 4 * FW_MAX_VLAN */
+	if (pppoe && eth_proto == bpf_htons(ETH_P_PPP_SES)) {
+		/* the session's tags, outermost first: the one the NIC
+		 * stripped (rx_vlan) and then the frame's */
+		__u16 inner = rx_vlan ? vids & 0x0fff : vids >> 16;
+		rc = parse_pppoe(&c, p, p->vlan_id, inner, &eth_proto);
+		if (rc)
+			return rc;
+	}
+	p->l3_off = c.pos - data; /* <= 14 + 4 * FW_MAX_VLAN + FW_PPPOE_HLEN */
+	/* Every link-layer shape (0 to 2 tags, PPPoE or not) on one path
+	 * from here: the IP header's offset read back from *p (XDP: a map
+	 * value) is a number the verifier does not know, where each shape's
+	 * constant offset would have it check the IP parsers once per shape. */
+	c.pos = data + *(volatile __u8 *)&p->l3_off;
 	if (eth_proto == bpf_htons(ETH_P_IP))
 		rc = parse_ipv4(&c, p, &l4proto);
 	else if (eth_proto == bpf_htons(ETH_P_IPV6))

@@ -45,7 +45,9 @@ static __always_inline int fw_rl_take(__u64 *tat, __u64 now, __u64 interval, __u
 {
 	if (!fw_rl_ready(*tat, now, interval, burst))
 		return 0;
-	if (fw_live_writes()) /* a trace tells whether a token is there, takes none */
+	/* a trace tells whether a token is there, takes none; the audit
+	 * instance takes from buckets of its own (maps.h) */
+	if (fw_own_writes())
 		*tat = (*tat > now ? *tat : now) + interval;
 	return 1;
 }

@@ -603,7 +603,10 @@ __noinline int fw_reject_xdp(struct xdp_md *ctx, const struct fw_pkt *p, struct 
 	if (!ctx || !p || !d) /* the verifier requires the check on global-function pointers */
 		return XDP_DROP;
 
-	__u8 why = fw_reject_answer(ctx, FW_HOOK_XDP, p, d->reject);
+	/* A packet a PPPoE session carried: its answer would go back in a
+	 * session frame (through the ppp device), which this builder does not
+	 * make. Dropped, counted as an answer that could not be built. */
+	__u8 why = p->flags & FW_PKT_PPPOE ? FW_R_REJECT_FAIL : fw_reject_answer(ctx, FW_HOOK_XDP, p, d->reject);
 
 	d->reason = why ? why : FW_R_RULE_REJECT;
 	return why ? XDP_DROP : XDP_TX;

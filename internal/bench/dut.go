@@ -30,10 +30,14 @@ const (
 	DUTIptablesLegacy = "iptables-legacy" // iptables (x_tables back end)
 	DUTNftLinear      = "nft-linear"      // nftables, one rule per iptables rule
 	DUTNftSet         = "nft-set"         // nftables best practice: one rule, a concatenated interval set
+	// DUTXdpfwAudit is xdpfw with its rule set audited beside itself
+	// (docs/audit.md): every packet classified twice. Measured only when
+	// asked (--dut).
+	DUTXdpfwAudit = "xdpfw-audit"
 )
 
 // AllDUTs is every DUT, in the order tables list them.
-var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet}
+var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet, DUTXdpfwAudit}
 
 // Slots of dut_stats (bpf/bench/dut.c).
 const (
@@ -52,13 +56,42 @@ const (
 // each), then the one that drops it. INPUT's policy is ACCEPT, so the last
 // rule alone decides. Rules are written the way iptables-save prints them,
 // so its counter line can be found again.
-func MacroRuleSet(n int) string {
+func MacroRuleSet(n int) string { return macroShape.iptables(n) }
+
+// ruleShape is where a benchmark's rule set sits and what its rules do:
+// the macro benchmark's drop in INPUT; the latency benchmark's accept in
+// FORWARD (policy DROP), after one rule accepting the answers that come
+// back from the sink (established, in by answersIf), so that xdpfw and
+// the kernel track the connections.
+type ruleShape struct {
+	chain     string // iptables chain: INPUT or FORWARD
+	target    string // the rules' target: DROP or ACCEPT
+	policy    string // the chain's policy
+	answersIf string // FORWARD: the interface the answers come in by ("": no such rule)
+}
+
+var macroShape = ruleShape{chain: "INPUT", target: "DROP", policy: "ACCEPT"}
+
+// iptables is the rule set of n rules (plus the answers' rule) in
+// iptables-save format.
+func (s ruleShape) iptables(n int) string {
 	var b strings.Builder
-	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
-	writeNonMatching(&b, n, "-A INPUT -s %v/32 -p udp -m udp --dport %d -j DROP\n")
-	b.WriteString(lastRule + "\n")
+	pol := map[string]string{"INPUT": "ACCEPT", "FORWARD": "ACCEPT", "OUTPUT": "ACCEPT"}
+	pol[s.chain] = s.policy
+	fmt.Fprintf(&b, "*filter\n:INPUT %s [0:0]\n:FORWARD %s [0:0]\n:OUTPUT %s [0:0]\n", pol["INPUT"], pol["FORWARD"], pol["OUTPUT"])
+	if s.answersIf != "" {
+		fmt.Fprintf(&b, "-A %s -i %s -m conntrack --ctstate ESTABLISHED -j ACCEPT\n", s.chain, s.answersIf)
+	}
+	writeNonMatching(&b, n, "-A "+s.chain+" -s %v/32 -p udp -m udp --dport %d -j "+s.target+"\n")
+	b.WriteString(s.last() + "\n")
 	b.WriteString("COMMIT\n")
 	return b.String()
+}
+
+// last is the rule for the traffic from TrafficSrc, as iptables-save
+// prints it.
+func (s ruleShape) last() string {
+	return fmt.Sprintf("-A %s -s %v -p udp -m udp --dport %d -j %s", s.chain, TrafficSrc, TrafficDPort, s.target)
 }
 
 // writeNonMatching writes the n-1 rules that do not match the traffic,
@@ -98,7 +131,7 @@ func macroAims(n int) []trafficgenGenAim {
 const MaxMacroRules = 60000
 
 // lastRule drops the generated traffic.
-var lastRule = fmt.Sprintf("-A INPUT -s %v -p udp -m udp --dport %d -j DROP", TrafficSrc, TrafficDPort)
+var lastRule = macroShape.last()
 
 // dut is one device under test: an XDP program on the DUT's veth, and for
 // iptables the rules in the DUT's namespace.
@@ -121,15 +154,16 @@ type dutLink struct {
 	l link.Link
 }
 
-func attachDUTLink(t *Topology, prog *ebpf.Program) (*dutLink, error) {
+// attachXDP attaches prog to i in ns (native mode).
+func attachXDP(ns *Namespace, i Iface, prog *ebpf.Program) (*dutLink, error) {
 	var l link.Link
-	err := t.DUT.Do(func() error {
+	err := ns.Do(func() error {
 		var err error
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: t.DUTIf.Index, Flags: link.XDPDriverMode})
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: i.Index, Flags: link.XDPDriverMode})
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attaching XDP (native mode) to %s: %w", t.DUTIf.Name, err)
+		return nil, fmt.Errorf("attaching XDP (native mode) to %s: %w", i.Name, err)
 	}
 	return &dutLink{l: l}, nil
 }
@@ -146,10 +180,38 @@ type benchProgs struct {
 	objs dutObjects
 }
 
-func loadDUTPrograms() (*benchProgs, error) {
-	p := &benchProgs{}
-	if err := loadDutObjects(&p.objs, nil); err != nil {
+// loadDUTPrograms loads bpf/bench/dut.c's programs with vars set (what
+// bench_sink expects) and, on a router topology t, the floor's devmap
+// holding the DUT's two veths.
+func loadDUTPrograms(t *Topology, vars map[string]any) (*benchProgs, error) {
+	spec, err := loadDut()
+	if err != nil {
 		return nil, fmt.Errorf("loading the benchmark's DUT programs: %w", err)
+	}
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	p := &benchProgs{}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the benchmark's DUT programs: %w", err)
+	}
+	if t.Sink == nil {
+		return p, nil
+	}
+	// The floor (bench_fwd) redirects between the router's two veths. A
+	// devmap entry names a device of the namespace that writes it.
+	if err := t.DUT.Do(func() error {
+		for _, i := range []int{t.DUTIf.Index, t.RouteIf.Index} {
+			if err := p.objs.FwdPorts.Put(uint32(i), uint32(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		p.objs.Close()
+		return nil, fmt.Errorf("the floor's devmap: %w", err)
 	}
 	return p, nil
 }
@@ -195,6 +257,9 @@ type xdpfwDUT struct {
 	// spread: the traffic walks the rule set (macroAims): every rule
 	// counts what it drops.
 	spread bool
+	// audits: with DUTXdpfwAudit, each data plane's rule set audited
+	// beside itself.
+	audits []*datapath.Audit
 }
 
 // XdpfwSetup is what loading one rule count cost.
@@ -208,7 +273,7 @@ type XdpfwSetup struct {
 // checks, with BPF_PROG_TEST_RUN in the DUT's namespace (the chain is
 // picked by a FIB lookup there), that the generator's frame is dropped by
 // the last rule.
-func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte, spread bool) (*xdpfwDUT, []XdpfwSetup, error) {
+func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []byte, spread, audit bool) (*xdpfwDUT, []XdpfwSetup, error) {
 	d := &xdpfwDUT{link: l, dps: map[int]*datapath.Datapath{}, last: map[int]uint32{}, ids: map[int][]uint32{}, spread: spread}
 	var setups []XdpfwSetup
 	for _, n := range counts {
@@ -237,6 +302,14 @@ func newXdpfwDUT(t *Topology, l *dutLink, pinRoot string, counts []int, frame []
 		if err := dp.SetConfig(datapath.Config{MalformedAction: compile.ActDrop}); err != nil {
 			d.close()
 			return nil, nil, err
+		}
+		if audit {
+			a, err := dp.StartAudit(tables, compile.DefaultLogSnap, time.Second, 1)
+			if err != nil {
+				d.close()
+				return nil, nil, err
+			}
+			d.audits = append(d.audits, a)
 		}
 		d.last[n], d.ids[n] = ids[len(ids)-1], ids
 		setups = append(setups, s)
@@ -293,7 +366,12 @@ func checkXdpfwFrames(t *Topology, dp *datapath.Datapath, n int, frame []byte, i
 	return nil
 }
 
-func (d *xdpfwDUT) name() string { return DUTXdpfw }
+func (d *xdpfwDUT) name() string {
+	if d.audits != nil {
+		return DUTXdpfwAudit
+	}
+	return DUTXdpfw
+}
 
 func (d *xdpfwDUT) use(n int) error {
 	dp, ok := d.dps[n]
@@ -329,6 +407,9 @@ func (d *xdpfwDUT) check(delivered, dropped uint64) error {
 }
 
 func (d *xdpfwDUT) close() {
+	for _, a := range d.audits {
+		a.Close()
+	}
 	for _, dp := range d.dps {
 		dp.Close()
 	}

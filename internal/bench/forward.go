@@ -23,11 +23,9 @@ import (
 	"github.com/xdpfw/xdpfw/internal/datapath"
 )
 
-// `xdpfw bench forward` (docs/bench.md, "bench forward"): the macro
-// benchmark's topology with a third namespace, the sink, behind a second
-// veth of the DUT, which routes:
-//
-//	gen xbgPID 10.200.0.1/16 <=> xbdPID 10.200.0.2/16  router  xboPID 10.201.0.1/24 <=> xbsPID 10.201.0.2/24 sink
+// `xdpfw bench forward` (docs/bench.md, "bench forward"): the router
+// topology (NewRouterTopology), the DUT routing between the generator and
+// the sink.
 //
 // The generator sends IPv4/UDP to the sink's address through the router's
 // MAC; the router forwards (by one of the configurations below) to the
@@ -47,7 +45,7 @@ const (
 	FwdFloor      = "xdp-fib"     // a bare XDP FIB forwarder (bpf/bench/dut.c bench_fwd): the floor
 	// FwdXdpfwNAT is kept for xdpfw's own MASQUERADE (issue 16 point 3,
 	// being built on branch nat): xdpfw-xdp with a *nat table
-	// "-A POSTROUTING -o xboPID -j MASQUERADE" loaded into xdpfw, the
+	// "-A POSTROUTING -o xbrPID -j MASQUERADE" loaded into xdpfw, the
 	// sink expecting translated frames as for xdpfw-kmasq. Not in
 	// ForwardConfigs until that lands; asking for it says so.
 	FwdXdpfwNAT = "xdpfw-nat"
@@ -66,11 +64,6 @@ const (
 // generator cycles through them, so each is an established connection
 // after its first packet and its reply (establish).
 const fwdManyFlows = 8192
-
-var (
-	routerOutAddr = netip.MustParsePrefix("10.201.0.1/24")
-	sinkAddr      = netip.MustParsePrefix("10.201.0.2/24")
-)
 
 // fwdPortBase is the UDP destination port of FORWARD rule i's traffic
 // (fwdPortBase + i).
@@ -206,9 +199,6 @@ type fwdConfig struct {
 type fwdBench struct {
 	*bench
 	opt      ForwardOptions
-	sink     *Namespace
-	out      Iface // the router's egress veth
-	sinkIf   Iface
 	sinkNAPI int
 	progs    *benchProgs
 	in, eg   *dutLink // XDP links on the router's ingress and egress veths
@@ -255,9 +245,9 @@ func Forward(ctx context.Context, opt ForwardOptions) (res *ForwardResult, err e
 	for c, why := range skipped {
 		b.say("skipping %s: %s", c, why)
 	}
-	var undo []func() error
-	defer func() { err = errors.Join(err, undoAll(undo)) }()
-	if undo, err = b.setup(undo); err != nil {
+	var undo undoSteps
+	defer undo.run(&err)
+	if err := b.setup(&undo); err != nil {
 		return nil, err
 	}
 	res.GenCPU, res.DUTCPU = b.topo.GenCPU, b.topo.DUTCPU
@@ -426,7 +416,7 @@ func (b *fwdBench) configs() {
 	}
 	nftEst := func(bin string, args []string, re *regexp.Regexp, what string) func() (uint64, string, error) {
 		return func() (uint64, string, error) {
-			out, err := runTool(b.ctx, b.topo.DUT, stackCmd{bin: bin, args: args})
+			out, err := runIn(b.ctx, b.topo.DUT, stackCmd{bin: bin, args: args})
 			if err != nil {
 				return 0, "", err
 			}
@@ -449,7 +439,7 @@ func (b *fwdBench) configs() {
 				regexp.MustCompile(`ct state established,related counter packets (\d+) `), "nftables' ESTABLISHED rule")},
 		FwdXdpfwStack: {name: FwdXdpfwStack, prog: xdpfw, mode: datapath.ForwardStack, stateful: true, proof: fwdReason(datapath.FwdStack)},
 		FwdXdpfwXDP:   {name: FwdXdpfwXDP, prog: xdpfw, mode: datapath.ForwardXDPVeth, stateful: true, proof: fwdReason(datapath.FwdXDP)},
-		FwdXdpfwKMasq: {name: FwdXdpfwKMasq, prog: xdpfw, mode: datapath.ForwardXDPVeth, iptables: masqRuleSet(b.out.Name), nat: true,
+		FwdXdpfwKMasq: {name: FwdXdpfwKMasq, prog: xdpfw, mode: datapath.ForwardXDPVeth, iptables: masqRuleSet(b.topo.RouteIf.Name), nat: true,
 			proof: func() (uint64, string, error) {
 				// Unanswered flows: each packet is NEW for xdpfw (and
 				// the kernel), accepted by its rule; the kernel forwards.
@@ -473,7 +463,7 @@ func (b *fwdBench) use(c *fwdConfig) error {
 		// kernel tracked before its nat table came is never
 		// translated; one xdpfw saw answered takes its fast path).
 		if forwardToolsMissing(FwdNft) == nil { // without nft, no configuration loads rules
-			if _, err := runTool(b.ctx, b.topo.DUT, stackCmd{bin: "nft", args: []string{"flush", "ruleset"}}); err != nil {
+			if _, err := runIn(b.ctx, b.topo.DUT, stackCmd{bin: "nft", args: []string{"flush", "ruleset"}}); err != nil {
 				return err
 			}
 		}
@@ -483,11 +473,11 @@ func (b *fwdBench) use(c *fwdConfig) error {
 		}
 		switch {
 		case c.iptables != "":
-			if _, err := runTool(b.ctx, b.topo.DUT, stackCmd{"iptables-nft-restore", []string{"-w", "10"}, c.iptables}); err != nil {
+			if _, err := runIn(b.ctx, b.topo.DUT, stackCmd{"iptables-nft-restore", []string{"-w", "10"}, c.iptables}); err != nil {
 				return err
 			}
 		case c.nft != "":
-			if _, err := runTool(b.ctx, b.topo.DUT, stackCmd{"nft", []string{"-f", "-"}, c.nft}); err != nil {
+			if _, err := runIn(b.ctx, b.topo.DUT, stackCmd{"nft", []string{"-f", "-"}, c.nft}); err != nil {
 				return err
 			}
 		}

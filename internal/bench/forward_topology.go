@@ -4,14 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -23,74 +20,61 @@ import (
 // bench forward: the router, the sink, the programs, xdpfw and the routes.
 
 // setup builds the topology, loads the programs and xdpfw, and makes the
-// configurations; it returns undo with what to remove appended.
-func (b *fwdBench) setup(undo []func() error) ([]func() error, error) {
+// configurations; what it made goes on undo.
+func (b *fwdBench) setup(undo *undoSteps) error {
 	var err error
-	if b.topo, err = NewTopology(); err != nil {
-		return undo, err
+	if b.topo, err = NewRouterTopology(); err != nil {
+		return err
 	}
-	undo = append(undo, b.topo.Close)
-	if b.sink, b.out, b.sinkIf, err = addSink(b.topo); err != nil {
-		return undo, err
+	*undo = append(*undo, b.topo.Close)
+	t := b.topo
+	// No qdisc on the router's egress: a full sink ring drops at once,
+	// counted in tx_dropped, instead of queueing (and dropping) unseen.
+	if err := t.DUT.Do(func() error {
+		l, err := netlink.LinkByIndex(t.RouteIf.Index)
+		if err == nil {
+			err = netlink.LinkSetTxQLen(l, 0)
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("%s: no queue: %w", t.RouteIf.Name, err)
 	}
 	b.say("topology: %s (%s) <-> %s (%s, %s) <-> %s (%s); generator on CPU %d, router on CPU %d",
-		b.topo.Gen.Name, b.topo.GenIf.Name, b.topo.DUT.Name, b.topo.DUTIf.Name, b.out.Name, b.sink.Name, b.sinkIf.Name,
-		b.topo.GenCPU, b.topo.DUTCPU)
+		t.Gen.Name, t.GenIf.Name, t.DUT.Name, t.DUTIf.Name, t.RouteIf.Name, t.Sink.Name, t.SinkIf.Name, t.GenCPU, t.DUTCPU)
 
 	for _, flows := range b.opt.Flows {
 		b.aims[flows] = fwdAims(flows, b.opt.Rules)
-		g, err := newGenerator(b.topo, sinkAddr.Addr(), true, len(b.aims[flows]))
+		g, err := newGenerator(t, sinkAddr.Addr(), true, len(b.aims[flows]))
 		if err != nil {
-			return undo, err
+			return err
 		}
-		undo = append(undo, func() error { g.Close(); return nil })
+		*undo = append(*undo, func() error { g.Close(); return nil })
 		if err := g.Aim(b.aims[flows]); err != nil {
-			return undo, err
+			return err
 		}
 		b.gens[flows] = g
 	}
 	for _, size := range b.opt.Sizes {
 		if b.frames[size], err = b.gens[b.opt.Flows[0]].Frame(size); err != nil {
-			return undo, err
+			return err
 		}
 	}
 
 	// The bare programs: the sink's checker and the floor.
-	spec, err := loadDut()
-	if err != nil {
-		return undo, fmt.Errorf("loading the benchmark's programs: %w", err)
-	}
 	var dmac, smac [6]byte
-	copy(dmac[:], b.sinkIf.MAC)
-	copy(smac[:], b.out.MAC)
+	copy(dmac[:], t.SinkIf.MAC)
+	copy(smac[:], t.RouteIf.MAC)
 	be := func(a netip.Addr) uint32 { x := a.As4(); return binary.NativeEndian.Uint32(x[:]) }
 	srcMask := netip.PrefixFrom(netip.MustParseAddr("255.255.255.255"), 32).Addr().As4()
 	for i := TrafficSrc.Bits(); i < 32; i++ {
 		srcMask[i/8] &^= 1 << (7 - i%8)
 	}
-	for name, v := range map[string]any{"sink_dmac": dmac, "sink_smac": smac, "sink_ttl": uint8(packet.DefaultTTL - 1),
+	if b.progs, err = loadDUTPrograms(t, map[string]any{"sink_dmac": dmac, "sink_smac": smac, "sink_ttl": uint8(packet.DefaultTTL - 1),
 		"sink_daddr": be(sinkAddr.Addr()), "sink_src_net": be(TrafficSrc.Masked().Addr()),
-		"sink_src_mask": binary.NativeEndian.Uint32(srcMask[:]), "sink_nat_saddr": be(routerOutAddr.Addr())} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return undo, fmt.Errorf("setting %s: %w", name, err)
-		}
+		"sink_src_mask": binary.NativeEndian.Uint32(srcMask[:]), "sink_nat_saddr": be(routeAddr.Addr())}); err != nil {
+		return err
 	}
-	b.progs = &benchProgs{}
-	if err := spec.LoadAndAssign(&b.progs.objs, nil); err != nil {
-		return undo, fmt.Errorf("loading the benchmark's programs: %w", err)
-	}
-	undo = append(undo, func() error { b.progs.objs.Close(); return nil })
-	// A devmap entry names a device of the namespace that writes it.
-	if err := b.topo.DUT.Do(func() error {
-		for _, i := range []int{b.topo.DUTIf.Index, b.out.Index} {
-			if err := b.progs.objs.FwdPorts.Put(uint32(i), uint32(i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		return undo, fmt.Errorf("the floor's devmap: %w", err)
-	}
+	*undo = append(*undo, func() error { b.progs.objs.Close(); return nil })
 	// The sink: its checker, polled by its own thread on the router's CPU
 	// (the generator leaves its own no time), so the router's thread does
 	// none of the sink's work (below: which runs first). The generator's
@@ -99,39 +83,35 @@ func (b *fwdBench) setup(undo []func() error) ([]func() error, error) {
 		ns   *Namespace
 		i    Iface
 		prog *ebpf.Program
-	}{{b.sink, b.sinkIf, b.progs.objs.BenchSink}, {b.topo.Gen, b.topo.GenIf, b.progs.objs.BenchReply}} {
-		var l link.Link
-		if err := a.ns.Do(func() error {
-			var err error
-			l, err = link.AttachXDP(link.XDPOptions{Program: a.prog, Interface: a.i.Index, Flags: link.XDPDriverMode})
+	}{{t.Sink, t.SinkIf, b.progs.objs.BenchSink}, {t.Gen, t.GenIf, b.progs.objs.BenchReply}} {
+		l, err := attachXDP(a.ns, a.i, a.prog)
+		if err != nil {
 			return err
-		}); err != nil {
-			return undo, fmt.Errorf("attaching XDP to %s: %w", a.i.Name, err)
 		}
-		undo = append(undo, l.Close)
+		*undo = append(*undo, l.l.Close)
 	}
-	if err := setThreadedNAPI(b.sink, b.sinkIf.Name, true); err != nil {
-		return undo, err
+	if err := setThreadedNAPI(t.Sink, t.SinkIf.Name, true); err != nil {
+		return err
 	}
-	if b.sinkNAPI, err = napiThread(b.sinkIf.Name, b.topo.DUTCPU); err != nil {
-		return undo, err
+	if b.sinkNAPI, err = napiThread(t.SinkIf.Name, t.DUTCPU); err != nil {
+		return err
 	}
 	// The router's veths: one link each, whose program each configuration
 	// sets (the egress veth's runs on the replies, and takes frames
 	// redirected to it only while it has one).
-	if b.in, err = attachDUTLink(b.topo, b.progs.objs.BenchPass); err != nil {
-		return undo, err
+	if b.in, err = attachXDP(t.DUT, t.DUTIf, b.progs.objs.BenchPass); err != nil {
+		return err
 	}
-	undo = append(undo, b.in.l.Close)
-	if b.eg, err = attachLink(b.topo.DUT, b.out, b.progs.objs.BenchPass); err != nil {
-		return undo, err
+	*undo = append(*undo, b.in.l.Close)
+	if b.eg, err = attachXDP(t.DUT, t.RouteIf, b.progs.objs.BenchPass); err != nil {
+		return err
 	}
-	undo = append(undo, b.eg.l.Close)
-	if err := b.topo.SetThreadedNAPI(true); err != nil {
-		return undo, err
+	*undo = append(*undo, b.eg.l.Close)
+	if err := t.SetThreadedNAPI(true); err != nil {
+		return err
 	}
-	if b.napi, err = b.topo.NAPIThread(); err != nil {
-		return undo, err
+	if b.napi, err = t.NAPIThread(); err != nil {
+		return err
 	}
 	// Both threads real-time on the router's CPU: other work there must
 	// not delay the router's wake-ups (its ring would overflow while it
@@ -141,64 +121,51 @@ func (b *fwdBench) setup(undo []func() error) ([]func() error, error) {
 	// thread and 1,261 in the sink's, against 873 and 29 with the router
 	// above (the bare XDP forwarder 336 + 361 against 263 + 11); only
 	// the router's order gives each thread its own work.
-	for _, t := range []struct {
+	for _, th := range []struct {
 		pid, prio int
 		what      string
 	}{{b.napi, 10, "router"}, {b.sinkNAPI, 9, "sink"}} {
-		if err := unix.SchedSetAttr(t.pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(t.prio)}, 0); err != nil {
-			return undo, fmt.Errorf("the %s's NAPI thread (pid %d) real-time: %w", t.what, t.pid, err)
+		if err := unix.SchedSetAttr(th.pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(th.prio)}, 0); err != nil {
+			return fmt.Errorf("the %s's NAPI thread (pid %d) real-time: %w", th.what, th.pid, err)
 		}
 	}
 	// Raw sockets in the generator's and the sink's namespaces: the first
 	// packet of each flow, and its reply (establish).
-	for _, ns := range []*Namespace{b.topo.Gen, b.sink} {
+	for _, ns := range []*Namespace{t.Gen, t.Sink} {
 		var fd int
 		if err := ns.Do(func() error {
 			var err error
 			fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 			return err
 		}); err != nil {
-			return undo, fmt.Errorf("a raw socket in %s: %w", ns.Name, err)
+			return fmt.Errorf("a raw socket in %s: %w", ns.Name, err)
 		}
 		b.raw[ns] = fd
-		undo = append(undo, func() error { return unix.Close(fd) })
+		*undo = append(*undo, func() error { return unix.Close(fd) })
 	}
 
 	// xdpfw, on both router veths, with the stateful rule set.
 	pinRoot, unmount, err := privateBPFFS()
 	if err != nil {
-		return undo, err
+		return err
 	}
-	undo = append(undo, unmount)
+	*undo = append(*undo, unmount)
 	c, err := compileText(forwardRuleSet(b.opt.Rules), b.opt.Rules+1, rules.ParseOptions{Family: rules.FamilyIPv4})
 	if err != nil {
-		return undo, err
+		return err
 	}
 	if b.dp, err = datapath.Load(filepath.Join(pinRoot, "xdpfw"), c.lim); err != nil {
-		return undo, err
+		return err
 	}
-	undo = append(undo, func() error { b.dp.Close(); return nil })
+	*undo = append(*undo, func() error { b.dp.Close(); return nil })
 	if err := b.dp.Install(c.tables); err != nil {
-		return undo, err
+		return err
 	}
-	if err := b.topo.DUT.Do(func() error { return b.dp.SetForwardPorts([]int{b.topo.DUTIf.Index, b.out.Index}) }); err != nil {
-		return undo, err
+	if err := t.DUT.Do(func() error { return b.dp.SetForwardPorts([]int{t.DUTIf.Index, t.RouteIf.Index}) }); err != nil {
+		return err
 	}
 	b.configs()
-	return undo, nil
-}
-
-// attachLink attaches prog to i in ns (native mode) as a dutLink.
-func attachLink(ns *Namespace, i Iface, prog *ebpf.Program) (*dutLink, error) {
-	var l link.Link
-	if err := ns.Do(func() error {
-		var err error
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: i.Index, Flags: link.XDPDriverMode})
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("attaching XDP (native mode) to %s: %w", i.Name, err)
-	}
-	return &dutLink{l: l}, nil
+	return nil
 }
 
 // setRoutes grows or shrinks the router's extra routes from have to want
@@ -213,9 +180,9 @@ func (b *fwdBench) setRoutes(have, want int) error {
 		verb, from, to = "del", want, have
 	}
 	for _, p := range b.routes[from:to] {
-		fmt.Fprintf(&sb, "route %s %v via %v dev %s\n", verb, p, sinkAddr.Addr(), b.out.Name)
+		fmt.Fprintf(&sb, "route %s %v via %v dev %s\n", verb, p, sinkAddr.Addr(), b.topo.RouteIf.Name)
 	}
-	_, err := runTool(b.ctx, b.topo.DUT, stackCmd{"ip", []string{"-batch", "-"}, sb.String()})
+	_, err := runIn(b.ctx, b.topo.DUT, stackCmd{"ip", []string{"-batch", "-"}, sb.String()})
 	return err
 }
 
@@ -237,83 +204,4 @@ func fwdRoutes(n int) []netip.Prefix {
 		out = append(out, netip.PrefixFrom(netip.AddrFrom4(a), 24))
 	}
 	return out
-}
-
-// addSink adds the sink namespace behind a second veth of the DUT (the
-// router), with forwarding on in the router, a route back to the
-// generator's addresses in the sink, and permanent neighbours.
-func addSink(t *Topology) (*Namespace, Iface, Iface, error) {
-	pid := os.Getpid()
-	out := Iface{Name: fmt.Sprintf("xbo%d", pid), Addr: routerOutAddr}
-	in := Iface{Name: fmt.Sprintf("xbs%d", pid), Addr: sinkAddr}
-	sink, err := t.newNamespace(fmt.Sprintf("%ssink-%d", NetNSPrefix, pid))
-	if err != nil {
-		return nil, out, in, err
-	}
-	if err := t.addVeth(t.DUT, &out, sink, &in); err != nil {
-		return nil, out, in, err
-	}
-	if err := sink.Do(func() error {
-		return writeSysctls(map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1",
-			"net/ipv4/conf/all/rp_filter": "0", "net/ipv4/conf/default/rp_filter": "0"})
-	}); err != nil {
-		return nil, out, in, err
-	}
-	if err := t.DUT.Do(func() error { return writeSysctls(map[string]string{"net/ipv4/ip_forward": "1"}) }); err != nil {
-		return nil, out, in, err
-	}
-	// No qdisc on the router's egress: a full sink ring drops at once,
-	// counted in tx_dropped, instead of queueing (and dropping) unseen.
-	if err := t.DUT.Do(func() error {
-		l, err := netlink.LinkByName(out.Name)
-		if err == nil {
-			err = netlink.LinkSetTxQLen(l, 0)
-		}
-		return err
-	}); err != nil {
-		return nil, out, in, fmt.Errorf("%s: no queue: %w", out.Name, err)
-	}
-	if err := configure(t.DUT, &out); err != nil {
-		return nil, out, in, err
-	}
-	if err := configure(sink, &in); err != nil {
-		return nil, out, in, err
-	}
-	for _, e := range []struct {
-		ns *Namespace
-		i  *Iface
-	}{{t.DUT, &out}, {sink, &in}} {
-		if err := waitUp(e.ns, e.i); err != nil {
-			return nil, out, in, err
-		}
-	}
-	if err := addNeigh(t.DUT, out.Index, in); err != nil {
-		return nil, out, in, err
-	}
-	if err := addNeigh(sink, in.Index, out); err != nil {
-		return nil, out, in, err
-	}
-	// Replies: the sink reaches the generator's /16 through the router,
-	// the generator the sink's /24, and the router the traffic's sources
-	// through the generator's address (a neighbour it knows: the
-	// generator's veth answers no ARP).
-	for _, r := range []struct {
-		ns  *Namespace
-		dst netip.Prefix
-		gw  netip.Addr
-		dev int
-	}{{sink, genAddr.Masked(), routerOutAddr.Addr(), in.Index}, {t.Gen, sinkAddr.Masked(), dutAddr.Addr(), t.GenIf.Index},
-		{t.DUT, TrafficSrc, genAddr.Addr(), t.DUTIf.Index}} {
-		h, err := netlink.NewHandleAt(r.ns.Handle)
-		if err != nil {
-			return nil, out, in, err
-		}
-		err = h.RouteAdd(&netlink.Route{LinkIndex: r.dev, Gw: r.gw.AsSlice(),
-			Dst: &net.IPNet{IP: r.dst.Addr().AsSlice(), Mask: net.CIDRMask(r.dst.Bits(), 32)}})
-		h.Close()
-		if err != nil {
-			return nil, out, in, fmt.Errorf("route to %v in %s: %w", r.dst, r.ns.Name, err)
-		}
-	}
-	return sink, out, in, nil
 }

@@ -42,12 +42,12 @@ func (b *fwdBench) counts(c *fwdConfig) (fwdCounts, error) {
 			return n, err
 		}
 	}
-	st, err := linkStats(b.sink, b.sinkIf.Index)
+	st, err := linkStats(b.topo.Sink, b.topo.SinkIf.Index)
 	if err != nil {
 		return n, err
 	}
 	n.sinkDrop = st.RxDropped
-	if st, err = linkStats(b.topo.DUT, b.out.Index); err != nil {
+	if st, err = linkStats(b.topo.DUT, b.topo.RouteIf.Index); err != nil {
 		return n, err
 	}
 	n.refused = st.TxDropped
@@ -165,7 +165,7 @@ func (b *fwdBench) diagnose() string {
 	for _, e := range []struct {
 		ns *Namespace
 		i  Iface
-	}{{b.topo.DUT, b.topo.DUTIf}, {b.topo.DUT, b.out}, {b.sink, b.sinkIf}} {
+	}{{b.topo.DUT, b.topo.DUTIf}, {b.topo.DUT, b.topo.RouteIf}, {b.topo.Sink, b.topo.SinkIf}} {
 		if st, err := linkStats(e.ns, e.i.Index); err == nil {
 			fmt.Fprintf(&sb, "; %s rx %d (dropped %d) tx %d (dropped %d)", e.i.Name, st.RxPackets, st.RxDropped, st.TxPackets, st.TxDropped)
 		}
@@ -237,7 +237,7 @@ func (b *fwdBench) establish(c *fwdConfig, flows string) (int, error) {
 	if err := b.sendPaced(b.topo.Gen, fwd, sink, "first packets, generator to sink"); err != nil {
 		return 0, err
 	}
-	if err := b.sendPaced(b.sink, rep, func() (uint64, error) { return b.progs.count(dutSlotReply) }, "replies, sink to generator"); err != nil {
+	if err := b.sendPaced(b.topo.Sink, rep, func() (uint64, error) { return b.progs.count(dutSlotReply) }, "replies, sink to generator"); err != nil {
 		return 0, err
 	}
 	return len(aims), nil

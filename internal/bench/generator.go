@@ -184,33 +184,39 @@ func (g *Generator) RunPackets(frame []byte, n uint32) (time.Duration, error) {
 	return g.run(frame, func(run func(n uint32) error) error { return run(n) })
 }
 
-// run calls loop from a thread in the generator's namespace pinned to
-// GenCPU; loop sends with run(n), one live-frames BPF_PROG_RUN of n
-// packets.
+// run sends with the generator's program (liveRuns).
 func (g *Generator) run(frame []byte, loop func(run func(n uint32) error) error) (time.Duration, error) {
+	return liveRuns(g.topo, g.objs.Trafficgen, frame, 0, loop)
+}
+
+// liveRuns calls loop from a thread in the generator's namespace pinned
+// to GenCPU; loop sends with run(n), one live-frames BPF_PROG_RUN of prog
+// on n copies of frame, flushed to the veth every batch frames (0: the
+// kernel's default, 64).
+func liveRuns(t *Topology, prog *ebpf.Program, frame []byte, batch uint32, loop func(run func(n uint32) error) error) (time.Duration, error) {
 	var ran time.Duration
-	err := g.topo.Gen.Do(func() error {
+	err := t.Gen.Do(func() error {
 		// Pin this (locked) thread for the run, then give the runtime
 		// back a thread with its old affinity.
 		var old, set unix.CPUSet
 		if err := unix.SchedGetaffinity(0, &old); err != nil {
 			return err
 		}
-		set.Set(g.topo.GenCPU)
+		set.Set(t.GenCPU)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("pinning the generator to CPU %d: %w", g.topo.GenCPU, err)
+			return fmt.Errorf("pinning the generator to CPU %d: %w", t.GenCPU, err)
 		}
 		defer unix.SchedSetaffinity(0, &old)
 
 		// ingress_ifindex is resolved in this thread's namespace: the
 		// generator's veth. The frame "arrives" there and is redirected
 		// back out of it, to the DUT.
-		opts := &ebpf.RunOptions{Data: frame, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES,
-			Context: xdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(g.topo.GenIf.Index)}}
+		opts := &ebpf.RunOptions{Data: frame, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, BatchSize: batch,
+			Context: xdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(t.GenIf.Index)}}
 		start := time.Now()
 		err := loop(func(n uint32) error {
 			opts.Repeat = n
-			if _, err := g.objs.Trafficgen.Run(opts); err != nil {
+			if _, err := prog.Run(opts); err != nil {
 				return fmt.Errorf("BPF_PROG_RUN in live-frames mode (needs Linux 5.18+): %w", err)
 			}
 			return nil

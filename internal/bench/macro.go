@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -199,8 +200,8 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 	res.Load[0], res.Kernel = runStart(b.say)
 
 	// Topology, then everything in it; undone in reverse order.
-	var undo []func() error
-	defer func() { err = errors.Join(err, undoAll(undo)) }()
+	var undo undoSteps
+	defer undo.run(&err)
 	b.topo, err = NewTopology()
 	if err != nil {
 		return nil, err
@@ -228,12 +229,12 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 			return nil, err
 		}
 	}
-	progs, err := loadDUTPrograms()
+	progs, err := loadDUTPrograms(b.topo, nil)
 	if err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() error { progs.objs.Close(); return nil })
-	l, err := attachDUTLink(b.topo, progs.objs.BenchPass)
+	l, err := attachXDP(b.topo.DUT, b.topo.DUTIf, progs.objs.BenchPass)
 	if err != nil {
 		return nil, err
 	}
@@ -258,19 +259,23 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 		switch name {
 		case DUTDrop:
 			d = &dropDUT{link: l, progs: progs}
-		case DUTXdpfw:
-			b.say("xdpfw: compiling and installing %v rules", opt.Rules)
-			x, setups, err := newXdpfwDUT(b.topo, l, pinRoot, opt.Rules, b.frames[opt.Sizes[0]], opt.Spread)
+		case DUTXdpfw, DUTXdpfwAudit:
+			b.say("%s: compiling and installing %v rules", name, opt.Rules)
+			// a pin root of its own: both may be measured
+			x, setups, err := newXdpfwDUT(b.topo, l, filepath.Join(pinRoot, name), opt.Rules, b.frames[opt.Sizes[0]], opt.Spread,
+				name == DUTXdpfwAudit)
 			if err != nil {
 				return nil, err
 			}
 			for _, s := range setups {
 				b.say("  %6d rules: compiled in %.1f ms, installed in %.1f ms", s.Rules, s.CompileMS, s.InstallMS)
 			}
-			res.Xdpfw = setups
+			if name == DUTXdpfw {
+				res.Xdpfw = setups
+			}
 			d = x
 		case DUTIptablesNFT, DUTIptablesLegacy, DUTNftLinear, DUTNftSet:
-			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, opt.Spread)
+			x, err := newStackDUT(ctx, name, b.topo, l, progs, stack, macroShape, opt.Spread)
 			if err != nil {
 				if explicit {
 					return nil, fmt.Errorf("%s: %w", name, err)
@@ -631,21 +636,6 @@ func runStart(say func(string, ...any)) (load, kernel string) {
 	return load, kernel
 }
 
-// undoAll runs undo in reverse order, every step even when one fails,
-// and reports what failed.
-func undoAll(undo []func() error) error {
-	var errs []error
-	for i := len(undo) - 1; i >= 0; i-- {
-		if e := undo[i](); e != nil {
-			errs = append(errs, e)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("cleaning up: %w", errors.Join(errs...))
-	}
-	return nil
-}
-
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -656,4 +646,21 @@ func loadavg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// undoSteps are what a run set up, undone in reverse order by run.
+type undoSteps []func() error
+
+// run undoes every step, also after an error, and adds what failed to
+// *err. A pointer: `defer undo.run(&err)` sees the steps added after it.
+func (u *undoSteps) run(err *error) {
+	var errs []error
+	for i := len(*u) - 1; i >= 0; i-- {
+		if e := (*u)[i](); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		*err = errors.Join(*err, fmt.Errorf("cleaning up: %w", errors.Join(errs...)))
+	}
 }

@@ -38,6 +38,11 @@ type MicroOptions struct {
 	// each round measures too, on the last-rule probe, beside sampling
 	// off (docs/realtime.md).
 	LatencySamples []uint32
+	// Audit: each round also measures the probes (and the spread frames)
+	// with the rule set audited beside itself (docs/audit.md): the
+	// candidate decides as the rules in force, so every probe is
+	// classified twice and no event is sent.
+	Audit bool
 }
 
 // MicroResult is one rule count and family.
@@ -85,6 +90,16 @@ type MicroResult struct {
 	// Latency sampling's cost (MicroOptions.LatencySamples), measured in
 	// the same rounds.
 	Latency []LatencyCost `json:"latency_sampling,omitempty"`
+	// With MicroOptions.Audit, measured in the same rounds: the probes
+	// with the audit stage in the path, and their median per-round ratio
+	// to the same probes without it.
+	AuditLastNS  []float64     `json:"audit_last_rule_ns,omitempty"`
+	AuditMissNS  []float64     `json:"audit_no_match_ns,omitempty"`
+	AuditLastMed float64       `json:"audit_last_rule_ns_median,omitempty"`
+	AuditMissMed float64       `json:"audit_no_match_ns_median,omitempty"`
+	AuditLastX   float64       `json:"audit_last_rule_vs_off,omitempty"`
+	AuditMissX   float64       `json:"audit_no_match_vs_off,omitempty"`
+	AuditSpread  *SpreadResult `json:"audit_spread,omitempty"`
 }
 
 // LatencyCost is the last-rule probe's cost with latency sampling 1 in
@@ -125,9 +140,11 @@ type subject struct {
 	res                 *MicroResult
 	dp                  *datapath.Datapath
 	last, miss, first   []byte
-	lastRule, firstRule int            // the rules (indices) that decide last and first
-	delta               *compile.Delta // MicroOptions.Delta rules, nil: none
-	rig                 *spreadRig     // MicroOptions.Spread, nil: none
+	lastRule, firstRule int             // the rules (indices) that decide last and first
+	delta               *compile.Delta  // MicroOptions.Delta rules, nil: none
+	rig                 *spreadRig      // MicroOptions.Spread, nil: none
+	audit               *datapath.Audit // MicroOptions.Audit, nil: none
+	auditRig            *spreadRig      // the spread frames with the audit in the path
 }
 
 // deltaStamp is the generation number the benchmark installs its tables
@@ -173,9 +190,14 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 	var subs []*subject
 	defer func() {
 		for _, s := range subs {
+			if s.audit != nil {
+				s.audit.Close()
+			}
 			s.dp.Close()
-			if s.rig != nil {
-				s.rig.Close()
+			for _, r := range []*spreadRig{s.rig, s.auditRig} {
+				if r != nil {
+					r.Close()
+				}
 			}
 		}
 	}()
@@ -278,8 +300,23 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 				if s.rig, err = newSpreadRig(aims); err != nil {
 					return nil, err
 				}
+				if opt.Audit {
+					if s.auditRig, err = newSpreadRig(aims); err != nil {
+						return nil, err
+					}
+				}
 				say("  %s %7d rules: %d spread frames, each checked to be decided by its rule (%d rules tried were unreachable)",
 					fam, n, len(aims), res.Spread.Unreachable)
+			}
+			if opt.Audit {
+				// the rule set audited beside itself; in the path only
+				// while measure measures it
+				if s.audit, err = dp.StartAudit(tables, compile.DefaultLogSnap, time.Second, 1); err != nil {
+					return nil, err
+				}
+				if err := s.audit.SetInPath(false); err != nil {
+					return nil, err
+				}
 			}
 			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB",
 				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB)
@@ -317,6 +354,14 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 		for i := range r.Latency {
 			l := &r.Latency[i]
 			l.Med, l.VsOff = median(l.LastNS), medianRatio(l.LastNS, r.LastNS)
+		}
+		if s.audit != nil {
+			r.AuditLastMed, r.AuditMissMed = median(r.AuditLastNS), median(r.AuditMissNS)
+			r.AuditLastX, r.AuditMissX = medianRatio(r.AuditLastNS, r.LastNS), medianRatio(r.AuditMissNS, r.MissNS)
+		}
+		if s.auditRig != nil {
+			sr := s.auditRig.result()
+			r.AuditSpread = &sr
 		}
 		out = append(out, r)
 	}
@@ -369,6 +414,11 @@ func (s *subject) measure(round, repeat int) error {
 			return err
 		}
 	}
+	if s.audit != nil {
+		if err := s.measureAudit(round, repeat, run); err != nil {
+			return err
+		}
+	}
 	if s.delta == nil {
 		return nil
 	}
@@ -382,6 +432,25 @@ func (s *subject) measure(round, repeat int) error {
 		return err
 	}
 	_, err := s.dp.InstallDelta(nil, deltaStamp)
+	return err
+}
+
+// measureAudit measures the last-rule and no-match probes, and the
+// spread frames, with the audit stage in the path (out again after).
+func (s *subject) measureAudit(round, repeat int, run func([]byte, *[]float64) error) error {
+	if err := s.audit.SetInPath(true); err != nil {
+		return err
+	}
+	err := run(s.last, &s.res.AuditLastNS)
+	if err == nil {
+		err = run(s.miss, &s.res.AuditMissNS)
+	}
+	if err == nil && s.auditRig != nil {
+		err = s.auditRig.round(round, s.dp.Program(), repeat)
+	}
+	if err2 := s.audit.SetInPath(false); err == nil {
+		err = err2
+	}
 	return err
 }
 
@@ -464,6 +533,30 @@ func WriteSpreadTable(w io.Writer, res []*MicroResult) {
 		fmt.Fprintln(w, "the driver's mean, 50/90/99 the percentiles less the driver's p50; mean_x, p50_x: median per-round ratio")
 		fmt.Fprintln(w, "sprd/warm of the means and of the p50s; unrch: rules tried that no frame could reach")
 	}
+}
+
+// WriteAuditCost prints the audit's cost, when measured.
+func WriteAuditCost(w io.Writer, res []*MicroResult) {
+	if len(res) == 0 || len(res[0].AuditLastNS) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nthe audit's cost (the rule set audited beside itself), measured in the same rounds:\n")
+	fmt.Fprintf(w, "%-6s %8s %9s %9s %9s %9s %9s %9s", "family", "rules", "last_ns", "audit_ns", "last_x", "nomat_ns", "audit_ns", "nomat_x")
+	spread := res[0].AuditSpread != nil
+	if spread {
+		fmt.Fprintf(w, " %9s %9s %9s", "sprd50", "audit50", "sprd50_x")
+	}
+	fmt.Fprintln(w)
+	for _, r := range res {
+		fmt.Fprintf(w, "%-6s %8d %9.0f %9.0f %8.2fx %9.0f %9.0f %8.2fx", r.Family, r.Rules, r.LastMed, r.AuditLastMed, r.AuditLastX,
+			r.MissMed, r.AuditMissMed, r.AuditMissX)
+		if spread && r.Spread != nil && r.AuditSpread != nil {
+			fmt.Fprintf(w, " %9.0f %9.0f %8.2fx", r.Spread.Spread.P50, r.AuditSpread.Spread.P50, r.AuditSpread.Spread.P50/r.Spread.Spread.P50)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "ns: median per packet (BPF_PROG_TEST_RUN); _x: median per-round ratio to the audit off (sprd50_x: ratio of")
+	fmt.Fprintln(w, "the spread frames' p50s less the driver's, all rounds)")
 }
 
 // writeLatencyCost prints latency sampling's cost, when measured.

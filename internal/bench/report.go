@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,8 +90,12 @@ func WriteMacroReport(dir string, res *MacroResult) error {
 
 // A report is a directory: results.json, PNG plots and index.html.
 
-// reportPlot is a plot in a report's index.
-type reportPlot struct{ File, Alt string }
+// reportPlot is a plot in a report's index: its PNG file, and the same
+// PNG as a data URL for a self-contained page.
+type reportPlot struct {
+	File, Alt string
+	Src       template.URL
+}
 
 // writeResults makes dir and writes res into it as results.json.
 func writeResults(dir string, res any) error {
@@ -115,7 +120,8 @@ func writeCharts(dir string, charts []namedChart) ([]reportPlot, error) {
 		if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
 			return nil, err
 		}
-		plots = append(plots, reportPlot{File: c.file, Alt: c.chart.Title})
+		plots = append(plots, reportPlot{File: c.file, Alt: c.chart.Title,
+			Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b))})
 	}
 	return plots, nil
 }

@@ -70,6 +70,12 @@ const maxBenchRules = 1 << 20
 // compileText parses a benchmark's rule text (n rules) and compiles it
 // for tables sized to hold it, with ids FirstRuleID+i.
 func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) {
+	return compileFor(text, n, opt, nil)
+}
+
+// compileFor is compileText for a data plane attached to ifaces (name:
+// ifindex), which -i and -o rules name.
+func compileFor(text string, n int, opt rules.ParseOptions, ifaces map[string]uint32) (*compiled, error) {
 	rs, err := rules.Parse("bench", []byte(text), opt)
 	if err != nil {
 		return nil, err
@@ -84,7 +90,7 @@ func compileText(text string, n int, opt rules.ParseOptions) (*compiled, error) 
 	for m := max(n, compile.DefaultMaxEntries); ; m *= 2 {
 		c.lim = datapath.LimitsFor(m)
 		t0 := time.Now()
-		c.tables, _, err = compile.Compile(compile.Input{RuleSet: rs, IDs: c.ids,
+		c.tables, _, err = compile.Compile(compile.Input{RuleSet: rs, IDs: c.ids, Ifaces: ifaces,
 			MaxEntries: c.lim.Entries, MaxNodes: c.lim.Nodes, MaxLeafSlots: c.lim.LeafSlots})
 		c.compileMS = msSince(t0)
 		if err == nil {

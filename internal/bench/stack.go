@@ -18,15 +18,16 @@ import (
 type stackFlavour struct {
 	dut   string
 	tools []string // binaries it needs
-	// load puts a rule set of n rules in force, replacing the flavour's own
-	// (spread: every rule counts, where it would not otherwise).
-	load func(n int, spread bool) stackCmd
+	// load puts a rule set of n rules of shape s in force, replacing the
+	// flavour's own (spread: every rule counts, where it would not
+	// otherwise).
+	load func(s ruleShape, n int, spread bool) stackCmd
 	// empty removes the flavour's rules (it may keep empty chains).
 	empty stackCmd
 	// counter prints the intended rule's counter, which parse reads;
 	// with spread traffic, every rule's, which parse sums.
-	counter stackCmd
-	parse   func(out []byte, spread bool) (uint64, error)
+	counter func(s ruleShape) stackCmd
+	parse   func(s ruleShape, out []byte, spread bool) (uint64, error)
 }
 
 // stackCmd is one run of a tool: its arguments and standard input.
@@ -46,33 +47,37 @@ const emptyFilter = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPU
 func iptablesFlavour(dut, prefix string) stackFlavour {
 	restore, save := prefix+"-restore", prefix+"-save"
 	return stackFlavour{
-		dut:     dut,
-		tools:   []string{restore, save},
-		load:    func(n int, _ bool) stackCmd { return stackCmd{restore, []string{"-w", "10"}, MacroRuleSet(n)} },
+		dut:   dut,
+		tools: []string{restore, save},
+		load: func(s ruleShape, n int, _ bool) stackCmd {
+			return stackCmd{restore, []string{"-w", "10"}, s.iptables(n)}
+		},
 		empty:   stackCmd{restore, []string{"-w", "10"}, emptyFilter},
-		counter: stackCmd{bin: save, args: []string{"-c", "-t", "filter"}},
-		parse:   lastRuleCounter,
+		counter: func(ruleShape) stackCmd { return stackCmd{bin: save, args: []string{"-c", "-t", "filter"}} },
+		parse:   ruleShape.counted,
 	}
 }
 
-func nftFlavour(dut string, ruleset func(n int, spread bool) string) stackFlavour {
+func nftFlavour(dut string, ruleset func(s ruleShape, n int, spread bool) string) stackFlavour {
 	return stackFlavour{
 		dut:   dut,
 		tools: []string{"nft"},
-		load: func(n int, spread bool) stackCmd {
-			return stackCmd{"nft", []string{"-f", "-"}, nftReplace + ruleset(n, spread)}
+		load: func(s ruleShape, n int, spread bool) stackCmd {
+			return stackCmd{"nft", []string{"-f", "-"}, nftReplace + ruleset(s, n, spread)}
 		},
-		empty:   stackCmd{"nft", []string{"-f", "-"}, nftReplace},
-		counter: stackCmd{bin: "nft", args: []string{"list", "chain", "ip", nftTable, "input"}},
-		parse:   nftCounter,
+		empty: stackCmd{"nft", []string{"-f", "-"}, nftReplace},
+		counter: func(s ruleShape) stackCmd {
+			return stackCmd{bin: "nft", args: []string{"list", "chain", "ip", nftTable, s.nftChain()}}
+		},
+		parse: func(_ ruleShape, out []byte, all bool) (uint64, error) { return nftCounter(out, all) },
 	}
 }
 
 var stackFlavours = map[string]stackFlavour{
 	DUTIptablesNFT:    iptablesFlavour(DUTIptablesNFT, "iptables-nft"),
 	DUTIptablesLegacy: iptablesFlavour(DUTIptablesLegacy, "iptables-legacy"),
-	DUTNftLinear:      nftFlavour(DUTNftLinear, nftLinearRuleSet),
-	DUTNftSet:         nftFlavour(DUTNftSet, func(n int, _ bool) string { return NftSetRuleSet(n) }),
+	DUTNftLinear:      nftFlavour(DUTNftLinear, ruleShape.nftLinear),
+	DUTNftSet:         nftFlavour(DUTNftSet, func(s ruleShape, n int, _ bool) string { return s.nftSet(n) }),
 }
 
 // nftReplace makes sure the table exists, then deletes it: what follows in
@@ -82,19 +87,37 @@ var nftReplace = fmt.Sprintf("table ip %[1]s\ndelete table ip %[1]s\n", nftTable
 // NftLinearRuleSet is MacroRuleSet written as native nftables rules, one
 // per iptables rule in the same order; only the last has a counter (each
 // of iptables-nft's rules has one).
-func NftLinearRuleSet(n int) string { return nftLinearRuleSet(n, false) }
+func NftLinearRuleSet(n int) string { return macroShape.nftLinear(n, false) }
 
 // nftLinearRuleSet is NftLinearRuleSet, with a counter on every rule if
 // every (spread traffic hits them all).
-func nftLinearRuleSet(n int, every bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "table ip %s {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n", nftTable)
-	if every {
-		writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d counter drop\n")
-	} else {
-		writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d drop\n")
+func nftLinearRuleSet(n int, every bool) string { return macroShape.nftLinear(n, every) }
+
+// nftChain is the nftables chain of the shape's rules (named as its hook).
+func (s ruleShape) nftChain() string { return strings.ToLower(s.chain) }
+
+// nftHead opens the table and the shape's base chain, with the answers'
+// rule if there is one.
+func (s ruleShape) nftHead(b *strings.Builder) {
+	fmt.Fprintf(b, "\tchain %[1]s {\n\t\ttype filter hook %[1]s priority filter; policy %[2]s;\n", s.nftChain(), strings.ToLower(s.policy))
+	if s.answersIf != "" {
+		fmt.Fprintf(b, "\t\tiifname %q ct state established accept\n", s.answersIf)
 	}
-	fmt.Fprintf(&b, "\t\tip saddr %v udp dport %d counter drop\n\t}\n}\n", TrafficSrc, TrafficDPort)
+}
+
+// nftLinear is the shape's rule set of n rules written natively, one nft
+// rule per iptables rule; a counter on the last only, or on every one.
+func (s ruleShape) nftLinear(n int, every bool) string {
+	var b strings.Builder
+	verdict := strings.ToLower(s.target)
+	fmt.Fprintf(&b, "table ip %s {\n", nftTable)
+	s.nftHead(&b)
+	if every {
+		writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d counter "+verdict+"\n")
+	} else {
+		writeNonMatching(&b, n, "\t\tip saddr %v udp dport %d "+verdict+"\n")
+	}
+	fmt.Fprintf(&b, "\t\tip saddr %v udp dport %d counter %s\n\t}\n}\n", TrafficSrc, TrafficDPort, verdict)
 	return b.String()
 }
 
@@ -103,13 +126,16 @@ func nftLinearRuleSet(n int, every bool) string {
 // (source address, UDP destination port) up in a concatenated interval set
 // holding every rule's pair. All of the benchmark's rules drop, so one set
 // says everything they say.
-func NftSetRuleSet(n int) string {
+func NftSetRuleSet(n int) string { return macroShape.nftSet(n) }
+
+// nftSet is the shape's rule set of n rules as one rule and a set.
+func (s ruleShape) nftSet(n int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {\n\tset blocked {\n\t\ttype ipv4_addr . inet_service\n\t\tflags interval\n\t\telements = {\n", nftTable)
 	writeNonMatching(&b, n, "\t\t\t%v . %d,\n")
 	fmt.Fprintf(&b, "\t\t\t%v . %d\n\t\t}\n\t}\n", TrafficSrc, TrafficDPort)
-	b.WriteString("\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n")
-	b.WriteString("\t\tip saddr . udp dport @blocked counter drop\n\t}\n}\n")
+	s.nftHead(&b)
+	fmt.Fprintf(&b, "\t\tip saddr . udp dport @blocked counter %s\n\t}\n}\n", strings.ToLower(s.target))
 	return b.String()
 }
 
@@ -135,11 +161,12 @@ type stackDUT struct {
 	ctx   context.Context // the benchmark's: Ctrl-C stops a restore
 	// spread: the traffic walks the rule set; every rule counts.
 	spread bool
+	shape  ruleShape
 }
 
 // newStackDUT checks that the flavour's tools exist and work in the DUT's
 // namespace (emptying its rules), or says why not.
-func newStackDUT(ctx context.Context, name string, t *Topology, l *dutLink, p *benchProgs, st *stackState, spread bool) (*stackDUT, error) {
+func newStackDUT(ctx context.Context, name string, t *Topology, l *dutLink, p *benchProgs, st *stackState, shape ruleShape, spread bool) (*stackDUT, error) {
 	fl, ok := stackFlavours[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown netfilter DUT %q", name)
@@ -147,7 +174,7 @@ func newStackDUT(ctx context.Context, name string, t *Topology, l *dutLink, p *b
 	if err := fl.installed(); err != nil {
 		return nil, err
 	}
-	d := &stackDUT{fl: fl, topo: t, link: l, progs: p, state: st, ctx: ctx, spread: spread}
+	d := &stackDUT{fl: fl, topo: t, link: l, progs: p, state: st, ctx: ctx, spread: spread, shape: shape}
 	if _, err := d.run(ctx, fl.empty); err != nil {
 		return nil, err
 	}
@@ -163,14 +190,14 @@ func (fl stackFlavour) installed() error {
 	return nil
 }
 
-// run executes a tool inside the DUT's namespace (runTool).
+// run executes a tool inside the DUT's namespace.
 func (d *stackDUT) run(ctx context.Context, c stackCmd) ([]byte, error) {
-	return runTool(ctx, d.topo.DUT, c)
+	return runIn(ctx, d.topo.DUT, c)
 }
 
-// runTool executes a tool inside namespace ns: the child is forked from a
-// thread that entered it, so it is born there.
-func runTool(ctx context.Context, ns *Namespace, c stackCmd) ([]byte, error) {
+// runIn executes a tool inside ns: the child is forked from a thread that
+// entered it, so it is born there.
+func runIn(ctx context.Context, ns *Namespace, c stackCmd) ([]byte, error) {
 	var out []byte
 	err := ns.Do(func() error {
 		ctx, cancel := context.WithTimeout(ctx, stackTimeout)
@@ -204,7 +231,7 @@ func (d *stackDUT) use(n int) error {
 		}
 	}
 	if d.state.loaded[d.fl.dut] != n {
-		if _, err := d.run(d.ctx, d.fl.load(n, d.spread)); err != nil {
+		if _, err := d.run(d.ctx, d.fl.load(d.shape, n, d.spread)); err != nil {
 			return err
 		}
 		d.state.loaded[d.fl.dut] = n
@@ -214,17 +241,21 @@ func (d *stackDUT) use(n int) error {
 
 // dropped is the packet counter of the intended rule.
 func (d *stackDUT) dropped() (uint64, error) {
-	out, err := d.run(d.ctx, d.fl.counter)
+	out, err := d.run(d.ctx, d.fl.counter(d.shape))
 	if err != nil {
 		return 0, err
 	}
-	return d.fl.parse(out, d.spread)
+	return d.fl.parse(d.shape, out, d.spread)
 }
 
-// lastRuleCounter finds the benchmark's last rule in iptables-save -c
-// output ("[PACKETS:BYTES] -A INPUT ...") and returns its packet count;
-// with all, the sum of every INPUT rule's.
-func lastRuleCounter(save []byte, all bool) (uint64, error) {
+// lastRuleCounter is macroShape.counted.
+func lastRuleCounter(save []byte, all bool) (uint64, error) { return macroShape.counted(save, all) }
+
+// counted finds the shape's last rule in iptables-save -c output
+// ("[PACKETS:BYTES] -A INPUT ...") and returns its packet count; with all,
+// the sum of every rule's of the shape's but the answers'.
+func (s ruleShape) counted(save []byte, all bool) (uint64, error) {
+	last, prefix := s.last(), "-A "+s.chain+" -s "
 	sc := bufio.NewScanner(bytes.NewReader(save))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var sum uint64
@@ -232,7 +263,7 @@ func lastRuleCounter(save []byte, all bool) (uint64, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		ctr, rule, ok := strings.Cut(line, "] ")
-		if !ok || !strings.HasPrefix(ctr, "[") || !(rule == lastRule || all && strings.HasPrefix(rule, "-A INPUT ")) {
+		if !ok || !strings.HasPrefix(ctr, "[") || !(rule == last || all && strings.HasPrefix(rule, prefix)) {
 			continue
 		}
 		pkts, _, ok := strings.Cut(ctr[1:], ":")
@@ -243,10 +274,10 @@ func lastRuleCounter(save []byte, all bool) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		sum, found = sum+n, found || rule == lastRule
+		sum, found = sum+n, found || rule == last
 	}
 	if !found {
-		return 0, fmt.Errorf("iptables-save -c does not list the rule %q", lastRule)
+		return 0, fmt.Errorf("iptables-save -c does not list the rule %q", last)
 	}
 	return sum, nil
 }
@@ -292,6 +323,9 @@ func (d *stackDUT) close() {
 func AvailableDUTs() []string {
 	var out []string
 	for _, d := range AllDUTs {
+		if d == DUTXdpfwAudit { // only when asked
+			continue
+		}
 		if fl, ok := stackFlavours[d]; ok && fl.installed() != nil {
 			continue
 		}

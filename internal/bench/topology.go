@@ -89,19 +89,44 @@ type Iface struct {
 	Addr  netip.Prefix
 }
 
-// Topology is the generator and DUT namespaces and the veth between them.
+// Topology is the generator and DUT namespaces and the veth between them
+// (and, for a router, the sink's namespace behind the DUT).
 type Topology struct {
 	Gen, DUT       *Namespace
 	GenIf, DUTIf   Iface
 	GenCPU, DUTCPU int // where the generator and the DUT's NAPI thread run
-	cleanups       []func() error
+	// The router topology (NewRouterTopology) only: the sink's namespace,
+	// the DUT's veth towards it and the sink's end.
+	Sink            *Namespace
+	RouteIf, SinkIf Iface
+	cleanups        []func() error
 }
 
 // NewTopology creates both namespaces and the veth pair and configures
 // addresses, neighbours and sysctls (SetThreadedNAPI and NAPIThread come
 // once the DUT's veth has an XDP program). On error, whatever was made is
 // removed again; otherwise Close removes it.
-func NewTopology() (t *Topology, err error) {
+func NewTopology() (*Topology, error) { return newTopology(false) }
+
+// The router topology of `bench latency` and `bench forward` adds a sink
+// behind the DUT, which forwards between its two veths (ip_forward on):
+//
+//	gen  xbgPID 10.200.0.1/16 <=> xbdPID 10.200.0.2/16  DUT  xbrPID 10.220.0.1/16 <=> xbsPID 10.220.0.2/16  sink
+//
+// The DUT routes the traffic's sources (TrafficSrc, and the rule sources
+// of MacroRuleSet: 10.201/16, 10.202/16) back by the generator, so the
+// sink's answers reach it.
+var (
+	routeAddr = netip.MustParsePrefix("10.220.0.1/16")
+	sinkAddr  = netip.MustParsePrefix("10.220.0.2/16")
+	genRoutes = []netip.Prefix{TrafficSrc, netip.MustParsePrefix("10.201.0.0/16"), netip.MustParsePrefix("10.202.0.0/16")}
+)
+
+// NewRouterTopology is NewTopology with the sink namespace and the DUT
+// as a router between them.
+func NewRouterTopology() (*Topology, error) { return newTopology(true) }
+
+func newTopology(router bool) (t *Topology, err error) {
 	t = &Topology{}
 	defer func() {
 		if err != nil {
@@ -118,9 +143,14 @@ func NewTopology() (t *Topology, err error) {
 	}
 	t.GenIf = Iface{Name: fmt.Sprintf("xbg%d", pid), Addr: genAddr}
 	t.DUTIf = Iface{Name: fmt.Sprintf("xbd%d", pid), Addr: dutAddr}
-
-	if err := t.addVeth(t.Gen, &t.GenIf, t.DUT, &t.DUTIf); err != nil {
-		return t, err
+	nss := []*Namespace{t.Gen, t.DUT}
+	if router {
+		if t.Sink, err = t.newNamespace(fmt.Sprintf("%ssink-%d", NetNSPrefix, pid)); err != nil {
+			return t, err
+		}
+		t.RouteIf = Iface{Name: fmt.Sprintf("xbr%d", pid), Addr: routeAddr}
+		t.SinkIf = Iface{Name: fmt.Sprintf("xbs%d", pid), Addr: sinkAddr}
+		nss = append(nss, t.Sink)
 	}
 	// Reverse-path filtering off (a new namespace inherits the host's
 	// setting: the verdict must be the DUT's alone) and IPv6 off (no
@@ -131,32 +161,42 @@ func NewTopology() (t *Topology, err error) {
 		"net/ipv6/conf/all/disable_ipv6":     "1",
 		"net/ipv6/conf/default/disable_ipv6": "1",
 	}
-	if err := t.DUT.Do(func() error { return writeSysctls(nsSysctls) }); err != nil {
-		return t, err
-	}
-	if err := t.Gen.Do(func() error { return writeSysctls(nsSysctls) }); err != nil {
-		return t, err
-	}
-	if err := configure(t.Gen, &t.GenIf); err != nil {
-		return t, err
-	}
-	if err := configure(t.DUT, &t.DUTIf); err != nil {
-		return t, err
-	}
-	for _, e := range []struct {
-		ns *Namespace
-		i  *Iface
-	}{{t.Gen, &t.GenIf}, {t.DUT, &t.DUTIf}} {
-		if err := waitUp(e.ns, e.i); err != nil {
+	for _, ns := range nss {
+		if err := ns.Do(func() error { return writeSysctls(nsSysctls) }); err != nil {
 			return t, err
 		}
 	}
-	// Neighbour entries, so the stack never has to resolve anything.
-	if err := addNeigh(t.Gen, t.GenIf.Index, t.DUTIf); err != nil {
+	if router {
+		if err := t.DUT.Do(func() error { return writeSysctls(map[string]string{"net/ipv4/ip_forward": "1"}) }); err != nil {
+			return t, err
+		}
+	}
+	if err := t.addVeth(t.Gen, t.DUT, &t.GenIf, &t.DUTIf); err != nil {
 		return t, err
 	}
-	if err := addNeigh(t.DUT, t.DUTIf.Index, t.GenIf); err != nil {
-		return t, err
+	if router {
+		if err := t.addVeth(t.DUT, t.Sink, &t.RouteIf, &t.SinkIf); err != nil {
+			return t, err
+		}
+		// Routes for what answers, in the stack: the sink reaches the
+		// generator's network through the DUT, the generator the sink's,
+		// and the DUT the traffic's sources through the generator's
+		// address (a neighbour it knows: the generator's veth answers no
+		// ARP).
+		for _, r := range []struct {
+			ns       *Namespace
+			ifindex  int
+			gw       netip.Addr
+			prefixes []netip.Prefix
+		}{
+			{t.DUT, t.DUTIf.Index, t.GenIf.Addr.Addr(), genRoutes},
+			{t.Sink, t.SinkIf.Index, t.RouteIf.Addr.Addr(), []netip.Prefix{genAddr.Masked()}},
+			{t.Gen, t.GenIf.Index, t.DUTIf.Addr.Addr(), []netip.Prefix{sinkAddr.Masked()}},
+		} {
+			if err := addRoutes(r.ns, r.ifindex, r.gw, r.prefixes); err != nil {
+				return t, err
+			}
+		}
 	}
 	t.GenCPU, t.DUTCPU = 0, 1
 	if runtime.NumCPU() < 2 {
@@ -165,9 +205,10 @@ func NewTopology() (t *Topology, err error) {
 	return t, nil
 }
 
-// addVeth creates the veth pair ai (in a) <-> bi (in b) and registers its
-// removal.
-func (t *Topology) addVeth(a *Namespace, ai *Iface, b *Namespace, bi *Iface) error {
+// addVeth creates the veth pair ai (in a) <-> bi (in b), configures both
+// ends (address, up) and adds a permanent neighbour entry for each end at
+// the other, so the stack never has to resolve anything.
+func (t *Topology) addVeth(a, b *Namespace, ai, bi *Iface) error {
 	h, err := netlink.NewHandleAt(a.Handle)
 	if err != nil {
 		return fmt.Errorf("netlink in %s: %w", a.Name, err)
@@ -194,6 +235,40 @@ func (t *Topology) addVeth(a *Namespace, ai *Iface, b *Namespace, bi *Iface) err
 		}
 		return h.LinkDel(l)
 	})
+	if err := configure(a, ai); err != nil {
+		return err
+	}
+	if err := configure(b, bi); err != nil {
+		return err
+	}
+	for _, e := range []struct {
+		ns *Namespace
+		i  *Iface
+	}{{a, ai}, {b, bi}} {
+		if err := waitUp(e.ns, e.i); err != nil {
+			return err
+		}
+	}
+	if err := addNeigh(a, ai.Index, *bi); err != nil {
+		return err
+	}
+	return addNeigh(b, bi.Index, *ai)
+}
+
+// addRoutes routes each prefix in ns via gw on ifindex.
+func addRoutes(ns *Namespace, ifindex int, gw netip.Addr, prefixes []netip.Prefix) error {
+	h, err := netlink.NewHandleAt(ns.Handle)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, p := range prefixes {
+		r := &netlink.Route{LinkIndex: ifindex, Gw: gw.AsSlice(),
+			Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if err := h.RouteAdd(r); err != nil {
+			return fmt.Errorf("route %v via %v in %s: %w", p, gw, ns.Name, err)
+		}
+	}
 	return nil
 }
 

@@ -25,12 +25,17 @@ its own network namespace and bpffs, and removes them.
   macro      packets dropped per second and DUT CPU per packet, live-frame traffic
              over a veth pair between two namespaces: xdpfw against a bare
              XDP_DROP and iptables, at several rule counts and frame sizes
+  forward    router CPU per forwarded packet through three namespaces: the
+             kernel (with and without a firewall) against xdpfw and a bare
+             XDP FIB forwarder, every forwarded frame checked at the sink
   conntrack  established-flow vs new-flow cost with the stateful policy, and a
              full conntrack table
   edit       single edits (add, insert, delete, replace) on a large rule set:
-             time until packets see them, and the rebuild after`,
+             time until packets see them, and the rebuild after
+  latency    one-way latency and jitter of forwarded packets at paced loads
+             and rule counts, xdpfw against iptables, nftables and floors`,
 	}
-	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchForward(e), newBenchConntrack(e), newBenchEdit(e))
+	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchForward(e), newBenchConntrack(e), newBenchEdit(e), newBenchLatency(e), newBenchPriority(e))
 	return cmd
 }
 
@@ -90,6 +95,7 @@ func newBenchMicro(e *env) *cobra.Command {
 		spread   int
 		asJSON   bool
 		latency  []uint
+		audit    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "micro",
@@ -113,6 +119,11 @@ classbench-fw (wildcards and port ranges), classbench-ipc (a mix); their
 prefixes nest and their ranges overlap. Tables that need more than the
 default --max-rules are compiled with the smallest that holds them, which is
 printed with the bytes per rule.
+
+With --audit, each round also measures the last-rule and no-match probes
+(and the --spread frames) with the rule set audited beside itself
+(docs/audit.md): every packet is classified a second time by the
+candidate, the worst case of an audit that sends no events.
 
 With --spread K, each round also compares one frame repeated (warm: the same
 path every packet) with K frames aimed at K different rules (at most the
@@ -167,7 +178,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
 				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta, RuleSet: ruleset, Spread: spread,
-				LatencySamples: samples})
+				LatencySamples: samples, Audit: audit})
 			if err != nil {
 				return err
 			}
@@ -177,6 +188,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 			bench.WriteTable(e.stdout, res)
 			fmt.Fprintln(e.stdout)
 			bench.WriteSpreadTable(e.stdout, res)
+			bench.WriteAuditCost(e.stdout, res)
 			return nil
 		},
 	}
@@ -191,6 +203,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 	fl.IntVar(&spread, "spread", 0, "also measure K frames aimed at K different rules against one repeated (0: no)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.UintSliceVar(&latency, "latency-sample", nil, "also measure latency sampling 1 in N for each N given, beside off")
+	fl.BoolVar(&audit, "audit", false, "also measure the probes with the rule set audited beside itself (docs/audit.md)")
 	return cmd
 }
 
@@ -247,5 +260,59 @@ back, replace the middle rule and replace it back. For each it measures:
 	cmd.Flags().IntVar(&rounds, "rounds", 3, "rounds (each makes every edit once)")
 	cmd.Flags().BoolVar(&noCLI, "no-cli", false, "time the Go API only, not the xdpfw commands")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newBenchPriority(e *env) *cobra.Command {
+	var (
+		opt    bench.PriorityOptions
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "priority",
+		Short: "Latency of a HIGH flow under bulk overload, with the priority table's bulk CPU on and off",
+		Long: `priority loads a rule file whose xdpfw-priority table makes UDP port 7 HIGH
+(the stateful policy, --rules filler rules, UDP 7 and 9 accepted) on a veth
+between two namespaces (native mode; the DUT's NAPI thread on one CPU, the
+senders and the bulk CPU on the other), and measures the one-way latency
+of a paced probe flow to port 7 (the send time in the payload, the kernel's
+receive stamp SO_TIMESTAMPNS after XDP judged it): without bulk traffic,
+and while bulk UDP to port 9 offers --overload times what the receiving
+CPU judges (calibrated first, priority off), each with priority off
+(everything judged on the receiving CPU) and on (BULK handed to the other
+CPU through a cpumap). The bar: the HIGH flow's p99 under overload with
+priority on <= 1.5x its p99 without bulk (docs/realtime.md, Priority).`,
+		Example: `  xdpfw bench priority
+  xdpfw bench priority --duration 10s --overload 1.5 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !asJSON {
+				opt.Progress = e.stdout
+			} else {
+				opt.Progress = e.stderr
+			}
+			res, err := bench.Priority(opt)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(res)
+			}
+			over := opt.Overload
+			if res.Generator || !res.Overloaded {
+				over = res.SenderMax / res.Capacity
+			}
+			fmt.Fprintf(e.stdout, "HIGH flow p99 under bulk offering %.1fx what the receiving CPU judges: priority on %.2fx its p99 "+
+				"without bulk (bar 1.5x), priority off %.2fx\n", over, res.Ratio, res.RatioOff)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.DurationVar(&opt.Duration, "duration", 10*time.Second, "length of each of the four phases, all its slices together")
+	fs.IntVar(&opt.Rounds, "rounds", 10, "slices each phase is measured in, interleaved with the other phases' (the machine's own load falls on all four alike)")
+	fs.IntVar(&opt.ProbeRate, "probe-rate", 2000, "HIGH probes per second")
+	fs.Float64Var(&opt.Overload, "overload", 1.5, "bulk offered, as a multiple of what the receiving CPU judges")
+	fs.IntVar(&opt.Rules, "rules", 1000, "filler rules")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }

@@ -1,11 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,7 +23,7 @@ func newBenchForward(e *env) *cobra.Command {
 		Short: "Router CPU per forwarded packet: the kernel (with and without a firewall) vs xdpfw vs a bare XDP FIB forwarder",
 		Long: `forward measures routing. It builds three network namespaces, a generator,
 a router and a sink (xdpfw-bench-{gen,dut,sink}-PID; 10.200.0.0/16 and
-10.201.0.0/24), and removes them again, also on error or Ctrl-C.
+10.220.0.0/16), and removes them again, also on error or Ctrl-C.
 
 The generator (an XDP program run in live-frames mode, on CPU 0) sends
 IPv4/UDP frames to the sink's address through the router's MAC: one flow,
@@ -95,24 +93,10 @@ on a quiet machine.`,
 				return usageError{err}
 			}
 			opt.Progress = e.stderr
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := bench.Forward(ctx, opt)
-			if err != nil {
-				return err
-			}
-			res.Command = benchCommand(cmd)
-			if report != "" {
-				if err := bench.WriteForwardReport(report, res); err != nil {
-					return fmt.Errorf("writing the report: %w", err)
-				}
-				fmt.Fprintf(e.stderr, "report: %s/index.html\n", report)
-			}
-			if asJSON {
-				return e.printJSON(res)
-			}
-			bench.WriteForwardTable(e.stdout, res)
-			return nil
+			return runBench(e, cmd, benchOut[*bench.ForwardResult]{report: report, asJSON: asJSON,
+				writeReport: bench.WriteForwardReport, table: bench.WriteForwardTable},
+				func(ctx context.Context) (*bench.ForwardResult, error) { return bench.Forward(ctx, opt) },
+				func(r *bench.ForwardResult, c string) { r.Command = c })
 		},
 	}
 	fl := cmd.Flags()

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -103,24 +105,10 @@ caveats of a veth.`,
 			fmt.Fprintf(e.stderr, "xdpfw bench macro: rules %v, frames %v B, %d DUTs, %d rounds x %v per run: about %v in all\n",
 				rulesN, sizes, n, rounds, duration, bench.EstimateMacro(opt, n).Round(time.Second))
 
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := bench.Macro(ctx, opt)
-			if err != nil {
-				return err
-			}
-			res.Command = benchCommand(cmd)
-			if report != "" {
-				if err := bench.WriteMacroReport(report, res); err != nil {
-					return fmt.Errorf("writing the report: %w", err)
-				}
-				fmt.Fprintf(e.stderr, "report: %s/index.html\n", report)
-			}
-			if asJSON {
-				return e.printJSON(res)
-			}
-			bench.WriteMacroTable(e.stdout, res)
-			return nil
+			return runBench(e, cmd, benchOut[*bench.MacroResult]{report: report, asJSON: asJSON,
+				writeReport: bench.WriteMacroReport, table: bench.WriteMacroTable},
+				func(ctx context.Context) (*bench.MacroResult, error) { return bench.Macro(ctx, opt) },
+				func(r *bench.MacroResult, c string) { r.Command = c })
 		},
 	}
 	fl := cmd.Flags()
@@ -160,6 +148,39 @@ func checkMacroFlags(opt bench.MacroOptions, duts []string) error {
 			return fmt.Errorf("--dut %q: want %s", d, strings.Join(bench.AllDUTs, ", "))
 		}
 	}
+	return nil
+}
+
+// benchOut is where a live benchmark's result goes: a report directory
+// (with --report), JSON or its table.
+type benchOut[R any] struct {
+	report      string
+	asJSON      bool
+	writeReport func(dir string, res R) error
+	table       func(w io.Writer, res R)
+}
+
+// runBench runs a live benchmark until it ends or Ctrl-C (SIGINT,
+// SIGTERM: it cleans up and returns), records the command line that
+// repeats it, and writes its result.
+func runBench[R any](e *env, cmd *cobra.Command, out benchOut[R], run func(context.Context) (R, error), setCommand func(R, string)) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx)
+	if err != nil {
+		return err
+	}
+	setCommand(res, benchCommand(cmd))
+	if out.report != "" {
+		if err := out.writeReport(out.report, res); err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
+		fmt.Fprintf(e.stderr, "report: %s/index.html\n", out.report)
+	}
+	if out.asJSON {
+		return e.printJSON(res)
+	}
+	out.table(e.stdout, res)
 	return nil
 }
 

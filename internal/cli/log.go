@@ -135,6 +135,10 @@ func (e *env) logEvents(ctx context.Context, o logOpts) error {
 	}
 	names := telemetry.KernelIfNames()
 	rules := telemetry.IndexRules(in.Rules, in.IDs)
+	cand := telemetry.Rules{} // the audited candidate's (docs/audit.md)
+	if crs, ids, err := firewall.ReadAudit(e.paths); err == nil && crs != nil {
+		cand = telemetry.IndexRules(crs, ids)
+	}
 	reread := map[uint32]bool{} // rule ids the state was re-read for
 	enc := json.NewEncoder(out)
 	n, byLOG := 0, 0
@@ -146,21 +150,36 @@ func (e *env) logEvents(ctx context.Context, o logOpts) error {
 		if err != nil {
 			return err
 		}
-		if _, ok := rules[ev.RuleID]; !ok && !reread[ev.RuleID] {
+		if ev.Audit {
+			if _, ok := cand[ev.RuleID]; !ok { // an audit started since
+				if crs, ids, err := firewall.ReadAudit(e.paths); err == nil && crs != nil {
+					cand = telemetry.IndexRules(crs, ids)
+				}
+			}
+		} else if _, ok := rules[ev.RuleID]; !ok && !reread[ev.RuleID] {
 			// a rule added since: read the rule set in force again
 			reread[ev.RuleID] = true
 			if in, err := firewall.ReadInForce(e.paths); err == nil {
 				rules = telemetry.IndexRules(in.Rules, in.IDs)
 			}
 		}
-		rules.Trim(&ev)
+		if !ev.Audit {
+			rules.Trim(&ev)
+		}
 		n++
 		if ev.ByLOG {
 			byLOG++
 		}
-		if o.asJSON {
+		switch {
+		case o.asJSON && ev.Audit:
+			rec := ev.Record(cand, names)
+			rec.By = rules.Name(ev.VerdictID)
+			err = enc.Encode(rec)
+		case o.asJSON:
 			err = enc.Encode(ev.Record(rules, names))
-		} else {
+		case ev.Audit:
+			_, err = fmt.Fprintf(out, "%s %s\n", ev.Time.Format("2006-01-02T15:04:05.000000Z07:00"), ev.AuditLine(cand, rules, names))
+		default:
 			_, err = fmt.Fprintf(out, "%s %s\n", ev.Time.Format("2006-01-02T15:04:05.000000Z07:00"), ev.Line(rules, names))
 		}
 		if err == nil && pw != nil {

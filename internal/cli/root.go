@@ -152,7 +152,7 @@ swaps it in atomically: packets see the old rules or the new, never a mix.`,
 			"saying after a second whom it waits for)")
 	root.PersistentPreRun = func(*cobra.Command, []string) { e.setWait(wait) }
 	root.AddCommand(newLoad(e), newApply(e), newImport(e), newAdd(e), newInsert(e), newReplace(e), newDelete(e), newRebuild(e),
-		newList(e), newFlush(e), newPolicy(e), newChain(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e),
+		newList(e), newAudit(e), newFlush(e), newPolicy(e), newChain(e), newDetach(e), newStatus(e), newStats(e), newTop(e), newMetrics(e),
 		newTrace(e), newLog(e), newConntrack(e), newSet(e), newBench(e), newDaemon(e), newMan(e))
 	usageErrors(root)
 	return root

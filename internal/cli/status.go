@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -74,6 +75,10 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 			} else {
 				fmt.Fprintln(e.stdout, "delta stage: empty (no edit waits for a rebuild)")
 			}
+			if a := s.Audit; a != nil {
+				fmt.Fprintf(e.stdout, "audit: %s beside the rules in force, not enforced: %d packets seen, would drop %d, would accept %d ('xdpfw audit list')\n",
+					cmp.Or(a.File, "a candidate"), a.Seen, a.WouldDrop, a.WouldAccept)
+			}
 			fmt.Fprintf(e.stdout, "classifier tables: %d entries, %d nodes, %d leaf slots per generation (%d KiB kernel memory with conntrack)\n",
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)
 			fmt.Fprintf(e.stdout, "conntrack table: %d entries max (in use when a rule tests --ctstate; see 'xdpfw conntrack stats'); TCP pickup %s\n",
@@ -96,6 +101,11 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 			if n, err := fw.Datapath().LatencySample(); err == nil {
 				fmt.Fprintf(e.stdout, "latency: %s\n", sampleText(n))
 			}
+			fmt.Fprintf(e.stdout, "priority: %s (docs/realtime.md, Priority)\n", s.Priority.State)
+			if high, bulk, fallback, cpumap := s.Priority.Stats.Sum(); high+bulk+fallback+cpumap > 0 {
+				fmt.Fprintf(e.stdout, "  high %d, bulk %d handed over (%d judged by the bulk CPUs), %d judged where they arrived (hand-over failed)\n",
+					high, bulk, cpumap, fallback)
+			}
 			fwd := s.Forward
 			if fwd.Mode != datapath.ForwardStack {
 				if len(fwd.Ports) == 0 {
@@ -116,6 +126,12 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 					}
 					fmt.Fprintf(e.stdout, "  forwarded %-14s %-13s %12d pkts %14d bytes\n", how, r, c.Packets, c.Bytes)
 				}
+			}
+			for _, p := range fwd.PPPoE {
+				fmt.Fprintf(e.stdout, "  pppoe %s (docs/pppoe.md)\n", p)
+			}
+			for _, w := range fwd.PPPoEUnpaired {
+				fmt.Fprintf(e.stdout, "  pppoe: %s\n", w)
 			}
 			if s.Sets > 0 {
 				fmt.Fprintf(e.stdout, "named sets: %d with %d elements (all sets together hold at most %d; xdpfw set list)\n",

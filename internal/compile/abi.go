@@ -65,13 +65,15 @@ const (
 	ReasonExtHdrDepth
 	ReasonBadL4
 	ReasonCTFull
-	ReasonRejectRate  // REJECT over its source's or the global answer budget: dropped
-	ReasonRejectError // REJECT of an ICMP error (or of a RST, with tcp-reset): dropped
-	ReasonRejectFrag  // REJECT of a non-first fragment: dropped
-	ReasonRejectBcast // REJECT of a broadcast/multicast packet or a non-host source: dropped
-	ReasonRejectFail  // REJECT answer could not be built: dropped
-	ReasonFragUnknown // a later fragment of a datagram whose first fragment was not seen (or expired): dropped
-	ReasonFragOverlap // a later fragment overlapping its datagram's first fragment (and the rest of it): dropped
+	ReasonRejectRate   // REJECT over its source's or the global answer budget: dropped
+	ReasonRejectError  // REJECT of an ICMP error (or of a RST, with tcp-reset): dropped
+	ReasonRejectFrag   // REJECT of a non-first fragment: dropped
+	ReasonRejectBcast  // REJECT of a broadcast/multicast packet or a non-host source: dropped
+	ReasonRejectFail   // REJECT answer could not be built: dropped
+	ReasonFragUnknown  // a later fragment of a datagram whose first fragment was not seen (or expired): dropped
+	ReasonFragOverlap  // a later fragment overlapping its datagram's first fragment (and the rest of it): dropped
+	ReasonBadPPPoE     // PPPoE session frame: truncated header, or its length past the frame
+	ReasonPPPoESession // PPPoE session frame carrying IP of a session xdpfw does not know: dropped (docs/pppoe.md)
 	NumReasons
 )
 
@@ -83,6 +85,7 @@ var reasonNames = [NumReasons]string{
 	"reject-rate-limited", "reject-unanswered-error", "reject-unanswered-fragment",
 	"reject-unanswered-broadcast", "reject-failed",
 	"fragment-unknown", "fragment-overlap",
+	"malformed-pppoe", "pppoe-session-unknown",
 }
 
 func (r Reason) String() string {
@@ -306,6 +309,9 @@ const (
 	RootRaw uint8 = 0x02 // Tables.Raw has entries of this root's chain and family
 	RootMSS uint8 = 0x04 // an entry tests TCP's MSS option (the classifier reads it)
 	RootRT  uint8 = 0x08 // an entry tests the IPv6 routing header (the classifier reads it)
+	// RootPrio marks a root of Tables.PrioRoots: the generation has a
+	// priority table, and packets arriving are sorted into classes.
+	RootPrio uint8 = 0x40
 )
 
 // MaxRaw is how many entries the raw table holds (FW_MAX_RAW): the NOTRACK

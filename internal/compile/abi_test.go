@@ -37,6 +37,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_R_REJECT_RATE": ReasonRejectRate, "FW_R_REJECT_ERROR": ReasonRejectError, "FW_R_REJECT_FRAG": ReasonRejectFrag,
 		"FW_R_REJECT_BCAST": ReasonRejectBcast, "FW_R_REJECT_FAIL": ReasonRejectFail,
 		"FW_R_FRAG_UNKNOWN": ReasonFragUnknown, "FW_R_FRAG_OVERLAP": ReasonFragOverlap,
+		"FW_R_BAD_PPPOE": ReasonBadPPPoE, "FW_R_PPPOE_SESSION": ReasonPPPoESession,
 		"FW_NUM_REASONS": NumReasons,
 	}
 	if len(names) != len(want) {

@@ -180,18 +180,22 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 	if limit == 0 {
 		limit = DefaultMaxEntries
 	}
-	if len(entries) > limit {
-		return nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
-			"(multiport lists and -i wildcards expand into several entries each; load with a larger --max-rules)", len(entries), limit)
+	prio, err := priorityEntries(pol)
+	if err != nil {
+		return nil, err
 	}
-	if len(entries) > MaxLeafSlots { // a one-candidate leaf holds an entry index in 24 bits
+	if len(entries)+len(prio) > limit {
+		return nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
+			"(multiport lists and -i wildcards expand into several entries each; load with a larger --max-rules)", len(entries)+len(prio), limit)
+	}
+	if len(entries)+len(prio) > MaxLeafSlots { // a one-candidate leaf holds an entry index in 24 bits
 		return nil, fmt.Errorf("the rule set needs %d classifier entries; a generation holds at most %d", len(entries), MaxLeafSlots)
 	}
 	maxNodes := lim.Nodes
 	if maxNodes == 0 {
 		maxNodes = DefaultMaxNodes
 	}
-	t := &Tables{Entries: entries}
+	t := &Tables{Entries: entries, Prio: prio}
 	for i := range entries {
 		for c := entries[i].Chain; c < rules.NumChains; c++ {
 			t.ChainEnd[c] = uint32(i + 1)

@@ -146,6 +146,14 @@ type Tables struct {
 	// (at most MaxRaw): the data plane tests them before conntrack, in
 	// every root flagged RootRaw (rawEntries).
 	Raw []Entry
+	// Prio are the entries of the xdpfw-priority table's rules, in rule
+	// order (ActAccept: HIGH, ActDrop: BULK). Their indices follow the
+	// rules': entry i of the generation is Entries[i], or Prio[i -
+	// len(Entries)]; the data plane holds them so in fw_entries.
+	// PrioRoots are the table's roots by family (RootPrio set; zero
+	// without a priority table).
+	Prio      []Entry
+	PrioRoots [2]Root
 	// SetNames maps the set ids entries use to set names (for the Go twin).
 	SetNames map[uint32]string
 	// Logs are the rate limits of the logged rules (LOG rules and rules

@@ -30,9 +30,15 @@ type RefPacket struct {
 	DstMAC   [6]byte
 	Tagged   bool
 	VLAN     uint16 // outermost VID when Tagged
-	Fragment bool   // a non-first fragment
-	CTState  uint8  // connection state (CTNew...); CTNew where no rule tests it
-	Mark     uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
+	// PPPoE: the packet came in a PPPoE session frame; InIface is the
+	// session's ppp device (bpf/lib/pppoe.h).
+	PPPoE    bool
+	Fragment bool // a non-first fragment
+	// FirstFragment: a datagram's first fragment (more follow); only
+	// its priority class reads it (PriorityOf).
+	FirstFragment bool
+	CTState       uint8  // connection state (CTNew...); CTNew where no rule tests it
+	Mark          uint32 // the packet's mark (skb->mark): OUTPUT only, 0 in INPUT and FORWARD
 	// Len is the IP length as -m length reads it: IPv4's total length,
 	// IPv6's payload length + 40 (the header). TTL is the IPv4 TTL or IPv6
 	// hop limit, TOS the IPv4 TOS or IPv6 traffic class byte.
@@ -245,6 +251,8 @@ func RejectReason(p RefPacket, k Reject) Reason {
 	switch {
 	case p.Fragment:
 		return ReasonRejectFrag
+	case p.PPPoE: // no answer into a PPPoE session (fw_reject_xdp)
+		return ReasonRejectFail
 	case p.DstMAC[0]&1 != 0 || p.SrcMAC[0]&1 != 0 || !oneHost(p.Src) || !oneHost(p.Dst):
 		return ReasonRejectBcast
 	}
@@ -376,10 +384,12 @@ func Matches(m *rules.Match, p RefPacket) bool {
 // it, broadcast for ff:ff:ff:ff:ff:ff, multicast for the group bit, else to
 // this host (a frame for another host's MAC never reaches iptables); in
 // OUTPUT always to this host (PACKET_HOST: Linux marks the broadcast and
-// multicast copies it sends later). The twin of lib/classify.h fw_pkttype.
+// multicast copies it sends later); a PPPoE session's packet always to
+// this host (the ppp device's receive path makes it PACKET_HOST). The twin
+// of lib/classify.h fw_pkttype.
 func PktTypeOf(p *RefPacket) uint8 {
 	switch {
-	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0:
+	case p.Chain == rules.ChainOutput || p.DstMAC[0]&1 == 0 || p.PPPoE:
 		return rules.PktHost
 	case p.DstMAC == [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}:
 		return rules.PktBroadcast
@@ -507,4 +517,26 @@ func inPorts(rs []rules.PortRange, port uint16) bool {
 		}
 	}
 	return false
+}
+
+// PriorityOf is the class the xdpfw-priority table gives p, a packet
+// as it arrives (its chain and connection state are not looked at): the
+// verdict of the first priority rule that matches it, else the table's
+// policy; VerdictHigh for every packet when the table is off (nothing is
+// handed elsewhere). Fragments are BULK: a datagram's fragments are
+// judged in order, on one CPU (docs/realtime.md, Priority).
+func PriorityOf(rs *rules.RuleSet, p RefPacket) rules.Verdict {
+	if !rs.PriorityOn() {
+		return rules.VerdictHigh
+	}
+	if p.Fragment || p.FirstFragment {
+		return rules.VerdictBulk
+	}
+	p.Chain = rules.ChainPriority // as it arrives: a FORWARD packet's TTL is not decremented yet
+	for i := range rs.Priority {
+		if r := &rs.Priority[i]; Matches(&r.Match, p) {
+			return r.Target.Verdict
+		}
+	}
+	return rs.PriorityDefault()
 }

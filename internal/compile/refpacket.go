@@ -13,15 +13,16 @@ const (
 )
 
 // RefPacketOf returns what the reference matcher knows of a frame the
-// packet builder makes of p, arriving on iface, in INPUT and state NEW
+// packet builder makes of p, arriving on iface (the device the kernel
+// sees it arrive by: for a PPPoE session frame, the session's ppp device), in INPUT and state NEW
 // (the caller sets Chain and CTState): the fields the data plane's parser
 // extracts (and -m length, ttl, tos, tcpmss and rt read). A non-first fragment has no L4 header; SCTP and UDP-Lite
 // ports are the payload's first four bytes.
 func RefPacketOf(p *packet.Packet, iface string) RefPacket {
 	rp := RefPacket{
 		Chain: rules.ChainInput, InIface: iface, Src: p.Src, Dst: p.Dst, Proto: p.Proto,
-		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0,
-		Len: uint32(IPLenOf(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto, MSS: tcpMSS(p.TCPOptions),
+		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, Fragment: p.FragOffset != 0, FirstFragment: p.FragOffset == 0 && p.MoreFragments,
+		PPPoE: p.PPPoE, Len: uint32(IPLenOf(p)), TTL: p.TTL, TOS: p.TOS, CTProto: p.Proto, MSS: tcpMSS(p.TCPOptions),
 	}
 	if rp.TTL == 0 {
 		rp.TTL = packet.DefaultTTL
@@ -91,5 +92,6 @@ func tcpMSS(opts []byte) uint32 {
 func IPLenOf(p *packet.Packet) int {
 	q := *p
 	q.PadTo60 = false // the padding is no part of the IP packet
+	q.PPPoE = false   // the IP packet within
 	return len(q.Bytes()) - 14 - 4*len(q.VLANs)
 }

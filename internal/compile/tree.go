@@ -1029,55 +1029,76 @@ func group(bx *box, v6 bool) int {
 }
 
 // buildTrees fills t.Nodes, t.Leaves and t.Roots from t.Entries.
-func buildTrees(t *Tables, rs *rules.RuleSet, opts treeOpts) (TreeStats, error) {
+func buildTrees(t *Tables, pol *rules.RuleSet, opts treeOpts) (TreeStats, error) {
 	b := &treeBuilder{t: t, rnd: rand.New(rand.NewPCG(1, 2)), treeOpts: opts}
 	type ebox struct {
 		boxes []box
 		exact bool
 	}
-	eb := make([]ebox, len(t.Entries))
-	t.Ranges = make([]Ranges, len(t.Entries))
-	for i := range t.Entries {
-		eb[i].boxes, eb[i].exact = entryBoxes(&t.Entries[i])
+	// The priority table's entries follow the rules' (Tables.Prio).
+	n := len(t.Entries) + len(t.Prio)
+	eb := make([]ebox, n)
+	t.Ranges = make([]Ranges, n)
+	for i := range n {
+		eb[i].boxes, eb[i].exact = entryBoxes(t.entryAt(uint32(i)))
 		t.Ranges[i] = boxRanges(eb[i].boxes, eb[i].exact)
 	}
 	groups := 0
+	// trees builds r's trees over the generation's entries i of family v6
+	// that in takes, grouped by their most selective field.
+	trees := func(r *Root, v6 bool, in func(i int) bool) error {
+		fam := rules.FamilyIPv4
+		if v6 {
+			fam = rules.FamilyIPv6
+		}
+		var lists [MaxGroups][]int32
+		for i := range n {
+			e := t.entryAt(uint32(i))
+			if !in(i) || (e.Family != rules.FamilyAny && e.Family != fam) {
+				continue
+			}
+			for _, bx := range eb[i].boxes {
+				g := group(&bx, v6)
+				b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: e.Decides(), box: bx})
+				lists[g] = append(lists[g], int32(len(b.items)-1))
+			}
+		}
+		for g := range r.Groups {
+			r.Groups[g] = NoTree
+			if len(lists[g]) == 0 {
+				continue
+			}
+			ref, err := b.tree(lists[g])
+			if err != nil {
+				return err
+			}
+			r.Groups[g] = ref
+			groups++
+		}
+		return nil
+	}
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
 		for v6 := 0; v6 < 2; v6++ {
 			fam := rules.FamilyIPv4
 			if v6 == 1 {
 				fam = rules.FamilyIPv6
 			}
-			var lists [MaxGroups][]int32
-			for i := range t.Entries {
-				e := &t.Entries[i]
-				if e.Chain != c || (e.Family != rules.FamilyAny && e.Family != fam) {
-					continue
-				}
-				for _, bx := range eb[i].boxes {
-					g := group(&bx, v6 == 1)
-					b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: e.Decides(), box: bx})
-					lists[g] = append(lists[g], int32(len(b.items)-1))
-				}
-			}
 			r := Root{RuleID: PolicyID(uint8(c), v6 == 1), Action: ActAccept, Reason: ReasonPolicyAccept}
-			if rs.PolicyFor(c, fam) == rules.VerdictDrop {
+			if pol.PolicyFor(c, fam) == rules.VerdictDrop {
 				r.Action, r.Reason = ActDrop, ReasonPolicyDrop
 			}
-			for g := range r.Groups {
-				r.Groups[g] = NoTree
-				if len(lists[g]) == 0 {
-					continue
-				}
-				ref, err := b.tree(lists[g])
-				if err != nil {
-					return TreeStats{}, err
-				}
-				r.Groups[g] = ref
-				groups++
+			if err := trees(&r, v6 == 1, func(i int) bool { return i < len(t.Entries) && t.Entries[i].Chain == c }); err != nil {
+				return TreeStats{}, err
 			}
 			t.Roots[int(c)*2+v6] = r
 		}
+	}
+	for v6 := 0; v6 < 2 && pol.PriorityOn(); v6++ { // the priority table's roots (priority.go)
+		r := prioRoot(pol)
+		if err := trees(&r, v6 == 1, func(i int) bool { return i >= len(t.Entries) }); err != nil {
+			return TreeStats{}, err
+		}
+		t.PrioRoots[v6] = r
 	}
 	return TreeStats{Nodes: len(t.Nodes), LeafSlots: len(t.Leaves), MaxLeaf: b.maxLeaf, MaxDepth: b.depth, Trees: groups}, nil
 }

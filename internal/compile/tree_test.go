@@ -94,8 +94,8 @@ func TestRangesAgreeWithMatches(t *testing.T) {
 	for set := 0; set < 200; set++ {
 		rs := rules.RandomRuleSet(r, 1+r.IntN(40))
 		tb := compileTest(t, rs)
-		if len(tb.Ranges) != len(tb.Entries) {
-			t.Fatalf("set %d: %d ranges for %d entries", set, len(tb.Ranges), len(tb.Entries))
+		if len(tb.Ranges) != len(tb.Entries)+len(tb.Prio) { // the priority table's entries follow the rules'
+			t.Fatalf("set %d: %d ranges for %d entries", set, len(tb.Ranges), len(tb.Entries)+len(tb.Prio))
 		}
 		for i := range tb.Entries {
 			e, rg := &tb.Entries[i], &tb.Ranges[i]
@@ -306,7 +306,7 @@ type builtTree struct {
 func buildWithBinary(t *testing.T, rs *rules.RuleSet) (*Tables, []builtTree) {
 	t.Helper()
 	tb := compileTest(t, rs)
-	again := &Tables{Entries: tb.Entries}
+	again := &Tables{Entries: tb.Entries, Prio: tb.Prio}
 	var trees []builtTree
 	st, err := buildTrees(again, rs, treeOpts{maxNodes: DefaultMaxNodes, maxLeafSlots: MaxLeafSlots,
 		onTree: func(bin []binNode, binRoot, fatRoot uint32) {
@@ -421,8 +421,8 @@ func TestFatNodeShape(t *testing.T) {
 				}
 				if IsLeafRef(c) {
 					first, count := LeafOf(c)
-					if count == 1 && int(first) >= len(tb.Entries) {
-						t.Fatalf("%s: node %d: child %d is the leaf of entry %d of %d", name, i, k, first, len(tb.Entries))
+					if count == 1 && int(first) >= len(tb.Entries)+len(tb.Prio) {
+						t.Fatalf("%s: node %d: child %d is the leaf of entry %d of %d", name, i, k, first, len(tb.Entries)+len(tb.Prio))
 					}
 					if count > MaxLeaf || (count > 1 && int(first+count) > len(tb.Leaves)) || c == NoTree {
 						t.Fatalf("%s: node %d: child %d is leaf (%d, %d) of %d slots", name, i, k, first, count, len(tb.Leaves))

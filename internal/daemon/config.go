@@ -77,6 +77,10 @@ type Config struct {
 	// SIGINT. By default it stays in force: the daemon is not on the
 	// packet path.
 	DetachOnStop bool `yaml:"detach_on_stop"`
+	// PriorityCPUs: the CPUs the xdpfw-priority table's BULK class is
+	// handed to, as load --priority-cpus ("auto", "none", "1", "2-3");
+	// read when the daemon loads the program.
+	PriorityCPUs string `yaml:"priority_cpus"`
 
 	path string // the file it was read from
 }
@@ -158,10 +162,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // defaults is a configuration with every default filled in.
 func defaults() Config {
 	return Config{
-		Rules:     DefaultRulesPath,
-		Malformed: "drop",
-		Forward:   string(datapath.ForwardXDP),
-		Conntrack: ConntrackConfig{Full: "drop", TCPPickup: "loose", KernelNAT: "on", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
+		Rules:        DefaultRulesPath,
+		Malformed:    "drop",
+		Forward:      string(datapath.ForwardXDP),
+		PriorityCPUs: "auto",
+		Conntrack:    ConntrackConfig{Full: "drop", TCPPickup: "loose", KernelNAT: "on", GCMin: Duration(DefaultGCMin), GCMax: Duration(DefaultGCMax)},
 		Reject: RejectConfig{Rate: fmt.Sprintf("%d/s", compile.DefaultRejectRate), Burst: compile.DefaultRejectBurst,
 			GlobalRate: fmt.Sprintf("%d/s", compile.DefaultRejectGlobalRate)},
 		Metrics: MetricsConfig{Listen: DefaultMetricsListen},
@@ -248,6 +253,11 @@ func (c *Config) check(root *yaml.Node) error {
 	}
 	if c.Malformed != "drop" && c.Malformed != "accept" {
 		bad(fmt.Sprintf("%q: want drop or accept", c.Malformed), "malformed")
+	}
+	if c.PriorityCPUs != "" && c.PriorityCPUs != "auto" {
+		if _, err := datapath.ParseCPUList(c.PriorityCPUs); err != nil {
+			bad(err.Error(), "priority_cpus")
+		}
 	}
 	if c.Forward != "" {
 		if _, err := datapath.ParseForwardMode(c.Forward); err != nil {
@@ -393,7 +403,8 @@ func (c *Config) desired() (firewall.Desired, error) {
 	global, _ := firewall.ParseRejectRate(c.Reject.GlobalRate)
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
 		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty,
-		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup, Forward: c.Forward, CTKernelNAT: c.Conntrack.KernelNAT}
+		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup, Forward: c.Forward, CTKernelNAT: c.Conntrack.KernelNAT,
+		PriorityCPUs: c.PriorityCPUs}
 	rs, err := rules.ReadFiles(rules.Sources{File: c.abs(c.Rules), IPv4File: c.abs(c.RulesIPv4), IPv6File: c.abs(c.RulesIPv6),
 		SkipUnsupported: c.SkipUnsupported})
 	if err != nil {

@@ -41,11 +41,13 @@ type Daemon struct {
 	// namesOut: the rules in force have FORWARD -o, whose names resolve
 	// against every interface of the host: a link created, removed or
 	// renamed makes a reload (watchLinks).
-	namesOut atomic.Bool
-	mu       sync.Mutex // guards cfg
-	cfg      *Config
-	metrics  *metricsServer
-	events   *forwarder
+	namesOut  atomic.Bool
+	mu        sync.Mutex // guards cfg
+	cfg       *Config
+	metrics   *metricsServer
+	events    *forwarder
+	pppoeWhy  string // why PPPoE sessions are unpaired, as last logged (refreshPPPoE)
+	pppoeDevs string // the PPPoE sessions' ppp devices the rules were compiled with (refreshPPPoE)
 }
 
 // log is the daemon's logger.
@@ -113,6 +115,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer close(linksDone)
 	links, linkSet := d.watchLinks(linksDone)
 	routes := d.watchLocalRoutes(linksDone)
+	pppoe := d.watchPPPoE(linksDone)
+	if ss, _, err := firewall.PPPoESessions(); err == nil {
+		d.pppoeDevs = pppoeDevices(ss) // those the rules were compiled with
+	}
 
 	notify("READY=1\nSTATUS=in force")
 	d.log().Info("ready")
@@ -144,6 +150,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-routes:
 			if err := firewall.RefreshAddrTypes(d.Paths); err != nil {
 				d.log().Warn("the local routing table changed; -m addrtype's copy not refreshed", "error", err.Error())
+			}
+		case <-pppoe:
+			if d.refreshPPPoE() {
+				quiet, why = time.After(settle), "PPPoE sessions changed (-i of their ppp devices)"
 			}
 		case <-quiet:
 			quiet = nil

@@ -1,12 +1,18 @@
 package daemon
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/firewall"
 )
 
 // watchLinks reports, by name, each configured interface that appears or
@@ -98,4 +104,87 @@ func (d *Daemon) watchLocalRoutes(done <-chan struct{}) <-chan struct{} {
 		}
 	}()
 	return out
+}
+
+// pppoePoll is how often the daemon reads the kernel's PPPoE sessions
+// when no ppp device came or went (a session's own changes make no event).
+const pppoePoll = 2 * time.Second
+
+// watchPPPoE reports (coalesced) each change of the kernel's PPPoE
+// sessions the data plane must follow (docs/pppoe.md): a ppp device
+// created or removed (pppd makes one per connection, after the session
+// and before IP can flow: netlink RTM_NEWLINK / RTM_DELLINK), and any
+// change of /proc/net/pppoe seen by reading it every pppoePoll.
+func (d *Daemon) watchPPPoE(done <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	kick := func() {
+		select {
+		case out <- struct{}{}:
+		default: // a refresh is pending already
+		}
+	}
+	updates := make(chan netlink.LinkUpdate, 64)
+	if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) {
+			d.log().Warn("interface events lost; PPPoE sessions are read every few seconds", "error", err.Error())
+		}}); err != nil {
+		d.log().Warn("interface events not watched; PPPoE sessions are read every few seconds", "error", err.Error())
+		updates = nil
+	}
+	go func() {
+		last, _ := os.ReadFile(firewall.ProcPPPoE)
+		tick := time.NewTicker(pppoePoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case u, ok := <-updates:
+				if !ok {
+					updates = nil
+					continue
+				}
+				if u.Attrs().EncapType == "ppp" {
+					kick()
+				}
+			case <-tick.C:
+				if now, _ := os.ReadFile(firewall.ProcPPPoE); !bytes.Equal(now, last) {
+					last = now
+					kick()
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// refreshPPPoE writes the kernel's PPPoE sessions into the data plane,
+// logging why any are left unpaired when that changes. It reports whether
+// the sessions' ppp devices changed (a reconnect makes a new device):
+// `-i ppp0` must then be compiled again.
+func (d *Daemon) refreshPPPoE() bool {
+	ss, why, err := firewall.RefreshPPPoE(d.Paths)
+	if err != nil {
+		d.log().Warn("PPPoE sessions changed; the data plane's copy not refreshed", "error", err.Error())
+		return false
+	}
+	if s := strings.Join(why, "; "); s != d.pppoeWhy {
+		d.pppoeWhy = s
+		if s != "" {
+			d.log().Warn("PPPoE sessions not paired with their ppp devices", "why", s)
+		}
+	}
+	devs := pppoeDevices(ss)
+	changed := devs != d.pppoeDevs
+	d.pppoeDevs = devs
+	return changed
+}
+
+// pppoeDevices names the sessions' ppp devices with their ifindexes.
+func pppoeDevices(ss []datapath.PPPoESession) string {
+	var b strings.Builder
+	for _, s := range ss {
+		fmt.Fprintf(&b, "%s=%d ", s.PPPName, s.PPP)
+	}
+	return b.String()
 }

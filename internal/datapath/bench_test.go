@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -22,7 +21,10 @@ import (
 //
 //	go test -run '^$' -bench Classify ./internal/datapath/
 //
-// The decision-tree classifier's cost should not grow with N.
+// The decision-tree classifier's cost should not grow with N. With
+// -base-object (below) it runs another build beside this one, as
+// BenchmarkAccept does: the fixed cost per packet of two builds side by
+// side.
 func BenchmarkClassify(b *testing.B) {
 	for _, n := range []int{1, 10, 100, 1000, 10000, 100000} {
 		var sb strings.Builder
@@ -39,22 +41,29 @@ func BenchmarkClassify(b *testing.B) {
 				f := newFixtureLimits(b, datapath.LimitsFor(max(n, 16384)))
 				f.installText(sb.String())
 				frame := v4pkt(packet.ProtoUDP, c.src, "10.255.0.1", 40000, 53).Bytes()
-				var per time.Duration
+				want := datapath.XDPPass
+				if c.name == "no-match" {
+					want = datapath.XDPDrop
+				}
+				dps := loadSideBySide(b, f)
 				err := f.ns.Do(func() error {
-					var err error
-					_, per, err = f.dp.Program().Benchmark(frame, b.N, nil)
-					return err
+					for _, dp := range dps {
+						if act, _, err := dp.Program().Benchmark(frame, 1, nil); err != nil || act != uint32(want) {
+							return fmt.Errorf("probe: action %d, %v; want %d", act, err, want)
+						}
+					}
+					return nil
 				})
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.ReportMetric(float64(per.Nanoseconds()), "ns/pkt")
+				sideBySideOn(b, f, dps, frame, (*datapath.Datapath).Program)
 			})
 		}
 	}
 }
 
-var baseObject = flag.String("base-object", "", "BenchmarkAccept: also run this build's xdpfw_bpfel.o "+
+var baseObject = flag.String("base-object", "", "BenchmarkAccept, BenchmarkClassify: also run this build's xdpfw_bpfel.o "+
 	"(e.g. `git show main:internal/datapath/xdpfw_bpfel.o`), interleaved with the current one, and report the ratio")
 
 // BenchmarkAccept measures both programs on packets they accept: the tc
@@ -106,22 +115,7 @@ func BenchmarkAccept(b *testing.B) {
 				rules = tracked
 			}
 			f.installText(fmt.Sprintf(rules, chain))
-			objs := []string{""}
-			if *baseObject != "" {
-				objs = append(objs, *baseObject)
-			}
-			var dps []*datapath.Datapath
-			for _, obj := range objs {
-				dp, err := datapath.LoadObject(obj, f.dp.Limits())
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(dp.Close)
-				if err := dp.Install(f.tables); err != nil {
-					b.Fatal(err)
-				}
-				dps = append(dps, dp)
-			}
+			dps := loadSideBySide(b, f)
 			// run traces frame through dp's program for the direction
 			// out (true: egress), and tells whether it was accepted.
 			run := func(dp *datapath.Datapath, out bool, frame []byte) (datapath.TraceResult, bool, error) {
@@ -159,37 +153,69 @@ func BenchmarkAccept(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rounds := 1
-			if len(dps) > 1 {
-				rounds = 20
-			}
-			ns := make([][]float64, len(dps))
-			err = f.ns.Do(func() error {
-				for r := 0; r < rounds; r++ {
-					for j := range dps {
-						i := (j + r) % len(dps) // each build goes first in every other round
-						_, per, err := prog(dps[i]).Benchmark(frame, b.N, nil)
-						if err != nil {
-							return err
-						}
-						ns[i] = append(ns[i], float64(per.Nanoseconds()))
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(medianOf(ns[0]), "ns/pkt")
-			if len(dps) > 1 {
-				ratios := make([]float64, rounds)
-				for r := range ratios {
-					ratios[r] = ns[0][r] / ns[1][r]
-				}
-				b.ReportMetric(medianOf(ns[1]), "base-ns/pkt")
-				b.ReportMetric(medianOf(ratios), "ratio")
-			}
+			sideBySideOn(b, f, dps, frame, prog)
 		})
+	}
+}
+
+// loadSideBySide loads this build beside f's data plane, and the
+// -base-object build when one is given, both unpinned and alike, with f's
+// tables installed: this build first.
+func loadSideBySide(b *testing.B, f *fixture) []*datapath.Datapath {
+	objs := []string{""}
+	if *baseObject != "" {
+		objs = append(objs, *baseObject)
+	}
+	var dps []*datapath.Datapath
+	for _, obj := range objs {
+		dp, err := datapath.LoadObject(obj, f.dp.Limits())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(dp.Close)
+		if err := dp.Install(f.tables); err != nil {
+			b.Fatal(err)
+		}
+		dps = append(dps, dp)
+	}
+	return dps
+}
+
+// sideBySideOn runs frame b.N times through prog of each of dps in turn
+// (20 interleaved rounds when there are two, each build first in every
+// other round) and reports the median ns/pkt of the first, and with two,
+// the second's (base-ns/pkt) and the median of the per-round ratios
+// first / second.
+func sideBySideOn(b *testing.B, f *fixture, dps []*datapath.Datapath, frame []byte, prog func(*datapath.Datapath) *ebpf.Program) {
+	rounds := 1
+	if len(dps) > 1 {
+		rounds = 20
+	}
+	ns := make([][]float64, len(dps))
+	err := f.ns.Do(func() error {
+		for r := 0; r < rounds; r++ {
+			for j := range dps {
+				i := (j + r) % len(dps) // each build goes first in every other round
+				_, per, err := prog(dps[i]).Benchmark(frame, b.N, nil)
+				if err != nil {
+					return err
+				}
+				ns[i] = append(ns[i], float64(per.Nanoseconds()))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(medianOf(ns[0]), "ns/pkt")
+	if len(dps) > 1 {
+		ratios := make([]float64, rounds)
+		for r := range ratios {
+			ratios[r] = ns[0][r] / ns[1][r]
+		}
+		b.ReportMetric(medianOf(ns[1]), "base-ns/pkt")
+		b.ReportMetric(medianOf(ratios), "ratio")
 	}
 }
 

@@ -33,6 +33,10 @@ const (
 	// load on, under its own name: a program still attached while a newer
 	// one is loaded keeps its own stage.
 	stagesPin = "stages_"
+	// cpumapPin is xdpfw_cpumap, the bulk CPUs' program (priority.go);
+	// cpuStagesPin + the ingress program's id its fw_cpumap_stages.
+	cpumapPin    = "prog_xdpfw_cpumap"
+	cpuStagesPin = "cpustages_"
 )
 
 // Limits are one generation's table sizes. The data plane holds two
@@ -122,6 +126,8 @@ type Datapath struct {
 	latency     *ebpf.Map // fw_latency: processing-time histograms, per CPU
 	fwdPorts    *ebpf.Map // fw_fwd_ports: the devices the forwarding fast path may redirect to
 	fwdStats    *ebpf.Map // fw_fwd_stats: FORWARD-accepted packets by delivery (fwd.go)
+	pppoeRx     *ebpf.Map // fw_pppoe_rx: PPPoE sessions by Ethernet device, id and peer (pppoe.go)
+	pppoeTx     *ebpf.Map // fw_pppoe_tx: the same by ppp device
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
@@ -135,6 +141,18 @@ type Datapath struct {
 	// when opened from pins).
 	stages    *ebpf.Map
 	stagesPin string
+	// The priority table (priority.go): its roots, the bulk CPUs and the
+	// counters (pinned; nil when opened from an earlier version's pins),
+	// fw_cpumap, and xdpfw_cpumap with its stages (nil when opened from
+	// pins; the program from its pin where there is one).
+	prioRoots, prioCfg, prioStats, cpumap *ebpf.Map
+	// audit: an audit instance's view (audit.go), whose tables hold a
+	// candidate rule set. It has no priority roots: the class a packet
+	// gets is the enforced rule set's, and an audit compares verdicts.
+	audit        bool
+	cpumapProg   *ebpf.Program
+	cpuStages    *ebpf.Map
+	cpuStagesPin string
 	// rxvlan is xdpfw_rxvlan's spec, loaded per interface with handoff
 	// (fw_xdp_handoff, also in unpinned) and stages (rxvlan.go); nil
 	// when opened from pins.
@@ -162,6 +180,8 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
 		latPin: &d.latSample, "fw_latency": &d.latency,
 		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
+		"fw_pppoe_rx": &d.pppoeRx, "fw_pppoe_tx": &d.pppoeTx,
+		"fw_prio_roots": &d.prioRoots, "fw_prio": &d.prioCfg, "fw_prio_stats": &d.prioStats, "fw_cpumap": &d.cpumap,
 	}
 }
 
@@ -240,10 +260,25 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			return nil, fmt.Errorf("carrying fw_config_map over to the new program: %w", err)
 		}
 	}
-	// The program array holds the classify stage: no other handle needed.
+	// The program arrays hold the classify (and finish) stages: no other
+	// handle needed.
 	objs.XdpfwIngressClassify.Close()
-	stagesName, err := pinStages(dir, objs.XdpfwIngress, objs.FwXdpStages)
+	objs.XdpfwIngressFinish.Close()
+	objs.XdpfwCpumapClassify.Close()
+	// The audit instance's own maps (audit.go): no program here uses them.
+	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts} {
+		m.Close()
+	}
+	stagesName, err := pinStages(dir, stagesPin, objs.XdpfwIngress, objs.FwXdpStages)
 	if err != nil {
+		objs.Close()
+		objs.LatSection.Close()
+		closeUpgraded()
+		return nil, err
+	}
+	cpuStagesName, err := pinStages(dir, cpuStagesPin, objs.XdpfwIngress, objs.FwCpumapStages)
+	if err != nil {
+		_ = os.Remove(filepath.Join(dir, stagesName))
 		objs.Close()
 		objs.LatSection.Close()
 		closeUpgraded()
@@ -286,10 +321,20 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		latency:     objs.FwLatency,
 		fwdPorts:    objs.FwFwdPorts,
 		fwdStats:    objs.FwFwdStats,
+		pppoeRx:     objs.FwPppoeRx,
+		pppoeTx:     objs.FwPppoeTx,
 		stages:      objs.FwXdpStages,
 		stagesPin:   stagesName,
-		rxvlan:      rxvlan,
-		handoff:     objs.FwXdpHandoff,
+		prioRoots:   objs.FwPrioRoots,
+		prioCfg:     objs.FwPrio,
+		prioStats:   objs.FwPrioStats,
+		cpumap:      objs.FwCpumap,
+		cpumapProg:  objs.XdpfwCpumap,
+		cpuStages:   objs.FwCpumapStages,
+
+		cpuStagesPin: cpuStagesName,
+		rxvlan:       rxvlan,
+		handoff:      objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
 			objs.FwCtGc, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch},
 		upgraded: upgraded,
@@ -305,10 +350,14 @@ type loadObjects struct {
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
+	XdpfwCpumap          *ebpf.Program `ebpf:"xdpfw_cpumap"`
+	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
 }
 
 func (o *loadObjects) Close() error {
-	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify)
+	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify,
+		o.XdpfwIngressFinish, o.XdpfwCpumap, o.XdpfwCpumapClassify)
 }
 
 // upgradable are the pinned maps a newer program may make with another
@@ -422,24 +471,33 @@ func addCounters(old, cur *ebpf.Map) error {
 	return nil
 }
 
-// pinStages pins stages, prog's program array, in dir as stagesPin + the
+// pinStages pins stages, a program array of prog's, in dir as prefix + the
 // program's id, and returns that name.
-func pinStages(dir string, prog *ebpf.Program, stages *ebpf.Map) (string, error) {
-	info, err := prog.Info()
+func pinStages(dir, prefix string, prog *ebpf.Program, stages *ebpf.Map) (string, error) {
+	id, err := progID(prog)
 	if err != nil {
-		return "", fmt.Errorf("reading the program's id: %w", err)
+		return "", err
 	}
-	id, ok := info.ID()
-	if !ok {
-		return "", errors.New("reading the program's id: the kernel does not report it")
-	}
-	name := stagesPin + strconv.FormatUint(uint64(id), 10)
+	name := prefix + strconv.FormatUint(uint64(id), 10)
 	path := filepath.Join(dir, name)
 	_ = os.Remove(path) // a stale pin of an earlier program with this id
 	if err := stages.Pin(path); err != nil {
 		return "", fmt.Errorf("pinning the classify stage at %s: %w", path, err)
 	}
 	return name, nil
+}
+
+// progID is a loaded program's id.
+func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, fmt.Errorf("reading the program's id: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, errors.New("reading the program's id: the kernel does not report it")
+	}
+	return id, nil
 }
 
 // sizeSpec sets the table sizes of lim (defaults for zero fields) in spec
@@ -488,7 +546,7 @@ func (d *Datapath) PinProgram() error {
 	for _, p := range []struct {
 		prog *ebpf.Program
 		name string
-	}{{d.egress, egressPin}, {d.prog, progPin}} { // the ingress pin last: Open looks for it
+	}{{d.cpumapProg, cpumapPin}, {d.egress, egressPin}, {d.prog, progPin}} { // the ingress pin last: Open looks for it
 		pin := filepath.Join(d.dir, p.name)
 		tmp := pin + "_new" // bpffs refuses dots in names
 		_ = os.Remove(tmp)
@@ -502,8 +560,8 @@ func (d *Datapath) PinProgram() error {
 	}
 	// Every interface runs this program now: the stages of earlier ones
 	// go with them.
-	for _, name := range pinsWithPrefix(d.dir, stagesPin) {
-		if name != d.stagesPin {
+	for _, name := range append(pinsWithPrefix(d.dir, stagesPin), pinsWithPrefix(d.dir, cpuStagesPin)...) {
+		if name != d.stagesPin && name != d.cpuStagesPin {
 			_ = os.Remove(filepath.Join(d.dir, name))
 		}
 	}
@@ -526,7 +584,9 @@ func pinsWithPrefix(dir, prefix string) []string {
 // leaves them nil when they are not pinned, so that commands still work
 // until the next load brings the program they belong to.
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
-	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true}
+	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true,
+	"fw_pppoe_rx": true, "fw_pppoe_tx": true,
+	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")
@@ -555,6 +615,9 @@ func Open(dir string) (*Datapath, error) {
 			return nil, fmt.Errorf("opening pinned map %s (made by another xdpfw version? `xdpfw detach --all` resets): %w", name, err)
 		}
 		*dst = m
+	}
+	if p, err := ebpf.LoadPinnedProgram(filepath.Join(dir, cpumapPin), nil); err == nil {
+		d.cpumapProg = p // for SetPriority; an earlier version pinned none
 	}
 	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
 		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries()), RuleIDs: int(d.ruleCtr.MaxEntries())}
@@ -592,7 +655,10 @@ func (d *Datapath) Close() {
 	if d.stages != nil {
 		d.stages.Close()
 	}
-	for _, p := range []*ebpf.Program{d.prog, d.egress, d.clockProg} {
+	if d.cpuStages != nil {
+		d.cpuStages.Close()
+	}
+	for _, p := range []*ebpf.Program{d.prog, d.egress, d.clockProg, d.cpumapProg} {
 		if p != nil {
 			p.Close()
 		}

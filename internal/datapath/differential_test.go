@@ -265,9 +265,17 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	if err := f.dp.FlushFrags(); err != nil {
 		t.Fatal(err)
 	}
+	// A PPPoE session on eth1 whose ppp device veth0 stands for: some
+	// packets come in its session frames (arriving on eth1, judged as
+	// arriving by veth0).
+	if err := f.dp.SetPPPoE([]datapath.PPPoESession{{PPP: int(f.ifaces["veth0"]), PPPName: "veth0", Dev: int(f.ifaces["eth1"]),
+		DevName: "eth1", SID: pppoeSID, Peer: macA[:], MAC: macB[:], MTU: 1500}}); err != nil {
+		t.Fatal(err)
+	}
 	var pkts []*packet.Packet
-	var ifs []string
-	var states []int // the connection each packet is traced in (datapath.AssumeConn)
+	var ifs []string    // the device each packet arrives by, as the kernel sees it (-i)
+	var arrive []string // the device XDP sees it on
+	var states []int    // the connection each packet is traced in (datapath.AssumeConn)
 	conn := func() int {
 		info := uint8(r.UintN(16)) // the status bits
 		if chance(r, 40) {
@@ -287,12 +295,17 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		if p.IsFragment() {
 			p.FragID = id
 		}
+		on := iface
+		if p.IsIP() && chance(r, 10) {
+			p.PPPoE, p.PPPoESID, p.SrcMAC, p.VLANs = true, pppoeSID, macA, nil
+			iface, on = "veth0", "eth1"
+		}
 		if p.FragOffset != 0 && chance(r, 50) {
 			first := *p
 			first.FragOffset, first.MoreFragments = 0, true
-			pkts, ifs, states = append(pkts, &first), append(ifs, iface), append(states, conn())
+			pkts, ifs, arrive, states = append(pkts, &first), append(ifs, iface), append(arrive, on), append(states, conn())
 		}
-		pkts, ifs, states = append(pkts, p), append(ifs, iface), append(states, conn())
+		pkts, ifs, arrive, states = append(pkts, p), append(ifs, iface), append(arrive, on), append(states, conn())
 	}
 	n = len(pkts)
 	results := make([]datapath.TraceResult, n)
@@ -303,7 +316,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 		err := f.ns.Do(func() error {
 			for i := lo; i < hi; i++ {
 				var err error
-				if results[i], err = f.dp.Record(pkts[i].Bytes(), f.ifaces[ifs[i]], states[i]); err != nil {
+				if results[i], err = f.dp.Record(pkts[i].Bytes(), f.ifaces[arrive[i]], states[i]); err != nil {
 					return fmt.Errorf("%s: %w", pkts[i], err)
 				}
 			}
@@ -476,7 +489,7 @@ func fragKey(p *packet.Packet, chain rules.Chain) compile.FragKey {
 // IPv6 extension headers before the fragment header).
 func fragCarried(p *packet.Packet) int {
 	q := packet.Packet{Src: p.Src, Dst: p.Dst, Proto: p.Proto, SPort: p.SPort, DPort: p.DPort, TCPFlags: p.TCPFlags,
-		ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, Payload: p.Payload}
+		ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, Payload: p.Payload, TCPOptions: p.TCPOptions}
 	ip := 20
 	if p.Src.Is6() {
 		ip = 40

@@ -27,10 +27,14 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 	if lim, err = sizeSpec(spec, lim); err != nil {
 		return nil, err
 	}
+	if _, ok := spec.Maps[latSection]; ok {
+		nameLatSection(spec) // as Load does: the trace instance shares it by that name
+	}
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinNone
 	}
 	delete(spec.Programs, rxvlanProgName) // device-bound: loaded per interface
+	delete(spec.Programs, "xdpfw_audit")  // the audit instance's (audit.go)
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
@@ -52,9 +56,12 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 		coll.Close()
 		return nil, fmt.Errorf("%s: want the programs xdpfw_ingress and xdpfw_egress, have %v", path, coll.Programs)
 	}
-	if p := coll.Programs["xdpfw_ingress_classify"]; p != nil {
-		p.Close() // its program array (in d.unpinned) holds it
+	for _, name := range []string{"xdpfw_ingress_classify", "xdpfw_ingress_finish", "xdpfw_cpumap_classify"} {
+		if p := coll.Programs[name]; p != nil {
+			p.Close() // its program array (in d.unpinned) holds it
+		}
 	}
+	d.cpumapProg = coll.Programs["xdpfw_cpumap"] // nil in objects of earlier builds
 	return d, nil
 }
 

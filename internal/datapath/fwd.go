@@ -32,11 +32,13 @@ const (
 	FwdTrim                         // padding could not be trimmed
 	FwdKernelNAT                    // the kernel's conntrack translates the connection
 	FwdKernelCT                     // no answer came back untranslated yet: the kernel forwards it
+	FwdPPPoE                        // a ppp device's PPPoE session XDP cannot send on (docs/pppoe.md)
 	NumFwdReasons
 )
 
 var fwdNames = [NumFwdReasons]string{"xdp", "stack", "no-neighbour", "ttl", "mtu", "ip-options", "not-attached",
-	"vlan", "unrouted", "fragment", "not-for-host", "martian", "hairpin", "trim", "kernel-nat", "kernel-ct"}
+	"vlan", "unrouted", "fragment", "not-for-host", "martian", "hairpin", "trim", "kernel-nat", "kernel-ct",
+	"pppoe"}
 
 // String is the reason's name in status, stats and metrics.
 func (r FwdReason) String() string {

@@ -31,7 +31,7 @@ func TestFwdReasonMirrorsHeader(t *testing.T) {
 		"FW_FWD_TTL": "ttl", "FW_FWD_MTU": "mtu", "FW_FWD_IP_OPTIONS": "ip-options", "FW_FWD_NOT_ATTACHED": "not-attached",
 		"FW_FWD_VLAN": "vlan", "FW_FWD_UNROUTED": "unrouted", "FW_FWD_FRAG": "fragment", "FW_FWD_NOT_HOST": "not-for-host",
 		"FW_FWD_MARTIAN": "martian", "FW_FWD_HAIRPIN": "hairpin", "FW_FWD_TRIM": "trim",
-		"FW_FWD_KERNEL_NAT": "kernel-nat", "FW_FWD_KERNEL_CT": "kernel-ct"}
+		"FW_FWD_KERNEL_NAT": "kernel-nat", "FW_FWD_KERNEL_CT": "kernel-ct", "FW_FWD_PPPOE": "pppoe"}
 	if len(members) != int(datapath.NumFwdReasons)+1 || string(members[len(members)-1][1]) != "FW_NUM_FWD" {
 		t.Fatalf("enum fw_fwd_reason has %d members, Go mirrors %d and FW_NUM_FWD", len(members), datapath.NumFwdReasons)
 	}

@@ -93,8 +93,9 @@ func newFixtureLimits(t testing.TB, lim datapath.Limits) *fixture {
 	return f
 }
 
-// install compiles and installs rs with ids FirstRuleID+i.
-func (f *fixture) install(rs *rules.RuleSet) {
+// compileFor compiles rs for f's data plane (and its default log budget)
+// with ids FirstRuleID+i.
+func (f *fixture) compileFor(rs *rules.RuleSet) (*compile.Tables, []uint32) {
 	f.t.Helper()
 	ids := make([]uint32, len(rs.Rules))
 	for i := range ids {
@@ -107,6 +108,13 @@ func (f *fixture) install(rs *rules.RuleSet) {
 	if err != nil {
 		f.t.Fatalf("compile: %v\n%s", err, head(rs.String(), 40))
 	}
+	return tables, ids
+}
+
+// install compiles and installs rs with ids FirstRuleID+i.
+func (f *fixture) install(rs *rules.RuleSet) {
+	f.t.Helper()
+	tables, ids := f.compileFor(rs)
 	if err := f.dp.Install(tables); err != nil {
 		f.t.Fatalf("install: %v", err)
 	}

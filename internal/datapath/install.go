@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -125,8 +126,8 @@ func (d *Datapath) Install(t *compile.Tables) error { return d.InstallStamped(t,
 func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	lim := d.limits
 	switch {
-	case len(t.Entries) > lim.Entries:
-		return fmt.Errorf("the rule set needs %d classifier entries, the data plane was loaded for %d (--max-rules)", len(t.Entries), lim.Entries)
+	case len(t.Entries)+len(t.Prio) > lim.Entries:
+		return fmt.Errorf("the rule set needs %d classifier entries, the data plane was loaded for %d (--max-rules)", len(t.Entries)+len(t.Prio), lim.Entries)
 	case len(t.Nodes) > lim.Nodes:
 		return fmt.Errorf("the classifier needs %d tree nodes, the data plane was loaded for %d (--max-rules)", len(t.Nodes), lim.Nodes)
 	case len(t.Leaves) > lim.LeafSlots:
@@ -141,13 +142,19 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 		gen = 1
 	}
 
-	entries := make([]xdpfwFwEntry, len(t.Entries))
-	for i := range t.Entries {
-		entries[i] = toBPF(&t.Entries[i])
+	// the priority table's entries follow the rules' (compile.Tables.Prio)
+	entries := make([]xdpfwFwEntry, len(t.Entries)+len(t.Prio))
+	for i := range entries {
+		if i < len(t.Entries) {
+			entries[i] = toBPF(&t.Entries[i])
+		} else {
+			entries[i] = toBPF(&t.Prio[i-len(t.Entries)])
+		}
 		if i < len(t.Ranges) {
 			setRanges(&entries[i], &t.Ranges[i])
 		}
 	}
+	prioRoots := []xdpfwFwRoot{rootToBPF(&t.PrioRoots[0]), rootToBPF(&t.PrioRoots[1])}
 	nodes := make([]xdpfwFwNode, len(t.Nodes))
 	for i, n := range t.Nodes {
 		nodes[i] = xdpfwFwNode{Dim: n.Dim, N: n.N, Thresh: n.Thresh, Child: n.Child}
@@ -195,6 +202,13 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	}
 	if err := putRange(d.roots, gen*uint32(compile.NumRoots), roots); err != nil {
 		return fmt.Errorf("writing roots: %w", err)
+	}
+	if d.prioRoots != nil { // nil: opened from the pins of an earlier version, which has no priority
+		if err := putRange(d.prioRoots, gen*2, prioRoots); err != nil {
+			return fmt.Errorf("writing the priority roots: %w", err)
+		}
+	} else if t.PrioRoots[0].Flags&compile.RootPrio != 0 && !d.audit {
+		return errors.New("the program in force has no priority table (loaded by an earlier version): load again")
 	}
 	if err := d.stamps.Put(gen, stamp); err != nil {
 		return fmt.Errorf("writing fw_stamps: %w", err)

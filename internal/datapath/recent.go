@@ -94,6 +94,9 @@ func dropState[K any](rules, state *ebpf.Map, what string, stale []uint32, keep 
 			return fmt.Errorf("removing the %s settings of rule id %d: %w", what, id, err)
 		}
 	}
+	if state == nil { // the audit instance's: the lists are the live ones', which it never changes
+		return nil
+	}
 	var (
 		k    K
 		gone []K

@@ -132,38 +132,51 @@ func (d *Datapath) liveMaps() (map[string]*ebpf.Map, []*ebpf.Map, error) {
 	return out, opened, nil
 }
 
-// loadTracer loads a trace instance (mode) of one hook's program.
-func (d *Datapath) loadTracer(mode uint32, egress bool) (*tracer, error) {
-	spec, err := loadXdpfw()
-	if err != nil {
-		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
+// instanceSpec is the embedded object for another instance than the live
+// one (fw_trace_mode mode: a trace or the audit), sized as lim, pinning
+// nothing, and the live instance's maps by name (liveMaps); the caller
+// calls done once loaded.
+func (d *Datapath) instanceSpec(mode uint32, lim Limits) (spec *ebpf.CollectionSpec, _ Limits, live map[string]*ebpf.Map, done func(), err error) {
+	if spec, err = loadXdpfw(); err != nil {
+		return nil, lim, nil, nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
-	if _, err := sizeSpec(spec, d.limits); err != nil {
-		return nil, err
+	if lim, err = sizeSpec(spec, lim); err != nil {
+		return nil, lim, nil, nil, err
 	}
 	if err := spec.Variables["fw_trace_mode"].Set(mode); err != nil {
-		return nil, fmt.Errorf("setting fw_trace_mode: %w", err)
+		return nil, lim, nil, nil, fmt.Errorf("setting fw_trace_mode: %w", err)
 	}
 	nameLatSection(spec) // as the live one's
 	for _, m := range spec.Maps {
-		m.Pinning = ebpf.PinNone // shares the live maps, pins nothing
+		m.Pinning = ebpf.PinNone // shares the live maps; pins nothing of its own here
 	}
 	live, opened, err := d.liveMaps()
-	defer func() {
+	done = func() {
 		for _, m := range opened {
 			m.Close()
 		}
-	}()
+	}
+	if err != nil {
+		done()
+		return nil, lim, nil, nil, err
+	}
+	return spec, lim, live, done, nil
+}
+
+// loadTracer loads a trace instance (mode) of one hook's program.
+func (d *Datapath) loadTracer(mode uint32, egress bool) (*tracer, error) {
+	spec, _, live, done, err := d.instanceSpec(mode, d.limits)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	opts := &ebpf.CollectionOptions{MapReplacements: live}
 	if egress {
 		var o struct {
 			Prog *ebpf.Program `ebpf:"xdpfw_egress"`
 		}
 		if err := spec.LoadAndAssign(&o, opts); err != nil {
-			return nil, traceLoadErr(err)
+			return nil, instanceLoadErr("trace", err)
 		}
 		return &tracer{prog: o.Prog}, nil
 	}
@@ -173,21 +186,22 @@ func (d *Datapath) loadTracer(mode uint32, egress bool) (*tracer, error) {
 		Stages   *ebpf.Map     `ebpf:"fw_xdp_stages"` // held: the kernel empties a program array nothing holds
 	}
 	if err := spec.LoadAndAssign(&o, opts); err != nil {
-		return nil, traceLoadErr(err)
+		return nil, instanceLoadErr("trace", err)
 	}
 	o.Classify.Close() // the program array holds it
 	return &tracer{prog: o.Prog, stages: o.Stages}, nil
 }
 
-func traceLoadErr(err error) error {
+// instanceLoadErr says why loading the what instance's program failed.
+func instanceLoadErr(what string, err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
-		return fmt.Errorf("loading the trace program: the kernel's verifier rejected it: %+v", ve)
+		return fmt.Errorf("loading the %s program: the kernel's verifier rejected it: %+v", what, ve)
 	}
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
-		return fmt.Errorf("loading the trace program: the loaded data plane was made by another xdpfw version (`xdpfw load` again): %w", err)
+		return fmt.Errorf("loading the %s program: the loaded data plane was made by another xdpfw version (`xdpfw load` again): %w", what, err)
 	}
-	return fmt.Errorf("loading the trace program: %w", err)
+	return fmt.Errorf("loading the %s program: %w", what, err)
 }
 
 // tracerFor returns d's trace instance (mode) for a hook, loaded on first

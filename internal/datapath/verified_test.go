@@ -32,18 +32,35 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 		}
 		report("ingress", d.prog)
 		report("egress", d.egress)
-		stages := d.stages
-		for _, m := range d.unpinned { // LoadObject keeps the program array unpinned
-			if mi, err := m.Info(); err == nil && mi.Name == "fw_xdp_stages" {
-				stages = m
+		if d.cpumapProg != nil {
+			report("cpumap", d.cpumapProg)
+		}
+		// map names are cut at 15 bytes: fw_cpumap_stages is fw_cpumap_stage
+		for _, st := range []struct {
+			prog, array string
+			slot        uint32
+		}{{"classify", "fw_xdp_stages", 0}, {"finish", "fw_xdp_stages", stageFinish}, {"cpumap-classify", "fw_cpumap_stage", 0}} {
+			var stages *ebpf.Map
+			for _, m := range d.unpinned { // LoadObject keeps the program arrays unpinned
+				if mi, err := m.Info(); err == nil && mi.Name == st.array {
+					stages = m
+				}
+			}
+			var id ebpf.ProgramID
+			if stages != nil && stages.Lookup(st.slot, &id) == nil {
+				if p, err := ebpf.NewProgramFromID(id); err == nil {
+					report(st.prog, p)
+					p.Close()
+				}
 			}
 		}
-		var id ebpf.ProgramID
-		if stages != nil && stages.Lookup(uint32(0), &id) == nil {
-			if p, err := ebpf.NewProgramFromID(id); err == nil {
-				report("classify", p)
-				p.Close()
+		if c.name == "this" {
+			a, err := d.loadAudit(0)
+			if err != nil {
+				b.Fatalf("audit: %+v", err)
 			}
+			report("audit", a.prog)
+			a.Close()
 		}
 		d.Close()
 	}

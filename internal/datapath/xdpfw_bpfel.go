@@ -13,11 +13,37 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpfwBpfCpumapVal struct {
+	_       structs.HostLayout
+	Qsize   uint32
+	BpfProg struct {
+		_  structs.HostLayout
+		Fd int32
+	}
+}
+
 type xdpfwFwAddrtype struct {
 	_       structs.HostLayout
 	Ifindex uint32
 	Type    uint8
 	Pad     [3]uint8
+}
+
+type xdpfwFwAuditSlot struct {
+	_    structs.HostLayout
+	Root xdpfwFwRoot
+	D    struct {
+		_      structs.HostLayout
+		RuleId uint32
+		Action uint8
+		Reason uint8
+		Reject uint8
+		Flags  uint8
+		Nlog   uint8
+		Nstate uint8
+		Ncount uint8
+		_      [1]byte
+	}
 }
 
 type xdpfwFwBucket struct {
@@ -274,6 +300,29 @@ type xdpfwFwNode struct {
 	Child  [8]uint32
 }
 
+type xdpfwFwPppoeKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Vlan    [2]uint16
+	Peer    [6]uint8
+	Sid     uint16
+}
+
+type xdpfwFwPppoeOut struct {
+	_       structs.HostLayout
+	Peer    [6]uint8
+	Mac     [6]uint8
+	Ifindex uint32
+	Sid     uint16
+	Mtu     uint16
+}
+
+type xdpfwFwPrioCfg struct {
+	_     structs.HostLayout
+	Ncpus uint32
+	Cpus  [64]uint32
+}
+
 type xdpfwFwRecentEntry struct {
 	_       structs.HostLayout
 	Stamps  [32]uint64
@@ -436,6 +485,7 @@ type xdpfwFwXdpHandoff struct {
 	Root   xdpfwFwRoot
 	Sel    uint32
 	RxVlan uint32
+	Prio   uint32
 	D      struct {
 		_      structs.HostLayout
 		RuleId uint32
@@ -448,7 +498,6 @@ type xdpfwFwXdpHandoff struct {
 		Ncount uint8
 		_      [1]byte
 	}
-	_   [4]byte
 	Lat struct {
 		_   structs.HostLayout
 		T0  uint64
@@ -464,7 +513,13 @@ const (
 	xdpfwMapFwActive              = "fw_active"
 	xdpfwMapFwAddrtypeKey         = "fw_addrtype_key"
 	xdpfwMapFwAddrtypes           = "fw_addrtypes"
+	xdpfwMapFwAuditBudget         = "fw_audit_budget"
+	xdpfwMapFwAuditCounts         = "fw_audit_counts"
+	xdpfwMapFwAuditNext           = "fw_audit_next"
+	xdpfwMapFwAuditSlot           = "fw_audit_slot"
 	xdpfwMapFwConfigMap           = "fw_config_map"
+	xdpfwMapFwCpumap              = "fw_cpumap"
+	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
 	xdpfwMapFwCt                  = "fw_ct"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
 	xdpfwMapFwCtGc                = "fw_ct_gc"
@@ -487,6 +542,11 @@ const (
 	xdpfwMapFwLogScratch          = "fw_log_scratch"
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNodes               = "fw_nodes"
+	xdpfwMapFwPppoeRx             = "fw_pppoe_rx"
+	xdpfwMapFwPppoeTx             = "fw_pppoe_tx"
+	xdpfwMapFwPrio                = "fw_prio"
+	xdpfwMapFwPrioRoots           = "fw_prio_roots"
+	xdpfwMapFwPrioStats           = "fw_prio_stats"
 	xdpfwMapFwRaw                 = "fw_raw"
 	xdpfwMapFwReasonStats         = "fw_reason_stats"
 	xdpfwMapFwRecent              = "fw_recent"
@@ -503,10 +563,14 @@ const (
 	xdpfwMapFwTcPkt               = "fw_tc_pkt"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
+	xdpfwProgXdpfwAudit           = "xdpfw_audit"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
+	xdpfwProgXdpfwCpumap          = "xdpfw_cpumap"
+	xdpfwProgXdpfwCpumapClassify  = "xdpfw_cpumap_classify"
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
+	xdpfwProgXdpfwIngressFinish   = "xdpfw_ingress_finish"
 	xdpfwProgXdpfwRxvlan          = "xdpfw_rxvlan"
 	xdpfwVarFwLatEvery            = "fw_lat_every"
 	xdpfwVarFwLogEventBtf         = "fw_log_event_btf"
@@ -559,10 +623,14 @@ type xdpfwSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwProgramSpecs struct {
+	XdpfwAudit           *ebpf.ProgramSpec `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
+	XdpfwCpumap          *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap"`
+	XdpfwCpumapClassify  *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_finish"`
 	XdpfwRxvlan          *ebpf.ProgramSpec `ebpf:"xdpfw_rxvlan"`
 }
 
@@ -573,7 +641,13 @@ type xdpfwMapSpecs struct {
 	FwActive         *ebpf.MapSpec `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
+	FwAuditBudget    *ebpf.MapSpec `ebpf:"fw_audit_budget"`
+	FwAuditCounts    *ebpf.MapSpec `ebpf:"fw_audit_counts"`
+	FwAuditNext      *ebpf.MapSpec `ebpf:"fw_audit_next"`
+	FwAuditSlot      *ebpf.MapSpec `ebpf:"fw_audit_slot"`
 	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCpumap         *ebpf.MapSpec `ebpf:"fw_cpumap"`
+	FwCpumapStages   *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
 	FwCt             *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.MapSpec `ebpf:"fw_ct_evict"`
 	FwCtGc           *ebpf.MapSpec `ebpf:"fw_ct_gc"`
@@ -596,6 +670,11 @@ type xdpfwMapSpecs struct {
 	FwLogScratch     *ebpf.MapSpec `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwPppoeRx        *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
+	FwPppoeTx        *ebpf.MapSpec `ebpf:"fw_pppoe_tx"`
+	FwPrio           *ebpf.MapSpec `ebpf:"fw_prio"`
+	FwPrioRoots      *ebpf.MapSpec `ebpf:"fw_prio_roots"`
+	FwPrioStats      *ebpf.MapSpec `ebpf:"fw_prio_stats"`
 	FwRaw            *ebpf.MapSpec `ebpf:"fw_raw"`
 	FwReasonStats    *ebpf.MapSpec `ebpf:"fw_reason_stats"`
 	FwRecent         *ebpf.MapSpec `ebpf:"fw_recent"`
@@ -650,7 +729,13 @@ type xdpfwMaps struct {
 	FwActive         *ebpf.Map `ebpf:"fw_active"`
 	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
 	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
+	FwAuditBudget    *ebpf.Map `ebpf:"fw_audit_budget"`
+	FwAuditCounts    *ebpf.Map `ebpf:"fw_audit_counts"`
+	FwAuditNext      *ebpf.Map `ebpf:"fw_audit_next"`
+	FwAuditSlot      *ebpf.Map `ebpf:"fw_audit_slot"`
 	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
+	FwCpumap         *ebpf.Map `ebpf:"fw_cpumap"`
+	FwCpumapStages   *ebpf.Map `ebpf:"fw_cpumap_stages"`
 	FwCt             *ebpf.Map `ebpf:"fw_ct"`
 	FwCtEvict        *ebpf.Map `ebpf:"fw_ct_evict"`
 	FwCtGc           *ebpf.Map `ebpf:"fw_ct_gc"`
@@ -673,6 +758,11 @@ type xdpfwMaps struct {
 	FwLogScratch     *ebpf.Map `ebpf:"fw_log_scratch"`
 	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
+	FwPppoeRx        *ebpf.Map `ebpf:"fw_pppoe_rx"`
+	FwPppoeTx        *ebpf.Map `ebpf:"fw_pppoe_tx"`
+	FwPrio           *ebpf.Map `ebpf:"fw_prio"`
+	FwPrioRoots      *ebpf.Map `ebpf:"fw_prio_roots"`
+	FwPrioStats      *ebpf.Map `ebpf:"fw_prio_stats"`
 	FwRaw            *ebpf.Map `ebpf:"fw_raw"`
 	FwReasonStats    *ebpf.Map `ebpf:"fw_reason_stats"`
 	FwRecent         *ebpf.Map `ebpf:"fw_recent"`
@@ -696,7 +786,13 @@ func (m *xdpfwMaps) Close() error {
 		m.FwActive,
 		m.FwAddrtypeKey,
 		m.FwAddrtypes,
+		m.FwAuditBudget,
+		m.FwAuditCounts,
+		m.FwAuditNext,
+		m.FwAuditSlot,
 		m.FwConfigMap,
+		m.FwCpumap,
+		m.FwCpumapStages,
 		m.FwCt,
 		m.FwCtEvict,
 		m.FwCtGc,
@@ -719,6 +815,11 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogScratch,
 		m.FwLogStats,
 		m.FwNodes,
+		m.FwPppoeRx,
+		m.FwPppoeTx,
+		m.FwPrio,
+		m.FwPrioRoots,
+		m.FwPrioStats,
 		m.FwRaw,
 		m.FwReasonStats,
 		m.FwRecent,
@@ -755,19 +856,27 @@ type xdpfwVariables struct {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwPrograms struct {
+	XdpfwAudit           *ebpf.Program `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
+	XdpfwCpumap          *ebpf.Program `ebpf:"xdpfw_cpumap"`
+	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
+	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
 	XdpfwRxvlan          *ebpf.Program `ebpf:"xdpfw_rxvlan"`
 }
 
 func (p *xdpfwPrograms) Close() error {
 	return _XdpfwClose(
+		p.XdpfwAudit,
 		p.XdpfwClock,
+		p.XdpfwCpumap,
+		p.XdpfwCpumapClassify,
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
+		p.XdpfwIngressFinish,
 		p.XdpfwRxvlan,
 	)
 }

@@ -391,7 +391,8 @@ func (f *Firewall) rebuild(s *ruleStore, pol *rules.RuleSet, start time.Time) (*
 		if err != nil {
 			return nil, err
 		}
-		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies, Raw: pol.Raw, Chains: rs.Chains}
+		rs = &rules.RuleSet{Rules: rs.Rules, Policies: pol.Policies, Raw: pol.Raw, Chains: rs.Chains,
+			Priority: pol.Priority, PriorityPolicy: pol.PriorityPolicy}
 		return f.install(rs, ids, nil, Options{})
 	}
 	entries, refs, spans := s.ov.Fold()

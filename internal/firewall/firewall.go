@@ -45,6 +45,12 @@ type Options struct {
 	// the fast path in XDP (bpf/lib/fwd.h), or "stack", by the kernel;
 	// "": keep what is in force, else "xdp".
 	Forward string
+	// PriorityCPUs (Load only) are the bulk CPUs the xdpfw-priority
+	// table's BULK class is handed to: a CPU list ("1", "2-3"), "auto"
+	// (every online CPU where there are two or more) or "none" (priority
+	// off: every packet judged where it arrives). "": keep what is in
+	// force, else "auto" (datapath.PriorityCPUs).
+	PriorityCPUs string
 	// CTKernelNAT is whether XDP asks the kernel's conntrack about packets
 	// of connections the kernel's nat table translates: "on" (default) or
 	// "off" (docs/conntrack.md "Kernel NAT"). "": keep what is in force.
@@ -373,8 +379,25 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if err := dp.SetForwardPorts(f.forwardPorts(datapath.ForwardMode(st.Forward))); err != nil {
 		return nil, undo(attached, err)
 	}
+	// the bulk CPUs, each running the new program's xdpfw_cpumap
+	cpuSpec := orDefault(opt.PriorityCPUs, orDefault(st.PriorityCPUs, "auto"))
+	cpus, err := datapath.PriorityCPUs(cpuSpec)
+	if err != nil {
+		return nil, undo(attached, err)
+	}
+	if err := dp.SetPriority(cpus); err != nil {
+		return nil, undo(attached, err)
+	}
+	st.PriorityCPUs = cpuSpec
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
+	}
+	// The new program's path has no audit stage: the audit ends.
+	if rec, _ := readAudit(f.paths); rec != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the audit of %s stopped: load replaces the program (xdpfw audit start again)", rec.File))
+	}
+	if err := stopAudit(f.paths, dp); err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("stopping the audit: %v", err))
 	}
 	res.Warnings = append(res.Warnings, ifaceWarnings(rs, ifaces)...)
 	st.Program = datapath.ProgramVersion()
@@ -630,6 +653,11 @@ func (f *Firewall) install(rs *rules.RuleSet, ids, freshIDs []uint32, opt Option
 	f.st.OutIfaces = outBinding(rs.Rules, names.Host)
 	// -m addrtype's table before the rules that read it
 	if err := refreshAddrTypes(f.dp, rs.Rules); err != nil {
+		*f.st = prev
+		return nil, err
+	}
+	// the kernel's PPPoE sessions, whose frames the parser opens
+	if err := refreshPPPoE(f.dp); err != nil {
 		*f.st = prev
 		return nil, err
 	}

@@ -3,8 +3,10 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -232,6 +234,7 @@ func (s *ruleStore) ruleSet() (*rules.RuleSet, []uint32, error) {
 		return nil, nil, fmt.Errorf("the rules in force do not parse (corrupt state?): %w", err)
 	}
 	rs.Policies, rs.Raw = s.policies.Policies, s.policies.Raw
+	rs.Priority, rs.PriorityPolicy = s.policies.Priority, s.policies.PriorityPolicy
 	s.parsed, s.ids = rs, ids
 	return rs, ids, nil
 }
@@ -252,24 +255,34 @@ func policyText(rs *rules.RuleSet) string {
 		b.WriteString(r.String())
 		b.WriteByte('\n')
 	}
+	b.WriteString((&rules.RuleSet{Priority: rs.Priority, PriorityPolicy: rs.PriorityPolicy}).String())
 	return b.String()
 }
 
 // policiesOf is what of rs the state records beside the rules, as text
-// (policyText): the policies and the raw table's rules.
+// (policyText): the policies, the raw table's rules and the priority table.
 func policiesOf(rs *rules.RuleSet) *rules.RuleSet {
-	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw, Chains: rs.Chains}
+	return &rules.RuleSet{Policies: rs.Policies, Raw: rs.Raw, Chains: rs.Chains, Priority: rs.Priority, PriorityPolicy: rs.PriorityPolicy}
 }
 
 // ifaceNames is what -i and -o names resolve against: the attached
-// interfaces (-i, OUTPUT's -o) and every interface of this host (FORWARD's
-// -o), as they are now.
+// interfaces (-i, OUTPUT's -o) and the ppp devices of the PPPoE sessions
+// on them (-i: packets arrive by those too, docs/pppoe.md), and every
+// interface of this host (FORWARD's -o), as they are now.
 func (st *state) ifaceNames() (compile.Names, error) {
 	host, err := hostIfaces()
 	if err != nil {
 		return compile.Names{}, err
 	}
-	return compile.Names{Attached: st.ifaceIndexes(), Host: host}, nil
+	att := st.ifaceIndexes()
+	if ss, _, err := PPPoESessions(); err == nil {
+		for _, s := range ss {
+			if slices.Contains(slices.Collect(maps.Values(att)), uint32(s.Dev)) {
+				att[s.PPPName] = uint32(s.PPP)
+			}
+		}
+	}
+	return compile.Names{Attached: att, Host: host}, nil
 }
 
 // outBinding is what FORWARD's -o names of rs resolve to among host's

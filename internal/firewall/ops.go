@@ -3,11 +3,14 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
@@ -26,6 +29,9 @@ func (f *Firewall) clone() (*rules.RuleSet, error) {
 		Policies: append([]rules.Policy(nil), rs.Policies...),
 		Raw:      append([]rules.Rule(nil), rs.Raw...),
 		Chains:   append([]rules.ChainDecl(nil), rs.Chains...),
+		Priority: append([]rules.Rule(nil), rs.Priority...),
+
+		PriorityPolicy: rs.PriorityPolicy,
 	}, nil
 }
 
@@ -115,7 +121,7 @@ func (f *Firewall) SetPolicy(chain rules.Chain, fam rules.Family, v rules.Verdic
 		return nil, fmt.Errorf("a policy is ACCEPT or DROP, not %s", v)
 	}
 	rs := &rules.RuleSet{Policies: append(slices.Clone(f.rs.policies.Policies), rules.Policy{Chain: chain, Family: fam, Verdict: v}),
-		Raw: f.rs.policies.Raw, Chains: f.rs.policies.Chains}
+		Raw: f.rs.policies.Raw, Chains: f.rs.policies.Chains, Priority: f.rs.policies.Priority, PriorityPolicy: f.rs.policies.PriorityPolicy}
 	if !f.rs.base.compiled { // rules read from an older state: compile them all
 		full, err := f.clone()
 		if err != nil {
@@ -211,8 +217,10 @@ func teardown(p Paths) error {
 	if err := datapath.Unpin(p.PinDir); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.Remove(p.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
+	for _, f := range []string{p.StateFile(), p.auditFile()} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	if err := cleanup(p, nil); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
@@ -277,6 +285,9 @@ type Listing struct {
 	Policies   []PolicyInfo `json:"policies"`
 	// Raw are the raw table's NOTRACK rules in force, in order.
 	Raw []string `json:"raw,omitempty"`
+	// Priority is the xdpfw-priority table in force, as native lines
+	// (its policy, when HIGH, then its rules in order).
+	Priority []string `json:"priority,omitempty"`
 	// Chains are the user-defined chains, by name (their rules are in
 	// Rules, chain by chain, after those of the built-in chains).
 	Chains []string `json:"chains"`
@@ -287,6 +298,9 @@ func (f *Firewall) List() (*Listing, error) {
 	l := &Listing{Generation: f.st.Generation, Rules: []RuleInfo{}, Chains: []string{}}
 	for _, r := range f.rs.policies.Raw {
 		l.Raw = append(l.Raw, r.String())
+	}
+	if pol := f.rs.policies; pol.PriorityOn() {
+		l.Priority = strings.Split(strings.TrimSuffix((&rules.RuleSet{Priority: pol.Priority, PriorityPolicy: pol.PriorityPolicy}).String(), "\n"), "\n")
 	}
 	ls, err := f.dp.LogStats()
 	if err != nil {
@@ -375,6 +389,9 @@ func (l *Listing) Save() string {
 	for _, r := range l.Rules {
 		b.WriteString(r.Rule + "\n")
 	}
+	for _, r := range l.Priority {
+		b.WriteString(r + "\n")
+	}
 	return b.String()
 }
 
@@ -400,7 +417,31 @@ type Status struct {
 	CTKernelNAT string                      `json:"ct_kernel_nat"`
 	Log         LogStatus                   `json:"log"`   // logging's settings and counters
 	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
+	Priority    PriorityStatus              `json:"priority"`
 	Reasons     map[string]datapath.Counter `json:"reasons"`
+	// Audit is the candidate rule set checked beside the rules in force
+	// (docs/audit.md), when its stage is in the program's path.
+	Audit *AuditStatus `json:"audit,omitempty"`
+}
+
+// AuditStatus is the audit in force, in short (audit list has it all).
+type AuditStatus struct {
+	File        string    `json:"file"`
+	Started     time.Time `json:"started"`
+	Seen        uint64    `json:"seen"`
+	WouldDrop   uint64    `json:"would_drop"`
+	WouldAccept uint64    `json:"would_accept"`
+}
+
+// PriorityStatus is the priority classes in force (docs/realtime.md,
+// Priority): the bulk CPUs, whether the rules have a priority table, what
+// that makes of a packet arriving, and what the data plane did.
+type PriorityStatus struct {
+	Setting string                 `json:"setting"` // --priority-cpus in force ("auto", "none", a list)
+	CPUs    string                 `json:"cpus"`    // the bulk CPUs in force ("none": off)
+	Table   bool                   `json:"table"`   // the rules have an xdpfw-priority table
+	State   string                 `json:"state"`   // in words
+	Stats   datapath.PriorityStats `json:"stats"`
 }
 
 // ForwardStatus is how packets FORWARD accepts are delivered: the mode
@@ -411,6 +452,10 @@ type ForwardStatus struct {
 	Mode     datapath.ForwardMode        `json:"mode"`
 	Ports    []string                    `json:"ports"`
 	Counters map[string]datapath.Counter `json:"counters"`
+	// PPPoE are the PPPoE sessions the data plane knows (docs/pppoe.md),
+	// by ppp device; PPPoEUnpaired says why the kernel's are not there.
+	PPPoE         []string `json:"pppoe_sessions,omitempty"`
+	PPPoEUnpaired []string `json:"pppoe_unpaired,omitempty"`
 }
 
 // LogStatus is logging's settings in force and its counters.
@@ -458,6 +503,11 @@ func (f *Firewall) Status() (*Status, error) {
 		id, _ := info.ID()
 		s.ProgramID = uint32(id)
 	}
+	ps, err := f.priorityStatus()
+	if err != nil {
+		return nil, err
+	}
+	s.Priority = ps
 	for name := range f.st.Interfaces {
 		s.Interfaces[name] = datapath.InterfaceState(f.paths.PinDir, name)
 	}
@@ -475,6 +525,9 @@ func (f *Firewall) Status() (*Status, error) {
 	}
 	for r, c := range rc {
 		s.Reasons[compile.Reason(r).String()] = c
+	}
+	if s.Audit, err = f.auditStatus(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -666,5 +719,47 @@ func (f *Firewall) forwardStatus() (ForwardStatus, error) {
 	for r, c := range fc {
 		s.Counters[datapath.FwdReason(r).String()] = c
 	}
+	if ss, why, err := PPPoESessions(); err == nil {
+		for _, p := range ss {
+			s.PPPoE = append(s.PPPoE, fmt.Sprintf("%s: session %d on %s, peer %s", p.PPPName, p.SID, p.DevName, p.Peer))
+		}
+		s.PPPoEUnpaired = why
+	}
 	return s, nil
+}
+
+// priorityStatus reads the priority classes in force.
+func (f *Firewall) priorityStatus() (PriorityStatus, error) {
+	cpus, err := f.dp.PriorityInForce()
+	if err != nil {
+		return PriorityStatus{}, err
+	}
+	st, err := f.dp.PriorityCounters()
+	if err != nil {
+		return PriorityStatus{}, err
+	}
+	ps := PriorityStatus{Setting: orDefault(f.st.PriorityCPUs, "auto"), CPUs: datapath.FormatCPUList(cpus),
+		Table: f.rs.policies.PriorityOn(), Stats: st}
+	switch {
+	case !ps.Table:
+		ps.State = "off: the rules have no xdpfw-priority table; every packet is judged on the CPU that received it"
+	case len(cpus) == 0 && ps.Setting == "auto":
+		ps.State = "off: one CPU, nowhere to hand the bulk class to; every packet is judged on the CPU that received it, in arrival order"
+	case len(cpus) == 0:
+		ps.State = "off: --priority-cpus none; every packet is judged on the CPU that received it"
+	default:
+		ps.State = "on: HIGH judged on the CPU that received it, BULK handed to CPUs " + ps.CPUs
+		// A bulk packet reaches the kernel as an skb built anew on the
+		// bulk CPU, without the checksum state a veth's peer left it.
+		for _, name := range slices.Sorted(maps.Keys(f.st.Interfaces)) {
+			if f.st.Interfaces[name].Mode != string(datapath.ModeNative) {
+				continue
+			}
+			if l, err := netlink.LinkByName(name); err == nil && l.Type() == "veth" {
+				ps.State += "; warning: " + name + " is a veth in native mode: BULK packets the kernel accepts must " +
+					"come with finished checksums (ethtool -K PEER tx off), a bulk CPU cannot finish an offloaded one"
+			}
+		}
+	}
+	return ps, nil
 }

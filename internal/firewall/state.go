@@ -73,6 +73,9 @@ type state struct {
 	Forward string `json:"forward,omitempty"`
 	// CTKernelNAT: "on" or "off" ("" in states written before it: on).
 	CTKernelNAT string `json:"ct_kernel_nat,omitempty"`
+	// PriorityCPUs: the --priority-cpus in force ("auto", "none" or a
+	// CPU list; "" in states written before priority: auto).
+	PriorityCPUs string `json:"priority_cpus,omitempty"`
 	// Version 2: named sets, by name; their elements are in fw_sets.
 	Sets      map[string]*setState `json:"sets,omitempty"`
 	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused

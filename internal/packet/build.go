@@ -42,6 +42,32 @@ func (p *Packet) Encode() ([]byte, error) {
 	}
 
 	var err error
+	if p.PPPoE {
+		q := *p
+		q.PPPoE, q.VLANs, q.PadTo60 = false, nil, false
+		inner, err := q.Encode()
+		if err != nil {
+			return nil, err
+		}
+		proto := p.NonIP
+		switch binary.BigEndian.Uint16(inner[12:]) {
+		case EtherTypeIPv4:
+			proto = PPPIPv4
+		case EtherTypeIPv6:
+			proto = PPPIPv6
+		}
+		payload := inner[14:]
+		b = binary.BigEndian.AppendUint16(b, EtherTypePPPoE)
+		b = append(b, 0x11, 0)
+		b = binary.BigEndian.AppendUint16(b, p.PPPoESID)
+		b = binary.BigEndian.AppendUint16(b, uint16(2+len(payload)))
+		b = binary.BigEndian.AppendUint16(b, proto)
+		b = append(b, payload...)
+		if p.PadTo60 && len(b) < minFrameSize {
+			b = append(b, make([]byte, minFrameSize-len(b))...)
+		}
+		return b, nil
+	}
 	switch {
 	case p.NonIP != 0:
 		b = binary.BigEndian.AppendUint16(b, p.NonIP)

@@ -2,6 +2,7 @@ package packet
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"net/netip"
 	"strings"
 	"testing"
@@ -203,5 +204,30 @@ func TestString(t *testing.T) {
 	}
 	if got := TCPFlagsString(0xff); got != "FIN,SYN,RST,PSH,ACK,URG,ECE,CWR" {
 		t.Errorf("TCPFlagsString(0xff) = %q", got)
+	}
+}
+
+// TestPPPoEFrame checks a PPPoE session frame byte by byte against RFC
+// 2516's layout: EtherType 0x8864, version/type 0x11, code 0, session id,
+// length (PPP protocol + IP packet, padding excluded), PPP protocol; and
+// an LCP frame (NonIP with PPPoE) decodes back as one.
+func TestPPPoEFrame(t *testing.T) {
+	p := Packet{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, VLANs: []uint16{7},
+		PPPoE: true, PPPoESID: 0x1234, Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("198.51.100.1"),
+		Proto: ProtoUDP, SPort: 1, DPort: 2, PadTo60: true}
+	b := p.Bytes()
+	want := "020000000002020000000001" + "81000007" + "8864" + "1100" + "1234" + "001e" + "0021" + "45"
+	if got := hex.EncodeToString(b[:len(want)/2]); got != want {
+		t.Fatalf("frame starts %s, want %s", got, want)
+	}
+	if len(b) != 60 {
+		t.Fatalf("frame is %d bytes, want 60 (padded)", len(b))
+	}
+	if d, err := Decode(b); err != nil || !d.PPPoE || d.PPPoESID != 0x1234 || d.DPort != 2 || !d.PadTo60 {
+		t.Fatalf("Decode = %+v, %v", d, err)
+	}
+	lcp := Packet{PPPoE: true, PPPoESID: 1, NonIP: PPPLCP, Payload: []byte{9, 1, 0, 8, 1, 2, 3, 4}}
+	if d, err := Decode(lcp.Bytes()); err != nil || d.NonIP != PPPLCP || !d.PPPoE || len(d.Payload) != 8 {
+		t.Fatalf("LCP: Decode = %+v, %v", d, err)
 	}
 }

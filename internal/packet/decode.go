@@ -65,6 +65,30 @@ func decode(frame []byte, cut bool) (Packet, error) {
 		p.TPID8100 = true
 	}
 
+	if et == EtherTypePPPoE {
+		if len(rest) < 8 {
+			return p, truncated("PPPoE header", 8, len(rest))
+		}
+		n := int(binary.BigEndian.Uint16(rest[4:]))
+		if n < 2 || len(rest) < 6+n {
+			return p, truncated("PPPoE payload", 6+max(n, 2), len(rest))
+		}
+		p.PPPoE, p.PPPoESID = true, binary.BigEndian.Uint16(rest[2:])
+		switch proto := binary.BigEndian.Uint16(rest[6:]); proto {
+		case PPPIPv4:
+			et = EtherTypeIPv4
+		case PPPIPv6:
+			et = EtherTypeIPv6
+		default:
+			p.NonIP, p.Payload = proto, clone(rest[8:6+n])
+			return p, nil
+		}
+		if tail := rest[6+n:]; len(tail) > 0 && len(frame) == minFrameSize && allZero(tail) {
+			p.PadTo60 = true
+		}
+		rest = rest[8 : 6+n]
+	}
+
 	var (
 		end int // bytes of rest used by the IP packet
 		err error

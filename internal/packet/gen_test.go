@@ -177,6 +177,9 @@ func randPacket(r *rand.Rand, o genOptions) Packet {
 	if r.IntN(4) != 0 {
 		p.Payload = randBytes(r, r.IntN(300))
 	}
+	if r.IntN(8) == 0 {
+		p.PPPoE, p.PPPoESID = true, uint16(r.Uint32())
+	}
 	return p
 }
 

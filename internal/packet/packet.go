@@ -13,11 +13,20 @@ import "net/netip"
 
 // EtherTypes and TPIDs used by the builder and the decoder.
 const (
-	EtherTypeIPv4  uint16 = 0x0800 // IPv4
-	EtherTypeARP   uint16 = 0x0806 // ARP
-	EtherTypeIPv6  uint16 = 0x86dd // IPv6
-	EtherType8021Q uint16 = 0x8100 // 802.1Q VLAN tag (C-tag)
-	EtherTypeQinQ  uint16 = 0x88a8 // 802.1ad service tag (S-tag)
+	EtherTypeIPv4           uint16 = 0x0800 // IPv4
+	EtherTypeARP            uint16 = 0x0806 // ARP
+	EtherTypeIPv6           uint16 = 0x86dd // IPv6
+	EtherType8021Q          uint16 = 0x8100 // 802.1Q VLAN tag (C-tag)
+	EtherTypeQinQ           uint16 = 0x88a8 // 802.1ad service tag (S-tag)
+	EtherTypePPPoE          uint16 = 0x8864 // PPPoE session stage (RFC 2516)
+	EtherTypePPPoEDiscovery uint16 = 0x8863 // PPPoE discovery stage (RFC 2516)
+)
+
+// PPP protocol numbers of a PPPoE session frame's payload.
+const (
+	PPPIPv4 uint16 = 0x0021 // IPv4
+	PPPIPv6 uint16 = 0x0057 // IPv6
+	PPPLCP  uint16 = 0xc021 // link control protocol
 )
 
 // IP protocol numbers the model gives a structured L4 header (or, for the
@@ -109,8 +118,17 @@ type Packet struct {
 	TPID8100 bool // use TPID 0x8100 for every tag
 
 	// NonIP, if non-zero, is the EtherType of a non-IP frame (e.g. 0x0806
-	// ARP): the frame carries Payload right after the EtherType.
+	// ARP): the frame carries Payload right after the EtherType. With
+	// PPPoE it is the PPP protocol (e.g. PPPLCP) instead.
 	NonIP uint16
+
+	// PPPoE carries the packet in a PPPoE session frame (RFC 2516) of
+	// session PPPoESID after the VLAN tags: EtherType 0x8864, version and
+	// type 1, code 0, the session id, the length (the PPP protocol field
+	// and the IP packet, padding excluded), the PPP protocol (0x0021 IPv4,
+	// 0x0057 IPv6, or NonIP).
+	PPPoE    bool
+	PPPoESID uint16
 
 	Src, Dst netip.Addr // IP addresses; both IPv4 or both IPv6
 	Proto    uint8      // L4 protocol: 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, anything else = opaque payload

@@ -38,6 +38,9 @@ func TestRoundTripRandom(t *testing.T) {
 // unpaddedLen computes the expected frame length from the model alone.
 func unpaddedLen(p Packet) int {
 	n := 14 + 4*len(p.VLANs) + len(p.Payload)
+	if p.PPPoE {
+		n += 8
+	}
 	if p.NonIP != 0 {
 		return n
 	}
@@ -67,6 +70,9 @@ func verifyChecksums(t *testing.T, p Packet, frame []byte) {
 		return
 	}
 	ip := frame[14+4*len(p.VLANs):]
+	if p.PPPoE {
+		ip = ip[8:]
+	}
 	var seg []byte
 	if p.IsIPv6() {
 		off := 40

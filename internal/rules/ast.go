@@ -29,6 +29,11 @@ const (
 	// which every packet arriving meets before conntrack; the raw table's
 	// OUTPUT is ChainOutput. It is no filter chain: NumChains leaves it out.
 	ChainPrerouting Chain = 3
+	// ChainPriority is the PRIORITY chain of xdpfw's own xdpfw-priority
+	// table (RuleSet.Priority, priority.go): it sorts arriving packets
+	// into the high-priority and the bulk class before anything else. It
+	// is no filter chain: NumChains leaves it out.
+	ChainPriority Chain = 4
 	// ChainUser marks a rule of a user-defined chain (Rule.UserChain names
 	// it). It is never a data-plane chain: compile flattens user chains
 	// into the built-in chains that jump to them (docs/compat.md, Chains).
@@ -46,6 +51,8 @@ func (c Chain) String() string {
 		return "OUTPUT"
 	case ChainPrerouting:
 		return "PREROUTING"
+	case ChainPriority:
+		return "PRIORITY"
 	case ChainUser:
 		return "user chain"
 	}
@@ -104,6 +111,10 @@ const (
 	VerdictGoto   // -g CHAIN: the packet goes through Target.Chain and does not come back
 	VerdictReturn // -j RETURN: back to the calling chain (in a built-in chain: its policy)
 	VerdictNone   // no -j: the rule counts the packets it matches and goes on
+	// The verdicts of the xdpfw-priority table (RuleSet.Priority): the
+	// packet's class. Neither decides what the firewall does with it.
+	VerdictHigh // -j HIGH: handled at once, on the CPU that received it
+	VerdictBulk // -j BULK: handed to the bulk CPUs (docs/realtime.md, Priority)
 )
 
 // String returns the iptables name of the verdict ("ACCEPT").
@@ -127,6 +138,10 @@ func (v Verdict) String() string {
 		return "RETURN"
 	case VerdictNone:
 		return "none"
+	case VerdictHigh:
+		return "HIGH"
+	case VerdictBulk:
+		return "BULK"
 	}
 	return fmt.Sprintf("verdict(%d)", uint8(v))
 }
@@ -614,6 +629,12 @@ type RuleSet struct {
 	// and OUTPUT, in order. A packet one of them matches is not tracked:
 	// its connection state is UNTRACKED, and conntrack records nothing.
 	Raw []Rule
+	// Priority are the rules of xdpfw's xdpfw-priority table, in order
+	// (chain PRIORITY, -j HIGH or -j BULK; priority.go); PriorityPolicy is
+	// its policy, VerdictHigh or VerdictBulk (zero: not set, BULK). The
+	// first rule that matches an arriving packet gives its class.
+	Priority       []Rule
+	PriorityPolicy Verdict
 	// Skipped are the lines xdpfw cannot run that ParseOptions.SkipUnsupported
 	// left out, in file order. Every command that puts the rules in force
 	// prints them: nothing is skipped silently.
@@ -686,7 +707,8 @@ func (s Skipped) String() string {
 // so load and apply refuse it unless asked (firewall.Options.AllowEmpty).
 // A "*filter / COMMIT" file is not empty: it asks for an empty table.
 func (rs *RuleSet) Empty() bool {
-	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && len(rs.Chains) == 0 && len(rs.Raw) == 0 && rs.Tables == 0
+	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && len(rs.Chains) == 0 && len(rs.Raw) == 0 && rs.Tables == 0 &&
+		!rs.PriorityOn()
 }
 
 // ChainDecl is a user-defined chain.

@@ -65,6 +65,10 @@ func (out *RuleSet) add(rs *RuleSet) {
 	out.Rules = append(out.Rules, rs.Rules...)
 	out.Policies = append(out.Policies, rs.Policies...)
 	out.Raw = append(out.Raw, rs.Raw...)
+	out.Priority = append(out.Priority, rs.Priority...) // each file's rules are for its family
+	if rs.PriorityPolicy != 0 {
+		out.PriorityPolicy = rs.PriorityPolicy
+	}
 	out.Tables += rs.Tables
 	out.Skipped = append(out.Skipped, rs.Skipped...)
 	// A user chain of several files is one chain: its rules of each file

@@ -11,8 +11,11 @@ import (
 // into the same rule.
 func (r Rule) String() string {
 	prefix := "-A "
-	if r.Target.Verdict == VerdictNotrack {
+	switch r.Target.Verdict {
+	case VerdictNotrack:
 		prefix = "-t raw -A "
+	case VerdictHigh, VerdictBulk:
+		prefix = "-t " + PriorityTable + " -A "
 	}
 	if spec := r.Spec(); spec != "" {
 		return prefix + r.ChainName() + " " + spec
@@ -308,6 +311,7 @@ func (p Policy) String() string {
 // String returns the rule set as a rule file that Parse (with FamilyAny)
 // reads back into the same policies, chains and rules: the -P lines, the
 // -N lines, the raw table's rules ("-t raw -A PREROUTING ... -j NOTRACK"),
+// the xdpfw-priority table's ("-t xdpfw-priority -A PRIORITY ... -j HIGH"),
 // then the -A lines, one per line (as iptables -S).
 func (rs *RuleSet) String() string {
 	if rs == nil {
@@ -325,6 +329,7 @@ func (rs *RuleSet) String() string {
 		b.WriteString(r.String())
 		b.WriteByte('\n')
 	}
+	b.WriteString(rs.priorityText())
 	for _, r := range rs.Rules {
 		b.WriteString(r.String())
 		b.WriteByte('\n')

@@ -33,6 +33,10 @@ func checkTable(name string) *valueErr {
 	if name == "filter" {
 		return nil
 	}
+	if name == PriorityTable {
+		return &valueErr{tok: name, msg: "the " + PriorityTable + " table is read from rule files only (load, apply)",
+			hint: "write -t " + PriorityTable + " -A PRIORITY ... -j HIGH in the rule file (docs/realtime.md, Priority)"}
+	}
 	return &valueErr{tok: name, msg: fmt.Sprintf("table %s is not supported; xdpfw implements the filter table only", Clip(name)),
 		hint: "leave out -t, or write -t filter"}
 }

@@ -33,6 +33,7 @@ type ParseOptions struct {
 
 	restore bool // reading a file (set by Parse), not a command line
 	raw     bool // reading a rule of the raw table
+	prio    bool // reading a rule of the xdpfw-priority table
 }
 
 // commandLine is the file name of the errors of ParseRuleArgs.
@@ -159,6 +160,8 @@ type fileParser struct {
 	// rawTables counts the *raw sections; rawStart is where the rules of
 	// the last one start in rs.Raw (a later one replaces them).
 	rawTables, rawStart int
+	// prio: the open section is *xdpfw-priority (priority.go).
+	prio bool
 }
 
 // at returns the position of token t on line n.
@@ -188,6 +191,10 @@ func (p *fileParser) line(n int, text string) {
 	}
 	if p.other != nil {
 		p.otherLine(n, text, toks)
+		return
+	}
+	if p.prio {
+		p.priorityLine(n, text, toks)
 		return
 	}
 	counters := strings.HasPrefix(first.text, "[")
@@ -287,6 +294,8 @@ func (p *fileParser) tableLine(n int, toks []token) {
 	case p.table != "":
 		p.fail(n, t, "", fmt.Sprintf("table %s starts before the COMMIT of table %s (line %d)",
 			Clip(name), p.table, p.tablePos.Line), "end each table with a COMMIT line")
+	case name == PriorityTable:
+		p.openPriority(n, t)
 	case name != "filter":
 		if why, ok := refusedTables[name]; ok {
 			p.table, p.tablePos = name, p.at(n, t)
@@ -550,6 +559,12 @@ func (p *fileParser) policyLine(n int, toks []token) {
 		p.fail(n, toks[0], "", toks[0].text+" needs a chain and a policy", "write -P INPUT DROP")
 		return
 	}
+	for i := 3; i+1 < len(toks); i++ {
+		if t := toks[i]; !t.quoted && (t.text == "-t" || t.text == "--table") && toks[i+1].text == PriorityTable {
+			p.priorityCommand(n, "", append(toks[:i:i], toks[i+2:]...))
+			return
+		}
+	}
 	c, err := parseChain(Pos{File: p.name, Line: n}, toks[1])
 	if err != nil {
 		p.errs = append(p.errs, err)
@@ -608,6 +623,10 @@ func (p *fileParser) ruleLine(n int, text string, toks []token) {
 		if t := toks[i]; !t.quoted && (t.text == "-t" || t.text == "--table") {
 			if toks[i+1].text == "raw" {
 				p.rawRule(n, text, append(toks[:i:i], toks[i+2:]...))
+				return
+			}
+			if toks[i+1].text == PriorityTable {
+				p.priorityCommand(n, text, append(toks[:i:i], toks[i+2:]...))
 				return
 			}
 			if why, ok := refusedTables[toks[i+1].text]; ok {

@@ -176,6 +176,17 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
+	// Some sets have an xdpfw-priority table, from a stream of its own
+	// too; iptables has none (IptablesOnly).
+	pr := rand.New(rand.NewPCG(r.Uint64(), 0x9a))
+	if chance(pr, 20) && !k.IptablesOnly {
+		for range pr.IntN(6) {
+			rs.Priority = append(rs.Priority, RandomPriorityRule(pr))
+		}
+		if chance(pr, 30) {
+			rs.PriorityPolicy = VerdictHigh
+		}
+	}
 	// the knobs last: they remove what any stream above drew
 	for i := range rs.Rules {
 		k.keep(&rs.Rules[i])
@@ -955,4 +966,27 @@ func RandomPortFor(r *rand.Rand, pm, either *PortMatch) uint16 {
 		return pick(r, probePorts[:])
 	}
 	return uint16(r.UintN(65536))
+}
+
+// RandomPriorityRule returns a random rule of the xdpfw-priority table: a
+// random rule's matches that a class can be decided by
+// (checkPriorityMatch; -i and -m set aside), -j HIGH or -j BULK.
+func RandomPriorityRule(r *rand.Rand) Rule {
+	rule := RandomRule(r)
+	m := &rule.Match
+	if chance(r, 40) {
+		randomHeader(r, m)
+	}
+	m.CTState, m.CTProto, m.CTStatus, m.CTDir = nil, nil, nil, nil
+	m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst = nil, nil, nil, nil
+	m.OutIface, m.InIface, m.SrcSet, m.DstSet = nil, nil, nil, nil
+	m.Limit, m.Recent, m.HashLimit, m.MSS, m.RT, m.Mark, m.Fragment = nil, nil, nil, nil, nil, nil, nil
+	if chance(r, 15) {
+		m.VLAN = &VLANMatch{ID: pick(r, randomVLAN[:]), Invert: chance(r, 20)}
+	}
+	rule.Chain = ChainPriority
+	rule.Target = Target{Verdict: pick(r, []Verdict{VerdictHigh, VerdictBulk})}
+	rule.Comments = nil
+	rule.Text = rule.Spec()
+	return rule
 }

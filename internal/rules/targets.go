@@ -8,6 +8,9 @@ import (
 // optJump handles -j TARGET.
 func (p *ruleParser) optJump(o optUse) *Error {
 	a := o.args[0]
+	if p.opt.prio {
+		return p.priorityTarget(a)
+	}
 	if p.rawTarget(a) {
 		p.target = true
 		return nil
@@ -181,6 +184,9 @@ func unknownChain(pos Pos, name string) *Error {
 	switch up := toUpperASCII(name); up {
 	case "ACCEPT", "DROP", "REJECT", "LOG", "RETURN":
 		err.Hint = "targets are upper case: -j " + up + "; or declare a chain " + name + " with -N " + name
+	case "HIGH", "BULK":
+		err.Hint = "-j " + up + " is a target of xdpfw's own " + PriorityTable + " table only (-t " + PriorityTable +
+			" -A PRIORITY ... -j " + up + "; docs/realtime.md, Priority); or declare a chain " + name + " with -N " + name
 	}
 	return err
 }

@@ -42,6 +42,7 @@ func (h Hook) String() string {
 const (
 	flagTarget = 0x01
 	flagTrace  = 0x02
+	flagAudit  = 0x04 // FW_LOG_F_AUDIT
 )
 
 // Event is one log event.
@@ -58,7 +59,11 @@ type Event struct {
 	CTState   uint8          // the packet's connection state (compile.CTNew...)
 	ByLOG     bool           // logged by a LOG rule (false: by its deciding rule's --log)
 	Trace     bool           // a packet of `xdpfw trace`, not traffic
-	Data      []byte         // the frame's first bytes (up to the snap length)
+	// Audit: the candidate rule set would decide the packet otherwise
+	// (docs/audit.md): RuleID, Action and Reason are the candidate's,
+	// VerdictID the enforced rule (or policy id) that decided it.
+	Audit bool
+	Data  []byte // the frame's first bytes (up to the snap length)
 }
 
 // headerSize is sizeof(struct fw_log_event).
@@ -90,6 +95,7 @@ func Decode(raw []byte) (Event, error) {
 		CTState:   h.Ctstate,
 		ByLOG:     h.Flags&flagTarget != 0,
 		Trace:     h.Flags&flagTrace != 0,
+		Audit:     h.Flags&flagAudit != 0,
 		Data:      bytes.Clone(data[:h.CapLen]),
 	}, nil
 }
@@ -198,7 +204,12 @@ func ifname(names IfName, idx uint32) string {
 // the policy) that decided, when another than RULE; REASON appears when
 // the decision's reason is not the rule's or policy's own (e.g.
 // conntrack-full).
+//
+// An audit event is AuditLine's, its candidate rule by id.
 func (e *Event) Line(rs Rules, names IfName) string {
+	if e.Audit {
+		return e.AuditLine(nil, rs, names)
+	}
 	var b strings.Builder
 	r, known := rs[e.RuleID]
 	b.WriteString(r.Prefix)
@@ -230,16 +241,51 @@ func (e *Event) Line(rs Rules, names IfName) string {
 	return b.String()
 }
 
-// verdictRule names the deciding rule: its number, "policy", or its id.
-func (rs Rules) verdictRule(e *Event) string {
-	if e.VerdictID < compile.FirstRuleID {
+// AuditVerdict is what an audit event says: "would accept" (the candidate
+// accepts what the rules in force did not), "would drop" (the candidate
+// drops or rejects what they accepted); "" for other events.
+func (e *Event) AuditVerdict() string {
+	switch {
+	case !e.Audit:
+		return ""
+	case e.Action == compile.ActAccept:
+		return "would accept"
+	}
+	return "would drop"
+}
+
+// AuditLine formats an audit event: what the candidate would do and by
+// which of its rules (cand), what the rules in force did and by which
+// (enforced), then the packet as Line writes it:
+//
+//	AUDIT would drop: CANDIDATE=3 VERDICT=DROP ENFORCED=1 IN=eth0 ... CHAIN=INPUT
+func (e *Event) AuditLine(cand, enforced Rules, names IfName) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "AUDIT %s: CANDIDATE=%s VERDICT=%s", e.AuditVerdict(), cand.Name(e.RuleID), e.Action)
+	fmt.Fprintf(&b, " ENFORCED=%s", enforced.Name(e.VerdictID))
+	in, out := ifname(names, e.Ifindex), ""
+	fmt.Fprintf(&b, " IN=%s OUT=%s", in, out)
+	writePacket(&b, e.Data, e.PktLen)
+	fmt.Fprintf(&b, " CHAIN=%s", e.Chain)
+	if !plainReason(e.Reason) {
+		fmt.Fprintf(&b, " REASON=%s", e.Reason)
+	}
+	return b.String()
+}
+
+// Name names a rule by id: its number, "policy", or its id.
+func (rs Rules) Name(id uint32) string {
+	if id < compile.FirstRuleID {
 		return "policy"
 	}
-	if r, ok := rs[e.VerdictID]; ok {
+	if r, ok := rs[id]; ok {
 		return strconv.Itoa(r.Num)
 	}
-	return "id" + strconv.Itoa(int(e.VerdictID))
+	return "id" + strconv.Itoa(int(id))
 }
+
+// verdictRule names the deciding rule: its number, "policy", or its id.
+func (rs Rules) verdictRule(e *Event) string { return rs.Name(e.VerdictID) }
 
 // plainReason: the reason a rule's or a policy's verdict has by itself.
 func plainReason(r compile.Reason) bool {
@@ -307,6 +353,9 @@ func writePacket(b *strings.Builder, data []byte, n int) {
 // LEN=; Ethernet padding does not count). DecodeCut found the IP header.
 func ipLen(data []byte, p packet.Packet) int {
 	l3 := 14 + 4*len(p.VLANs)
+	if p.PPPoE {
+		l3 += 8 // the session header and the PPP protocol
+	}
 	if p.Src.Is4() {
 		return int(binary.BigEndian.Uint16(data[l3+2:]))
 	}
@@ -360,7 +409,10 @@ type Record struct {
 	ICMPCode  *uint8    `json:"icmp_code,omitempty"`
 	VLANs     []uint16  `json:"vlans,omitempty"`
 	Trace     bool      `json:"trace,omitempty"`
-	Data      string    `json:"data"` // the captured bytes, hex
+	// Audit: an audit event (Event.Audit): rule_id, rule, verdict are the
+	// candidate's; verdict_id, by the enforced decision's rule.
+	Audit string `json:"audit,omitempty"` // "would drop" or "would accept"
+	Data  string `json:"data"`            // the captured bytes, hex
 }
 
 // Record returns the event as a JSON record.
@@ -369,7 +421,7 @@ func (e *Event) Record(rs Rules, names IfName) Record {
 	rec := Record{Time: e.Time, RuleID: e.RuleID, Rule: r.Num, Chain: e.Chain.String(), Prefix: r.Prefix, Level: rs.Level(e),
 		ByLOG: e.ByLOG, Verdict: e.Action.String(), Reason: e.Reason.String(), VerdictID: e.VerdictID, By: rs.verdictRule(e),
 		Hook: e.Hook.String(), Ifindex: e.Ifindex, CTState: compile.CTStateName(e.CTState), Len: e.PktLen, CapLen: len(e.Data),
-		Trace: e.Trace, Data: hex.EncodeToString(e.Data)}
+		Trace: e.Trace, Audit: e.AuditVerdict(), Data: hex.EncodeToString(e.Data)}
 	if r.Target != "" {
 		rec.Target, rec.Group = r.Target, &r.Group
 	}

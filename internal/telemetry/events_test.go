@@ -185,3 +185,17 @@ func monoNow(t *testing.T) uint64 {
 	}
 	return uint64(ts.Nano())
 }
+
+// TestPPPoELogLine: a LOG event of a packet that came in a PPPoE session
+// frame shows the IP packet's addresses and length (LEN= is read past the
+// session header, not at the Ethernet header's end).
+func TestPPPoELogLine(t *testing.T) {
+	p := &packet.Packet{PPPoE: true, PPPoESID: 7, Src: netip.MustParseAddr("198.51.100.1"), Dst: netip.MustParseAddr("10.0.0.2"),
+		Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, TTL: 60, Payload: make([]byte, 100)}
+	frame := p.Bytes()
+	var b strings.Builder
+	writePacket(&b, frame, len(frame))
+	if want := " SRC=198.51.100.1 DST=10.0.0.2 LEN=128 TTL=60 PROTO=UDP SPT=53 DPT=5353"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("LOG line %q, want it to end %q", b.String(), want)
+	}
+}
