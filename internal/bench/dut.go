@@ -168,6 +168,54 @@ func attachXDP(ns *Namespace, i Iface, prog *ebpf.Program) (*dutLink, error) {
 	return &dutLink{l: l}, nil
 }
 
+// routerLinks are the DUT's XDP links on its two veths of a router
+// topology (from the generator, to the sink), which a configuration sets
+// to one program at once.
+type routerLinks [2]*dutLink
+
+// attachRouter attaches prog to both of the router's veths, each link's
+// removal on undo.
+func attachRouter(t *Topology, prog *ebpf.Program, undo *undoSteps) (routerLinks, error) {
+	var r routerLinks
+	for i, ifc := range []Iface{t.DUTIf, t.RouteIf} {
+		l, err := attachXDP(t.DUT, ifc, prog)
+		if err != nil {
+			return r, err
+		}
+		*undo = append(*undo, l.l.Close)
+		r[i] = l
+	}
+	return r, nil
+}
+
+// attachEnds attaches sink to the sink's veth and gen to the generator's
+// (router topology: what reaches the sink, what comes back), each link's
+// removal on undo.
+func attachEnds(t *Topology, sink, gen *ebpf.Program, undo *undoSteps) error {
+	for _, a := range []struct {
+		ns   *Namespace
+		i    Iface
+		prog *ebpf.Program
+	}{{t.Sink, t.SinkIf, sink}, {t.Gen, t.GenIf, gen}} {
+		l, err := attachXDP(a.ns, a.i, a.prog)
+		if err != nil {
+			return err
+		}
+		*undo = append(*undo, l.l.Close)
+	}
+	return nil
+}
+
+// set puts prog on both of the router's veths.
+func (r routerLinks) set(prog *ebpf.Program) error {
+	for _, l := range r {
+		if err := l.set(prog); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (d *dutLink) set(prog *ebpf.Program) error {
 	if err := d.l.Update(prog); err != nil {
 		return fmt.Errorf("switching the DUT's XDP program: %w", err)

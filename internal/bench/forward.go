@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math/bits"
@@ -201,7 +200,7 @@ type fwdBench struct {
 	opt      ForwardOptions
 	sinkNAPI int
 	progs    *benchProgs
-	in, eg   *dutLink // XDP links on the router's ingress and egress veths
+	links    routerLinks // XDP links on the router's ingress and egress veths
 	dp       *datapath.Datapath
 	gens     map[string]*Generator
 	aims     map[string][]trafficgenGenAim
@@ -488,7 +487,7 @@ func (b *fwdBench) use(c *fwdConfig) error {
 			return err
 		}
 	}
-	return errors.Join(b.in.set(c.prog()), b.eg.set(c.prog()))
+	return b.links.set(c.prog())
 }
 
 // flushConntrack empties the kernel's connection table in the router's

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -79,16 +78,8 @@ func (b *fwdBench) setup(undo *undoSteps) error {
 	// (the generator leaves its own no time), so the router's thread does
 	// none of the sink's work (below: which runs first). The generator's
 	// veth counts the replies.
-	for _, a := range []struct {
-		ns   *Namespace
-		i    Iface
-		prog *ebpf.Program
-	}{{t.Sink, t.SinkIf, b.progs.objs.BenchSink}, {t.Gen, t.GenIf, b.progs.objs.BenchReply}} {
-		l, err := attachXDP(a.ns, a.i, a.prog)
-		if err != nil {
-			return err
-		}
-		*undo = append(*undo, l.l.Close)
+	if err := attachEnds(t, b.progs.objs.BenchSink, b.progs.objs.BenchReply, undo); err != nil {
+		return err
 	}
 	if err := setThreadedNAPI(t.Sink, t.SinkIf.Name, true); err != nil {
 		return err
@@ -99,14 +90,9 @@ func (b *fwdBench) setup(undo *undoSteps) error {
 	// The router's veths: one link each, whose program each configuration
 	// sets (the egress veth's runs on the replies, and takes frames
 	// redirected to it only while it has one).
-	if b.in, err = attachXDP(t.DUT, t.DUTIf, b.progs.objs.BenchPass); err != nil {
+	if b.links, err = attachRouter(t, b.progs.objs.BenchPass, undo); err != nil {
 		return err
 	}
-	*undo = append(*undo, b.in.l.Close)
-	if b.eg, err = attachXDP(t.DUT, t.RouteIf, b.progs.objs.BenchPass); err != nil {
-		return err
-	}
-	*undo = append(*undo, b.eg.l.Close)
 	if err := t.SetThreadedNAPI(true); err != nil {
 		return err
 	}
@@ -121,13 +107,11 @@ func (b *fwdBench) setup(undo *undoSteps) error {
 	// thread and 1,261 in the sink's, against 873 and 29 with the router
 	// above (the bare XDP forwarder 336 + 361 against 263 + 11); only
 	// the router's order gives each thread its own work.
-	for _, th := range []struct {
-		pid, prio int
-		what      string
-	}{{b.napi, 10, "router"}, {b.sinkNAPI, 9, "sink"}} {
-		if err := unix.SchedSetAttr(th.pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(th.prio)}, 0); err != nil {
-			return fmt.Errorf("the %s's NAPI thread (pid %d) real-time: %w", th.what, th.pid, err)
-		}
+	if err := realtime(b.napi, 10, "the router's NAPI thread"); err != nil {
+		return err
+	}
+	if err := realtime(b.sinkNAPI, 9, "the sink's NAPI thread"); err != nil {
+		return err
 	}
 	// Raw sockets in the generator's and the sink's namespaces: the first
 	// packet of each flow, and its reply (establish).

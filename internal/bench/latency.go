@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
@@ -148,7 +147,7 @@ type latBench struct {
 	frame    []byte
 	say      func(format string, a ...any)
 	aims     map[int][]latbenchLatAim // per rule count
-	links    [2]*dutLink              // the DUT's veths: from the generator, to the sink
+	links    routerLinks              // the DUT's veths: from the generator, to the sink
 	progs    *benchProgs
 	stack    *stackState
 	shape    ruleShape
@@ -193,22 +192,11 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	undo = append(undo, func() error { b.progs.objs.Close(); return nil })
 	// The sink's and the generator's veths: their programs; the DUT's two:
 	// one link each, whose program each DUT sets.
-	for _, a := range []struct {
-		ns   *Namespace
-		i    Iface
-		prog *ebpf.Program
-	}{{t.Sink, t.SinkIf, b.objs.Latsink}, {t.Gen, t.GenIf, b.objs.Latreply}} {
-		l, err := attachXDP(a.ns, a.i, a.prog)
-		if err != nil {
-			return nil, err
-		}
-		undo = append(undo, l.l.Close)
+	if err := attachEnds(t, b.objs.Latsink, b.objs.Latreply, &undo); err != nil {
+		return nil, err
 	}
-	for i, ifc := range []Iface{t.DUTIf, t.RouteIf} {
-		if b.links[i], err = attachXDP(t.DUT, ifc, b.progs.objs.BenchPass); err != nil {
-			return nil, err
-		}
-		undo = append(undo, b.links[i].l.Close)
+	if b.links, err = attachRouter(t, b.progs.objs.BenchPass, &undo); err != nil {
+		return nil, err
 	}
 	// The DUT's veth from the generator is polled by its own thread (as in
 	// bench macro) on the DUT's CPU, at real-time priority, as a
@@ -224,8 +212,8 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	if b.napi, err = t.NAPIThread(); err != nil {
 		return nil, err
 	}
-	if err := unix.SchedSetAttr(b.napi, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: latNAPIPriority}, 0); err != nil {
-		return nil, fmt.Errorf("SCHED_FIFO for the DUT's NAPI thread (pid %d): %w", b.napi, err)
+	if err := realtime(b.napi, latNAPIPriority, "the DUT's NAPI thread"); err != nil {
+		return nil, err
 	}
 	if b.frame, err = latFrame(t, opt.Size); err != nil {
 		return nil, err
@@ -706,16 +694,6 @@ func (b *latBench) clearStack() error {
 	return nil
 }
 
-// setLinks puts prog on both of the DUT's veths.
-func (b *latBench) setLinks(prog *ebpf.Program) error {
-	for _, l := range b.links {
-		if err := l.set(prog); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // floorDUT forwards with no firewall: bench_fwd (XDP) or bench_pass (the
 // kernel), counted in dut_stats' slot.
 type floorDUT struct {
@@ -727,7 +705,7 @@ type floorDUT struct {
 
 func (d *floorDUT) name() string { return d.dut }
 func (d *floorDUT) use(int) error {
-	return errors.Join(d.b.clearStack(), d.b.setLinks(d.prog))
+	return errors.Join(d.b.clearStack(), d.b.links.set(d.prog))
 }
 func (d *floorDUT) accepted() (uint64, uint64, error) {
 	n, err := d.b.progs.count(d.slot)
@@ -756,10 +734,10 @@ func (d *xdpfwFwdDUT) use(n int) error {
 		return err
 	}
 	if d.dp != nil && d.n == n {
-		return d.b.setLinks(d.dp.Program())
+		return d.b.links.set(d.dp.Program())
 	}
 	// One data plane at a time: the old one leaves the veths first.
-	if err := d.b.setLinks(d.b.progs.objs.BenchPass); err != nil {
+	if err := d.b.links.set(d.b.progs.objs.BenchPass); err != nil {
 		return err
 	}
 	d.close()
@@ -791,7 +769,7 @@ func (d *xdpfwFwdDUT) use(n int) error {
 		}
 	}
 	d.b.say("xdpfw: %d rules compiled in %.0f ms", n, c.compileMS)
-	return d.b.setLinks(dp.Program())
+	return d.b.links.set(dp.Program())
 }
 
 // accepted: every packet FORWARD accepted is counted once by how it was
@@ -852,7 +830,7 @@ type stackFwdDUT struct {
 
 func (d *stackFwdDUT) name() string { return d.s.name() }
 func (d *stackFwdDUT) use(n int) error {
-	return errors.Join(d.s.use(n), d.b.setLinks(d.b.progs.objs.BenchPass))
+	return errors.Join(d.s.use(n), d.b.links.set(d.b.progs.objs.BenchPass))
 }
 func (d *stackFwdDUT) accepted() (uint64, uint64, error) {
 	n, err := d.s.dropped()

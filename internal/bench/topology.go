@@ -470,6 +470,14 @@ func napiThread(name string, cpu int) (int, error) {
 	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, name)
 }
 
+// realtime makes thread pid (what, for errors) SCHED_FIFO at prio.
+func realtime(pid, prio int, what string) error {
+	if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}, 0); err != nil {
+		return fmt.Errorf("SCHED_FIFO for %s (pid %d): %w", what, pid, err)
+	}
+	return nil
+}
+
 // LinkStats are the DUT veth's counters (netlink).
 func (t *Topology) LinkStats() (*netlink.LinkStatistics, error) {
 	return linkStats(t.DUT, t.DUTIf.Index)
