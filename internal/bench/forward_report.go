@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"html/template"
 	"image/color"
 	"io"
 	"strings"
@@ -100,14 +99,7 @@ func WriteForwardReport(dir string, res *ForwardResult) error {
 	return writeIndex(dir, forwardTmpl, map[string]any{"R": res, "Plots": plots, "Table": table.String()})
 }
 
-var forwardTmpl = template.Must(template.New("forward").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>xdpfw bench forward</title>
-<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
-pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
-td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
-<body>
-<h1>xdpfw bench forward</h1>
-<table>
+var forwardTmpl = reportPage("forward", `<table>
 <tr><th>started</th><td>{{.R.Started.Format "2006-01-02 15:04:05 MST"}} ({{printf "%.0f" .R.Elapsed}} s)</td></tr>
 <tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
 <tr><th>kernel, CPUs</th><td>{{.R.Kernel}}, {{.R.CPUs}} CPUs; generator on CPU {{.R.GenCPU}}, router NAPI thread on CPU {{.R.DUTCPU}}</td></tr>
@@ -119,5 +111,4 @@ td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;
 {{range .Plots}}<img src="{{.File}}" alt="{{.Alt}}">
 {{end}}
 <p>Raw data: <a href="results.json">results.json</a>. Method: docs/bench.md, "bench forward".</p>
-</body></html>
-`))
+`)

@@ -107,18 +107,23 @@ func (g *Generator) Aim(aims []trafficgenGenAim) error {
 func (g *Generator) Close() { g.objs.Close() }
 
 // Frame is the template the generator sends at an Ethernet frame size
-// (without FCS): IPv4/UDP from the first traffic source to the DUT (the
-// destination it was loaded with; through the DUT's MAC),
-// destination port TrafficDPort, UDP checksum 0 ("none", valid for IPv4;
-// the generator rewrites ports and addresses without touching it).
-func (g *Generator) Frame(size int) ([]byte, error) {
+// (without FCS): templateFrame to the destination it was loaded with,
+// source port 0 (the generator rewrites ports and addresses).
+func (g *Generator) Frame(size int) ([]byte, error) { return templateFrame(g.topo, g.dst, 0, size) }
+
+// templateFrame is a live-frames generator's template at an Ethernet
+// frame size (without FCS): IPv4/UDP from the first traffic source and
+// sport to dst, destination port TrafficDPort, through the DUT's MAC, UDP
+// checksum 0 ("none", valid for IPv4: a generator rewrites ports and
+// addresses without touching it).
+func templateFrame(t *Topology, dst netip.Addr, sport uint16, size int) ([]byte, error) {
 	if size < MinFrameSize || size > MaxFrameSize {
 		return nil, fmt.Errorf("frame size %d: want %d..%d bytes", size, MinFrameSize, MaxFrameSize)
 	}
-	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: g.dst, Proto: packet.ProtoUDP,
-		SPort: 0, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
-	copy(p.SrcMAC[:], g.topo.GenIf.MAC)
-	copy(p.DstMAC[:], g.topo.DUTIf.MAC)
+	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: dst, Proto: packet.ProtoUDP,
+		SPort: sport, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
+	copy(p.SrcMAC[:], t.GenIf.MAC)
+	copy(p.DstMAC[:], t.DUTIf.MAC)
 	f, err := p.Encode()
 	if err != nil {
 		return nil, err

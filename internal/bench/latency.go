@@ -21,7 +21,6 @@ import (
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/latency"
-	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -215,7 +214,7 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	if err := realtime(b.napi, latNAPIPriority, "the DUT's NAPI thread"); err != nil {
 		return nil, err
 	}
-	if b.frame, err = latFrame(t, opt.Size); err != nil {
+	if b.frame, err = templateFrame(t, t.SinkIf.Addr.Addr(), 1, opt.Size); err != nil {
 		return nil, err
 	}
 	var head latbenchLatHead
@@ -400,24 +399,6 @@ func (b *latBench) load() error {
 		return fmt.Errorf("loading the latency programs: %w", err)
 	}
 	return nil
-}
-
-// latFrame is the generator's template: IPv4/UDP from TrafficSrc to the
-// sink, through the DUT (its MAC), UDP checksum 0.
-func latFrame(t *Topology, size int) ([]byte, error) {
-	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: t.SinkIf.Addr.Addr(), Proto: packet.ProtoUDP,
-		SPort: 1, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
-	copy(p.SrcMAC[:], t.GenIf.MAC)
-	copy(p.DstMAC[:], t.DUTIf.MAC)
-	f, err := p.Encode()
-	if err != nil {
-		return nil, err
-	}
-	if len(f) != size {
-		return nil, fmt.Errorf("frame of %d bytes built for size %d", len(f), size)
-	}
-	f[14+20+6], f[14+20+7] = 0, 0
-	return f, nil
 }
 
 // latAims are the flows for n rules: Flows of them (at most n), each

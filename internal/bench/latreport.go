@@ -3,7 +3,6 @@ package bench
 import (
 	"cmp"
 	"fmt"
-	"html/template"
 	"io"
 	"slices"
 	"strings"
@@ -150,14 +149,7 @@ func WriteLatencyReport(dir string, res *LatencyResult) error {
 	return writeIndex(dir, latencyTmpl, map[string]any{"R": res, "Plots": plots, "Table": table.String()})
 }
 
-var latencyTmpl = template.Must(template.New("latency").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>xdpfw bench latency</title>
-<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
-pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
-td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
-<body>
-<h1>xdpfw bench latency</h1>
-<table>
+var latencyTmpl = reportPage("latency", `<table>
 <tr><th>started</th><td>{{.R.Started.Format "2006-01-02 15:04:05 MST"}} ({{printf "%.0f" .R.Elapsed}} s)</td></tr>
 <tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
 <tr><th>kernel, CPUs</th><td>{{.R.Kernel}}, {{.R.CPUs}} CPUs</td></tr>
@@ -175,5 +167,4 @@ once before measuring (a warm-up), so connections are established. See docs/real
 <pre>{{.Table}}</pre>
 {{range .Plots}}<img src="{{.Src}}" alt="{{.Alt}}">
 {{end}}
-</body></html>
-`))
+`)

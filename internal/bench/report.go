@@ -189,14 +189,7 @@ func lighter(c color.RGBA) color.RGBA {
 	return color.RGBA{l(c.R), l(c.G), l(c.B), 0xff}
 }
 
-var reportTmpl = template.Must(template.New("report").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>xdpfw bench macro</title>
-<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
-pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
-td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
-<body>
-<h1>xdpfw bench macro</h1>
-<table>
+var reportTmpl = reportPage("macro", `<table>
 <tr><th>started</th><td>{{.R.Started.Format "2006-01-02 15:04:05 MST"}} ({{printf "%.0f" .R.Elapsed}} s)</td></tr>
 <tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
 <tr><th>kernel, CPUs</th><td>{{.R.Kernel}}, {{.R.CPUs}} CPUs; generator on CPU {{.R.GenCPU}}, DUT NAPI thread on CPU {{.R.DUTCPU}}</td></tr>
@@ -218,5 +211,18 @@ caveats (a veth is not a NIC).</p>
 {{range .Plots}}<img src="{{.File}}" alt="{{.Alt}}">
 {{end}}{{end}}
 <p>Raw data, every run: <a href="results.json">results.json</a>.</p>
-</body></html>
+`)
+
+// reportPage is a report's index.html template: the page of `xdpfw
+// bench cmd`, its style and heading, then body.
+func reportPage(cmd, body string) *template.Template {
+	return template.Must(template.New(cmd).Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>xdpfw bench ` + cmd + `</title>
+<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
+pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
+td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
+<body>
+<h1>xdpfw bench ` + cmd + `</h1>
+` + body + `</body></html>
 `))
+}
