@@ -35,13 +35,13 @@ import (
 
 // The configurations of the router.
 const (
-	FwdKernel     = "kernel"      // the kernel forwards, no firewall (an XDP_PASS program on the veths)
+	FwdKernel     = DUTKernelFwd  // the kernel forwards, no firewall (an XDP_PASS program on the veths); bench latency's floor too
 	FwdIptables   = "iptables"    // the kernel forwards, iptables-nft's stateful FORWARD chain (forwardRuleSet)
 	FwdNft        = "nftables"    // the kernel forwards, the same chain in native nftables
 	FwdXdpfwStack = "xdpfw-stack" // xdpfw with forwardRuleSet, --forward stack: the kernel forwards
 	FwdXdpfwXDP   = "xdpfw-xdp"   // xdpfw with forwardRuleSet, the fast path (--forward xdp-veth on these veths)
 	FwdXdpfwKMasq = "xdpfw-kmasq" // xdpfw-xdp beside the kernel's MASQUERADE (its nat table): the kernel forwards
-	FwdFloor      = "xdp-fib"     // a bare XDP FIB forwarder (bpf/bench/dut.c bench_fwd): the floor
+	FwdFloor      = DUTXDPFwd     // a bare XDP FIB forwarder (bpf/bench/dut.c bench_fwd): the floor; bench latency's too
 	// FwdXdpfwNAT is kept for xdpfw's own MASQUERADE (issue 16 point 3,
 	// being built on branch nat): xdpfw-xdp with a *nat table
 	// "-A POSTROUTING -o xbrPID -j MASQUERADE" loaded into xdpfw, the

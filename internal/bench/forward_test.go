@@ -227,7 +227,7 @@ func TestForwardInterrupted(t *testing.T) {
 	defer cancel()
 	opt := QuickForwardOptions()
 	opt.Flows, opt.Configs, opt.Duration = []string{FlowsMany}, []string{FwdXdpfwXDP}, time.Minute
-	opt.Progress = &watchWriter{want: "check xdp-fib", seen: cancel}
+	opt.Progress = &watchWriter{want: "check xdp-fwd", seen: cancel}
 	_, err := Forward(ctx, opt)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want an interrupted run", err)

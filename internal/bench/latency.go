@@ -33,7 +33,7 @@ import (
 
 // The floors: forwarding with no firewall at all.
 const (
-	DUTXDPFwd    = "xdp-fwd"    // a bare XDP program: FIB lookup, MACs, redirect
+	DUTXDPFwd    = "xdp-fwd"    // a bare XDP FIB forwarder (bench_fwd): FIB lookup, TTL, MACs, redirect
 	DUTKernelFwd = "kernel-fwd" // the kernel forwards (XDP_PASS), no rules
 )
 

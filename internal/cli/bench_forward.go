@@ -31,7 +31,7 @@ or 8,192 flows whose destination ports walk the FORWARD rules. The router's
 ingress veth is polled by its own NAPI thread, pinned to CPU 1, where the
 router forwards them by one of:
 
-  kernel       the kernel, no firewall (an XDP_PASS program on the veths)
+  kernel-fwd   the kernel, no firewall (an XDP_PASS program on the veths)
   iptables     the kernel with a stateful FORWARD chain in iptables-nft:
                ESTABLISHED,RELATED accepted, then --rules NEW rules, one
                port each, policy DROP
@@ -42,7 +42,7 @@ router forwards them by one of:
   xdpfw-kmasq  xdpfw-xdp beside the kernel's MASQUERADE (its nat table):
                the kernel forwards and translates (xdpfw's own NAT,
                configuration xdpfw-nat, is not built yet)
-  xdp-fib      a bare XDP FIB forwarder (parse, bpf_fib_lookup, TTL, MACs,
+  xdp-fwd      a bare XDP FIB forwarder (parse, bpf_fib_lookup, TTL, MACs,
                redirect): the floor
 
 For the stateful configurations every flow is made an established
@@ -103,7 +103,7 @@ on a quiet machine.`,
 	fl.IntSliceVar(&opt.Sizes, "sizes", def.Sizes, "Ethernet frame sizes in bytes, without FCS")
 	fl.StringSliceVar(&opt.Flows, "flows", def.Flows, "traffics: many (8,192 flows over the rules), one")
 	fl.IntSliceVar(&opt.Routes, "routes", def.Routes, "extra routes in the router's table, ascending")
-	fl.StringSliceVar(&opt.Configs, "config", nil, "configurations: "+strings.Join(bench.ForwardConfigs, ",")+" (default: all; kernel and xdp-fib always)")
+	fl.StringSliceVar(&opt.Configs, "config", nil, "configurations: "+strings.Join(bench.ForwardConfigs, ",")+" (default: all; kernel-fwd and xdp-fwd always)")
 	fl.IntVar(&opt.Rules, "rules", def.Rules, "NEW rules of the stateful FORWARD chain")
 	fl.DurationVar(&opt.Duration, "duration", def.Duration, "traffic per run (one configuration at one point)")
 	fl.IntVar(&opt.Rounds, "rounds", def.Rounds, "interleaved rounds")

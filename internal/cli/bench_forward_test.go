@@ -37,7 +37,7 @@ func TestBenchForwardUsage(t *testing.T) {
 	if code := Main([]string{"bench", "forward", "--help"}, &out, &errb); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, want := range []string{"xdpfw bench forward --quick", "--report", "iptables", "nftables", "xdpfw-kmasq", "xdp-fib", "docs/bench.md"} {
+	for _, want := range []string{"xdpfw bench forward --quick", "--report", "iptables", "nftables", "xdpfw-kmasq", "xdp-fwd", "docs/bench.md"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q", want)
 		}
