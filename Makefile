@@ -13,7 +13,7 @@ export GOFLAGS := -mod=mod
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/xdpfw/xdpfw/internal/cli.Version=$(VERSION)
 
-.PHONY: all deps build man generate check-generated vet test test-go test-race fuzz demo clean
+.PHONY: all deps build man generate check-generated vet test test-go test-race fuzz demo demo-router clean
 
 all: build
 
@@ -29,11 +29,11 @@ man: build
 	bin/xdpfw man bin/man
 
 generate:
-	$(GO) generate ./internal/datapath/ ./internal/bench/
+	$(GO) generate ./internal/datapath/ ./internal/bench/ ./internal/nat/
 
 # CI: the committed bpf2go output must be what the sources produce.
 check-generated: generate
-	@git diff --exit-code -- internal/datapath/ 'internal/bench/*_bpfel.*' || { echo "bpf2go output is stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- internal/datapath/ 'internal/bench/*_bpfel.*' 'internal/nat/*_bpfel.*' || { echo "bpf2go output is stale: run 'make generate' and commit"; exit 1; }
 
 vet:
 	$(GO) vet ./...
@@ -61,6 +61,10 @@ fuzz:
 
 demo: deps build
 	bash scripts/demo.sh
+
+# the router demo: LAN -> WAN through an xdpfw router, MASQUERADE and a port forward
+demo-router: deps build
+	bash scripts/demo-router.sh
 
 clean:
 	rm -rf bin

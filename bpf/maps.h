@@ -84,6 +84,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_entries SEC(".maps");
 
+/* Candidate records of the entries (struct fw_cand, 2 x fw_max_entries):
+ * what a leaf's check reads. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct fw_cand);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_cands SEC(".maps");
+
 /* Tree nodes, 64-byte fat nodes (2 x fw_max_nodes). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -337,12 +337,6 @@ struct fw_entry {
 	__u8  type_dev;    /* FW_TD_*: the device -m addrtype's types are limited to */
 	__u8  reject;      /* enum fw_reject, with FW_ACT_REJECT */
 	__u8  flags;       /* FW_EF_* */
-	/* With FW_EF_RANGES: the whole match as ranges of the classification
-	 * key (compile.EntryRanges): key[rdim[i]] in [rlo[i], rhi[i]] for
-	 * every i < nranges, given the chain and family of the tree the entry
-	 * sits in. The tree walk tests these instead of fw_entry_match. */
-	__u8  nranges;
-	__u8  rdim[FW_RANGES_MAX];
 	/* With FW_EF_NOTE (compile.Entry.Probe, GuardMask, GuardVal, Note;
 	 * placed in what was padding, the size grows by 8 bytes): probe
 	 * (1..FW_PROBE_MAX, 0 none) is the bit a probe sets when its stateful
@@ -351,11 +345,32 @@ struct fw_entry {
 	 * this entry shares (one rule at one place of the flattened chains:
 	 * settled once per packet; -m recent entries have it too). */
 	__u8  probe;
-	__u32 rlo[FW_RANGES_MAX];
-	__u32 rhi[FW_RANGES_MAX];
 	__u32 note;
 	__u32 guard_mask, guard_val;
 };
+
+/* A tree entry's candidate record (fw_cands, the same index as fw_entries):
+ * what the leaf check needs, one 64-byte record, so that a packet's walk
+ * reads the 64 bytes of each candidate it checks and not the whole entry
+ * (fw_entry), which only candidates without FW_EF_RANGES (fw_entry_match)
+ * and noted ones (fw_walk_pass: the note key) read. With FW_EF_RANGES:
+ * the whole match as ranges of the classification key
+ * (compile.EntryRanges): key[rdim[i]] in [rlo[i], rhi[i]] for every
+ * i < nranges, given the chain and family of the tree the entry sits in.
+ * rule_id, action, reason, reject and flags are the entry's (flags with
+ * FW_EF_RANGES added). */
+struct fw_cand {
+	__u32 rule_id;
+	__u8  action;
+	__u8  reason;
+	__u8  reject;
+	__u8  flags;
+	__u8  nranges;
+	__u8  rdim[FW_RANGES_MAX];
+	__u8  _pad;
+	__u32 rlo[FW_RANGES_MAX];
+	__u32 rhi[FW_RANGES_MAX];
+}; /* sizeof: 64 */
 
 /* fw_entry.flags (and fw_root.fast_flags) */
 #define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
@@ -1031,6 +1046,31 @@ enum fw_audit_counter {
 	FW_AUDIT_C_SUPPRESSED,  /* events over the budget */
 	FW_AUDIT_C_LOST,        /* events the full ring buffer had no room for */
 	FW_AUDIT_C_NUM,
+};
+
+/* A NAT rewrite of an IPv4 packet (lib/nat.h fw_nat_rewrite4): the
+ * addresses and ports (ICMP echo: the id, as a source port in a request,
+ * a destination port in a reply) the packet is to carry, network order;
+ * a field equal to the packet's is left as it is. docs/nat.md. Mirrored
+ * by internal/nat (bpf2go). */
+struct fw_nat_rw {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+};
+
+/* An IPv4 connection's tuple in one direction, as its packets carry it
+ * (network order; ICMP echo: the id as both ports): the key of a NAT
+ * binding, which lib/nat.h fw_nat_claim makes unique. Mirrored by
+ * internal/nat (bpf2go). */
+struct fw_nat_tuple {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8   proto;
+	__u8   _pad[3];
 };
 
 #endif

@@ -92,7 +92,7 @@ static __always_inline int fw_audit_decide(struct xdp_md *ctx, struct fw_xdp_han
 		a->root = *root;
 		if (fw_hdropt_wanted(&a->root))
 			fw_xdp_hdropt(ctx, &a->root, p);
-		fw_classify_in(&a->root, s, p, cd, 1);
+		fw_classify_xdp(&a->root, s, p, cd);
 	}
 	if (fw_log_wanted(cd))
 		fw_log_xdp(ctx, p, cd, bytes, 0);

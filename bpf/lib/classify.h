@@ -674,7 +674,7 @@ static __always_inline void fw_key(const struct fw_pkt *p, __u32 *k)
 }
 
 /* fw_range_ok: key[rdim[i]] in [rlo[i], rhi[i]]. */
-static __always_inline int fw_range_ok(const struct fw_entry *e, const __u32 *key, const int i)
+static __always_inline int fw_range_ok(const struct fw_cand *e, const __u32 *key, const int i)
 {
 	__u32 dim = e->rdim[i];
 
@@ -684,10 +684,10 @@ static __always_inline int fw_range_ok(const struct fw_entry *e, const __u32 *ke
 	return v >= e->rlo[i] && v <= e->rhi[i];
 }
 
-/* fw_ranges_match tests an entry with FW_EF_RANGES against the packet's
+/* fw_ranges_match tests a candidate with FW_EF_RANGES against the packet's
  * key: each of its ranges is a load and two compares, where
  * fw_entry_match tests every field the entry could use. */
-static __always_inline int fw_ranges_match(const struct fw_entry *e, const __u32 *key)
+static __always_inline int fw_ranges_match(const struct fw_cand *e, const __u32 *key)
 {
 	__u32 n = e->nranges;
 
@@ -721,12 +721,12 @@ static __always_inline int fw_ranges_match(const struct fw_entry *e, const __u32
 
 /* fw_tree returns the lowest index of a deciding entry matching p among
  * the candidates of the leaf that tree reference root reaches, below best
- * (else best; *best_e is then that entry). Matching LOG entries on the way
- * are noted in d; a -m limit entry matches only while its bucket has a
- * token (taken once it decides: fw_classify_in). */
+ * (else best; *best_c is then that entry's candidate record). Matching LOG
+ * entries on the way are noted in d; a -m limit entry matches only while
+ * its bucket has a token (taken once it decides: fw_classify_in). */
 static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct fw_pkt *p,
 				     __u32 gen, __u32 best,
-				     const struct fw_entry **best_e, struct fw_decision *d)
+				     const struct fw_cand **best_c, struct fw_decision *d)
 {
 	/* 64-bit, and hidden from clang after each load (the empty asm): the
 	 * leaf test is then one compare, without a sign extension */
@@ -788,19 +788,30 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		if (idx >= best) /* candidates are in priority order */
 			break;
 		__u32 eslot = gen * fw_max_entries + idx;
-		const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
-		if (!e)
+		/* the candidate record (64 bytes); the entry itself only where
+		 * the record's ranges are not the whole match */
+		const struct fw_cand *c = bpf_map_lookup_elem(&fw_cands, &eslot);
+		if (!c)
 			continue;
-		if ((e->flags & FW_EF_RANGES) ? fw_ranges_match(e, key) : fw_entry_match(e, p)) {
-			/* one call site for both: each branch here is explored
-			 * once per candidate of each of the unrolled trees */
-			if ((e->action == FW_ACT_LOG || (e->flags & (FW_EF_LIMIT | FW_EF_STATE | FW_EF_NOTE))) &&
-			    !fw_walk_pass(d, idx, e->rule_id, e->action | (__u32)e->flags << 8 | (__u32)p->chain << 16,
-					  e->note))
+		__u32 flags = c->flags;
+		if ((flags & (FW_EF_RANGES | FW_EF_LIMIT | FW_EF_STATE | FW_EF_NOTE)) == FW_EF_RANGES) {
+			/* the common case: the record's ranges are the whole
+			 * match, and a match decides (a LOG entry's record has
+			 * no FW_EF_RANGES: install.go, candOf) */
+			if (!fw_ranges_match(c, key))
 				continue;
-			*best_e = e;
-			return idx;
+		} else {
+			const struct fw_entry *e = bpf_map_lookup_elem(&fw_entries, &eslot);
+			if (!e || !fw_entry_match(e, p))
+				continue;
+			/* one call site: each branch here is explored once per
+			 * candidate of each of the unrolled trees */
+			if ((e->action == FW_ACT_LOG || (flags & (FW_EF_LIMIT | FW_EF_STATE | FW_EF_NOTE))) &&
+			    !fw_walk_pass(d, idx, e->rule_id, e->action | flags << 8 | (__u32)p->chain << 16, e->note))
+				continue;
 		}
+		*best_c = c;
+		return idx;
 	}
 	return best;
 }
@@ -839,27 +850,29 @@ static __always_inline const struct fw_root *fw_root_at(const struct fw_pkt *p, 
 }
 
 /* fw_delta_step applies the delta stage in half to the main tables' answer:
- * best, the first matching main entry index (FW_NO_TREE: none), and e, that
- * entry. It returns the deciding entry, or NULL for the policy. When best
- * belongs to a deleted rule it no longer counts, and the delta's copies of
- * the main entries that overlap the deleted rule take its place; else only
- * added entries placed at or before best can beat it. Proof and bounds:
- * docs/classifier.md. */
-static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 best, const struct fw_entry *e,
+ * best, the first matching main entry index (FW_NO_TREE: none), and *c,
+ * that entry's candidate record. It returns the deciding delta entry, or
+ * NULL when the main answer stands: *c, or the policy when *c is NULL.
+ * When best belongs to a deleted rule it no longer counts (*c becomes
+ * NULL), and the delta's copies of the main entries that overlap the
+ * deleted rule take its place; else only added entries placed at or
+ * before best can beat it. Proof and bounds: docs/classifier.md. */
+static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 best, const struct fw_cand **c,
 							    const struct fw_pkt *p)
 {
 	const struct fw_delta *dl = bpf_map_lookup_elem(&fw_deltas, &half);
 
 	if (!dl)
-		return e;
+		return NULL;
 	__u32 bound = best;
-	if (e) {
+	if (*c) {
+		__u32 id = (*c)->rule_id;
 		for (__u32 i = 0; i < FW_DELTA_DEAD; i++) {
 			if (i >= dl->dead_count)
 				break;
-			if (dl->dead[i] == e->rule_id) {
+			if (dl->dead[i] == id) {
 				bound = FW_NO_TREE;
-				e = NULL;
+				*c = NULL;
 				break;
 			}
 		}
@@ -874,7 +887,7 @@ static __always_inline const struct fw_entry *fw_delta_step(__u32 half, __u32 be
 		if (de && de->action != FW_ACT_LOG && fw_entry_match(de, p))
 			return de;
 	}
-	return e;
+	return NULL;
 }
 
 /* fw_classify_in finds the first entry of root matching p and fills *d
@@ -890,31 +903,38 @@ static __always_inline int fw_classify_in(const struct fw_root *root, __u32 sel,
 	__u32 key[FW_NUM_DIMS] __attribute__((aligned(8))); /* fw_key's zero pairs: one store each */
 
 	__u32 gen = sel & 1, delta = (sel >> 1) & 3;
-	/* the entry at best: fw_tree hands it over, no second lookup */
-	const struct fw_entry *e = NULL;
+	/* the candidate record at best: fw_tree hands it over, no second lookup */
+	const struct fw_cand *c = NULL;
+	const struct fw_entry *de = NULL; /* a deciding delta entry */
 
 	fw_key(p, key);
 	__u32 best = FW_NO_TREE;
 #pragma unroll
 	for (int g = 0; g < FW_MAX_GROUPS; g++) {
 		if (root->groups[g] != FW_NO_TREE)
-			best = fw_tree(root->groups[g], key, p, gen, best, &e, d);
+			best = fw_tree(root->groups[g], key, p, gen, best, &c, d);
 	}
 	if (delta) /* nothing to do while no edit waits for a rebuild */
-		e = fw_delta_step((delta - 1) & 1, best, e, p);
-	if (!e) {
-		d->rule_id = root->rule_id;
-		d->action = root->action;
-		d->reason = root->reason;
-	} else {
-		d->rule_id = e->rule_id;
-		d->action = e->action;
-		d->reason = e->reason;
-		d->reject = e->reject;
+		de = fw_delta_step((delta - 1) & 1, best, &c, p);
+	if (de) {
+		d->rule_id = de->rule_id;
+		d->action = de->action;
+		d->reason = de->reason;
+		d->reject = de->reject;
+		d->flags = de->flags & (FW_EF_LOG | FW_EF_LIMIT);
+	} else if (c) {
+		d->rule_id = c->rule_id;
+		d->action = c->action;
+		d->reason = c->reason;
+		d->reject = c->reject;
 		/* FW_EF_LIMIT: the walk saw a token, the rule decides and takes
 		 * it after the decision (fw_log_emit): a store here, not a
 		 * branch, which every state the walk leaves would be checked on */
-		d->flags = e->flags & (FW_EF_LOG | FW_EF_LIMIT);
+		d->flags = c->flags & (FW_EF_LOG | FW_EF_LIMIT);
+	} else {
+		d->rule_id = root->rule_id;
+		d->action = root->action;
+		d->reason = root->reason;
 	}
 	if (d->nlog | d->ncount | d->nstate) { /* what the walk noted needs its decision */
 		if (xdp)
@@ -934,6 +954,17 @@ __noinline int fw_classify(const struct fw_root *root, __u32 sel, const struct f
 	if (!root || !p || !d) /* the verifier requires the check on global-function pointers */
 		return -1;
 	return fw_classify_in(root, sel, p, d, 0);
+}
+
+/* fw_classify_xdp is fw_classify_in at the XDP hook as a global function:
+ * the audit stage's (lib/audit.h), whose candidate walk inlined after the
+ * paths that precede it exceeds the verifier's budget. Returns 0, or -1 on
+ * a NULL argument. */
+__noinline int fw_classify_xdp(const struct fw_root *root, __u32 sel, const struct fw_pkt *p, struct fw_decision *d)
+{
+	if (!root || !p || !d)
+		return -1;
+	return fw_classify_in(root, sel, p, d, 1);
 }
 
 #endif

@@ -238,7 +238,7 @@ const (
 	MaxCountPerPacket       = 16
 )
 
-// EntryHasRanges is FW_EF_RANGES (fw_entry.flags): the entry's Ranges hold
+// EntryHasRanges is FW_EF_RANGES (fw_cand.flags): the entry's Ranges hold
 // its whole match; RangesMax is FW_RANGES_MAX.
 const (
 	EntryHasRanges uint8 = 0x02

@@ -91,6 +91,13 @@ func Compile(in Input) (*Tables, []Warning, error) {
 	if len(in.IDs) != len(rs.Rules) {
 		return nil, nil, fmt.Errorf("compile: %d ids for %d rules", len(in.IDs), len(rs.Rules))
 	}
+	if rs.NAT != nil && len(rs.NAT.Rules) > 0 {
+		// The nat table parses (rules.ParseOptions.NAT) but the data
+		// plane does not translate yet: never load a rule set whose
+		// translations would be left out (docs/nat.md, Status).
+		return nil, nil, fmt.Errorf("compile: %d nat rule(s): xdpfw's data plane does not translate addresses yet; "+
+			"keep the nat table in the kernel (docs/nat.md)", len(rs.NAT.Rules))
+	}
 	var (
 		entries []Entry
 		warn    []Warning

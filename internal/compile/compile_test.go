@@ -326,3 +326,17 @@ func TestCTAddrs(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileRefusesNAT: a rule set with nat rules (rules.ParseOptions.NAT)
+// is refused until the data plane translates: its translations would
+// silently be left out.
+func TestCompileRefusesNAT(t *testing.T) {
+	rs, err := rules.Parse("f", []byte("-A INPUT -j ACCEPT\n-t nat -A POSTROUTING -j MASQUERADE\n"), rules.ParseOptions{NAT: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Compile(Input{RuleSet: rs, IDs: []uint32{1}})
+	if err == nil || !strings.Contains(err.Error(), "does not translate addresses yet") {
+		t.Fatalf("want the nat rules refused, got %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package compile
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -777,6 +778,48 @@ func (b *treeBuilder) tree(list []int32) (uint32, error) {
 	return ref, nil
 }
 
+// oneTree builds one tree over list (all groups of a root) if it takes at
+// most oneTreeNodes fat nodes and oneTreeSlots leaf slots per item: rules
+// that do not replicate (disjoint ones, and ACL-like sets whose exceptions
+// nest inside broader rules) then cost a packet one walk. ok is false, and
+// nothing is kept, when it takes more: rules narrow in different fields
+// multiply one tree's nodes, and the groups' trees bound that. The budget
+// also bounds the work of a try that fails (the builder stops at it).
+func (b *treeBuilder) oneTree(list []int32) (ref uint32, ok bool, err error) {
+	if len(list) == 0 {
+		return 0, false, nil
+	}
+	nodes, slots, maxLeaf, depth := len(b.t.Nodes), len(b.t.Leaves), b.maxLeaf, b.depth
+	maxNodes, maxSlots := b.maxNodes, b.maxLeafSlots
+	b.maxNodes = min(maxNodes, nodes+oneTreeNodes*len(list)/oneTreePer+oneTreeFloorNodes)
+	b.maxLeafSlots = min(maxSlots, slots+oneTreeSlots*len(list)+oneTreeFloorSlots)
+	ref, err = b.tree(list)
+	b.maxNodes, b.maxLeafSlots = maxNodes, maxSlots
+	if err == nil {
+		return ref, true, nil
+	}
+	if !errors.As(err, new(errTooBig)) {
+		return 0, false, err
+	}
+	b.t.Nodes, b.t.Leaves, b.maxLeaf, b.depth = b.t.Nodes[:nodes], b.t.Leaves[:slots], maxLeaf, depth
+	return 0, false, nil
+}
+
+// oneTreeNodes/oneTreePer fat nodes and oneTreeSlots leaf slots per item
+// bound one tree over all of a root's rules (oneTree): 32 bytes of nodes
+// and 16 of leaf slots per item, plus 16 KiB of nodes and 32 KiB of slots,
+// so that small rule sets, whose replication costs little, keep one tree.
+// Disjoint rules take ~0.3 nodes per rule and no slot; ClassBench-style
+// ACL sets 0.3 nodes and 0.6 slots; FW and IPC sets 7–10 nodes and 50–110
+// slots, and go to groups.
+const (
+	oneTreeNodes      = 1
+	oneTreePer        = 2
+	oneTreeSlots      = 2
+	oneTreeFloorNodes = 256
+	oneTreeFloorSlots = 4096
+)
+
 // collapse turns the binary subtree at bin[i] into fat nodes and returns
 // its reference and the most fat nodes a walk through it visits. A fat
 // node starts at a binary node splitting dimension d and absorbs, nearest
@@ -975,6 +1018,26 @@ func (b *treeBuilder) split(region box, list []int32, n, prefer int) (dim int, t
 			}
 		}
 	}
+	if !ok && n > MaxLeaf {
+		// No split shrinks the list (every box reaches past each tried
+		// edge on one side, e.g. all hold one corner of the region): cut
+		// along the first deciding exact box instead: inside it, pruning
+		// keeps what comes before it; outside, it is gone.
+		for _, i := range list {
+			it := &b.items[i]
+			if !it.exact || !it.decides {
+				continue
+			}
+			for d := 0; d < NumDims; d++ {
+				if bx := it.box[d]; bx[0] > region[d][0] {
+					return d, bx[0] - 1, true
+				} else if bx[1] < region[d][1] {
+					return d, bx[1], true
+				}
+			}
+			break // it covers the region: prune kept nothing after it
+		}
+	}
 	if pOK && pBest <= best+best/sameDimSlack && pSum <= bestSum {
 		return prefer, pThr, true
 	}
@@ -998,27 +1061,27 @@ const (
 const NoTree = ^uint32(0)
 
 // group classifies a box by its most selective field: the one whose range
-// leaves the fewest bits free (IPv4 addresses count 32 bits).
+// fixes the most bits of its dimension's domain (fullBox: an IPv4 address
+// word 32, a port 16, the protocol 8). A wildcard fixes none, whatever
+// the width of its domain.
 func group(bx *box, v6 bool) int {
 	width := func(r [2]uint32) float64 { return math.Log2(float64(r[1]-r[0]) + 1) }
+	fixed := func(d int) float64 { return width(fullBox[d]) - width(bx[d]) }
 	addr := func(d0 int) float64 {
 		if !v6 {
-			return 32 - width(bx[d0])
+			return fixed(d0)
 		}
 		s := 0.0
 		for w := 0; w < 4; w++ {
-			s += 32 - width(bx[d0+w])
+			s += fixed(d0 + w)
 		}
 		return s
 	}
 	other := 0.0
 	for _, d := range []int{DimProto, DimIfindex, DimVLAN, DimMACSrcHi, DimMACSrcLo, DimMACDstHi, DimMACDstLo, DimICMP} {
-		other += 32 - width(bx[d])
+		other += fixed(d)
 	}
-	other -= 24 // proto alone is 8 bits of 32: do not let it win over a port
-	spec := [MaxGroups]float64{addr(DimSrc0), addr(DimDst0), 16 - width(bx[DimDPort]) + 16, 16 - width(bx[DimSPort]) + 16, other}
-	spec[groupDPort] -= 16
-	spec[groupSPort] -= 16
+	spec := [MaxGroups]float64{addr(DimSrc0), addr(DimDst0), fixed(DimDPort), fixed(DimSPort), other}
 	g, best := groupOther, 0.0
 	for i, v := range spec {
 		if v > best+1e-9 {
@@ -1045,13 +1108,16 @@ func buildTrees(t *Tables, pol *rules.RuleSet, opts treeOpts) (TreeStats, error)
 	}
 	groups := 0
 	// trees builds r's trees over the generation's entries i of family v6
-	// that in takes, grouped by their most selective field.
+	// that in takes: one tree while it stays within oneTreeBudget (a
+	// packet then walks one tree, not one per group), else one per group
+	// of entries by their most selective field.
 	trees := func(r *Root, v6 bool, in func(i int) bool) error {
 		fam := rules.FamilyIPv4
 		if v6 {
 			fam = rules.FamilyIPv6
 		}
 		var lists [MaxGroups][]int32
+		var all []int32
 		for i := range n {
 			e := t.entryAt(uint32(i))
 			if !in(i) || (e.Family != rules.FamilyAny && e.Family != fam) {
@@ -1061,10 +1127,20 @@ func buildTrees(t *Tables, pol *rules.RuleSet, opts treeOpts) (TreeStats, error)
 				g := group(&bx, v6)
 				b.items = append(b.items, item{entry: uint32(i), exact: eb[i].exact, decides: e.Decides(), box: bx})
 				lists[g] = append(lists[g], int32(len(b.items)-1))
+				all = append(all, int32(len(b.items)-1))
 			}
 		}
 		for g := range r.Groups {
 			r.Groups[g] = NoTree
+		}
+		if ref, ok, err := b.oneTree(all); err != nil {
+			return err
+		} else if ok {
+			r.Groups[0] = ref
+			groups++
+			lists = [MaxGroups][]int32{}
+		}
+		for g := range r.Groups {
 			if len(lists[g]) == 0 {
 				continue
 			}

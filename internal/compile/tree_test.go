@@ -460,7 +460,7 @@ func TestFatNodeShape(t *testing.T) {
 				depth(c, d+1)
 			}
 		}
-		for _, root := range tb.Roots {
+		for _, root := range append(tb.Roots[:len(tb.Roots):len(tb.Roots)], tb.PrioRoots[:]...) { // the priority table's trees too
 			for _, g := range root.Groups {
 				if g != NoTree {
 					depth(g, 0)
@@ -549,4 +549,100 @@ func TestLeafSlotLimit(t *testing.T) {
 	if f, c := LeafOf(LeafRef(MaxLeafSlots-1, MaxLeaf)); f != MaxLeafSlots-1 || c != MaxLeaf {
 		t.Fatalf("LeafOf(LeafRef(%d, %d)) = %d, %d", MaxLeafSlots-1, MaxLeaf, f, c)
 	}
+}
+
+// TestGroupBySelectiveField: a rule goes to the group of the field that
+// fixes the most bits of its domain. A wildcard fixes none, even in a
+// dimension whose domain is narrower than 32 bits (the protocol, the VLAN,
+// the ICMP word): counting those as fixed put every rule in "other", one
+// tree, and overlapping rule sets then multiplied its nodes.
+func TestGroupBySelectiveField(t *testing.T) {
+	for _, c := range []struct {
+		rule string
+		want int
+	}{
+		{"-s 10.1.2.0/24 -p udp --dport 53", groupSrc},
+		{"-s 10.0.0.0/8 -d 10.1.2.3 -p tcp --dport 1024:65535", groupDst},
+		{"-s 10.0.0.0/8 -p tcp --dport 22", groupDPort},
+		{"-p udp --sport 53", groupSPort},
+		{"-p tcp", groupOther},
+		{"-i eth0", groupOther},
+	} {
+		rs := parse(t, "-A INPUT "+c.rule+" -j DROP\n")
+		tb := compileTest(t, rs)
+		bs, _ := entryBoxes(&tb.Entries[0])
+		if g := group(&bs[0], false); g != c.want {
+			t.Errorf("%q: group %d, want %d", c.rule, g, c.want)
+		}
+	}
+}
+
+// TestCornerOverlap: more rules than a leaf holds, all holding one corner
+// of every region (nested port ranges from 0), so that no split of the
+// edges shrinks the list: the builder cuts along the first rule's box,
+// and the tables decide as the reference matcher does.
+func TestCornerOverlap(t *testing.T) {
+	var b strings.Builder
+	n := MaxLeaf + 16
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "-A INPUT -p udp --sport 0:%d --dport 0:%d -j %s\n", 1000+7*i, 9000-5*i, []string{"ACCEPT", "DROP"}[i%2])
+	}
+	rs := parse(t, b.String())
+	tb := compileTest(t, rs)
+	if tb.Stats.MaxLeaf > MaxLeaf {
+		t.Fatalf("stats %+v", tb.Stats)
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	for k := 0; k < 20000; k++ {
+		p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: netip.MustParseAddr("10.0.0.9"), Dst: netip.MustParseAddr("10.0.0.1"),
+			Proto: 17, L4: true, SPort: uint16(r.IntN(1700)), DPort: uint16(r.IntN(9100)), Len: 60, TTL: 64}
+		if got, want := decidingRule(tb, &p), Decide(rs, p).Rule; got != want {
+			t.Fatalf("sport %d dport %d: tables say rule %d, reference %d", p.SPort, p.DPort, got, want)
+		}
+	}
+}
+
+// TestOneTreeOrGroups: rules that do not replicate get one tree (a packet
+// walks one); rules narrow in different fields (sources against ports:
+// each source's slab cuts every port's) would multiply one tree's nodes
+// past its budget and get a tree per group. Both decide as the reference
+// matcher.
+func TestOneTreeOrGroups(t *testing.T) {
+	var one, cross strings.Builder
+	for i := 0; i < 250; i++ {
+		// sources (group src) beside a /16 of destinations (group dst):
+		// one tree separates them at the source, replicating nothing
+		fmt.Fprintf(&one, "-A INPUT -s 10.1.%d.0/24 -p udp --dport %d -j ACCEPT\n", i, 1000+i)
+		fmt.Fprintf(&one, "-A INPUT -s 10.2.0.0/16 -d 10.0.0.%d -p tcp -j DROP\n", i)
+		fmt.Fprintf(&cross, "-A INPUT -s 10.1.%d.7 -j DROP\n-A INPUT -p tcp --dport %d -j ACCEPT\n", i, 1000+i)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, c := range []struct {
+		name  string
+		text  string
+		trees int
+	}{{"separable", one.String(), 1}, {"cross", cross.String(), 3}} { // cross: 2 IPv4 trees, and IPv6's one (the port rules)
+		rs := parse(t, c.text)
+		tb := compileTest(t, rs)
+		if tb.Stats.Trees != c.trees {
+			t.Errorf("%s: %d trees (%+v), want %d", c.name, tb.Stats.Trees, tb.Stats, c.trees)
+		}
+		for k := 0; k < 20000; k++ {
+			p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: netip.AddrFrom4([4]byte{10, byte(1 + r.IntN(2)), byte(r.IntN(256)), byte(r.IntN(9))}),
+				Dst: netip.AddrFrom4([4]byte{10, 0, 0, byte(r.IntN(256))}), Proto: []uint8{6, 17}[r.IntN(2)], L4: true, SPort: 40000,
+				DPort: uint16(990 + r.IntN(270)), Len: 60, TTL: 64}
+			if got, want := decidingRule(tb, &p), Decide(rs, p).Rule; got != want {
+				t.Fatalf("%s: %+v: tables say rule %d, reference %d", c.name, p, got, want)
+			}
+		}
+	}
+}
+
+// decidingRule is the index of the rule whose entry the tables' walk
+// decides p by, -1 for the policy.
+func decidingRule(tb *Tables, p *RefPacket) int {
+	if c := tb.Classify(p, testDev(p)); c.Entry >= 0 {
+		return int(tb.Entries[c.Entry].RuleID - FirstRuleID)
+	}
+	return -1
 }

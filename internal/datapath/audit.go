@@ -37,7 +37,7 @@ const (
 // auditPrivate are the maps the audit instance has of its own: the
 // candidate's tables and what its rules own. Everything else its program
 // uses is the live instance's (see loadAudit), or per-packet scratch.
-var auditPrivate = []string{"fw_active", "fw_entries", "fw_nodes", "fw_leaves", "fw_roots", "fw_raw", "fw_deltas",
+var auditPrivate = []string{"fw_active", "fw_entries", "fw_cands", "fw_nodes", "fw_leaves", "fw_roots", "fw_raw", "fw_deltas",
 	"fw_delta_entries", "fw_stamps", "fw_rule_stats", "fw_log_limits", "fw_log_stats", "fw_limits", "fw_recent_rules",
 	"fw_hashlimit_rules", "fw_audit_budget", "fw_audit_counts", "fw_audit_next"}
 
@@ -184,6 +184,7 @@ func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
 		Prog             *ebpf.Program `ebpf:"xdpfw_audit"`
 		FwActive         *ebpf.Map     `ebpf:"fw_active"`
 		FwEntries        *ebpf.Map     `ebpf:"fw_entries"`
+		FwCands          *ebpf.Map     `ebpf:"fw_cands"`
 		FwNodes          *ebpf.Map     `ebpf:"fw_nodes"`
 		FwLeaves         *ebpf.Map     `ebpf:"fw_leaves"`
 		FwRoots          *ebpf.Map     `ebpf:"fw_roots"`
@@ -204,7 +205,7 @@ func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, instanceLoadErr("audit", err)
 	}
-	view := &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, nodes: o.FwNodes,
+	view := &Datapath{dir: d.dir, limits: lim, active: o.FwActive, entries: o.FwEntries, cands: o.FwCands, nodes: o.FwNodes,
 		leaves: o.FwLeaves, roots: o.FwRoots, raw: o.FwRaw, deltas: o.FwDeltas, deltaEn: o.FwDeltaEntries,
 		stamps: o.FwStamps, ruleCtr: o.FwRuleStats, logLim: o.FwLogLimits, logStat: o.FwLogStats, limBkt: o.FwLimits,
 		recentRules: o.FwRecentRules, hashRules: o.FwHashlimitRules, logCtr: d.logCtr, audit: true}
@@ -238,7 +239,7 @@ func (d *Datapath) progMap(name string) (*ebpf.Map, error) {
 // privateMaps are a's own maps by name (auditPrivate).
 func (a *Audit) privateMaps() map[string]**ebpf.Map {
 	d := a.Datapath
-	return map[string]**ebpf.Map{"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
+	return map[string]**ebpf.Map{"fw_active": &d.active, "fw_entries": &d.entries, "fw_cands": &d.cands, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_raw": &d.raw, "fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_rule_stats": &d.ruleCtr, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_limits": &d.limBkt,
 		"fw_recent_rules": &d.recentRules, "fw_hashlimit_rules": &d.hashRules,

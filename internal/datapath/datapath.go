@@ -96,6 +96,7 @@ type Datapath struct {
 	limits      Limits
 	active      *ebpf.Map // fw_active: FW_ACTIVE(generation, delta), 0 none
 	entries     *ebpf.Map
+	cands       *ebpf.Map // fw_cands: the entries' candidate records (nil: a program before them)
 	nodes       *ebpf.Map
 	leaves      *ebpf.Map
 	roots       *ebpf.Map
@@ -171,7 +172,7 @@ type Datapath struct {
 
 func (d *Datapath) maps() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
-		"fw_active": &d.active, "fw_entries": &d.entries, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
+		"fw_active": &d.active, "fw_entries": &d.entries, "fw_cands": &d.cands, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict, "fw_frag": &d.frag,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent,
@@ -291,6 +292,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		limits:      lim,
 		active:      objs.FwActive,
 		entries:     objs.FwEntries,
+		cands:       objs.FwCands,
 		nodes:       objs.FwNodes,
 		leaves:      objs.FwLeaves,
 		roots:       objs.FwRoots,
@@ -523,6 +525,9 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 		}
 	}
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
+	if m := spec.Maps["fw_cands"]; m != nil { // absent in objects of earlier builds (LoadObject)
+		m.MaxEntries = uint32(2 * lim.Entries)
+	}
 	spec.Maps["fw_nodes"].MaxEntries = uint32(2 * lim.Nodes)
 	spec.Maps["fw_leaves"].MaxEntries = uint32(2 * lim.LeafSlots)
 	spec.Maps["fw_ct"].MaxEntries = uint32(lim.Conntrack)
@@ -586,7 +591,8 @@ func pinsWithPrefix(dir, prefix string) []string {
 var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "fw_frag": true, "fw_addrtypes": true,
 	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true,
 	"fw_pppoe_rx": true, "fw_pppoe_tx": true,
-	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true}
+	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true,
+	"fw_cands": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -142,17 +142,19 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 		gen = 1
 	}
 
+	if d.cands == nil {
+		return fmt.Errorf("the loaded program predates candidate records (fw_cands): run `xdpfw load` to load this version's")
+	}
 	// the priority table's entries follow the rules' (compile.Tables.Prio)
 	entries := make([]xdpfwFwEntry, len(t.Entries)+len(t.Prio))
+	cands := make([]xdpfwFwCand, len(entries))
 	for i := range entries {
 		if i < len(t.Entries) {
 			entries[i] = toBPF(&t.Entries[i])
 		} else {
 			entries[i] = toBPF(&t.Prio[i-len(t.Entries)])
 		}
-		if i < len(t.Ranges) {
-			setRanges(&entries[i], &t.Ranges[i])
-		}
+		cands[i] = candOf(&entries[i], t.Ranges, i)
 	}
 	prioRoots := []xdpfwFwRoot{rootToBPF(&t.PrioRoots[0]), rootToBPF(&t.PrioRoots[1])}
 	nodes := make([]xdpfwFwNode, len(t.Nodes))
@@ -190,6 +192,9 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
+	}
+	if err := putRange(d.cands, gen*uint32(lim.Entries), cands); err != nil {
+		return fmt.Errorf("writing candidate records: %w", err)
 	}
 	if err := putRange(d.nodes, gen*uint32(lim.Nodes), nodes); err != nil {
 		return fmt.Errorf("writing tree nodes: %w", err)
@@ -296,13 +301,20 @@ func (d *Datapath) Installed() bool {
 	return d.active.Lookup(uint32(0), &cur) == nil && cur != 0
 }
 
-// setRanges gives b the compact form r (FW_EF_RANGES), where r has one.
-func setRanges(b *xdpfwFwEntry, r *compile.Ranges) {
-	if !r.Exact {
-		return
+// candOf is entry i's candidate record (struct fw_cand): e's verdict,
+// and its compact form ranges[i] (FW_EF_RANGES) where it has one. A LOG
+// entry's record has none: the walk then reads the entry, which it must
+// for the note anyway (fw_tree takes a record with FW_EF_RANGES and no
+// FW_EF_LIMIT, FW_EF_STATE or FW_EF_NOTE as the whole match and a
+// deciding one).
+func candOf(e *xdpfwFwEntry, ranges []compile.Ranges, i int) xdpfwFwCand {
+	c := xdpfwFwCand{RuleId: e.RuleId, Action: e.Action, Reason: e.Reason, Reject: e.Reject, Flags: e.Flags}
+	if i < len(ranges) && ranges[i].Exact && compile.Action(e.Action) != compile.ActLog {
+		r := &ranges[i]
+		c.Flags |= compile.EntryHasRanges
+		c.Nranges, c.Rdim, c.Rlo, c.Rhi = r.N, r.Dim, r.Lo, r.Hi
 	}
-	b.Flags |= compile.EntryHasRanges
-	b.Nranges, b.Rdim, b.Rlo, b.Rhi = r.N, r.Dim, r.Lo, r.Hi
+	return c
 }
 
 func toBPF(e *compile.Entry) xdpfwFwEntry {

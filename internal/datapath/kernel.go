@@ -37,7 +37,7 @@ var helperSince = map[asm.BuiltinFunc]string{
 	asm.FnXdpAdjustHead: "4.10", asm.FnSkbAdjustRoom: "4.13", asm.FnXdpAdjustTail: "4.18", asm.FnFibLookup: "4.18",
 	asm.FnMapPushElem: "4.20", asm.FnMapPopElem: "4.20", asm.FnForEachMapElem: "5.13", asm.FnLoop: "5.17",
 	asm.FnJiffies64: "5.5", asm.FnRingbufReserve: "5.8", asm.FnRingbufSubmit: "5.8", asm.FnKtimeGetCoarseNs: "5.11",
-	asm.FnXdpLoadBytes: "5.18", asm.FnRedirectMap: "4.14", asm.FnProbeReadKernel: "5.5",
+	asm.FnXdpLoadBytes: "5.18", asm.FnRedirectMap: "4.14", asm.FnProbeReadKernel: "5.5", asm.FnXdpAdjustMeta: "4.15",
 }
 
 // mapTypes names each map type the program uses and the Linux version
@@ -48,6 +48,8 @@ var mapTypes = map[ebpf.MapType]struct{ name, since string }{
 	ebpf.PerCPUArray: {"BPF_MAP_TYPE_PERCPU_ARRAY", "4.6"}, ebpf.LRUHash: {"BPF_MAP_TYPE_LRU_HASH", "4.10"},
 	ebpf.LPMTrie: {"BPF_MAP_TYPE_LPM_TRIE", "4.11"}, ebpf.Queue: {"BPF_MAP_TYPE_QUEUE", "4.20"},
 	ebpf.RingBuf: {"BPF_MAP_TYPE_RINGBUF", "5.8"}, ebpf.DevMapHash: {"BPF_MAP_TYPE_DEVMAP_HASH", "5.4"},
+	// a program in a cpumap entry (priority's bulk CPUs): 5.9
+	ebpf.CPUMap: {"BPF_MAP_TYPE_CPUMAP (with programs)", "5.9"},
 }
 
 // progTypes names each program type and the Linux version that brought

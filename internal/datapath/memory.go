@@ -36,7 +36,7 @@ const MemoryShare = 2 // 1/MemoryShare: half
 
 // sizeOptions names the option that sizes each map sized at load.
 var sizeOptions = map[string]string{
-	"fw_entries": "--max-rules", "fw_nodes": "--max-rules", "fw_leaves": "--max-rules", "fw_rule_stats": "--max-rules",
+	"fw_entries": "--max-rules", "fw_cands": "--max-rules", "fw_nodes": "--max-rules", "fw_leaves": "--max-rules", "fw_rule_stats": "--max-rules",
 	"fw_ct": "--ct-max", "fw_frag": "--ct-max",
 }
 
@@ -238,6 +238,39 @@ func FormatBytes(n int64) string {
 // this data plane's maps (the maps are sized for two generations of the
 // loaded limits; this is what a rule set uses of them).
 func (d *Datapath) TableBytes(entries, nodes, leafSlots int) int64 {
-	return int64(entries)*round8(d.entries.ValueSize()) + int64(nodes)*round8(d.nodes.ValueSize()) +
+	ent := round8(d.entries.ValueSize())
+	if d.cands != nil {
+		ent += round8(d.cands.ValueSize())
+	}
+	return int64(entries)*ent + int64(nodes)*round8(d.nodes.ValueSize()) +
 		int64(leafSlots)*round8(d.leaves.ValueSize())
+}
+
+// LargestFitting is the largest --max-rules, a power of two from
+// compile.DefaultMaxEntries up to MaxEntries, whose maps Load's memory
+// check would let a first load create on this machine now (at most
+// 1/MemoryShare of the memory available), with conntrack sized ct (0:
+// the default). It is compile.DefaultMaxEntries when even that does not
+// fit: Load then says why.
+func LargestFitting(ct int) (int, error) {
+	avail, err := memAvailable()
+	if err != nil {
+		return 0, fmt.Errorf("reading the memory available: %w", err)
+	}
+	best := compile.DefaultMaxEntries
+	for m := best * 2; m <= MaxEntries; m *= 2 {
+		lim := LimitsFor(m)
+		if ct > 0 {
+			lim.Conntrack = ct
+		}
+		c, err := lim.Cost()
+		if err != nil {
+			return 0, err
+		}
+		if c.Total() > avail/MemoryShare {
+			break
+		}
+		best = m
+	}
+	return best, nil
 }

@@ -35,7 +35,7 @@ func TestMemoryCost(t *testing.T) {
 	}
 	// The kernel rounds array values up to 8 bytes (a leaf slot, 4 bytes,
 	// takes 8); per-CPU arrays add a pointer per entry.
-	entry, node := round8(spec.Maps["fw_entries"].ValueSize), round8(spec.Maps["fw_nodes"].ValueSize)
+	entry, node := round8(spec.Maps["fw_entries"].ValueSize)+round8(spec.Maps["fw_cands"].ValueSize), round8(spec.Maps["fw_nodes"].ValueSize)
 	counter := round8(spec.Maps["fw_rule_stats"].ValueSize)
 	want := 2*int64(lim.Entries)*entry + 2*int64(lim.Nodes)*node + 2*int64(lim.LeafSlots)*8 + int64(lim.RuleIDs)*(counter*int64(cpus)+8)
 	if got := big.Of("--max-rules"); got != want {
@@ -70,7 +70,7 @@ func TestCheckMemory(t *testing.T) {
 	if !errors.Is(err, ErrTooBig) {
 		t.Fatalf("%s for 4 GiB available: %v", FormatBytes(cost.Total()), err)
 	}
-	for _, s := range []string{"--max-rules 16777216: 13.", "--ct-max 65536: 10.", "GiB of kernel memory", "4.0 GiB available"} {
+	for _, s := range []string{"--max-rules 16777216: 14.", "--ct-max 65536: 10.", "GiB of kernel memory", "4.0 GiB available"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error does not say %q: %v", s, err)
 		}

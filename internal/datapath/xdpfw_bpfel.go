@@ -54,6 +54,20 @@ type xdpfwFwBucket struct {
 	Flags      uint32
 }
 
+type xdpfwFwCand struct {
+	_       structs.HostLayout
+	RuleId  uint32
+	Action  uint8
+	Reason  uint8
+	Reject  uint8
+	Flags   uint8
+	Nranges uint8
+	Rdim    [6]uint8
+	Pad     uint8
+	Rlo     [6]uint32
+	Rhi     [6]uint32
+}
+
 type xdpfwFwClock struct {
 	_       structs.HostLayout
 	Jiffies uint64
@@ -181,14 +195,12 @@ type xdpfwFwEntry struct {
 	TypeDev   uint8
 	Reject    uint8
 	Flags     uint8
-	Nranges   uint8
-	Rdim      [6]uint8
 	Probe     uint8
-	Rlo       [6]uint32
-	Rhi       [6]uint32
+	_         [3]byte
 	Note      uint32
 	GuardMask uint32
 	GuardVal  uint32
+	_         [4]byte
 }
 
 type xdpfwFwFragEntry struct {
@@ -517,6 +529,7 @@ const (
 	xdpfwMapFwAuditCounts         = "fw_audit_counts"
 	xdpfwMapFwAuditNext           = "fw_audit_next"
 	xdpfwMapFwAuditSlot           = "fw_audit_slot"
+	xdpfwMapFwCands               = "fw_cands"
 	xdpfwMapFwConfigMap           = "fw_config_map"
 	xdpfwMapFwCpumap              = "fw_cpumap"
 	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
@@ -645,6 +658,7 @@ type xdpfwMapSpecs struct {
 	FwAuditCounts    *ebpf.MapSpec `ebpf:"fw_audit_counts"`
 	FwAuditNext      *ebpf.MapSpec `ebpf:"fw_audit_next"`
 	FwAuditSlot      *ebpf.MapSpec `ebpf:"fw_audit_slot"`
+	FwCands          *ebpf.MapSpec `ebpf:"fw_cands"`
 	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
 	FwCpumap         *ebpf.MapSpec `ebpf:"fw_cpumap"`
 	FwCpumapStages   *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
@@ -733,6 +747,7 @@ type xdpfwMaps struct {
 	FwAuditCounts    *ebpf.Map `ebpf:"fw_audit_counts"`
 	FwAuditNext      *ebpf.Map `ebpf:"fw_audit_next"`
 	FwAuditSlot      *ebpf.Map `ebpf:"fw_audit_slot"`
+	FwCands          *ebpf.Map `ebpf:"fw_cands"`
 	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
 	FwCpumap         *ebpf.Map `ebpf:"fw_cpumap"`
 	FwCpumapStages   *ebpf.Map `ebpf:"fw_cpumap_stages"`
@@ -790,6 +805,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwAuditCounts,
 		m.FwAuditNext,
 		m.FwAuditSlot,
+		m.FwCands,
 		m.FwConfigMap,
 		m.FwCpumap,
 		m.FwCpumapStages,

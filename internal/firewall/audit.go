@@ -150,6 +150,10 @@ func (f *Firewall) StartAudit(rs *rules.RuleSet, opt AuditOptions) (*AuditResult
 		snap = *f.st.LogSnap
 	}
 	a, err := f.dp.StartAudit(tables, snap, time.Duration(float64(time.Second)/opt.Rate), opt.Burst)
+	if a != nil && err != nil { // in the path, but a pin failed: the record is this audit's
+		a.Close()
+		return res, err
+	}
 	if err != nil {
 		if prev != nil { // the audit before goes on: its record back
 			if pb, merr := json.MarshalIndent(prev, "", "  "); merr == nil {

@@ -260,6 +260,9 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		}
 		cur.Close()
 	} // else an upgrade whose maps the pins lack: Load reuses what fits
+	if fresh && opt.MaxRules == 0 {
+		lim = datapath.LimitsFor(autoMaxRules(p, rs, opt.CTMax))
+	}
 	if opt.CTMax > 0 {
 		lim.Conntrack = opt.CTMax
 	}

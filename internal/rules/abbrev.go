@@ -90,11 +90,15 @@ var extLongOpts = map[string][]longOpt{
 	"hashlimit": longOpts("hashlimit~hashlimit-upto", "hashlimit-upto", "hashlimit-above", "hashlimit-burst", "hashlimit-mode", "hashlimit-srcmask", "hashlimit-dstmask", "hashlimit-name", "hashlimit-htable-size", "hashlimit-htable-max", "hashlimit-htable-gcinterval", "hashlimit-htable-expire", "hashlimit-rate-match", "hashlimit-rate-interval"),
 	"connlimit": longOpts("connlimit-upto", "connlimit-above", "connlimit-mask", "connlimit-saddr", "connlimit-daddr"),
 	// targets
-	"LOG":    longOpts("log-level", "log-prefix", "log-tcp-sequence", "log-tcp-options", "log-ip-options", "log-uid", "log-macdecode"),
-	"REJECT": longOpts("reject-with"),
-	"NFLOG":  longOpts("nflog-group", "nflog-prefix", "nflog-range", "nflog-size", "nflog-threshold"),
-	"ULOG":   longOpts("ulog-nlgroup", "ulog-prefix", "ulog-cprange", "ulog-qthreshold"),
-	"CT":     longOpts("notrack", "helper", "ctevents", "expevents", "zone", "zone-orig", "zone-reply", "timeout"),
+	"LOG":        longOpts("log-level", "log-prefix", "log-tcp-sequence", "log-tcp-options", "log-ip-options", "log-uid", "log-macdecode"),
+	"REJECT":     longOpts("reject-with"),
+	"NFLOG":      longOpts("nflog-group", "nflog-prefix", "nflog-range", "nflog-size", "nflog-threshold"),
+	"ULOG":       longOpts("ulog-nlgroup", "ulog-prefix", "ulog-cprange", "ulog-qthreshold"),
+	"DNAT":       longOpts("to-destination", "random", "persistent"),
+	"SNAT":       longOpts("to-source", "random", "random-fully", "persistent"),
+	"MASQUERADE": longOpts("to-ports", "random", "random-fully"),
+	"REDIRECT":   longOpts("to-ports", "random"),
+	"CT":         longOpts("notrack", "helper", "ctevents", "expevents", "zone", "zone-orig", "zone-reply", "timeout"),
 }
 
 // protoExt is the match iptables loads for -p PROTO when an option is

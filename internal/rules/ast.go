@@ -53,6 +53,8 @@ func (c Chain) String() string {
 		return "PREROUTING"
 	case ChainPriority:
 		return "PRIORITY"
+	case ChainPostrouting:
+		return "POSTROUTING"
 	case ChainUser:
 		return "user chain"
 	}
@@ -142,6 +144,8 @@ func (v Verdict) String() string {
 		return "HIGH"
 	case VerdictBulk:
 		return "BULK"
+	case VerdictNAT:
+		return "NAT"
 	}
 	return fmt.Sprintf("verdict(%d)", uint8(v))
 }
@@ -489,6 +493,10 @@ type Target struct {
 	LogRate   LogRate
 	LogBurst  uint32
 
+	// NAT is the translation of a nat rule (VerdictNAT): -j DNAT, SNAT,
+	// MASQUERADE or REDIRECT with their options (docs/nat.md).
+	NAT *NATTarget
+
 	// CT: a NOTRACK rule written -j CT --notrack (the same meaning as
 	// -j NOTRACK; the text keeps the spelling, as iptables-save does).
 	CT bool
@@ -595,8 +603,10 @@ type Rule struct {
 	// Comments are the texts of the rule's -m comment --comment, in order
 	// (iptables keeps each one; empty ones are left out).
 	Comments []string
-	Pos      Pos    // position of the start of the rule (the -A token)
-	Text     string // the rule in canonical form (Rule.Spec), without the leading "-A CHAIN "
+	// NAT: the rule is of the nat table (RuleSet.NAT; ParseOptions.NAT).
+	NAT  bool
+	Pos  Pos    // position of the start of the rule (the -A token)
+	Text string // the rule in canonical form (Rule.Spec), without the leading "-A CHAIN "
 }
 
 // ChainName is the name of the rule's chain: "INPUT", or a user chain's.
@@ -639,6 +649,11 @@ type RuleSet struct {
 	// left out, in file order. Every command that puts the rules in force
 	// prints them: nothing is skipped silently.
 	Skipped []Skipped
+	// NAT is the nat table (ParseOptions.NAT; docs/nat.md): its rules
+	// (Rule.NAT) and user chains, which are the nat table's own. nil when
+	// no nat rule or chain was read. Its Policies are empty: the nat
+	// table's are ACCEPT.
+	NAT *RuleSet
 }
 
 // Skipped is one line of a rule file left out (ParseOptions.SkipUnsupported).
@@ -708,7 +723,7 @@ func (s Skipped) String() string {
 // A "*filter / COMMIT" file is not empty: it asks for an empty table.
 func (rs *RuleSet) Empty() bool {
 	return len(rs.Rules) == 0 && len(rs.Policies) == 0 && len(rs.Chains) == 0 && len(rs.Raw) == 0 && rs.Tables == 0 &&
-		!rs.PriorityOn()
+		!rs.PriorityOn() && (rs.NAT == nil || rs.NAT.Empty())
 }
 
 // ChainDecl is a user-defined chain.

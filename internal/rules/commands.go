@@ -32,14 +32,15 @@ func isRuleCommand(s string) bool {
 func (p *fileParser) command(n int, toks []token) *Error {
 	cmd := toks[0]
 	start := p.at(n, cmd)
-	c, user, err := parseRuleChain(start, toks[1])
+	c, user, err := parseRuleChain(start, toks[1], p.opt.nat)
 	if err == nil && c == ChainUser && !p.known(user) {
 		err = &Error{Pos: p.at(n, toks[1]), Token: user, Msg: "no chain " + user,
 			Hint: "declare it before its rules: -N " + user + " (or :" + user + " - [0:0] in an iptables-save file)"}
-		if user == "PREROUTING" || user == "POSTROUTING" {
-			err.Msg = "chain " + user + " is not in the filter table"
-			err.Hint = "the raw table's NOTRACK rules are written -t raw -A PREROUTING ... -j NOTRACK (or in a *raw section) " +
-				"and loaded with the rule file; the nat and mangle tables are not supported (docs/compat.md)"
+		switch {
+		case p.opt.nat && user == "FORWARD":
+			err.Msg, err.Hint = "chain FORWARD is not in the nat table", "the nat table has PREROUTING, INPUT, OUTPUT and POSTROUTING"
+		case !p.opt.nat && (user == "PREROUTING" || user == "POSTROUTING"):
+			err.Msg, err.Hint = "chain "+user+" is not in the filter table", notFilterHint
 		}
 	}
 	if err != nil {

@@ -11,11 +11,13 @@ import (
 // into the same rule.
 func (r Rule) String() string {
 	prefix := "-A "
-	switch r.Target.Verdict {
-	case VerdictNotrack:
+	switch {
+	case r.Target.Verdict == VerdictNotrack:
 		prefix = "-t raw -A "
-	case VerdictHigh, VerdictBulk:
+	case r.Target.Verdict == VerdictHigh || r.Target.Verdict == VerdictBulk:
 		prefix = "-t " + PriorityTable + " -A "
+	case r.NAT:
+		prefix = "-t nat -A "
 	}
 	if spec := r.Spec(); spec != "" {
 		return prefix + r.ChainName() + " " + spec
@@ -174,6 +176,8 @@ func (r Rule) Spec() string {
 	switch {
 	case t.Group != nil:
 		w.logGroup(t.Group, t.LogPrefix)
+	case t.NAT != nil:
+		w.formatNAT(t.NAT)
 	case t.Verdict == VerdictNotrack && t.CT:
 		w.add(false, "-j", "CT", "--notrack")
 	case t.Verdict == VerdictJump:
@@ -333,6 +337,15 @@ func (rs *RuleSet) String() string {
 	for _, r := range rs.Rules {
 		b.WriteString(r.String())
 		b.WriteByte('\n')
+	}
+	if n := rs.NAT; n != nil {
+		for _, c := range n.Chains {
+			b.WriteString("-t nat -N " + c.Name + "\n")
+		}
+		for _, r := range n.Rules {
+			b.WriteString(r.String())
+			b.WriteByte('\n')
+		}
 	}
 	return b.String()
 }

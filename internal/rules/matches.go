@@ -171,12 +171,18 @@ func (p *ruleParser) protoText() string {
 
 // optInIface handles -i.
 func (p *ruleParser) optInIface(o optUse) *Error {
+	if p.r.Chain == ChainPostrouting {
+		return p.iface(o, ChainPostrouting, &p.r.Match.InIface, "POSTROUTING sees packets leaving: iptables refuses -i there")
+	}
 	return p.iface(o, ChainOutput, &p.r.Match.InIface,
 		"OUTPUT sees locally generated packets, which have no input interface")
 }
 
 // optOutIface handles -o.
 func (p *ruleParser) optOutIface(o optUse) *Error {
+	if p.r.Chain == ChainPrerouting && p.opt.nat {
+		return p.iface(o, ChainPrerouting, &p.r.Match.OutIface, "PREROUTING runs before the routing decision: no output interface yet")
+	}
 	return p.iface(o, ChainInput, &p.r.Match.OutIface,
 		"INPUT sees packets for this host, which have no output interface")
 }

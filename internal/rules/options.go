@@ -211,6 +211,12 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: name, nargs: 1, usage: name + " VALUE", parse: (*ruleParser).optCTOther}, true
 	case "--log":
 		return optSpec{slot: name, usage: "--log", parse: (*ruleParser).optLog}, true
+	case "--to-destination", "--to-source":
+		return optSpec{slot: name, nargs: 1, usage: name + " ADDR[-ADDR][:PORT[-PORT]]", parse: (*ruleParser).optNATTo}, true
+	case "--to-ports":
+		return optSpec{slot: name, nargs: 1, usage: name + " PORT[-PORT]", parse: (*ruleParser).optNATPorts}, true
+	case "--random", "--random-fully", "--persistent":
+		return optSpec{slot: name, parse: (*ruleParser).optNATFlag}, true
 	case "--log-rate":
 		return optSpec{slot: name, nargs: 1, usage: "--log-rate N/sec|min|hour|day", parse: (*ruleParser).optLogRate}, true
 	case "--log-burst":

@@ -31,9 +31,16 @@ type ParseOptions struct {
 	// are not part of the parsed RuleSet.
 	Chains []ChainDecl
 
+	// NAT reads the nat table (a *nat section, -t nat lines) into
+	// RuleSet.NAT, for xdpfw to translate (docs/nat.md). Without it the
+	// nat table is left to the kernel: its rules are refused or, with
+	// SkipUnsupported, skipped (KernelNATNote).
+	NAT bool
+
 	restore bool // reading a file (set by Parse), not a command line
 	raw     bool // reading a rule of the raw table
 	prio    bool // reading a rule of the xdpfw-priority table
+	nat     bool // reading a rule of the nat table
 }
 
 // commandLine is the file name of the errors of ParseRuleArgs.
@@ -120,7 +127,7 @@ func ParseRuleArgs(chain string, args []string, opt ParseOptions) (Rule, error) 
 		toks[i] = token{text: a, col: col}
 		col += len(a) + 1
 	}
-	c, user, err := parseRuleChain(start, token{text: chain, col: 1})
+	c, user, err := parseRuleChain(start, token{text: chain, col: 1}, false)
 	if err != nil {
 		return Rule{}, ErrorList{err}
 	}
@@ -162,6 +169,10 @@ type fileParser struct {
 	rawTables, rawStart int
 	// prio: the open section is *xdpfw-priority (priority.go).
 	prio bool
+	// outer is the rule set while p.rs is its nat table (ParseOptions.NAT:
+	// in a *nat section, or on a -t nat line); nil otherwise.
+	outer       *RuleSet
+	savedFilter [3]int // filterRules, filterPolicies, filterChains while outer is set
 }
 
 // at returns the position of token t on line n.
@@ -227,6 +238,7 @@ func (p *fileParser) line(n int, text string) {
 			p.fail(n, toks[1], toks[1].text, "unexpected text after COMMIT", "")
 		}
 		p.table = ""
+		p.leaveNAT()
 	case strings.HasPrefix(first.text, ":"):
 		p.chainLine(n, toks)
 	case isRuleCommand(first.text):
@@ -277,6 +289,7 @@ func hoistCommand(toks []token) []token {
 		}
 	case "-P", "--policy":
 		head = 3 // -P CHAIN VERDICT
+	case "-N", "--new-chain":
 	default:
 		return toks
 	}
@@ -296,6 +309,12 @@ func (p *fileParser) tableLine(n int, toks []token) {
 			Clip(name), p.table, p.tablePos.Line), "end each table with a COMMIT line")
 	case name == PriorityTable:
 		p.openPriority(n, t)
+	case name == "nat" && p.opt.NAT:
+		p.table, p.tablePos = name, p.at(n, t)
+		if len(toks) > 1 {
+			p.fail(n, toks[1], toks[1].text, "unexpected text after the table name", "")
+		}
+		p.natSection()
 	case name != "filter":
 		if why, ok := refusedTables[name]; ok {
 			p.table, p.tablePos = name, p.at(n, t)
@@ -336,6 +355,8 @@ func (p *fileParser) finish() {
 		p.errs = append(p.errs, &Error{Pos: p.tablePos, Msg: "table " + p.table + " has no COMMIT",
 			Hint: "iptables-save output ends each table with COMMIT; the file may be truncated"})
 	}
+	p.leaveNAT()
+	p.checkNATHooks()
 }
 
 // isCounters reports whether s is "[PACKETS:BYTES]".
@@ -350,33 +371,52 @@ func isCounters(s string) bool {
 
 // parseChain maps a chain name to a built-in chain (for a policy: user
 // chains have none).
-func parseChain(pos Pos, t token) (Chain, *Error) {
-	if c, ok := ParseChain(t.text); ok {
+func parseChain(pos Pos, t token, nat bool) (Chain, *Error) {
+	if c, ok := builtinChain(t.text, nat); ok {
 		return c, nil
 	}
 	pos.Col = t.col
 	err := &Error{Pos: pos, Token: t.text, Msg: "only built-in chains have a policy",
 		Hint: "xdpfw has the built-in chains INPUT, FORWARD and OUTPUT; a user-defined chain ends with a -j of its own " +
 			"(or returns to the chain that jumped to it)"}
-	switch c, ok := ParseChain(toUpperASCII(t.text)); {
+	if nat {
+		err.Hint = "the nat table has the built-in chains PREROUTING, INPUT, OUTPUT and POSTROUTING"
+	}
+	switch c, ok := builtinChain(toUpperASCII(t.text), nat); {
 	case ok:
 		err.Msg, err.Hint = "unknown chain", "chain names are upper case: "+c.String()
-	case t.text == "PREROUTING" || t.text == "POSTROUTING":
-		err.Msg = "chain " + t.text + " is not in the filter table"
-		err.Hint = "the raw table's NOTRACK rules are written -t raw -A PREROUTING ... -j NOTRACK (or in a *raw section) " +
-			"and loaded with the rule file; the nat and mangle tables are not supported (docs/compat.md)"
+	case !nat && (t.text == "PREROUTING" || t.text == "POSTROUTING"):
+		err.Msg, err.Hint = "chain "+t.text+" is not in the filter table", notFilterHint
 	}
 	return 0, err
 }
 
+// notFilterHint says where PREROUTING and POSTROUTING rules go.
+const notFilterHint = "the raw table's NOTRACK rules are written -t raw -A PREROUTING ... -j NOTRACK (or in a *raw section); " +
+	"nat rules -t nat -A PREROUTING|POSTROUTING ... (or in a *nat section), read with --nat xdpfw (docs/nat.md); " +
+	"the mangle table is not supported (docs/compat.md)"
+
+// builtinChain maps the name of a built-in chain of the filter table (of
+// the nat table when nat) to its Chain.
+func builtinChain(s string, nat bool) (Chain, bool) {
+	if nat {
+		return natChain(s)
+	}
+	return ParseChain(s)
+}
+
 // parseRuleChain reads the chain of a rule: a built-in chain, or else the
 // name of a user chain (ChainUser).
-func parseRuleChain(pos Pos, t token) (Chain, string, *Error) {
-	if c, ok := ParseChain(t.text); ok {
+func parseRuleChain(pos Pos, t token, nat bool) (Chain, string, *Error) {
+	if c, ok := builtinChain(t.text, nat); ok {
 		return c, "", nil
 	}
 	pos.Col = t.col
-	if c, ok := ParseChain(toUpperASCII(t.text)); ok {
+	if nat && t.text == "FORWARD" {
+		return 0, "", &Error{Pos: pos, Token: t.text, Msg: "chain FORWARD is not in the nat table",
+			Hint: "the nat table has PREROUTING, INPUT, OUTPUT and POSTROUTING; forwarded traffic is translated in PREROUTING and POSTROUTING"}
+	}
+	if c, ok := builtinChain(toUpperASCII(t.text), nat); ok {
 		return 0, "", &Error{Pos: pos, Token: t.text, Msg: "unknown chain", Hint: "chain names are upper case: " + c.String()}
 	}
 	if ve := checkChainName(t.text); ve != nil {
@@ -407,6 +447,10 @@ func (p *fileParser) known(name string) bool {
 
 // newChainLine handles "-N CHAIN".
 func (p *fileParser) newChainLine(n int, toks []token) {
+	if p.opt.NAT && !p.opt.nat && tableOf(toks) == "nat" {
+		p.inNAT(func() { p.newChainLine(n, withoutTable(toks)) })
+		return
+	}
 	switch {
 	case len(toks) < 2:
 		p.fail(n, toks[0], "", toks[0].text+" needs a chain name", "write -N NAME")
@@ -471,7 +515,7 @@ func (p *fileParser) flushLine(n int, toks []token) {
 	keep := func(*Rule) bool { return false }
 	if len(toks) == 2 {
 		t := toks[1]
-		c, user, err := parseRuleChain(p.at(n, t), t)
+		c, user, err := parseRuleChain(p.at(n, t), t, p.opt.nat)
 		if err == nil && c == ChainUser && !p.rs.HasChain(user) {
 			err = &Error{Pos: p.at(n, t), Token: user, Msg: "no chain " + user + " to flush"}
 		}
@@ -510,15 +554,15 @@ func (p *fileParser) chainCounters(n int, toks []token) bool {
 func (p *fileParser) chainLine(n int, toks []token) {
 	t := toks[0]
 	name := token{text: strings.TrimPrefix(t.text, ":"), col: t.col + 1}
-	if _, builtin := ParseChain(name.text); !builtin && len(toks) >= 2 && toks[1].text == "-" {
+	if _, builtin := builtinChain(name.text, p.opt.nat); !builtin && len(toks) >= 2 && toks[1].text == "-" {
 		if p.chainCounters(n, toks) {
 			p.declare(n, name)
 		}
 		return
 	}
-	c, err := parseChain(Pos{File: p.name, Line: n}, name)
+	c, err := parseChain(Pos{File: p.name, Line: n}, name, p.opt.nat)
 	if err != nil {
-		if _, _, uerr := parseRuleChain(Pos{File: p.name, Line: n}, name); uerr == nil {
+		if _, _, uerr := parseRuleChain(Pos{File: p.name, Line: n}, name, p.opt.nat); uerr == nil {
 			err.Hint = "declare a user-defined chain with :" + name.text + " - [0:0] (no policy)"
 		}
 		p.errs = append(p.errs, err)
@@ -537,7 +581,11 @@ func (p *fileParser) chainLine(n int, toks []token) {
 		p.fail(n, toks[1], toks[1].text, "a policy must be ACCEPT or DROP", "")
 		return
 	}
-	if p.chainCounters(n, toks) {
+	if p.opt.nat && v != VerdictAccept {
+		p.fail(n, toks[1], toks[1].text, natPolicyMsg, natPolicyHint)
+		return
+	}
+	if p.chainCounters(n, toks) && !p.opt.nat { // the nat table's policies are ACCEPT
 		p.rs.Policies = append(p.rs.Policies, Policy{Chain: c, Family: p.opt.Family, Verdict: v, Pos: p.at(n, t)})
 	}
 }
@@ -565,7 +613,11 @@ func (p *fileParser) policyLine(n int, toks []token) {
 			return
 		}
 	}
-	c, err := parseChain(Pos{File: p.name, Line: n}, toks[1])
+	if p.opt.NAT && !p.opt.nat && tableOf(toks[3:]) == "nat" {
+		p.inNAT(func() { p.policyLine(n, withoutTable(toks)) })
+		return
+	}
+	c, err := parseChain(Pos{File: p.name, Line: n}, toks[1], p.opt.nat)
 	if err != nil {
 		p.errs = append(p.errs, err)
 		return
@@ -574,6 +626,12 @@ func (p *fileParser) policyLine(n int, toks []token) {
 	if !ok {
 		p.fail(n, toks[2], toks[2].text, "a policy must be ACCEPT or DROP", "")
 		return
+	}
+	if p.opt.nat {
+		if v != VerdictAccept {
+			p.fail(n, toks[2], toks[2].text, natPolicyMsg, natPolicyHint)
+		}
+		return // the nat table's policies are ACCEPT
 	}
 	pol := Policy{Chain: c, Family: p.opt.Family, Verdict: v, Pos: p.at(n, toks[0])}
 	fams := 0
@@ -621,6 +679,14 @@ func (p *fileParser) ruleLine(n int, text string, toks []token) {
 	// its table rather than for its chain.
 	for i := 2; i+1 < len(toks); i++ {
 		if t := toks[i]; !t.quoted && (t.text == "-t" || t.text == "--table") {
+			if toks[i+1].text == "nat" && p.opt.NAT {
+				if !p.opt.nat {
+					p.inNAT(func() { p.ruleLine(n, text, append(toks[:i:i], toks[i+2:]...)) })
+					return
+				}
+				toks = append(toks[:i:i], toks[i+2:]...)
+				break
+			}
 			if toks[i+1].text == "raw" {
 				p.rawRule(n, text, append(toks[:i:i], toks[i+2:]...))
 				return

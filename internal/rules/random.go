@@ -178,7 +178,7 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 	}
 	// Some sets have an xdpfw-priority table, from a stream of its own
 	// too; iptables has none (IptablesOnly).
-	pr := rand.New(rand.NewPCG(r.Uint64(), 0x9a))
+	pr := rand.New(rand.NewPCG(rr.Uint64(), 0x9a)) // rr's: the main stream, and so later sets, stay what they were
 	if chance(pr, 20) && !k.IptablesOnly {
 		for range pr.IntN(6) {
 			rs.Priority = append(rs.Priority, RandomPriorityRule(pr))

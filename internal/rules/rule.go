@@ -17,6 +17,7 @@ type ruleParser struct {
 	modules map[string]*moduleUse // -m modules that have options
 	target  bool                  // -j given
 	notrack bool                  // -j CT --notrack's option given
+	natTo   bool                  // -j DNAT's or SNAT's --to-destination or --to-source given
 	other   bool                  // -4/-6 names the other family than opt.Family: skip the rule
 	// comment is the last -m comment while it has no --comment: each
 	// -m comment takes one, as in iptables.
@@ -49,7 +50,7 @@ func parseRule(start Pos, c Chain, user string, toks []token, opt ParseOptions) 
 		pos:     Pos{File: start.File, Line: start.Line},
 		opt:     opt,
 		toks:    toks,
-		r:       Rule{Chain: c, UserChain: user, Pos: start},
+		r:       Rule{Chain: c, UserChain: user, Pos: start, NAT: opt.nat},
 		seen:    map[string]token{},
 		modules: map[string]*moduleUse{},
 		loaded:  map[string]bool{},

@@ -15,6 +15,10 @@ func (p *ruleParser) optJump(o optUse) *Error {
 		p.target = true
 		return nil
 	}
+	if took, err := p.natJump(a); took {
+		p.target = err == nil
+		return err
+	}
 	switch a.text {
 	case "ACCEPT":
 		p.r.Target.Verdict = VerdictAccept

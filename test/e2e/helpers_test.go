@@ -326,7 +326,10 @@ type statusJSON struct {
 	Rules     int                 `json:"rules"`
 	Malformed string              `json:"malformed"`
 	Reasons   map[string]counters `json:"reasons"`
-	raw       string
+	Limits    struct {
+		Entries int `json:"entries"`
+	} `json:"limits"`
+	raw string
 }
 
 func (f *fw) status() *statusJSON {
