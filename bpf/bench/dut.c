@@ -5,11 +5,18 @@
  *   bench_pass  count, XDP_PASS: hands frames to the stack, so iptables
  *               sees them (a veth only receives redirected frames from its
  *               peer while an XDP program is attached to it)
- *   bench_fwd   count, then forward as bare as XDP can: the kernel's FIB
- *               lookup, the MACs it gives, bpf_redirect (no TTL update, no
- *               checks): the floor of `xdpfw bench latency` for XDP
- *               forwarding; what the FIB does not forward goes to the
- *               stack */
+ * and of `xdpfw bench forward` and `xdpfw bench latency`:
+ *   bench_fwd   their XDP floor: a bare XDP FIB forwarder, as a real router
+ *               forwards (IPv4: parse, FIB lookup, TTL one less with the
+ *               header checksum updated, MACs, redirect through
+ *               fwd_ports); what it does not forward goes to the stack
+ * and of `xdpfw bench forward`:
+ *   bench_sink  the sink: counts each forwarded frame as it should be (the
+ *               router's MACs, TTL one less, a valid IPv4 checksum, no
+ *               padding, to the sink from the generator's addresses or,
+ *               translated, from the router's) or not, and drops it
+ *   bench_reply the generator's veth: counts and drops what comes back
+ *               (the replies that make the flows established) */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -23,16 +30,41 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 enum {
 	DUT_SLOT_DROP = 0,
 	DUT_SLOT_PASS = 1,
-	DUT_SLOT_FWD = 2, /* forwarded by bench_fwd */
+	DUT_SLOT_FWD = 2,      /* bench_fwd: redirected */
+	DUT_SLOT_SINK_OK = 3,  /* bench_sink: as forwarded frames must be */
+	DUT_SLOT_SINK_BAD = 4, /* bench_sink: anything else */
+	DUT_SLOT_SINK_NAT = 5, /* bench_sink: as forwarded frames must be, source translated to sink_nat_saddr */
+	DUT_SLOT_REPLY = 6,    /* bench_reply */
+	DUT_NUM_SLOTS,
 };
 
 /* Packets each program saw, per CPU, one slot per program. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, DUT_NUM_SLOTS);
 	__type(key, __u32);
 	__type(value, struct bench_counter);
 } dut_stats SEC(".maps");
+
+/* Where bench_fwd may redirect (the router's egress veth). */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 8);
+	__type(key, __u32);
+	__type(value, __u32);
+} fwd_ports SEC(".maps");
+
+/* What bench_sink expects (set before load): destination and source MAC
+ * (the sink's, the router egress veth's), TTL, destination address, and
+ * source addresses: in sink_src_net/sink_src_mask (the generator's), or
+ * sink_nat_saddr (the router's, masqueraded). Addresses in network order. */
+volatile const __u8 sink_dmac[6] = {};
+volatile const __u8 sink_smac[6] = {};
+volatile const __u8 sink_ttl = 0;
+volatile const __u32 sink_daddr = 0;
+volatile const __u32 sink_src_net = 0;
+volatile const __u32 sink_src_mask = 0;
+volatile const __u32 sink_nat_saddr = 0;
 
 static __always_inline void count(struct xdp_md *ctx, __u32 slot)
 {
@@ -69,21 +101,60 @@ int bench_fwd(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
-	struct bpf_fib_lookup f = {};
+	struct bpf_fib_lookup fib = {};
+
+	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->ttl <= 1)
+		return XDP_PASS;
+	fib.family = AF_INET;
+	fib.tos = ip->tos;
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = bpf_ntohs(ip->tot_len);
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	fib.ifindex = ctx->ingress_ifindex;
+	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+		return XDP_PASS;
+	__u32 check = ip->check;
+	check += bpf_htons(0x0100);
+	ip->check = (__u16)(check + (check >= 0xffff));
+	ip->ttl--;
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	count(ctx, DUT_SLOT_FWD);
+	return bpf_redirect_map(&fwd_ports, fib.ifindex, 0);
+}
+
+SEC("xdp")
+int bench_sink(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	__u32 slot = DUT_SLOT_SINK_BAD;
 
 	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
-		return XDP_PASS;
-	f.family = AF_INET;
-	f.tos = ip->tos;
-	f.l4_protocol = ip->protocol;
-	f.tot_len = bpf_ntohs(ip->tot_len);
-	f.ipv4_src = ip->saddr;
-	f.ipv4_dst = ip->daddr;
-	f.ifindex = ctx->ingress_ifindex;
-	if (bpf_fib_lookup(ctx, &f, sizeof(f), 0) != BPF_FIB_LKUP_RET_SUCCESS)
-		return XDP_PASS;
-	__builtin_memcpy(eth->h_dest, f.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, f.smac, ETH_ALEN);
-	count(ctx, DUT_SLOT_FWD);
-	return bpf_redirect(f.ifindex, 0);
+		goto out;
+	for (int i = 0; i < 6; i++)
+		if (eth->h_dest[i] != sink_dmac[i] || eth->h_source[i] != sink_smac[i])
+			goto out;
+	if (ip->ttl != sink_ttl || ip->ihl != 5 || data_end - data != ETH_HLEN + bpf_ntohs(ip->tot_len) ||
+	    ip->daddr != sink_daddr)
+		goto out;
+	if (ipv4_sum(ip) != 0xffff)
+		goto out;
+	if ((ip->saddr & sink_src_mask) == sink_src_net)
+		slot = DUT_SLOT_SINK_OK;
+	else if (ip->saddr == sink_nat_saddr)
+		slot = DUT_SLOT_SINK_NAT;
+out:
+	count(ctx, slot);
+	return XDP_DROP;
+}
+
+SEC("xdp")
+int bench_reply(struct xdp_md *ctx)
+{
+	count(ctx, DUT_SLOT_REPLY);
+	return XDP_DROP;
 }

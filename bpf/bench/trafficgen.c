@@ -6,9 +6,15 @@
  * per-CPU sequence number) and redirects it to gen_ifindex, the generator's
  * veth, which hands it to its peer in the DUT namespace.
  *
- * Page-pool pages keep what the previous run wrote, so each run sets every
- * field it varies and recomputes the IPv4 header checksum. The UDP checksum
- * of the template is 0 ("none", allowed for IPv4), so changing ports and
+ * Page-pool pages keep what the previous run wrote, and what anyone else
+ * wrote into them: the kernel copies the template into a page once, when
+ * the pool first hands it out, and a frame that a router forwarded (its
+ * stack building an skb on the page, or an XDP program redirecting it)
+ * comes back with that router's rewrites (the next hop's MACs, TTL one
+ * less, a translated address or port). So each run writes every field it
+ * varies and every field a router rewrites (both MACs, TTL, both addresses,
+ * both ports) and recomputes the IPv4 header checksum. The UDP checksum of
+ * the template is 0 ("none", allowed for IPv4), so changing ports and
  * addresses keeps the frame valid.
  *
  * Spread mode (`bench macro --spread`): with gen_aim_n[0] = K > 0, packet
@@ -31,6 +37,18 @@ volatile const __u32 gen_ifindex = 0;
 volatile const __u32 gen_src_base = 0;
 /* Source addresses cycled through, a power of two (mask + 1). */
 volatile const __u32 gen_src_mask = 0;
+/* Source ports cycled through from gen_port_base, a power of two (mask +
+ * 1): 0 with a zero gen_src_mask makes every packet the same flow. */
+volatile const __u32 gen_port_mask = 0xffff;
+volatile const __u16 gen_port_base = 0;
+/* The template's destination and source MAC, TTL, destination address
+ * (network order) and destination port (host order), rewritten in every
+ * frame (see above). */
+volatile const __u8 gen_dmac[6] = {};
+volatile const __u8 gen_smac[6] = {};
+volatile const __u8 gen_ttl = 64;
+volatile const __u32 gen_daddr = 0;
+volatile const __u16 gen_dport = 0;
 
 /* Packets generated, per CPU; the packet count is also the flow sequence. */
 struct {
@@ -84,9 +102,18 @@ int trafficgen(struct xdp_md *ctx)
 	seq = c->packets++;
 	c->bytes += data_end - data;
 
+	/* What a router may have rewritten (byte by byte: each read of a
+	 * volatile const is a load, never a value the compiler assumed). */
+	for (int i = 0; i < ETH_ALEN; i++) {
+		eth->h_dest[i] = gen_dmac[i];
+		eth->h_source[i] = gen_smac[i];
+	}
+	ip->ttl = gen_ttl;
+	ip->daddr = gen_daddr;
+	udp->dest = bpf_htons(gen_dport);
 	/* 65,536 source ports per address, then the next address: a new
 	 * 5-tuple for (gen_src_mask + 1) x 65,536 packets per CPU. */
-	udp->source = bpf_htons((__u16)seq);
+	udp->source = bpf_htons((__u16)(gen_port_base + (seq & gen_port_mask)));
 	k = bpf_map_lookup_elem(&gen_aim_n, &zero);
 	if (k && *k) {
 		__u32 i = (__u32)(seq % *k);

@@ -41,9 +41,13 @@ var AllDUTs = []string{DUTDrop, DUTXdpfw, DUTIptablesNFT, DUTIptablesLegacy, DUT
 
 // Slots of dut_stats (bpf/bench/dut.c).
 const (
-	dutSlotDrop = 0
-	dutSlotPass = 1
-	dutSlotFwd  = 2
+	dutSlotDrop    = 0
+	dutSlotPass    = 1
+	dutSlotFwd     = 2 // bench_fwd
+	dutSlotSinkOK  = 3 // bench_sink: as forwarded frames must be
+	dutSlotSinkBad = 4 // bench_sink: anything else
+	dutSlotSinkNAT = 5 // bench_sink: as forwarded frames must be, source translated
+	dutSlotReply   = 6 // bench_reply
 )
 
 // MacroRuleSet is the benchmark's rule set of n rules in iptables-save
@@ -150,17 +154,66 @@ type dutLink struct {
 	l link.Link
 }
 
-func attachDUTLink(t *Topology, prog *ebpf.Program) (*dutLink, error) {
+// attachXDP attaches prog to i in ns (native mode).
+func attachXDP(ns *Namespace, i Iface, prog *ebpf.Program) (*dutLink, error) {
 	var l link.Link
-	err := t.DUT.Do(func() error {
+	err := ns.Do(func() error {
 		var err error
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: t.DUTIf.Index, Flags: link.XDPDriverMode})
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: i.Index, Flags: link.XDPDriverMode})
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attaching XDP (native mode) to %s: %w", t.DUTIf.Name, err)
+		return nil, fmt.Errorf("attaching XDP (native mode) to %s: %w", i.Name, err)
 	}
 	return &dutLink{l: l}, nil
+}
+
+// routerLinks are the DUT's XDP links on its two veths of a router
+// topology (from the generator, to the sink), which a configuration sets
+// to one program at once.
+type routerLinks [2]*dutLink
+
+// attachRouter attaches prog to both of the router's veths, each link's
+// removal on undo.
+func attachRouter(t *Topology, prog *ebpf.Program, undo *undoSteps) (routerLinks, error) {
+	var r routerLinks
+	for i, ifc := range []Iface{t.DUTIf, t.RouteIf} {
+		l, err := attachXDP(t.DUT, ifc, prog)
+		if err != nil {
+			return r, err
+		}
+		*undo = append(*undo, l.l.Close)
+		r[i] = l
+	}
+	return r, nil
+}
+
+// attachEnds attaches sink to the sink's veth and gen to the generator's
+// (router topology: what reaches the sink, what comes back), each link's
+// removal on undo.
+func attachEnds(t *Topology, sink, gen *ebpf.Program, undo *undoSteps) error {
+	for _, a := range []struct {
+		ns   *Namespace
+		i    Iface
+		prog *ebpf.Program
+	}{{t.Sink, t.SinkIf, sink}, {t.Gen, t.GenIf, gen}} {
+		l, err := attachXDP(a.ns, a.i, a.prog)
+		if err != nil {
+			return err
+		}
+		*undo = append(*undo, l.l.Close)
+	}
+	return nil
+}
+
+// set puts prog on both of the router's veths.
+func (r routerLinks) set(prog *ebpf.Program) error {
+	for _, l := range r {
+		if err := l.set(prog); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *dutLink) set(prog *ebpf.Program) error {
@@ -175,10 +228,38 @@ type benchProgs struct {
 	objs dutObjects
 }
 
-func loadDUTPrograms() (*benchProgs, error) {
-	p := &benchProgs{}
-	if err := loadDutObjects(&p.objs, nil); err != nil {
+// loadDUTPrograms loads bpf/bench/dut.c's programs with vars set (what
+// bench_sink expects) and, on a router topology t, the floor's devmap
+// holding the DUT's two veths.
+func loadDUTPrograms(t *Topology, vars map[string]any) (*benchProgs, error) {
+	spec, err := loadDut()
+	if err != nil {
 		return nil, fmt.Errorf("loading the benchmark's DUT programs: %w", err)
+	}
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	p := &benchProgs{}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the benchmark's DUT programs: %w", err)
+	}
+	if t.Sink == nil {
+		return p, nil
+	}
+	// The floor (bench_fwd) redirects between the router's two veths. A
+	// devmap entry names a device of the namespace that writes it.
+	if err := t.DUT.Do(func() error {
+		for _, i := range []int{t.DUTIf.Index, t.RouteIf.Index} {
+			if err := p.objs.FwdPorts.Put(uint32(i), uint32(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		p.objs.Close()
+		return nil, fmt.Errorf("the floor's devmap: %w", err)
 	}
 	return p, nil
 }

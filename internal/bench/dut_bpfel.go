@@ -23,10 +23,20 @@ type dutBenchCounter struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	dutMapDutStats   = "dut_stats"
-	dutProgBenchDrop = "bench_drop"
-	dutProgBenchFwd  = "bench_fwd"
-	dutProgBenchPass = "bench_pass"
+	dutMapDutStats     = "dut_stats"
+	dutMapFwdPorts     = "fwd_ports"
+	dutProgBenchDrop   = "bench_drop"
+	dutProgBenchFwd    = "bench_fwd"
+	dutProgBenchPass   = "bench_pass"
+	dutProgBenchReply  = "bench_reply"
+	dutProgBenchSink   = "bench_sink"
+	dutVarSinkDaddr    = "sink_daddr"
+	dutVarSinkDmac     = "sink_dmac"
+	dutVarSinkNatSaddr = "sink_nat_saddr"
+	dutVarSinkSmac     = "sink_smac"
+	dutVarSinkSrcMask  = "sink_src_mask"
+	dutVarSinkSrcNet   = "sink_src_net"
+	dutVarSinkTtl      = "sink_ttl"
 )
 
 // loadDut returns the embedded CollectionSpec for dut.
@@ -71,9 +81,11 @@ type dutSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutProgramSpecs struct {
-	BenchDrop *ebpf.ProgramSpec `ebpf:"bench_drop"`
-	BenchFwd  *ebpf.ProgramSpec `ebpf:"bench_fwd"`
-	BenchPass *ebpf.ProgramSpec `ebpf:"bench_pass"`
+	BenchDrop  *ebpf.ProgramSpec `ebpf:"bench_drop"`
+	BenchFwd   *ebpf.ProgramSpec `ebpf:"bench_fwd"`
+	BenchPass  *ebpf.ProgramSpec `ebpf:"bench_pass"`
+	BenchReply *ebpf.ProgramSpec `ebpf:"bench_reply"`
+	BenchSink  *ebpf.ProgramSpec `ebpf:"bench_sink"`
 }
 
 // dutMapSpecs contains maps before they are loaded into the kernel.
@@ -81,12 +93,20 @@ type dutProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutMapSpecs struct {
 	DutStats *ebpf.MapSpec `ebpf:"dut_stats"`
+	FwdPorts *ebpf.MapSpec `ebpf:"fwd_ports"`
 }
 
 // dutVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutVariableSpecs struct {
+	SinkDaddr    *ebpf.VariableSpec `ebpf:"sink_daddr"`
+	SinkDmac     *ebpf.VariableSpec `ebpf:"sink_dmac"`
+	SinkNatSaddr *ebpf.VariableSpec `ebpf:"sink_nat_saddr"`
+	SinkSmac     *ebpf.VariableSpec `ebpf:"sink_smac"`
+	SinkSrcMask  *ebpf.VariableSpec `ebpf:"sink_src_mask"`
+	SinkSrcNet   *ebpf.VariableSpec `ebpf:"sink_src_net"`
+	SinkTtl      *ebpf.VariableSpec `ebpf:"sink_ttl"`
 }
 
 // dutObjects contains all objects after they have been loaded into the kernel.
@@ -110,11 +130,13 @@ func (o *dutObjects) Close() error {
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutMaps struct {
 	DutStats *ebpf.Map `ebpf:"dut_stats"`
+	FwdPorts *ebpf.Map `ebpf:"fwd_ports"`
 }
 
 func (m *dutMaps) Close() error {
 	return _DutClose(
 		m.DutStats,
+		m.FwdPorts,
 	)
 }
 
@@ -122,15 +144,24 @@ func (m *dutMaps) Close() error {
 //
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutVariables struct {
+	SinkDaddr    *ebpf.Variable `ebpf:"sink_daddr"`
+	SinkDmac     *ebpf.Variable `ebpf:"sink_dmac"`
+	SinkNatSaddr *ebpf.Variable `ebpf:"sink_nat_saddr"`
+	SinkSmac     *ebpf.Variable `ebpf:"sink_smac"`
+	SinkSrcMask  *ebpf.Variable `ebpf:"sink_src_mask"`
+	SinkSrcNet   *ebpf.Variable `ebpf:"sink_src_net"`
+	SinkTtl      *ebpf.Variable `ebpf:"sink_ttl"`
 }
 
 // dutPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutPrograms struct {
-	BenchDrop *ebpf.Program `ebpf:"bench_drop"`
-	BenchFwd  *ebpf.Program `ebpf:"bench_fwd"`
-	BenchPass *ebpf.Program `ebpf:"bench_pass"`
+	BenchDrop  *ebpf.Program `ebpf:"bench_drop"`
+	BenchFwd   *ebpf.Program `ebpf:"bench_fwd"`
+	BenchPass  *ebpf.Program `ebpf:"bench_pass"`
+	BenchReply *ebpf.Program `ebpf:"bench_reply"`
+	BenchSink  *ebpf.Program `ebpf:"bench_sink"`
 }
 
 func (p *dutPrograms) Close() error {
@@ -138,6 +169,8 @@ func (p *dutPrograms) Close() error {
 		p.BenchDrop,
 		p.BenchFwd,
 		p.BenchPass,
+		p.BenchReply,
+		p.BenchSink,
 	)
 }
 

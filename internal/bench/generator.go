@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -23,29 +25,55 @@ const (
 // loaded in the generator's namespace and redirecting to its veth.
 type Generator struct {
 	topo *Topology
+	dst  netip.Addr // the frames' destination
 	objs trafficgenObjects
 	rate float64 // packets per second of the last call (0: none yet)
 }
 
 // NewGenerator loads the generator program for topology t, with room for
-// maxAims aims (Aim).
+// maxAims aims (Aim): frames to the DUT, every one a new flow.
 func NewGenerator(t *Topology, maxAims int) (*Generator, error) {
+	return newGenerator(t, dutAddr.Addr(), false, maxAims)
+}
+
+// oneFlowSPort is the UDP source port of one-flow traffic.
+const oneFlowSPort = 1024
+
+// newGenerator loads the generator program for topology t with frames to
+// dst, every one a new flow, or (fixedSPort) all from one source address
+// and port, oneFlowSPort (aims then make the flows), with room for maxAims
+// aims.
+func newGenerator(t *Topology, dst netip.Addr, fixedSPort bool, maxAims int) (*Generator, error) {
 	spec, err := loadTrafficgen()
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded trafficgen objects: %w", err)
 	}
 	spec.Maps["gen_aims"].MaxEntries = uint32(max(1, maxAims))
-	src := TrafficSrc.Addr().As4()
-	for name, v := range map[string]uint32{
-		"gen_ifindex":  uint32(t.GenIf.Index),
-		"gen_src_base": uint32(src[0])<<24 | uint32(src[1])<<16 | uint32(src[2])<<8 | uint32(src[3]),
-		"gen_src_mask": uint32(1)<<(32-TrafficSrc.Bits()) - 1,
+	src, daddr := TrafficSrc.Addr().As4(), dst.As4()
+	srcMask, portMask, portBase := uint32(1)<<(32-TrafficSrc.Bits())-1, uint32(0xffff), uint16(0)
+	if fixedSPort {
+		srcMask, portMask, portBase = 0, 0, oneFlowSPort
+	}
+	var dmac, smac [6]byte
+	copy(dmac[:], t.DUTIf.MAC)
+	copy(smac[:], t.GenIf.MAC)
+	for name, v := range map[string]any{
+		"gen_ifindex":   uint32(t.GenIf.Index),
+		"gen_src_base":  binary.BigEndian.Uint32(src[:]),
+		"gen_src_mask":  srcMask,
+		"gen_port_mask": portMask,
+		"gen_port_base": portBase,
+		"gen_dmac":      dmac,
+		"gen_smac":      smac,
+		"gen_ttl":       uint8(packet.DefaultTTL),
+		"gen_daddr":     binary.NativeEndian.Uint32(daddr[:]),
+		"gen_dport":     uint16(TrafficDPort),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
-	g := &Generator{topo: t}
+	g := &Generator{topo: t, dst: dst}
 	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -79,17 +107,23 @@ func (g *Generator) Aim(aims []trafficgenGenAim) error {
 func (g *Generator) Close() { g.objs.Close() }
 
 // Frame is the template the generator sends at an Ethernet frame size
-// (without FCS): IPv4/UDP from the first traffic source to the DUT,
-// destination port TrafficDPort, UDP checksum 0 ("none", valid for IPv4;
-// the generator rewrites ports and addresses without touching it).
-func (g *Generator) Frame(size int) ([]byte, error) {
+// (without FCS): templateFrame to the destination it was loaded with,
+// source port 0 (the generator rewrites ports and addresses).
+func (g *Generator) Frame(size int) ([]byte, error) { return templateFrame(g.topo, g.dst, 0, size) }
+
+// templateFrame is a live-frames generator's template at an Ethernet
+// frame size (without FCS): IPv4/UDP from the first traffic source and
+// sport to dst, destination port TrafficDPort, through the DUT's MAC, UDP
+// checksum 0 ("none", valid for IPv4: a generator rewrites ports and
+// addresses without touching it).
+func templateFrame(t *Topology, dst netip.Addr, sport uint16, size int) ([]byte, error) {
 	if size < MinFrameSize || size > MaxFrameSize {
 		return nil, fmt.Errorf("frame size %d: want %d..%d bytes", size, MinFrameSize, MaxFrameSize)
 	}
-	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: dutAddr.Addr(), Proto: packet.ProtoUDP,
-		SPort: 0, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
-	copy(p.SrcMAC[:], g.topo.GenIf.MAC)
-	copy(p.DstMAC[:], g.topo.DUTIf.MAC)
+	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: dst, Proto: packet.ProtoUDP,
+		SPort: sport, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
+	copy(p.SrcMAC[:], t.GenIf.MAC)
+	copy(p.DstMAC[:], t.DUTIf.MAC)
 	f, err := p.Encode()
 	if err != nil {
 		return nil, err

@@ -17,13 +17,10 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/latency"
-	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -36,7 +33,7 @@ import (
 
 // The floors: forwarding with no firewall at all.
 const (
-	DUTXDPFwd    = "xdp-fwd"    // a bare XDP program: FIB lookup, MACs, redirect
+	DUTXDPFwd    = "xdp-fwd"    // a bare XDP FIB forwarder (bench_fwd): FIB lookup, TTL, MACs, redirect
 	DUTKernelFwd = "kernel-fwd" // the kernel forwards (XDP_PASS), no rules
 )
 
@@ -149,7 +146,7 @@ type latBench struct {
 	frame    []byte
 	say      func(format string, a ...any)
 	aims     map[int][]latbenchLatAim // per rule count
-	links    [2]*dutLink              // the DUT's veths: from the generator, to the sink
+	links    routerLinks              // the DUT's veths: from the generator, to the sink
 	progs    *benchProgs
 	stack    *stackState
 	shape    ruleShape
@@ -167,9 +164,7 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	}
 	res = &LatencyResult{Started: time.Now(), CPUs: runtime.NumCPU(), Size: opt.Size, Flows: opt.Flows, Rates: opt.Rates,
 		LoadRules: opt.LoadRules, Rules: opt.Rules, LightRate: opt.LightRate, Skipped: map[string]string{}}
-	res.Load[0] = loadavg()
-	res.Kernel = kernelRelease()
-	sweepStale(b.say)
+	res.Load[0], res.Kernel = runStart(b.say)
 	var undo undoSteps
 	defer undo.run(&err)
 	if b.topo, err = NewRouterTopology(); err != nil {
@@ -190,28 +185,17 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 		return nil, err
 	}
 	undo = append(undo, func() error { b.objs.Close(); return nil })
-	if b.progs, err = loadDUTPrograms(); err != nil {
+	if b.progs, err = loadDUTPrograms(t, nil); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() error { b.progs.objs.Close(); return nil })
 	// The sink's and the generator's veths: their programs; the DUT's two:
 	// one link each, whose program each DUT sets.
-	for _, a := range []struct {
-		ns   *Namespace
-		i    Iface
-		prog *ebpf.Program
-	}{{t.Sink, t.SinkIf, b.objs.Latsink}, {t.Gen, t.GenIf, b.objs.Latreply}} {
-		l, err := attachXDP(a.ns, a.i, a.prog)
-		if err != nil {
-			return nil, err
-		}
-		undo = append(undo, l.l.Close)
+	if err := attachEnds(t, b.objs.Latsink, b.objs.Latreply, &undo); err != nil {
+		return nil, err
 	}
-	for i, ifc := range []Iface{t.DUTIf, t.RouteIf} {
-		if b.links[i], err = attachXDP(t.DUT, ifc, b.progs.objs.BenchPass); err != nil {
-			return nil, err
-		}
-		undo = append(undo, b.links[i].l.Close)
+	if b.links, err = attachRouter(t, b.progs.objs.BenchPass, &undo); err != nil {
+		return nil, err
 	}
 	// The DUT's veth from the generator is polled by its own thread (as in
 	// bench macro) on the DUT's CPU, at real-time priority, as a
@@ -227,10 +211,10 @@ func Latency(ctx context.Context, opt LatencyOptions) (res *LatencyResult, err e
 	if b.napi, err = t.NAPIThread(); err != nil {
 		return nil, err
 	}
-	if err := unix.SchedSetAttr(b.napi, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: latNAPIPriority}, 0); err != nil {
-		return nil, fmt.Errorf("SCHED_FIFO for the DUT's NAPI thread (pid %d): %w", b.napi, err)
+	if err := realtime(b.napi, latNAPIPriority, "the DUT's NAPI thread"); err != nil {
+		return nil, err
 	}
-	if b.frame, err = latFrame(t, opt.Size); err != nil {
+	if b.frame, err = templateFrame(t, t.SinkIf.Addr.Addr(), 1, opt.Size); err != nil {
 		return nil, err
 	}
 	var head latbenchLatHead
@@ -415,38 +399,6 @@ func (b *latBench) load() error {
 		return fmt.Errorf("loading the latency programs: %w", err)
 	}
 	return nil
-}
-
-// attachXDP attaches prog to i in ns (native mode).
-func attachXDP(ns *Namespace, i Iface, prog *ebpf.Program) (*dutLink, error) {
-	var l link.Link
-	err := ns.Do(func() error {
-		var err error
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: i.Index, Flags: link.XDPDriverMode})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("attaching XDP (native mode) to %s: %w", i.Name, err)
-	}
-	return &dutLink{l: l}, nil
-}
-
-// latFrame is the generator's template: IPv4/UDP from TrafficSrc to the
-// sink, through the DUT (its MAC), UDP checksum 0.
-func latFrame(t *Topology, size int) ([]byte, error) {
-	p := packet.Packet{Src: TrafficSrc.Addr(), Dst: t.SinkIf.Addr.Addr(), Proto: packet.ProtoUDP,
-		SPort: 1, DPort: TrafficDPort, Payload: make([]byte, size-MinFrameSize)}
-	copy(p.SrcMAC[:], t.GenIf.MAC)
-	copy(p.DstMAC[:], t.DUTIf.MAC)
-	f, err := p.Encode()
-	if err != nil {
-		return nil, err
-	}
-	if len(f) != size {
-		return nil, fmt.Errorf("frame of %d bytes built for size %d", len(f), size)
-	}
-	f[14+20+6], f[14+20+7] = 0, 0
-	return f, nil
 }
 
 // latAims are the flows for n rules: Flows of them (at most n), each
@@ -723,16 +675,6 @@ func (b *latBench) clearStack() error {
 	return nil
 }
 
-// setLinks puts prog on both of the DUT's veths.
-func (b *latBench) setLinks(prog *ebpf.Program) error {
-	for _, l := range b.links {
-		if err := l.set(prog); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // floorDUT forwards with no firewall: bench_fwd (XDP) or bench_pass (the
 // kernel), counted in dut_stats' slot.
 type floorDUT struct {
@@ -744,7 +686,7 @@ type floorDUT struct {
 
 func (d *floorDUT) name() string { return d.dut }
 func (d *floorDUT) use(int) error {
-	return errors.Join(d.b.clearStack(), d.b.setLinks(d.prog))
+	return errors.Join(d.b.clearStack(), d.b.links.set(d.prog))
 }
 func (d *floorDUT) accepted() (uint64, uint64, error) {
 	n, err := d.b.progs.count(d.slot)
@@ -773,10 +715,10 @@ func (d *xdpfwFwdDUT) use(n int) error {
 		return err
 	}
 	if d.dp != nil && d.n == n {
-		return d.b.setLinks(d.dp.Program())
+		return d.b.links.set(d.dp.Program())
 	}
 	// One data plane at a time: the old one leaves the veths first.
-	if err := d.b.setLinks(d.b.progs.objs.BenchPass); err != nil {
+	if err := d.b.links.set(d.b.progs.objs.BenchPass); err != nil {
 		return err
 	}
 	d.close()
@@ -808,7 +750,7 @@ func (d *xdpfwFwdDUT) use(n int) error {
 		}
 	}
 	d.b.say("xdpfw: %d rules compiled in %.0f ms", n, c.compileMS)
-	return d.b.setLinks(dp.Program())
+	return d.b.links.set(dp.Program())
 }
 
 // accepted: every packet FORWARD accepted is counted once by how it was
@@ -869,7 +811,7 @@ type stackFwdDUT struct {
 
 func (d *stackFwdDUT) name() string { return d.s.name() }
 func (d *stackFwdDUT) use(n int) error {
-	return errors.Join(d.s.use(n), d.b.setLinks(d.b.progs.objs.BenchPass))
+	return errors.Join(d.s.use(n), d.b.links.set(d.b.progs.objs.BenchPass))
 }
 func (d *stackFwdDUT) accepted() (uint64, uint64, error) {
 	n, err := d.s.dropped()

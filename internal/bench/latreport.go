@@ -1,15 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"html/template"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -146,38 +140,16 @@ func WriteLatencyReport(dir string, res *LatencyResult) error {
 	if err := writeResults(dir, res); err != nil {
 		return err
 	}
-	type plot struct {
-		Alt string
-		Src template.URL
-	}
-	var plots []plot
-	for _, c := range latencyCharts(res) {
-		b, err := c.chart.PNG()
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
-			return err
-		}
-		plots = append(plots, plot{Alt: c.chart.Title, Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b))})
+	plots, err := writeCharts(dir, latencyCharts(res))
+	if err != nil {
+		return err
 	}
 	var table strings.Builder
 	WriteLatencyTable(&table, res)
-	var page bytes.Buffer
-	if err := latencyTmpl.Execute(&page, map[string]any{"R": res, "Plots": plots, "Table": table.String()}); err != nil {
-		return err
-	}
-	return errors.Join(os.WriteFile(filepath.Join(dir, "index.html"), page.Bytes(), 0o644))
+	return writeIndex(dir, latencyTmpl, map[string]any{"R": res, "Plots": plots, "Table": table.String()})
 }
 
-var latencyTmpl = template.Must(template.New("latency").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>xdpfw bench latency</title>
-<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
-pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
-td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
-<body>
-<h1>xdpfw bench latency</h1>
-<table>
+var latencyTmpl = reportPage("latency", `<table>
 <tr><th>started</th><td>{{.R.Started.Format "2006-01-02 15:04:05 MST"}} ({{printf "%.0f" .R.Elapsed}} s)</td></tr>
 <tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
 <tr><th>kernel, CPUs</th><td>{{.R.Kernel}}, {{.R.CPUs}} CPUs</td></tr>
@@ -195,5 +167,4 @@ once before measuring (a warm-up), so connections are established. See docs/real
 <pre>{{.Table}}</pre>
 {{range .Plots}}<img src="{{.Src}}" alt="{{.Alt}}">
 {{end}}
-</body></html>
-`))
+`)

@@ -197,12 +197,7 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 	}
 	res = &MacroResult{Started: time.Now(), CPUs: runtime.NumCPU(), Rules: opt.Rules, Sizes: opt.Sizes,
 		Duration: opt.Duration.Seconds(), Rounds: opt.Rounds, Spread: opt.Spread, Skipped: map[string]string{}}
-	res.Load[0] = loadavg()
-	if l1, _, _ := strings.Cut(res.Load[0], " "); parseFloat(l1) >= 1 {
-		b.say("warning: load average %s: other work will take CPU from the generator and the DUT; expect noisy results", res.Load[0])
-	}
-	res.Kernel = kernelRelease()
-	sweepStale(b.say)
+	res.Load[0], res.Kernel = runStart(b.say)
 
 	// Topology, then everything in it; undone in reverse order.
 	var undo undoSteps
@@ -234,12 +229,12 @@ func Macro(ctx context.Context, opt MacroOptions) (res *MacroResult, err error) 
 			return nil, err
 		}
 	}
-	progs, err := loadDUTPrograms()
+	progs, err := loadDUTPrograms(b.topo, nil)
 	if err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() error { progs.objs.Close(); return nil })
-	l, err := attachDUTLink(b.topo, progs.objs.BenchPass)
+	l, err := attachXDP(b.topo.DUT, b.topo.DUTIf, progs.objs.BenchPass)
 	if err != nil {
 		return nil, err
 	}
@@ -622,6 +617,25 @@ func parseFloat(s string) float64 {
 	return v
 }
 
+// runStart is what a live benchmark does first: it reads the load
+// average (warning when other work will take CPU from the generator and
+// the DUT) and the kernel's release, and removes what a killed earlier run
+// left.
+func runStart(say func(string, ...any)) (load, kernel string) {
+	load = loadavg()
+	if l1, _, _ := strings.Cut(load, " "); parseFloat(l1) >= 1 {
+		say("warning: load average %s: other work will take CPU from the generator and the DUT; expect noisy results", load)
+	}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	if gone := SweepStale(); len(gone) > 0 {
+		say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
+	}
+	return load, kernel
+}
+
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -632,21 +646,6 @@ func loadavg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
-}
-
-func kernelRelease() string {
-	var uts unix.Utsname
-	if unix.Uname(&uts) != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(uts.Release[:])
-}
-
-// sweepStale removes what killed earlier runs left (SweepStale) and says so.
-func sweepStale(say func(format string, a ...any)) {
-	if gone := SweepStale(); len(gone) > 0 {
-		say("removed what an earlier, killed run left: %s", strings.Join(gone, ", "))
-	}
 }
 
 // undoSteps are what a run set up, undone in reverse order by run.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,33 +71,68 @@ func WriteMacroReport(dir string, res *MacroResult) error {
 	if err := writeResults(dir, res); err != nil {
 		return err
 	}
-	type plot struct{ File, Alt string }
 	type section struct {
 		Size  int
-		Plots []plot
+		Plots []reportPlot
 	}
 	var sections []section
 	for _, size := range res.Sizes {
-		sec := section{Size: size}
-		for _, c := range macroCharts(res, size) {
-			b, err := c.chart.PNG()
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
-				return err
-			}
-			sec.Plots = append(sec.Plots, plot{File: c.file, Alt: c.chart.Title})
+		plots, err := writeCharts(dir, macroCharts(res, size))
+		if err != nil {
+			return err
 		}
-		sections = append(sections, sec)
+		sections = append(sections, section{Size: size, Plots: plots})
 	}
 	var table strings.Builder
 	WriteMacroTable(&table, res)
+	return writeIndex(dir, reportTmpl, map[string]any{"R": res, "Sections": sections, "Table": table.String()})
+}
+
+// A report is a directory: results.json, PNG plots and index.html.
+
+// reportPlot is a plot in a report's index: its PNG file, and the same
+// PNG as a data URL for a self-contained page.
+type reportPlot struct {
+	File, Alt string
+	Src       template.URL
+}
+
+// writeResults makes dir and writes res into it as results.json.
+func writeResults(dir string, res any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644)
+}
+
+// writeCharts renders each chart into dir as its PNG file.
+func writeCharts(dir string, charts []namedChart) ([]reportPlot, error) {
+	var plots []reportPlot
+	for _, c := range charts {
+		b, err := c.chart.PNG()
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.file), b, 0o644); err != nil {
+			return nil, err
+		}
+		plots = append(plots, reportPlot{File: c.file, Alt: c.chart.Title,
+			Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b))})
+	}
+	return plots, nil
+}
+
+// writeIndex writes dir/index.html from tmpl and data.
+func writeIndex(dir string, tmpl *template.Template, data any) error {
 	f, err := os.Create(filepath.Join(dir, "index.html"))
 	if err != nil {
 		return err
 	}
-	err = reportTmpl.Execute(f, map[string]any{"R": res, "Sections": sections, "Table": table.String()})
+	err = tmpl.Execute(f, data)
 	return errors.Join(err, f.Close())
 }
 
@@ -153,14 +189,7 @@ func lighter(c color.RGBA) color.RGBA {
 	return color.RGBA{l(c.R), l(c.G), l(c.B), 0xff}
 }
 
-var reportTmpl = template.Must(template.New("report").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>xdpfw bench macro</title>
-<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
-pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
-td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
-<body>
-<h1>xdpfw bench macro</h1>
-<table>
+var reportTmpl = reportPage("macro", `<table>
 <tr><th>started</th><td>{{.R.Started.Format "2006-01-02 15:04:05 MST"}} ({{printf "%.0f" .R.Elapsed}} s)</td></tr>
 <tr><th>command</th><td><code>{{.R.Command}}</code></td></tr>
 <tr><th>kernel, CPUs</th><td>{{.R.Kernel}}, {{.R.CPUs}} CPUs; generator on CPU {{.R.GenCPU}}, DUT NAPI thread on CPU {{.R.DUTCPU}}</td></tr>
@@ -182,17 +211,18 @@ caveats (a veth is not a NIC).</p>
 {{range .Plots}}<img src="{{.File}}" alt="{{.Alt}}">
 {{end}}{{end}}
 <p>Raw data, every run: <a href="results.json">results.json</a>.</p>
-</body></html>
-`))
+`)
 
-// writeResults makes dir and writes res into dir/results.json.
-func writeResults(dir string, res any) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644)
+// reportPage is a report's index.html template: the page of `xdpfw
+// bench cmd`, its style and heading, then body.
+func reportPage(cmd, body string) *template.Template {
+	return template.Must(template.New(cmd).Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>xdpfw bench ` + cmd + `</title>
+<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
+pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
+td,th{padding:2px 10px;text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head>
+<body>
+<h1>xdpfw bench ` + cmd + `</h1>
+` + body + `</body></html>
+`))
 }

@@ -108,8 +108,8 @@ type Topology struct {
 // removed again; otherwise Close removes it.
 func NewTopology() (*Topology, error) { return newTopology(false) }
 
-// The router topology of `bench latency` adds a sink behind the DUT,
-// which forwards between its two veths (ip_forward on):
+// The router topology of `bench latency` and `bench forward` adds a sink
+// behind the DUT, which forwards between its two veths (ip_forward on):
 //
 //	gen  xbgPID 10.200.0.1/16 <=> xbdPID 10.200.0.2/16  DUT  xbrPID 10.220.0.1/16 <=> xbsPID 10.220.0.2/16  sink
 //
@@ -178,8 +178,24 @@ func newTopology(router bool) (t *Topology, err error) {
 		if err := t.addVeth(t.DUT, t.Sink, &t.RouteIf, &t.SinkIf); err != nil {
 			return t, err
 		}
-		if err := addRoutes(t.DUT, t.DUTIf.Index, t.GenIf.Addr.Addr(), genRoutes); err != nil {
-			return t, err
+		// Routes for what answers, in the stack: the sink reaches the
+		// generator's network through the DUT, the generator the sink's,
+		// and the DUT the traffic's sources through the generator's
+		// address (a neighbour it knows: the generator's veth answers no
+		// ARP).
+		for _, r := range []struct {
+			ns       *Namespace
+			ifindex  int
+			gw       netip.Addr
+			prefixes []netip.Prefix
+		}{
+			{t.DUT, t.DUTIf.Index, t.GenIf.Addr.Addr(), genRoutes},
+			{t.Sink, t.SinkIf.Index, t.RouteIf.Addr.Addr(), []netip.Prefix{genAddr.Masked()}},
+			{t.Gen, t.GenIf.Index, t.DUTIf.Addr.Addr(), []netip.Prefix{sinkAddr.Masked()}},
+		} {
+			if err := addRoutes(r.ns, r.ifindex, r.gw, r.prefixes); err != nil {
+				return t, err
+			}
 		}
 	}
 	t.GenCPU, t.DUTCPU = 0, 1
@@ -396,7 +412,7 @@ func addNeigh(ns *Namespace, ifindex int, peer Iface) error {
 // namespace in a private temporary directory.
 func (t *Topology) SetThreadedNAPI(on bool) error { return setThreadedNAPI(t.DUT, t.DUTIf.Name, on) }
 
-// setThreadedNAPI switches threaded NAPI of the device name in ns.
+// setThreadedNAPI is SetThreadedNAPI for device name in ns.
 func setThreadedNAPI(ns *Namespace, name string, on bool) error {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sysfsPrefix, os.Getpid()))
 	if err != nil {
@@ -424,8 +440,8 @@ func setThreadedNAPI(ns *Namespace, name string, on bool) error {
 // NAPI) and pins it to DUTCPU. It returns the thread's pid.
 func (t *Topology) NAPIThread() (int, error) { return napiThread(t.DUTIf.Name, t.DUTCPU) }
 
-// napiThread finds the kernel thread polling the device name and pins it
-// to cpu.
+// napiThread finds the kernel thread polling device name (threaded NAPI)
+// and pins it to cpu. It returns the thread's pid.
 func napiThread(name string, cpu int) (int, error) {
 	want := "napi/" + name + "-"
 	if len(want) > 15 { // TASK_COMM_LEN - 1
@@ -454,14 +470,27 @@ func napiThread(name string, cpu int) (int, error) {
 	return 0, fmt.Errorf("no NAPI thread %q* for %s (is an XDP program attached and threaded NAPI on?)", want, name)
 }
 
+// realtime makes thread pid (what, for errors) SCHED_FIFO at prio.
+func realtime(pid, prio int, what string) error {
+	if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}, 0); err != nil {
+		return fmt.Errorf("SCHED_FIFO for %s (pid %d): %w", what, pid, err)
+	}
+	return nil
+}
+
 // LinkStats are the DUT veth's counters (netlink).
 func (t *Topology) LinkStats() (*netlink.LinkStatistics, error) {
-	h, err := netlink.NewHandleAt(t.DUT.Handle)
+	return linkStats(t.DUT, t.DUTIf.Index)
+}
+
+// linkStats are the counters of device ifindex in ns (netlink).
+func linkStats(ns *Namespace, ifindex int) (*netlink.LinkStatistics, error) {
+	h, err := netlink.NewHandleAt(ns.Handle)
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
-	l, err := h.LinkByIndex(t.DUTIf.Index)
+	l, err := h.LinkByIndex(ifindex)
 	if err != nil {
 		return nil, err
 	}

@@ -34,9 +34,16 @@ const (
 	trafficgenMapGenAims     = "gen_aims"
 	trafficgenMapGenStats    = "gen_stats"
 	trafficgenProgTrafficgen = "trafficgen"
+	trafficgenVarGenDaddr    = "gen_daddr"
+	trafficgenVarGenDmac     = "gen_dmac"
+	trafficgenVarGenDport    = "gen_dport"
 	trafficgenVarGenIfindex  = "gen_ifindex"
+	trafficgenVarGenPortBase = "gen_port_base"
+	trafficgenVarGenPortMask = "gen_port_mask"
+	trafficgenVarGenSmac     = "gen_smac"
 	trafficgenVarGenSrcBase  = "gen_src_base"
 	trafficgenVarGenSrcMask  = "gen_src_mask"
+	trafficgenVarGenTtl      = "gen_ttl"
 )
 
 // loadTrafficgen returns the embedded CollectionSpec for trafficgen.
@@ -97,9 +104,16 @@ type trafficgenMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficgenVariableSpecs struct {
-	GenIfindex *ebpf.VariableSpec `ebpf:"gen_ifindex"`
-	GenSrcBase *ebpf.VariableSpec `ebpf:"gen_src_base"`
-	GenSrcMask *ebpf.VariableSpec `ebpf:"gen_src_mask"`
+	GenDaddr    *ebpf.VariableSpec `ebpf:"gen_daddr"`
+	GenDmac     *ebpf.VariableSpec `ebpf:"gen_dmac"`
+	GenDport    *ebpf.VariableSpec `ebpf:"gen_dport"`
+	GenIfindex  *ebpf.VariableSpec `ebpf:"gen_ifindex"`
+	GenPortBase *ebpf.VariableSpec `ebpf:"gen_port_base"`
+	GenPortMask *ebpf.VariableSpec `ebpf:"gen_port_mask"`
+	GenSmac     *ebpf.VariableSpec `ebpf:"gen_smac"`
+	GenSrcBase  *ebpf.VariableSpec `ebpf:"gen_src_base"`
+	GenSrcMask  *ebpf.VariableSpec `ebpf:"gen_src_mask"`
+	GenTtl      *ebpf.VariableSpec `ebpf:"gen_ttl"`
 }
 
 // trafficgenObjects contains all objects after they have been loaded into the kernel.
@@ -139,9 +153,16 @@ func (m *trafficgenMaps) Close() error {
 //
 // It can be passed to loadTrafficgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficgenVariables struct {
-	GenIfindex *ebpf.Variable `ebpf:"gen_ifindex"`
-	GenSrcBase *ebpf.Variable `ebpf:"gen_src_base"`
-	GenSrcMask *ebpf.Variable `ebpf:"gen_src_mask"`
+	GenDaddr    *ebpf.Variable `ebpf:"gen_daddr"`
+	GenDmac     *ebpf.Variable `ebpf:"gen_dmac"`
+	GenDport    *ebpf.Variable `ebpf:"gen_dport"`
+	GenIfindex  *ebpf.Variable `ebpf:"gen_ifindex"`
+	GenPortBase *ebpf.Variable `ebpf:"gen_port_base"`
+	GenPortMask *ebpf.Variable `ebpf:"gen_port_mask"`
+	GenSmac     *ebpf.Variable `ebpf:"gen_smac"`
+	GenSrcBase  *ebpf.Variable `ebpf:"gen_src_base"`
+	GenSrcMask  *ebpf.Variable `ebpf:"gen_src_mask"`
+	GenTtl      *ebpf.Variable `ebpf:"gen_ttl"`
 }
 
 // trafficgenPrograms contains all programs after they have been loaded into the kernel.

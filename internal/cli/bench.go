@@ -25,6 +25,9 @@ its own network namespace and bpffs, and removes them.
   macro      packets dropped per second and DUT CPU per packet, live-frame traffic
              over a veth pair between two namespaces: xdpfw against a bare
              XDP_DROP and iptables, at several rule counts and frame sizes
+  forward    router CPU per forwarded packet through three namespaces: the
+             kernel (with and without a firewall) against xdpfw and a bare
+             XDP FIB forwarder, every forwarded frame checked at the sink
   conntrack  established-flow vs new-flow cost with the stateful policy, and a
              full conntrack table
   edit       single edits (add, insert, delete, replace) on a large rule set:
@@ -32,7 +35,7 @@ its own network namespace and bpffs, and removes them.
   latency    one-way latency and jitter of forwarded packets at paced loads
              and rule counts, xdpfw against iptables, nftables and floors`,
 	}
-	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchConntrack(e), newBenchEdit(e), newBenchLatency(e), newBenchPriority(e))
+	cmd.AddCommand(newBenchMicro(e), newBenchMacro(e), newBenchForward(e), newBenchConntrack(e), newBenchEdit(e), newBenchLatency(e), newBenchPriority(e))
 	return cmd
 }
 

@@ -188,7 +188,13 @@ func runBench[R any](e *env, cmd *cobra.Command, out benchOut[R], run func(conte
 func benchCommand(cmd *cobra.Command) string {
 	s := cmd.CommandPath()
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name != "json" && f.Name != "report" {
+		switch {
+		case f.Name == "json" || f.Name == "report":
+		case f.Value.Type() == "bool" && f.Value.String() == "true":
+			s += " --" + f.Name
+		case f.Value.Type() == "bool":
+			s += " --" + f.Name + "=" + f.Value.String()
+		default:
 			s += " --" + f.Name + " " + strings.Trim(f.Value.String(), "[]")
 		}
 	})
