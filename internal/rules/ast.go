@@ -253,7 +253,8 @@ const (
 	CTUntracked   uint8 = 1 << 4 // never tracked: non-first fragments, IPv6 ND/MLD
 	CTAll         uint8 = 1<<5 - 1
 	// CTSNAT and CTDNAT are --ctstate SNAT and DNAT: a connection whose
-	// source (destination) the kernel rewrote. xdpfw does no NAT, so no
+	// source (destination) NAT rewrote. Nothing sets them yet (xdpfw's own
+	// source NAT keeps its translations in bindings), so no
 	// packet is in either (docs/compat.md); they are not in CTAll.
 	CTSNAT uint8 = 1 << 5
 	CTDNAT uint8 = 1 << 6
