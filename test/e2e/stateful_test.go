@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -250,7 +251,15 @@ func sendFrames(t *testing.T, l *link, frames ...[]byte) {
 		}
 		defer unix.Close(fd)
 		for _, f := range frames {
-			if err := unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: i.Index}); err != nil {
+			// ENOBUFS: the device's queue is full for now (a flood on a
+			// loaded machine); the frame goes again once it drains,
+			// within a bound
+			err := unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: i.Index})
+			for try := 0; errors.Is(err, unix.ENOBUFS) && try < 1000; try++ {
+				time.Sleep(time.Millisecond)
+				err = unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: i.Index})
+			}
+			if err != nil {
 				return err
 			}
 		}
