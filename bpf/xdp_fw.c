@@ -185,8 +185,8 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	}
 
 	if (!classed) { /* the priority table: this packet's class first */
-		int s = fw_active_sel();
-		const struct fw_root *proot = fw_prio_root(pp, s);
+		int s = 0;
+		const struct fw_root *proot = fw_prio_root(pp, &s);
 		if (proot) {
 			h->rx_vlan = rx_vlan; /* for fw_prio_steer, or this program entered again */
 			if (pp->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) /* BULK: a datagram's fragments stay in order */

@@ -33,19 +33,25 @@ static __always_inline void fw_prio_count(__u32 what)
 		*c += 1;
 }
 
-/* fw_prio_root returns the priority root p is classed by in generation sel
- * (fw_active_sel's), or NULL when it is judged where it arrived: no bulk
- * CPUs are set, the generation has no priority table, or this is a trace
- * instance (BPF_PROG_TEST_RUN judges, it hands nothing over). */
-static __always_inline const struct fw_root *fw_prio_root(const struct fw_pkt *p, int sel)
+/* fw_prio_root returns the priority root p is classed by in the generation
+ * in force, whose fw_active_sel it leaves in *selp, or NULL when p is
+ * judged where it arrived: no bulk CPUs are set, no rule set is installed,
+ * the generation has no priority table, or this is a trace instance
+ * (BPF_PROG_TEST_RUN judges, it hands nothing over). The bulk CPUs are
+ * asked first: without them a packet costs one lookup here. */
+static __always_inline const struct fw_root *fw_prio_root(const struct fw_pkt *p, int *selp)
 {
 	__u32 zero = 0;
 
-	if (fw_tracing() || sel < 0)
+	if (fw_tracing())
 		return NULL;
 	const struct fw_prio_cfg *cfg = bpf_map_lookup_elem(&fw_prio, &zero);
 	if (!cfg || !cfg->ncpus)
 		return NULL;
+	int sel = fw_active_sel();
+	if (sel < 0)
+		return NULL;
+	*selp = sel;
 	__u32 r = (sel & 1) * 2 + (p->family == 6);
 	const struct fw_root *root = bpf_map_lookup_elem(&fw_prio_roots, &r);
 	if (!root || !(root->flags & FW_ROOT_PRIO))
