@@ -205,6 +205,7 @@ struct fw_pkt {
 #define FW_CTI_CONFIRMED  0x08 /* recorded before this packet (not a connection's first packet) */
 #define FW_CTI_SRC_NAT    0x10 /* the kernel's conntrack translates the connection's source (lib/kct.h) */
 #define FW_CTI_DST_NAT    0x20 /* ... its destination: the packet must go to the kernel, which translates it */
+#define FW_CTI_XNAT       0x40 /* xdpfw's NAT translates the connection (FW_CTF_XDNAT, FW_CTF_XSNAT): it has a binding */
 #define FW_CTI_REPLY      0x80 /* the packet goes in the reply direction */
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -518,6 +519,8 @@ struct fw_ct_key {
 #define FW_CTF_ASSURED  0x10 /* a real two-way connection (TCP: handshake completed, or a picked-up connection
 			      * answered; else: a packet after the reply): never evicted from a full table */
 #define FW_CTF_PICKUP   0x20 /* TCP: picked up mid-stream (no handshake seen) */
+#define FW_CTF_XDNAT    0x40 /* xdpfw's NAT translates its destination (`--nat xdpfw`: set by the nat stage, lib/natdst.h) */
+#define FW_CTF_XSNAT    0x80 /* ... its source */
 
 struct fw_ct_entry {
 	__u64 expires;    /* bpf_ktime_get_coarse_ns() deadline */

@@ -38,6 +38,16 @@ static __always_inline void fw_nat_count(__u32 c, __u64 bytes)
 		fw_count(k, bytes, fw_now());
 }
 
+/* fw_nat_fail drops the packet in h (its decision), counted under why:
+ * its connection cannot be translated. */
+static __always_inline void fw_nat_fail(struct fw_xdp_handoff *h, __u32 why, __u64 bytes)
+{
+	fw_nat_count(why, bytes);
+	h->d.action = FW_ACT_DROP;
+	h->d.reason = FW_R_NAT_FAIL;
+	h->d.flags = 0;
+}
+
 /* fw_nat_in: the binding of the packet in h (frame data..end), if any:
  * its destination rewritten, h->pkt as the filter sees it now, the
  * binding kept in h for fw_nat_out. */
@@ -272,6 +282,10 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	 * tuple is read apart on each path: the classifier's walk is checked
 	 * by the verifier once, not once per protocol. */
 	if (p->ctinfo & FW_CTI_REPLY) {
+		if (p->ctinfo & FW_CTI_XNAT) { /* translated, its binding gone: never forwarded untranslated */
+			fw_nat_fail(h, FW_NAT_C_LOST, bytes);
+			return;
+		}
 		fw_nat_bind_same(ctx, p);
 		return;
 	}
