@@ -335,6 +335,12 @@ func (d *Datapath) natReplies(es []conntrack.Entry) error {
 	if err != nil || len(bs) == 0 {
 		return err
 	}
+	natRepliesFrom(bs, es)
+	return nil
+}
+
+// natRepliesFrom is natReplies with the bindings bs.
+func natRepliesFrom(bs []NATBinding, es []conntrack.Entry) {
 	type key struct {
 		proto    uint8
 		src, dst netip.AddrPort
@@ -376,5 +382,4 @@ func (d *Datapath) natReplies(es []conntrack.Entry) error {
 		}
 		e.NAT = n
 	}
-	return nil
 }
