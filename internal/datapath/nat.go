@@ -243,30 +243,7 @@ func (d *Datapath) SetNATIfAddrs(addrs map[uint32]netip.Addr) error {
 	if len(want) > int(d.natIfAddr.MaxEntries()) {
 		return fmt.Errorf("%d interfaces have an IPv4 address; REDIRECT's table holds %d", len(want), d.natIfAddr.MaxEntries())
 	}
-	var k, v uint32
-	var stale []uint32
-	it := d.natIfAddr.Iterate()
-	for it.Next(&k, &v) {
-		if w, ok := want[k]; !ok {
-			stale = append(stale, k)
-		} else if w == v {
-			delete(want, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading REDIRECT's address table: %w", err)
-	}
-	for k, v := range want {
-		if err := d.natIfAddr.Put(k, v); err != nil {
-			return fmt.Errorf("REDIRECT's address table: interface %d: %w", k, err)
-		}
-	}
-	for _, k := range stale {
-		if err := d.natIfAddr.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("REDIRECT's address table: removing interface %d: %w", k, err)
-		}
-	}
-	return nil
+	return syncMap(d.natIfAddr, want, "REDIRECT's address table", func(k uint32) string { return fmt.Sprintf("interface %d", k) })
 }
 
 // NATCounters reads the nat counters; ok false when the program has none

@@ -153,21 +153,18 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 
 	// conntrack list: each DNATed connection as the filter saw it (to
 	// the server), its reply tuple from the server to the client
-	var cts []struct {
-		Proto uint8  `json:"proto"`
-		Src   string `json:"src"`
-		Dst   string `json:"dst"`
-		NAT   *struct {
-			Src  string `json:"reply_src"`
-			Dst  string `json:"reply_dst"`
-			Kind string `json:"kind"`
-		} `json:"nat"`
-	}
+	var cts []natConn
 	f.decode(&cts, "conntrack", "list", "--json")
 	kinds := map[string]int{}
 	for _, c := range cts {
-		if c.NAT != nil {
-			kinds[c.NAT.Kind]++
+		if c.NAT == nil {
+			continue
+		}
+		kinds[c.NAT.Kind]++
+		// the client sent to the router's WAN address; the answers come
+		// from where the filter saw the connection go
+		if strings.Contains(c.NAT.Kind, "DNAT") && (!strings.HasPrefix(c.NAT.OrigDst, wan+":") || c.NAT.Src != c.Dst) {
+			t.Errorf("conntrack list: %s > %s: %+v; want orig_dst %s:PORT, the reply from %s", c.Src, c.Dst, *c.NAT, wan, c.Dst)
 		}
 	}
 	if kinds["DNAT"] < 6 || kinds["SNAT,DNAT"] < 1 {

@@ -21,6 +21,20 @@ import (
 var natRules = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
 	"-A POSTROUTING -o rb -j MASQUERADE\nCOMMIT\n" + masqRules
 
+// natConn is a connection of `conntrack list --json` with --nat xdpfw:
+// as the filter saw it, and its translation.
+type natConn struct {
+	Proto uint8  `json:"proto"`
+	Src   string `json:"src"`
+	Dst   string `json:"dst"`
+	NAT   *struct {
+		Src     string `json:"reply_src"`
+		Dst     string `json:"reply_dst"`
+		OrigDst string `json:"orig_dst"`
+		Kind    string `json:"kind"`
+	} `json:"nat"`
+}
+
 // servePeer answers, in ns, every TCP connection to port and every UDP
 // datagram to port with the address and port it came from: what a
 // server behind the NAT sees.
@@ -182,16 +196,7 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	}
 	// conntrack list: the connection as the filter saw it, and its reply
 	// tuple as the kernel's conntrack -L shows a masqueraded one's
-	var cts []struct {
-		Proto uint8  `json:"proto"`
-		Src   string `json:"src"`
-		Dst   string `json:"dst"`
-		NAT   *struct {
-			Src  string `json:"reply_src"`
-			Dst  string `json:"reply_dst"`
-			Kind string `json:"kind"`
-		} `json:"nat"`
-	}
+	var cts []natConn
 	f.decode(&cts, "conntrack", "list", "--json")
 	translated := 0
 	for _, c := range cts {
