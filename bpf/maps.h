@@ -561,6 +561,12 @@ struct fw_xdp_handoff {
 	 * binding (the tuple it leaves with; lib/natfw.h). */
 	__u32 nat_state;
 	struct fw_nat_rw nat;
+	/* With fw_nat_mode: FW_NAT_P_*, set by the nat stage's PREROUTING
+	 * for xdpfw_ingress, entered again, which clears it; with
+	 * FW_NAT_S_PENDING, nat_orig is the tuple the connection's first
+	 * packet arrived with (lib/natdst.h). */
+	__u32 nat_pre;
+	struct fw_nat_tuple nat_orig;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -675,10 +681,13 @@ struct {
 
 /* The audit instance's way back (slot 0): the live program's finish
  * stage, written by the control plane before the audit stage goes in
- * (internal/datapath/audit.go). Only the audit instance has it. */
+ * (internal/datapath/audit.go). Only the audit and nat instances have
+ * it; the nat instance's slot FW_NAT_NEXT_INGRESS is the live
+ * xdpfw_ingress, which its PREROUTING enters again (lib/natdst.h). */
+#define FW_NAT_NEXT_INGRESS 1
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u32);
 } fw_audit_next SEC(".maps");
@@ -699,6 +708,19 @@ struct {
 	__type(value, struct fw_nat_rw);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_nat_binds SEC(".maps");
+
+/* REDIRECT's address (lib/natdst.h): each interface's primary IPv4
+ * address (the first, as the kernel's REDIRECT takes it), by ifindex,
+ * written by the control plane with -m addrtype's table at load and on
+ * address changes (the daemon). An interface without one: REDIRECT
+ * drops, counted (FW_NAT_C_NO_LOCAL). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __be32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_nat_ifaddr SEC(".maps");
 
 /* The nat instance's translations, by rule id - FW_FIRST_RULE_ID. */
 struct {

@@ -2,8 +2,9 @@
 /* xdpfw egress (tc, attached with tcx or clsact): the OUTPUT chain for
  * packets this host sends: parse, decide (conntrack + classify), log, act
  * (pass, drop, or turn a REJECT into its answer and send that into this
- * host's stack), count. Forwarded packets were decided by the XDP program
- * where they came in and pass. */
+ * host's stack), translate (`--nat xdpfw`: the answers of connections
+ * translated to this host, lib/nattc.h), count. Forwarded packets were
+ * decided by the XDP program where they came in and pass. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
@@ -17,6 +18,7 @@
 #include "lib/log.h"
 #include "lib/frag.h"
 #include "lib/latency.h"
+#include "lib/nattc.h"
 
 /* Headers a locally built packet may keep outside the linear area are
  * pulled in: up to this many bytes. */
@@ -90,6 +92,11 @@ int xdpfw_egress(struct __sk_buff *skb)
 	rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 	if (d.action == FW_ACT_REJECT)
 		rc = fw_reject_tc(skb, pkt, &d); /* the answer, redirected into this host; or drop; sets d.reason */
+	/* a translated connection's packet: its binding, after OUTPUT (lib/nattc.h) */
+	if (fw_nat_mode && rc == TC_ACT_OK && fw_nat_tc(skb, pkt) < 0) {
+		rc = TC_ACT_SHOT;
+		d.reason = FW_R_NAT_FAIL;
+	}
 	__u64 now = fw_now();
 	fw_count_rule(d.rule_id, bytes, now);
 	fw_count_reason(d.reason, fw_tc_out(rc), bytes, now);

@@ -205,6 +205,7 @@ struct fw_pkt {
 #define FW_CTI_CONFIRMED  0x08 /* recorded before this packet (not a connection's first packet) */
 #define FW_CTI_SRC_NAT    0x10 /* the kernel's conntrack translates the connection's source (lib/kct.h) */
 #define FW_CTI_DST_NAT    0x20 /* ... its destination: the packet must go to the kernel, which translates it */
+#define FW_CTI_XNAT       0x40 /* xdpfw's NAT translates the connection (FW_CTF_XDNAT, FW_CTF_XSNAT): it has a binding */
 #define FW_CTI_REPLY      0x80 /* the packet goes in the reply direction */
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -518,6 +519,8 @@ struct fw_ct_key {
 #define FW_CTF_ASSURED  0x10 /* a real two-way connection (TCP: handshake completed, or a picked-up connection
 			      * answered; else: a packet after the reply): never evicted from a full table */
 #define FW_CTF_PICKUP   0x20 /* TCP: picked up mid-stream (no handshake seen) */
+#define FW_CTF_XDNAT    0x40 /* xdpfw's NAT translates its destination (`--nat xdpfw`: set by the nat stage, lib/natdst.h) */
+#define FW_CTF_XSNAT    0x80 /* ... its source */
 
 struct fw_ct_entry {
 	__u64 expires;    /* bpf_ktime_get_coarse_ns() deadline */
@@ -1099,6 +1102,14 @@ struct fw_nat_target {
 #define FW_NAT_S_NONE  0 /* no binding found: a connection's first packet goes to the nat stage */
 #define FW_NAT_S_BOUND 1 /* its binding (nat) rewrote the destination; the source after the filter */
 #define FW_NAT_S_DONE  2 /* the nat stage has decided (and rewritten): the finish stage does no more */
+#define FW_NAT_S_PRE   3 /* a new connection's first packet, without a binding, sent to the nat stage's PREROUTING (lib/natdst.h) */
+#define FW_NAT_S_PENDING 4 /* PREROUTING translated its destination (nat, from nat_orig): bound once the filter accepts */
+#define FW_NAT_S_AGAIN 5 /* PREROUTING left it as it is: xdpfw_ingress entered again goes on as with FW_NAT_S_NONE */
+
+/* fw_xdp_handoff.nat_pre: what the nat stage's PREROUTING decided, for
+ * xdpfw_ingress entered again with the packet (lib/natdst.h); 0 otherwise. */
+#define FW_NAT_P_NONE 1 /* the nat table leaves the destination as it is */
+#define FW_NAT_P_DNAT 2 /* the destination is translated (DNAT, REDIRECT): the frame carries it */
 
 /* The nat counters (fw_nat_counts, enum fw_nat_counter). */
 enum fw_nat_counter {
@@ -1109,6 +1120,8 @@ enum fw_nat_counter {
 	FW_NAT_C_UNTRANSLATED,/* first packets of connections the nat table leaves as they are */
 	FW_NAT_C_LOST,        /* packets dropped: a connection the nat table translates, past its first packet, without its binding */
 	FW_NAT_C_FRAG,        /* packets dropped: IPv4 fragments in FORWARD (not translated; the datagram's later fragments follow) */
+	FW_NAT_C_DNAT,        /* connections bound whose destination PREROUTING translated (DNAT, REDIRECT; with a source NAT too) */
+	FW_NAT_C_NO_LOCAL,    /* REDIRECT first packets dropped: the device they came in by has no IPv4 address */
 	FW_NAT_C_NUM,
 };
 

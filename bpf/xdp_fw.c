@@ -35,6 +35,7 @@
 #include "lib/priority.h"
 #include "lib/audit.h"
 #include "lib/natfw.h"
+#include "lib/natdst.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -72,6 +73,12 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 		} else {
 			rc = fw_fwd_xdp(ctx, p, hop); /* after LOG: it rewrites the frame */
 		}
+	} else if (fw_nat_mode && d->action == FW_ACT_ACCEPT && fw_nat_pending(ctx, h, d, cpumap) < 0) {
+		/* INPUT: a connection PREROUTING translated (REDIRECT, a DNAT
+		 * to this host) bound in the nat stage (lib/natdst.h) */
+		d->action = FW_ACT_DROP;
+		d->reason = FW_R_NAT_FAIL;
+		rc = XDP_DROP;
 	}
 	__u64 now = fw_now();
 	fw_count_rule(d->rule_id, bytes, now);
@@ -144,6 +151,8 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	if (!h) /* a per-CPU array's slot 0 is always there */
 		return XDP_DROP;
 	struct fw_lat_clock *lat = &h->lat;
+	if (fw_nat_mode) /* entered again by the nat stage's PREROUTING? (lib/natdst.h) */
+		fw_nat_entry(h);
 	/* entered again after the priority stage (FW_PRIO_DECIDED): the
 	 * packet's clock runs since it first came in */
 	int classed = cpumap || h->prio == FW_PRIO_DECIDED;
@@ -202,7 +211,7 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	}
 	/* a translated connection's destination, before the chain is
 	 * picked: as iptables' filter sees the packet (lib/natfw.h) */
-	if (fw_nat_mode)
+	if (fw_nat_mode && h->nat_state == FW_NAT_S_NONE)
 		fw_nat_in(data, data_end, h);
 	pp->chain = fw_ingress_chain(ctx, pp, &h->hop);
 	/* iptables' FORWARD sees the TTL (hop limit) ip_forward /
@@ -223,6 +232,9 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	}
 
 	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)), ctx);
+	/* a new connection's first packet: nat PREROUTING (lib/natdst.h) */
+	if (fw_nat_mode && rc != FW_DECIDE_NO_RULESET && fw_nat_to_prerouting(ctx, h, cpumap) < 0)
+		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 	if (rc == FW_DECIDE_CLASSIFY) {
 		_Static_assert(sizeof(h->ct) == fw_ct_plan_size, "fw_xdp_handoff.ct holds struct fw_ct but its pointer");
 		if (ct.next != FW_CTS_NONE)
@@ -360,11 +372,13 @@ int xdpfw_audit(struct xdp_md *ctx)
 	return h->d.action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
 }
 
-/* The nat stage (lib/natfw.h): loaded only in the nat instance
- * (fw_trace_mode FW_TRACE_NAT), whose tables hold the nat table, and put
- * in fw_xdp_stages[FW_XDP_STAGE_NAT] with `--nat xdpfw`. It binds the
- * connection of the first packet in the slot and goes on to the live
- * program's finish stage (its fw_audit_next). */
+/* The nat stage (lib/natfw.h, lib/natdst.h): loaded only in the nat
+ * instance (fw_trace_mode FW_TRACE_NAT), whose tables hold the nat table,
+ * and put in fw_xdp_stages[FW_XDP_STAGE_NAT] with `--nat xdpfw`. A new
+ * connection's first packet comes here twice: before the filter (nat
+ * PREROUTING, then xdpfw_ingress again), and once the filter accepted it
+ * (its binding; then the live program's finish stage, its
+ * fw_audit_next). */
 SEC("xdp")
 int xdpfw_nat(struct xdp_md *ctx)
 {
@@ -377,7 +391,17 @@ int xdpfw_nat(struct xdp_md *ctx)
 		return XDP_DROP;
 	if (!a)
 		return XDP_DROP;
-	fw_nat_stage(ctx, h, a, bytes);
+	if (h->nat_state == FW_NAT_S_PRE) { /* nat PREROUTING, then xdpfw_ingress again (lib/natdst.h) */
+		if (fw_nat_prerouting(ctx, h, a, bytes) == 0)
+			bpf_tail_call(ctx, &fw_audit_next, FW_NAT_NEXT_INGRESS);
+		h->nat_pre = 0;
+		fw_count_reason(FW_R_NAT_FAIL, XDP_DROP, bytes, fw_now());
+		return XDP_DROP;
+	}
+	if (h->nat_state == FW_NAT_S_PENDING)
+		fw_nat_bind_dst(ctx, h, a, bytes);
+	else
+		fw_nat_stage(ctx, h, a, bytes);
 	bpf_tail_call(ctx, &fw_audit_next, 0);
 	return XDP_DROP; /* never while the control plane holds fw_audit_next */
 }

@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # xdpfw router demo (issue 16, point 7): a LAN namespace reaches a WAN
-# namespace through a router namespace whose filter is xdpfw, with
-# MASQUERADE and a port forward (examples/router.rules). The nat table is
-# the kernel's today (--skip-unsupported leaves it out of xdpfw, and
-# iptables-restore gives it to the kernel); xdpfw judges the translated
-# connections with the kernel's conntrack. xdpfw's own NAT: docs/nat.md.
-# Everything is removed at exit.
+# namespace through a router namespace whose filter and NAT are xdpfw's
+# (load --nat xdpfw, docs/nat.md), with MASQUERADE and a port forward
+# (examples/router.rules): both translated in XDP, `xdpfw conntrack list`
+# showing both translations. Everything is removed at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 XDPFW=${XDPFW:-$PWD/bin/xdpfw}
@@ -58,9 +56,8 @@ sleep 0.3
 say "examples/router.rules"
 grep -v '^#' examples/router.rules | sed 's/^/  /'
 
-say "the nat table to the kernel (iptables-restore), the filter table to xdpfw"
-sed -n '/^\*nat/,/^COMMIT/p' examples/router.rules | rtr iptables-restore
-rtr "$XDPFW" load -i lan0 -i wan0 --skip-unsupported --ipv4-file examples/router.rules
+say "the nat and filter tables to xdpfw (load --nat xdpfw)"
+rtr "$XDPFW" load -i lan0 -i wan0 --nat xdpfw --ipv4-file examples/router.rules
 
 say "traffic"
 try "LAN -> WAN web (tcp 10.200.20.2:80), masqueraded" ok lan nc -z -w 2 10.200.20.2 80
@@ -70,11 +67,12 @@ try "WAN -> port forward (tcp 10.200.20.1:8080 -> LAN :80)" ok wan nc -z -w 2 10
 try "WAN -> router tcp 10.200.20.1:22 (not allowed)" blocked wan nc -z -w 2 10.200.20.1 22
 try "WAN -> router ping (not allowed)" blocked wan ping -c 1 -W 1 10.200.20.1
 
-say "xdpfw conntrack list (xdpfw's conntrack: the connections as the filter sees them)"
-rtr "$XDPFW" conntrack list
-
-say "the kernel's conntrack: the translations (each line: original tuple, then reply tuple)"
-rtr sh -c 'grep -E "dport=(80|53|8080)|icmp" /proc/net/nf_conntrack | sed "s/ mark=.*//; s/^ipv4 *2 //"' || true
+say "xdpfw conntrack list: each connection as the filter sees it, and its translation"
+echo "  [SNAT]: the reply tuple, to the router's WAN address; [DNAT]: orig-dst, the address the client sent to"
+rtr "$XDPFW" conntrack list | tee /run/xdpfw-rdemo/ct
+for kind in SNAT DNAT; do
+	grep -q "\[$kind\]" /run/xdpfw-rdemo/ct || { echo "  no $kind translation listed"; failed=1; }
+done
 
 say "xdpfw list: per-rule counters"
 rtr "$XDPFW" list

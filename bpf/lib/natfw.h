@@ -38,6 +38,16 @@ static __always_inline void fw_nat_count(__u32 c, __u64 bytes)
 		fw_count(k, bytes, fw_now());
 }
 
+/* fw_nat_fail drops the packet in h (its decision), counted under why:
+ * its connection cannot be translated. */
+static __always_inline void fw_nat_fail(struct fw_xdp_handoff *h, __u32 why, __u64 bytes)
+{
+	fw_nat_count(why, bytes);
+	h->d.action = FW_ACT_DROP;
+	h->d.reason = FW_R_NAT_FAIL;
+	h->d.flags = 0;
+}
+
 /* fw_nat_in: the binding of the packet in h (frame data..end), if any:
  * its destination rewritten, h->pkt as the filter sees it now, the
  * binding kept in h for fw_nat_out. */
@@ -61,6 +71,25 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 		p->dport = bpf_ntohs(out->dport);
 }
 
+/* fw_nat_pending: after the filter accepted the packet in h (decision
+ * d), a connection's first packet whose destination PREROUTING
+ * translated (FW_NAT_S_PENDING, lib/natdst.h) goes to the nat stage,
+ * which binds its connection (POSTROUTING first, in FORWARD) and comes
+ * back to the finish stage (FW_NAT_S_DONE). 0: nothing to bind; -1: drop
+ * (the nat stage missing, or cpumap: as fw_nat_out). */
+static __always_inline int fw_nat_pending(struct xdp_md *ctx, struct fw_xdp_handoff *h, const struct fw_decision *d,
+					  const int cpumap)
+{
+	if (h->nat_state != FW_NAT_S_PENDING)
+		return 0;
+	if (cpumap)
+		return -1;
+	if (&h->d != d)
+		h->d = *d;
+	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
+	return -1;
+}
+
 /* fw_nat_out: after FORWARD accepted IPv4 packet p (d): a bound packet's
  * source rewritten; a packet without a binding goes to the nat stage (a
  * tail call: it does not return), which binds its connection (translated,
@@ -79,6 +108,8 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 		fw_nat_post(data + p->l3_off, end, &h->nat);
 		return 0;
 	}
+	if (h->nat_state == FW_NAT_S_PENDING)
+		return fw_nat_pending(ctx, h, d, cpumap);
 	if (h->nat_state != FW_NAT_S_NONE || p->family != 4)
 		return 0;
 	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) { /* docs/nat.md: not translated, so not forwarded */
@@ -128,14 +159,18 @@ __noinline __be32 fw_nat_masq_addr(struct xdp_md *ctx, const struct fw_pkt *p)
 	return rc == BPF_FIB_LKUP_RET_SUCCESS ? fib.ipv4_src : 0;
 }
 
-/* fw_nat_bind_source binds the connection of p (first packet, tuple k)
- * to the source translation t: the address, a port claimed for it (the
- * kernel's default ranges without --to-ports), both directions' entries;
- * and rewrites the frame's source. Returns 0, or the fw_nat_counter that
- * says why the connection cannot be translated. */
+/* fw_nat_bind_source binds the connection of p (first packet, tuple k
+ * as it arrived) to the source translation t: the address, a port claimed
+ * for it (the kernel's default ranges without --to-ports), both
+ * directions' entries; and rewrites the frame's source. to, when not 0:
+ * the destination PREROUTING gave it (lib/natdst.h), which the frame
+ * carries already. Returns 0, or the fw_nat_counter that says why the
+ * connection cannot be translated. */
 static __noinline __u32 fw_nat_bind_source(struct xdp_md *ctx, const struct fw_pkt *p, struct fw_nat_tuple *k,
-						const struct fw_nat_target *t)
+						const struct fw_nat_target *t, const struct fw_nat_rw *to)
 {
+	__be32 daddr = to ? to->daddr : k->daddr;
+	__be16 dport = to ? to->dport : k->dport;
 	__be32 addr = t->addr_lo;
 	__u32 ports = k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP ||
 		      (k->proto == IPPROTO_ICMP && p->icmp_type == 8);
@@ -148,9 +183,9 @@ static __noinline __u32 fw_nat_bind_source(struct xdp_md *ctx, const struct fw_p
 		addr = k->saddr; /* --to-source :PORT */
 	} else if (t->addr_hi != t->addr_lo) {
 		__u32 lo = bpf_ntohl(t->addr_lo), span = bpf_ntohl(t->addr_hi) - lo + 1;
-		addr = bpf_htonl(lo + (bpf_ntohl(k->saddr) ^ bpf_ntohl(k->daddr)) % span);
+		addr = bpf_htonl(lo + (bpf_ntohl(k->saddr) ^ bpf_ntohl(daddr)) % span);
 	}
-	struct fw_nat_rw out = {.saddr = addr, .daddr = k->daddr, .sport = k->sport, .dport = k->dport};
+	struct fw_nat_rw out = {.saddr = addr, .daddr = daddr, .sport = k->sport, .dport = dport};
 	struct fw_nat_rw back = {.saddr = k->daddr, .daddr = k->saddr, .sport = k->dport, .dport = k->sport};
 	int claimed = 0;
 
@@ -166,7 +201,7 @@ static __noinline __u32 fw_nat_bind_source(struct xdp_md *ctx, const struct fw_p
 			else
 				lo = 1024, hi = 65535;
 		}
-		struct fw_nat_tuple reply = {.saddr = k->daddr, .daddr = addr, .sport = k->dport, .proto = k->proto};
+		struct fw_nat_tuple reply = {.saddr = daddr, .daddr = addr, .sport = dport, .proto = k->proto};
 		__u16 port = fw_nat_claim(&fw_nat_binds, &reply, want, lo, hi, bpf_get_prandom_u32(), &back);
 		if (!port) /* never a claimed one: ranges start at 1 */
 			return FW_NAT_C_NO_PORT;
@@ -196,33 +231,17 @@ __noinline int fw_nat_bind_same(struct xdp_md *ctx, const struct fw_pkt *p)
 	return 0;
 }
 
-/* fw_nat_stage binds the connection of the packet in h, which has none:
- * the nat instance's classifier (POSTROUTING, in FORWARD's slot) picks
- * the rule, fw_nat_targets its translation; a connection it leaves alone,
- * and the answers of one, are bound to their own tuples. A packet that
- * cannot be translated is dropped (h->d), counted: no port, no room, no
- * address, or a translated connection past its first packet without its
- * binding (never forwarded untranslated). */
-static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_handoff *h, struct fw_audit_slot *a,
-					 __u64 bytes)
+/* fw_nat_rule classifies the packet in h as its connection's first
+ * (NEW, whatever its state: fw_decide_end recorded it) against the nat
+ * instance's tables, in the slot of p->chain (compile.CompileNAT:
+ * PREROUTING in INPUT's, POSTROUTING in FORWARD's): the translation of
+ * the nat rule that decides it, or 0 (ACCEPT, the policy, no table). */
+static __always_inline const struct fw_nat_target *fw_nat_rule(struct fw_xdp_handoff *h, struct fw_audit_slot *a)
 {
 	struct fw_decision *cd = &a->d;
 	const struct fw_pkt *p = &h->pkt;
-	struct fw_nat_tuple k;
-
-	/* As it is: the answers of a connection that is not translated (a
-	 * translated one's have their binding, or arrive addressed to this
-	 * host), and what the nat table leaves alone. Bound to its own tuple,
-	 * so that its later packets find a binding and skip this stage. The
-	 * tuple is read apart on each path: the classifier's walk is checked
-	 * by the verifier once, not once per protocol. */
-	if (p->ctinfo & FW_CTI_REPLY) {
-		fw_nat_bind_same(ctx, p);
-		return;
-	}
-	/* The nat table decides a connection on its first packet: classified
-	 * as NEW whatever this packet's state (fw_decide_end recorded it) */
 	__u8 state = h->pkt.ctstate;
+
 	h->pkt.ctstate = FW_CT_NEW;
 	*cd = (struct fw_decision){};
 	int s = fw_active_sel();
@@ -238,9 +257,40 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	}
 	h->pkt.ctstate = state;
 	__u32 i = cd->rule_id - FW_FIRST_RULE_ID;
-	const struct fw_nat_target *t = 0;
 	if (root && cd->action == FW_ACT_ACCEPT && cd->rule_id >= FW_FIRST_RULE_ID && i < FW_NAT_MAX_RULES)
-		t = bpf_map_lookup_elem(&fw_nat_targets, &i);
+		return bpf_map_lookup_elem(&fw_nat_targets, &i);
+	return 0;
+}
+
+/* fw_nat_stage binds the connection of the packet in h, which has none:
+ * the nat instance's classifier (POSTROUTING, in FORWARD's slot) picks
+ * the rule, fw_nat_targets its translation; a connection it leaves alone,
+ * and the answers of one, are bound to their own tuples. A packet that
+ * cannot be translated is dropped (h->d), counted: no port, no room, no
+ * address, or a translated connection past its first packet without its
+ * binding (never forwarded untranslated). */
+static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_handoff *h, struct fw_audit_slot *a,
+					 __u64 bytes)
+{
+	const struct fw_pkt *p = &h->pkt;
+	struct fw_nat_tuple k;
+
+	/* As it is: the answers of a connection that is not translated (a
+	 * translated one's have their binding, or arrive addressed to this
+	 * host), and what the nat table leaves alone. Bound to its own tuple,
+	 * so that its later packets find a binding and skip this stage. The
+	 * tuple is read apart on each path: the classifier's walk is checked
+	 * by the verifier once, not once per protocol. */
+	if (p->ctinfo & FW_CTI_REPLY) {
+		if (p->ctinfo & FW_CTI_XNAT) { /* translated, its binding gone: never forwarded untranslated */
+			fw_nat_fail(h, FW_NAT_C_LOST, bytes);
+			return;
+		}
+		fw_nat_bind_same(ctx, p);
+		return;
+	}
+	__u8 state = h->pkt.ctstate;
+	const struct fw_nat_target *t = fw_nat_rule(h, a);
 	__u32 why;
 	if (!t || (t->kind != FW_NAT_SNAT && t->kind != FW_NAT_MASQUERADE)) {
 		fw_nat_count(FW_NAT_C_UNTRANSLATED, bytes);
@@ -253,7 +303,7 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	else if (state != FW_CT_NEW) /* translated from its first packet: its binding is gone (LRU), fail closed */
 		why = FW_NAT_C_LOST;
 	else
-		why = fw_nat_bind_source(ctx, p, &k, t);
+		why = fw_nat_bind_source(ctx, p, &k, t, 0);
 	if (!why) {
 		fw_nat_count(FW_NAT_C_BOUND, bytes);
 		return;

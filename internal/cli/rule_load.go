@@ -103,14 +103,18 @@ that would take more than half of the memory available (MemAvailable),
 before it creates anything.
 
 NAT: --nat xdpfw reads the file's *nat section into xdpfw, which
-translates in XDP (docs/nat.md): so far the source of forwarded IPv4 TCP,
-UDP and ping connections (POSTROUTING -j SNAT, -j MASQUERADE: the egress
-device's address, as the kernel picks it); the filter sees the addresses
-iptables' filter sees, and translated packets take the fast path. load
-refuses it while the kernel's own nat table has rules (nothing is
-translated twice), and refuses DNAT, REDIRECT and the nat OUTPUT and
-INPUT chains (for those, --nat kernel, the default: the kernel's nat
-table translates, and a file's *nat section is refused or skipped).
+translates IPv4 TCP, UDP and ping connections in XDP (docs/nat.md): port
+forwards in PREROUTING (-j DNAT --to-destination, -j REDIRECT: the
+address of the device the packet came in by) and the source of forwarded
+traffic in POSTROUTING (-j SNAT, -j MASQUERADE: the egress device's
+address, as the kernel picks it), both on one connection (hairpin NAT).
+The filter sees the addresses iptables' filter sees (INPUT or FORWARD is
+chosen on the translated destination), and translated packets take the
+fast path. load refuses it while the kernel's own nat table has rules
+(nothing is translated twice), and refuses rules of the nat OUTPUT and
+INPUT chains (locally generated traffic: for those, --nat kernel, the
+default: the kernel's nat table translates, and a file's *nat section is
+refused or skipped).
 
 Kernel: Linux 5.18 or newer (bpf_xdp_load_bytes); load names what an older
 kernel lacks before it changes anything.`,

@@ -440,7 +440,8 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	}
 	if c := m.CTState; c != nil && c.Mask&(rules.CTSNAT|rules.CTDNAT) != 0 {
 		warn = append(warn, "--ctstate SNAT and DNAT name connections whose addresses NAT rewrote; "+
-			"xdpfw does no NAT, so no packet is in either state here (NAT done by the kernel happens after XDP)")
+			"xdpfw does not match them yet, so no packet is in either state here (its own NAT, --nat xdpfw, marks the connections "+
+			"it translates but this match does not read the mark; NAT done by the kernel happens after XDP)")
 	}
 	if m.UsesConntrack() {
 		mask := rules.CTAll

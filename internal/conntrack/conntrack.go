@@ -180,11 +180,15 @@ type Entry struct {
 }
 
 // NATReply is a translated connection's reply tuple: the answers come
-// from Src to Dst (for SNAT and MASQUERADE, Dst is the translated source).
+// from Src to Dst (for SNAT and MASQUERADE, Dst is the translated source;
+// for DNAT and REDIRECT, Src is the translated destination, which the
+// entry's Dst is too). OrigDst: with DNAT, the destination the client
+// sent to (the kernel's original tuple's).
 type NATReply struct {
-	Src  netip.AddrPort `json:"reply_src"`
-	Dst  netip.AddrPort `json:"reply_dst"`
-	Kind string         `json:"kind"` // "SNAT"
+	Src     netip.AddrPort `json:"reply_src"`
+	Dst     netip.AddrPort `json:"reply_dst"`
+	OrigDst netip.AddrPort `json:"orig_dst,omitzero"`
+	Kind    string         `json:"kind"` // "SNAT", "DNAT", "SNAT,DNAT"
 }
 
 // ProtoName names an IP protocol number for listings.
@@ -225,6 +229,11 @@ func (e Entry) String() string {
 		b.WriteString(" [PICKED UP]")
 	}
 	if n := e.NAT; n != nil {
+		if n.OrigDst.IsValid() && e.Proto == 1 {
+			fmt.Fprintf(&b, " orig-dst=%s", n.OrigDst.Addr())
+		} else if n.OrigDst.IsValid() {
+			fmt.Fprintf(&b, " orig-dst=%s", n.OrigDst)
+		}
 		if e.Proto == 1 {
 			fmt.Fprintf(&b, " reply: src=%s dst=%s id=%d [%s]", n.Src.Addr(), n.Dst.Addr(), n.Dst.Port(), n.Kind)
 		} else {

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/xdpfw/xdpfw/internal/compile"
 )
 
@@ -29,33 +27,7 @@ func (d *Datapath) SetAddrTypes(routes []compile.AddrRoute) error {
 	if len(want) > int(d.addrTyp.MaxEntries()) {
 		return fmt.Errorf("the local routing table has %d routes; -m addrtype's table holds %d", len(want), d.addrTyp.MaxEntries())
 	}
-	var (
-		k     xdpfwFwSetKey
-		v     xdpfwFwAddrtype
-		stale []xdpfwFwSetKey
-	)
-	it := d.addrTyp.Iterate()
-	for it.Next(&k, &v) {
-		if w, ok := want[k]; !ok {
-			stale = append(stale, k)
-		} else if w == v {
-			delete(want, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading the address-type table: %w", err)
-	}
-	for k, v := range want {
-		if err := d.addrTyp.Put(k, v); err != nil {
-			return fmt.Errorf("address-type table: adding %s: %w", keyPrefix(&k, k.SetId != htonl(4)), err)
-		}
-	}
-	for _, k := range stale {
-		if err := d.addrTyp.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("address-type table: removing %s: %w", keyPrefix(&k, k.SetId != htonl(4)), err)
-		}
-	}
-	return nil
+	return syncMap(d.addrTyp, want, "address-type table", func(k xdpfwFwSetKey) string { return keyPrefix(&k, k.SetId != htonl(4)).String() })
 }
 
 // AddrTypes lists what fw_addrtypes holds.

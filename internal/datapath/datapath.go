@@ -155,6 +155,9 @@ type Datapath struct {
 	// NAT (nat.go): the bindings and the nat counters (pinned; nil when
 	// opened from an earlier version's pins).
 	natBinds, natCounts *ebpf.Map
+	// natIfAddr: REDIRECT's address of each interface (pinned; nil when
+	// opened from an earlier version's pins).
+	natIfAddr *ebpf.Map
 	// natNextPin: the nat instance's way back to this program's finish
 	// stage, pinned (StartNAT); "" without NAT.
 	natNextPin string
@@ -194,7 +197,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_fwd_ports": &d.fwdPorts, "fw_fwd_stats": &d.fwdStats,
 		"fw_pppoe_rx": &d.pppoeRx, "fw_pppoe_tx": &d.pppoeTx,
 		"fw_prio_roots": &d.prioRoots, "fw_prio": &d.prioCfg, "fw_prio_stats": &d.prioStats, "fw_cpumap": &d.cpumap,
-		"fw_nat_binds": &d.natBinds, "fw_nat_counts": &d.natCounts,
+		"fw_nat_binds": &d.natBinds, "fw_nat_counts": &d.natCounts, "fw_nat_ifaddr": &d.natIfAddr,
 	}
 }
 
@@ -349,6 +352,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		cpumap:      objs.FwCpumap,
 		natBinds:    objs.FwNatBinds,
 		natCounts:   objs.FwNatCounts,
+		natIfAddr:   objs.FwNatIfaddr,
 		cpumapProg:  objs.XdpfwCpumap,
 		cpuStages:   objs.FwCpumapStages,
 
@@ -650,7 +654,7 @@ var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "
 	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true,
 	"fw_pppoe_rx": true, "fw_pppoe_tx": true,
 	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true,
-	"fw_cands": true, "fw_nat_binds": true, "fw_nat_counts": true}
+	"fw_cands": true, "fw_nat_binds": true, "fw_nat_counts": true, "fw_nat_ifaddr": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -30,15 +30,19 @@ const (
 	traceNAT   = 4 // FW_TRACE_NAT
 	stageNAT   = 4 // FW_XDP_STAGE_NAT
 	natNextPin = "natnext_"
+	// natNextIngress is FW_NAT_NEXT_INGRESS: the nat instance's way back
+	// to the live xdpfw_ingress after nat PREROUTING.
+	natNextIngress = 1
+	stageIngress   = 1 // FW_XDP_STAGE_INGRESS
 	// natMaxRules is FW_NAT_MAX_RULES: nat rules the data plane can hold.
 	natMaxRules = 4096
 )
 
 // natShared are the live maps the nat instance uses: the packet in the
 // hand-over slot, what its classifier reads, and what it writes (the
-// bindings and the nat counters).
+// bindings, the nat counters, a translated connection's conntrack mark).
 var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_log_ring", "fw_log_counters",
-	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts"}
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct"}
 
 // NAT counters (enum fw_nat_counter).
 type NATCounters struct {
@@ -49,17 +53,19 @@ type NATCounters struct {
 	Untranslated Counter `json:"untranslated"` // first packets of forwarded connections the nat table leaves alone
 	Lost         Counter `json:"lost"`         // packets dropped: a translated connection, past its first packet, without its binding
 	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments in FORWARD (not translated)
+	DNAT         Counter `json:"dnat"`         // connections bound whose destination PREROUTING translated (DNAT, REDIRECT)
+	NoLocal      Counter `json:"no_local"`     // REDIRECT first packets dropped: their device has no IPv4 address
 }
 
-const natCounterNum = 7 // FW_NAT_C_NUM
+const natCounterNum = 9 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
 
 // CheckNATScope refuses a nat table the data plane does not translate yet
-// (docs/nat.md, Status): only POSTROUTING's SNAT and MASQUERADE are built;
-// DNAT, REDIRECT, the nat OUTPUT and INPUT chains are the kernel's
-// (`--nat kernel`) until they are.
+// (docs/nat.md, Status): PREROUTING's DNAT and REDIRECT and POSTROUTING's
+// SNAT and MASQUERADE are built; the nat table's INPUT and OUTPUT chains
+// (locally generated traffic at tc egress) are not, nor IPv6.
 func CheckNATScope(nat *rules.RuleSet) error {
 	if nat == nil {
 		return nil
@@ -69,14 +75,10 @@ func CheckNATScope(nat *rules.RuleSet) error {
 	}
 	for i := range nat.Rules {
 		r := &nat.Rules[i]
-		if t := r.Target.NAT; t != nil && !t.Kind.Source() {
-			return fmt.Errorf("%s: -j %s: --nat xdpfw translates sources only so far (SNAT, MASQUERADE in POSTROUTING; docs/nat.md); "+
-				"load with --nat kernel and the nat table in the kernel's iptables", r.Pos, t.Kind)
-		}
-		if r.Chain == rules.ChainInput || r.Chain == rules.ChainOutput || r.Chain == rules.ChainPrerouting {
+		if r.Chain == rules.ChainInput || r.Chain == rules.ChainOutput {
 			if r.Target.NAT != nil || r.Target.Verdict == rules.VerdictJump || r.Target.Verdict == rules.VerdictGoto {
-				return fmt.Errorf("%s: the nat table's %s chain: --nat xdpfw translates forwarded packets in POSTROUTING only so far (docs/nat.md)",
-					r.Pos, r.Chain)
+				return fmt.Errorf("%s: the nat table's %s chain: --nat xdpfw translates in PREROUTING (DNAT, REDIRECT) and POSTROUTING "+
+					"(SNAT, MASQUERADE) only so far; locally generated traffic is not translated (docs/nat.md)", r.Pos, r.Chain)
 			}
 		}
 		if t := r.Target.NAT; t != nil && (t.AddrLo.Is6() || t.AddrHi.Is6()) {
@@ -132,6 +134,15 @@ func (d *Datapath) StartNAT(nt *compile.NATTables, nat *rules.RuleSet) error {
 		return fmt.Errorf("opening the finish stage: %w", err)
 	}
 	defer finish.Close()
+	var ingressID ebpf.ProgramID
+	if err := stages.Lookup(uint32(stageIngress), &ingressID); err != nil {
+		return fmt.Errorf("the loaded program has no ingress stage: %w", err)
+	}
+	ingress, err := ebpf.NewProgramFromID(ingressID)
+	if err != nil {
+		return fmt.Errorf("opening the ingress program: %w", err)
+	}
+	defer ingress.Close()
 
 	n, err := d.loadNAT()
 	if err != nil {
@@ -153,6 +164,9 @@ func (d *Datapath) StartNAT(nt *compile.NATTables, nat *rules.RuleSet) error {
 	}
 	if err := o.FwAuditNext.Put(uint32(0), finish); err != nil {
 		return fmt.Errorf("linking the nat stage to the finish stage: %w", err)
+	}
+	if err := o.FwAuditNext.Put(uint32(natNextIngress), ingress); err != nil {
+		return fmt.Errorf("linking the nat stage's PREROUTING to the ingress program: %w", err)
 	}
 	name, err := pinStages(d.dir, natNextPin, d.prog, o.FwAuditNext)
 	if err != nil {
@@ -212,6 +226,26 @@ func (d *Datapath) loadNAT() (*natInstance, error) {
 	return n, nil
 }
 
+// SetNATIfAddrs makes fw_nat_ifaddr, REDIRECT's address of each
+// interface (lib/natdst.h), hold addrs (ifindex: its primary IPv4
+// address): stale entries removed, new and changed ones written.
+func (d *Datapath) SetNATIfAddrs(addrs map[uint32]netip.Addr) error {
+	if d.natIfAddr == nil {
+		return errors.New("this program has no REDIRECT address table (loaded by an earlier xdpfw version): load again")
+	}
+	want := make(map[uint32]uint32, len(addrs))
+	for ifindex, a := range addrs {
+		if a.Is4() {
+			b := a.As4()
+			want[ifindex] = binary.NativeEndian.Uint32(b[:]) // the bytes as they go on the wire
+		}
+	}
+	if len(want) > int(d.natIfAddr.MaxEntries()) {
+		return fmt.Errorf("%d interfaces have an IPv4 address; REDIRECT's table holds %d", len(want), d.natIfAddr.MaxEntries())
+	}
+	return syncMap(d.natIfAddr, want, "REDIRECT's address table", func(k uint32) string { return fmt.Sprintf("interface %d", k) })
+}
+
 // NATCounters reads the nat counters; ok false when the program has none
 // (an earlier version's).
 func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
@@ -224,7 +258,8 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	}
 	clk := d.clock()
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
-		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6])}, true, nil
+		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6]), DNAT: clk.sum(slots[7]),
+		NoLocal: clk.sum(slots[8])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets
@@ -268,23 +303,32 @@ func (d *Datapath) NATBindings() ([]NATBinding, error) {
 }
 
 // natReplies gives each connection of es that xdpfw translates its reply
-// tuple (conntrack.Entry.NAT), from its original direction's binding.
+// tuple (conntrack.Entry.NAT), from its original direction's binding: the
+// one whose arriving source and leaving destination are the entry's
+// originator and responder (the filter sees the source before SNAT, the
+// destination after DNAT).
 func (d *Datapath) natReplies(es []conntrack.Entry) error {
 	bs, err := d.NATBindings()
 	if err != nil || len(bs) == 0 {
 		return err
 	}
+	natRepliesFrom(bs, es)
+	return nil
+}
+
+// natRepliesFrom is natReplies with the bindings bs.
+func natRepliesFrom(bs []NATBinding, es []conntrack.Entry) {
 	type key struct {
 		proto    uint8
 		src, dst netip.AddrPort
 	}
-	byFrom := map[key]NATBinding{}
+	byEnds := map[key]NATBinding{}
 	for _, b := range bs {
-		dport := b.From.DstPort
+		dport := b.To.DstPort
 		if b.Proto == 1 {
 			dport = 0
 		}
-		byFrom[key{b.Proto, netip.AddrPortFrom(b.From.Src, b.From.SrcPort), netip.AddrPortFrom(b.From.Dst, dport)}] = b
+		byEnds[key{b.Proto, netip.AddrPortFrom(b.From.Src, b.From.SrcPort), netip.AddrPortFrom(b.To.Dst, dport)}] = b
 	}
 	for i := range es {
 		e := &es[i]
@@ -292,12 +336,27 @@ func (d *Datapath) natReplies(es []conntrack.Entry) error {
 		if e.Proto == 1 {
 			dst = netip.AddrPortFrom(dst.Addr(), 0)
 		}
-		b, ok := byFrom[key{e.Proto, e.Src, dst}]
-		if !ok || b.To.Src == b.From.Src && b.To.SrcPort == b.From.SrcPort {
-			continue // not translated, or the other direction's
+		b, ok := byEnds[key{e.Proto, e.Src, dst}]
+		if !ok {
+			continue
 		}
-		e.NAT = &conntrack.NATReply{Src: netip.AddrPortFrom(b.To.Dst, b.To.DstPort), Dst: netip.AddrPortFrom(b.To.Src, b.To.SrcPort),
-			Kind: "SNAT"}
+		snat := b.To.Src != b.From.Src || b.To.SrcPort != b.From.SrcPort
+		dnat := b.To.Dst != b.From.Dst || b.To.DstPort != b.From.DstPort
+		if !snat && !dnat {
+			continue // not translated
+		}
+		n := &conntrack.NATReply{Src: netip.AddrPortFrom(b.To.Dst, b.To.DstPort), Dst: netip.AddrPortFrom(b.To.Src, b.To.SrcPort)}
+		switch {
+		case snat && dnat:
+			n.Kind = "SNAT,DNAT"
+		case dnat:
+			n.Kind = "DNAT"
+		default:
+			n.Kind = "SNAT"
+		}
+		if dnat {
+			n.OrigDst = netip.AddrPortFrom(b.From.Dst, b.From.DstPort)
+		}
+		e.NAT = n
 	}
-	return nil
 }

@@ -547,6 +547,9 @@ type xdpfwFwXdpHandoff struct {
 	}
 	NatState uint32
 	Nat      xdpfwFwNatRw
+	NatPre   uint32
+	NatOrig  xdpfwFwNatTuple
+	_        [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -587,6 +590,7 @@ const (
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNatBinds            = "fw_nat_binds"
 	xdpfwMapFwNatCounts           = "fw_nat_counts"
+	xdpfwMapFwNatIfaddr           = "fw_nat_ifaddr"
 	xdpfwMapFwNatTargets          = "fw_nat_targets"
 	xdpfwMapFwNodes               = "fw_nodes"
 	xdpfwMapFwPppoeRx             = "fw_pppoe_rx"
@@ -722,6 +726,7 @@ type xdpfwMapSpecs struct {
 	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNatBinds       *ebpf.MapSpec `ebpf:"fw_nat_binds"`
 	FwNatCounts      *ebpf.MapSpec `ebpf:"fw_nat_counts"`
+	FwNatIfaddr      *ebpf.MapSpec `ebpf:"fw_nat_ifaddr"`
 	FwNatTargets     *ebpf.MapSpec `ebpf:"fw_nat_targets"`
 	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
@@ -815,6 +820,7 @@ type xdpfwMaps struct {
 	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNatBinds       *ebpf.Map `ebpf:"fw_nat_binds"`
 	FwNatCounts      *ebpf.Map `ebpf:"fw_nat_counts"`
+	FwNatIfaddr      *ebpf.Map `ebpf:"fw_nat_ifaddr"`
 	FwNatTargets     *ebpf.Map `ebpf:"fw_nat_targets"`
 	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
 	FwPppoeRx        *ebpf.Map `ebpf:"fw_pppoe_rx"`
@@ -876,6 +882,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogStats,
 		m.FwNatBinds,
 		m.FwNatCounts,
+		m.FwNatIfaddr,
 		m.FwNatTargets,
 		m.FwNodes,
 		m.FwPppoeRx,

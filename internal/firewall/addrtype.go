@@ -78,7 +78,43 @@ func refreshAddrTypes(dp *datapath.Datapath, rs []rules.Rule) error {
 	if err != nil && usesAddrType(rs) {
 		return err
 	}
-	return nil
+	return refreshNATIfAddrs(dp)
+}
+
+// IfaceAddrs gives each interface with an IPv4 address its primary one:
+// the first that is not secondary, as the kernel's REDIRECT picks
+// (nf_nat_redirect_ipv4).
+func IfaceAddrs() (map[uint32]netip.Addr, error) {
+	list, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("reading the interfaces' addresses (for REDIRECT): %w", err)
+	}
+	out := map[uint32]netip.Addr{}
+	for _, a := range list {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || a.Flags&unix.IFA_F_SECONDARY != 0 {
+			continue
+		}
+		if _, seen := out[uint32(a.LinkIndex)]; !seen {
+			out[uint32(a.LinkIndex)] = ip.Unmap()
+		}
+	}
+	return out, nil
+}
+
+// refreshNATIfAddrs writes REDIRECT's table of the interfaces' addresses
+// (datapath.SetNATIfAddrs) where the program translates (--nat xdpfw):
+// with it, a REDIRECT's first packet on an interface without an address
+// is dropped, never passed untranslated.
+func refreshNATIfAddrs(dp *datapath.Datapath) error {
+	if !dp.Limits().NAT {
+		return nil
+	}
+	addrs, err := IfaceAddrs()
+	if err != nil {
+		return err
+	}
+	return dp.SetNATIfAddrs(addrs)
 }
 
 // RefreshAddrTypes brings the data plane's copy of the local routing
@@ -95,5 +131,8 @@ func RefreshAddrTypes(p Paths) error {
 	if err != nil {
 		return err
 	}
-	return dp.SetAddrTypes(routes)
+	if err := dp.SetAddrTypes(routes); err != nil {
+		return err
+	}
+	return refreshNATIfAddrs(dp)
 }

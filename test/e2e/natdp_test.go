@@ -21,6 +21,20 @@ import (
 var natRules = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
 	"-A POSTROUTING -o rb -j MASQUERADE\nCOMMIT\n" + masqRules
 
+// natConn is a connection of `conntrack list --json` with --nat xdpfw:
+// as the filter saw it, and its translation.
+type natConn struct {
+	Proto uint8  `json:"proto"`
+	Src   string `json:"src"`
+	Dst   string `json:"dst"`
+	NAT   *struct {
+		Src     string `json:"reply_src"`
+		Dst     string `json:"reply_dst"`
+		OrigDst string `json:"orig_dst"`
+		Kind    string `json:"kind"`
+	} `json:"nat"`
+}
+
 // servePeer answers, in ns, every TCP connection to port and every UDP
 // datagram to port with the address and port it came from: what a
 // server behind the NAT sees.
@@ -90,7 +104,7 @@ func peerSeen(t *testing.T, ns *testutil.NetNS, network, addr string) (local, se
 // when the kernel's iptables masquerades the same flows (checked first,
 // on the same namespaces). The kernel's conntrack of the router sees the
 // translated connections only. --nat xdpfw is refused while the kernel's
-// nat table has a rule; DNAT is refused (not built).
+// nat table has a rule; a nat OUTPUT rule is refused (not built).
 func TestNATMasqueradeXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
 	x := newRouter(t)
@@ -148,11 +162,12 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 		t.Errorf("--nat xdpfw with a kernel nat rule: %s", r.stderr)
 	}
 	kernelNAT(t, x.r, "-F")
-	// DNAT is not translated by xdpfw yet: refused, at its line
-	dnat := strings.Replace(natRules, "COMMIT", "-A PREROUTING -i rb -p tcp --dport 8080 -j DNAT --to-destination 10.200.1.2:80\nCOMMIT", 1)
+	// the nat OUTPUT chain (locally generated traffic) is not translated
+	// by xdpfw yet: refused, at its line
+	dnat := strings.Replace(natRules, "COMMIT", "-A OUTPUT -p tcp --dport 8080 -j DNAT --to-destination 10.200.1.2:80\nCOMMIT", 1)
 	r = f.runWant(1, "load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "dnat.rules", dnat))
-	if !strings.Contains(r.stderr, "dnat.rules:7:") || !strings.Contains(r.stderr, "translates sources only") {
-		t.Errorf("--nat xdpfw with DNAT: %s", r.stderr)
+	if !strings.Contains(r.stderr, "dnat.rules:7:") || !strings.Contains(r.stderr, "locally generated traffic is not translated") {
+		t.Errorf("--nat xdpfw with a nat OUTPUT rule: %s", r.stderr)
 	}
 	// a filter without connection tracking: refused
 	stateless := strings.Replace(natRules, "-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n", "", 1)
@@ -181,16 +196,7 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	}
 	// conntrack list: the connection as the filter saw it, and its reply
 	// tuple as the kernel's conntrack -L shows a masqueraded one's
-	var cts []struct {
-		Proto uint8  `json:"proto"`
-		Src   string `json:"src"`
-		Dst   string `json:"dst"`
-		NAT   *struct {
-			Src  string `json:"reply_src"`
-			Dst  string `json:"reply_dst"`
-			Kind string `json:"kind"`
-		} `json:"nat"`
-	}
+	var cts []natConn
 	f.decode(&cts, "conntrack", "list", "--json")
 	translated := 0
 	for _, c := range cts {

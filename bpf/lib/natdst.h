@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Destination NAT in the firewall's XDP programs (`--nat xdpfw`, nat
+ * PREROUTING: DNAT, REDIRECT; docs/nat.md). As iptables, the filter
+ * chains see the translated destination: the chain (INPUT or FORWARD) and
+ * the FIB are chosen on it.
+ *
+ * - xdpfw_ingress, after conntrack: a NEW IPv4 packet without a binding
+ *   (fw_nat_in found none) goes to the nat stage (FW_NAT_S_PRE), which
+ *   classifies it against nat PREROUTING (in INPUT's slot of the nat
+ *   instance's tables) and, for DNAT or REDIRECT, rewrites the frame's
+ *   destination; then it enters xdpfw_ingress again (the nat instance's
+ *   fw_audit_next[FW_NAT_NEXT_INGRESS]) with what it decided in
+ *   fw_xdp_handoff.nat_pre (fw_nat_entry): the packet is parsed again, its chain, FIB
+ *   answer and conntrack state those of the translated destination.
+ *   A packet of a connection whose binding is there never gets here; one
+ *   of a connection that is not translated gets here once (its first
+ *   packet: later ones are ESTABLISHED).
+ * - Once the filter accepts it (FW_NAT_S_PENDING: FORWARD in fw_nat_out,
+ *   INPUT in fw_xdp_finish), the nat stage binds the connection: in
+ *   FORWARD after POSTROUTING, so a connection both DNATed and SNATed
+ *   (hairpin NAT) has one binding of both; nothing is bound for a packet
+ *   the filter drops, as the kernel's unconfirmed conntrack entry goes.
+ * - Later packets find their binding with fw_nat_in's one lookup; the
+ *   answers get their source rewritten back after the filter (fw_nat_post:
+ *   FORWARD at XDP; those this host sends, to a REDIRECTed or locally
+ *   DNATed connection, at tc egress: lib/nattc.h). */
+#ifndef XDPFW_NATDST_H
+#define XDPFW_NATDST_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "../types.h"
+#include "../maps.h"
+#include "natfw.h"
+#include "ct.h"
+
+/* fw_nat_entry starts the NAT state of the packet xdpfw_ingress has in
+ * h: FW_NAT_S_NONE (fw_nat_in looks it up), or, entered again by the nat
+ * stage's PREROUTING (h->nat_pre, cleared here for the next packet), what
+ * it decided; the frame carries the translated destination already.
+ * Values in the slot, none kept in a register: the verifier's paths join
+ * again after it. */
+static __always_inline void fw_nat_entry(struct fw_xdp_handoff *h)
+{
+	__u32 pre = h->nat_pre;
+
+	h->nat_pre = 0;
+	h->nat_state = pre == FW_NAT_P_DNAT ? FW_NAT_S_PENDING : pre == FW_NAT_P_NONE ? FW_NAT_S_AGAIN : FW_NAT_S_NONE;
+}
+
+/* fw_nat_to_prerouting sends the packet in h, its conntrack state known,
+ * to the nat stage's PREROUTING when it is a new connection's first
+ * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a fragment
+ * (its datagram's later fragments carry no ports: not translated,
+ * docs/nat.md). A tail call: it does not return then. 0: go on; -1: the
+ * nat stage is missing (never while the control plane holds
+ * fw_xdp_stages): fail closed. cpumap (a constant): never (`--nat xdpfw`
+ * refuses a priority table). */
+static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xdp_handoff *h, const int cpumap)
+{
+	const struct fw_pkt *p = &h->pkt;
+
+	if (h->nat_state == FW_NAT_S_AGAIN) { /* been there: on as without a binding (fw_nat_out) */
+		h->nat_state = FW_NAT_S_NONE;
+		return 0;
+	}
+	if (cpumap || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
+	    (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)))
+		return 0;
+	h->nat_state = FW_NAT_S_PRE;
+	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
+	h->nat_state = FW_NAT_S_NONE;
+	return -1;
+}
+
+/* fw_nat_dst fills out with the tuple the first packet of connection k
+ * (p) leaves PREROUTING with under DNAT or REDIRECT t. The address: the
+ * range's, by a hash of the connection's addresses (deterministic per
+ * connection); none given, the packet's own; REDIRECT: the primary
+ * address of the device the packet came in by (fw_nat_ifaddr). The port
+ * (TCP, UDP; other protocols, ICMP echo included, keep theirs): the
+ * packet's own where the range holds it, else the range's first, as the
+ * kernel's DNAT tries first (nf_nat_l4proto_unique_tuple: no random
+ * offset for a destination); a tuple another connection holds is refused
+ * when the connection is bound (fw_nat_bind4). Returns 0, or the
+ * fw_nat_counter that says why the connection cannot be translated. */
+static __always_inline __u32 fw_nat_dst(const struct fw_pkt *p, const struct fw_nat_tuple *k,
+					const struct fw_nat_target *t, struct fw_nat_rw *out)
+{
+	__be32 addr = t->addr_lo;
+
+	if (t->kind == FW_NAT_REDIRECT) {
+		__u32 ifindex = p->ifindex;
+		const __be32 *local = bpf_map_lookup_elem(&fw_nat_ifaddr, &ifindex);
+
+		if (!local || !*local)
+			return FW_NAT_C_NO_LOCAL;
+		addr = *local;
+	} else if (!addr) {
+		addr = k->daddr; /* --to-destination :PORT */
+	} else if (t->addr_hi != t->addr_lo) {
+		__u32 lo = bpf_ntohl(t->addr_lo), span = bpf_ntohl(t->addr_hi) - lo + 1;
+		addr = bpf_htonl(lo + (bpf_ntohl(k->saddr) ^ bpf_ntohl(k->daddr)) % span);
+	}
+	*out = (struct fw_nat_rw){.saddr = k->saddr, .daddr = addr, .sport = k->sport, .dport = k->dport};
+	if (t->port_lo && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP)) {
+		__u16 want = bpf_ntohs(k->dport);
+
+		if (want < t->port_lo || want > t->port_hi)
+			out->dport = bpf_htons(t->port_lo);
+	}
+	return 0;
+}
+
+/* fw_nat_prerouting decides the destination of the packet in h, a new
+ * connection's first (FW_NAT_S_PRE), by nat PREROUTING: for DNAT or
+ * REDIRECT, the frame's destination rewritten, h->nat and h->nat_orig
+ * set for the binding. h->nat_pre says what it decided, for xdpfw_ingress
+ * entered again. Returns 0, or -1: drop (counted: REDIRECT without an
+ * address). */
+static __always_inline int fw_nat_prerouting(struct xdp_md *ctx, struct fw_xdp_handoff *h, struct fw_audit_slot *a,
+					     __u64 bytes)
+{
+	struct fw_pkt *p = &h->pkt;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct fw_nat_tuple k;
+
+	h->nat_pre = FW_NAT_P_NONE;
+	/* PREROUTING is in INPUT's slot (compile.CompileNAT); the TTL as it
+	 * arrived (xdpfw_ingress decremented it for FORWARD) */
+	__u8 chain = p->chain, ttl = p->ttl;
+	if (chain == FW_CHAIN_FORWARD && ttl < 255)
+		p->ttl = ttl + 1;
+	p->chain = FW_CHAIN_INPUT;
+	const struct fw_nat_target *t = fw_nat_rule(h, a);
+	p->chain = chain;
+	p->ttl = ttl;
+	if (!t || (t->kind != FW_NAT_DNAT && t->kind != FW_NAT_REDIRECT)) {
+		fw_nat_count(FW_NAT_C_UNTRANSLATED, bytes);
+		return 0;
+	}
+	if (p->l3_off > 64 || fw_nat_key4(data + p->l3_off, end, &k))
+		return 0; /* never: fw_nat_in read it */
+	struct fw_nat_rw out;
+	__u32 why = fw_nat_dst(p, &k, t, &out);
+	if (why) {
+		fw_nat_count(why, bytes);
+		return -1;
+	}
+	if (fw_nat_pre(data + p->l3_off, end, &k, &out))
+		return 0; /* never: fw_nat_key4 read it */
+	h->nat = out;
+	h->nat_orig = k;
+	h->nat_pre = FW_NAT_P_DNAT;
+	return 0;
+}
+
+/* fw_nat_mark records in the conntrack entry of p's connection (the
+ * filter's tuple: the destination translated, the source not yet),
+ * committed before the finish stage entered the nat stage, that xdpfw's
+ * NAT translates it (FW_CTF_XDNAT, FW_CTF_XSNAT): an answer that finds no
+ * binding is then dropped (fw_nat_stage), never forwarded untranslated. A
+ * plain write: the entry is this first packet's, just made. */
+static __always_inline void fw_nat_mark(const struct fw_pkt *p, const struct fw_nat_rw *nat, __u8 flags)
+{
+	struct fw_ct_key key;
+	__u16 sport = 0, dport = 0;
+	__u8 from_a;
+
+	switch (p->proto) { /* the ports fw_ct_lookup keys on */
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_SCTP:
+		sport = p->sport, dport = p->dport;
+		break;
+	case IPPROTO_ICMP: /* an echo: its id on both, host order (fw_nat_key4 has it as both ports) */
+		sport = dport = bpf_ntohs(nat->sport);
+		break;
+	}
+	fw_ct_key_of(&key, p->family, p->proto, p->src, p->dst, sport, dport, &from_a);
+	struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &key);
+	if (e)
+		e->flags |= flags;
+}
+
+/* fw_nat_bind_dst binds the connection of the packet in h, whose
+ * destination PREROUTING translated (FW_NAT_S_PENDING), once the filter
+ * accepted it: in FORWARD, POSTROUTING may translate its source too (the
+ * binding then holds both); else (INPUT: REDIRECT, a DNAT to this host)
+ * the destination only. A connection that cannot be bound (its reply
+ * tuple held by another, no port, no address) has its packet dropped
+ * (h->d), counted. */
+static __always_inline void fw_nat_bind_dst(struct xdp_md *ctx, struct fw_xdp_handoff *h, struct fw_audit_slot *a,
+					    __u64 bytes)
+{
+	const struct fw_pkt *p = &h->pkt;
+	const struct fw_nat_target *t = 0;
+	__u32 why;
+
+	h->nat_state = FW_NAT_S_DONE;
+	if (p->chain == FW_CHAIN_FORWARD)
+		t = fw_nat_rule(h, a);
+	if (t && (t->kind == FW_NAT_SNAT || t->kind == FW_NAT_MASQUERADE)) {
+		why = fw_nat_bind_source(ctx, p, &h->nat_orig, t, &h->nat);
+		if (!why)
+			fw_nat_count(FW_NAT_C_BOUND, bytes);
+	} else {
+		why = fw_nat_bind4(&fw_nat_binds, &h->nat_orig, &h->nat, 0) ? FW_NAT_C_NO_PORT : 0;
+	}
+	if (why) {
+		fw_nat_fail(h, why, bytes);
+		return;
+	}
+	fw_nat_count(FW_NAT_C_DNAT, bytes);
+	fw_nat_mark(p, &h->nat, FW_CTF_XDNAT | (t && (t->kind == FW_NAT_SNAT || t->kind == FW_NAT_MASQUERADE) ? FW_CTF_XSNAT : 0));
+}
+
+#endif

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* NAT at tc egress (`--nat xdpfw`, docs/nat.md): a packet this host sends
+ * that belongs to a connection xdpfw translated, after OUTPUT accepted it,
+ * gets its binding's rewrite. That is the answer of a connection
+ * PREROUTING sent to this host (REDIRECT, a DNAT to a local address,
+ * lib/natdst.h): its source becomes the address and port the client sent
+ * to, as the kernel's NAT rewrites it in POSTROUTING, after the filter.
+ *
+ * The skb's checksums are updated by the kernel's helpers, which know how
+ * the stack left them (a locally built TCP or UDP packet usually has
+ * CHECKSUM_PARTIAL: its checksum field holds the pseudo-header's sum,
+ * which BPF_F_PSEUDO_HDR updates; the ports are then left to the device). */
+#ifndef XDPFW_NATTC_H
+#define XDPFW_NATTC_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include "../types.h"
+#include "../maps.h"
+#include "nat.h"
+
+/* fw_nat_tc_field replaces the 2- or 4-byte field at off (old value from,
+ * new value to, network order) of the packet's L4 header and updates the
+ * L4 checksum at csum (0: none) with l4flags (BPF_F_PSEUDO_HDR: a field
+ * of the pseudo-header; BPF_F_MARK_MANGLED_0, UDP: a checksum of 0, none,
+ * stays 0). -1 on a helper's failure. */
+static __always_inline int fw_nat_tc_field(struct __sk_buff *skb, __u32 off, __u32 csum, __u32 from, __u32 to,
+					   __u32 size, __u64 l4flags)
+{
+	if (from == to)
+		return 0;
+	if (csum && bpf_l4_csum_replace(skb, csum, from, to, l4flags | size))
+		return -1;
+	return bpf_skb_store_bytes(skb, off, &to, size, 0) ? -1 : 0;
+}
+
+/* fw_nat_tc rewrites the IPv4 packet p of skb, accepted by OUTPUT, as its
+ * binding says, if it has one. Returns 0, or -1 when the rewrite failed
+ * (the packet must not leave half translated: the caller drops it). */
+static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct fw_nat_tuple k;
+
+	if (p->family != 4 || p->l3_off > 64 || fw_nat_key4(data + p->l3_off, end, &k))
+		return 0; /* a later fragment: docs/nat.md */
+	const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
+	if (!b)
+		return 0;
+	struct fw_nat_rw rw = *b;
+	struct iphdr *ip = data + p->l3_off;
+	if ((void *)(ip + 1) > end)
+		return 0;
+	__u32 l3 = p->l3_off, l4 = l3 + (ip->ihl & 0xf) * 4;
+	__u32 csum = 0, sport = 0, dport = 0;
+	__u64 flags = BPF_F_PSEUDO_HDR;
+
+	if (k.proto == IPPROTO_TCP) {
+		csum = l4 + 16, sport = l4, dport = l4 + 2;
+	} else if (k.proto == IPPROTO_UDP) {
+		csum = l4 + 6, sport = l4, dport = l4 + 2;
+		flags |= BPF_F_MARK_MANGLED_0;
+	} else if (k.proto == IPPROTO_ICMP && k.sport) {
+		/* an echo: its id, a request's source "port", a reply's
+		 * destination; the ICMP checksum covers no pseudo-header */
+		struct fw_icmp_echo *ic = (void *)ip + (ip->ihl & 0xf) * 4;
+		if ((void *)(ic + 1) > end)
+			return 0;
+		if (ic->type == 8)
+			sport = l4 + 4;
+		else
+			dport = l4 + 4;
+		if (fw_nat_tc_field(skb, sport ? sport : dport, l4 + 2, sport ? k.sport : k.dport,
+				    sport ? rw.sport : rw.dport, 2, 0))
+			return -1;
+		sport = dport = 0;
+	}
+	__u32 l4csum = csum;
+	if (fw_nat_tc_field(skb, l3 + 12, l4csum, k.saddr, rw.saddr, 4, flags) ||
+	    fw_nat_tc_field(skb, l3 + 16, l4csum, k.daddr, rw.daddr, 4, flags))
+		return -1;
+	if (k.saddr != rw.saddr && bpf_l3_csum_replace(skb, l3 + 10, k.saddr, rw.saddr, 4))
+		return -1;
+	if (k.daddr != rw.daddr && bpf_l3_csum_replace(skb, l3 + 10, k.daddr, rw.daddr, 4))
+		return -1;
+	flags &= ~(__u64)BPF_F_PSEUDO_HDR;
+	if (sport && fw_nat_tc_field(skb, sport, csum, k.sport, rw.sport, 2, flags))
+		return -1;
+	if (dport && fw_nat_tc_field(skb, dport, csum, k.dport, rw.dport, 2, flags))
+		return -1;
+	return 0;
+}
+
+#endif

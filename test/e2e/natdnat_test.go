@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// portForwardRules is a router's port forwards (nat PREROUTING) and
+// filter: the WAN (rb) reaches the LAN server a through the router's WAN
+// address (TCP and UDP :9090 to a:8080, ping to a), and the router's own
+// service (:2222 REDIRECTed to :8081); the LAN reaches the same port
+// forward (hairpin NAT: DNAT back into the LAN, MASQUERADE so that a's
+// answers come back through the router). FORWARD and INPUT judge the
+// translated destinations.
+func portForwardRules(wan, lan, server string) string {
+	return strings.Join([]string{
+		"*nat",
+		":PREROUTING ACCEPT [0:0]",
+		":INPUT ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		":POSTROUTING ACCEPT [0:0]",
+		"-A PREROUTING -d " + wan + "/32 -p tcp -m tcp --dport 9090 -j DNAT --to-destination " + server + ":8080",
+		"-A PREROUTING -d " + wan + "/32 -p udp -m udp --dport 9090 -j DNAT --to-destination " + server + ":8080",
+		"-A PREROUTING -d " + wan + "/32 -p tcp -m tcp --dport 9080 -j DNAT --to-destination " + server + ":80",
+		"-A PREROUTING -i rb -p icmp -j DNAT --to-destination " + server,
+		"-A PREROUTING -i rb -p tcp -m tcp --dport 2222 -j REDIRECT --to-ports 8081",
+		"-A PREROUTING -i rb -p udp -m udp --dport 2222 -j REDIRECT --to-ports 8081",
+		"-A POSTROUTING -s " + lan + " -d " + server + "/32 -o ra -j MASQUERADE",
+		"COMMIT",
+		"*filter",
+		":INPUT DROP [0:0]",
+		":FORWARD DROP [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A INPUT -i rb -p tcp -m tcp --dport 8081 -j ACCEPT",
+		"-A INPUT -i rb -p udp -m udp --dport 8081 -j ACCEPT",
+		"-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A FORWARD -d " + server + "/32 -p tcp -m tcp --dport 8080 -j ACCEPT",
+		"-A FORWARD -d " + server + "/32 -p udp -m udp --dport 8080 -j ACCEPT",
+		"-A FORWARD -d " + server + "/32 -p tcp -m tcp --dport 80 -j ACCEPT",
+		"-A FORWARD -d " + server + "/32 -p icmp -j ACCEPT",
+		"-A FORWARD -i ra -o rb -j ACCEPT",
+		"COMMIT",
+	}, "\n") + "\n"
+}
+
+// TestNATPortForwardXdpfw: port forwards through a router whose nat table
+// and filter are xdpfw's (--nat xdpfw), against the kernel's iptables
+// running the same file on the same namespaces first. A WAN client (b)
+// reaches the LAN server (a) with TCP, UDP and ping through the router's
+// WAN address (DNAT); the server sees the client's own address and port,
+// the client's connected sockets take answers only from the address it
+// sent to (so every answer was translated back). A TCP and a UDP service
+// of the router itself are reached through REDIRECT (its reply leaves
+// translated at tc egress). The LAN client reaches the port forward too
+// (hairpin: DNAT and MASQUERADE on one connection): the server sees the
+// router's LAN address. Each rule of FORWARD and INPUT counts the first
+// packets iptables' counts (the chain and the rule chosen on the
+// translated destination).
+func TestNATPortForwardXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	servePeer(t, x.a, 8080)
+	servePeer(t, x.r, 8081)
+	serveEcho(t, x.a, 80)
+	wan, server := x.lb.srv4, x.la.cli4
+	text := portForwardRules(wan, "10.200.1.0/24", server)
+
+	flows := func(what string) {
+		t.Helper()
+		for _, c := range []struct {
+			from    *testutil.NetNS
+			network string
+			port    int
+			seenBy  string // the address the server sees; "" the client's own, port included
+		}{
+			{x.b, "tcp4", 9090, ""}, {x.b, "udp4", 9090, ""}, // port forward
+			{x.b, "tcp4", 2222, ""}, {x.b, "udp4", 2222, ""}, // REDIRECT
+			{x.a, "tcp4", 9090, x.la.srv4}, // hairpin: DNAT + MASQUERADE
+		} {
+			to := hostPort(wan, c.port)
+			local, seen, err := peerSeen(t, c.from, c.network, to)
+			if err != nil {
+				t.Errorf("%s: %s from %s to %s: %v", what, c.network, c.from, to, err)
+				continue
+			}
+			want := local
+			if c.seenBy != "" {
+				_, lport, _ := net.SplitHostPort(local)
+				want = c.seenBy + ":" + lport
+			}
+			if seen != want {
+				t.Errorf("%s: %s from %s to %s: the server saw %s, want %s", what, c.network, c.from, to, seen, want)
+			}
+		}
+		checkPing(t, what+": ping through the port forward", x.b, wan, true)
+		e := dialEcho(t, x.b, hostPort(wan, 9080))
+		for i := range 3 {
+			if err := e.roundTrip(fmt.Sprintf("line %d", i)); err != nil {
+				t.Errorf("%s: echo through the port forward: %v", what, err)
+			}
+		}
+	}
+
+	// The oracle: the kernel's iptables, nat and filter, the same file.
+	iptablesRestoreText(t, x.r, text)
+	flows("iptables")
+	wantFwd, wantIn := iptablesCounts(t, x.r, "FORWARD"), iptablesCounts(t, x.r, "INPUT")
+	iptablesRestoreText(t, x.r, "")
+	kernelNAT(t, x.r, "-F")
+	if t.Failed() {
+		t.FailNow()
+	}
+	if len(wantFwd) != 6 || wantFwd[0] == 0 || len(wantIn) != 3 || wantIn[0] == 0 {
+		t.Fatalf("iptables counted FORWARD %v, INPUT %v: the answers uncounted", wantFwd, wantIn)
+	}
+
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "fwd.rules", text))
+	flows("xdpfw")
+	l := f.list()
+	got := map[string][]uint64{}
+	for _, r := range l.Rules {
+		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
+	}
+	// Each first-packet rule counts what iptables' counts: zero where
+	// iptables' is, else as many, or one more (a retransmitted SYN is NEW
+	// again, in iptables too: retransmissions are timing)
+	for chain, want := range map[string][]uint64{"FORWARD": wantFwd, "INPUT": wantIn} {
+		g := got[chain]
+		ok := len(g) == len(want) && g[0] != 0
+		for i := 1; ok && i < len(g); i++ {
+			ok = g[i] >= want[i] && g[i] <= want[i]+1 && (g[i] == 0) == (want[i] == 0)
+		}
+		if !ok {
+			t.Errorf("xdpfw: %s counted %v; iptables %v (the first rule, ESTABLISHED, only nonzero)", chain, g, want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("list:\n%s\nstatus:\n%s", l.raw, f.mustRun("status", "--json").stdout)
+	}
+
+	// conntrack list: each DNATed connection as the filter saw it (to
+	// the server), its reply tuple from the server to the client
+	var cts []natConn
+	f.decode(&cts, "conntrack", "list", "--json")
+	kinds := map[string]int{}
+	for _, c := range cts {
+		if c.NAT == nil {
+			continue
+		}
+		kinds[c.NAT.Kind]++
+		// the client sent to the router's WAN address; the answers come
+		// from where the filter saw the connection go
+		if strings.Contains(c.NAT.Kind, "DNAT") && (!strings.HasPrefix(c.NAT.OrigDst, wan+":") || c.NAT.Src != c.Dst) {
+			t.Errorf("conntrack list: %s > %s: %+v; want orig_dst %s:PORT, the reply from %s", c.Src, c.Dst, *c.NAT, wan, c.Dst)
+		}
+	}
+	if kinds["DNAT"] < 6 || kinds["SNAT,DNAT"] < 1 {
+		t.Errorf("conntrack list: translations %v; want the port forwards' and REDIRECTs' (DNAT) and the hairpin's (SNAT,DNAT): %+v", kinds, cts)
+	}
+	if out := f.mustRun("conntrack", "list").stdout; !strings.Contains(out, "[DNAT]") {
+		t.Errorf("conntrack list shows no DNAT:\n%s", out)
+	}
+	var st struct {
+		NAT struct {
+			Counters map[string]uint64 `json:"counters"`
+		} `json:"nat"`
+	}
+	f.decode(&st, "status", "--json")
+	if c := st.NAT.Counters; c["dnat"] < 7 || c["bound"] < 1 || c["no_local"] != 0 {
+		t.Errorf("status: nat counters %v; want 7 connections destination-translated (dnat), the hairpin's source too (bound)", c)
+	}
+
+	// A DNATed connection whose answers' binding is gone (the LRU's room):
+	// the server's answers are dropped, counted, never forwarded with the
+	// server's own address (the conntrack entry says xdpfw translates it)
+	e := dialEcho(t, x.b, hostPort(wan, 9080))
+	if err := e.roundTrip("bound"); err != nil {
+		t.Fatalf("echo through the port forward: %v", err)
+	}
+	binds, err := ebpf.LoadPinnedMap(filepath.Join(f.pinDir, "fw_nat_binds"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer binds.Close()
+	local := e.c.LocalAddr().(*net.TCPAddr)
+	key := make([]byte, 16) // struct fw_nat_tuple: the answers', server to client
+	copy(key[0:4], net.ParseIP(server).To4())
+	copy(key[4:8], local.IP.To4())
+	binary.BigEndian.PutUint16(key[8:], 80)
+	binary.BigEndian.PutUint16(key[10:], uint16(local.Port))
+	key[12] = 6
+	if err := binds.Delete(key); err != nil {
+		t.Fatalf("deleting the answers' binding of %s: %v", local, err)
+	}
+	if err := e.roundTrip("unbound"); err == nil {
+		t.Errorf("echo over a DNATed connection without its answers' binding: answered; want them dropped")
+	}
+	f.decode(&st, "status", "--json")
+	if st.NAT.Counters["lost"] == 0 {
+		t.Errorf("status: nat counters %v; want the answers without a binding counted (lost)", st.NAT.Counters)
+	}
+
+	// REDIRECT where the device has no IPv4 address: the first packet is
+	// dropped, counted, never passed untranslated (b keeps the router's
+	// MAC for the address that is gone)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	mac, err := x.r.Exec(ctx, "cat", "/sys/class/net/rb/address")
+	if err != nil {
+		t.Fatalf("reading rb's address: %v", err)
+	}
+	for _, c := range []struct {
+		ns   *testutil.NetNS
+		args []string
+	}{
+		{x.b, []string{"ip", "neigh", "replace", wan, "lladdr", strings.TrimSpace(string(mac)), "dev", "xb", "nud", "permanent"}},
+		{x.r, []string{"ip", "-4", "addr", "flush", "dev", "rb"}},
+		{x.r, []string{"ip", "route", "add", x.lb.cli4 + "/32", "dev", "rb"}},
+	} {
+		if out, err := c.ns.Exec(ctx, c.args[0], c.args[1:]...); err != nil {
+			t.Fatalf("%s in %s: %v\n%s", c.args, c.ns, err, out)
+		}
+	}
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "fwd.rules", text))
+	if _, seen, err := peerSeen(t, x.b, "udp4", hostPort(wan, 2222)); err == nil {
+		t.Errorf("REDIRECT on a device without an address: answered (the server saw %s)", seen)
+	}
+	f.decode(&st, "status", "--json")
+	if st.NAT.Counters["no_local"] == 0 {
+		t.Errorf("status: nat counters %v; want the REDIRECT without an address counted (no_local)", st.NAT.Counters)
+	}
+}
