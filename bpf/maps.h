@@ -561,6 +561,9 @@ struct fw_xdp_handoff {
 	 * binding (the tuple it leaves with; lib/natfw.h). */
 	__u32 nat_state;
 	struct fw_nat_rw nat;
+	/* With FW_NAT_S_BOUND or FW_NAT_S_ERROR: the binding's key (the tuple
+	 * the packet arrived with; an ICMP error's: its quote's, reversed). */
+	struct fw_nat_tuple nat_key;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -1099,6 +1099,8 @@ struct fw_nat_target {
 #define FW_NAT_S_NONE  0 /* no binding found: a connection's first packet goes to the nat stage */
 #define FW_NAT_S_BOUND 1 /* its binding (nat) rewrote the destination; the source after the filter */
 #define FW_NAT_S_DONE  2 /* the nat stage has decided (and rewritten): the finish stage does no more */
+#define FW_NAT_S_ERROR 3 /* an ICMP error about a bound connection (nat, nat_key its quote's binding): its outer
+			  * source and its quote rewritten after the filter (lib/natfw.h fw_nat_out_error) */
 
 /* The nat counters (fw_nat_counts, enum fw_nat_counter). */
 enum fw_nat_counter {
@@ -1109,6 +1111,9 @@ enum fw_nat_counter {
 	FW_NAT_C_UNTRANSLATED,/* first packets of connections the nat table leaves as they are */
 	FW_NAT_C_LOST,        /* packets dropped: a connection the nat table translates, past its first packet, without its binding */
 	FW_NAT_C_FRAG,        /* packets dropped: IPv4 fragments in FORWARD (not translated; the datagram's later fragments follow) */
+	FW_NAT_C_ICMP_ERROR,  /* ICMP errors about translated connections, translated (outer header and quote) */
+	FW_NAT_C_STALE,       /* bindings found stale (their connection gone from conntrack) and removed; the packet dropped when it was already rewritten */
+	FW_NAT_C_KERNEL_ICMP, /* packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF and too big) */
 	FW_NAT_C_NUM,
 };
 

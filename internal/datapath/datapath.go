@@ -400,6 +400,33 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// kernel): the bindings are copied into the new map when the program
 	// loads (carryBindings), before any interface runs it.
 	"fw_nat_binds": func(old, cur *ebpf.Map) error { return nil },
+	"fw_nat_counts": addFwCounters, // FW_NAT_C_ICMP_ERROR, _STALE, _KERNEL_ICMP came later
+}
+
+// addFwCounters is addCounters for per-CPU struct fw_counter slots: the
+// packets and bytes added, the latest time kept.
+func addFwCounters(old, cur *ebpf.Map) error {
+	n := min(old.MaxEntries(), cur.MaxEntries())
+	for i := uint32(0); i < n; i++ {
+		var a, b []xdpfwFwCounter
+		if err := old.Lookup(i, &a); err != nil {
+			return err
+		}
+		if err := cur.Lookup(i, &b); err != nil {
+			return err
+		}
+		for c := range b {
+			if c < len(a) {
+				b[c].Packets += a[c].Packets
+				b[c].Bytes += a[c].Bytes
+				b[c].Last = max(b[c].Last, a[c].Last)
+			}
+		}
+		if err := cur.Put(i, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // natBindsSize is fw_nat_binds' size: 65,536 connections with NAT, one

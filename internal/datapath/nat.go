@@ -49,9 +49,12 @@ type NATCounters struct {
 	Untranslated Counter `json:"untranslated"` // first packets of forwarded connections the nat table leaves alone
 	Lost         Counter `json:"lost"`         // packets dropped: a translated connection, past its first packet, without its binding
 	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments in FORWARD (not translated)
+	ICMPError    Counter `json:"icmp_error"`   // ICMP errors about translated connections, translated (outer header and quote)
+	Stale        Counter `json:"stale"`        // bindings found stale (their connection gone from conntrack), removed
+	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF)
 }
 
-const natCounterNum = 7 // FW_NAT_C_NUM
+const natCounterNum = 10 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
@@ -218,13 +221,17 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	if d.natCounts == nil {
 		return c, false, nil
 	}
-	slots, err := readSlots(d.natCounts, natCounterNum)
+	// a map pinned by an earlier version has fewer counters (until the
+	// next load carries them over): the others read 0
+	slots, err := readSlots(d.natCounts, min(natCounterNum, d.natCounts.MaxEntries()))
 	if err != nil {
 		return c, true, fmt.Errorf("reading the nat counters: %w", err)
 	}
+	slots = append(slots, make([][]xdpfwFwCounter, natCounterNum-len(slots))...)
 	clk := d.clock()
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
-		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6])}, true, nil
+		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6]),
+		ICMPError: clk.sum(slots[7]), Stale: clk.sum(slots[8]), KernelICMP: clk.sum(slots[9])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets

@@ -547,6 +547,7 @@ type xdpfwFwXdpHandoff struct {
 	}
 	NatState uint32
 	Nat      xdpfwFwNatRw
+	NatKey   xdpfwFwNatTuple
 }
 
 // Names of all BPF objects in the ELF.

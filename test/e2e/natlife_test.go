@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// icmpMsg is an ICMP message a raw socket read: who sent it, its type
+// and code, and the packet it quotes (an error's).
+type icmpMsg struct {
+	from       string
+	typ, code  uint8
+	qsrc, qdst string // the quoted packet's addresses and ports (host:port)
+	qproto     uint8
+	ok         bool // the ICMP checksum is valid
+}
+
+// icmpListen opens a raw ICMP socket in ns; read returns the errors it
+// received within d (echo messages left out).
+func icmpListen(t *testing.T, ns *testutil.NetNS) (read func(d time.Duration) []icmpMsg) {
+	t.Helper()
+	var c net.PacketConn
+	if err := ns.Do(func() (err error) { c, err = net.ListenPacket("ip4:icmp", "0.0.0.0"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return func(d time.Duration) []icmpMsg {
+		var out []icmpMsg
+		b := make([]byte, 2000)
+		_ = c.SetReadDeadline(time.Now().Add(d))
+		for {
+			n, from, err := c.ReadFrom(b) // the IPv4 header stripped
+			if err != nil {
+				return out
+			}
+			m := b[:n]
+			if n < 8+20+8 || m[0] == 0 || m[0] == 8 {
+				continue
+			}
+			in := m[8:]
+			ihl := int(in[0]&0xf) * 4
+			if len(in) < ihl+8 {
+				continue
+			}
+			l4 := in[ihl:]
+			out = append(out, icmpMsg{from: from.String(), typ: m[0], code: m[1], qproto: in[9],
+				qsrc: hostPort(net.IP(in[12:16]).String(), int(binary.BigEndian.Uint16(l4[0:]))),
+				qdst: hostPort(net.IP(in[16:20]).String(), int(binary.BigEndian.Uint16(l4[2:]))),
+				ok:   inetChecksum(m) == 0})
+		}
+	}
+}
+
+// inetChecksum is RFC 1071's sum over b: 0 over a message with a valid
+// checksum.
+func inetChecksum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s > 0xffff {
+		s = s>>16 + s&0xffff
+	}
+	return ^uint16(s)
+}
+
+// udpFrom opens a UDP socket in ns connected to addr, with setsockopt
+// options (IPPROTO_IP level: name, value) set.
+func udpFrom(t *testing.T, ns *testutil.NetNS, addr string, opts ...[2]int) *net.UDPConn {
+	t.Helper()
+	var c net.Conn
+	if err := ns.Do(func() (err error) { c, err = net.Dial("udp4", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	uc := c.(*net.UDPConn)
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range opts {
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, o[0], o[1]) }); err != nil || serr != nil {
+			t.Fatalf("setsockopt %v: %v %v", o, err, serr)
+		}
+	}
+	return uc
+}
+
+// TestNATICMPErrorsXdpfw: ICMP errors about masqueraded connections cross
+// an xdpfw router (--nat xdpfw) as they cross the kernel's MASQUERADE
+// router (checked first on the same namespaces): a UDP port unreachable
+// from the server reaches the client (ECONNREFUSED), judged RELATED in
+// FORWARD, with its quote translated back; a port unreachable the client
+// sends about the server's datagram to a closed socket reaches the server
+// from the router's address, quoting the translated tuple; and the errors
+// the router's own kernel sends about a packet it cannot forward (TTL 1;
+// DF and bigger than the egress MTU) reach the client quoting what it
+// sent. Every error's ICMP checksum is valid.
+func TestNATICMPErrorsXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa") // for the fast path's run
+	vethPeerReady(t, x.b, "xb")
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, c := range [][]string{{"ip", "route", "del", "default"}} {
+		if out, err := x.b.Exec(ctx, c[0], c[1:]...); err != nil {
+			t.Fatalf("%s in %s: %v\n%s", c, x.b, err, out)
+		}
+	}
+	if out, err := x.r.Exec(ctx, "ip", "link", "set", "rb", "mtu", "1000"); err != nil {
+		t.Fatalf("mtu: %v\n%s", err, out)
+	}
+	// a UDP server in b whose socket stays: its datagrams come from port 8090
+	var srv net.PacketConn
+	if err := x.b.Do(func() (err error) { srv, err = net.ListenPacket("udp4", ":8090"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	icmpA, icmpB := icmpListen(t, x.a), icmpListen(t, x.b)
+	router, server := x.lb.srv4, x.lb.cli4
+
+	check := func(what string) {
+		t.Helper()
+		// 1. a port unreachable from the server about a masqueraded datagram
+		c := udpFrom(t, x.a, hostPort(server, 9))
+		if _, err := c.Write([]byte("closed")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 10)); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: UDP to a closed port of the server: %v; want connection refused (the server's port unreachable, translated back)", what, err)
+		}
+		local := c.LocalAddr().String()
+		ms := icmpA(300 * time.Millisecond)
+		if len(ms) != 1 || ms[0].from != server || ms[0].typ != 3 || ms[0].code != 3 || ms[0].qsrc != local ||
+			ms[0].qdst != hostPort(server, 9) || !ms[0].ok {
+			t.Errorf("%s: the client received %+v; want one port unreachable from %s quoting %s > %s:9, checksum valid", what, ms, server, local, server)
+		}
+
+		// 2. a port unreachable the client sends about the server's datagram
+		c = udpFrom(t, x.a, hostPort(server, 8090))
+		if _, err := c.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 100)
+		_ = srv.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, from, err := srv.ReadFrom(b)
+		if err != nil {
+			t.Fatalf("%s: the server got nothing: %v", what, err)
+		}
+		c.Close() // the client's port is closed now
+		if _, err := srv.WriteTo([]byte("late"), from); err != nil {
+			t.Fatal(err)
+		}
+		ms = icmpB(time.Second)
+		if len(ms) != 1 || ms[0].from != router || ms[0].typ != 3 || ms[0].code != 3 || ms[0].qsrc != hostPort(server, 8090) ||
+			ms[0].qdst != from.String() || !ms[0].ok {
+			t.Errorf("%s: the server received %+v; want one port unreachable from the router %s quoting %s:8090 > %s, checksum valid",
+				what, ms, router, server, from)
+		}
+
+		// 3. TTL 1: the router's time exceeded, to the client, quoting what it sent
+		c = udpFrom(t, x.a, hostPort(server, 8090), [2]int{syscall.IP_TTL, 1})
+		if _, err := c.Write([]byte("ttl")); err != nil {
+			t.Fatal(err)
+		}
+		local = c.LocalAddr().String()
+		ms = icmpA(time.Second)
+		if len(ms) != 1 || ms[0].from != x.la.srv4 || ms[0].typ != 11 || ms[0].qsrc != local || ms[0].qdst != hostPort(server, 8090) || !ms[0].ok {
+			t.Errorf("%s: TTL 1: the client received %+v; want one time exceeded from %s quoting %s > %s:8090", what, ms, x.la.srv4, local, server)
+		}
+
+		// 4. DF and bigger than rb's MTU: fragmentation needed, to the client
+		c = udpFrom(t, x.a, hostPort(server, 8090), [2]int{syscall.IP_MTU_DISCOVER, syscall.IP_PMTUDISC_PROBE})
+		if _, err := c.Write(make([]byte, 1200)); err != nil {
+			t.Fatal(err)
+		}
+		local = c.LocalAddr().String()
+		ms = icmpA(time.Second)
+		if len(ms) != 1 || ms[0].from != x.la.srv4 || ms[0].typ != 3 || ms[0].code != 4 || ms[0].qsrc != local || ms[0].qdst != hostPort(server, 8090) || !ms[0].ok {
+			t.Errorf("%s: DF, 1200 bytes, MTU 1000: the client received %+v; want one fragmentation needed from %s quoting %s > %s:8090", what, ms, x.la.srv4, local, server)
+		}
+	}
+
+	kernelNAT(t, x.r, "-A", "POSTROUTING", "-o", "rb", "-j", "MASQUERADE")
+	iptablesRestoreText(t, x.r, masqRules)
+	check("iptables")
+	iptablesRestoreText(t, x.r, "")
+	kernelNAT(t, x.r, "-F")
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	f := newFW(t, x.r)
+	for _, fwd := range []string{"stack", "xdp-veth"} {
+		f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--forward", fwd, "--ipv4-file", writeRules(t, "nat.rules", natRules))
+		check("xdpfw, --forward " + fwd)
+	}
+	if n := f.list().rule(t, "-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT").Counters.Packets; n != 0 {
+		t.Errorf("xdpfw: INPUT RELATED,ESTABLISHED counted %d packets: errors judged before their translation", n)
+	}
+	var st struct {
+		NAT struct {
+			Counters map[string]uint64 `json:"counters"`
+		} `json:"nat"`
+	}
+	f.decode(&st, "status", "--json")
+	if c := st.NAT.Counters; c["icmp_error"] != 4 || c["kernel_icmp"] != 4 || c["lost"] != 0 {
+		t.Errorf("status: nat counters %v; want icmp_error 4 (two errors each way), kernel_icmp 4 (TTL, DF: twice), lost 0", c)
+	}
+	if t.Failed() {
+		t.Logf("status:\n%s", f.mustRun("status", "--json").stdout)
+	}
+}
