@@ -399,7 +399,7 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// fw_nat_binds is sized by the NAT mode (one entry with --nat
 	// kernel): the bindings are copied into the new map when the program
 	// loads (carryBindings), before any interface runs it.
-	"fw_nat_binds": func(old, cur *ebpf.Map) error { return nil },
+	"fw_nat_binds":  func(old, cur *ebpf.Map) error { return nil },
 	"fw_nat_counts": addFwCounters, // FW_NAT_C_ICMP_ERROR, _STALE, _KERNEL_ICMP came later
 }
 

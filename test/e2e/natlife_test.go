@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -222,5 +224,90 @@ func TestNATICMPErrorsXdpfw(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("status:\n%s", f.mustRun("status", "--json").stdout)
+	}
+}
+
+// TestNATBindingsExpireXdpfw: a masqueraded connection's bindings go with
+// its conntrack entry. Expired but not yet collected, its binding is
+// never used for a new connection of the same tuple: that one is decided
+// by the nat table in force (here a SNAT to ports 2000-2001 loaded since,
+// where the old binding kept the client's own port), counted stale.
+// Collected (`xdpfw conntrack gc`), both of its bindings are removed.
+func TestNATBindingsExpireXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := x.b.Exec(ctx, "ip", "route", "del", "default"); err != nil {
+		t.Fatalf("ip route del default in %s: %v\n%s", x.b, err, out)
+	}
+	servePeer(t, x.b, 8080)
+	router, wan := x.lb.srv4, hostPort(x.lb.cli4, 8080)
+	// a UDP exchange from a fixed client port; what the server saw
+	exchange := func(port int) string {
+		t.Helper()
+		var c net.PacketConn
+		if err := x.a.Do(func() (err error) { c, err = net.ListenPacket("udp4", hostPort(x.la.cli4, port)); return err }); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		to, _ := net.ResolveUDPAddr("udp4", wan)
+		if _, err := c.WriteTo([]byte("who"), to); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 100)
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, _, err := c.ReadFrom(b)
+		if err != nil {
+			t.Fatalf("UDP from port %d: %v", port, err)
+		}
+		return string(b[:n])
+	}
+	var st struct {
+		NAT struct {
+			Counters map[string]uint64 `json:"counters"`
+			Bindings []string          `json:"bindings"`
+		} `json:"nat"`
+	}
+	f := newFW(t, x.r)
+	bindings := func(port int) (n int) {
+		t.Helper()
+		st.NAT.Bindings = nil // left out of the JSON when none
+		f.decode(&st, "status", "--json")
+		for _, b := range st.NAT.Bindings {
+			if strings.Contains(b, x.la.cli4+":"+strconv.Itoa(port)) {
+				n++
+			}
+		}
+		return n
+	}
+	timeouts := []string{"--ct-timeout", "udp=1", "--ct-timeout", "udp_stream=1"}
+	f.mustRun(append([]string{"load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "nat.rules", natRules)}, timeouts...)...)
+	if seen := exchange(41000); seen != hostPort(router, 41000) {
+		t.Fatalf("MASQUERADE: the server saw %s, want %s", seen, hostPort(router, 41000))
+	}
+	if n := bindings(41000); n != 2 {
+		t.Fatalf("status: %d bindings of the connection, want 2: %v", n, st.NAT.Bindings)
+	}
+	// the nat table changes; the connection expires (not collected)
+	snat := strings.Replace(natRules, "-A POSTROUTING -o rb -j MASQUERADE",
+		"-A POSTROUTING -o rb -p udp -j SNAT --to-source "+router+":2000-2001\n-A POSTROUTING -o rb -j MASQUERADE", 1)
+	f.mustRun(append([]string{"load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "snat.rules", snat)}, timeouts...)...)
+	time.Sleep(2500 * time.Millisecond) // past the 1 s timeout: expired, not collected
+	if seen := exchange(41000); seen != hostPort(router, 2000) && seen != hostPort(router, 2001) {
+		t.Errorf("a new connection of an expired one's tuple: the server saw %s; want the SNAT in force, %s:2000-2001, not the old binding", seen, router)
+	}
+	f.decode(&st, "status", "--json")
+	if st.NAT.Counters["stale"] != 1 {
+		t.Errorf("status: nat counters %v; want stale 1", st.NAT.Counters)
+	}
+	// expired and collected: both bindings go
+	time.Sleep(2500 * time.Millisecond)
+	f.mustRun("conntrack", "gc")
+	if n := bindings(41000); n != 0 {
+		t.Errorf("after conntrack gc: %d bindings of the expired connection left: %v", n, st.NAT.Bindings)
+	}
+	if len(st.NAT.Bindings) != 0 {
+		t.Errorf("after conntrack gc: bindings left %v; want none (every connection expired)", st.NAT.Bindings)
 	}
 }
