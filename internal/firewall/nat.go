@@ -172,3 +172,58 @@ func (f *Firewall) natStatus() (NATStatus, error) {
 	}
 	return s, nil
 }
+
+// natText is the nat table nat as `-t nat` lines (rules.RuleSet.String),
+// "" for none: what the state records (state.NATRules).
+func natText(nat *rules.RuleSet) string {
+	if nat == nil || len(nat.Rules) == 0 && len(nat.Chains) == 0 {
+		return ""
+	}
+	return (&rules.RuleSet{NAT: nat}).String()
+}
+
+// natListing is the nat table in force as List shows it: xdpfw's, with
+// --nat xdpfw.
+func (f *Firewall) natListing() []string {
+	if f.st.NAT != NATXdpfw || f.st.NATRules == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(f.st.NATRules, "\n"), "\n")
+}
+
+// NATMode is who translates in the firewall recorded under p (load
+// --nat): NATKernel, or NATXdpfw; NATKernel when nothing is loaded. apply
+// reads a file's *nat section only when xdpfw translates.
+func NATMode(p Paths) string {
+	st, err := loadState(p)
+	if err != nil || st == nil {
+		return NATKernel
+	}
+	return orDefault(st.NAT, NATKernel)
+}
+
+// SameNAT checks the nat table of a file apply reads (its RuleSet.NAT,
+// read when xdpfw translates; nil when the file has none) against the one
+// in force: apply replaces the filter table; the same nat table (or none:
+// as iptables-restore leaves a table the file does not name) keeps the
+// translations in force, a changed one is refused (load --nat xdpfw
+// replaces the nat table).
+func (f *Firewall) SameNAT(nat *rules.RuleSet) error {
+	if nat == nil {
+		return nil
+	}
+	if f.st.NAT != NATXdpfw {
+		return errors.New("the file has a nat table, and the firewall in force leaves NAT to the kernel (load --nat kernel): load with --nat xdpfw for xdpfw to translate")
+	}
+	if got, want := natCanon(natText(nat)), natCanon(f.st.NATRules); got != want {
+		return errors.New("the file's nat table differs from the one in force (xdpfw list shows it): apply replaces the filter table only; "+
+			"a changed nat table needs `xdpfw load --nat xdpfw` (its bindings carry over: live connections keep their translation)")
+	}
+	return nil
+}
+
+// natCanon is nat table text with its rules' family left out: the nat
+// table is IPv4's whichever way a file was read (a -4 from --ipv4-file).
+func natCanon(text string) string {
+	return strings.ReplaceAll(text, " -4 ", " ")
+}

@@ -288,6 +288,9 @@ type Listing struct {
 	// Priority is the xdpfw-priority table in force, as native lines
 	// (its policy, when HIGH, then its rules in order).
 	Priority []string `json:"priority,omitempty"`
+	// NAT is the nat table xdpfw translates with (load --nat xdpfw), as
+	// `-t nat` lines; none when the kernel's nat table is in force.
+	NAT []string `json:"nat,omitempty"`
 	// Chains are the user-defined chains, by name (their rules are in
 	// Rules, chain by chain, after those of the built-in chains).
 	Chains []string `json:"chains"`
@@ -302,6 +305,7 @@ func (f *Firewall) List() (*Listing, error) {
 	if pol := f.rs.policies; pol.PriorityOn() {
 		l.Priority = strings.Split(strings.TrimSuffix((&rules.RuleSet{Priority: pol.Priority, PriorityPolicy: pol.PriorityPolicy}).String(), "\n"), "\n")
 	}
+	l.NAT = f.natListing()
 	ls, err := f.dp.LogStats()
 	if err != nil {
 		return nil, err
@@ -390,6 +394,9 @@ func (l *Listing) Save() string {
 		b.WriteString(r.Rule + "\n")
 	}
 	for _, r := range l.Priority {
+		b.WriteString(r + "\n")
+	}
+	for _, r := range l.NAT {
 		b.WriteString(r + "\n")
 	}
 	return b.String()

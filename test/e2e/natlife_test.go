@@ -283,6 +283,27 @@ func TestNATBindingsExpireXdpfw(t *testing.T) {
 	}
 	timeouts := []string{"--ct-timeout", "udp=1", "--ct-timeout", "udp_stream=1"}
 	f.mustRun(append([]string{"load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "nat.rules", natRules)}, timeouts...)...)
+	// list shows the nat table; apply keeps it, and refuses to change it
+	natLine := "-t nat -A POSTROUTING -4 -o rb -j MASQUERADE"
+	if out := f.mustRun("list").stdout; !strings.Contains(out, "Table nat") || !strings.Contains(out, natLine) {
+		t.Errorf("list shows no nat table:\n%s", out)
+	}
+	if out := f.mustRun("list", "-S").stdout; !strings.Contains(out, natLine) {
+		t.Errorf("list -S shows no nat table:\n%s", out)
+	}
+	f.mustRun("apply", writeRules(t, "same.rules", natRules))
+	f.mustRun("apply", writeRules(t, "filter.rules", masqRules))
+	changed := strings.Replace(natRules, "-j MASQUERADE", "-j SNAT --to-source "+router, 1)
+	if r := f.runWant(1, "apply", writeRules(t, "changed.rules", changed)); !strings.Contains(r.stderr, "differs from the one in force") {
+		t.Errorf("apply of a changed nat table: %s", r.stderr)
+	}
+	var l struct {
+		NAT []string `json:"nat"`
+	}
+	f.decode(&l, "list", "--json")
+	if len(l.NAT) != 1 || l.NAT[0] != natLine {
+		t.Errorf("list --json: nat %q after apply; want the nat table loaded, [%s]", l.NAT, natLine)
+	}
 	if seen := exchange(41000); seen != hostPort(router, 41000) {
 		t.Fatalf("MASQUERADE: the server saw %s, want %s", seen, hostPort(router, 41000))
 	}
