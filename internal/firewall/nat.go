@@ -216,7 +216,7 @@ func (f *Firewall) SameNAT(nat *rules.RuleSet) error {
 		return errors.New("the file has a nat table, and the firewall in force leaves NAT to the kernel (load --nat kernel): load with --nat xdpfw for xdpfw to translate")
 	}
 	if got, want := natCanon(natText(nat)), natCanon(f.st.NATRules); got != want {
-		return errors.New("the file's nat table differs from the one in force (xdpfw list shows it): apply replaces the filter table only; "+
+		return errors.New("the file's nat table differs from the one in force (xdpfw list shows it): apply replaces the filter table only; " +
 			"a changed nat table needs `xdpfw load --nat xdpfw` (its bindings carry over: live connections keep their translation)")
 	}
 	return nil
