@@ -227,3 +227,19 @@ func (f *Firewall) SameNAT(nat *rules.RuleSet) error {
 func natCanon(text string) string {
 	return strings.ReplaceAll(text, " -4 ", " ")
 }
+
+// natLoadNeeded says why Reconcile must load to put d's NAT in force: the
+// mode (when d names one), or, with xdpfw's, another nat table (load
+// replaces it; the bindings of live connections carry over).
+func natLoadNeeded(st *state, d Desired) []string {
+	if st == nil || !st.loaded() || d.Options.NAT == "" {
+		return nil
+	}
+	if orDefault(st.NAT, NATKernel) != d.Options.NAT {
+		return []string{"nat mode " + d.Options.NAT}
+	}
+	if d.Options.NAT == NATXdpfw && natCanon(natText(d.Rules.NAT)) != natCanon(st.NATRules) {
+		return []string{"nat table"}
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -330,5 +331,72 @@ func TestNATBindingsExpireXdpfw(t *testing.T) {
 	}
 	if len(st.NAT.Bindings) != 0 {
 		t.Errorf("after conntrack gc: bindings left %v; want none (every connection expired)", st.NAT.Bindings)
+	}
+}
+
+// TestNATDaemonXdpfw: the daemon's configuration names the NAT mode
+// (nat: xdpfw, as load --nat xdpfw): it loads the rule file's nat table
+// into xdpfw, a reload of a changed filter keeps it (applied, the
+// translations in force), a changed nat table is loaded (the new
+// connections get its translation), and a configuration without nat: is
+// refused while xdpfw translates (its NAT never turned off by omission).
+func TestNATDaemonXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := x.b.Exec(ctx, "ip", "route", "del", "default"); err != nil {
+		t.Fatalf("ip route del default in %s: %v\n%s", x.b, err, out)
+	}
+	servePeer(t, x.b, 8080)
+	router, wan := x.lb.srv4, hostPort(x.lb.cli4, 8080)
+	seen := func(what string) string {
+		t.Helper()
+		_, s, err := peerSeen(t, x.a, "udp4", wan)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return s
+	}
+	dir := t.TempDir()
+	rulesFile, config := filepath.Join(dir, "router.rules"), filepath.Join(dir, "xdpfw.yaml")
+	writeAtomic(t, rulesFile, natRules)
+	writeAtomic(t, config, "interfaces: [ra, rb]", "rules: router.rules", "nat: xdpfw", "watch: true")
+	f := newFW(t, x.r)
+	d := f.startDaemon(config)
+	var st struct {
+		NAT struct {
+			Mode string `json:"mode"`
+		} `json:"nat"`
+	}
+	f.decode(&st, "status", "--json")
+	if st.NAT.Mode != "xdpfw" {
+		t.Fatalf("daemon with nat: xdpfw: status nat mode %q", st.NAT.Mode)
+	}
+	if s := seen("nat: xdpfw"); !strings.HasPrefix(s, router+":") {
+		t.Errorf("nat: xdpfw: the server saw %s, want the router's address", s)
+	}
+	// a filter change: applied, the nat table kept
+	writeAtomic(t, rulesFile, strings.Replace(natRules, "-A FORWARD -i ra -j ACCEPT", "-A FORWARD -i ra -p icmp -j ACCEPT\n-A FORWARD -i ra -j ACCEPT", 1))
+	d.reloadedWant("applied")
+	if l := f.mustRun("list").stdout; !strings.Contains(l, "-o rb -j MASQUERADE") || !strings.Contains(l, "-p icmp") {
+		t.Errorf("after the filter's reload, list:\n%s", l)
+	}
+	if s := seen("after the filter's reload"); !strings.HasPrefix(s, router+":") {
+		t.Errorf("after the filter's reload: the server saw %s, want the router's address", s)
+	}
+	// a nat table change: loaded
+	writeAtomic(t, rulesFile, strings.Replace(natRules, "-A POSTROUTING -o rb -j MASQUERADE",
+		"-A POSTROUTING -o rb -p udp -j SNAT --to-source "+router+":3000-3001\n-A POSTROUTING -o rb -j MASQUERADE", 1))
+	d.reloadedWant("applied")
+	if s := seen("after the nat table's reload"); s != hostPort(router, 3000) && s != hostPort(router, 3001) {
+		t.Errorf("after the nat table's reload: the server saw %s, want %s:3000-3001; the daemon's log:\n%s", s, router, d.stderr)
+	}
+	// no nat: in the configuration while xdpfw translates: refused, kept
+	writeAtomic(t, config, "interfaces: [ra, rb]", "rules: router.rules", "watch: true", "forward: stack")
+	d.reloadedWant("failed")
+	f.decode(&st, "status", "--json")
+	if st.NAT.Mode != "xdpfw" {
+		t.Errorf("a configuration without nat: turned xdpfw's NAT off: mode %q", st.NAT.Mode)
 	}
 }
