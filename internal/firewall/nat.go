@@ -1,16 +1,21 @@
 package firewall
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -242,4 +247,46 @@ func natLoadNeeded(st *state, d Desired) []string {
 		return []string{"nat table"}
 	}
 	return nil
+}
+
+// traceNAT says what the nat table in force (--nat xdpfw) does with a
+// connection whose first packet is frame, arriving on iface, which FORWARD
+// accepts: the POSTROUTING rule that decides it (compile.DecideNAT, the
+// reference of the nat stage) on the egress device of the kernel's route,
+// and its translation. "" without xdpfw's NAT. The trace does not look the
+// bindings up: a packet of a bound connection keeps its binding's
+// translation (xdpfw status lists them).
+func (f *Firewall) traceNAT(frame []byte, iface string) (string, error) {
+	if f.st.NAT != NATXdpfw {
+		return "", nil
+	}
+	p, err := packet.Decode(frame)
+	if err != nil || !p.Src.Is4() {
+		return "", nil // IPv6: never translated
+	}
+	var nat *rules.RuleSet
+	if f.st.NATRules != "" {
+		rs, err := rules.Parse("the nat table in force", []byte(f.st.NATRules), rules.ParseOptions{NAT: true})
+		if err != nil {
+			return "", fmt.Errorf("reading the nat table in force: %w", err)
+		}
+		nat = rs.NAT
+	}
+	rp := compile.RefPacketOf(&p, iface)
+	rp.Chain = rules.ChainForward
+	if routes, err := netlink.RouteGet(net.IP(p.Dst.AsSlice())); err == nil && len(routes) > 0 {
+		if l, err := netlink.LinkByIndex(routes[0].LinkIndex); err == nil {
+			rp.OutIface = l.Attrs().Name
+		}
+	}
+	d := compile.DecideNAT(nat, rules.ChainPostrouting, rp)
+	via := "by " + cmp.Or(rp.OutIface, "no device")
+	if d.Target == nil {
+		if d.Rule < 0 {
+			return fmt.Sprintf("not translated (leaving %s: no nat rule takes it, POSTROUTING policy ACCEPT)", via), nil
+		}
+		return fmt.Sprintf("not translated (leaving %s: %s)", via, nat.Rules[d.Rule].String()), nil
+	}
+	return fmt.Sprintf("a new connection's source translated (leaving %s: %s); its later packets keep their binding's translation",
+		via, nat.Rules[d.Rule].String()), nil
 }

@@ -611,6 +611,10 @@ type TraceResult struct {
 	// marked as a trace, when the budget allows.
 	LogRules int  `json:"log_rules"`
 	LogSelf  bool `json:"logged_by_rule"`
+	// NAT: with --nat xdpfw, a packet FORWARD accepts: the translation
+	// the nat table picks for a connection whose first packet it is
+	// (POSTROUTING, on the route's egress device), "" otherwise.
+	NAT string `json:"nat,omitempty"`
 }
 
 // TraceOptions say how a frame is traced.
@@ -659,6 +663,11 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	}
 	if r.Action == compile.ActReject {
 		out.Reject = r.Reject.String()
+	}
+	if !o.Egress && r.Action == compile.ActAccept && out.Chain == "FORWARD" {
+		if out.NAT, err = f.traceNAT(frame, iface); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case o.Egress && r.XDPAction == datapath.TCActOK:

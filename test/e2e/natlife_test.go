@@ -298,6 +298,11 @@ func TestNATBindingsExpireXdpfw(t *testing.T) {
 	if r := f.runWant(1, "apply", writeRules(t, "changed.rules", changed)); !strings.Contains(r.stderr, "differs from the one in force") {
 		t.Errorf("apply of a changed nat table: %s", r.stderr)
 	}
+	// trace says what the nat table does with a new connection
+	tr := f.mustRun("trace", "--in", "ra", "-p", "udp", "--src", x.la.cli4, "--dst", x.lb.cli4, "--dport", "8080", "--ctstate", "NEW").stdout
+	if !strings.Contains(tr, "nat: a new connection's source translated (leaving by rb: "+natLine+")") {
+		t.Errorf("trace of a forwarded packet under --nat xdpfw:\n%s", tr)
+	}
 	var l struct {
 		NAT []string `json:"nat"`
 	}
