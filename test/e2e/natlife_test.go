@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/testutil"
 )
 
@@ -56,25 +57,9 @@ func icmpListen(t *testing.T, ns *testutil.NetNS) (read func(d time.Duration) []
 			out = append(out, icmpMsg{from: from.String(), typ: m[0], code: m[1], qproto: in[9],
 				qsrc: hostPort(net.IP(in[12:16]).String(), int(binary.BigEndian.Uint16(l4[0:]))),
 				qdst: hostPort(net.IP(in[16:20]).String(), int(binary.BigEndian.Uint16(l4[2:]))),
-				ok:   inetChecksum(m) == 0})
+				ok:   packet.Checksum(m) == 0})
 		}
 	}
-}
-
-// inetChecksum is RFC 1071's sum over b: 0 over a message with a valid
-// checksum.
-func inetChecksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return ^uint16(s)
 }
 
 // udpFrom opens a UDP socket in ns connected to addr, with setsockopt
