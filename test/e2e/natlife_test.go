@@ -221,14 +221,7 @@ func TestNATICMPErrorsXdpfw(t *testing.T) {
 // Collected (`xdpfw conntrack gc`), both of its bindings are removed.
 func TestNATBindingsExpireXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
-	x := newRouter(t)
-	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-	defer cancel()
-	if out, err := x.b.Exec(ctx, "ip", "route", "del", "default"); err != nil {
-		t.Fatalf("ip route del default in %s: %v\n%s", x.b, err, out)
-	}
-	servePeer(t, x.b, 8080)
-	router, wan := x.lb.srv4, hostPort(x.lb.cli4, 8080)
+	x, router, wan := natServedRouter(t)
 	// a UDP exchange from a fixed client port; what the server saw
 	exchange := func(port int) string {
 		t.Helper()
@@ -332,14 +325,7 @@ func TestNATBindingsExpireXdpfw(t *testing.T) {
 // refused while xdpfw translates (its NAT never turned off by omission).
 func TestNATDaemonXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
-	x := newRouter(t)
-	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-	defer cancel()
-	if out, err := x.b.Exec(ctx, "ip", "route", "del", "default"); err != nil {
-		t.Fatalf("ip route del default in %s: %v\n%s", x.b, err, out)
-	}
-	servePeer(t, x.b, 8080)
-	router, wan := x.lb.srv4, hostPort(x.lb.cli4, 8080)
+	x, router, wan := natServedRouter(t)
 	seen := func(what string) string {
 		t.Helper()
 		_, s, err := peerSeen(t, x.a, "udp4", wan)
@@ -389,4 +375,20 @@ func TestNATDaemonXdpfw(t *testing.T) {
 	if st.NAT.Mode != "xdpfw" {
 		t.Errorf("a configuration without nat: turned xdpfw's NAT off: mode %q", st.NAT.Mode)
 	}
+}
+
+// natServedRouter is newRouter whose server b answers on 8080
+// (servePeer) and has no route back to the LAN: every answer that reaches
+// a was translated. It returns the router's WAN address and the server's
+// address:8080.
+func natServedRouter(t *testing.T) (x *router, routerAddr, wan string) {
+	t.Helper()
+	x = newRouter(t)
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := x.b.Exec(ctx, "ip", "route", "del", "default"); err != nil {
+		t.Fatalf("ip route del default in %s: %v\n%s", x.b, err, out)
+	}
+	servePeer(t, x.b, 8080)
+	return x, x.lb.srv4, hostPort(x.lb.cli4, 8080)
 }
