@@ -567,6 +567,9 @@ struct fw_xdp_handoff {
 	 * packet arrived with (lib/natdst.h). */
 	__u32 nat_pre;
 	struct fw_nat_tuple nat_orig;
+	/* With FW_NAT_S_BOUND or FW_NAT_S_ERROR: the binding's key (the tuple
+	 * the packet arrived with; an ICMP error's: its quote's, reversed). */
+	struct fw_nat_tuple nat_key;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -1110,6 +1110,8 @@ struct fw_nat_target {
  * xdpfw_ingress entered again with the packet (lib/natdst.h); 0 otherwise. */
 #define FW_NAT_P_NONE 1 /* the nat table leaves the destination as it is */
 #define FW_NAT_P_DNAT 2 /* the destination is translated (DNAT, REDIRECT): the frame carries it */
+#define FW_NAT_S_ERROR 6 /* an ICMP error about a bound connection (nat, nat_key its quote's binding): its outer
+			  * source and its quote rewritten after the filter (lib/natfw.h fw_nat_out_error) */
 
 /* The nat counters (fw_nat_counts, enum fw_nat_counter). */
 enum fw_nat_counter {
@@ -1122,6 +1124,9 @@ enum fw_nat_counter {
 	FW_NAT_C_FRAG,        /* packets dropped: IPv4 fragments in FORWARD (not translated; the datagram's later fragments follow) */
 	FW_NAT_C_DNAT,        /* connections bound whose destination PREROUTING translated (DNAT, REDIRECT; with a source NAT too) */
 	FW_NAT_C_NO_LOCAL,    /* REDIRECT first packets dropped: the device they came in by has no IPv4 address */
+	FW_NAT_C_ICMP_ERROR,  /* ICMP errors about translated connections, translated (outer header and quote) */
+	FW_NAT_C_STALE,       /* bindings found stale (their connection gone from conntrack) and removed; the packet dropped when it was already rewritten */
+	FW_NAT_C_KERNEL_ICMP, /* packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF and too big) */
 	FW_NAT_C_NUM,
 };
 

@@ -295,6 +295,43 @@ static __always_inline int fw_nat_key4(void *l3, void *end, struct fw_nat_tuple 
 	return 0;
 }
 
+/* fw_nat_key4_quoted fills k with the tuple of a packet answering the one
+ * the ICMP error at l3 quotes (the quote's tuple reversed: the way the
+ * error goes), whose binding is the connection's in the error's
+ * direction. -1: not an ICMP error, a fragment (outer or quoted), a quote
+ * too short for its ports, an error about an error. */
+static __always_inline int fw_nat_key4_quoted(void *l3, void *end, struct fw_nat_tuple *k)
+{
+	struct iphdr *ip = l3;
+
+	if ((void *)(ip + 1) > end || ip->ihl < 5 || ip->protocol != IPPROTO_ICMP || (ip->frag_off & bpf_htons(0x3fff)))
+		return -1;
+	struct fw_icmp_echo *ic = l3 + (ip->ihl & 0xf) * 4;
+	struct iphdr *in = (void *)(ic + 1);
+	if ((void *)(in + 1) > end || !fw_nat_icmp_error(ic->type) || in->ihl < 5 || (in->frag_off & bpf_htons(0x1fff)))
+		return -1;
+	void *l4 = (void *)in + (in->ihl & 0xf) * 4;
+	if (l4 + 8 > end)
+		return -1;
+	*k = (struct fw_nat_tuple){.saddr = in->daddr, .daddr = in->saddr, .proto = in->protocol};
+	switch (in->protocol) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		k->sport = ((__be16 *)l4)[1];
+		k->dport = ((__be16 *)l4)[0];
+		break;
+	case IPPROTO_ICMP: {
+		struct fw_icmp_echo *q = l4;
+
+		if (q->type != 8 && q->type != 0)
+			return -1;
+		k->sport = k->dport = q->id;
+		break;
+	}
+	}
+	return 0;
+}
+
 /* fw_nat_pre rewrites the destination of the packet at l3 (tuple k) as
  * its binding out says: before the filter chains. */
 static __always_inline int fw_nat_pre(void *l3, void *end, const struct fw_nat_tuple *k, const struct fw_nat_rw *out)

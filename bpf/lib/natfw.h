@@ -48,6 +48,139 @@ static __always_inline void fw_nat_fail(struct fw_xdp_handoff *h, __u32 why, __u
 	h->d.flags = 0;
 }
 
+/* ---- The life of a translated connection (docs/nat.md "ICMP errors
+ * and stale bindings"): ICMP errors about it, found by their quote;
+ * bindings whose connection conntrack no longer has; packets the kernel
+ * answers with an ICMP error. ---- */
+
+/* fw_nat_unbind removes the binding k -> v and, when it points back, its
+ * other direction's (reverse(v) -> reverse(k)): a tuple claimed since by
+ * another connection keeps its binding. */
+static __always_inline void fw_nat_unbind(const struct fw_nat_tuple *k, const struct fw_nat_rw *v)
+{
+	struct fw_nat_tuple r = {.saddr = v->daddr, .daddr = v->saddr, .sport = v->dport, .dport = v->sport,
+				 .proto = k->proto};
+	const struct fw_nat_rw *back = bpf_map_lookup_elem(&fw_nat_binds, &r);
+
+	if (back && back->saddr == k->daddr && back->daddr == k->saddr && back->sport == k->dport &&
+	    back->dport == k->sport)
+		bpf_map_delete_elem(&fw_nat_binds, &r);
+	bpf_map_delete_elem(&fw_nat_binds, k);
+}
+
+/* fw_nat_in_error: the IPv4 packet in h is an ICMP error (1; else 0,
+ * nothing done): the binding of the packet it answers, the tuple its
+ * quote has reversed (fw_nat_key4_quoted: the direction the error goes,
+ * one lookup). Found, the error is translated as the kernel does
+ * (nf_nat_icmp_reply_translation), by halves as any packet of its
+ * connection: where the binding changes the destination, now, before
+ * the chain is picked (its quote gets the connection's other tuple, its
+ * outer destination the binding's: a port unreachable from the server
+ * goes back to the client, judged RELATED in FORWARD); where it changes
+ * the source, after the filter (fw_nat_out_error). No binding: nothing
+ * changes, and the nat stage judges the error if FORWARD accepts it (a
+ * connection it would translate without a binding: dropped, lost). */
+static __always_inline int fw_nat_in_error(void *data, void *end, struct fw_xdp_handoff *h)
+{
+	struct fw_pkt *p = &h->pkt;
+	struct fw_nat_tuple k;
+
+	if (p->proto != IPPROTO_ICMP || !fw_nat_icmp_error(p->icmp_type))
+		return 0;
+	if (p->l3_off > 64 || fw_nat_key4_quoted(data + p->l3_off, end, &k))
+		return 1;
+	const struct fw_nat_rw *v = bpf_map_lookup_elem(&fw_nat_binds, &k);
+	if (!v)
+		return 1;
+	struct iphdr *ip = data + p->l3_off;
+	if ((void *)(ip + 1) > end)
+		return 1;
+	h->nat = *v;
+	h->nat_key = k;
+	int src = v->saddr != k.saddr || v->sport != k.sport;
+	if (v->daddr == k.daddr && v->dport == k.dport) {
+		h->nat_state = src ? FW_NAT_S_ERROR : FW_NAT_S_DONE;
+		return 1;
+	}
+	struct fw_nat_rw inner = {.saddr = v->daddr, .daddr = v->saddr, .sport = v->dport, .dport = v->sport};
+	struct fw_nat_rw outer = {.saddr = ip->saddr, .daddr = v->daddr};
+	if (fw_nat_rewrite4_icmp_error(ip, end, &outer, &inner))
+		return 1; /* a quote too short for its ports: as if unbound */
+	__builtin_memcpy(&p->dst, &v->daddr, 4);
+	h->nat_state = src ? FW_NAT_S_ERROR : FW_NAT_S_DONE;
+	if (!src)
+		fw_nat_count(FW_NAT_C_ICMP_ERROR, p->l3_len);
+	return 1;
+}
+
+/* fw_nat_out_error: after FORWARD accepted the ICMP error p whose
+ * binding changes the source (FW_NAT_S_ERROR): its outer source becomes
+ * the binding's, its quote the connection's other tuple (a no-op where
+ * fw_nat_in_error rewrote it). */
+static __always_inline void fw_nat_out_error(void *data, void *end, struct fw_xdp_handoff *h, const struct fw_pkt *p)
+{
+	const struct fw_nat_rw *v = &h->nat;
+	struct iphdr *ip = data + p->l3_off;
+
+	h->nat_state = FW_NAT_S_DONE;
+	if (p->l3_off > 64 || (void *)(ip + 1) > end)
+		return;
+	struct fw_nat_rw inner = {.saddr = v->daddr, .daddr = v->saddr, .sport = v->dport, .dport = v->sport};
+	struct fw_nat_rw outer = {.saddr = v->saddr, .daddr = ip->daddr};
+	if (!fw_nat_rewrite4_icmp_error(ip, end, &outer, &inner))
+		fw_nat_count(FW_NAT_C_ICMP_ERROR, p->l3_len);
+}
+
+/* fw_nat_life_out: what fw_nat_out does first, after FORWARD accepted
+ * IPv4 packet p. 1: the packet is done with (fw_nat_out returns 0),
+ * -1: drop it, 0: fw_nat_out goes on.
+ * - A packet the kernel will answer with an ICMP error rather than
+ *   forward (TTL 1 or 0; DF and bigger than the route's MTU, as the FIB
+ *   said): left untranslated, unbound, so that the kernel's error quotes
+ *   what the client sent and goes to the client, as a kernel router's does
+ *   (ip_forward answers before POSTROUTING). The kernel never forwards it.
+ * - An ICMP error whose binding changes its source: fw_nat_out_error.
+ * - A bound packet that is its connection's first for conntrack (NEW, no
+ *   entry before it): its binding is a dead connection's (expired, not
+ *   yet collected, or evicted), never to decide a new one. Both entries
+ *   go; where the binding changed nothing yet (the destination), the
+ *   nat stage decides the connection afresh; else (an unsolicited packet
+ *   to a translated tuple, which the kernel would take as this host's) it
+ *   is dropped. Counted (stale).
+ * A global function: verified once, not once for each path of the
+ * classifier before it (the classify stage finishes too). */
+__noinline int fw_nat_life_out(struct xdp_md *ctx, struct fw_xdp_handoff *h)
+{
+	if (!ctx || !h) /* the verifier requires the check on global-function pointers */
+		return 0;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	const struct fw_pkt *p = &h->pkt;
+	struct iphdr *ip = data + p->l3_off;
+
+	if (p->family != 4 || p->l3_off > 64 || (void *)(ip + 1) > end)
+		return 0;
+	if (h->nat_state != FW_NAT_S_DONE &&
+	    (p->ttl == 0 || (h->hop.why == FW_FWD_MTU && (ip->frag_off & bpf_htons(0x4000))))) {
+		fw_nat_count(FW_NAT_C_KERNEL_ICMP, p->l3_len);
+		h->nat_state = FW_NAT_S_DONE;
+		return 1;
+	}
+	if (h->nat_state == FW_NAT_S_ERROR) {
+		fw_nat_out_error(data, end, h, p);
+		return 1;
+	}
+	if (h->nat_state != FW_NAT_S_BOUND || p->ctstate != FW_CT_NEW || (p->ctinfo & FW_CTI_CONFIRMED))
+		return 0;
+	const struct fw_nat_tuple *k = &h->nat_key;
+	fw_nat_count(FW_NAT_C_STALE, p->l3_len);
+	fw_nat_unbind(k, &h->nat);
+	if (k->daddr != h->nat.daddr || k->dport != h->nat.dport)
+		return -1;
+	h->nat_state = FW_NAT_S_NONE;
+	return 0;
+}
+
 /* fw_nat_in: the binding of the packet in h (frame data..end), if any:
  * its destination rewritten, h->pkt as the filter sees it now, the
  * binding kept in h for fw_nat_out. */
@@ -57,12 +190,15 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 	struct fw_nat_tuple k;
 
 	h->nat_state = FW_NAT_S_NONE;
+	if (p->family == 4 && fw_nat_in_error(data, end, h))
+		return;
 	if (p->family != 4 || fw_nat_key4(data + p->l3_off, end, &k))
 		return;
 	const struct fw_nat_rw *out = bpf_map_lookup_elem(&fw_nat_binds, &k);
 	if (!out)
 		return;
 	h->nat = *out;
+	h->nat_key = k;
 	if (fw_nat_pre(data + p->l3_off, end, &k, out))
 		return;
 	h->nat_state = FW_NAT_S_BOUND;
@@ -102,7 +238,10 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
+	int life = fw_nat_life_out(ctx, h);
 
+	if (life)
+		return life > 0 ? 0 : -1;
 	if (h->nat_state == FW_NAT_S_BOUND) {
 		h->nat_state = FW_NAT_S_DONE;
 		fw_nat_post(data + p->l3_off, end, &h->nat);

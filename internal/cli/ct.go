@@ -127,7 +127,8 @@ func newCTFlush(e *env) *cobra.Command {
 		Short: "Remove every tracked connection",
 		Long: `flush empties the table. Packets of connections that were established
 are then NEW (UDP, ICMP) or INVALID (TCP mid-stream) to the rules until a
-new connection is tracked.`,
+new connection is tracked. With --nat xdpfw, the NAT bindings go too: a
+connection's next packet is translated anew.`,
 	}, (*datapath.Datapath).CTFlush, "connections")
 }
 
@@ -137,7 +138,9 @@ func newCTGC(e *env) *cobra.Command {
 		Short: "Remove expired connections now",
 		Long: `gc removes the entries past their deadline (the data plane already treats
 them as gone, but they take room in the table). xdpfw daemon runs it at an
-adaptive interval; without the daemon, run it from a timer, e.g. every minute.`,
+adaptive interval; without the daemon, run it from a timer, e.g. every minute.
+With --nat xdpfw, the NAT bindings of the connections it removes go too
+(docs/nat.md, "The life of a translated connection").`,
 		Example: `  xdpfw conntrack gc`,
 	}, (*datapath.Datapath).CTGC, "expired connections")
 }

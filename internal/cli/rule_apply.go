@@ -29,6 +29,12 @@ RULES_FILE - reads standard input: iptables-save | xdpfw apply -, and
 ip6tables-save | xdpfw apply --ipv6-file -. -I, -D and -R lines apply in
 order while the file is read, as iptables-restore does.
 
+With --nat xdpfw in force (load), a file's *nat section is read too: the
+same nat table keeps the translations in force; a changed one is refused
+(load --nat xdpfw replaces it, its live connections keeping their
+translation); a file without one keeps the nat table in force, as
+iptables-restore leaves a table the file does not name.
+
 ` + skipHelp + `
 
 --check validates the file and the options exactly as apply does and
@@ -50,10 +56,15 @@ unless --on-host: then it resolves them as apply on this host would.`,
 			if err != nil {
 				return err
 			}
+			// with --nat xdpfw in force, a file's *nat section is read:
+			// the same nat table is kept, a changed one refused (SameNAT)
+			files.NAT = firewall.NATMode(e.paths) == firewall.NATXdpfw
 			rs, err := rules.ReadFiles(files)
 			if err != nil {
 				return err
 			}
+			nat := rs.NAT
+			rs.NAT = nil
 			e.printSkipped(rs)
 			if err := firewall.Validate(rs, opt); err != nil {
 				return err // what Apply and Check would say, before touching anything
@@ -74,6 +85,9 @@ unless --on-host: then it resolves them as apply on this host would.`,
 				return err
 			}
 			defer fw.Close()
+			if err := fw.SameNAT(nat); err != nil {
+				return err
+			}
 			res, err := fw.Apply(rs, opt)
 			if err != nil {
 				return err

@@ -28,6 +28,9 @@ With -S (--list-rules), it prints the rule set as iptables -S does, without
 counters: the policies (-P), the user chains (-N), then every rule (-A). That
 text is a rule file: xdpfw apply reads it back into the same rules.
 
+With --nat xdpfw in force (load), the nat table xdpfw translates with
+follows, as -t nat lines (also with -S: the text reads back).
+
 With --audit, it lists the candidate rule set under audit instead, with
 what its rules counted (xdpfw audit list; docs/audit.md).`,
 		Args: cobra.NoArgs,
@@ -92,6 +95,12 @@ func printListing(e *env, l *firewall.Listing, generation bool) error {
 	if len(l.Priority) > 0 {
 		fmt.Fprintf(tw, "\nTable xdpfw-priority (the class of packets arriving: HIGH judged at once, BULK on the bulk CPUs)\n")
 		for _, r := range l.Priority {
+			fmt.Fprintln(tw, r)
+		}
+	}
+	if len(l.NAT) > 0 {
+		fmt.Fprintf(tw, "\nTable nat (xdpfw translates: load --nat xdpfw; a connection's translation is decided on its first packet, 'xdpfw conntrack list' shows it)\n")
+		for _, r := range l.NAT {
 			fmt.Fprintln(tw, r)
 		}
 	}

@@ -44,6 +44,12 @@ token is taken, no log event is sent. (It cannot tell whether a full
 conntrack table would refuse a new connection.) Loading the trace instance
 takes most of a second: the kernel verifies it.
 
+With --nat xdpfw in force, a packet FORWARD accepts also gets the
+translation the nat table picks for a connection whose first packet it is
+("nat:": the POSTROUTING rule, on the egress device of the kernel's
+route); the bindings of live connections are not looked up (xdpfw status
+lists them).
+
 --out traces a packet this host sends instead: the OUTPUT chain, run by
 the tc egress program. Its verdicts are TC_ACT_OK, TC_ACT_SHOT, and
 TC_ACT_REDIRECT for an answered REJECT (live, the answer goes into this
@@ -134,6 +140,9 @@ the trace builds it and discards it).`,
 					}
 					if r.CTState != "" {
 						fmt.Fprintf(e.stdout, "  connection state: %s\n", r.CTState)
+					}
+					if r.NAT != "" {
+						fmt.Fprintf(e.stdout, "  nat: %s\n", r.NAT)
 					}
 					if r.LogRules > 0 || r.LogSelf {
 						fmt.Fprintf(e.stdout, "  logged: %s (xdpfw log shows the events, marked TRACE, within the rules' rate limits)\n", logWho(r))

@@ -81,6 +81,12 @@ type Config struct {
 	// handed to, as load --priority-cpus ("auto", "none", "1", "2-3");
 	// read when the daemon loads the program.
 	PriorityCPUs string `yaml:"priority_cpus"`
+	// NAT: who translates, as load --nat: kernel (the rule files' *nat
+	// sections are the kernel's: refused, or skipped) or xdpfw (xdpfw
+	// translates them; docs/nat.md). "": whatever is in force, and a
+	// load while xdpfw translates is refused rather than turning its
+	// NAT off under its connections.
+	NAT string `yaml:"nat"`
 
 	path string // the file it was read from
 }
@@ -276,6 +282,9 @@ func (c *Config) check(root *yaml.Node) error {
 	if p := c.Conntrack.TCPPickup; p != "" && p != "loose" && p != "strict" {
 		bad(fmt.Sprintf("%q: want loose or strict", p), "conntrack", "tcp_pickup")
 	}
+	if n := c.NAT; n != "" && n != firewall.NATKernel && n != firewall.NATXdpfw {
+		bad(fmt.Sprintf("%q: want kernel or xdpfw", n), "nat")
+	}
 	if k := c.Conntrack.KernelNAT; k != "" && k != "on" && k != "off" {
 		bad(fmt.Sprintf("%q: want on or off", k), "conntrack", "kernel_nat")
 	}
@@ -404,9 +413,9 @@ func (c *Config) desired() (firewall.Desired, error) {
 	d.Options = firewall.Options{Malformed: c.Malformed, MaxRules: c.MaxRules, CTMax: c.Conntrack.Max,
 		CTTimeouts: t, CTTimeoutsSet: true, CTFull: c.Conntrack.Full, RejectRate: rate, RejectBurst: c.Reject.Burst, AllowEmpty: c.AllowEmpty,
 		RejectGlobalRate: global, CTTCPPickup: c.Conntrack.TCPPickup, Forward: c.Forward, CTKernelNAT: c.Conntrack.KernelNAT,
-		PriorityCPUs: c.PriorityCPUs}
+		PriorityCPUs: c.PriorityCPUs, NAT: c.NAT}
 	rs, err := rules.ReadFiles(rules.Sources{File: c.abs(c.Rules), IPv4File: c.abs(c.RulesIPv4), IPv6File: c.abs(c.RulesIPv6),
-		SkipUnsupported: c.SkipUnsupported})
+		SkipUnsupported: c.SkipUnsupported, NAT: c.NAT == firewall.NATXdpfw})
 	if err != nil {
 		return d, err
 	}

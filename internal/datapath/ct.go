@@ -151,6 +151,7 @@ func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, err
 		return 0, err
 	}
 	n := 0
+	gone := keys[:0] // the entries removed, whose nat bindings go too (natgc.go)
 	for i := range keys {
 		// Look again just before deleting: a new connection may have
 		// replaced an expired entry since the walk. (Lookup and delete
@@ -166,8 +167,10 @@ func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, err
 			return n, fmt.Errorf("deleting a conntrack entry: %w", err)
 		}
 		n++
+		gone = append(gone, keys[i])
 	}
-	return n, nil
+	_, err = d.natUnbind(gone)
+	return n, err
 }
 
 // CTStats counts the table by state and reads the event counters.

@@ -403,7 +403,18 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// fw_nat_binds is sized by the NAT mode (one entry with --nat
 	// kernel): the bindings are copied into the new map when the program
 	// loads (carryBindings), before any interface runs it.
-	"fw_nat_binds": func(old, cur *ebpf.Map) error { return nil },
+	"fw_nat_binds":  func(old, cur *ebpf.Map) error { return nil },
+	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP came later
+}
+
+// addFwCounters is addCounters for per-CPU struct fw_counter slots: the
+// packets and bytes added, the latest time kept.
+func addFwCounters(old, cur *ebpf.Map) error {
+	return addPerCPU(old, cur, func(dst *xdpfwFwCounter, src xdpfwFwCounter) {
+		dst.Packets += src.Packets
+		dst.Bytes += src.Bytes
+		dst.Last = max(dst.Last, src.Last)
+	})
 }
 
 // natBindsSize is fw_nat_binds' size: 65,536 connections with NAT, one
@@ -502,9 +513,15 @@ func growSettings(old, cur *ebpf.Map) error {
 
 // addCounters adds the per-CPU u64 counters of old to cur, slot by slot.
 func addCounters(old, cur *ebpf.Map) error {
+	return addPerCPU(old, cur, func(dst *uint64, src uint64) { *dst += src })
+}
+
+// addPerCPU adds the per-CPU values of old's slots to cur's with add, slot
+// by slot (the slots both have).
+func addPerCPU[T any](old, cur *ebpf.Map, add func(dst *T, src T)) error {
 	n := min(old.MaxEntries(), cur.MaxEntries())
 	for i := uint32(0); i < n; i++ {
-		var a, b []uint64
+		var a, b []T
 		if err := old.Lookup(i, &a); err != nil {
 			return err
 		}
@@ -513,7 +530,7 @@ func addCounters(old, cur *ebpf.Map) error {
 		}
 		for c := range b {
 			if c < len(a) {
-				b[c] += a[c]
+				add(&b[c], a[c])
 			}
 		}
 		if err := cur.Put(i, b); err != nil {

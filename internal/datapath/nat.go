@@ -55,9 +55,12 @@ type NATCounters struct {
 	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments in FORWARD (not translated)
 	DNAT         Counter `json:"dnat"`         // connections bound whose destination PREROUTING translated (DNAT, REDIRECT)
 	NoLocal      Counter `json:"no_local"`     // REDIRECT first packets dropped: their device has no IPv4 address
+	ICMPError    Counter `json:"icmp_error"`   // ICMP errors about translated connections, translated (outer header and quote)
+	Stale        Counter `json:"stale"`        // bindings found stale (their connection gone from conntrack), removed
+	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF)
 }
 
-const natCounterNum = 9 // FW_NAT_C_NUM
+const natCounterNum = 12 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
@@ -252,14 +255,17 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	if d.natCounts == nil {
 		return c, false, nil
 	}
-	slots, err := readSlots(d.natCounts, natCounterNum)
+	// a map pinned by an earlier version has fewer counters (until the
+	// next load carries them over): the others read 0
+	slots, err := readSlots(d.natCounts, min(natCounterNum, d.natCounts.MaxEntries()))
 	if err != nil {
 		return c, true, fmt.Errorf("reading the nat counters: %w", err)
 	}
+	slots = append(slots, make([][]xdpfwFwCounter, natCounterNum-len(slots))...)
 	clk := d.clock()
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
 		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6]), DNAT: clk.sum(slots[7]),
-		NoLocal: clk.sum(slots[8])}, true, nil
+		NoLocal: clk.sum(slots[8]), ICMPError: clk.sum(slots[9]), Stale: clk.sum(slots[10]), KernelICMP: clk.sum(slots[11])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets

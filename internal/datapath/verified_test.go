@@ -18,8 +18,9 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 	for _, c := range []struct {
 		name, path string
 		nat        bool
-	}{{"before", os.Getenv("XDPFW_OBJ_BEFORE"), false}, {"this", "", false}, {"nat", "", true}} {
-		if c.name == "before" && c.path == "" {
+	}{{"before", os.Getenv("XDPFW_OBJ_BEFORE"), false}, {"before-nat", os.Getenv("XDPFW_OBJ_BEFORE"), true},
+		{"this", "", false}, {"nat", "", true}} {
+		if (c.name == "before" || c.name == "before-nat") && c.path == "" {
 			continue
 		}
 		d, err := LoadObject(c.path, Limits{NAT: c.nat})
@@ -66,7 +67,7 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 			report("audit", a.prog)
 			a.Close()
 		}
-		if c.nat {
+		if c.nat && c.path == "" { // the nat instance is this build's embedded object
 			n, err := d.loadNAT()
 			if err != nil {
 				b.Fatalf("nat: %+v", err)

@@ -549,6 +549,7 @@ type xdpfwFwXdpHandoff struct {
 	Nat      xdpfwFwNatRw
 	NatPre   uint32
 	NatOrig  xdpfwFwNatTuple
+	NatKey   xdpfwFwNatTuple
 	_        [4]byte
 }
 

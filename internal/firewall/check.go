@@ -29,6 +29,12 @@ type CheckResult struct {
 // on another machine, say) takes every -i and -o name as an interface that
 // exists.
 func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetInfo, onHost bool) (*CheckResult, error) {
+	// with --nat xdpfw (the daemon's nat: xdpfw), the nat table as load
+	// checks it; the filter compiled below
+	rs, _, err := splitNAT(rs, opt.NAT)
+	if err != nil {
+		return nil, err
+	}
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}

@@ -414,6 +414,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	}
 	st.PriorityCPUs = cpuSpec
 	st.NAT = orDefault(opt.NAT, NATKernel)
+	st.NATRules = natText(nat)
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
 	}

@@ -1,16 +1,21 @@
 package firewall
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -161,7 +166,8 @@ func (f *Firewall) natStatus() (NATStatus, error) {
 	}
 	s.Counters = map[string]uint64{"bound": c.Bound.Packets, "no_port": c.NoPort.Packets, "full": c.Full.Packets,
 		"no_addr": c.NoAddr.Packets, "untranslated": c.Untranslated.Packets, "lost": c.Lost.Packets, "fragment": c.Frag.Packets,
-		"dnat": c.DNAT.Packets, "no_local": c.NoLocal.Packets}
+		"dnat": c.DNAT.Packets, "no_local": c.NoLocal.Packets,
+		"icmp_error": c.ICMPError.Packets, "stale": c.Stale.Packets, "kernel_icmp": c.KernelICMP.Packets}
 	bs, err := f.dp.NATBindings()
 	if err != nil {
 		return s, err
@@ -171,4 +177,117 @@ func (f *Firewall) natStatus() (NATStatus, error) {
 			b.From.Src, b.From.SrcPort, b.From.Dst, b.From.DstPort, b.To.Src, b.To.SrcPort, b.To.Dst, b.To.DstPort))
 	}
 	return s, nil
+}
+
+// natText is the nat table nat as `-t nat` lines (rules.RuleSet.String),
+// "" for none: what the state records (state.NATRules).
+func natText(nat *rules.RuleSet) string {
+	if nat == nil || len(nat.Rules) == 0 && len(nat.Chains) == 0 {
+		return ""
+	}
+	return (&rules.RuleSet{NAT: nat}).String()
+}
+
+// natListing is the nat table in force as List shows it: xdpfw's, with
+// --nat xdpfw.
+func (f *Firewall) natListing() []string {
+	if f.st.NAT != NATXdpfw || f.st.NATRules == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(f.st.NATRules, "\n"), "\n")
+}
+
+// NATMode is who translates in the firewall recorded under p (load
+// --nat): NATKernel, or NATXdpfw; NATKernel when nothing is loaded. apply
+// reads a file's *nat section only when xdpfw translates.
+func NATMode(p Paths) string {
+	st, err := loadState(p)
+	if err != nil || st == nil {
+		return NATKernel
+	}
+	return orDefault(st.NAT, NATKernel)
+}
+
+// SameNAT checks the nat table of a file apply reads (its RuleSet.NAT,
+// read when xdpfw translates; nil when the file has none) against the one
+// in force: apply replaces the filter table; the same nat table (or none:
+// as iptables-restore leaves a table the file does not name) keeps the
+// translations in force, a changed one is refused (load --nat xdpfw
+// replaces the nat table).
+func (f *Firewall) SameNAT(nat *rules.RuleSet) error {
+	if nat == nil {
+		return nil
+	}
+	if f.st.NAT != NATXdpfw {
+		return errors.New("the file has a nat table, and the firewall in force leaves NAT to the kernel (load --nat kernel): load with --nat xdpfw for xdpfw to translate")
+	}
+	if got, want := natCanon(natText(nat)), natCanon(f.st.NATRules); got != want {
+		return errors.New("the file's nat table differs from the one in force (xdpfw list shows it): apply replaces the filter table only; " +
+			"a changed nat table needs `xdpfw load --nat xdpfw` (its bindings carry over: live connections keep their translation)")
+	}
+	return nil
+}
+
+// natCanon is nat table text with its rules' family left out: the nat
+// table is IPv4's whichever way a file was read (a -4 from --ipv4-file).
+func natCanon(text string) string {
+	return strings.ReplaceAll(text, " -4 ", " ")
+}
+
+// natLoadNeeded says why Reconcile must load to put d's NAT in force: the
+// mode (when d names one), or, with xdpfw's, another nat table (load
+// replaces it; the bindings of live connections carry over).
+func natLoadNeeded(st *state, d Desired) []string {
+	if st == nil || !st.loaded() || d.Options.NAT == "" {
+		return nil
+	}
+	if orDefault(st.NAT, NATKernel) != d.Options.NAT {
+		return []string{"nat mode " + d.Options.NAT}
+	}
+	if d.Options.NAT == NATXdpfw && natCanon(natText(d.Rules.NAT)) != natCanon(st.NATRules) {
+		return []string{"nat table"}
+	}
+	return nil
+}
+
+// traceNAT says what the nat table in force (--nat xdpfw) does with a
+// connection whose first packet is frame, arriving on iface, which FORWARD
+// accepts: the POSTROUTING rule that decides it (compile.DecideNAT, the
+// reference of the nat stage) on the egress device of the kernel's route,
+// and its translation. "" without xdpfw's NAT. The trace does not look the
+// bindings up: a packet of a bound connection keeps its binding's
+// translation (xdpfw status lists them).
+func (f *Firewall) traceNAT(frame []byte, iface string) (string, error) {
+	if f.st.NAT != NATXdpfw {
+		return "", nil
+	}
+	p, err := packet.Decode(frame)
+	if err != nil || !p.Src.Is4() {
+		return "", nil // IPv6: never translated
+	}
+	var nat *rules.RuleSet
+	if f.st.NATRules != "" {
+		rs, err := rules.Parse("the nat table in force", []byte(f.st.NATRules), rules.ParseOptions{NAT: true})
+		if err != nil {
+			return "", fmt.Errorf("reading the nat table in force: %w", err)
+		}
+		nat = rs.NAT
+	}
+	rp := compile.RefPacketOf(&p, iface)
+	rp.Chain = rules.ChainForward
+	if routes, err := netlink.RouteGet(net.IP(p.Dst.AsSlice())); err == nil && len(routes) > 0 {
+		if l, err := netlink.LinkByIndex(routes[0].LinkIndex); err == nil {
+			rp.OutIface = l.Attrs().Name
+		}
+	}
+	d := compile.DecideNAT(nat, rules.ChainPostrouting, rp)
+	via := "by " + cmp.Or(rp.OutIface, "no device")
+	if d.Target == nil {
+		if d.Rule < 0 {
+			return fmt.Sprintf("not translated (leaving %s: no nat rule takes it, POSTROUTING policy ACCEPT)", via), nil
+		}
+		return fmt.Sprintf("not translated (leaving %s: %s)", via, nat.Rules[d.Rule].String()), nil
+	}
+	return fmt.Sprintf("a new connection's source translated (leaving %s: %s); its later packets keep their binding's translation",
+		via, nat.Rules[d.Rule].String()), nil
 }

@@ -288,6 +288,9 @@ type Listing struct {
 	// Priority is the xdpfw-priority table in force, as native lines
 	// (its policy, when HIGH, then its rules in order).
 	Priority []string `json:"priority,omitempty"`
+	// NAT is the nat table xdpfw translates with (load --nat xdpfw), as
+	// `-t nat` lines; none when the kernel's nat table is in force.
+	NAT []string `json:"nat,omitempty"`
 	// Chains are the user-defined chains, by name (their rules are in
 	// Rules, chain by chain, after those of the built-in chains).
 	Chains []string `json:"chains"`
@@ -302,6 +305,7 @@ func (f *Firewall) List() (*Listing, error) {
 	if pol := f.rs.policies; pol.PriorityOn() {
 		l.Priority = strings.Split(strings.TrimSuffix((&rules.RuleSet{Priority: pol.Priority, PriorityPolicy: pol.PriorityPolicy}).String(), "\n"), "\n")
 	}
+	l.NAT = f.natListing()
 	ls, err := f.dp.LogStats()
 	if err != nil {
 		return nil, err
@@ -390,6 +394,9 @@ func (l *Listing) Save() string {
 		b.WriteString(r.Rule + "\n")
 	}
 	for _, r := range l.Priority {
+		b.WriteString(r + "\n")
+	}
+	for _, r := range l.NAT {
 		b.WriteString(r + "\n")
 	}
 	return b.String()
@@ -604,6 +611,10 @@ type TraceResult struct {
 	// marked as a trace, when the budget allows.
 	LogRules int  `json:"log_rules"`
 	LogSelf  bool `json:"logged_by_rule"`
+	// NAT: with --nat xdpfw, a packet FORWARD accepts: the translation
+	// the nat table picks for a connection whose first packet it is
+	// (POSTROUTING, on the route's egress device), "" otherwise.
+	NAT string `json:"nat,omitempty"`
 }
 
 // TraceOptions say how a frame is traced.
@@ -652,6 +663,11 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	}
 	if r.Action == compile.ActReject {
 		out.Reject = r.Reject.String()
+	}
+	if !o.Egress && r.Action == compile.ActAccept && out.Chain == "FORWARD" {
+		if out.NAT, err = f.traceNAT(frame, iface); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case o.Egress && r.XDPAction == datapath.TCActOK:

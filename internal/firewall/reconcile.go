@@ -60,7 +60,7 @@ func Reconcile(p Paths, d Desired) (*Change, error) {
 		return nil, err
 	}
 	ch := &Change{}
-	why := loadNeeded(p, st, d)
+	why := append(loadNeeded(p, st, d), natLoadNeeded(st, d)...)
 	if lost != nil {
 		why = []string{"the record of the rules in force is lost or corrupt (" + lost.Err.Error() + ")"}
 	}
@@ -80,6 +80,11 @@ func Reconcile(p Paths, d Desired) (*Change, error) {
 		if err := fw.checkSizes(d.Options); err != nil {
 			return nil, err
 		}
+		// the nat table is the one in force (natLoadNeeded): apply
+		// replaces the filter's
+		filter := *d.Rules
+		filter.NAT = nil
+		d.Rules = &filter
 		if ch.Why = applyNeeded(st, inForce, d); len(ch.Why) > 0 {
 			if ch.Result, err = fw.Apply(d.Rules, d.Options); err != nil {
 				return nil, err

@@ -78,6 +78,10 @@ type state struct {
 	PriorityCPUs string `json:"priority_cpus,omitempty"`
 	// NAT: who translates, "kernel" or "xdpfw" (load --nat; "": kernel).
 	NAT string `json:"nat,omitempty"`
+	// NATRules: with NAT "xdpfw", the nat table xdpfw translates with, as
+	// `-t nat` lines (rules.RuleSet.String): what list prints and apply
+	// compares a file's nat table with.
+	NATRules string `json:"nat_rules,omitempty"`
 	// Version 2: named sets, by name; their elements are in fw_sets.
 	Sets      map[string]*setState `json:"sets,omitempty"`
 	NextSetID uint32               `json:"next_set_id,omitempty"` // set ids are never reused

@@ -1,0 +1,79 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// The bindings of a connection go with its conntrack entry (docs/nat.md,
+// "The life of a translated connection"): when conntrack's GC (CTGC, or
+// CTFlush) removes an entry, natUnbind removes the bindings of its two
+// directions. Bounded: at most two lookups and four deletes per entry
+// removed. A binding whose entry went another way (the LRU evicted it) is
+// found stale by the data plane on its next new connection
+// (bpf/lib/natfw.h fw_nat_life_out), or goes when the bindings' LRU needs
+// its room.
+
+// natSwap16 turns a host-order port into the network-order field of
+// struct fw_nat_tuple (and back).
+func natSwap16(v uint16) uint16 { return v>>8 | v<<8 }
+
+// natDirections are the tuples of both directions of the IPv4
+// connection k, as fw_nat_key4 makes them (an ICMP query's id as both
+// ports: conntrack's key has it so too).
+func natDirections(k *xdpfwFwCtKey) [2]xdpfwFwNatTuple {
+	a, b := uint32(k.A[0]), uint32(k.B[0]) // the address's bytes as on the wire
+	return [2]xdpfwFwNatTuple{
+		{Saddr: a, Daddr: b, Sport: natSwap16(k.Pa), Dport: natSwap16(k.Pb), Proto: k.Proto},
+		{Saddr: b, Daddr: a, Sport: natSwap16(k.Pb), Dport: natSwap16(k.Pa), Proto: k.Proto},
+	}
+}
+
+// natUnbind removes the bindings of the connections keys, whose conntrack
+// entries are gone: for each direction's tuple, its binding and, when it
+// points back, the other direction's (a tuple claimed since by another
+// connection keeps its binding). A key whose conntrack entry is back (a
+// new connection of the same tuple since) is left alone. Returns how many
+// bindings it removed.
+func (d *Datapath) natUnbind(keys []xdpfwFwCtKey) (int, error) {
+	if d.natBinds == nil || d.natBinds.MaxEntries() <= 1 { // --nat kernel: no bindings
+		return 0, nil
+	}
+	n := 0
+	del := func(k *xdpfwFwNatTuple) error {
+		err := d.natBinds.Delete(k)
+		if err == nil {
+			n++
+		}
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("removing a nat binding: %w", err)
+		}
+		return nil
+	}
+	var ct xdpfwFwCtEntry
+	for i := range keys {
+		k := &keys[i]
+		if k.Family != 4 || d.ct.Lookup(k, &ct) == nil {
+			continue
+		}
+		for _, t := range natDirections(k) {
+			var v xdpfwFwNatRw
+			if err := d.natBinds.Lookup(&t, &v); err != nil {
+				continue
+			}
+			back := xdpfwFwNatTuple{Saddr: v.Daddr, Daddr: v.Saddr, Sport: v.Dport, Dport: v.Sport, Proto: t.Proto}
+			var bv xdpfwFwNatRw
+			if d.natBinds.Lookup(&back, &bv) == nil && bv == (xdpfwFwNatRw{Saddr: t.Daddr, Daddr: t.Saddr, Sport: t.Dport, Dport: t.Sport}) {
+				if err := del(&back); err != nil {
+					return n, err
+				}
+			}
+			if err := del(&t); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
