@@ -1187,3 +1187,49 @@ type TreeStats struct {
 	MaxDepth  int `json:"max_depth"` // the most (fat) nodes one walk visits
 	Trees     int `json:"trees"`     // non-empty groups over all roots
 }
+
+// WalkCost is what one packet's walk reads (Tables.WalkCostOf): the
+// lines behind the classifier's cold cost.
+type WalkCost struct {
+	Trees int // trees walked
+	Nodes int // fat nodes visited (one cache line each)
+	Cands int // candidate records read (one cache line each)
+	Slots int // distinct cache lines of leaf slots read (8 B a slot in the kernel)
+}
+
+// WalkCostOf follows fw_tree for key k from root r: each tree down to its
+// leaf, then the leaf's candidates in order until the first that matches
+// by its ranges (an entry without exact ranges counts as a match: the
+// benchmarks' rule sets have none) or one no better than the best so far.
+func (t *Tables) WalkCostOf(r int, k Key) WalkCost {
+	var c WalkCost
+	best := NoTree
+	for _, g := range t.Roots[r].Groups {
+		if g == NoTree {
+			continue
+		}
+		leaf, steps := t.walk(g, &k)
+		c.Trees++
+		c.Nodes += steps
+		first, count := LeafOf(leaf)
+		lastLine := -1
+		for j := range count {
+			idx := first
+			if count > 1 {
+				if line := int(first+j) / 8; line != lastLine {
+					c.Slots, lastLine = c.Slots+1, line
+				}
+				idx = t.Leaves[first+j]
+			}
+			if idx >= best {
+				break
+			}
+			c.Cands++
+			if int(idx) >= len(t.Ranges) || !t.Ranges[idx].Exact || t.Ranges[idx].Match(&k) {
+				best = idx
+				break
+			}
+		}
+	}
+	return c
+}
