@@ -348,7 +348,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 		}
 		if s.rig != nil {
 			sr := s.rig.result()
-			sr.Unreachable = r.Spread.Unreachable
+			sr.Unreachable, sr.Walk = r.Spread.Unreachable, r.Spread.Walk
 			r.Spread = &sr
 		}
 		for i := range r.Latency {
