@@ -88,18 +88,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_entries SEC(".maps");
 
-/* The walk's tables are BPF_F_MMAPABLE for the alignment, not to be
- * mapped: an mmapable array's values start on a page, so each 64-byte
- * record and node is one cache line. A plain array's values start
- * sizeof(struct bpf_array) bytes (312 on 6.18) into its vmalloc'ed area,
- * so every one of them straddled two lines (docs/classifier.md). */
-
 /* Candidate records of the entries (struct fw_cand, 2 x fw_max_entries):
  * what a leaf's check reads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct fw_cand);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -109,7 +102,6 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct fw_node);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -119,7 +111,6 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);

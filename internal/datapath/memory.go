@@ -137,9 +137,6 @@ func specCost(spec *ebpf.CollectionSpec, dir string, cpus int) MemoryCost {
 		switch m.Type {
 		case ebpf.Array:
 			b = n * val
-			if m.Flags&mmapable != 0 { // the header and the values each on pages of their own
-				b = (b+pageSize-1)/pageSize*pageSize + pageSize
-			}
 		case ebpf.PerCPUArray:
 			b = n * (val*int64(cpus) + 8)
 		case ebpf.Hash, ebpf.LRUHash:
@@ -160,12 +157,8 @@ func specCost(spec *ebpf.CollectionSpec, dir string, cpus int) MemoryCost {
 	return c
 }
 
-// noPrealloc is BPF_F_NO_PREALLOC, mmapable BPF_F_MMAPABLE.
-const (
-	noPrealloc = 1
-	mmapable   = 1 << 10
-	pageSize   = 4096
-)
+// noPrealloc is BPF_F_NO_PREALLOC.
+const noPrealloc = 1
 
 func round8(n uint32) int64 { return (int64(n) + 7) &^ 7 }
 

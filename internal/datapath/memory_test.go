@@ -34,14 +34,10 @@ func TestMemoryCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The kernel rounds array values up to 8 bytes (a leaf slot, 4 bytes,
-	// takes 8); per-CPU arrays add a pointer per entry; the walk's
-	// mmapable arrays (candidate records, nodes, leaf slots) put their
-	// header and their values on pages of their own.
-	paged := func(b int64) int64 { return (b+pageSize-1)/pageSize*pageSize + pageSize }
-	entries, cands := round8(spec.Maps["fw_entries"].ValueSize), round8(spec.Maps["fw_cands"].ValueSize)
-	node, counter := round8(spec.Maps["fw_nodes"].ValueSize), round8(spec.Maps["fw_rule_stats"].ValueSize)
-	want := 2*int64(lim.Entries)*entries + paged(2*int64(lim.Entries)*cands) + paged(2*int64(lim.Nodes)*node) +
-		paged(2*int64(lim.LeafSlots)*8) + int64(lim.RuleIDs)*(counter*int64(cpus)+8)
+	// takes 8); per-CPU arrays add a pointer per entry.
+	entry, node := round8(spec.Maps["fw_entries"].ValueSize)+round8(spec.Maps["fw_cands"].ValueSize), round8(spec.Maps["fw_nodes"].ValueSize)
+	counter := round8(spec.Maps["fw_rule_stats"].ValueSize)
+	want := 2*int64(lim.Entries)*entry + 2*int64(lim.Nodes)*node + 2*int64(lim.LeafSlots)*8 + int64(lim.RuleIDs)*(counter*int64(cpus)+8)
 	if got := big.Of("--max-rules"); got != want {
 		t.Errorf("--max-rules 1M costs %d bytes, want %d", got, want)
 	}
