@@ -1237,9 +1237,10 @@ type WalkCost struct {
 }
 
 // WalkCostOf follows fw_tree for key k from root r: each tree down to its
-// leaf, then the leaf's candidates in order until the first that matches
-// by its ranges (an entry without exact ranges counts as a match: the
-// benchmarks' rule sets have none) or one no better than the best so far.
+// leaf, then the leaf's candidates in order until the first deciding one
+// that matches by its ranges (an entry without exact ranges counts as a
+// match: the benchmarks' rule sets have none; LOG and noted entries are
+// passed) or one no better than the best so far.
 func (t *Tables) WalkCostOf(r int, k Key) WalkCost {
 	var c WalkCost
 	best := NoTree
@@ -1264,7 +1265,8 @@ func (t *Tables) WalkCostOf(r int, k Key) WalkCost {
 				break
 			}
 			c.Cands++
-			if int(idx) >= len(t.Ranges) || !t.Ranges[idx].Exact || t.Ranges[idx].Match(&k) {
+			match := int(idx) >= len(t.Ranges) || !t.Ranges[idx].Exact || t.Ranges[idx].Match(&k)
+			if match && (int(idx) >= len(t.Entries) || t.Entries[idx].Decides()) {
 				best = idx
 				break
 			}

@@ -675,6 +675,10 @@ func TestShadowedLeaves(t *testing.T) {
 	if want := []int{0, 1, 2, 5, 6}; !slices.Equal(got, want) {
 		t.Errorf("candidates of %v: rules %v, want %v", p.Dst, got, want)
 	}
+	// what the walk reads: the two LOG records passed, the third decides
+	if c := tb.WalkCostOf(0, KeyOf(&p, testDev(&p))); c.Trees != 1 || c.Cands != 3 || c.Slots != 1 {
+		t.Errorf("walk of %v: %+v, want 1 tree, 3 candidate records, 1 line of slots", p.Dst, c)
+	}
 	r := rand.New(rand.NewPCG(5, 5))
 	for k := 0; k < 5000; k++ {
 		q := p
