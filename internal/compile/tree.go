@@ -1228,12 +1228,12 @@ type TreeStats struct {
 }
 
 // WalkCost is what one packet's walk reads (Tables.WalkCostOf): the
-// lines behind the classifier's cold cost.
+// lines behind the classifier's cold cost (docs/classifier.md).
 type WalkCost struct {
 	Trees int // trees walked
-	Nodes int // fat nodes visited (one cache line each)
-	Cands int // candidate records read (one cache line each)
-	Slots int // distinct cache lines of leaf slots read (8 B a slot in the kernel)
+	Nodes int // fat nodes visited (64 B each)
+	Cands int // candidate records read (64 B each)
+	Slots int // distinct 64-byte blocks of leaf slots read (8 B a slot in the kernel)
 }
 
 // WalkCostOf follows fw_tree for key k from root r: each tree down to its
