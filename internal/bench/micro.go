@@ -257,7 +257,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 					packet.ProtoUDP, 40000, 53).Bytes()
 				if opt.Spread > 0 {
 					aims, res.Spread = all[:min(opt.Spread, len(all))], sr
-					res.Spread.K = len(aims)
+					res.Spread.K, res.Spread.Walk = len(aims), walkOf(aims)
 				}
 			}
 			if opt.Delta > 0 {
@@ -348,7 +348,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 		}
 		if s.rig != nil {
 			sr := s.rig.result()
-			sr.Unreachable = r.Spread.Unreachable
+			sr.Unreachable, sr.Walk = r.Spread.Unreachable, r.Spread.Walk
 			r.Spread = &sr
 		}
 		for i := range r.Latency {
@@ -515,6 +515,7 @@ func WriteSpreadTable(w io.Writer, res []*MicroResult) {
 	if len(res) > 0 && res[0].Spread != nil {
 		fmt.Fprintf(w, " %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %8s %7s %7s %6s", "K", "warm_mn", "warm50", "warm90", "warm99",
 			"sprd_mn", "sprd50", "sprd90", "sprd99", "mean_x", "p50_x", "drv_w50", "drv_s50", "unrch")
+		fmt.Fprintf(w, " %5s %5s %4s %5s %4s %5s", "trees", "nodes", "n99", "cands", "c99", "slotl")
 	}
 	fmt.Fprintln(w)
 	for _, r := range res {
@@ -523,6 +524,8 @@ func WriteSpreadTable(w io.Writer, res []*MicroResult) {
 			fmt.Fprintf(w, " %7d %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.2fx %7.2fx %7.0f %7.0f %6d", sp.K, sp.Warm.Mean, sp.Warm.P50,
 				sp.Warm.P90, sp.Warm.P99, sp.Spread.Mean, sp.Spread.P50, sp.Spread.P90, sp.Spread.P99, sp.MeanRatio, sp.Ratio,
 				sp.DriverWarm.P50, sp.DriverSpread.P50, sp.Unreachable)
+			wk := sp.Walk
+			fmt.Fprintf(w, " %5.2f %5.1f %4d %5.1f %4d %5.2f", wk.Trees, wk.Nodes, wk.NodesP99, wk.Cands, wk.CandsP99, wk.Slots)
 		}
 		fmt.Fprintln(w)
 	}
@@ -531,7 +534,8 @@ func WriteSpreadTable(w io.Writer, res []*MicroResult) {
 		fmt.Fprintln(w, "warm: one frame repeated (K = 1); sprd: K frames aimed at K different rules, random order; ns per packet")
 		fmt.Fprintln(w, "over all rounds less the driver's (drv_*: the driver and test loop alone, same frames): mn the mean less")
 		fmt.Fprintln(w, "the driver's mean, 50/90/99 the percentiles less the driver's p50; mean_x, p50_x: median per-round ratio")
-		fmt.Fprintln(w, "sprd/warm of the means and of the p50s; unrch: rules tried that no frame could reach")
+		fmt.Fprintln(w, "sprd/warm of the means and of the p50s; unrch: rules tried that no frame could reach; per sprd frame")
+		fmt.Fprintln(w, "(the Go twin's walk): trees walked, fat nodes (mean, p99), candidate records (mean, p99), leaf-slot lines")
 	}
 }
 

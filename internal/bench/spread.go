@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -14,6 +15,7 @@ import (
 type aim struct {
 	frame []byte
 	rule  int
+	walk  compile.WalkCost // what its walk reads (the Go twin's count)
 }
 
 // aimTries is how many random points of a rule's box aimFrames tries
@@ -37,7 +39,12 @@ func aimFrames(rs []benchRule, c *compiled, k int, family string) (aims []aim, u
 			p := rs[i].pointIn(rnd, family == "ipv6")
 			rp := compile.RefPacketOf(p, "")
 			if e := c.tables.Classify(&rp, compile.Dev{}).Entry; e >= 0 && c.tables.Entries[e].RuleID == c.ids[i] {
-				aims, found = append(aims, aim{p.Bytes(), i}), true
+				r := int(rp.Chain) * 2
+				if rp.Src.Is6() {
+					r++
+				}
+				w := c.tables.WalkCostOf(r, compile.KeyOf(&rp, compile.Dev{}))
+				aims, found = append(aims, aim{p.Bytes(), i, w}), true
 			}
 		}
 		if !found {
@@ -50,7 +57,41 @@ func aimFrames(rs []benchRule, c *compiled, k int, family string) (aims []aim, u
 // spreadAims is aimFrames with the result it starts.
 func spreadAims(rs []benchRule, c *compiled, k int, family string) ([]aim, *SpreadResult) {
 	aims, unreachable := aimFrames(rs, c, k, family)
-	return aims, &SpreadResult{K: len(aims), Unreachable: unreachable}
+	return aims, &SpreadResult{K: len(aims), Unreachable: unreachable, Walk: walkOf(aims)}
+}
+
+// WalkShape is what the K frames' walks read, by the Go twin
+// (compile.WalkCostOf): mean and p99 per packet of the fat nodes, the
+// candidate records and the lines of leaf slots, and the mean trees.
+type WalkShape struct {
+	Trees    float64 `json:"trees_mean"`
+	Nodes    float64 `json:"nodes_mean"`
+	NodesP99 int     `json:"nodes_p99"`
+	Cands    float64 `json:"cands_mean"`
+	CandsP99 int     `json:"cands_p99"`
+	Slots    float64 `json:"slot_lines_mean"`
+}
+
+// walkOf sums the walks of aims.
+func walkOf(aims []aim) WalkShape {
+	var w WalkShape
+	if len(aims) == 0 {
+		return w
+	}
+	var nodes, cands []int
+	for _, a := range aims {
+		w.Trees += float64(a.walk.Trees)
+		w.Nodes += float64(a.walk.Nodes)
+		w.Cands += float64(a.walk.Cands)
+		w.Slots += float64(a.walk.Slots)
+		nodes, cands = append(nodes, a.walk.Nodes), append(cands, a.walk.Cands)
+	}
+	n := float64(len(aims))
+	w.Trees, w.Nodes, w.Cands, w.Slots = w.Trees/n, w.Nodes/n, w.Cands/n, w.Slots/n
+	slices.Sort(nodes)
+	slices.Sort(cands)
+	w.NodesP99, w.CandsP99 = nodes[len(nodes)*99/100], cands[len(cands)*99/100]
+	return w
 }
 
 // SpreadStats are per-packet times of one series kind, over all rounds.
@@ -66,8 +107,9 @@ type SpreadStats struct {
 // SpreadResult compares packets that repeat one path (K = 1) with K
 // frames aimed at K different rules, in random order.
 type SpreadResult struct {
-	K           int `json:"k"`
-	Unreachable int `json:"unreachable_rules"` // rules tried that no frame could reach
+	K           int       `json:"k"`
+	Unreachable int       `json:"unreachable_rules"` // rules tried that no frame could reach
+	Walk        WalkShape `json:"walk"`
 	// Warm (K = 1) and Spread (K frames): xdpfw's own time per packet,
 	// the driver's median subtracted (see docs/bench.md).
 	Warm   SpreadStats `json:"warm"`

@@ -937,10 +937,49 @@ func (b *treeBuilder) prune(region box, list []int32) []int32 {
 			}
 		}
 		if covers {
-			return out[:k+1]
+			return b.unshadowed(region, out[:k+1])
+		}
+	}
+	return b.unshadowed(region, out)
+}
+
+// shadowMax is the longest list unshadowed prunes: it compares each item
+// with the exact, deciding ones before it (quadratic), and the lists
+// that become leaves are at most MaxLeaf long.
+const shadowMax = 2 * MaxLeaf
+
+// unshadowed drops, from a list of at most shadowMax items, those whose
+// box within region lies inside the box of an earlier exact, deciding
+// item: a packet there matches that one first. Rule sets that repeat a
+// rule's box with other verdicts further down (ClassBench-style sets do:
+// fifteen `-d 45.0.0.0/8 -p icmp` in one leaf of 26) keep the first.
+func (b *treeBuilder) unshadowed(region box, list []int32) []int32 {
+	if len(list) > shadowMax {
+		return list
+	}
+	var covers []*box
+	out := list[:0]
+	for _, i := range list {
+		it := &b.items[i]
+		if slices.ContainsFunc(covers, func(c *box) bool { return holds(c, &it.box, &region) }) {
+			continue
+		}
+		out = append(out, i)
+		if it.exact && it.decides {
+			covers = append(covers, &it.box)
 		}
 	}
 	return out
+}
+
+// holds tells whether box c holds what of box x lies in region.
+func holds(c, x, region *box) bool {
+	for d := 0; d < NumDims; d++ {
+		if c[d][0] > max(x[d][0], region[d][0]) || c[d][1] < min(x[d][1], region[d][1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // split picks the dimension and threshold that best balance the entries
@@ -1186,4 +1225,52 @@ type TreeStats struct {
 	MaxLeaf   int `json:"max_leaf"`  // the most candidates one leaf holds
 	MaxDepth  int `json:"max_depth"` // the most (fat) nodes one walk visits
 	Trees     int `json:"trees"`     // non-empty groups over all roots
+}
+
+// WalkCost is what one packet's walk reads (Tables.WalkCostOf): the
+// lines behind the classifier's cold cost (docs/classifier.md).
+type WalkCost struct {
+	Trees int // trees walked
+	Nodes int // fat nodes visited (64 B each)
+	Cands int // candidate records read (64 B each)
+	Slots int // distinct 64-byte blocks of leaf slots read (8 B a slot in the kernel)
+}
+
+// WalkCostOf follows fw_tree for key k from root r: each tree down to its
+// leaf, then the leaf's candidates in order until the first deciding one
+// that matches by its ranges (an entry without exact ranges counts as a
+// match: the benchmarks' rule sets have none; LOG and noted entries are
+// passed) or one no better than the best so far.
+func (t *Tables) WalkCostOf(r int, k Key) WalkCost {
+	var c WalkCost
+	best := NoTree
+	for _, g := range t.Roots[r].Groups {
+		if g == NoTree {
+			continue
+		}
+		leaf, steps := t.walk(g, &k)
+		c.Trees++
+		c.Nodes += steps
+		first, count := LeafOf(leaf)
+		lastLine := -1
+		for j := range count {
+			idx := first
+			if count > 1 {
+				if line := int(first+j) / 8; line != lastLine {
+					c.Slots, lastLine = c.Slots+1, line
+				}
+				idx = t.Leaves[first+j]
+			}
+			if idx >= best {
+				break
+			}
+			c.Cands++
+			match := int(idx) >= len(t.Ranges) || !t.Ranges[idx].Exact || t.Ranges[idx].Match(&k)
+			if match && (int(idx) >= len(t.Entries) || t.Entries[idx].Decides()) {
+				best = idx
+				break
+			}
+		}
+	}
+	return c
 }
