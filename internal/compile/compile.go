@@ -216,6 +216,7 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 		return nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, lim.LeafSlots)
 	}
 	t.Stats = st
+	t.Stats.Work = t.Work()
 	setFastRules(t)
 	if t.Raw, err = rawEntries(pol); err != nil {
 		return nil, err

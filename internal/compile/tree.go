@@ -1186,4 +1186,7 @@ type TreeStats struct {
 	MaxLeaf   int `json:"max_leaf"`  // the most candidates one leaf holds
 	MaxDepth  int `json:"max_depth"` // the most (fat) nodes one walk visits
 	Trees     int `json:"trees"`     // non-empty groups over all roots
+	// Work is the most classifier work one packet can cause
+	// (Tables.Work), set once the trees are built.
+	Work Work `json:"work"`
 }

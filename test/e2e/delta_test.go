@@ -16,6 +16,12 @@ type deltaStatus struct {
 		Deleted int  `json:"deleted"`
 		Entries int  `json:"entries"`
 	} `json:"delta"`
+	// the rules' worst case per packet (docs/realtime.md)
+	Work *struct {
+		Trees      int `json:"trees"`
+		Levels     int `json:"levels"`
+		Candidates int `json:"candidates"`
+	} `json:"work"`
 }
 
 // TestSingleEditsOnLargeRuleSet makes single edits (add, insert, replace,
@@ -109,6 +115,9 @@ func TestSingleEditsOnLargeRuleSet(t *testing.T) {
 		f.decode(&s, "status", "--json")
 		if s.Delta.Pending != want {
 			t.Errorf("%s: delta stage pending %v, want %v: %+v", what, s.Delta.Pending, want, s.Delta)
+		}
+		if w := s.Work; w == nil || w.Trees < 1 || w.Levels < 1 || w.Candidates < 1 {
+			t.Errorf("%s: status's worst case per packet %+v: want it recorded", what, w)
 		}
 	}
 	n := filler + 3 // rules in INPUT
