@@ -43,6 +43,10 @@ type MicroOptions struct {
 	// candidate decides as the rules in force, so every probe is
 	// classified twice and no event is sent.
 	Audit bool
+	// Cold is how many of the Spread frames to measure cache-cold after
+	// the rounds, each run alone after evicting the caches (0: none;
+	// cold.go, docs/realtime.md).
+	Cold int
 }
 
 // MicroResult is one rule count and family.
@@ -100,6 +104,8 @@ type MicroResult struct {
 	AuditLastX   float64       `json:"audit_last_rule_vs_off,omitempty"`
 	AuditMissX   float64       `json:"audit_no_match_vs_off,omitempty"`
 	AuditSpread  *SpreadResult `json:"audit_spread,omitempty"`
+	// Cold: with MicroOptions.Cold, the frames measured cache-cold.
+	Cold *ColdResult `json:"cold,omitempty"`
 }
 
 // LatencyCost is the last-rule probe's cost with latency sampling 1 in
@@ -145,6 +151,8 @@ type subject struct {
 	rig                 *spreadRig      // MicroOptions.Spread, nil: none
 	audit               *datapath.Audit // MicroOptions.Audit, nil: none
 	auditRig            *spreadRig      // the spread frames with the audit in the path
+	aims                []aim           // the spread frames
+	bound               int             // the tables' compile.Work steps
 }
 
 // deltaStamp is the generation number the benchmark installs its tables
@@ -293,6 +301,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			if _, err := dp.InstallDelta(nil, deltaStamp); err != nil {
 				return nil, err
 			}
+			s.aims, s.bound = aims, tables.Stats.Work.Steps()
 			if len(aims) > 0 {
 				if err := checkAims(dp, aims, ids); err != nil {
 					return nil, fmt.Errorf("%s %d rules: %w", fam, n, err)
@@ -318,8 +327,11 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 					return nil, err
 				}
 			}
-			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB",
-				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB)
+			wk := res.Tree.Work
+			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB; "+
+				"worst case per packet: %d trees, %d node steps, %d candidates (%d whole entry tests)",
+				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB,
+				wk.Trees, wk.Levels, wk.Candidates, wk.FullTests)
 		}
 	}
 
@@ -335,6 +347,23 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			}
 		}
 		say("  round %d/%d done", round+1, opt.Rounds)
+	}
+
+	if opt.Cold > 0 {
+		empty, err := emptyXDP()
+		if err != nil {
+			return nil, err
+		}
+		defer empty.Close()
+		for _, s := range subs {
+			if len(s.aims) == 0 {
+				continue
+			}
+			say("  %s %7d rules: %d frames cache-cold", s.res.Family, s.res.Rules, min(opt.Cold, len(s.aims)))
+			if s.res.Cold, err = measureCold(s.dp, empty, s.aims, opt.Cold, s.bound); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	out := make([]*MicroResult, 0, len(subs))

@@ -14,6 +14,7 @@ import (
 type aim struct {
 	frame []byte
 	rule  int
+	steps int // node steps and candidates its walk takes (compile.Tables.WalkWork)
 }
 
 // aimTries is how many random points of a rule's box aimFrames tries
@@ -37,7 +38,7 @@ func aimFrames(rs []benchRule, c *compiled, k int, family string) (aims []aim, u
 			p := rs[i].pointIn(rnd, family == "ipv6")
 			rp := compile.RefPacketOf(p, "")
 			if e := c.tables.Classify(&rp, compile.Dev{}).Entry; e >= 0 && c.tables.Entries[e].RuleID == c.ids[i] {
-				aims, found = append(aims, aim{p.Bytes(), i}), true
+				aims, found = append(aims, aim{p.Bytes(), i, c.tables.WalkWork(&rp, compile.Dev{}).Steps()}), true
 			}
 		}
 		if !found {

@@ -127,3 +127,31 @@ func (t *Tables) checksRanges(idx uint32) bool {
 	}
 	return t.entryAt(idx).Decides()
 }
+
+// WalkWork is the work the walk of packet p takes in t: the trees of its
+// root, the nodes it visits, and the candidates of the leaves it reaches
+// (counted whole: a leaf's scan can stop earlier, at the best index found
+// in an earlier tree). It never exceeds t.Work().
+func (t *Tables) WalkWork(p *RefPacket, dev Dev) Work {
+	k := KeyOf(p, dev)
+	r := int(p.Chain) * 2
+	if p.Src.Is6() {
+		r++
+	}
+	var w Work
+	for _, g := range t.Roots[r].Groups {
+		if g == NoTree {
+			continue
+		}
+		leaf, steps := t.walk(g, &k)
+		w.Trees++
+		w.Levels += steps
+		for _, idx := range t.LeafEntries(leaf) {
+			w.Candidates++
+			if !t.checksRanges(idx) {
+				w.FullTests++
+			}
+		}
+	}
+	return w
+}

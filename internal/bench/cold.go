@@ -1,0 +1,307 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/latency"
+)
+
+// The cache-cold measurement (`bench micro --cold N`, docs/realtime.md,
+// Worst-case work per packet): before each packet, the benchmark reads a
+// buffer twice the size of the last-level cache on the CPU that then runs
+// the packet, so that the packet finds none of xdpfw's tables in any
+// cache (nor their page-table entries in the TLB), then runs that one
+// packet with BPF_PROG_TEST_RUN (repeat 1). Two clocks time it:
+// BPF_PROG_TEST_RUN's duration (the kernel's, around the one run: it
+// includes the test loop's own cost, which the same series with an empty
+// program measures) and xdpfw's own latency histogram (sampling every
+// packet: the in-program time of issue 17's first bar).
+
+// emptyXDP is an XDP program that passes every packet at once.
+func emptyXDP() (*ebpf.Program, error) {
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}}) // XDP_PASS
+	if err != nil {
+		return nil, fmt.Errorf("loading an empty XDP program: %w", err)
+	}
+	return p, nil
+}
+
+// ColdStats are exact percentiles of per-packet times in ns.
+type ColdStats struct {
+	Mean float64 `json:"mean_ns"`
+	P50  float64 `json:"p50_ns"`
+	P99  float64 `json:"p99_ns"`
+	P999 float64 `json:"p99_9_ns"`
+	Max  float64 `json:"max_ns"`
+}
+
+func coldStats(v []float64) ColdStats {
+	if len(v) == 0 {
+		return ColdStats{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	at := func(q float64) float64 { // the sample of rank ceil(q n)
+		i := int(q*float64(len(s))+0.999999) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	return ColdStats{Mean: sum / float64(len(s)), P50: at(0.5), P99: at(0.99), P999: at(0.999), Max: s[len(s)-1]}
+}
+
+// ColdResult is one rule set's cache-cold packets.
+type ColdResult struct {
+	Packets    int   `json:"packets"`     // frames (aimed at different rules), each after an eviction
+	EvictBytes int64 `json:"evict_bytes"` // the buffer read before each packet
+	CPU        int   `json:"cpu"`
+	// Kernel: BPF_PROG_TEST_RUN's duration of each packet through xdpfw;
+	// Empty: the same with an empty program (the test loop's own cost,
+	// cold too), the same frames and evictions.
+	Kernel ColdStats `json:"kernel"`
+	Empty  ColdStats `json:"empty"`
+	// InProgram: xdpfw's own histogram of the same packets (every packet
+	// timed, the histogram's interpolated quantiles).
+	InProgram latency.Summary `json:"in_program"`
+	// Warm: the kernel's duration of the same frames without eviction
+	// (each run once, in the same order: consecutive packets at
+	// different rules, the tables as warm as the test loop leaves them).
+	Warm ColdStats `json:"warm"`
+	// The packets whose walk takes the most steps (compile.Work.Steps:
+	// node steps and candidates) among all the frames aimed, and their
+	// cold times (kernel duration), each measured WorstRuns times.
+	WorstSteps int       `json:"worst_steps"`
+	WorstN     int       `json:"worst_frames"`
+	Worst      ColdStats `json:"worst"`
+	// BoundSteps is the rule set's bound (Tables.Work: levels +
+	// candidates): what no packet can exceed.
+	BoundSteps int `json:"bound_steps"`
+}
+
+// worstRuns is how many times each worst-path frame is measured cold.
+const worstRuns = 50
+
+// llcBytes is the size of the largest cache of cpu (sysfs), 32 MiB when
+// it cannot be read.
+func llcBytes(cpu int) int64 {
+	best := int64(0)
+	for i := 0; i < 8; i++ {
+		b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/cache/index%d/size", cpu, i))
+		if err != nil {
+			break
+		}
+		s := strings.TrimSpace(string(b))
+		mult := int64(1)
+		switch {
+		case strings.HasSuffix(s, "K"):
+			mult, s = 1<<10, strings.TrimSuffix(s, "K")
+		case strings.HasSuffix(s, "M"):
+			mult, s = 1<<20, strings.TrimSuffix(s, "M")
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			best = max(best, n*mult)
+		}
+	}
+	if best == 0 {
+		best = 32 << 20
+	}
+	return best
+}
+
+// evictor reads a buffer larger than the caches.
+type evictor struct {
+	buf  []byte
+	sink byte
+}
+
+func newEvictor(bytes int64) *evictor {
+	e := &evictor{buf: make([]byte, bytes)}
+	for i := range e.buf { // fault the pages in now
+		e.buf[i] = byte(i)
+	}
+	return e
+}
+
+// evict reads a byte of every 64-byte line (the lines of all the caches'
+// sets, and a page-table walk per page: the TLB too).
+func (e *evictor) evict() {
+	var x byte
+	for i := 0; i < len(e.buf); i += 64 {
+		x += e.buf[i]
+	}
+	e.sink += x
+}
+
+// pinned runs f on one CPU (the last one this thread may use), the thread
+// locked to it, and restores the thread's CPUs after.
+func pinned(f func(cpu int) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	cpu := -1
+	for c := 0; c < 1024; c++ {
+		if old.IsSet(c) {
+			cpu = c
+		}
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return fmt.Errorf("sched_setaffinity: %w", err)
+	}
+	defer unix.SchedSetaffinity(0, &old) //nolint:errcheck // best effort: the thread is unlocked after
+	return f(cpu)
+}
+
+// measureCold measures n of aims (the first n, in their random order)
+// cache-cold through dp's XDP program and an empty one, and the aims
+// whose walks take the most steps. empty is an XDP program returning at
+// once.
+func measureCold(dp *datapath.Datapath, empty *ebpf.Program, aims []aim, n int, bound int) (*ColdResult, error) {
+	n = min(n, len(aims))
+	res := &ColdResult{Packets: n, BoundSteps: bound}
+	prog := dp.Program()
+	run := func(p *ebpf.Program, frame []byte) (float64, error) {
+		_, d, err := p.Benchmark(frame, 1, nil)
+		if err != nil {
+			return 0, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
+		}
+		return float64(d.Nanoseconds()), nil
+	}
+	err := pinned(func(cpu int) error {
+		res.CPU = cpu
+		res.EvictBytes = 2 * llcBytes(cpu)
+		ev := newEvictor(res.EvictBytes)
+		if err := dp.ResetLatency(); err != nil {
+			return err
+		}
+		var kern, emp, warm []float64
+		for i := 0; i < n; i++ { // warm: consecutive frames, no eviction
+			d, err := run(prog, aims[i].frame)
+			if err != nil {
+				return err
+			}
+			warm = append(warm, d)
+		}
+		before, err := latencyTotal(dp)
+		if err != nil {
+			return err
+		}
+		if err := dp.SetLatencySample(1); err != nil {
+			return err
+		}
+		defer dp.SetLatencySample(0) //nolint:errcheck // the datapath is the benchmark's own
+		for i := 0; i < n; i++ {
+			ev.evict()
+			d, err := run(prog, aims[i].frame)
+			if err != nil {
+				return err
+			}
+			kern = append(kern, d)
+		}
+		after, err := latencyTotal(dp)
+		if err != nil {
+			return err
+		}
+		if err := dp.SetLatencySample(0); err != nil {
+			return err
+		}
+		in := after.Since(&before)
+		res.InProgram = in.Summarize()
+		for i := 0; i < n; i++ {
+			ev.evict()
+			d, err := run(empty, aims[i].frame)
+			if err != nil {
+				return err
+			}
+			emp = append(emp, d)
+		}
+		res.Kernel, res.Empty, res.Warm = coldStats(kern), coldStats(emp), coldStats(warm)
+		// the frames whose walk is the longest, at most 16 of them
+		for _, a := range aims {
+			res.WorstSteps = max(res.WorstSteps, a.steps)
+		}
+		var worst []float64
+		for _, a := range aims {
+			if a.steps != res.WorstSteps || res.WorstN == 16 {
+				continue
+			}
+			res.WorstN++
+			for r := 0; r < worstRuns; r++ {
+				ev.evict()
+				d, err := run(prog, a.frame)
+				if err != nil {
+					return err
+				}
+				worst = append(worst, d)
+			}
+		}
+		res.Worst = coldStats(worst)
+		return nil
+	})
+	return res, err
+}
+
+// latencyTotal is the sum of every latency histogram of dp.
+func latencyTotal(dp *datapath.Datapath) (latency.Hist, error) {
+	hs, err := dp.Latency()
+	if err != nil {
+		return latency.Hist{}, err
+	}
+	var t latency.Hist
+	for i := range hs {
+		t.Merge(&hs[i].Hist)
+	}
+	return t, nil
+}
+
+// WriteColdTable prints the cache-cold measurement, when made.
+func WriteColdTable(w io.Writer, res []*MicroResult) {
+	if len(res) == 0 || res[0].Cold == nil {
+		return
+	}
+	c0 := res[0].Cold
+	fmt.Fprintf(w, "\ncache-cold: %d frames aimed at different rules, each run alone (repeat 1) after reading %d MiB on CPU %d:\n",
+		c0.Packets, c0.EvictBytes>>20, c0.CPU)
+	fmt.Fprintf(w, "%-6s %-15s %8s %6s %6s | %7s %7s %7s %7s | %7s %7s %7s %7s | %7s %7s %7s %7s | %7s %7s | %5s %7s %7s\n",
+		"family", "ruleset", "rules", "bound", "worst",
+		"warm50", "warm99", "w99.9", "warmmax",
+		"cold50", "cold99", "c99.9", "coldmax",
+		"prog50", "prog99", "p99.9", "progmax",
+		"empty50", "emp99.9",
+		"n_wst", "wst50", "wstmax")
+	for _, r := range res {
+		c := r.Cold
+		if c == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%-6s %-15s %8d %6d %6d | %7.0f %7.0f %7.0f %7.0f | %7.0f %7.0f %7.0f %7.0f | %7.0f %7.0f %7.0f %7d | %7.0f %7.0f | %5d %7.0f %7.0f\n",
+			r.Family, r.RuleSet, r.Rules, c.BoundSteps, c.WorstSteps,
+			c.Warm.P50, c.Warm.P99, c.Warm.P999, c.Warm.Max,
+			c.Kernel.P50, c.Kernel.P99, c.Kernel.P999, c.Kernel.Max,
+			c.InProgram.P50, c.InProgram.P99, c.InProgram.P999, c.InProgram.Max,
+			c.Empty.P50, c.Empty.P999, c.WorstN, c.Worst.P50, c.Worst.Max)
+	}
+	fmt.Fprintln(w, "ns per packet. bound: the rule set's most node steps + candidates one packet can take (compile.Work);")
+	fmt.Fprintln(w, "worst: the most any aimed frame takes. warm/cold: BPF_PROG_TEST_RUN's duration of one run, without/with")
+	fmt.Fprintln(w, "the eviction before it; prog: xdpfw's own histogram of the cold packets (in-program time, interpolated);")
+	fmt.Fprintln(w, "empty: an empty program, cold (the test loop's own cost); wst: the frames whose walk takes `worst` steps")
+	fmt.Fprintf(w, "(n_wst frames, up to 16), each run cold %d times\n", worstRuns)
+}
