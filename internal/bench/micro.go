@@ -359,7 +359,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			if len(s.aims) == 0 {
 				continue
 			}
-			say("  %s %7d rules: %d frames cache-cold", s.res.Family, s.res.Rules, min(opt.Cold, len(s.aims)))
+			say("  %s %7d rules: %d packets cache-cold (%d frames)", s.res.Family, s.res.Rules, opt.Cold, min(opt.Cold, len(s.aims)))
 			if s.res.Cold, err = measureCold(s.dp, empty, s.aims, opt.Cold, s.bound); err != nil {
 				return nil, err
 			}

@@ -137,8 +137,8 @@ With --latency-sample N[,N...] (e.g. 1,64), each round also measures the
 last-rule probe with latency sampling 1 in N and reports the ratio to
 sampling off (the cost of the data plane's latency histograms).
 
-With --cold N (and --spread K), after the rounds the first N of the K frames
-are run cache-cold, one at a time: before each, the benchmark reads a buffer
+With --cold N (and --spread K), after the rounds N packets, the K frames in
+turn, are run cache-cold, one at a time: before each, the benchmark reads a buffer
 twice the size of the last-level cache on the CPU that runs the packet, so
 the packet finds none of xdpfw's tables cached. It reports p50, p99, p99.9
 and max per packet (BPF_PROG_TEST_RUN's duration, and xdpfw's own latency
@@ -166,7 +166,7 @@ milliseconds: 2,000 packets take some 10-30 seconds per rule set.`,
 				return usageError{fmt.Errorf("--spread %d: a frame count, 0 for none", spread)}
 			}
 			if cold < 0 || cold > 0 && spread == 0 {
-				return usageError{fmt.Errorf("--cold %d: a packet count, with --spread K (it runs the first N of those frames cold)", cold)}
+				return usageError{fmt.Errorf("--cold %d: a packet count, with --spread K (it runs those frames cold, in turn)", cold)}
 			}
 			if !slices.Contains(bench.RuleSets, ruleset) {
 				return usageError{fmt.Errorf("--ruleset %q: one of %s", ruleset, strings.Join(bench.RuleSets, ", "))}
@@ -219,7 +219,7 @@ milliseconds: 2,000 packets take some 10-30 seconds per rule set.`,
 	fl.IntVar(&spread, "spread", 0, "also measure K frames aimed at K different rules against one repeated (0: no)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.UintSliceVar(&latency, "latency-sample", nil, "also measure latency sampling 1 in N for each N given, beside off")
-	fl.IntVar(&cold, "cold", 0, "also run N of the --spread frames cache-cold, one at a time (0: no)")
+	fl.IntVar(&cold, "cold", 0, "also run N packets of the --spread frames cache-cold, one at a time (0: no)")
 	fl.BoolVar(&audit, "audit", false, "also measure the probes with the rule set audited beside itself (docs/audit.md)")
 	return cmd
 }
