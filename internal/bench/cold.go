@@ -77,9 +77,14 @@ type ColdResult struct {
 	// Unsampled: Kernel with latency sampling off (the histogram's own
 	// clock reads and update left out), the same frames and evictions.
 	Unsampled ColdStats `json:"unsampled"`
-	// InProgram: xdpfw's own histogram of the same packets (every packet
-	// timed, the histogram's interpolated quantiles).
-	InProgram latency.Summary `json:"in_program"`
+	// InProgram: xdpfw's own time of each of the same packets (every
+	// packet timed: the growth of its histograms' sum, exact ns); Clean:
+	// of those, the packets no interrupt reached the CPU during
+	// (Interrupted: the others; the CPU's counts in /proc/interrupts read
+	// just before and after the run).
+	InProgram   ColdStats `json:"in_program"`
+	Clean       ColdStats `json:"in_program_uninterrupted"`
+	Interrupted int       `json:"interrupted"`
 	// Warm: the kernel's duration of the same frames without eviction
 	// (each run once, in the same order: consecutive packets at
 	// different rules, the tables as warm as the test loop leaves them).
@@ -179,7 +184,7 @@ func pinned(f func(cpu int) error) error {
 // once.
 func measureCold(dp *datapath.Datapath, empty *ebpf.Program, aims []aim, n int, bound int) (*ColdResult, error) {
 	res := &ColdResult{Packets: n, BoundSteps: bound}
-	prog := dp.Program()
+	xdp := dp.Program()
 	run := func(p *ebpf.Program, frame []byte) (float64, error) {
 		_, d, err := p.Benchmark(frame, 1, nil)
 		if err != nil {
@@ -196,40 +201,60 @@ func measureCold(dp *datapath.Datapath, empty *ebpf.Program, aims []aim, n int, 
 		}
 		var kern, emp, warm, unsampled []float64
 		for i := 0; i < n; i++ { // warm: consecutive frames, no eviction
-			d, err := run(prog, aims[i%len(aims)].frame)
+			d, err := run(xdp, aims[i%len(aims)].frame)
 			if err != nil {
 				return err
 			}
 			warm = append(warm, d)
 		}
-		before, err := latencyTotal(dp)
-		if err != nil {
-			return err
-		}
 		if err := dp.SetLatencySample(1); err != nil {
 			return err
 		}
 		defer dp.SetLatencySample(0) //nolint:errcheck // the datapath is the benchmark's own
+		prev, err := latencyTotal(dp)
+		if err != nil {
+			return err
+		}
+		var prog, clean []float64
 		for i := 0; i < n; i++ {
 			ev.evict()
-			d, err := run(prog, aims[i%len(aims)].frame)
+			irqs, err := cpuInterrupts(cpu)
+			if err != nil {
+				return err
+			}
+			d, err := run(xdp, aims[i%len(aims)].frame)
+			if err != nil {
+				return err
+			}
+			irqs2, err := cpuInterrupts(cpu)
 			if err != nil {
 				return err
 			}
 			kern = append(kern, d)
-		}
-		after, err := latencyTotal(dp)
-		if err != nil {
-			return err
+			// the packet's in-program time: the histograms' sum grew by it
+			h, err := latencyTotal(dp)
+			if err != nil {
+				return err
+			}
+			if h.Count != prev.Count+1 {
+				return fmt.Errorf("cold packet %d: the latency histograms counted %d packets, want 1", i, h.Count-prev.Count)
+			}
+			ns := float64(h.Sum - prev.Sum)
+			prev = h
+			prog = append(prog, ns)
+			if irqs2 != irqs {
+				res.Interrupted++
+			} else {
+				clean = append(clean, ns)
+			}
 		}
 		if err := dp.SetLatencySample(0); err != nil {
 			return err
 		}
-		in := after.Since(&before)
-		res.InProgram = in.Summarize()
+		res.InProgram, res.Clean = coldStats(prog), coldStats(clean)
 		for i := 0; i < n; i++ {
 			ev.evict()
-			d, err := run(prog, aims[i%len(aims)].frame)
+			d, err := run(xdp, aims[i%len(aims)].frame)
 			if err != nil {
 				return err
 			}
@@ -256,7 +281,7 @@ func measureCold(dp *datapath.Datapath, empty *ebpf.Program, aims []aim, n int, 
 			res.WorstN++
 			for r := 0; r < worstRuns; r++ {
 				ev.evict()
-				d, err := run(prog, a.frame)
+				d, err := run(xdp, a.frame)
 				if err != nil {
 					return err
 				}
@@ -267,6 +292,30 @@ func measureCold(dp *datapath.Datapath, empty *ebpf.Program, aims []aim, n int, 
 		return nil
 	})
 	return res, err
+}
+
+// cpuInterrupts is the interrupts cpu has taken: its column of
+// /proc/interrupts, summed.
+func cpuInterrupts(cpu int) (uint64, error) {
+	b, err := os.ReadFile("/proc/interrupts")
+	if err != nil {
+		return 0, err
+	}
+	lines := strings.Split(string(b), "\n")
+	col := slices.Index(strings.Fields(lines[0]), fmt.Sprintf("CPU%d", cpu))
+	if col < 0 {
+		return 0, fmt.Errorf("/proc/interrupts has no column for CPU%d", cpu)
+	}
+	var sum uint64
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) > col+1 {
+			if v, err := strconv.ParseUint(f[col+1], 10, 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum, nil
 }
 
 // latencyTotal is the sum of every latency histogram of dp.
@@ -288,31 +337,39 @@ func WriteColdTable(w io.Writer, res []*MicroResult) {
 		return
 	}
 	c0 := res[0].Cold
-	fmt.Fprintf(w, "\ncache-cold: %d packets (the spread frames, aimed at different rules), each run alone (repeat 1) after reading %d MiB on CPU %d:\n",
+	fmt.Fprintf(w, "\ncache-cold: %d packets (the spread frames in turn, aimed at different rules), each run alone (repeat 1) after reading %d MiB on CPU %d;\n",
 		c0.Packets, c0.EvictBytes>>20, c0.CPU)
-	fmt.Fprintf(w, "%-6s %-15s %8s %6s %6s | %7s %7s %7s %7s | %7s %7s %7s %7s | %7s %7s %7s %7s | %7s %7s %7s | %5s %7s %7s\n",
+	fmt.Fprintln(w, "xdpfw's own time per packet (prog: all packets; clean: those no interrupt reached), and BPF_PROG_TEST_RUN's (run):")
+	fmt.Fprintf(w, "%-6s %-15s %8s %5s %5s | %7s %7s %7s %7s %7s | %5s %7s %7s %7s %7s %7s | %7s %7s %7s %7s | %7s %7s %7s %7s | %5s %7s %7s\n",
 		"family", "ruleset", "rules", "bound", "worst",
-		"warm50", "warm99", "w99.9", "warmmax",
-		"cold50", "cold99", "c99.9", "coldmax",
-		"prog50", "prog99", "p99.9", "progmax",
-		"empty50", "emp99.9", "nosmp50",
+		"prog50", "prog99", "p99.9", "progmax", "p999/50",
+		"intr", "cln50", "cln99", "c99.9", "clnmax", "c999/50",
+		"warm50", "w99.9", "run50", "r99.9",
+		"nosmp50", "nosmp999", "empty50", "e99.9",
 		"n_wst", "wst50", "wstmax")
 	for _, r := range res {
 		c := r.Cold
 		if c == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%-6s %-15s %8d %6d %6d | %7.0f %7.0f %7.0f %7.0f | %7.0f %7.0f %7.0f %7.0f | %7.0f %7.0f %7.0f %7d | %7.0f %7.0f %7.0f | %5d %7.0f %7.0f\n",
+		ratio := func(s ColdStats) float64 {
+			if s.P50 == 0 {
+				return 0
+			}
+			return s.P999 / s.P50
+		}
+		fmt.Fprintf(w, "%-6s %-15s %8d %5d %5d | %7.0f %7.0f %7.0f %7.0f %6.1fx | %5d %7.0f %7.0f %7.0f %7.0f %6.1fx | %7.0f %7.0f %7.0f %7.0f | %7.0f %7.0f %7.0f %7.0f | %5d %7.0f %7.0f\n",
 			r.Family, r.RuleSet, r.Rules, c.BoundSteps, c.WorstSteps,
-			c.Warm.P50, c.Warm.P99, c.Warm.P999, c.Warm.Max,
-			c.Kernel.P50, c.Kernel.P99, c.Kernel.P999, c.Kernel.Max,
-			c.InProgram.P50, c.InProgram.P99, c.InProgram.P999, c.InProgram.Max,
-			c.Empty.P50, c.Empty.P999, c.Unsampled.P50, c.WorstN, c.Worst.P50, c.Worst.Max)
+			c.InProgram.P50, c.InProgram.P99, c.InProgram.P999, c.InProgram.Max, ratio(c.InProgram),
+			c.Interrupted, c.Clean.P50, c.Clean.P99, c.Clean.P999, c.Clean.Max, ratio(c.Clean),
+			c.Warm.P50, c.Warm.P999, c.Kernel.P50, c.Kernel.P999,
+			c.Unsampled.P50, c.Unsampled.P999, c.Empty.P50, c.Empty.P999,
+			c.WorstN, c.Worst.P50, c.Worst.Max)
 	}
-	fmt.Fprintln(w, "ns per packet. bound: the rule set's most node steps + candidates one packet can take (compile.Work);")
-	fmt.Fprintln(w, "worst: the most any aimed frame takes. warm/cold: BPF_PROG_TEST_RUN's duration of one run, without/with")
-	fmt.Fprintln(w, "the eviction before it; prog: xdpfw's own histogram of the cold packets (in-program time, interpolated);")
-	fmt.Fprintln(w, "empty: an empty program, cold (the test loop's own cost); nosmp: cold with latency sampling off;")
-	fmt.Fprintln(w, "wst: the frames whose walk takes `worst` steps")
-	fmt.Fprintf(w, "(n_wst frames, up to 16), each run cold %d times\n", worstRuns)
+	fmt.Fprintln(w, "ns per packet. bound: the rule set's most node steps + candidates one packet can take (compile.Work); worst:")
+	fmt.Fprintln(w, "the most any aimed frame takes. prog: xdpfw's latency histograms (every packet timed), exact per packet;")
+	fmt.Fprintln(w, "intr: packets the CPU took an interrupt during (/proc/interrupts before and after), left out of cln.")
+	fmt.Fprintln(w, "warm: BPF_PROG_TEST_RUN's duration of the same frames in turn without eviction; run: with it (the test")
+	fmt.Fprintln(w, "loop's own cost included: empty, an empty program run cold); nosmp: run with latency sampling off;")
+	fmt.Fprintf(w, "wst: the frames whose walk takes `worst` steps (n_wst of them, up to 16), each run cold %d times\n", worstRuns)
 }
