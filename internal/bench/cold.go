@@ -179,59 +179,64 @@ func pinned(f func(cpu int) error) error {
 }
 
 // measureCold measures n packets, aims' frames in their random order
-// (again from the first when n is larger), cache-cold through dp's XDP program and an empty one, and the aims
-// whose walks take the most steps. empty is an XDP program returning at
-// once.
+// (again from the first when n is larger), cache-cold through dp's XDP
+// program and through empty (an XDP program returning at once), and the
+// aims whose walks take the most steps.
 func measureCold(dp *datapath.Datapath, empty *ebpf.Program, aims []aim, n int, bound int) (*ColdResult, error) {
 	res := &ColdResult{Packets: n, BoundSteps: bound}
 	xdp := dp.Program()
-	run := func(p *ebpf.Program, frame []byte) (float64, error) {
-		_, d, err := p.Benchmark(frame, 1, nil)
-		if err != nil {
-			return 0, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
-		}
-		return float64(d.Nanoseconds()), nil
-	}
+	frame := func(i int) []byte { return aims[i%len(aims)].frame }
 	err := pinned(func(cpu int) error {
 		res.CPU = cpu
 		res.EvictBytes = 2 * llcBytes(cpu)
 		ev := newEvictor(res.EvictBytes)
-		if err := dp.ResetLatency(); err != nil {
+		// series runs p on frames(i) for i < n, each one alone, after an
+		// eviction when cold, and returns BPF_PROG_TEST_RUN's durations;
+		// each(i, ns) sees each packet once its run is over.
+		series := func(p *ebpf.Program, count int, frames func(int) []byte, cold bool, each func(int, float64) error) ([]float64, error) {
+			var out []float64
+			for i := 0; i < count; i++ {
+				if cold {
+					ev.evict()
+				}
+				_, d, err := p.Benchmark(frames(i), 1, nil)
+				if err != nil {
+					return nil, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
+				}
+				out = append(out, float64(d.Nanoseconds()))
+				if each != nil {
+					if err := each(i, float64(d.Nanoseconds())); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return out, nil
+		}
+		warm, err := series(xdp, n, frame, false, nil) // consecutive frames, no eviction
+		if err != nil {
 			return err
 		}
-		var kern, emp, warm, unsampled []float64
-		for i := 0; i < n; i++ { // warm: consecutive frames, no eviction
-			d, err := run(xdp, aims[i%len(aims)].frame)
-			if err != nil {
-				return err
-			}
-			warm = append(warm, d)
+		if err := dp.ResetLatency(); err != nil {
+			return err
 		}
 		if err := dp.SetLatencySample(1); err != nil {
 			return err
 		}
 		defer dp.SetLatencySample(0) //nolint:errcheck // the datapath is the benchmark's own
-		prev, err := latencyTotal(dp)
-		if err != nil {
-			return err
-		}
+		var prev latency.Hist
+		var irqs uint64
 		var prog, clean []float64
-		for i := 0; i < n; i++ {
-			ev.evict()
-			irqs, err := cpuInterrupts(cpu)
+		// every packet timed: its in-program time is what the histograms'
+		// sum grew by; the CPU's interrupts are read around its run
+		// (cpuInterrupts before the run: in frames, after the eviction)
+		kern, err := series(xdp, n, func(i int) []byte {
+			irqs, _ = cpuInterrupts(cpu)
+			return frame(i)
+		}, true, func(i int, _ float64) error {
+			after, err := cpuInterrupts(cpu)
 			if err != nil {
 				return err
 			}
-			d, err := run(xdp, aims[i%len(aims)].frame)
-			if err != nil {
-				return err
-			}
-			irqs2, err := cpuInterrupts(cpu)
-			if err != nil {
-				return err
-			}
-			kern = append(kern, d)
-			// the packet's in-program time: the histograms' sum grew by it
 			h, err := latencyTotal(dp)
 			if err != nil {
 				return err
@@ -242,53 +247,46 @@ func measureCold(dp *datapath.Datapath, empty *ebpf.Program, aims []aim, n int, 
 			ns := float64(h.Sum - prev.Sum)
 			prev = h
 			prog = append(prog, ns)
-			if irqs2 != irqs {
+			if after != irqs {
 				res.Interrupted++
 			} else {
 				clean = append(clean, ns)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if err := dp.SetLatencySample(0); err != nil {
 			return err
 		}
 		res.InProgram, res.Clean = coldStats(prog), coldStats(clean)
-		for i := 0; i < n; i++ {
-			ev.evict()
-			d, err := run(xdp, aims[i%len(aims)].frame)
-			if err != nil {
-				return err
-			}
-			unsampled = append(unsampled, d)
+		unsampled, err := series(xdp, n, frame, true, nil)
+		if err != nil {
+			return err
 		}
-		for i := 0; i < n; i++ {
-			ev.evict()
-			d, err := run(empty, aims[i%len(aims)].frame)
-			if err != nil {
-				return err
-			}
-			emp = append(emp, d)
+		emp, err := series(empty, n, frame, true, nil)
+		if err != nil {
+			return err
 		}
 		res.Kernel, res.Empty, res.Warm, res.Unsampled = coldStats(kern), coldStats(emp), coldStats(warm), coldStats(unsampled)
-		// the frames whose walk is the longest, at most 16 of them
+		// the frames whose walk is the longest, at most 16 of them, each
+		// run worstRuns times
+		var worst []aim
 		for _, a := range aims {
 			res.WorstSteps = max(res.WorstSteps, a.steps)
 		}
-		var worst []float64
 		for _, a := range aims {
-			if a.steps != res.WorstSteps || res.WorstN == 16 {
-				continue
-			}
-			res.WorstN++
-			for r := 0; r < worstRuns; r++ {
-				ev.evict()
-				d, err := run(xdp, a.frame)
-				if err != nil {
-					return err
-				}
-				worst = append(worst, d)
+			if a.steps == res.WorstSteps && len(worst) < 16 {
+				worst = append(worst, a)
 			}
 		}
-		res.Worst = coldStats(worst)
+		res.WorstN = len(worst)
+		ws, err := series(xdp, len(worst)*worstRuns, func(i int) []byte { return worst[i/worstRuns].frame }, true, nil)
+		if err != nil {
+			return err
+		}
+		res.Worst = coldStats(ws)
 		return nil
 	})
 	return res, err
