@@ -226,7 +226,6 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 			"past the data plane's %d and %d (a builder bug: please report it)", st.MaxDepth, st.MaxLeaf, MaxDepth, MaxLeaf)
 	}
 	t.Stats = st
-	t.Stats.Work = t.Work()
 	setFastRules(t)
 	if t.Raw, err = rawEntries(pol); err != nil {
 		return nil, err

@@ -1176,7 +1176,7 @@ func buildTrees(t *Tables, pol *rules.RuleSet, opts treeOpts) (TreeStats, error)
 		}
 		t.PrioRoots[v6] = r
 	}
-	return TreeStats{Nodes: len(t.Nodes), LeafSlots: len(t.Leaves), MaxLeaf: b.maxLeaf, MaxDepth: b.depth, Trees: groups}, nil
+	return TreeStats{Nodes: len(t.Nodes), LeafSlots: len(t.Leaves), MaxLeaf: b.maxLeaf, MaxDepth: b.depth, Trees: groups, Work: t.Work()}, nil
 }
 
 // TreeStats describes a built classifier.
@@ -1187,6 +1187,6 @@ type TreeStats struct {
 	MaxDepth  int `json:"max_depth"` // the most (fat) nodes one walk visits
 	Trees     int `json:"trees"`     // non-empty groups over all roots
 	// Work is the most classifier work one packet can cause
-	// (Tables.Work), set once the trees are built.
+	// (Tables.Work).
 	Work Work `json:"work"`
 }

@@ -119,6 +119,10 @@ func TestSingleEditsOnLargeRuleSet(t *testing.T) {
 		if w := s.Work; w == nil || w.Trees < 1 || w.Levels < 1 || w.Candidates < 1 {
 			t.Errorf("%s: status's worst case per packet %+v: want it recorded", what, w)
 		}
+		if r := f.mustRun("status"); !strings.Contains(r.stdout, fmt.Sprintf("worst case per packet: %d trees, %d node steps, %d candidates",
+			s.Work.Trees, s.Work.Levels, s.Work.Candidates)) || !strings.Contains(r.stdout, "the data plane's bound: 5 trees") {
+			t.Errorf("%s: status does not show the worst case per packet: %s", what, r)
+		}
 	}
 	n := filler + 3 // rules in INPUT
 
