@@ -414,21 +414,22 @@ type Status struct {
 	// CTKernelNAT is whether XDP asks the kernel's conntrack about
 	// kernel-NATed connections: "on", "off", or "on, inactive: ..." where
 	// the kernel cannot be asked (datapath.KernelCTAvailable).
-	CTKernelNAT string      `json:"ct_kernel_nat"`
-	Log         LogStatus   `json:"log"`   // logging's settings and counters
-	Delta       DeltaStatus `json:"delta"` // single-rule edits waiting for a rebuild
-	// Work is the most classifier work one packet can cause in the main
-	// generation in force (nil: recorded by an earlier version); the
-	// delta stage's entries (Delta.Entries) come on top. Bound is what
-	// the data plane's loops allow whatever the rules.
-	Work     *compile.Work               `json:"work,omitempty"`
-	Bound    compile.Work                `json:"work_bound"`
-	Priority PriorityStatus              `json:"priority"`
-	Reasons  map[string]datapath.Counter `json:"reasons"`
+	CTKernelNAT string                      `json:"ct_kernel_nat"`
+	Log         LogStatus                   `json:"log"`   // logging's settings and counters
+	Delta       DeltaStatus                 `json:"delta"` // single-rule edits waiting for a rebuild
+	Priority    PriorityStatus              `json:"priority"`
+	Reasons     map[string]datapath.Counter `json:"reasons"`
 	// Audit is the candidate rule set checked beside the rules in force
 	// (docs/audit.md), when its stage is in the program's path.
 	Audit *AuditStatus `json:"audit,omitempty"`
 	NAT   NATStatus    `json:"nat"`
+
+	// Work is the most classifier work one packet can cause in the main
+	// generation in force (nil: recorded by an earlier version); the
+	// delta stage's entries (Delta.Entries) come on top. Bound is what
+	// the data plane's loops allow whatever the rules.
+	Work  *compile.Work `json:"work,omitempty"`
+	Bound compile.Work  `json:"work_bound"`
 }
 
 // NATStatus is who translates (load --nat) and, with xdpfw, its counters
@@ -501,7 +502,7 @@ type IfaceStatus = datapath.IfaceState
 // Status reports what is loaded and attached, with the per-reason counters.
 func (f *Firewall) Status() (*Status, error) {
 	s := &Status{Generation: f.st.Generation, PinDir: f.paths.PinDir, Rules: f.rs.count(), Limits: f.dp.Limits(),
-		Delta: f.deltaStatus(), Work: f.st.Work, Bound: compile.StructuralWork(),
+		Delta:     f.deltaStatus(),
 		Malformed: f.st.Malformed, Interfaces: map[string]IfaceStatus{}, Reasons: map[string]datapath.Counter{},
 		Sets: len(f.st.Sets), SetElems: f.st.setElems(),
 		// The record holds the settings as the kernel has them (setConfig):
@@ -509,6 +510,7 @@ func (f *Firewall) Status() (*Status, error) {
 		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst),
 			GlobalRate: f.st.RejectGlobalRate},
 		CTTCPPickup: orDefault(f.st.CTTCPPickup, "loose"), CTKernelNAT: orDefault(f.st.CTKernelNAT, "on")}
+	s.Work, s.Bound = f.st.Work, compile.StructuralWork()
 	if s.CTKernelNAT == "on" {
 		if err := datapath.KernelCTAvailable(); err != nil {
 			s.CTKernelNAT = "on, inactive: " + err.Error()
