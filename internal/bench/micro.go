@@ -43,6 +43,10 @@ type MicroOptions struct {
 	// candidate decides as the rules in force, so every probe is
 	// classified twice and no event is sent.
 	Audit bool
+	// Cold is how many of the Spread frames to measure cache-cold after
+	// the rounds, each run alone after evicting the caches (0: none;
+	// cold.go, docs/realtime.md).
+	Cold int
 }
 
 // MicroResult is one rule count and family.
@@ -100,6 +104,8 @@ type MicroResult struct {
 	AuditLastX   float64       `json:"audit_last_rule_vs_off,omitempty"`
 	AuditMissX   float64       `json:"audit_no_match_vs_off,omitempty"`
 	AuditSpread  *SpreadResult `json:"audit_spread,omitempty"`
+	// Cold: with MicroOptions.Cold, the frames measured cache-cold.
+	Cold *ColdResult `json:"cold,omitempty"`
 }
 
 // LatencyCost is the last-rule probe's cost with latency sampling 1 in
@@ -145,6 +151,8 @@ type subject struct {
 	rig                 *spreadRig      // MicroOptions.Spread, nil: none
 	audit               *datapath.Audit // MicroOptions.Audit, nil: none
 	auditRig            *spreadRig      // the spread frames with the audit in the path
+	aims                []aim           // the spread frames
+	bound               int             // the tables' compile.Work steps
 }
 
 // deltaStamp is the generation number the benchmark installs its tables
@@ -293,6 +301,7 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			if _, err := dp.InstallDelta(nil, deltaStamp); err != nil {
 				return nil, err
 			}
+			s.aims, s.bound = aims, tables.Stats.Work.Steps()
 			if len(aims) > 0 {
 				if err := checkAims(dp, aims, ids); err != nil {
 					return nil, fmt.Errorf("%s %d rules: %w", fam, n, err)
@@ -318,8 +327,11 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 					return nil, err
 				}
 			}
-			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB",
-				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB)
+			wk := res.Tree.Work
+			say("  %s %7d rules: compiled in %7.1f ms, installed in %6.1f ms, %d nodes, depth %d, leaf <= %d, %d KiB; "+
+				"worst case per packet: %d trees, %d node steps, %d candidates (%d whole entry tests)",
+				fam, n, res.CompileMS, res.InstallMS, res.Tree.Nodes, res.Tree.MaxDepth, res.Tree.MaxLeaf, res.KernelKiB,
+				wk.Trees, wk.Levels, wk.Candidates, wk.FullTests)
 		}
 	}
 
@@ -335,6 +347,23 @@ func Micro(opt MicroOptions) ([]*MicroResult, error) {
 			}
 		}
 		say("  round %d/%d done", round+1, opt.Rounds)
+	}
+
+	if opt.Cold > 0 {
+		empty, err := emptyXDP()
+		if err != nil {
+			return nil, err
+		}
+		defer empty.Close()
+		for _, s := range subs {
+			if len(s.aims) == 0 {
+				continue
+			}
+			say("  %s %7d rules: %d packets cache-cold (%d frames)", s.res.Family, s.res.Rules, opt.Cold, min(opt.Cold, len(s.aims)))
+			if s.res.Cold, err = measureCold(s.dp, empty, s.aims, opt.Cold, s.bound); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	out := make([]*MicroResult, 0, len(subs))
@@ -513,16 +542,16 @@ func writeDeltaCost(w io.Writer, res []*MicroResult) {
 func WriteSpreadTable(w io.Writer, res []*MicroResult) {
 	fmt.Fprintf(w, "%-6s %-15s %8s %8s %9s %8s", "family", "ruleset", "rules", "entries", "max_rules", "B/rule")
 	if len(res) > 0 && res[0].Spread != nil {
-		fmt.Fprintf(w, " %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %8s %7s %7s %6s", "K", "warm_mn", "warm50", "warm90", "warm99",
-			"sprd_mn", "sprd50", "sprd90", "sprd99", "mean_x", "p50_x", "drv_w50", "drv_s50", "unrch")
+		fmt.Fprintf(w, " %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %8s %7s %7s %6s", "K", "warm_mn", "warm50", "warm90", "warm99",
+			"sprd_mn", "sprd50", "sprd90", "sprd99", "sprd999", "mean_x", "p50_x", "drv_w50", "drv_s50", "unrch")
 		fmt.Fprintf(w, " %5s %5s %4s %5s %4s %5s", "trees", "nodes", "n99", "cands", "c99", "slotl")
 	}
 	fmt.Fprintln(w)
 	for _, r := range res {
 		fmt.Fprintf(w, "%-6s %-15s %8d %8d %9d %8.0f", r.Family, r.RuleSet, r.Rules, r.Entries, r.MaxRules, r.BytesPerRule)
 		if sp := r.Spread; sp != nil {
-			fmt.Fprintf(w, " %7d %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.2fx %7.2fx %7.0f %7.0f %6d", sp.K, sp.Warm.Mean, sp.Warm.P50,
-				sp.Warm.P90, sp.Warm.P99, sp.Spread.Mean, sp.Spread.P50, sp.Spread.P90, sp.Spread.P99, sp.MeanRatio, sp.Ratio,
+			fmt.Fprintf(w, " %7d %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.2fx %7.2fx %7.0f %7.0f %6d", sp.K, sp.Warm.Mean, sp.Warm.P50,
+				sp.Warm.P90, sp.Warm.P99, sp.Spread.Mean, sp.Spread.P50, sp.Spread.P90, sp.Spread.P99, sp.Spread.P999, sp.MeanRatio, sp.Ratio,
 				sp.DriverWarm.P50, sp.DriverSpread.P50, sp.Unreachable)
 			wk := sp.Walk
 			fmt.Fprintf(w, " %5.2f %5.1f %4d %5.1f %4d %5.2f", wk.Trees, wk.Nodes, wk.NodesP99, wk.Cands, wk.CandsP99, wk.Slots)
@@ -533,7 +562,7 @@ func WriteSpreadTable(w io.Writer, res []*MicroResult) {
 	if len(res) > 0 && res[0].Spread != nil {
 		fmt.Fprintln(w, "warm: one frame repeated (K = 1); sprd: K frames aimed at K different rules, random order; ns per packet")
 		fmt.Fprintln(w, "over all rounds less the driver's (drv_*: the driver and test loop alone, same frames): mn the mean less")
-		fmt.Fprintln(w, "the driver's mean, 50/90/99 the percentiles less the driver's p50; mean_x, p50_x: median per-round ratio")
+		fmt.Fprintln(w, "the driver's mean, 50/90/99/999 the percentiles less the driver's p50; mean_x, p50_x: median per-round ratio")
 		fmt.Fprintln(w, "sprd/warm of the means and of the p50s; unrch: rules tried that no frame could reach; per sprd frame")
 		fmt.Fprintln(w, "(the Go twin's walk): trees walked, fat nodes (mean, p99), candidate records (mean, p99), leaf-slot lines")
 	}

@@ -58,11 +58,17 @@ func TestRuleSetTextParses(t *testing.T) {
 
 // TestMicroSpreadRuns: the spread measurement runs on the disjoint and a
 // ClassBench-style set, checks its frames in the data plane, fills every
-// field. Timing values are not judged.
+// field; on the ClassBench set, the cache-cold packets too (--cold): each
+// timed once by xdpfw's histograms, none past the rule set's worst case.
+// Timing values are not judged.
 func TestMicroSpreadRuns(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, set := range []string{RuleSetDisjoint, RuleSetIPC} {
-		res, err := Micro(MicroOptions{Sizes: []int{200}, Families: []string{"ipv4"}, Rounds: 2, Repeat: 2000, RuleSet: set, Spread: 150})
+		cold := 0
+		if set == RuleSetIPC {
+			cold = 60
+		}
+		res, err := Micro(MicroOptions{Sizes: []int{200}, Families: []string{"ipv4"}, Rounds: 2, Repeat: 2000, RuleSet: set, Spread: 150, Cold: cold})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,6 +82,24 @@ func TestMicroSpreadRuns(t *testing.T) {
 		WriteSpreadTable(&b, res)
 		if !strings.Contains(b.String(), set) {
 			t.Errorf("table:\n%s", b.String())
+		}
+		if cold == 0 {
+			if r.Cold != nil {
+				t.Errorf("%s: a cold result without --cold", set)
+			}
+			continue
+		}
+		c := r.Cold
+		if c == nil || c.Packets != cold || c.InProgram.P50 <= 0 || c.InProgram.Max < c.InProgram.P999 || c.Interrupted > cold ||
+			(c.Interrupted < cold) != (c.Clean.P50 > 0) || c.Kernel.P50 <= 0 || c.Empty.P50 <= 0 || c.Unsampled.P50 <= 0 ||
+			c.Warm.P50 <= 0 || c.WorstN < 1 || c.Worst.P50 <= 0 || c.WorstSteps < 1 || c.WorstSteps > c.BoundSteps ||
+			c.BoundSteps != r.Tree.Work.Steps() || c.EvictBytes <= 0 {
+			t.Errorf("%s: incomplete cold result %+v", set, c)
+		}
+		b.Reset()
+		WriteColdTable(&b, res)
+		if !strings.Contains(b.String(), "cache-cold") {
+			t.Errorf("cold table:\n%s", b.String())
 		}
 	}
 }

@@ -96,6 +96,7 @@ func newBenchMicro(e *env) *cobra.Command {
 		asJSON   bool
 		latency  []uint
 		audit    bool
+		cold     int
 	)
 	cmd := &cobra.Command{
 		Use:   "micro",
@@ -134,12 +135,23 @@ program in place of xdpfw is subtracted. p50/p90/p99 per packet.
 
 With --latency-sample N[,N...] (e.g. 1,64), each round also measures the
 last-rule probe with latency sampling 1 in N and reports the ratio to
-sampling off (the cost of the data plane's latency histograms).`,
+sampling off (the cost of the data plane's latency histograms).
+
+With --cold N (and --spread K), after the rounds N packets, the K frames in
+turn, are run cache-cold, one at a time: before each, the benchmark reads a buffer
+twice the size of the last-level cache on the CPU that runs the packet, so
+the packet finds none of xdpfw's tables cached. It reports p50, p99, p99.9
+and max per packet (BPF_PROG_TEST_RUN's duration, and xdpfw's own latency
+histogram), an empty program measured the same way, the same frames without
+eviction, and the frames whose walk takes the most steps, against the rule
+set's worst case per packet (docs/realtime.md). Each eviction takes a few
+milliseconds: 2,000 packets take some 10-30 seconds per rule set.`,
 		Example: `  xdpfw bench micro
   xdpfw bench micro --sizes 1,1000,10000,100000 --rounds 21 --json
   xdpfw bench micro --family ipv4 --sizes 1000,10000,100000 --spread 100000
   xdpfw bench micro --family ipv4 --sizes 10000 --ruleset classbench-fw --spread 10000
-  xdpfw bench micro --sizes 1,10000 --family ipv4 --latency-sample 1,64`,
+  xdpfw bench micro --sizes 1,10000 --family ipv4 --latency-sample 1,64
+  xdpfw bench micro --family ipv4 --sizes 100000 --spread 100000 --cold 2000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, f := range families {
@@ -152,6 +164,9 @@ sampling off (the cost of the data plane's latency histograms).`,
 			}
 			if spread < 0 {
 				return usageError{fmt.Errorf("--spread %d: a frame count, 0 for none", spread)}
+			}
+			if cold < 0 || cold > 0 && spread == 0 {
+				return usageError{fmt.Errorf("--cold %d: a packet count, with --spread K (it runs those frames cold, in turn)", cold)}
 			}
 			if !slices.Contains(bench.RuleSets, ruleset) {
 				return usageError{fmt.Errorf("--ruleset %q: one of %s", ruleset, strings.Join(bench.RuleSets, ", "))}
@@ -178,7 +193,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 			fmt.Fprintf(progress, "xdpfw bench micro: %v rules, %v, %d rounds x %d runs\n", sizes, families, rounds, repeat)
 			res, err := bench.Micro(bench.MicroOptions{Sizes: sizes, Families: families, Rounds: rounds,
 				Repeat: repeat, Budget: budget, Progress: progress, Delta: delta, RuleSet: ruleset, Spread: spread,
-				LatencySamples: samples, Audit: audit})
+				LatencySamples: samples, Audit: audit, Cold: cold})
 			if err != nil {
 				return err
 			}
@@ -189,6 +204,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 			fmt.Fprintln(e.stdout)
 			bench.WriteSpreadTable(e.stdout, res)
 			bench.WriteAuditCost(e.stdout, res)
+			bench.WriteColdTable(e.stdout, res)
 			return nil
 		},
 	}
@@ -203,6 +219,7 @@ sampling off (the cost of the data plane's latency histograms).`,
 	fl.IntVar(&spread, "spread", 0, "also measure K frames aimed at K different rules against one repeated (0: no)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.UintSliceVar(&latency, "latency-sample", nil, "also measure latency sampling 1 in N for each N given, beside off")
+	fl.IntVar(&cold, "cold", 0, "also run N packets of the --spread frames cache-cold, one at a time (0: no)")
 	fl.BoolVar(&audit, "audit", false, "also measure the probes with the rule set audited beside itself (docs/audit.md)")
 	return cmd
 }

@@ -75,6 +75,7 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 			} else {
 				fmt.Fprintln(e.stdout, "delta stage: empty (no edit waits for a rebuild)")
 			}
+			fmt.Fprintln(e.stdout, workLine(s))
 			if a := s.Audit; a != nil {
 				fmt.Fprintf(e.stdout, "audit: %s beside the rules in force, not enforced: %d packets seen, would drop %d, would accept %d ('xdpfw audit list')\n",
 					cmp.Or(a.File, "a candidate"), a.Seen, a.WouldDrop, a.WouldAccept)
@@ -208,4 +209,19 @@ func (e *env) statusUnpinned(notLoaded error, asJSON bool) error {
 	}
 	return fmt.Errorf("xdpfw filters %s but nothing is pinned in %s (was the bpffs unmounted?): "+
 		"`xdpfw detach --all` removes it, `xdpfw load` takes its links over and pins them again", plural(len(rs), "link"), e.paths.PinDir)
+}
+
+// workLine is status's line on the most classifier work one packet can
+// cause in the rules in force, against the data plane's own bound
+// (docs/realtime.md, Worst-case work per packet).
+func workLine(s *firewall.Status) string {
+	b := s.Bound
+	bound := fmt.Sprintf("the data plane's bound: %d trees, %d node steps, %d candidates, %d delta entries",
+		b.Trees, b.Levels, b.Candidates, s.Delta.Capacity)
+	w := s.Work
+	if w == nil {
+		return "worst case per packet: not recorded (rules put in force by an earlier version; apply them again); " + bound
+	}
+	return fmt.Sprintf("worst case per packet: %d trees, %d node steps, %d candidates (%d with the whole entry test) at %s, + %d delta entries; %s",
+		w.Trees, w.Levels, w.Candidates, w.FullTests, w.Where, s.Delta.Entries, bound)
 }

@@ -215,6 +215,16 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 	if lim.LeafSlots > 0 && st.LeafSlots > lim.LeafSlots {
 		return nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, lim.LeafSlots)
 	}
+	// The data plane walks at most MaxDepth nodes and MaxLeaf candidates
+	// a tree (FW_TREE_DEPTH, FW_LEAF_MAX); a deeper walk would end
+	// without a leaf (fw_tree: no match). The builder never makes one
+	// (it stops splitting at the depth bound and refuses a larger leaf):
+	// checked here all the same, so that a builder change cannot put a
+	// tree in force that the data plane would cut.
+	if st.MaxDepth > MaxDepth || st.MaxLeaf > MaxLeaf {
+		return nil, fmt.Errorf("the rule set cannot be loaded: its classifier walks up to %d nodes and %d candidates a tree, "+
+			"past the data plane's %d and %d (a builder bug: please report it)", st.MaxDepth, st.MaxLeaf, MaxDepth, MaxLeaf)
+	}
 	t.Stats = st
 	setFastRules(t)
 	if t.Raw, err = rawEntries(pol); err != nil {

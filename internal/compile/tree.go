@@ -1215,7 +1215,7 @@ func buildTrees(t *Tables, pol *rules.RuleSet, opts treeOpts) (TreeStats, error)
 		}
 		t.PrioRoots[v6] = r
 	}
-	return TreeStats{Nodes: len(t.Nodes), LeafSlots: len(t.Leaves), MaxLeaf: b.maxLeaf, MaxDepth: b.depth, Trees: groups}, nil
+	return TreeStats{Nodes: len(t.Nodes), LeafSlots: len(t.Leaves), MaxLeaf: b.maxLeaf, MaxDepth: b.depth, Trees: groups, Work: t.Work()}, nil
 }
 
 // TreeStats describes a built classifier.
@@ -1225,6 +1225,9 @@ type TreeStats struct {
 	MaxLeaf   int `json:"max_leaf"`  // the most candidates one leaf holds
 	MaxDepth  int `json:"max_depth"` // the most (fat) nodes one walk visits
 	Trees     int `json:"trees"`     // non-empty groups over all roots
+	// Work is the most classifier work one packet can cause
+	// (Tables.Work).
+	Work Work `json:"work"`
 }
 
 // WalkCost is what one packet's walk reads (Tables.WalkCostOf): the
@@ -1241,6 +1244,9 @@ type WalkCost struct {
 // that matches by its ranges (an entry without exact ranges counts as a
 // match: the benchmarks' rule sets have none; LOG and noted entries are
 // passed) or one no better than the best so far.
+// Steps is c's node steps and candidate checks together (as Work.Steps).
+func (c WalkCost) Steps() int { return c.Nodes + c.Cands }
+
 func (t *Tables) WalkCostOf(r int, k Key) WalkCost {
 	var c WalkCost
 	best := NoTree

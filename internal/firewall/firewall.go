@@ -739,10 +739,12 @@ func (f *Firewall) installTables(t *compile.Tables, recs []baseRule, pol *rules.
 	prev := *f.st
 	f.st.Builds, f.st.Base, f.st.Delta = stamp, b.name, nil
 	f.st.Policies, f.st.Rules, f.st.IDs = policyText(pol), "", nil
+	f.st.Work = &t.Stats.Work
 	committed, err := f.commit(datapath.InForce{Installed: true, Stamp: stamp}, func() error { return f.dp.InstallStamped(t, stamp) })
 	if !committed {
 		f.st.Builds, f.st.Base, f.st.Delta = prev.Builds, prev.Base, prev.Delta
 		f.st.Policies, f.st.Rules, f.st.IDs = prev.Policies, prev.Rules, prev.IDs
+		f.st.Work = prev.Work
 		b.close()
 		return err
 	}

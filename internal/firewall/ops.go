@@ -430,6 +430,13 @@ type Status struct {
 	// (docs/audit.md), when its stage is in the program's path.
 	Audit *AuditStatus `json:"audit,omitempty"`
 	NAT   NATStatus    `json:"nat"`
+
+	// Work is the most classifier work one packet can cause in the main
+	// generation in force (nil: recorded by an earlier version); the
+	// delta stage's entries (Delta.Entries) come on top. Bound is what
+	// the data plane's loops allow whatever the rules.
+	Work  *compile.Work `json:"work,omitempty"`
+	Bound compile.Work  `json:"work_bound"`
 }
 
 // NATStatus is who translates (load --nat) and, with xdpfw, its counters
@@ -510,6 +517,7 @@ func (f *Firewall) Status() (*Status, error) {
 		Reject: RejectLimit{Rate: pick(f.st.RejectRate, compile.DefaultRejectRate), Burst: pick(f.st.RejectBurst, compile.DefaultRejectBurst),
 			GlobalRate: f.st.RejectGlobalRate},
 		CTTCPPickup: orDefault(f.st.CTTCPPickup, "loose"), CTKernelNAT: orDefault(f.st.CTKernelNAT, "on")}
+	s.Work, s.Bound = f.st.Work, compile.StructuralWork()
 	if s.CTKernelNAT == "on" {
 		if err := datapath.KernelCTAvailable(); err != nil {
 			s.CTKernelNAT = "on, inactive: " + err.Error()

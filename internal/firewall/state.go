@@ -101,6 +101,10 @@ type state struct {
 	LogRate  string `json:"log_rate,omitempty"`
 	LogBurst uint32 `json:"log_burst,omitempty"`
 	LogSnap  *int   `json:"log_snap,omitempty"`
+	// Work is the most classifier work one packet can cause in the main
+	// generation in force (compile.Tables.Work; nil in states written
+	// before it was recorded).
+	Work *compile.Work `json:"work,omitempty"`
 }
 
 // setState is a named set.

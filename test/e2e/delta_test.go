@@ -16,6 +16,12 @@ type deltaStatus struct {
 		Deleted int  `json:"deleted"`
 		Entries int  `json:"entries"`
 	} `json:"delta"`
+	// the rules' worst case per packet (docs/realtime.md)
+	Work *struct {
+		Trees      int `json:"trees"`
+		Levels     int `json:"levels"`
+		Candidates int `json:"candidates"`
+	} `json:"work"`
 }
 
 // TestSingleEditsOnLargeRuleSet makes single edits (add, insert, replace,
@@ -109,6 +115,13 @@ func TestSingleEditsOnLargeRuleSet(t *testing.T) {
 		f.decode(&s, "status", "--json")
 		if s.Delta.Pending != want {
 			t.Errorf("%s: delta stage pending %v, want %v: %+v", what, s.Delta.Pending, want, s.Delta)
+		}
+		if w := s.Work; w == nil || w.Trees < 1 || w.Levels < 1 || w.Candidates < 1 {
+			t.Errorf("%s: status's worst case per packet %+v: want it recorded", what, w)
+		}
+		if r := f.mustRun("status"); !strings.Contains(r.stdout, fmt.Sprintf("worst case per packet: %d trees, %d node steps, %d candidates",
+			s.Work.Trees, s.Work.Levels, s.Work.Candidates)) || !strings.Contains(r.stdout, "the data plane's bound: 5 trees") {
+			t.Errorf("%s: status does not show the worst case per packet: %s", what, r)
 		}
 	}
 	n := filler + 3 // rules in INPUT
