@@ -86,24 +86,27 @@ func TestCheckDevice(t *testing.T) {
 // metadata (here a tc program on the peer's egress, bpf_skb_vlan_push, as a
 // VLAN device over the peer does) reaches XDP beside the frame while the
 // peer's tx-vlan-offload is on. In native mode the veth hands it to XDP
-// (the XDP RX metadata kfunc): xdpfw_rxvlan runs there and --vlan-id
-// matches, with no caveat. In generic mode XDP cannot read it: the rule
-// does not match, CheckDevice states the caveat and its remedy, and with
-// the peer's tx-vlan-offload off the kernel writes the tag into the frame
-// and the rule matches.
+// (the XDP RX metadata kfunc): xdpfw_rxvlan runs there and --vlan-id and
+// --vlan-prio (the whole TCI: the PCP too) match, with no caveat. In
+// generic mode XDP cannot read it: the rule does not match, CheckDevice
+// states the caveat and its remedy, and with the peer's tx-vlan-offload
+// off the kernel writes the tag into the frame and the rule matches.
 func TestVethVLANBesideFrame(t *testing.T) {
 	f := newFixture(t)
 	// Only the probe counts: the peer's own packets (IPv6 neighbour
 	// discovery, MLD as the link comes up) get the tag too.
-	f.installText("-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 -j ACCEPT\n" +
+	// The tag carries PCP 5: a rule that wants PCP 4 never matches, the
+	// PCP the NIC strips with the tag is seen as the one in the frame.
+	f.installText("-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 --vlan-prio 4 -j ACCEPT\n" +
+		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 --vlan-prio 5 -j ACCEPT\n" +
 		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n")
-	vlanRule, plainRule := f.ids[0], f.ids[1]
+	wrongPCP, vlanRule, plainRule := f.ids[0], f.ids[1], f.ids[2]
 	peer := testutil.NewNetNS(t)
 	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
 	push, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: asm.Instructions{ // bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), 5); return TC_ACT_OK
+		Instructions: asm.Instructions{ // bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), PCP 5 VID 5); return TC_ACT_OK
 			asm.Mov.Imm(asm.R2, 0x0081),
-			asm.Mov.Imm(asm.R3, 5),
+			asm.Mov.Imm(asm.R3, 5<<13|5),
 			asm.FnSkbVlanPush.Call(),
 			asm.Mov.Imm(asm.R0, 0),
 			asm.Return()}})
@@ -121,7 +124,7 @@ func TestVethVLANBesideFrame(t *testing.T) {
 	defer lk.Close()
 
 	frame := v4pkt(17, "10.1.2.3", "10.9.9.9", 1, 53).Bytes()
-	ids := []uint32{vlanRule, plainRule}
+	ids := []uint32{wrongPCP, vlanRule, plainRule}
 	for _, mode := range []datapath.Mode{datapath.ModeNative, datapath.ModeGeneric} {
 		var c datapath.DeviceCaveats
 		var reads bool
