@@ -45,19 +45,15 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 		c.reject.add(cmd, "default: unchanged")
 		c.logs.add(cmd, false, "default: unchanged")
 	}
-	prioDefault := "default: unchanged; they change with the rules, all or nothing"
+	c.ct.register(cmd, load)
+	prioDefault, fwdDefault := "default: unchanged; they change with the rules, all or nothing", "default: unchanged"
 	if load {
-		prioDefault = "default auto, a reload keeps the value in force"
+		prioDefault, fwdDefault = "default auto, a reload keeps the value in force", "default xdp; a reload keeps the value in force"
 	}
 	fs.StringVar(&c.prioCPUs, "priority-cpus", "", "the CPUs the rule file's xdpfw-priority table hands its BULK class to "+
 		"(through a cpumap; HIGH packets are judged at once on the CPU that received them, every packet by every rule): "+
 		"a list such as 1 or 2-3,6 (best: CPUs that take no NIC interrupts), auto (every online CPU; with one CPU none) "+
 		"or none (priority off: every packet judged where it arrives); "+prioDefault+" (docs/realtime.md, Priority)")
-	c.ct.register(cmd, load)
-	fwdDefault := "default: unchanged"
-	if load {
-		fwdDefault = "default xdp; a reload keeps the value in force"
-	}
 	fs.StringVar(&c.forward, "forward", "", "how packets the FORWARD chain accepts are forwarded: xdp, by xdpfw's fast path in XDP "+
 		"(FIB lookup, TTL, MACs, redirect to another interface xdpfw is attached to; the kernel forwards what it cannot do exactly as the "+
 		"kernel would, what comes in or goes out by a natively attached veth, and, where the kernel has conntrack, a connection until an "+
