@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -99,7 +100,8 @@ func TestVethVLANBesideFrame(t *testing.T) {
 	// PCP the NIC strips with the tag is seen as the one in the frame.
 	f.installText("-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 --vlan-prio 4 -j ACCEPT\n" +
 		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 --vlan-prio 5 -j ACCEPT\n" +
-		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n")
+		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n" +
+		"-t xdpfw-priority -A PRIORITY -p tcp --dport 9 -j HIGH\n")
 	wrongPCP, vlanRule, plainRule := f.ids[0], f.ids[1], f.ids[2]
 	peer := testutil.NewNetNS(t)
 	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
@@ -149,18 +151,40 @@ func TestVethVLANBesideFrame(t *testing.T) {
 		if !native && (!strings.Contains(c.VLAN, "native mode only") || !strings.Contains(c.VLAN, "txvlan off")) {
 			t.Errorf("generic mode: VLAN caveat %q, want why and the remedy", c.VLAN)
 		}
-		for _, tc := range []struct {
-			txvlan string
-			want   uint32
-		}{{"on", map[bool]uint32{true: vlanRule, false: plainRule}[native]}, {"off", vlanRule}} {
-			if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
-				t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+		// Judged where it arrived, then (the priority table's policy:
+		// BULK) on a bulk CPU, the stripped tag travelling as metadata.
+		for _, cpus := range [][]int{nil, {1}} {
+			if cpus != nil && runtime.NumCPU() < 2 {
+				continue
 			}
-			before := snapshot(t, f.dp, ids)
-			sendRaw(t, peer, far.Index, frame)
-			if got := waitCounted(t, f.dp, ids, before); got != tc.want {
-				t.Errorf("%s mode, peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
-					mode, tc.txvlan, got, tc.want, vlanRule, plainRule)
+			if err := f.dp.SetPriority(cpus); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				txvlan string
+				want   uint32
+			}{{"on", map[bool]uint32{true: vlanRule, false: plainRule}[native]}, {"off", vlanRule}} {
+				if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
+					t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+				}
+				before := snapshot(t, f.dp, ids)
+				st0, err := f.dp.PriorityCounters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				sendRawOnCPU(t, peer, far.Index, frame, 0)
+				if got := waitCounted(t, f.dp, ids, before); got != tc.want {
+					t.Errorf("%s mode, bulk CPUs %v, peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
+						mode, cpus, tc.txvlan, got, tc.want, vlanRule, plainRule)
+				}
+				st1, err := f.dp.PriorityCounters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// (the peer's own IPv6 packets may be handed over too)
+				if handed := sum(diff(st0.Cpumap, st1.Cpumap)); (handed > 0) != (cpus != nil) {
+					t.Errorf("%s mode, bulk CPUs %v: %d judged by xdpfw_cpumap", mode, cpus, handed)
+				}
 			}
 		}
 		if err := f.ns.Do(func() error { return f.dp.Detach(fw.Name) }); err != nil {
