@@ -576,7 +576,9 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 // It changes nothing when spec is what is in force, or when it fails
 // (a CPU not online; the cpumap refused). undo puts the CPUs in force
 // before back, for a change of the rules that failed after it: Apply is
-// all or nothing, the CPUs included.
+// all or nothing, the CPUs included. Once the rules' switch happened (a
+// later step failed: "the rules are in force, but"), the record holds the
+// new CPUs, and they stay.
 func (f *Firewall) applyPriorityCPUs(spec string) (undo func(error) error, err error) {
 	keep := func(err error) error { return err }
 	if spec == "" || spec == orDefault(f.st.PriorityCPUs, "auto") {
@@ -590,8 +592,11 @@ func (f *Firewall) applyPriorityCPUs(spec string) (undo func(error) error, err e
 	if err != nil {
 		return nil, err
 	}
-	prevSpec := f.st.PriorityCPUs
+	prevSpec, builds := f.st.PriorityCPUs, f.st.Builds
 	back := func(err error) error {
+		if f.st.Builds != builds { // switched, and recorded with the rules
+			return err
+		}
 		f.st.PriorityCPUs = prevSpec
 		if rerr := f.dp.SetPriority(old); rerr != nil {
 			return fmt.Errorf("%w; and putting the bulk CPUs in force before (%s) back failed: %v", err,
