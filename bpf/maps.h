@@ -548,7 +548,7 @@ struct fw_xdp_handoff {
 	struct fw_root root; /* a copy of the root in force for the packet */
 	__u32 sel;           /* fw_active_sel's */
 	/* The VLAN tag the NIC stripped from the frame, from xdpfw_rxvlan
-	 * (FW_RX_VLAN_TAGGED | VID), 0 when none: xdpfw_ingress reads it and
+	 * (FW_RX_VLAN_TAGGED | its TCI: VID and PCP), 0 when none: xdpfw_ingress reads it and
 	 * clears it for the next packet. */
 	__u32 rx_vlan;
 	/* FW_PRIO_CLASSIFY: the classify stage decides the packet's class

@@ -194,7 +194,8 @@ struct fw_pkt {
 	 * of the FIB lookup that chose the chain (lib/chain.h), 0 when the FIB
 	 * names none; in OUTPUT the device tc egress runs on; 0 in INPUT. */
 	__u32 oifindex;
-	__u32 _pad2;
+	__u8  vlan_pcp;    /* with FW_PKT_VLAN: the outermost tag's priority code point (802.1p) */
+	__u8  _pad2[3];
 };
 
 /* fw_pkt.ctinfo: the packet's connection as -m conntrack's --ctdir and
@@ -273,6 +274,7 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_RTTYPE   (1ull << 34) /* rt_type == e->rt_type (-m rt --rt-type) */
 #define FW_M_RTSEGS   (1ull << 35) /* rt_segsleft in [rt_segs_lo, rt_segs_hi] (--rt-segsleft; -m rt alone: 0:255) */
 #define FW_M_RTLEN    (1ull << 36) /* rt_len == e->rt_len (--rt-len) */
+#define FW_M_VLANPCP  (1ull << 37) /* a tag whose PCP is vlan_pcp (--vlan-prio): no key dimension */
 /* Tests of the routing header: an entry using one never matches a packet
  * without one (FW_PKT_RT), whatever its inversions (ip6t_rt). */
 #define FW_M_RTHDR    (FW_M_RTTYPE | FW_M_RTSEGS | FW_M_RTLEN)
@@ -316,7 +318,7 @@ struct fw_entry {
 	__u8  ecn_mask, ecn_cmp; /* with FW_M_ECNTCP: TCP's ECE (0x40) and CWR (0x80) bits */
 	__u8  ctstatus;       /* FW_CTI_* status bits, with FW_M_CTSTATUS */
 	__u8  ctproto;        /* with FW_M_CTPROTO */
-	__u8  _pad1;
+	__u8  vlan_pcp;       /* with FW_M_VLANPCP */
 	__u16 mss_lo, mss_hi; /* with FW_M_MSS */
 	__u16 rt_len;         /* with FW_M_RTLEN */
 	__u8  rt_type;        /* with FW_M_RTTYPE */

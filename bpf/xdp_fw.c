@@ -124,7 +124,7 @@ int xdpfw_rxvlan(struct xdp_md *ctx)
 	if (!h) /* a per-CPU array's slot 0 is always there */
 		return XDP_DROP;
 	/* -ENODATA: no tag; -EOPNOTSUPP: the driver offers none */
-	h->rx_vlan = bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) ? 0 : FW_RX_VLAN_TAGGED | (tci & 0x0fff);
+	h->rx_vlan = bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) ? 0 : FW_RX_VLAN_TAGGED | tci; /* VID and PCP */
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_INGRESS);
 	/* never while the control plane holds fw_xdp_stages: fail closed */
 	h->rx_vlan = 0;

@@ -598,6 +598,7 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 	FW_TEST(FW_M_ICMPTYPE, p->icmp_type == e->icmp_type &&
 			       (!(m & FW_M_ICMPCODE) || p->icmp_code == e->icmp_code));
 	FW_TEST(FW_M_VLAN, (p->flags & FW_PKT_VLAN) && p->vlan_id == e->vlan_id);
+	FW_TEST(FW_M_VLANPCP, (p->flags & FW_PKT_VLAN) && p->vlan_pcp == e->vlan_pcp);
 	FW_TEST(FW_M_FRAG, p->flags & FW_PKT_FRAG);
 	if ((m & FW_M_CTSTATE) && !(e->ctstate & (1u << p->ctstate)))
 		return 0;

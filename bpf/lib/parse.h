@@ -69,6 +69,7 @@ static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 
 			return -FW_R_BAD_VLAN;
 		if (i == 0) {
 			p->vlan_id = bpf_ntohs(vh->tci) & 0x0fff;
+			p->vlan_pcp = bpf_ntohs(vh->tci) >> 13;
 			p->flags |= FW_PKT_VLAN;
 		}
 		*vids |= (__u32)(bpf_ntohs(vh->tci) & 0x0fff) << (16 * i);
@@ -84,7 +85,7 @@ static __always_inline int parse_eth(struct cursor *c, struct fw_pkt *p, __be16 
 #define FW_RX_VLAN_TAGGED 0x10000 /* fw_xdp_handoff.rx_vlan holds a tag */
 
 /* fw_pkt_set_vlan makes the tag the NIC stripped (rx_vlan: FW_RX_VLAN_TAGGED
- * | VID from xdpfw_rxvlan, 0 for none) the packet's outermost: any tag
+ * | its TCI from xdpfw_rxvlan, 0 for none) the packet's outermost: any tag
  * parse_eth found in the frame is an inner one. Branch-free, and right
  * after parse_eth: a branch after the parser's many exits doubled the
  * paths the verifier walks through everything after (384k to 863k
@@ -96,6 +97,7 @@ static __always_inline void fw_pkt_set_vlan(struct fw_pkt *p, __u32 rx_vlan)
 
 	_Static_assert(FW_RX_VLAN_TAGGED == 0x10000 && FW_PKT_VLAN == 0x04, "fw_pkt_set_vlan's shifts");
 	p->vlan_id = (p->vlan_id & keep) | (rx_vlan & 0x0fff & ~keep);
+	p->vlan_pcp = (p->vlan_pcp & keep) | ((rx_vlan >> 13) & 7 & ~keep);
 	p->flags |= tagged << 2;
 }
 

@@ -40,21 +40,20 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 			"against what the machine has; changing it needs detach --all first)",
 			datapath.MaxEntries, compile.DefaultMaxEntries))
 		fs.Uint32Var(&c.latSample, "latency-sample", 0, latencySampleHelp+" (default: 0, off; a reload keeps the value in force)")
-		fs.StringVar(&c.prioCPUs, "priority-cpus", "", "the CPUs the rule file's xdpfw-priority table hands its BULK class to "+
-			"(through a cpumap; HIGH packets are judged at once on the CPU that received them, every packet by every rule): "+
-			"a list such as 1 or 2-3,6 (best: CPUs that take no NIC interrupts), auto (every online CPU; with one CPU none) "+
-			"or none (priority off: every packet judged where it arrives); default auto, a reload keeps the value in force "+
-			"(docs/realtime.md, Priority)")
 	} else {
 		fs.StringVar(&c.malformed, "malformed", "", "verdict for malformed packets: drop or accept (default: unchanged)")
 		c.reject.add(cmd, "default: unchanged")
 		c.logs.add(cmd, false, "default: unchanged")
 	}
 	c.ct.register(cmd, load)
-	fwdDefault := "default: unchanged"
+	prioDefault, fwdDefault := "default: unchanged; they change with the rules, all or nothing", "default: unchanged"
 	if load {
-		fwdDefault = "default xdp; a reload keeps the value in force"
+		prioDefault, fwdDefault = "default auto, a reload keeps the value in force", "default xdp; a reload keeps the value in force"
 	}
+	fs.StringVar(&c.prioCPUs, "priority-cpus", "", "the CPUs the rule file's xdpfw-priority table hands its BULK class to "+
+		"(through a cpumap; HIGH packets are judged at once on the CPU that received them, every packet by every rule): "+
+		"a list such as 1 or 2-3,6 (best: CPUs that take no NIC interrupts), auto (every online CPU; with one CPU none) "+
+		"or none (priority off: every packet judged where it arrives); "+prioDefault+" (docs/realtime.md, Priority)")
 	fs.StringVar(&c.forward, "forward", "", "how packets the FORWARD chain accepts are forwarded: xdp, by xdpfw's fast path in XDP "+
 		"(FIB lookup, TTL, MACs, redirect to another interface xdpfw is attached to; the kernel forwards what it cannot do exactly as the "+
 		"kernel would, what comes in or goes out by a natively attached veth, and, where the kernel has conntrack, a connection until an "+
@@ -78,17 +77,17 @@ func (c *changeFlags) options(cmd *cobra.Command) (firewall.Options, error) {
 	if err := c.logs.apply(cmd, &opt); err != nil {
 		return opt, err
 	}
+	if c.prioCPUs != "" && c.prioCPUs != "auto" {
+		if _, err := datapath.ParseCPUList(c.prioCPUs); err != nil {
+			return opt, usageError{fmt.Errorf("--priority-cpus: %w", err)}
+		}
+	}
+	opt.PriorityCPUs = c.prioCPUs
 	if c.load {
 		if cmd.Flags().Changed("max-rules") && (c.maxRules < 1 || c.maxRules > datapath.MaxEntries) {
 			return opt, usageError{fmt.Errorf("--max-rules %d: want 1 to %d", c.maxRules, datapath.MaxEntries)}
 		}
 		opt.MaxRules = c.maxRules
-		if c.prioCPUs != "" && c.prioCPUs != "auto" {
-			if _, err := datapath.ParseCPUList(c.prioCPUs); err != nil {
-				return opt, usageError{fmt.Errorf("--priority-cpus: %w", err)}
-			}
-		}
-		opt.PriorityCPUs = c.prioCPUs
 		if cmd.Flags().Changed("latency-sample") {
 			n := c.latSample
 			opt.LatencySample = &n

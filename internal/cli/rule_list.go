@@ -17,8 +17,8 @@ func newList(e *env) *cobra.Command {
 		Short: "List the rules in force, numbered, with packet and byte counters",
 		Long: `list prints each chain's rules in evaluation order, numbered as 'delete' and
 'add --position' count them, with the packets and bytes each rule decided,
-then each chain's policy per family with its counters. A --vlan-id rule
-that cannot see the VLAN tags of packets arriving on an interface (the NIC
+then each chain's policy per family with its counters. A --vlan-id (or
+--vlan-prio) rule that cannot see the VLAN tags of packets arriving on an interface (the NIC
 strips them and XDP cannot read them there) says so, naming the interface;
 status says why and the remedy. User-defined chains
 follow the built-in ones, with the number of rules that jump (-j) or go
@@ -126,7 +126,7 @@ func printListing(e *env, l *firewall.Listing, generation bool) error {
 				fmt.Fprintf(tw, "   [logged %d, suppressed %d, lost %d]", r.Log.Emitted, r.Log.Suppressed, r.Log.Lost)
 			}
 			if len(r.VLANBlind) > 0 {
-				fmt.Fprintf(tw, "   [--vlan-id cannot see VLAN tags on %s: see status]", strings.Join(r.VLANBlind, ", "))
+				fmt.Fprintf(tw, "   [-m vlan cannot see VLAN tags on %s: see status]", strings.Join(r.VLANBlind, ", "))
 			}
 			fmt.Fprintln(tw)
 		}

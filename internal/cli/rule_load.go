@@ -62,7 +62,8 @@ chain runs in a tc egress program attached to the same interfaces (tcx,
 or a clsact filter on kernels before 6.6; XDPFW_TC_ATTACH=tcx|clsact
 chooses).
 
--m vlan --vlan-id N sees the tags in the frame. A NIC with rx VLAN offload
+-m vlan --vlan-id N (and --vlan-prio P, the tag's 802.1p priority code
+point) sees the tags in the frame. A NIC with rx VLAN offload
 on strips the outer tag before XDP runs (a veth keeps a tag its peer's
 sender put beside the frame): where the driver hands XDP that tag (Linux
 6.16+, native mode), load attaches a small program bound to the interface,

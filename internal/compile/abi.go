@@ -286,6 +286,7 @@ const (
 	MRTType   uint64 = 1 << 34
 	MRTSegs   uint64 = 1 << 35
 	MRTLen    uint64 = 1 << 36
+	MVLANPrio uint64 = 1 << 37 // the outer tag's PCP (--vlan-prio); no key dimension
 	// MRTHdr is FW_M_RTHDR: the tests of the IPv6 routing header, which
 	// never match a packet without one.
 	MRTHdr = MRTType | MRTSegs | MRTLen

@@ -142,10 +142,12 @@ func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, [
 			e.Note = e.RuleID
 		}
 	}
-	t, err := Build(entries, rs, Limits{Entries: in.MaxEntries, Nodes: in.MaxNodes, LeafSlots: in.MaxLeafSlots})
+	t, pw, err := Build(entries, rs, Names{Attached: in.Ifaces, Host: in.HostIfaces}, in.Sets,
+		Limits{Entries: in.MaxEntries, Nodes: in.MaxNodes, LeafSlots: in.MaxLeafSlots})
 	if err != nil {
 		return nil, nil, err
 	}
+	warn = append(warn, pw...)
 	t.Spans = spans
 	if t.Logs, err = logLimits(in); err != nil {
 		return nil, nil, err
@@ -177,26 +179,28 @@ type Limits struct {
 }
 
 // Build makes a generation's tables from its entries (priority order,
-// chain by chain) and the policies of pol (its rules are not read): the
-// trees, the roots and their fast rules. Compile calls it once every rule
-// is compiled; a rebuild that folds the delta stage calls it with the
+// chain by chain) and the policies and tables of pol (its filter rules are
+// not read): the trees, the roots and their fast rules, the raw table's
+// entries and the priority table's (compiled here, against names and
+// sets, with their warnings). Compile calls it once every rule is
+// compiled; a rebuild that folds the delta stage calls it with the
 // entries in force, which are compiled already. Spans and SetNames are
 // left to the caller.
-func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
+func Build(entries []Entry, pol *rules.RuleSet, names Names, sets map[string]SetInfo, lim Limits) (*Tables, []Warning, error) {
 	limit := lim.Entries
 	if limit == 0 {
 		limit = DefaultMaxEntries
 	}
-	prio, err := priorityEntries(pol)
+	prio, warn, err := priorityEntries(pol, names, sets)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(entries)+len(prio) > limit {
-		return nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
+		return nil, nil, fmt.Errorf("the rule set needs %d classifier entries; this firewall was loaded for at most %d "+
 			"(multiport lists and -i wildcards expand into several entries each; load with a larger --max-rules)", len(entries)+len(prio), limit)
 	}
 	if len(entries)+len(prio) > MaxLeafSlots { // a one-candidate leaf holds an entry index in 24 bits
-		return nil, fmt.Errorf("the rule set needs %d classifier entries; a generation holds at most %d", len(entries), MaxLeafSlots)
+		return nil, nil, fmt.Errorf("the rule set needs %d classifier entries; a generation holds at most %d", len(entries), MaxLeafSlots)
 	}
 	maxNodes := lim.Nodes
 	if maxNodes == 0 {
@@ -210,10 +214,10 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 	}
 	st, err := buildTrees(t, pol, treeOpts{maxNodes: maxNodes, maxLeafSlots: MaxLeafSlots})
 	if err != nil {
-		return nil, fmt.Errorf("the rule set cannot be loaded: %w", err)
+		return nil, nil, fmt.Errorf("the rule set cannot be loaded: %w", err)
 	}
 	if lim.LeafSlots > 0 && st.LeafSlots > lim.LeafSlots {
-		return nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, lim.LeafSlots)
+		return nil, nil, fmt.Errorf("the rule set cannot be loaded: its classifier needs %d leaf slots, the data plane holds %d", st.LeafSlots, lim.LeafSlots)
 	}
 	// The data plane walks at most MaxDepth nodes and MaxLeaf candidates
 	// a tree (FW_TREE_DEPTH, FW_LEAF_MAX); a deeper walk would end
@@ -222,13 +226,13 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 	// checked here all the same, so that a builder change cannot put a
 	// tree in force that the data plane would cut.
 	if st.MaxDepth > MaxDepth || st.MaxLeaf > MaxLeaf {
-		return nil, fmt.Errorf("the rule set cannot be loaded: its classifier walks up to %d nodes and %d candidates a tree, "+
+		return nil, nil, fmt.Errorf("the rule set cannot be loaded: its classifier walks up to %d nodes and %d candidates a tree, "+
 			"past the data plane's %d and %d (a builder bug: please report it)", st.MaxDepth, st.MaxLeaf, MaxDepth, MaxLeaf)
 	}
 	t.Stats = st
 	setFastRules(t)
 	if t.Raw, err = rawEntries(pol); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range t.Raw {
 		e := &t.Raw[i]
@@ -242,7 +246,7 @@ func Build(entries []Entry, pol *rules.RuleSet, lim Limits) (*Tables, error) {
 			}
 		}
 	}
-	return t, nil
+	return t, warn, nil
 }
 
 // rawEntries compiles the raw table's NOTRACK rules (pol.Raw): a
@@ -406,6 +410,10 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	if m.VLAN != nil {
 		test(MVLAN, m.VLAN.Invert)
 		base.VLAN = m.VLAN.ID
+	}
+	if m.VLANPrio != nil {
+		test(MVLANPrio, m.VLANPrio.Invert)
+		base.VLANPrio = m.VLANPrio.Prio
 	}
 	if m.Fragment != nil {
 		test(MFrag, !*m.Fragment)

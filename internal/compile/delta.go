@@ -609,7 +609,7 @@ func Overlaps(a, b *Entry) bool {
 		return false
 	}
 	if pos&MMACSrc != 0 && a.SrcMAC != b.SrcMAC || pos&MMACDst != 0 && a.DstMAC != b.DstMAC ||
-		pos&MVLAN != 0 && a.VLAN != b.VLAN {
+		pos&MVLAN != 0 && a.VLAN != b.VLAN || pos&MVLANPrio != 0 && a.VLANPrio != b.VLANPrio {
 		return false
 	}
 	if pos&MTCPFlags != 0 && (a.TCPCmp^b.TCPCmp)&a.TCPMask&b.TCPMask != 0 {

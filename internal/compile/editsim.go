@@ -81,7 +81,7 @@ func (s *EditSim) Fold() error {
 		return s.compileFull()
 	}
 	entries, refs, spans := s.Overlay.Fold()
-	t, err := Build(entries, s.RuleSet, Limits{})
+	t, _, err := Build(entries, s.RuleSet, Names{Attached: s.Ifaces}, nil, Limits{})
 	if err != nil {
 		return err
 	}

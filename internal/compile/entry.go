@@ -25,6 +25,7 @@ type Entry struct {
 	OIfLo, OIfHi   uint32 // output ifindex range, with MOif
 	SrcMAC, DstMAC [6]byte
 	VLAN           uint16
+	VLANPrio       uint8 // with MVLANPrio: the outer tag's PCP
 	Proto          uint8
 	TCPMask        uint8
 	TCPCmp         uint8

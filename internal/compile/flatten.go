@@ -425,6 +425,7 @@ func covers(y, x *Entry) bool {
 		on(MTCPFlags) && (x.TCPMask != y.TCPMask || x.TCPCmp != y.TCPCmp),
 		on(MICMPType) && (x.ICMPType != y.ICMPType || x.Match&MICMPCode != y.Match&MICMPCode || x.ICMPCode != y.ICMPCode),
 		on(MVLAN) && x.VLAN != y.VLAN,
+		on(MVLANPrio) && x.VLANPrio != y.VLANPrio,
 		on(MSrcSet) && x.SrcSet != y.SrcSet,
 		on(MDstSet) && x.DstSet != y.DstSet,
 		on(MCTState) && x.CTState&^y.CTState != 0:
@@ -476,7 +477,7 @@ const flattenable = MFamily | MProto | MSrc | MDst | MSPort | MDPort | MIfindex 
 // tests are not among them (a packet without one fails them negated too),
 // nor --ecn-tcp-* (never inverted); conj takes the routing header's
 // (hdrFields knows them), negate refuses them.
-const hdrTests = MLen | MTTL | MTOS | MECNIP | MSrcRange | MDstRange | MCTDir | MCTStatus | MCTProto | MMSS
+const hdrTests = MLen | MTTL | MTOS | MECNIP | MSrcRange | MDstRange | MCTDir | MCTStatus | MCTProto | MMSS | MVLANPrio
 
 // hdrFields copies the fields of header test bit from e to d, and says
 // whether they are equal in d and e.
@@ -492,6 +493,8 @@ func hdrFields(bit uint64, d, e *Entry, copy bool) bool {
 		ps = []pair{{&d.TOSMask, &e.TOSMask}, {&d.TOSCmp, &e.TOSCmp}}
 	case MECNIP:
 		ps = []pair{{&d.ECNIP, &e.ECNIP}}
+	case MVLANPrio:
+		ps = []pair{{&d.VLANPrio, &e.VLANPrio}}
 	case MSrcRange:
 		ps = []pair{{&d.SrcRange, &e.SrcRange}}
 	case MDstRange:

@@ -200,6 +200,7 @@ func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool 
 		test(MTCPFlags, p.TCPFlags&e.TCPMask == e.TCPCmp) &&
 		test(MICMPType, p.ICMPType == e.ICMPType && (m&MICMPCode == 0 || p.ICMPCode == e.ICMPCode)) &&
 		test(MVLAN, p.Tagged && p.VLAN == e.VLAN) &&
+		test(MVLANPrio, p.Tagged && p.VLANPrio == e.VLANPrio) &&
 		test(MFrag, p.Fragment) &&
 		test(MCTState, e.CTState&(1<<p.CTState) != 0) &&
 		test(MMark, p.Mark&e.MarkMask == e.Mark) &&

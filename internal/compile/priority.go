@@ -10,19 +10,27 @@ import (
 // BULK one ActDrop, and the root's action is the table's policy. The data
 // plane reads the action as the class; nothing is counted.
 
-// priorityEntries compiles the priority rules of pol, in order.
-func priorityEntries(pol *rules.RuleSet) ([]Entry, error) {
-	var out []Entry
+// priorityEntries compiles the priority rules of pol, in order: -i
+// against the interfaces of names, -m set against sets, as a filter
+// rule's. Warnings are about a rule each (Warning.Rule -1, its position).
+func priorityEntries(pol *rules.RuleSet, names Names, sets map[string]SetInfo) ([]Entry, []Warning, error) {
+	var (
+		out  []Entry
+		warn []Warning
+	)
 	for i := range pol.Priority {
 		r := pol.Priority[i]
 		r.Target.Verdict = classVerdict(r.Target.Verdict)
-		ents, _, err := RuleEntries(&r, 0, Names{}, nil)
+		ents, w, err := RuleEntries(&r, 0, names, sets)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		for _, m := range w {
+			warn = append(warn, Warning{Rule: -1, Pos: r.Pos, Msg: pol.Priority[i].String() + ": " + m})
 		}
 		out = append(out, ents...)
 	}
-	return out, nil
+	return out, warn, nil
 }
 
 // classVerdict is the verdict a class compiles to: ACCEPT for HIGH, DROP

@@ -30,6 +30,7 @@ type RefPacket struct {
 	DstMAC   [6]byte
 	Tagged   bool
 	VLAN     uint16 // outermost VID when Tagged
+	VLANPrio uint8  // outermost tag's PCP when Tagged
 	// PPPoE: the packet came in a PPPoE session frame; InIface is the
 	// session's ppp device (bpf/lib/pppoe.h).
 	PPPoE    bool
@@ -336,6 +337,9 @@ func Matches(m *rules.Match, p RefPacket) bool {
 		}
 	}
 	if m.VLAN != nil && (p.Tagged && p.VLAN == m.VLAN.ID) == m.VLAN.Invert {
+		return false
+	}
+	if m.VLANPrio != nil && (p.Tagged && p.VLANPrio == m.VLANPrio.Prio) == m.VLANPrio.Invert {
 		return false
 	}
 	if m.Mark != nil && (p.Mark&m.Mark.Mask == m.Mark.Value) == m.Mark.Invert {

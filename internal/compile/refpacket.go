@@ -28,7 +28,7 @@ func RefPacketOf(p *packet.Packet, iface string) RefPacket {
 		rp.TTL = packet.DefaultTTL
 	}
 	if len(p.VLANs) > 0 {
-		rp.Tagged, rp.VLAN = true, p.VLANs[0]
+		rp.Tagged, rp.VLAN, rp.VLANPrio = true, p.VLANs[0], p.PCP(0)
 	}
 	for _, e := range p.IPv6Ext { // all before a fragment header: the first routing header
 		if e.Type == 43 && p.Src.Is6() {

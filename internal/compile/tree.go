@@ -354,6 +354,15 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 	if on(MCTDir) || on(MCTStatus) || on(MCTProto) || on(MMSS) || m&MRTHdr != 0 {
 		exact = false // no key dimension (rare tests): the leaf check decides
 	}
+	if on(MVLANPrio) {
+		// No key dimension either (the leaf check decides): the PCP
+		// would split every VID into 8 values, or --vlan-id into 8
+		// ranges. Without negation it still needs a tag: a VID.
+		exact = false
+		if !neg(MVLANPrio) {
+			one(DimVLAN, 0, 0x0fff, false) // every VID, not VLANUntagged
+		}
+	}
 	if on(MCTState) {
 		cross(maskParts(DimCTState, e.CTState, uint32(NumCTStates)))
 	}

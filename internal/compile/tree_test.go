@@ -205,8 +205,14 @@ func randomRefPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) RefPacket
 	}
 	if m.VLAN != nil && r.IntN(2) == 0 {
 		p.Tagged, p.VLAN = true, m.VLAN.ID
-	} else if r.IntN(5) == 0 {
+	} else if r.IntN(5) == 0 || m.VLANPrio != nil && r.IntN(2) == 0 {
 		p.Tagged, p.VLAN = true, uint16(r.IntN(11))
+	}
+	if p.Tagged {
+		p.VLANPrio = uint8(r.IntN(8))
+		if m.VLANPrio != nil && r.IntN(2) == 0 {
+			p.VLANPrio = m.VLANPrio.Prio
+		}
 	}
 	p.Fragment = r.IntN(10) == 0 || (m.Fragment != nil && r.IntN(2) == 0)
 	p.CTState = uint8(r.IntN(int(NumCTStates)))

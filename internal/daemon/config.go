@@ -78,8 +78,9 @@ type Config struct {
 	// packet path.
 	DetachOnStop bool `yaml:"detach_on_stop"`
 	// PriorityCPUs: the CPUs the xdpfw-priority table's BULK class is
-	// handed to, as load --priority-cpus ("auto", "none", "1", "2-3");
-	// read when the daemon loads the program.
+	// handed to, as load --priority-cpus ("auto", "none", "1", "2-3").
+	// A reload that changes it puts it in force with the rules, all or
+	// nothing (firewall.Options.PriorityCPUs).
 	PriorityCPUs string `yaml:"priority_cpus"`
 	// NAT: who translates, as load --nat: kernel (the rule files' *nat
 	// sections are the kernel's: refused, or skipped) or xdpfw (xdpfw

@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -86,24 +87,28 @@ func TestCheckDevice(t *testing.T) {
 // metadata (here a tc program on the peer's egress, bpf_skb_vlan_push, as a
 // VLAN device over the peer does) reaches XDP beside the frame while the
 // peer's tx-vlan-offload is on. In native mode the veth hands it to XDP
-// (the XDP RX metadata kfunc): xdpfw_rxvlan runs there and --vlan-id
-// matches, with no caveat. In generic mode XDP cannot read it: the rule
-// does not match, CheckDevice states the caveat and its remedy, and with
-// the peer's tx-vlan-offload off the kernel writes the tag into the frame
-// and the rule matches.
+// (the XDP RX metadata kfunc): xdpfw_rxvlan runs there and --vlan-id and
+// --vlan-prio (the whole TCI: the PCP too) match, with no caveat. In
+// generic mode XDP cannot read it: the rule does not match, CheckDevice
+// states the caveat and its remedy, and with the peer's tx-vlan-offload
+// off the kernel writes the tag into the frame and the rule matches.
 func TestVethVLANBesideFrame(t *testing.T) {
 	f := newFixture(t)
 	// Only the probe counts: the peer's own packets (IPv6 neighbour
 	// discovery, MLD as the link comes up) get the tag too.
-	f.installText("-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 -j ACCEPT\n" +
-		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n")
-	vlanRule, plainRule := f.ids[0], f.ids[1]
+	// The tag carries PCP 5: a rule that wants PCP 4 never matches, the
+	// PCP the NIC strips with the tag is seen as the one in the frame.
+	f.installText("-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 --vlan-prio 4 -j ACCEPT\n" +
+		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -m vlan --vlan-id 5 --vlan-prio 5 -j ACCEPT\n" +
+		"-A INPUT -s 10.1.2.3 -p udp --dport 53 -j ACCEPT\n" +
+		"-t xdpfw-priority -A PRIORITY -p tcp --dport 9 -j HIGH\n")
+	wrongPCP, vlanRule, plainRule := f.ids[0], f.ids[1], f.ids[2]
 	peer := testutil.NewNetNS(t)
 	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
 	push, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: asm.Instructions{ // bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), 5); return TC_ACT_OK
+		Instructions: asm.Instructions{ // bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), PCP 5 VID 5); return TC_ACT_OK
 			asm.Mov.Imm(asm.R2, 0x0081),
-			asm.Mov.Imm(asm.R3, 5),
+			asm.Mov.Imm(asm.R3, 5<<13|5),
 			asm.FnSkbVlanPush.Call(),
 			asm.Mov.Imm(asm.R0, 0),
 			asm.Return()}})
@@ -121,7 +126,7 @@ func TestVethVLANBesideFrame(t *testing.T) {
 	defer lk.Close()
 
 	frame := v4pkt(17, "10.1.2.3", "10.9.9.9", 1, 53).Bytes()
-	ids := []uint32{vlanRule, plainRule}
+	ids := []uint32{wrongPCP, vlanRule, plainRule}
 	for _, mode := range []datapath.Mode{datapath.ModeNative, datapath.ModeGeneric} {
 		var c datapath.DeviceCaveats
 		var reads bool
@@ -146,18 +151,40 @@ func TestVethVLANBesideFrame(t *testing.T) {
 		if !native && (!strings.Contains(c.VLAN, "native mode only") || !strings.Contains(c.VLAN, "txvlan off")) {
 			t.Errorf("generic mode: VLAN caveat %q, want why and the remedy", c.VLAN)
 		}
-		for _, tc := range []struct {
-			txvlan string
-			want   uint32
-		}{{"on", map[bool]uint32{true: vlanRule, false: plainRule}[native]}, {"off", vlanRule}} {
-			if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
-				t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+		// Judged where it arrived, then (the priority table's policy:
+		// BULK) on a bulk CPU, the stripped tag travelling as metadata.
+		for _, cpus := range [][]int{nil, {1}} {
+			if cpus != nil && runtime.NumCPU() < 2 {
+				continue
 			}
-			before := snapshot(t, f.dp, ids)
-			sendRaw(t, peer, far.Index, frame)
-			if got := waitCounted(t, f.dp, ids, before); got != tc.want {
-				t.Errorf("%s mode, peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
-					mode, tc.txvlan, got, tc.want, vlanRule, plainRule)
+			if err := f.dp.SetPriority(cpus); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				txvlan string
+				want   uint32
+			}{{"on", map[bool]uint32{true: vlanRule, false: plainRule}[native]}, {"off", vlanRule}} {
+				if out, err := peer.Exec(t.Context(), "ethtool", "-K", far.Name, "txvlan", tc.txvlan); err != nil {
+					t.Fatalf("ethtool -K %s txvlan %s: %v: %s", far.Name, tc.txvlan, err, out)
+				}
+				before := snapshot(t, f.dp, ids)
+				st0, err := f.dp.PriorityCounters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				sendRawOnCPU(t, peer, far.Index, frame, 0)
+				if got := waitCounted(t, f.dp, ids, before); got != tc.want {
+					t.Errorf("%s mode, bulk CPUs %v, peer tx-vlan-offload %s: the frame tagged 5 by the peer's sender counted on rule id %d, want %d (vlan rule %d, plain %d)",
+						mode, cpus, tc.txvlan, got, tc.want, vlanRule, plainRule)
+				}
+				st1, err := f.dp.PriorityCounters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// (the peer's own IPv6 packets may be handed over too)
+				if handed := sum(diff(st0.Cpumap, st1.Cpumap)); (handed > 0) != (cpus != nil) {
+					t.Errorf("%s mode, bulk CPUs %v: %d judged by xdpfw_cpumap", mode, cpus, handed)
+				}
 			}
 		}
 		if err := f.ns.Do(func() error { return f.dp.Detach(fw.Name) }); err != nil {

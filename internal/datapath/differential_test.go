@@ -594,11 +594,18 @@ func genPacket(r *rand.Rand, rs *rules.RuleSet, ifaces []string) (*packet.Packet
 		if chance(r, 20) {
 			p.VLANs = append(p.VLANs, pick(r, poolVLAN))
 		}
-	case chance(r, 15):
+	case chance(r, 15) || m.VLANPrio != nil && chance(r, 60):
 		for k := 1 + r.IntN(2); k > 0; k-- {
 			p.VLANs = append(p.VLANs, pick(r, poolVLAN))
 		}
 		p.TPID8100 = chance(r, 50)
+	}
+	for range p.VLANs { // each tag's PCP: the rule's (outermost) or any
+		pcp := uint8(r.IntN(8))
+		if m.VLANPrio != nil && len(p.PCPs) == 0 && chance(r, 60) {
+			pcp = m.VLANPrio.Prio
+		}
+		p.PCPs = append(p.PCPs, pcp)
 	}
 	switch {
 	case (m.Fragment != nil && chance(r, 50)) || chance(r, 6):

@@ -336,6 +336,7 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		SrcMac:    e.SrcMAC,
 		DstMac:    e.DstMAC,
 		VlanId:    e.VLAN,
+		VlanPcp:   e.VLANPrio,
 		Chain:     uint8(e.Chain),
 		Family:    uint8(e.Family),
 		Proto:     e.Proto,

@@ -2,8 +2,10 @@ package datapath_test
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -23,7 +25,8 @@ import (
 // priority), HIGH frames judged where they arrived, BULK ones (the rest,
 // and a first fragment) handed over and judged by xdpfw_cpumap on CPU 1.
 // With no bulk CPUs (SetPriority(nil): the fallback) nothing is handed
-// over and the verdicts stay the same.
+// over and the verdicts stay the same. The same in generic mode, where the
+// cpumap queues the skb and xdpfw_cpumap runs on it (cpu_map_generic_redirect).
 func TestPriorityCPUMap(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two CPUs: one receives, one takes the bulk class")
@@ -40,14 +43,27 @@ func TestPriorityCPUMap(t *testing.T) {
 		}
 	}
 	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
-	if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, datapath.ModeNative); return err }); err != nil {
-		t.Fatal(err)
-	}
 	ids := append([]uint32{compile.PolicyID(0, false), compile.PolicyID(0, true)}, f.ids...)
 	frames := verdictPackets()
 	high := func(p *packet.Packet) bool {
 		return !p.MoreFragments && (p.Proto == 6 && p.DPort == 22 || p.Proto == 1)
 	}
+	for _, mode := range []datapath.Mode{datapath.ModeNative, datapath.ModeGeneric} {
+		if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, mode); return err }); err != nil {
+			t.Fatal(err)
+		}
+		t.Run(string(mode), func(t *testing.T) { checkPriorityCPUMap(t, f, fw.Name, peer, far.Index, ids, frames, high) })
+		if err := f.ns.Do(func() error { return f.dp.Detach(fw.Name) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkPriorityCPUMap is TestPriorityCPUMap in the mode attached to fw:
+// frames sent from peer's device farIndex on CPU 0, with CPU 1 as the
+// bulk CPU and with none.
+func checkPriorityCPUMap(t *testing.T, f *fixture, fw string, peer *testutil.NetNS, farIndex int, ids []uint32, frames []*packet.Packet,
+	high func(*packet.Packet) bool) {
 	for _, cpus := range [][]int{{1}, nil} {
 		if err := f.dp.SetPriority(cpus); err != nil {
 			t.Fatal(err)
@@ -58,13 +74,13 @@ func TestPriorityCPUMap(t *testing.T) {
 		nHigh, nBulk := 0, 0
 		for _, p := range frames {
 			frame := p.Bytes()
-			want := f.mustRun(frame, fw.Name)
+			want := f.mustRun(frame, fw)
 			st0, err := f.dp.PriorityCounters()
 			if err != nil {
 				t.Fatal(err)
 			}
 			before := snapshot(t, f.dp, ids)
-			sendRawOnCPU(t, peer, far.Index, frame, 0)
+			sendRawOnCPU(t, peer, farIndex, frame, 0)
 			if id := waitCounted(t, f.dp, ids, before); id != want.RuleID {
 				t.Errorf("bulk CPUs %v: %s: counted on rule id %d, judged inline %d", cpus, p, id, want.RuleID)
 			}
@@ -168,34 +184,11 @@ func TestPriorityDifferential(t *testing.T) {
 		near := &rules.RuleSet{Rules: rs.Priority}
 		for range 100 {
 			p, iface := genPacket(r, near, names)
-			st0, err := f.dp.PriorityCounters()
-			if err != nil {
-				t.Fatal(err)
-			}
-			frame := p.Bytes()
-			if err := f.ns.Do(func() error {
-				_, err := f.dp.Program().Run(&ebpf.RunOptions{Data: frame,
-					Context: xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: f.ifaces[iface]}})
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			st1, err := f.dp.PriorityCounters()
-			if err != nil {
-				t.Fatal(err)
-			}
-			dHigh, dBulk := sum(diff(st0.High, st1.High)), sum(diff(st0.Bulk, st1.Bulk))+sum(diff(st0.Fallback, st1.Fallback))
+			got, classed := f.liveClass(p, iface)
 			ref := compile.RefPacketOf(p, iface)
 			want, twin := compile.PriorityOf(rs, ref), f.tables.Priority(&ref, compile.Dev{In: f.ifaces[iface]})
-			got := rules.VerdictHigh
-			switch {
-			case dHigh == 1 && dBulk == 0:
-			case dHigh == 0 && dBulk == 1:
-				got = rules.VerdictBulk
-			case dHigh+dBulk == 0 && (ref.Src.IsLoopback() || ref.Proto == 0):
+			if !classed && (ref.Src.IsLoopback() || ref.Proto == 0) {
 				continue // judged before the class (not IP, malformed, this host's answer)
-			default:
-				t.Fatalf("set %d: %s: high %d, bulk %d: want one class\n%s", set, p, dHigh, dBulk, rs)
 			}
 			if got != want || twin != want {
 				t.Fatalf("set %d: %s on %s: data plane %v, twin %v, reference %v\n%s", set, p, iface, got, twin, want, rs)
@@ -210,4 +203,144 @@ func TestPriorityDifferential(t *testing.T) {
 		t.Fatalf("%d packets, %d HIGH: the test checks too little of one class", checked, high)
 	}
 	t.Logf("%d packets, %d HIGH", checked, high)
+}
+
+// liveClass runs p, arriving on iface, through the live program (not a
+// trace: the priority stage classes it) and reads the class it took from
+// the per-CPU class counters: HIGH, or BULK (handed over, or judged where
+// it arrived when that failed); classed false when it took none (judged
+// before the class).
+func (f *fixture) liveClass(p *packet.Packet, iface string) (class rules.Verdict, classed bool) {
+	f.t.Helper()
+	st0, err := f.dp.PriorityCounters()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	frame := p.Bytes()
+	if err := f.ns.Do(func() error {
+		_, err := f.dp.Program().Run(&ebpf.RunOptions{Data: frame,
+			Context: xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: f.ifaces[iface]}})
+		return err
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	st1, err := f.dp.PriorityCounters()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	dHigh, dBulk := sum(diff(st0.High, st1.High)), sum(diff(st0.Bulk, st1.Bulk))+sum(diff(st0.Fallback, st1.Fallback))
+	switch {
+	case dHigh == 1 && dBulk == 0:
+		return rules.VerdictHigh, true
+	case dHigh == 0 && dBulk == 1:
+		return rules.VerdictBulk, true
+	case dHigh+dBulk == 0:
+		return 0, false
+	}
+	f.t.Fatalf("%s: high %d, bulk %d: want one class", p, dHigh, dBulk)
+	return 0, false
+}
+
+// TestPriorityVLANPrio: the class of frames tagged with each PCP, untagged
+// and double-tagged (the outermost tag's PCP counts), in the live program,
+// is what the table says, the reference's and the Go twin's.
+func TestPriorityVLANPrio(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.SetPriority([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	f.installText("-A INPUT -j ACCEPT\n" +
+		"-t xdpfw-priority -A PRIORITY -m vlan --vlan-prio 5 -j HIGH\n" +
+		"-t xdpfw-priority -A PRIORITY -p udp --dport 9 -m vlan --vlan-id 100 ! --vlan-prio 7 -j HIGH\n" +
+		"-t xdpfw-priority -A PRIORITY -6 -m vlan ! --vlan-prio 1 -j HIGH\n")
+	type tag struct {
+		vid uint16
+		pcp uint8
+	}
+	check := func(p *packet.Packet, want rules.Verdict) {
+		t.Helper()
+		got, classed := f.liveClass(p, "eth0")
+		ref := compile.RefPacketOf(p, "eth0")
+		ref.Chain = rules.ChainInput
+		if !classed || got != want || compile.PriorityOf(f.rs, ref) != want || f.tables.Priority(&ref, compile.Dev{In: f.ifaces["eth0"]}) != want {
+			t.Errorf("%s (PCPs %v): data plane %v (classed %v), reference %v, twin %v; want %v", p, p.PCPs, got, classed,
+				compile.PriorityOf(f.rs, ref), f.tables.Priority(&ref, compile.Dev{In: f.ifaces["eth0"]}), want)
+		}
+	}
+	frame := func(v6 bool, dport uint16, tags ...tag) *packet.Packet {
+		p := v4pkt(17, "10.1.2.3", "10.9.9.9", 1, dport)
+		if v6 {
+			p = v4pkt(17, "fd00::1", "fd00::2", 1, dport)
+		}
+		for _, g := range tags {
+			p.VLANs, p.PCPs = append(p.VLANs, g.vid), append(p.PCPs, g.pcp)
+		}
+		return p
+	}
+	check(frame(false, 9), rules.VerdictBulk) // untagged: no PCP
+	check(frame(true, 9), rules.VerdictHigh)  // untagged: ! --vlan-prio 1 matches it
+	for pcp := range uint8(8) {
+		want := map[bool]rules.Verdict{true: rules.VerdictHigh, false: rules.VerdictBulk}
+		check(frame(false, 9, tag{10, pcp}), want[pcp == 5])
+		check(frame(false, 9, tag{100, pcp}), want[pcp != 7])
+		check(frame(false, 10, tag{100, pcp}), want[pcp == 5])
+		check(frame(true, 9, tag{10, pcp}), want[pcp != 1])
+		// QinQ: the outer tag's PCP, not the inner's
+		check(frame(false, 9, tag{10, pcp}, tag{20, 5}), want[pcp == 5])
+		check(frame(false, 9, tag{20, 5 ^ pcp&1}, tag{100, pcp}), want[5^pcp&1 == 5])
+	}
+}
+
+// TestPriorityIfaceAndSet: -i and -m set in the priority table, in the
+// live program: the class of packets by the interface they arrive on
+// (a wildcard, a negation) and by the sets their addresses are in (and a
+// set changed after the load, which the class follows without a
+// recompile), as the reference and the Go twin say.
+func TestPriorityIfaceAndSet(t *testing.T) {
+	f := newFixture(t)
+	if err := f.dp.SetPriority([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := rules.Parse("p", []byte("-A INPUT -j ACCEPT\n"+
+		"-t xdpfw-priority -A PRIORITY -i eth1 -p udp --dport 7 -j HIGH\n"+
+		"-t xdpfw-priority -A PRIORITY -i veth+ -m set --match-set plc src -j HIGH\n"+
+		"-t xdpfw-priority -A PRIORITY ! -i eth0 -m set ! --match-set plc src -p tcp -j HIGH\n"), rules.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plc := prefixes("10.5.0.0/24")
+	info := f.installWithSets(rs, map[string][]netip.Prefix{"plc": plc})
+	check := func(p *packet.Packet, iface string, want rules.Verdict) {
+		t.Helper()
+		got, classed := f.liveClass(p, iface)
+		ref := compile.RefPacketOf(p, iface)
+		ref.Sets = map[string]compile.RefSet{"plc": {Family: rules.FamilyIPv4, Contains: func(a netip.Addr) bool {
+			return slices.ContainsFunc(plc, func(q netip.Prefix) bool { return q.Contains(a) })
+		}}}
+		twin := f.tables.Priority(&ref, compile.Dev{In: f.ifaces[iface]})
+		if ref := compile.PriorityOf(f.rs, ref); !classed || got != want || ref != want || twin != want {
+			t.Errorf("%s on %s: data plane %v (classed %v), reference %v, twin %v; want %v", p, iface, got, classed, ref, twin, want)
+		}
+	}
+	udp7 := v4pkt(17, "10.1.2.3", "10.9.9.9", 1, 7)
+	plcTCP := v4pkt(6, "10.5.0.9", "10.9.9.9", 1, 502)
+	other := v4pkt(6, "10.6.0.9", "10.9.9.9", 1, 502)
+	for _, c := range []struct {
+		p     *packet.Packet
+		iface string
+		want  rules.Verdict
+	}{
+		{udp7, "eth1", rules.VerdictHigh}, {udp7, "eth0", rules.VerdictBulk}, {udp7, "veth0", rules.VerdictBulk},
+		{plcTCP, "veth0", rules.VerdictHigh}, {plcTCP, "eth0", rules.VerdictBulk}, {plcTCP, "eth1", rules.VerdictBulk},
+		{other, "eth1", rules.VerdictHigh}, {other, "veth0", rules.VerdictHigh}, {other, "eth0", rules.VerdictBulk},
+	} {
+		check(c.p, c.iface, c.want)
+	}
+	// a set's contents change without a recompile: the class follows
+	plc = append(plc, netip.MustParsePrefix("10.6.0.0/24"))
+	if err := f.dp.Sets().Insert(datapath.NewElems(info["plc"].ID, plc[1:])); err != nil {
+		t.Fatal(err)
+	}
+	check(other, "veth0", rules.VerdictHigh)
+	check(other, "eth1", rules.VerdictBulk)
 }

@@ -54,7 +54,7 @@ func (f *fixture) installWithSets(rs *rules.RuleSet, sets map[string][]netip.Pre
 	if err := f.dp.Install(tables); err != nil {
 		f.t.Fatal(err)
 	}
-	f.rs, f.ids = rs, ids
+	f.rs, f.ids, f.tables = rs, ids, tables
 	return info
 }
 

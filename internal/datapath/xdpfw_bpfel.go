@@ -166,7 +166,7 @@ type xdpfwFwEntry struct {
 	EcnCmp    uint8
 	Ctstatus  uint8
 	Ctproto   uint8
-	Pad1      uint8
+	VlanPcp   uint8
 	MssLo     uint16
 	MssHi     uint16
 	RtLen     uint16
@@ -466,7 +466,8 @@ type xdpfwFwTcSlot struct {
 		FragId     uint32
 		Mark       uint32
 		Oifindex   uint32
-		Pad2       uint32
+		VlanPcp    uint8
+		Pad2       [3]uint8
 	}
 	Lat struct {
 		_   structs.HostLayout
@@ -513,7 +514,8 @@ type xdpfwFwXdpHandoff struct {
 		FragId     uint32
 		Mark       uint32
 		Oifindex   uint32
-		Pad2       uint32
+		VlanPcp    uint8
+		Pad2       [3]uint8
 	}
 	Hop struct {
 		_       structs.HostLayout

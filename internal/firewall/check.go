@@ -89,7 +89,7 @@ func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetI
 // alone has no effect (compile.LoopbackNote) wherever it is checked.
 func namedIfaces(rs *rules.RuleSet) map[string]uint32 {
 	out := map[string]uint32{"\x00other": 1}
-	for _, r := range rs.Rules {
+	for _, r := range slices.Concat(rs.Rules, rs.Priority) {
 		for _, m := range []*rules.IfaceMatch{r.Match.InIface, r.Match.OutIface} {
 			if m == nil || m.Name == compile.Loopback {
 				continue

@@ -23,7 +23,7 @@ func deviceWarnings(rs *rules.RuleSet, iface string, c datapath.DeviceCaveats) [
 	}) {
 		out = append(out, c.Reject)
 	}
-	if slices.ContainsFunc(rs.Rules, func(r rules.Rule) bool { return vlanBlind(r, iface, c) }) {
+	if slices.ContainsFunc(slices.Concat(rs.Rules, rs.Priority), func(r rules.Rule) bool { return vlanBlind(r, iface, c) }) {
 		out = append(out, c.VLAN)
 	}
 	return out
@@ -39,10 +39,10 @@ func ifaceWarnings(rs *rules.RuleSet, names []string) []string {
 	return out
 }
 
-// vlanBlind says whether r's --vlan-id cannot see the tags of packets
-// arriving on iface, whose caveats are c.
+// vlanBlind says whether r's --vlan-id or --vlan-prio cannot see the tags
+// of packets arriving on iface, whose caveats are c.
 func vlanBlind(r rules.Rule, iface string, c datapath.DeviceCaveats) bool {
-	return c.VLAN != "" && r.Chain != rules.ChainOutput && r.Match.VLAN != nil && arrivesOn(r, iface)
+	return c.VLAN != "" && r.Chain != rules.ChainOutput && (r.Match.VLAN != nil || r.Match.VLANPrio != nil) && arrivesOn(r, iface)
 }
 
 // AddVLANBlind fills in the VLANBlind of l's rules (vlanBlindRules). Not

@@ -397,7 +397,13 @@ func (f *Firewall) rebuild(s *ruleStore, pol *rules.RuleSet, start time.Time) (*
 	}
 	entries, refs, spans := s.ov.Fold()
 	lim := f.dp.Limits()
-	t, err := compile.Build(entries, pol, compile.Limits{Entries: lim.Entries, Nodes: lim.Nodes, LeafSlots: lim.LeafSlots})
+	names, err := f.st.ifaceNames()
+	if err != nil {
+		return nil, err
+	}
+	// the priority table's warnings were given when it was loaded
+	t, _, err := compile.Build(entries, pol, names, f.st.compileSets(),
+		compile.Limits{Entries: lim.Entries, Nodes: lim.Nodes, LeafSlots: lim.LeafSlots})
 	if err != nil {
 		return nil, err
 	}

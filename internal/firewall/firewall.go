@@ -45,11 +45,12 @@ type Options struct {
 	// the fast path in XDP (bpf/lib/fwd.h), or "stack", by the kernel;
 	// "": keep what is in force, else "xdp".
 	Forward string
-	// PriorityCPUs (Load only) are the bulk CPUs the xdpfw-priority
-	// table's BULK class is handed to: a CPU list ("1", "2-3"), "auto"
-	// (every online CPU where there are two or more) or "none" (priority
-	// off: every packet judged where it arrives). "": keep what is in
-	// force, else "auto" (datapath.PriorityCPUs).
+	// PriorityCPUs are the bulk CPUs the xdpfw-priority table's BULK
+	// class is handed to: a CPU list ("1", "2-3"), "auto" (every online
+	// CPU where there are two or more) or "none" (priority off: every
+	// packet judged where it arrives). "": keep what is in force, else
+	// "auto" (datapath.PriorityCPUs). Apply changes them with the rules,
+	// all or nothing (applyPriorityCPUs).
 	PriorityCPUs string
 	// CTKernelNAT is whether XDP asks the kernel's conntrack about packets
 	// of connections the kernel's nat table translates: "on" (default) or
@@ -556,14 +557,59 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
-	res, err := f.apply(rs, opt, false)
+	undo, err := f.applyPriorityCPUs(opt.PriorityCPUs)
 	if err != nil {
 		return nil, err
+	}
+	res, err := f.apply(rs, opt, false)
+	if err != nil {
+		return nil, undo(err)
 	}
 	// What the new rules run into on the interfaces filtered (a
 	// --vlan-id rule where XDP cannot see tags), as load says.
 	res.Warnings = append(res.Warnings, ifaceWarnings(rs, slices.Sorted(maps.Keys(f.st.Interfaces)))...)
 	return res, nil
+}
+
+// applyPriorityCPUs makes spec (a --priority-cpus value; "": keep) the
+// bulk CPUs in force, ahead of Apply's rules, and records it in f.st,
+// which the rules' switch writes: the record says what the kernel has.
+// It changes nothing when spec is what is in force, or when it fails
+// (a CPU not online; the cpumap refused). undo puts the CPUs in force
+// before back, for a change of the rules that failed after it: Apply is
+// all or nothing, the CPUs included. Once the rules' switch happened (a
+// later step failed: "the rules are in force, but"), the record holds the
+// new CPUs, and they stay.
+func (f *Firewall) applyPriorityCPUs(spec string) (undo func(error) error, err error) {
+	keep := func(err error) error { return err }
+	if spec == "" || spec == orDefault(f.st.PriorityCPUs, "auto") {
+		return keep, nil
+	}
+	cpus, err := datapath.PriorityCPUs(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w; nothing changed", err)
+	}
+	old, err := f.dp.PriorityInForce()
+	if err != nil {
+		return nil, err
+	}
+	prevSpec, builds := f.st.PriorityCPUs, f.st.Builds
+	back := func(err error) error {
+		if f.st.Builds != builds { // switched, and recorded with the rules
+			return err
+		}
+		f.st.PriorityCPUs = prevSpec
+		if rerr := f.dp.SetPriority(old); rerr != nil {
+			return fmt.Errorf("%w; and putting the bulk CPUs in force before (%s) back failed: %v", err,
+				datapath.FormatCPUList(old), rerr)
+		}
+		return err
+	}
+	if err := f.dp.SetPriority(cpus); err != nil {
+		return nil, back(fmt.Errorf("--priority-cpus %s: %w; nothing changed", spec, err))
+	}
+	f.st.PriorityCPUs = spec
+	return back, nil
 }
 
 // apply assigns stable ids and installs rs as the next generation.

@@ -211,6 +211,9 @@ func applyNeeded(st *state, inForce *rules.RuleSet, d Desired) []string {
 	if o.RejectGlobalRate != 0 && pick(st.RejectGlobalRate, compile.DefaultRejectGlobalRate) != o.RejectGlobalRate {
 		why = append(why, "reject global rate")
 	}
+	if o.PriorityCPUs != "" && orDefault(st.PriorityCPUs, "auto") != o.PriorityCPUs {
+		why = append(why, "priority CPUs")
+	}
 	return why
 }
 

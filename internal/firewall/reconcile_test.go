@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -174,5 +175,71 @@ func TestReconcileRecordLost(t *testing.T) {
 	defer f.Close()
 	if got := e.agree(f, []uint16{1001, 1002}); !slices.Equal(got, []string{"-A INPUT -p udp --dport 1001 -j ACCEPT"}) {
 		t.Errorf("listed %q", got)
+	}
+}
+
+// TestReconcilePriorityCPUs: a configuration's priority_cpus changed on
+// reload is put in force (the daemon used to keep the loaded ones), with
+// the rules, all or nothing: CPUs that are not online, or a rule set that
+// fails to compile, leave the CPUs, the rules and the record as they were.
+func TestReconcilePriorityCPUs(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: CPU 1 takes the bulk class")
+	}
+	e := newEnv(t)
+	const rs1 = "-A INPUT -p tcp --dport 22 -j ACCEPT\n-t xdpfw-priority -A PRIORITY -p udp --dport 319 -j HIGH\n"
+	inForce := func() (spec string, cpus []int) {
+		t.Helper()
+		f := e.open()
+		defer f.Close()
+		cpus, err := f.dp.PriorityInForce()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.st.PriorityCPUs, cpus
+	}
+	want := func(what, spec string, cpus []int) {
+		t.Helper()
+		if s, c := inForce(); s != spec || !slices.Equal(c, cpus) {
+			t.Errorf("%s: priority CPUs %q %v in force, want %q %v", what, s, c, spec, cpus)
+		}
+	}
+	d := e.desired(rs1, "fw0")
+	d.Options.PriorityCPUs = "none"
+	must[*Change](t)(e.reconcile(d))
+	want("loaded with none", "none", []int{})
+	gen := e.generation()
+
+	d.Options.PriorityCPUs = "1"
+	ch := must[*Change](t)(e.reconcile(d))
+	if ch.Loaded || !ch.Applied || !slices.Equal(ch.Why, []string{"priority CPUs"}) || e.generation() != gen+1 {
+		t.Errorf("priority_cpus changed: %+v, generation %d", ch, e.generation())
+	}
+	want("reloaded with 1", "1", []int{1})
+	ch = must[*Change](t)(e.reconcile(d))
+	if ch.Changed() {
+		t.Errorf("unchanged priority_cpus: %+v (why %v)", ch, ch.Why)
+	}
+
+	// Refused, nothing changed: a CPU that is not online (with new rules);
+	// new CPUs with rules that do not compile (a set that does not exist).
+	gen = e.generation()
+	bad := e.desired("-A INPUT -p udp -j DROP\n"+rs1, "fw0")
+	bad.Options.PriorityCPUs = "63"
+	if _, err := e.reconcile(bad); err == nil || !strings.Contains(err.Error(), "CPU 63 is not online") ||
+		!strings.Contains(err.Error(), "nothing changed") {
+		t.Errorf("priority_cpus 63: %v", err)
+	}
+	bad = e.desired("-A INPUT -m set --match-set nosuch src -j DROP\n"+rs1, "fw0")
+	bad.Options.PriorityCPUs = "0-1"
+	if _, err := e.reconcile(bad); err == nil || !strings.Contains(err.Error(), `set "nosuch" does not exist`) {
+		t.Errorf("priority_cpus 0-1 with a rule set that fails: %v", err)
+	}
+	want("after the refusals", "1", []int{1})
+	if e.generation() != gen {
+		t.Errorf("generation %d after the refusals, want %d", e.generation(), gen)
+	}
+	if _, rs, _, err := loadRules(e.p); err != nil || rs.String() != e.parse(rs1).String() {
+		t.Errorf("rules in force after the refusals (%v):\n%s", err, rs)
 	}
 }

@@ -421,12 +421,23 @@ func (s *Sets) users(name string) []SetUser {
 				continue
 			}
 			n++
-			if m := r.Match; m.SrcSet != nil && m.SrcSet.Name == name || m.DstSet != nil && m.DstSet.Name == name {
+			if usesSet(r, name) {
 				out = append(out, SetUser{Chain: c.String(), Num: n, Rule: r.String()})
 			}
 		}
 	}
+	for i, r := range s.rs.Priority {
+		if usesSet(r, name) {
+			out = append(out, SetUser{Chain: rules.PriorityChain, Num: i + 1, Rule: r.String()})
+		}
+	}
 	return out
+}
+
+// usesSet says whether r tests set name.
+func usesSet(r rules.Rule, name string) bool {
+	m := r.Match
+	return m.SrcSet != nil && m.SrcSet.Name == name || m.DstSet != nil && m.DstSet.Name == name
 }
 
 func (s *Sets) info(name string) SetInfo {

@@ -33,12 +33,15 @@ func (p *Packet) Encode() ([]byte, error) {
 		if vid > 0x0fff {
 			return nil, fmt.Errorf("packet: VLAN ID %d out of range (0-4095)", vid)
 		}
+		if p.PCP(i) > 7 {
+			return nil, fmt.Errorf("packet: VLAN PCP %d out of range (0-7)", p.PCP(i))
+		}
 		tpid := EtherType8021Q
 		if i == 0 && len(p.VLANs) >= 2 && !p.TPID8100 {
 			tpid = EtherTypeQinQ
 		}
 		b = binary.BigEndian.AppendUint16(b, tpid)
-		b = binary.BigEndian.AppendUint16(b, vid)
+		b = binary.BigEndian.AppendUint16(b, uint16(p.PCP(i))<<13|vid)
 	}
 
 	var err error

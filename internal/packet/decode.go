@@ -57,7 +57,12 @@ func decode(frame []byte, cut bool) (Packet, error) {
 			return p, truncated("VLAN tag", vlanTagLen, len(rest))
 		}
 		tpids = append(tpids, et)
-		p.VLANs = append(p.VLANs, binary.BigEndian.Uint16(rest)&0x0fff)
+		tci := binary.BigEndian.Uint16(rest)
+		p.VLANs = append(p.VLANs, tci&0x0fff)
+		if pcp := uint8(tci >> 13); pcp != 0 {
+			p.PCPs = append(p.PCPs, make([]uint8, len(p.VLANs)-1-len(p.PCPs))...)
+			p.PCPs = append(p.PCPs, pcp)
+		}
 		et = binary.BigEndian.Uint16(rest[2:])
 		rest = rest[vlanTagLen:]
 	}

@@ -116,6 +116,9 @@ type Packet struct {
 	// ones 0x8100, unless TPID8100 is set.
 	VLANs    []uint16
 	TPID8100 bool // use TPID 0x8100 for every tag
+	// PCPs are the tags' priority code points (802.1p, 0-7), outermost
+	// first; a tag without one has PCP 0.
+	PCPs []uint8
 
 	// NonIP, if non-zero, is the EtherType of a non-IP frame (e.g. 0x0806
 	// ARP): the frame carries Payload right after the EtherType. With
@@ -210,4 +213,12 @@ func l4HeaderLen(proto uint8) (int, bool) {
 		return icmpHeaderLen, true
 	}
 	return 0, false
+}
+
+// PCP is the priority code point of tag i (PCPs; 0 when it has none).
+func (p *Packet) PCP(i int) uint8 {
+	if i < len(p.PCPs) {
+		return p.PCPs[i]
+	}
+	return 0
 }

@@ -198,7 +198,7 @@ func (p *ruleParser) loadExt(name string) {
 // options (no iptables equivalent): they are read by their full name only.
 func exactOnly(text string) bool {
 	switch text {
-	case "--log", "--log-rate", "--log-burst", "--vlan-id", "--mac-destination":
+	case "--log", "--log-rate", "--log-burst", "--vlan-id", "--vlan-prio", "--mac-destination":
 		return true
 	}
 	return false

@@ -234,6 +234,14 @@ type VLANMatch struct {
 	Invert bool
 }
 
+// VLANPrioMatch is -m vlan --vlan-prio N (extension, ebtables' name): the
+// outermost tag's priority code point (802.1p PCP, the TCI's top 3 bits).
+// Like --vlan-id it needs a tag: negated, it matches untagged packets too.
+type VLANPrioMatch struct {
+	Prio   uint8 // 0-7
+	Invert bool
+}
+
 // SetMatch is -m set --match-set NAME src|dst: the address is in the named
 // set (ipset-style; the set's contents live in the data plane).
 type SetMatch struct {
@@ -389,6 +397,7 @@ type Match struct {
 	TCPFlags *TCPFlagsMatch
 	ICMP     *ICMPMatch
 	VLAN     *VLANMatch
+	VLANPrio *VLANPrioMatch
 
 	// SrcSet / DstSet: -m set --match-set NAME src / dst.
 	SrcSet *SetMatch

@@ -109,9 +109,14 @@ func (r Rule) Spec() string {
 		w.add(false, "-m", "mark")
 		w.add(mk.Invert, "--mark", formatMark(*mk))
 	}
-	if v := m.VLAN; v != nil {
+	if m.VLAN != nil || m.VLANPrio != nil {
 		w.add(false, "-m", "vlan")
-		w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))
+		if v := m.VLAN; v != nil {
+			w.add(v.Invert, "--vlan-id", strconv.Itoa(int(v.ID)))
+		}
+		if v := m.VLANPrio; v != nil {
+			w.add(v.Invert, "--vlan-prio", strconv.Itoa(int(v.Prio)))
+		}
 	}
 	if a := m.AddrType; a != nil {
 		w.add(false, "-m", "addrtype")

@@ -279,6 +279,17 @@ func (p *ruleParser) optVLAN(o optUse) *Error {
 	return nil
 }
 
+// optVLANPrio handles -m vlan --vlan-prio.
+func (p *ruleParser) optVLANPrio(o optUse) *Error {
+	a := o.args[0]
+	n, ok := parseUint(a.text, maxVLANPrio)
+	if !ok {
+		return p.valueErr(a, &valueErr{tok: a.text, msg: fmt.Sprintf("not a VLAN priority (PCP, 0-%d)", maxVLANPrio)})
+	}
+	p.r.Match.VLANPrio = &VLANPrioMatch{Prio: uint8(n), Invert: o.invert}
+	return nil
+}
+
 // optMatchSet handles -m set --match-set NAME src|dst (one set per
 // direction; ipset's multi-dimension flags such as src,dst are refused).
 func (p *ruleParser) optMatchSet(o optUse) *Error {

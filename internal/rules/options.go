@@ -75,6 +75,9 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--vlan-id":
 		return optSpec{slot: name, nargs: 1, usage: "--vlan-id ID", negatable: true,
 			module: "vlan", parse: (*ruleParser).optVLAN}, true
+	case "--vlan-prio":
+		return optSpec{slot: name, nargs: 1, usage: "--vlan-prio PCP", negatable: true,
+			module: "vlan", parse: (*ruleParser).optVLANPrio}, true
 	case "-f", "--fragment":
 		return optSpec{slot: "-f", negatable: true, parse: (*ruleParser).optFragment}, true
 	case "--match-set":
@@ -235,7 +238,7 @@ func moduleOptions(module string) (string, bool) {
 	case "mac":
 		return "--mac-source or --mac-destination", true
 	case "vlan":
-		return "--vlan-id", true
+		return "--vlan-id or --vlan-prio", true
 	case "comment":
 		return "--comment", true
 	case "set":

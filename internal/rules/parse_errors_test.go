@@ -165,6 +165,9 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT ! -p icmp --icmp-type 8 -j DROP", ParseOptions{}, "1:20", "", "--icmp-type needs -p icmp", ""},
 		{"-A INPUT -m vlan --vlan-id 4096 -j DROP", ParseOptions{}, "1:28", "4096", "not a VLAN id (0-4095)", ""},
 		{"-A INPUT --vlan-id 5 -j DROP", ParseOptions{}, "1:10", "", "--vlan-id needs -m vlan before it", ""},
+		{"-A INPUT -m vlan --vlan-prio 8 -j DROP", ParseOptions{}, "1:30", "8", "not a VLAN priority (PCP, 0-7)", ""},
+		{"-A INPUT --vlan-prio 5 -j DROP", ParseOptions{}, "1:10", "", "--vlan-prio needs -m vlan before it", ""},
+		{"-A INPUT -m vlan --vlan-pri 5 -j DROP", ParseOptions{}, "1:18", "--vlan-pri", "unknown option", ""}, // full names only
 		{"-A INPUT -6 -f -j DROP", ParseOptions{}, "1:13", "", "-f (IPv4 fragments) conflicts with -6", ""},
 		{"-A INPUT -f -j DROP", v6, "1:10", "", "-f (IPv4 fragments) conflicts with the default family (IPv6)", ""},
 		{"-A INPUT -m comment --comment \"a\tb\" -j DROP", ParseOptions{}, "1:31", "a\tb", "control character", ""},

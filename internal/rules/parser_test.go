@@ -240,6 +240,10 @@ func TestParseRules(t *testing.T) {
 		// VLAN, fragments, comments, counters.
 		{"-A INPUT -m vlan --vlan-id 4095 -j DROP", ParseOptions{}, Rule{Match: Match{VLAN: &VLANMatch{ID: 4095}}, Target: drop}},
 		{"-A INPUT -m vlan ! --vlan-id 0 -j DROP", ParseOptions{}, Rule{Match: Match{VLAN: &VLANMatch{ID: 0, Invert: true}}, Target: drop}},
+		{"-A INPUT -m vlan --vlan-prio 7 -j DROP", ParseOptions{}, Rule{Match: Match{VLANPrio: &VLANPrioMatch{Prio: 7}}, Target: drop}},
+		{"-A INPUT -m vlan --vlan-prio 5 ! --vlan-id 10 -j DROP", ParseOptions{},
+			Rule{Match: Match{VLAN: &VLANMatch{ID: 10, Invert: true}, VLANPrio: &VLANPrioMatch{Prio: 5}}, Target: drop}},
+		{"-A INPUT -m vlan ! --vlan-prio 0 -j DROP", ParseOptions{}, Rule{Match: Match{VLANPrio: &VLANPrioMatch{Invert: true}}, Target: drop}},
 		{"-A INPUT -f -j DROP", ParseOptions{}, Rule{Match: Match{Family: FamilyIPv4, Fragment: boolp(true)}, Target: drop}},
 		{"-A INPUT ! --fragment -j DROP", ParseOptions{}, Rule{Match: Match{Family: FamilyIPv4, Fragment: boolp(false)}, Target: drop}},
 		{`-A INPUT -m comment --comment "allow \"x\"" -j ACCEPT`, ParseOptions{}, Rule{Comments: []string{`allow "x"`}, Target: accept}},
@@ -333,6 +337,8 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A INPUT -p icmp --icmp-type 255/3 -j DROP", "-p icmp --icmp-type any -j DROP", ParseOptions{}},
 		{"-A INPUT -p ipv6-icmp --icmpv6-type 255 -j DROP", "-p ipv6-icmp --icmpv6-type 255 -j DROP", ParseOptions{}},
 		{"-A INPUT -m vlan ! --vlan-id 12 -j DROP", "-m vlan ! --vlan-id 12 -j DROP", ParseOptions{}},
+		{"-A INPUT -m vlan ! --vlan-prio 3 --vlan-id 12 -j DROP", "-m vlan --vlan-id 12 ! --vlan-prio 3 -j DROP", ParseOptions{}},
+		{"-A INPUT -m vlan --vlan-prio 6 -j DROP", "-m vlan --vlan-prio 6 -j DROP", ParseOptions{}},
 	}
 	for _, tt := range tests {
 		got := parseLine(t, tt.in, tt.opt)

@@ -196,7 +196,8 @@ func (p *ruleParser) priorityTarget(a token) *Error {
 
 // checkPriorityMatch refuses what a priority rule cannot test: the class is
 // decided as the packet arrives, before conntrack, routing and the rules,
-// from the packet's own headers (and the interface it came in by).
+// from the packet's own headers, the interface it came in by (-i) and the
+// named sets (-m set).
 func checkPriorityMatch(r *Rule) *Error {
 	m, t := &r.Match, &r.Target
 	bad := ""
@@ -217,10 +218,6 @@ func checkPriorityMatch(r *Rule) *Error {
 		bad = "-m rt"
 	case m.Mark != nil:
 		bad = "-m mark"
-	case m.InIface != nil:
-		bad = "-i" // not yet: the class is compiled without the interfaces' indexes
-	case m.SrcSet != nil || m.DstSet != nil:
-		bad = "-m set" // not yet: the class is compiled without the sets
 	case m.Fragment != nil:
 		bad = "-f"
 	case t.Log || t.LogPrefix != "" || t.LogLevel != "" || t.Group != nil:
@@ -230,5 +227,5 @@ func checkPriorityMatch(r *Rule) *Error {
 	}
 	return &Error{Pos: r.Pos, Msg: bad + " is not supported in the " + PriorityTable + " table: a packet's class is decided " +
 		"as it arrives, from its own headers, before conntrack, routing and the filter rules (fragments are always BULK)",
-		Hint: "match the class by addresses, protocol, ports, ICMP type, -m dscp, -m tos, -m vlan, -m mac, -m length"}
+		Hint: "match the class by -i, addresses, -m set, protocol, ports, ICMP type, -m dscp, -m tos, -m vlan (--vlan-id, --vlan-prio), -m mac, -m length"}
 }

@@ -13,6 +13,8 @@ func TestPriorityTableSyntax(t *testing.T) {
 -A PRIORITY -p udp -m udp --dport 319:320 -j HIGH
 -A PRIORITY -m dscp --dscp-class EF -j HIGH
 -A PRIORITY -s 10.0.0.0/8 -j BULK
+-A PRIORITY -i eth1 -m vlan --vlan-prio 5 -j HIGH
+-A PRIORITY -m set --match-set plc src -j HIGH
 COMMIT
 *filter
 :INPUT DROP [0:0]
@@ -23,13 +25,15 @@ COMMIT
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs.Priority) != 3 || len(rs.Rules) != 1 || rs.PriorityDefault() != VerdictHigh || !rs.PriorityOn() {
+	if len(rs.Priority) != 5 || len(rs.Rules) != 1 || rs.PriorityDefault() != VerdictHigh || !rs.PriorityOn() {
 		t.Fatalf("parsed %d priority rules, %d rules, default %v", len(rs.Priority), len(rs.Rules), rs.PriorityDefault())
 	}
 	want := []string{
 		"-t xdpfw-priority -A PRIORITY -p udp --dport 319:320 -j HIGH",
 		"-t xdpfw-priority -A PRIORITY -m dscp --dscp 0x2e -j HIGH",
 		"-t xdpfw-priority -A PRIORITY -s 10.0.0.0/8 -j BULK",
+		"-t xdpfw-priority -A PRIORITY -i eth1 -m vlan --vlan-prio 5 -j HIGH",
+		"-t xdpfw-priority -A PRIORITY -m set --match-set plc src -j HIGH",
 	}
 	for i, r := range rs.Priority {
 		if r.String() != want[i] || r.Chain != ChainPriority {

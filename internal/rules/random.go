@@ -69,7 +69,7 @@ func (k RandomKnobs) keep(rule *Rule) {
 		m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst = nil, nil, nil, nil
 	}
 	if k.IptablesOnly {
-		m.VLAN, m.MACDst = nil, nil
+		m.VLAN, m.VLANPrio, m.MACDst = nil, nil, nil
 		if t.Verdict != VerdictLog {
 			*t = Target{Verdict: t.Verdict, RejectWith: t.RejectWith}
 		}
@@ -420,6 +420,7 @@ func RandomRule(r *rand.Rand) Rule {
 			id = uint16(r.IntN(maxVLANID + 1))
 		}
 		m.VLAN = &VLANMatch{ID: id, Invert: chance(r, 20)}
+		randomVLANPrio(r, m)
 	}
 	if chance(r, 12) {
 		mask := uint8(1 + r.IntN(int(CTAll)))
@@ -979,14 +980,28 @@ func RandomPriorityRule(r *rand.Rand) Rule {
 	}
 	m.CTState, m.CTProto, m.CTStatus, m.CTDir = nil, nil, nil, nil
 	m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst = nil, nil, nil, nil
-	m.OutIface, m.InIface, m.SrcSet, m.DstSet = nil, nil, nil, nil
+	m.OutIface = nil // -i stays: the class may test it (RandomRule draws no sets)
 	m.Limit, m.Recent, m.HashLimit, m.MSS, m.RT, m.Mark, m.Fragment = nil, nil, nil, nil, nil, nil, nil
 	if chance(r, 15) {
 		m.VLAN = &VLANMatch{ID: pick(r, randomVLAN[:]), Invert: chance(r, 20)}
+		randomVLANPrio(r, m)
 	}
 	rule.Chain = ChainPriority
 	rule.Target = Target{Verdict: pick(r, []Verdict{VerdictHigh, VerdictBulk})}
 	rule.Comments = nil
 	rule.Text = rule.Spec()
 	return rule
+}
+
+// randomVLANPrio adds --vlan-prio to m's -m vlan, half the time, and then
+// half the time instead of --vlan-id (drawn only for a rule with -m vlan:
+// the rule sets of seeds without it are the same as before it existed).
+func randomVLANPrio(r *rand.Rand, m *Match) {
+	if !chance(r, 50) {
+		return
+	}
+	m.VLANPrio = &VLANPrioMatch{Prio: uint8(r.IntN(maxVLANPrio + 1)), Invert: chance(r, 20)}
+	if chance(r, 50) {
+		m.VLAN = nil
+	}
 }

@@ -276,6 +276,9 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 			mark(t.Invert, "! pkttype")
 		}
 		mark(m.VLAN != nil && m.VLAN.Invert, "! vlan")
+		mark(m.VLANPrio != nil, "vlan prio")
+		mark(m.VLANPrio != nil && m.VLANPrio.Invert, "! vlan prio")
+		mark(m.VLANPrio != nil && m.VLAN != nil, "vlan id and prio")
 		mark(m.Fragment != nil && *m.Fragment, "-f")
 		mark(m.Fragment != nil && !*m.Fragment, "! -f")
 		mark(m.L4Header, "bare -m tcp")
@@ -322,7 +325,7 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 		"single port", "port range", "multiport", "! port", "--ports", "--syn", "--tcp-flags", "! tcp flags",
 		"icmp any", "icmp code", "icmp type", "! icmp", "icmpv6",
 		"iface veth0", "iface eth0", "iface eth", "iface prefix", "! iface", "-o", "-o prefix", "! -o",
-		"mac src", "mac dst", "! mac", "vlan", "! vlan", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
+		"mac src", "mac dst", "! mac", "vlan", "! vlan", "vlan prio", "! vlan prio", "vlan id and prio", "-f", "! -f", "bare -m tcp", "bare -m tcp on IPv6", "comment",
 		"ctstate", "! ctstate", "pkttype unicast", "pkttype broadcast", "pkttype multicast", "pkttype otherhost", "! pkttype",
 		"--src-type", "--dst-type", "! addrtype", "--limit-iface-in", "--limit-iface-out", "addrtype IPv4 only",
 		"iprange", "iprange v6", "! iprange", "length", "! length", "ttl", "hl", "ttl ne",

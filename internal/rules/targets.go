@@ -87,7 +87,7 @@ func (p *ruleParser) checkRawMatch() *Error {
 		bad = "-i"
 	case m.MACSrc != nil || m.MACDst != nil:
 		bad = "-m mac"
-	case m.VLAN != nil:
+	case m.VLAN != nil || m.VLANPrio != nil:
 		bad = "-m vlan"
 	case m.SrcSet != nil || m.DstSet != nil:
 		bad = "-m set"

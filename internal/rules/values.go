@@ -363,6 +363,9 @@ func isPortProto(p uint8) bool {
 // maxVLANID is the largest 802.1Q VLAN identifier.
 const maxVLANID = 4095
 
+// maxVLANPrio is the largest 802.1Q priority code point (3 bits).
+const maxVLANPrio = 7
+
 // parseVLAN parses a --vlan-id argument.
 func parseVLAN(s string) (uint16, *valueErr) {
 	n, ok := parseUint(s, maxVLANID)

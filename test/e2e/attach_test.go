@@ -493,7 +493,7 @@ func TestDeviceWarnings(t *testing.T) {
 	if r := f.mustRun("status"); !strings.Contains(r.stdout, "  warning: "+l.srvIf+" is a veth: a tag") {
 		t.Errorf("status text does not show the warning:\n%s", r.stdout)
 	}
-	want := "-A INPUT -m vlan --vlan-id 5 -j DROP   [--vlan-id cannot see VLAN tags on " + l.srvIf + ": see status]"
+	want := "-A INPUT -m vlan --vlan-id 5 -j DROP   [-m vlan cannot see VLAN tags on " + l.srvIf + ": see status]"
 	if r := f.mustRun("list"); !strings.Contains(r.stdout, want) || strings.Count(r.stdout, "cannot see") != 1 {
 		t.Errorf("list in generic mode: want the --vlan-id rule, and it alone, marked %q:\n%s", want, r.stdout)
 	}

@@ -91,46 +91,54 @@ func TestReject(t *testing.T) {
 	}
 	// Every packet BULK: judged on the bulk CPUs by xdpfw_cpumap, where
 	// REJECT answers by a redirect to the interface the packet came in by
-	// (a cpumap program has no XDP_TX): the same answers.
-	t.Run("native, all bulk", func(t *testing.T) {
-		// A bulk packet reaches the kernel as a new skb built on the bulk
-		// CPU: a veth peer's unfinished (offloaded) checksum would not
-		// verify there. The client sends finished ones, as a NIC delivers.
-		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-		defer cancel()
-		if out, err := l.cli.Exec(ctx, "ethtool", "-K", l.cliIf, "tx", "off"); err != nil {
-			t.Fatalf("ethtool -K %s tx off: %v\n%s", l.cliIf, err, out)
+	// (a cpumap program has no XDP_TX): the same answers. In generic mode
+	// the cpumap queues the skb and runs xdpfw_cpumap on it.
+	for _, mode := range []string{"native", "generic"} {
+		t.Run(mode+", all bulk", func(t *testing.T) { checkRejectsAllBulk(t, l, mode) })
+	}
+}
+
+// checkRejectsAllBulk is checkRejects with a priority table that makes
+// every packet BULK, loaded in mode: every packet is judged by the bulk
+// CPUs, and the answers are the same.
+func checkRejectsAllBulk(t *testing.T, l *link, mode string) {
+	// A bulk packet reaches the kernel as a new skb built on the bulk
+	// CPU: a veth peer's unfinished (offloaded) checksum would not
+	// verify there. The client sends finished ones, as a NIC delivers.
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := l.cli.Exec(ctx, "ethtool", "-K", l.cliIf, "tx", "off"); err != nil {
+		t.Fatalf("ethtool -K %s tx off: %v\n%s", l.cliIf, err, out)
+	}
+	defer l.cli.Exec(context.Background(), "ethtool", "-K", l.cliIf, "tx", "on")
+	f := newFW(t, l.srv)
+	f.mustRun("load", "--mode", mode, "--priority-cpus", "auto", "-i", l.srvIf, writeRules(t, "reject.rules",
+		"-t xdpfw-priority -A PRIORITY -j BULK",
+		"-A INPUT -p tcp --dport 22 -j ACCEPT", rejRuleRST, rejRuleICMP, rejRuleUDP, rejRuleAdmin4, rejRuleAdmin6))
+	checkRejects(t, f, l)
+	r := f.mustRun("status", "--json")
+	var st struct {
+		Priority struct {
+			State string `json:"state"`
+			Stats struct {
+				High, Bulk, Fallback, Cpumap []uint64
+			} `json:"stats"`
+		} `json:"priority"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r)
+	}
+	total := func(v []uint64) (n uint64) {
+		for _, x := range v {
+			n += x
 		}
-		defer l.cli.Exec(context.Background(), "ethtool", "-K", l.cliIf, "tx", "on")
-		f := newFW(t, l.srv)
-		f.mustRun("load", "--mode", "native", "--priority-cpus", "auto", "-i", l.srvIf, writeRules(t, "reject.rules",
-			"-t xdpfw-priority -A PRIORITY -j BULK",
-			"-A INPUT -p tcp --dport 22 -j ACCEPT", rejRuleRST, rejRuleICMP, rejRuleUDP, rejRuleAdmin4, rejRuleAdmin6))
-		checkRejects(t, f, l)
-		r := f.mustRun("status", "--json")
-		var st struct {
-			Priority struct {
-				State string `json:"state"`
-				Stats struct {
-					High, Bulk, Fallback, Cpumap []uint64
-				} `json:"stats"`
-			} `json:"priority"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-			t.Fatalf("status --json: %v\n%s", err, r)
-		}
-		total := func(v []uint64) (n uint64) {
-			for _, x := range v {
-				n += x
-			}
-			return n
-		}
-		p := st.Priority
-		if !strings.HasPrefix(p.State, "on:") || total(p.Stats.Bulk) == 0 || total(p.Stats.Cpumap) != total(p.Stats.Bulk) ||
-			total(p.Stats.High)+total(p.Stats.Fallback) != 0 {
-			t.Errorf("want every packet handed over and judged by the bulk CPUs: %+v", p)
-		}
-	})
+		return n
+	}
+	p := st.Priority
+	if !strings.HasPrefix(p.State, "on:") || total(p.Stats.Bulk) == 0 || total(p.Stats.Cpumap) != total(p.Stats.Bulk) ||
+		total(p.Stats.High)+total(p.Stats.Fallback) != 0 {
+		t.Errorf("want every packet handed over and judged by the bulk CPUs: %+v", p)
+	}
 }
 
 // checkRejects probes every REJECT rule of TestReject from the client.
