@@ -21,7 +21,10 @@ import (
 // the live instance's hand-over slot, sets, -m recent lists, -m hashlimit
 // buckets, log ring and log counters. The live program enters it through
 // its fw_xdp_stages[FW_XDP_STAGE_AUDIT] and it returns to the live
-// program's finish stage through its own fw_audit_next.
+// program's finish stage through its own fw_audit_next; on a bulk CPU
+// (priority.go) xdpfw_cpumap enters its cpumap kind (xdpfw_cpumap_audit)
+// through fw_cpumap_stages' slot, and that returns to xdpfw_cpumap_finish
+// through fw_audit_cpumap_next: a program array takes one kind of program.
 
 const (
 	traceAudit = 3 // FW_TRACE_AUDIT
@@ -39,7 +42,7 @@ const (
 // uses is the live instance's (see loadAudit), or per-packet scratch.
 var auditPrivate = []string{"fw_active", "fw_entries", "fw_cands", "fw_nodes", "fw_leaves", "fw_roots", "fw_raw", "fw_deltas",
 	"fw_delta_entries", "fw_stamps", "fw_rule_stats", "fw_log_limits", "fw_log_stats", "fw_limits", "fw_recent_rules",
-	"fw_hashlimit_rules", "fw_audit_budget", "fw_audit_counts", "fw_audit_next"}
+	"fw_hashlimit_rules", "fw_audit_budget", "fw_audit_counts", "fw_audit_next", "fw_audit_cpumap_next"}
 
 // auditShared are the live maps the audit instance reads (and writes
 // nothing in but the log ring): its program finds the packet and the
@@ -58,31 +61,60 @@ type AuditCounters struct {
 
 // Audit is a handle on the audit instance: a Datapath whose tables and
 // rule-owned maps are the candidate's (Install, RuleCounters work on
-// them), plus the program and its way back.
+// them), plus the programs and their ways back: [0] the XDP kind, [1] the
+// cpumap kind (auditStages' order).
 type Audit struct {
 	*Datapath
-	prog   *ebpf.Program // xdpfw_audit; nil when opened from pins
+	progs  [2]*ebpf.Program // xdpfw_audit, xdpfw_cpumap_audit; nil when opened from pins
 	budget *ebpf.Map
 	counts *ebpf.Map
-	next   *ebpf.Map
+	next   [2]*ebpf.Map // fw_audit_next, fw_audit_cpumap_next
 	live   *Datapath
 }
 
 // liveStages opens the live program's fw_xdp_stages (pinned as stagesPin
 // + its id).
 func (d *Datapath) liveStages() (*ebpf.Map, error) {
-	if d.stages != nil {
-		return d.stages.Clone()
+	return d.liveArray(d.stages, stagesPin)
+}
+
+// liveArray opens the live program's program array m, pinned as pin + the
+// program's id (m is nil in a handle from Open).
+func (d *Datapath) liveArray(m *ebpf.Map, pin string) (*ebpf.Map, error) {
+	if m != nil {
+		return m.Clone()
 	}
 	id, err := progID(d.prog)
 	if err != nil {
 		return nil, err
 	}
-	m, err := ebpf.LoadPinnedMap(filepath.Join(d.dir, stagesPin+strconv.FormatUint(uint64(id), 10)), nil)
+	m, err = ebpf.LoadPinnedMap(filepath.Join(d.dir, pin+strconv.FormatUint(uint64(id), 10)), nil)
 	if err != nil {
-		return nil, fmt.Errorf("opening the program's stages: %w", err)
+		return nil, fmt.Errorf("opening the program's stages (%s): %w", pin, err)
 	}
 	return m, nil
+}
+
+// auditStages opens the live program arrays an audit stage goes in:
+// fw_xdp_stages, then fw_cpumap_stages (the bulk CPUs' program's); the
+// caller closes them.
+func (d *Datapath) auditStages() ([2]*ebpf.Map, error) {
+	xdp, err := d.liveStages()
+	if err != nil {
+		return [2]*ebpf.Map{}, err
+	}
+	cpu, err := d.liveArray(d.cpuStages, cpuStagesPin)
+	if err != nil {
+		xdp.Close()
+		return [2]*ebpf.Map{}, err
+	}
+	return [2]*ebpf.Map{xdp, cpu}, nil
+}
+
+func closeAll(ms [2]*ebpf.Map) {
+	for _, m := range ms {
+		m.Close()
+	}
 }
 
 // StartAudit loads an audit instance for the live program, installs t (the
@@ -92,20 +124,28 @@ func (d *Datapath) liveStages() (*ebpf.Map, error) {
 // one write; a failure before it leaves the live program as it was.
 // logSnap is the live program's fw_log_snap (events have one size).
 func (d *Datapath) StartAudit(t *compile.Tables, logSnap int, interval time.Duration, burst uint32) (*Audit, error) {
-	stages, err := d.liveStages()
+	stages, err := d.auditStages()
 	if err != nil {
 		return nil, err
 	}
-	defer stages.Close()
-	var finishID ebpf.ProgramID
-	if err := stages.Lookup(uint32(stageFinish), &finishID); err != nil {
-		return nil, fmt.Errorf("the loaded program has no finish stage (loaded by an earlier xdpfw version? `xdpfw load` again): %w", err)
+	defer closeAll(stages)
+	var finish [2]*ebpf.Program
+	defer func() {
+		for _, p := range finish {
+			if p != nil {
+				p.Close()
+			}
+		}
+	}()
+	for i, st := range stages {
+		var id ebpf.ProgramID
+		if err := st.Lookup(uint32(stageFinish), &id); err != nil {
+			return nil, fmt.Errorf("the loaded program has no finish stage (loaded by an earlier xdpfw version? `xdpfw load` again): %w", err)
+		}
+		if finish[i], err = ebpf.NewProgramFromID(id); err != nil {
+			return nil, fmt.Errorf("opening the finish stage: %w", err)
+		}
 	}
-	finish, err := ebpf.NewProgramFromID(finishID)
-	if err != nil {
-		return nil, fmt.Errorf("opening the finish stage: %w", err)
-	}
-	defer finish.Close()
 	a, err := d.loadAudit(logSnap)
 	if err != nil {
 		return nil, err
@@ -121,8 +161,10 @@ func (d *Datapath) StartAudit(t *compile.Tables, logSnap int, interval time.Dura
 	if err := a.budget.Put(uint32(0), b); err != nil {
 		return fail(fmt.Errorf("writing the audit's event budget: %w", err))
 	}
-	if err := a.next.Put(uint32(0), finish); err != nil {
-		return fail(fmt.Errorf("linking the audit stage to the finish stage: %w", err))
+	for i, next := range a.next {
+		if err := next.Put(uint32(0), finish[i]); err != nil {
+			return fail(fmt.Errorf("linking the audit stage to the finish stage: %w", err))
+		}
 	}
 	// Pins under temporary names first: an audit in force is never left
 	// without its pins, and a failure here leaves the one before alone.
@@ -140,7 +182,7 @@ func (d *Datapath) StartAudit(t *compile.Tables, logSnap int, interval time.Dura
 			return fail(fmt.Errorf("pinning the audit's %s: %w", name, err))
 		}
 	}
-	if err := stages.Put(uint32(stageAudit), a.prog); err != nil {
+	if err := putAuditStage(stages, a.progs); err != nil {
 		for n := range tmp {
 			_ = os.Remove(filepath.Join(d.dir, auditPrefix+n+"_new"))
 		}
@@ -170,17 +212,20 @@ func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
 	}
 	defer closeShared()
 	var o struct {
-		Prog *ebpf.Program `ebpf:"xdpfw_audit"`
+		Prog    *ebpf.Program `ebpf:"xdpfw_audit"`
+		CPUProg *ebpf.Program `ebpf:"xdpfw_cpumap_audit"`
 		instanceTables
-		FwAuditBudget *ebpf.Map `ebpf:"fw_audit_budget"`
-		FwAuditCounts *ebpf.Map `ebpf:"fw_audit_counts"`
-		FwAuditNext   *ebpf.Map `ebpf:"fw_audit_next"`
+		FwAuditBudget     *ebpf.Map `ebpf:"fw_audit_budget"`
+		FwAuditCounts     *ebpf.Map `ebpf:"fw_audit_counts"`
+		FwAuditNext       *ebpf.Map `ebpf:"fw_audit_next"`
+		FwAuditCpumapNext *ebpf.Map `ebpf:"fw_audit_cpumap_next"`
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, instanceLoadErr("audit", err)
 	}
 	view := o.view(d, lim)
-	return &Audit{Datapath: view, prog: o.Prog, budget: o.FwAuditBudget, counts: o.FwAuditCounts, next: o.FwAuditNext, live: d}, nil
+	return &Audit{Datapath: view, progs: [2]*ebpf.Program{o.Prog, o.CPUProg}, budget: o.FwAuditBudget, counts: o.FwAuditCounts,
+		next: [2]*ebpf.Map{o.FwAuditNext, o.FwAuditCpumapNext}, live: d}, nil
 }
 
 // instanceTables are the maps an instance other than the live one (the
@@ -281,7 +326,8 @@ func (a *Audit) privateMaps() map[string]**ebpf.Map {
 		"fw_roots": &d.roots, "fw_raw": &d.raw, "fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_rule_stats": &d.ruleCtr, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_limits": &d.limBkt,
 		"fw_recent_rules": &d.recentRules, "fw_hashlimit_rules": &d.hashRules,
-		"fw_audit_budget": &a.budget, "fw_audit_counts": &a.counts, "fw_audit_next": &a.next}
+		"fw_audit_budget": &a.budget, "fw_audit_counts": &a.counts, "fw_audit_next": &a.next[0],
+		"fw_audit_cpumap_next": &a.next[1]}
 }
 
 // OpenAudit opens the audit in force, from its pins; nil (and no error)
@@ -323,15 +369,15 @@ func (d *Datapath) Auditing() (bool, error) {
 }
 
 // StopAudit takes the audit stage out of the live program's path (one
-// write: every packet after it is finished without it) and removes the
-// audit's pins. Nothing happens when none runs.
+// write per program array: every packet after it is finished without it)
+// and removes the audit's pins. Nothing happens when none runs.
 func (d *Datapath) StopAudit() error {
-	stages, err := d.liveStages()
+	stages, err := d.auditStages()
 	if err != nil {
 		return err
 	}
-	defer stages.Close()
-	if err := stages.Delete(uint32(stageAudit)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	defer closeAll(stages)
+	if err := dropAuditStage(stages); err != nil {
 		return fmt.Errorf("taking the audit stage out of the program's path: %w", err)
 	}
 	var errs []error
@@ -348,19 +394,48 @@ func (d *Datapath) StopAudit() error {
 // the same packets with and without it. Only for an Audit StartAudit
 // returned.
 func (a *Audit) SetInPath(on bool) error {
-	if a.prog == nil {
+	if a.progs[0] == nil {
 		return errors.New("the audit was opened from its pins: no program handle")
 	}
-	stages, err := a.live.liveStages()
+	stages, err := a.live.auditStages()
 	if err != nil {
 		return err
 	}
-	defer stages.Close()
+	defer closeAll(stages)
 	if on {
-		return stages.Put(uint32(stageAudit), a.prog)
+		return putAuditStage(stages, a.progs)
 	}
-	if err := stages.Delete(uint32(stageAudit)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	return dropAuditStage(stages)
+}
+
+// putAuditStage puts progs (the XDP kind, the cpumap kind) in the audit
+// slots of stages (auditStages): the bulk CPUs' first, so that the XDP
+// slot, which Auditing reads, is written last. A failure leaves the slots
+// as they were.
+func putAuditStage(stages [2]*ebpf.Map, progs [2]*ebpf.Program) error {
+	var old ebpf.ProgramID
+	hadOld := stages[1].Lookup(uint32(stageAudit), &old) == nil
+	if err := stages[1].Put(uint32(stageAudit), progs[1]); err != nil {
 		return err
+	}
+	if err := stages[0].Put(uint32(stageAudit), progs[0]); err != nil {
+		if p, perr := ebpf.NewProgramFromID(old); hadOld && perr == nil {
+			_ = stages[1].Put(uint32(stageAudit), p) // the audit before's, as it was
+			p.Close()
+		} else {
+			_ = stages[1].Delete(uint32(stageAudit))
+		}
+		return err
+	}
+	return nil
+}
+
+// dropAuditStage empties the audit slots of stages: the XDP slot first.
+func dropAuditStage(stages [2]*ebpf.Map) error {
+	for _, st := range stages {
+		if err := st.Delete(uint32(stageAudit)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
 	}
 	return nil
 }
@@ -387,7 +462,7 @@ func (a *Audit) Close() {
 			(*m).Close()
 		}
 	}
-	for _, p := range []*ebpf.Program{a.prog, a.clockProg} {
+	for _, p := range []*ebpf.Program{a.progs[0], a.progs[1], a.clockProg} {
 		if p != nil {
 			p.Close()
 		}
