@@ -64,8 +64,8 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 			if err != nil {
 				b.Fatalf("audit: %+v", err)
 			}
-			report("audit", a.progs[0])
-			report("cpumap-audit", a.progs[1])
+			report("audit", a.objs.Prog)
+			report("cpumap-audit", a.objs.CPUProg)
 			a.Close()
 		}
 		if c.nat {
