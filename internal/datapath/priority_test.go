@@ -2,7 +2,6 @@ package datapath_test
 
 import (
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -32,15 +31,7 @@ func TestPriorityCPUMap(t *testing.T) {
 	f := newFixture(t)
 	f.installText(tableRules + "-t xdpfw-priority -A PRIORITY -p tcp --dport 22 -j HIGH\n" +
 		"-t xdpfw-priority -A PRIORITY -p icmp -j HIGH\n")
-	peer := testutil.NewNetNS(t)
-	for _, ns := range []*testutil.NetNS{f.ns, peer} {
-		if err := ns.Do(func() error {
-			return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	peer, fw, far := f.peerPair()
 	if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, datapath.ModeNative); return err }); err != nil {
 		t.Fatal(err)
 	}
@@ -112,15 +103,7 @@ func TestAuditBulkCPU(t *testing.T) {
 	}
 	f := newFixture(t)
 	f.installText(tableRules + "-t xdpfw-priority -A PRIORITY -p tcp --dport 22 -j HIGH\n")
-	peer := testutil.NewNetNS(t)
-	for _, ns := range []*testutil.NetNS{f.ns, peer} {
-		if err := ns.Do(func() error {
-			return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	peer, fw, far := f.peerPair()
 	if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, datapath.ModeNative); return err }); err != nil {
 		t.Fatal(err)
 	}
