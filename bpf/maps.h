@@ -669,17 +669,22 @@ struct {
 		    [FW_XDP_STAGE_FINISH] = (void *)&xdpfw_ingress_finish },
 };
 
-/* xdpfw_cpumap's stages: its classify stage (a program may tail-call only
- * programs of its own attach type, and xdpfw_cpumap runs as a cpumap
- * entry's). Pinned by the control plane as fw_xdp_stages is. */
+/* xdpfw_cpumap's stages, at fw_xdp_stages' slots: its classify stage,
+ * the audit stage (the audit instance's xdpfw_cpumap_audit while a
+ * candidate is audited) and its finish stage, where that returns to. A
+ * program may tail-call only programs of its own attach type, and
+ * xdpfw_cpumap runs as a cpumap entry's. Pinned by the control plane as
+ * fw_xdp_stages is. */
 int xdpfw_cpumap_classify(struct xdp_md *ctx);
+int xdpfw_cpumap_finish(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, FW_XDP_STAGE_FINISH + 1);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } fw_cpumap_stages SEC(".maps") = {
-	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_cpumap_classify },
+	.values = { [FW_XDP_STAGE_CLASSIFY] = (void *)&xdpfw_cpumap_classify,
+		    [FW_XDP_STAGE_FINISH] = (void *)&xdpfw_cpumap_finish },
 };
 
 /* The audit instance's way back (slot 0): the live program's finish
@@ -694,6 +699,16 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } fw_audit_next SEC(".maps");
+
+/* The audit instance's way back from xdpfw_cpumap_audit (slot 0): the
+ * live program's xdpfw_cpumap_finish (fw_audit_next holds an xdp
+ * program, this one a cpumap program: a program array takes one kind). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fw_audit_cpumap_next SEC(".maps");
 
 /* NAT in xdpfw (`--nat xdpfw`, docs/nat.md): set before load; 0 (kernel
  * NAT, the default) prunes every NAT branch of the live program. */

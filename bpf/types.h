@@ -380,11 +380,14 @@ struct fw_cand {
 #define FW_EF_LOG 0x01 /* the rule logs the packets it decides (--log) */
 #define FW_EF_RANGES 0x02 /* nranges/rdim/rlo/rhi hold the whole match (trees only) */
 #define FW_EF_LIMIT 0x04 /* -m limit: decides only while the rule's fw_limits bucket has a token */
-#define FW_EF_STATE 0x08 /* -m recent: noted in the walk, settled in rule order after it (fw_state_settle) */
+#define FW_EF_STATE 0x08 /* -m recent (or, with FW_EF_HASHLIMIT, -m hashlimit): noted in the walk,
+			   * settled in rule order after it (fw_state_settle) */
 #define FW_EF_COUNT 0x10  /* with FW_ACT_LOG: counts the packets it matches for its rule
 			   * (a jump, goto, RETURN or rule without -j), logs nothing */
 #define FW_EF_NOTE 0x20  /* a probe or guarded entry (note, probe, guard_*): noted in the
 			   * walk, settled in rule order after it (fw_state_settle) */
+#define FW_EF_HASHLIMIT 0x40 /* with FW_EF_STATE: the state is a -m hashlimit bucket
+			      * (fw_hashlimit_rules), not a -m recent list */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line.
  * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key

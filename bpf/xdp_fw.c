@@ -89,6 +89,14 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 	return rc;
 }
 
+/* fw_xdp_stage tail-calls stage (FW_XDP_STAGE_*) of the program's own
+ * kind: fw_xdp_stages', or on a bulk CPU (cpumap, a constant)
+ * fw_cpumap_stages'. Returns only when the slot is empty. */
+static __always_inline void fw_xdp_stage(struct xdp_md *ctx, __u32 stage, const int cpumap)
+{
+	bpf_tail_call(ctx, cpumap ? (void *)&fw_cpumap_stages : (void *)&fw_xdp_stages, stage);
+}
+
 /* fw_xdp_fail_closed drops a packet nothing can decide: no rule set is
  * installed, or (never while datapath holds fw_xdp_stages) the classify
  * stage is missing. Both count as FW_R_NO_RULESET. */
@@ -246,20 +254,17 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 		 * kind of pointer, not a fw_roots or a fw_deltas value (the
 		 * verifier would check it once for each). */
 		h->root = *root;
-		bpf_tail_call(ctx, cpumap ? (void *)&fw_cpumap_stages : (void *)&fw_xdp_stages, FW_XDP_STAGE_CLASSIFY);
+		fw_xdp_stage(ctx, FW_XDP_STAGE_CLASSIFY, cpumap);
 		rc = FW_DECIDE_NO_RULESET; /* no classify stage: fail closed */
 	}
 	if (rc == FW_DECIDE_NO_RULESET)
 		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
 	fw_decide_end(&ct, pp, bytes, &d);
-	/* while a candidate rule set is audited: its stage, which finishes
-	 * (xdpfw_ingress_finish) on the decision in the slot; else nothing.
-	 * Not on a bulk CPU: a cpumap program tail-calls only its own kind
-	 * (docs/audit.md: what priority's BULK class means for an audit) */
-	if (!cpumap) {
-		h->d = d;
-		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
-	}
+	/* while a candidate rule set is audited: its stage (on a bulk CPU
+	 * its cpumap kind), which finishes (xdpfw_ingress_finish,
+	 * xdpfw_cpumap_finish) on the decision in the slot; else nothing */
+	h->d = d;
+	fw_xdp_stage(ctx, FW_XDP_STAGE_AUDIT, cpumap);
 	return fw_xdp_finish(ctx, h, pp, &d, bytes, cpumap);
 }
 
@@ -307,8 +312,7 @@ static __always_inline int fw_xdp_classify(struct xdp_md *ctx, const int cpumap)
 		fw_ct_relink(&ct);
 		fw_decide_end(&ct, p, bytes, d);
 	}
-	if (!cpumap) /* as in fw_xdp_ingress */
-		bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_AUDIT);
+	fw_xdp_stage(ctx, FW_XDP_STAGE_AUDIT, cpumap); /* as in fw_xdp_ingress */
 	return fw_xdp_finish(ctx, h, p, d, bytes, cpumap);
 }
 
@@ -325,10 +329,10 @@ int xdpfw_cpumap_classify(struct xdp_md *ctx)
 	return fw_xdp_classify(ctx, 1);
 }
 
-/* The finish stage (fw_xdp_stages[FW_XDP_STAGE_FINISH]): acts on the
- * decision in the hand-over slot, where the audit stage returns to. */
-SEC("xdp")
-int xdpfw_ingress_finish(struct xdp_md *ctx)
+/* The finish stage (fw_xdp_stages[FW_XDP_STAGE_FINISH], on a bulk CPU
+ * fw_cpumap_stages'): acts on the decision in the hand-over slot, where
+ * the audit stage returns to. */
+static __always_inline int fw_xdp_finish_stage(struct xdp_md *ctx, const int cpumap)
 {
 	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
 	__u32 zero = 0;
@@ -336,17 +340,30 @@ int xdpfw_ingress_finish(struct xdp_md *ctx)
 
 	if (!h) /* a per-CPU array's slot 0 is always there */
 		return XDP_DROP;
-	return fw_xdp_finish(ctx, h, &h->pkt, &h->d, bytes, 0);
+	return fw_xdp_finish(ctx, h, &h->pkt, &h->d, bytes, cpumap);
+}
+
+SEC("xdp")
+int xdpfw_ingress_finish(struct xdp_md *ctx)
+{
+	return fw_xdp_finish_stage(ctx, 0);
+}
+
+SEC("xdp/cpumap")
+int xdpfw_cpumap_finish(struct xdp_md *ctx)
+{
+	return fw_xdp_finish_stage(ctx, 1);
 }
 
 /* The audit stage (lib/audit.h): loaded only in the audit instance
  * (fw_trace_mode FW_TRACE_AUDIT), whose tables hold the candidate rule
- * set, and put in fw_xdp_stages[FW_XDP_STAGE_AUDIT] while it is audited.
- * It classifies the packet in the slot with the candidate, counts, reports
- * a verdict that would differ, and goes on to the live program's finish
- * stage: it changes no verdict. */
-SEC("xdp")
-int xdpfw_audit(struct xdp_md *ctx)
+ * set, and put in fw_xdp_stages[FW_XDP_STAGE_AUDIT] (xdpfw_audit) and
+ * fw_cpumap_stages' (xdpfw_cpumap_audit) while it is audited. It
+ * classifies the packet in the slot with the candidate, counts, reports a
+ * verdict that would differ, and goes on to the live program's finish
+ * stage through next (fw_audit_next, fw_audit_cpumap_next): it changes no
+ * verdict. */
+static __always_inline int fw_xdp_audit(struct xdp_md *ctx, void *next)
 {
 	__u64 bytes = (void *)(long)ctx->data_end - (void *)(long)ctx->data;
 	__u32 zero = 0;
@@ -365,11 +382,23 @@ int xdpfw_audit(struct xdp_md *ctx)
 			fw_audit_event(ctx, &h->pkt, &a->d, h->d.rule_id, bytes);
 		}
 	}
-	bpf_tail_call(ctx, &fw_audit_next, 0);
-	/* never while the control plane holds fw_audit_next: the enforced
-	 * verdict, without what the finish stage adds (counters, REJECT's
-	 * answer, the fast path) */
+	bpf_tail_call(ctx, next, 0);
+	/* never while the control plane holds next: the enforced verdict,
+	 * without what the finish stage adds (counters, REJECT's answer, the
+	 * fast path) */
 	return h->d.action == FW_ACT_ACCEPT ? XDP_PASS : XDP_DROP;
+}
+
+SEC("xdp")
+int xdpfw_audit(struct xdp_md *ctx)
+{
+	return fw_xdp_audit(ctx, &fw_audit_next);
+}
+
+SEC("xdp/cpumap")
+int xdpfw_cpumap_audit(struct xdp_md *ctx)
+{
+	return fw_xdp_audit(ctx, &fw_audit_cpumap_next);
 }
 
 /* The nat stage (lib/natfw.h, lib/natdst.h): loaded only in the nat

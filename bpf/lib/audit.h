@@ -10,7 +10,9 @@
  * -m hashlimit buckets (read, never written: fw_live_writes is 0), and
  * the event ring. The live program enters it by a tail call once its
  * decision is made, and it returns by a tail call to the live program's
- * finish stage, which acts on the enforced decision as it would have. */
+ * finish stage, which acts on the enforced decision as it would have; on a
+ * bulk CPU the same through the cpumap kind of each (xdpfw_cpumap_audit,
+ * xdpfw_cpumap_finish). */
 #ifndef XDPFW_AUDIT_H
 #define XDPFW_AUDIT_H
 

@@ -334,16 +334,13 @@ __noinline int fw_recent_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_
  * up (one idle expire_ns or longer is forgotten: full), takes a token
  * when there is one and marks the bucket seen. Returns whether the match
  * is true (--hashlimit-upto: a token was taken; --hashlimit-above: none
- * was there), or -1 when rule_id has no -m hashlimit settings (then it is
- * a -m recent rule). A trace instance changes no bucket. A global
- * function: verified once. */
+ * was there); false without the rule's settings. A trace instance
+ * changes no bucket. A global function: verified once. */
 __noinline int fw_hashlimit_apply(__u32 rule_id, const struct fw_pkt *p, struct fw_state_scratch *s)
 {
 	const struct fw_hashlimit_rule *r = bpf_map_lookup_elem(&fw_hashlimit_rules, &rule_id);
 
-	if (!r)
-		return -1;
-	if (!p || !s)
+	if (!r || !p || !s)
 		return 0;
 	struct fw_hashlimit_key *k = &s->hkey;
 	__u32 f = r->flags;
@@ -391,8 +388,8 @@ __noinline int fw_hashlimit_apply(__u32 rule_id, const struct fw_pkt *p, struct 
  * in rule order, with the packet's probe bits (none set at first), as
  * iptables meets their rules: an entry whose guard the bits fail is
  * passed (the packet does not reach it); a -m recent entry does what its
- * rule does to its list (fw_recent_apply), a -m hashlimit one to its
- * bucket (fw_hashlimit_apply), a -m limit one that is no LOG
+ * rule does to its list (fw_recent_apply), a -m hashlimit one
+ * (FW_EF_HASHLIMIT) to its bucket (fw_hashlimit_apply), a -m limit one that is no LOG
  * rule takes a token (fw_limit), and is passed when that does not match;
  * then a probe sets its bit and counts its rule, a LOG or counting entry is noted for logging
  * or counting (fw_walk_pass), and any other decides: it fills d, sets
@@ -434,13 +431,9 @@ static __always_inline int fw_state_settle(struct fw_decision *d, const struct f
 			continue;
 		__u8 flags = e->flags, action = e->action, probe = e->probe;
 		__u32 rule_id = e->rule_id;
-		if (flags & FW_EF_STATE) {
-			int m = fw_hashlimit_apply(rule_id, p, s);
-			if (m < 0)
-				m = fw_recent_apply(rule_id, p, s);
-			if (!m)
-				continue;
-		}
+		if ((flags & FW_EF_STATE) && !((flags & FW_EF_HASHLIMIT) ? fw_hashlimit_apply(rule_id, p, s)
+									  : fw_recent_apply(rule_id, p, s)))
+			continue;
 		if ((flags & (FW_EF_LIMIT | FW_EF_STATE)) == FW_EF_LIMIT && action != FW_ACT_LOG && !fw_limit(rule_id, 1))
 			continue;
 		if (probe) /* its bit, and its rule counts the packet (as a counting entry) */

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -39,18 +38,6 @@ func WriteForwardTable(w io.Writer, res *ForwardResult) {
 	}
 }
 
-// Colours of the configurations in the plots.
-var fwdColors = map[string]color.RGBA{
-	FwdKernel:     {0x55, 0x55, 0x55, 0xff},
-	FwdIptables:   {0xd6, 0x27, 0x28, 0xff},
-	FwdNft:        {0x94, 0x67, 0xbd, 0xff},
-	FwdXdpfwStack: {0xff, 0x7f, 0x0e, 0xff},
-	FwdXdpfwXDP:   {0x1f, 0x77, 0xb4, 0xff},
-	FwdXdpfwKMasq: {0x8c, 0x56, 0x4b, 0xff},
-	FwdXdpfwNAT:   {0x17, 0xbe, 0xcf, 0xff},
-	FwdFloor:      {0x2c, 0xa0, 0x2c, 0xff},
-}
-
 // forwardCharts are the plots of one frame size and traffic: router
 // ns/packet and Mpps against the route count, one line per
 // configuration.
@@ -60,7 +47,7 @@ func forwardCharts(res *ForwardResult, size int, flows string) []namedChart {
 	rate := &Chart{Title: fmt.Sprintf("Packets forwarded per second, %d B, %s flow(s)", size, flows),
 		XLabel: "extra routes", YLabel: "Mpps", LogY: true}
 	for _, cfg := range res.Configs {
-		c, r := Series{Name: cfg, Color: fwdColors[cfg]}, Series{Name: cfg, Color: fwdColors[cfg]}
+		c, r := Series{Name: cfg, Color: seriesColors[cfg]}, Series{Name: cfg, Color: seriesColors[cfg]}
 		for _, p := range res.Points {
 			if p.Config != cfg || p.Size != size || p.Flows != flows || p.NsPerPacket <= 0 {
 				continue

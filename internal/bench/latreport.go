@@ -82,7 +82,7 @@ func latencyCharts(res *LatencyResult) []namedChart {
 	}
 	series := func(c *Chart, sweep string, m metric, x func(p *LatPoint) float64, suffix string, light bool) {
 		for _, d := range res.DUTs {
-			s := Series{Name: d + suffix, Color: dutColors[d]}
+			s := Series{Name: d + suffix, Color: seriesColors[d]}
 			if light {
 				s.Color = lighter(s.Color)
 			}

@@ -364,7 +364,7 @@ func TestNftRuleSets(t *testing.T) {
 
 func TestChartPNG(t *testing.T) {
 	c := &Chart{Title: "t", XLabel: "rules", YLabel: "Mpps", LogX: true, LogY: true, HLines: []float64{0.5},
-		Series: []Series{{Name: "a", Color: dutColors[DUTXdpfw], X: []float64{1, 100, 10000}, Y: []float64{3, 2.5, 0}}}}
+		Series: []Series{{Name: "a", Color: seriesColors[DUTXdpfw], X: []float64{1, 100, 10000}, Y: []float64{3, 2.5, 0}}}}
 	b, err := c.PNG()
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +380,7 @@ func TestChartPNG(t *testing.T) {
 	for y := 0; y < chartH && !found; y++ {
 		for x := padL; x < chartW-padR && !found; x++ {
 			r, g, bl, _ := img.At(x, y).RGBA()
-			col := dutColors[DUTXdpfw]
+			col := seriesColors[DUTXdpfw]
 			found = r>>8 == uint32(col.R) && g>>8 == uint32(col.G) && bl>>8 == uint32(col.B)
 		}
 	}

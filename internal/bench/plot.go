@@ -33,17 +33,27 @@ type Chart struct {
 	HLines                []float64 // dashed horizontal reference lines
 }
 
-// Colors of the DUTs in every chart.
-var dutColors = map[string]color.RGBA{
+// seriesColors are the colours of the DUTs (macro, latency) and the
+// forwarding configurations (forward) in every chart: one table, so that a
+// configuration two benchmarks share (the floors xdp-fwd and kernel-fwd)
+// has one colour; a floor is grey. The lines of one chart have distinct
+// colours (TestSeriesColors).
+var seriesColors = map[string]color.RGBA{
 	DUTDrop:           {0x55, 0x55, 0x55, 0xff},
 	DUTXdpfw:          {0x1f, 0x77, 0xb4, 0xff},
 	DUTIptablesNFT:    {0xd6, 0x27, 0x28, 0xff},
 	DUTIptablesLegacy: {0xff, 0x7f, 0x0e, 0xff},
 	DUTNftLinear:      {0x94, 0x67, 0xbd, 0xff},
 	DUTNftSet:         {0x2c, 0xa0, 0x2c, 0xff},
-	DUTXDPFwd:         {0x55, 0x55, 0x55, 0xff},
-	DUTKernelFwd:      {0x8c, 0x56, 0x4b, 0xff},
+	DUTXDPFwd:         {0x55, 0x55, 0x55, 0xff}, // FwdFloor
+	DUTKernelFwd:      {0x8c, 0x56, 0x4b, 0xff}, // FwdKernel
 	DUTXdpfwAudit:     {0x17, 0xbe, 0xcf, 0xff},
+	FwdIptables:       {0xd6, 0x27, 0x28, 0xff},
+	FwdNft:            {0x94, 0x67, 0xbd, 0xff},
+	FwdXdpfwStack:     {0xff, 0x7f, 0x0e, 0xff},
+	FwdXdpfwXDP:       {0x1f, 0x77, 0xb4, 0xff},
+	FwdXdpfwKMasq:     {0xe3, 0x77, 0xc2, 0xff},
+	FwdXdpfwNAT:       {0x17, 0xbe, 0xcf, 0xff},
 }
 
 const (

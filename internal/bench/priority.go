@@ -165,8 +165,8 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	// The receiving CPU's NAPI thread real-time (SCHED_FIFO), as a host
 	// that wants bounded latency runs it: on a shared machine a normal
 	// thread waits for the scheduler, which no priority table can change.
-	if err := unix.SchedSetAttr(napi, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
-		return nil, fmt.Errorf("making the NAPI thread SCHED_FIFO: %w", err)
+	if err := realtime(napi, 50, "the DUT's NAPI thread"); err != nil {
+		return nil, err
 	}
 	// the DUT's sockets: the probes' (read, timestamped), bulk's sink (never read)
 	probe, sink, err := prioSockets(topo)
@@ -491,8 +491,8 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 		// SCHED_FIFO between the stamp and the send: a preemption there
 		// would count as latency (it sleeps between probes, taking
 		// nothing from the bulk sender)
-		if err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 40}, 0); err != nil {
-			return fmt.Errorf("making the probe sender SCHED_FIFO: %w", err)
+		if err := realtime(0, 40, "the probe sender"); err != nil {
+			return err
 		}
 		defer unix.SchedSetAttr(0, &unix.SchedAttr{Policy: 0}, 0) // back to SCHED_OTHER
 		every := time.Second / time.Duration(rate)

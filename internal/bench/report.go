@@ -153,8 +153,8 @@ func macroCharts(res *MacroResult, size int) []namedChart {
 	for _, d := range res.DUTs {
 		var r, c, f, fc Series
 		r.Name, c.Name, f.Name = d, d, d+" (rate)"
-		r.Color, c.Color, f.Color = dutColors[d], dutColors[d], dutColors[d]
-		fc.Name, fc.Color = d+" (cost)", lighter(dutColors[d])
+		r.Color, c.Color, f.Color = seriesColors[d], seriesColors[d], seriesColors[d]
+		fc.Name, fc.Color = d+" (cost)", lighter(seriesColors[d])
 		for _, p := range res.Points {
 			if p.DUT != d || p.Size != size {
 				continue

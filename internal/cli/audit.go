@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/firewall"
-	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newAudit(e *env) *cobra.Command {
@@ -70,11 +69,10 @@ rules together: --log-burst at once, then --log-rate per second.`,
 			if err != nil {
 				return err
 			}
-			rs, err := rules.ReadFiles(files)
+			rs, err := e.readRules(files)
 			if err != nil {
 				return err
 			}
-			e.printSkipped(rs)
 			opt.File = files.File
 			if opt.File == "" {
 				opt.File = files.IPv4File
@@ -89,9 +87,7 @@ rules together: --log-burst at once, then --log-rate per second.`,
 			if err != nil {
 				return err
 			}
-			for _, w := range res.Warnings {
-				fmt.Fprintf(e.stderr, "warning: %s\n", w)
-			}
+			e.printWarnings(res.Warnings)
 			verb := "auditing"
 			if res.Replaced {
 				verb = "auditing (in place of the audit before)"

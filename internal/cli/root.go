@@ -189,8 +189,11 @@ func (e *env) openRead() (*firewall.Firewall, error) {
 	return firewall.OpenReadOnly(e.paths)
 }
 
-func (e *env) printResult(res *firewall.Result) {
-	for _, w := range res.Warnings {
+func (e *env) printResult(res *firewall.Result) { e.printWarnings(res.Warnings) }
+
+// printWarnings prints ws on stderr, one "warning: " line each.
+func (e *env) printWarnings(ws []string) {
+	for _, w := range ws {
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
 }

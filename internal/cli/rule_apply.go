@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdpfw/xdpfw/internal/firewall"
-	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newApply(e *env) *cobra.Command {
@@ -59,13 +58,12 @@ unless --on-host: then it resolves them as apply on this host would.`,
 			// with --nat xdpfw in force, a file's *nat section is read:
 			// the same nat table is kept, a changed one refused (SameNAT)
 			files.NAT = firewall.NATMode(e.paths) == firewall.NATXdpfw
-			rs, err := rules.ReadFiles(files)
+			rs, err := e.readRules(files)
 			if err != nil {
 				return err
 			}
 			nat := rs.NAT
 			rs.NAT = nil
-			e.printSkipped(rs)
 			if err := firewall.Validate(rs, opt); err != nil {
 				return err // what Apply and Check would say, before touching anything
 			}
@@ -74,9 +72,7 @@ unless --on-host: then it resolves them as apply on this host would.`,
 				if err != nil {
 					return usageError{err}
 				}
-				for _, w := range res.Warnings {
-					fmt.Fprintf(e.stderr, "warning: %s\n", w)
-				}
+				e.printWarnings(res.Warnings)
 				fmt.Fprintf(e.stdout, "ok: %d rules, %d classifier entries\n", len(rs.Rules), res.Entries)
 				return nil
 			}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
-	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 func newLoad(e *env) *cobra.Command {
@@ -147,11 +146,10 @@ kernel lacks before it changes anything.`,
 			}
 			files.NAT = nat == firewall.NATXdpfw
 			opt.NAT = nat
-			rs, err := rules.ReadFiles(files)
+			rs, err := e.readRules(files)
 			if err != nil {
 				return err
 			}
-			e.printSkipped(rs)
 			res, err := firewall.Load(e.paths, ifaces, m, rs, opt)
 			if err != nil {
 				return err

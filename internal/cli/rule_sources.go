@@ -48,6 +48,17 @@ func (s *sourceFlags) sources(cmd *cobra.Command, args []string, need bool, what
 	return src, nil
 }
 
+// readRules reads the rule files of files, and lists on stderr the lines
+// --skip-unsupported left out (printSkipped).
+func (e *env) readRules(files rules.Sources) (*rules.RuleSet, error) {
+	rs, err := rules.ReadFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	e.printSkipped(rs)
+	return rs, nil
+}
+
 // printSkipped lists the lines --skip-unsupported left out, on stderr.
 func (e *env) printSkipped(rs *rules.RuleSet) {
 	for _, s := range rs.Skipped {

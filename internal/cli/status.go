@@ -77,8 +77,12 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 			}
 			fmt.Fprintln(e.stdout, workLine(s))
 			if a := s.Audit; a != nil {
-				fmt.Fprintf(e.stdout, "audit: %s beside the rules in force, not enforced: %d packets seen, would drop %d, would accept %d ('xdpfw audit list')\n",
-					cmp.Or(a.File, "a candidate"), a.Seen, a.WouldDrop, a.WouldAccept)
+				where := ""
+				if s.Priority.Table && s.Priority.CPUs != "none" { // priority on: BULK packets are audited on the bulk CPUs
+					where = " (where they arrived and on the bulk CPUs)"
+				}
+				fmt.Fprintf(e.stdout, "audit: %s beside the rules in force, not enforced: %d packets seen%s, would drop %d, would accept %d ('xdpfw audit list')\n",
+					cmp.Or(a.File, "a candidate"), a.Seen, where, a.WouldDrop, a.WouldAccept)
 			}
 			fmt.Fprintf(e.stdout, "classifier tables: %d entries, %d nodes, %d leaf slots per generation (%d KiB kernel memory with conntrack)\n",
 				s.Limits.Entries, s.Limits.Nodes, s.Limits.LeafSlots, s.Limits.Bytes()>>10)

@@ -191,9 +191,12 @@ const MaxLimitRules = 4096
 
 // -m recent (FW_EF_STATE, FW_STATE_MAX, FW_RECENT_* in bpf/types.h).
 const (
-	// EntryState is FW_EF_STATE (fw_entry.flags): a -m recent rule's
-	// entry, noted by the walk and settled in rule order after it.
-	EntryState uint8 = 0x08
+	// EntryState is FW_EF_STATE (fw_entry.flags): a -m recent (or
+	// -m hashlimit) rule's entry, noted by the walk and settled in rule
+	// order after it; EntryHashLimit (FW_EF_HASHLIMIT), with it: the
+	// rule's state is a -m hashlimit bucket, not a -m recent list.
+	EntryState     uint8 = 0x08
+	EntryHashLimit uint8 = 0x40
 	// MaxStateNotes is how many -m recent rules one packet may meet
 	// (FW_STATE_MAX); the compiler refuses rule sets that could exceed it.
 	MaxStateNotes = 8

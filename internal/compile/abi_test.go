@@ -133,7 +133,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_DELTA_MAX": DeltaMax, "FW_DELTA_DEAD": DeltaDeadMax,
 		"FW_KEY_FRAG": KeyFrag, "FW_KEY_L4": KeyL4, "FW_KEY_FLAGS_SHIFT": KeyFlagsShift, "FW_VLAN_UNTAGGED": VLANUntagged, "FW_ROOT_CT": int(RootCT), "FW_ROOT_RAW": int(RootRaw), "FW_MAX_RAW": MaxRaw,
 		"FW_EF_LOG": int(EntryLog), "FW_EF_RANGES": int(EntryHasRanges), "FW_EF_LIMIT": int(EntryLimit),
-		"FW_EF_STATE": int(EntryState), "FW_STATE_MAX": MaxStateNotes, "FW_MAX_RECENT_RULES": MaxRecentRules,
+		"FW_EF_STATE": int(EntryState), "FW_EF_HASHLIMIT": int(EntryHashLimit), "FW_STATE_MAX": MaxStateNotes, "FW_MAX_RECENT_RULES": MaxRecentRules,
 		"FW_RECENT_STAMPS": RecentStamps, "FW_RECENT_MAX": RecentMax,
 		"FW_RECENT_F_DEST": int(RecentFlagDest), "FW_RECENT_F_INVERT": int(RecentFlagInvert),
 		"FW_RECENT_F_TTL": int(RecentFlagTTL),

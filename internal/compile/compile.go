@@ -349,7 +349,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
 			return nil, nil, fmt.Errorf("-m %s on a rule that logs is not supported; put the LOG rule beside it without -m %[1]s", mod)
 		}
-		base.State = true
+		base.State, base.HashLimit = true, mod == "hashlimit"
 	}
 
 	m := &r.Match

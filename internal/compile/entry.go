@@ -63,10 +63,10 @@ type Entry struct {
 	// while the rule's bucket (Tables.Limits) has a token, and never ends
 	// a leaf; a LOG entry's limit is its log budget (Tables.Logs).
 	Limit bool
-	// State: the rule has -m recent. The entry decides nothing in the
-	// walk; the data plane settles it after the walk, in rule order
-	// (Tables.Recent).
-	State bool
+	// State: the rule has -m recent, or with HashLimit -m hashlimit.
+	// The entry decides nothing in the walk; the data plane settles it
+	// after the walk, in rule order (Tables.Recent, Tables.HashLimits).
+	State, HashLimit bool
 	// Count: with ActLog, the entry only counts the packets it matches
 	// for its rule (a jump, goto, RETURN or rule without -j: flatten.go).
 	Count bool
@@ -108,6 +108,9 @@ func (e *Entry) Flags() uint8 {
 	}
 	if e.State {
 		f |= EntryState
+		if e.HashLimit {
+			f |= EntryHashLimit
+		}
 	}
 	if e.Probe != 0 || e.GuardMask != 0 {
 		f |= EntryNote
@@ -263,7 +266,9 @@ func (e Entry) String() string {
 	if e.Limit {
 		s += " limit"
 	}
-	if e.State {
+	if e.State && e.HashLimit {
+		s += " hashlimit"
+	} else if e.State {
 		s += " recent"
 	}
 	if e.Count {

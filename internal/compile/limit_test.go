@@ -350,7 +350,8 @@ func TestHashLimitChainsAgree(t *testing.T) {
 // stateTreeAgrees runs 300 random rule sets that knob gives state rules
 // (-m recent, -m hashlimit) and 300 packets each through the tree walk
 // (ClassifyWith, settling the state entries it met in index order, as
-// fw_state_settle, with a State of its own) and the reference (DecideAt,
+// fw_state_settle, with a State of its own; a bucket or a list by the
+// entry's EntryHashLimit flag) and the reference (DecideAt,
 // rule by rule), and requires the same decisions and as many list
 // addresses and buckets on both sides, and at least minSets sets that
 // compile. It returns how many -m hashlimit settlings matched.
@@ -377,7 +378,14 @@ func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Ra
 			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Recent: func(entry int) bool {
 				settled++
 				m := &rs.Rules[byID[tb.Entries[entry].RuleID]].Match
-				if m.HashLimit == nil {
+				// which state, by the entry's flags as fw_state_settle
+				// reads them (FW_EF_HASHLIMIT): no map lookup to find out
+				hash := tb.Entries[entry].Flags()&(EntryState|EntryHashLimit) == EntryState|EntryHashLimit
+				if hash != (m.HashLimit != nil) {
+					t.Fatalf("set %d: entry %d of rule id %d (%s): flags %#x, -m hashlimit %v",
+						set, entry, tb.Entries[entry].RuleID, tb.Entries[entry], tb.Entries[entry].Flags(), m.HashLimit != nil)
+				}
+				if !hash {
 					return twin.recent(m.Recent, &p)
 				}
 				ok := twin.hashlimit(m.HashLimit, &p)

@@ -22,16 +22,7 @@ import (
 func TestAttachModesAgree(t *testing.T) {
 	f := newFixture(t)
 	f.installText(tableRules)
-	peer := testutil.NewNetNS(t)
-	// IPv6 off on the pair: no neighbour discovery noise in the counters.
-	for _, ns := range []*testutil.NetNS{f.ns, peer} {
-		if err := ns.Do(func() error {
-			return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	peer, fw, far := f.peerPair()
 
 	var frames []*packet.Packet
 	for _, base := range verdictPackets() {
@@ -139,6 +130,23 @@ func waitCounted(t *testing.T, dp *datapath.Datapath, ids []uint32, before map[u
 	}
 	t.Fatal("the live frame was not counted within 2s")
 	return 0
+}
+
+// peerPair makes a namespace, peer, with a veth pair from f's namespace
+// (fw0) to it (far0), IPv6 off on both sides: no neighbour discovery
+// noise in the counters.
+func (f *fixture) peerPair() (peer *testutil.NetNS, fw, far testutil.VethEnd) {
+	f.t.Helper()
+	peer = testutil.NewNetNS(f.t)
+	for _, ns := range []*testutil.NetNS{f.ns, peer} {
+		if err := ns.Do(func() error {
+			return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
+		}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	fw, far = testutil.VethPair(f.t, f.ns, "fw0", nil, peer, "far0", nil)
+	return peer, fw, far
 }
 
 // sendRaw transmits frame on iface in ns through an AF_PACKET socket.

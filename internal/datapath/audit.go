@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -17,11 +18,14 @@ import (
 // enforced (bpf/lib/audit.h, docs/audit.md). The audit instance is the
 // embedded object loaded again (fw_trace_mode traceAudit), with classifier
 // tables, per-rule counters, -m limit buckets and log budgets of its own
-// (auditPrivate, pinned in the pin directory as auditPrefix + name), and
+// (auditObjs' maps, pinned in the pin directory as auditPrefix + name), and
 // the live instance's hand-over slot, sets, -m recent lists, -m hashlimit
 // buckets, log ring and log counters. The live program enters it through
 // its fw_xdp_stages[FW_XDP_STAGE_AUDIT] and it returns to the live
-// program's finish stage through its own fw_audit_next.
+// program's finish stage through its own fw_audit_next; on a bulk CPU
+// (priority.go) xdpfw_cpumap enters its cpumap kind (xdpfw_cpumap_audit)
+// through fw_cpumap_stages' slot, and that returns to xdpfw_cpumap_finish
+// through fw_audit_cpumap_next: a program array takes one kind of program.
 
 const (
 	traceAudit = 3 // FW_TRACE_AUDIT
@@ -34,12 +38,23 @@ const (
 	stageFinish = 3 // FW_XDP_STAGE_FINISH
 )
 
-// auditPrivate are the maps the audit instance has of its own: the
-// candidate's tables and what its rules own. Everything else its program
-// uses is the live instance's (see loadAudit), or per-packet scratch.
-var auditPrivate = []string{"fw_active", "fw_entries", "fw_cands", "fw_nodes", "fw_leaves", "fw_roots", "fw_raw", "fw_deltas",
-	"fw_delta_entries", "fw_stamps", "fw_rule_stats", "fw_log_limits", "fw_log_stats", "fw_limits", "fw_recent_rules",
-	"fw_hashlimit_rules", "fw_audit_budget", "fw_audit_counts", "fw_audit_next"}
+// auditObjs are the audit instance's programs, [0] the XDP kind, [1] the
+// cpumap kind (auditStages' order), and the maps it has of its own: the
+// candidate's tables, what its rules own, its counters and ways back.
+// Everything else its programs use is the live instance's (see
+// loadAudit), or per-packet scratch.
+type auditObjs struct {
+	Prog    *ebpf.Program `ebpf:"xdpfw_audit"`
+	CPUProg *ebpf.Program `ebpf:"xdpfw_cpumap_audit"`
+	instanceTables
+	FwAuditBudget     *ebpf.Map `ebpf:"fw_audit_budget"`
+	FwAuditCounts     *ebpf.Map `ebpf:"fw_audit_counts"`
+	FwAuditNext       *ebpf.Map `ebpf:"fw_audit_next"`
+	FwAuditCpumapNext *ebpf.Map `ebpf:"fw_audit_cpumap_next"`
+}
+
+func (o *auditObjs) progs() [2]*ebpf.Program { return [2]*ebpf.Program{o.Prog, o.CPUProg} }
+func (o *auditObjs) next() [2]*ebpf.Map      { return [2]*ebpf.Map{o.FwAuditNext, o.FwAuditCpumapNext} }
 
 // auditShared are the live maps the audit instance reads (and writes
 // nothing in but the log ring): its program finds the packet and the
@@ -58,31 +73,56 @@ type AuditCounters struct {
 
 // Audit is a handle on the audit instance: a Datapath whose tables and
 // rule-owned maps are the candidate's (Install, RuleCounters work on
-// them), plus the program and its way back.
+// them), and its objects (the programs nil when opened from pins).
 type Audit struct {
 	*Datapath
-	prog   *ebpf.Program // xdpfw_audit; nil when opened from pins
-	budget *ebpf.Map
-	counts *ebpf.Map
-	next   *ebpf.Map
-	live   *Datapath
+	objs auditObjs
+	live *Datapath
 }
 
 // liveStages opens the live program's fw_xdp_stages (pinned as stagesPin
 // + its id).
 func (d *Datapath) liveStages() (*ebpf.Map, error) {
-	if d.stages != nil {
-		return d.stages.Clone()
+	return d.liveArray(d.stages, stagesPin)
+}
+
+// liveArray opens the live program's program array m, pinned as pin + the
+// program's id (m is nil in a handle from Open).
+func (d *Datapath) liveArray(m *ebpf.Map, pin string) (*ebpf.Map, error) {
+	if m != nil {
+		return m.Clone()
 	}
 	id, err := progID(d.prog)
 	if err != nil {
 		return nil, err
 	}
-	m, err := ebpf.LoadPinnedMap(filepath.Join(d.dir, stagesPin+strconv.FormatUint(uint64(id), 10)), nil)
+	m, err = ebpf.LoadPinnedMap(filepath.Join(d.dir, pin+strconv.FormatUint(uint64(id), 10)), nil)
 	if err != nil {
-		return nil, fmt.Errorf("opening the program's stages: %w", err)
+		return nil, fmt.Errorf("opening the program's stages (%s): %w", pin, err)
 	}
 	return m, nil
+}
+
+// auditStages opens the live program arrays an audit stage goes in:
+// fw_xdp_stages, then fw_cpumap_stages (the bulk CPUs' program's); the
+// caller closes them.
+func (d *Datapath) auditStages() ([2]*ebpf.Map, error) {
+	xdp, err := d.liveStages()
+	if err != nil {
+		return [2]*ebpf.Map{}, err
+	}
+	cpu, err := d.liveArray(d.cpuStages, cpuStagesPin)
+	if err != nil {
+		xdp.Close()
+		return [2]*ebpf.Map{}, err
+	}
+	return [2]*ebpf.Map{xdp, cpu}, nil
+}
+
+func closeAll(ms [2]*ebpf.Map) {
+	for _, m := range ms {
+		m.Close()
+	}
 }
 
 // StartAudit loads an audit instance for the live program, installs t (the
@@ -92,20 +132,28 @@ func (d *Datapath) liveStages() (*ebpf.Map, error) {
 // one write; a failure before it leaves the live program as it was.
 // logSnap is the live program's fw_log_snap (events have one size).
 func (d *Datapath) StartAudit(t *compile.Tables, logSnap int, interval time.Duration, burst uint32) (*Audit, error) {
-	stages, err := d.liveStages()
+	stages, err := d.auditStages()
 	if err != nil {
 		return nil, err
 	}
-	defer stages.Close()
-	var finishID ebpf.ProgramID
-	if err := stages.Lookup(uint32(stageFinish), &finishID); err != nil {
-		return nil, fmt.Errorf("the loaded program has no finish stage (loaded by an earlier xdpfw version? `xdpfw load` again): %w", err)
+	defer closeAll(stages)
+	var finish [2]*ebpf.Program
+	defer func() {
+		for _, p := range finish {
+			if p != nil {
+				p.Close()
+			}
+		}
+	}()
+	for i, st := range stages {
+		var id ebpf.ProgramID
+		if err := st.Lookup(uint32(stageFinish), &id); err != nil {
+			return nil, fmt.Errorf("the loaded program has no finish stage (loaded by an earlier xdpfw version? `xdpfw load` again): %w", err)
+		}
+		if finish[i], err = ebpf.NewProgramFromID(id); err != nil {
+			return nil, fmt.Errorf("opening the finish stage: %w", err)
+		}
 	}
-	finish, err := ebpf.NewProgramFromID(finishID)
-	if err != nil {
-		return nil, fmt.Errorf("opening the finish stage: %w", err)
-	}
-	defer finish.Close()
 	a, err := d.loadAudit(logSnap)
 	if err != nil {
 		return nil, err
@@ -118,17 +166,19 @@ func (d *Datapath) StartAudit(t *compile.Tables, logSnap int, interval time.Dura
 		return fail(fmt.Errorf("installing the candidate: %w", err))
 	}
 	b := xdpfwFwBucket{IntervalNs: uint64(interval), Burst: burst}
-	if err := a.budget.Put(uint32(0), b); err != nil {
+	if err := a.objs.FwAuditBudget.Put(uint32(0), b); err != nil {
 		return fail(fmt.Errorf("writing the audit's event budget: %w", err))
 	}
-	if err := a.next.Put(uint32(0), finish); err != nil {
-		return fail(fmt.Errorf("linking the audit stage to the finish stage: %w", err))
+	for i, next := range a.objs.next() {
+		if err := next.Put(uint32(0), finish[i]); err != nil {
+			return fail(fmt.Errorf("linking the audit stage to the finish stage: %w", err))
+		}
 	}
 	// Pins under temporary names first: an audit in force is never left
 	// without its pins, and a failure here leaves the one before alone.
 	tmp := map[string]*ebpf.Map{}
-	for _, name := range auditPrivate {
-		tmp[name] = *a.privateMaps()[name]
+	for name, m := range instanceMaps(&a.objs) {
+		tmp[name] = *m
 	}
 	for name, m := range tmp {
 		p := filepath.Join(d.dir, auditPrefix+name+"_new")
@@ -140,7 +190,7 @@ func (d *Datapath) StartAudit(t *compile.Tables, logSnap int, interval time.Dura
 			return fail(fmt.Errorf("pinning the audit's %s: %w", name, err))
 		}
 	}
-	if err := stages.Put(uint32(stageAudit), a.prog); err != nil {
+	if err := putAuditStage(stages, a.objs.progs()); err != nil {
 		for n := range tmp {
 			_ = os.Remove(filepath.Join(d.dir, auditPrefix+n+"_new"))
 		}
@@ -169,18 +219,12 @@ func (d *Datapath) loadAudit(logSnap int) (*Audit, error) {
 		return nil, err
 	}
 	defer closeShared()
-	var o struct {
-		Prog *ebpf.Program `ebpf:"xdpfw_audit"`
-		instanceTables
-		FwAuditBudget *ebpf.Map `ebpf:"fw_audit_budget"`
-		FwAuditCounts *ebpf.Map `ebpf:"fw_audit_counts"`
-		FwAuditNext   *ebpf.Map `ebpf:"fw_audit_next"`
-	}
-	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	a := &Audit{live: d}
+	if err := spec.LoadAndAssign(&a.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, instanceLoadErr("audit", err)
 	}
-	view := o.view(d, lim)
-	return &Audit{Datapath: view, prog: o.Prog, budget: o.FwAuditBudget, counts: o.FwAuditCounts, next: o.FwAuditNext, live: d}, nil
+	a.Datapath = a.objs.view(d, lim)
+	return a, nil
 }
 
 // instanceTables are the maps an instance other than the live one (the
@@ -214,11 +258,47 @@ func (t *instanceTables) view(d *Datapath, lim Limits) *Datapath {
 		recentRules: t.FwRecentRules, hashRules: t.FwHashlimitRules, logCtr: d.logCtr, instance: true}
 }
 
-// maps are t's maps.
-func (t *instanceTables) maps() []*ebpf.Map {
-	return []*ebpf.Map{t.FwActive, t.FwEntries, t.FwCands, t.FwNodes, t.FwLeaves, t.FwRoots, t.FwRaw, t.FwDeltas,
-		t.FwDeltaEntries, t.FwStamps, t.FwRuleStats, t.FwLogLimits, t.FwLogStats, t.FwLimits, t.FwRecentRules,
-		t.FwHashlimitRules}
+// instanceMaps are the maps of o, an instance's objects as LoadAndAssign
+// fills them (a struct embedding instanceTables), by their `ebpf` names:
+// the one list an instance's own maps are pinned, reopened and closed by.
+func instanceMaps(o any) map[string]**ebpf.Map {
+	out := map[string]**ebpf.Map{}
+	instanceFields(reflect.ValueOf(o).Elem(), func(name string, f reflect.Value) {
+		if m, ok := f.Addr().Interface().(**ebpf.Map); ok {
+			out[name] = m
+		}
+	})
+	return out
+}
+
+// closeInstance closes the maps and programs of o (as instanceMaps) that
+// are set.
+func closeInstance(o any) {
+	instanceFields(reflect.ValueOf(o).Elem(), func(_ string, f reflect.Value) {
+		switch c := f.Interface().(type) {
+		case *ebpf.Map:
+			if c != nil {
+				c.Close()
+			}
+		case *ebpf.Program:
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+}
+
+// instanceFields calls fn with each field of struct v that has an `ebpf`
+// name, in embedded structs too.
+func instanceFields(v reflect.Value, fn func(name string, f reflect.Value)) {
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		if sf.Anonymous && f.Kind() == reflect.Struct {
+			instanceFields(f, fn)
+		} else if name := sf.Tag.Get("ebpf"); name != "" {
+			fn(name, f)
+		}
+	}
 }
 
 // sharedMaps are the live maps of names another instance uses
@@ -274,16 +354,6 @@ func (d *Datapath) progMap(name string) (*ebpf.Map, error) {
 	return nil, fmt.Errorf("the live program has no map %s (loaded by another xdpfw version? `xdpfw load` again)", name)
 }
 
-// privateMaps are a's own maps by name (auditPrivate).
-func (a *Audit) privateMaps() map[string]**ebpf.Map {
-	d := a.Datapath
-	return map[string]**ebpf.Map{"fw_active": &d.active, "fw_entries": &d.entries, "fw_cands": &d.cands, "fw_nodes": &d.nodes, "fw_leaves": &d.leaves,
-		"fw_roots": &d.roots, "fw_raw": &d.raw, "fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
-		"fw_rule_stats": &d.ruleCtr, "fw_log_limits": &d.logLim, "fw_log_stats": &d.logStat, "fw_limits": &d.limBkt,
-		"fw_recent_rules": &d.recentRules, "fw_hashlimit_rules": &d.hashRules,
-		"fw_audit_budget": &a.budget, "fw_audit_counts": &a.counts, "fw_audit_next": &a.next}
-}
-
 // OpenAudit opens the audit in force, from its pins; nil (and no error)
 // when none runs.
 func (d *Datapath) OpenAudit() (*Audit, error) {
@@ -291,16 +361,18 @@ func (d *Datapath) OpenAudit() (*Audit, error) {
 	if err != nil || !on {
 		return nil, err
 	}
-	a := &Audit{Datapath: &Datapath{dir: d.dir, limits: d.limits, logCtr: d.logCtr, instance: true}, live: d}
-	for name, dst := range a.privateMaps() {
+	a := &Audit{live: d}
+	for name, dst := range instanceMaps(&a.objs) {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(d.dir, auditPrefix+name), nil)
 		if err != nil {
-			a.Close()
+			closeInstance(&a.objs)
 			return nil, fmt.Errorf("opening the audit's %s: %w", name, err)
 		}
 		*dst = m
 	}
-	a.limits.RuleIDs = int(a.ruleCtr.MaxEntries())
+	lim := d.limits
+	lim.RuleIDs = int(a.objs.FwRuleStats.MaxEntries())
+	a.Datapath = a.objs.view(d, lim)
 	return a, nil
 }
 
@@ -323,15 +395,15 @@ func (d *Datapath) Auditing() (bool, error) {
 }
 
 // StopAudit takes the audit stage out of the live program's path (one
-// write: every packet after it is finished without it) and removes the
-// audit's pins. Nothing happens when none runs.
+// write per program array: every packet after it is finished without it)
+// and removes the audit's pins. Nothing happens when none runs.
 func (d *Datapath) StopAudit() error {
-	stages, err := d.liveStages()
+	stages, err := d.auditStages()
 	if err != nil {
 		return err
 	}
-	defer stages.Close()
-	if err := stages.Delete(uint32(stageAudit)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	defer closeAll(stages)
+	if err := dropAuditStage(stages); err != nil {
 		return fmt.Errorf("taking the audit stage out of the program's path: %w", err)
 	}
 	var errs []error
@@ -348,26 +420,55 @@ func (d *Datapath) StopAudit() error {
 // the same packets with and without it. Only for an Audit StartAudit
 // returned.
 func (a *Audit) SetInPath(on bool) error {
-	if a.prog == nil {
+	if a.objs.Prog == nil {
 		return errors.New("the audit was opened from its pins: no program handle")
 	}
-	stages, err := a.live.liveStages()
+	stages, err := a.live.auditStages()
 	if err != nil {
 		return err
 	}
-	defer stages.Close()
+	defer closeAll(stages)
 	if on {
-		return stages.Put(uint32(stageAudit), a.prog)
+		return putAuditStage(stages, a.objs.progs())
 	}
-	if err := stages.Delete(uint32(stageAudit)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	return dropAuditStage(stages)
+}
+
+// putAuditStage puts progs (the XDP kind, the cpumap kind) in the audit
+// slots of stages (auditStages): the bulk CPUs' first, so that the XDP
+// slot, which Auditing reads, is written last. A failure leaves the slots
+// as they were.
+func putAuditStage(stages [2]*ebpf.Map, progs [2]*ebpf.Program) error {
+	var old ebpf.ProgramID
+	hadOld := stages[1].Lookup(uint32(stageAudit), &old) == nil
+	if err := stages[1].Put(uint32(stageAudit), progs[1]); err != nil {
 		return err
+	}
+	if err := stages[0].Put(uint32(stageAudit), progs[0]); err != nil {
+		if p, perr := ebpf.NewProgramFromID(old); hadOld && perr == nil {
+			_ = stages[1].Put(uint32(stageAudit), p) // the audit before's, as it was
+			p.Close()
+		} else {
+			_ = stages[1].Delete(uint32(stageAudit))
+		}
+		return err
+	}
+	return nil
+}
+
+// dropAuditStage empties the audit slots of stages: the XDP slot first.
+func dropAuditStage(stages [2]*ebpf.Map) error {
+	for _, st := range stages {
+		if err := st.Delete(uint32(stageAudit)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
 	}
 	return nil
 }
 
 // Counters reads the audit's own counters.
 func (a *Audit) Counters() (AuditCounters, error) {
-	slots, err := readSlots(a.counts, auditCounterNum)
+	slots, err := readSlots(a.objs.FwAuditCounts, auditCounterNum)
 	if err != nil {
 		return AuditCounters{}, fmt.Errorf("reading the audit's counters: %w", err)
 	}
@@ -382,14 +483,8 @@ const auditCounterNum = 5
 // Close releases a's file descriptors; its pins (and the audit, when in
 // force) stay.
 func (a *Audit) Close() {
-	for _, m := range a.privateMaps() {
-		if *m != nil {
-			(*m).Close()
-		}
-	}
-	for _, p := range []*ebpf.Program{a.prog, a.clockProg} {
-		if p != nil {
-			p.Close()
-		}
+	closeInstance(&a.objs)
+	if a.Datapath != nil && a.clockProg != nil { // the view's, loaded on first use
+		a.clockProg.Close()
 	}
 }

@@ -284,9 +284,10 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	objs.XdpfwIngressClassify.Close()
 	objs.XdpfwIngressFinish.Close()
 	objs.XdpfwCpumapClassify.Close()
+	objs.XdpfwCpumapFinish.Close()
 	// The audit instance's own maps (audit.go): no program here uses them.
 	// The nat instance's translations (nat.go) too.
-	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts, objs.FwNatTargets} {
+	for _, m := range []*ebpf.Map{objs.FwAuditNext, objs.FwAuditCpumapNext, objs.FwAuditSlot, objs.FwAuditBudget, objs.FwAuditCounts, objs.FwNatTargets} {
 		m.Close()
 	}
 	stagesName, err := pinStages(dir, stagesPin, objs.XdpfwIngress, objs.FwXdpStages)
@@ -377,11 +378,12 @@ type loadObjects struct {
 	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
 	XdpfwCpumap          *ebpf.Program `ebpf:"xdpfw_cpumap"`
 	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
+	XdpfwCpumapFinish    *ebpf.Program `ebpf:"xdpfw_cpumap_finish"`
 }
 
 func (o *loadObjects) Close() error {
 	return _XdpfwClose(&o.xdpfwMaps, o.XdpfwClock, o.XdpfwEgress, o.XdpfwIngress, o.XdpfwIngressClassify,
-		o.XdpfwIngressFinish, o.XdpfwCpumap, o.XdpfwCpumapClassify)
+		o.XdpfwIngressFinish, o.XdpfwCpumap, o.XdpfwCpumapClassify, o.XdpfwCpumapFinish)
 }
 
 // upgradable are the pinned maps a newer program may make with another

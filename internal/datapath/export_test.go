@@ -34,8 +34,9 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 		m.Pinning = ebpf.PinNone
 	}
 	delete(spec.Programs, rxvlanProgName) // device-bound: loaded per interface
-	delete(spec.Programs, "xdpfw_audit")  // the audit instance's (audit.go)
-	delete(spec.Programs, "xdpfw_nat")    // the nat instance's (nat.go)
+	for _, name := range []string{"xdpfw_audit", "xdpfw_cpumap_audit", "xdpfw_nat"} {
+		delete(spec.Programs, name) // the audit and nat instances' (audit.go, nat.go)
+	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
@@ -57,7 +58,7 @@ func LoadObject(path string, lim Limits) (*Datapath, error) {
 		coll.Close()
 		return nil, fmt.Errorf("%s: want the programs xdpfw_ingress and xdpfw_egress, have %v", path, coll.Programs)
 	}
-	for _, name := range []string{"xdpfw_ingress_classify", "xdpfw_ingress_finish", "xdpfw_cpumap_classify"} {
+	for _, name := range []string{"xdpfw_ingress_classify", "xdpfw_ingress_finish", "xdpfw_cpumap_classify", "xdpfw_cpumap_finish"} {
 		if p := coll.Programs[name]; p != nil {
 			p.Close() // its program array (in d.unpinned) holds it
 		}

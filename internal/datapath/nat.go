@@ -200,13 +200,7 @@ type natInstance struct {
 
 // close releases n's file descriptors (what the program array holds
 // stays loaded).
-func (n *natInstance) close() {
-	o := &n.objs
-	for _, m := range append(o.maps(), o.FwNatTargets, o.FwAuditNext) {
-		m.Close()
-	}
-	o.Prog.Close()
-}
+func (n *natInstance) close() { closeInstance(&n.objs) }
 
 // loadNAT loads the nat instance of the live program (not yet in its path).
 func (d *Datapath) loadNAT() (*natInstance, error) {

@@ -3,10 +3,10 @@ package datapath_test
 import (
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -34,15 +34,7 @@ func TestPriorityCPUMap(t *testing.T) {
 	f := newFixture(t)
 	f.installText(tableRules + "-t xdpfw-priority -A PRIORITY -p tcp --dport 22 -j HIGH\n" +
 		"-t xdpfw-priority -A PRIORITY -p icmp -j HIGH\n")
-	peer := testutil.NewNetNS(t)
-	for _, ns := range []*testutil.NetNS{f.ns, peer} {
-		if err := ns.Do(func() error {
-			return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fw, far := testutil.VethPair(t, f.ns, "fw0", nil, peer, "far0", nil)
+	peer, fw, far := f.peerPair()
 	ids := append([]uint32{compile.PolicyID(0, false), compile.PolicyID(0, true)}, f.ids...)
 	frames := verdictPackets()
 	high := func(p *packet.Packet) bool {
@@ -112,6 +104,82 @@ func checkPriorityCPUMap(t *testing.T, f *fixture, fw string, peer *testutil.Net
 		if cpus != nil && (nHigh < 2 || nBulk < 3) {
 			t.Fatalf("%d HIGH and %d BULK frames: the test checks too little", nHigh, nBulk)
 		}
+	}
+}
+
+// TestAuditBulkCPU: with a priority table in force and an audit running,
+// the packets the bulk CPU judges (xdpfw_cpumap) are audited too, by the
+// audit's cpumap stage (xdpfw_cpumap_audit), which returns to
+// xdpfw_cpumap_finish: every frame, HIGH or BULK, is seen once by the
+// audit, a verdict the candidate (which drops everything) would change is
+// counted, and the enforced verdict is the one judged inline.
+func TestAuditBulkCPU(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: one receives, one takes the bulk class")
+	}
+	f := newFixture(t)
+	f.installText(tableRules + "-t xdpfw-priority -A PRIORITY -p tcp --dport 22 -j HIGH\n")
+	peer, fw, far := f.peerPair()
+	if err := f.ns.Do(func() error { _, err := f.dp.Attach(fw.Name, datapath.ModeNative); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dp.SetPriority([]int{1}); err != nil {
+		t.Fatal(err)
+	}
+	tables, _ := f.compileFor(mustParse(t, "-P INPUT DROP\n"))
+	a, err := f.dp.StartAudit(tables, compile.DefaultLogSnap, time.Millisecond, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ids := append([]uint32{compile.PolicyID(0, false), compile.PolicyID(0, true)}, f.ids...)
+	nBulk, nAccepted := 0, 0
+	for _, p := range verdictPackets() {
+		frame := p.Bytes()
+		want := f.mustRun(frame, fw.Name)
+		st0, err := f.dp.PriorityCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ac0, err := a.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, f.dp, ids)
+		sendRawOnCPU(t, peer, far.Index, frame, 0)
+		// the audit stage runs before the finish stage counts the rule
+		if id := waitCounted(t, f.dp, ids, before); id != want.RuleID {
+			t.Errorf("%s: counted on rule id %d, judged inline %d", p, id, want.RuleID)
+		}
+		st1, err := f.dp.PriorityCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ac1, err := a.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bulk := sum(diff(st0.Cpumap, st1.Cpumap)) == 1
+		if bulk {
+			nBulk++
+		}
+		wouldDrop := uint64(0)
+		if want.Action == compile.ActAccept {
+			wouldDrop = 1
+			nAccepted++
+		}
+		if seen := ac1.Seen.Packets - ac0.Seen.Packets; seen != 1 {
+			t.Errorf("%s (judged on the bulk CPU: %v): the audit saw it %d times, want once", p, bulk, seen)
+		}
+		if d := ac1.WouldDrop.Packets - ac0.WouldDrop.Packets; d != wouldDrop {
+			t.Errorf("%s (judged on the bulk CPU: %v): would drop counted %d, want %d (enforced %v)", p, bulk, d, wouldDrop, want.Action)
+		}
+	}
+	if nBulk < 3 || nAccepted < 2 {
+		t.Fatalf("%d frames judged on the bulk CPU, %d accepted: the test checks too little", nBulk, nAccepted)
+	}
+	if err := f.dp.StopAudit(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -44,7 +44,8 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 		for _, st := range []struct {
 			prog, array string
 			slot        uint32
-		}{{"classify", "fw_xdp_stages", 0}, {"finish", "fw_xdp_stages", stageFinish}, {"cpumap-classify", "fw_cpumap_stage", 0}} {
+		}{{"classify", "fw_xdp_stages", 0}, {"finish", "fw_xdp_stages", stageFinish}, {"cpumap-classify", "fw_cpumap_stage", 0},
+			{"cpumap-finish", "fw_cpumap_stage", stageFinish}} {
 			var stages *ebpf.Map
 			for _, m := range d.unpinned { // LoadObject keeps the program arrays unpinned
 				if mi, err := m.Info(); err == nil && mi.Name == st.array {
@@ -64,7 +65,8 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 			if err != nil {
 				b.Fatalf("audit: %+v", err)
 			}
-			report("audit", a.prog)
+			report("audit", a.objs.Prog)
+			report("cpumap-audit", a.objs.CPUProg)
 			a.Close()
 		}
 		if c.nat && c.path == "" { // the nat instance is this build's embedded object

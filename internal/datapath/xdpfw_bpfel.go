@@ -564,6 +564,7 @@ const (
 	xdpfwMapFwAddrtypes           = "fw_addrtypes"
 	xdpfwMapFwAuditBudget         = "fw_audit_budget"
 	xdpfwMapFwAuditCounts         = "fw_audit_counts"
+	xdpfwMapFwAuditCpumapNext     = "fw_audit_cpumap_next"
 	xdpfwMapFwAuditNext           = "fw_audit_next"
 	xdpfwMapFwAuditSlot           = "fw_audit_slot"
 	xdpfwMapFwCands               = "fw_cands"
@@ -620,7 +621,9 @@ const (
 	xdpfwProgXdpfwAudit           = "xdpfw_audit"
 	xdpfwProgXdpfwClock           = "xdpfw_clock"
 	xdpfwProgXdpfwCpumap          = "xdpfw_cpumap"
+	xdpfwProgXdpfwCpumapAudit     = "xdpfw_cpumap_audit"
 	xdpfwProgXdpfwCpumapClassify  = "xdpfw_cpumap_classify"
+	xdpfwProgXdpfwCpumapFinish    = "xdpfw_cpumap_finish"
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
@@ -682,7 +685,9 @@ type xdpfwProgramSpecs struct {
 	XdpfwAudit           *ebpf.ProgramSpec `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.ProgramSpec `ebpf:"xdpfw_clock"`
 	XdpfwCpumap          *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap"`
+	XdpfwCpumapAudit     *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_audit"`
 	XdpfwCpumapClassify  *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_classify"`
+	XdpfwCpumapFinish    *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_finish"`
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
@@ -695,64 +700,65 @@ type xdpfwProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpfwMapSpecs struct {
-	FwActive         *ebpf.MapSpec `ebpf:"fw_active"`
-	FwAddrtypeKey    *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
-	FwAddrtypes      *ebpf.MapSpec `ebpf:"fw_addrtypes"`
-	FwAuditBudget    *ebpf.MapSpec `ebpf:"fw_audit_budget"`
-	FwAuditCounts    *ebpf.MapSpec `ebpf:"fw_audit_counts"`
-	FwAuditNext      *ebpf.MapSpec `ebpf:"fw_audit_next"`
-	FwAuditSlot      *ebpf.MapSpec `ebpf:"fw_audit_slot"`
-	FwCands          *ebpf.MapSpec `ebpf:"fw_cands"`
-	FwConfigMap      *ebpf.MapSpec `ebpf:"fw_config_map"`
-	FwCpumap         *ebpf.MapSpec `ebpf:"fw_cpumap"`
-	FwCpumapStages   *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
-	FwCt             *ebpf.MapSpec `ebpf:"fw_ct"`
-	FwCtEvict        *ebpf.MapSpec `ebpf:"fw_ct_evict"`
-	FwCtGc           *ebpf.MapSpec `ebpf:"fw_ct_gc"`
-	FwCtStats        *ebpf.MapSpec `ebpf:"fw_ct_stats"`
-	FwDeltaEntries   *ebpf.MapSpec `ebpf:"fw_delta_entries"`
-	FwDeltas         *ebpf.MapSpec `ebpf:"fw_deltas"`
-	FwEntries        *ebpf.MapSpec `ebpf:"fw_entries"`
-	FwFrag           *ebpf.MapSpec `ebpf:"fw_frag"`
-	FwFragScratch    *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
-	FwFwdPorts       *ebpf.MapSpec `ebpf:"fw_fwd_ports"`
-	FwFwdStats       *ebpf.MapSpec `ebpf:"fw_fwd_stats"`
-	FwHashlimit      *ebpf.MapSpec `ebpf:"fw_hashlimit"`
-	FwHashlimitRules *ebpf.MapSpec `ebpf:"fw_hashlimit_rules"`
-	FwLatency        *ebpf.MapSpec `ebpf:"fw_latency"`
-	FwLeaves         *ebpf.MapSpec `ebpf:"fw_leaves"`
-	FwLimits         *ebpf.MapSpec `ebpf:"fw_limits"`
-	FwLogCounters    *ebpf.MapSpec `ebpf:"fw_log_counters"`
-	FwLogLimits      *ebpf.MapSpec `ebpf:"fw_log_limits"`
-	FwLogRing        *ebpf.MapSpec `ebpf:"fw_log_ring"`
-	FwLogScratch     *ebpf.MapSpec `ebpf:"fw_log_scratch"`
-	FwLogStats       *ebpf.MapSpec `ebpf:"fw_log_stats"`
-	FwNatBinds       *ebpf.MapSpec `ebpf:"fw_nat_binds"`
-	FwNatCounts      *ebpf.MapSpec `ebpf:"fw_nat_counts"`
-	FwNatIfaddr      *ebpf.MapSpec `ebpf:"fw_nat_ifaddr"`
-	FwNatTargets     *ebpf.MapSpec `ebpf:"fw_nat_targets"`
-	FwNodes          *ebpf.MapSpec `ebpf:"fw_nodes"`
-	FwPppoeRx        *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
-	FwPppoeTx        *ebpf.MapSpec `ebpf:"fw_pppoe_tx"`
-	FwPrio           *ebpf.MapSpec `ebpf:"fw_prio"`
-	FwPrioRoots      *ebpf.MapSpec `ebpf:"fw_prio_roots"`
-	FwPrioStats      *ebpf.MapSpec `ebpf:"fw_prio_stats"`
-	FwRaw            *ebpf.MapSpec `ebpf:"fw_raw"`
-	FwReasonStats    *ebpf.MapSpec `ebpf:"fw_reason_stats"`
-	FwRecent         *ebpf.MapSpec `ebpf:"fw_recent"`
-	FwRecentRules    *ebpf.MapSpec `ebpf:"fw_recent_rules"`
-	FwRejectGlobal   *ebpf.MapSpec `ebpf:"fw_reject_global"`
-	FwRejectOwn      *ebpf.MapSpec `ebpf:"fw_reject_own"`
-	FwRejectOwnLast  *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
-	FwRejectRl       *ebpf.MapSpec `ebpf:"fw_reject_rl"`
-	FwRoots          *ebpf.MapSpec `ebpf:"fw_roots"`
-	FwRuleStats      *ebpf.MapSpec `ebpf:"fw_rule_stats"`
-	FwSets           *ebpf.MapSpec `ebpf:"fw_sets"`
-	FwStamps         *ebpf.MapSpec `ebpf:"fw_stamps"`
-	FwStateScratch   *ebpf.MapSpec `ebpf:"fw_state_scratch"`
-	FwTcPkt          *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
-	FwXdpHandoff     *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
-	FwXdpStages      *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
+	FwActive          *ebpf.MapSpec `ebpf:"fw_active"`
+	FwAddrtypeKey     *ebpf.MapSpec `ebpf:"fw_addrtype_key"`
+	FwAddrtypes       *ebpf.MapSpec `ebpf:"fw_addrtypes"`
+	FwAuditBudget     *ebpf.MapSpec `ebpf:"fw_audit_budget"`
+	FwAuditCounts     *ebpf.MapSpec `ebpf:"fw_audit_counts"`
+	FwAuditCpumapNext *ebpf.MapSpec `ebpf:"fw_audit_cpumap_next"`
+	FwAuditNext       *ebpf.MapSpec `ebpf:"fw_audit_next"`
+	FwAuditSlot       *ebpf.MapSpec `ebpf:"fw_audit_slot"`
+	FwCands           *ebpf.MapSpec `ebpf:"fw_cands"`
+	FwConfigMap       *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwCpumap          *ebpf.MapSpec `ebpf:"fw_cpumap"`
+	FwCpumapStages    *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
+	FwCt              *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtEvict         *ebpf.MapSpec `ebpf:"fw_ct_evict"`
+	FwCtGc            *ebpf.MapSpec `ebpf:"fw_ct_gc"`
+	FwCtStats         *ebpf.MapSpec `ebpf:"fw_ct_stats"`
+	FwDeltaEntries    *ebpf.MapSpec `ebpf:"fw_delta_entries"`
+	FwDeltas          *ebpf.MapSpec `ebpf:"fw_deltas"`
+	FwEntries         *ebpf.MapSpec `ebpf:"fw_entries"`
+	FwFrag            *ebpf.MapSpec `ebpf:"fw_frag"`
+	FwFragScratch     *ebpf.MapSpec `ebpf:"fw_frag_scratch"`
+	FwFwdPorts        *ebpf.MapSpec `ebpf:"fw_fwd_ports"`
+	FwFwdStats        *ebpf.MapSpec `ebpf:"fw_fwd_stats"`
+	FwHashlimit       *ebpf.MapSpec `ebpf:"fw_hashlimit"`
+	FwHashlimitRules  *ebpf.MapSpec `ebpf:"fw_hashlimit_rules"`
+	FwLatency         *ebpf.MapSpec `ebpf:"fw_latency"`
+	FwLeaves          *ebpf.MapSpec `ebpf:"fw_leaves"`
+	FwLimits          *ebpf.MapSpec `ebpf:"fw_limits"`
+	FwLogCounters     *ebpf.MapSpec `ebpf:"fw_log_counters"`
+	FwLogLimits       *ebpf.MapSpec `ebpf:"fw_log_limits"`
+	FwLogRing         *ebpf.MapSpec `ebpf:"fw_log_ring"`
+	FwLogScratch      *ebpf.MapSpec `ebpf:"fw_log_scratch"`
+	FwLogStats        *ebpf.MapSpec `ebpf:"fw_log_stats"`
+	FwNatBinds        *ebpf.MapSpec `ebpf:"fw_nat_binds"`
+	FwNatCounts       *ebpf.MapSpec `ebpf:"fw_nat_counts"`
+	FwNatIfaddr       *ebpf.MapSpec `ebpf:"fw_nat_ifaddr"`
+	FwNatTargets      *ebpf.MapSpec `ebpf:"fw_nat_targets"`
+	FwNodes           *ebpf.MapSpec `ebpf:"fw_nodes"`
+	FwPppoeRx         *ebpf.MapSpec `ebpf:"fw_pppoe_rx"`
+	FwPppoeTx         *ebpf.MapSpec `ebpf:"fw_pppoe_tx"`
+	FwPrio            *ebpf.MapSpec `ebpf:"fw_prio"`
+	FwPrioRoots       *ebpf.MapSpec `ebpf:"fw_prio_roots"`
+	FwPrioStats       *ebpf.MapSpec `ebpf:"fw_prio_stats"`
+	FwRaw             *ebpf.MapSpec `ebpf:"fw_raw"`
+	FwReasonStats     *ebpf.MapSpec `ebpf:"fw_reason_stats"`
+	FwRecent          *ebpf.MapSpec `ebpf:"fw_recent"`
+	FwRecentRules     *ebpf.MapSpec `ebpf:"fw_recent_rules"`
+	FwRejectGlobal    *ebpf.MapSpec `ebpf:"fw_reject_global"`
+	FwRejectOwn       *ebpf.MapSpec `ebpf:"fw_reject_own"`
+	FwRejectOwnLast   *ebpf.MapSpec `ebpf:"fw_reject_own_last"`
+	FwRejectRl        *ebpf.MapSpec `ebpf:"fw_reject_rl"`
+	FwRoots           *ebpf.MapSpec `ebpf:"fw_roots"`
+	FwRuleStats       *ebpf.MapSpec `ebpf:"fw_rule_stats"`
+	FwSets            *ebpf.MapSpec `ebpf:"fw_sets"`
+	FwStamps          *ebpf.MapSpec `ebpf:"fw_stamps"`
+	FwStateScratch    *ebpf.MapSpec `ebpf:"fw_state_scratch"`
+	FwTcPkt           *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
+	FwXdpHandoff      *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
+	FwXdpStages       *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
 
 // xdpfwVariableSpecs contains global variables before they are loaded into the kernel.
@@ -789,64 +795,65 @@ func (o *xdpfwObjects) Close() error {
 //
 // It can be passed to loadXdpfwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpfwMaps struct {
-	FwActive         *ebpf.Map `ebpf:"fw_active"`
-	FwAddrtypeKey    *ebpf.Map `ebpf:"fw_addrtype_key"`
-	FwAddrtypes      *ebpf.Map `ebpf:"fw_addrtypes"`
-	FwAuditBudget    *ebpf.Map `ebpf:"fw_audit_budget"`
-	FwAuditCounts    *ebpf.Map `ebpf:"fw_audit_counts"`
-	FwAuditNext      *ebpf.Map `ebpf:"fw_audit_next"`
-	FwAuditSlot      *ebpf.Map `ebpf:"fw_audit_slot"`
-	FwCands          *ebpf.Map `ebpf:"fw_cands"`
-	FwConfigMap      *ebpf.Map `ebpf:"fw_config_map"`
-	FwCpumap         *ebpf.Map `ebpf:"fw_cpumap"`
-	FwCpumapStages   *ebpf.Map `ebpf:"fw_cpumap_stages"`
-	FwCt             *ebpf.Map `ebpf:"fw_ct"`
-	FwCtEvict        *ebpf.Map `ebpf:"fw_ct_evict"`
-	FwCtGc           *ebpf.Map `ebpf:"fw_ct_gc"`
-	FwCtStats        *ebpf.Map `ebpf:"fw_ct_stats"`
-	FwDeltaEntries   *ebpf.Map `ebpf:"fw_delta_entries"`
-	FwDeltas         *ebpf.Map `ebpf:"fw_deltas"`
-	FwEntries        *ebpf.Map `ebpf:"fw_entries"`
-	FwFrag           *ebpf.Map `ebpf:"fw_frag"`
-	FwFragScratch    *ebpf.Map `ebpf:"fw_frag_scratch"`
-	FwFwdPorts       *ebpf.Map `ebpf:"fw_fwd_ports"`
-	FwFwdStats       *ebpf.Map `ebpf:"fw_fwd_stats"`
-	FwHashlimit      *ebpf.Map `ebpf:"fw_hashlimit"`
-	FwHashlimitRules *ebpf.Map `ebpf:"fw_hashlimit_rules"`
-	FwLatency        *ebpf.Map `ebpf:"fw_latency"`
-	FwLeaves         *ebpf.Map `ebpf:"fw_leaves"`
-	FwLimits         *ebpf.Map `ebpf:"fw_limits"`
-	FwLogCounters    *ebpf.Map `ebpf:"fw_log_counters"`
-	FwLogLimits      *ebpf.Map `ebpf:"fw_log_limits"`
-	FwLogRing        *ebpf.Map `ebpf:"fw_log_ring"`
-	FwLogScratch     *ebpf.Map `ebpf:"fw_log_scratch"`
-	FwLogStats       *ebpf.Map `ebpf:"fw_log_stats"`
-	FwNatBinds       *ebpf.Map `ebpf:"fw_nat_binds"`
-	FwNatCounts      *ebpf.Map `ebpf:"fw_nat_counts"`
-	FwNatIfaddr      *ebpf.Map `ebpf:"fw_nat_ifaddr"`
-	FwNatTargets     *ebpf.Map `ebpf:"fw_nat_targets"`
-	FwNodes          *ebpf.Map `ebpf:"fw_nodes"`
-	FwPppoeRx        *ebpf.Map `ebpf:"fw_pppoe_rx"`
-	FwPppoeTx        *ebpf.Map `ebpf:"fw_pppoe_tx"`
-	FwPrio           *ebpf.Map `ebpf:"fw_prio"`
-	FwPrioRoots      *ebpf.Map `ebpf:"fw_prio_roots"`
-	FwPrioStats      *ebpf.Map `ebpf:"fw_prio_stats"`
-	FwRaw            *ebpf.Map `ebpf:"fw_raw"`
-	FwReasonStats    *ebpf.Map `ebpf:"fw_reason_stats"`
-	FwRecent         *ebpf.Map `ebpf:"fw_recent"`
-	FwRecentRules    *ebpf.Map `ebpf:"fw_recent_rules"`
-	FwRejectGlobal   *ebpf.Map `ebpf:"fw_reject_global"`
-	FwRejectOwn      *ebpf.Map `ebpf:"fw_reject_own"`
-	FwRejectOwnLast  *ebpf.Map `ebpf:"fw_reject_own_last"`
-	FwRejectRl       *ebpf.Map `ebpf:"fw_reject_rl"`
-	FwRoots          *ebpf.Map `ebpf:"fw_roots"`
-	FwRuleStats      *ebpf.Map `ebpf:"fw_rule_stats"`
-	FwSets           *ebpf.Map `ebpf:"fw_sets"`
-	FwStamps         *ebpf.Map `ebpf:"fw_stamps"`
-	FwStateScratch   *ebpf.Map `ebpf:"fw_state_scratch"`
-	FwTcPkt          *ebpf.Map `ebpf:"fw_tc_pkt"`
-	FwXdpHandoff     *ebpf.Map `ebpf:"fw_xdp_handoff"`
-	FwXdpStages      *ebpf.Map `ebpf:"fw_xdp_stages"`
+	FwActive          *ebpf.Map `ebpf:"fw_active"`
+	FwAddrtypeKey     *ebpf.Map `ebpf:"fw_addrtype_key"`
+	FwAddrtypes       *ebpf.Map `ebpf:"fw_addrtypes"`
+	FwAuditBudget     *ebpf.Map `ebpf:"fw_audit_budget"`
+	FwAuditCounts     *ebpf.Map `ebpf:"fw_audit_counts"`
+	FwAuditCpumapNext *ebpf.Map `ebpf:"fw_audit_cpumap_next"`
+	FwAuditNext       *ebpf.Map `ebpf:"fw_audit_next"`
+	FwAuditSlot       *ebpf.Map `ebpf:"fw_audit_slot"`
+	FwCands           *ebpf.Map `ebpf:"fw_cands"`
+	FwConfigMap       *ebpf.Map `ebpf:"fw_config_map"`
+	FwCpumap          *ebpf.Map `ebpf:"fw_cpumap"`
+	FwCpumapStages    *ebpf.Map `ebpf:"fw_cpumap_stages"`
+	FwCt              *ebpf.Map `ebpf:"fw_ct"`
+	FwCtEvict         *ebpf.Map `ebpf:"fw_ct_evict"`
+	FwCtGc            *ebpf.Map `ebpf:"fw_ct_gc"`
+	FwCtStats         *ebpf.Map `ebpf:"fw_ct_stats"`
+	FwDeltaEntries    *ebpf.Map `ebpf:"fw_delta_entries"`
+	FwDeltas          *ebpf.Map `ebpf:"fw_deltas"`
+	FwEntries         *ebpf.Map `ebpf:"fw_entries"`
+	FwFrag            *ebpf.Map `ebpf:"fw_frag"`
+	FwFragScratch     *ebpf.Map `ebpf:"fw_frag_scratch"`
+	FwFwdPorts        *ebpf.Map `ebpf:"fw_fwd_ports"`
+	FwFwdStats        *ebpf.Map `ebpf:"fw_fwd_stats"`
+	FwHashlimit       *ebpf.Map `ebpf:"fw_hashlimit"`
+	FwHashlimitRules  *ebpf.Map `ebpf:"fw_hashlimit_rules"`
+	FwLatency         *ebpf.Map `ebpf:"fw_latency"`
+	FwLeaves          *ebpf.Map `ebpf:"fw_leaves"`
+	FwLimits          *ebpf.Map `ebpf:"fw_limits"`
+	FwLogCounters     *ebpf.Map `ebpf:"fw_log_counters"`
+	FwLogLimits       *ebpf.Map `ebpf:"fw_log_limits"`
+	FwLogRing         *ebpf.Map `ebpf:"fw_log_ring"`
+	FwLogScratch      *ebpf.Map `ebpf:"fw_log_scratch"`
+	FwLogStats        *ebpf.Map `ebpf:"fw_log_stats"`
+	FwNatBinds        *ebpf.Map `ebpf:"fw_nat_binds"`
+	FwNatCounts       *ebpf.Map `ebpf:"fw_nat_counts"`
+	FwNatIfaddr       *ebpf.Map `ebpf:"fw_nat_ifaddr"`
+	FwNatTargets      *ebpf.Map `ebpf:"fw_nat_targets"`
+	FwNodes           *ebpf.Map `ebpf:"fw_nodes"`
+	FwPppoeRx         *ebpf.Map `ebpf:"fw_pppoe_rx"`
+	FwPppoeTx         *ebpf.Map `ebpf:"fw_pppoe_tx"`
+	FwPrio            *ebpf.Map `ebpf:"fw_prio"`
+	FwPrioRoots       *ebpf.Map `ebpf:"fw_prio_roots"`
+	FwPrioStats       *ebpf.Map `ebpf:"fw_prio_stats"`
+	FwRaw             *ebpf.Map `ebpf:"fw_raw"`
+	FwReasonStats     *ebpf.Map `ebpf:"fw_reason_stats"`
+	FwRecent          *ebpf.Map `ebpf:"fw_recent"`
+	FwRecentRules     *ebpf.Map `ebpf:"fw_recent_rules"`
+	FwRejectGlobal    *ebpf.Map `ebpf:"fw_reject_global"`
+	FwRejectOwn       *ebpf.Map `ebpf:"fw_reject_own"`
+	FwRejectOwnLast   *ebpf.Map `ebpf:"fw_reject_own_last"`
+	FwRejectRl        *ebpf.Map `ebpf:"fw_reject_rl"`
+	FwRoots           *ebpf.Map `ebpf:"fw_roots"`
+	FwRuleStats       *ebpf.Map `ebpf:"fw_rule_stats"`
+	FwSets            *ebpf.Map `ebpf:"fw_sets"`
+	FwStamps          *ebpf.Map `ebpf:"fw_stamps"`
+	FwStateScratch    *ebpf.Map `ebpf:"fw_state_scratch"`
+	FwTcPkt           *ebpf.Map `ebpf:"fw_tc_pkt"`
+	FwXdpHandoff      *ebpf.Map `ebpf:"fw_xdp_handoff"`
+	FwXdpStages       *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
 
 func (m *xdpfwMaps) Close() error {
@@ -856,6 +863,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwAddrtypes,
 		m.FwAuditBudget,
 		m.FwAuditCounts,
+		m.FwAuditCpumapNext,
 		m.FwAuditNext,
 		m.FwAuditSlot,
 		m.FwCands,
@@ -933,7 +941,9 @@ type xdpfwPrograms struct {
 	XdpfwAudit           *ebpf.Program `ebpf:"xdpfw_audit"`
 	XdpfwClock           *ebpf.Program `ebpf:"xdpfw_clock"`
 	XdpfwCpumap          *ebpf.Program `ebpf:"xdpfw_cpumap"`
+	XdpfwCpumapAudit     *ebpf.Program `ebpf:"xdpfw_cpumap_audit"`
 	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
+	XdpfwCpumapFinish    *ebpf.Program `ebpf:"xdpfw_cpumap_finish"`
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
@@ -947,7 +957,9 @@ func (p *xdpfwPrograms) Close() error {
 		p.XdpfwAudit,
 		p.XdpfwClock,
 		p.XdpfwCpumap,
+		p.XdpfwCpumapAudit,
 		p.XdpfwCpumapClassify,
+		p.XdpfwCpumapFinish,
 		p.XdpfwEgress,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,

@@ -281,5 +281,11 @@ func (p *fileParser) rawRule(n int, text string, toks []token) {
 	if p.opt.Family != FamilyAny && r.Match.Family != p.opt.Family {
 		return // a line for the other family's restore
 	}
+	if r.Target.Verdict != VerdictNotrack { // no -j: the rule only counts (every raw rule here untracks)
+		p.unsupported(n, text, &Error{Pos: p.at(n, cmd), Unsupported: true,
+			Msg:  "a raw table rule without -j is not supported: in iptables it only counts packets; xdpfw runs -j NOTRACK and -j CT --notrack there",
+			Hint: "add -j NOTRACK if the packets should not be tracked, or leave the rule out"})
+		return
+	}
 	p.rs.Raw = append(p.rs.Raw, r)
 }

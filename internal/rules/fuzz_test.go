@@ -2,7 +2,9 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,11 +43,18 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for i, r := range rs.Rules {
-			if err := checkRule(r); err != "" {
+			if err := checkRule(r) + checkTarget(r.Target, "filter"); err != "" {
 				t.Fatalf("rule %d %q: %s", i, r.Text, err)
 			}
 			if r.Text != r.Spec() {
 				t.Fatalf("rule %d: Text %q != Spec %q", i, r.Text, r.Spec())
+			}
+		}
+		for table, rules := range map[string][]Rule{"raw": rs.Raw, "priority": rs.Priority} {
+			for i, r := range rules {
+				if err := checkTarget(r.Target, table); err != "" {
+					t.Fatalf("%s rule %d %q: %s", table, i, r.Text, err)
+				}
 			}
 		}
 		text := rs.String()
@@ -112,8 +121,34 @@ func checkRule(r Rule) string {
 	if v := m.VLAN; v != nil && v.ID > maxVLANID {
 		return "VLAN id out of range"
 	}
-	if r.Target.Verdict > VerdictLog {
-		return "bad verdict"
+	return ""
+}
+
+// tableVerdicts are the verdicts the rules of each table may have (the
+// filter table's RuleSet.Rules, RuleSet.Raw, RuleSet.Priority).
+var tableVerdicts = map[string][]Verdict{
+	"filter":   {VerdictAccept, VerdictDrop, VerdictReject, VerdictLog, VerdictJump, VerdictGoto, VerdictReturn, VerdictNone},
+	"raw":      {VerdictNotrack},
+	"priority": {VerdictHigh, VerdictBulk},
+}
+
+// checkTarget returns what breaks an invariant of the target of a parsed
+// rule of table, or "": a verdict of another table (or none known), a
+// chain without a jump or goto (or the reverse), --log on a rule that
+// decides nothing, LOG options on a rule that logs nothing.
+func checkTarget(t Target, table string) string {
+	v := t.Verdict
+	switch {
+	case !slices.Contains(tableVerdicts[table], v):
+		return fmt.Sprintf("verdict %v in the %s table", v, table)
+	case (t.Chain != "") != (v == VerdictJump || v == VerdictGoto):
+		return fmt.Sprintf("chain %q with verdict %v", t.Chain, v)
+	case t.Log && !v.Terminal():
+		return fmt.Sprintf("--log with verdict %v", v)
+	case (t.LogPrefix != "" || t.LogLevel != "") && !t.Log && v != VerdictLog:
+		return "LOG options on a rule that does not log"
+	case t.NAT != nil:
+		return "a translation outside the nat table"
 	}
 	return ""
 }

@@ -321,8 +321,9 @@ type bitNames []struct {
 }
 
 // parse reads a comma-separated list of names (any case) into a mask; an
-// unknown name is returned with its offset in s.
-func (n bitNames) parse(s string) (mask uint8, bad string, off int) {
+// unknown name (an empty one too: ",NEW") is returned with its offset in
+// s, and ok false.
+func (n bitNames) parse(s string) (mask uint8, bad string, off int, ok bool) {
 	for name := range strings.SplitSeq(s, ",") {
 		found := false
 		for _, b := range n {
@@ -332,11 +333,11 @@ func (n bitNames) parse(s string) (mask uint8, bad string, off int) {
 			}
 		}
 		if !found {
-			return 0, name, off
+			return 0, name, off, false
 		}
 		off += len(name) + 1
 	}
-	return mask, "", 0
+	return mask, "", 0, true
 }
 
 // format prints mask the way parse reads it: the names of its bits; none,
@@ -358,8 +359,8 @@ var ctStateNames = bitNames{{"INVALID", CTInvalid}, {"NEW", CTNew}, {"RELATED", 
 // optCTState handles -m conntrack --ctstate and -m state --state.
 func (p *ruleParser) optCTState(o optUse) *Error {
 	a := o.args[0]
-	mask, bad, off := ctStateNames.parse(a.text)
-	if bad != "" {
+	mask, bad, off, ok := ctStateNames.parse(a.text)
+	if !ok {
 		return p.valueErr(a, &valueErr{off: off, tok: bad, msg: "unknown connection state",
 			hint: "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"})
 	}
@@ -398,8 +399,8 @@ var ctStatusNames = bitNames{{"EXPECTED", CTStatusExpected}, {"SEEN_REPLY", CTSt
 // optCTStatus handles -m conntrack --ctstatus.
 func (p *ruleParser) optCTStatus(o optUse) *Error {
 	a := o.args[0]
-	mask, bad, off := ctStatusNames.parse(a.text)
-	if bad != "" {
+	mask, bad, off, ok := ctStatusNames.parse(a.text)
+	if !ok {
 		return p.valueErr(a, &valueErr{off: off, tok: bad, msg: "unknown connection status",
 			hint: "statuses are NONE, EXPECTED, SEEN_REPLY, ASSURED and CONFIRMED, separated by commas"})
 	}

@@ -185,6 +185,9 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -m comment -m comment --comment a --comment b -j DROP", ParseOptions{}, "1:10", "", "-m comment needs --comment", ""},
 		{"-A INPUT -m comment --comment a -m comment -j DROP", ParseOptions{}, "1:33", "", "-m comment needs --comment", ""},
 		{"-A INPUT -m conntrack --ctstate ESTABLISHED,BOGUS -j ACCEPT", ParseOptions{}, "1:45", "BOGUS", "unknown connection state", "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"},
+		// an empty name is no state (FuzzParse: it read as none at all)
+		{"-A INPUT -m conntrack --ctstate ,NEW -j ACCEPT", ParseOptions{}, "1:33", "", "unknown connection state", "states are NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED, SNAT and DNAT, separated by commas"},
+		{"-A INPUT -m conntrack --ctstatus ASSURED, -j ACCEPT", ParseOptions{}, "1:42", "", "unknown connection status", "statuses are NONE, EXPECTED, SEEN_REPLY, ASSURED and CONFIRMED, separated by commas"},
 		{"-A INPUT -m state --state DNAT -j ACCEPT", ParseOptions{}, "1:27", "DNAT", "-m state has no DNAT", "-m conntrack --ctstate DNAT"},
 		{"-A INPUT --ctstate NEW -j ACCEPT", ParseOptions{}, "1:10", "", "--ctstate needs -m conntrack before it", ""},
 		{"-A INPUT -m conntrack -j ACCEPT", ParseOptions{}, "1:10", "", "-m conntrack needs --ctstate, --ctproto, --ctorigsrc, --ctorigdst, --ctreplsrc, --ctrepldst, --ctstatus or --ctdir", ""},

@@ -302,6 +302,8 @@ COMMIT
 		// a DROP in raw decides packets: refused even with SkipUnsupported
 		{"-t raw -A PREROUTING -s 10.0.0.0/8 -j DROP", "-j DROP in the raw table is not supported", true},
 		{"-t raw -A PREROUTING -p udp -j CT", "-j CT without --notrack is not supported", false},
+		// no -j: it would only count in iptables; read as a raw rule it untracked (FuzzParse)
+		{"-t raw -A PREROUTING -p udp", "a raw table rule without -j is not supported", false},
 		{"-A INPUT -j NOTRACK", "target NOTRACK is not supported: it exempts packets from conntrack: it belongs to the raw table", false},
 		{"-A INPUT -j CT --notrack", "target CT is not supported", false},
 		{"-t raw -A PREROUTING -p tcp -m multiport --dports 1,2 -j NOTRACK", "-m multiport in a NOTRACK rule is not supported", false},

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -77,33 +74,6 @@ func TestFragmentedDatagrams(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// iptablesRestore loads rules (xdpfw's syntax: -P and -A lines) into the
-// filter table of ns with backend's iptables-restore.
-func iptablesRestore(t *testing.T, ns *testutil.NetNS, backend string, rules []string) {
-	t.Helper()
-	policy := map[string]string{"INPUT": "ACCEPT", "FORWARD": "ACCEPT", "OUTPUT": "ACCEPT"}
-	var body []string
-	for _, r := range rules {
-		if f := strings.Fields(r); f[0] == "-P" {
-			policy[f[1]] = f[2]
-			continue
-		}
-		body = append(body, r)
-	}
-	text := "*filter\n"
-	for _, c := range []string{"INPUT", "FORWARD", "OUTPUT"} {
-		text += fmt.Sprintf(":%s %s [0:0]\n", c, policy[c])
-	}
-	text += strings.Join(body, "\n") + "\nCOMMIT\n"
-	file := filepath.Join(t.TempDir(), "rules.v4")
-	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := ns.Exec(t.Context(), backend+"-restore", file); err != nil {
-		t.Skipf("%s not usable here: %v\n%s", backend, err, out) // the oracle, not the subject
 	}
 }
 

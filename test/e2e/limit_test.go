@@ -103,13 +103,8 @@ func compareCounts(t *testing.T, oracle []string, send func(l *link), want strin
 		}
 		l := newPair(t)
 		sink := newUDPSink(t, l.srv, 5353)
-		restore := bin + "-restore"
 		ctx := t.Context()
-		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", l.srv.Name, restore)
-		cmd.Stdin = strings.NewReader("*filter\n" + strings.Join(oracle, "\n") + "\nCOMMIT\n")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", restore, err, out)
-		}
+		mustRestore(t, l.srv, bin, filterText(oracle))
 		send(l)
 		sink.sync(t)
 		out, err := l.srv.Exec(ctx, bin, "-L", "INPUT", "-v", "-n", "-x")
@@ -186,11 +181,7 @@ func TestRecentSSHGuard(t *testing.T) {
 	if _, err := exec.LookPath("iptables-nft-restore"); err == nil {
 		t.Run("iptables", func(t *testing.T) {
 			run(t, func(l *link) {
-				cmd := exec.CommandContext(t.Context(), "ip", "netns", "exec", l.srv.Name, "iptables-nft-restore")
-				cmd.Stdin = strings.NewReader("*filter\n" + strings.Join(sshGuard, "\n") + "\nCOMMIT\n")
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Fatalf("iptables-nft-restore: %v\n%s", err, out)
-				}
+				mustRestore(t, l.srv, "iptables-nft", filterText(sshGuard))
 			})
 		})
 	}

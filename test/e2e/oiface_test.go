@@ -42,22 +42,6 @@ func newRouter(t *testing.T) *router {
 	return x
 }
 
-// iptablesRestore puts rules in force in ns with iptables-restore (the
-// nft back end, as Debian's iptables is), or flushes them with "".
-func iptablesRestoreText(t *testing.T, ns *testutil.NetNS, rules string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-	defer cancel()
-	if rules == "" {
-		rules = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
-	}
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, "iptables-restore")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("iptables-restore in %s: %v\n%s", ns, err, out)
-	}
-}
-
 // TestOutInterface: -o as iptables means it, on a router. FORWARD's -o is
 // the device the kernel routes a packet out of (rc is one xdpfw is not
 // attached to), beside -i; OUTPUT's -o is the device a locally sent packet

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -88,11 +87,7 @@ func TestRecentTTLAgreesWithIptables(t *testing.T) {
 		}
 		t.Run(bin, func(t *testing.T) {
 			x := run(t, func(x *router) {
-				cmd := exec.CommandContext(t.Context(), "ip", "netns", "exec", x.r.Name, bin+"-restore")
-				cmd.Stdin = strings.NewReader("*filter\n" + strings.Join(recentTTLRules, "\n") + "\nCOMMIT\n")
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Fatalf("%s-restore: %v\n%s", bin, err, out)
-				}
+				mustRestore(t, x.r, bin, filterText(recentTTLRules))
 			})
 			out, err := x.r.Exec(t.Context(), bin+"-save", "-c", "-t", "filter")
 			if err != nil {

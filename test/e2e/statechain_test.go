@@ -67,11 +67,7 @@ func TestStateOnChainsAgreeWithIptables(t *testing.T) {
 		l := newPair(t)
 		sink := newUDPSink(t, l.srv, 5353)
 		ctx := t.Context()
-		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", l.srv.Name, bin+"-restore")
-		cmd.Stdin = strings.NewReader("*filter\n" + strings.Join(stateChainsOracle, "\n") + "\nCOMMIT\n")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s-restore: %v\n%s", bin, err, out)
-		}
+		mustRestore(t, l.srv, bin, filterText(stateChainsOracle))
 		send(l)
 		sink.sync(t)
 		out, err := l.srv.Exec(ctx, bin+"-save", "-c", "-t", "filter")
