@@ -173,13 +173,8 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 	if out := f.mustRun("conntrack", "list").stdout; !strings.Contains(out, "[DNAT]") {
 		t.Errorf("conntrack list shows no DNAT:\n%s", out)
 	}
-	var st struct {
-		NAT struct {
-			Counters map[string]uint64 `json:"counters"`
-		} `json:"nat"`
-	}
-	f.decode(&st, "status", "--json")
-	if c := st.NAT.Counters; c["dnat"] < 7 || c["bound"] < 1 || c["no_local"] != 0 {
+	st := f.natStatus()
+	if c := st.Counters; c["dnat"] < 7 || c["bound"] < 1 || c["no_local"] != 0 {
 		t.Errorf("status: nat counters %v; want 7 connections destination-translated (dnat), the hairpin's source too (bound)", c)
 	}
 
@@ -208,9 +203,9 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 	if err := e.roundTrip("unbound"); err == nil {
 		t.Errorf("echo over a DNATed connection without its answers' binding: answered; want them dropped")
 	}
-	f.decode(&st, "status", "--json")
-	if st.NAT.Counters["lost"] == 0 {
-		t.Errorf("status: nat counters %v; want the answers without a binding counted (lost)", st.NAT.Counters)
+	st = f.natStatus()
+	if st.Counters["lost"] == 0 {
+		t.Errorf("status: nat counters %v; want the answers without a binding counted (lost)", st.Counters)
 	}
 
 	// REDIRECT where the device has no IPv4 address: the first packet is
@@ -238,8 +233,8 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 	if _, seen, err := peerSeen(t, x.b, "udp4", hostPort(wan, 2222)); err == nil {
 		t.Errorf("REDIRECT on a device without an address: answered (the server saw %s)", seen)
 	}
-	f.decode(&st, "status", "--json")
-	if st.NAT.Counters["no_local"] == 0 {
-		t.Errorf("status: nat counters %v; want the REDIRECT without an address counted (no_local)", st.NAT.Counters)
+	st = f.natStatus()
+	if st.Counters["no_local"] == 0 {
+		t.Errorf("status: nat counters %v; want the REDIRECT without an address counted (no_local)", st.Counters)
 	}
 }

@@ -215,28 +215,21 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if l := f.mustRun("conntrack", "list").stdout; !strings.Contains(l, "reply: src="+x.lb.cli4) || !strings.Contains(l, "[SNAT]") {
 		t.Errorf("conntrack list shows no translation:\n%s", l)
 	}
-	var st struct {
-		NAT struct {
-			Mode     string            `json:"mode"`
-			Counters map[string]uint64 `json:"counters"`
-			Bindings []string          `json:"bindings"`
-		} `json:"nat"`
-	}
-	f.decode(&st, "status", "--json")
-	if st.NAT.Mode != "xdpfw" || st.NAT.Counters["bound"] != 4 || st.NAT.Counters["no_port"] != 0 {
-		t.Errorf("status: nat %+v; want mode xdpfw, 4 connections bound (2 TCP, UDP, ping), none refused", st.NAT)
+	st := f.natStatus()
+	if st.Mode != "xdpfw" || st.Counters["bound"] != 4 || st.Counters["no_port"] != 0 {
+		t.Errorf("status: nat %+v; want mode xdpfw, 4 connections bound (2 TCP, UDP, ping), none refused", st)
 	}
 	if out := f.mustRun("status").stdout; !strings.Contains(out, "NAT: xdpfw translates (load --nat xdpfw): 4 connections bound") {
 		t.Errorf("status does not say xdpfw translates:\n%s", out)
 	}
 	found := false
-	for _, b := range st.NAT.Bindings {
+	for _, b := range st.Bindings {
 		if strings.Contains(b, x.la.cli4) && strings.Contains(b, x.lb.srv4) {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("status: no binding of %s to %s: %v", x.la.cli4, x.lb.srv4, st.NAT.Bindings)
+		t.Errorf("status: no binding of %s to %s: %v", x.la.cli4, x.lb.srv4, st.Bindings)
 	}
 
 	// A translated connection whose binding is gone (the LRU's room) is
@@ -263,9 +256,9 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if err := e.roundTrip("unbound"); err == nil {
 		t.Errorf("echo over a connection without its binding: answered; want its packets dropped")
 	}
-	f.decode(&st, "status", "--json")
-	if st.NAT.Counters["lost"] == 0 {
-		t.Errorf("status: nat counters %v; want lost packets counted", st.NAT.Counters)
+	st = f.natStatus()
+	if st.Counters["lost"] == 0 {
+		t.Errorf("status: nat counters %v; want lost packets counted", st.Counters)
 	}
 
 	// SNAT to a range of two ports: two UDP flows get them, a third finds
@@ -288,9 +281,9 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if _, seen, err := peerSeen(t, x.a, "udp4", wan); err == nil {
 		t.Errorf("SNAT to 2000-2001, a third flow: the server saw %s; want no port left, the datagram dropped", seen)
 	}
-	f.decode(&st, "status", "--json")
-	if st.NAT.Counters["no_port"] != 1 {
-		t.Errorf("status: nat counters %v; want no_port 1", st.NAT.Counters)
+	st = f.natStatus()
+	if st.Counters["no_port"] != 1 {
+		t.Errorf("status: nat counters %v; want no_port 1", st.Counters)
 	}
 	checkTCP(t, "SNAT: TCP still masqueraded", tcpProbe{from: x.a, addr: hostPort(x.lb.cli4, 80), ok: true})
 
@@ -304,4 +297,20 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if n := fs.Forward.Counters["xdp"].Packets - before; n < 10 {
 		t.Errorf("fast path: %d translated packets forwarded in XDP, want the flows' (counters %v)", n, fs.Forward.Counters)
 	}
+}
+
+// natStatus is what `status --json` says of xdpfw's NAT.
+type natStatus struct {
+	Mode     string            `json:"mode"`
+	Counters map[string]uint64 `json:"counters"`
+	Bindings []string          `json:"bindings"`
+}
+
+// natStatus reads the NAT part of `status --json`.
+func (f *fw) natStatus() natStatus {
+	var st struct {
+		NAT natStatus `json:"nat"`
+	}
+	f.decode(&st, "status", "--json")
+	return st.NAT
 }

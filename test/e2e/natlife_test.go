@@ -199,13 +199,8 @@ func TestNATICMPErrorsXdpfw(t *testing.T) {
 	if n := f.list().rule(t, "-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT").Counters.Packets; n != 0 {
 		t.Errorf("xdpfw: INPUT RELATED,ESTABLISHED counted %d packets: errors judged before their translation", n)
 	}
-	var st struct {
-		NAT struct {
-			Counters map[string]uint64 `json:"counters"`
-		} `json:"nat"`
-	}
-	f.decode(&st, "status", "--json")
-	if c := st.NAT.Counters; c["icmp_error"] != 4 || c["kernel_icmp"] != 4 || c["lost"] != 0 {
+	st := f.natStatus()
+	if c := st.Counters; c["icmp_error"] != 4 || c["kernel_icmp"] != 4 || c["lost"] != 0 {
 		t.Errorf("status: nat counters %v; want icmp_error 4 (two errors each way), kernel_icmp 4 (TTL, DF: twice), lost 0", c)
 	}
 	if t.Failed() {
@@ -242,18 +237,12 @@ func TestNATBindingsExpireXdpfw(t *testing.T) {
 		}
 		return string(b[:n])
 	}
-	var st struct {
-		NAT struct {
-			Counters map[string]uint64 `json:"counters"`
-			Bindings []string          `json:"bindings"`
-		} `json:"nat"`
-	}
+	var st natStatus
 	f := newFW(t, x.r)
 	bindings := func(port int) (n int) {
 		t.Helper()
-		st.NAT.Bindings = nil // left out of the JSON when none
-		f.decode(&st, "status", "--json")
-		for _, b := range st.NAT.Bindings {
+		st = f.natStatus()
+		for _, b := range st.Bindings {
 			if strings.Contains(b, x.la.cli4+":"+strconv.Itoa(port)) {
 				n++
 			}
@@ -292,7 +281,7 @@ func TestNATBindingsExpireXdpfw(t *testing.T) {
 		t.Fatalf("MASQUERADE: the server saw %s, want %s", seen, hostPort(router, 41000))
 	}
 	if n := bindings(41000); n != 2 {
-		t.Fatalf("status: %d bindings of the connection, want 2: %v", n, st.NAT.Bindings)
+		t.Fatalf("status: %d bindings of the connection, want 2: %v", n, st.Bindings)
 	}
 	// the nat table changes; the connection expires (not collected)
 	snat := strings.Replace(natRules, "-A POSTROUTING -o rb -j MASQUERADE",
@@ -302,18 +291,18 @@ func TestNATBindingsExpireXdpfw(t *testing.T) {
 	if seen := exchange(41000); seen != hostPort(router, 2000) && seen != hostPort(router, 2001) {
 		t.Errorf("a new connection of an expired one's tuple: the server saw %s; want the SNAT in force, %s:2000-2001, not the old binding", seen, router)
 	}
-	f.decode(&st, "status", "--json")
-	if st.NAT.Counters["stale"] != 1 {
-		t.Errorf("status: nat counters %v; want stale 1", st.NAT.Counters)
+	st = f.natStatus()
+	if st.Counters["stale"] != 1 {
+		t.Errorf("status: nat counters %v; want stale 1", st.Counters)
 	}
 	// expired and collected: both bindings go
 	time.Sleep(2500 * time.Millisecond)
 	f.mustRun("conntrack", "gc")
 	if n := bindings(41000); n != 0 {
-		t.Errorf("after conntrack gc: %d bindings of the expired connection left: %v", n, st.NAT.Bindings)
+		t.Errorf("after conntrack gc: %d bindings of the expired connection left: %v", n, st.Bindings)
 	}
-	if len(st.NAT.Bindings) != 0 {
-		t.Errorf("after conntrack gc: bindings left %v; want none (every connection expired)", st.NAT.Bindings)
+	if len(st.Bindings) != 0 {
+		t.Errorf("after conntrack gc: bindings left %v; want none (every connection expired)", st.Bindings)
 	}
 }
 
@@ -340,14 +329,9 @@ func TestNATDaemonXdpfw(t *testing.T) {
 	writeAtomic(t, config, "interfaces: [ra, rb]", "rules: router.rules", "nat: xdpfw", "watch: true")
 	f := newFW(t, x.r)
 	d := f.startDaemon(config)
-	var st struct {
-		NAT struct {
-			Mode string `json:"mode"`
-		} `json:"nat"`
-	}
-	f.decode(&st, "status", "--json")
-	if st.NAT.Mode != "xdpfw" {
-		t.Fatalf("daemon with nat: xdpfw: status nat mode %q", st.NAT.Mode)
+	st := f.natStatus()
+	if st.Mode != "xdpfw" {
+		t.Fatalf("daemon with nat: xdpfw: status nat mode %q", st.Mode)
 	}
 	if s := seen("nat: xdpfw"); !strings.HasPrefix(s, router+":") {
 		t.Errorf("nat: xdpfw: the server saw %s, want the router's address", s)
@@ -371,9 +355,9 @@ func TestNATDaemonXdpfw(t *testing.T) {
 	// no nat: in the configuration while xdpfw translates: refused, kept
 	writeAtomic(t, config, "interfaces: [ra, rb]", "rules: router.rules", "watch: true", "forward: stack")
 	d.reloadedWant("failed")
-	f.decode(&st, "status", "--json")
-	if st.NAT.Mode != "xdpfw" {
-		t.Errorf("a configuration without nat: turned xdpfw's NAT off: mode %q", st.NAT.Mode)
+	st = f.natStatus()
+	if st.Mode != "xdpfw" {
+		t.Errorf("a configuration without nat: turned xdpfw's NAT off: mode %q", st.Mode)
 	}
 }
 
