@@ -81,14 +81,22 @@ static __always_inline int fw_forwards(struct xdp_md *ctx, __u8 family)
 }
 
 /* fw_ingress_mac copies the ingress device's MAC address into mac:
- * returns 0, or -1 where it cannot be read here (no kfunc or field). */
+ * returns 0, or -1 where it cannot be read here (no kfunc or field).
+ * Read through the device's pointer as the forwarding flag above is:
+ * loads the verifier checks (a fault reads zeros, which match no
+ * frame's destination), not bpf_probe_read_kernel, whose helper call was
+ * a third of the fast path's own time (fw_fwd_xdp) in a profile of
+ * `bench forward`. */
 static __always_inline int fw_ingress_mac(struct xdp_md *ctx, __u8 *mac)
 {
 	if (!bpf_cast_to_kern_ctx || !bpf_core_field_exists(struct net_device, dev_addr))
 		return -1;
 	struct xdp_buff *x = bpf_cast_to_kern_ctx(ctx);
+	const unsigned char *a = x->rxq->dev->dev_addr;
 
-	return bpf_probe_read_kernel(mac, 6, x->rxq->dev->dev_addr) ? -1 : 0;
+	for (int i = 0; i < 6; i++)
+		mac[i] = a[i];
+	return 0;
 }
 
 /* fw_fib_chain asks the kernel FIB, and notes the egress device it finds
