@@ -511,17 +511,24 @@ func (b *fwdBench) flushConntrack() error {
 		return fmt.Errorf("flushing the kernel's conntrack table in %s: %w", b.topo.DUT.Name, err)
 	}
 	for _, dp := range []*datapath.Datapath{b.dp, b.dpNAT} {
-		if dp == nil {
-			continue
-		}
-		if _, err := dp.CTFlush(); err != nil {
-			return fmt.Errorf("flushing xdpfw's conntrack table: %w", err)
-		}
-		if _, err := dp.NATFlush(); err != nil {
+		if err := flushXdpfw(dp); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// flushXdpfw empties an xdpfw instance's connection table and bindings
+// (nil: none loaded).
+func flushXdpfw(dp *datapath.Datapath) error {
+	if dp == nil {
+		return nil
+	}
+	if _, err := dp.CTFlush(); err != nil {
+		return fmt.Errorf("flushing xdpfw's conntrack table: %w", err)
+	}
+	_, err := dp.NATFlush()
+	return err
 }
 
 // run measures c with the traffic for dur.

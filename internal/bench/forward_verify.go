@@ -262,6 +262,12 @@ func (b *fwdBench) establish(c *fwdConfig, flows string) (int, error) {
 	}
 	var bound0 uint64
 	if c.xnat {
+		// Every establish binds its flows anew (use flushes only when
+		// the configuration changes), so that the bound counter shows
+		// this traffic's bindings were made here, by its first packets.
+		if err := flushXdpfw(c.dp); err != nil {
+			return 0, err
+		}
 		nc, _, err := c.dp.NATCounters()
 		if err != nil {
 			return 0, err
