@@ -80,7 +80,7 @@ type ForwardOptions struct {
 }
 
 // DefaultForwardOptions are `xdpfw bench forward` without flags: about
-// 2.5 minutes on a 2-CPU VM.
+// 3 minutes on a 2-CPU VM.
 func DefaultForwardOptions() ForwardOptions {
 	return ForwardOptions{Sizes: []int{64, MaxFrameSize}, Flows: []string{FlowsMany, FlowsOne}, Routes: []int{0, 100000},
 		Rules: 1000, Duration: 400 * time.Millisecond, Rounds: 3}

@@ -68,7 +68,7 @@ The router's cost is its NAPI thread's CPU time per packet forwarded
 "vs floor" are medians of per-round ratios; the bars of issue 16 are
 evaluated at the end. Other load on the machine lowers the rates: run it
 on a quiet machine.`,
-		Example: `  # every configuration, 64 and 1,514 B, one and many flows, 0 and 100,000 routes (about 2.5 minutes)
+		Example: `  # every configuration, 64 and 1,514 B, one and many flows, 0 and 100,000 routes (about 3 minutes)
   xdpfw bench forward --report /tmp/forward
 
   # a check of every configuration and one short run each (seconds)
