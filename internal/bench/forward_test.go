@@ -292,12 +292,11 @@ func TestSinkCheckMode(t *testing.T) {
 	if err := g.Aim(fwdAims(FlowsMany, 4)[:4]); err != nil {
 		t.Fatal(err)
 	}
-	be := func(a netip.Addr) uint32 { x := a.As4(); return binary.NativeEndian.Uint32(x[:]) }
 	b := &fwdBench{}
 	// The frames as the generator sends them (no router between).
 	b.progs, err = loadDUTPrograms(&Topology{}, map[string]any{"sink_dmac": [6]byte{2, 0, 0, 0, 0, 2}, "sink_smac": [6]byte{2, 0, 0, 0, 0, 1},
-		"sink_ttl": uint8(packet.DefaultTTL), "sink_daddr": be(sinkAddr.Addr()), "sink_src_net": be(TrafficSrc.Masked().Addr()),
-		"sink_src_mask": be(netip.MustParseAddr("255.255.128.0")), "sink_nat_saddr": be(routeAddr.Addr())})
+		"sink_ttl": uint8(packet.DefaultTTL), "sink_daddr": wire4(sinkAddr.Addr()), "sink_src_net": wire4(TrafficSrc.Masked().Addr()),
+		"sink_src_mask": wire4(netip.MustParseAddr("255.255.128.0")), "sink_nat_saddr": wire4(routeAddr.Addr())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,14 +66,13 @@ func (b *fwdBench) setup(undo *undoSteps) error {
 	var dmac, smac [6]byte
 	copy(dmac[:], t.SinkIf.MAC)
 	copy(smac[:], t.RouteIf.MAC)
-	be := func(a netip.Addr) uint32 { x := a.As4(); return binary.NativeEndian.Uint32(x[:]) }
 	srcMask := netip.PrefixFrom(netip.MustParseAddr("255.255.255.255"), 32).Addr().As4()
 	for i := TrafficSrc.Bits(); i < 32; i++ {
 		srcMask[i/8] &^= 1 << (7 - i%8)
 	}
 	if b.progs, err = loadDUTPrograms(t, map[string]any{"sink_dmac": dmac, "sink_smac": smac, "sink_ttl": uint8(packet.DefaultTTL - 1),
-		"sink_daddr": be(sinkAddr.Addr()), "sink_src_net": be(TrafficSrc.Masked().Addr()),
-		"sink_src_mask": binary.NativeEndian.Uint32(srcMask[:]), "sink_nat_saddr": be(routeAddr.Addr())}); err != nil {
+		"sink_daddr": wire4(sinkAddr.Addr()), "sink_src_net": wire4(TrafficSrc.Masked().Addr()),
+		"sink_src_mask": binary.NativeEndian.Uint32(srcMask[:]), "sink_nat_saddr": wire4(routeAddr.Addr())}); err != nil {
 		return err
 	}
 	*undo = append(*undo, func() error { b.progs.objs.Close(); return nil })
@@ -198,6 +197,10 @@ func (b *fwdBench) loadNAT(dir string, c *compiled, undo *undoSteps) error {
 		return b.dpNAT.SetForwardPorts([]int{t.DUTIf.Index, t.RouteIf.Index})
 	})
 }
+
+// wire4 is IPv4 address a as a BPF program reads it from a packet (its
+// bytes in network order, loaded as a native u32).
+func wire4(a netip.Addr) uint32 { x := a.As4(); return binary.NativeEndian.Uint32(x[:]) }
 
 // setRoutes grows or shrinks the router's extra routes from have to want
 // (the first want of fwdRoutes, via the sink), with one `ip -batch`.

@@ -383,7 +383,6 @@ func (b *fwdBench) checkFlows(c *fwdConfig, flows string, received uint64) error
 			return err
 		}
 	}
-	be := func(a netip.Addr) uint32 { x := a.As4(); return binary.NativeEndian.Uint32(x[:]) }
 	var total uint64
 	seen := map[[2]uint16]int{}
 	var f dutSinkFlow
@@ -408,7 +407,7 @@ func (b *fwdBench) checkFlows(c *fwdConfig, flows string, received uint64) error
 				wsport = binds[i]
 			}
 			want = fmt.Sprintf("%v:%d > :%d", routeAddr.Addr(), wsport, port)
-			ok = f.Saddr == be(routeAddr.Addr()) && sport == wsport && dport == port
+			ok = f.Saddr == wire4(routeAddr.Addr()) && sport == wsport && dport == port
 			if j, dup := seen[[2]uint16{sport, dport}]; dup {
 				return fmt.Errorf("flows %d and %d both arrived as from port %d to port %d", j, i, sport, dport)
 			}
