@@ -6,6 +6,9 @@
 
 #include <linux/types.h>
 #include <linux/ip.h>
+#include <linux/udp.h>
+#include <linux/in.h>
+#include <bpf/bpf_endian.h>
 
 /* One CPU's count of packets a benchmark program handled. */
 struct bench_counter {
@@ -34,6 +37,31 @@ static __always_inline __u16 ipv4_csum(struct iphdr *ip)
 {
 	ip->check = 0;
 	return ~ipv4_sum(ip);
+}
+
+/* Folds a 32-bit ones' complement sum to 16 bits. */
+static __always_inline __u16 csum_fold32(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return s;
+}
+
+/* The ones' complement sum of an IPv4 UDP pseudo-header and UDP header
+ * (the checksum field included). */
+static __always_inline __u32 udp_head_sum(const struct iphdr *ip, const struct udphdr *udp)
+{
+	return (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16) +
+	       bpf_htons(IPPROTO_UDP) + udp->len + udp->source + udp->dest + udp->len + udp->check;
+}
+
+/* The UDP checksum of a datagram whose payload is a 4-byte tag, then
+ * zeros (udp->check 0 while it is computed); 0 is sent as 0xffff. */
+static __always_inline __u16 udp_csum_zero_tail(const struct iphdr *ip, const struct udphdr *udp, __u32 tag)
+{
+	__u16 c = ~csum_fold32(udp_head_sum(ip, udp) + (tag & 0xffff) + (tag >> 16));
+
+	return c ? c : 0xffff;
 }
 
 #endif

@@ -14,12 +14,16 @@
  *   bench_sink  the sink: counts each forwarded frame as it should be (the
  *               router's MACs, TTL one less, a valid IPv4 checksum, no
  *               padding, to the sink from the generator's addresses or,
- *               translated, from the router's) or not, and drops it
+ *               translated, from the router's) or not, and drops it; in
+ *               check mode (sink_ctl) it also verifies the UDP checksum
+ *               and that each flow (the generator's tag) arrives with one
+ *               tuple (sink_flows)
  *   bench_reply the generator's veth: counts and drops what comes back
  *               (the replies that make the flows established) */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "bench.h"
@@ -53,6 +57,80 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } fwd_ports SEC(".maps");
+
+/* bench_sink's mode: slot 0 is 1 while `bench forward` checks (the
+ * check mode above), 0 while it measures. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sink_ctl SEC(".maps");
+
+/* The tuple one flow arrived with at the sink (check mode), by the
+ * generator's tag: the first frame's, and how many frames matched it. */
+struct sink_flow {
+	__u32 saddr;
+	__u16 sport;
+	__u16 dport;
+	__u32 packets; /* frames with this tuple */
+	__u32 changed; /* frames of the flow with another tuple */
+};
+
+/* One per flow of the many-flows traffic (fwdManyFlows, internal/bench). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct sink_flow);
+} sink_flows SEC(".maps");
+
+/* Longest UDP datagram the sink verifies: a 1,500-byte IPv4 packet's. */
+#define SINK_MAX_UDP 1480
+
+/* The check mode's part of bench_sink: a valid UDP checksum over the
+ * whole datagram, and one tuple per flow. */
+static __always_inline int sink_check_l4(struct iphdr *ip, void *data_end)
+{
+	struct udphdr *udp = (void *)(ip + 1);
+	struct sink_flow *f;
+	__u32 *tag, s, ulen;
+	__u16 *w;
+
+	if (ip->protocol != IPPROTO_UDP || (void *)(udp + 1) > data_end || udp->check == 0)
+		return 0;
+	ulen = bpf_ntohs(udp->len);
+	if (ulen < sizeof(*udp) + sizeof(*tag) || ulen > SINK_MAX_UDP || (void *)udp + ulen != data_end)
+		return 0;
+	s = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16) + bpf_htons(IPPROTO_UDP) +
+	    udp->len;
+	w = (void *)udp;
+	for (int i = 0; i < SINK_MAX_UDP / 2; i++) {
+		if ((void *)(w + 1) > data_end)
+			break;
+		s += *w++;
+	}
+	if ((void *)w < data_end && (void *)w + 1 <= data_end)
+		s += *(__u8 *)w; /* an odd last byte, the low byte of a word padded with zero */
+	if (csum_fold32(s) != 0xffff)
+		return 0;
+	tag = (void *)(udp + 1);
+	if ((void *)(tag + 1) > data_end)
+		return 0;
+	f = bpf_map_lookup_elem(&sink_flows, tag);
+	if (!f)
+		return 0;
+	if (f->packets == 0) {
+		f->saddr = ip->saddr;
+		f->sport = udp->source;
+		f->dport = udp->dest;
+	} else if (f->saddr != ip->saddr || f->sport != udp->source || f->dport != udp->dest) {
+		f->changed++;
+		return 0;
+	}
+	f->packets++;
+	return 1;
+}
 
 /* What bench_sink expects (set before load): destination and source MAC
  * (the sink's, the router egress veth's), TTL, destination address, and
@@ -142,6 +220,10 @@ int bench_sink(struct xdp_md *ctx)
 	    ip->daddr != sink_daddr)
 		goto out;
 	if (ipv4_sum(ip) != 0xffff)
+		goto out;
+	__u32 zero = 0, *mode = bpf_map_lookup_elem(&sink_ctl, &zero);
+
+	if (mode && *mode && !sink_check_l4(ip, data_end))
 		goto out;
 	if ((ip->saddr & sink_src_mask) == sink_src_net)
 		slot = DUT_SLOT_SINK_OK;

@@ -20,7 +20,13 @@
  * Spread mode (`bench macro --spread`): with gen_aim_n[0] = K > 0, packet
  * number seq takes its source address and destination port from
  * gen_aims[seq % K], one pair per rule of the rule set in random order, so
- * the traffic walks the whole rule set; the source port still counts. */
+ * the traffic walks the whole rule set; the source port still counts.
+ *
+ * Tagged mode (gen_tag, `bench forward`): the aim's index (the flow) is
+ * written into the first 4 bytes of the UDP payload, and the UDP checksum
+ * is computed (the template's payload is zeros past the tag), so the sink
+ * can tell each frame's flow after a router translated its addresses and
+ * ports, and check the L4 checksum the router updated. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -49,6 +55,8 @@ volatile const __u8 gen_smac[6] = {};
 volatile const __u8 gen_ttl = 64;
 volatile const __u32 gen_daddr = 0;
 volatile const __u16 gen_dport = 0;
+/* Tagged mode (above): 1 on. */
+volatile const __u8 gen_tag = 0;
 
 /* Packets generated, per CPU; the packet count is also the flow sequence. */
 struct {
@@ -123,6 +131,15 @@ int trafficgen(struct xdp_md *ctx)
 			return XDP_ABORTED;
 		ip->saddr = a->saddr;
 		udp->dest = a->dport;
+		if (gen_tag) {
+			__u32 *tag = (void *)(udp + 1);
+
+			if ((void *)(tag + 1) > data_end)
+				return XDP_ABORTED;
+			*tag = i;
+			udp->check = 0;
+			udp->check = udp_csum_zero_tail(ip, udp, i);
+		}
 	} else {
 		ip->saddr = bpf_htonl(gen_src_base + ((__u32)(seq >> 16) & gen_src_mask));
 	}

@@ -175,9 +175,10 @@ static __always_inline __u32 fw_fwd_kernel(const struct fw_pkt *p)
 
 /* fw_fwd_xdp delivers the packet p FORWARD accepted (frame in ctx, FIB
  * answer in hop): XDP_REDIRECT by the fast path, or XDP_PASS, unchanged,
- * for the kernel. A global function: verified once, not once for each
- * path of the decision before it. */
-__noinline int fw_fwd_xdp(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop)
+ * for the kernel. Inline, not a global function: its return through the
+ * return thunk cost ~6 % of the fast path's in-program time, and the
+ * verifier's cost did not grow (its states meet in fw_xdp_finish). */
+static __always_inline int fw_fwd_xdp(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop)
 {
 	if (!ctx || !p || !hop) /* the verifier requires the check on global-function pointers */
 		return XDP_PASS;

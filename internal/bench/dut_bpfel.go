@@ -19,12 +19,23 @@ type dutBenchCounter struct {
 	Bytes   uint64
 }
 
+type dutSinkFlow struct {
+	_       structs.HostLayout
+	Saddr   uint32
+	Sport   uint16
+	Dport   uint16
+	Packets uint32
+	Changed uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	dutMapDutStats     = "dut_stats"
 	dutMapFwdPorts     = "fwd_ports"
+	dutMapSinkCtl      = "sink_ctl"
+	dutMapSinkFlows    = "sink_flows"
 	dutProgBenchDrop   = "bench_drop"
 	dutProgBenchFwd    = "bench_fwd"
 	dutProgBenchPass   = "bench_pass"
@@ -92,8 +103,10 @@ type dutProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dutMapSpecs struct {
-	DutStats *ebpf.MapSpec `ebpf:"dut_stats"`
-	FwdPorts *ebpf.MapSpec `ebpf:"fwd_ports"`
+	DutStats  *ebpf.MapSpec `ebpf:"dut_stats"`
+	FwdPorts  *ebpf.MapSpec `ebpf:"fwd_ports"`
+	SinkCtl   *ebpf.MapSpec `ebpf:"sink_ctl"`
+	SinkFlows *ebpf.MapSpec `ebpf:"sink_flows"`
 }
 
 // dutVariableSpecs contains global variables before they are loaded into the kernel.
@@ -129,14 +142,18 @@ func (o *dutObjects) Close() error {
 //
 // It can be passed to loadDutObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dutMaps struct {
-	DutStats *ebpf.Map `ebpf:"dut_stats"`
-	FwdPorts *ebpf.Map `ebpf:"fwd_ports"`
+	DutStats  *ebpf.Map `ebpf:"dut_stats"`
+	FwdPorts  *ebpf.Map `ebpf:"fwd_ports"`
+	SinkCtl   *ebpf.Map `ebpf:"sink_ctl"`
+	SinkFlows *ebpf.Map `ebpf:"sink_flows"`
 }
 
 func (m *dutMaps) Close() error {
 	return _DutClose(
 		m.DutStats,
 		m.FwdPorts,
+		m.SinkCtl,
+		m.SinkFlows,
 	)
 }
 

@@ -42,16 +42,15 @@ const (
 	FwdXdpfwXDP   = "xdpfw-xdp"   // xdpfw with forwardRuleSet, the fast path (--forward xdp-veth on these veths)
 	FwdXdpfwKMasq = "xdpfw-kmasq" // xdpfw-xdp beside the kernel's MASQUERADE (its nat table): the kernel forwards
 	FwdFloor      = DUTXDPFwd     // a bare XDP FIB forwarder (bpf/bench/dut.c bench_fwd): the floor; bench latency's too
-	// FwdXdpfwNAT is kept for xdpfw's own MASQUERADE (issue 16 point 3,
-	// being built on branch nat): xdpfw-xdp with a *nat table
-	// "-A POSTROUTING -o xbrPID -j MASQUERADE" loaded into xdpfw, the
-	// sink expecting translated frames as for xdpfw-kmasq. Not in
-	// ForwardConfigs until that lands; asking for it says so.
+	// FwdXdpfwNAT is xdpfw's own MASQUERADE (`load --nat xdpfw`,
+	// docs/nat.md): xdpfw-xdp loaded with NAT and the nat table
+	// "-A POSTROUTING -o xbrPID -j MASQUERADE" (natRuleSet); every flow
+	// translated by a binding made before the run (establish).
 	FwdXdpfwNAT = "xdpfw-nat"
 )
 
 // ForwardConfigs is every configuration, in the order tables list them.
-var ForwardConfigs = []string{FwdKernel, FwdIptables, FwdNft, FwdXdpfwStack, FwdXdpfwXDP, FwdXdpfwKMasq, FwdFloor}
+var ForwardConfigs = []string{FwdKernel, FwdIptables, FwdNft, FwdXdpfwStack, FwdXdpfwXDP, FwdXdpfwKMasq, FwdFloor, FwdXdpfwNAT}
 
 // The traffics: one flow, or fwdManyFlows flows spread over the rules.
 const (
@@ -81,7 +80,7 @@ type ForwardOptions struct {
 }
 
 // DefaultForwardOptions are `xdpfw bench forward` without flags: about
-// 2.5 minutes on a 2-CPU VM.
+// 3 minutes on a 2-CPU VM.
 func DefaultForwardOptions() ForwardOptions {
 	return ForwardOptions{Sizes: []int{64, MaxFrameSize}, Flows: []string{FlowsMany, FlowsOne}, Routes: []int{0, 100000},
 		Rules: 1000, Duration: 400 * time.Millisecond, Rounds: 3}
@@ -183,12 +182,18 @@ type fwdConfig struct {
 	// netfilter is what the router's stack holds (nft flush ruleset
 	// first): an iptables-nft-restore file, or an nft -f file.
 	iptables, nft string
-	// xdpfw's forwarding mode (configurations running xdpfw).
+	// xdpfw's forwarding mode and instance (configurations running
+	// xdpfw): fwdBench.dp, or fwdBench.dpNAT (loaded with NAT).
 	mode datapath.ForwardMode
+	dp   *datapath.Datapath
 	// stateful: the flows are made established before each run.
 	stateful bool
 	// nat: the sink must see the router's address as the source.
 	nat bool
+	// xnat: xdpfw translates (dp is dpNAT): the flows' bindings are
+	// made before each run, the sink must see each flow with its
+	// binding's tuple, and the run must bind nothing (nat counters).
+	xnat bool
 	// proof counts what every delivered packet must have taken (nil:
 	// the sink's counts alone).
 	proof func() (uint64, string, error)
@@ -200,8 +205,9 @@ type fwdBench struct {
 	opt      ForwardOptions
 	sinkNAPI int
 	progs    *benchProgs
-	links    routerLinks // XDP links on the router's ingress and egress veths
-	dp       *datapath.Datapath
+	links    routerLinks        // XDP links on the router's ingress and egress veths
+	dp       *datapath.Datapath // xdpfw, loaded without NAT
+	dpNAT    *datapath.Datapath // xdpfw, loaded with NAT (--nat xdpfw): FwdXdpfwNAT
 	gens     map[string]*Generator
 	aims     map[string][]trafficgenGenAim
 	cfgs     map[string]*fwdConfig
@@ -359,8 +365,8 @@ func (opt *ForwardOptions) Validate() error {
 		return fmt.Errorf("forward: at least one frame size, traffic and route count are needed")
 	}
 	for _, s := range opt.Sizes {
-		if s < MinFrameSize || s > MaxFrameSize {
-			return fmt.Errorf("frame size %d: want %d..%d bytes", s, MinFrameSize, MaxFrameSize)
+		if s < minFwdFrameSize || s > MaxFrameSize {
+			return fmt.Errorf("frame size %d: want %d..%d bytes (the flow's tag needs 4 bytes of payload)", s, minFwdFrameSize, MaxFrameSize)
 		}
 	}
 	for _, f := range opt.Flows {
@@ -375,9 +381,6 @@ func (opt *ForwardOptions) Validate() error {
 		return fmt.Errorf("%d rules: want 1..%d", opt.Rules, maxFwdRules)
 	}
 	for _, c := range opt.Configs {
-		if c == FwdXdpfwNAT {
-			return fmt.Errorf("configuration %s: xdpfw's own NAT is not built yet (issue 16 point 3); %s measures xdpfw beside the kernel's MASQUERADE", c, FwdXdpfwKMasq)
-		}
 		if !slices.Contains(ForwardConfigs, c) {
 			return fmt.Errorf("configuration %q: want one of %s", c, strings.Join(ForwardConfigs, ", "))
 		}
@@ -401,15 +404,18 @@ func (opt *ForwardOptions) Validate() error {
 const (
 	maxFwdRoutes = 1 << 20
 	maxFwdRules  = 50000
+	// minFwdFrameSize leaves room for the generator's flow tag (tagged
+	// mode, bpf/bench/trafficgen.c).
+	minFwdFrameSize = MinFrameSize + 4
 )
 
 // configs makes the configurations.
 func (b *fwdBench) configs() {
 	pass := func() *ebpf.Program { return b.progs.objs.BenchPass }
 	xdpfw := func() *ebpf.Program { return b.dp.Program() }
-	fwdReason := func(r datapath.FwdReason) func() (uint64, string, error) {
+	fwdReason := func(dp *datapath.Datapath, r datapath.FwdReason) func() (uint64, string, error) {
 		return func() (uint64, string, error) {
-			cs, err := b.dp.ForwardCounters()
+			cs, err := dp.ForwardCounters()
 			return cs[r].Packets, "xdpfw's forwarding reason " + r.String(), err
 		}
 	}
@@ -436,9 +442,11 @@ func (b *fwdBench) configs() {
 		FwdNft: {name: FwdNft, prog: pass, nft: nftForwardRuleSet(b.opt.Rules), stateful: true,
 			proof: nftEst("nft", []string{"list", "chain", "ip", nftTable, "forward"},
 				regexp.MustCompile(`ct state established,related counter packets (\d+) `), "nftables' ESTABLISHED rule")},
-		FwdXdpfwStack: {name: FwdXdpfwStack, prog: xdpfw, mode: datapath.ForwardStack, stateful: true, proof: fwdReason(datapath.FwdStack)},
-		FwdXdpfwXDP:   {name: FwdXdpfwXDP, prog: xdpfw, mode: datapath.ForwardXDPVeth, stateful: true, proof: fwdReason(datapath.FwdXDP)},
-		FwdXdpfwKMasq: {name: FwdXdpfwKMasq, prog: xdpfw, mode: datapath.ForwardXDPVeth, iptables: masqRuleSet(b.topo.RouteIf.Name), nat: true,
+		FwdXdpfwStack: {name: FwdXdpfwStack, prog: xdpfw, mode: datapath.ForwardStack, dp: b.dp, stateful: true, proof: fwdReason(b.dp, datapath.FwdStack)},
+		FwdXdpfwXDP:   {name: FwdXdpfwXDP, prog: xdpfw, mode: datapath.ForwardXDPVeth, dp: b.dp, stateful: true, proof: fwdReason(b.dp, datapath.FwdXDP)},
+		FwdXdpfwNAT: {name: FwdXdpfwNAT, prog: func() *ebpf.Program { return b.dpNAT.Program() }, mode: datapath.ForwardXDPVeth, dp: b.dpNAT,
+			stateful: true, nat: true, xnat: true, proof: fwdReason(b.dpNAT, datapath.FwdXDP)},
+		FwdXdpfwKMasq: {name: FwdXdpfwKMasq, prog: xdpfw, mode: datapath.ForwardXDPVeth, dp: b.dp, iptables: masqRuleSet(b.topo.RouteIf.Name), nat: true,
 			proof: func() (uint64, string, error) {
 				// Unanswered flows: each packet is NEW for xdpfw (and
 				// the kernel), accepted by its rule; the kernel forwards.
@@ -483,7 +491,7 @@ func (b *fwdBench) use(c *fwdConfig) error {
 		b.nfLoaded = c.name
 	}
 	if c.mode != "" {
-		if err := b.dp.SetConfig(datapath.Config{MalformedAction: compile.ActDrop, Forward: c.mode}); err != nil {
+		if err := c.dp.SetConfig(datapath.Config{MalformedAction: compile.ActDrop, Forward: c.mode}); err != nil {
 			return err
 		}
 	}
@@ -491,7 +499,8 @@ func (b *fwdBench) use(c *fwdConfig) error {
 }
 
 // flushConntrack empties the kernel's connection table in the router's
-// namespace and xdpfw's.
+// namespace and xdpfw's (both instances', and the bindings of the one
+// that translates).
 func (b *fwdBench) flushConntrack() error {
 	h, err := netlink.NewHandleAt(b.topo.DUT.Handle)
 	if err != nil {
@@ -501,10 +510,25 @@ func (b *fwdBench) flushConntrack() error {
 	if err := h.ConntrackTableFlush(netlink.ConntrackTable); err != nil {
 		return fmt.Errorf("flushing the kernel's conntrack table in %s: %w", b.topo.DUT.Name, err)
 	}
-	if _, err := b.dp.CTFlush(); err != nil {
-		return fmt.Errorf("flushing xdpfw's conntrack table: %w", err)
+	for _, dp := range []*datapath.Datapath{b.dp, b.dpNAT} {
+		if err := flushXdpfw(dp); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// flushXdpfw empties an xdpfw instance's connection table and bindings
+// (nil: none loaded).
+func flushXdpfw(dp *datapath.Datapath) error {
+	if dp == nil {
+		return nil
+	}
+	if _, err := dp.CTFlush(); err != nil {
+		return fmt.Errorf("flushing xdpfw's conntrack table: %w", err)
+	}
+	_, err := dp.NATFlush()
+	return err
 }
 
 // run measures c with the traffic for dur.
@@ -580,7 +604,8 @@ func nftForwardRuleSet(n int) string {
 	return b.String()
 }
 
-// masqRuleSet masquerades what leaves by dev (the kernel's nat table).
+// masqRuleSet masquerades what leaves by dev: the kernel's nat table
+// (FwdXdpfwKMasq), or with forwardRuleSet xdpfw's (FwdXdpfwNAT).
 func masqRuleSet(dev string) string {
 	return "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
 		"-A POSTROUTING -o " + dev + " -j MASQUERADE\nCOMMIT\n"
@@ -661,9 +686,12 @@ func ForwardBars(res *ForwardResult) []ForwardBar {
 			bar("xdpfw fast path / kernel forwarding without a firewall", p.VsKernel, 1.0/3, at, ""),
 			bar("xdpfw fast path / bare XDP FIB forwarder", p.VsFloor, 1.3, at, ""))
 	}
-	if p := find(FwdXdpfwKMasq, flows, size, res.Routes[0]); p != nil {
+	if p := find(FwdXdpfwNAT, flows, size, res.Routes[0]); p != nil {
+		out = append(out, bar("xdpfw MASQUERADE on every flow / bare XDP FIB forwarder", p.VsFloor, 1.5, at,
+			"xdpfw's own NAT (--nat xdpfw), established flows, bound before the run"))
+	} else if p := find(FwdXdpfwKMasq, flows, size, res.Routes[0]); p != nil {
 		out = append(out, bar("MASQUERADE on every flow / bare XDP FIB forwarder", p.VsFloor, 1.5, at,
-			"xdpfw beside the kernel's MASQUERADE (the kernel forwards); the bar is for xdpfw's own NAT (configuration xdpfw-nat, branch nat)"))
+			"xdpfw beside the kernel's MASQUERADE (the kernel forwards); the bar is for xdpfw's own NAT (configuration xdpfw-nat)"))
 	}
 	if most := res.Routes[len(res.Routes)-1]; most != 0 {
 		x, f := find(FwdXdpfwXDP, flows, size, most), find(FwdFloor, flows, size, most)

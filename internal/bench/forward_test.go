@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"math/bits"
 	"net"
 	"net/netip"
 	"os"
@@ -33,6 +35,10 @@ func TestTrafficgenRewritesRouterFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	src := TrafficSrc.Addr().As4()
+	if err := g.Aim([]trafficgenGenAim{{Saddr: binary.NativeEndian.Uint32(src[:]), Dport: bits.ReverseBytes16(TrafficDPort)}}); err != nil {
+		t.Fatal(err)
+	}
 	frame, err := g.Frame(64)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +70,16 @@ func TestTrafficgenRewritesRouterFields(t *testing.T) {
 	if sum := packet.Checksum(out[14:34]); sum != 0 {
 		t.Errorf("IPv4 header checksum does not verify (%#x)", sum)
 	}
+	// Tagged mode: the aim's index (0, the only one) in the payload, and
+	// a UDP checksum that verifies.
+	if tag := out[14+28 : 14+32]; !bytes.Equal(tag, []byte{0, 0, 0, 0}) {
+		t.Errorf("tag %v, want aim 0", tag)
+	}
+	if out[14+26] == 0 && out[14+27] == 0 {
+		t.Error("no UDP checksum")
+	} else if sum := packet.L4Checksum(p.Src, p.Dst, packet.ProtoUDP, out[14+20:]); sum != 0 {
+		t.Errorf("UDP checksum does not verify (%#x)", sum)
+	}
 }
 
 // TestForwardVerify: the accounting refuses a frame the sink found wrong,
@@ -72,6 +88,7 @@ func TestTrafficgenRewritesRouterFields(t *testing.T) {
 func TestForwardVerify(t *testing.T) {
 	b := &fwdBench{}
 	plain, nat := &fwdConfig{name: "plain", proof: func() (uint64, string, error) { return 0, "", nil }}, &fwdConfig{name: "nat", nat: true}
+	xnat := &fwdConfig{name: "xnat", nat: true, xnat: true}
 	run := ForwardRun{Delivered: 100}
 	for _, c := range []struct {
 		name string
@@ -88,6 +105,8 @@ func TestForwardVerify(t *testing.T) {
 		{"translated, not due", plain, fwdCounts{sinkOK: 99, sinkNAT: 1, proof: 100}, "1 frames translated"},
 		{"untranslated, due", nat, fwdCounts{sinkOK: 1, sinkNAT: 99}, "1 frames untranslated"},
 		{"another path", plain, fwdCounts{sinkOK: 100, proof: 99, proofWhat: "the rule"}, "the rule counted 99"},
+		{"xdpfw translated by bindings", xnat, fwdCounts{sinkNAT: 100}, ""},
+		{"xdpfw bound during the run", xnat, fwdCounts{sinkNAT: 100, natC: 3}, "nat counters moved by 3"},
 	} {
 		err := b.verify(c.cfg, run, c.d)
 		switch {
@@ -140,7 +159,10 @@ func TestForwardQuick(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
 	}
-	stateful := map[string]bool{FwdIptables: true, FwdNft: true, FwdXdpfwStack: true, FwdXdpfwXDP: true}
+	stateful := map[string]bool{FwdIptables: true, FwdNft: true, FwdXdpfwStack: true, FwdXdpfwXDP: true, FwdXdpfwNAT: true}
+	if !slices.Contains(res.Configs, FwdXdpfwNAT) {
+		t.Errorf("configurations %v: no %s", res.Configs, FwdXdpfwNAT)
+	}
 	for c := range res.Skipped {
 		if forwardToolsMissing(c) == nil {
 			t.Errorf("%s skipped although its tools are installed: %s", c, res.Skipped[c])
@@ -177,7 +199,7 @@ func TestForwardQuick(t *testing.T) {
 		}
 	}
 	bars := 3 // the fast path against the kernel and the floor, the routes
-	if slices.Contains(res.Configs, FwdXdpfwKMasq) {
+	if slices.Contains(res.Configs, FwdXdpfwNAT) || slices.Contains(res.Configs, FwdXdpfwKMasq) {
 		bars++ // MASQUERADE
 	}
 	if len(res.Bars) != bars {
@@ -252,5 +274,99 @@ func TestForwardToolsMissing(t *testing.T) {
 	_, err := Forward(context.Background(), opt)
 	if err == nil || !strings.Contains(err.Error(), "configuration nftables: nft is not installed") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestSinkCheckMode: in check mode the sink counts a frame intact only
+// with a valid UDP checksum and its flow's first tuple; translated frames
+// (the router's source) count as such, with the same rules; out of check
+// mode neither is looked at.
+func TestSinkCheckMode(t *testing.T) {
+	testutil.RequireRoot(t)
+	topo := &Topology{GenIf: Iface{Index: 1, MAC: []byte{2, 0, 0, 0, 0, 1}}, DUTIf: Iface{MAC: []byte{2, 0, 0, 0, 0, 2}}}
+	g, err := newGenerator(topo, sinkAddr.Addr(), true, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Aim(fwdAims(FlowsMany, 4)[:4]); err != nil {
+		t.Fatal(err)
+	}
+	b := &fwdBench{}
+	// The frames as the generator sends them (no router between).
+	b.progs, err = loadDUTPrograms(&Topology{}, map[string]any{"sink_dmac": [6]byte{2, 0, 0, 0, 0, 2}, "sink_smac": [6]byte{2, 0, 0, 0, 0, 1},
+		"sink_ttl": uint8(packet.DefaultTTL), "sink_daddr": wire4(sinkAddr.Addr()), "sink_src_net": wire4(TrafficSrc.Masked().Addr()),
+		"sink_src_mask": wire4(netip.MustParseAddr("255.255.128.0")), "sink_nat_saddr": wire4(routeAddr.Addr())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.progs.objs.Close()
+	template, err := g.Frame(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() []byte { // the generator's next frame: flows 0, 1, 2, 3, 0, ...
+		out := make([]byte, len(template))
+		if _, err := g.objs.Trafficgen.Run(&ebpf.RunOptions{Data: template, DataOut: out}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// edit rewrites a frame's source address and port with both checksums
+	// recomputed (as a translating router would), or breaks its UDP
+	// checksum.
+	edit := func(f []byte, src netip.Addr, sport uint16) []byte {
+		a := src.As4()
+		copy(f[14+12:14+16], a[:])
+		binary.BigEndian.PutUint16(f[34:36], sport)
+		f[14+10], f[14+11], f[40], f[41] = 0, 0, 0, 0
+		binary.BigEndian.PutUint16(f[14+10:], packet.Checksum(f[14:34]))
+		binary.BigEndian.PutUint16(f[40:], packet.L4Checksum(src, sinkAddr.Addr(), packet.ProtoUDP, f[34:]))
+		return f
+	}
+	send := func(f []byte) (ok, nat, bad uint64) {
+		if _, err := b.progs.objs.BenchSink.Run(&ebpf.RunOptions{Data: f}); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range []struct {
+			slot uint32
+			to   *uint64
+		}{{dutSlotSinkOK, &ok}, {dutSlotSinkNAT, &nat}, {dutSlotSinkBad, &bad}} {
+			if *e.to, err = b.progs.count(e.slot); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	if err := b.sinkCheckMode(true); err != nil {
+		t.Fatal(err)
+	}
+	f0 := next()
+	if ok, _, bad := send(f0); ok != 1 || bad != 0 {
+		t.Fatalf("a frame as the generator sends it: %d intact, %d bad", ok, bad)
+	}
+	f1 := next()
+	f1[len(f1)-1] ^= 1 // the payload changed, the checksum not
+	if _, _, bad := send(f1); bad != 1 {
+		t.Errorf("a frame whose UDP checksum does not verify: %d bad, want 1", bad)
+	}
+	f2 := edit(next(), routeAddr.Addr(), 2000) // flow 2, translated
+	if _, nat, bad := send(f2); nat != 1 || bad != 1 {
+		t.Errorf("a translated frame: %d translated, %d bad; want 1, 1", nat, bad)
+	}
+	_ = next()                                  // flow 3
+	f0b := edit(next(), routeAddr.Addr(), 2000) // flow 0 again, now with another tuple
+	if _, _, bad := send(f0b); bad != 2 {
+		t.Errorf("a flow with a second tuple: %d bad, want 2", bad)
+	}
+	var f dutSinkFlow
+	if err := b.progs.objs.SinkFlows.Lookup(uint32(0), &f); err != nil || f.Packets != 1 || f.Changed != 1 {
+		t.Errorf("flow 0: %+v (%v), want one frame and one changed", f, err)
+	}
+	if err := b.sinkCheckMode(false); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, bad := send(f1); ok != 2 || bad != 2 {
+		t.Errorf("out of check mode, the bad checksum: %d intact, %d bad; want 2, 2", ok, bad)
 	}
 }

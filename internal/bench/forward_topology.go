@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -63,14 +66,13 @@ func (b *fwdBench) setup(undo *undoSteps) error {
 	var dmac, smac [6]byte
 	copy(dmac[:], t.SinkIf.MAC)
 	copy(smac[:], t.RouteIf.MAC)
-	be := func(a netip.Addr) uint32 { x := a.As4(); return binary.NativeEndian.Uint32(x[:]) }
 	srcMask := netip.PrefixFrom(netip.MustParseAddr("255.255.255.255"), 32).Addr().As4()
 	for i := TrafficSrc.Bits(); i < 32; i++ {
 		srcMask[i/8] &^= 1 << (7 - i%8)
 	}
 	if b.progs, err = loadDUTPrograms(t, map[string]any{"sink_dmac": dmac, "sink_smac": smac, "sink_ttl": uint8(packet.DefaultTTL - 1),
-		"sink_daddr": be(sinkAddr.Addr()), "sink_src_net": be(TrafficSrc.Masked().Addr()),
-		"sink_src_mask": binary.NativeEndian.Uint32(srcMask[:]), "sink_nat_saddr": be(routeAddr.Addr())}); err != nil {
+		"sink_daddr": wire4(sinkAddr.Addr()), "sink_src_net": wire4(TrafficSrc.Masked().Addr()),
+		"sink_src_mask": binary.NativeEndian.Uint32(srcMask[:]), "sink_nat_saddr": wire4(routeAddr.Addr())}); err != nil {
 		return err
 	}
 	*undo = append(*undo, func() error { b.progs.objs.Close(); return nil })
@@ -148,9 +150,57 @@ func (b *fwdBench) setup(undo *undoSteps) error {
 	if err := t.DUT.Do(func() error { return b.dp.SetForwardPorts([]int{t.DUTIf.Index, t.RouteIf.Index}) }); err != nil {
 		return err
 	}
+	if slices.Contains(b.opt.Configs, FwdXdpfwNAT) {
+		if err := b.loadNAT(filepath.Join(pinRoot, "xdpfw-nat"), c, undo); err != nil {
+			return fmt.Errorf("xdpfw with NAT: %w", err)
+		}
+	}
 	b.configs()
 	return nil
 }
+
+// loadNAT loads xdpfw a second time, with NAT (what `load --nat xdpfw`
+// does: docs/nat.md), the filter c and the nat table masqRuleSet of the
+// router's egress veth, on the router's veths' devmap; a source-translated
+// packet the fast path handed to the kernel must not be a martian there,
+// so the veths accept local sources (as load sets it).
+func (b *fwdBench) loadNAT(dir string, c *compiled, undo *undoSteps) error {
+	t := b.topo
+	rs, err := rules.Parse("bench-nat", []byte(masqRuleSet(t.RouteIf.Name)), rules.ParseOptions{Family: rules.FamilyIPv4, NAT: true})
+	if err != nil {
+		return err
+	}
+	lim := c.lim
+	lim.NAT = true
+	if b.dpNAT, err = datapath.Load(dir, lim); err != nil {
+		return err
+	}
+	*undo = append(*undo, func() error { b.dpNAT.Close(); return nil })
+	if err := b.dpNAT.Install(c.tables); err != nil {
+		return err
+	}
+	ifaces := map[string]uint32{t.DUTIf.Name: uint32(t.DUTIf.Index), t.RouteIf.Name: uint32(t.RouteIf.Index)}
+	nt, _, err := compile.CompileNAT(rs.NAT, compile.Input{Ifaces: ifaces, HostIfaces: ifaces,
+		MaxEntries: lim.Entries, MaxNodes: lim.Nodes, MaxLeafSlots: lim.LeafSlots})
+	if err != nil {
+		return err
+	}
+	if err := b.dpNAT.StartNAT(nt, rs.NAT); err != nil {
+		return err
+	}
+	return t.DUT.Do(func() error {
+		for _, name := range []string{t.DUTIf.Name, t.RouteIf.Name} {
+			if err := os.WriteFile(filepath.Join("/proc/sys/net/ipv4/conf", name, "accept_local"), []byte("1\n"), 0o644); err != nil {
+				return err
+			}
+		}
+		return b.dpNAT.SetForwardPorts([]int{t.DUTIf.Index, t.RouteIf.Index})
+	})
+}
+
+// wire4 is IPv4 address a as a BPF program reads it from a packet (its
+// bytes in network order, loaded as a native u32).
+func wire4(a netip.Addr) uint32 { x := a.As4(); return binary.NativeEndian.Uint32(x[:]) }
 
 // setRoutes grows or shrinks the router's extra routes from have to want
 // (the first want of fwdRoutes, via the sink), with one `ip -batch`.

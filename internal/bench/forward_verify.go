@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
 )
 
@@ -29,6 +31,10 @@ type fwdCounts struct {
 	proof             uint64
 	proofWhat         string
 	sinkNS            uint64
+	// natC: xdpfw's nat counters summed (xnat configurations): every
+	// binding made, refused or found missing, every packet the nat stage
+	// took or dropped. None in a run of bound flows.
+	natC uint64
 }
 
 func (b *fwdBench) counts(c *fwdConfig) (fwdCounts, error) {
@@ -54,6 +60,15 @@ func (b *fwdBench) counts(c *fwdConfig) (fwdCounts, error) {
 	if c.proof != nil {
 		if n.proof, n.proofWhat, err = c.proof(); err != nil {
 			return n, err
+		}
+	}
+	if c.xnat {
+		nc, _, err := c.dp.NATCounters()
+		if err != nil {
+			return n, err
+		}
+		for _, x := range []datapath.Counter{nc.Bound, nc.NoPort, nc.Full, nc.NoAddr, nc.Untranslated, nc.Lost, nc.Frag} {
+			n.natC += x.Packets
 		}
 	}
 	n.sinkNS, err = ThreadRuntime(b.sinkNAPI)
@@ -99,7 +114,7 @@ func (b *fwdBench) measure(c *fwdConfig, send func() (time.Duration, error)) (Fo
 	pre, post := d.pre, d.post
 	delta := fwdCounts{sinkOK: post.sinkOK - pre.sinkOK, sinkNAT: post.sinkNAT - pre.sinkNAT, sinkBad: post.sinkBad - pre.sinkBad,
 		refused: post.refused - pre.refused, sinkDrop: post.sinkDrop - pre.sinkDrop, proof: post.proof - pre.proof,
-		proofWhat: post.proofWhat, sinkNS: post.sinkNS - pre.sinkNS}
+		proofWhat: post.proofWhat, sinkNS: post.sinkNS - pre.sinkNS, natC: post.natC - pre.natC}
 	r := ForwardRun{Offered: m.Offered, Delivered: m.Delivered, RingDropped: m.RingDropped, Forwarded: m.Dropped,
 		SinkFull: delta.refused, WindowS: m.WindowS, NAPINS: m.NAPINS, SinkNS: delta.sinkNS}
 	if err := errors.Join(m.accounted(), b.verify(c, r, delta)); err != nil {
@@ -134,6 +149,10 @@ func (b *fwdBench) verify(c *fwdConfig, r ForwardRun, d fwdCounts) error {
 	}
 	if c.proof != nil && d.proof != r.Delivered {
 		errs = append(errs, fmt.Errorf("the router took in %d packets, %s counted %d", r.Delivered, d.proofWhat, d.proof))
+	}
+	if c.xnat && d.natC != 0 {
+		errs = append(errs, fmt.Errorf("xdpfw's nat counters moved by %d (bindings made, refused or lost, or first packets in the nat stage): "+
+			"the flows were not all translated by bindings made before", d.natC))
 	}
 	return errors.Join(errs...)
 }
@@ -185,8 +204,14 @@ func (b *fwdBench) check(c *fwdConfig, flows string, size int) (ForwardCheck, er
 	}
 	g := b.gens[flows]
 	b.gen = g
+	if err := b.sinkCheckMode(true); err != nil {
+		return ForwardCheck{}, err
+	}
 	r, d, err := b.measure(c, func() (time.Duration, error) { return g.RunPackets(b.frames[size], sanityPackets) })
-	if err != nil {
+	if err := errors.Join(err, b.sinkCheckMode(false)); err != nil {
+		return ForwardCheck{}, err
+	}
+	if err := b.checkFlows(c, flows, d.sinkOK+d.sinkNAT); err != nil {
 		return ForwardCheck{}, err
 	}
 	if r.Delivered == 0 {
@@ -215,9 +240,7 @@ func (b *fwdBench) establish(c *fwdConfig, flows string) (int, error) {
 	fwd := make([][]byte, len(aims))
 	rep := make([][]byte, len(aims))
 	for i, a := range aims {
-		var s4 [4]byte
-		binary.NativeEndian.PutUint32(s4[:], a.Saddr)
-		src, port := netip.AddrFrom4(s4), bits.ReverseBytes16(a.Dport)
+		src, port := aimFlow(a)
 		var err error
 		if fwd[i], err = ipPacket(src, sinkAddr.Addr(), oneFlowSPort, port); err != nil {
 			return 0, err
@@ -227,20 +250,179 @@ func (b *fwdBench) establish(c *fwdConfig, flows string) (int, error) {
 		}
 	}
 	sink := func() (uint64, error) {
-		ok, err := b.progs.count(dutSlotSinkOK)
+		var n uint64
+		for _, slot := range []uint32{dutSlotSinkOK, dutSlotSinkBad, dutSlotSinkNAT} {
+			k, err := b.progs.count(slot)
+			if err != nil {
+				return 0, err
+			}
+			n += k
+		}
+		return n, nil
+	}
+	var bound0 uint64
+	if c.xnat {
+		// Every establish binds its flows anew (use flushes only when
+		// the configuration changes), so that the bound counter shows
+		// this traffic's bindings were made here, by its first packets.
+		if err := flushXdpfw(c.dp); err != nil {
+			return 0, err
+		}
+		nc, _, err := c.dp.NATCounters()
 		if err != nil {
 			return 0, err
 		}
-		bad, err := b.progs.count(dutSlotSinkBad)
-		return ok + bad, err
+		bound0 = nc.Bound.Packets
 	}
 	if err := b.sendPaced(b.topo.Gen, fwd, sink, "first packets, generator to sink"); err != nil {
 		return 0, err
+	}
+	if c.xnat {
+		// The answers go to the tuple each flow was translated to.
+		binds, err := b.flowBindings(c, flows)
+		if err != nil {
+			return 0, err
+		}
+		nc, _, err := c.dp.NATCounters()
+		if err != nil {
+			return 0, err
+		}
+		if got := nc.Bound.Packets - bound0; got != uint64(len(aims)) {
+			return 0, fmt.Errorf("first packets of %d flows: xdpfw bound %d connections", len(aims), got)
+		}
+		for i, a := range aims {
+			_, port := aimFlow(a)
+			if rep[i], err = ipPacket(sinkAddr.Addr(), routeAddr.Addr(), port, binds[i]); err != nil {
+				return 0, err
+			}
+		}
 	}
 	if err := b.sendPaced(b.topo.Sink, rep, func() (uint64, error) { return b.progs.count(dutSlotReply) }, "replies, sink to generator"); err != nil {
 		return 0, err
 	}
 	return len(aims), nil
+}
+
+// aimFlow is an aim's source address and destination port.
+func aimFlow(a trafficgenGenAim) (netip.Addr, uint16) {
+	var s4 [4]byte
+	binary.NativeEndian.PutUint32(s4[:], a.Saddr)
+	return netip.AddrFrom4(s4), bits.ReverseBytes16(a.Dport)
+}
+
+// flowBindings reads xdpfw's bindings (c.dp) of the traffic's flows: the
+// source port each flow is translated to, flow by flow. Every flow must
+// be bound, from the router's address to the sink's same port, and no
+// two flows to one tuple.
+func (b *fwdBench) flowBindings(c *fwdConfig, flows string) ([]uint16, error) {
+	bs, err := c.dp.NATBindings()
+	if err != nil {
+		return nil, err
+	}
+	type orig struct {
+		src   netip.Addr
+		dport uint16
+	}
+	to := map[orig]datapath.NATTuple{}
+	for _, x := range bs {
+		if x.Proto == unix.IPPROTO_UDP && x.From.SrcPort == oneFlowSPort && x.From.Dst == sinkAddr.Addr() {
+			to[orig{x.From.Src, x.From.DstPort}] = x.To
+		}
+	}
+	aims := b.aims[flows]
+	ports := make([]uint16, len(aims))
+	used := map[[2]uint16]int{}
+	for i, a := range aims {
+		src, port := aimFlow(a)
+		t, ok := to[orig{src, port}]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("flow %d (%v:%d > %v:%d): no binding in xdpfw after its first packet", i, src, oneFlowSPort, sinkAddr.Addr(), port)
+		case t.Src != routeAddr.Addr() || t.Dst != sinkAddr.Addr() || t.DstPort != port:
+			return nil, fmt.Errorf("flow %d (%v:%d > %v:%d): bound to %v:%d > %v:%d, want the router's address %v to the same destination",
+				i, src, oneFlowSPort, sinkAddr.Addr(), port, t.Src, t.SrcPort, t.Dst, t.DstPort, routeAddr.Addr())
+		}
+		if j, dup := used[[2]uint16{t.SrcPort, port}]; dup {
+			return nil, fmt.Errorf("flows %d and %d are both bound to %v:%d > %v:%d", j, i, t.Src, t.SrcPort, t.Dst, port)
+		}
+		used[[2]uint16{t.SrcPort, port}] = i
+		ports[i] = t.SrcPort
+	}
+	return ports, nil
+}
+
+// sinkCheckMode turns bench_sink's check mode on (its flow table
+// emptied first) or off.
+func (b *fwdBench) sinkCheckMode(on bool) error {
+	if on {
+		m := b.progs.objs.SinkFlows
+		n := int(m.MaxEntries())
+		keys, vals := make([]uint32, n), make([]dutSinkFlow, n)
+		for i := range keys {
+			keys[i] = uint32(i)
+		}
+		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("emptying the sink's flow table: %w", err)
+		}
+	}
+	return b.progs.objs.SinkCtl.Update(uint32(0), uint32(b2u8(on)), ebpf.UpdateAny)
+}
+
+// checkFlows reads the sink's flow table after a check of c (check mode):
+// received frames in all, each flow's with one tuple, the tuple it must
+// have: its own; the router's address, its destination port and the
+// source port of its xdpfw binding (xnat); the router's address, its
+// destination port and one source port no other flow of that destination
+// has (the kernel's MASQUERADE, whose bindings xdpfw does not read).
+func (b *fwdBench) checkFlows(c *fwdConfig, flows string, received uint64) error {
+	aims := b.aims[flows]
+	var binds []uint16
+	if c.xnat {
+		var err error
+		if binds, err = b.flowBindings(c, flows); err != nil {
+			return err
+		}
+	}
+	var total uint64
+	seen := map[[2]uint16]int{}
+	var f dutSinkFlow
+	for i, a := range aims {
+		if err := b.progs.objs.SinkFlows.Lookup(uint32(i), &f); err != nil {
+			return fmt.Errorf("reading the sink's flow table: %w", err)
+		}
+		if f.Changed != 0 {
+			return fmt.Errorf("flow %d: %d frames arrived with another tuple than its first", i, f.Changed)
+		}
+		if f.Packets == 0 {
+			continue // all its frames refused at a full ring
+		}
+		total += uint64(f.Packets)
+		src, port := aimFlow(a)
+		sport, dport := bits.ReverseBytes16(f.Sport), bits.ReverseBytes16(f.Dport)
+		want := fmt.Sprintf("%v:%d > :%d", src, oneFlowSPort, port)
+		ok := f.Saddr == a.Saddr && sport == oneFlowSPort && dport == port
+		if c.nat {
+			wsport := sport
+			if c.xnat {
+				wsport = binds[i]
+			}
+			want = fmt.Sprintf("%v:%d > :%d", routeAddr.Addr(), wsport, port)
+			ok = f.Saddr == wire4(routeAddr.Addr()) && sport == wsport && dport == port
+			if j, dup := seen[[2]uint16{sport, dport}]; dup {
+				return fmt.Errorf("flows %d and %d both arrived as from port %d to port %d", j, i, sport, dport)
+			}
+			seen[[2]uint16{sport, dport}] = i
+		}
+		if !ok {
+			var s4 [4]byte
+			binary.NativeEndian.PutUint32(s4[:], f.Saddr)
+			return fmt.Errorf("flow %d arrived as %v:%d > :%d, want %s", i, netip.AddrFrom4(s4), sport, dport, want)
+		}
+	}
+	if total != received {
+		return fmt.Errorf("the sink counted %d frames intact, its flow table %d", received, total)
+	}
+	return nil
 }
 
 // ipPacket is an IPv4/UDP packet without payload (raw socket: no

@@ -41,8 +41,9 @@ const oneFlowSPort = 1024
 
 // newGenerator loads the generator program for topology t with frames to
 // dst, every one a new flow, or (fixedSPort) all from one source address
-// and port, oneFlowSPort (aims then make the flows), with room for maxAims
-// aims.
+// and port, oneFlowSPort (aims then make the flows; each frame tagged with
+// its aim's index and UDP-checksummed: trafficgen.c's tagged mode), with
+// room for maxAims aims.
 func newGenerator(t *Topology, dst netip.Addr, fixedSPort bool, maxAims int) (*Generator, error) {
 	spec, err := loadTrafficgen()
 	if err != nil {
@@ -68,6 +69,7 @@ func newGenerator(t *Topology, dst netip.Addr, fixedSPort bool, maxAims int) (*G
 		"gen_ttl":       uint8(packet.DefaultTTL),
 		"gen_daddr":     binary.NativeEndian.Uint32(daddr[:]),
 		"gen_dport":     uint16(TrafficDPort),
+		"gen_tag":       b2u8(fixedSPort),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
@@ -82,6 +84,13 @@ func newGenerator(t *Topology, dst netip.Addr, fixedSPort bool, maxAims int) (*G
 		return nil, fmt.Errorf("loading trafficgen: %w", err)
 	}
 	return g, nil
+}
+
+func b2u8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Aim makes the generator walk aims (macroAims: each packet the next

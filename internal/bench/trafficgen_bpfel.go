@@ -43,6 +43,7 @@ const (
 	trafficgenVarGenSmac     = "gen_smac"
 	trafficgenVarGenSrcBase  = "gen_src_base"
 	trafficgenVarGenSrcMask  = "gen_src_mask"
+	trafficgenVarGenTag      = "gen_tag"
 	trafficgenVarGenTtl      = "gen_ttl"
 )
 
@@ -113,6 +114,7 @@ type trafficgenVariableSpecs struct {
 	GenSmac     *ebpf.VariableSpec `ebpf:"gen_smac"`
 	GenSrcBase  *ebpf.VariableSpec `ebpf:"gen_src_base"`
 	GenSrcMask  *ebpf.VariableSpec `ebpf:"gen_src_mask"`
+	GenTag      *ebpf.VariableSpec `ebpf:"gen_tag"`
 	GenTtl      *ebpf.VariableSpec `ebpf:"gen_ttl"`
 }
 
@@ -162,6 +164,7 @@ type trafficgenVariables struct {
 	GenSmac     *ebpf.Variable `ebpf:"gen_smac"`
 	GenSrcBase  *ebpf.Variable `ebpf:"gen_src_base"`
 	GenSrcMask  *ebpf.Variable `ebpf:"gen_src_mask"`
+	GenTag      *ebpf.Variable `ebpf:"gen_tag"`
 	GenTtl      *ebpf.Variable `ebpf:"gen_ttl"`
 }
 

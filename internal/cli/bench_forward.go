@@ -40,20 +40,25 @@ router forwards them by one of:
                forwarding (--forward stack)
   xdpfw-xdp    the same, forwarded by xdpfw's fast path in XDP
   xdpfw-kmasq  xdpfw-xdp beside the kernel's MASQUERADE (its nat table):
-               the kernel forwards and translates (xdpfw's own NAT,
-               configuration xdpfw-nat, is not built yet)
+               the kernel forwards and translates
   xdp-fwd      a bare XDP FIB forwarder (parse, bpf_fib_lookup, TTL, MACs,
                redirect): the floor
+  xdpfw-nat    xdpfw-xdp translating itself (load --nat xdpfw) with
+               -t nat -A POSTROUTING -o <egress> -j MASQUERADE: every flow
+               masqueraded by a binding made before the run
 
 For the stateful configurations every flow is made an established
 connection before each run: its first packet from the generator's
 namespace, its reply from the sink's, through the router. Each
 configuration is checked at every point first: the sink's XDP program
-checks every frame (the router's MACs, TTL 63, a valid IPv4 checksum, no
-padding, the addresses, translated or not), and every packet the router
-took in must be accounted for: received intact, or refused by a full ring
-(counted), and taken by the path intended (the ESTABLISHED rule's counter,
-xdpfw's forwarding reason, the floor's redirects). Then every
+checks every frame (the router's MACs, TTL 63, valid IPv4 and UDP
+checksums, no padding, the addresses, translated or not, and each flow
+arriving with one tuple: its own, or for xdpfw-nat the one its binding
+names), and every packet the router took in must be accounted for:
+received intact, or refused by a full ring (counted), and taken by the
+path intended (the ESTABLISHED rule's counter, xdpfw's forwarding reason,
+the floor's redirects; for xdpfw-nat no binding made or missed in the
+run). Then every
 configuration runs for --duration per point, their order rotating, in
 --rounds rounds; each round visits every --routes count (extra routes:
 random /24s via the sink, added or removed between counts).
@@ -63,7 +68,7 @@ The router's cost is its NAPI thread's CPU time per packet forwarded
 "vs floor" are medians of per-round ratios; the bars of issue 16 are
 evaluated at the end. Other load on the machine lowers the rates: run it
 on a quiet machine.`,
-		Example: `  # every configuration, 64 and 1,514 B, one and many flows, 0 and 100,000 routes (about 2.5 minutes)
+		Example: `  # every configuration, 64 and 1,514 B, one and many flows, 0 and 100,000 routes (about 3 minutes)
   xdpfw bench forward --report /tmp/forward
 
   # a check of every configuration and one short run each (seconds)

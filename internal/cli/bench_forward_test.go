@@ -10,9 +10,8 @@ import (
 	"github.com/xdpfw/xdpfw/testutil"
 )
 
-// TestBenchForwardUsage: bad flags exit 2 before anything is set up
-// (xdpfw-nat says why it is not there yet), and --help teaches with
-// examples.
+// TestBenchForwardUsage: bad flags exit 2 before anything is set up, and
+// --help teaches with examples.
 func TestBenchForwardUsage(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -23,7 +22,6 @@ func TestBenchForwardUsage(t *testing.T) {
 		{[]string{"--routes", "1000,0"}, "ascending"},
 		{[]string{"--rules", "0"}, "0 rules"},
 		{[]string{"--config", "pf"}, `configuration "pf"`},
-		{[]string{"--config", "xdpfw-nat"}, "xdpfw's own NAT is not built yet"},
 		{[]string{"--duration", "1ms"}, "--duration"},
 		{[]string{"--rounds", "0"}, "round"},
 	} {
@@ -37,7 +35,7 @@ func TestBenchForwardUsage(t *testing.T) {
 	if code := Main([]string{"bench", "forward", "--help"}, &out, &errb); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, want := range []string{"xdpfw bench forward --quick", "--report", "iptables", "nftables", "xdpfw-kmasq", "xdp-fwd", "docs/bench.md"} {
+	for _, want := range []string{"xdpfw bench forward --quick", "--report", "iptables", "nftables", "xdpfw-kmasq", "xdp-fwd", "xdpfw-nat", "docs/bench.md"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -61,10 +59,22 @@ func TestBenchForwardQuick(t *testing.T) {
 	if len(res.Checks) != len(res.Configs) || len(res.Points) != len(res.Configs) || len(res.Configs) < 2 {
 		t.Fatalf("%d configurations, %d checks, %d points", len(res.Configs), len(res.Checks), len(res.Points))
 	}
+	nat := false
 	for _, c := range res.Checks {
 		if c.Delivered == 0 || c.Forwarded != c.Delivered || c.Proof == "" {
 			t.Errorf("check %+v", c)
 		}
+		// xdpfw's own MASQUERADE: its flow bound before, every packet
+		// forwarded translated by xdpfw's fast path
+		if c.Config == bench.FwdXdpfwNAT {
+			nat = true
+			if c.Established != 1 || c.Proof != "xdpfw's forwarding reason xdp" {
+				t.Errorf("check %+v: want 1 flow established and the fast path", c)
+			}
+		}
+	}
+	if !nat {
+		t.Errorf("configurations %v: no %s", res.Configs, bench.FwdXdpfwNAT)
 	}
 	for _, p := range res.Points {
 		if len(p.Runs) != 1 || p.Runs[0].Forwarded != p.Runs[0].Delivered || p.Runs[0].Delivered == 0 {

@@ -360,3 +360,35 @@ func natRepliesFrom(bs []NATBinding, es []conntrack.Entry) {
 		e.NAT = n
 	}
 }
+
+// NATFlush removes every binding (both directions of every translated
+// connection) and returns how many entries it removed: what `conntrack
+// flush` leaves of a connection's translation. A packet of a connection
+// bound before takes the nat stage again as a first packet once its
+// conntrack entry is gone too; with the entry still there, a translated
+// connection's next packet is dropped as lost (fail closed).
+func (d *Datapath) NATFlush() (int, error) {
+	if d.natBinds == nil {
+		return 0, nil
+	}
+	var (
+		keys []xdpfwFwNatTuple
+		k    xdpfwFwNatTuple
+		v    xdpfwFwNatRw
+	)
+	it := d.natBinds.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading the nat bindings: %w", err)
+	}
+	n := 0
+	for i := range keys {
+		if err := d.natBinds.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("removing a nat binding: %w", err)
+		}
+		n++
+	}
+	return n, nil
+}
