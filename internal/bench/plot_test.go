@@ -9,7 +9,7 @@ func TestSeriesColors(t *testing.T) {
 	for name, lines := range map[string][]string{
 		"macro":   AllDUTs,
 		"latency": LatencyDUTs,
-		"forward": append(append([]string{}, ForwardConfigs...), FwdXdpfwNAT),
+		"forward": ForwardConfigs,
 	} {
 		seen := map[[4]uint8]string{}
 		for _, l := range lines {
