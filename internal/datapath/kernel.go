@@ -32,7 +32,7 @@ type feature struct {
 // without one.
 var helperSince = map[asm.BuiltinFunc]string{
 	asm.FnMapLookupElem: "3.19", asm.FnMapUpdateElem: "3.19", asm.FnMapDeleteElem: "3.19",
-	asm.FnKtimeGetNs: "4.1", asm.FnGetPrandomU32: "4.1", asm.FnSkbStoreBytes: "4.1", asm.FnTailCall: "4.2", asm.FnRedirect: "4.4",
+	asm.FnKtimeGetNs: "4.1", asm.FnGetPrandomU32: "4.1", asm.FnSkbStoreBytes: "4.1", asm.FnL3CsumReplace: "4.1", asm.FnL4CsumReplace: "4.1", asm.FnTailCall: "4.2", asm.FnRedirect: "4.4",
 	asm.FnSkbLoadBytes: "4.5", asm.FnSkbChangeTail: "4.9", asm.FnSkbPullData: "4.9", asm.FnSkbChangeHead: "4.10",
 	asm.FnXdpAdjustHead: "4.10", asm.FnSkbAdjustRoom: "4.13", asm.FnXdpAdjustTail: "4.18", asm.FnFibLookup: "4.18",
 	asm.FnMapPushElem: "4.20", asm.FnMapPopElem: "4.20", asm.FnForEachMapElem: "5.13", asm.FnLoop: "5.17",
