@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,6 +74,12 @@ func TestNATDifferentialXdpfw(t *testing.T) {
 		"-A POSTROUTING -s 10.200.1.4 -o rb -j SNAT --to-source " + router + "\n" +
 		"-A POSTROUTING -o rb -j MASQUERADE\nCOMMIT\n"
 	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("XDPFW_NATDIFF_SEED"); v != "" { // to run a logged seed again
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("XDPFW_NATDIFF_SEED: %v", err)
+		}
+	}
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 16))
 	var flows []natFlow
@@ -147,10 +155,26 @@ func TestNATDifferentialXdpfw(t *testing.T) {
 				}()
 				var c net.Conn
 				err := x.a.Do(func() (err error) {
-					d := net.Dialer{Timeout: connectTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(hostPort(f.client, f.cport)))}
+					// the client's port is the kernel run's too, where its
+					// socket may be in TIME_WAIT still (a simultaneous close):
+					// SO_REUSEADDR binds it again for the new server port
+					d := net.Dialer{Timeout: connectTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(hostPort(f.client, f.cport))),
+						Control: func(_, _ string, rc syscall.RawConn) error {
+							var serr error
+							if err := rc.Control(func(fd uintptr) {
+								serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+							}); err != nil {
+								return err
+							}
+							return serr
+						}}
 					c, err = d.Dial("tcp4", hostPort(f.server, sport))
 					return err
 				})
+				var ne net.Error
+				if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+					t.Errorf("%s: connecting: %v", tag, err) // not the firewall's doing: a dropped SYN times out
+				}
 				if err == nil {
 					_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 					line, _ := bufio.NewReader(c).ReadString('\n')
