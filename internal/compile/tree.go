@@ -1248,22 +1248,31 @@ type WalkCost struct {
 	Slots int // distinct 64-byte blocks of leaf slots read (8 B a slot in the kernel)
 }
 
+// Steps is c's node steps and candidate checks together (as Work.Steps).
+func (c WalkCost) Steps() int { return c.Nodes + c.Cands }
+
 // WalkCostOf follows fw_tree for key k from root r: each tree down to its
 // leaf, then the leaf's candidates in order until the first deciding one
 // that matches by its ranges (an entry without exact ranges counts as a
 // match: the benchmarks' rule sets have none; LOG and noted entries are
 // passed) or one no better than the best so far.
-// Steps is c's node steps and candidate checks together (as Work.Steps).
-func (c WalkCost) Steps() int { return c.Nodes + c.Cands }
-
 func (t *Tables) WalkCostOf(r int, k Key) WalkCost {
-	var c WalkCost
+	c, _ := t.walkOf(r, &k, false)
+	return c
+}
+
+// walkOf is one walk of key k from root r, counted: what it reads, and
+// full, the candidates among them that need the whole entry test
+// (checksRanges). whole: every candidate of each leaf reached (the walk's
+// bound: WalkWork); else the scan stops where the data plane's does
+// (WalkCostOf).
+func (t *Tables) walkOf(r int, k *Key, whole bool) (c WalkCost, full int) {
 	best := NoTree
 	for _, g := range t.Roots[r].Groups {
 		if g == NoTree {
 			continue
 		}
-		leaf, steps := t.walk(g, &k)
+		leaf, steps := t.walk(g, k)
 		c.Trees++
 		c.Nodes += steps
 		first, count := LeafOf(leaf)
@@ -1276,16 +1285,22 @@ func (t *Tables) WalkCostOf(r int, k Key) WalkCost {
 				}
 				idx = t.Leaves[first+j]
 			}
-			if idx >= best {
+			if !whole && idx >= best {
 				break
 			}
 			c.Cands++
-			match := int(idx) >= len(t.Ranges) || !t.Ranges[idx].Exact || t.Ranges[idx].Match(&k)
+			if !t.checksRanges(idx) {
+				full++
+			}
+			if whole {
+				continue
+			}
+			match := int(idx) >= len(t.Ranges) || !t.Ranges[idx].Exact || t.Ranges[idx].Match(k)
 			if match && (int(idx) >= len(t.Entries) || t.Entries[idx].Decides()) {
 				best = idx
 				break
 			}
 		}
 	}
-	return c
+	return c, full
 }

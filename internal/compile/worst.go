@@ -138,20 +138,6 @@ func (t *Tables) WalkWork(p *RefPacket, dev Dev) Work {
 	if p.Src.Is6() {
 		r++
 	}
-	var w Work
-	for _, g := range t.Roots[r].Groups {
-		if g == NoTree {
-			continue
-		}
-		leaf, steps := t.walk(g, &k)
-		w.Trees++
-		w.Levels += steps
-		for _, idx := range t.LeafEntries(leaf) {
-			w.Candidates++
-			if !t.checksRanges(idx) {
-				w.FullTests++
-			}
-		}
-	}
-	return w
+	c, full := t.walkOf(r, &k, true)
+	return Work{Trees: c.Trees, Levels: c.Nodes, Candidates: c.Cands, FullTests: full}
 }
