@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/cilium/ebpf"
 )
 
 // PPPoESession is a PPPoE session the kernel has (its pppoe driver), with
@@ -80,43 +79,10 @@ func (d *Datapath) SetPPPoE(ss []PPPoESession) error {
 	if len(rx) > int(d.pppoeRx.MaxEntries()) {
 		return fmt.Errorf("%d PPPoE sessions; xdpfw's table holds %d", len(rx), d.pppoeRx.MaxEntries())
 	}
-	if err := syncHash(d.pppoeRx, rx); err != nil {
-		return fmt.Errorf("PPPoE sessions (fw_pppoe_rx): %w", err)
+	if err := syncMap(d.pppoeRx, rx, "PPPoE sessions (fw_pppoe_rx)", func(k xdpfwFwPppoeKey) string { return fmt.Sprintf("%+v", k) }); err != nil {
+		return err
 	}
-	if err := syncHash(d.pppoeTx, tx); err != nil {
-		return fmt.Errorf("PPPoE sessions (fw_pppoe_tx): %w", err)
-	}
-	return nil
-}
-
-// syncHash makes hash map m hold exactly want: every entry of want
-// written first, then the others removed.
-func syncHash[K comparable, V any](m *ebpf.Map, want map[K]V) error {
-	for k, v := range want {
-		if err := m.Put(k, v); err != nil {
-			return fmt.Errorf("adding %v: %w", k, err)
-		}
-	}
-	var (
-		k     K
-		v     V
-		stale []K
-	)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if _, ok := want[k]; !ok {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading: %w", err)
-	}
-	for _, k := range stale {
-		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("removing %v: %w", k, err)
-		}
-	}
-	return nil
+	return syncMap(d.pppoeTx, tx, "PPPoE sessions (fw_pppoe_tx)", func(k uint32) string { return fmt.Sprintf("ppp device %d", k) })
 }
 
 // PPPoESessions counts the sessions the data plane holds (-1: this
