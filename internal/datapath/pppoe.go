@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-
 )
 
 // PPPoESession is a PPPoE session the kernel has (its pppoe driver), with
