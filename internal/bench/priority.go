@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,10 +10,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -44,7 +45,7 @@ const (
 type PriorityOptions struct {
 	Duration  time.Duration // each phase, all its slices together (0: 10 s)
 	ProbeRate int           // probes per second (0: 2000)
-	Overload  float64       // bulk offered, as a multiple of what the receiving CPU judges (0: 1.5)
+	BulkRate  BulkRate      // the bulk load (zero: 150 % of the calibrated capacity)
 	Rules     int           // filler rules before the accepting ones (0: 1000)
 	Rounds    int           // slices each phase is measured in, interleaved with the others' (0: 10)
 	Progress  io.Writer
@@ -54,29 +55,42 @@ type PriorityOptions struct {
 type PriorityPhase struct {
 	Name        string  `json:"name"`
 	Priority    bool    `json:"priority"`     // bulk handed to the bulk CPU
-	BulkOffered float64 `json:"bulk_offered"` // bulk packets sent per second
+	BulkOffered float64 `json:"bulk_offered"` // bulk packets sent per second (achieved)
+	BulkMissed  uint64  `json:"bulk_missed"`  // bulk packets the pacer skipped: the sender fell behind
+	RingDropped uint64  `json:"ring_dropped"` // packets the DUT veth's queue refused (bulk and probes)
 	Judged      float64 `json:"judged"`       // packets xdpfw judged per second (both CPUs)
+	NAPIBusy    float64 `json:"napi_busy"`    // share of the time the receiving CPU's NAPI thread ran
 	Probes      int     `json:"probes"`       // probes sent
 	Lost        int     `json:"lost"`         // probes not received
+	Unstamped   int     `json:"unstamped"`    // probes received without a transmit stamp (left out)
 	P50         float64 `json:"p50_us"`
 	P99         float64 `json:"p99_us"`
 	P999        float64 `json:"p99_9_us"`
 	Max         float64 `json:"max_us"`
-	Jitter      float64 `json:"jitter_us"` // mean absolute deviation from the mean
+	Jitter      float64 `json:"jitter_us"`         // mean absolute deviation from the mean
+	SendP99     float64 `json:"send_delay_p99_us"` // p99 of the probe sender's own delay (its clock read to the veth), not in the latency
 }
 
 // PriorityResult is the benchmark's report.
 type PriorityResult struct {
-	Rules      int             `json:"rules"`
-	GenCPU     int             `json:"generator_cpu"`  // the senders and the bulk CPU
-	DUTCPU     int             `json:"dut_cpu"`        // the receiving CPU
-	Capacity   float64         `json:"capacity_pps"`   // bulk packets per second the receiving CPU judges, priority off
-	SenderMax  float64         `json:"sender_max_pps"` // what the bulk sender used offers at most
-	Generator  bool            `json:"generator"`      // bulk from the live-frames generator (flat out), not paced sockets
-	Overloaded bool            `json:"overloaded"`     // the sender reached Overload x Capacity
-	Phases     []PriorityPhase `json:"phases"`
-	// Ratio is the HIGH flow's p99 under overload with priority on over
-	// its p99 without bulk with priority on (the bar: <= 1.5); RatioOff the
+	Rules    int    `json:"rules"`
+	GenCPU   int    `json:"generator_cpu"` // the senders and the bulk CPU
+	DUTCPU   int    `json:"dut_cpu"`       // the receiving CPU
+	BulkRate string `json:"bulk_rate"`     // as asked (--bulk-rate)
+	// Capacity: bulk packets one receiving CPU judges per second of its
+	// time (priority off; packets judged over the NAPI thread's CPU time
+	// under the sender flat out); Flood: what it judged per second of
+	// wall time then, and FloodBusy the NAPI thread's share of the time.
+	Capacity  float64         `json:"capacity_pps"`
+	Flood     float64         `json:"flood_judged_pps"`
+	FloodBusy float64         `json:"flood_napi_busy"`
+	SenderMax float64         `json:"sender_max_pps"` // what the bulk sender offers flat out
+	Target    float64         `json:"target_pps"`     // the bulk rate asked for, in packets per second
+	Reached   bool            `json:"reached"`        // the phases with bulk offered >= 95 % of Target
+	Load      [2]float64      `json:"loadavg"`        // the machine's 1-minute load average before and after
+	Phases    []PriorityPhase `json:"phases"`
+	// Ratio is the HIGH flow's p99 under bulk with priority on over its
+	// p99 without bulk with priority on (the bar: <= 1.5); RatioOff the
 	// same with priority off.
 	Ratio    float64 `json:"ratio"`
 	RatioOff float64 `json:"ratio_off"`
@@ -104,8 +118,8 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	if opt.ProbeRate == 0 {
 		opt.ProbeRate = 2000
 	}
-	if opt.Overload == 0 {
-		opt.Overload = 1.5
+	if opt.BulkRate == (BulkRate{}) {
+		opt.BulkRate = BulkRate{Percent: 150}
 	}
 	if opt.Rules == 0 {
 		opt.Rules = 1000
@@ -122,7 +136,8 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 		return nil, err
 	}
 	defer topo.Close()
-	res = &PriorityResult{Rules: opt.Rules, GenCPU: topo.GenCPU, DUTCPU: topo.DUTCPU}
+	res = &PriorityResult{Rules: opt.Rules, GenCPU: topo.GenCPU, DUTCPU: topo.DUTCPU, BulkRate: opt.BulkRate.String()}
+	res.Load[0] = loadAverage()
 	dir, err := os.MkdirTemp("", "xdpfw-bench-prio-")
 	if err != nil {
 		return nil, err
@@ -176,72 +191,72 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	defer unix.Close(probe)
 	defer unix.Close(sink)
 	dst := topo.DUTIf.Addr.Addr().As4()
+	bulk, err := newBulkSender(topo)
+	if err != nil {
+		return nil, err
+	}
 
-	judged := func() (uint64, error) {
+	// counters read before and after a run
+	type snap struct {
+		judged, ringDrops uint64
+		napi              time.Duration // the NAPI thread's CPU time
+		at                time.Duration
+	}
+	read := func() (s snap, err error) {
 		rc, err := dp.ReasonCounters()
-		var n uint64
+		if err != nil {
+			return s, err
+		}
 		for _, c := range rc {
-			n += c.Packets
+			s.judged += c.Packets
 		}
-		return n, err
-	}
-	// Bulk: UDP sockets paced at Overload x the capacity where they get
-	// there, else the live-frames generator (a new flow each packet), flat
-	// out. Capacity: what the receiving CPU judges under the generator's
-	// flood, priority off.
-	gen, err := NewGenerator(topo, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer gen.Close()
-	frame, err := gen.Frame(MinFrameSize)
-	if err != nil {
-		return nil, err
-	}
-	say("calibrating: bulk flat out, priority off")
-	measure := func(send func() (uint64, float64, error)) (offered, judgedRate float64, err error) {
-		j0, err := judged()
+		st, err := linkStats(topo.Gen, topo.GenIf.Index)
 		if err != nil {
-			return 0, 0, err
+			return s, err
 		}
-		sent, secs, err := send()
-		if err != nil {
-			return 0, 0, err
+		s.ringDrops = st.TxDropped
+		if s.napi, err = threadCPUTime(napi); err != nil {
+			return s, err
 		}
-		j1, err := judged()
-		return float64(sent) / secs, float64(j1-j0) / secs, err
+		s.at = monotonic()
+		return s, nil
 	}
-	genSend := func(d time.Duration) func() (uint64, float64, error) {
-		return func() (uint64, float64, error) {
-			s0, err := gen.Sent()
-			if err != nil {
-				return 0, 0, err
-			}
-			ran, err := gen.Run(context.Background(), frame, d)
-			if err != nil {
-				return 0, 0, err
-			}
-			s1, err := gen.Sent()
-			return s1 - s0, ran.Seconds(), err
-		}
-	}
-	var genMax float64
-	if genMax, res.Capacity, err = measure(genSend(2 * time.Second)); err != nil {
+
+	// Calibration: the bulk sender flat out, priority off. The capacity
+	// is the packets judged per second of the NAPI thread's CPU time
+	// (what one CPU handles, whatever else ran on it), checked against
+	// the throughput when the thread was busy all the time.
+	say("calibrating: bulk flat out for 2 s, priority off")
+	if err := dp.SetPriority(nil); err != nil {
 		return nil, err
 	}
-	sockMax, _, err := measure(func() (uint64, float64, error) { return prioBulk(topo, dst, 0, time.Second) })
+	s0, err := read()
 	if err != nil {
 		return nil, err
 	}
-	say("  xdpfw judged %.0f pkt/s on CPU %d; the generator offers %.0f pkt/s, UDP sockets %.0f", res.Capacity, topo.DUTCPU, genMax, sockMax)
-	bulkRate := opt.Overload * res.Capacity
-	useGen := sockMax < 0.95*bulkRate
-	res.SenderMax, res.Generator = sockMax, useGen
-	if useGen {
-		res.SenderMax = genMax
-		say("  bulk: the generator, flat out (%.1fx what the receiving CPU judges; sockets reach only %.1fx)", genMax/res.Capacity, sockMax/res.Capacity)
+	flat, err := bulk.run(0, 2*time.Second)
+	if err != nil {
+		return nil, err
 	}
-	res.Overloaded = res.SenderMax >= 0.95*bulkRate
+	s1, err := read()
+	if err != nil {
+		return nil, err
+	}
+	wall := (s1.at - s0.at).Seconds()
+	res.SenderMax = flat.Rate()
+	res.Flood = float64(s1.judged-s0.judged) / wall
+	res.FloodBusy = (s1.napi - s0.napi).Seconds() / wall
+	if s1.napi == s0.napi || s1.judged == s0.judged {
+		return nil, errors.New("calibration: the DUT judged nothing, or its NAPI thread did not run")
+	}
+	res.Capacity = float64(s1.judged-s0.judged) / (s1.napi - s0.napi).Seconds()
+	res.Target = opt.BulkRate.Target(res.Capacity)
+	say("  one CPU judges %.0f bulk pkt/s of its time (%.0f pkt/s judged, NAPI thread busy %.0f %%); the sender offers %.0f pkt/s flat out",
+		res.Capacity, res.Flood, 100*res.FloodBusy, res.SenderMax)
+	say("  bulk: %s = %.0f pkt/s paced (%.2fx the capacity)", opt.BulkRate, res.Target, res.Target/res.Capacity)
+	if res.SenderMax < 0.95*res.Target {
+		say("  the sender reaches only %.0f pkt/s flat out (%.2fx the capacity): the bulk phases offer less than asked", res.SenderMax, res.SenderMax/res.Capacity)
+	}
 
 	// The four phases interleaved, Rounds slices each, so that the
 	// machine's own load (other work on a shared host) falls on all four
@@ -251,12 +266,13 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 		priority bool
 		bulk     bool
 	}{{"no bulk, priority off", false, false}, {"no bulk, priority on", true, false},
-		{"overload, priority off", false, true}, {"overload, priority on", true, true}}
+		{"bulk, priority off", false, true}, {"bulk, priority on", true, true}}
 	slice := opt.Duration / time.Duration(opt.Rounds)
 	lats := make([][]float64, len(phases))
+	sends := make([][]float64, len(phases))
 	res.Phases = make([]PriorityPhase, len(phases))
-	var bulkSecs [4]float64
-	var bulkSent [4]uint64
+	var bulkSent [4]BulkSent
+	var secs, napiSecs [4]float64
 	for round := range opt.Rounds {
 		for k, ph := range phases {
 			cpus := []int(nil)
@@ -268,27 +284,26 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 			}
 			p := &res.Phases[k]
 			p.Name, p.Priority = ph.name, ph.priority
-			j0, err := judged()
-			if err != nil {
-				return nil, err
-			}
 			var wg sync.WaitGroup
-			var sent uint64
-			var secs float64
+			var sent BulkSent
 			var bulkErr error
 			if ph.bulk {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if useGen {
-						sent, secs, bulkErr = genSend(slice + 200*time.Millisecond)()
-					} else {
-						sent, secs, bulkErr = prioBulk(topo, dst, bulkRate, slice+200*time.Millisecond)
-					}
+					sent, bulkErr = bulk.run(res.Target, slice+200*time.Millisecond)
 				}()
 				time.Sleep(100 * time.Millisecond) // the queues fill
 			}
-			lat, probes, err := prioProbe(topo, dst, probe, opt.ProbeRate, slice)
+			s0, err := read()
+			if err != nil {
+				return nil, err
+			}
+			pr, err := prioProbe(topo, dst, probe, opt.ProbeRate, slice)
+			if err != nil {
+				return nil, err
+			}
+			s1, err := read()
 			wg.Wait()
 			if err == nil {
 				err = bulkErr
@@ -296,34 +311,75 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 			if err != nil {
 				return nil, err
 			}
-			j1, err := judged()
-			if err != nil {
-				return nil, err
-			}
-			bulkSent[k] += sent
-			bulkSecs[k] += secs
-			p.Judged += float64(j1-j0) / opt.Duration.Seconds()
-			p.Probes += probes
-			p.Lost += probes - len(lat)
-			lats[k] = append(lats[k], lat...)
+			bulkSent[k].Sent += sent.Sent
+			bulkSent[k].Missed += sent.Missed
+			bulkSent[k].Secs += sent.Secs
+			secs[k] += (s1.at - s0.at).Seconds()
+			napiSecs[k] += (s1.napi - s0.napi).Seconds()
+			p.Judged += float64(s1.judged - s0.judged)
+			p.RingDropped += s1.ringDrops - s0.ringDrops
+			p.Probes += pr.sent
+			p.Lost += pr.sent - pr.received
+			p.Unstamped += pr.unstamped
+			lats[k] = append(lats[k], pr.lat...)
+			sends[k] = append(sends[k], pr.send...)
 		}
 		say("  round %d/%d", round+1, opt.Rounds)
 	}
+	res.Reached = true
 	for k := range res.Phases {
 		p := &res.Phases[k]
-		if bulkSecs[k] > 0 {
-			p.BulkOffered = float64(bulkSent[k]) / bulkSecs[k]
+		p.BulkOffered, p.BulkMissed = bulkSent[k].Rate(), bulkSent[k].Missed
+		if phases[k].bulk && p.BulkOffered < 0.95*res.Target {
+			res.Reached = false
+		}
+		if secs[k] > 0 {
+			p.Judged /= secs[k]
+			p.NAPIBusy = napiSecs[k] / secs[k]
 		}
 		p.P50, p.P99, p.P999, p.Max, p.Jitter = latencyStats(lats[k])
-		say("  %-24s bulk %9.0f pkt/s  probes %6d lost %5d  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  max %8.1f us",
-			p.Name, p.BulkOffered, p.Probes, p.Lost, p.P50, p.P99, p.P999, p.Max)
+		_, p.SendP99, _, _, _ = latencyStats(sends[k])
+		say("  %-22s bulk %8.0f pkt/s (missed %d)  NAPI busy %3.0f %%  ring drops %7d  probes %6d lost %5d  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  max %8.1f us  (sender's own delay p99 %.1f us)",
+			p.Name, p.BulkOffered, p.BulkMissed, 100*p.NAPIBusy, p.RingDropped, p.Probes, p.Lost, p.P50, p.P99, p.P999, p.Max, p.SendP99)
 	}
 	if err := dp.SetPriority(nil); err != nil {
 		return nil, err
 	}
+	res.Load[1] = loadAverage()
 	res.RatioOff = res.Phases[2].P99 / res.Phases[0].P99
 	res.Ratio = res.Phases[3].P99 / res.Phases[1].P99
 	return res, nil
+}
+
+// threadCPUTime is the time thread tid ran on a CPU (/proc/TID/schedstat).
+func threadCPUTime(tid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", tid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("/proc/%d/schedstat: empty", tid)
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/schedstat: %w", tid, err)
+	}
+	return time.Duration(ns), nil
+}
+
+// loadAverage is the machine's 1-minute load average (0 if unreadable).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // prioSockets opens the DUT's UDP sockets: the probes' (SO_TIMESTAMPNS,
@@ -378,63 +434,37 @@ func onGenCPU(topo *Topology, fn func() error) error {
 	})
 }
 
-// prioBulk sends bulk UDP to dst:prioBulkPort for d, at rate packets per
-// second (0: as fast as it goes), from 64 sockets (source ports), and
-// returns how many it sent and for how long.
-func prioBulk(topo *Topology, dst [4]byte, rate float64, d time.Duration) (sent uint64, secs float64, err error) {
-	err = onGenCPU(topo, func() error {
-		var fds []int
-		defer func() {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-		}()
-		for range 64 {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return err
-			}
-			fds = append(fds, fd)
-		}
-		to := &unix.SockaddrInet4{Port: prioBulkPort, Addr: dst}
-		payload := make([]byte, 18) // 64-byte frames
-		start := time.Now()
-		const tick = 200 * time.Microsecond
-		for next := start; time.Since(start) < d; {
-			n := 64
-			if rate > 0 {
-				n = max(1, int(rate*tick.Seconds()))
-			}
-			for i := range n {
-				if err := unix.Sendto(fds[i%len(fds)], payload, 0, to); err != nil && !errors.Is(err, unix.ENOBUFS) {
-					return err
-				}
-				sent++
-			}
-			if rate > 0 {
-				next = next.Add(tick)
-				if w := time.Until(next); w > 0 {
-					ts := unix.NsecToTimespec(w.Nanoseconds())
-					_ = unix.Nanosleep(&ts, nil)
-				}
-			}
-		}
-		secs = time.Since(start).Seconds()
-		return nil
-	})
-	return sent, secs, err
+// probeRun is what one run of prioProbe saw.
+type probeRun struct {
+	sent, received, unstamped int
+	lat                       []float64 // one-way latency, us: the veth's transmit stamp to the DUT's receive stamp
+	send                      []float64 // the sender's own delay, us: its clock read before sendto to the veth's transmit stamp
 }
 
+// probeTimestamping asks the probe socket for the software transmit stamp
+// (taken by veth_xmit, right before the frame enters the DUT veth's
+// queue), reported with the send's number (OPT_ID, from 0) and without
+// the packet (OPT_TSONLY).
+const probeTimestamping = unix.SOF_TIMESTAMPING_TX_SOFTWARE | unix.SOF_TIMESTAMPING_SOFTWARE |
+	unix.SOF_TIMESTAMPING_OPT_ID | unix.SOF_TIMESTAMPING_OPT_TSONLY
+
 // prioProbe sends probes to dst:prioProbePort at rate for d and reads
-// them back from fd: the one-way latencies in microseconds, and how many
-// were sent.
-func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) ([]float64, int, error) {
+// them back from fd. Each probe's latency runs from the moment the
+// generator's veth hands it to the DUT veth's queue (the transmit stamp,
+// CLOCK_REALTIME) to the DUT's receive stamp (SO_TIMESTAMPNS, same clock,
+// after XDP judged it): the wait behind bulk in the queue and on the
+// receiving CPU, and the judgment. The sender's own delay before that
+// (waking, the socket's send path, on the CPU the bulk sender shares)
+// is kept apart.
+func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (probeRun, error) {
 	var (
-		lat   []float64
-		done  atomic.Bool
-		rerr  error
-		wg    sync.WaitGroup
-		count int
+		run    probeRun
+		done   atomic.Bool
+		rerr   error
+		wg     sync.WaitGroup
+		rxAt   = map[uint64]int64{} // seq -> receive stamp
+		userAt = map[uint64]int64{} // seq -> the sender's clock before sendto
+		txAt   = map[uint64]int64{} // seq -> transmit stamp
 	)
 	// drain what an earlier phase left
 	buf, oob := make([]byte, 64), make([]byte, 128)
@@ -444,41 +474,41 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 		}
 	}
 	wg.Add(1)
-	go func() { // the reader: any CPU (the stamp is the kernel's)
+	go func() { // the reader, on GenCPU (off the receiving CPU); the stamp is the kernel's
 		defer wg.Done()
-		idle := 0
-		for {
-			n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
-			if errors.Is(err, unix.EAGAIN) {
-				if done.Load() {
-					if idle++; idle > 200 {
-						return
+		rerr = onGenCPU(topo, func() error {
+			idle := 0
+			for {
+				n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+				if errors.Is(err, unix.EAGAIN) {
+					if done.Load() {
+						if idle++; idle > 200 {
+							return nil
+						}
+					}
+					time.Sleep(500 * time.Microsecond)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				idle = 0
+				if n < 16 {
+					continue
+				}
+				seq := binary.LittleEndian.Uint64(buf[:8])
+				userAt[seq] = int64(binary.LittleEndian.Uint64(buf[8:16]))
+				msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+				if err != nil {
+					continue
+				}
+				for _, m := range msgs {
+					if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
+						rxAt[seq] = tsNanos(m.Data)
 					}
 				}
-				time.Sleep(500 * time.Microsecond)
-				continue
 			}
-			if err != nil {
-				rerr = err
-				return
-			}
-			idle = 0
-			if n < 8 {
-				continue
-			}
-			sentAt := int64(binary.LittleEndian.Uint64(buf[:8]))
-			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-			if err != nil {
-				continue
-			}
-			for _, m := range msgs {
-				if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
-					sec := int64(binary.LittleEndian.Uint64(m.Data[0:8]))
-					nsec := int64(binary.LittleEndian.Uint64(m.Data[8:16]))
-					lat = append(lat, float64(sec*1e9+nsec-sentAt)/1e3)
-				}
-			}
-		}
+		})
 	}()
 	err := onGenCPU(topo, func() error {
 		s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -486,15 +516,32 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 			return err
 		}
 		defer unix.Close(s)
+		if err := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, probeTimestamping); err != nil {
+			return fmt.Errorf("probe sender: SO_TIMESTAMPING: %w", err)
+		}
 		to := &unix.SockaddrInet4{Port: prioProbePort, Addr: dst}
 		payload := make([]byte, 18)
-		// SCHED_FIFO between the stamp and the send: a preemption there
-		// would count as latency (it sleeps between probes, taking
-		// nothing from the bulk sender)
+		ebuf, eoob := make([]byte, 64), make([]byte, 256)
+		// the transmit stamps: veth_xmit queues them on the socket's
+		// error queue during sendto
+		drain := func() {
+			for {
+				_, oobn, _, _, err := unix.Recvmsg(s, ebuf, eoob, unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+				if err != nil {
+					return
+				}
+				if id, ts, ok := txStamp(eoob[:oobn]); ok {
+					txAt[id] = ts
+				}
+			}
+		}
+		// SCHED_FIFO: the probes leave on time whatever the bulk sender
+		// does (it sleeps between probes, taking nothing from the bulk
+		// sender)
 		if err := realtime(0, 40, "the probe sender"); err != nil {
 			return err
 		}
-		defer unix.SchedSetAttr(0, &unix.SchedAttr{Policy: 0}, 0) // back to SCHED_OTHER
+		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 0}, 0) // back to SCHED_OTHER
 		every := time.Second / time.Duration(rate)
 		start := time.Now()
 		for next := start; time.Since(start) < d; next = next.Add(every) {
@@ -502,12 +549,16 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 				ts := unix.NsecToTimespec(w.Nanoseconds())
 				_ = unix.Nanosleep(&ts, nil)
 			}
-			binary.LittleEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
+			binary.LittleEndian.PutUint64(payload, uint64(run.sent))
+			binary.LittleEndian.PutUint64(payload[8:], uint64(time.Now().UnixNano()))
 			if err := unix.Sendto(s, payload, 0, to); err != nil && !errors.Is(err, unix.ENOBUFS) {
 				return err
 			}
-			count++
+			run.sent++
+			drain()
 		}
+		time.Sleep(time.Millisecond)
+		drain()
 		return nil
 	})
 	done.Store(true)
@@ -515,7 +566,44 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 	if err == nil {
 		err = rerr
 	}
-	return lat, count, err
+	run.received = len(rxAt)
+	for seq, rx := range rxAt {
+		tx, ok := txAt[seq]
+		if !ok {
+			run.unstamped++
+			continue
+		}
+		run.lat = append(run.lat, float64(rx-tx)/1e3)
+		run.send = append(run.send, float64(tx-userAt[seq])/1e3)
+	}
+	return run, err
+}
+
+// tsNanos is a struct timespec's nanoseconds.
+func tsNanos(b []byte) int64 {
+	return int64(binary.LittleEndian.Uint64(b[0:8]))*1e9 + int64(binary.LittleEndian.Uint64(b[8:16]))
+}
+
+// txStamp reads a transmit stamp from an error queue message's control
+// data: the send's number (OPT_ID) and the software stamp.
+func txStamp(oob []byte) (id uint64, ts int64, ok bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, 0, false
+	}
+	var haveID, haveTS bool
+	for _, m := range msgs {
+		switch {
+		case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPING && len(m.Data) >= 16:
+			ts, haveTS = tsNanos(m.Data), true // ts[0]: the software stamp
+		case m.Header.Level == unix.SOL_IP && m.Header.Type == unix.IP_RECVERR && len(m.Data) >= int(unsafe.Sizeof(unix.SockExtendedErr{})):
+			ee := (*unix.SockExtendedErr)(unsafe.Pointer(&m.Data[0]))
+			if ee.Origin == unix.SO_EE_ORIGIN_TIMESTAMPING {
+				id, haveID = uint64(ee.Data), true
+			}
+		}
+	}
+	return id, ts, haveID && haveTS
 }
 
 // latencyStats are p50, p99, p99.9, max and the jitter (mean absolute

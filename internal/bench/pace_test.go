@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"testing"
+	"time"
+)
+
+// TestPacerSchedule: the packets released by any elapsed time are the
+// rate's count by then, exactly, however the calls fall (no drift from
+// rounding each batch), and none are released twice.
+func TestPacerSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64
+		step time.Duration
+	}{
+		{1000, 333 * time.Microsecond},
+		{1_100_000, 50 * time.Microsecond},
+		{1_100_000, 37 * time.Microsecond},
+		{7, 13 * time.Millisecond},
+		{2_000_000, time.Microsecond},
+	} {
+		p := &Pacer{Rate: tc.rate, Burst: 1 << 40}
+		var total uint64
+		for el := time.Duration(0); el <= 2*time.Second; el += tc.step {
+			total += p.Due(el)
+			want := uint64(tc.rate * float64(el) / float64(time.Second))
+			if total != want {
+				t.Fatalf("rate %v, steps of %v: %d released by %v, want %d", tc.rate, tc.step, total, el, want)
+			}
+		}
+		total += p.Due(2 * time.Second)
+		if got, want := total, uint64(tc.rate*2); got != want {
+			t.Errorf("rate %v, steps of %v: %d released in 2 s, want %d", tc.rate, tc.step, got, want)
+		}
+		if p.Released() != total || p.Missed() != 0 {
+			t.Errorf("rate %v: Released %d Missed %d, want %d and 0", tc.rate, p.Released(), p.Missed(), total)
+		}
+	}
+}
+
+// TestPacerBurst: a sender that wakes late gets at most Burst at once;
+// the rest is missed (counted), not sent later as a burst, and the
+// schedule goes on from where it stands.
+func TestPacerBurst(t *testing.T) {
+	p := NewPacer(1_000_000, 500*time.Microsecond)
+	if p.Burst != 500 {
+		t.Fatalf("Burst %d, want 500 (1 Mpkt/s over 0.5 ms)", p.Burst)
+	}
+	if n := p.Due(100 * time.Microsecond); n != 100 {
+		t.Fatalf("Due(100us) = %d, want 100", n)
+	}
+	// descheduled for 10 ms
+	if n := p.Due(10*time.Millisecond + 100*time.Microsecond); n != 500 {
+		t.Fatalf("Due after a 10 ms stall = %d, want the burst, 500", n)
+	}
+	if got, want := p.Missed(), uint64(10_000-500); got != want {
+		t.Fatalf("Missed %d, want %d", got, want)
+	}
+	// on schedule again: 50 us later, 50 packets
+	if n := p.Due(10*time.Millisecond + 150*time.Microsecond); n != 50 {
+		t.Fatalf("Due 50 us after catching up = %d, want 50", n)
+	}
+	if got, want := p.Released()+p.Missed(), uint64(10_150); got != want {
+		t.Fatalf("released+missed %d, want the schedule's %d", got, want)
+	}
+	// asking again at the same time, or earlier, releases nothing
+	if n := p.Due(10*time.Millisecond + 150*time.Microsecond); n != 0 {
+		t.Fatalf("Due twice at one time: %d the second time", n)
+	}
+	if n := p.Due(time.Millisecond); n != 0 {
+		t.Fatalf("Due at an earlier time: %d", n)
+	}
+	// a slow rate still releases one packet at a time
+	if q := NewPacer(10, 50*time.Microsecond); q.Burst != 1 {
+		t.Fatalf("Burst %d at 10 pkt/s over 50 us, want 1", q.Burst)
+	}
+}
+
+// TestPacerNext: the sender wakes when the next packet is due, never at
+// or before the time it asks at.
+func TestPacerNext(t *testing.T) {
+	p := &Pacer{Rate: 1000, Burst: 1000}
+	if got := p.Next(0); got != time.Millisecond {
+		t.Fatalf("Next before any packet: %v, want 1ms (packet 1's time)", got)
+	}
+	p.Due(5500 * time.Microsecond) // packets 1..5
+	if got := p.Next(5500 * time.Microsecond); got != 6*time.Millisecond {
+		t.Fatalf("Next after 5 packets: %v, want 6ms", got)
+	}
+	// behind schedule: the next packet was due already; wake just after now
+	if got := p.Next(8 * time.Millisecond); got != 8*time.Millisecond+1 {
+		t.Fatalf("Next when behind: %v, want just after 8ms", got)
+	}
+}
+
+func TestParseBulkRate(t *testing.T) {
+	for in, want := range map[string]BulkRate{
+		"150%":   {Percent: 150},
+		" 75.5%": {Percent: 75.5},
+		"300000": {PPS: 300000},
+		"300k":   {PPS: 300000},
+		"1.2M":   {PPS: 1200000},
+	} {
+		got, err := ParseBulkRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseBulkRate(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if back, err := ParseBulkRate(got.String()); err != nil || back != got {
+			t.Errorf("ParseBulkRate(%q.String() = %q) = %+v, %v", in, got.String(), back, err)
+		}
+	}
+	for _, in := range []string{"", "%", "0", "0%", "-5%", "-1", "fast", "1.5x", "NaN", "Inf%", "10kk"} {
+		if r, err := ParseBulkRate(in); err == nil {
+			t.Errorf("ParseBulkRate(%q) = %+v, want an error", in, r)
+		}
+	}
+	if got := (BulkRate{Percent: 150}).Target(700_000); got != 1_050_000 {
+		t.Errorf("150%% of 700,000 pkt/s = %v", got)
+	}
+	if got := (BulkRate{PPS: 5000}).Target(700_000); got != 5000 {
+		t.Errorf("5000 pkt/s at a capacity of 700,000 = %v", got)
+	}
+}
