@@ -1,13 +1,17 @@
 package bench
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/cilium/ebpf"
 
 	"golang.org/x/sys/unix"
 )
@@ -140,6 +144,7 @@ type BulkSent struct {
 	Sent    uint64  // packets handed to the veth
 	Missed  uint64  // packets the schedule skipped: the sender fell behind
 	Refused uint64  // packets sendmmsg refused (ENOBUFS)
+	Late    uint64  // live frames: packets sent more than a burst late (the schedule moved on)
 	Secs    float64 // how long it ran
 }
 
@@ -150,6 +155,17 @@ func (b BulkSent) Rate() float64 {
 	}
 	return float64(b.Sent) / b.Secs
 }
+
+// bulkLoad is a bulk sender: bulkFrames or bulkSocket.
+type bulkLoad interface {
+	run(rate float64, d time.Duration) (BulkSent, error)
+}
+
+// Bulk senders (--bulk-sender).
+const (
+	BulkFrames = "frames" // live frames from latgen (bulkFrames), the default
+	BulkPacket = "packet" // an AF_PACKET socket paced by a Pacer (bulkSender)
+)
 
 // bulkSender sends the bulk frames from an AF_PACKET socket on the
 // generator's veth.
@@ -206,10 +222,10 @@ func (b *bulkSender) run(rate float64, d time.Duration) (res BulkSent, err error
 		// SCHED_FIFO below the probe sender: on a shared machine a normal
 		// thread gets what the scheduler leaves it, and the offered rate
 		// would be other people's load's; it sleeps between batches
-		if err := realtime(0, 30, "the bulk sender"); err != nil {
+		if err := realtime(0, bulkPrio, "the bulk sender"); err != nil {
 			return err
 		}
-		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 0}, 0) // back to SCHED_OTHER
+		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
 		// wake on time (the default slack of a normal thread is 50 us)
 		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("bulk sender: timer slack: %w", err)
@@ -277,3 +293,118 @@ func monotonic() time.Duration {
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail for this clock
 	return time.Duration(ts.Nano())
 }
+
+// bulkFrames sends the bulk frames as live frames (BPF_PROG_RUN in
+// live-frames mode) from latgen (bpf/bench/latency.c), which paces them
+// itself: packet k waits, spinning on the clock, until start + k/rate
+// (only the first of each flush's burst waits), and a generator more
+// than a burst late moves its schedule instead of catching up (counted
+// late). The DUT receives them as a NIC's frames arrive, without the
+// copy an skb from a socket costs the veth; the generator costs far less
+// per packet than a socket, which is what lets one CPU offer more than
+// the receiving CPU judges.
+type bulkFrames struct {
+	topo  *Topology
+	objs  latbenchObjects
+	frame []byte
+	rate  float64 // flat out, as the last flat-out run reached (0: not yet)
+}
+
+func newBulkFrames(topo *Topology) (*bulkFrames, error) {
+	spec, err := loadLatbench()
+	if err != nil {
+		return nil, fmt.Errorf("loading embedded latbench objects: %w", err)
+	}
+	spec.Maps["lat_aims"].MaxEntries = bulkFlows
+	spec.Maps["lat_samples"].MaxEntries = 1 // the sink's; not used here
+	if err := spec.Variables["gen_ifindex"].Set(uint32(topo.GenIf.Index)); err != nil {
+		return nil, err
+	}
+	b := &bulkFrames{topo: topo}
+	if err := spec.LoadAndAssign(&b.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the verifier rejected latgen: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading latgen: %w", err)
+	}
+	if b.frame, err = templateFrame(topo, topo.DUTIf.Addr.Addr(), 1024, 60); err != nil {
+		b.Close()
+		return nil, err
+	}
+	var head latbenchLatHead
+	for i := range head.W {
+		head.W[i] = binary.NativeEndian.Uint64(b.frame[8*i:])
+	}
+	src := TrafficSrc.Addr().As4()
+	keys, aims := make([]uint32, bulkFlows), make([]latbenchLatAim, bulkFlows)
+	for i := range aims {
+		keys[i] = uint32(i)
+		aims[i] = latbenchLatAim{Saddr: binary.NativeEndian.Uint32(src[:]),
+			Sport: bits.ReverseBytes16(uint16(1024 + i)), Dport: bits.ReverseBytes16(prioBulkPort)}
+	}
+	if err := b.objs.LatTmpl.Put(uint32(0), head); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("writing the frame template: %w", err)
+	}
+	if _, err := b.objs.LatAims.BatchUpdate(keys, aims, nil); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("writing the bulk flows: %w", err)
+	}
+	return b, nil
+}
+
+func (b *bulkFrames) Close() { b.objs.Close() }
+
+// run sends for about d at rate packets per second (0: flat out) from a
+// thread pinned to GenCPU.
+func (b *bulkFrames) run(rate float64, d time.Duration) (res BulkSent, err error) {
+	n := rate * d.Seconds()
+	burst := latBurst(rate)
+	if rate == 0 { // flat out: sized by the last flat-out run, or a first guess
+		n, burst = max(b.rate, 2e6)*d.Seconds(), 64
+	}
+	c := latbenchLatCtl{Aims: bulkFlows, Burst: burst}
+	if rate > 0 {
+		c.Interval = uint64(1e9 / rate)
+	}
+	if err := b.objs.LatCtlMap.Put(uint32(0), c); err != nil {
+		return res, err
+	}
+	count := uint32(min(max(n, 1), 1<<31))
+	ran, err := liveRuns(b.topo, b.objs.Latgen, b.frame, burst, func(run func(uint32) error) error {
+		// SCHED_FIFO below the probe sender: a normal thread gets what
+		// the scheduler leaves it on a shared machine. Between bursts it
+		// spins in the kernel, so that CPU's normal threads (the cpumap's
+		// kthread) run only when the fair server lets them (5 %).
+		if err := realtime(0, bulkPrio, "the bulk generator"); err != nil {
+			return err
+		}
+		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+		return run(count)
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := b.objs.LatCtlMap.Lookup(uint32(0), &c); err != nil {
+		return res, err
+	}
+	res = BulkSent{Sent: uint64(count), Late: c.Late, Secs: ran.Seconds()}
+	if rate == 0 {
+		b.rate = res.Rate()
+	}
+	return res, nil
+}
+
+// Priorities (SCHED_FIFO) of the priority bench's threads: the DUT's
+// NAPI thread on DUTCPU; on GenCPU the probe sender above the bulk
+// sender (which spins or sends flat out). The bench's other threads are
+// normal ones: with priority off and bulk above capacity both CPUs are
+// busy with real-time threads and they wait (for the kernel's fair
+// server, 5 % of a CPU), so nothing timed is left to them: the probe
+// sender starts and ends the measured window itself.
+const (
+	bulkPrio    = 30
+	probePrio   = 40
+	dutNAPIPrio = 50
+)

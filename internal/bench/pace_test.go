@@ -121,3 +121,20 @@ func TestParseBulkRate(t *testing.T) {
 		t.Errorf("5000 pkt/s at a capacity of 700,000 = %v", got)
 	}
 }
+
+// TestAdjustAsk: a sender that delivered less than the target is asked
+// for more next time, in proportion, within [target, 2 x target].
+func TestAdjustAsk(t *testing.T) {
+	for _, tc := range []struct{ ask, target, got, want float64 }{
+		{1000, 1000, 800, 1250},  // 80 % arrived: ask 1/0.8 more
+		{1250, 1000, 1000, 1250}, // on target: keep asking as much
+		{1250, 1000, 1100, 1136.3636363636363},
+		{1000, 1000, 1200, 1000}, // above target: never below it
+		{1000, 1000, 100, 2000},  // a stalled slice: at most twice
+		{1300, 1000, 0, 1300},    // nothing arrived: nothing to scale by
+	} {
+		if got := adjustAsk(tc.ask, tc.target, tc.got); got != tc.want {
+			t.Errorf("adjustAsk(%v, %v, %v) = %v, want %v", tc.ask, tc.target, tc.got, got, tc.want)
+		}
+	}
+}

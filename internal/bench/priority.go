@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,7 @@ type PriorityOptions struct {
 	Duration  time.Duration // each phase, all its slices together (0: 10 s)
 	ProbeRate int           // probes per second (0: 2000)
 	BulkRate  BulkRate      // the bulk load (zero: 150 % of the calibrated capacity)
+	Sender    string        // BulkFrames (""), BulkPacket
 	Rules     int           // filler rules before the accepting ones (0: 1000)
 	Rounds    int           // slices each phase is measured in, interleaved with the others' (0: 10)
 	Progress  io.Writer
@@ -55,8 +57,10 @@ type PriorityOptions struct {
 type PriorityPhase struct {
 	Name        string  `json:"name"`
 	Priority    bool    `json:"priority"`     // bulk handed to the bulk CPU
-	BulkOffered float64 `json:"bulk_offered"` // bulk packets sent per second (achieved)
-	BulkMissed  uint64  `json:"bulk_missed"`  // bulk packets the pacer skipped: the sender fell behind
+	BulkOffered float64 `json:"bulk_offered"` // bulk packets per second that reached the DUT veth (taken or dropped by its queue) while the probes ran
+	BulkSent    float64 `json:"bulk_sent"`    // bulk packets per second the sender sent over its whole run (start-up included)
+	BulkMissed  uint64  `json:"bulk_missed"`  // packet sender: bulk packets the pacer skipped (the sender fell behind)
+	BulkLate    uint64  `json:"bulk_late"`    // frames sender: bulk packets sent late, the schedule moved on
 	RingDropped uint64  `json:"ring_dropped"` // packets the DUT veth's queue refused (bulk and probes)
 	Judged      float64 `json:"judged"`       // packets xdpfw judged per second (both CPUs)
 	NAPIBusy    float64 `json:"napi_busy"`    // share of the time the receiving CPU's NAPI thread ran
@@ -77,6 +81,7 @@ type PriorityResult struct {
 	GenCPU   int    `json:"generator_cpu"` // the senders and the bulk CPU
 	DUTCPU   int    `json:"dut_cpu"`       // the receiving CPU
 	BulkRate string `json:"bulk_rate"`     // as asked (--bulk-rate)
+	Sender   string `json:"bulk_sender"`   // BulkFrames, BulkPacket
 	// Capacity: bulk packets one receiving CPU judges per second of its
 	// time (priority off; packets judged over the NAPI thread's CPU time
 	// under the sender flat out); Flood: what it judged per second of
@@ -124,6 +129,12 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	if opt.Rules == 0 {
 		opt.Rules = 1000
 	}
+	if opt.Sender == "" {
+		opt.Sender = BulkFrames
+	}
+	if opt.Sender != BulkFrames && opt.Sender != BulkPacket {
+		return nil, fmt.Errorf("bulk sender %q: want %s or %s", opt.Sender, BulkFrames, BulkPacket)
+	}
 	if opt.Rounds == 0 {
 		opt.Rounds = 10
 	}
@@ -136,7 +147,11 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 		return nil, err
 	}
 	defer topo.Close()
-	res = &PriorityResult{Rules: opt.Rules, GenCPU: topo.GenCPU, DUTCPU: topo.DUTCPU, BulkRate: opt.BulkRate.String()}
+	// No garbage collection while measuring: with both CPUs busy with
+	// real-time threads, a stop-the-world would wait for starved normal
+	// threads and stall the probe sender (the samples are small).
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	res = &PriorityResult{Rules: opt.Rules, GenCPU: topo.GenCPU, DUTCPU: topo.DUTCPU, BulkRate: opt.BulkRate.String(), Sender: opt.Sender}
 	res.Load[0] = loadAverage()
 	dir, err := os.MkdirTemp("", "xdpfw-bench-prio-")
 	if err != nil {
@@ -180,7 +195,7 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	// The receiving CPU's NAPI thread real-time (SCHED_FIFO), as a host
 	// that wants bounded latency runs it: on a shared machine a normal
 	// thread waits for the scheduler, which no priority table can change.
-	if err := realtime(napi, 50, "the DUT's NAPI thread"); err != nil {
+	if err := realtime(napi, dutNAPIPrio, "the DUT's NAPI thread"); err != nil {
 		return nil, err
 	}
 	// the DUT's sockets: the probes' (read, timestamped), bulk's sink (never read)
@@ -191,14 +206,24 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	defer unix.Close(probe)
 	defer unix.Close(sink)
 	dst := topo.DUTIf.Addr.Addr().As4()
-	bulk, err := newBulkSender(topo)
-	if err != nil {
-		return nil, err
+	var bulk bulkLoad
+	if opt.Sender == BulkPacket {
+		if bulk, err = newBulkSender(topo); err != nil {
+			return nil, err
+		}
+	} else {
+		f, err := newBulkFrames(topo)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		bulk = f
 	}
 
 	// counters read before and after a run
 	type snap struct {
 		judged, ringDrops uint64
+		arrived           uint64        // frames the DUT veth took from its queue
 		napi              time.Duration // the NAPI thread's CPU time
 		at                time.Duration
 	}
@@ -214,7 +239,11 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 		if err != nil {
 			return s, err
 		}
-		s.ringDrops = st.TxDropped
+		s.ringDrops = st.TxDropped // the DUT veth's queue full: skbs and live frames alike
+		if st, err = linkStats(topo.DUT, topo.DUTIf.Index); err != nil {
+			return s, err
+		}
+		s.arrived = st.RxPackets
 		if s.napi, err = threadCPUTime(napi); err != nil {
 			return s, err
 		}
@@ -222,11 +251,32 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 		return s, nil
 	}
 
+	// waitArrivals waits until the DUT veth's count of arrivals moves
+	// (bulk has started), at most limit. It runs on the probe sender's
+	// thread, so it sleeps in the kernel (sleep), not in Go's scheduler.
+	waitArrivals := func(limit time.Duration) error {
+		s0, err := read()
+		if err != nil {
+			return err
+		}
+		for end := s0.at + limit; monotonic() < end; {
+			sleep(2 * time.Millisecond)
+			s, err := read()
+			if err != nil {
+				return err
+			}
+			if s.arrived-s0.arrived > 100 {
+				return nil
+			}
+		}
+		return nil
+	}
+
 	// Calibration: the bulk sender flat out, priority off. The capacity
 	// is the packets judged per second of the NAPI thread's CPU time
 	// (what one CPU handles, whatever else ran on it), checked against
 	// the throughput when the thread was busy all the time.
-	say("calibrating: bulk flat out for 2 s, priority off")
+	say("calibrating: bulk (%s) flat out for 2 s, priority off", opt.Sender)
 	if err := dp.SetPriority(nil); err != nil {
 		return nil, err
 	}
@@ -272,6 +322,7 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	sends := make([][]float64, len(phases))
 	res.Phases = make([]PriorityPhase, len(phases))
 	var bulkSent [4]BulkSent
+	ask := [4]float64{res.Target, res.Target, res.Target, res.Target} // the rate asked of the sender, per phase
 	var secs, napiSecs [4]float64
 	for round := range opt.Rounds {
 		for k, ph := range phases {
@@ -288,22 +339,35 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 			var sent BulkSent
 			var bulkErr error
 			if ph.bulk {
+				// longer than the probes: a live-frames run takes time to
+				// start (tens of ms, more on a loaded machine)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					sent, bulkErr = bulk.run(res.Target, slice+200*time.Millisecond)
+					sent, bulkErr = bulk.run(ask[k], slice+600*time.Millisecond)
 				}()
-				time.Sleep(100 * time.Millisecond) // the queues fill
 			}
-			s0, err := read()
-			if err != nil {
-				return nil, err
+			// The probe sender starts the window once bulk arrives and
+			// the queues have filled, and ends it: this thread may wait
+			// for a CPU while both are busy with real-time threads.
+			var s0, s1 snap
+			begin := func() error {
+				if ph.bulk {
+					if err := waitArrivals(500 * time.Millisecond); err != nil {
+						return err
+					}
+					sleep(50 * time.Millisecond)
+				}
+				var err error
+				s0, err = read()
+				return err
 			}
-			pr, err := prioProbe(topo, dst, probe, opt.ProbeRate, slice)
-			if err != nil {
-				return nil, err
+			end := func() error {
+				var err error
+				s1, err = read()
+				return err
 			}
-			s1, err := read()
+			pr, err := prioProbe(topo, dst, probe, opt.ProbeRate, slice, begin, end)
 			wg.Wait()
 			if err == nil {
 				err = bulkErr
@@ -311,10 +375,17 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 			if err != nil {
 				return nil, err
 			}
+			window := (s1.at - s0.at).Seconds()
+			offered := (float64(s1.arrived-s0.arrived) + float64(s1.ringDrops-s0.ringDrops) - float64(pr.sent)) / window
+			if ph.bulk {
+				p.BulkOffered += max(0, offered) * window
+				ask[k] = adjustAsk(ask[k], res.Target, offered)
+			}
 			bulkSent[k].Sent += sent.Sent
 			bulkSent[k].Missed += sent.Missed
+			bulkSent[k].Late += sent.Late
 			bulkSent[k].Secs += sent.Secs
-			secs[k] += (s1.at - s0.at).Seconds()
+			secs[k] += window
 			napiSecs[k] += (s1.napi - s0.napi).Seconds()
 			p.Judged += float64(s1.judged - s0.judged)
 			p.RingDropped += s1.ringDrops - s0.ringDrops
@@ -329,18 +400,19 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	res.Reached = true
 	for k := range res.Phases {
 		p := &res.Phases[k]
-		p.BulkOffered, p.BulkMissed = bulkSent[k].Rate(), bulkSent[k].Missed
-		if phases[k].bulk && p.BulkOffered < 0.95*res.Target {
-			res.Reached = false
-		}
+		p.BulkSent, p.BulkMissed, p.BulkLate = bulkSent[k].Rate(), bulkSent[k].Missed, bulkSent[k].Late
 		if secs[k] > 0 {
+			p.BulkOffered /= secs[k]
 			p.Judged /= secs[k]
 			p.NAPIBusy = napiSecs[k] / secs[k]
 		}
+		if phases[k].bulk && p.BulkOffered < 0.95*res.Target {
+			res.Reached = false
+		}
 		p.P50, p.P99, p.P999, p.Max, p.Jitter = latencyStats(lats[k])
 		_, p.SendP99, _, _, _ = latencyStats(sends[k])
-		say("  %-22s bulk %8.0f pkt/s (missed %d)  NAPI busy %3.0f %%  ring drops %7d  probes %6d lost %5d  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  max %8.1f us  (sender's own delay p99 %.1f us)",
-			p.Name, p.BulkOffered, p.BulkMissed, 100*p.NAPIBusy, p.RingDropped, p.Probes, p.Lost, p.P50, p.P99, p.P999, p.Max, p.SendP99)
+		say("  %-22s bulk %8.0f pkt/s (sent %8.0f, missed %d, late %d)  judged %8.0f pkt/s  NAPI busy %3.0f %%  ring drops %7d  probes %6d lost %5d  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  max %8.1f us  (sender's own delay p99 %.1f us)",
+			p.Name, p.BulkOffered, p.BulkSent, p.BulkMissed, p.BulkLate, p.Judged, 100*p.NAPIBusy, p.RingDropped, p.Probes, p.Lost, p.P50, p.P99, p.P999, p.Max, p.SendP99)
 	}
 	if err := dp.SetPriority(nil); err != nil {
 		return nil, err
@@ -349,6 +421,25 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	res.RatioOff = res.Phases[2].P99 / res.Phases[0].P99
 	res.Ratio = res.Phases[3].P99 / res.Phases[1].P99
 	return res, nil
+}
+
+// adjustAsk is the rate to ask of the bulk sender next, after asking
+// ask brought got packets per second to the DUT, for target: scaled by
+// what was missing (a sender that slips, preempted or starting late,
+// falls short of what it is asked), never below target nor above twice
+// it; unchanged if nothing arrived (nothing to scale by).
+func adjustAsk(ask, target, got float64) float64 {
+	if got <= 0 {
+		return ask
+	}
+	return min(2*target, max(target, ask*target/got))
+}
+
+// sleep sleeps in the kernel (nanosleep), on this thread: no Go timer,
+// which another, maybe starved, thread would have to fire.
+func sleep(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_ = unix.Nanosleep(&ts, nil)
 }
 
 // threadCPUTime is the time thread tid ran on a CPU (/proc/TID/schedstat).
@@ -456,7 +547,12 @@ const probeTimestamping = unix.SOF_TIMESTAMPING_TX_SOFTWARE | unix.SOF_TIMESTAMP
 // receiving CPU, and the judgment. The sender's own delay before that
 // (waking, the socket's send path, on the CPU the bulk sender shares)
 // is kept apart.
-func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (probeRun, error) {
+//
+// begin and end run on the sender's thread (SCHED_FIFO, GenCPU) right
+// before the first probe and right after the last; they must not block in
+// Go's scheduler (time.Sleep, channels): with both CPUs busy with
+// real-time threads, the Go threads that would wake them wait too.
+func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration, begin, end func() error) (probeRun, error) {
 	var (
 		run    probeRun
 		done   atomic.Bool
@@ -474,9 +570,9 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 		}
 	}
 	wg.Add(1)
-	go func() { // the reader, on GenCPU (off the receiving CPU); the stamp is the kernel's
+	go func() { // the reader, any CPU, late or not: the stamp is the kernel's
 		defer wg.Done()
-		rerr = onGenCPU(topo, func() error {
+		rerr = func() error {
 			idle := 0
 			for {
 				n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
@@ -508,7 +604,7 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 					}
 				}
 			}
-		})
+		}()
 	}()
 	err := onGenCPU(topo, func() error {
 		s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -538,10 +634,13 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 		// SCHED_FIFO: the probes leave on time whatever the bulk sender
 		// does (it sleeps between probes, taking nothing from the bulk
 		// sender)
-		if err := realtime(0, 40, "the probe sender"); err != nil {
+		if err := realtime(0, probePrio, "the probe sender"); err != nil {
 			return err
 		}
-		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 0}, 0) // back to SCHED_OTHER
+		defer unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+		if err := begin(); err != nil {
+			return err
+		}
 		every := time.Second / time.Duration(rate)
 		start := time.Now()
 		for next := start; time.Since(start) < d; next = next.Add(every) {
@@ -557,7 +656,10 @@ func prioProbe(topo *Topology, dst [4]byte, fd int, rate int, d time.Duration) (
 			run.sent++
 			drain()
 		}
-		time.Sleep(time.Millisecond)
+		if err := end(); err != nil {
+			return err
+		}
+		sleep(time.Millisecond)
 		drain()
 		return nil
 	})

@@ -299,17 +299,31 @@ transmit stamp) to the DUT socket's receive stamp (SO_TIMESTAMPNS, after
 XDP judged it). The probe sender's own delay before the veth is reported
 apart, not counted.
 
-The bulk load (UDP to port 9, 64 flows, 60-byte frames from an AF_PACKET
-socket) is paced: the sender wakes every 50 us and sends what the rate
-made since its last batch (a token bucket; it never catches up more than
-0.5 ms at once, the rest is counted missed). --bulk-rate sets it, as a
-percentage of the calibrated capacity (150% by default: the bar's "150 %
-of what one CPU can handle") or in packets per second. The capacity is
-calibrated first, priority off: the sender flat out for 2 s, the packets
-xdpfw judged divided by the CPU time of the receiving CPU's NAPI thread
-(what one CPU judges per second of its time, whatever else runs on it).
-If the sender cannot reach the rate asked for, the report says so and
-gives the rate reached.
+The bulk load (UDP to port 9, 64 flows, 60-byte frames) is paced, at
+--bulk-rate: a percentage of the calibrated capacity (150% by default: the
+bar's "150 % of what one CPU can handle") or packets per second. The
+capacity is calibrated first, priority off: bulk flat out for 2 s, the
+packets xdpfw judged divided by the CPU time of the receiving CPU's NAPI
+thread (what one CPU judges per second of its time, whatever else runs
+on it). --bulk-sender frames (the default): live frames from a BPF
+program (BPF_PROG_RUN), which spaces them evenly itself (each packet
+waits for start + k/rate; only the first of a flush's burst waits, a
+burst being at most 64 frames at 6.4 Mpkt/s and fewer below); the DUT
+receives them as frames from a NIC. --bulk-sender packet: an AF_PACKET
+socket (qdisc bypassed, sendmmsg) paced from Go: it wakes every 50 us and
+sends what the rate made since (a token bucket that never catches up
+more than 0.5 ms at once; the rest is counted missed); the veth copies
+each of its skbs, and one CPU sends less than the receiving CPU judges.
+The bulk offered is counted where it arrives: what the DUT veth took from
+its queue or dropped because it was full, while the probes ran. A sender
+that falls short (preempted, starting late) is asked for more in the
+next slice, up to twice the rate; the report gives the rate asked for
+and the rate that arrived, and says when it fell short.
+
+Both senders run on the other CPU, SCHED_FIFO, the probe sender above the
+bulk sender; that CPU is also the bulk CPU with priority on, so there the
+cpumap's kthread, a normal thread, gets little of it (a 2-CPU machine has
+no third CPU).
 
 Four phases: without bulk and with it, each with priority off (everything
 judged on the receiving CPU) and on (BULK handed to the other CPU through
@@ -352,6 +366,7 @@ with bulk and priority on <= 1.5x its p99 without bulk
 	fs.IntVar(&opt.Rounds, "rounds", 10, "slices each phase is measured in, interleaved with the other phases' (the machine's own load falls on all four alike)")
 	fs.IntVar(&opt.ProbeRate, "probe-rate", 2000, "HIGH probes per second")
 	fs.StringVar(&bulkRate, "bulk-rate", "150%", "bulk load, paced: a percentage of what one receiving CPU judges per second of its time (calibrated first), or packets per second (300000, 300k, 1.2M)")
+	fs.StringVar(&opt.Sender, "bulk-sender", bench.BulkFrames, "what sends bulk: frames (live frames from a BPF program, paced in it; a NIC's path at the DUT) or packet (an AF_PACKET socket, paced from Go; each frame an skb the veth copies)")
 	fs.IntVar(&opt.Rules, "rules", 1000, "filler rules")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
