@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"testing"
 	"time"
+
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // TestPacerSchedule: the packets released by any elapsed time are the
@@ -136,5 +139,46 @@ func TestAdjustAsk(t *testing.T) {
 		if got := adjustAsk(tc.ask, tc.target, tc.got); got != tc.want {
 			t.Errorf("adjustAsk(%v, %v, %v) = %v, want %v", tc.ask, tc.target, tc.got, got, tc.want)
 		}
+	}
+}
+
+// TestPriorityQuick runs the priority benchmark briefly at a light bulk
+// load, with each sender, and checks what it claims, not its timing:
+// every probe received carries its veth transmit stamp (the latency's
+// start), no probe is lost at a light load, the bulk phases' offered rate
+// is what arrived at the DUT veth and the others' is zero, the capacity
+// was calibrated, and nothing is left behind.
+func TestPriorityQuick(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, sender := range []string{BulkFrames, BulkPacket} {
+		t.Run(sender, func(t *testing.T) {
+			var progress bytes.Buffer
+			res, err := Priority(PriorityOptions{Duration: 400 * time.Millisecond, Rounds: 2, ProbeRate: 500,
+				BulkRate: BulkRate{PPS: 20000}, Sender: sender, Rules: 10, Progress: &progress})
+			if err != nil {
+				t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+			}
+			if l := leftovers(t); len(l) > 0 {
+				t.Errorf("left behind: %v", l)
+			}
+			if res.Capacity <= 0 || res.SenderMax <= 0 || res.Target != 20000 || res.Sender != sender {
+				t.Fatalf("calibration: %+v", res)
+			}
+			if len(res.Phases) != 4 {
+				t.Fatalf("%d phases, want 4", len(res.Phases))
+			}
+			for i, p := range res.Phases {
+				bulk := i >= 2
+				if p.Probes < 150 || p.Lost != 0 || p.Unstamped != 0 {
+					t.Errorf("%s: %d probes, %d lost, %d without a transmit stamp (want >= 150, 0, 0)\n%s", p.Name, p.Probes, p.Lost, p.Unstamped, progress.String())
+				}
+				if !(p.P50 > 0 && p.P50 <= p.P99 && p.P99 <= p.P999 && p.P999 <= p.Max) {
+					t.Errorf("%s: statistics out of order: %+v", p.Name, p)
+				}
+				if bulk != (p.BulkOffered > 0) || bulk && (p.BulkOffered > 3*res.Target || p.BulkSent <= 0) {
+					t.Errorf("%s: bulk offered %.0f pkt/s, sent %.0f (target %.0f)", p.Name, p.BulkOffered, p.BulkSent, res.Target)
+				}
+			}
+		})
 	}
 }
