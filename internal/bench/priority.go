@@ -26,16 +26,18 @@ import (
 )
 
 // The priority benchmark (docs/realtime.md, Priority): the one-way
-// latency of a high-priority UDP flow through xdpfw while bulk UDP offers
-// more than the receiving CPU can judge, with the priority table's bulk
-// CPUs on and off. Topology (NewTopology): the generator's namespace sends
-// both flows from GenCPU over the veth; the DUT's veth runs xdpfw in native
-// mode, its NAPI thread pinned to DUTCPU (the receiving CPU); the bulk CPU
-// is GenCPU (a 2-CPU machine has no third). Each probe carries the time
-// it was sent (CLOCK_REALTIME, just before sendto); the DUT's socket
-// reads the time the kernel stamped it on receipt (SO_TIMESTAMPNS, taken
-// after XDP judged it): the latency is the queueing behind bulk on the
-// receiving CPU plus the judgment, plus the constant cost of the send.
+// latency of a high-priority UDP flow through xdpfw while paced bulk UDP
+// offers a set share of what one receiving CPU judges (--bulk-rate,
+// calibrated first; pace.go), with the priority table's bulk CPUs on and
+// off. Topology (NewTopology): the generator's namespace sends both flows
+// from GenCPU over the veth; the DUT's veth runs xdpfw in native mode, its
+// NAPI thread pinned to DUTCPU (the receiving CPU); the bulk CPU is GenCPU
+// (a 2-CPU machine has no third). A probe's latency runs from its
+// software transmit stamp (taken by veth_xmit as it enters the DUT veth's
+// queue) to the DUT socket's receive stamp (SO_TIMESTAMPNS, after XDP
+// judged it), both CLOCK_REALTIME: the queueing behind bulk and the
+// judgment on the receiving CPU, not the sender's own delay on GenCPU
+// (reported apart).
 
 const (
 	prioProbePort = 7 // the HIGH flow (echo's port; nobody answers)
@@ -89,10 +91,10 @@ type PriorityResult struct {
 	Capacity  float64         `json:"capacity_pps"`
 	Flood     float64         `json:"flood_judged_pps"`
 	FloodBusy float64         `json:"flood_napi_busy"`
-	SenderMax float64         `json:"sender_max_pps"` // what the bulk sender offers flat out
-	Target    float64         `json:"target_pps"`     // the bulk rate asked for, in packets per second
-	Reached   bool            `json:"reached"`        // the phases with bulk offered >= 95 % of Target
-	Load      [2]float64      `json:"loadavg"`        // the machine's 1-minute load average before and after
+	SenderMax float64         `json:"sender_max_pps"`       // what the bulk sender offers flat out
+	Target    float64         `json:"target_pps"`           // the bulk rate asked for, in packets per second
+	Reached   bool            `json:"reached"`              // the phases with bulk offered >= 95 % of Target
+	Load      [2]string       `json:"loadavg_before_after"` // /proc/loadavg, 1/5/15 min
 	Phases    []PriorityPhase `json:"phases"`
 	// Ratio is the HIGH flow's p99 under bulk with priority on over its
 	// p99 without bulk with priority on (the bar: <= 1.5); RatioOff the
@@ -152,7 +154,7 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	// threads and stall the probe sender (the samples are small).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	res = &PriorityResult{Rules: opt.Rules, GenCPU: topo.GenCPU, DUTCPU: topo.DUTCPU, BulkRate: opt.BulkRate.String(), Sender: opt.Sender}
-	res.Load[0] = loadAverage()
+	res.Load[0], _ = runStart(say)
 	dir, err := os.MkdirTemp("", "xdpfw-bench-prio-")
 	if err != nil {
 		return nil, err
@@ -417,7 +419,7 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	if err := dp.SetPriority(nil); err != nil {
 		return nil, err
 	}
-	res.Load[1] = loadAverage()
+	res.Load[1] = loadavg()
 	res.RatioOff = res.Phases[2].P99 / res.Phases[0].P99
 	res.Ratio = res.Phases[3].P99 / res.Phases[1].P99
 	return res, nil
@@ -457,20 +459,6 @@ func threadCPUTime(tid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/schedstat: %w", tid, err)
 	}
 	return time.Duration(ns), nil
-}
-
-// loadAverage is the machine's 1-minute load average (0 if unreadable).
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
 }
 
 // prioSockets opens the DUT's UDP sockets: the probes' (SO_TIMESTAMPNS,
