@@ -167,6 +167,10 @@ func TestPriorityQuick(t *testing.T) {
 			if len(res.Phases) != 4 {
 				t.Fatalf("%d phases, want 4", len(res.Phases))
 			}
+			// a pooled quantile lies between the two samples' own
+			if q, a, b := res.QuietP99, res.Phases[0].P99, res.Phases[1].P99; q < min(a, b) || q > max(a, b) {
+				t.Errorf("p99 of both phases without bulk pooled %.1f us, not between theirs, %.1f and %.1f", q, a, b)
+			}
 			for i, p := range res.Phases {
 				bulk := i >= 2
 				if p.Probes < 150 || p.Lost != 0 || p.Unstamped != 0 {

@@ -101,6 +101,12 @@ type PriorityResult struct {
 	// same with priority off.
 	Ratio    float64 `json:"ratio"`
 	RatioOff float64 `json:"ratio_off"`
+	// QuietP99 is the HIGH flow's p99 over both phases without bulk
+	// pooled (the same condition for a HIGH packet, twice the samples:
+	// a steadier baseline on a noisy machine); RatioQuiet the p99 under
+	// bulk with priority on over it.
+	QuietP99   float64 `json:"quiet_p99_us"`
+	RatioQuiet float64 `json:"ratio_quiet"`
 }
 
 // PriorityRuleText is the benchmark's rule file: the probe port HIGH, the
@@ -422,6 +428,8 @@ func Priority(opt PriorityOptions) (res *PriorityResult, err error) {
 	res.Load[1] = loadavg()
 	res.RatioOff = res.Phases[2].P99 / res.Phases[0].P99
 	res.Ratio = res.Phases[3].P99 / res.Phases[1].P99
+	_, res.QuietP99, _, _, _ = latencyStats(append(slices.Clone(lats[0]), lats[1]...))
+	res.RatioQuiet = res.Phases[3].P99 / res.QuietP99
 	return res, nil
 }
 

@@ -353,8 +353,9 @@ with bulk and priority on <= 1.5x its p99 without bulk
 			}
 			offered := res.Phases[3].BulkOffered
 			fmt.Fprintf(e.stdout, "HIGH flow p99 under bulk offering %.2fx what one receiving CPU judges (%.0f pkt/s, asked %.0f): "+
-				"priority on %.2fx its p99 without bulk (bar 1.5x), priority off %.2fx\n",
-				offered/res.Capacity, offered, res.Target, res.Ratio, res.RatioOff)
+				"priority on %.2fx its p99 without bulk (bar 1.5x), priority off %.2fx; "+
+				"priority on %.2fx the p99 of both phases without bulk pooled (%.0f us)\n",
+				offered/res.Capacity, offered, res.Target, res.Ratio, res.RatioOff, res.RatioQuiet, res.QuietP99)
 			if !res.Reached {
 				fmt.Fprintf(e.stdout, "the bulk sender did not reach the rate asked for (95 %% of %.0f pkt/s) in every bulk phase\n", res.Target)
 			}
