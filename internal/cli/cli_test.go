@@ -236,6 +236,50 @@ func TestCheckLikeApply(t *testing.T) {
 	}
 }
 
+// TestCheckPriorityCPUs: apply --check resolves --priority-cpus as apply
+// would (a CPU not online is an error, exit status 2) and warns where the
+// CPUs leave the rules' xdpfw-priority table without effect; it changes
+// nothing.
+func TestCheckPriorityCPUs(t *testing.T) {
+	dir := t.TempDir()
+	table := filepath.Join(dir, "prio.rules")
+	plain := filepath.Join(dir, "plain.rules")
+	if err := os.WriteFile(table, []byte("-A INPUT -p tcp --dport 22 -j ACCEPT\n-t xdpfw-priority -A PRIORITY -p udp --dport 7 -j HIGH\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plain, []byte("-A INPUT -p tcp --dport 22 -j ACCEPT\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state", "apply", "--check"}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	const noEffect = "warning: the xdpfw-priority table has no effect with --priority-cpus none"
+	for _, c := range []struct {
+		args      []string
+		code      int
+		errSubstr string // "" for none
+	}{
+		{[]string{"--priority-cpus", "63", table}, 2, "--priority-cpus 63: CPU 63 is not online (online: "},
+		{[]string{"--priority-cpus", "64", table}, 2, "--priority-cpus: CPU list \"64\": CPU 64: xdpfw hands bulk packets to CPUs 0-63"},
+		{[]string{"--priority-cpus", "none", table}, 0, noEffect},
+		{[]string{"--priority-cpus", "none", plain}, 0, ""},
+		{[]string{"--priority-cpus", "0", table}, 0, ""},
+	} {
+		code, out, errb := run(c.args...)
+		if code != c.code || (c.errSubstr == "") != (errb == "") || !strings.Contains(errb, c.errSubstr) ||
+			(code == 0) != strings.HasPrefix(out, "ok: ") {
+			t.Errorf("apply --check %v: exit %d (want %d), stdout %q, stderr %q (want %q)", c.args, code, c.code, out, errb, c.errSubstr)
+		}
+	}
+	for _, p := range []string{"/pins", "/state"} {
+		if _, err := os.Stat(dir + p); err == nil {
+			t.Errorf("apply --check made %s", p)
+		}
+	}
+}
+
 // TestLongTokenNotEchoed: a megabyte-long argument is named in an error,
 // not echoed.
 func TestLongTokenNotEchoed(t *testing.T) {
