@@ -32,13 +32,17 @@ func TestSplitOwnFlags(t *testing.T) {
 
 func TestTraceBuild(t *testing.T) {
 	f := traceFlags{proto: "tcp", dst: "2001:db8::9", sport: 1, dport: 22, tcpFlags: "SYN,ACK", icmpType: "echo-request",
-		srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}}
+		srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}, vlanPrios: []uint{5}}
 	p, err := f.build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Src != netip.MustParseAddr("2001:db8::1") || p.DPort != 22 || p.TCPFlags != packet.TCPSyn|packet.TCPAck || !reflect.DeepEqual(p.VLANs, []uint16{10}) {
+	if p.Src != netip.MustParseAddr("2001:db8::1") || p.DPort != 22 || p.TCPFlags != packet.TCPSyn|packet.TCPAck || !reflect.DeepEqual(p.VLANs, []uint16{10}) ||
+		p.PCP(0) != 5 || !strings.HasPrefix(p.String(), "vlan 10 pcp 5 | ") {
 		t.Fatalf("built %s", p)
+	}
+	if d, err := packet.Decode(p.Bytes()); err != nil || d.PCP(0) != 5 {
+		t.Fatalf("the frame's PCP: %v %v", d, err)
 	}
 	f = traceFlags{proto: "icmp", icmpType: "port-unreachable", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02"}
 	if p, err = f.build(); err != nil || p.ICMPType != 3 || p.ICMPCode != 3 || !p.Src.Is4() {
@@ -49,6 +53,8 @@ func TestTraceBuild(t *testing.T) {
 		{proto: "bogus"},
 		{proto: "tcp", tcpFlags: "SYNN", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02"},
 		{proto: "udp", srcMAC: "zz", dstMAC: "02:00:00:00:00:02"},
+		{proto: "udp", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}, vlanPrios: []uint{8}},
+		{proto: "udp", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}, vlanPrios: []uint{1, 2}},
 	} {
 		if _, err := bad.build(); err == nil {
 			t.Errorf("%+v: accepted", bad)
