@@ -147,7 +147,7 @@ docs/realtime.md for the method and its caveats.`,
 }
 
 // sweepList reads the values of a sweep's list flag (name), each with
-// parse; an empty element (” for none) is left out.
+// parse; an empty element (the flag's "none") is left out.
 func sweepList[T any](name string, vals []string, parse func(string) (T, error)) ([]T, error) {
 	var out []T
 	for _, s := range vals {
