@@ -1132,6 +1132,7 @@ enum fw_nat_counter {
 	FW_NAT_C_ICMP_ERROR,  /* ICMP errors about translated connections, translated (outer header and quote) */
 	FW_NAT_C_STALE,       /* bindings found stale (their connection gone from conntrack) and removed; the packet dropped when it was already rewritten */
 	FW_NAT_C_KERNEL_ICMP, /* packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF and too big) */
+	FW_NAT_C_NO_CT,       /* first packets dropped: a connection the nat table translates that conntrack could not record (table full, --ct-full accept; lib/natct.h) */
 	FW_NAT_C_NUM,
 };
 

@@ -32,6 +32,7 @@
 #include "../types.h"
 #include "../maps.h"
 #include "natfw.h"
+#include "natct.h"
 #include "ct.h"
 
 /* fw_nat_entry starts the NAT state of the packet xdpfw_ingress has in
@@ -164,23 +165,8 @@ static __always_inline int fw_nat_prerouting(struct xdp_md *ctx, struct fw_xdp_h
  * plain write: the entry is this first packet's, just made. */
 static __always_inline void fw_nat_mark(const struct fw_pkt *p, const struct fw_nat_rw *nat, __u8 flags)
 {
-	struct fw_ct_key key;
-	__u16 sport = 0, dport = 0;
-	__u8 from_a;
+	struct fw_ct_entry *e = fw_nat_ct_entry(p, nat->sport); /* an echo's id: fw_nat_key4 has it as both ports */
 
-	switch (p->proto) { /* the ports fw_ct_lookup keys on */
-	case IPPROTO_TCP:
-	case IPPROTO_UDP:
-	case IPPROTO_UDPLITE:
-	case IPPROTO_SCTP:
-		sport = p->sport, dport = p->dport;
-		break;
-	case IPPROTO_ICMP: /* an echo: its id on both, host order (fw_nat_key4 has it as both ports) */
-		sport = dport = bpf_ntohs(nat->sport);
-		break;
-	}
-	fw_ct_key_of(&key, p->family, p->proto, p->src, p->dst, sport, dport, &from_a);
-	struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &key);
 	if (e)
 		e->flags |= flags;
 }
@@ -200,6 +186,10 @@ static __always_inline void fw_nat_bind_dst(struct xdp_md *ctx, struct fw_xdp_ha
 	__u32 why;
 
 	h->nat_state = FW_NAT_S_DONE;
+	if (fw_nat_unrecorded(p, h->nat.sport)) { /* conntrack could not record it (lib/natct.h) */
+		fw_nat_fail(h, FW_NAT_C_NO_CT, bytes);
+		return;
+	}
 	if (p->chain == FW_CHAIN_FORWARD)
 		t = fw_nat_rule(h, a);
 	if (t && (t->kind == FW_NAT_SNAT || t->kind == FW_NAT_MASQUERADE)) {

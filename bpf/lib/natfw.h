@@ -26,6 +26,7 @@
 #include "../types.h"
 #include "../maps.h"
 #include "nat.h"
+#include "natct.h"
 #include "classify.h"
 #include "stats.h"
 
@@ -441,6 +442,8 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 		why = FW_NAT_C_LOST; /* never: fw_nat_in read it */
 	else if (state != FW_CT_NEW) /* translated from its first packet: its binding is gone (LRU), fail closed */
 		why = FW_NAT_C_LOST;
+	else if (fw_nat_unrecorded(p, k.sport)) /* conntrack could not record it (lib/natct.h) */
+		why = FW_NAT_C_NO_CT;
 	else
 		why = fw_nat_bind_source(ctx, p, &k, t, 0);
 	if (!why) {

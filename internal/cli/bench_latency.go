@@ -95,25 +95,18 @@ docs/realtime.md for the method and its caveats.`,
 			}
 			opt := bench.LatencyOptions{LoadRules: loadRules, Flows: flows, Packets: packets,
 				MinTime: minTime, Size: size, Progress: e.stderr}
-			for _, r := range rulesN {
-				if r == "" {
-					continue
-				}
+			var err error
+			if opt.Rules, err = sweepList("--rules", rulesN, func(r string) (int, error) {
 				n, err := strconv.Atoi(r)
 				if err != nil {
-					return usageError{fmt.Errorf("--rules: %q is not a rule count", r)}
+					return 0, fmt.Errorf("%q is not a rule count", r)
 				}
-				opt.Rules = append(opt.Rules, n)
+				return n, nil
+			}); err != nil {
+				return err
 			}
-			for _, r := range rates {
-				if r == "" {
-					continue
-				}
-				v, err := parseRate(r)
-				if err != nil {
-					return usageError{fmt.Errorf("--rates: %w", err)}
-				}
-				opt.Rates = append(opt.Rates, v)
+			if opt.Rates, err = sweepList("--rates", rates, parseRate); err != nil {
+				return err
 			}
 			v, err := parseRate(lightRate)
 			if err != nil {
@@ -151,6 +144,23 @@ docs/realtime.md for the method and its caveats.`,
 	fl.StringVar(&report, "report", "", "write an HTML report (plots inside) with PNG plots and results.json into this directory")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// sweepList reads the values of a sweep's list flag (name), each with
+// parse; an empty element (the flag's "none") is left out.
+func sweepList[T any](name string, vals []string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, s := range vals {
+		if s == "" {
+			continue
+		}
+		v, err := parse(s)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("%s: %w", name, err)}
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // parseRate reads a packet rate: 2500, 10k, 1.5M.

@@ -32,13 +32,17 @@ func TestSplitOwnFlags(t *testing.T) {
 
 func TestTraceBuild(t *testing.T) {
 	f := traceFlags{proto: "tcp", dst: "2001:db8::9", sport: 1, dport: 22, tcpFlags: "SYN,ACK", icmpType: "echo-request",
-		srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}}
+		srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}, vlanPrios: []uint{5}}
 	p, err := f.build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Src != netip.MustParseAddr("2001:db8::1") || p.DPort != 22 || p.TCPFlags != packet.TCPSyn|packet.TCPAck || !reflect.DeepEqual(p.VLANs, []uint16{10}) {
+	if p.Src != netip.MustParseAddr("2001:db8::1") || p.DPort != 22 || p.TCPFlags != packet.TCPSyn|packet.TCPAck || !reflect.DeepEqual(p.VLANs, []uint16{10}) ||
+		p.PCP(0) != 5 || !strings.HasPrefix(p.String(), "vlan 10 pcp 5 | ") {
 		t.Fatalf("built %s", p)
+	}
+	if d, err := packet.Decode(p.Bytes()); err != nil || d.PCP(0) != 5 {
+		t.Fatalf("the frame's PCP: %v %v", d, err)
 	}
 	f = traceFlags{proto: "icmp", icmpType: "port-unreachable", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02"}
 	if p, err = f.build(); err != nil || p.ICMPType != 3 || p.ICMPCode != 3 || !p.Src.Is4() {
@@ -49,6 +53,8 @@ func TestTraceBuild(t *testing.T) {
 		{proto: "bogus"},
 		{proto: "tcp", tcpFlags: "SYNN", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02"},
 		{proto: "udp", srcMAC: "zz", dstMAC: "02:00:00:00:00:02"},
+		{proto: "udp", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}, vlanPrios: []uint{8}},
+		{proto: "udp", srcMAC: "02:00:00:00:00:01", dstMAC: "02:00:00:00:00:02", vlans: []uint{10}, vlanPrios: []uint{1, 2}},
 	} {
 		if _, err := bad.build(); err == nil {
 			t.Errorf("%+v: accepted", bad)
@@ -233,6 +239,50 @@ func TestCheckLikeApply(t *testing.T) {
 		!strings.Contains(errb, "warning: "+path+":5:1: ") || !strings.Contains(errb, "-o nosuch1 matches no interface of this host") ||
 		!strings.Contains(errb, loop) || !strings.HasPrefix(out, "ok: 5 rules") {
 		t.Errorf("--check --on-host: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+// TestCheckPriorityCPUs: apply --check resolves --priority-cpus as apply
+// would (a CPU not online is an error, exit status 2) and warns where the
+// CPUs leave the rules' xdpfw-priority table without effect; it changes
+// nothing.
+func TestCheckPriorityCPUs(t *testing.T) {
+	dir := t.TempDir()
+	table := filepath.Join(dir, "prio.rules")
+	plain := filepath.Join(dir, "plain.rules")
+	if err := os.WriteFile(table, []byte("-A INPUT -p tcp --dport 22 -j ACCEPT\n-t xdpfw-priority -A PRIORITY -p udp --dport 7 -j HIGH\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plain, []byte("-A INPUT -p tcp --dport 22 -j ACCEPT\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"--pin-dir", dir + "/pins", "--state-dir", dir + "/state", "apply", "--check"}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	const noEffect = "warning: the xdpfw-priority table has no effect with --priority-cpus none"
+	for _, c := range []struct {
+		args      []string
+		code      int
+		errSubstr string // "" for none
+	}{
+		{[]string{"--priority-cpus", "63", table}, 2, "--priority-cpus 63: CPU 63 is not online (online: "},
+		{[]string{"--priority-cpus", "64", table}, 2, "--priority-cpus: CPU list \"64\": CPU 64: xdpfw hands bulk packets to CPUs 0-63"},
+		{[]string{"--priority-cpus", "none", table}, 0, noEffect},
+		{[]string{"--priority-cpus", "none", plain}, 0, ""},
+		{[]string{"--priority-cpus", "0", table}, 0, ""},
+	} {
+		code, out, errb := run(c.args...)
+		if code != c.code || (c.errSubstr == "") != (errb == "") || !strings.Contains(errb, c.errSubstr) ||
+			(code == 0) != strings.HasPrefix(out, "ok: ") {
+			t.Errorf("apply --check %v: exit %d (want %d), stdout %q, stderr %q (want %q)", c.args, code, c.code, out, errb, c.errSubstr)
+		}
+	}
+	for _, p := range []string{"/pins", "/state"} {
+		if _, err := os.Stat(dir + p); err == nil {
+			t.Errorf("apply --check made %s", p)
+		}
 	}
 }
 

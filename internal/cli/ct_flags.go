@@ -27,7 +27,8 @@ func (c *ctFlags) register(cmd *cobra.Command, load bool) {
 	}
 	cmd.Flags().StringSliceVar(&c.timeouts, "ct-timeout", nil, "conntrack timeout NAME=SECONDS (repeatable; names: "+
 		strings.Join(conntrack.TimeoutNames[:], ", ")+"); giving any resets the others to their defaults")
-	cmd.Flags().StringVar(&c.full, "ct-full", "", "NEW connections when the conntrack table is full of assured connections: drop (default) or accept (untracked)")
+	cmd.Flags().StringVar(&c.full, "ct-full", "", "NEW connections when the conntrack table is full of assured connections: drop (default) or accept (untracked; "+
+		"with --nat xdpfw, a connection the nat table translates is dropped still: its translation lives with its conntrack entry)")
 	cmd.Flags().StringVar(&c.pickup, "ct-tcp-pickup", "", "TCP connections conntrack does not know (they predate the rules, or the table was flushed): "+
 		"loose (default) picks them up mid-stream, their next bare ACK being NEW to the rules, as Linux's nf_conntrack_tcp_loose=1; "+
 		"strict starts connections with a SYN only, such ACKs are INVALID (a reload or apply keeps the value in force)")

@@ -39,7 +39,10 @@ iptables-restore leaves a table the file does not name.
 --check validates the file and the options exactly as apply does and
 compiles the rules, changing nothing (exit status 2 on errors), and prints
 the warnings apply would print. It takes -i names as interfaces that exist
-unless --on-host: then it resolves them as apply on this host would.`,
+unless --on-host: then it resolves them as apply on this host would.
+--priority-cpus names this host's CPUs: --check resolves it as apply
+would (each CPU online) and warns where the CPUs leave the rules'
+xdpfw-priority table without effect.`,
 		Example: `  xdpfw apply /etc/xdpfw/rules.conf
   xdpfw apply --check rules.conf
   xdpfw apply --check --on-host rules.conf

@@ -21,7 +21,7 @@ type traceFlags struct {
 	proto, src, dst, srcMAC, dstMAC string
 	sport, dport                    uint16
 	tcpFlags, icmpType              string
-	vlans                           []uint
+	vlans, vlanPrios                []uint
 	frag                            bool
 	iface, pcap                     string
 	asJSON, out                     bool
@@ -59,6 +59,7 @@ the trace builds it and discards it).`,
   xdpfw trace -p tcp --dst 10.0.0.1 --dport 80 --tcp-flags SYN
   xdpfw trace -p icmp --dst 10.0.0.1 --icmp-type echo-request
   xdpfw trace -p udp --src 2001:db8::1 --dst 2001:db8::2 --dport 53 --vlan 10
+  xdpfw trace -p udp --dst 10.0.0.1 --dport 5004 --vlan 10 --vlan-prio 5
   xdpfw trace -p tcp --src 198.51.100.7 --dport 443 --tcp-flags ACK --ctstate ESTABLISHED
   xdpfw trace --out -p udp --dst 192.0.2.53 --dport 53
   xdpfw trace --out -p tcp --src 10.0.0.1 --dst 203.0.113.9 --dport 25
@@ -166,6 +167,8 @@ the trace builds it and discards it).`,
 	fl.StringVar(&f.srcMAC, "src-mac", "02:00:00:00:00:01", "source MAC")
 	fl.StringVar(&f.dstMAC, "dst-mac", "02:00:00:00:00:02", "destination MAC")
 	fl.UintSliceVar(&f.vlans, "vlan", nil, "VLAN tag(s), outermost first")
+	fl.UintSliceVar(&f.vlanPrios, "vlan-prio", nil, "the --vlan tags' priority code points (802.1p PCP, 0-7; what -m vlan "+
+		"--vlan-prio matches: the outermost), outermost first (default 0)")
 	fl.BoolVar(&f.frag, "fragment", false, "make it a non-first fragment (no L4 header)")
 	fl.StringVar(&f.iface, "in", "", "interface the packet arrives on (default: the first attached)")
 	fl.BoolVar(&f.out, "out", false, "trace a packet this host sends (OUTPUT chain, tc egress) instead")
@@ -215,6 +218,15 @@ func (f *traceFlags) build() (*packet.Packet, error) {
 			return nil, fmt.Errorf("--vlan %d: VLAN ids are 0-4095", v)
 		}
 		p.VLANs = append(p.VLANs, uint16(v))
+	}
+	if len(f.vlanPrios) > len(f.vlans) {
+		return nil, fmt.Errorf("--vlan-prio: %d priorities for %d --vlan tags", len(f.vlanPrios), len(f.vlans))
+	}
+	for _, c := range f.vlanPrios {
+		if c > 7 {
+			return nil, fmt.Errorf("--vlan-prio %d: priority code points are 0-7", c)
+		}
+		p.PCPs = append(p.PCPs, uint8(c))
 	}
 	if p.Proto == packet.ProtoTCP {
 		for _, name := range strings.Split(strings.ToUpper(f.tcpFlags), ",") {

@@ -58,9 +58,10 @@ type NATCounters struct {
 	ICMPError    Counter `json:"icmp_error"`   // ICMP errors about translated connections, translated (outer header and quote)
 	Stale        Counter `json:"stale"`        // bindings found stale (their connection gone from conntrack), removed
 	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF)
+	NoCT         Counter `json:"no_conntrack"` // first packets dropped: a translated connection conntrack could not record (table full, --ct-full accept)
 }
 
-const natCounterNum = 12 // FW_NAT_C_NUM
+const natCounterNum = 13 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
@@ -259,7 +260,8 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	clk := d.clock()
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
 		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6]), DNAT: clk.sum(slots[7]),
-		NoLocal: clk.sum(slots[8]), ICMPError: clk.sum(slots[9]), Stale: clk.sum(slots[10]), KernelICMP: clk.sum(slots[11])}, true, nil
+		NoLocal: clk.sum(slots[8]), ICMPError: clk.sum(slots[9]), Stale: clk.sum(slots[10]), KernelICMP: clk.sum(slots[11]),
+		NoCT: clk.sum(slots[12])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
@@ -79,7 +80,38 @@ func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetI
 	if onHost && st != nil && st.loaded() { // what apply would say of the interfaces filtered
 		res.Warnings = append(res.Warnings, ifaceWarnings(rs, slices.Sorted(maps.Keys(st.Interfaces)))...)
 	}
+	// the bulk CPUs as apply (or load) would put them in force: a
+	// --priority-cpus given is resolved on this host, as Apply resolves
+	// it (CPUs online), whatever onHost says: it names this host's CPUs
+	inForce := ""
+	if st != nil {
+		inForce = st.PriorityCPUs
+	}
+	spec := orDefault(opt.PriorityCPUs, orDefault(inForce, "auto"))
+	cpus, err := datapath.PriorityCPUs(spec)
+	switch {
+	case err != nil && opt.PriorityCPUs != "":
+		return nil, err
+	case err == nil:
+		res.Warnings = append(res.Warnings, priorityWarnings(rs, spec, cpus)...)
+	}
 	return res, nil
+}
+
+// priorityWarnings says where the bulk CPUs cpus (what the --priority-cpus
+// value spec resolved to) leave the xdpfw-priority table of rs without
+// effect: load, apply and apply --check print them (status's priority
+// state says the same of what is in force).
+func priorityWarnings(rs *rules.RuleSet, spec string, cpus []int) []string {
+	if !rs.PriorityOn() || len(cpus) > 0 {
+		return nil
+	}
+	why := "--priority-cpus none"
+	if spec == "auto" {
+		why = "--priority-cpus auto on a machine with one CPU online (nowhere to hand the BULK class to)"
+	}
+	return []string{fmt.Sprintf("the xdpfw-priority table has no effect with %s: every packet is judged on the CPU that received it "+
+		"(docs/realtime.md, Priority)", why)}
 }
 
 // namedIfaces makes up an interface for every -i and -o name of rs (a

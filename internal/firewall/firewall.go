@@ -414,6 +414,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, undo(attached, err)
 	}
 	st.PriorityCPUs = cpuSpec
+	res.Warnings = append(res.Warnings, priorityWarnings(rs, cpuSpec, cpus)...)
 	st.NAT = orDefault(opt.NAT, NATKernel)
 	st.NATRules = natText(nat)
 	if err := dp.PinProgram(); err != nil {
@@ -568,6 +569,9 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	// What the new rules run into on the interfaces filtered (a
 	// --vlan-id rule where XDP cannot see tags), as load says.
 	res.Warnings = append(res.Warnings, ifaceWarnings(rs, slices.Sorted(maps.Keys(f.st.Interfaces)))...)
+	if cpus, err := f.dp.PriorityInForce(); err == nil {
+		res.Warnings = append(res.Warnings, priorityWarnings(rs, orDefault(f.st.PriorityCPUs, "auto"), cpus)...)
+	}
 	return res, nil
 }
 

@@ -191,6 +191,10 @@ func TestString(t *testing.T) {
 			"ethertype 0x0806 (arp) len 42"},
 		{Packet{VLANs: []uint16{1, 2}, TPID8100: true, NonIP: 0x88b5},
 			"vlan 1.2 | ethertype 0x88b5 len 22"},
+		{Packet{VLANs: []uint16{10}, PCPs: []uint8{5}, Src: v4a, Dst: v4b, Proto: ProtoUDP, SPort: 1, DPort: 2},
+			"vlan 10 pcp 5 | 10.0.0.1:1 > 10.0.0.2:2 udp len 46"},
+		{Packet{VLANs: []uint16{100, 10}, PCPs: []uint8{0, 3}, NonIP: 0x88b5},
+			"qinq 100.10 pcp 0.3 | ethertype 0x88b5 len 22"},
 		{Packet{Src: v4a, Dst: v6b},
 			"10.0.0.1 > fd00::2 proto 0 invalid: packet: Src 10.0.0.1 and Dst fd00::2 are of different IP versions"},
 	}

@@ -3,6 +3,7 @@ package packet
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -10,28 +11,30 @@ import (
 // String returns a one-line human summary of the packet, for example
 //
 //	vlan 10 | 10.0.0.1:1234 > 10.0.0.2:80 tcp [SYN] len 74
+//	vlan 10 pcp 5 | 10.0.0.1:1234 > 10.0.0.2:80 tcp [SYN] len 74
 //	qinq 100.10 | [fd00::1]:53 > [fd00::2]:5353 udp ext hbh(8) frag off 0 MF len 86
 //	10.0.0.1 > 10.0.0.2 tcp ttl 3 ipopts(4) frag off 185 len 38
 //	ethertype 0x0806 (arp) len 42
 //
-// len is the frame length Bytes returns; a packet that cannot be encoded ends
+// pcp, the tags' priority code points (outermost first), is shown when
+// one is not 0. len is the frame length Bytes returns; a packet that cannot be encoded ends
 // in "invalid: <reason>" instead.
 func (p Packet) String() string {
 	var sb strings.Builder
-	switch len(p.VLANs) {
-	case 0:
-	case 1:
-		fmt.Fprintf(&sb, "vlan %d | ", p.VLANs[0])
-	default:
+	if len(p.VLANs) > 0 {
 		kind := "qinq"
-		if p.TPID8100 {
+		if p.TPID8100 || len(p.VLANs) == 1 {
 			kind = "vlan"
 		}
-		ids := make([]string, len(p.VLANs))
+		ids, pcps := make([]string, len(p.VLANs)), make([]string, len(p.VLANs))
 		for i, v := range p.VLANs {
-			ids[i] = strconv.Itoa(int(v))
+			ids[i], pcps[i] = strconv.Itoa(int(v)), strconv.Itoa(int(p.PCP(i)))
 		}
-		fmt.Fprintf(&sb, "%s %s | ", kind, strings.Join(ids, "."))
+		fmt.Fprintf(&sb, "%s %s ", kind, strings.Join(ids, "."))
+		if slices.ContainsFunc(p.PCPs, func(c uint8) bool { return c != 0 }) {
+			fmt.Fprintf(&sb, "pcp %s ", strings.Join(pcps, "."))
+		}
+		sb.WriteString("| ")
 	}
 
 	switch {

@@ -315,8 +315,8 @@ func writePacket(b *strings.Builder, data []byte, n int) {
 		fmt.Fprintf(b, " FRAMELEN=%d", n)
 		return
 	}
-	if len(p.VLANs) > 0 {
-		fmt.Fprintf(b, " VLAN=%d", p.VLANs[0])
+	if len(p.VLANs) > 0 { // the outer tag: its id and priority code point
+		fmt.Fprintf(b, " VLAN=%d PCP=%d", p.VLANs[0], p.PCP(0))
 	}
 	fmt.Fprintf(b, " SRC=%s DST=%s LEN=%d", p.Src, p.Dst, ipLen(data, p))
 	if p.Src.Is4() {
@@ -408,6 +408,7 @@ type Record struct {
 	ICMPType  *uint8    `json:"icmp_type,omitempty"`
 	ICMPCode  *uint8    `json:"icmp_code,omitempty"`
 	VLANs     []uint16  `json:"vlans,omitempty"`
+	PCPs      []int     `json:"pcps,omitempty"` // each tag's priority code point (802.1p), as vlans
 	Trace     bool      `json:"trace,omitempty"`
 	// Audit: an audit event (Event.Audit): rule_id, rule, verdict are the
 	// candidate's; verdict_id, by the enforced decision's rule.
@@ -435,6 +436,9 @@ func (e *Event) Record(rs Rules, names IfName) Record {
 		return rec
 	}
 	rec.Src, rec.Dst, rec.Proto, rec.VLANs = p.Src.String(), p.Dst.String(), &p.Proto, p.VLANs
+	for i := range p.VLANs {
+		rec.PCPs = append(rec.PCPs, int(p.PCP(i)))
+	}
 	if !p.L4Present() || err != nil && p.SPort == 0 && p.DPort == 0 && p.ICMPType == 0 {
 		return rec
 	}

@@ -54,7 +54,7 @@ func TestDecodeAndFormat(t *testing.T) {
 		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: packet.ProtoTCP,
 		SPort: 40000, DPort: 22, TCPFlags: packet.TCPSyn, TTL: 63, Payload: make([]byte, 100)}).Bytes()
 	udp6 := (&packet.Packet{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"),
-		Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, VLANs: []uint16{10}, Payload: make([]byte, 300)}).Bytes()
+		Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, VLANs: []uint16{10}, PCPs: []uint8{5}, Payload: make([]byte, 300)}).Bytes()
 	for _, c := range []struct {
 		name  string
 		h     datapath.LogEventHeader
@@ -73,9 +73,9 @@ func TestDecodeAndFormat(t *testing.T) {
 			}},
 		{"--log on DROP, cut at 60 bytes, conntrack full", datapath.LogEventHeader{RuleId: 18, VerdictId: 18, Ifindex: 3,
 			Action: uint8(compile.ActDrop), Reason: uint8(compile.ReasonCTFull), Ctstate: compile.CTNew}, udp6, 60,
-			"IN=eth1 OUT= MAC=00:00:00:00:00:00:00:00:00:00:00:00:81:00 VLAN=10 SRC=2001:db8::1 DST=2001:db8::2 LEN=348 HOPLIMIT=64 PROTO=UDP CHAIN=INPUT RULE=3 VERDICT=DROP REASON=conntrack-full",
+			"IN=eth1 OUT= MAC=00:00:00:00:00:00:00:00:00:00:00:00:81:00 VLAN=10 PCP=5 SRC=2001:db8::1 DST=2001:db8::2 LEN=348 HOPLIMIT=64 PROTO=UDP CHAIN=INPUT RULE=3 VERDICT=DROP REASON=conntrack-full",
 			func(t *testing.T, r Record) {
-				if r.Level != DefaultLevel || r.ByLOG || r.Len != len(udp6) || r.CapLen != 60 || r.SPort != nil || r.Src != "2001:db8::1" || r.VLANs[0] != 10 {
+				if r.Level != DefaultLevel || r.ByLOG || r.Len != len(udp6) || r.CapLen != 60 || r.SPort != nil || r.Src != "2001:db8::1" || r.VLANs[0] != 10 || len(r.PCPs) != 1 || r.PCPs[0] != 5 {
 					t.Errorf("record %+v", r)
 				}
 			}},

@@ -2,14 +2,11 @@ package e2e
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
-	"path/filepath"
+	"net/netip"
 	"strings"
 	"testing"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/testutil"
 )
@@ -185,28 +182,8 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 	if err := e.roundTrip("bound"); err != nil {
 		t.Fatalf("echo through the port forward: %v", err)
 	}
-	binds, err := ebpf.LoadPinnedMap(filepath.Join(f.pinDir, "fw_nat_binds"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer binds.Close()
-	local := e.c.LocalAddr().(*net.TCPAddr)
-	key := make([]byte, 16) // struct fw_nat_tuple: the answers', server to client
-	copy(key[0:4], net.ParseIP(server).To4())
-	copy(key[4:8], local.IP.To4())
-	binary.BigEndian.PutUint16(key[8:], 80)
-	binary.BigEndian.PutUint16(key[10:], uint16(local.Port))
-	key[12] = 6
-	if err := binds.Delete(key); err != nil {
-		t.Fatalf("deleting the answers' binding of %s: %v", local, err)
-	}
-	if err := e.roundTrip("unbound"); err == nil {
-		t.Errorf("echo over a DNATed connection without its answers' binding: answered; want them dropped")
-	}
-	st = f.natStatus()
-	if st.Counters["lost"] == 0 {
-		t.Errorf("status: nat counters %v; want the answers without a binding counted (lost)", st.Counters)
-	}
+	// the answers' binding, server to client
+	f.unbindLost(t, e, netip.MustParseAddrPort(hostPort(server, 80)), netip.MustParseAddrPort(e.c.LocalAddr().String()))
 
 	// REDIRECT where the device has no IPv4 address: the first packet is
 	// dropped, counted, never passed untranslated (b keeps the router's

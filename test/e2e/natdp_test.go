@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -238,28 +239,7 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	if err := e.roundTrip("bound"); err != nil {
 		t.Fatalf("echo: %v", err)
 	}
-	binds, err := ebpf.LoadPinnedMap(filepath.Join(f.pinDir, "fw_nat_binds"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer binds.Close()
-	local := e.c.LocalAddr().(*net.TCPAddr)
-	key := make([]byte, 16) // struct fw_nat_tuple: the original direction's
-	copy(key[0:4], local.IP.To4())
-	copy(key[4:8], net.ParseIP(x.lb.cli4).To4())
-	binary.BigEndian.PutUint16(key[8:], uint16(local.Port))
-	binary.BigEndian.PutUint16(key[10:], 80)
-	key[12] = 6
-	if err := binds.Delete(key); err != nil {
-		t.Fatalf("deleting the binding of %s: %v", local, err)
-	}
-	if err := e.roundTrip("unbound"); err == nil {
-		t.Errorf("echo over a connection without its binding: answered; want its packets dropped")
-	}
-	st = f.natStatus()
-	if st.Counters["lost"] == 0 {
-		t.Errorf("status: nat counters %v; want lost packets counted", st.Counters)
-	}
+	f.unbindLost(t, e, netip.MustParseAddrPort(e.c.LocalAddr().String()), netip.MustParseAddrPort(hostPort(x.lb.cli4, 80)))
 
 	// SNAT to a range of two ports: two UDP flows get them, a third finds
 	// none free and its datagram is dropped, counted (the kernel drops
@@ -296,6 +276,34 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	f.decode(&fs, "status", "--json")
 	if n := fs.Forward.Counters["xdp"].Packets - before; n < 10 {
 		t.Errorf("fast path: %d translated packets forwarded in XDP, want the flows' (counters %v)", n, fs.Forward.Counters)
+	}
+}
+
+// unbindLost deletes the binding of the TCP tuple from > to (struct
+// fw_nat_tuple, from the pinned fw_nat_binds): e's connection, which it
+// translates, must then fail closed, its packets dropped and counted
+// lost, never forwarded untranslated.
+func (f *fw) unbindLost(t *testing.T, e *echoConn, from, to netip.AddrPort) {
+	t.Helper()
+	binds, err := ebpf.LoadPinnedMap(filepath.Join(f.pinDir, "fw_nat_binds"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer binds.Close()
+	key := make([]byte, 16)
+	copy(key[0:4], from.Addr().AsSlice())
+	copy(key[4:8], to.Addr().AsSlice())
+	binary.BigEndian.PutUint16(key[8:], from.Port())
+	binary.BigEndian.PutUint16(key[10:], to.Port())
+	key[12] = 6
+	if err := binds.Delete(key); err != nil {
+		t.Fatalf("deleting the binding of %s > %s: %v", from, to, err)
+	}
+	if err := e.roundTrip("unbound"); err == nil {
+		t.Errorf("echo over a translated connection without its binding of %s > %s: answered; want its packets dropped", from, to)
+	}
+	if st := f.natStatus(); st.Counters["lost"] == 0 {
+		t.Errorf("status: nat counters %v; want the packets without a binding counted (lost)", st.Counters)
 	}
 }
 

@@ -376,3 +376,108 @@ func natServedRouter(t *testing.T) (x *router, routerAddr, wan string) {
 	servePeer(t, x.b, 8080)
 	return x, x.lb.srv4, hostPort(x.lb.cli4, 8080)
 }
+
+// TestNATConntrackFullXdpfw: with a conntrack table full of assured
+// connections and --ct-full accept, a new connection the nat table
+// translates is not translated untracked: its binding would look stale
+// at its next packet (NEW, no entry before it) and go. Its packets are
+// dropped (no_conntrack), none leaves with the client's address or
+// re-bound as stale, and once the table has room the same connection is
+// translated and answered.
+func TestNATConntrackFullXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x, router, wan := natServedRouter(t)
+	// a UDP sink in b that records who sent to it: b has no route back
+	// to the LAN, so an untranslated datagram would be seen here only
+	var sink net.PacketConn
+	if err := x.b.Do(func() (err error) { sink, err = net.ListenPacket("udp4", ":8091"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	seenBy := make(chan string, 100)
+	go func() {
+		b := make([]byte, 100)
+		for {
+			_, from, err := sink.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			seenBy <- from.String()
+		}
+	}()
+	const max = 8
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ct-max", strconv.Itoa(max), "--ct-full", "accept",
+		"--ipv4-file", writeRules(t, "nat.rules", natRules))
+	// udp sends n datagrams from the client's port to addr, each waiting
+	// for an answer within d; it returns the answers.
+	udp := func(port int, addr string, n int, d time.Duration) (answers []string) {
+		t.Helper()
+		var c net.PacketConn
+		if err := x.a.Do(func() (err error) { c, err = net.ListenPacket("udp4", hostPort(x.la.cli4, port)); return err }); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		to, _ := net.ResolveUDPAddr("udp4", addr)
+		for range n {
+			if _, err := c.WriteTo([]byte("who"), to); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 100)
+			_ = c.SetReadDeadline(time.Now().Add(d))
+			if k, _, err := c.ReadFrom(b); err == nil {
+				answers = append(answers, string(b[:k]))
+			}
+		}
+		return answers
+	}
+	var ct struct {
+		Entries int `json:"entries"`
+		Max     int `json:"max"`
+	}
+	// fill the table with assured connections (query, answer, query)
+	for port := 42000; ; port++ {
+		f.decode(&ct, "conntrack", "stats", "--json")
+		if ct.Entries >= max {
+			break
+		}
+		if port == 42000+2*max {
+			t.Fatalf("conntrack stats %+v: the table does not fill", ct)
+		}
+		if a := udp(port, wan, 2, 2*time.Second); len(a) != 2 || a[0] != hostPort(router, port) {
+			t.Fatalf("filling the table: port %d answered %q, want %s twice", port, a, hostPort(router, port))
+		}
+	}
+	// a new connection: never out untranslated, never re-bound as stale
+	udp(43000, hostPort(x.lb.cli4, 8091), 3, 300*time.Millisecond)
+	if n := len(seenBy); n != 0 {
+		t.Errorf("the sink got %d datagrams of a connection conntrack could not record (%s first); want them dropped", n, <-seenBy)
+	}
+	st := f.natStatus()
+	if c := st.Counters; c["no_conntrack"] != 3 || c["stale"] != 0 || c["lost"] != 0 {
+		t.Errorf("status: nat counters %v; want no_conntrack 3 (each datagram of the unrecorded connection), stale 0, lost 0", c)
+	}
+	for _, b := range st.Bindings {
+		if strings.Contains(b, ":43000 ") {
+			t.Errorf("a binding of the unrecorded connection: %s", b)
+		}
+	}
+	// room again: the same connection is translated, as the sink sees it
+	f.mustRun("conntrack", "flush")
+	udp(43000, hostPort(x.lb.cli4, 8091), 1, 300*time.Millisecond)
+	want := hostPort(router, 43000)
+	select {
+	case from := <-seenBy:
+		if from != want {
+			t.Errorf("the sink saw %s first; want only %s (the client's address must never leave)", from, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Errorf("after conntrack flush: the sink saw nothing; want %s", want)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for len(seenBy) > 0 {
+		if from := <-seenBy; from != want {
+			t.Errorf("the sink saw %s; want only %s", from, want)
+		}
+	}
+}
