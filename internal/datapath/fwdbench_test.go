@@ -101,39 +101,8 @@ func BenchmarkForwardEstablished(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rounds := 1
-	if len(dps) > 1 {
-		rounds = 20
-	}
-	ns := make([][]float64, len(dps))
-	err = f.ns.Do(func() error {
-		for r := range rounds {
-			for j := range dps {
-				i := (j + r) % len(dps) // each build goes first in every other round
-				_, d, err := run(dps[i], query, b.N)
-				if err != nil {
-					return err
-				}
-				ns[i] = append(ns[i], float64(d.Nanoseconds())/float64(b.N))
-			}
-		}
-		return nil
+	sideBySide(b, f, dps, func(dp *datapath.Datapath) (float64, error) {
+		_, d, err := run(dp, query, b.N)
+		return float64(d.Nanoseconds()) / float64(b.N), err
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(medianOf(ns[0]), "ns/pkt")
-	if len(dps) > 1 {
-		ratios := make([]float64, rounds)
-		for r := range ratios {
-			ratios[r] = ns[0][r] / ns[1][r]
-		}
-		b.ReportMetric(medianOf(ns[1]), "base-ns/pkt")
-		b.ReportMetric(medianOf(ratios), "ratio")
-		diffs := make([]float64, rounds)
-		for r := range diffs {
-			diffs[r] = ns[0][r] - ns[1][r]
-		}
-		b.ReportMetric(medianOf(diffs), "diff-ns/pkt")
-	}
 }
