@@ -259,6 +259,19 @@ struct {
 	__type(value, struct fw_ct_gc);
 } fw_ct_gc SEC(".maps");
 
+/* Conntrack's clock as this CPU last read it (lib/ct.h fw_ct_now), slot
+ * 0. Not pinned: a cache. */
+struct fw_ct_clock {
+	__u64 jiffies; /* bpf_jiffies64() when ns was read */
+	__u64 ns;      /* bpf_ktime_get_coarse_ns() then */
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_ct_clock);
+} fw_ct_clock SEC(".maps");
+
 /* Conntrack event counters per enum fw_ct_stat (per CPU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -36,7 +36,7 @@ struct fw_ct {
 	__u8 setflags;         /* FW_CTF_* to add to a live entry */
 	__u8 _pad[3];
 	struct fw_ct_entry *e; /* the live entry, or NULL */
-	__u64 now;             /* bpf_ktime_get_coarse_ns() of the lookup: the commit's clock too */
+	__u64 now;             /* fw_ct_now() of the lookup: the commit's clock too */
 };
 #define fw_ct_plan_size __builtin_offsetof(struct fw_ct, e)
 #define fw_ct_next_off __builtin_offsetof(struct fw_ct, next)
@@ -109,6 +109,35 @@ static __always_inline void fw_ct_count(__u32 stat)
 
 	if (c)
 		(*c)++;
+}
+
+/* fw_ct_now is conntrack's clock, bpf_ktime_get_coarse_ns(): the time of
+ * the last tick, which moves it and jiffies together. It is read once a
+ * tick on each CPU and kept (fw_ct_clock) for the tick's other packets:
+ * the helper's call and its return (through this kernel's return thunk)
+ * were ~4 % of an established forwarded packet's time in xdpfw (bench
+ * forward's profile, docs/bench.md), bpf_jiffies64() is inlined. The
+ * tick increments jiffies before it moves the clock: a reading between
+ * the two gives the clock of the tick before, which the CPU then keeps
+ * (the copy is refreshed no sooner than the next tick) only when it had
+ * not read the clock in that tick before either: so conntrack's time is
+ * the coarse clock's, or, rarely, one tick behind it. */
+static __always_inline __u64 fw_ct_now(void)
+{
+	__u32 zero = 0;
+	struct fw_ct_clock *c = bpf_map_lookup_elem(&fw_ct_clock, &zero);
+	__u64 j = bpf_jiffies64();
+
+	if (!c) /* a per-CPU array's slot 0 is always there */
+		return bpf_ktime_get_coarse_ns();
+	if (c->jiffies == j)
+		return c->ns;
+	__u64 ns = bpf_ktime_get_coarse_ns();
+	if (ns != c->ns) { /* else read between jiffies' move and the clock's: asked again */
+		c->jiffies = j;
+		c->ns = ns;
+	}
+	return ns;
 }
 
 /* fw_ct_key_of fills k with the endpoints in a fixed order: the lower
@@ -330,9 +359,8 @@ static __always_inline __u8 fw_ct_related(void *data, void *data_end, struct fw_
  * should the packet be accepted. It writes nothing itself. */
 static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_pkt *p, struct fw_ct *ct)
 {
-	/* read once per packet: the helper call was 2-3 % of an established
-	 * forwarded packet's time in xdpfw (bench forward's profile) */
-	__u64 now = bpf_ktime_get_coarse_ns();
+	/* read once per packet: the commit's clock too */
+	__u64 now = fw_ct_now();
 
 	ct->now = now;
 	__u16 sport = p->sport, dport = p->dport;
@@ -452,7 +480,7 @@ invalid:
  * live entry a packet that creates nothing advances), and the clock. */
 static __always_inline void fw_ct_relink(struct fw_ct *ct)
 {
-	ct->now = bpf_ktime_get_coarse_ns();
+	ct->now = fw_ct_now();
 	ct->e = NULL;
 	if (ct->next != FW_CTS_NONE && !ct->create)
 		ct->e = bpf_map_lookup_elem(&fw_ct, &ct->key);

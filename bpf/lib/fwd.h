@@ -69,10 +69,20 @@ static __always_inline int fw_fwd_martian6(const __u64 *src, const __u64 *dst)
 	return (d[0] == 0xfe && (d[1] & 0xc0) == 0x80) || (dst[0] == 0 && dst[1] == one);
 }
 
+/* fw_fwd_redirect: is oif a device the fast path sends on (in
+ * fw_fwd_ports)? If so, the packet is redirected to it once the program
+ * returns XDP_REDIRECT (bpf_redirect_map's state; another return ignores
+ * it). */
+static __always_inline int fw_fwd_redirect(__u32 oif)
+{
+	return bpf_redirect_map(&fw_fwd_ports, oif, XDP_PASS) == XDP_REDIRECT;
+}
+
 /* fw_fwd_why is FW_FWD_XDP when the fast path can send the packet as the
  * kernel would, else the first reason it cannot, in this order; with
  * FW_FWD_XDP, *tx is the PPPoE session of the egress device when that is
- * a ppp device xdpfw knows (lib/pppoe.h), else left NULL. The IP header
+ * a ppp device xdpfw knows (lib/pppoe.h), else left NULL, and the
+ * redirect to the egress device is set up (fw_fwd_redirect). The IP header
  * is at p->l3_off: 14 past the VLAN test, or past a PPPoE session header
  * (and its tags). */
 static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt *p, const struct fw_fwd_hop *hop,
@@ -128,8 +138,14 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 	__u32 oif = p->oifindex;
 	/* the devices as the kernel sees them: a ppp device, not its Ethernet's */
 	__u32 hairpin = oif == p->ifindex;
-	if (why == FW_FWD_XDP && bpf_map_lookup_elem(&fw_fwd_ports, &oif))
-		return hairpin ? FW_FWD_HAIRPIN : FW_FWD_XDP;
+	/* The redirect is set up here, where the egress device is tested,
+	 * not after the rewrite: its lookup is the test (one devmap lookup a
+	 * packet, not two). It writes nothing but the redirect's own state,
+	 * which a packet handed to the kernel (XDP_PASS) leaves unused. */
+	if (why == FW_FWD_XDP && !hairpin && fw_fwd_redirect(oif))
+		return FW_FWD_XDP;
+	if (why == FW_FWD_XDP && hairpin && bpf_map_lookup_elem(&fw_fwd_ports, &oif))
+		return FW_FWD_HAIRPIN;
 	/* Not a device the fast path sends on: a ppp device whose PPPoE
 	 * session xdpfw knows? It has no neighbours (the session names the
 	 * peer): NO_NEIGH does not matter there. Asked only here, so plain
@@ -143,8 +159,7 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
 	 * Ethernet device's too. No device: a session over a VLAN. */
 	if (!t->ifindex || p->l3_len > t->mtu)
 		return FW_FWD_PPPOE;
-	oif = t->ifindex;
-	if (!bpf_map_lookup_elem(&fw_fwd_ports, &oif))
+	if (!fw_fwd_redirect(t->ifindex))
 		return FW_FWD_NOT_ATTACHED;
 	*tx = t;
 	return FW_FWD_XDP;
@@ -237,22 +252,19 @@ static __always_inline int fw_fwd_xdp(struct xdp_md *ctx, const struct fw_pkt *p
 			return XDP_DROP;
 		ip6->hop_limit--;
 	}
-	__u32 oif = hop->ifindex;
 	if (tx) {
 		__builtin_memcpy(eth->h_dest, tx->peer, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, tx->mac, ETH_ALEN);
 		eth->h_proto = bpf_htons(ETH_P_PPP_SES);
-		oif = tx->ifindex;
 	} else {
 		__builtin_memcpy(eth->h_dest, hop->dmac, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, hop->smac, ETH_ALEN);
 		eth->h_proto = p->family == 4 ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6);
 	}
-	/* fw_fwd_why found the device in the map: gone since (a detach under
-	 * way), the rewritten frame is dropped, and counted so */
-	int rc = bpf_redirect_map(&fw_fwd_ports, oif, XDP_DROP);
-	fw_fwd_count(rc == XDP_REDIRECT ? FW_FWD_XDP : FW_FWD_NOT_ATTACHED, bytes);
-	return rc;
+	/* the redirect fw_fwd_why set up: its device entry is held (RCU)
+	 * until the frame is sent, even if a detach removes it meanwhile */
+	fw_fwd_count(FW_FWD_XDP, bytes);
+	return XDP_REDIRECT;
 }
 
 #endif

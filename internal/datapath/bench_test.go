@@ -192,11 +192,21 @@ func loadSideBySide(b *testing.B, f *fixture) []*datapath.Datapath {
 }
 
 // sideBySideOn runs frame b.N times through prog of each of dps in turn
-// (20 interleaved rounds when there are two, each build first in every
-// other round) and reports the median ns/pkt of the first, and with two,
-// the second's (base-ns/pkt) and the median of the per-round ratios
-// first / second.
+// (sideBySide).
 func sideBySideOn(b *testing.B, f *fixture, dps []*datapath.Datapath, frame []byte, prog func(*datapath.Datapath) *ebpf.Program) {
+	sideBySide(b, f, dps, func(dp *datapath.Datapath) (float64, error) {
+		_, per, err := prog(dp).Benchmark(frame, b.N, nil)
+		return float64(per.Nanoseconds()), err
+	})
+}
+
+// sideBySide measures each of dps in turn with nsPerPkt, in f's
+// namespace (20 interleaved rounds when there are two, each build first
+// in every other round), and reports the median ns/pkt of the first, and
+// with two, the second's (base-ns/pkt), the median of the per-round
+// ratios first / second and of the differences first - second
+// (diff-ns/pkt).
+func sideBySide(b *testing.B, f *fixture, dps []*datapath.Datapath, nsPerPkt func(*datapath.Datapath) (float64, error)) {
 	rounds := 1
 	if len(dps) > 1 {
 		rounds = 20
@@ -206,11 +216,11 @@ func sideBySideOn(b *testing.B, f *fixture, dps []*datapath.Datapath, frame []by
 		for r := 0; r < rounds; r++ {
 			for j := range dps {
 				i := (j + r) % len(dps) // each build goes first in every other round
-				_, per, err := prog(dps[i]).Benchmark(frame, b.N, nil)
+				per, err := nsPerPkt(dps[i])
 				if err != nil {
 					return err
 				}
-				ns[i] = append(ns[i], float64(per.Nanoseconds()))
+				ns[i] = append(ns[i], per)
 			}
 		}
 		return nil
@@ -221,11 +231,14 @@ func sideBySideOn(b *testing.B, f *fixture, dps []*datapath.Datapath, frame []by
 	b.ReportMetric(medianOf(ns[0]), "ns/pkt")
 	if len(dps) > 1 {
 		ratios := make([]float64, rounds)
+		diffs := make([]float64, rounds)
 		for r := range ratios {
 			ratios[r] = ns[0][r] / ns[1][r]
+			diffs[r] = ns[0][r] - ns[1][r]
 		}
 		b.ReportMetric(medianOf(ns[1]), "base-ns/pkt")
 		b.ReportMetric(medianOf(ratios), "ratio")
+		b.ReportMetric(medianOf(diffs), "diff-ns/pkt")
 	}
 }
 

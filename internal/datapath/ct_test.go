@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
@@ -374,6 +375,50 @@ func TestConntrackTimeouts(t *testing.T) {
 	}
 	if es, _ := f.dp.Connections(); len(es) != 1 || es[0].Proto != packet.ProtoTCP {
 		t.Fatalf("after GC: %v, want the TCP connection only", es)
+	}
+}
+
+// TestConntrackClock: conntrack's clock is CLOCK_MONOTONIC_COARSE, read
+// once a tick per CPU and kept for the tick's other packets (lib/ct.h
+// fw_ct_now): each packet's deadline is its timeout past the coarse clock
+// of its own tick, never of an earlier one (a copy kept too long), at
+// most one tick behind it (a reading between the tick's move of jiffies
+// and of the clock).
+func TestConntrackClock(t *testing.T) {
+	f := newFixture(t)
+	f.installText(ctRules)
+	var to conntrack.Timeouts
+	to[conntrack.TimeoutUDP] = 30
+	if err := f.dp.SetConfig(datapath.Config{CTTimeouts: to}); err != nil {
+		t.Fatal(err)
+	}
+	var res unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &res); err != nil {
+		t.Fatal(err)
+	}
+	tick := uint64(res.Nano())
+	coarse := func() uint64 {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return uint64(ts.Nano())
+	}
+	q := &packet.Packet{Src: ct4.cli, Dst: ct4.srv, Proto: packet.ProtoUDP, SPort: 5353, DPort: 53}
+	const timeout = 30 * uint64(time.Second)
+	for i := range 6 {
+		before := coarse()
+		f.mustRun(q.Bytes(), "eth0") // each packet moves the deadline
+		after := coarse()
+		d, err := f.dp.CTDeadlines()
+		if err != nil || len(d) != 1 {
+			t.Fatalf("packet %d: deadlines %v (%v), want one", i, d, err)
+		}
+		if now := d[0] - timeout; now+tick < before || now > after {
+			t.Fatalf("packet %d: conntrack's clock %d, want it in [%d - one tick %d, %d] (CLOCK_MONOTONIC_COARSE around the packet)",
+				i, now, before, tick, after)
+		}
+		time.Sleep(time.Duration(3*tick) + time.Duration(i)*time.Millisecond) // a few ticks on
 	}
 }
 

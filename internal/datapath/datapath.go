@@ -137,7 +137,7 @@ type Datapath struct {
 	// Not pinned (none when opened from pins): fw_reject_rl, REJECT's
 	// per-source budget; fw_reject_own and fw_reject_own_last, the OUTPUT
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
-	// fw_ct_gc, conntrack's search for room.
+	// fw_ct_gc, conntrack's search for room; fw_ct_clock, its clock.
 	unpinned []*ebpf.Map
 	// upgraded are pinned maps an earlier version made with another
 	// layout, by name: this program has new ones, which PinProgram puts in
@@ -361,7 +361,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rxvlan:       rxvlan,
 		handoff:      objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch},
+			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,

@@ -80,6 +80,14 @@ func StagesPins(dir string) []string { return pinsWithPrefix(dir, stagesPin) }
 // RXVLANOffload is rxVLANOffload, for the tests.
 func RXVLANOffload(iface string) (bool, error) { return rxVLANOffload(iface) }
 
+// CTDeadlines are the tracked connections' deadlines as the data plane
+// wrote them (CLOCK_MONOTONIC_COARSE ns).
+func (d *Datapath) CTDeadlines() ([]uint64, error) {
+	var out []uint64
+	err := d.ctWalk(func(_ *xdpfwFwCtKey, v *xdpfwFwCtEntry) { out = append(out, v.Expires) })
+	return out, err
+}
+
 // ExpireConnections puts every tracked connection past its deadline, as
 // if its timeout had run out: tests drive conntrack's clock without
 // waiting.

@@ -93,6 +93,12 @@ type xdpfwFwCounter struct {
 	Last    uint64
 }
 
+type xdpfwFwCtClock struct {
+	_       structs.HostLayout
+	Jiffies uint64
+	Ns      uint64
+}
+
 type xdpfwFwCtEntry struct {
 	_       structs.HostLayout
 	Expires uint64
@@ -572,6 +578,7 @@ const (
 	xdpfwMapFwCpumap              = "fw_cpumap"
 	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
 	xdpfwMapFwCt                  = "fw_ct"
+	xdpfwMapFwCtClock             = "fw_ct_clock"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
 	xdpfwMapFwCtGc                = "fw_ct_gc"
 	xdpfwMapFwCtStats             = "fw_ct_stats"
@@ -713,6 +720,7 @@ type xdpfwMapSpecs struct {
 	FwCpumap          *ebpf.MapSpec `ebpf:"fw_cpumap"`
 	FwCpumapStages    *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.MapSpec `ebpf:"fw_ct"`
+	FwCtClock         *ebpf.MapSpec `ebpf:"fw_ct_clock"`
 	FwCtEvict         *ebpf.MapSpec `ebpf:"fw_ct_evict"`
 	FwCtGc            *ebpf.MapSpec `ebpf:"fw_ct_gc"`
 	FwCtStats         *ebpf.MapSpec `ebpf:"fw_ct_stats"`
@@ -808,6 +816,7 @@ type xdpfwMaps struct {
 	FwCpumap          *ebpf.Map `ebpf:"fw_cpumap"`
 	FwCpumapStages    *ebpf.Map `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.Map `ebpf:"fw_ct"`
+	FwCtClock         *ebpf.Map `ebpf:"fw_ct_clock"`
 	FwCtEvict         *ebpf.Map `ebpf:"fw_ct_evict"`
 	FwCtGc            *ebpf.Map `ebpf:"fw_ct_gc"`
 	FwCtStats         *ebpf.Map `ebpf:"fw_ct_stats"`
@@ -871,6 +880,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwCpumap,
 		m.FwCpumapStages,
 		m.FwCt,
+		m.FwCtClock,
 		m.FwCtEvict,
 		m.FwCtGc,
 		m.FwCtStats,

@@ -383,6 +383,21 @@ func TestForwardFallbacks(t *testing.T) {
 	}
 	ipOut(t, "-n", b.r.Name, "link", "set", "rs0", "mtu", "1500")
 
+	// back out by the device it came in by (to the client's own address,
+	// whose neighbour the router knows by now): the kernel forwards it,
+	// never the fast path, whose egress test sets up the redirect only
+	// for another device (lib/fwd.h fw_fwd_why)
+	for _, dst := range []string{b.lc.cli4, b.lc.cli6} {
+		c0 := b.counters(t)
+		sendFrames(t, b.lc, b.udpTo(t, netip.MustParseAddr(dst), "hairpin", 64).Bytes())
+		if f := capC.next(isUDP("hairpin")); f == nil {
+			t.Errorf("UDP to %s back by rc0: not forwarded", dst)
+		} else if p, err := packet.Decode(f); err != nil || p.TTL != 63 {
+			t.Errorf("UDP to %s back by rc0: TTL %d (%v), want 63 (forwarded once)", dst, p.TTL, err)
+		}
+		wantCounts(t, "back by rc0 to "+dst, c0, b.counters(t), map[string]uint64{"hairpin": 1})
+	}
+
 	// a device xdpfw is not attached to: the kernel forwards (the first
 	// packet resolves the neighbour)
 	capX := newCapture(t, b.x, "xx0")
