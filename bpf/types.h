@@ -389,11 +389,17 @@ struct fw_cand {
 #define FW_EF_HASHLIMIT 0x40 /* with FW_EF_STATE: the state is a -m hashlimit bucket
 			      * (fw_hashlimit_rules), not a -m recent list */
 
-/* A node of a classifier tree: a multiway ("fat") node, one cache line.
- * It splits key[dim] at the n ascending thresholds thresh[0 .. n-1]; a key
- * goes to child[c], c the number of thresholds below key[dim]. Unused
- * thresholds are FW_NO_THRESH, which no key is above, so the walk counts
- * over all FW_NODE_THRESH of them; unused children are the empty leaf.
+/* A node of a classifier tree: a multiway ("fat") node, one cache line:
+ * a complete binary tree of depth 3. Its 7 thresholds are in order
+ * (thresh[3] at the top, thresh[1] and thresh[5] below, then 0, 2, 4, 6);
+ * threshold p tests key[dim], or key[dim2] where bit p of mask is set. A
+ * key goes right at p when its value is above thresh[p], and ends at
+ * child[c], c in 0..7 left to right. Unused thresholds are FW_NO_THRESH,
+ * which no key is above, so the walk takes all three steps and never
+ * reaches the children right of one (the empty leaf). Most nodes test one
+ * dimension (mask 0, dim2 == dim): their thresholds ascend, and c is the
+ * number of them below key[dim]; a node of two holds the top 3 levels of
+ * the builder's binary tree where dimensions alternate.
  * Children (and fw_root.groups) are tree references: FW_REF_LEAF set, a
  * leaf inline, whose candidates are fw_leaves[first .. first+count-1]
  * (entry indices in priority order; FW_REF_FIRST, FW_REF_COUNT), except
@@ -413,7 +419,8 @@ struct fw_cand {
 struct fw_node {
 	__u8  dim;   /* enum fw_dim */
 	__u8  n;     /* thresholds in use (1 .. FW_NODE_THRESH) */
-	__u16 _pad;
+	__u8  dim2;  /* enum fw_dim: the dimension of the thresholds in mask */
+	__u8  mask;  /* bit p: thresh[p] tests dim2 */
 	__u32 thresh[FW_NODE_THRESH];
 	__u32 child[FW_NODE_CHILDREN];
 }; /* sizeof: 64 */

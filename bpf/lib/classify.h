@@ -739,29 +739,55 @@ static __always_inline __u32 fw_tree(__u32 root, const __u32 *key, const struct 
 		__u32 dim = node->dim;
 		if (dim >= FW_NUM_DIMS) /* bounds the stack read for the verifier */
 			return best;
-		/* The child is child[c], c = the thresholds below v: a binary
-		 * search over the 7 (unused ones are FW_NO_THRESH, above every
-		 * key). With branches: a packet's path is predicted, so the CPU
-		 * runs ahead to the next node while the compares resolve.
-		 * Measured against a branchless search (each level then waits
-		 * for its compares: slower than the binary tree) and a
-		 * branchless sum over the 7, this is the fewest instructions
-		 * and the fastest (docs/classifier.md). */
-		__u32 v = key[dim];
+		/* The child is child[c]: three steps down the node's binary
+		 * tree, threshold p comparing key[dim], or key[dim2] where bit
+		 * p of mask is set. With branches: a packet's path is
+		 * predicted, so the CPU runs ahead to the next node while the
+		 * compares resolve. Measured against a branchless search (each
+		 * level then waits for its compares: slower than the binary
+		 * tree) and a branchless sum over the 7, this is the fewest
+		 * instructions and the fastest (docs/classifier.md). */
+		__u32 v = key[dim], m = node->mask;
 		const __u32 *t = node->thresh;
 		__u32 c;
-
-		if (v > t[3]) {
-			if (v > t[5])
-				c = v > t[6] ? 7 : 6;
-			else
-				c = v > t[4] ? 5 : 4;
-		} else {
-			if (v > t[1])
-				c = v > t[2] ? 3 : 2;
-			else
-				c = v > t[0] ? 1 : 0;
+		if (!m) {
+			/* one dimension (most nodes): the binary search for the
+			 * number of thresholds below v (unused ones are
+			 * FW_NO_THRESH, above every key) */
+			if (v > t[3]) {
+				if (v > t[5])
+					c = v > t[6] ? 7 : 6;
+				else
+					c = v > t[4] ? 5 : 4;
+			} else {
+				if (v > t[1])
+					c = v > t[2] ? 3 : 2;
+				else
+					c = v > t[0] ? 1 : 0;
+			}
+			ref = node->child[c];
+			asm volatile("" : "+r"(ref));
+			continue;
 		}
+		/* two dimensions: the one threshold p tests is selected
+		 * without a branch, v ^ (x masked by bit p) */
+		__u32 dim2 = node->dim2;
+		if (dim2 >= FW_NUM_DIMS)
+			return best;
+		__u32 x = v ^ key[dim2];
+#define FW_V(p) (v ^ (x & (0u - ((m >> (p)) & 1))))
+		if (FW_V(3) > t[3]) {
+			if (FW_V(5) > t[5])
+				c = FW_V(6) > t[6] ? 7 : 6;
+			else
+				c = FW_V(4) > t[4] ? 5 : 4;
+		} else {
+			if (FW_V(1) > t[1])
+				c = FW_V(2) > t[2] ? 3 : 2;
+			else
+				c = FW_V(0) > t[0] ? 1 : 0;
+		}
+#undef FW_V
 		ref = node->child[c];
 		asm volatile("" : "+r"(ref));
 	}

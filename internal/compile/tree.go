@@ -108,15 +108,34 @@ var (
 	_ [7 - NodeThresh]struct{}
 )
 
-// Node is one fat tree node (struct fw_node): it splits dimension Dim at
-// the N ascending thresholds Thresh[:N]; a key k goes to Child[c], c the
-// number of thresholds below k[Dim]. Children are references (see
-// LeafRef).
+// Node is one fat tree node (struct fw_node): a complete binary tree of
+// depth 3 in one cache line. Its 7 thresholds are in order (Thresh[3] at
+// the top, Thresh[1] and Thresh[5] below it, then 0, 2, 4, 6), and
+// threshold p tests dimension Dim, or Dim2 where bit p of Mask is set: a
+// key k goes right at p when k[dim of p] > Thresh[p], and ends at child
+// c in 0..7, left to right (ChildOf). Unused thresholds are NoThresh: no
+// key goes right there, so the walk needs no count of them, and the
+// children right of one are never taken (the empty leaf). A node whose
+// thresholds all test one dimension (Mask 0: most of them) holds them
+// ascending in Thresh[:N], and the search is the binary search for the
+// number of thresholds below the key; one that tests two (Mask != 0)
+// holds the top 3 levels of the binary tree, each at its place, N of
+// them used. Children are references (see LeafRef).
 type Node struct {
 	Dim    uint8
 	N      uint8
-	Thresh [NodeThresh]uint32   // ascending; the unused ones NoThresh
-	Child  [NodeChildren]uint32 // Child[:N+1]; the unused ones the empty leaf
+	Dim2   uint8
+	Mask   uint8
+	Thresh [NodeThresh]uint32   // in order; the unused ones NoThresh
+	Child  [NodeChildren]uint32 // the unused ones the empty leaf
+}
+
+// DimAt is the dimension threshold p of n tests.
+func (n *Node) DimAt(p int) uint8 {
+	if n.Mask>>p&1 != 0 {
+		return n.Dim2
+	}
+	return n.Dim
 }
 
 // Tree references (FW_REF_*): a node's children and a root's groups.
@@ -161,19 +180,20 @@ func (t *Tables) LeafEntries(ref uint32) []uint32 {
 	return t.Leaves[first : first+count]
 }
 
-// ChildOf is the index in n.Child that key value v takes: the number of
-// thresholds below v. Like the data plane (fw_tree), it finds it by a
-// binary search over all NodeThresh thresholds (the unused ones are
-// NoThresh, above every key), which needs them ascending.
-func (n *Node) ChildOf(v uint32) int {
+// ChildOf is the index in n.Child that key k takes: three steps down
+// the node's binary tree, each comparing k in the dimension of its
+// threshold (DimAt), as the data plane does (fw_tree). In a node of one
+// dimension (ascending thresholds, the unused ones NoThresh, above every
+// key) it is the number of thresholds below k[Dim].
+func (n *Node) ChildOf(k *Key) int {
 	c := 0
-	if v > n.Thresh[3] {
+	if k[n.DimAt(3)] > n.Thresh[3] {
 		c = 4
 	}
-	if v > n.Thresh[c+1] {
+	if k[n.DimAt(c+1)] > n.Thresh[c+1] {
 		c += 2
 	}
-	if v > n.Thresh[c] {
+	if k[n.DimAt(c)] > n.Thresh[c] {
 		c++
 	}
 	return c
@@ -663,7 +683,7 @@ func (t *Tables) Lookup(r int, k Key) []uint32 {
 func (t *Tables) walk(ref uint32, k *Key) (leaf uint32, steps int) {
 	for !IsLeafRef(ref) {
 		n := &t.Nodes[ref]
-		ref = n.Child[n.ChildOf(k[n.Dim])]
+		ref = n.Child[n.ChildOf(k)]
 		steps++
 	}
 	return ref, steps
@@ -687,6 +707,8 @@ type treeBuilder struct {
 	maxLeaf int       // the most candidates of a leaf
 	depth   int       // the most fat nodes on a walk
 	bin     []binNode // the binary tree being built
+	cost    []binCost // pathCost of each binary node ({-1, 0}: not yet known)
+	shape   []int8    // the fat node's shape pathCost chose for each binary node
 	splits  int       // its interior nodes
 }
 
@@ -709,6 +731,9 @@ type binNode struct {
 	leaf        bool
 	left, right uint32
 }
+
+// binCost is pathCost's answer for one binary node.
+type binCost struct{ cost, leaves int64 }
 
 // errTooBig is returned when a generation exceeds its memory bound.
 type errTooBig struct{ what string }
@@ -776,6 +801,10 @@ func (b *treeBuilder) tree(list []int32) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	b.cost, b.shape = slices.Grow(b.cost[:0], len(b.bin))[:len(b.bin)], slices.Grow(b.shape[:0], len(b.bin))[:len(b.bin)]
+	for k := range b.cost {
+		b.cost[k] = binCost{-1, 0}
+	}
 	ref, levels, err := b.collapse(root)
 	if err != nil {
 		return 0, err
@@ -831,14 +860,24 @@ const (
 
 // collapse turns the binary subtree at bin[i] into fat nodes and returns
 // its reference and the most fat nodes a walk through it visits. A fat
-// node starts at a binary node splitting dimension d and absorbs, nearest
-// first (so the result stays balanced), the descendants that split d too,
-// up to NodeThresh of them. Every threshold of a node over [lo, hi] has
-// lo <= t < hi, so the absorbed thresholds in order are strictly
-// ascending, and the subtrees left below them, left to right, are the
-// children: a key goes to child c, the number of thresholds below
-// key[d], which is where the binary nodes would send it. The decisions
-// stay the same; a walk takes fewer steps.
+// node starts at a binary node and takes in the best of two shapes (the
+// one that holds more binary splits; sameDim on a tie):
+//
+//   - sameDim: the descendants that split the top's dimension d too,
+//     nearest first (so the result stays balanced), up to NodeThresh of
+//     them. Every threshold of a node over [lo, hi] has lo <= t < hi, so
+//     the absorbed thresholds in order are strictly ascending, and the
+//     subtrees left below them, left to right, are the children: a key
+//     goes to child c, the number of thresholds below key[d], which is
+//     where the binary nodes would send it.
+//   - twoDims: the top 3 levels of the binary tree as they are, where
+//     they split d or one other dimension (the one that lets it hold the
+//     most): each split at its place (Node), a subtree that splits a
+//     third dimension, or a leaf, a child of its own.
+//
+// The decisions stay the same; a walk takes fewer steps. Where
+// dimensions alternate (a port under each address) the second shape
+// keeps 3 levels in one node where the first kept 1.
 func (b *treeBuilder) collapse(i uint32) (ref uint32, levels int, err error) {
 	top := b.bin[i]
 	if top.leaf {
@@ -849,6 +888,90 @@ func (b *treeBuilder) collapse(i uint32) (ref uint32, levels int, err error) {
 	}
 	idx := uint32(len(b.t.Nodes))
 	b.t.Nodes = append(b.t.Nodes, Node{}) // children follow their parent
+	node, subs := b.bestNode(i)
+	for k, at := range subs {
+		if at < 0 {
+			continue
+		}
+		c, lv, err := b.collapse(uint32(at))
+		if err != nil {
+			return 0, 0, err
+		}
+		node.Child[k] = c
+		levels = max(levels, lv)
+	}
+	b.t.Nodes[idx] = node
+	return idx, levels + 1, nil
+}
+
+// bestNode is the node collapse makes at bin[i]: of sameDim and twoDims
+// with each other dimension, the shape whose subtree costs the least
+// (pathCost), and the binary subtree under each of its children.
+func (b *treeBuilder) bestNode(i uint32) (Node, [NodeChildren]int32) {
+	b.pathCost(i)
+	if d2 := b.shape[i]; d2 >= 0 {
+		return b.twoDims(i, uint8(d2))
+	}
+	return b.sameDim(i)
+}
+
+// pathCost is the least total of the fat nodes the walks to the
+// non-empty leaves under bin[i] visit (each leaf's walk counted once:
+// spread traffic hits every rule), over the shapes collapse can give the
+// node at i and, recursively, those below; b.shape[i] records the
+// shape: -1 sameDim, else the other dimension of twoDims.
+func (b *treeBuilder) pathCost(i uint32) (cost, leaves int64) {
+	n := &b.bin[i]
+	if n.leaf {
+		if _, count := LeafOf(n.left); count > 0 {
+			return 0, 1
+		}
+		return 0, 0
+	}
+	if c := b.cost[i]; c.cost >= 0 {
+		return c.cost, c.leaves
+	}
+	sum := func(subs [NodeChildren]int32) (cost, leaves int64) {
+		for _, at := range subs {
+			if at >= 0 {
+				c, l := b.pathCost(uint32(at))
+				cost, leaves = cost+c, leaves+l
+			}
+		}
+		return cost + leaves, leaves
+	}
+	_, subs := b.sameDim(i)
+	best, leaves := sum(subs)
+	shape := int8(-1)
+	for _, d2 := range b.otherDims(i) {
+		_, s2 := b.twoDims(i, d2)
+		if c, _ := sum(s2); c < best {
+			best, shape = c, int8(d2)
+		}
+	}
+	b.cost[i], b.shape[i] = binCost{best, leaves}, shape
+	return best, leaves
+}
+
+// emptyNode is a node with no threshold in use: every key goes to child
+// 0, and the other children are the empty leaf. subs (for collapse: the
+// binary subtree under each child, -1 none) are all -1.
+func emptyNode(dim uint8) (n Node, subs [NodeChildren]int32) {
+	n.Dim, n.Dim2 = dim, dim
+	for k := range n.Thresh {
+		n.Thresh[k] = NoThresh
+	}
+	for k := range n.Child {
+		n.Child[k] = LeafRef(0, 0) // never taken: no key is above NoThresh
+		subs[k] = -1
+	}
+	return n, subs
+}
+
+// sameDim is collapse's node of one dimension over bin[i], and the
+// binary subtree under each of its children.
+func (b *treeBuilder) sameDim(i uint32) (Node, [NodeChildren]int32) {
+	top := b.bin[i]
 	type sub struct {
 		at    uint32 // in bin
 		depth int    // below top
@@ -869,26 +992,60 @@ func (b *treeBuilder) collapse(i uint32) (ref uint32, levels int, err error) {
 		ths = slices.Insert(ths, next, n.thresh)
 		front = slices.Replace(front, next, next+1, sub{n.left, d}, sub{n.right, d})
 	}
-	node := Node{Dim: top.dim, N: uint8(len(ths))}
-	for k := range node.Thresh {
-		node.Thresh[k] = NoThresh
-		if k < len(ths) {
-			node.Thresh[k] = ths[k]
-		}
-	}
-	for k := range node.Child {
-		node.Child[k] = LeafRef(0, 0) // never taken: no key is above NoThresh
-	}
+	node, subs := emptyNode(top.dim)
+	node.N = uint8(len(ths))
+	copy(node.Thresh[:], ths)
 	for k, f := range front {
-		c, lv, err := b.collapse(f.at)
-		if err != nil {
-			return 0, 0, err
-		}
-		node.Child[k] = c
-		levels = max(levels, lv)
+		subs[k] = int32(f.at)
 	}
-	b.t.Nodes[idx] = node
-	return idx, levels + 1, nil
+	return node, subs
+}
+
+// otherDims lists the dimensions other than its own that the binary
+// nodes in the top 3 levels under bin[i] split.
+func (b *treeBuilder) otherDims(i uint32) []uint8 {
+	var ds []uint8
+	top := b.bin[i]
+	for _, c := range [2]uint32{top.left, top.right} {
+		if n := b.bin[c]; !n.leaf {
+			for _, at := range [3]uint32{c, n.left, n.right} {
+				if m := b.bin[at]; !m.leaf && m.dim != top.dim && !slices.Contains(ds, m.dim) {
+					ds = append(ds, m.dim)
+				}
+			}
+		}
+	}
+	return ds
+}
+
+// twoDims is collapse's node of the top 3 levels under bin[i] that split
+// its dimension or d2, and the binary subtree under each child.
+func (b *treeBuilder) twoDims(i uint32, d2 uint8) (Node, [NodeChildren]int32) {
+	dim := b.bin[i].dim
+	node, subs := emptyNode(dim)
+	node.Dim2 = d2
+	// place puts bin[at] at threshold p, over children p-s+1 .. p+s.
+	var place func(at uint32, p, s int)
+	place = func(at uint32, p, s int) {
+		n := b.bin[at]
+		if n.leaf || (n.dim != dim && n.dim != d2) {
+			subs[p-s+1] = int32(at)
+			return
+		}
+		node.Thresh[p] = n.thresh
+		if n.dim != dim {
+			node.Mask |= 1 << p
+		}
+		node.N++
+		if s == 1 {
+			subs[p], subs[p+1] = int32(n.left), int32(n.right)
+			return
+		}
+		place(n.left, p-s/2, s/2)
+		place(n.right, p+s/2, s/2)
+	}
+	place(i, 3, 4)
+	return node, subs
 }
 
 // entries lists the distinct entries of items, in priority order.

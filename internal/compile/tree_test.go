@@ -351,7 +351,7 @@ func walkBinary(bin []binNode, i uint32, k *Key) uint32 {
 func TestCollapseKeepsDecisions(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	names := []string{"lo", "eth0", "eth1", "veth0"}
-	keys, multi := 0, 0
+	keys, multi, twoDims := 0, 0, 0
 	for set := 0; set < 120; set++ {
 		n := 1 + r.IntN(80)
 		if set%30 == 29 {
@@ -362,6 +362,9 @@ func TestCollapseKeepsDecisions(t *testing.T) {
 		for _, n := range tb.Nodes {
 			if n.N > 1 {
 				multi++
+			}
+			if n.Mask != 0 {
+				twoDims++
 			}
 		}
 		for _, tr := range trees {
@@ -392,7 +395,28 @@ func TestCollapseKeepsDecisions(t *testing.T) {
 	if multi == 0 {
 		t.Fatal("no fat node absorbed more than one split: the test checks no collapse")
 	}
-	t.Logf("%d keys agree; %d fat nodes with more than one threshold", keys, multi)
+	if twoDims == 0 {
+		t.Fatal("no fat node tests two dimensions: the test checks no such node")
+	}
+	t.Logf("%d keys agree; %d fat nodes with more than one threshold, %d of two dimensions", keys, multi, twoDims)
+}
+
+// reachable tells whether a key can reach child c of n: its path down
+// the node's tree steps right at no unused threshold.
+func reachable(n *Node, c int) bool {
+	p, s := 3, 4 // threshold p, over children p-s+1 .. p+s
+	for s > 0 {
+		if c > p {
+			if n.Thresh[p] == NoThresh {
+				return false
+			}
+			p += s / 2
+		} else {
+			p -= s / 2
+		}
+		s /= 2
+	}
+	return true
 }
 
 // TestFatNodeShape checks every node the builder makes: thresholds
@@ -405,23 +429,48 @@ func TestFatNodeShape(t *testing.T) {
 	check := func(name string, tb *Tables) {
 		t.Helper()
 		for i, n := range tb.Nodes {
-			if n.N < 1 || n.N > NodeThresh || n.Dim >= NumDims {
-				t.Fatalf("%s: node %d: %d thresholds, dimension %d", name, i, n.N, n.Dim)
+			if n.N < 1 || n.N > NodeThresh || n.Dim >= NumDims || n.Dim2 >= NumDims || (n.Mask == 0 && n.Dim2 != n.Dim) ||
+				n.Mask >= 1<<NodeThresh || (n.Mask != 0 && n.Dim2 == n.Dim) {
+				t.Fatalf("%s: node %d: %d thresholds, dimensions %d, %d, mask %#x", name, i, n.N, n.Dim, n.Dim2, n.Mask)
 			}
+			if n.Mask == 0 { // one dimension: ascending, the unused ones last
+				for k := 0; k < NodeThresh; k++ {
+					switch {
+					case k >= int(n.N) && n.Thresh[k] != NoThresh:
+						t.Fatalf("%s: node %d: unused threshold %d is %#x", name, i, k, n.Thresh[k])
+					case k < int(n.N) && n.Thresh[k] == NoThresh:
+						t.Fatalf("%s: node %d: threshold %d is NoThresh", name, i, k)
+					case k > 0 && k < int(n.N) && n.Thresh[k] <= n.Thresh[k-1]:
+						t.Fatalf("%s: node %d: thresholds %v not strictly ascending", name, i, n.Thresh[:n.N])
+					}
+				}
+			}
+			// The thresholds in use are N, and in a node of two dimensions
+			// none is in use below an unused one (which no key passes to
+			// the right: a node of one keeps them first); the children a
+			// walk can reach (no step right at an unused threshold) are
+			// leaves in bounds or later nodes (so no walk loops), the
+			// others the empty leaf.
+			used := 0
 			for k := 0; k < NodeThresh; k++ {
-				switch {
-				case k >= int(n.N) && n.Thresh[k] != NoThresh:
-					t.Fatalf("%s: node %d: unused threshold %d is %#x", name, i, k, n.Thresh[k])
-				case k < int(n.N) && n.Thresh[k] == NoThresh:
-					t.Fatalf("%s: node %d: threshold %d is NoThresh", name, i, k)
-				case k > 0 && k < int(n.N) && n.Thresh[k] <= n.Thresh[k-1]:
-					t.Fatalf("%s: node %d: thresholds %v not strictly ascending", name, i, n.Thresh[:n.N])
+				if n.Thresh[k] != NoThresh {
+					used++
+				}
+			}
+			if used != int(n.N) {
+				t.Fatalf("%s: node %d: N %d, %d thresholds in use: %#x", name, i, n.N, used, n.Thresh)
+			}
+			for _, p := range [][3]int{{3, 1, 0}, {3, 1, 2}, {3, 5, 4}, {3, 5, 6}} { // parent, child pairs of the node's tree
+				for j := 1; j < 3; j++ {
+					if n.Mask != 0 && n.Thresh[p[j-1]] == NoThresh && n.Thresh[p[j]] != NoThresh {
+						t.Fatalf("%s: node %d: threshold %d in use below unused %d: %#x", name, i, p[j], p[j-1], n.Thresh)
+					}
 				}
 			}
 			for k, c := range n.Child {
-				if k > int(n.N) {
+				if !reachable(&n, k) {
 					if c != LeafRef(0, 0) {
-						t.Fatalf("%s: node %d: unused child %d is %#x", name, i, k, c)
+						t.Fatalf("%s: node %d: unreachable child %d is %#x", name, i, k, c)
 					}
 					continue
 				}
@@ -437,20 +486,43 @@ func TestFatNodeShape(t *testing.T) {
 					t.Fatalf("%s: node %d: child %d is node %d of %d", name, i, k, c, len(tb.Nodes))
 				}
 			}
-			// The search agrees with counting the thresholds below v.
+			// The search agrees with counting the thresholds below v
+			// (one dimension), and with the node's tree, step by step.
 			for k := 0; k < 50; k++ {
-				v := n.Thresh[r.IntN(int(n.N))] + uint32(r.IntN(3)) - 1
-				if k%5 == 0 {
-					v = r.Uint32()
+				var key Key
+				for d := range key {
+					key[d] = r.Uint32()
 				}
-				below := 0
-				for _, th := range n.Thresh[:n.N] {
-					if v > th {
-						below++
+				p := r.IntN(NodeThresh)
+				if n.Thresh[p] != NoThresh && k%5 != 0 {
+					key[n.DimAt(p)] = n.Thresh[p] + uint32(r.IntN(3)) - 1
+				}
+				if n.Mask == 0 {
+					below := 0
+					for _, th := range n.Thresh[:n.N] {
+						if key[n.Dim] > th {
+							below++
+						}
+					}
+					if c := n.ChildOf(&key); c != below {
+						t.Fatalf("%s: node %d %v: ChildOf(%#x) = %d, %d thresholds below", name, i, n.Thresh, key[n.Dim], c, below)
 					}
 				}
-				if c := n.ChildOf(v); c != below {
-					t.Fatalf("%s: node %d %v: ChildOf(%#x) = %d, %d thresholds below", name, i, n.Thresh, v, c, below)
+				p, s := 3, 2 // the node's tree: threshold p, its children p-s and p+s
+				for range 2 {
+					if key[n.DimAt(p)] > n.Thresh[p] {
+						p += s
+					} else {
+						p -= s
+					}
+					s /= 2
+				}
+				want := p // at the bottom: children p and p+1
+				if key[n.DimAt(p)] > n.Thresh[p] {
+					want++
+				}
+				if c := n.ChildOf(&key); c != want {
+					t.Fatalf("%s: node %d %+v: key %v goes to child %d, the node's tree says %d", name, i, n, key, c, want)
 				}
 			}
 		}
@@ -462,8 +534,10 @@ func TestFatNodeShape(t *testing.T) {
 				deepest = max(deepest, d)
 				return
 			}
-			for _, c := range tb.Nodes[ref].Child[:tb.Nodes[ref].N+1] {
-				depth(c, d+1)
+			for k, c := range tb.Nodes[ref].Child {
+				if reachable(&tb.Nodes[ref], k) {
+					depth(c, d+1)
+				}
 			}
 		}
 		for _, root := range append(tb.Roots[:len(tb.Roots):len(tb.Roots)], tb.PrioRoots[:]...) { // the priority table's trees too

@@ -107,7 +107,7 @@ func (t *Tables) treeWork(ref uint32, memo map[uint32]treeWork) treeWork {
 	}
 	n := &t.Nodes[ref]
 	var w treeWork
-	for _, c := range n.Child[:int(n.N)+1] {
+	for _, c := range n.Child { // the children no key reaches are the empty leaf: no work
 		cw := t.treeWork(c, memo)
 		w.levels = max(w.levels, cw.levels)
 		w.cands = max(w.cands, cw.cands)

@@ -159,7 +159,7 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	prioRoots := []xdpfwFwRoot{rootToBPF(&t.PrioRoots[0]), rootToBPF(&t.PrioRoots[1])}
 	nodes := make([]xdpfwFwNode, len(t.Nodes))
 	for i, n := range t.Nodes {
-		nodes[i] = xdpfwFwNode{Dim: n.Dim, N: n.N, Thresh: n.Thresh, Child: n.Child}
+		nodes[i] = xdpfwFwNode{Dim: n.Dim, N: n.N, Dim2: n.Dim2, Mask: n.Mask, Thresh: n.Thresh, Child: n.Child}
 	}
 	roots := make([]xdpfwFwRoot, len(t.Roots))
 	for i := range t.Roots {

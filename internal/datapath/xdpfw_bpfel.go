@@ -340,7 +340,8 @@ type xdpfwFwNode struct {
 	_      structs.HostLayout
 	Dim    uint8
 	N      uint8
-	Pad    uint16
+	Dim2   uint8
+	Mask   uint8
 	Thresh [7]uint32
 	Child  [8]uint32
 }
