@@ -36,6 +36,7 @@
 #include "lib/audit.h"
 #include "lib/natfw.h"
 #include "lib/natdst.h"
+#include "lib/natout.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -79,6 +80,9 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 		d->action = FW_ACT_DROP;
 		d->reason = FW_R_NAT_FAIL;
 		rc = XDP_DROP;
+	} else if (fw_nat_mode && d->action == FW_ACT_ACCEPT) {
+		/* INPUT: a bound answer's source (lib/natout.h) */
+		fw_nat_local_in(ctx, h);
 	}
 	__u64 now = fw_now();
 	fw_count_rule(d->rule_id, bytes, now);

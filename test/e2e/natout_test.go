@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// TestNATOutputXdpfw: the nat OUTPUT chain (DNAT of connections this host
+// opens) in xdpfw's tc egress (--nat xdpfw), against the kernel's
+// iptables running the same file on the same namespaces first. The
+// router's own client reaches two virtual addresses, routed through b (the
+// first packet leaves by rb): one DNATed to the LAN server a (the kernel
+// re-routes it out of ra), one to b itself on another port (the same
+// device). TCP and UDP. Filter OUTPUT (policy DROP) accepts only the
+// translated destinations, so the filter saw them; the client's connected
+// sockets take answers only from the address they sent to (so every
+// answer was translated back); the server sees the router's own address.
+// Each rule of OUTPUT and INPUT counts what iptables' counts; `conntrack
+// list` shows each connection to its server with the address it was sent
+// to.
+func TestNATOutputXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	servePeer(t, x.a, 8080)
+	servePeer(t, x.b, 8080)
+	server, peer := x.la.cli4, x.lb.cli4
+	const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, vip := range []string{vipFar, vipNear} {
+		if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", peer); err != nil {
+			t.Fatalf("a route to %s: %v\n%s", vip, err, out)
+		}
+	}
+	text := strings.Join([]string{
+		"*nat",
+		":PREROUTING ACCEPT [0:0]",
+		":INPUT ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		":POSTROUTING ACCEPT [0:0]",
+		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --dport 9090 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 9090 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipNear + "/32 -p tcp -m tcp --dport 7070 -j DNAT --to-destination " + peer + ":8080",
+		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 7070 -j DNAT --to-destination " + peer + ":8080",
+		"COMMIT",
+		"*filter",
+		":INPUT DROP [0:0]",
+		":FORWARD DROP [0:0]",
+		":OUTPUT DROP [0:0]",
+		"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A OUTPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A OUTPUT -d " + server + "/32 -p tcp -m tcp --dport 8080 -j ACCEPT",
+		"-A OUTPUT -d " + server + "/32 -p udp -m udp --dport 8080 -j ACCEPT",
+		"-A OUTPUT -d " + peer + "/32 -p tcp -m tcp --dport 8080 -j ACCEPT",
+		"-A OUTPUT -d " + peer + "/32 -p udp -m udp --dport 8080 -j ACCEPT",
+		"COMMIT",
+	}, "\n") + "\n"
+
+	flows := func(what string) {
+		t.Helper()
+		for _, c := range []struct {
+			network, to string
+		}{
+			{"tcp4", hostPort(vipFar, 9090)}, {"udp4", hostPort(vipFar, 9090)}, // re-routed: rb to ra
+			{"tcp4", hostPort(vipNear, 7070)}, {"udp4", hostPort(vipNear, 7070)}, // the same device
+		} {
+			local, seen, err := peerSeen(t, x.r, c.network, c.to)
+			if err != nil {
+				t.Errorf("%s: %s from the router to %s: %v", what, c.network, c.to, err)
+				continue
+			}
+			if seen != local {
+				t.Errorf("%s: %s from the router to %s: the server saw %s, want %s", what, c.network, c.to, seen, local)
+			}
+		}
+	}
+
+	iptablesRestoreText(t, x.r, text)
+	flows("iptables")
+	// iptables-save lists filter before nat: OUTPUT's first five rules
+	// are filter's, the four after them nat's (each its connection's first packet)
+	wantOut, wantIn := iptablesCounts(t, x.r, "OUTPUT"), iptablesCounts(t, x.r, "INPUT")
+	if len(wantOut) == 9 && wantOut[5] == 1 && wantOut[6] == 1 && wantOut[7] == 1 && wantOut[8] == 1 {
+		wantOut = wantOut[:5]
+	}
+	iptablesRestoreText(t, x.r, "")
+	kernelNAT(t, x.r, "-F")
+	if t.Failed() {
+		t.FailNow()
+	}
+	if len(wantOut) != 5 || wantOut[0] == 0 || wantOut[1] == 0 || len(wantIn) != 1 || wantIn[0] == 0 {
+		t.Fatalf("iptables counted OUTPUT %v, INPUT %v: a flow uncounted", wantOut, wantIn)
+	}
+
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "out.rules", text))
+	flows("xdpfw")
+	l := f.list()
+	got := map[string][]uint64{}
+	for _, r := range l.Rules {
+		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
+	}
+	// as TestNATPortForwardXdpfw: each first-packet rule counts what
+	// iptables' counts, or one more (a retransmitted SYN is NEW again)
+	for chain, want := range map[string][]uint64{"OUTPUT": wantOut, "INPUT": wantIn} {
+		g := got[chain]
+		ok := len(g) == len(want) && g[0] != 0
+		for i := 1; ok && i < len(g); i++ {
+			ok = g[i] >= want[i] && g[i] <= want[i]+1 && (g[i] == 0) == (want[i] == 0)
+		}
+		if !ok {
+			t.Errorf("xdpfw: %s counted %v; iptables %v", chain, g, want)
+		}
+	}
+
+	var cts []natConn
+	f.decode(&cts, "conntrack", "list", "--json")
+	dnat := 0
+	for _, c := range cts {
+		if c.NAT == nil || c.NAT.Kind != "DNAT" {
+			continue
+		}
+		dnat++
+		if !strings.HasPrefix(c.NAT.OrigDst, "10.99.0.") || c.NAT.Src != c.Dst {
+			t.Errorf("conntrack list: %s > %s: %+v; want orig_dst a virtual address, the reply from %s", c.Src, c.Dst, *c.NAT, c.Dst)
+		}
+	}
+	if dnat != 4 {
+		t.Errorf("conntrack list: %d DNATed connections, want 4: %+v", dnat, cts)
+	}
+	if st := f.natStatus(); st.Counters["output"] != 4 || st.Counters["no_route"] != 0 {
+		t.Errorf("status: nat counters %v; want 4 connections translated by nat OUTPUT (output)", st.Counters)
+	}
+	if t.Failed() {
+		t.Logf("list:\n%s\nstatus:\n%s\nconntrack:\n%s", l.raw, f.mustRun("status", "--json").stdout, f.mustRun("conntrack", "list").stdout)
+	}
+
+	// REDIRECT in nat OUTPUT: refused at load, at the rule
+	bad := strings.Replace(text, "-j DNAT --to-destination "+server+":8080", "-j REDIRECT --to-ports 8080", 1)
+	res := f.run("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "redirect.rules", bad))
+	if res.code == 0 || !strings.Contains(res.stderr, "redirect.rules:6") || !strings.Contains(res.stderr, "--nat kernel") {
+		t.Errorf("load of a nat OUTPUT REDIRECT: exit %d, stderr %q; want refused at redirect.rules:6 with the hint --nat kernel", res.code, res.stderr)
+	}
+}
