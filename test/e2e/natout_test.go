@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,7 @@ func TestNATOutputXdpfw(t *testing.T) {
 		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 9090 -j DNAT --to-destination " + server + ":8080",
 		"-A OUTPUT -d " + vipNear + "/32 -p tcp -m tcp --dport 7070 -j DNAT --to-destination " + peer + ":8080",
 		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 7070 -j DNAT --to-destination " + peer + ":8080",
+		"-A OUTPUT -d " + vipFar + "/32 -p icmp -j DNAT --to-destination " + server,
 		"COMMIT",
 		"*filter",
 		":INPUT DROP [0:0]",
@@ -58,6 +60,7 @@ func TestNATOutputXdpfw(t *testing.T) {
 		"-A OUTPUT -d " + server + "/32 -p udp -m udp --dport 8080 -j ACCEPT",
 		"-A OUTPUT -d " + peer + "/32 -p tcp -m tcp --dport 8080 -j ACCEPT",
 		"-A OUTPUT -d " + peer + "/32 -p udp -m udp --dport 8080 -j ACCEPT",
+		"-A OUTPUT -d " + server + "/32 -p icmp -j ACCEPT",
 		"COMMIT",
 	}, "\n") + "\n"
 
@@ -78,22 +81,23 @@ func TestNATOutputXdpfw(t *testing.T) {
 				t.Errorf("%s: %s from the router to %s: the server saw %s, want %s", what, c.network, c.to, seen, local)
 			}
 		}
+		checkPing(t, what+": ping to "+vipFar, x.r, vipFar, true)
 	}
 
 	iptablesRestoreText(t, x.r, text)
 	flows("iptables")
-	// iptables-save lists filter before nat: OUTPUT's first five rules
-	// are filter's, the four after them nat's (each its connection's first packet)
+	// iptables-save lists filter before nat: OUTPUT's first six rules
+	// are filter's, the five after them nat's (each its connection's first packet)
 	wantOut, wantIn := iptablesCounts(t, x.r, "OUTPUT"), iptablesCounts(t, x.r, "INPUT")
-	if len(wantOut) == 9 && wantOut[5] == 1 && wantOut[6] == 1 && wantOut[7] == 1 && wantOut[8] == 1 {
-		wantOut = wantOut[:5]
+	if len(wantOut) == 11 && slices.Equal(wantOut[6:], []uint64{1, 1, 1, 1, 1}) {
+		wantOut = wantOut[:6]
 	}
 	iptablesRestoreText(t, x.r, "")
 	kernelNAT(t, x.r, "-F")
 	if t.Failed() {
 		t.FailNow()
 	}
-	if len(wantOut) != 5 || wantOut[0] == 0 || wantOut[1] == 0 || len(wantIn) != 1 || wantIn[0] == 0 {
+	if len(wantOut) != 6 || wantOut[0] == 0 || wantOut[1] == 0 || len(wantIn) != 1 || wantIn[0] == 0 {
 		t.Fatalf("iptables counted OUTPUT %v, INPUT %v: a flow uncounted", wantOut, wantIn)
 	}
 
@@ -130,11 +134,11 @@ func TestNATOutputXdpfw(t *testing.T) {
 			t.Errorf("conntrack list: %s > %s: %+v; want orig_dst a virtual address, the reply from %s", c.Src, c.Dst, *c.NAT, c.Dst)
 		}
 	}
-	if dnat != 4 {
-		t.Errorf("conntrack list: %d DNATed connections, want 4: %+v", dnat, cts)
+	if dnat != 5 {
+		t.Errorf("conntrack list: %d DNATed connections, want 5: %+v", dnat, cts)
 	}
-	if st := f.natStatus(); st.Counters["output"] != 4 || st.Counters["no_route"] != 0 {
-		t.Errorf("status: nat counters %v; want 4 connections translated by nat OUTPUT (output)", st.Counters)
+	if st := f.natStatus(); st.Counters["output"] != 5 || st.Counters["no_route"] != 0 {
+		t.Errorf("status: nat counters %v; want 5 connections translated by nat OUTPUT (output)", st.Counters)
 	}
 	if t.Failed() {
 		t.Logf("list:\n%s\nstatus:\n%s\nconntrack:\n%s", l.raw, f.mustRun("status", "--json").stdout, f.mustRun("conntrack", "list").stdout)
@@ -145,5 +149,18 @@ func TestNATOutputXdpfw(t *testing.T) {
 	res := f.run("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "redirect.rules", bad))
 	if res.code == 0 || !strings.Contains(res.stderr, "redirect.rules:6") || !strings.Contains(res.stderr, "--nat kernel") {
 		t.Errorf("load of a nat OUTPUT REDIRECT: exit %d, stderr %q; want refused at redirect.rules:6 with the hint --nat kernel", res.code, res.stderr)
+	}
+
+	// DNAT to an address of this host: the kernel would deliver it
+	// locally, which tc egress cannot; dropped, counted (no_route), never
+	// sent to the untranslated destination
+	local := strings.Replace(text, "COMMIT", "-A OUTPUT -d "+vipNear+"/32 -p udp -m udp --dport 6060 -j DNAT --to-destination "+x.la.srv4+":8080\nCOMMIT", 1)
+	local = strings.Replace(local, ":OUTPUT DROP [0:0]\n", ":OUTPUT DROP [0:0]\n-A OUTPUT -d "+x.la.srv4+"/32 -p udp -j ACCEPT\n", 1)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "local.rules", local))
+	if _, seen, err := peerSeen(t, x.r, "udp4", hostPort(vipNear, 6060)); err == nil {
+		t.Errorf("DNAT of a local connection to this host: answered (the server saw %s); want dropped", seen)
+	}
+	if st := f.natStatus(); st.Counters["no_route"] == 0 {
+		t.Errorf("status: nat counters %v; want the DNAT to a local address counted (no_route)", st.Counters)
 	}
 }
