@@ -182,7 +182,7 @@ static __always_inline int fw_nat_out_route(struct __sk_buff *skb, const struct 
  * answers' back, the translated one to the mark; its conntrack entry
  * marked (FW_CTF_XDNAT: an answer without a binding is dropped, never
  * taken untranslated). A packet whose destination changed (that one, or
- * FW_NAT_S_OUT) is re-routed. Other bindings: fw_nat_tc. Returns the tc
+ * FW_NAT_S_OUT) is re-routed. Any other packet: fw_nat_tc. Returns the tc
  * action, or -1: drop (the binding refused: counted no_port; no route).
  * A global function, as fw_nat_out_pre. */
 __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u64 bytes)
@@ -193,8 +193,6 @@ __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u6
 	__u32 st = s->nat_state;
 
 	s->nat_state = FW_NAT_S_NONE;
-	if (st == FW_NAT_S_BOUND)
-		return fw_nat_tc(skb, p) < 0 ? -1 : TC_ACT_OK;
 	if (st == FW_NAT_S_PENDING) {
 		struct fw_nat_tuple mark = {.saddr = s->nat.saddr, .daddr = s->nat.daddr, .sport = s->nat.sport,
 					    .dport = s->nat.dport, .proto = s->nat_key.proto};
@@ -211,7 +209,9 @@ __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u6
 	}
 	if (st == FW_NAT_S_OUT)
 		return fw_nat_out_route(skb, p);
-	return TC_ACT_OK;
+	/* as before nat OUTPUT: a binding's rewrite after the filter (its own
+	 * lookup: it judges packets fw_nat_out_pre finds no binding for too) */
+	return fw_nat_tc(skb, p) < 0 ? -1 : TC_ACT_OK;
 }
 
 /* fw_nat_rule_tc: the translation nat OUTPUT (the nat instance's tables,

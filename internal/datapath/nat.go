@@ -90,8 +90,8 @@ func CheckNATScope(nat *rules.RuleSet) error {
 		if r.Chain == rules.ChainInput {
 			if r.Target.NAT != nil || r.Target.Verdict == rules.VerdictJump || r.Target.Verdict == rules.VerdictGoto {
 				return fmt.Errorf("%s: the nat table's INPUT chain (SNAT of packets delivered to this host) is not translated by "+
-					"--nat xdpfw: its answers leave through the routing of local sockets, ahead of tc egress (docs/nat.md); "+
-					"hint: load with --nat kernel", r.Pos)
+					"--nat xdpfw: its rules need classifier tables of their own (nat PREROUTING holds INPUT's slot in the nat "+
+					"stage's), a third program instance (docs/nat.md); hint: load with --nat kernel", r.Pos)
 			}
 		}
 		out := r.Chain == rules.ChainOutput || (r.Chain == rules.ChainUser && reach[r.UserChain][rules.ChainOutput])
