@@ -55,9 +55,10 @@ static __always_inline void fw_nat_out_dst(struct fw_pkt *p, const struct fw_nat
  * FW_NAT_S_AGAIN): its state kept. Else its binding: nat OUTPUT's mark
  * (1: already judged, passed as it is); one that changes its destination
  * (nat OUTPUT): the destination rewritten now, FW_NAT_S_OUT, s->nat the
- * binding; any other: FW_NAT_S_BOUND (fw_nat_tc after the filter); none:
- * FW_NAT_S_NONE. 0: go on (skb's data pointers may have changed), -1:
- * drop (the rewrite failed). A global function: its frame is not stacked
+ * tuple it leaves with, s->nat_key the one it was sent with; any other:
+ * FW_NAT_S_BOUND (fw_nat_tc after the filter); none: FW_NAT_S_NONE. 0: go
+ * on (skb's data pointers may have changed), -1: drop (the rewrite
+ * failed). A global function: its frame is not stacked
  * on the classifier's (the verifier's 512 bytes). */
 __noinline int fw_nat_out_pre(struct __sk_buff *skb, struct fw_tc_slot *s)
 {
@@ -87,6 +88,7 @@ __noinline int fw_nat_out_pre(struct __sk_buff *skb, struct fw_tc_slot *s)
 		return 0;
 	struct fw_nat_rw to = {.saddr = k.saddr, .daddr = b->daddr, .sport = k.sport, .dport = b->dport};
 	s->nat = to;
+	s->nat_key = k;
 	s->nat_state = FW_NAT_S_OUT;
 	if (fw_nat_tc_rw(skb, p, &k, &to))
 		return -1;
@@ -205,10 +207,10 @@ __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u6
 		bpf_map_update_elem(&fw_nat_binds, &mark, &judged, BPF_ANY);
 		fw_nat_count(FW_NAT_C_OUTPUT, bytes);
 		fw_nat_mark(p, &s->nat, FW_CTF_XDNAT);
-		return fw_nat_out_route(skb, p);
 	}
-	if (st == FW_NAT_S_OUT)
-		return fw_nat_out_route(skb, p);
+	/* the kernel re-routes when the address changed (a port alone: not) */
+	if (st == FW_NAT_S_PENDING || st == FW_NAT_S_OUT)
+		return s->nat.daddr == s->nat_key.daddr ? TC_ACT_OK : fw_nat_out_route(skb, p);
 	/* as before nat OUTPUT: a binding's rewrite after the filter (its own
 	 * lookup: it judges packets fw_nat_out_pre finds no binding for too) */
 	return fw_nat_tc(skb, p) < 0 ? -1 : TC_ACT_OK;
