@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/xdpfw/xdpfw/testutil"
@@ -15,7 +17,8 @@ import (
 // router's own client reaches two virtual addresses, routed through b (the
 // first packet leaves by rb): one DNATed to the LAN server a (the kernel
 // re-routes it out of ra), one to b itself on another port (the same
-// device). TCP and UDP. Filter OUTPUT (policy DROP) accepts only the
+// device). TCP, UDP, ping, and a port unreachable from behind the first
+// (translated back in INPUT). Filter OUTPUT (policy DROP) accepts only the
 // translated destinations, so the filter saw them; the client's connected
 // sockets take answers only from the address they sent to (so every
 // answer was translated back); the server sees the router's own address.
@@ -50,6 +53,7 @@ func TestNATOutputXdpfw(t *testing.T) {
 		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 7070 -j DNAT --to-destination " + peer + ":8080",
 		"-A OUTPUT -d " + vipFar + "/32 -p icmp -j DNAT --to-destination " + server,
 		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 6060 -j DNAT --to-destination " + x.la.srv4 + ":8080",
+		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 9091 -j DNAT --to-destination " + server + ":8081",
 		"COMMIT",
 		"*filter",
 		":INPUT DROP [0:0]",
@@ -63,6 +67,7 @@ func TestNATOutputXdpfw(t *testing.T) {
 		"-A OUTPUT -d " + peer + "/32 -p udp -m udp --dport 8080 -j ACCEPT",
 		"-A OUTPUT -d " + server + "/32 -p icmp -j ACCEPT",
 		"-A OUTPUT -d " + x.la.srv4 + "/32 -p udp -j ACCEPT",
+		"-A OUTPUT -d " + server + "/32 -p udp -m udp --dport 8081 -j ACCEPT",
 		"COMMIT",
 	}, "\n") + "\n"
 
@@ -84,23 +89,29 @@ func TestNATOutputXdpfw(t *testing.T) {
 			}
 		}
 		checkPing(t, what+": ping to "+vipFar, x.r, vipFar, true)
+		// a closed port behind the virtual address: the server's port
+		// unreachable, judged RELATED in INPUT, reaches the socket
+		// translated back (its quote the datagram as it was sent)
+		if err := udpProbe(t, x.r, vipFar, 9091, false); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: UDP to a closed port behind %s: %v, want the port unreachable (connection refused)", what, vipFar, err)
+		}
 	}
 
 	iptablesRestoreText(t, x.r, text)
 	flows("iptables")
-	// iptables-save lists filter before nat: OUTPUT's first seven rules
-	// are filter's, the six after them nat's (each its connection's first
-	// packet; the last, to this host, unused here)
+	// iptables-save lists filter before nat: OUTPUT's first eight rules
+	// are filter's, the seven after them nat's (each its connection's
+	// first packet; the one to this host unused here)
 	wantOut, wantIn := iptablesCounts(t, x.r, "OUTPUT"), iptablesCounts(t, x.r, "INPUT")
-	if len(wantOut) == 13 && slices.Equal(wantOut[7:], []uint64{1, 1, 1, 1, 1, 0}) {
-		wantOut = wantOut[:7]
+	if len(wantOut) == 15 && slices.Equal(wantOut[8:], []uint64{1, 1, 1, 1, 1, 0, 1}) {
+		wantOut = wantOut[:8]
 	}
 	iptablesRestoreText(t, x.r, "")
 	kernelNAT(t, x.r, "-F")
 	if t.Failed() {
 		t.FailNow()
 	}
-	if len(wantOut) != 7 || wantOut[0] == 0 || wantOut[1] == 0 || len(wantIn) != 1 || wantIn[0] == 0 {
+	if len(wantOut) != 8 || wantOut[0] == 0 || wantOut[1] == 0 || len(wantIn) != 1 || wantIn[0] == 0 {
 		t.Fatalf("iptables counted OUTPUT %v, INPUT %v: a flow uncounted", wantOut, wantIn)
 	}
 
@@ -137,11 +148,11 @@ func TestNATOutputXdpfw(t *testing.T) {
 			t.Errorf("conntrack list: %s > %s: %+v; want orig_dst a virtual address, the reply from %s", c.Src, c.Dst, *c.NAT, c.Dst)
 		}
 	}
-	if dnat != 5 {
-		t.Errorf("conntrack list: %d DNATed connections, want 5: %+v", dnat, cts)
+	if dnat != 6 {
+		t.Errorf("conntrack list: %d DNATed connections, want 6: %+v", dnat, cts)
 	}
-	if st := f.natStatus(); st.Counters["output"] != 5 || st.Counters["no_route"] != 0 {
-		t.Errorf("status: nat counters %v; want 5 connections translated by nat OUTPUT (output)", st.Counters)
+	if st := f.natStatus(); st.Counters["output"] != 6 || st.Counters["no_route"] != 0 || st.Counters["icmp_error"] != 1 {
+		t.Errorf("status: nat counters %v; want 6 connections translated by nat OUTPUT (output), one ICMP error translated", st.Counters)
 	}
 	if t.Failed() {
 		t.Logf("list:\n%s\nstatus:\n%s\nconntrack:\n%s", l.raw, f.mustRun("status", "--json").stdout, f.mustRun("conntrack", "list").stdout)
