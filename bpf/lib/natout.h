@@ -152,7 +152,8 @@ static __always_inline int fw_nat_to_output(struct __sk_buff *skb, const struct 
  * device: its MACs rewritten, TC_ACT_OK; another, or no neighbour yet:
  * bpf_redirect_neigh to it (the kernel resolves the neighbour), whose
  * egress program, if xdpfw's, finds the mark and passes it. -1: no route
- * (counted no_route): dropped. */
+ * (counted no_route): dropped; so is a packet bigger than the new
+ * device's MTU (the kernel would fragment it or answer it locally). */
 static __always_inline int fw_nat_out_route(struct __sk_buff *skb, const struct fw_pkt *p)
 {
 	struct bpf_fib_lookup fib = {};
@@ -162,7 +163,8 @@ static __always_inline int fw_nat_out_route(struct __sk_buff *skb, const struct 
 	fib.sport = bpf_htons(p->sport);
 	fib.dport = bpf_htons(p->dport);
 	fib.tos = p->tos;
-	fib.tot_len = p->l3_len;
+	/* tot_len 0: the helper holds the skb to the device's MTU itself, GSO
+	 * aware (is_skb_forwardable): a TSO send is not "too big" */
 	fib.ipv4_src = (__u32)p->src[0];
 	fib.ipv4_dst = (__u32)p->dst[0];
 	fib.ifindex = skb->ifindex;

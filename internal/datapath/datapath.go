@@ -412,7 +412,7 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// kernel): the bindings are copied into the new map when the program
 	// loads (carryBindings), before any interface runs it.
 	"fw_nat_binds":  func(old, cur *ebpf.Map) error { return nil },
-	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP came later
+	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _OUTPUT, _NO_ROUTE came later
 }
 
 // addFwCounters is addCounters for per-CPU struct fw_counter slots: the

@@ -17,8 +17,8 @@ import (
 // router's own client reaches two virtual addresses, routed through b (the
 // first packet leaves by rb): one DNATed to the LAN server a (the kernel
 // re-routes it out of ra), one to b itself on another port (the same
-// device). TCP, UDP, ping, and a port unreachable from behind the first
-// (translated back in INPUT). Filter OUTPUT (policy DROP) accepts only the
+// device). TCP, UDP, ping, a bulk TCP send (TSO), and a port unreachable
+// from behind the first (translated back in INPUT). Filter OUTPUT (policy DROP) accepts only the
 // translated destinations, so the filter saw them; the client's connected
 // sockets take answers only from the address they sent to (so every
 // answer was translated back); the server sees the router's own address.
@@ -32,6 +32,7 @@ func TestNATOutputXdpfw(t *testing.T) {
 	vethPeerReady(t, x.b, "xb")
 	servePeer(t, x.a, 8080)
 	servePeer(t, x.b, 8080)
+	serveEcho(t, x.a, 80)
 	server, peer := x.la.cli4, x.lb.cli4
 	const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
 	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
@@ -54,6 +55,7 @@ func TestNATOutputXdpfw(t *testing.T) {
 		"-A OUTPUT -d " + vipFar + "/32 -p icmp -j DNAT --to-destination " + server,
 		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 6060 -j DNAT --to-destination " + x.la.srv4 + ":8080",
 		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 9091 -j DNAT --to-destination " + server + ":8081",
+		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --dport 9080 -j DNAT --to-destination " + server + ":80",
 		"COMMIT",
 		"*filter",
 		":INPUT DROP [0:0]",
@@ -68,6 +70,7 @@ func TestNATOutputXdpfw(t *testing.T) {
 		"-A OUTPUT -d " + server + "/32 -p icmp -j ACCEPT",
 		"-A OUTPUT -d " + x.la.srv4 + "/32 -p udp -j ACCEPT",
 		"-A OUTPUT -d " + server + "/32 -p udp -m udp --dport 8081 -j ACCEPT",
+		"-A OUTPUT -d " + server + "/32 -p tcp -m tcp --dport 80 -j ACCEPT",
 		"COMMIT",
 	}, "\n") + "\n"
 
@@ -89,6 +92,13 @@ func TestNATOutputXdpfw(t *testing.T) {
 			}
 		}
 		checkPing(t, what+": ping to "+vipFar, x.r, vipFar, true)
+		// a bulk send (TSO: segments bigger than the MTU at tc egress),
+		// re-routed
+		e := dialEcho(t, x.r, hostPort(vipFar, 9080))
+		if err := e.roundTrip(strings.Repeat("x", 256<<10)); err != nil {
+			t.Errorf("%s: 256 KiB echoed through %s: %v", what, vipFar, err)
+		}
+		e.c.Close() // nothing of it left for the next phase
 		// a closed port behind the virtual address: the server's port
 		// unreachable, judged RELATED in INPUT, reaches the socket
 		// translated back (its quote the datagram as it was sent)
@@ -99,19 +109,19 @@ func TestNATOutputXdpfw(t *testing.T) {
 
 	iptablesRestoreText(t, x.r, text)
 	flows("iptables")
-	// iptables-save lists filter before nat: OUTPUT's first eight rules
-	// are filter's, the seven after them nat's (each its connection's
+	// iptables-save lists filter before nat: OUTPUT's first nine rules
+	// are filter's, the eight after them nat's (each its connection's
 	// first packet; the one to this host unused here)
 	wantOut, wantIn := iptablesCounts(t, x.r, "OUTPUT"), iptablesCounts(t, x.r, "INPUT")
-	if len(wantOut) == 15 && slices.Equal(wantOut[8:], []uint64{1, 1, 1, 1, 1, 0, 1}) {
-		wantOut = wantOut[:8]
+	if len(wantOut) == 17 && slices.Equal(wantOut[9:], []uint64{1, 1, 1, 1, 1, 0, 1, 1}) {
+		wantOut = wantOut[:9]
 	}
 	iptablesRestoreText(t, x.r, "")
 	kernelNAT(t, x.r, "-F")
 	if t.Failed() {
 		t.FailNow()
 	}
-	if len(wantOut) != 8 || wantOut[0] == 0 || wantOut[1] == 0 || len(wantIn) != 1 || wantIn[0] == 0 {
+	if len(wantOut) != 9 || wantOut[0] == 0 || wantOut[1] == 0 || len(wantIn) != 1 || wantIn[0] == 0 {
 		t.Fatalf("iptables counted OUTPUT %v, INPUT %v: a flow uncounted", wantOut, wantIn)
 	}
 
@@ -133,11 +143,11 @@ func TestNATOutputXdpfw(t *testing.T) {
 			t.Errorf("conntrack list: %s > %s: %+v; want orig_dst a virtual address, the reply from %s", c.Src, c.Dst, *c.NAT, c.Dst)
 		}
 	}
-	if dnat != 6 {
-		t.Errorf("conntrack list: %d DNATed connections, want 6: %+v", dnat, cts)
+	if dnat != 7 {
+		t.Errorf("conntrack list: %d DNATed connections, want 7: %+v", dnat, cts)
 	}
-	if st := f.natStatus(); st.Counters["output"] != 6 || st.Counters["no_route"] != 0 || st.Counters["icmp_error"] != 1 {
-		t.Errorf("status: nat counters %v; want 6 connections translated by nat OUTPUT (output), one ICMP error translated", st.Counters)
+	if st := f.natStatus(); st.Counters["output"] != 7 || st.Counters["no_route"] != 0 || st.Counters["icmp_error"] != 1 {
+		t.Errorf("status: nat counters %v; want 7 connections translated by nat OUTPUT (output), one ICMP error translated", st.Counters)
 	}
 	if t.Failed() {
 		t.Logf("list:\n%s\nstatus:\n%s\nconntrack:\n%s", l.raw, f.mustRun("status", "--json").stdout, f.mustRun("conntrack", "list").stdout)
