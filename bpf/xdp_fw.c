@@ -80,9 +80,11 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 		d->action = FW_ACT_DROP;
 		d->reason = FW_R_NAT_FAIL;
 		rc = XDP_DROP;
-	} else if (fw_nat_mode && d->action == FW_ACT_ACCEPT) {
-		/* INPUT: a bound answer's source (lib/natout.h) */
-		fw_nat_local_in(ctx, h);
+	} else if (fw_nat_mode && d->action == FW_ACT_ACCEPT && fw_nat_local_in(ctx, h) < 0) {
+		/* INPUT: a bound answer's source (lib/natout.h); one without its binding dropped */
+		d->action = FW_ACT_DROP;
+		d->reason = FW_R_NAT_FAIL;
+		rc = XDP_DROP;
 	}
 	__u64 now = fw_now();
 	fw_count_rule(d->rule_id, bytes, now);

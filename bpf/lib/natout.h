@@ -100,9 +100,12 @@ __noinline int fw_nat_out_pre(struct __sk_buff *skb, struct fw_tc_slot *s)
  * ctx): a bound packet whose binding changes its source has it rewritten
  * now (the answers of a connection nat OUTPUT translated: the kernel's
  * LOCAL_IN source manipulation runs after filter INPUT), an ICMP error
- * about a connection translated so likewise (fw_nat_out_error). A global
- * function: verified once, not once for each path of the classifier
- * before it (the classify stage finishes too). */
+ * about a connection translated so likewise (fw_nat_out_error). An
+ * answer of a translated connection without its binding (the LRU took it:
+ * only nat OUTPUT's answers are delivered here so) returns -1, counted
+ * lost: dropped, never delivered untranslated. A global function:
+ * verified once, not once for each path of the classifier before it (the
+ * classify stage finishes too). */
 __noinline int fw_nat_local_in(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 {
 	if (!ctx || !h) /* the verifier requires the check on global-function pointers */
@@ -113,6 +116,10 @@ __noinline int fw_nat_local_in(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 
 	if (p->family != 4 || p->l3_off > 64)
 		return 0;
+	if (h->nat_state == FW_NAT_S_NONE && (p->ctinfo & (FW_CTI_XNAT | FW_CTI_REPLY)) == (FW_CTI_XNAT | FW_CTI_REPLY)) {
+		fw_nat_count(FW_NAT_C_LOST, p->l3_len);
+		return -1;
+	}
 	if (h->nat_state == FW_NAT_S_ERROR) {
 		fw_nat_out_error(data, end, h, p);
 	} else if (h->nat_state == FW_NAT_S_BOUND) {
@@ -147,8 +154,9 @@ static __always_inline int fw_nat_to_output(struct __sk_buff *skb, const struct 
 }
 
 /* fw_nat_out_route re-routes the packet p of skb, whose destination nat
- * OUTPUT changed (ip_route_me_harder): the FIB's route from the device it
- * is on (the kernel's output route: this host's own source). The same
+ * OUTPUT changed (ip_route_me_harder): the FIB's route for it, looked up
+ * as from the device it is on (bpf_fib_lookup's way: policy rules on the
+ * socket's device or mark are not followed). The same
  * device: its MACs rewritten, TC_ACT_OK; another, or no neighbour yet:
  * bpf_redirect_neigh to it (the kernel resolves the neighbour), whose
  * egress program, if xdpfw's, finds the mark and passes it. -1: no route

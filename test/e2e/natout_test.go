@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xdpfw/xdpfw/testutil"
 )
@@ -152,6 +157,35 @@ func TestNATOutputXdpfw(t *testing.T) {
 	if t.Failed() {
 		t.Logf("list:\n%s\nstatus:\n%s\nconntrack:\n%s", l.raw, f.mustRun("status", "--json").stdout, f.mustRun("conntrack", "list").stdout)
 	}
+
+	// A connection whose answers' binding is gone (the LRU's room): the
+	// answers are dropped, counted (lost), never delivered untranslated
+	e := dialEcho(t, x.r, hostPort(vipFar, 9080))
+	if err := e.roundTrip("bound"); err != nil {
+		t.Fatalf("echo through %s: %v", vipFar, err)
+	}
+	binds, err := ebpf.LoadPinnedMap(filepath.Join(f.pinDir, "fw_nat_binds"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer binds.Close()
+	lport := e.c.LocalAddr().(*net.TCPAddr).Port
+	key := make([]byte, 16) // struct fw_nat_tuple: the answers', server to this host
+	copy(key[0:4], net.ParseIP(server).To4())
+	copy(key[4:8], net.ParseIP(x.lb.srv4).To4())
+	binary.BigEndian.PutUint16(key[8:], 80)
+	binary.BigEndian.PutUint16(key[10:], uint16(lport))
+	key[12] = 6
+	if err := binds.Delete(key); err != nil {
+		t.Fatalf("deleting the answers' binding of port %d: %v", lport, err)
+	}
+	if err := e.roundTrip("unbound"); err == nil {
+		t.Errorf("echo over a nat OUTPUT connection without its answers' binding: answered; want them dropped")
+	}
+	if st := f.natStatus(); st.Counters["lost"] == 0 {
+		t.Errorf("status: nat counters %v; want the answers without a binding counted (lost)", st.Counters)
+	}
+	e.c.Close()
 
 	// REDIRECT in nat OUTPUT: refused at load, at the rule
 	bad := strings.Replace(text, "-j DNAT --to-destination "+server+":8080", "-j REDIRECT --to-ports 8080", 1)
