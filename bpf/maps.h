@@ -583,6 +583,9 @@ struct fw_xdp_handoff {
 	/* With FW_NAT_S_BOUND or FW_NAT_S_ERROR: the binding's key (the tuple
 	 * the packet arrived with; an ICMP error's: its quote's, reversed). */
 	struct fw_nat_tuple nat_key;
+	/* set by the nat stage as it enters xdpfw_egress again: nat_state is
+	 * its (FW_NAT_S_PENDING, FW_NAT_S_AGAIN), not a stale one */
+	__u32 nat_again;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -603,6 +606,12 @@ struct fw_tc_slot {
 	 * binding (the tuple it leaves with; lib/natfw.h). */
 	__u32 nat_state;
 	struct fw_nat_rw nat;
+	/* nat OUTPUT (lib/natout.h), FW_NAT_S_PENDING: the tuple the
+	 * connection's first packet was sent with (nat: the one it leaves with) */
+	struct fw_nat_tuple nat_key;
+	/* set by the nat stage as it enters xdpfw_egress again: nat_state is
+	 * its (FW_NAT_S_PENDING, FW_NAT_S_AGAIN), not a stale one */
+	__u32 nat_again;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -610,6 +619,19 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fw_tc_slot);
 } fw_tc_pkt SEC(".maps");
+
+/* tc egress's stages (FW_TC_STAGE_*, lib/natout.h), `--nat xdpfw` only:
+ * the nat instance's xdpfw_egress_nat (nat OUTPUT) and the live
+ * xdpfw_egress it enters again. Shared with the nat instance; filled and
+ * pinned (tcstages_<program id>) by the control plane's StartNAT: the
+ * kernel empties a program array nothing holds. Empty otherwise: a tail
+ * call into it falls through (fail closed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, FW_TC_STAGE_EGRESS + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fw_tc_stages SEC(".maps");
 
 /* The XDP program's stages, entered by a tail call: its classify stage,
  * and xdpfw_ingress itself for the device-bound xdpfw_rxvlan in front of

@@ -19,6 +19,7 @@
 #include "lib/frag.h"
 #include "lib/latency.h"
 #include "lib/nattc.h"
+#include "lib/natout.h"
 
 /* Headers a locally built packet may keep outside the linear area are
  * pulled in: up to this many bytes. */
@@ -68,6 +69,20 @@ int xdpfw_egress(struct __sk_buff *skb)
 	pkt->ifindex = skb->ifindex;
 	pkt->mark = skb->mark; /* -m mark: a socket's SO_MARK, or what the kernel's rules set */
 	pkt->oifindex = skb->ifindex; /* -o: the device this egress program runs on */
+	if (fw_nat_mode) { /* a connection nat OUTPUT translated: its destination, before the filter (lib/natout.h) */
+		rc = fw_nat_out_pre(skb, slot);
+		if (rc > 0) { /* judged before a re-route sent it here again */
+			fw_lat_end(lat, FW_CHAIN_OUTPUT, FW_LAT_PASS);
+			return TC_ACT_OK;
+		}
+		if (rc < 0) {
+			fw_count_reason(FW_R_NAT_FAIL, FW_OUT_TC_SHOT, bytes, fw_now());
+			fw_lat_end(lat, FW_CHAIN_OUTPUT, FW_LAT_DROP);
+			return TC_ACT_SHOT;
+		}
+		data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+	}
 	if (pkt->flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
 		if (fw_frag_later(pkt, &d) < 0) {
 			fw_count_reason(FW_R_NO_RULESET, FW_OUT_TC_SHOT, bytes, fw_now());
@@ -92,10 +107,14 @@ int xdpfw_egress(struct __sk_buff *skb)
 	rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
 	if (d.action == FW_ACT_REJECT)
 		rc = fw_reject_tc(skb, pkt, &d); /* the answer, redirected into this host; or drop; sets d.reason */
-	/* a translated connection's packet: its binding, after OUTPUT (lib/nattc.h) */
-	if (fw_nat_mode && rc == TC_ACT_OK && fw_nat_tc(skb, pkt) < 0) {
-		rc = TC_ACT_SHOT;
-		d.reason = FW_R_NAT_FAIL;
+	/* a translated connection's packet: its binding, after OUTPUT
+	 * (lib/nattc.h); nat OUTPUT's binding and re-route (lib/natout.h) */
+	if (fw_nat_mode && rc == TC_ACT_OK) {
+		rc = fw_nat_out_post(skb, slot, bytes);
+		if (rc < 0) {
+			rc = TC_ACT_SHOT;
+			d.reason = FW_R_NAT_FAIL;
+		}
 	}
 	__u64 now = fw_now();
 	fw_count_rule(d.rule_id, bytes, now);
@@ -105,4 +124,20 @@ int xdpfw_egress(struct __sk_buff *skb)
 	fw_lat_end(lat, FW_CHAIN_OUTPUT, d.action);
 	fw_frag_record(pkt, &d); /* last: the verifier splits on the flag, with nothing left to check twice */
 	return rc;
+}
+
+/* The nat stage at tc egress (lib/natout.h): loaded only in the nat
+ * instance (fw_trace_mode FW_TRACE_NAT), whose tables hold the nat table,
+ * and put in fw_tc_stages[FW_TC_STAGE_NAT] with `--nat xdpfw`: nat OUTPUT
+ * for a new connection's first packet, then the live xdpfw_egress again. */
+SEC("tc")
+int xdpfw_egress_nat(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct fw_tc_slot *slot = bpf_map_lookup_elem(&fw_tc_pkt, &zero);
+	struct fw_decision d;
+
+	if (!slot) /* never: a per-CPU array's only slot */
+		return TC_ACT_SHOT;
+	return fw_nat_output(skb, slot, &d);
 }

@@ -1124,6 +1124,12 @@ struct fw_nat_target {
 #define FW_NAT_P_DNAT 2 /* the destination is translated (DNAT, REDIRECT): the frame carries it */
 #define FW_NAT_S_ERROR 6 /* an ICMP error about a bound connection (nat, nat_key its quote's binding): its outer
 			  * source and its quote rewritten after the filter (lib/natfw.h fw_nat_out_error) */
+/* fw_tc_slot.nat_state at tc egress (nat OUTPUT, lib/natout.h), beside FW_NAT_S_NONE, _BOUND, _PENDING, _AGAIN */
+#define FW_NAT_S_OUT   7 /* its binding, from nat OUTPUT, rewrote the destination: re-routed after the filter */
+
+/* fw_tc_stages: tc egress's stages (lib/natout.h) */
+#define FW_TC_STAGE_NAT    0 /* the nat instance's xdpfw_egress_nat: nat OUTPUT for a new connection's first packet */
+#define FW_TC_STAGE_EGRESS 1 /* the live xdpfw_egress, entered again by the nat stage */
 
 /* The nat counters (fw_nat_counts, enum fw_nat_counter). */
 enum fw_nat_counter {
@@ -1140,6 +1146,8 @@ enum fw_nat_counter {
 	FW_NAT_C_STALE,       /* bindings found stale (their connection gone from conntrack) and removed; the packet dropped when it was already rewritten */
 	FW_NAT_C_KERNEL_ICMP, /* packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF and too big) */
 	FW_NAT_C_NO_CT,       /* first packets dropped: a connection the nat table translates that conntrack could not record (table full, --ct-full accept; lib/natct.h) */
+	FW_NAT_C_OUTPUT,      /* connections bound whose destination nat OUTPUT translated (DNAT of locally generated traffic) */
+	FW_NAT_C_NO_ROUTE,    /* locally generated packets dropped: nat OUTPUT's destination has no route the FIB gives (local, unreachable) */
 	FW_NAT_C_NUM,
 };
 

@@ -36,6 +36,7 @@
 #include "lib/audit.h"
 #include "lib/natfw.h"
 #include "lib/natdst.h"
+#include "lib/natout.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -76,6 +77,11 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 	} else if (fw_nat_mode && d->action == FW_ACT_ACCEPT && fw_nat_pending(ctx, h, d, cpumap) < 0) {
 		/* INPUT: a connection PREROUTING translated (REDIRECT, a DNAT
 		 * to this host) bound in the nat stage (lib/natdst.h) */
+		d->action = FW_ACT_DROP;
+		d->reason = FW_R_NAT_FAIL;
+		rc = XDP_DROP;
+	} else if (fw_nat_mode && d->action == FW_ACT_ACCEPT && fw_nat_local_in(ctx, h) < 0) {
+		/* INPUT: a bound answer's source (lib/natout.h); one without its binding dropped */
 		d->action = FW_ACT_DROP;
 		d->reason = FW_R_NAT_FAIL;
 		rc = XDP_DROP;

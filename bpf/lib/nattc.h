@@ -35,20 +35,15 @@ static __always_inline int fw_nat_tc_field(struct __sk_buff *skb, __u32 off, __u
 	return bpf_skb_store_bytes(skb, off, &to, size, 0) ? -1 : 0;
 }
 
-/* fw_nat_tc rewrites the IPv4 packet p of skb, accepted by OUTPUT, as its
- * binding says, if it has one. Returns 0, or -1 when the rewrite failed
- * (the packet must not leave half translated: the caller drops it). */
-static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt *p)
+/* fw_nat_tc_rw rewrites the IPv4 packet p of skb, whose tuple is kp, to
+ * the tuple b. Returns 0, or -1 when the rewrite failed (the packet must
+ * not leave half translated: the caller drops it). */
+static __always_inline int fw_nat_tc_rw(struct __sk_buff *skb, const struct fw_pkt *p, const struct fw_nat_tuple *kp,
+					const struct fw_nat_rw *b)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
-	struct fw_nat_tuple k;
-
-	if (p->family != 4 || p->l3_off > 64 || fw_nat_key4(data + p->l3_off, end, &k))
-		return 0; /* a later fragment: docs/nat.md */
-	const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
-	if (!b)
-		return 0;
+	struct fw_nat_tuple k = *kp;
 	struct fw_nat_rw rw = *b;
 	struct iphdr *ip = data + p->l3_off;
 	if ((void *)(ip + 1) > end)
@@ -91,6 +86,23 @@ static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt 
 	if (dport && fw_nat_tc_field(skb, dport, csum, k.dport, rw.dport, 2, flags))
 		return -1;
 	return 0;
+}
+
+/* fw_nat_tc rewrites the IPv4 packet p of skb, accepted by OUTPUT, as its
+ * binding says, if it has one. Returns 0, or -1 when the rewrite failed
+ * (the packet must not leave half translated: the caller drops it). */
+static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct fw_nat_tuple k;
+
+	if (p->family != 4 || p->l3_off > 64 || fw_nat_key4(data + p->l3_off, end, &k))
+		return 0; /* a later fragment: docs/nat.md */
+	const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
+	if (!b || !b->daddr) /* none, or nat OUTPUT's mark of a judged packet (lib/natout.h) */
+		return 0;
+	return fw_nat_tc_rw(skb, p, &k, b);
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include "classify.h"
 #include "hdropt.h"
 #include "kct.h"
+#include "natout.h"
 
 static __always_inline const struct fw_config *fw_config(void)
 {
@@ -139,6 +140,9 @@ static __always_inline int fw_decide(struct __sk_buff *skb, void *data, void *da
 	int next = fw_decide_start(data, data_end, p, d, &ct, &sel, &root, assume_state, NULL);
 
 	if (next == FW_DECIDE_NO_RULESET)
+		return -1;
+	/* a new connection's first packet: nat OUTPUT (lib/natout.h) */
+	if (fw_nat_mode && assume_state < 0 && fw_nat_to_output(skb, p) < 0)
 		return -1;
 	if (next == FW_DECIDE_CLASSIFY && fw_hdropt_wanted(root))
 		fw_skb_hdropt(skb, root, p);

@@ -108,12 +108,15 @@ forwards in PREROUTING (-j DNAT --to-destination, -j REDIRECT: the
 address of the device the packet came in by) and the source of forwarded
 traffic in POSTROUTING (-j SNAT, -j MASQUERADE: the egress device's
 address, as the kernel picks it), both on one connection (hairpin NAT).
-The filter sees the addresses iptables' filter sees (INPUT or FORWARD is
-chosen on the translated destination), and translated packets take the
-fast path. load refuses it while the kernel's own nat table has rules
-(nothing is translated twice), and refuses rules of the nat OUTPUT and
-INPUT chains (locally generated traffic: for those, --nat kernel, the
-default: the kernel's nat table translates, and a file's *nat section is
+The connections this host opens are translated by nat OUTPUT's -j DNAT
+at tc egress (on the devices xdpfw is attached to), before filter
+OUTPUT, and re-routed. The filter sees the addresses iptables' filter
+sees (INPUT or FORWARD is chosen on the translated destination), and
+translated packets take the fast path. load refuses it while the
+kernel's own nat table has rules (nothing is translated twice), and
+refuses nat OUTPUT's -j REDIRECT (the kernel sends it to 127.0.0.1, over
+lo) and rules of the nat INPUT chain: for those, --nat kernel, the
+default (the kernel's nat table translates, and a file's *nat section is
 refused or skipped).
 
 Kernel: Linux 5.18 or newer (bpf_xdp_load_bytes); load names what an older

@@ -330,26 +330,31 @@ func (d *Datapath) sharedMaps(live map[string]*ebpf.Map, names []string) (repl m
 	return repl, done, nil
 }
 
-// progMap opens the live ingress program's map of that name (one not
-// pinned: the kernel knows it by the program's map ids).
+// progMap opens the live ingress (or egress) program's map of that name
+// (one not pinned: the kernel knows it by the program's map ids).
 func (d *Datapath) progMap(name string) (*ebpf.Map, error) {
-	info, err := d.prog.Info()
-	if err != nil {
-		return nil, fmt.Errorf("reading the live program's maps: %w", err)
-	}
-	ids, ok := info.MapIDs()
-	if !ok {
-		return nil, errors.New("reading the live program's maps: the kernel does not report them")
-	}
-	for _, id := range ids {
-		m, err := ebpf.NewMapFromID(id)
+	for _, prog := range []*ebpf.Program{d.prog, d.egress} {
+		if prog == nil {
+			continue
+		}
+		info, err := prog.Info()
 		if err != nil {
-			return nil, fmt.Errorf("opening the live program's map %d: %w", id, err)
+			return nil, fmt.Errorf("reading the live program's maps: %w", err)
 		}
-		if mi, err := m.Info(); err == nil && mi.Name == name {
-			return m, nil
+		ids, ok := info.MapIDs()
+		if !ok {
+			return nil, errors.New("reading the live program's maps: the kernel does not report them")
 		}
-		m.Close()
+		for _, id := range ids {
+			m, err := ebpf.NewMapFromID(id)
+			if err != nil {
+				return nil, fmt.Errorf("opening the live program's map %d: %w", id, err)
+			}
+			if mi, err := m.Info(); err == nil && mi.Name == name {
+				return m, nil
+			}
+			m.Close()
+		}
 	}
 	return nil, fmt.Errorf("the live program has no map %s (loaded by another xdpfw version? `xdpfw load` again)", name)
 }

@@ -161,6 +161,11 @@ type Datapath struct {
 	// natNextPin: the nat instance's way back to this program's finish
 	// stage, pinned (StartNAT); "" without NAT.
 	natNextPin string
+	// tcStages is fw_tc_stages (nat OUTPUT's way to the nat instance's tc
+	// stage and back: nat.go), pinned as tcStagesPin + the program's id
+	// by StartNAT (tcStagesName); nil when opened from pins.
+	tcStages     *ebpf.Map
+	tcStagesName string
 	// instance: the view of a second instance (audit.go: an audit's
 	// candidate rule set, or the nat table), which has no priority roots:
 	// the class a packet gets is the enforced rule set's.
@@ -352,6 +357,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		prioStats:   objs.FwPrioStats,
 		cpumap:      objs.FwCpumap,
 		natBinds:    objs.FwNatBinds,
+		tcStages:    objs.FwTcStages,
 		natCounts:   objs.FwNatCounts,
 		natIfAddr:   objs.FwNatIfaddr,
 		cpumapProg:  objs.XdpfwCpumap,
@@ -361,7 +367,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rxvlan:       rxvlan,
 		handoff:      objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch},
+			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
@@ -406,7 +412,7 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// kernel): the bindings are copied into the new map when the program
 	// loads (carryBindings), before any interface runs it.
 	"fw_nat_binds":  func(old, cur *ebpf.Map) error { return nil },
-	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _NO_CT came later
+	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _NO_CT, _OUTPUT, _NO_ROUTE came later
 }
 
 // addFwCounters is addCounters for per-CPU struct fw_counter slots: the
@@ -646,8 +652,9 @@ func (d *Datapath) PinProgram() error {
 	// Every interface runs this program now: the stages of earlier ones
 	// go with them.
 	old := append(pinsWithPrefix(d.dir, stagesPin), pinsWithPrefix(d.dir, cpuStagesPin)...)
+	old = append(old, pinsWithPrefix(d.dir, tcStagesPin)...)
 	for _, name := range append(old, pinsWithPrefix(d.dir, natNextPin)...) {
-		if name != d.stagesPin && name != d.cpuStagesPin && name != d.natNextPin {
+		if name != d.stagesPin && name != d.cpuStagesPin && name != d.natNextPin && name != d.tcStagesName {
 			_ = os.Remove(filepath.Join(d.dir, name))
 		}
 	}

@@ -30,6 +30,11 @@ const (
 	traceNAT   = 4 // FW_TRACE_NAT
 	stageNAT   = 4 // FW_XDP_STAGE_NAT
 	natNextPin = "natnext_"
+	// tcStagesPin + program id: the live program's fw_tc_stages (nat
+	// OUTPUT at tc egress, bpf/lib/natout.h), pinned by StartNAT.
+	tcStagesPin = "tcstages_"
+	// tcStageNAT, tcStageEgress are FW_TC_STAGE_NAT and FW_TC_STAGE_EGRESS.
+	tcStageNAT, tcStageEgress = 0, 1
 	// natNextIngress is FW_NAT_NEXT_INGRESS: the nat instance's way back
 	// to the live xdpfw_ingress after nat PREROUTING.
 	natNextIngress = 1
@@ -42,7 +47,7 @@ const (
 // hand-over slot, what its classifier reads, and what it writes (the
 // bindings, the nat counters, a translated connection's conntrack mark).
 var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_log_ring", "fw_log_counters",
-	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct"}
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages"}
 
 // NAT counters (enum fw_nat_counter).
 type NATCounters struct {
@@ -59,17 +64,20 @@ type NATCounters struct {
 	Stale        Counter `json:"stale"`        // bindings found stale (their connection gone from conntrack), removed
 	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF)
 	NoCT         Counter `json:"no_conntrack"` // first packets dropped: a translated connection conntrack could not record (table full, --ct-full accept)
+	Output       Counter `json:"output"`       // connections bound whose destination nat OUTPUT translated (locally generated)
+	NoRoute      Counter `json:"no_route"`     // locally generated packets dropped: nat OUTPUT's destination has no route from the FIB
 }
 
-const natCounterNum = 13 // FW_NAT_C_NUM
+const natCounterNum = 15 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
 
 // CheckNATScope refuses a nat table the data plane does not translate yet
-// (docs/nat.md, Status): PREROUTING's DNAT and REDIRECT and POSTROUTING's
-// SNAT and MASQUERADE are built; the nat table's INPUT and OUTPUT chains
-// (locally generated traffic at tc egress) are not, nor IPv6.
+// (docs/nat.md, Status): PREROUTING's DNAT and REDIRECT, POSTROUTING's
+// SNAT and MASQUERADE and OUTPUT's DNAT (tc egress) are built; OUTPUT's
+// REDIRECT (to the loopback address: delivered over lo, which xdpfw does
+// not see) and the INPUT chain are not, nor IPv6.
 func CheckNATScope(nat *rules.RuleSet) error {
 	if nat == nil {
 		return nil
@@ -77,13 +85,25 @@ func CheckNATScope(nat *rules.RuleSet) error {
 	if len(nat.Rules) > natMaxRules {
 		return fmt.Errorf("the nat table has %d rules; the data plane holds %d", len(nat.Rules), natMaxRules)
 	}
+	reach := rules.NATReach(nat)
 	for i := range nat.Rules {
 		r := &nat.Rules[i]
-		if r.Chain == rules.ChainInput || r.Chain == rules.ChainOutput {
+		if r.Chain == rules.ChainInput {
 			if r.Target.NAT != nil || r.Target.Verdict == rules.VerdictJump || r.Target.Verdict == rules.VerdictGoto {
-				return fmt.Errorf("%s: the nat table's %s chain: --nat xdpfw translates in PREROUTING (DNAT, REDIRECT) and POSTROUTING "+
-					"(SNAT, MASQUERADE) only so far; locally generated traffic is not translated (docs/nat.md)", r.Pos, r.Chain)
+				return fmt.Errorf("%s: the nat table's INPUT chain (SNAT of packets delivered to this host) is not translated by "+
+					"--nat xdpfw: its rules need classifier tables of their own (nat PREROUTING holds INPUT's slot in the nat "+
+					"stage's), a third program instance (docs/nat.md); hint: load with --nat kernel", r.Pos)
 			}
+		}
+		out := r.Chain == rules.ChainOutput || (r.Chain == rules.ChainUser && reach[r.UserChain][rules.ChainOutput])
+		if out && r.Target.NAT != nil && r.Target.NAT.Kind == rules.NATRedirect {
+			return fmt.Errorf("%s: -j REDIRECT in the nat table's OUTPUT chain is not translated by --nat xdpfw: the kernel "+
+				"redirects locally generated traffic to 127.0.0.1, delivered over lo, where xdpfw's tc egress never sees it "+
+				"(docs/nat.md); hint: load with --nat kernel, or DNAT to an address of another host", r.Pos)
+		}
+		if o := r.Match.OutIface; out && r.Target.NAT != nil && o != nil && !o.Invert && !o.Prefix && o.Name == "lo" {
+			return fmt.Errorf("%s: -o lo in the nat table's OUTPUT chain: xdpfw is not on lo and never sees these packets "+
+				"(docs/nat.md); hint: load with --nat kernel", r.Pos)
 		}
 		if t := r.Target.NAT; t != nil && (t.AddrLo.Is6() || t.AddrHi.Is6()) {
 			return fmt.Errorf("%s: --nat xdpfw translates IPv4 only", r.Pos)
@@ -176,17 +196,53 @@ func (d *Datapath) StartNAT(nt *compile.NATTables, nat *rules.RuleSet) error {
 	if err != nil {
 		return err
 	}
+	tcName, err := d.startNATOutput(o.TcProg)
+	if err != nil {
+		_ = os.Remove(filepath.Join(d.dir, name))
+		return err
+	}
 	if err := stages.Put(uint32(stageNAT), o.Prog); err != nil {
 		_ = os.Remove(filepath.Join(d.dir, name))
+		_ = os.Remove(filepath.Join(d.dir, tcName))
 		return fmt.Errorf("putting the nat stage in the program's path: %w", err)
 	}
 	d.natNextPin = name
+	d.tcStagesName = tcName
 	return nil
+}
+
+// startNATOutput puts the nat instance's tc stage (nat OUTPUT,
+// xdpfw_egress_nat) and the live egress program, which it enters again,
+// in the live program's fw_tc_stages, and pins that (tcStagesPin + the
+// live program's id: the kernel empties a program array nothing holds).
+// Returns the pin's name.
+func (d *Datapath) startNATOutput(stage *ebpf.Program) (string, error) {
+	if d.egress == nil {
+		return "", errors.New("nat OUTPUT: the live egress program is not open")
+	}
+	tc, err := d.liveArray(d.tcStages, tcStagesPin)
+	if err != nil {
+		return "", err
+	}
+	defer tc.Close()
+	if err := tc.Put(uint32(tcStageEgress), d.egress); err != nil {
+		return "", fmt.Errorf("linking the tc nat stage back to the egress program: %w", err)
+	}
+	name, err := pinStages(d.dir, tcStagesPin, d.prog, tc)
+	if err != nil {
+		return "", err
+	}
+	if err := tc.Put(uint32(tcStageNAT), stage); err != nil {
+		_ = os.Remove(filepath.Join(d.dir, name))
+		return "", fmt.Errorf("putting the tc nat stage (nat OUTPUT) in the egress program's path: %w", err)
+	}
+	return name, nil
 }
 
 // natObjs are the nat instance's program and own maps.
 type natObjs struct {
-	Prog *ebpf.Program `ebpf:"xdpfw_nat"`
+	Prog   *ebpf.Program `ebpf:"xdpfw_nat"`
+	TcProg *ebpf.Program `ebpf:"xdpfw_egress_nat"`
 	instanceTables
 	FwNatTargets *ebpf.Map `ebpf:"fw_nat_targets"`
 	FwAuditNext  *ebpf.Map `ebpf:"fw_audit_next"`
@@ -261,7 +317,7 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
 		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6]), DNAT: clk.sum(slots[7]),
 		NoLocal: clk.sum(slots[8]), ICMPError: clk.sum(slots[9]), Stale: clk.sum(slots[10]), KernelICMP: clk.sum(slots[11]),
-		NoCT: clk.sum(slots[12])}, true, nil
+		NoCT: clk.sum(slots[12]), Output: clk.sum(slots[13]), NoRoute: clk.sum(slots[14])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets
@@ -294,6 +350,9 @@ func (d *Datapath) NATBindings() ([]NATBinding, error) {
 	var v xdpfwFwNatRw
 	it := d.natBinds.Iterate()
 	for it.Next(&k, &v) {
+		if v.Daddr == 0 { // nat OUTPUT's mark of a judged tuple (bpf/lib/natout.h), no translation
+			continue
+		}
 		out = append(out, NATBinding{Proto: k.Proto,
 			From: NATTuple{addr(k.Saddr), addr(k.Daddr), port(k.Sport), port(k.Dport)},
 			To:   NATTuple{addr(v.Saddr), addr(v.Daddr), port(v.Sport), port(v.Dport)}})

@@ -75,6 +75,7 @@ func BenchmarkVerifiedInstructions(b *testing.B) {
 				b.Fatalf("nat: %+v", err)
 			}
 			report("stage", n.objs.Prog)
+			report("tc-stage", n.objs.TcProg) // nat OUTPUT (bpf/lib/natout.h)
 			n.close()
 		}
 		d.Close()

@@ -484,6 +484,9 @@ type xdpfwFwTcSlot struct {
 	}
 	NatState uint32
 	Nat      xdpfwFwNatRw
+	NatKey   xdpfwFwNatTuple
+	NatAgain uint32
+	_        [4]byte
 }
 
 type xdpfwFwXdpHandoff struct {
@@ -559,7 +562,7 @@ type xdpfwFwXdpHandoff struct {
 	NatPre   uint32
 	NatOrig  xdpfwFwNatTuple
 	NatKey   xdpfwFwNatTuple
-	_        [4]byte
+	NatAgain uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -624,6 +627,7 @@ const (
 	xdpfwMapFwStamps              = "fw_stamps"
 	xdpfwMapFwStateScratch        = "fw_state_scratch"
 	xdpfwMapFwTcPkt               = "fw_tc_pkt"
+	xdpfwMapFwTcStages            = "fw_tc_stages"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
 	xdpfwProgXdpfwAudit           = "xdpfw_audit"
@@ -633,6 +637,7 @@ const (
 	xdpfwProgXdpfwCpumapClassify  = "xdpfw_cpumap_classify"
 	xdpfwProgXdpfwCpumapFinish    = "xdpfw_cpumap_finish"
 	xdpfwProgXdpfwEgress          = "xdpfw_egress"
+	xdpfwProgXdpfwEgressNat       = "xdpfw_egress_nat"
 	xdpfwProgXdpfwIngress         = "xdpfw_ingress"
 	xdpfwProgXdpfwIngressClassify = "xdpfw_ingress_classify"
 	xdpfwProgXdpfwIngressFinish   = "xdpfw_ingress_finish"
@@ -697,6 +702,7 @@ type xdpfwProgramSpecs struct {
 	XdpfwCpumapClassify  *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwCpumapFinish    *ebpf.ProgramSpec `ebpf:"xdpfw_cpumap_finish"`
 	XdpfwEgress          *ebpf.ProgramSpec `ebpf:"xdpfw_egress"`
+	XdpfwEgressNat       *ebpf.ProgramSpec `ebpf:"xdpfw_egress_nat"`
 	XdpfwIngress         *ebpf.ProgramSpec `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_classify"`
 	XdpfwIngressFinish   *ebpf.ProgramSpec `ebpf:"xdpfw_ingress_finish"`
@@ -766,6 +772,7 @@ type xdpfwMapSpecs struct {
 	FwStamps          *ebpf.MapSpec `ebpf:"fw_stamps"`
 	FwStateScratch    *ebpf.MapSpec `ebpf:"fw_state_scratch"`
 	FwTcPkt           *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
+	FwTcStages        *ebpf.MapSpec `ebpf:"fw_tc_stages"`
 	FwXdpHandoff      *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
 	FwXdpStages       *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
@@ -862,6 +869,7 @@ type xdpfwMaps struct {
 	FwStamps          *ebpf.Map `ebpf:"fw_stamps"`
 	FwStateScratch    *ebpf.Map `ebpf:"fw_state_scratch"`
 	FwTcPkt           *ebpf.Map `ebpf:"fw_tc_pkt"`
+	FwTcStages        *ebpf.Map `ebpf:"fw_tc_stages"`
 	FwXdpHandoff      *ebpf.Map `ebpf:"fw_xdp_handoff"`
 	FwXdpStages       *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
@@ -926,6 +934,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwStamps,
 		m.FwStateScratch,
 		m.FwTcPkt,
+		m.FwTcStages,
 		m.FwXdpHandoff,
 		m.FwXdpStages,
 	)
@@ -956,6 +965,7 @@ type xdpfwPrograms struct {
 	XdpfwCpumapClassify  *ebpf.Program `ebpf:"xdpfw_cpumap_classify"`
 	XdpfwCpumapFinish    *ebpf.Program `ebpf:"xdpfw_cpumap_finish"`
 	XdpfwEgress          *ebpf.Program `ebpf:"xdpfw_egress"`
+	XdpfwEgressNat       *ebpf.Program `ebpf:"xdpfw_egress_nat"`
 	XdpfwIngress         *ebpf.Program `ebpf:"xdpfw_ingress"`
 	XdpfwIngressClassify *ebpf.Program `ebpf:"xdpfw_ingress_classify"`
 	XdpfwIngressFinish   *ebpf.Program `ebpf:"xdpfw_ingress_finish"`
@@ -972,6 +982,7 @@ func (p *xdpfwPrograms) Close() error {
 		p.XdpfwCpumapClassify,
 		p.XdpfwCpumapFinish,
 		p.XdpfwEgress,
+		p.XdpfwEgressNat,
 		p.XdpfwIngress,
 		p.XdpfwIngressClassify,
 		p.XdpfwIngressFinish,

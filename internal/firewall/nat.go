@@ -168,7 +168,7 @@ func (f *Firewall) natStatus() (NATStatus, error) {
 		"no_addr": c.NoAddr.Packets, "untranslated": c.Untranslated.Packets, "lost": c.Lost.Packets, "fragment": c.Frag.Packets,
 		"dnat": c.DNAT.Packets, "no_local": c.NoLocal.Packets,
 		"icmp_error": c.ICMPError.Packets, "stale": c.Stale.Packets, "kernel_icmp": c.KernelICMP.Packets,
-		"no_conntrack": c.NoCT.Packets}
+		"no_conntrack": c.NoCT.Packets, "output": c.Output.Packets, "no_route": c.NoRoute.Packets}
 	bs, err := f.dp.NATBindings()
 	if err != nil {
 		return s, err

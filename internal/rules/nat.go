@@ -491,6 +491,34 @@ func (p *fileParser) checkNATHooks() {
 	if nat == nil {
 		return
 	}
+	reach := NATReach(nat)
+	for _, r := range nat.Rules {
+		hooks := map[Chain]bool{r.Chain: true}
+		if r.Chain == ChainUser {
+			hooks = reach[r.UserChain]
+		}
+		if err := natIfaceProblem(&r, hooks); err != nil {
+			p.errs = append(p.errs, err)
+			continue
+		}
+		if r.Chain != ChainUser || r.Target.NAT == nil {
+			continue
+		}
+		k := r.Target.NAT.Kind
+		for _, c := range []Chain{ChainPrerouting, ChainInput, ChainOutput, ChainPostrouting} {
+			if reach[r.UserChain][c] && !containsChain(natHooks[k], c) {
+				p.errs = append(p.errs, &Error{Pos: r.Pos, Msg: fmt.Sprintf("-j %s in chain %s, which %s jumps to: -j %s cannot be used there",
+					k, r.UserChain, c, k), Hint: fmt.Sprintf("-j %s works in %s (as in iptables)", k, natHookNames(k))})
+				break
+			}
+		}
+	}
+}
+
+// NATReach gives each user chain of the nat table nat the built-in chains
+// (hooks) whose rules reach it, by jumps and gotos through other user
+// chains.
+func NATReach(nat *RuleSet) map[string]map[Chain]bool {
 	reach := map[string]map[Chain]bool{}
 	for changed := true; changed; {
 		changed = false
@@ -514,25 +542,5 @@ func (p *fileParser) checkNATHooks() {
 			}
 		}
 	}
-	for _, r := range nat.Rules {
-		hooks := map[Chain]bool{r.Chain: true}
-		if r.Chain == ChainUser {
-			hooks = reach[r.UserChain]
-		}
-		if err := natIfaceProblem(&r, hooks); err != nil {
-			p.errs = append(p.errs, err)
-			continue
-		}
-		if r.Chain != ChainUser || r.Target.NAT == nil {
-			continue
-		}
-		k := r.Target.NAT.Kind
-		for _, c := range []Chain{ChainPrerouting, ChainInput, ChainOutput, ChainPostrouting} {
-			if reach[r.UserChain][c] && !containsChain(natHooks[k], c) {
-				p.errs = append(p.errs, &Error{Pos: r.Pos, Msg: fmt.Sprintf("-j %s in chain %s, which %s jumps to: -j %s cannot be used there",
-					k, r.UserChain, c, k), Hint: fmt.Sprintf("-j %s works in %s (as in iptables)", k, natHookNames(k))})
-				break
-			}
-		}
-	}
+	return reach
 }

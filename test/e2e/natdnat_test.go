@@ -127,23 +127,7 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "fwd.rules", text))
 	flows("xdpfw")
 	l := f.list()
-	got := map[string][]uint64{}
-	for _, r := range l.Rules {
-		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
-	}
-	// Each first-packet rule counts what iptables' counts: zero where
-	// iptables' is, else as many, or one more (a retransmitted SYN is NEW
-	// again, in iptables too: retransmissions are timing)
-	for chain, want := range map[string][]uint64{"FORWARD": wantFwd, "INPUT": wantIn} {
-		g := got[chain]
-		ok := len(g) == len(want) && g[0] != 0
-		for i := 1; ok && i < len(g); i++ {
-			ok = g[i] >= want[i] && g[i] <= want[i]+1 && (g[i] == 0) == (want[i] == 0)
-		}
-		if !ok {
-			t.Errorf("xdpfw: %s counted %v; iptables %v (the first rule, ESTABLISHED, only nonzero)", chain, g, want)
-		}
-	}
+	checkFirstPacketCounts(t, l, map[string][]uint64{"FORWARD": wantFwd, "INPUT": wantIn})
 	if t.Failed() {
 		t.Logf("list:\n%s\nstatus:\n%s", l.raw, f.mustRun("status", "--json").stdout)
 	}

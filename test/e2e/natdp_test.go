@@ -105,7 +105,7 @@ func peerSeen(t *testing.T, ns *testutil.NetNS, network, addr string) (local, se
 // when the kernel's iptables masquerades the same flows (checked first,
 // on the same namespaces). The kernel's conntrack of the router sees the
 // translated connections only. --nat xdpfw is refused while the kernel's
-// nat table has a rule; a nat OUTPUT rule is refused (not built).
+// nat table has a rule; a nat INPUT rule is refused (not built).
 func TestNATMasqueradeXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
 	x := newRouter(t)
@@ -163,12 +163,12 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 		t.Errorf("--nat xdpfw with a kernel nat rule: %s", r.stderr)
 	}
 	kernelNAT(t, x.r, "-F")
-	// the nat OUTPUT chain (locally generated traffic) is not translated
-	// by xdpfw yet: refused, at its line
-	dnat := strings.Replace(natRules, "COMMIT", "-A OUTPUT -p tcp --dport 8080 -j DNAT --to-destination 10.200.1.2:80\nCOMMIT", 1)
-	r = f.runWant(1, "load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "dnat.rules", dnat))
-	if !strings.Contains(r.stderr, "dnat.rules:7:") || !strings.Contains(r.stderr, "locally generated traffic is not translated") {
-		t.Errorf("--nat xdpfw with a nat OUTPUT rule: %s", r.stderr)
+	// the nat INPUT chain (SNAT of packets delivered here) is not
+	// translated by xdpfw: refused, at its line, with the hint
+	natIn := strings.Replace(natRules, "COMMIT", "-A INPUT -p tcp --dport 8080 -j SNAT --to-source 10.200.1.1\nCOMMIT", 1)
+	r = f.runWant(1, "load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "natin.rules", natIn))
+	if !strings.Contains(r.stderr, "natin.rules:7:") || !strings.Contains(r.stderr, "INPUT chain") || !strings.Contains(r.stderr, "--nat kernel") {
+		t.Errorf("--nat xdpfw with a nat INPUT rule: %s", r.stderr)
 	}
 	// a filter without connection tracking: refused
 	stateless := strings.Replace(natRules, "-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n", "", 1)
