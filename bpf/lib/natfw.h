@@ -26,6 +26,7 @@
 #include "../types.h"
 #include "../maps.h"
 #include "nat.h"
+#include "natfrag.h"
 #include "classify.h"
 #include "stats.h"
 
@@ -183,13 +184,20 @@ __noinline int fw_nat_life_out(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 
 /* fw_nat_in: the binding of the packet in h (frame data..end), if any:
  * its destination rewritten, h->pkt as the filter sees it now, the
- * binding kept in h for fw_nat_out. */
+ * binding kept in h for fw_nat_out. A first fragment's translation is
+ * recorded for its datagram's later fragments, which get it here
+ * (lib/natfrag.h). */
 static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_handoff *h)
 {
 	struct fw_pkt *p = &h->pkt;
 	struct fw_nat_tuple k;
 
 	h->nat_state = FW_NAT_S_NONE;
+	if (p->family == 4 && (p->flags & FW_PKT_FRAG)) { /* a later fragment: its datagram's addresses */
+		if (fw_nat_frag_in(data, end, h))
+			fw_nat_count(FW_NAT_C_FRAG_NAT, p->l3_len);
+		return;
+	}
 	if (p->family == 4 && fw_nat_in_error(data, end, h))
 		return;
 	if (p->family != 4 || fw_nat_key4(data + p->l3_off, end, &k))
@@ -199,6 +207,8 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 		return;
 	h->nat = *out;
 	h->nat_key = k;
+	if (p->flags & FW_PKT_FRAG1) /* for its later fragments (lib/natfrag.h) */
+		fw_nat_frag_first(data + p->l3_off, end, &k, out->saddr, out->daddr);
 	if (fw_nat_pre(data + p->l3_off, end, &k, out))
 		return;
 	h->nat_state = FW_NAT_S_BOUND;
@@ -251,7 +261,7 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 		return fw_nat_pending(ctx, h, d, cpumap);
 	if (h->nat_state != FW_NAT_S_NONE || p->family != 4)
 		return 0;
-	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) { /* docs/nat.md: not translated, so not forwarded */
+	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) { /* a new connection's fragmented first packet: docs/nat.md */
 		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
 		return -1;
 	}
@@ -451,6 +461,22 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	h->d.action = FW_ACT_DROP;
 	h->d.reason = FW_R_NAT_FAIL;
 	h->d.flags = 0;
+}
+
+/* fw_nat_frag_check: a later IPv4 fragment that FORWARD accepts (d)
+ * whose datagram's translation is not known (fw_nat_frag_in found none:
+ * its first fragment was dropped, or its record is gone) is dropped,
+ * counted (FW_NAT_C_FRAG): forwarded, it could carry the client's address
+ * out. Every forwarded connection has a binding with `--nat xdpfw`. */
+static __always_inline void fw_nat_frag_check(const struct fw_xdp_handoff *h, struct fw_decision *d)
+{
+	const struct fw_pkt *p = &h->pkt;
+
+	if (p->family != 4 || p->chain != FW_CHAIN_FORWARD || d->action != FW_ACT_ACCEPT || h->nat_state == FW_NAT_S_DONE)
+		return;
+	fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
+	d->action = FW_ACT_DROP;
+	d->reason = FW_R_NAT_FAIL;
 }
 
 #endif

@@ -19,6 +19,8 @@
 #include "../types.h"
 #include "../maps.h"
 #include "nat.h"
+#include "natfrag.h"
+#include "natfw.h"
 
 /* fw_nat_tc_field replaces the 2- or 4-byte field at off (old value from,
  * new value to, network order) of the packet's L4 header and updates the
@@ -45,8 +47,10 @@ static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt 
 	struct fw_nat_tuple k;
 
 	if (p->family != 4 || p->l3_off > 64 || fw_nat_key4(data + p->l3_off, end, &k))
-		return 0; /* a later fragment: docs/nat.md */
+		return 0; /* a later fragment: fw_nat_tc_frag */
 	const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
+	if (p->flags & FW_PKT_FRAG1) /* for its later fragments, translated or not (lib/natfrag.h) */
+		fw_nat_frag_first(data + p->l3_off, end, &k, b ? b->saddr : k.saddr, b ? b->daddr : k.daddr);
 	if (!b)
 		return 0;
 	struct fw_nat_rw rw = *b;
@@ -90,6 +94,37 @@ static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt 
 		return -1;
 	if (dport && fw_nat_tc_field(skb, dport, csum, k.dport, rw.dport, 2, flags))
 		return -1;
+	return 0;
+}
+
+/* fw_nat_tc_frag: the later IPv4 fragment p of skb, accepted by OUTPUT
+ * as its datagram, gets the addresses recorded at its first fragment
+ * (fw_nat_tc records every sent first fragment's, translated or not), its
+ * IPv4 checksum updated. Returns 0, or -1 (the caller drops it): no
+ * record (gone from the LRU: it might be a translated datagram's,
+ * counted FW_NAT_C_FRAG), or a helper failed. */
+static __always_inline int fw_nat_tc_frag(struct __sk_buff *skb, const struct fw_pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+
+	if (p->family != 4 || p->l3_off > 64)
+		return 0;
+	struct iphdr *ip = data + p->l3_off;
+	const struct fw_nat_rw *rw = fw_nat_frag_of(ip, end);
+	if (!rw || (void *)(ip + 1) > end) {
+		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
+		return -1;
+	}
+	__be32 s = ip->saddr, d = ip->daddr, ns = rw->saddr, nd = rw->daddr;
+	__u32 l3 = p->l3_off;
+	if (fw_nat_tc_field(skb, l3 + 12, 0, s, ns, 4, 0) || fw_nat_tc_field(skb, l3 + 16, 0, d, nd, 4, 0))
+		return -1;
+	if (s != ns && bpf_l3_csum_replace(skb, l3 + 10, s, ns, 4))
+		return -1;
+	if (d != nd && bpf_l3_csum_replace(skb, l3 + 10, d, nd, 4))
+		return -1;
+	fw_nat_count(FW_NAT_C_FRAG_NAT, p->l3_len);
 	return 0;
 }
 

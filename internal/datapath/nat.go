@@ -52,15 +52,16 @@ type NATCounters struct {
 	NoAddr       Counter `json:"no_addr"`      // MASQUERADE first packets dropped: no source address from the FIB
 	Untranslated Counter `json:"untranslated"` // first packets of forwarded connections the nat table leaves alone
 	Lost         Counter `json:"lost"`         // packets dropped: a translated connection, past its first packet, without its binding
-	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments in FORWARD (not translated)
+	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments whose translation is not known (a new connection's first packet; a later fragment without its datagram's record)
 	DNAT         Counter `json:"dnat"`         // connections bound whose destination PREROUTING translated (DNAT, REDIRECT)
 	NoLocal      Counter `json:"no_local"`     // REDIRECT first packets dropped: their device has no IPv4 address
 	ICMPError    Counter `json:"icmp_error"`   // ICMP errors about translated connections, translated (outer header and quote)
 	Stale        Counter `json:"stale"`        // bindings found stale (their connection gone from conntrack), removed
 	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF)
+	FragNAT      Counter `json:"frag_nat"`     // later fragments given their datagram's translation (its first fragment's addresses)
 }
 
-const natCounterNum = 12 // FW_NAT_C_NUM
+const natCounterNum = 13 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
@@ -259,7 +260,8 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	clk := d.clock()
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
 		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6]), DNAT: clk.sum(slots[7]),
-		NoLocal: clk.sum(slots[8]), ICMPError: clk.sum(slots[9]), Stale: clk.sum(slots[10]), KernelICMP: clk.sum(slots[11])}, true, nil
+		NoLocal: clk.sum(slots[8]), ICMPError: clk.sum(slots[9]), Stale: clk.sum(slots[10]), KernelICMP: clk.sum(slots[11]),
+		FragNAT: clk.sum(slots[12])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets

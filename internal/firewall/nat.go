@@ -167,7 +167,8 @@ func (f *Firewall) natStatus() (NATStatus, error) {
 	s.Counters = map[string]uint64{"bound": c.Bound.Packets, "no_port": c.NoPort.Packets, "full": c.Full.Packets,
 		"no_addr": c.NoAddr.Packets, "untranslated": c.Untranslated.Packets, "lost": c.Lost.Packets, "fragment": c.Frag.Packets,
 		"dnat": c.DNAT.Packets, "no_local": c.NoLocal.Packets,
-		"icmp_error": c.ICMPError.Packets, "stale": c.Stale.Packets, "kernel_icmp": c.KernelICMP.Packets}
+		"icmp_error": c.ICMPError.Packets, "stale": c.Stale.Packets, "kernel_icmp": c.KernelICMP.Packets,
+		"frag_nat": c.FragNAT.Packets}
 	bs, err := f.dp.NATBindings()
 	if err != nil {
 		return s, err
