@@ -73,17 +73,49 @@ static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xd
 	return -1;
 }
 
+/* fw_nat_dst_port sets out->dport, the destination port (host order
+ * range lo..hi) of connection k (TCP, UDP) under DNAT or REDIRECT to
+ * address out->daddr, as the kernel picks it (nf_nat_core.c
+ * get_unique_tuple, nf_nat_l4proto_unique_tuple: a destination's search
+ * starts at the range's first port, no random offset): the connection's
+ * own port where the range holds it and no connection holds its reply
+ * tuple (a range of one port: kept even so); else the first of lo, lo+1,
+ * ... whose reply tuple is free, at most FW_NAT_PROBES of them (the
+ * kernel's 128 and its rounds of fewer at random offsets are more than a
+ * verified loop affords). Looked up, not claimed: fw_nat_bind4 claims the
+ * reply tuple once the filter accepts (a race lost then: no_port).
+ * Returns 0, or FW_NAT_C_NO_PORT: every port tried is held. */
+static __always_inline __u32 fw_nat_dst_port(const struct fw_nat_tuple *k, struct fw_nat_rw *out, __u16 lo, __u16 hi)
+{
+	__u16 want = bpf_ntohs(k->dport);
+	struct fw_nat_tuple reply = {.saddr = out->daddr, .daddr = k->saddr, .sport = k->dport, .dport = k->sport,
+				     .proto = k->proto};
+	__u32 span = (__u32)hi - lo + 1;
+
+	if (want >= lo && want <= hi && (lo == hi || !bpf_map_lookup_elem(&fw_nat_binds, &reply)))
+		return 0; /* out->dport is k's */
+	out->dport = bpf_htons(lo);
+	if (lo >= hi) /* one port: the kernel keeps it, its tuple taken or not (fw_nat_bind4 decides) */
+		return 0;
+	for (__u32 i = 0; i < FW_NAT_PROBES && i < span; i++) {
+		reply.sport = bpf_htons(lo + i);
+		if (!bpf_map_lookup_elem(&fw_nat_binds, &reply)) {
+			out->dport = reply.sport;
+			return 0;
+		}
+	}
+	return FW_NAT_C_NO_PORT;
+}
+
 /* fw_nat_dst fills out with the tuple the first packet of connection k
  * (p) leaves PREROUTING with under DNAT or REDIRECT t. The address: the
  * range's, by a hash of the connection's addresses (deterministic per
  * connection); none given, the packet's own; REDIRECT: the primary
  * address of the device the packet came in by (fw_nat_ifaddr). The port
  * (TCP, UDP; other protocols, ICMP echo included, keep theirs): the
- * packet's own where the range holds it, else the range's first, as the
- * kernel's DNAT tries first (nf_nat_l4proto_unique_tuple: no random
- * offset for a destination); a tuple another connection holds is refused
- * when the connection is bound (fw_nat_bind4). Returns 0, or the
- * fw_nat_counter that says why the connection cannot be translated. */
+ * packet's own where the range holds it, else the range's first free one
+ * (fw_nat_dst_port). Returns 0, or the fw_nat_counter that says why the
+ * connection cannot be translated. */
 static __always_inline __u32 fw_nat_dst(const struct fw_pkt *p, const struct fw_nat_tuple *k,
 					const struct fw_nat_target *t, struct fw_nat_rw *out)
 {
@@ -103,12 +135,8 @@ static __always_inline __u32 fw_nat_dst(const struct fw_pkt *p, const struct fw_
 		addr = bpf_htonl(lo + (bpf_ntohl(k->saddr) ^ bpf_ntohl(k->daddr)) % span);
 	}
 	*out = (struct fw_nat_rw){.saddr = k->saddr, .daddr = addr, .sport = k->sport, .dport = k->dport};
-	if (t->port_lo && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP)) {
-		__u16 want = bpf_ntohs(k->dport);
-
-		if (want < t->port_lo || want > t->port_hi)
-			out->dport = bpf_htons(t->port_lo);
-	}
+	if (t->port_lo && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP))
+		return fw_nat_dst_port(k, out, t->port_lo, t->port_hi);
 	return 0;
 }
 
