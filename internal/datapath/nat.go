@@ -277,18 +277,45 @@ type NATTuple struct {
 	SrcPort, DstPort uint16
 }
 
+// String is the tuple as listings show it: SRC:PORT > DST:PORT.
+func (t NATTuple) String() string {
+	return fmt.Sprintf("%s:%d > %s:%d", t.Src, t.SrcPort, t.Dst, t.DstPort)
+}
+
+// NATBindingOf looks up the binding of the packets of protocol proto
+// that arrive with tuple from (one direction of a translated connection,
+// or of one the nat table leaves as it is): the tuple they leave with; ok
+// false when there is none (or the program has no bindings).
+func (d *Datapath) NATBindingOf(proto uint8, from NATTuple) (to NATTuple, ok bool, err error) {
+	if d.natBinds == nil || !from.Src.Is4() || !from.Dst.Is4() {
+		return to, false, nil
+	}
+	addr := func(a netip.Addr) uint32 { b := a.As4(); return binary.NativeEndian.Uint32(b[:]) }
+	k := xdpfwFwNatTuple{Saddr: addr(from.Src), Daddr: addr(from.Dst), Sport: natSwap16(from.SrcPort), Dport: natSwap16(from.DstPort), Proto: proto}
+	var v xdpfwFwNatRw
+	if err := d.natBinds.Lookup(&k, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return to, false, nil
+	} else if err != nil {
+		return to, false, fmt.Errorf("looking up the binding of %v: %w", from, err)
+	}
+	return NATTuple{natAddr(v.Saddr), natAddr(v.Daddr), natSwap16(v.Sport), natSwap16(v.Dport)}, true, nil
+}
+
+// natAddr is the IPv4 address of a struct fw_nat_tuple or fw_nat_rw
+// field (its bytes as on the wire).
+func natAddr(v uint32) netip.Addr {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
+}
+
 // NATBindings lists the bindings in force (both directions of each
 // translated connection).
 func (d *Datapath) NATBindings() ([]NATBinding, error) {
 	if d.natBinds == nil {
 		return nil, nil
 	}
-	addr := func(v uint32) netip.Addr {
-		var b [4]byte
-		binary.NativeEndian.PutUint32(b[:], v)
-		return netip.AddrFrom4(b)
-	}
-	port := func(v uint16) uint16 { return v>>8 | v<<8 }
+	addr, port := natAddr, natSwap16
 	var out []NATBinding
 	var k xdpfwFwNatTuple
 	var v xdpfwFwNatRw

@@ -150,3 +150,79 @@ func TestNATFragmentsXdpfw(t *testing.T) {
 		t.Logf("status:\n%s", f.mustRun("status", "--json").stdout)
 	}
 }
+
+// TestNATTraceBindingXdpfw: `xdpfw trace` of a packet of a bound
+// connection looks its binding up and judges it as the filter chains see
+// it: the answer to a masqueraded connection (arriving addressed to the
+// router) in FORWARD, to the client; a packet through a port forward in
+// FORWARD, to the LAN server; the answer a REDIRECTed service sends
+// (--out) as it is sent, leaving from the port the client sent to. Each
+// shows the tuples it arrives with, the chains judged and it leaves with.
+func TestNATTraceBindingXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x, router, _ := natServedRouter(t)
+	serveUDPEcho(t, x.b, 7000)
+	serveUDPEcho(t, x.a, 7001)
+	serveUDPEcho(t, x.r, 7002)
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "trace.rules", fragRules(router, x.la.cli4)))
+	open := func(from *testutil.NetNS, lport int, to string) {
+		t.Helper()
+		u := udpFromPort(t, from, lport, to)
+		if _, err := u.Write([]byte("open")); err != nil {
+			t.Fatal(err)
+		}
+		_ = u.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := u.Read(make([]byte, 10)); err != nil {
+			t.Fatalf("UDP from port %d to %s: %v", lport, to, err)
+		}
+	}
+	open(x.a, 41001, hostPort(x.lb.cli4, 7000))
+	open(x.b, 41002, hostPort(router, 9091))
+	open(x.b, 41003, hostPort(router, 2223))
+	server, client, wanClient := x.lb.cli4, x.la.cli4, x.lb.cli4
+	for _, c := range []struct {
+		args                    []string
+		chain                   string
+		arrives, judged, leaves string
+	}{
+		{[]string{"--in", "rb", "--src", server, "--sport", "7000", "--dst", router, "--dport", "41001"}, "FORWARD",
+			"udp " + hostPort(server, 7000) + " > " + hostPort(router, 41001), hostPort(server, 7000) + " > " + hostPort(client, 41001),
+			hostPort(server, 7000) + " > " + hostPort(client, 41001)},
+		{[]string{"--in", "ra", "--src", client, "--sport", "41001", "--dst", server, "--dport", "7000"}, "FORWARD",
+			"udp " + hostPort(client, 41001) + " > " + hostPort(server, 7000), hostPort(client, 41001) + " > " + hostPort(server, 7000),
+			hostPort(router, 41001) + " > " + hostPort(server, 7000)},
+		{[]string{"--in", "rb", "--src", wanClient, "--sport", "41002", "--dst", router, "--dport", "9091"}, "FORWARD",
+			"udp " + hostPort(wanClient, 41002) + " > " + hostPort(router, 9091), hostPort(wanClient, 41002) + " > " + hostPort(client, 7001),
+			hostPort(wanClient, 41002) + " > " + hostPort(client, 7001)},
+		{[]string{"--out", "--src", router, "--sport", "7002", "--dst", wanClient, "--dport", "41003"}, "OUTPUT",
+			"udp " + hostPort(router, 7002) + " > " + hostPort(wanClient, 41003), hostPort(router, 7002) + " > " + hostPort(wanClient, 41003),
+			hostPort(router, 2223) + " > " + hostPort(wanClient, 41003)},
+	} {
+		var rs []struct {
+			Chain   string `json:"chain"`
+			Action  string `json:"action"`
+			CTState string `json:"ctstate"`
+			Binding *struct {
+				Arrives    string `json:"arrives"`
+				FilterSees string `json:"filter_sees"`
+				Leaves     string `json:"leaves"`
+			} `json:"binding"`
+		}
+		f.decode(&rs, append([]string{"trace", "--json", "-p", "udp"}, c.args...)...)
+		if len(rs) != 1 || rs[0].Binding == nil {
+			t.Errorf("trace %v: %+v; want one result with its binding", c.args, rs)
+			continue
+		}
+		r, b := rs[0], rs[0].Binding
+		if r.Chain != c.chain || r.Action != "ACCEPT" || r.CTState != "ESTABLISHED" ||
+			b.Arrives != c.arrives || b.FilterSees != c.judged || b.Leaves != c.leaves {
+			t.Errorf("trace %v: %s %s %s, binding %+v;\nwant %s ACCEPT ESTABLISHED, arrives %q, judged %q, leaves %q",
+				c.args, r.Chain, r.Action, r.CTState, *b, c.chain, c.arrives, c.judged, c.leaves)
+		}
+	}
+	tr := f.mustRun("trace", "--in", "rb", "-p", "udp", "--src", server, "--sport", "7000", "--dst", router, "--dport", "41001").stdout
+	if !strings.Contains(tr, "nat binding: arrives udp "+hostPort(server, 7000)+" > "+hostPort(router, 41001)+"; the filter judged ") {
+		t.Errorf("trace of a bound packet:\n%s", tr)
+	}
+}
