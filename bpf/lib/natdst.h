@@ -50,9 +50,9 @@ static __always_inline void fw_nat_entry(struct fw_xdp_handoff *h)
 
 /* fw_nat_to_prerouting sends the packet in h, its conntrack state known,
  * to the nat stage's PREROUTING when it is a new connection's first
- * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a fragment
- * (its datagram's later fragments carry no ports: not translated,
- * docs/nat.md). A tail call: it does not return then. 0: go on; -1: the
+ * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a
+ * later fragment (a first fragment is: its later ones get its translation,
+ * lib/natfrag.h). A tail call: it does not return then. 0: go on; -1: the
  * nat stage is missing (never while the control plane holds
  * fw_xdp_stages): fail closed. cpumap (a constant): never (`--nat xdpfw`
  * refuses a priority table). */
@@ -64,8 +64,7 @@ static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xd
 		h->nat_state = FW_NAT_S_NONE;
 		return 0;
 	}
-	if (cpumap || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
-	    (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)))
+	if (cpumap || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW || (p->flags & FW_PKT_FRAG))
 		return 0;
 	h->nat_state = FW_NAT_S_PRE;
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
@@ -236,6 +235,9 @@ static __always_inline void fw_nat_bind_dst(struct xdp_md *ctx, struct fw_xdp_ha
 			fw_nat_count(FW_NAT_C_BOUND, bytes);
 	} else {
 		why = fw_nat_bind4(&fw_nat_binds, &h->nat_orig, &h->nat, 0) ? FW_NAT_C_NO_PORT : 0;
+		if (!why) /* for its later fragments (lib/natfrag.h) */
+			fw_nat_frag_bound((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &h->nat_orig,
+					  h->nat.saddr, h->nat.daddr);
 	}
 	if (why) {
 		fw_nat_fail(h, why, bytes);

@@ -36,12 +36,23 @@ static __always_inline void fw_nat_frag_first(void *l3, void *end, const struct 
 {
 	struct iphdr *ip = l3;
 
-	if ((void *)(ip + 1) > end || !fw_live_writes())
+	if ((void *)(ip + 1) > end) /* only the live and nat instances translate (fw_nat_mode) */
 		return;
 	struct fw_nat_frag_key fk = {.saddr = k->saddr, .daddr = k->daddr, .id = ip->id, .proto = k->proto};
 	struct fw_nat_rw v = {.saddr = saddr, .daddr = daddr};
 
 	bpf_map_update_elem(&fw_nat_frags, &fk, &v, BPF_ANY);
+}
+
+/* fw_nat_frag_bound: the packet p (frame data..end), of a connection
+ * bound (found bound, or just bound by the nat stage) with arriving tuple
+ * k and leaving addresses saddr, daddr: a first fragment records them for
+ * its datagram's later fragments. */
+static __always_inline void fw_nat_frag_bound(void *data, void *end, const struct fw_pkt *p, const struct fw_nat_tuple *k,
+					      __be32 saddr, __be32 daddr)
+{
+	if ((p->flags & FW_PKT_FRAG1) && p->l3_off <= 64)
+		fw_nat_frag_first(data + p->l3_off, end, k, saddr, daddr);
 }
 
 /* fw_nat_frag_of: the recorded translation of the datagram of the later

@@ -207,8 +207,7 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 		return;
 	h->nat = *out;
 	h->nat_key = k;
-	if (p->flags & FW_PKT_FRAG1) /* for its later fragments (lib/natfrag.h) */
-		fw_nat_frag_first(data + p->l3_off, end, &k, out->saddr, out->daddr);
+	fw_nat_frag_bound(data, end, p, &k, out->saddr, out->daddr); /* for its later fragments (lib/natfrag.h) */
 	if (fw_nat_pre(data + p->l3_off, end, &k, out))
 		return;
 	h->nat_state = FW_NAT_S_BOUND;
@@ -261,7 +260,7 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 		return fw_nat_pending(ctx, h, d, cpumap);
 	if (h->nat_state != FW_NAT_S_NONE || p->family != 4)
 		return 0;
-	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) { /* a new connection's fragmented first packet: docs/nat.md */
+	if (p->flags & FW_PKT_FRAG) { /* never: a later fragment has its datagram's translation (fw_nat_frag_check) */
 		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
 		return -1;
 	}
@@ -360,6 +359,7 @@ static __noinline __u32 fw_nat_bind_source(struct xdp_md *ctx, const struct fw_p
 	if (fw_nat_bind4(&fw_nat_binds, k, &out, claimed))
 		return claimed ? FW_NAT_C_FULL : FW_NAT_C_NO_PORT;
 	void *data = (void *)(long)ctx->data;
+	fw_nat_frag_bound(data, (void *)(long)ctx->data_end, p, k, out.saddr, out.daddr);
 	fw_nat_post(data + p->l3_off, (void *)(long)ctx->data_end, &out);
 	return 0;
 }
@@ -377,6 +377,7 @@ __noinline int fw_nat_bind_same(struct xdp_md *ctx, const struct fw_pkt *p)
 		return 0;
 	struct fw_nat_rw same = {.saddr = k.saddr, .daddr = k.daddr, .sport = k.sport, .dport = k.dport};
 	bpf_map_update_elem(&fw_nat_binds, &k, &same, BPF_ANY);
+	fw_nat_frag_bound(data, (void *)(long)ctx->data_end, p, &k, k.saddr, k.daddr);
 	return 0;
 }
 

@@ -40,9 +40,10 @@ const (
 
 // natShared are the live maps the nat instance uses: the packet in the
 // hand-over slot, what its classifier reads, and what it writes (the
-// bindings, the nat counters, a translated connection's conntrack mark).
+// bindings, the nat counters, a translated connection's conntrack mark, a
+// fragmented first packet's translation).
 var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_log_ring", "fw_log_counters",
-	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct"}
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_nat_frags"}
 
 // NAT counters (enum fw_nat_counter).
 type NATCounters struct {
@@ -215,6 +216,11 @@ func (d *Datapath) loadNAT() (*natInstance, error) {
 		return nil, err
 	}
 	defer closeShared()
+	for name, m := range repl { // sized as the live ones (instanceSpec sizes without NAT)
+		if s := spec.Maps[name]; s != nil {
+			s.MaxEntries = m.MaxEntries()
+		}
+	}
 	n := &natInstance{}
 	o := &n.objs
 	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
