@@ -268,8 +268,12 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 	 * nat table never sees them, they go as they are, unbound (tested
 	 * here: in the nat stage the split would have the verifier walk its
 	 * classifier twice) */
-	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED)
+	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED) {
+		/* a first fragment's later ones go as they are too (lib/natfrag.h) */
+		struct fw_nat_tuple k = {.saddr = (__u32)p->src[0], .daddr = (__u32)p->dst[0], .proto = p->proto};
+		fw_nat_frag_bound(data, end, p, &k, k.saddr, k.daddr);
 		return 0;
+	}
 	if (cpumap)
 		return -1;
 	h->nat_state = FW_NAT_S_DONE;

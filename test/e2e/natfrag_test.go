@@ -45,9 +45,15 @@ func serveUDPEcho(t *testing.T, ns *testutil.NetNS, port int) (seen func() []str
 
 // fragRules: the LAN (ra) masqueraded out of rb; a UDP port forward from
 // the router's WAN address to the LAN server; a UDP service of the router
-// reached through REDIRECT.
+// reached through REDIRECT; UDP to port 7003 not tracked (so not
+// translated).
 func fragRules(wan, server string) string {
 	return strings.Join([]string{
+		"*raw",
+		":PREROUTING ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		"-A PREROUTING -p udp -m udp --dport 7003 -j NOTRACK",
+		"COMMIT",
 		"*nat",
 		":PREROUTING ACCEPT [0:0]",
 		":INPUT ACCEPT [0:0]",
@@ -87,6 +93,7 @@ func TestNATFragmentsXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
 	x, router, _ := natServedRouter(t)
 	wanSeen := serveUDPEcho(t, x.b, 7000)
+	untracked := serveUDPEcho(t, x.b, 7003)
 	lanSeen := serveUDPEcho(t, x.a, 7001)
 	serveUDPEcho(t, x.r, 7002)
 	text := fragRules(router, x.la.cli4)
@@ -129,6 +136,24 @@ func TestNATFragmentsXdpfw(t *testing.T) {
 				}
 			}
 		}
+		// not tracked: forwarded as it is, fragments and all (the
+		// server cannot answer the client's own address)
+		u := udpFrom(t, x.a, hostPort(x.lb.cli4, 7003))
+		n := len(untracked())
+		if _, err := u.Write(big); err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for range 20 {
+			if s = untracked()[n:]; len(s) > 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if len(s) != 1 || s[0] != u.LocalAddr().String() {
+			t.Errorf("%s: an untracked datagram of %d bytes: the server saw %v; want it once from the client's own %s", what, len(big), s, u.LocalAddr())
+		}
+		u.Close()
 	}
 
 	// The oracle: the kernel's NAT (it reassembles, translates, fragments again).
@@ -145,9 +170,10 @@ func TestNATFragmentsXdpfw(t *testing.T) {
 	flows("xdpfw")
 	st := f.natStatus()
 	// 5 big datagrams (3 fragments each: 2 later ones) each way, for each
-	// of MASQUERADE, DNAT and REDIRECT (its answers at tc egress): 60
-	if c := st.Counters; c["frag_nat"] != 60 || c["fragment"] != 0 || c["lost"] != 0 {
-		t.Errorf("status: nat counters %v; want frag_nat 60 (every later fragment translated), fragment 0, lost 0", c)
+	// of MASQUERADE, DNAT and REDIRECT (its answers at tc egress): 60; and
+	// the untracked one's, as they are: 62
+	if c := st.Counters; c["frag_nat"] != 62 || c["fragment"] != 0 || c["lost"] != 0 {
+		t.Errorf("status: nat counters %v; want frag_nat 62 (every later fragment given its datagram's translation), fragment 0, lost 0", c)
 	}
 	if t.Failed() {
 		t.Logf("status:\n%s", f.mustRun("status", "--json").stdout)
