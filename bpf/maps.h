@@ -775,6 +775,21 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_nat_ifaddr SEC(".maps");
 
+/* The translation of each fragmented datagram of a bound connection in
+ * flight (lib/natfrag.h): its first fragment's addresses as it leaves,
+ * which its later fragments (no ports) get. Written by the live program
+ * (a forwarded or redirected datagram) and tc egress (a sent one) at the
+ * first fragment. An LRU: a later fragment whose entry is gone cannot be
+ * translated and is dropped, counted (FW_NAT_C_FRAG). Not pinned: a
+ * datagram lives for FW_FRAG_TIMEOUT_S at most; one entry without
+ * --nat xdpfw (datapath.natBindsSize). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct fw_nat_frag_key);
+	__type(value, struct fw_nat_rw);
+} fw_nat_frags SEC(".maps");
+
 /* The nat instance's translations, by rule id - FW_FIRST_RULE_ID. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

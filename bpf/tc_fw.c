@@ -91,6 +91,11 @@ int xdpfw_egress(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 		rc = d.action == FW_ACT_ACCEPT ? TC_ACT_OK : TC_ACT_SHOT;
+		/* its datagram's translation (lib/nattc.h) */
+		if (fw_nat_mode && rc == TC_ACT_OK && fw_nat_tc_frag(skb, pkt) < 0) {
+			rc = TC_ACT_SHOT;
+			d.reason = FW_R_NAT_FAIL;
+		}
 		fw_frag_count(&d, fw_tc_out(rc), bytes);
 		fw_trace_skb_reject(skb, d.rule_id, d.action, d.reason, pkt, d.reject);
 		fw_lat_end(lat, FW_CHAIN_OUTPUT, d.action);

@@ -1089,6 +1089,17 @@ struct fw_nat_tuple {
 	__u8   _pad[3];
 };
 
+/* A fragmented IPv4 datagram as it arrives (forwarded) or is sent (tc
+ * egress): the kernel's reassembly key (source, destination, protocol,
+ * identification, network order). The key of fw_nat_frags (lib/natfrag.h). */
+struct fw_nat_frag_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 id;
+	__u8   proto;
+	__u8   _pad;
+};
+
 /* A nat rule's translation, as the nat stage applies it (lib/natfw.h):
  * kind (enum fw_nat_kind), an address range (network order; 0: the
  * packet's own), a port range (host order; port_lo 0: none given).
@@ -1139,7 +1150,8 @@ enum fw_nat_counter {
 	FW_NAT_C_NO_ADDR,     /* MASQUERADE connections dropped: the FIB gave no source address */
 	FW_NAT_C_UNTRANSLATED,/* first packets of connections the nat table leaves as they are */
 	FW_NAT_C_LOST,        /* packets dropped: a connection the nat table translates, past its first packet, without its binding */
-	FW_NAT_C_FRAG,        /* packets dropped: IPv4 fragments in FORWARD (not translated; the datagram's later fragments follow) */
+	FW_NAT_C_FRAG,        /* packets dropped: IPv4 fragments whose translation is not known (a new connection's fragmented
+			       * first packet in FORWARD; a later fragment, forwarded or sent, whose datagram's was not recorded) */
 	FW_NAT_C_DNAT,        /* connections bound whose destination PREROUTING translated (DNAT, REDIRECT; with a source NAT too) */
 	FW_NAT_C_NO_LOCAL,    /* REDIRECT first packets dropped: the device they came in by has no IPv4 address */
 	FW_NAT_C_ICMP_ERROR,  /* ICMP errors about translated connections, translated (outer header and quote) */
@@ -1148,6 +1160,7 @@ enum fw_nat_counter {
 	FW_NAT_C_NO_CT,       /* first packets dropped: a connection the nat table translates that conntrack could not record (table full, --ct-full accept; lib/natct.h) */
 	FW_NAT_C_OUTPUT,      /* connections bound whose destination nat OUTPUT translated (DNAT of locally generated traffic) */
 	FW_NAT_C_NO_ROUTE,    /* locally generated packets dropped: nat OUTPUT's destination has no route the FIB gives (local, unreachable) */
+	FW_NAT_C_FRAG_NAT,    /* later fragments translated as their datagram's first fragment was (lib/natfrag.h) */
 	FW_NAT_C_NUM,
 };
 

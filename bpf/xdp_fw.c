@@ -236,6 +236,8 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	if (pp->flags & FW_PKT_FRAG) { /* a later fragment: its datagram's verdict */
 		if (fw_frag_later(pp, &d) < 0)
 			return fw_xdp_fail_closed(ctx, pp, bytes, lat);
+		if (fw_nat_mode) /* its translation, if forwarded (lib/natfrag.h) */
+			fw_nat_frag_check(h, &d);
 		rc = fw_xdp_action(d.action);
 		if (rc == XDP_PASS && pp->chain == FW_CHAIN_FORWARD)
 			fw_fwd_count(FW_FWD_FRAG, bytes); /* the kernel forwards fragments */

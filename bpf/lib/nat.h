@@ -28,9 +28,11 @@ struct fw_icmp_echo {
 
 /* fw_nat_rewrite4 rewrites the IPv4 packet at l3 (the frame ends at end)
  * to carry rw's addresses and ports. Returns 0, or -1 and changes
- * nothing when it cannot: a truncated header, or a fragment (the first's
- * ports would change but not the later ones', which carry none: the
- * caller leaves fragmented datagrams to the kernel). Other protocols than
+ * nothing when it cannot: a truncated header, or a later fragment (no
+ * ports: lib/natfrag.h gives it its datagram's addresses). A first
+ * fragment is rewritten as a whole packet: its L4 checksum covers the
+ * whole datagram, of which only the pseudo-header's addresses and the
+ * ports change. Other protocols than
  * TCP, UDP and ICMP, and ICMP messages other than echo, have their
  * addresses translated only. */
 static __always_inline int fw_nat_rewrite4(void *l3, void *end, const struct fw_nat_rw *rw)
@@ -42,7 +44,7 @@ static __always_inline int fw_nat_rewrite4(void *l3, void *end, const struct fw_
 
 	if ((void *)(ip + 1) > end || ip->ihl < 5)
 		return -1;
-	if (ip->frag_off & bpf_htons(0x3fff)) /* MF or an offset */
+	if (ip->frag_off & bpf_htons(0x1fff)) /* an offset: a later fragment */
 		return -1;
 	void *l4 = l3 + (ip->ihl & 0xf) * 4; /* ihl: 5 to 15 words */
 	__u32 l3d = fw_csum_delta32(0, ip->saddr, rw->saddr);
@@ -265,12 +267,12 @@ static __always_inline __u16 fw_nat_claim(void *map, struct fw_nat_tuple *reply,
 
 /* fw_nat_key4 fills k with the tuple of the IPv4 packet at l3: TCP and UDP
  * ports, an ICMP echo's id as both ports, none for other protocols.
- * -1: truncated, or a fragment. */
+ * -1: truncated, or a later fragment (a first fragment has its ports). */
 static __always_inline int fw_nat_key4(void *l3, void *end, struct fw_nat_tuple *k)
 {
 	struct iphdr *ip = l3;
 
-	if ((void *)(ip + 1) > end || ip->ihl < 5 || (ip->frag_off & bpf_htons(0x3fff)))
+	if ((void *)(ip + 1) > end || ip->ihl < 5 || (ip->frag_off & bpf_htons(0x1fff)))
 		return -1;
 	void *l4 = l3 + (ip->ihl & 0xf) * 4;
 	*k = (struct fw_nat_tuple){.saddr = ip->saddr, .daddr = ip->daddr, .proto = ip->protocol};

@@ -51,9 +51,9 @@ static __always_inline void fw_nat_entry(struct fw_xdp_handoff *h)
 
 /* fw_nat_to_prerouting sends the packet in h, its conntrack state known,
  * to the nat stage's PREROUTING when it is a new connection's first
- * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a fragment
- * (its datagram's later fragments carry no ports: not translated,
- * docs/nat.md). A tail call: it does not return then. 0: go on; -1: the
+ * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a
+ * later fragment (a first fragment is: its later ones get its translation,
+ * lib/natfrag.h). A tail call: it does not return then. 0: go on; -1: the
  * nat stage is missing (never while the control plane holds
  * fw_xdp_stages): fail closed. cpumap (a constant): never (`--nat xdpfw`
  * refuses a priority table). */
@@ -65,13 +65,46 @@ static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xd
 		h->nat_state = FW_NAT_S_NONE;
 		return 0;
 	}
-	if (cpumap || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
-	    (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)))
+	if (cpumap || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW || (p->flags & FW_PKT_FRAG))
 		return 0;
 	h->nat_state = FW_NAT_S_PRE;
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
 	h->nat_state = FW_NAT_S_NONE;
 	return -1;
+}
+
+/* fw_nat_dst_port sets out->dport, the destination port (host order
+ * range lo..hi) of connection k (TCP, UDP) under DNAT or REDIRECT to
+ * address out->daddr, as the kernel picks it (nf_nat_core.c
+ * get_unique_tuple, nf_nat_l4proto_unique_tuple: a destination's search
+ * starts at the range's first port, no random offset): the connection's
+ * own port where the range holds it and no connection holds its reply
+ * tuple (a range of one port: kept even so); else the first of lo, lo+1,
+ * ... whose reply tuple is free, at most FW_NAT_PROBES of them (the
+ * kernel's 128 and its rounds of fewer at random offsets are more than a
+ * verified loop affords). Looked up, not claimed: fw_nat_bind4 claims the
+ * reply tuple once the filter accepts (a race lost then: no_port).
+ * Returns 0, or FW_NAT_C_NO_PORT: every port tried is held. */
+static __always_inline __u32 fw_nat_dst_port(const struct fw_nat_tuple *k, struct fw_nat_rw *out, __u16 lo, __u16 hi)
+{
+	__u16 want = bpf_ntohs(k->dport);
+	struct fw_nat_tuple reply = {.saddr = out->daddr, .daddr = k->saddr, .sport = k->dport, .dport = k->sport,
+				     .proto = k->proto};
+	__u32 span = (__u32)hi - lo + 1;
+
+	if (want >= lo && want <= hi && (lo == hi || !bpf_map_lookup_elem(&fw_nat_binds, &reply)))
+		return 0; /* out->dport is k's */
+	out->dport = bpf_htons(lo);
+	if (lo >= hi) /* one port: the kernel keeps it, its tuple taken or not (fw_nat_bind4 decides) */
+		return 0;
+	for (__u32 i = 0; i < FW_NAT_PROBES && i < span; i++) {
+		reply.sport = bpf_htons(lo + i);
+		if (!bpf_map_lookup_elem(&fw_nat_binds, &reply)) {
+			out->dport = reply.sport;
+			return 0;
+		}
+	}
+	return FW_NAT_C_NO_PORT;
 }
 
 /* fw_nat_dst fills out with the tuple the first packet of connection k
@@ -80,11 +113,9 @@ static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xd
  * connection); none given, the packet's own; REDIRECT: the primary
  * address of the device the packet came in by (fw_nat_ifaddr). The port
  * (TCP, UDP; other protocols, ICMP echo included, keep theirs): the
- * packet's own where the range holds it, else the range's first, as the
- * kernel's DNAT tries first (nf_nat_l4proto_unique_tuple: no random
- * offset for a destination); a tuple another connection holds is refused
- * when the connection is bound (fw_nat_bind4). Returns 0, or the
- * fw_nat_counter that says why the connection cannot be translated. */
+ * packet's own where the range holds it, else the range's first free one
+ * (fw_nat_dst_port). Returns 0, or the fw_nat_counter that says why the
+ * connection cannot be translated. */
 static __always_inline __u32 fw_nat_dst(const struct fw_pkt *p, const struct fw_nat_tuple *k,
 					const struct fw_nat_target *t, struct fw_nat_rw *out)
 {
@@ -104,12 +135,8 @@ static __always_inline __u32 fw_nat_dst(const struct fw_pkt *p, const struct fw_
 		addr = bpf_htonl(lo + (bpf_ntohl(k->saddr) ^ bpf_ntohl(k->daddr)) % span);
 	}
 	*out = (struct fw_nat_rw){.saddr = k->saddr, .daddr = addr, .sport = k->sport, .dport = k->dport};
-	if (t->port_lo && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP)) {
-		__u16 want = bpf_ntohs(k->dport);
-
-		if (want < t->port_lo || want > t->port_hi)
-			out->dport = bpf_htons(t->port_lo);
-	}
+	if (t->port_lo && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP))
+		return fw_nat_dst_port(k, out, t->port_lo, t->port_hi);
 	return 0;
 }
 
@@ -198,6 +225,9 @@ static __always_inline void fw_nat_bind_dst(struct xdp_md *ctx, struct fw_xdp_ha
 			fw_nat_count(FW_NAT_C_BOUND, bytes);
 	} else {
 		why = fw_nat_bind4(&fw_nat_binds, &h->nat_orig, &h->nat, 0) ? FW_NAT_C_NO_PORT : 0;
+		if (!why) /* for its later fragments (lib/natfrag.h) */
+			fw_nat_frag_bound((void *)(long)ctx->data, (void *)(long)ctx->data_end, p, &h->nat_orig,
+					  h->nat.saddr, h->nat.daddr);
 	}
 	if (why) {
 		fw_nat_fail(h, why, bytes);

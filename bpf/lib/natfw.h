@@ -27,6 +27,7 @@
 #include "../maps.h"
 #include "nat.h"
 #include "natct.h"
+#include "natfrag.h"
 #include "classify.h"
 #include "stats.h"
 
@@ -184,13 +185,20 @@ __noinline int fw_nat_life_out(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 
 /* fw_nat_in: the binding of the packet in h (frame data..end), if any:
  * its destination rewritten, h->pkt as the filter sees it now, the
- * binding kept in h for fw_nat_out. */
+ * binding kept in h for fw_nat_out. A first fragment's translation is
+ * recorded for its datagram's later fragments, which get it here
+ * (lib/natfrag.h). */
 static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_handoff *h)
 {
 	struct fw_pkt *p = &h->pkt;
 	struct fw_nat_tuple k;
 
 	h->nat_state = FW_NAT_S_NONE;
+	if (p->family == 4 && (p->flags & FW_PKT_FRAG)) { /* a later fragment: its datagram's addresses */
+		if (fw_nat_frag_in(data, end, h))
+			fw_nat_count(FW_NAT_C_FRAG_NAT, p->l3_len);
+		return;
+	}
 	if (p->family == 4 && fw_nat_in_error(data, end, h))
 		return;
 	if (p->family != 4 || fw_nat_key4(data + p->l3_off, end, &k))
@@ -200,6 +208,7 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 		return;
 	h->nat = *out;
 	h->nat_key = k;
+	fw_nat_frag_bound(data, end, p, &k, out->saddr, out->daddr); /* for its later fragments (lib/natfrag.h) */
 	if (fw_nat_pre(data + p->l3_off, end, &k, out))
 		return;
 	h->nat_state = FW_NAT_S_BOUND;
@@ -252,7 +261,7 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 		return fw_nat_pending(ctx, h, d, cpumap);
 	if (h->nat_state != FW_NAT_S_NONE || p->family != 4)
 		return 0;
-	if (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)) { /* docs/nat.md: not translated, so not forwarded */
+	if (p->flags & FW_PKT_FRAG) { /* never: a later fragment has its datagram's translation (fw_nat_frag_check) */
 		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
 		return -1;
 	}
@@ -260,8 +269,12 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 	 * nat table never sees them, they go as they are, unbound (tested
 	 * here: in the nat stage the split would have the verifier walk its
 	 * classifier twice) */
-	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED)
+	if (p->ctstate == FW_CT_INVALID || p->ctstate == FW_CT_UNTRACKED) {
+		/* a first fragment's later ones go as they are too (lib/natfrag.h) */
+		struct fw_nat_tuple k = {.saddr = (__u32)p->src[0], .daddr = (__u32)p->dst[0], .proto = p->proto};
+		fw_nat_frag_bound(data, end, p, &k, k.saddr, k.daddr);
 		return 0;
+	}
 	if (cpumap)
 		return -1;
 	h->nat_state = FW_NAT_S_DONE;
@@ -351,6 +364,7 @@ static __noinline __u32 fw_nat_bind_source(struct xdp_md *ctx, const struct fw_p
 	if (fw_nat_bind4(&fw_nat_binds, k, &out, claimed))
 		return claimed ? FW_NAT_C_FULL : FW_NAT_C_NO_PORT;
 	void *data = (void *)(long)ctx->data;
+	fw_nat_frag_bound(data, (void *)(long)ctx->data_end, p, k, out.saddr, out.daddr);
 	fw_nat_post(data + p->l3_off, (void *)(long)ctx->data_end, &out);
 	return 0;
 }
@@ -368,6 +382,7 @@ __noinline int fw_nat_bind_same(struct xdp_md *ctx, const struct fw_pkt *p)
 		return 0;
 	struct fw_nat_rw same = {.saddr = k.saddr, .daddr = k.daddr, .sport = k.sport, .dport = k.dport};
 	bpf_map_update_elem(&fw_nat_binds, &k, &same, BPF_ANY);
+	fw_nat_frag_bound(data, (void *)(long)ctx->data_end, p, &k, k.saddr, k.daddr);
 	return 0;
 }
 
@@ -454,6 +469,22 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	h->d.action = FW_ACT_DROP;
 	h->d.reason = FW_R_NAT_FAIL;
 	h->d.flags = 0;
+}
+
+/* fw_nat_frag_check: a later IPv4 fragment that FORWARD accepts (d)
+ * whose datagram's translation is not known (fw_nat_frag_in found none:
+ * its first fragment was dropped, or its record is gone) is dropped,
+ * counted (FW_NAT_C_FRAG): forwarded, it could carry the client's address
+ * out. Every forwarded connection has a binding with `--nat xdpfw`. */
+static __always_inline void fw_nat_frag_check(const struct fw_xdp_handoff *h, struct fw_decision *d)
+{
+	const struct fw_pkt *p = &h->pkt;
+
+	if (p->family != 4 || p->chain != FW_CHAIN_FORWARD || d->action != FW_ACT_ACCEPT || h->nat_state == FW_NAT_S_DONE)
+		return;
+	fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
+	d->action = FW_ACT_DROP;
+	d->reason = FW_R_NAT_FAIL;
 }
 
 #endif

@@ -19,6 +19,8 @@
 #include "../types.h"
 #include "../maps.h"
 #include "nat.h"
+#include "natfrag.h"
+#include "natfw.h"
 
 /* fw_nat_tc_field replaces the 2- or 4-byte field at off (old value from,
  * new value to, network order) of the packet's L4 header and updates the
@@ -88,6 +90,40 @@ static __always_inline int fw_nat_tc_rw(struct __sk_buff *skb, const struct fw_p
 	return 0;
 }
 
+
+/* fw_nat_tc_error: the ICMP error p this host sends (skb, its headers
+ * pulled in: tc_fw.c) about a packet of a translated connection, as the
+ * kernel sends one about a packet it was given translated (fw_nat_life_out:
+ * TTL 1, DF and too big) whose quote holds an address the error's
+ * receiver does not know (the client's, behind a MASQUERADE; the
+ * server's, behind a DNAT), gets its quote translated as the kernel's NAT
+ * translates it (nf_nat_icmp_reply_translation): the connection's tuple
+ * the receiver sent or was sent. The binding: the quote's tuple reversed
+ * (fw_nat_key4_quoted), that is the one of packets going where the error
+ * goes; its leaving tuple reversed is the quote. The outer header (this
+ * host to the receiver) stays. The error is built whole by the stack (no
+ * CHECKSUM_PARTIAL): rewritten in place, checksums updated
+ * incrementally. Counted (FW_NAT_C_ICMP_ERROR) when it changed. */
+static __always_inline void fw_nat_tc_error(struct __sk_buff *skb, const struct fw_pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct fw_nat_tuple k;
+
+	if (p->l3_off > 64 || fw_nat_key4_quoted(data + p->l3_off, end, &k))
+		return;
+	const struct fw_nat_rw *v = bpf_map_lookup_elem(&fw_nat_binds, &k);
+	if (!v || !v->daddr || (v->saddr == k.saddr && v->daddr == k.daddr && v->sport == k.sport && v->dport == k.dport))
+		return; /* no translation (or nat OUTPUT's mark, lib/natout.h): the quote is what the receiver knows */
+	struct iphdr *ip = data + p->l3_off;
+	if ((void *)(ip + 1) > end)
+		return;
+	struct fw_nat_rw inner = {.saddr = v->daddr, .daddr = v->saddr, .sport = v->dport, .dport = v->sport};
+	struct fw_nat_rw outer = {.saddr = ip->saddr, .daddr = ip->daddr};
+	if (!fw_nat_rewrite4_icmp_error(ip, end, &outer, &inner))
+		fw_nat_count(FW_NAT_C_ICMP_ERROR, p->l3_len);
+}
+
 /* fw_nat_tc rewrites the IPv4 packet p of skb, accepted by OUTPUT, as its
  * binding says, if it has one. Returns 0, or -1 when the rewrite failed
  * (the packet must not leave half translated: the caller drops it). */
@@ -97,12 +133,51 @@ static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt 
 	void *end = (void *)(long)skb->data_end;
 	struct fw_nat_tuple k;
 
+	if (p->family == 4 && p->proto == IPPROTO_ICMP && fw_nat_icmp_error(p->icmp_type) && !(p->flags & FW_PKT_FRAG)) {
+		fw_nat_tc_error(skb, p); /* an ICMP error the kernel sends about a translated packet */
+		return 0;
+	}
 	if (p->family != 4 || p->l3_off > 64 || fw_nat_key4(data + p->l3_off, end, &k))
-		return 0; /* a later fragment: docs/nat.md */
+		return 0; /* a later fragment: fw_nat_tc_frag */
 	const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
-	if (!b || !b->daddr) /* none, or nat OUTPUT's mark of a judged packet (lib/natout.h) */
+	if (b && !b->daddr) /* nat OUTPUT's mark of a judged packet (lib/natout.h): already translated */
+		b = NULL;
+	if (p->flags & FW_PKT_FRAG1) /* for its later fragments, translated or not (lib/natfrag.h) */
+		fw_nat_frag_first(data + p->l3_off, end, &k, b ? b->saddr : k.saddr, b ? b->daddr : k.daddr);
+	if (!b)
 		return 0;
 	return fw_nat_tc_rw(skb, p, &k, b);
+}
+
+/* fw_nat_tc_frag: the later IPv4 fragment p of skb, accepted by OUTPUT
+ * as its datagram, gets the addresses recorded at its first fragment
+ * (fw_nat_tc records every sent first fragment's, translated or not), its
+ * IPv4 checksum updated. Returns 0, or -1 (the caller drops it): no
+ * record (gone from the LRU: it might be a translated datagram's,
+ * counted FW_NAT_C_FRAG), or a helper failed. */
+static __always_inline int fw_nat_tc_frag(struct __sk_buff *skb, const struct fw_pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+
+	if (p->family != 4 || p->l3_off > 64)
+		return 0;
+	struct iphdr *ip = data + p->l3_off;
+	const struct fw_nat_rw *rw = fw_nat_frag_of(ip, end);
+	if (!rw || (void *)(ip + 1) > end) {
+		fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
+		return -1;
+	}
+	__be32 s = ip->saddr, d = ip->daddr, ns = rw->saddr, nd = rw->daddr;
+	__u32 l3 = p->l3_off;
+	if (fw_nat_tc_field(skb, l3 + 12, 0, s, ns, 4, 0) || fw_nat_tc_field(skb, l3 + 16, 0, d, nd, 4, 0))
+		return -1;
+	if (s != ns && bpf_l3_csum_replace(skb, l3 + 10, s, ns, 4))
+		return -1;
+	if (d != nd && bpf_l3_csum_replace(skb, l3 + 10, d, nd, 4))
+		return -1;
+	fw_nat_count(FW_NAT_C_FRAG_NAT, p->l3_len);
+	return 0;
 }
 
 #endif

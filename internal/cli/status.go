@@ -92,8 +92,8 @@ p90, p99, p99.9 and max per chain and outcome, over every CPU
 				s.CTKernelNAT)
 			if n := s.NAT; n.Mode == firewall.NATXdpfw {
 				c := n.Counters
-				fmt.Fprintf(e.stdout, "NAT: xdpfw translates (load --nat xdpfw): %d connections bound, %d destination-translated (DNAT, REDIRECT), %d bindings in force; dropped: %d no port, %d map full, %d no address, %d no REDIRECT address, %d binding lost, %d fragments, %d not in conntrack (table full); %d ICMP errors translated, %d stale bindings removed, %d packets left to the kernel's ICMP error ('xdpfw conntrack list' shows the translations)\n",
-					c["bound"], c["dnat"], len(n.Bindings), c["no_port"], c["full"], c["no_addr"], c["no_local"], c["lost"], c["fragment"], c["no_conntrack"], c["icmp_error"], c["stale"], c["kernel_icmp"])
+				fmt.Fprintf(e.stdout, "NAT: xdpfw translates (load --nat xdpfw): %d connections bound, %d destination-translated (DNAT, REDIRECT), %d bindings in force; dropped: %d no port, %d map full, %d no address, %d no REDIRECT address, %d binding lost, %d fragments, %d not in conntrack (table full); %d ICMP errors translated, %d stale bindings removed, %d packets left to the kernel's ICMP error, %d later fragments translated as their first ('xdpfw conntrack list' shows the translations)\n",
+					c["bound"], c["dnat"], len(n.Bindings), c["no_port"], c["full"], c["no_addr"], c["no_local"], c["lost"], c["fragment"], c["no_conntrack"], c["icmp_error"], c["stale"], c["kernel_icmp"], c["frag_nat"])
 				fmt.Fprintf(e.stdout, "NAT OUTPUT (connections this host opens, tc egress): %d destination-translated (DNAT); dropped: %d without a route to the translated destination\n",
 					c["output"], c["no_route"])
 			} else {

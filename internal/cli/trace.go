@@ -44,11 +44,16 @@ token is taken, no log event is sent. (It cannot tell whether a full
 conntrack table would refuse a new connection.) Loading the trace instance
 takes most of a second: the kernel verifies it.
 
-With --nat xdpfw in force, a packet FORWARD accepts also gets the
-translation the nat table picks for a connection whose first packet it is
-("nat:": the POSTROUTING rule, on the egress device of the kernel's
-route); the bindings of live connections are not looked up (xdpfw status
-lists them).
+With --nat xdpfw in force, the packet's binding is looked up in the live
+bindings (xdpfw status lists them). A packet of a bound connection is
+judged as the filter chains see it, its destination translated (DNAT, or
+the answer to a masqueraded connection going back to its client), and
+"nat binding:" shows the tuple it arrives with, the one the chains judged
+and the one it leaves with. A packet FORWARD accepts whose connection has
+no binding gets the translation the nat table picks for a connection
+whose first packet it is ("nat:": the POSTROUTING rule, on the egress
+device of the kernel's route). Later fragments and ICMP errors, translated
+by their datagram's first fragment and by their quote, are not looked up.
 
 --out traces a packet this host sends instead: the OUTPUT chain, run by
 the tc egress program. Its verdicts are TC_ACT_OK, TC_ACT_SHOT, and
@@ -144,6 +149,9 @@ the trace builds it and discards it).`,
 					}
 					if r.NAT != "" {
 						fmt.Fprintf(e.stdout, "  nat: %s\n", r.NAT)
+					}
+					if b := r.Binding; b != nil {
+						fmt.Fprintf(e.stdout, "  nat binding: arrives %s; the filter judged %s; leaves %s\n", b.Arrives, b.FilterSees, b.Leaves)
 					}
 					if r.LogRules > 0 || r.LogSelf {
 						fmt.Fprintf(e.stdout, "  logged: %s (xdpfw log shows the events, marked TRACE, within the rules' rate limits)\n", logWho(r))

@@ -367,7 +367,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rxvlan:       rxvlan,
 		handoff:      objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages},
+			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages, objs.FwNatFrags},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
@@ -412,7 +412,7 @@ var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	// kernel): the bindings are copied into the new map when the program
 	// loads (carryBindings), before any interface runs it.
 	"fw_nat_binds":  func(old, cur *ebpf.Map) error { return nil },
-	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _NO_CT, _OUTPUT, _NO_ROUTE came later
+	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _NO_CT, _OUTPUT, _NO_ROUTE, _FRAG_NAT came later
 }
 
 // addFwCounters is addCounters for per-CPU struct fw_counter slots: the
@@ -609,6 +609,9 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 			return lim, fmt.Errorf("setting fw_nat_mode: %w", err)
 		}
 		spec.Maps["fw_nat_binds"].MaxEntries = natBindsSize(lim.NAT)
+		if m := spec.Maps["fw_nat_frags"]; m != nil && !lim.NAT { // absent in objects of earlier builds (LoadObject)
+			m.MaxEntries = 1 // an LRU map is preallocated: one entry without --nat xdpfw
+		}
 	}
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)
 	if m := spec.Maps["fw_cands"]; m != nil { // absent in objects of earlier builds (LoadObject)

@@ -45,9 +45,10 @@ const (
 
 // natShared are the live maps the nat instance uses: the packet in the
 // hand-over slot, what its classifier reads, and what it writes (the
-// bindings, the nat counters, a translated connection's conntrack mark).
+// bindings, the nat counters, a translated connection's conntrack mark, a
+// fragmented first packet's translation).
 var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_log_ring", "fw_log_counters",
-	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages"}
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages", "fw_nat_frags"}
 
 // NAT counters (enum fw_nat_counter).
 type NATCounters struct {
@@ -57,7 +58,7 @@ type NATCounters struct {
 	NoAddr       Counter `json:"no_addr"`      // MASQUERADE first packets dropped: no source address from the FIB
 	Untranslated Counter `json:"untranslated"` // first packets of forwarded connections the nat table leaves alone
 	Lost         Counter `json:"lost"`         // packets dropped: a translated connection, past its first packet, without its binding
-	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments in FORWARD (not translated)
+	Frag         Counter `json:"fragment"`     // packets dropped: IPv4 fragments whose translation is not known (a new connection's first packet; a later fragment without its datagram's record)
 	DNAT         Counter `json:"dnat"`         // connections bound whose destination PREROUTING translated (DNAT, REDIRECT)
 	NoLocal      Counter `json:"no_local"`     // REDIRECT first packets dropped: their device has no IPv4 address
 	ICMPError    Counter `json:"icmp_error"`   // ICMP errors about translated connections, translated (outer header and quote)
@@ -66,9 +67,10 @@ type NATCounters struct {
 	NoCT         Counter `json:"no_conntrack"` // first packets dropped: a translated connection conntrack could not record (table full, --ct-full accept)
 	Output       Counter `json:"output"`       // connections bound whose destination nat OUTPUT translated (locally generated)
 	NoRoute      Counter `json:"no_route"`     // locally generated packets dropped: nat OUTPUT's destination has no route from the FIB
+	FragNAT      Counter `json:"frag_nat"`     // later fragments given their datagram's translation (its first fragment's addresses)
 }
 
-const natCounterNum = 15 // FW_NAT_C_NUM
+const natCounterNum = 16 // FW_NAT_C_NUM
 
 // natKinds maps the nat table's targets to enum fw_nat_kind.
 var natKinds = map[rules.NATKind]uint32{rules.NATDNAT: 1, rules.NATSNAT: 2, rules.NATMasquerade: 3, rules.NATRedirect: 4}
@@ -271,6 +273,11 @@ func (d *Datapath) loadNAT() (*natInstance, error) {
 		return nil, err
 	}
 	defer closeShared()
+	for name, m := range repl { // sized as the live ones (instanceSpec sizes without NAT)
+		if s := spec.Maps[name]; s != nil {
+			s.MaxEntries = m.MaxEntries()
+		}
+	}
 	n := &natInstance{}
 	o := &n.objs
 	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
@@ -317,7 +324,7 @@ func (d *Datapath) NATCounters() (c NATCounters, ok bool, err error) {
 	return NATCounters{Bound: clk.sum(slots[0]), NoPort: clk.sum(slots[1]), Full: clk.sum(slots[2]), NoAddr: clk.sum(slots[3]),
 		Untranslated: clk.sum(slots[4]), Lost: clk.sum(slots[5]), Frag: clk.sum(slots[6]), DNAT: clk.sum(slots[7]),
 		NoLocal: clk.sum(slots[8]), ICMPError: clk.sum(slots[9]), Stale: clk.sum(slots[10]), KernelICMP: clk.sum(slots[11]),
-		NoCT: clk.sum(slots[12]), Output: clk.sum(slots[13]), NoRoute: clk.sum(slots[14])}, true, nil
+		NoCT: clk.sum(slots[12]), Output: clk.sum(slots[13]), NoRoute: clk.sum(slots[14]), FragNAT: clk.sum(slots[15])}, true, nil
 }
 
 // NATBinding is one direction of a translated connection: packets
@@ -333,18 +340,45 @@ type NATTuple struct {
 	SrcPort, DstPort uint16
 }
 
+// String is the tuple as listings show it: SRC:PORT > DST:PORT.
+func (t NATTuple) String() string {
+	return fmt.Sprintf("%s:%d > %s:%d", t.Src, t.SrcPort, t.Dst, t.DstPort)
+}
+
+// NATBindingOf looks up the binding of the packets of protocol proto
+// that arrive with tuple from (one direction of a translated connection,
+// or of one the nat table leaves as it is): the tuple they leave with; ok
+// false when there is none (or the program has no bindings).
+func (d *Datapath) NATBindingOf(proto uint8, from NATTuple) (to NATTuple, ok bool, err error) {
+	if d.natBinds == nil || !from.Src.Is4() || !from.Dst.Is4() {
+		return to, false, nil
+	}
+	addr := func(a netip.Addr) uint32 { b := a.As4(); return binary.NativeEndian.Uint32(b[:]) }
+	k := xdpfwFwNatTuple{Saddr: addr(from.Src), Daddr: addr(from.Dst), Sport: natSwap16(from.SrcPort), Dport: natSwap16(from.DstPort), Proto: proto}
+	var v xdpfwFwNatRw
+	if err := d.natBinds.Lookup(&k, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return to, false, nil
+	} else if err != nil {
+		return to, false, fmt.Errorf("looking up the binding of %v: %w", from, err)
+	}
+	return NATTuple{natAddr(v.Saddr), natAddr(v.Daddr), natSwap16(v.Sport), natSwap16(v.Dport)}, true, nil
+}
+
+// natAddr is the IPv4 address of a struct fw_nat_tuple or fw_nat_rw
+// field (its bytes as on the wire).
+func natAddr(v uint32) netip.Addr {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
+}
+
 // NATBindings lists the bindings in force (both directions of each
 // translated connection).
 func (d *Datapath) NATBindings() ([]NATBinding, error) {
 	if d.natBinds == nil {
 		return nil, nil
 	}
-	addr := func(v uint32) netip.Addr {
-		var b [4]byte
-		binary.NativeEndian.PutUint32(b[:], v)
-		return netip.AddrFrom4(b)
-	}
-	port := func(v uint16) uint16 { return v>>8 | v<<8 }
+	addr, port := natAddr, natSwap16
 	var out []NATBinding
 	var k xdpfwFwNatTuple
 	var v xdpfwFwNatRw

@@ -309,6 +309,15 @@ type xdpfwFwLogStat struct {
 	Lost       uint64
 }
 
+type xdpfwFwNatFragKey struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Id    uint16
+	Proto uint8
+	Pad   uint8
+}
+
 type xdpfwFwNatRw struct {
 	_     structs.HostLayout
 	Saddr uint32
@@ -605,6 +614,7 @@ const (
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNatBinds            = "fw_nat_binds"
 	xdpfwMapFwNatCounts           = "fw_nat_counts"
+	xdpfwMapFwNatFrags            = "fw_nat_frags"
 	xdpfwMapFwNatIfaddr           = "fw_nat_ifaddr"
 	xdpfwMapFwNatTargets          = "fw_nat_targets"
 	xdpfwMapFwNodes               = "fw_nodes"
@@ -750,6 +760,7 @@ type xdpfwMapSpecs struct {
 	FwLogStats        *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNatBinds        *ebpf.MapSpec `ebpf:"fw_nat_binds"`
 	FwNatCounts       *ebpf.MapSpec `ebpf:"fw_nat_counts"`
+	FwNatFrags        *ebpf.MapSpec `ebpf:"fw_nat_frags"`
 	FwNatIfaddr       *ebpf.MapSpec `ebpf:"fw_nat_ifaddr"`
 	FwNatTargets      *ebpf.MapSpec `ebpf:"fw_nat_targets"`
 	FwNodes           *ebpf.MapSpec `ebpf:"fw_nodes"`
@@ -847,6 +858,7 @@ type xdpfwMaps struct {
 	FwLogStats        *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNatBinds        *ebpf.Map `ebpf:"fw_nat_binds"`
 	FwNatCounts       *ebpf.Map `ebpf:"fw_nat_counts"`
+	FwNatFrags        *ebpf.Map `ebpf:"fw_nat_frags"`
 	FwNatIfaddr       *ebpf.Map `ebpf:"fw_nat_ifaddr"`
 	FwNatTargets      *ebpf.Map `ebpf:"fw_nat_targets"`
 	FwNodes           *ebpf.Map `ebpf:"fw_nodes"`
@@ -912,6 +924,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogStats,
 		m.FwNatBinds,
 		m.FwNatCounts,
+		m.FwNatFrags,
 		m.FwNatIfaddr,
 		m.FwNatTargets,
 		m.FwNodes,

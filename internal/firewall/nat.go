@@ -2,12 +2,14 @@ package firewall
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -15,6 +17,7 @@ import (
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/conntrack"
 	"github.com/xdpfw/xdpfw/internal/datapath"
+	"github.com/xdpfw/xdpfw/internal/nat"
 	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 )
@@ -168,14 +171,13 @@ func (f *Firewall) natStatus() (NATStatus, error) {
 		"no_addr": c.NoAddr.Packets, "untranslated": c.Untranslated.Packets, "lost": c.Lost.Packets, "fragment": c.Frag.Packets,
 		"dnat": c.DNAT.Packets, "no_local": c.NoLocal.Packets,
 		"icmp_error": c.ICMPError.Packets, "stale": c.Stale.Packets, "kernel_icmp": c.KernelICMP.Packets,
-		"no_conntrack": c.NoCT.Packets, "output": c.Output.Packets, "no_route": c.NoRoute.Packets}
+		"no_conntrack": c.NoCT.Packets, "output": c.Output.Packets, "no_route": c.NoRoute.Packets, "frag_nat": c.FragNAT.Packets}
 	bs, err := f.dp.NATBindings()
 	if err != nil {
 		return s, err
 	}
 	for _, b := range bs {
-		s.Bindings = append(s.Bindings, fmt.Sprintf("%s %s:%d > %s:%d -> %s:%d > %s:%d", conntrack.ProtoName(b.Proto),
-			b.From.Src, b.From.SrcPort, b.From.Dst, b.From.DstPort, b.To.Src, b.To.SrcPort, b.To.Dst, b.To.DstPort))
+		s.Bindings = append(s.Bindings, fmt.Sprintf("%s %s -> %s", conntrack.ProtoName(b.Proto), b.From, b.To))
 	}
 	return s, nil
 }
@@ -251,13 +253,74 @@ func natLoadNeeded(st *state, d Desired) []string {
 	return nil
 }
 
+// TraceBinding is the binding of a traced packet's connection (--nat
+// xdpfw, IPv4): the tuple the packet arrives with (or is sent with), the
+// one the filter chains judge, and the one it leaves with. An arriving
+// packet's destination is translated before the chains (as iptables'
+// filter sees it after PREROUTING), its source after them; a packet this
+// host sends is judged by OUTPUT as it was sent and translated after it.
+type TraceBinding struct {
+	Arrives    string `json:"arrives"`
+	FilterSees string `json:"filter_sees"`
+	Leaves     string `json:"leaves"`
+}
+
+// traceBinding looks up the binding of frame's connection in the live
+// bindings (one lookup, as fw_nat_in and fw_nat_tc do) and returns it,
+// with the frame as the filter chains see it: an arriving one's
+// destination translated (internal/nat.Rewrite4, the data plane's twin),
+// a sent one's (egress) as it is. nil, frame: no binding, no xdpfw NAT,
+// or a packet translated otherwise (a later fragment by its datagram's
+// first, an ICMP error by its quote: not looked up here).
+func (f *Firewall) traceBinding(frame []byte, egress bool) (*TraceBinding, []byte, error) {
+	if f.st.NAT != NATXdpfw {
+		return nil, frame, nil
+	}
+	p, err := packet.Decode(frame)
+	if err != nil || !p.Src.Is4() || p.FragOffset != 0 {
+		return nil, frame, nil
+	}
+	l3 := p.L3Offset()
+	if len(frame) < l3+20 {
+		return nil, frame, nil
+	}
+	ip := frame[l3:]
+	l4 := ip[min(len(ip), int(ip[0]&0xf)*4):]
+	from := datapath.NATTuple{Src: p.Src, Dst: p.Dst}
+	switch {
+	case (p.Proto == 6 || p.Proto == 17) && len(l4) >= 4:
+		from.SrcPort, from.DstPort = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
+	case p.Proto == 1 && len(l4) >= 8 && (l4[0] == 8 || l4[0] == 0): // an echo: its id as both ports
+		from.SrcPort = binary.BigEndian.Uint16(l4[4:])
+		from.DstPort = from.SrcPort
+	case p.Proto == 6 || p.Proto == 17 || p.Proto == 1:
+		return nil, frame, nil
+	}
+	to, ok, err := f.dp.NATBindingOf(p.Proto, from)
+	if err != nil || !ok {
+		return nil, frame, err
+	}
+	seen := from
+	if !egress {
+		seen.Dst, seen.DstPort = to.Dst, to.DstPort
+	}
+	b := &TraceBinding{Arrives: fmt.Sprintf("%s %s", conntrack.ProtoName(p.Proto), from), FilterSees: seen.String(), Leaves: to.String()}
+	if seen == from {
+		return b, frame, nil
+	}
+	judged := slices.Clone(frame)
+	if err := nat.Rewrite4(judged[l3:], nat.Rw{Src: seen.Src, Dst: seen.Dst, SPort: seen.SrcPort, DPort: seen.DstPort}); err != nil {
+		return nil, frame, fmt.Errorf("translating the traced packet as its binding says: %w", err)
+	}
+	return b, judged, nil
+}
+
 // traceNAT says what the nat table in force (--nat xdpfw) does with a
 // connection whose first packet is frame, arriving on iface, which FORWARD
 // accepts: the POSTROUTING rule that decides it (compile.DecideNAT, the
 // reference of the nat stage) on the egress device of the kernel's route,
-// and its translation. "" without xdpfw's NAT. The trace does not look the
-// bindings up: a packet of a bound connection keeps its binding's
-// translation (xdpfw status lists them).
+// and its translation. "" without xdpfw's NAT. A packet of a bound
+// connection keeps its binding's translation instead (traceBinding).
 func (f *Firewall) traceNAT(frame []byte, iface string) (string, error) {
 	if f.st.NAT != NATXdpfw {
 		return "", nil

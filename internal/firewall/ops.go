@@ -619,10 +619,15 @@ type TraceResult struct {
 	// marked as a trace, when the budget allows.
 	LogRules int  `json:"log_rules"`
 	LogSelf  bool `json:"logged_by_rule"`
-	// NAT: with --nat xdpfw, a packet FORWARD accepts: the translation
-	// the nat table picks for a connection whose first packet it is
-	// (POSTROUTING, on the route's egress device), "" otherwise.
+	// NAT: with --nat xdpfw, a packet FORWARD accepts whose connection
+	// has no binding: the translation the nat table picks for a
+	// connection whose first packet it is (POSTROUTING, on the route's
+	// egress device), "" otherwise.
 	NAT string `json:"nat,omitempty"`
+	// Binding: with --nat xdpfw, the binding of the packet's connection,
+	// if it has one: the chain and rule above judged the packet as
+	// Binding.FilterSees.
+	Binding *TraceBinding `json:"binding,omitempty"`
 }
 
 // TraceOptions say how a frame is traced.
@@ -655,24 +660,30 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", iface, err)
 	}
+	// a bound connection's packet is judged as the chains see it (the
+	// trace instance does not translate)
+	binding, judged, err := f.traceBinding(frame, o.Egress)
+	if err != nil {
+		return nil, err
+	}
 	var r datapath.TraceResult
 	if o.Egress {
-		r, err = f.dp.TraceEgress(frame, o.CTState)
+		r, err = f.dp.TraceEgress(judged, o.CTState)
 	} else {
-		r, err = f.dp.Trace(frame, uint32(nl.Index), o.CTState)
+		r, err = f.dp.Trace(judged, uint32(nl.Index), o.CTState)
 	}
 	if err != nil {
 		return nil, err
 	}
 	out := &TraceResult{XDPAction: r.XDPAction, Chain: rules.Chain(r.Chain).String(), RuleID: r.RuleID,
-		Action: r.Action.String(), Reason: r.Reason.String(), LogRules: r.LogRules, LogSelf: r.LogSelf}
+		Action: r.Action.String(), Reason: r.Reason.String(), LogRules: r.LogRules, LogSelf: r.LogSelf, Binding: binding}
 	if f.usesConntrack() || o.CTState >= 0 {
 		out.CTState = compile.CTStateName(r.CTState)
 	}
 	if r.Action == compile.ActReject {
 		out.Reject = r.Reject.String()
 	}
-	if !o.Egress && r.Action == compile.ActAccept && out.Chain == "FORWARD" {
+	if !o.Egress && binding == nil && r.Action == compile.ActAccept && out.Chain == "FORWARD" {
 		if out.NAT, err = f.traceNAT(frame, iface); err != nil {
 			return nil, err
 		}

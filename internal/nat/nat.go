@@ -21,7 +21,8 @@ type Rw struct {
 }
 
 // ErrRefused is what Rewrite4 returns where fw_nat_rewrite4 refuses: a
-// truncated header, a fragment.
+// truncated header, a later fragment (a first fragment is rewritten as a
+// whole packet).
 var ErrRefused = errors.New("nat: cannot rewrite this packet")
 
 // Rewrite4 rewrites the IPv4 packet ip (from its header to the end of the
@@ -33,7 +34,7 @@ func Rewrite4(ip []byte, rw Rw) error {
 	if len(ip) < 20 || ip[0]>>4 != 4 || ip[0]&0xf < 5 || len(ip) < int(ip[0]&0xf)*4 {
 		return ErrRefused
 	}
-	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
+	if binary.BigEndian.Uint16(ip[6:])&0x1fff != 0 {
 		return ErrRefused
 	}
 	hl := int(ip[0]&0xf) * 4

@@ -100,8 +100,8 @@ func csumFields(f []byte) (int, int) {
 // the addresses, ports and ICMP echo ids asked for, leaves every other byte
 // as it was, and leaves checksums that verify: the bytes of Rewrite4's
 // full recomputation, or its other form of zero; a UDP checksum of 0
-// stays 0. What Rewrite4 refuses (fragments) the data plane passes
-// unchanged.
+// stays 0. What Rewrite4 refuses (later fragments) the data plane passes
+// unchanged; a first fragment is rewritten as a whole packet.
 func TestRewrite4AgainstTwin(t *testing.T) {
 	testutil.RequireRoot(t)
 	h, err := NewHarness()

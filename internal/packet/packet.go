@@ -185,6 +185,17 @@ func (p *Packet) IsIPv6() bool {
 	return p.IsIP() && !p.Src.Is4()
 }
 
+// L3Offset is where the IP header starts in the frame p encodes (or was
+// decoded from): after the Ethernet header, the VLAN tags and a PPPoE
+// session header.
+func (p *Packet) L3Offset() int {
+	n := ethHeaderLen + vlanTagLen*len(p.VLANs)
+	if p.PPPoE {
+		n += 8 // PPPoE header and PPP protocol
+	}
+	return n
+}
+
 // IsFragment reports whether the packet is an IP fragment (MF set or a
 // non-zero offset).
 func (p *Packet) IsFragment() bool {

@@ -64,7 +64,7 @@ func TestRecentTTLAgreesWithIptables(t *testing.T) {
 		load(x)
 		snd := newUDPSender(t, x.a, "")
 		for i, p := range probes {
-			setTTL(t, snd, p.ttl)
+			setTTL(t, snd.conn.(syscall.Conn), p.ttl)
 			addr := map[byte]string{'r': x.la.srv4, 'f': x.lb.cli4}[p.to]
 			tag := fmt.Sprintf("p%d", i)
 			snd.send(t, hostPort(addr, p.port), tag, 0, 1)
@@ -128,12 +128,10 @@ func TestRecentTTLAgreesWithIptables(t *testing.T) {
 	})
 }
 
-// setTTL sets the TTL of u's datagrams (IP_TTL).
-func setTTL(t *testing.T, u *udpSender, ttl int) {
+// setTTL sets the TTL of the datagrams socket c sends (IP_TTL).
+func setTTL(t *testing.T, c syscall.Conn, ttl int) {
 	t.Helper()
-	raw, err := u.conn.(interface {
-		SyscallConn() (syscall.RawConn, error)
-	}).SyscallConn()
+	raw, err := c.SyscallConn()
 	if err == nil {
 		cerr := raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TTL, ttl) })
 		err = errors.Join(err, cerr)
