@@ -92,7 +92,7 @@ static __always_inline int fw_nat_in_error(void *data, void *end, struct fw_xdp_
 	if (p->l3_off > 64 || fw_nat_key4_quoted(data + p->l3_off, end, &k))
 		return 1;
 	const struct fw_nat_rw *v = bpf_map_lookup_elem(&fw_nat_binds, &k);
-	if (!v)
+	if (!v || !v->daddr) /* none, or nat OUTPUT's mark (lib/natout.h): not a binding */
 		return 1;
 	struct iphdr *ip = data + p->l3_off;
 	if ((void *)(ip + 1) > end)
@@ -204,7 +204,7 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 	if (p->family != 4 || fw_nat_key4(data + p->l3_off, end, &k))
 		return;
 	const struct fw_nat_rw *out = bpf_map_lookup_elem(&fw_nat_binds, &k);
-	if (!out)
+	if (!out || !out->daddr) /* none, or nat OUTPUT's mark (lib/natout.h): a packet from outside with this host's own tuple */
 		return;
 	h->nat = *out;
 	h->nat_key = k;
