@@ -240,6 +240,8 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	}
 
 	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)), ctx);
+	if (fw_nat_mode) /* its destination translated: --ctstate DNAT (lib/natct.h) */
+		fw_nat_ctinfo(h);
 	/* a new connection's first packet: nat PREROUTING (lib/natdst.h) */
 	if (fw_nat_mode && rc != FW_DECIDE_NO_RULESET && fw_nat_to_prerouting(ctx, h, cpumap) < 0)
 		return fw_xdp_fail_closed(ctx, pp, bytes, lat);

@@ -32,6 +32,7 @@
 #include "../types.h"
 #include "../maps.h"
 #include "natfw.h"
+#include "natct.h"
 #include "ct.h"
 
 /* fw_nat_entry starts the NAT state of the packet xdpfw_ingress has in
@@ -156,35 +157,6 @@ static __always_inline int fw_nat_prerouting(struct xdp_md *ctx, struct fw_xdp_h
 	return 0;
 }
 
-/* fw_nat_mark records in the conntrack entry of p's connection (the
- * filter's tuple: the destination translated, the source not yet),
- * committed before the finish stage entered the nat stage, that xdpfw's
- * NAT translates it (FW_CTF_XDNAT, FW_CTF_XSNAT): an answer that finds no
- * binding is then dropped (fw_nat_stage), never forwarded untranslated. A
- * plain write: the entry is this first packet's, just made. */
-static __always_inline void fw_nat_mark(const struct fw_pkt *p, const struct fw_nat_rw *nat, __u8 flags)
-{
-	struct fw_ct_key key;
-	__u16 sport = 0, dport = 0;
-	__u8 from_a;
-
-	switch (p->proto) { /* the ports fw_ct_lookup keys on */
-	case IPPROTO_TCP:
-	case IPPROTO_UDP:
-	case IPPROTO_UDPLITE:
-	case IPPROTO_SCTP:
-		sport = p->sport, dport = p->dport;
-		break;
-	case IPPROTO_ICMP: /* an echo: its id on both, host order (fw_nat_key4 has it as both ports) */
-		sport = dport = bpf_ntohs(nat->sport);
-		break;
-	}
-	fw_ct_key_of(&key, p->family, p->proto, p->src, p->dst, sport, dport, &from_a);
-	struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &key);
-	if (e)
-		e->flags |= flags;
-}
-
 /* fw_nat_bind_dst binds the connection of the packet in h, whose
  * destination PREROUTING translated (FW_NAT_S_PENDING), once the filter
  * accepted it: in FORWARD, POSTROUTING may translate its source too (the
@@ -214,7 +186,7 @@ static __always_inline void fw_nat_bind_dst(struct xdp_md *ctx, struct fw_xdp_ha
 		return;
 	}
 	fw_nat_count(FW_NAT_C_DNAT, bytes);
-	fw_nat_mark(p, &h->nat, FW_CTF_XDNAT | (t && (t->kind == FW_NAT_SNAT || t->kind == FW_NAT_MASQUERADE) ? FW_CTF_XSNAT : 0));
+	fw_nat_ct_mark(p, &h->nat_orig);
 }
 
 #endif

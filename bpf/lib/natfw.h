@@ -28,6 +28,7 @@
 #include "nat.h"
 #include "classify.h"
 #include "stats.h"
+#include "natct.h"
 
 /* fw_nat_count counts a packet under enum fw_nat_counter c. */
 static __always_inline void fw_nat_count(__u32 c, __u64 bytes)
@@ -445,6 +446,7 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 		why = fw_nat_bind_source(ctx, p, &k, t, 0);
 	if (!why) {
 		fw_nat_count(FW_NAT_C_BOUND, bytes);
+		fw_nat_ct_mark(p, &k); /* --ctstate SNAT (lib/natct.h) */
 		return;
 	}
 	fw_nat_count(why, bytes);

@@ -173,7 +173,7 @@ type xdpfwFwEntry struct {
 	RtType    uint8
 	RtSegsLo  uint8
 	RtSegsHi  uint8
-	Pad2      uint8
+	Ctnat     uint8
 	SportLo   uint16
 	SportHi   uint16
 	DportLo   uint16

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* --ctstate SNAT and DNAT under `--nat xdpfw` (docs/nat.md): what xdpfw's
+ * NAT changed of a connection, in its conntrack entry (FW_CTF_XSNAT,
+ * FW_CTF_XDNAT), which fw_ct_info gives every later packet of it, both
+ * directions, as FW_CTI_SRC_NAT and FW_CTI_DST_NAT: the bits the kernel's
+ * conntrack has (IPS_SRC_NAT, IPS_DST_NAT) and lib/kct.h reads under
+ * `--nat kernel`, so that one match (FW_M_CTNAT) serves both. As the
+ * kernel's nf_nat_setup_info, only a translation that changes the tuple
+ * counts (a DNAT to the address and port the packet has sets nothing).
+ * A connection's first packet has its destination translated before the
+ * filter (PREROUTING): it carries FW_CTI_DST_NAT there (fw_nat_ctinfo);
+ * its source is translated after the filter (POSTROUTING): no
+ * FW_CTI_SRC_NAT yet, as in the kernel. */
+#ifndef XDPFW_NATCT_H
+#define XDPFW_NATCT_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "../types.h"
+#include "../maps.h"
+#include "ct.h"
+
+/* fw_nat_changes: FW_CTF_XDNAT where out changes k's destination (address
+ * or port), FW_CTF_XSNAT where it changes its source. */
+static __always_inline __u8 fw_nat_changes(const struct fw_nat_tuple *k, const struct fw_nat_rw *out)
+{
+	return (k->daddr != out->daddr || k->dport != out->dport ? FW_CTF_XDNAT : 0) |
+	       (k->saddr != out->saddr || k->sport != out->sport ? FW_CTF_XSNAT : 0);
+}
+
+/* fw_nat_ctinfo: the first packet of a connection, in the slot h, whose
+ * destination the nat stage's PREROUTING translated (FW_NAT_S_PENDING,
+ * lib/natdst.h) is DNAT to the filter, as the kernel's IPS_DST_NAT is set
+ * in PREROUTING. */
+static __always_inline void fw_nat_ctinfo(struct fw_xdp_handoff *h)
+{
+	if (h->nat_state == FW_NAT_S_PENDING && h->pkt.ctstate == FW_CT_NEW &&
+	    (fw_nat_changes(&h->nat_orig, &h->nat) & FW_CTF_XDNAT))
+		h->pkt.ctinfo |= FW_CTI_DST_NAT;
+}
+
+/* fw_nat_ct_mark records in the conntrack entry of p's connection (the
+ * filter's tuple: the destination translated, the source not yet),
+ * committed before the finish stage entered the nat stage, what the
+ * binding the nat stage just made for it (k: the tuple it arrived with)
+ * changes. The DNAT mark also makes an answer that finds no binding
+ * dropped (fw_nat_stage), never forwarded untranslated. A plain write:
+ * the entry is this first packet's, just made. */
+static __always_inline void fw_nat_ct_mark(const struct fw_pkt *p, const struct fw_nat_tuple *k)
+{
+	const struct fw_nat_rw *out = bpf_map_lookup_elem(&fw_nat_binds, k);
+	if (!out)
+		return;
+	__u8 flags = fw_nat_changes(k, out);
+	if (!flags)
+		return;
+
+	struct fw_ct_key key;
+	__u16 sport = 0, dport = 0;
+	__u8 from_a;
+
+	switch (p->proto) { /* the ports fw_ct_lookup keys on */
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_SCTP:
+		sport = p->sport, dport = p->dport;
+		break;
+	case IPPROTO_ICMP: /* an echo: its id on both, host order (k has it as both ports) */
+		sport = dport = bpf_ntohs(k->sport);
+		break;
+	}
+	fw_ct_key_of(&key, p->family, p->proto, p->src, p->dst, sport, dport, &from_a);
+	struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &key);
+	if (e)
+		e->flags |= flags;
+}
+
+#endif
