@@ -55,8 +55,9 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 	const struct fw_fwd_hop *hop = &h->hop;
 	struct fw_lat_clock *lat = &h->lat;
 	int rc = fw_xdp_action(d->action);
+	int again = fw_nat_finished(h); /* after the nat stage: logged and counted already */
 
-	if (fw_log_wanted(d)) /* before REJECT rewrites the frame */
+	if (fw_log_wanted(d) && !again) /* before REJECT rewrites the frame */
 		fw_log_xdp(ctx, p, d, bytes, fw_tracing());
 	if (d->action == FW_ACT_REJECT) {
 		rc = fw_reject_xdp(ctx, p, d); /* answer in place (XDP_TX), or drop; sets d->reason */

@@ -53,7 +53,7 @@ static __always_inline void fw_nat_entry(struct fw_xdp_handoff *h)
  * to the nat stage's PREROUTING when it is a new connection's first
  * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a fragment
  * (its datagram's later fragments carry no ports: not translated,
- * docs/nat.md). A tail call: it does not return then. 0: go on; -1: the
+ * docs/nat.md), and the nat table has a PREROUTING rule (fw_nat_no_pre). A tail call: it does not return then. 0: go on; -1: the
  * nat stage is missing (never while the control plane holds
  * fw_xdp_stages): fail closed. cpumap (a constant): never (`--nat xdpfw`
  * refuses a priority table). */
@@ -65,7 +65,7 @@ static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xd
 		h->nat_state = FW_NAT_S_NONE;
 		return 0;
 	}
-	if (cpumap || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
+	if (cpumap || fw_nat_no_pre || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
 	    (p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1)))
 		return 0;
 	h->nat_state = FW_NAT_S_PRE;

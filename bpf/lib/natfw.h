@@ -223,7 +223,9 @@ static __always_inline int fw_nat_pending(struct xdp_md *ctx, struct fw_xdp_hand
 		return -1;
 	if (&h->d != d)
 		h->d = *d;
+	h->nat_logged = 1; /* fw_nat_finished */
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
+	h->nat_logged = 0;
 	return -1;
 }
 
@@ -267,7 +269,9 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 	h->nat_state = FW_NAT_S_DONE;
 	if (&h->d != d)
 		h->d = *d;
+	h->nat_logged = 1; /* fw_nat_finished */
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
+	h->nat_logged = 0;
 	return -1;
 }
 
@@ -453,6 +457,20 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 	h->d.action = FW_ACT_DROP;
 	h->d.reason = FW_R_NAT_FAIL;
 	h->d.flags = 0;
+}
+
+/* fw_nat_finished: is the finish stage running for the packet in h a
+ * second time, entered again by the nat stage (h->nat_logged, cleared
+ * here)? fw_nat_out and fw_nat_pending tail-call the nat stage after the
+ * LOG events and the counting rules' counts, made from the frame as the
+ * filter saw it: those are done, a connection's first packet is logged
+ * and counted once. */
+static __always_inline int fw_nat_finished(struct fw_xdp_handoff *h)
+{
+	if (!fw_nat_mode || !h->nat_logged)
+		return 0;
+	h->nat_logged = 0;
+	return 1;
 }
 
 #endif

@@ -547,12 +547,12 @@ type xdpfwFwXdpHandoff struct {
 		N   uint32
 		Pad uint32
 	}
-	NatState uint32
-	Nat      xdpfwFwNatRw
-	NatPre   uint32
-	NatOrig  xdpfwFwNatTuple
-	NatKey   xdpfwFwNatTuple
-	_        [4]byte
+	NatState  uint32
+	Nat       xdpfwFwNatRw
+	NatPre    uint32
+	NatOrig   xdpfwFwNatTuple
+	NatKey    xdpfwFwNatTuple
+	NatLogged uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -637,6 +637,7 @@ const (
 	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
 	xdpfwVarFwMaxNodes            = "fw_max_nodes"
 	xdpfwVarFwNatMode             = "fw_nat_mode"
+	xdpfwVarFwNatNoPre            = "fw_nat_no_pre"
 	xdpfwVarFwTraceMode           = "fw_trace_mode"
 )
 
@@ -772,6 +773,7 @@ type xdpfwVariableSpecs struct {
 	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
 	FwNatMode     *ebpf.VariableSpec `ebpf:"fw_nat_mode"`
+	FwNatNoPre    *ebpf.VariableSpec `ebpf:"fw_nat_no_pre"`
 	FwTraceMode   *ebpf.VariableSpec `ebpf:"fw_trace_mode"`
 }
 
@@ -931,6 +933,7 @@ type xdpfwVariables struct {
 	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
 	FwNatMode     *ebpf.Variable `ebpf:"fw_nat_mode"`
+	FwNatNoPre    *ebpf.Variable `ebpf:"fw_nat_no_pre"`
 	FwTraceMode   *ebpf.Variable `ebpf:"fw_trace_mode"`
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -236,5 +238,132 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 	st = f.natStatus()
 	if st.Counters["no_local"] == 0 {
 		t.Errorf("status: nat counters %v; want the REDIRECT without an address counted (no_local)", st.Counters)
+	}
+}
+
+// ctstateNATRules: port forwards (one a DNAT to the address and port the
+// packets have already: the kernel then marks nothing), a REDIRECT, a
+// MASQUERADE to the WAN and a hairpin; the filter counts each kind of
+// packet with --ctstate SNAT and DNAT (rules without a target), and
+// accepts the first packets of the port forwards by their DNAT state.
+func ctstateNATRules(wan, lan, server string) string {
+	return strings.Join([]string{
+		"*nat",
+		":PREROUTING ACCEPT [0:0]",
+		":INPUT ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		":POSTROUTING ACCEPT [0:0]",
+		"-A PREROUTING -d " + wan + "/32 -p udp -m udp --dport 9090 -j DNAT --to-destination " + server + ":8080",
+		"-A PREROUTING -d " + wan + "/32 -i rb -p icmp -j DNAT --to-destination " + server,
+		"-A PREROUTING -i rb -p udp -m udp --dport 2222 -j REDIRECT --to-ports 8081",
+		"-A PREROUTING -d " + server + "/32 -p udp -m udp --dport 8080 -j DNAT --to-destination " + server + ":8080",
+		"-A POSTROUTING -s " + lan + " -o rb -j MASQUERADE",
+		"-A POSTROUTING -s " + lan + " -d " + server + "/32 -o ra -j MASQUERADE",
+		"COMMIT",
+		"*filter",
+		":INPUT ACCEPT [0:0]",
+		":FORWARD DROP [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		"-A INPUT -p udp -m conntrack --ctstate DNAT",
+		"-A INPUT -p udp -m conntrack ! --ctstate DNAT",
+		"-A FORWARD -m conntrack --ctstate DNAT",
+		"-A FORWARD -m conntrack --ctstate SNAT",
+		"-A FORWARD -m conntrack ! --ctstate DNAT",
+		"-A FORWARD -m conntrack --ctstate NEW,SNAT",
+		"-A FORWARD -m conntrack ! --ctstate ESTABLISHED,DNAT",
+		"-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A FORWARD -m conntrack --ctstate DNAT -j ACCEPT",
+		"-A FORWARD -i ra -o rb -j ACCEPT",
+		"-A FORWARD -d " + server + "/32 -p udp -m udp --dport 8080 -j ACCEPT",
+		"COMMIT",
+	}, "\n") + "\n"
+}
+
+// udpRounds sends n datagrams from ns to addr over one socket, each
+// answered (servePeer) before the next.
+func udpRounds(t *testing.T, ns *testutil.NetNS, addr string, n int) error {
+	t.Helper()
+	c := udpFrom(t, ns, addr)
+	b := make([]byte, 100)
+	for i := range n {
+		_ = c.SetDeadline(time.Now().Add(connectTimeout))
+		if _, err := c.Write([]byte("who")); err != nil {
+			return err
+		}
+		if _, err := c.Read(b); err != nil {
+			return fmt.Errorf("datagram %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// TestNATCtStateXdpfw: --ctstate SNAT and DNAT (and negated) mean what
+// they mean to the kernel's iptables: one rule file through the kernel's
+// iptables (nat and filter), then through xdpfw (--nat xdpfw) on the same
+// namespaces, the same UDP exchanges and pings (a port forward, a DNAT
+// that changes nothing, a REDIRECT, a MASQUERADE, a hairpin); every
+// FORWARD and INPUT rule counts as many packets as iptables' did. So a
+// DNATed connection's first packet is DNAT in FORWARD already (FORWARD
+// accepts the port forwards by it), SNAT only from its second packet or
+// its answer on, both directions, and a translation that changes nothing
+// marks nothing.
+func TestNATCtStateXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	servePeer(t, x.a, 8080)
+	servePeer(t, x.b, 8080)
+	servePeer(t, x.r, 8081)
+	wan, server, peer := x.lb.srv4, x.la.cli4, x.lb.cli4
+	text := ctstateNATRules(wan, "10.200.1.0/24", server)
+
+	flows := func(what string) {
+		t.Helper()
+		for _, c := range []struct {
+			from *testutil.NetNS
+			to   string
+		}{
+			{x.b, hostPort(wan, 9090)},    // port forward: DNAT
+			{x.b, hostPort(wan, 2222)},    // REDIRECT: INPUT, DNAT
+			{x.b, hostPort(server, 8080)}, // a DNAT to itself: no DNAT state
+			{x.a, hostPort(peer, 8080)},   // MASQUERADE: SNAT from the answer on
+			{x.a, hostPort(wan, 9090)},    // hairpin: DNAT, then SNAT too
+		} {
+			if err := udpRounds(t, c.from, c.to, 2); err != nil {
+				t.Errorf("%s: UDP from %s to %s: %v", what, c.from, c.to, err)
+			}
+		}
+		checkPing(t, what+": ping through the port forward", x.b, wan, true)
+		checkPing(t, what+": ping through the MASQUERADE", x.a, peer, true)
+	}
+
+	iptablesRestoreText(t, x.r, text)
+	flows("iptables")
+	want := map[string][]uint64{"FORWARD": iptablesCounts(t, x.r, "FORWARD"), "INPUT": iptablesCounts(t, x.r, "INPUT")}
+	iptablesRestoreText(t, x.r, "")
+	kernelNAT(t, x.r, "-F")
+	if t.Failed() {
+		t.FailNow()
+	}
+	if w := want["FORWARD"]; len(w) != 9 || w[0] == 0 || w[1] == 0 || w[2] == 0 || len(want["INPUT"]) != 2 || want["INPUT"][0] == 0 {
+		t.Fatalf("iptables counted %v: the SNAT and DNAT rules counted nothing", want)
+	}
+
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "ctstate.rules", text))
+	flows("xdpfw")
+	l := f.list()
+	got := map[string][]uint64{}
+	for _, r := range l.Rules {
+		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
+	}
+	for chain, w := range want {
+		if !slices.Equal(got[chain], w) {
+			t.Errorf("xdpfw: %s counted %v; iptables %v", chain, got[chain], w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("list:\n%s\nstatus:\n%s", l.raw, f.mustRun("status", "--json").stdout)
 	}
 }
