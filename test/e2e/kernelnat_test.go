@@ -101,7 +101,7 @@ func TestKernelMasquerade(t *testing.T) {
 	}
 	l := f.list()
 	for chain, rules := range map[string][]string{
-		"INPUT":   {"-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"},
+		"INPUT": {"-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"},
 		"FORWARD": {"-A FORWARD -4 -m conntrack --ctstate SNAT", "-A FORWARD -4 -i ra -j ACCEPT",
 			"-A FORWARD -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"},
 	} {
