@@ -581,9 +581,9 @@ func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
 // and returns the limits in effect.
 func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	if lim.Entries == 0 {
-		c, nat := lim.Conntrack, lim.NAT
+		c, nat, noPre := lim.Conntrack, lim.NAT, lim.NATNoPrerouting
 		lim = LimitsFor(0)
-		lim.NAT = nat
+		lim.NAT, lim.NATNoPrerouting = nat, noPre
 		if c > 0 {
 			lim.Conntrack = c
 		}
