@@ -60,6 +60,8 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 	if (fw_log_wanted(d) && !again) /* before REJECT rewrites the frame */
 		fw_log_xdp(ctx, p, d, bytes, fw_tracing());
 	if (d->action == FW_ACT_REJECT) {
+		if (fw_nat_mode) /* the answer from where the client sent to (lib/natdst.h) */
+			fw_nat_reject_orig(ctx, h);
 		rc = fw_reject_xdp(ctx, p, d); /* answer in place (XDP_TX), or drop; sets d->reason */
 		if (cpumap && rc == XDP_TX)
 			rc = bpf_redirect(ctx->ingress_ifindex, 0);

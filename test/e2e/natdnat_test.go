@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -365,5 +367,88 @@ func TestNATCtStateXdpfw(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("list:\n%s\nstatus:\n%s", l.raw, f.mustRun("status", "--json").stdout)
+	}
+}
+
+// TestNATRejectXdpfw: a REJECT of a port-forwarded connection answers
+// from the address the client sent to, as the kernel's (which attaches
+// the connection to its answer and translates it back), against the
+// kernel's iptables running the same file on the same namespaces first:
+// a TCP connect through the port forward is refused by a RST the client's
+// socket takes (from the router's WAN address and the forwarded port),
+// a UDP datagram by a port unreachable from the WAN address quoting what
+// the client sent (its connected socket gets ECONNREFUSED). Before, the
+// answer came from the LAN server's address and port: the client's
+// sockets never saw it.
+func TestNATRejectXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	xdpPass(t, x.b, "xb") // the answers leave rb by XDP_TX: the peer must run XDP
+	wan, server := x.lb.srv4, x.la.cli4
+	text := strings.Join([]string{
+		"*nat",
+		":PREROUTING ACCEPT [0:0]",
+		":INPUT ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		":POSTROUTING ACCEPT [0:0]",
+		"-A PREROUTING -d " + wan + "/32 -p tcp -m tcp --dport 9090 -j DNAT --to-destination " + server + ":8080",
+		"-A PREROUTING -d " + wan + "/32 -p udp -m udp --dport 9090 -j DNAT --to-destination " + server + ":8080",
+		"COMMIT",
+		"*filter",
+		":INPUT ACCEPT [0:0]",
+		":FORWARD DROP [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		"-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A FORWARD -d " + server + "/32 -p tcp -m tcp --dport 8080 -j REJECT --reject-with tcp-reset",
+		"-A FORWARD -d " + server + "/32 -p udp -m udp --dport 8080 -j REJECT --reject-with icmp-port-unreachable",
+		"COMMIT",
+	}, "\n") + "\n"
+	icmp := icmpListen(t, x.b)
+	to := hostPort(wan, 9090)
+	probe := func(what string) []icmpMsg {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+		defer cancel()
+		if err := dialTCP(ctx, x.b, "", to); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: TCP connect to %s through a rejecting port forward: %v, want connection refused (the RST from %s)", what, to, err, to)
+		}
+		icmp(0) // what came before
+		if err := udpProbe(t, x.b, wan, 9090, false); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: UDP to %s through a rejecting port forward: %v, want connection refused (a port unreachable quoting it)", what, to, err)
+		}
+		return icmp(300 * time.Millisecond)
+	}
+
+	iptablesRestoreText(t, x.r, text)
+	want := probe("iptables")
+	iptablesRestoreText(t, x.r, "")
+	kernelNAT(t, x.r, "-F")
+	if t.Failed() {
+		t.FailNow()
+	}
+	if len(want) != 1 || want[0].from != wan || want[0].qdst != to || !want[0].ok {
+		t.Fatalf("iptables: ICMP errors %+v; want one port unreachable from %s quoting the datagram to %s", want, wan, to)
+	}
+
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "reject.rules", text))
+	got := probe("xdpfw")
+	if len(got) != 1 || got[0].from != want[0].from || got[0].qdst != want[0].qdst || got[0].typ != want[0].typ ||
+		got[0].code != want[0].code || got[0].qproto != want[0].qproto || !got[0].ok {
+		t.Errorf("xdpfw: ICMP errors %+v; iptables' %+v", got, want)
+	}
+	rejected := 0
+	for _, r := range f.list().Rules {
+		if strings.Contains(r.Rule, "-j REJECT") && r.Counters.Packets > 0 {
+			rejected++
+		}
+	}
+	if rejected != 2 {
+		t.Errorf("xdpfw: %d REJECT rules counted packets, want both", rejected)
+	}
+	if t.Failed() {
+		t.Logf("status:\n%s", f.mustRun("status").stdout)
 	}
 }
