@@ -365,6 +365,18 @@ func TestNATCtStateXdpfw(t *testing.T) {
 			t.Errorf("xdpfw: %s counted %v; iptables %v", chain, got[chain], w)
 		}
 	}
+	// trace --ctstate with DNAT: a port forward's first packet (to the
+	// server, as FORWARD sees it) is accepted by the DNAT rule; without
+	// it, by the rule of the server's port
+	for _, c := range []struct {
+		state string
+		rule  string
+	}{{"NEW,DNAT", "--ctstate DNAT -j ACCEPT"}, {"NEW", "--dport 8080 -j ACCEPT"}} {
+		tr, r := f.trace("--in", "rb", "-p", "udp", "--src", peer, "--dst", server, "--dport", "8080", "--ctstate", c.state)
+		if len(tr) != 1 || tr[0].Chain != "FORWARD" || !strings.Contains(tr[0].Rule, c.rule) {
+			t.Errorf("trace --ctstate %s: %+v (%s); want FORWARD's rule ...%s", c.state, tr, r.stderr, c.rule)
+		}
+	}
 	if t.Failed() {
 		t.Logf("list:\n%s\nstatus:\n%s", l.raw, f.mustRun("status", "--json").stdout)
 	}
