@@ -243,6 +243,35 @@ func TestNATPortForwardXdpfw(t *testing.T) {
 	}
 }
 
+// natRouter is newRouter with both veth peers ready for the forwarding
+// fast path.
+func natRouter(t *testing.T) *router {
+	t.Helper()
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	return x
+}
+
+// kernelThenXdpfw runs the oracle first: text (a nat and a filter table)
+// in the router's kernel, oracle (the traffic, and what the kernel did
+// with it) while it is in force; then it clears the kernel's tables (the
+// test stops if the oracle failed) and loads text into xdpfw (--nat
+// xdpfw) on ra and rb, for the same traffic.
+func kernelThenXdpfw(t *testing.T, x *router, text string, oracle func()) *fw {
+	t.Helper()
+	iptablesRestoreText(t, x.r, text)
+	oracle()
+	iptablesRestoreText(t, x.r, "")
+	kernelNAT(t, x.r, "-F")
+	if t.Failed() {
+		t.FailNow()
+	}
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "nat.rules", text))
+	return f
+}
+
 // ctstateNATRules: port forwards (one a DNAT to the address and port the
 // packets have already: the kernel then marks nothing), a REDIRECT, a
 // MASQUERADE to the WAN and a hairpin; the filter counts each kind of
@@ -311,9 +340,7 @@ func udpRounds(t *testing.T, ns *testutil.NetNS, addr string, n int) error {
 // marks nothing.
 func TestNATCtStateXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
-	x := newRouter(t)
-	vethPeerReady(t, x.a, "xa")
-	vethPeerReady(t, x.b, "xb")
+	x := natRouter(t)
 	servePeer(t, x.a, 8080)
 	servePeer(t, x.b, 8080)
 	servePeer(t, x.r, 8081)
@@ -340,20 +367,14 @@ func TestNATCtStateXdpfw(t *testing.T) {
 		checkPing(t, what+": ping through the MASQUERADE", x.a, peer, true)
 	}
 
-	iptablesRestoreText(t, x.r, text)
-	flows("iptables")
-	want := map[string][]uint64{"FORWARD": iptablesCounts(t, x.r, "FORWARD"), "INPUT": iptablesCounts(t, x.r, "INPUT")}
-	iptablesRestoreText(t, x.r, "")
-	kernelNAT(t, x.r, "-F")
-	if t.Failed() {
-		t.FailNow()
-	}
-	if w := want["FORWARD"]; len(w) != 9 || w[0] == 0 || w[1] == 0 || w[2] == 0 || len(want["INPUT"]) != 2 || want["INPUT"][0] == 0 {
-		t.Fatalf("iptables counted %v: the SNAT and DNAT rules counted nothing", want)
-	}
-
-	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "ctstate.rules", text))
+	var want map[string][]uint64
+	f := kernelThenXdpfw(t, x, text, func() {
+		flows("iptables")
+		want = map[string][]uint64{"FORWARD": iptablesCounts(t, x.r, "FORWARD"), "INPUT": iptablesCounts(t, x.r, "INPUT")}
+		if w := want["FORWARD"]; len(w) != 9 || w[0] == 0 || w[1] == 0 || w[2] == 0 || len(want["INPUT"]) != 2 || want["INPUT"][0] == 0 {
+			t.Fatalf("iptables counted %v: the SNAT and DNAT rules counted nothing", want)
+		}
+	})
 	flows("xdpfw")
 	l := f.list()
 	got := map[string][]uint64{}
@@ -394,9 +415,7 @@ func TestNATCtStateXdpfw(t *testing.T) {
 // sockets never saw it.
 func TestNATRejectXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
-	x := newRouter(t)
-	vethPeerReady(t, x.a, "xa")
-	vethPeerReady(t, x.b, "xb")
+	x := natRouter(t)
 	xdpPass(t, x.b, "xb") // the answers leave rb by XDP_TX: the peer must run XDP
 	wan, server := x.lb.srv4, x.la.cli4
 	text := strings.Join([]string{
@@ -433,19 +452,13 @@ func TestNATRejectXdpfw(t *testing.T) {
 		return icmp(300 * time.Millisecond)
 	}
 
-	iptablesRestoreText(t, x.r, text)
-	want := probe("iptables")
-	iptablesRestoreText(t, x.r, "")
-	kernelNAT(t, x.r, "-F")
-	if t.Failed() {
-		t.FailNow()
-	}
-	if len(want) != 1 || want[0].from != wan || want[0].qdst != to || !want[0].ok {
-		t.Fatalf("iptables: ICMP errors %+v; want one port unreachable from %s quoting the datagram to %s", want, wan, to)
-	}
-
-	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "reject.rules", text))
+	var want []icmpMsg
+	f := kernelThenXdpfw(t, x, text, func() {
+		want = probe("iptables")
+		if len(want) != 1 || want[0].from != wan || want[0].qdst != to || !want[0].ok {
+			t.Fatalf("iptables: ICMP errors %+v; want one port unreachable from %s quoting the datagram to %s", want, wan, to)
+		}
+	})
 	got := probe("xdpfw")
 	if len(got) != 1 || got[0].from != want[0].from || got[0].qdst != want[0].qdst || got[0].typ != want[0].typ ||
 		got[0].code != want[0].code || got[0].qproto != want[0].qproto || !got[0].ok {
