@@ -586,6 +586,10 @@ struct fw_xdp_handoff {
 	/* set by the nat stage as it enters xdpfw_egress again: nat_state is
 	 * its (FW_NAT_S_PENDING, FW_NAT_S_AGAIN), not a stale one */
 	__u32 nat_again;
+	/* With fw_nat_mode: 1 from the finish stage's tail call into the nat
+	 * stage (after its LOG events and counts) to the finish stage entered
+	 * again, which clears it (lib/natfw.h fw_nat_finished). */
+	__u32 nat_logged;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -748,6 +752,13 @@ struct {
 /* NAT in xdpfw (`--nat xdpfw`, docs/nat.md): set before load; 0 (kernel
  * NAT, the default) prunes every NAT branch of the live program. */
 volatile const __u32 fw_nat_mode = 0;
+
+/* With fw_nat_mode: 1 when no rule of nat PREROUTING (or of a chain it
+ * reaches) translates (compile.NATHookTranslates), set before load, as
+ * the nat table changes only with a load: a new connection's first
+ * packet then skips the nat stage's PREROUTING (lib/natdst.h), its two
+ * tail calls and second parse. 0: the stage runs. */
+volatile const __u32 fw_nat_no_pre = 0;
 
 /* The bindings of translated connections (lib/nat.h): two entries per
  * connection, each direction's arriving tuple to the tuple it leaves

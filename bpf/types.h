@@ -204,9 +204,12 @@ struct fw_pkt {
 #define FW_CTI_SEEN_REPLY 0x02 /* a packet went the other way (this one, or before) */
 #define FW_CTI_ASSURED    0x04 /* FW_CTF_ASSURED, this packet included */
 #define FW_CTI_CONFIRMED  0x08 /* recorded before this packet (not a connection's first packet) */
-#define FW_CTI_SRC_NAT    0x10 /* the kernel's conntrack translates the connection's source (lib/kct.h) */
-#define FW_CTI_DST_NAT    0x20 /* ... its destination: the packet must go to the kernel, which translates it */
-#define FW_CTI_XNAT       0x40 /* xdpfw's NAT translates the connection (FW_CTF_XDNAT, FW_CTF_XSNAT): it has a binding */
+#define FW_CTI_SRC_NAT    0x10 /* NAT changed the connection's source (IPS_SRC_NAT, --ctstate SNAT): with --nat kernel the
+			      * kernel's conntrack says so (lib/kct.h: the packet must go to the kernel, which translates it);
+			      * with --nat xdpfw xdpfw's (FW_CTF_XSNAT), the kernel translating nothing then */
+#define FW_CTI_DST_NAT    0x20 /* ... its destination (IPS_DST_NAT, --ctstate DNAT; FW_CTF_XDNAT; a first packet: fw_nat_ctinfo) */
+/* 0x40: free (was FW_CTI_XNAT, now these two bits) */
+#define FW_CTI_XNAT       (FW_CTI_SRC_NAT | FW_CTI_DST_NAT) /* with --nat xdpfw: xdpfw's NAT translates the connection */
 #define FW_CTI_REPLY      0x80 /* the packet goes in the reply direction */
 
 /* What decides a packet: the classifier's (or a fast rule's) answer. */
@@ -275,6 +278,7 @@ _Static_assert(__builtin_offsetof(struct fw_pkt, src_mac) % 4 == 2 &&
 #define FW_M_RTSEGS   (1ull << 35) /* rt_segsleft in [rt_segs_lo, rt_segs_hi] (--rt-segsleft; -m rt alone: 0:255) */
 #define FW_M_RTLEN    (1ull << 36) /* rt_len == e->rt_len (--rt-len) */
 #define FW_M_VLANPCP  (1ull << 37) /* a tag whose PCP is vlan_pcp (--vlan-prio): no key dimension */
+#define FW_M_CTNAT    (1ull << 38) /* ctinfo & ctnat: FW_CTI_SRC_NAT, FW_CTI_DST_NAT (--ctstate SNAT, DNAT: any of them) */
 /* Tests of the routing header: an entry using one never matches a packet
  * without one (FW_PKT_RT), whatever its inversions (ip6t_rt). */
 #define FW_M_RTHDR    (FW_M_RTTYPE | FW_M_RTSEGS | FW_M_RTLEN)
@@ -323,7 +327,7 @@ struct fw_entry {
 	__u16 rt_len;         /* with FW_M_RTLEN */
 	__u8  rt_type;        /* with FW_M_RTTYPE */
 	__u8  rt_segs_lo, rt_segs_hi; /* with FW_M_RTSEGS */
-	__u8  _pad2;
+	__u8  ctnat;          /* FW_CTI_SRC_NAT, FW_CTI_DST_NAT, with FW_M_CTNAT */
 	__u16 sport_lo, sport_hi;
 	__u16 dport_lo, dport_hi;
 	__u8  src_mac[6];

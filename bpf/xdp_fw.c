@@ -56,10 +56,13 @@ static __always_inline int fw_xdp_finish(struct xdp_md *ctx, struct fw_xdp_hando
 	const struct fw_fwd_hop *hop = &h->hop;
 	struct fw_lat_clock *lat = &h->lat;
 	int rc = fw_xdp_action(d->action);
+	int again = fw_nat_finished(h); /* after the nat stage: logged and counted already */
 
-	if (fw_log_wanted(d)) /* before REJECT rewrites the frame */
+	if (fw_log_wanted(d) && !again) /* before REJECT rewrites the frame */
 		fw_log_xdp(ctx, p, d, bytes, fw_tracing());
 	if (d->action == FW_ACT_REJECT) {
+		if (fw_nat_mode) /* the answer from where the client sent to (lib/natdst.h) */
+			fw_nat_reject_orig(ctx, h);
 		rc = fw_reject_xdp(ctx, p, d); /* answer in place (XDP_TX), or drop; sets d->reason */
 		if (cpumap && rc == XDP_TX)
 			rc = bpf_redirect(ctx->ingress_ifindex, 0);
@@ -248,6 +251,8 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	}
 
 	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)), ctx);
+	if (fw_nat_mode) /* its destination translated: --ctstate DNAT (lib/natct.h) */
+		fw_nat_ctinfo(h);
 	/* a new connection's first packet: nat PREROUTING (lib/natdst.h) */
 	if (fw_nat_mode && rc != FW_DECIDE_NO_RULESET && fw_nat_to_prerouting(ctx, h, cpumap) < 0)
 		return fw_xdp_fail_closed(ctx, pp, bytes, lat);

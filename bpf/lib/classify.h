@@ -603,6 +603,7 @@ __noinline int fw_entry_match(const struct fw_entry *e, const struct fw_pkt *p)
 		return 0;
 	FW_TEST(FW_M_CTDIR, p->ctinfo & FW_CTI_REPLY);
 	FW_TEST(FW_M_CTSTATUS, p->ctinfo & e->ctstatus);
+	FW_TEST(FW_M_CTNAT, p->ctinfo & e->ctnat);
 	FW_TEST(FW_M_CTPROTO, p->ctproto == e->ctproto);
 	FW_TEST(FW_M_MSS, (p->flags & FW_PKT_MSS) && p->mss >= e->mss_lo && p->mss <= e->mss_hi);
 	if ((m & FW_M_RTHDR) && !(p->flags & FW_PKT_RT))

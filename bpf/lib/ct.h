@@ -276,7 +276,8 @@ static __always_inline __u8 fw_ct_info(const struct fw_ct_entry *e, __u8 flags, 
 {
 	flags |= e->flags;
 	return FW_CTI_CONFIRMED | (reply ? FW_CTI_REPLY : 0) | ((flags & FW_CTF_REPLIED) ? FW_CTI_SEEN_REPLY : 0) |
-	       ((flags & FW_CTF_ASSURED) ? FW_CTI_ASSURED : 0) | ((flags & (FW_CTF_XDNAT | FW_CTF_XSNAT)) ? FW_CTI_XNAT : 0);
+	       ((flags & FW_CTF_ASSURED) ? FW_CTI_ASSURED : 0) | ((flags & FW_CTF_XSNAT) ? FW_CTI_SRC_NAT : 0) |
+	       ((flags & FW_CTF_XDNAT) ? FW_CTI_DST_NAT : 0);
 }
 
 /* fw_icmp_quoted reads the packet the ICMP error p quotes: its addresses,

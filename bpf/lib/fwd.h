@@ -181,7 +181,9 @@ static __always_inline __u32 fw_fwd_why(struct xdp_md *ctx, const struct fw_pkt 
  * packets take the fast path only on such a kernel. docs/forward.md. */
 static __always_inline __u32 fw_fwd_kernel(const struct fw_pkt *p)
 {
-	if (p->ctinfo & FW_IPS_NAT) /* judged with the kernel's conntrack (lib/kct.h) */
+	/* judged with the kernel's conntrack (lib/kct.h); with --nat xdpfw the
+	 * bits are xdpfw's own NAT's (FW_CTF_XSNAT, FW_CTF_XDNAT) */
+	if (!fw_nat_mode && (p->ctinfo & FW_IPS_NAT))
 		return FW_FWD_KERNEL_NAT;
 	if ((p->ctinfo & FW_CTI_SEEN_REPLY) || !bpf_xdp_ct_lookup)
 		return FW_FWD_XDP;

@@ -8,12 +8,27 @@
  * connections, `--ct-full accept` passing the packet untracked) is not
  * translated: its binding would look stale at its next packet and go,
  * the answers dropped, the connection re-bound on every packet. Its first
- * packet is dropped (FW_NAT_C_NO_CT), never forwarded untranslated. */
+ * packet is dropped (FW_NAT_C_NO_CT), never forwarded untranslated.
+ *
+ * --ctstate SNAT and DNAT under `--nat xdpfw` (docs/nat.md): what xdpfw's
+ * NAT changed of a connection, in its conntrack entry (FW_CTF_XSNAT,
+ * FW_CTF_XDNAT), which fw_ct_info gives every later packet of it, both
+ * directions, as FW_CTI_SRC_NAT and FW_CTI_DST_NAT: the bits the kernel's
+ * conntrack has (IPS_SRC_NAT, IPS_DST_NAT) and lib/kct.h reads under
+ * `--nat kernel`, so that one match (FW_M_CTNAT) serves both. As the
+ * kernel's nf_nat_setup_info, only a translation that changes the tuple
+ * counts (a DNAT to the address and port the packet has sets nothing).
+ * A connection's first packet has its destination translated before the
+ * filter (PREROUTING): it carries FW_CTI_DST_NAT there (fw_nat_ctinfo);
+ * its source is translated after the filter (POSTROUTING): no
+ * FW_CTI_SRC_NAT yet, as in the kernel. */
 #ifndef XDPFW_NATCT_H
 #define XDPFW_NATCT_H
 
 #include <linux/bpf.h>
+#include <linux/in.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "../types.h"
 #include "../maps.h"
 #include "ct.h"
@@ -52,6 +67,52 @@ static __always_inline int fw_nat_unrecorded(const struct fw_pkt *p, __be16 icmp
 	if (p->proto == IPPROTO_ICMP && p->icmp_type != 8 && p->icmp_type != 0)
 		return 0;
 	return !fw_nat_ct_entry(p, icmp_id);
+}
+
+/* fw_nat_changes: FW_CTF_XDNAT where out changes k's destination (address
+ * or port), FW_CTF_XSNAT where it changes its source. */
+static __always_inline __u8 fw_nat_changes(const struct fw_nat_tuple *k, const struct fw_nat_rw *out)
+{
+	return (k->daddr != out->daddr || k->dport != out->dport ? FW_CTF_XDNAT : 0) |
+	       (k->saddr != out->saddr || k->sport != out->sport ? FW_CTF_XSNAT : 0);
+}
+
+/* fw_nat_ctinfo: the first packet of a connection, in the slot h, whose
+ * destination the nat stage's PREROUTING translated (FW_NAT_S_PENDING,
+ * lib/natdst.h) is DNAT to the filter, as the kernel's IPS_DST_NAT is set
+ * in PREROUTING. */
+static __always_inline void fw_nat_ctinfo(struct fw_xdp_handoff *h)
+{
+	if (h->nat_state == FW_NAT_S_PENDING && h->pkt.ctstate == FW_CT_NEW &&
+	    (fw_nat_changes(&h->nat_orig, &h->nat) & FW_CTF_XDNAT))
+		h->pkt.ctinfo |= FW_CTI_DST_NAT;
+}
+
+/* fw_nat_mark records flags (FW_CTF_XDNAT, FW_CTF_XSNAT) in the
+ * conntrack entry of p's connection (the filter's tuple: the destination
+ * translated, the source not yet), committed before the finish stage
+ * entered the nat stage. nat: the connection's rewrite (an echo's id:
+ * fw_nat_key4 has it as both ports). A plain write: the entry is this
+ * first packet's, just made. */
+static __always_inline void fw_nat_mark(const struct fw_pkt *p, const struct fw_nat_rw *nat, __u8 flags)
+{
+	struct fw_ct_entry *e = flags ? fw_nat_ct_entry(p, nat->sport) : NULL;
+
+	if (e)
+		e->flags |= flags;
+}
+
+/* fw_nat_ct_mark records in the conntrack entry of p's connection what
+ * the binding the nat stage just made for it (k: the tuple it arrived
+ * with) changes (fw_nat_changes; --ctstate SNAT/DNAT). The DNAT mark also
+ * makes an answer that finds no binding dropped (fw_nat_stage), never
+ * forwarded untranslated. */
+static __always_inline void fw_nat_ct_mark(const struct fw_pkt *p, const struct fw_nat_tuple *k)
+{
+	const struct fw_nat_rw *out = bpf_map_lookup_elem(&fw_nat_binds, k);
+
+	if (out)
+		fw_nat_mark(p, out, fw_nat_changes(k, out));
 }
 
 #endif

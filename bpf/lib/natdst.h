@@ -53,7 +53,8 @@ static __always_inline void fw_nat_entry(struct fw_xdp_handoff *h)
  * to the nat stage's PREROUTING when it is a new connection's first
  * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a
  * later fragment (a first fragment is: its later ones get its translation,
- * lib/natfrag.h). A tail call: it does not return then. 0: go on; -1: the
+ * lib/natfrag.h), and the nat table has a PREROUTING rule
+ * (fw_nat_no_pre). A tail call: it does not return then. 0: go on; -1: the
  * nat stage is missing (never while the control plane holds
  * fw_xdp_stages): fail closed. cpumap (a constant): never (`--nat xdpfw`
  * refuses a priority table). */
@@ -65,7 +66,8 @@ static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xd
 		h->nat_state = FW_NAT_S_NONE;
 		return 0;
 	}
-	if (cpumap || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW || (p->flags & FW_PKT_FRAG))
+	if (cpumap || fw_nat_no_pre || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
+	    (p->flags & FW_PKT_FRAG))
 		return 0;
 	h->nat_state = FW_NAT_S_PRE;
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
@@ -184,20 +186,6 @@ static __always_inline int fw_nat_prerouting(struct xdp_md *ctx, struct fw_xdp_h
 	return 0;
 }
 
-/* fw_nat_mark records in the conntrack entry of p's connection (the
- * filter's tuple: the destination translated, the source not yet),
- * committed before the finish stage entered the nat stage, that xdpfw's
- * NAT translates it (FW_CTF_XDNAT, FW_CTF_XSNAT): an answer that finds no
- * binding is then dropped (fw_nat_stage), never forwarded untranslated. A
- * plain write: the entry is this first packet's, just made. */
-static __always_inline void fw_nat_mark(const struct fw_pkt *p, const struct fw_nat_rw *nat, __u8 flags)
-{
-	struct fw_ct_entry *e = fw_nat_ct_entry(p, nat->sport); /* an echo's id: fw_nat_key4 has it as both ports */
-
-	if (e)
-		e->flags |= flags;
-}
-
 /* fw_nat_bind_dst binds the connection of the packet in h, whose
  * destination PREROUTING translated (FW_NAT_S_PENDING), once the filter
  * accepted it: in FORWARD, POSTROUTING may translate its source too (the
@@ -234,7 +222,44 @@ static __always_inline void fw_nat_bind_dst(struct xdp_md *ctx, struct fw_xdp_ha
 		return;
 	}
 	fw_nat_count(FW_NAT_C_DNAT, bytes);
-	fw_nat_mark(p, &h->nat, FW_CTF_XDNAT | (t && (t->kind == FW_NAT_SNAT || t->kind == FW_NAT_MASQUERADE) ? FW_CTF_XSNAT : 0));
+	fw_nat_ct_mark(p, &h->nat_orig);
+}
+
+/* fw_nat_reject_orig puts back, in the frame and in h->pkt, the
+ * destination the packet in h arrived with where NAT rewrote it before the
+ * filter (FW_NAT_S_PENDING: PREROUTING, a connection's first packet;
+ * FW_NAT_S_BOUND: its binding), for a REJECT to answer. The kernel
+ * attaches the packet's connection to its REJECT's answer (nf_ct_attach),
+ * whose NAT then translates the answer back: a RST comes from the address
+ * and port the client sent to, an ICMP error from that address, quoting
+ * what the client sent (nf_nat_icmp_reply_translation); never from the
+ * server's own. Built from the frame as it arrived, xdpfw's answer is
+ * that. Nothing is bound: the filter refused the packet. A global
+ * function: verified once, not once for each path of the classifier before
+ * the finish (inlined, it cost the classify stages some 80,000
+ * instructions). */
+__noinline int fw_nat_reject_orig(struct xdp_md *ctx, struct fw_xdp_handoff *h)
+{
+	if (!ctx || !h) /* the verifier requires the check on global-function pointers */
+		return 0;
+	const struct fw_nat_tuple *k = h->nat_state == FW_NAT_S_PENDING ? &h->nat_orig : &h->nat_key;
+	const struct fw_nat_rw *out = &h->nat;
+	struct fw_pkt *p = &h->pkt;
+
+	if (h->nat_state != FW_NAT_S_PENDING && h->nat_state != FW_NAT_S_BOUND)
+		return 0;
+	if ((k->daddr == out->daddr && k->dport == out->dport) || p->l3_off > 64)
+		return 0;
+	struct fw_nat_tuple now = {.saddr = k->saddr, .daddr = out->daddr, .sport = k->sport, .dport = out->dport,
+				   .proto = k->proto};
+	struct fw_nat_rw back = {.saddr = k->saddr, .daddr = k->daddr, .sport = k->sport, .dport = k->dport};
+	void *data = (void *)(long)ctx->data;
+	if (fw_nat_pre(data + p->l3_off, (void *)(long)ctx->data_end, &now, &back))
+		return 0;
+	__builtin_memcpy(&p->dst, &k->daddr, 4);
+	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP)
+		p->dport = bpf_ntohs(k->dport);
+	return 0;
 }
 
 #endif

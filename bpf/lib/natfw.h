@@ -30,6 +30,7 @@
 #include "natfrag.h"
 #include "classify.h"
 #include "stats.h"
+#include "natct.h"
 
 /* fw_nat_count counts a packet under enum fw_nat_counter c. */
 static __always_inline void fw_nat_count(__u32 c, __u64 bytes)
@@ -232,7 +233,9 @@ static __always_inline int fw_nat_pending(struct xdp_md *ctx, struct fw_xdp_hand
 		return -1;
 	if (&h->d != d)
 		h->d = *d;
+	h->nat_logged = 1; /* fw_nat_finished */
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
+	h->nat_logged = 0;
 	return -1;
 }
 
@@ -280,7 +283,9 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 	h->nat_state = FW_NAT_S_DONE;
 	if (&h->d != d)
 		h->d = *d;
+	h->nat_logged = 1; /* fw_nat_finished */
 	bpf_tail_call(ctx, &fw_xdp_stages, FW_XDP_STAGE_NAT);
+	h->nat_logged = 0;
 	return -1;
 }
 
@@ -463,6 +468,7 @@ static __always_inline void fw_nat_stage(struct xdp_md *ctx, struct fw_xdp_hando
 		why = fw_nat_bind_source(ctx, p, &k, t, 0);
 	if (!why) {
 		fw_nat_count(FW_NAT_C_BOUND, bytes);
+		fw_nat_ct_mark(p, &k); /* --ctstate SNAT (lib/natct.h) */
 		return;
 	}
 	fw_nat_count(why, bytes);
@@ -485,6 +491,20 @@ static __always_inline void fw_nat_frag_check(const struct fw_xdp_handoff *h, st
 	fw_nat_count(FW_NAT_C_FRAG, p->l3_len);
 	d->action = FW_ACT_DROP;
 	d->reason = FW_R_NAT_FAIL;
+}
+
+/* fw_nat_finished: is the finish stage running for the packet in h a
+ * second time, entered again by the nat stage (h->nat_logged, cleared
+ * here)? fw_nat_out and fw_nat_pending tail-call the nat stage after the
+ * LOG events and the counting rules' counts, made from the frame as the
+ * filter saw it: those are done, a connection's first packet is logged
+ * and counted once. */
+static __always_inline int fw_nat_finished(struct fw_xdp_handoff *h)
+{
+	if (!fw_nat_mode || !h->nat_logged)
+		return 0;
+	h->nat_logged = 0;
+	return 1;
 }
 
 #endif

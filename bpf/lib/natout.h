@@ -216,7 +216,7 @@ __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u6
 		}
 		bpf_map_update_elem(&fw_nat_binds, &mark, &judged, BPF_ANY);
 		fw_nat_count(FW_NAT_C_OUTPUT, bytes);
-		fw_nat_mark(p, &s->nat, FW_CTF_XDNAT);
+		fw_nat_ct_mark(p, &s->nat_key); /* what it changes (--ctstate DNAT; an answer without its binding: lost) */
 	}
 	/* the kernel re-routes when the address changed (a port alone: not) */
 	if (st == FW_NAT_S_PENDING || st == FW_NAT_S_OUT)

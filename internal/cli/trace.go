@@ -102,22 +102,34 @@ the trace builds it and discards it).`,
 				if err != nil {
 					return usageError{fmt.Errorf("--ctstate: %w", err)}
 				}
-				m := rs.Match.CTState.Mask
-				if m&(m-1) != 0 {
-					return usageError{fmt.Errorf("--ctstate: give one state")}
-				}
-				if m&^rules.CTAll != 0 {
-					return usageError{fmt.Errorf("--ctstate %s: xdpfw does no NAT, no packet is in that state", f.ctstate)}
+				m := rs.Match.CTState.Mask & rules.CTAll
+				nat := rs.Match.CTState.Mask &^ rules.CTAll
+				if m&(m-1) != 0 || m == 0 {
+					return usageError{fmt.Errorf("--ctstate: give one state (and SNAT, DNAT if NAT changed the connection)")}
 				}
 				for ctstate = 0; m>>ctstate != 1; ctstate++ {
 				}
 				// what -m conntrack's other tests then see: the original
 				// direction; an established connection has seen a reply
+				var info uint8
 				switch uint8(ctstate) {
 				case compile.CTEstablished:
-					ctstate = datapath.AssumeConn(compile.CTEstablished, compile.CTISeenReply|compile.CTIConfirmed, 0)
+					info = compile.CTISeenReply | compile.CTIConfirmed
 				case compile.CTRelated:
-					ctstate = datapath.AssumeConn(compile.CTRelated, compile.CTIConfirmed, 0)
+					info = compile.CTIConfirmed
+				}
+				if nat != 0 && uint8(ctstate) != compile.CTNew && uint8(ctstate) != compile.CTEstablished &&
+					uint8(ctstate) != compile.CTRelated {
+					return usageError{fmt.Errorf("--ctstate %s: a packet without a connection has no NAT state", f.ctstate)}
+				}
+				if nat&rules.CTSNAT != 0 {
+					info |= compile.CTISrcNAT
+				}
+				if nat&rules.CTDNAT != 0 {
+					info |= compile.CTIDstNAT
+				}
+				if info != 0 {
+					ctstate = datapath.AssumeConn(uint8(ctstate), info, 0)
 				}
 			}
 			fw, err := e.open()
@@ -181,7 +193,8 @@ the trace builds it and discards it).`,
 	fl.StringVar(&f.iface, "in", "", "interface the packet arrives on (default: the first attached)")
 	fl.BoolVar(&f.out, "out", false, "trace a packet this host sends (OUTPUT chain, tc egress) instead")
 	fl.StringVar(&f.ctstate, "ctstate", "", "assume this connection state (NEW, ESTABLISHED, RELATED, INVALID, UNTRACKED) "+
-		"instead of asking conntrack; the packet goes in the original direction, a NEW one is its connection's first "+
+		"instead of asking conntrack, with SNAT, DNAT where NAT changed its connection (ESTABLISHED,DNAT); "+
+		"the packet goes in the original direction, a NEW one is its connection's first "+
 		"(--ctstatus sees ESTABLISHED as SEEN_REPLY,CONFIRMED)")
 	fl.StringVar(&f.pcap, "pcap", "", "trace every frame of a pcap or pcapng file instead")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")

@@ -290,6 +290,7 @@ const (
 	MRTSegs   uint64 = 1 << 35
 	MRTLen    uint64 = 1 << 36
 	MVLANPrio uint64 = 1 << 37 // the outer tag's PCP (--vlan-prio); no key dimension
+	MCTNat    uint64 = 1 << 38 // CTInfo & CTNat (--ctstate SNAT, DNAT: any of them); no key dimension
 	// MRTHdr is FW_M_RTHDR: the tests of the IPv6 routing header, which
 	// never match a packet without one.
 	MRTHdr = MRTType | MRTSegs | MRTLen
@@ -306,6 +307,8 @@ const (
 	CTISeenReply uint8 = 0x02
 	CTIAssured   uint8 = 0x04
 	CTIConfirmed uint8 = 0x08
+	CTISrcNAT    uint8 = 0x10 // NAT changed the connection's source (IPS_SRC_NAT: --ctstate SNAT)
+	CTIDstNAT    uint8 = 0x20 // ... its destination (IPS_DST_NAT: --ctstate DNAT)
 	CTIReply     uint8 = 0x80
 )
 

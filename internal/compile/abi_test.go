@@ -103,6 +103,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_M_CTDIR": MCTDir, "FW_M_CTSTATUS": MCTStatus, "FW_M_CTPROTO": MCTProto,
 		"FW_CTI_EXPECTED": uint64(CTIExpected), "FW_CTI_SEEN_REPLY": uint64(CTISeenReply), "FW_CTI_ASSURED": uint64(CTIAssured),
 		"FW_CTI_CONFIRMED": uint64(CTIConfirmed), "FW_CTI_REPLY": uint64(CTIReply),
+		"FW_M_CTNAT": MCTNat, "FW_CTI_SRC_NAT": uint64(CTISrcNAT), "FW_CTI_DST_NAT": uint64(CTIDstNAT),
 	} {
 		if c := define(name); c != int64(goVal) {
 			t.Errorf("%s: C %#x, Go %#x", name, c, goVal)

@@ -456,24 +456,41 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		test(MMark, mk.Invert)
 		base.Mark, base.MarkMask = mk.Value, mk.Mask
 	}
-	if c := m.CTState; c != nil && c.Mask&(rules.CTSNAT|rules.CTDNAT) != 0 {
-		warn = append(warn, "--ctstate SNAT and DNAT name connections whose addresses NAT rewrote; "+
-			"xdpfw does not match them yet, so no packet is in either state here (its own NAT, --nat xdpfw, marks the connections "+
-			"it translates but this match does not read the mark; NAT done by the kernel happens after XDP)")
-	}
+	// --ctstate SNAT, DNAT: xt_conntrack adds them to the state of a
+	// packet of a connection whose source (destination) NAT changed, so
+	// the rule is a disjunction: its entries are one without the NAT test
+	// (states plain) and one with it (states nat): ctNATEntries.
+	var nat, natStates uint8
 	if m.UsesConntrack() {
+		const tracked = rules.CTNew | rules.CTEstablished | rules.CTRelated
 		mask := rules.CTAll
 		if c := m.CTState; c != nil {
-			mask = c.Mask & rules.CTAll // SNAT, DNAT: no packet here
+			mask = c.Mask & rules.CTAll
 			if c.Invert {
 				mask = ^c.Mask & rules.CTAll // complemented here: the data plane never inverts it
+			}
+			if c.Mask&rules.CTSNAT != 0 {
+				nat |= CTISrcNAT
+			}
+			if c.Mask&rules.CTDNAT != 0 {
+				nat |= CTIDstNAT
 			}
 		}
 		if m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs() {
 			// the tests other than --ctstate need a connection, as the kernel's
-			mask &= rules.CTNew | rules.CTEstablished | rules.CTRelated
+			mask &= tracked
 		}
-		if mask == 0 {
+		if nat != 0 {
+			// a packet without a connection has no NAT state: ! --ctstate
+			// DNAT takes it; --ctstate NEW,DNAT needs the DNAT bit only
+			// where the state is not one of the rule's already
+			if m.CTState.Invert {
+				mask, natStates = mask&^tracked, mask&tracked
+			} else {
+				natStates = tracked &^ mask
+			}
+		}
+		if mask == 0 && natStates == 0 {
 			return nil, append(warn, "its -m conntrack tests leave no connection state; the rule never matches"), nil
 		}
 		test(MCTState, false)
@@ -590,12 +607,20 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts), maxEntriesPerRule)
 	}
 
-	bases, never, err := ctAddrBases(m, base)
-	if err != nil || never != "" {
-		if never != "" {
-			warn = append(warn, never)
+	var bases []Entry
+	var never string
+	for _, b := range ctNATEntries(base, nat, natStates, m.CTState != nil && m.CTState.Invert) {
+		bs, nv, err := ctAddrBases(m, b)
+		if err != nil {
+			return nil, warn, err
 		}
-		return nil, warn, err
+		if nv != "" {
+			never = nv
+		}
+		bases = append(bases, bs...)
+	}
+	if len(bases) == 0 {
+		return nil, append(warn, never), nil
 	}
 	if len(alts)*len(bases) > maxEntriesPerRule {
 		return nil, nil, fmt.Errorf("rule expands into %d classifier entries (at most %d): split its multiport lists", len(alts)*len(bases), maxEntriesPerRule)
@@ -605,6 +630,28 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		out = appendAlts(out, b, alts)
 	}
 	return out, warn, nil
+}
+
+// ctNATEntries are the entries of a rule whose --ctstate names SNAT or
+// DNAT (nat: CTISrcNAT, CTIDstNAT): base with its states (base.CTState,
+// when any), and one whose states are natStates (when any), the packet's
+// connection having one of the nat bits (none of them: invert). Their
+// states are apart: a packet matches one at most (a rule that only counts
+// counts it once). Without nat: base.
+func ctNATEntries(base Entry, nat, natStates uint8, invert bool) []Entry {
+	if nat == 0 || natStates == 0 {
+		return []Entry{base}
+	}
+	e := base
+	e.CTState, e.CTNat = natStates, nat
+	e.Match |= MCTNat
+	if invert {
+		e.Invert |= MCTNat
+	}
+	if base.CTState == 0 {
+		return []Entry{e}
+	}
+	return []Entry{base, e}
 }
 
 // appendAlts appends to out base's entry for each alternative of alts.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -338,5 +339,63 @@ func TestCompileRefusesNAT(t *testing.T) {
 	_, _, err = Compile(Input{RuleSet: rs, IDs: []uint32{1}})
 	if err == nil || !strings.Contains(err.Error(), "does not translate addresses yet") {
 		t.Fatalf("want the nat rules refused, got %v", err)
+	}
+}
+
+// TestCTStateNAT: --ctstate SNAT and DNAT as the kernel's xt_conntrack
+// reads them: the packet's state bit, plus SNAT (DNAT) for a packet of a
+// connection (NEW, ESTABLISHED, RELATED) whose source (destination) NAT
+// changed (CTISrcNAT, CTIDstNAT); a packet without a connection has
+// neither, whatever its CTInfo says. The reference and the compiled
+// classifier (the Go twin: trees, leaves, entry checks) both give it, in a
+// chain and behind a user chain (flattened), for every state and NAT bit.
+func TestCTStateNAT(t *testing.T) {
+	for _, tc := range []struct {
+		test string
+		want func(state uint8, snat, dnat bool) bool // the kernel's answer (xt_conntrack)
+	}{
+		{"--ctstate DNAT", func(_ uint8, _, d bool) bool { return d }},
+		{"--ctstate SNAT", func(_ uint8, s, _ bool) bool { return s }},
+		{"! --ctstate DNAT", func(_ uint8, _, d bool) bool { return !d }},
+		{"--ctstate SNAT,DNAT", func(_ uint8, s, d bool) bool { return s || d }},
+		{"--ctstate NEW,DNAT", func(st uint8, _, d bool) bool { return st == CTNew || d }},
+		{"! --ctstate ESTABLISHED,SNAT", func(st uint8, s, _ bool) bool { return st != CTEstablished && !s }},
+		{"! --ctstate INVALID,DNAT", func(st uint8, _, d bool) bool { return st != CTInvalid && !d }},
+		{"--ctstate UNTRACKED,SNAT", func(st uint8, s, _ bool) bool { return st == CTUntracked || s }},
+		{"--ctstate DNAT --ctdir REPLY", func(_ uint8, _, d bool) bool { return d }}, // the packets below go in the reply direction
+		{"--ctstate NEW,DNAT --ctstatus SEEN_REPLY", func(st uint8, _, d bool) bool {
+			return (st == CTNew || d) && st != CTInvalid && st != CTUntracked
+		}},
+	} {
+		for _, wrap := range []bool{false, true} {
+			text := "-A FORWARD -m conntrack " + tc.test + " -j DROP\n-A FORWARD -j ACCEPT\n"
+			if wrap { // RETURN from a user chain: the flattening negates the rule's entries
+				text = "-N c\n-A FORWARD -j c\n-A FORWARD -j ACCEPT\n-A c -m conntrack " + tc.test + " -j RETURN\n-A c -j DROP\n"
+			}
+			rs := parse(t, text)
+			tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules))})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.test, err)
+			}
+			for st := uint8(0); st < NumCTStates; st++ {
+				for nat := uint8(0); nat < 4; nat++ {
+					p := RefPacket{Chain: rules.ChainForward, Src: netip.MustParseAddr("10.0.0.1"),
+						Dst: netip.MustParseAddr("10.0.0.2"), Proto: 17, L4: true, CTState: st, CTProto: 17,
+						CTInfo: CTIReply | CTISeenReply | nat<<4}
+					tracked := st == CTNew || st == CTEstablished || st == CTRelated
+					want := tc.want(st, tracked && nat&1 != 0, tracked && nat&2 != 0) != wrap
+					ref := Decide(rs, p)
+					c := tb.Classify(&p, testDev(&p))
+					twin := c.Root.Action == ActDrop
+					if c.Entry >= 0 {
+						twin = tb.Entries[c.Entry].Action == ActDrop
+					}
+					if (ref.Verdict == rules.VerdictDrop) != want || twin != want {
+						t.Errorf("%q (user chain %v), state %s, SNAT %v, DNAT %v: reference drops %v, classifier %v; the kernel %v",
+							tc.test, wrap, CTStateName(st), nat&1 != 0, nat&2 != 0, ref.Verdict == rules.VerdictDrop, twin, want)
+					}
+				}
+			}
+		}
 	}
 }

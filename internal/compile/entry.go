@@ -51,6 +51,7 @@ type Entry struct {
 	ECNIP              uint8  // with MECNIP: the ECN codepoint
 	ECNMask, ECNCmp    uint8  // with MECNTCP: TCP's ECE and CWR bits
 	CTStatus           uint8  // with MCTStatus: CTI* status bits, any of them
+	CTNat              uint8  // with MCTNat: CTISrcNAT, CTIDstNAT, any of them
 	CTProto            uint8  // with MCTProto
 	MSSLo, MSSHi       uint16 // with MMSS
 	RTType             uint8  // with MRTType

@@ -431,6 +431,11 @@ func covers(y, x *Entry) bool {
 		on(MCTState) && x.CTState&^y.CTState != 0:
 		return false
 	}
+	for bit := uint64(1); bit != 0; bit <<= 1 { // header and connection tests: the same test
+		if on(bit&(hdrTests|MRTHdr)) && !hdrFields(bit, x, y, false) {
+			return false
+		}
+	}
 	for _, a := range []struct {
 		bit            uint64
 		ya, ym, xa, xm [16]byte
@@ -478,7 +483,7 @@ const flattenable = MFamily | MProto | MSrc | MDst | MSPort | MDPort | MIfindex 
 // tests are not among them (a packet without one fails them negated too),
 // nor --ecn-tcp-* (never inverted); conj takes the routing header's
 // (hdrFields knows them), negate refuses them.
-const hdrTests = MLen | MTTL | MTOS | MECNIP | MSrcRange | MDstRange | MCTDir | MCTStatus | MCTProto | MMSS | MVLANPrio
+const hdrTests = MLen | MTTL | MTOS | MECNIP | MSrcRange | MDstRange | MCTDir | MCTStatus | MCTProto | MMSS | MVLANPrio | MCTNat
 
 // hdrFields copies the fields of header test bit from e to d, and says
 // whether they are equal in d and e.
@@ -502,6 +507,8 @@ func hdrFields(bit uint64, d, e *Entry, copy bool) bool {
 		ps = []pair{{&d.DstRange, &e.DstRange}}
 	case MCTStatus:
 		ps = []pair{{&d.CTStatus, &e.CTStatus}}
+	case MCTNat:
+		ps = []pair{{&d.CTNat, &e.CTNat}}
 	case MCTProto:
 		ps = []pair{{&d.CTProto, &e.CTProto}}
 	case MMSS:

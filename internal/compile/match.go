@@ -212,6 +212,7 @@ func (e *Entry) Matches(p *RefPacket, dev Dev, setNames map[uint32]string) bool 
 		test(MECNTCP, p.TCPFlags&e.ECNMask == e.ECNCmp) &&
 		test(MCTDir, p.CTInfo&CTIReply != 0) &&
 		test(MCTStatus, p.CTInfo&e.CTStatus != 0) &&
+		test(MCTNat, p.CTInfo&e.CTNat != 0) &&
 		test(MCTProto, p.CTProto == e.CTProto) &&
 		test(MMSS, p.MSS >= uint32(e.MSSLo) && p.MSS <= uint32(e.MSSHi)) &&
 		test(MRTType, p.RTType == e.RTType) &&

@@ -131,3 +131,35 @@ func (n *NATTables) Decide(hook rules.Chain, p RefPacket, dev Dev) NATDecision {
 	i := int(t.Entries[c.Entry].RuleID - FirstRuleID)
 	return NATDecision{Rule: i, Target: n.rules[i].Target.NAT}
 }
+
+// NATHookTranslates reports whether a connection's first packet can be
+// translated at hook by the nat table nat: a rule with a translation (DNAT,
+// REDIRECT, SNAT, MASQUERADE) in hook's chain or a user chain it jumps or
+// goes to, however deep. None: the data plane skips the hook's stage
+// (PREROUTING: fw_nat_no_pre), whose classification could only leave the
+// connection as it is.
+func NATHookTranslates(nat *rules.RuleSet, hook rules.Chain) bool {
+	seen := map[string]bool{}
+	var reach func(chain rules.Chain, user string) bool
+	reach = func(chain rules.Chain, user string) bool {
+		for i := range nat.Rules {
+			r := &nat.Rules[i]
+			if r.Chain != chain || chain == rules.ChainUser && r.UserChain != user {
+				continue
+			}
+			switch r.Target.Verdict {
+			case rules.VerdictNAT:
+				return true
+			case rules.VerdictJump, rules.VerdictGoto:
+				if !seen[r.Target.Chain] {
+					seen[r.Target.Chain] = true
+					if reach(rules.ChainUser, r.Target.Chain) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	return reach(hook, "")
+}

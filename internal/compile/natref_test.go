@@ -150,3 +150,37 @@ func TestNATClassifyAgreesWithReference(t *testing.T) {
 	}
 	t.Logf("%d nat tables, %d first packets agree (%d translated); %d tables refused (no single-entry form)", sets, checked, translated, refused)
 }
+
+// TestNATHookTranslates: a hook translates when a rule with a translation
+// is in its chain or in a user chain it reaches (jump or goto, however
+// deep); what only ACCEPTs or RETURNs, or a translation in a chain no
+// rule of the hook reaches, does not (the data plane then skips the hook:
+// fw_nat_no_pre).
+func TestNATHookTranslates(t *testing.T) {
+	for _, tc := range []struct {
+		text       string
+		pre, postr bool
+	}{
+		{"-t nat -A POSTROUTING -o eth0 -j MASQUERADE\n", false, true},
+		{"", false, false},
+		{"-t nat -A PREROUTING -p tcp --dport 80 -j ACCEPT\n-t nat -A POSTROUTING -j RETURN\n", false, false},
+		{"-t nat -A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.0.0.1\n", true, false},
+		{"-t nat -N a\n-t nat -N b\n-t nat -A PREROUTING -j a\n-t nat -A a -g b\n-t nat -A b -p udp -j REDIRECT\n", true, false},
+		{"-t nat -N a\n-t nat -A a -p udp -j REDIRECT\n-t nat -A PREROUTING -j ACCEPT\n", false, false},
+	} {
+		rs, err := rules.Parse("nat", []byte(tc.text), rules.ParseOptions{NAT: true})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.text, err)
+		}
+		nat := rs.NAT
+		if nat == nil {
+			nat = &rules.RuleSet{}
+		}
+		if got := NATHookTranslates(nat, rules.ChainPrerouting); got != tc.pre {
+			t.Errorf("%q: PREROUTING translates %v, want %v", tc.text, got, tc.pre)
+		}
+		if got := NATHookTranslates(nat, rules.ChainPostrouting); got != tc.postr {
+			t.Errorf("%q: POSTROUTING translates %v, want %v", tc.text, got, tc.postr)
+		}
+	}
+}

@@ -348,7 +348,7 @@ func Matches(m *rules.Match, p RefPacket) bool {
 	if m.Fragment != nil && p.Fragment != *m.Fragment {
 		return false
 	}
-	if c := m.CTState; c != nil && (c.Mask&(1<<p.CTState) != 0) == c.Invert {
+	if c := m.CTState; c != nil && (c.Mask&ctStateBits(p) != 0) == c.Invert {
 		return false
 	}
 	if t := m.PktType; t != nil && (PktTypeOf(&p) == t.Type) == t.Invert {
@@ -418,6 +418,24 @@ func ifaceIs(im *rules.IfaceMatch, name string) bool {
 		return name != "" && strings.HasPrefix(name, im.Name)
 	}
 	return name != "" && name == im.Name
+}
+
+// ctStateBits is the packet's state as --ctstate reads it (the kernel's
+// xt_conntrack): its state's bit, and, for a packet of a connection (NEW,
+// ESTABLISHED, RELATED), SNAT and DNAT where NAT changed the connection's
+// source or destination (CTInfo's CTISrcNAT, CTIDstNAT: IPS_SRC_NAT,
+// IPS_DST_NAT).
+func ctStateBits(p RefPacket) uint8 {
+	b := uint8(1) << p.CTState
+	if p.CTState == CTNew || p.CTState == CTEstablished || p.CTState == CTRelated {
+		if p.CTInfo&CTISrcNAT != 0 {
+			b |= rules.CTSNAT
+		}
+		if p.CTInfo&CTIDstNAT != 0 {
+			b |= rules.CTDNAT
+		}
+	}
+	return b
 }
 
 // ctMatches is the part of Matches of -m conntrack's tests other than

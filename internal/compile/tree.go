@@ -371,7 +371,7 @@ func entryBoxes(e *Entry) (bs []box, exact bool) {
 		}
 		return parts
 	}
-	if on(MCTDir) || on(MCTStatus) || on(MCTProto) || on(MMSS) || m&MRTHdr != 0 {
+	if on(MCTDir) || on(MCTStatus) || on(MCTNat) || on(MCTProto) || on(MMSS) || m&MRTHdr != 0 {
 		exact = false // no key dimension (rare tests): the leaf check decides
 	}
 	if on(MVLANPrio) {

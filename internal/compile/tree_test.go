@@ -254,7 +254,7 @@ func refHeader(r *rand.Rand, m *rules.Match, p *RefPacket) {
 		}
 	}
 	p.Len, p.TTL, p.TOS = uint32(20+r.IntN(100)), uint8(r.UintN(256)), uint8(r.UintN(256))
-	p.CTInfo, p.CTProto = uint8(r.UintN(16))|[]uint8{0, CTIReply}[r.IntN(2)], p.Proto
+	p.CTInfo, p.CTProto = uint8(r.UintN(64))|[]uint8{0, CTIReply}[r.IntN(2)], p.Proto
 	p.MSS = []uint32{NoMSS, 536, 1460, uint32(r.UintN(65536))}[r.IntN(4)]
 	if p.Src.Is6() && r.IntN(3) == 0 {
 		p.RT, p.RTType, p.RTSegsLeft, p.RTLen = true, uint8(r.IntN(5)), uint8(r.IntN(4)), uint16(8*(1+r.IntN(3)))

@@ -59,6 +59,12 @@ type Limits struct {
 	// (nat.go) for a forwarded connection's first packet. Load sets it;
 	// Open leaves it false (the firewall's state records it).
 	NAT bool `json:"-"`
+	// NATNoPrerouting: with NAT, no nat PREROUTING rule translates
+	// (compile.NATHookTranslates): a new connection's first packet skips
+	// the nat stage's PREROUTING (fw_nat_no_pre). Load sets it, from the
+	// nat table (which changes only with a load); Open leaves it false
+	// (what a later instance gets: the stage runs).
+	NATNoPrerouting bool `json:"-"`
 }
 
 // minRuleIDs is FW_MAX_RULE_IDS: the counter slots of the default tables.
@@ -581,9 +587,9 @@ func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
 // and returns the limits in effect.
 func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	if lim.Entries == 0 {
-		c, nat := lim.Conntrack, lim.NAT
+		c, nat, noPre := lim.Conntrack, lim.NAT, lim.NATNoPrerouting
 		lim = LimitsFor(0)
-		lim.NAT = nat
+		lim.NAT, lim.NATNoPrerouting = nat, noPre
 		if c > 0 {
 			lim.Conntrack = c
 		}
@@ -611,6 +617,15 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 		spec.Maps["fw_nat_binds"].MaxEntries = natBindsSize(lim.NAT)
 		if m := spec.Maps["fw_nat_frags"]; m != nil && !lim.NAT { // absent in objects of earlier builds (LoadObject)
 			m.MaxEntries = 1 // an LRU map is preallocated: one entry without --nat xdpfw
+		}
+	}
+	if v := spec.Variables["fw_nat_no_pre"]; v != nil { // absent in objects of earlier builds (LoadObject)
+		skip := uint32(0)
+		if lim.NAT && lim.NATNoPrerouting {
+			skip = 1
+		}
+		if err := v.Set(skip); err != nil {
+			return lim, fmt.Errorf("setting fw_nat_no_pre: %w", err)
 		}
 	}
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)

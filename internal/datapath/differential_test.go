@@ -278,7 +278,7 @@ func diffCheck(t *testing.T, f *fixture, r *rand.Rand, rs *rules.RuleSet, ids []
 	var arrive []string // the device XDP sees it on
 	var states []int    // the connection each packet is traced in (datapath.AssumeConn)
 	conn := func() int {
-		info := uint8(r.UintN(16)) // the status bits
+		info := uint8(r.UintN(64)) // the status bits (the NAT ones: --ctstate SNAT, DNAT)
 		if chance(r, 40) {
 			info |= compile.CTIReply
 		}

@@ -371,6 +371,7 @@ func toBPF(e *compile.Entry) xdpfwFwEntry {
 		EcnMask:   e.ECNMask,
 		EcnCmp:    e.ECNCmp,
 		Ctstatus:  e.CTStatus,
+		Ctnat:     e.CTNat,
 		Ctproto:   e.CTProto,
 		MssLo:     e.MSSLo,
 		MssHi:     e.MSSHi,

@@ -179,7 +179,7 @@ type xdpfwFwEntry struct {
 	RtType    uint8
 	RtSegsLo  uint8
 	RtSegsHi  uint8
-	Pad2      uint8
+	Ctnat     uint8
 	SportLo   uint16
 	SportHi   uint16
 	DportLo   uint16
@@ -566,12 +566,14 @@ type xdpfwFwXdpHandoff struct {
 		N   uint32
 		Pad uint32
 	}
-	NatState uint32
-	Nat      xdpfwFwNatRw
-	NatPre   uint32
-	NatOrig  xdpfwFwNatTuple
-	NatKey   xdpfwFwNatTuple
-	NatAgain uint32
+	NatState  uint32
+	Nat       xdpfwFwNatRw
+	NatPre    uint32
+	NatOrig   xdpfwFwNatTuple
+	NatKey    xdpfwFwNatTuple
+	NatAgain  uint32
+	NatLogged uint32
+	_         [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -660,6 +662,7 @@ const (
 	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
 	xdpfwVarFwMaxNodes            = "fw_max_nodes"
 	xdpfwVarFwNatMode             = "fw_nat_mode"
+	xdpfwVarFwNatNoPre            = "fw_nat_no_pre"
 	xdpfwVarFwTraceMode           = "fw_trace_mode"
 )
 
@@ -799,6 +802,7 @@ type xdpfwVariableSpecs struct {
 	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
 	FwNatMode     *ebpf.VariableSpec `ebpf:"fw_nat_mode"`
+	FwNatNoPre    *ebpf.VariableSpec `ebpf:"fw_nat_no_pre"`
 	FwTraceMode   *ebpf.VariableSpec `ebpf:"fw_trace_mode"`
 }
 
@@ -964,6 +968,7 @@ type xdpfwVariables struct {
 	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
 	FwNatMode     *ebpf.Variable `ebpf:"fw_nat_mode"`
+	FwNatNoPre    *ebpf.Variable `ebpf:"fw_nat_no_pre"`
 	FwTraceMode   *ebpf.Variable `ebpf:"fw_trace_mode"`
 }
 

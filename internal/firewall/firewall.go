@@ -276,6 +276,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		lim.Conntrack = opt.CTMax
 	}
 	lim.NAT = nat != nil
+	lim.NATNoPrerouting = nat != nil && !compile.NATHookTranslates(nat, rules.ChainPrerouting)
 	var (
 		st         *state
 		inForce    *ruleStore

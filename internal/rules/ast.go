@@ -260,10 +260,10 @@ const (
 	CTInvalid     uint8 = 1 << 3 // fits no connection (e.g. a TCP ACK for none)
 	CTUntracked   uint8 = 1 << 4 // never tracked: non-first fragments, IPv6 ND/MLD
 	CTAll         uint8 = 1<<5 - 1
-	// CTSNAT and CTDNAT are --ctstate SNAT and DNAT: a connection whose
-	// source (destination) NAT rewrote. Nothing sets them yet (xdpfw's own
-	// source NAT keeps its translations in bindings), so no
-	// packet is in either (docs/compat.md); they are not in CTAll.
+	// CTSNAT and CTDNAT are --ctstate SNAT and DNAT: a packet of a
+	// connection whose source (destination) NAT changed, whatever its
+	// state above (the kernel's IPS_SRC_NAT, IPS_DST_NAT; docs/nat.md);
+	// they are not in CTAll.
 	CTSNAT uint8 = 1 << 5
 	CTDNAT uint8 = 1 << 6
 )

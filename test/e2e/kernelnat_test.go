@@ -75,8 +75,11 @@ func TestKernelMasquerade(t *testing.T) {
 		}
 	}
 
-	// The oracle: the kernel's own filter table.
-	iptablesRestoreText(t, x.r, masqRules)
+	// The oracle: the kernel's own filter table, with a rule that counts
+	// the packets of connections whose source the kernel translated: the
+	// answer, judged with the kernel's conntrack (its IPS_SRC_NAT)
+	counted := strings.Replace(masqRules, "-A FORWARD -i ra -j ACCEPT", "-A FORWARD -m conntrack --ctstate SNAT\n-A FORWARD -i ra -j ACCEPT", 1)
+	iptablesRestoreText(t, x.r, counted)
 	if err := udpExchange(t, x.b, x.a, x.lb.cli4); err != nil {
 		t.Fatalf("iptables: UDP answer: %v", err)
 	}
@@ -88,7 +91,7 @@ func TestKernelMasquerade(t *testing.T) {
 	}
 
 	f := newFW(t, x.r)
-	path := writeRules(t, "masq.rules", masqRules)
+	path := writeRules(t, "masq.rules", counted)
 	f.mustRun("load", "-i", "ra", "-i", "rb", "--ipv4-file", path)
 	if s := f.mustRun("status"); !strings.Contains(s.stdout, "kernel NAT: on (") {
 		t.Errorf("status does not say kernel NAT is on and active:\n%s", s.stdout)
@@ -98,8 +101,9 @@ func TestKernelMasquerade(t *testing.T) {
 	}
 	l := f.list()
 	for chain, rules := range map[string][]string{
-		"INPUT":   {"-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"},
-		"FORWARD": {"-A FORWARD -4 -i ra -j ACCEPT", "-A FORWARD -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"},
+		"INPUT": {"-A INPUT -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"},
+		"FORWARD": {"-A FORWARD -4 -m conntrack --ctstate SNAT", "-A FORWARD -4 -i ra -j ACCEPT",
+			"-A FORWARD -4 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"},
 	} {
 		if len(want[chain]) != len(rules) {
 			t.Fatalf("iptables-save lists %d %s rules, want %d", len(want[chain]), chain, len(rules))
