@@ -109,6 +109,12 @@ type Decision struct {
 	// decision: iptables counts it for each. Each rule once, in the order
 	// reached (the data plane counts a rule once per packet).
 	Counts []int
+	// Reached is every rule the packet reached whose matches passed, in
+	// order, the deciding rule last, a rule as often as it was reached:
+	// what iptables' packet counters count (a LOG rule or a jump reached
+	// twice counts twice, every LOG rule counts; the data plane counts
+	// Logs, Counts and Rule).
+	Reached []int
 }
 
 // Decide is Evaluate with what a REJECT answers, the counter reason and
@@ -129,7 +135,7 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 	if rawNotrack(rs, &p) {
 		p.CTState = CTUntracked
 	}
-	var logs, counts []int
+	var logs, counts, reached []int
 	overflow := false
 	type frame struct{ rules []int } // the rest of a chain to walk
 	var builtin []int
@@ -170,6 +176,7 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		if h := r.Match.HashLimit; h != nil && !st.hashlimit(h, &p) {
 			continue // the packet's bucket says no (after taking any token)
 		}
+		reached = append(reached, i)
 		if v := r.Target.Verdict; !v.Terminal() && v != rules.VerdictLog && !slices.Contains(counts, i) {
 			counts = append(counts, i)
 		}
@@ -206,7 +213,7 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 			cur = frame{byName[r.Target.Chain]}
 			continue
 		}
-		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log, Counts: counts}
+		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log, Counts: counts, Reached: reached}
 		switch d.Verdict {
 		case rules.VerdictAccept:
 			d.Reason = ReasonRuleAccept
@@ -218,7 +225,8 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		}
 		return d
 	}
-	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow, Counts: counts}
+	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow, Counts: counts,
+		Reached: reached}
 	if d.Verdict == rules.VerdictDrop {
 		d.Reason = ReasonPolicyDrop
 	}
