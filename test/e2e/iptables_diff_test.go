@@ -60,6 +60,7 @@ const (
 	diffMaxNamed      = 4                     // disagreeing probes named per set
 	diffPoll          = 10 * time.Millisecond // between counter reads while a batch drains
 	diffCmdTimeout    = 20 * time.Second      // one iptables or xdpfw command
+	diffLoadTimeout   = 2 * time.Minute       // xdpfw's first load
 	diffSettleOne     = 2 * time.Second       // the same while locating and shrinking
 	diffShrinkCap     = 3 * diffMaxRules      // reloads while shrinking one set
 	diffPayloadMax    = 24                    // random payload bytes after the L4 header
@@ -583,14 +584,16 @@ func (b *diffBed) load(s *diffSide, files [2]string) error {
 			b.t.Fatal(err)
 		}
 	}
-	verb := []string{"apply"}
+	verb, limit := []string{"apply"}, diffCmdTimeout
 	if !s.loaded {
-		verb = []string{"load"}
+		// the first load verifies every program: on a loaded machine it
+		// took more than diffCmdTimeout (seed 14, killed: no disagreement)
+		verb, limit = []string{"load"}, diffLoadTimeout
 		for _, in := range diffIngress {
 			verb = append(verb, "-i", in.name)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), diffCmdTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	r := s.fw.exec(ctx, append(verb, "--ipv4-file", p4, "--ipv6-file", p6)...)
 	if r.code != 0 {
