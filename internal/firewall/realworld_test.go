@@ -22,8 +22,6 @@ var realWorldNotYet = map[string]string{
 	"tailscale-node.v4": "-m mark in ts-forward is not supported",
 	// IPv6_rpfilter=yes: -m rpfilter --invert -j DROP in the raw table
 	"firewalld-public.v6": "module rpfilter is not supported",
-	// firewalld's zone chains in the raw table: jumps there decide nothing
-	"firewalld-public.v4": "-j PREROUTING_direct in the raw table is not supported",
 	// csf logs what it drops in OUTPUT with --log-uid
 	"csf-host.v4": `"--log-uid": LOG option not supported`,
 }
