@@ -97,8 +97,8 @@ type Decision struct {
 	// the per-source rate limit (ReasonRejectRate) is not modelled.
 	Reason Reason
 	// Logs are the LOG rules (indices) that log the packet: those it
-	// matches before the deciding rule, the first MaxLogPerPacket of them
-	// (LogOverflow: there were more). Log: the deciding rule has --log.
+	// matches before the deciding rule, each once, the first
+	// MaxLogPerPacket of them (LogOverflow: there were more). Log: the deciding rule has --log.
 	// The events come in this order: Logs, then the deciding rule's.
 	// Rate limits are not modelled.
 	Logs        []int
@@ -182,10 +182,11 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		}
 		switch v := r.Target.Verdict; v {
 		case rules.VerdictLog: // log and go on
-			if n := len(logs); n > 0 && logs[n-1] == i {
-				// one LOG rule reached twice in a row (a chain jumped
-				// to twice): the data plane notes a rule once per run
-				// of its entries, so it logs once (docs/compat.md, Chains)
+			if slices.Contains(logs, i) {
+				// one LOG rule reached twice (a chain jumped to from
+				// two places): the data plane notes each rule once per
+				// packet, at its first place (fw_note), so it logs once
+				// (docs/compat.md, Chains)
 				continue
 			}
 			if len(logs) < MaxLogPerPacket {
