@@ -60,7 +60,6 @@ const (
 	diffMaxNamed      = 4                     // disagreeing probes named per set
 	diffPoll          = 10 * time.Millisecond // between counter reads while a batch drains
 	diffCmdTimeout    = 20 * time.Second      // one iptables or xdpfw command
-	diffLoadTimeout   = 2 * time.Minute       // xdpfw's first load
 	diffSettleOne     = 2 * time.Second       // the same while locating and shrinking
 	diffShrinkCap     = 3 * diffMaxRules      // reloads while shrinking one set
 	diffPayloadMax    = 24                    // random payload bytes after the L4 header
@@ -588,7 +587,7 @@ func (b *diffBed) load(s *diffSide, files [2]string) error {
 	if !s.loaded {
 		// the first load verifies every program: on a loaded machine it
 		// took more than diffCmdTimeout (seed 14, killed: no disagreement)
-		verb, limit = []string{"load"}, diffLoadTimeout
+		verb, limit = []string{"load"}, loadTimeout
 		for _, in := range diffIngress {
 			verb = append(verb, "-i", in.name)
 		}
