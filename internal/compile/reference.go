@@ -97,8 +97,8 @@ type Decision struct {
 	// the per-source rate limit (ReasonRejectRate) is not modelled.
 	Reason Reason
 	// Logs are the LOG rules (indices) that log the packet: those it
-	// matches before the deciding rule, the first MaxLogPerPacket of them
-	// (LogOverflow: there were more). Log: the deciding rule has --log.
+	// matches before the deciding rule, each once, the first
+	// MaxLogPerPacket of them (LogOverflow: there were more). Log: the deciding rule has --log.
 	// The events come in this order: Logs, then the deciding rule's.
 	// Rate limits are not modelled.
 	Logs        []int
@@ -109,6 +109,12 @@ type Decision struct {
 	// decision: iptables counts it for each. Each rule once, in the order
 	// reached (the data plane counts a rule once per packet).
 	Counts []int
+	// Reached is every rule the packet reached whose matches passed, in
+	// order, the deciding rule last, a rule as often as it was reached:
+	// what iptables' packet counters count (a LOG rule or a jump reached
+	// twice counts twice, every LOG rule counts; the data plane counts
+	// Logs, Counts and Rule).
+	Reached []int
 }
 
 // Decide is Evaluate with what a REJECT answers, the counter reason and
@@ -129,7 +135,7 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 	if rawNotrack(rs, &p) {
 		p.CTState = CTUntracked
 	}
-	var logs, counts []int
+	var logs, counts, reached []int
 	overflow := false
 	type frame struct{ rules []int } // the rest of a chain to walk
 	var builtin []int
@@ -170,15 +176,17 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		if h := r.Match.HashLimit; h != nil && !st.hashlimit(h, &p) {
 			continue // the packet's bucket says no (after taking any token)
 		}
+		reached = append(reached, i)
 		if v := r.Target.Verdict; !v.Terminal() && v != rules.VerdictLog && !slices.Contains(counts, i) {
 			counts = append(counts, i)
 		}
 		switch v := r.Target.Verdict; v {
 		case rules.VerdictLog: // log and go on
-			if n := len(logs); n > 0 && logs[n-1] == i {
-				// one LOG rule reached twice in a row (a chain jumped
-				// to twice): the data plane notes a rule once per run
-				// of its entries, so it logs once (docs/compat.md, Chains)
+			if slices.Contains(logs, i) {
+				// one LOG rule reached twice (a chain jumped to from
+				// two places): the data plane notes each rule once per
+				// packet, at its first place (fw_note), so it logs once
+				// (docs/compat.md, Chains)
 				continue
 			}
 			if len(logs) < MaxLogPerPacket {
@@ -206,7 +214,7 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 			cur = frame{byName[r.Target.Chain]}
 			continue
 		}
-		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log, Counts: counts}
+		d := Decision{Rule: i, Verdict: r.Target.Verdict, Logs: logs, LogOverflow: overflow, Log: r.Target.Log, Counts: counts, Reached: reached}
 		switch d.Verdict {
 		case rules.VerdictAccept:
 			d.Reason = ReasonRuleAccept
@@ -218,7 +226,8 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		}
 		return d
 	}
-	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow, Counts: counts}
+	d := Decision{Rule: -1, Verdict: rs.PolicyFor(p.Chain, p.family()), Reason: ReasonPolicyAccept, Logs: logs, LogOverflow: overflow, Counts: counts,
+		Reached: reached}
 	if d.Verdict == rules.VerdictDrop {
 		d.Reason = ReasonPolicyDrop
 	}

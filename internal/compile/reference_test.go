@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -46,6 +47,31 @@ func TestReferenceSemantics(t *testing.T) {
 		if idx != c.idx || v != c.v {
 			t.Errorf("%s: got rule %d %s, want %d %s", c.name, idx, v, c.idx, c.v)
 		}
+	}
+}
+
+// TestReferenceReached: what a packet reaching a chain from two places
+// counts. iptables counts every rule each time it reaches and matches it
+// (Reached; checked with iptables-legacy and iptables-nft by
+// TestIptablesDifferential, seed 4 set forward/23); xdpfw logs a LOG
+// rule once per packet even when another LOG rule comes between its two
+// places (Logs), and counts a jump once (Counts).
+func TestReferenceReached(t *testing.T) {
+	rs := parse(t, `-N c
+-N r
+-A INPUT -p udp -j r
+-A INPUT -j c
+-A INPUT -j DROP
+-A r -j c
+-A r -j LOG --log-prefix r
+-A c -j LOG --log-prefix c
+`)
+	p := RefPacket{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: 17, L4: true, DPort: 53}
+	d := Decide(rs, p)
+	// indices: 0 INPUT->r, 1 INPUT->c, 2 DROP, 3 r->c, 4 r LOG, 5 c LOG
+	if fmt.Sprint(d.Reached) != "[0 3 5 4 1 5 2]" || fmt.Sprint(d.Logs) != "[5 4]" || fmt.Sprint(d.Counts) != "[0 3 1]" || d.Rule != 2 {
+		t.Errorf("reached %v, logs %v, counts %v, rule %d; want reached [0 3 5 4 1 5 2], logs [5 4], counts [0 3 1], rule 2",
+			d.Reached, d.Logs, d.Counts, d.Rule)
 	}
 }
 

@@ -69,3 +69,42 @@ func TestChainCounters(t *testing.T) {
 		t.Errorf("the expected counts are not what the test is about: %v", want)
 	}
 }
+
+// TestChainLogOncePerPacket: a LOG rule of a chain a packet reaches from
+// two places, with another LOG rule between them, logs and counts the
+// packet once (iptables: twice; docs/compat.md, Chains), as the
+// reference matcher says (Decision.Logs). Found by TestIptablesDifferential
+// (seed 4, set forward/23): the reference deduplicated only a LOG rule
+// reached twice in a row.
+func TestChainLogOncePerPacket(t *testing.T) {
+	f := newFixture(t)
+	f.setUnlimitedLogs()
+	f.installText(`-N c
+-N r
+-A INPUT -p udp -j r
+-A INPUT -j c
+-A INPUT -j DROP
+-A r -j c
+-A r -j LOG --log-prefix r
+-A c -j LOG --log-prefix c
+`)
+	p := v4pkt(17, "10.9.1.1", "10.9.9.9", 1000, 53)
+	f.mustRun(p.Bytes(), "eth0")
+	d := compile.Decide(f.rs, compile.RefPacketOf(p, "eth0"))
+	want := make([]uint64, len(f.rs.Rules))
+	for _, i := range append(append(d.Counts, d.Logs...), d.Rule) {
+		want[i]++
+	}
+	got, err := f.dp.RuleCounters(f.ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range f.rs.Rules {
+		if got[i].Packets != want[i] {
+			t.Errorf("%s: counted %d packets, want %d", r.String(), got[i].Packets, want[i])
+		}
+	}
+	if want[5] != 1 || want[4] != 1 { // c's LOG once, r's once
+		t.Errorf("the expected counts are not what the test is about: %v", want)
+	}
+}

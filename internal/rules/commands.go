@@ -259,6 +259,8 @@ func (p *fileParser) rawRule(n int, text string, toks []token) {
 			Hint: "write the raw rules in the order they apply, each with -A"})
 		return
 	}
+	opt := p.opt
+	opt.raw = true
 	var c Chain
 	switch ct := toks[1]; ct.text {
 	case "PREROUTING":
@@ -266,13 +268,17 @@ func (p *fileParser) rawRule(n int, text string, toks []token) {
 	case "OUTPUT":
 		c = ChainOutput
 	default:
+		// read first: what the rule cannot be left out for (a DROP, which
+		// decides packets) is refused as in PREROUTING
+		if _, err := parseRule(p.at(n, cmd), ChainUser, ct.text, toks[2:], opt); err != nil && !err.Unsupported {
+			p.errs = append(p.errs, err)
+			return
+		}
 		p.unsupported(n, text, &Error{Pos: p.at(n, ct), Token: ct.text, Unsupported: true,
 			Msg:  "chain " + Clip(ct.text) + " of the raw table is not supported: xdpfw runs the raw table's PREROUTING and OUTPUT",
 			Hint: "put the NOTRACK rules in PREROUTING (packets arriving) or OUTPUT (packets this host sends)"})
 		return
 	}
-	opt := p.opt
-	opt.raw = true
 	r, err := parseRule(p.at(n, cmd), c, "", toks[2:], opt)
 	if err != nil {
 		p.unsupported(n, text, err)

@@ -215,7 +215,7 @@ func parseIPRange(s string) (from, to netip.Addr, ve *valueErr) {
 			return a, &valueErr{off: off, tok: t, msg: "not an IP address",
 				hint: "write FROM-TO, e.g. 10.0.0.1-10.0.0.99 or 2001:db8::1-2001:db8::ff"}
 		}
-		return a.Unmap(), nil
+		return a, nil // ::ffff:a.b.c.d is an IPv6 address, as ip6tables reads it
 	}
 	if from, ve = addr(lo, 0); ve != nil {
 		return

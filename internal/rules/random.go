@@ -71,7 +71,7 @@ func (k RandomKnobs) keep(rule *Rule) {
 	if k.IptablesOnly {
 		m.VLAN, m.VLANPrio, m.MACDst = nil, nil, nil
 		if t.Verdict != VerdictLog {
-			*t = Target{Verdict: t.Verdict, RejectWith: t.RejectWith}
+			*t = Target{Verdict: t.Verdict, Chain: t.Chain, RejectWith: t.RejectWith}
 		}
 		t.LogRate, t.LogBurst = LogRate{}, 0
 		if p := m.Proto; p != nil && !p.Invert && p.Proto == protoUDPLite {
@@ -837,7 +837,12 @@ var randomChainNames = [...]string{"ufw-before-input", "reject", "DOCKER-USER", 
 // matches or none) and rules without -j are added in every chain, and a
 // chain jumps only to chains declared after it, so there is no loop (a
 // chain nothing reaches can occur). Rule.Text is set.
-func RandomChains(r *rand.Rand, rs *RuleSet) {
+func RandomChains(r *rand.Rand, rs *RuleSet) { RandomChainsWith(r, rs, RandomKnobs{}) }
+
+// RandomChainsWith is RandomChains with the rules it adds (jumps, gotos,
+// RETURNs, rules without -j) drawn with parts of the vocabulary switched
+// off (RandomKnobs), as RandomRuleSetWith draws rs's.
+func RandomChainsWith(r *rand.Rand, rs *RuleSet, knobs RandomKnobs) {
 	k := 1 + r.IntN(len(randomChainNames))
 	for i := range k {
 		rs.Chains = append(rs.Chains, ChainDecl{Name: randomChainNames[i]})
@@ -867,7 +872,7 @@ func RandomChains(r *rand.Rand, rs *RuleSet) {
 			x.Target.Verdict = VerdictNone
 		}
 		place(&x, from)
-		x.Text = x.Spec()
+		knobs.keep(&x)
 		out = append(out, x)
 	}
 	for _, rule := range rs.Rules {
@@ -889,7 +894,7 @@ func RandomChains(r *rand.Rand, rs *RuleSet) {
 			if chance(r, 50) {
 				x.Match = RandomRule(r).Match
 			}
-			x.Text = x.Spec()
+			knobs.keep(&x)
 			at := r.IntN(len(out) + 1)
 			out = append(out[:at], append([]Rule{x}, out[at:]...)...)
 		}

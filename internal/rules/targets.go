@@ -45,11 +45,26 @@ func (p *ruleParser) optJump(o optUse) *Error {
 		p.r.Target.Verdict, p.r.Target.Chain = VerdictJump, a.text
 	}
 	if p.opt.raw && p.r.Target.Verdict != VerdictNotrack {
-		return p.errAt(a, a.text, fmt.Sprintf("-j %s in the raw table is not supported: xdpfw runs -j NOTRACK and -j CT --notrack there", a.text),
-			"put rules that decide packets in the filter table (INPUT, FORWARD, OUTPUT)")
+		return p.rawOther(a, "-j")
 	}
 	p.target = true
 	return nil
+}
+
+// rawOther refuses a target of the raw table other than NOTRACK (a, after
+// -j or -g). DROP and REJECT decide packets: refused. The others only
+// change which packets the raw table's NOTRACK rules reach (ACCEPT,
+// RETURN, a jump or goto: the kernel's conntrack tracks them either way)
+// or report them (LOG): skippable, as a NOTRACK rule of a user chain is.
+func (p *ruleParser) rawOther(a token, opt string) *Error {
+	msg := fmt.Sprintf("%s %s in the raw table is not supported: xdpfw runs -j NOTRACK and -j CT --notrack there", opt, a.text)
+	if v := p.r.Target.Verdict; v == VerdictDrop || v == VerdictReject {
+		return p.errAt(a, a.text, msg, "put rules that decide packets in the filter table (INPUT, FORWARD, OUTPUT)")
+	}
+	err := p.errAt(a, a.text, msg+"; left out, it changes only which packets later NOTRACK rules exempt from tracking",
+		"keep the NOTRACK rules in the raw table's PREROUTING and OUTPUT")
+	err.Unsupported = true
+	return err
 }
 
 // rawTarget handles -j NOTRACK and -j CT in the raw table.
@@ -213,6 +228,9 @@ func (p *ruleParser) optGoto(o optUse) *Error {
 		return p.valueErr(a, ve)
 	}
 	p.r.Target.Verdict, p.r.Target.Chain = VerdictGoto, a.text
+	if p.opt.raw {
+		return p.rawOther(a, "-g")
+	}
 	p.target = true
 	return nil
 }

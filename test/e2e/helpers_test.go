@@ -29,6 +29,7 @@ import (
 const (
 	buildTimeout   = 5 * time.Minute
 	cmdTimeout     = 30 * time.Second // one xdpfw or ip invocation
+	loadTimeout    = 2 * time.Minute  // xdpfw load: on a loaded machine verifying --nat xdpfw's programs took more than cmdTimeout
 	connectTimeout = 1 * time.Second  // a TCP connect the firewall drops times out after this
 	arriveTimeout  = 10 * time.Second // datagrams expected to arrive
 	pollInterval   = 2 * time.Millisecond
@@ -164,9 +165,14 @@ func (f *fw) execIn(ctx context.Context, stdin string, args ...string) result {
 	return r
 }
 
-// run runs the binary with a bounded context derived from the test's.
+// run runs the binary with a bounded context derived from the test's:
+// cmdTimeout, loadTimeout for load (it verifies every program).
 func (f *fw) run(args ...string) result {
-	ctx, cancel := context.WithTimeout(f.t.Context(), cmdTimeout)
+	limit := cmdTimeout
+	if len(args) > 0 && args[0] == "load" {
+		limit = loadTimeout
+	}
+	ctx, cancel := context.WithTimeout(f.t.Context(), limit)
 	defer cancel()
 	return f.exec(ctx, args...)
 }

@@ -69,7 +69,7 @@ func genProbe(r *rand.Rand, ref *rules.RuleSet, ph diffPhase) *probe {
 	}
 	var in []*rules.Match
 	for i := range ref.Rules {
-		if ref.Rules[i].Chain == chain {
+		if c := ref.Rules[i].Chain; c == chain || c == rules.ChainUser { // a user chain: maybe reached from chain
 			in = append(in, &ref.Rules[i].Match)
 		}
 	}
