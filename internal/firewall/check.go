@@ -32,7 +32,7 @@ type CheckResult struct {
 func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetInfo, onHost bool) (*CheckResult, error) {
 	// with --nat xdpfw (the daemon's nat: xdpfw), the nat table as load
 	// checks it; the filter compiled below
-	rs, _, err := splitNAT(rs, opt.NAT)
+	rs, nat, err := splitNAT(rs, opt.NAT)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetI
 	if err != nil {
 		return nil, err
 	}
-	res := &CheckResult{Entries: len(t.Entries), Warnings: ruleWarnings(rs, warns)}
+	res := &CheckResult{Entries: len(t.Entries), Warnings: append(ruleWarnings(rs, warns), natWarnings(nat)...)}
 	if onHost && st != nil && st.loaded() { // what apply would say of the interfaces filtered
 		res.Warnings = append(res.Warnings, ifaceWarnings(rs, slices.Sorted(maps.Keys(st.Interfaces)))...)
 	}

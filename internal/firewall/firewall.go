@@ -416,6 +416,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	}
 	st.PriorityCPUs = cpuSpec
 	res.Warnings = append(res.Warnings, priorityWarnings(rs, cpuSpec, cpus)...)
+	res.Warnings = append(res.Warnings, natWarnings(nat)...)
 	st.NAT = orDefault(opt.NAT, NATKernel)
 	st.NATRules = natText(nat)
 	if err := dp.PinProgram(); err != nil {

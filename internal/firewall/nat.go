@@ -355,3 +355,28 @@ func (f *Firewall) traceNAT(frame []byte, iface string) (string, error) {
 	return fmt.Sprintf("a new connection's source translated (leaving %s: %s); its later packets keep their binding's translation",
 		via, nat.Rules[d.Rule].String()), nil
 }
+
+// natWarnings says where xdpfw's NAT (--nat xdpfw) translates less than
+// the kernel's would: nat POSTROUTING's SNAT rules translate forwarded
+// connections only (the nat stage runs for FORWARD, docs/nat.md), while
+// the kernel's POSTROUTING also translates the connections this host
+// opens. (MASQUERADE is left out: for a connection this host opens it
+// gives the source the route picked already, unless a socket bound
+// another address.)
+func natWarnings(nat *rules.RuleSet) []string {
+	if nat == nil {
+		return nil
+	}
+	reach := rules.NATReach(nat)
+	var out []string
+	for i := range nat.Rules {
+		r := &nat.Rules[i]
+		post := r.Chain == rules.ChainPostrouting || (r.Chain == rules.ChainUser && reach[r.UserChain][rules.ChainPostrouting])
+		if post && r.Target.NAT != nil && r.Target.NAT.Kind == rules.NATSNAT {
+			out = append(out, fmt.Sprintf("%s: with --nat xdpfw this SNAT translates forwarded connections only: connections this "+
+				"host opens leave with their own source address, where the kernel's nat table would translate them too "+
+				"(docs/nat.md); load with --nat kernel if they must be", r.Pos))
+		}
+	}
+	return out
+}

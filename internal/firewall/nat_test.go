@@ -1,6 +1,11 @@
 package firewall
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/internal/rules"
+)
 
 // TestNFTNATRules: the rules of nftables' nat chains are counted, the
 // chains' declarations and other chains' rules are not (what
@@ -21,5 +26,35 @@ func TestNFTNATRules(t *testing.T) {
 		if got := nftNATRules(c.out); got != c.want {
 			t.Errorf("nftNATRules(%q) = %d, want %d", c.out, got, c.want)
 		}
+	}
+}
+
+// TestNATWarnings: with --nat xdpfw, each SNAT rule nat POSTROUTING
+// reaches (directly or through a user chain) is named, by its place in
+// the file, as translating forwarded connections only; MASQUERADE and
+// DNAT are not.
+func TestNATWarnings(t *testing.T) {
+	src := "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:snat - [0:0]\n" +
+		"-A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.0.0.2\n" +
+		"-A POSTROUTING -o wan -j MASQUERADE\n" +
+		"-A POSTROUTING -s 10.0.0.0/24 -j snat\n" +
+		"-A POSTROUTING -o wan2 -j SNAT --to-source 192.0.2.1\n" +
+		"-A snat -j SNAT --to-source 192.0.2.2\n" +
+		"COMMIT\n*filter\nCOMMIT\n"
+	rs, err := rules.Parse("nat.rules", []byte(src), rules.ParseOptions{NAT: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := natWarnings(rs.NAT)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "nat.rules:8:") || !strings.HasPrefix(got[1], "nat.rules:9:") {
+		t.Fatalf("natWarnings = %q, want the SNAT rules of lines 8 and 9", got)
+	}
+	for _, w := range got {
+		if !strings.Contains(w, "forwarded connections only") || !strings.Contains(w, "--nat kernel") {
+			t.Errorf("warning %q does not say what is translated and the way out", w)
+		}
+	}
+	if w := natWarnings(nil); w != nil {
+		t.Errorf("natWarnings(nil) = %q", w)
 	}
 }
