@@ -289,6 +289,22 @@ static __always_inline int fw_nat_out(struct xdp_md *ctx, struct fw_xdp_handoff 
 	return -1;
 }
 
+/* fw_nat_fib4 fills fib for a route lookup of the IPv4 packet p (its
+ * addresses, ports, protocol and TOS, the packet's own: the caller has
+ * rewritten p where it asks for a translated destination) from device
+ * ifindex. */
+static __always_inline void fw_nat_fib4(struct bpf_fib_lookup *fib, const struct fw_pkt *p, __u32 ifindex)
+{
+	fib->family = 2; /* AF_INET */
+	fib->l4_protocol = p->proto;
+	fib->sport = bpf_htons(p->sport);
+	fib->dport = bpf_htons(p->dport);
+	fib->tos = p->tos;
+	fib->ipv4_src = (__u32)p->src[0];
+	fib->ipv4_dst = (__u32)p->dst[0];
+	fib->ifindex = ifindex;
+}
+
 /* fw_nat_masq_addr: MASQUERADE's address for p, the egress device's for
  * the next hop as the kernel picks it (inet_select_addr), from the FIB
  * (docs/nat.md, MASQUERADE). 0: none. A global function: the 64-byte
@@ -299,14 +315,7 @@ __noinline __be32 fw_nat_masq_addr(struct xdp_md *ctx, const struct fw_pkt *p)
 
 	if (!ctx || !p)
 		return 0;
-	fib.family = 2; /* AF_INET */
-	fib.l4_protocol = p->proto;
-	fib.sport = bpf_htons(p->sport);
-	fib.dport = bpf_htons(p->dport);
-	fib.tos = p->tos;
-	fib.ipv4_src = (__u32)p->src[0];
-	fib.ipv4_dst = (__u32)p->dst[0];
-	fib.ifindex = p->ifindex;
+	fw_nat_fib4(&fib, p, p->ifindex);
 	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return 0;

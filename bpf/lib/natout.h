@@ -166,16 +166,9 @@ static __always_inline int fw_nat_out_route(struct __sk_buff *skb, const struct 
 {
 	struct bpf_fib_lookup fib = {};
 
-	fib.family = 2; /* AF_INET */
-	fib.l4_protocol = p->proto;
-	fib.sport = bpf_htons(p->sport);
-	fib.dport = bpf_htons(p->dport);
-	fib.tos = p->tos;
 	/* tot_len 0: the helper holds the skb to the device's MTU itself, GSO
 	 * aware (is_skb_forwardable): a TSO send is not "too big" */
-	fib.ipv4_src = (__u32)p->src[0];
-	fib.ipv4_dst = (__u32)p->dst[0];
-	fib.ifindex = skb->ifindex;
+	fw_nat_fib4(&fib, p, skb->ifindex);
 	int rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == skb->ifindex) {
 		if (bpf_skb_store_bytes(skb, 0, fib.dmac, 6, 0) || bpf_skb_store_bytes(skb, 6, fib.smac, 6, 0))
