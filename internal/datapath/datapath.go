@@ -254,6 +254,10 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			m.Close()
 		}
 	}
+	if err := checkPinnedLayouts(spec, dir); err != nil {
+		closeUpgraded()
+		return nil, err
+	}
 	// xdpfw_rxvlan is loaded per interface, bound to it (rxvlan.go).
 	rxvlan := spec.Programs[rxvlanProgName]
 	delete(spec.Programs, rxvlanProgName)
