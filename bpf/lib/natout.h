@@ -116,7 +116,7 @@ __noinline int fw_nat_local_in(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 
 	if (p->family != 4 || p->l3_off > 64)
 		return 0;
-	if (h->nat_state == FW_NAT_S_NONE && (p->ctinfo & (FW_CTI_XNAT | FW_CTI_REPLY)) == (FW_CTI_XNAT | FW_CTI_REPLY)) {
+	if (h->nat_state == FW_NAT_S_NONE && (p->ctinfo & FW_CTI_XNAT) && (p->ctinfo & FW_CTI_REPLY)) {
 		fw_nat_count(FW_NAT_C_LOST, p->l3_len);
 		return -1;
 	}
