@@ -88,31 +88,23 @@ static __always_inline void fw_nat_ctinfo(struct fw_xdp_handoff *h)
 		h->pkt.ctinfo |= FW_CTI_DST_NAT;
 }
 
-/* fw_nat_mark records flags (FW_CTF_XDNAT, FW_CTF_XSNAT) in the
- * conntrack entry of p's connection (the filter's tuple: the destination
- * translated, the source not yet), committed before the finish stage
- * entered the nat stage. nat: the connection's rewrite (an echo's id:
- * fw_nat_key4 has it as both ports). A plain write: the entry is this
- * first packet's, just made. */
-static __always_inline void fw_nat_mark(const struct fw_pkt *p, const struct fw_nat_rw *nat, __u8 flags)
-{
-	struct fw_ct_entry *e = flags ? fw_nat_ct_entry(p, nat->sport) : NULL;
-
-	if (e)
-		e->flags |= flags;
-}
-
-/* fw_nat_ct_mark records in the conntrack entry of p's connection what
- * the binding the nat stage just made for it (k: the tuple it arrived
- * with) changes (fw_nat_changes; --ctstate SNAT/DNAT). The DNAT mark also
- * makes an answer that finds no binding dropped (fw_nat_stage), never
- * forwarded untranslated. */
+/* fw_nat_ct_mark records in the conntrack entry of p's connection (the
+ * filter's tuple: the destination translated, the source not yet),
+ * committed before the finish stage entered the nat stage, what the
+ * binding the nat stage just made for it (k: the tuple it arrived with;
+ * an echo's id, as the filter saw it, as both ports) changes
+ * (fw_nat_changes; --ctstate SNAT/DNAT). The DNAT mark also makes an
+ * answer that finds no binding dropped (fw_nat_stage), never forwarded
+ * untranslated. A plain write: the entry is this first packet's, just
+ * made. */
 static __always_inline void fw_nat_ct_mark(const struct fw_pkt *p, const struct fw_nat_tuple *k)
 {
 	const struct fw_nat_rw *out = bpf_map_lookup_elem(&fw_nat_binds, k);
+	__u8 flags = out ? fw_nat_changes(k, out) : 0;
+	struct fw_ct_entry *e = flags ? fw_nat_ct_entry(p, k->sport) : NULL;
 
-	if (out)
-		fw_nat_mark(p, out, fw_nat_changes(k, out));
+	if (e)
+		e->flags |= flags;
 }
 
 #endif
