@@ -157,16 +157,7 @@ func TestNATFragmentsXdpfw(t *testing.T) {
 	}
 
 	// The oracle: the kernel's NAT (it reassembles, translates, fragments again).
-	iptablesRestoreText(t, x.r, text)
-	flows("iptables")
-	iptablesRestoreText(t, x.r, "")
-	kernelNAT(t, x.r, "-F")
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "frag.rules", text))
+	f := kernelThenXdpfw(t, x, text, func() { flows("iptables") })
 	flows("xdpfw")
 	st := f.natStatus()
 	// 5 big datagrams (3 fragments each: 2 later ones) each way, for each

@@ -100,16 +100,7 @@ func TestNATDNATPortRetryXdpfw(t *testing.T) {
 		}
 	}
 
-	iptablesRestoreText(t, x.r, text)
-	flows("iptables", 40001)
-	iptablesRestoreText(t, x.r, "")
-	kernelNAT(t, x.r, "-F")
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "retry.rules", text))
+	f := kernelThenXdpfw(t, x, text, func() { flows("iptables", 40001) })
 	flows("xdpfw", 40002)
 	if got := ask(40002, 9093); got != "" {
 		t.Errorf("xdpfw: a third connection from port 40002, the range held: answered by %s; want it dropped", got)

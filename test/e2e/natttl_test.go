@@ -94,16 +94,7 @@ func TestNATKernelErrorsXdpfw(t *testing.T) {
 		}
 	}
 
-	iptablesRestoreText(t, x.r, text)
-	check("iptables")
-	iptablesRestoreText(t, x.r, "")
-	kernelNAT(t, x.r, "-F")
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "ttl.rules", text))
+	f := kernelThenXdpfw(t, x, text, func() { check("iptables") })
 	check("xdpfw")
 	if c := f.natStatus().Counters; c["icmp_error"] != 3 || c["kernel_icmp"] != 2 {
 		t.Errorf("status: nat counters %v; want icmp_error 3 (the three errors translated at tc egress), kernel_icmp 2", c)
