@@ -19,7 +19,8 @@
  * kernel's nf_nat_setup_info, only a translation that changes the tuple
  * counts (a DNAT to the address and port the packet has sets nothing).
  * A connection's first packet has its destination translated before the
- * filter (PREROUTING): it carries FW_CTI_DST_NAT there (fw_nat_ctinfo);
+ * filter (PREROUTING, nat OUTPUT): it carries FW_CTI_DST_NAT there
+ * (fw_nat_first_ctinfo);
  * its source is translated after the filter (POSTROUTING): no
  * FW_CTI_SRC_NAT yet, as in the kernel. */
 #ifndef XDPFW_NATCT_H
@@ -77,15 +78,23 @@ static __always_inline __u8 fw_nat_changes(const struct fw_nat_tuple *k, const s
 	       (k->saddr != out->saddr || k->sport != out->sport ? FW_CTF_XSNAT : 0);
 }
 
-/* fw_nat_ctinfo: the first packet of a connection, in the slot h, whose
- * destination the nat stage's PREROUTING translated (FW_NAT_S_PENDING,
- * lib/natdst.h) is DNAT to the filter, as the kernel's IPS_DST_NAT is set
- * in PREROUTING. */
+/* fw_nat_first_ctinfo: the first packet p of a connection whose
+ * destination a nat stage translated before the filter (state
+ * FW_NAT_S_PENDING; orig the tuple it came with, out the one it has now)
+ * is DNAT to the filter, as the kernel's IPS_DST_NAT is set in
+ * PREROUTING and nat OUTPUT, both before the filter. */
+static __always_inline void fw_nat_first_ctinfo(__u32 state, struct fw_pkt *p, const struct fw_nat_tuple *orig,
+						const struct fw_nat_rw *out)
+{
+	if (state == FW_NAT_S_PENDING && p->ctstate == FW_CT_NEW && (fw_nat_changes(orig, out) & FW_CTF_XDNAT))
+		p->ctinfo |= FW_CTI_DST_NAT;
+}
+
+/* fw_nat_ctinfo: fw_nat_first_ctinfo for the packet in the slot h (the
+ * nat stage's PREROUTING, lib/natdst.h). */
 static __always_inline void fw_nat_ctinfo(struct fw_xdp_handoff *h)
 {
-	if (h->nat_state == FW_NAT_S_PENDING && h->pkt.ctstate == FW_CT_NEW &&
-	    (fw_nat_changes(&h->nat_orig, &h->nat) & FW_CTF_XDNAT))
-		h->pkt.ctinfo |= FW_CTI_DST_NAT;
+	fw_nat_first_ctinfo(h->nat_state, &h->pkt, &h->nat_orig, &h->nat);
 }
 
 /* fw_nat_ct_mark records in the conntrack entry of p's connection (the

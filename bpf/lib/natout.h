@@ -133,15 +133,18 @@ __noinline int fw_nat_local_in(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 /* fw_nat_to_output: in fw_decide, conntrack known: a new connection's
  * first packet (NEW, no entry before it) without a binding, IPv4, not a
  * later fragment, not yet through nat OUTPUT, goes to the nat stage (a
- * tail call: it does not return). 0: go on; -1: the nat stage is missing
- * (never while the control plane holds fw_tc_stages): fail closed. */
-static __always_inline int fw_nat_to_output(struct __sk_buff *skb, const struct fw_pkt *p)
+ * tail call: it does not return). Back from it with its destination
+ * translated, the packet is DNAT to filter OUTPUT (fw_nat_first_ctinfo).
+ * 0: go on; -1: the nat stage is missing (never while the control plane
+ * holds fw_tc_stages): fail closed. */
+static __always_inline int fw_nat_to_output(struct __sk_buff *skb, struct fw_pkt *p)
 {
 	__u32 zero = 0;
 	struct fw_tc_slot *s = bpf_map_lookup_elem(&fw_tc_pkt, &zero);
 
 	if (!s)
 		return -1;
+	fw_nat_first_ctinfo(s->nat_state, p, &s->nat_key, &s->nat);
 	if (s->nat_state == FW_NAT_S_AGAIN) { /* been there: left as it is */
 		s->nat_state = FW_NAT_S_NONE;
 		return 0;

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/xdpfw/xdpfw/testutil"
+)
+
+// TestNATOutputFilterSeesDNATXdpfw: filter OUTPUT judges a nat OUTPUT
+// connection's packets, its first included, with the destination nat
+// OUTPUT gave them, as the kernel's does (its nat OUTPUT hook runs before
+// filter OUTPUT; the route is looked up again after the DNAT, but the
+// hook's out device stays the original route's). One rule file through the
+// kernel's iptables, then xdpfw (--nat xdpfw), on the same namespaces, the
+// same UDP exchanges and TCP connects: every filter OUTPUT and INPUT rule,
+// counting rules on the translated and on the original destination, on
+// each device and on --ctstate DNAT, counts what iptables' counted.
+func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	servePeer(t, x.a, 8080)
+	servePeer(t, x.b, 8080)
+	server, peer := x.la.cli4, x.lb.cli4
+	const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, vip := range []string{vipFar, vipNear} {
+		if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", peer); err != nil {
+			t.Fatalf("a route to %s: %v\n%s", vip, err, out)
+		}
+	}
+	text := strings.Join([]string{
+		"*nat",
+		":PREROUTING ACCEPT [0:0]",
+		":INPUT ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		":POSTROUTING ACCEPT [0:0]",
+		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + peer + ":8080",
+		"COMMIT",
+		"*filter",
+		":INPUT ACCEPT [0:0]",
+		":FORWARD DROP [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		"-A INPUT -p udp -m udp --sport 8080",
+		"-A INPUT -p udp -m udp --sport 80",
+		"-A INPUT -m conntrack --ctstate DNAT",
+		"-A OUTPUT -d " + server + "/32 -p udp -m udp --dport 8080",
+		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80",
+		"-A OUTPUT -d " + peer + "/32 -p udp -m udp --dport 8080",
+		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80",
+		"-A OUTPUT -d " + server + "/32 -p tcp -m tcp --dport 8080 --tcp-flags SYN,ACK,FIN,RST SYN",
+		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --tcp-flags SYN,ACK,FIN,RST SYN",
+		"-A OUTPUT -p udp -m conntrack --ctstate NEW,DNAT",
+		"-A OUTPUT -p udp -m conntrack --ctstate DNAT",
+		"-A OUTPUT -o rb -p udp -m udp --dport 8080",
+		"-A OUTPUT -o ra -p udp -m udp --dport 8080",
+		"-A OUTPUT -o rb -p udp -m udp --dport 80",
+		"-A OUTPUT -o ra -p udp",
+		"COMMIT",
+	}, "\n") + "\n"
+	const rounds = 3
+	flows := func(what string) {
+		t.Helper()
+		for _, to := range []string{hostPort(vipFar, 80), hostPort(vipNear, 80)} {
+			if err := udpRounds(t, x.r, to, rounds); err != nil {
+				t.Errorf("%s: %d datagrams from the router to %s: %v", what, rounds, to, err)
+			}
+		}
+		if local, seen, err := peerSeen(t, x.r, "tcp4", hostPort(vipFar, 80)); err != nil || seen != local {
+			t.Errorf("%s: a TCP connect from the router to %s: the server saw %q (want %s), %v", what, vipFar, seen, local, err)
+		}
+	}
+	var wantOut, wantIn []uint64
+	f := kernelThenXdpfw(t, x, text, func() {
+		flows("iptables")
+		// iptables-save lists filter before nat: OUTPUT's first
+		// twelve rules are filter's
+		wantOut, wantIn = iptablesCounts(t, x.r, "OUTPUT"), iptablesCounts(t, x.r, "INPUT")
+		if len(wantOut) > 12 {
+			wantOut = wantOut[:12]
+		}
+	})
+	if len(wantOut) != 12 || len(wantIn) != 3 || wantOut[0] == 0 || wantOut[1] != 0 || wantIn[0] == 0 {
+		t.Fatalf("iptables counted OUTPUT %v, INPUT %v: want the translated destinations counted, not the original", wantOut, wantIn)
+	}
+	flows("xdpfw")
+	l := f.list()
+	got := map[string][]uint64{}
+	for _, r := range l.Rules {
+		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
+	}
+	if !slices.Equal(got["OUTPUT"], wantOut) || !slices.Equal(got["INPUT"], wantIn) {
+		t.Errorf("xdpfw counted OUTPUT %v, INPUT %v; iptables OUTPUT %v, INPUT %v\nlist:\n%s", got["OUTPUT"], got["INPUT"], wantOut, wantIn, l.raw)
+	}
+}
