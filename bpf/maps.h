@@ -753,12 +753,13 @@ struct {
  * NAT, the default) prunes every NAT branch of the live program. */
 volatile const __u32 fw_nat_mode = 0;
 
-/* With fw_nat_mode: 1 when no rule of nat PREROUTING (or of a chain it
- * reaches) translates (compile.NATHookTranslates), set before load, as
- * the nat table changes only with a load: a new connection's first
- * packet then skips the nat stage's PREROUTING (lib/natdst.h), its two
- * tail calls and second parse. 0: the stage runs. */
-volatile const __u32 fw_nat_no_pre = 0;
+/* With fw_nat_mode, by nat hook (FW_NAT_HOOK_*): 1 when no rule of the
+ * hook's chain (or of a chain it reaches) translates
+ * (compile.NATHookTranslates), set before load, as the nat table changes
+ * only with a load: a new connection's first packet then skips the
+ * hook's nat stage (PREROUTING: lib/natdst.h, OUTPUT: lib/natout.h), its
+ * two tail calls and second parse. 0: the stage runs. */
+volatile const __u32 fw_nat_no_hook[FW_NAT_HOOKS] = {};
 
 /* The bindings of translated connections (lib/nat.h): two entries per
  * connection, each direction's arriving tuple to the tuple it leaves

@@ -1146,6 +1146,12 @@ struct fw_nat_target {
 #define FW_TC_STAGE_NAT    0 /* the nat instance's xdpfw_egress_nat: nat OUTPUT for a new connection's first packet */
 #define FW_TC_STAGE_EGRESS 1 /* the live xdpfw_egress, entered again by the nat stage */
 
+/* fw_nat_no_hook[]: the nat hooks whose stage a new connection's first
+ * packet skips when no rule of theirs translates (datapath.NATHook) */
+#define FW_NAT_HOOK_PRE    0 /* nat PREROUTING: the nat stage of XDP (lib/natdst.h) */
+#define FW_NAT_HOOK_OUTPUT 1 /* nat OUTPUT: the nat stage of tc egress (lib/natout.h) */
+#define FW_NAT_HOOKS       2
+
 /* The nat counters (fw_nat_counts, enum fw_nat_counter). */
 enum fw_nat_counter {
 	FW_NAT_C_BOUND = 0,   /* connections bound (source translated) */

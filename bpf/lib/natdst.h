@@ -54,7 +54,7 @@ static __always_inline void fw_nat_entry(struct fw_xdp_handoff *h)
  * packet without a binding, not yet there (FW_NAT_S_AGAIN), IPv4, not a
  * later fragment (a first fragment is: its later ones get its translation,
  * lib/natfrag.h), and the nat table has a PREROUTING rule
- * (fw_nat_no_pre). A tail call: it does not return then. 0: go on; -1: the
+ * (fw_nat_no_hook). A tail call: it does not return then. 0: go on; -1: the
  * nat stage is missing (never while the control plane holds
  * fw_xdp_stages): fail closed. cpumap (a constant): never (`--nat xdpfw`
  * refuses a priority table). */
@@ -66,7 +66,7 @@ static __always_inline int fw_nat_to_prerouting(struct xdp_md *ctx, struct fw_xd
 		h->nat_state = FW_NAT_S_NONE;
 		return 0;
 	}
-	if (cpumap || fw_nat_no_pre || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
+	if (cpumap || fw_nat_no_hook[FW_NAT_HOOK_PRE] || h->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
 	    (p->flags & FW_PKT_FRAG))
 		return 0;
 	h->nat_state = FW_NAT_S_PRE;

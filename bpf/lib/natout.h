@@ -133,7 +133,8 @@ __noinline int fw_nat_local_in(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 /* fw_nat_to_output: in fw_decide, conntrack known: a new connection's
  * first packet (NEW, no entry before it) without a binding, IPv4, not a
  * later fragment, not yet through nat OUTPUT, goes to the nat stage (a
- * tail call: it does not return). Back from it with its destination
+ * tail call: it does not return), unless no nat OUTPUT rule translates
+ * (fw_nat_no_hook). Back from it with its destination
  * translated, the packet is DNAT to filter OUTPUT (fw_nat_first_ctinfo).
  * 0: go on; -1: the nat stage is missing (never while the control plane
  * holds fw_tc_stages): fail closed. */
@@ -149,8 +150,8 @@ static __always_inline int fw_nat_to_output(struct __sk_buff *skb, struct fw_pkt
 		s->nat_state = FW_NAT_S_NONE;
 		return 0;
 	}
-	if (s->nat_state != FW_NAT_S_NONE || p->family != 4 || p->ctstate != FW_CT_NEW ||
-	    (p->ctinfo & FW_CTI_CONFIRMED) || (p->flags & FW_PKT_FRAG))
+	if (fw_nat_no_hook[FW_NAT_HOOK_OUTPUT] || s->nat_state != FW_NAT_S_NONE || p->family != 4 ||
+	    p->ctstate != FW_CT_NEW || (p->ctinfo & FW_CTI_CONFIRMED) || (p->flags & FW_PKT_FRAG))
 		return 0;
 	bpf_tail_call(skb, &fw_tc_stages, FW_TC_STAGE_NAT);
 	return -1;

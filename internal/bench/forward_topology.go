@@ -172,7 +172,7 @@ func (b *fwdBench) loadNAT(dir string, c *compiled, undo *undoSteps) error {
 	}
 	lim := c.lim
 	lim.NAT = true
-	lim.NATNoPrerouting = !compile.NATHookTranslates(rs.NAT, rules.ChainPrerouting) // as load sets it
+	lim.NATNoHooks = datapath.NATNoHooksOf(rs.NAT) // as load sets it
 	if b.dpNAT, err = datapath.Load(dir, lim); err != nil {
 		return err
 	}

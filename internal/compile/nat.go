@@ -136,7 +136,7 @@ func (n *NATTables) Decide(hook rules.Chain, p RefPacket, dev Dev) NATDecision {
 // translated at hook by the nat table nat: a rule with a translation (DNAT,
 // REDIRECT, SNAT, MASQUERADE) in hook's chain or a user chain it jumps or
 // goes to, however deep. None: the data plane skips the hook's stage
-// (PREROUTING: fw_nat_no_pre), whose classification could only leave the
+// (fw_nat_no_hook), whose classification could only leave the
 // connection as it is.
 func NATHookTranslates(nat *rules.RuleSet, hook rules.Chain) bool {
 	seen := map[string]bool{}

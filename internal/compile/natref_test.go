@@ -155,7 +155,7 @@ func TestNATClassifyAgreesWithReference(t *testing.T) {
 // is in its chain or in a user chain it reaches (jump or goto, however
 // deep); what only ACCEPTs or RETURNs, or a translation in a chain no
 // rule of the hook reaches, does not (the data plane then skips the hook:
-// fw_nat_no_pre).
+// fw_nat_no_hook).
 func TestNATHookTranslates(t *testing.T) {
 	for _, tc := range []struct {
 		text       string

@@ -59,12 +59,12 @@ type Limits struct {
 	// (nat.go) for a forwarded connection's first packet. Load sets it;
 	// Open leaves it false (the firewall's state records it).
 	NAT bool `json:"-"`
-	// NATNoPrerouting: with NAT, no nat PREROUTING rule translates
-	// (compile.NATHookTranslates): a new connection's first packet skips
-	// the nat stage's PREROUTING (fw_nat_no_pre). Load sets it, from the
-	// nat table (which changes only with a load); Open leaves it false
-	// (what a later instance gets: the stage runs).
-	NATNoPrerouting bool `json:"-"`
+	// NATNoHooks: with NAT, the nat hooks where no rule translates
+	// (NATNoHooksOf): a new connection's first packet skips their stage
+	// (fw_nat_no_hook). Load sets it, from the nat table (which changes
+	// only with a load); Open leaves it empty (what a later instance
+	// gets: the stages run).
+	NATNoHooks NATHooks `json:"-"`
 }
 
 // minRuleIDs is FW_MAX_RULE_IDS: the counter slots of the default tables.
@@ -591,9 +591,9 @@ func progID(p *ebpf.Program) (ebpf.ProgramID, error) {
 // and returns the limits in effect.
 func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 	if lim.Entries == 0 {
-		c, nat, noPre := lim.Conntrack, lim.NAT, lim.NATNoPrerouting
+		c, nat, noHooks := lim.Conntrack, lim.NAT, lim.NATNoHooks
 		lim = LimitsFor(0)
-		lim.NAT, lim.NATNoPrerouting = nat, noPre
+		lim.NAT, lim.NATNoHooks = nat, noHooks
 		if c > 0 {
 			lim.Conntrack = c
 		}
@@ -623,13 +623,15 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 			m.MaxEntries = 1 // an LRU map is preallocated: one entry without --nat xdpfw
 		}
 	}
-	if v := spec.Variables["fw_nat_no_pre"]; v != nil { // absent in objects of earlier builds (LoadObject)
-		skip := uint32(0)
-		if lim.NAT && lim.NATNoPrerouting {
-			skip = 1
+	if v := spec.Variables["fw_nat_no_hook"]; v != nil { // absent in objects of earlier builds (LoadObject)
+		var skip [natHooks]uint32
+		for h := range NATHook(natHooks) {
+			if lim.NAT && lim.NATNoHooks.Has(h) {
+				skip[h] = 1
+			}
 		}
 		if err := v.Set(skip); err != nil {
-			return lim, fmt.Errorf("setting fw_nat_no_pre: %w", err)
+			return lim, fmt.Errorf("setting fw_nat_no_hook: %w", err)
 		}
 	}
 	spec.Maps["fw_entries"].MaxEntries = uint32(2 * lim.Entries)

@@ -26,6 +26,38 @@ import (
 // finish stage through its own fw_audit_next (pinned as natNextPin + the
 // live program's id: the kernel empties a program array nothing holds).
 
+// NATHook is a nat hook whose stage a new connection's first packet
+// skips when no rule of the hook translates: FW_NAT_HOOK_*, the index of
+// fw_nat_no_hook (bpf/maps.h).
+type NATHook int
+
+const (
+	NATPrerouting NATHook = iota // FW_NAT_HOOK_PRE: the nat stage of XDP
+	NATOutput                    // FW_NAT_HOOK_OUTPUT: the nat stage of tc egress
+	natHooks                     // FW_NAT_HOOKS
+)
+
+// natHookChains: each NATHook's chain.
+var natHookChains = [natHooks]rules.Chain{NATPrerouting: rules.ChainPrerouting, NATOutput: rules.ChainOutput}
+
+// NATHooks is a set of NATHook.
+type NATHooks uint8
+
+// Has reports whether h is in s.
+func (s NATHooks) Has(h NATHook) bool { return s&(1<<h) != 0 }
+
+// NATNoHooksOf is the hooks of the nat table nat where no rule translates
+// (compile.NATHookTranslates): Limits.NATNoHooks.
+func NATNoHooksOf(nat *rules.RuleSet) NATHooks {
+	var s NATHooks
+	for h, chain := range natHookChains {
+		if !compile.NATHookTranslates(nat, chain) {
+			s |= 1 << h
+		}
+	}
+	return s
+}
+
 const (
 	traceNAT   = 4 // FW_TRACE_NAT
 	stageNAT   = 4 // FW_XDP_STAGE_NAT

@@ -662,7 +662,7 @@ const (
 	xdpfwVarFwMaxLeaves           = "fw_max_leaves"
 	xdpfwVarFwMaxNodes            = "fw_max_nodes"
 	xdpfwVarFwNatMode             = "fw_nat_mode"
-	xdpfwVarFwNatNoPre            = "fw_nat_no_pre"
+	xdpfwVarFwNatNoHook           = "fw_nat_no_hook"
 	xdpfwVarFwTraceMode           = "fw_trace_mode"
 )
 
@@ -802,7 +802,7 @@ type xdpfwVariableSpecs struct {
 	FwMaxLeaves   *ebpf.VariableSpec `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.VariableSpec `ebpf:"fw_max_nodes"`
 	FwNatMode     *ebpf.VariableSpec `ebpf:"fw_nat_mode"`
-	FwNatNoPre    *ebpf.VariableSpec `ebpf:"fw_nat_no_pre"`
+	FwNatNoHook   *ebpf.VariableSpec `ebpf:"fw_nat_no_hook"`
 	FwTraceMode   *ebpf.VariableSpec `ebpf:"fw_trace_mode"`
 }
 
@@ -968,7 +968,7 @@ type xdpfwVariables struct {
 	FwMaxLeaves   *ebpf.Variable `ebpf:"fw_max_leaves"`
 	FwMaxNodes    *ebpf.Variable `ebpf:"fw_max_nodes"`
 	FwNatMode     *ebpf.Variable `ebpf:"fw_nat_mode"`
-	FwNatNoPre    *ebpf.Variable `ebpf:"fw_nat_no_pre"`
+	FwNatNoHook   *ebpf.Variable `ebpf:"fw_nat_no_hook"`
 	FwTraceMode   *ebpf.Variable `ebpf:"fw_trace_mode"`
 }
 

@@ -276,7 +276,9 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		lim.Conntrack = opt.CTMax
 	}
 	lim.NAT = nat != nil
-	lim.NATNoPrerouting = nat != nil && !compile.NATHookTranslates(nat, rules.ChainPrerouting)
+	if nat != nil {
+		lim.NATNoHooks = datapath.NATNoHooksOf(nat)
+	}
 	var (
 		st         *state
 		inForce    *ruleStore
