@@ -52,11 +52,13 @@ static __always_inline void fw_nat_out_dst(struct fw_pkt *p, const struct fw_nat
 
 /* fw_nat_out_pre: tc egress, before the filter, the IPv4 packet in slot s
  * (parsed from skb). Entered again by the nat stage (FW_NAT_S_PENDING,
- * FW_NAT_S_AGAIN): its state kept. Else its binding: nat OUTPUT's mark
+ * FW_NAT_S_AGAIN): its state kept. Else its binding (the one lookup of a
+ * locally sent packet, kept in s for fw_nat_out_post): nat OUTPUT's mark
  * (1: already judged, passed as it is); one that changes its destination
  * (nat OUTPUT): the destination rewritten now, FW_NAT_S_OUT, s->nat the
  * tuple it leaves with, s->nat_key the one it was sent with; any other:
- * FW_NAT_S_BOUND (fw_nat_tc after the filter); none: FW_NAT_S_NONE. 0: go
+ * FW_NAT_S_BOUND, s->nat the binding (fw_nat_tc after the filter); none,
+ * or an ICMP error (its quote's binding counts: fw_nat_tc): FW_NAT_S_NONE. 0: go
  * on (skb's data pointers may have changed), -1: drop (the rewrite
  * failed). A global function: its frame is not stacked
  * on the classifier's (the verifier's 512 bytes). */
@@ -76,7 +78,8 @@ __noinline int fw_nat_out_pre(struct __sk_buff *skb, struct fw_tc_slot *s)
 	s->nat_state = FW_NAT_S_NONE;
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
-	if (p->family != 4 || p->l3_off > 64 || (p->flags & FW_PKT_FRAG) || fw_nat_key4(data + p->l3_off, end, &k))
+	if (p->family != 4 || p->l3_off > 64 || (p->flags & FW_PKT_FRAG) ||
+	    (p->proto == IPPROTO_ICMP && fw_nat_icmp_error(p->icmp_type)) || fw_nat_key4(data + p->l3_off, end, &k))
 		return 0;
 	const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
 	if (!b)
@@ -84,8 +87,10 @@ __noinline int fw_nat_out_pre(struct __sk_buff *skb, struct fw_tc_slot *s)
 	if (!b->daddr)
 		return 1;
 	s->nat_state = FW_NAT_S_BOUND;
-	if (b->daddr == k.daddr && b->dport == k.dport)
+	if (b->daddr == k.daddr && b->dport == k.dport) {
+		s->nat = *b;
 		return 0;
+	}
 	struct fw_nat_rw to = {.saddr = k.saddr, .daddr = b->daddr, .sport = k.sport, .dport = b->dport};
 	s->nat = to;
 	s->nat_key = k;
@@ -191,7 +196,8 @@ static __always_inline int fw_nat_out_route(struct __sk_buff *skb, const struct 
  * answers' back, the translated one to the mark; its conntrack entry
  * marked (FW_CTF_XDNAT: an answer without a binding is dropped, never
  * taken untranslated). A packet whose destination changed (that one, or
- * FW_NAT_S_OUT) is re-routed. Any other packet: fw_nat_tc. Returns the tc
+ * FW_NAT_S_OUT) is re-routed. Any other packet: fw_nat_tc, with the
+ * binding fw_nat_out_pre found (FW_NAT_S_BOUND) or none. Returns the tc
  * action, or -1: drop (the binding refused: counted no_port; no route).
  * A global function, as fw_nat_out_pre. */
 __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u64 bytes)
@@ -218,9 +224,9 @@ __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u6
 	/* the kernel re-routes when the address changed (a port alone: not) */
 	if (st == FW_NAT_S_PENDING || st == FW_NAT_S_OUT)
 		return s->nat.daddr == s->nat_key.daddr ? TC_ACT_OK : fw_nat_out_route(skb, p);
-	/* as before nat OUTPUT: a binding's rewrite after the filter (its own
-	 * lookup: it judges packets fw_nat_out_pre finds no binding for too) */
-	return fw_nat_tc(skb, p) < 0 ? -1 : TC_ACT_OK;
+	/* a binding's rewrite after the filter: the one fw_nat_out_pre found
+	 * (a packet the nat stage left alone had none: fw_nat_to_output) */
+	return fw_nat_tc(skb, p, &s->nat, st == FW_NAT_S_BOUND) < 0 ? -1 : TC_ACT_OK;
 }
 
 /* fw_nat_rule_tc: the translation nat OUTPUT (the nat instance's tables,

@@ -125,9 +125,15 @@ static __always_inline void fw_nat_tc_error(struct __sk_buff *skb, const struct 
 }
 
 /* fw_nat_tc rewrites the IPv4 packet p of skb, accepted by OUTPUT, as its
- * binding says, if it has one. Returns 0, or -1 when the rewrite failed
- * (the packet must not leave half translated: the caller drops it). */
-static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt *p)
+ * binding b says when bound (found before the filter, lib/natout.h
+ * fw_nat_out_pre: one lookup a packet), or leaves it (bound 0: it has
+ * none; b is not read: a pointer the verifier knows, never a NULL chosen
+ * at run time, which clang may turn into a scalar). An ICMP error has
+ * its quote translated (fw_nat_tc_error: the quote's binding). Returns
+ * 0, or -1 when the rewrite failed (the packet must not leave half
+ * translated: the caller drops it). */
+static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt *p, const struct fw_nat_rw *b,
+				     int bound)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
@@ -139,12 +145,9 @@ static __always_inline int fw_nat_tc(struct __sk_buff *skb, const struct fw_pkt 
 	}
 	if (p->family != 4 || p->l3_off > 64 || fw_nat_key4(data + p->l3_off, end, &k))
 		return 0; /* a later fragment: fw_nat_tc_frag */
-	const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
-	if (b && !b->daddr) /* nat OUTPUT's mark of a judged packet (lib/natout.h): already translated */
-		b = NULL;
 	if (p->flags & FW_PKT_FRAG1) /* for its later fragments, translated or not (lib/natfrag.h) */
-		fw_nat_frag_first(data + p->l3_off, end, &k, b ? b->saddr : k.saddr, b ? b->daddr : k.daddr);
-	if (!b)
+		fw_nat_frag_first(data + p->l3_off, end, &k, bound ? b->saddr : k.saddr, bound ? b->daddr : k.daddr);
+	if (!bound)
 		return 0;
 	return fw_nat_tc_rw(skb, p, &k, b);
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
+	"github.com/xdpfw/xdpfw/internal/rules"
 )
 
 // BenchmarkClassify measures the program's ns/packet with
@@ -69,7 +70,10 @@ var baseObject = flag.String("base-object", "", "BenchmarkAccept, BenchmarkClass
 // egress program (OUTPUT) and the XDP program (INPUT), each with a rule
 // the classifier finds and as part of a tracked connection (a conntrack
 // lookup, the ESTABLISHED fast rule, the entry's update). The packets are
-// UDP; the rule sets hold a REJECT. With -base-object it loads another
+// UDP; the rule sets hold a REJECT. The /nat cases load the data plane
+// with --nat xdpfw (no nat table: the packets have no binding, the
+// common case of a packet this host sends or receives; a -base-object
+// build must know fw_nat_no_hook). With -base-object it loads another
 // build beside this one (both unpinned, alike), installs the same tables,
 // and runs both in interleaved rounds (one round: b.N packets through each,
 // in turn first), reporting both medians and the median of the per-round
@@ -100,12 +104,18 @@ func BenchmarkAccept(b *testing.B) {
 		name    string
 		egress  bool
 		tracked bool
+		nat     bool // --nat xdpfw: every IPv4 packet looks for its binding
 	}{
-		{"egress/classifier", true, false}, {"egress/conntrack-established", true, true},
-		{"ingress/classifier", false, false}, {"ingress/conntrack-established", false, true},
+		{"egress/classifier", true, false, false}, {"egress/conntrack-established", true, true, false},
+		{"ingress/classifier", false, false, false}, {"ingress/conntrack-established", false, true, false},
+		{"egress/conntrack-established/nat", true, true, true}, {"ingress/conntrack-established/nat", false, true, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			f := newFixtureB(b)
+			lim := datapath.Limits{NAT: c.nat}
+			if c.nat { // no nat rule: the nat stages are skipped (a -base-object build needs fw_nat_no_hook)
+				lim.NATNoHooks = datapath.NATNoHooksOf(&rules.RuleSet{})
+			}
+			f := newFixtureLimits(b, lim)
 			chain, rules := "INPUT", untracked
 			if c.egress {
 				chain = "OUTPUT"
