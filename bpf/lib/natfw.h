@@ -400,35 +400,47 @@ __noinline int fw_nat_bind_same(struct xdp_md *ctx, const struct fw_pkt *p)
 	return 0;
 }
 
-/* fw_nat_rule classifies the packet in h as its connection's first
- * (NEW, whatever its state: fw_decide_end recorded it) against the nat
+/* fw_nat_rule_of classifies p as its connection's first packet (NEW,
+ * whatever its state: conntrack may have recorded it) against the nat
  * instance's tables, in the slot of p->chain (compile.CompileNAT:
- * PREROUTING in INPUT's, POSTROUTING in FORWARD's): the translation of
- * the nat rule that decides it, or 0 (ACCEPT, the policy, no table). */
-static __always_inline const struct fw_nat_target *fw_nat_rule(struct fw_xdp_handoff *h, struct fw_audit_slot *a)
+ * PREROUTING in INPUT's, POSTROUTING in FORWARD's, OUTPUT in OUTPUT's),
+ * the decision in d: the translation of the nat rule that decides it, or
+ * 0 (ACCEPT, the policy, no table). Both hooks' nat stages: at XDP (copy,
+ * a constant: where the root is copied for fw_classify_xdp, the walk the
+ * XDP stages verify as a global function) or at tc egress (copy NULL:
+ * fw_classify). */
+static __always_inline const struct fw_nat_target *fw_nat_rule_of(struct fw_pkt *p, struct fw_decision *d,
+								  struct fw_root *copy)
 {
-	struct fw_decision *cd = &a->d;
-	const struct fw_pkt *p = &h->pkt;
-	__u8 state = h->pkt.ctstate;
+	__u8 state = p->ctstate;
 
-	h->pkt.ctstate = FW_CT_NEW;
-	*cd = (struct fw_decision){};
+	p->ctstate = FW_CT_NEW;
+	*d = (struct fw_decision){};
 	int s = fw_active_sel();
 	const struct fw_root *root = s < 0 ? 0 : fw_root_at(p, s);
 	if (root) {
 		if (root->fast_states & (1u << FW_CT_NEW)) {
-			cd->rule_id = root->fast_rule_id;
-			cd->action = root->fast_action;
-		} else {
-			a->root = *root;
-			fw_classify_xdp(&a->root, s, p, cd);
+			d->rule_id = root->fast_rule_id;
+			d->action = root->fast_action;
+		} else if (copy) {
+			*copy = *root;
+			fw_classify_xdp(copy, s, p, d);
+		} else if (fw_classify(root, s, p, d) < 0) {
+			root = 0;
 		}
 	}
-	h->pkt.ctstate = state;
-	__u32 i = cd->rule_id - FW_FIRST_RULE_ID;
-	if (root && cd->action == FW_ACT_ACCEPT && cd->rule_id >= FW_FIRST_RULE_ID && i < FW_NAT_MAX_RULES)
+	p->ctstate = state;
+	__u32 i = d->rule_id - FW_FIRST_RULE_ID;
+	if (root && d->action == FW_ACT_ACCEPT && d->rule_id >= FW_FIRST_RULE_ID && i < FW_NAT_MAX_RULES)
 		return bpf_map_lookup_elem(&fw_nat_targets, &i);
 	return 0;
+}
+
+/* fw_nat_rule: fw_nat_rule_of for the packet in h (XDP's nat stage),
+ * the decision in a. */
+static __always_inline const struct fw_nat_target *fw_nat_rule(struct fw_xdp_handoff *h, struct fw_audit_slot *a)
+{
+	return fw_nat_rule_of(&h->pkt, &a->d, &a->root);
 }
 
 /* fw_nat_stage binds the connection of the packet in h, which has none:

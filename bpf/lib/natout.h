@@ -229,32 +229,6 @@ __noinline int fw_nat_out_post(struct __sk_buff *skb, struct fw_tc_slot *s, __u6
 	return fw_nat_tc(skb, p, &s->nat, st == FW_NAT_S_BOUND) < 0 ? -1 : TC_ACT_OK;
 }
 
-/* fw_nat_rule_tc: the translation nat OUTPUT (the nat instance's tables,
- * OUTPUT's slot) gives the new connection whose first packet is p, or 0
- * (ACCEPT, the policy, no table). The classifier is the tc one. */
-static __always_inline const struct fw_nat_target *fw_nat_rule_tc(struct fw_pkt *p, struct fw_decision *d)
-{
-	__u8 state = p->ctstate;
-
-	p->ctstate = FW_CT_NEW;
-	*d = (struct fw_decision){};
-	int sel = fw_active_sel();
-	const struct fw_root *root = sel < 0 ? 0 : fw_root_at(p, sel);
-	if (root) {
-		if (root->fast_states & (1u << FW_CT_NEW)) {
-			d->rule_id = root->fast_rule_id;
-			d->action = root->fast_action;
-		} else if (fw_classify(root, sel, p, d) < 0) {
-			root = 0;
-		}
-	}
-	p->ctstate = state;
-	__u32 i = d->rule_id - FW_FIRST_RULE_ID;
-	if (root && d->action == FW_ACT_ACCEPT && d->rule_id >= FW_FIRST_RULE_ID && i < FW_NAT_MAX_RULES)
-		return bpf_map_lookup_elem(&fw_nat_targets, &i);
-	return 0;
-}
-
 /* fw_nat_output is the nat stage at tc egress (xdpfw_egress_nat, the nat
  * instance): nat OUTPUT for the first packet in slot s, then the live
  * xdpfw_egress again. DNAT: the destination (fw_nat_dst) rewritten,
@@ -271,7 +245,7 @@ static __always_inline int fw_nat_output(struct __sk_buff *skb, struct fw_tc_slo
 	__u64 bytes = skb->len;
 
 	s->nat_state = FW_NAT_S_AGAIN;
-	const struct fw_nat_target *t = fw_nat_rule_tc(p, d);
+	const struct fw_nat_target *t = fw_nat_rule_of(p, d, NULL); /* nat OUTPUT, in OUTPUT's slot */
 	if (t && t->kind == FW_NAT_DNAT) {
 		void *data = (void *)(long)skb->data;
 		void *end = (void *)(long)skb->data_end;
