@@ -164,20 +164,28 @@ static __always_inline int fw_nat_to_output(struct __sk_buff *skb, struct fw_pkt
 
 /* fw_nat_out_route re-routes the packet p of skb, whose destination nat
  * OUTPUT changed (ip_route_me_harder): the FIB's route for it, looked up
- * as from the device it is on (bpf_fib_lookup's way: policy rules on the
- * socket's device or mark are not followed). The same
+ * as the kernel looks up an output route, from the loopback device (its
+ * flowi4_iif: policy rules on `iif lo` are followed, those on the
+ * socket's device or mark are not). bpf_fib_lookup answers only for a
+ * device that forwards: the loopback's (net.ipv4.conf.lo.forwarding,
+ * which does not make the host forward what its other devices receive)
+ * is what it needs; `load`
+ * turns it on when nat OUTPUT translates, so that a host that forwards
+ * nothing (net.ipv4.ip_forward=0) can use nat OUTPUT, as the kernel's
+ * (internal/firewall startNAT). The same
  * device: its MACs rewritten, TC_ACT_OK; another, or no neighbour yet:
  * bpf_redirect_neigh to it (the kernel resolves the neighbour), whose
  * egress program, if xdpfw's, finds the mark and passes it. -1: no route
  * (counted no_route): dropped; so is a packet bigger than the new
- * device's MTU (the kernel would fragment it or answer it locally). */
+ * device's MTU (the kernel would fragment it or answer it locally), and
+ * one the FIB refuses since the loopback does not forward. */
 static __always_inline int fw_nat_out_route(struct __sk_buff *skb, const struct fw_pkt *p)
 {
 	struct bpf_fib_lookup fib = {};
 
 	/* tot_len 0: the helper holds the skb to the device's MTU itself, GSO
 	 * aware (is_skb_forwardable): a TSO send is not "too big" */
-	fw_nat_fib4(&fib, p, skb->ifindex);
+	fw_nat_fib4(&fib, p, 1); /* LOOPBACK_IFINDEX */
 	int rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS && fib.ifindex == skb->ifindex) {
 		if (bpf_skb_store_bytes(skb, 0, fib.dmac, 6, 0) || bpf_skb_store_bytes(skb, 6, fib.smac, 6, 0))

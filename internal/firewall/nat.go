@@ -154,6 +154,18 @@ func (f *Firewall) startNAT(nat *rules.RuleSet) error {
 			return fmt.Errorf("--nat xdpfw: setting %s: %w", p, err)
 		}
 	}
+	// nat OUTPUT re-routes a translated packet with bpf_fib_lookup from
+	// the loopback device (an output route's lookup), which the kernel
+	// answers only for a device that forwards: the loopback's forwarding
+	// does not make the host forward what its other devices receive, and
+	// lets nat OUTPUT work on a host that forwards nothing, as the
+	// kernel's does (bpf/lib/natout.h fw_nat_out_route).
+	if !datapath.NATNoHooksOf(nat).Has(datapath.NATOutput) {
+		p := "/proc/sys/net/ipv4/conf/lo/forwarding"
+		if err := os.WriteFile(p, []byte("1\n"), 0o644); err != nil {
+			return fmt.Errorf("--nat xdpfw with nat OUTPUT: setting %s: %w", p, err)
+		}
+	}
 	return nil
 }
 

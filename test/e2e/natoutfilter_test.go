@@ -100,3 +100,73 @@ func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 		t.Errorf("xdpfw counted OUTPUT %v, INPUT %v; iptables OUTPUT %v, INPUT %v\nlist:\n%s", got["OUTPUT"], got["INPUT"], wantOut, wantIn, l.raw)
 	}
 }
+
+// TestNATOutputNoForwardingXdpfw: nat OUTPUT on a host that does not
+// forward (net.ipv4.ip_forward=0): the kernel's OUTPUT DNAT does not need
+// forwarding (the re-route is an output route, ip_route_me_harder), so
+// neither may xdpfw's. The router's own client reaches two virtual
+// addresses routed through b: one DNATed to the LAN server a (re-routed
+// out of another device), one to b itself (the same device); through the
+// kernel's iptables, then xdpfw, on the same namespaces. Before load set
+// net.ipv4.conf.lo.forwarding, each was dropped (no_route: bpf_fib_lookup
+// refuses a device that does not forward).
+func TestNATOutputNoForwardingXdpfw(t *testing.T) {
+	testutil.RequireRoot(t)
+	x := newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	servePeer(t, x.a, 8080)
+	servePeer(t, x.b, 8080)
+	server, peer := x.la.cli4, x.lb.cli4
+	const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, vip := range []string{vipFar, vipNear} {
+		if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", peer); err != nil {
+			t.Fatalf("a route to %s: %v\n%s", vip, err, out)
+		}
+	}
+	if out, err := x.r.Exec(ctx, "sysctl", "-qw", "net.ipv4.ip_forward=0"); err != nil {
+		t.Fatalf("forwarding off: %v\n%s", err, out)
+	}
+	text := strings.Join([]string{
+		"*nat",
+		":PREROUTING ACCEPT [0:0]",
+		":INPUT ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		":POSTROUTING ACCEPT [0:0]",
+		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + peer + ":8080",
+		"COMMIT",
+		"*filter",
+		":INPUT DROP [0:0]",
+		":FORWARD DROP [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"COMMIT",
+	}, "\n") + "\n"
+	flows := func(what string) {
+		t.Helper()
+		for _, c := range []struct{ network, to string }{
+			{"udp4", hostPort(vipFar, 80)}, {"tcp4", hostPort(vipFar, 80)}, {"udp4", hostPort(vipNear, 80)},
+		} {
+			if local, seen, err := peerSeen(t, x.r, c.network, c.to); err != nil || seen != local {
+				t.Errorf("%s, forwarding off: %s from the router to %s: the server saw %q (want %s), %v", what, c.network, c.to, seen, local, err)
+			}
+		}
+	}
+	f := kernelThenXdpfw(t, x, text, func() { flows("iptables") })
+	flows("xdpfw")
+	// load turned on the loopback's forwarding only (what bpf_fib_lookup
+	// needs): the host still forwards nothing
+	for _, c := range []struct{ key, want string }{{"net.ipv4.ip_forward", "0"}, {"net.ipv4.conf.ra.forwarding", "0"},
+		{"net.ipv4.conf.rb.forwarding", "0"}, {"net.ipv4.conf.lo.forwarding", "1"}} {
+		if out, err := x.r.Exec(ctx, "sysctl", "-n", c.key); err != nil || strings.TrimSpace(string(out)) != c.want {
+			t.Errorf("after load: %s = %q, %v; want %s", c.key, out, err, c.want)
+		}
+	}
+	if st := f.natStatus(); st.Counters["output"] != 3 || st.Counters["no_route"] != 0 {
+		t.Errorf("status: nat counters %v; want 3 connections translated by nat OUTPUT, none without a route", st.Counters)
+	}
+}
