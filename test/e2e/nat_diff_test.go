@@ -29,7 +29,10 @@ import (
 // deterministic (one address, one port or none, the source port kept);
 // a packet whose prediction is not (REDIRECT, a DNAT to no sink) is not
 // sent. Seeded (XDPFW_NATDEC_SEED, default 22). A DNAT may send a packet back into the LAN it came from (hairpin),
-// where POSTROUTING's rules for ra (a MASQUERADE) apply.
+// where POSTROUTING's rules for ra (a MASQUERADE) apply. Rules test
+// --ctstate SNAT and DNAT too: a first packet is neither in PREROUTING,
+// and DNAT in POSTROUTING when PREROUTING changed its tuple (the kernel's
+// IPS_DST_NAT, set by nf_nat_setup_info).
 func TestNATDecisionsLikeKernel(t *testing.T) {
 	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("iptables-legacy-restore"); err != nil {
@@ -67,11 +70,14 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 11))
 	sport := uint16(20000)
-	sent, translated, hairpins := 0, 0, 0
+	sent, translated, hairpins, dnats, ctnat := 0, 0, 0, 0, 0
 	for set := range 25 {
 		tbl := rules.RandomNAT(r, 1+r.IntN(12), rules.RandomKnobs{IptablesOnly: true, NoCTOptions: true})
 		for i := range tbl.Rules {
 			natForSinks(r, &tbl.Rules[i], []netip.Addr{dsts[0], dsts[1], lanHost}, ifaces)
+			if c := tbl.Rules[i].Match.CTState; c != nil && c.Mask&(rules.CTSNAT|rules.CTDNAT) != 0 {
+				ctnat++
+			}
 		}
 		var file strings.Builder
 		file.WriteString("*nat\n")
@@ -117,6 +123,10 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 			}
 			q := p
 			q.Dst, q.DPort, q.InIface, q.OutIface = cur.Dst, cur.DPort, "", sink.iface
+			if cur != orig { // PREROUTING changed the tuple: the connection is DNAT in POSTROUTING (IPS_DST_NAT)
+				q.CTInfo |= compile.CTIDstNAT
+				dnats++
+			}
 			if d := compile.DecideNAT(tbl, rules.ChainPostrouting, q); d.Target != nil {
 				if cur, ok = nat.Translate(d.Target, cur, nat.Addrs{Egress: sink.egress}); !ok {
 					continue
@@ -151,18 +161,20 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 			}
 		}
 	}
-	if translated < sent/4 || hairpins == 0 {
-		t.Errorf("only %d of %d packets translated, %d hairpins: the random tables hardly test NAT", translated, sent, hairpins)
+	if translated < sent/4 || hairpins == 0 || dnats == 0 || ctnat == 0 {
+		t.Errorf("only %d of %d packets translated, %d hairpins, %d DNATed in POSTROUTING, %d rules with --ctstate SNAT/DNAT: the random tables hardly test NAT",
+			translated, sent, hairpins, dnats, ctnat)
 	}
-	t.Logf("%d first packets through 25 random nat tables: the kernel's translation is the reference's (%d translated, %d hairpins)",
-		sent, translated, hairpins)
+	t.Logf("%d first packets through 25 random nat tables: the kernel's translation is the reference's (%d translated, %d hairpins, %d DNATed in POSTROUTING; %d rules with --ctstate SNAT/DNAT)",
+		sent, translated, hairpins, dnats, ctnat)
 }
 
 // natForSinks makes random nat rule x fit the router of
 // TestNATDecisionsLikeKernel: DNAT to one of the sinks (one port or
 // none), SNAT to one address and MASQUERADE without port ranges or
 // --random (the kernel's choice then is deterministic), interfaces of the
-// router, no --ctstate SNAT/DNAT (which the reference does not model).
+// router; a --ctstate test gets SNAT or DNAT beside its states in one
+// rule of four.
 func natForSinks(r *rand.Rand, x *rules.Rule, sinks []netip.Addr, ifaces []string) {
 	if t := x.Target.NAT; t != nil {
 		t.Random, t.RandomFully = false, false
@@ -189,10 +201,8 @@ func natForSinks(r *rand.Rand, x *rules.Rule, sinks []netip.Addr, ifaces []strin
 			i.Name, i.Prefix = strings.TrimSuffix(name, "+"), strings.HasSuffix(name, "+")
 		}
 	}
-	if c := m.CTState; c != nil {
-		if c.Mask &^= rules.CTSNAT | rules.CTDNAT; c.Mask == 0 {
-			m.CTState = nil
-		}
+	if c := m.CTState; c != nil && r.IntN(4) == 0 {
+		c.Mask |= []uint8{rules.CTSNAT, rules.CTDNAT}[r.IntN(2)]
 	}
 	x.Text = x.Spec()
 }
