@@ -53,11 +53,18 @@ func sendUDP(t *testing.T, ns *testutil.NetNS, dev, dst string, port, n int) {
 // (iptables-save -c).
 func iptablesCounts(t *testing.T, ns *testutil.NetNS, chain string) []uint64 {
 	t.Helper()
+	return saveCounts(t, ns, chain, "iptables-save", "-c")
+}
+
+// saveCounts is iptablesCounts from the output of the command save (with
+// args: another iptables-save, a table).
+func saveCounts(t *testing.T, ns *testutil.NetNS, chain, save string, args ...string) []uint64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
 	defer cancel()
-	out, err := ns.Exec(ctx, "iptables-save", "-c")
+	out, err := ns.Exec(ctx, save, args...)
 	if err != nil {
-		t.Fatalf("iptables-save: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", save, err, out)
 	}
 	var n []uint64
 	re := regexp.MustCompile(`^\[(\d+):\d+\] -A ` + chain + ` `)

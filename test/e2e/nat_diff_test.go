@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,6 +72,7 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 11))
 	sport := uint16(20000)
 	sent, translated, hairpins, dnats, ctnat := 0, 0, 0, 0, 0
+	var ctnatCounted uint64 // packets counted by filter rules on --ctstate DNAT
 	for set := range 25 {
 		tbl := rules.RandomNAT(r, 1+r.IntN(12), rules.RandomKnobs{IptablesOnly: true, NoCTOptions: true})
 		for i := range tbl.Rules {
@@ -88,6 +90,9 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 			file.WriteString("-A " + x.ChainName() + " " + x.Spec() + "\n")
 		}
 		file.WriteString("COMMIT\n")
+		filter, filterText := ctNATFilter(t, r, cli)
+		file.WriteString(filterText)
+		counts := make([]uint64, len(filter.Rules))
 		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
 		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", x.r.Name, "iptables-legacy-restore")
 		cmd.Stdin = strings.NewReader(file.String())
@@ -152,6 +157,11 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 			if seen != cur {
 				t.Fatalf("%s: %+v left the kernel as %+v; xdpfw's reference says %+v\n%s", tag, orig, seen, cur, file.String())
 			}
+			for i := range filter.Rules { // FORWARD: after PREROUTING, before POSTROUTING
+				if compile.Matches(&filter.Rules[i].Match, q) {
+					counts[i]++
+				}
+			}
 			sent++
 			if sink.iface == "ra" {
 				hairpins++
@@ -160,13 +170,55 @@ func TestNATDecisionsLikeKernel(t *testing.T) {
 				translated++
 			}
 		}
+		if got := saveCounts(t, x.r, "FORWARD", "iptables-legacy-save", "-c", "-t", "filter"); !slices.Equal(got, counts) {
+			t.Fatalf("set %d: filter FORWARD counted %v; xdpfw's reference says %v\n%s", set, got, counts, file.String())
+		}
+		for i, x := range filter.Rules {
+			if c := x.Match.CTState; c != nil && c.Mask&rules.CTDNAT != 0 && !c.Invert {
+				ctnatCounted += counts[i]
+			}
+		}
 	}
-	if translated < sent/4 || hairpins == 0 || dnats == 0 || ctnat == 0 {
-		t.Errorf("only %d of %d packets translated, %d hairpins, %d DNATed in POSTROUTING, %d rules with --ctstate SNAT/DNAT: the random tables hardly test NAT",
-			translated, sent, hairpins, dnats, ctnat)
+	if translated < sent/4 || hairpins == 0 || dnats == 0 || ctnat == 0 || ctnatCounted == 0 {
+		t.Errorf("only %d of %d packets translated, %d hairpins, %d DNATed in POSTROUTING, %d nat rules with --ctstate SNAT/DNAT, %d packets counted by filter rules on DNAT: the random tables hardly test NAT",
+			translated, sent, hairpins, dnats, ctnat, ctnatCounted)
 	}
-	t.Logf("%d first packets through 25 random nat tables: the kernel's translation is the reference's (%d translated, %d hairpins, %d DNATed in POSTROUTING; %d rules with --ctstate SNAT/DNAT)",
-		sent, translated, hairpins, dnats, ctnat)
+	t.Logf("%d first packets through 25 random nat tables: the kernel's translation is the reference's (%d translated, %d hairpins, %d DNATed in POSTROUTING; %d nat rules with --ctstate SNAT/DNAT); filter FORWARD counted as the reference (%d packets by rules on DNAT)",
+		sent, translated, hairpins, dnats, ctnat, ctnatCounted)
+}
+
+// ctNATFilter: a filter table whose FORWARD chain (policy ACCEPT) has a
+// few rules without a target on the client's packets (cli: its address;
+// what comes back is not counted) and random --ctstate lists with SNAT
+// and DNAT among the states, some negated: the table, and its
+// iptables-restore text.
+func ctNATFilter(t *testing.T, r *rand.Rand, cli netip.Addr) (*rules.RuleSet, string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	names := []string{"NEW", "ESTABLISHED", "RELATED", "INVALID", "SNAT", "DNAT"}
+	for range 2 + r.IntN(4) {
+		var states []string
+		for _, n := range names {
+			if r.IntN(3) == 0 || n == "DNAT" && r.IntN(2) == 0 {
+				states = append(states, n)
+			}
+		}
+		if len(states) == 0 {
+			states = []string{names[r.IntN(len(names))]}
+		}
+		not := ""
+		if r.IntN(4) == 0 {
+			not = "! "
+		}
+		fmt.Fprintf(&b, "-A FORWARD -s %s/32 -m conntrack %s--ctstate %s\n", cli, not, strings.Join(states, ","))
+	}
+	b.WriteString("COMMIT\n")
+	rs, err := rules.Parse("filter", []byte(b.String()), rules.ParseOptions{Family: rules.FamilyIPv4})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	return rs, b.String()
 }
 
 // natForSinks makes random nat rule x fit the router of

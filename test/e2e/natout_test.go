@@ -32,21 +32,8 @@ import (
 // to.
 func TestNATOutputXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
-	x := newRouter(t)
-	vethPeerReady(t, x.a, "xa")
-	vethPeerReady(t, x.b, "xb")
-	servePeer(t, x.a, 8080)
-	servePeer(t, x.b, 8080)
+	x, server, peer := natOutputRouter(t)
 	serveEcho(t, x.a, 80)
-	server, peer := x.la.cli4, x.lb.cli4
-	const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
-	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-	defer cancel()
-	for _, vip := range []string{vipFar, vipNear} {
-		if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", peer); err != nil {
-			t.Fatalf("a route to %s: %v\n%s", vip, err, out)
-		}
-	}
 	text := strings.Join([]string{
 		"*nat",
 		":PREROUTING ACCEPT [0:0]",
@@ -203,6 +190,31 @@ func TestNATOutputXdpfw(t *testing.T) {
 	if st := f.natStatus(); st.Counters["no_route"] == 0 {
 		t.Errorf("status: nat counters %v; want the DNAT to a local address counted (no_route)", st.Counters)
 	}
+}
+
+// vipFar and vipNear: the virtual addresses of natOutputRouter.
+const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
+
+// natOutputRouter: a router whose own client reaches two virtual
+// addresses, vipFar and vipNear, routed through b (a first packet to them
+// leaves by rb); the LAN server a and b answer on 8080 (servePeer).
+// server and peer are the addresses of a and b.
+func natOutputRouter(t *testing.T) (x *router, server, peer string) {
+	t.Helper()
+	x = newRouter(t)
+	vethPeerReady(t, x.a, "xa")
+	vethPeerReady(t, x.b, "xb")
+	servePeer(t, x.a, 8080)
+	servePeer(t, x.b, 8080)
+	server, peer = x.la.cli4, x.lb.cli4
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	for _, vip := range []string{vipFar, vipNear} {
+		if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", peer); err != nil {
+			t.Fatalf("a route to %s: %v\n%s", vip, err, out)
+		}
+	}
+	return x, server, peer
 }
 
 // checkFirstPacketCounts holds xdpfw's rule counters (l) to iptables'

@@ -20,20 +20,7 @@ import (
 // each device and on --ctstate DNAT, counts what iptables' counted.
 func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
-	x := newRouter(t)
-	vethPeerReady(t, x.a, "xa")
-	vethPeerReady(t, x.b, "xb")
-	servePeer(t, x.a, 8080)
-	servePeer(t, x.b, 8080)
-	server, peer := x.la.cli4, x.lb.cli4
-	const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
-	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
-	defer cancel()
-	for _, vip := range []string{vipFar, vipNear} {
-		if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", peer); err != nil {
-			t.Fatalf("a route to %s: %v\n%s", vip, err, out)
-		}
-	}
+	x, server, peer := natOutputRouter(t)
 	text := strings.Join([]string{
 		"*nat",
 		":PREROUTING ACCEPT [0:0]",
@@ -112,20 +99,9 @@ func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 // refuses a device that does not forward).
 func TestNATOutputNoForwardingXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
-	x := newRouter(t)
-	vethPeerReady(t, x.a, "xa")
-	vethPeerReady(t, x.b, "xb")
-	servePeer(t, x.a, 8080)
-	servePeer(t, x.b, 8080)
-	server, peer := x.la.cli4, x.lb.cli4
-	const vipFar, vipNear = "10.99.0.1", "10.99.0.2"
+	x, server, peer := natOutputRouter(t)
 	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
 	defer cancel()
-	for _, vip := range []string{vipFar, vipNear} {
-		if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", peer); err != nil {
-			t.Fatalf("a route to %s: %v\n%s", vip, err, out)
-		}
-	}
 	if out, err := x.r.Exec(ctx, "sysctl", "-qw", "net.ipv4.ip_forward=0"); err != nil {
 		t.Fatalf("forwarding off: %v\n%s", err, out)
 	}
