@@ -15,9 +15,10 @@ import (
 // filter OUTPUT; the route is looked up again after the DNAT, but the
 // hook's out device stays the original route's). One rule file through the
 // kernel's iptables, then xdpfw (--nat xdpfw), on the same namespaces, the
-// same UDP exchanges and TCP connects: every filter OUTPUT and INPUT rule,
-// counting rules on the translated and on the original destination, on
-// each device and on --ctstate DNAT, counts what iptables' counted.
+// same UDP exchanges (and a TCP connect, not counted: how many packets it
+// takes is timing): every filter OUTPUT and INPUT rule, counting rules on
+// the translated and on the original destination, on each device and on
+// --ctstate DNAT, counts what iptables' counted.
 func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
 	x, server, peer := natOutputRouter(t)
@@ -37,13 +38,11 @@ func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 		":OUTPUT ACCEPT [0:0]",
 		"-A INPUT -p udp -m udp --sport 8080",
 		"-A INPUT -p udp -m udp --sport 80",
-		"-A INPUT -m conntrack --ctstate DNAT",
+		"-A INPUT -p udp -m conntrack --ctstate DNAT",
 		"-A OUTPUT -d " + server + "/32 -p udp -m udp --dport 8080",
 		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80",
 		"-A OUTPUT -d " + peer + "/32 -p udp -m udp --dport 8080",
 		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80",
-		"-A OUTPUT -d " + server + "/32 -p tcp -m tcp --dport 8080 --tcp-flags SYN,ACK,FIN,RST SYN",
-		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --tcp-flags SYN,ACK,FIN,RST SYN",
 		"-A OUTPUT -p udp -m conntrack --ctstate NEW,DNAT",
 		"-A OUTPUT -p udp -m conntrack --ctstate DNAT",
 		"-A OUTPUT -o rb -p udp -m udp --dport 8080",
@@ -68,13 +67,13 @@ func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 	f := kernelThenXdpfw(t, x, text, func() {
 		flows("iptables")
 		// iptables-save lists filter before nat: OUTPUT's first
-		// twelve rules are filter's
+		// ten rules are filter's
 		wantOut, wantIn = iptablesCounts(t, x.r, "OUTPUT"), iptablesCounts(t, x.r, "INPUT")
-		if len(wantOut) > 12 {
-			wantOut = wantOut[:12]
+		if len(wantOut) > 10 {
+			wantOut = wantOut[:10]
 		}
 	})
-	if len(wantOut) != 12 || len(wantIn) != 3 || wantOut[0] == 0 || wantOut[1] != 0 || wantIn[0] == 0 {
+	if len(wantOut) != 10 || len(wantIn) != 3 || wantOut[0] == 0 || wantOut[1] != 0 || wantIn[0] == 0 {
 		t.Fatalf("iptables counted OUTPUT %v, INPUT %v: want the translated destinations counted, not the original", wantOut, wantIn)
 	}
 	flows("xdpfw")
@@ -136,6 +135,8 @@ func TestNATOutputNoForwardingXdpfw(t *testing.T) {
 	flows("xdpfw")
 	// load turned on the loopback's forwarding only (what bpf_fib_lookup
 	// needs): the host still forwards nothing
+	ctx, cancel = context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
 	for _, c := range []struct{ key, want string }{{"net.ipv4.ip_forward", "0"}, {"net.ipv4.conf.ra.forwarding", "0"},
 		{"net.ipv4.conf.rb.forwarding", "0"}, {"net.ipv4.conf.lo.forwarding", "1"}} {
 		if out, err := x.r.Exec(ctx, "sysctl", "-n", c.key); err != nil || strings.TrimSpace(string(out)) != c.want {
