@@ -908,12 +908,39 @@ func Open(dir string) (*Datapath, error) {
 	if p, err := ebpf.LoadPinnedProgram(filepath.Join(dir, cpumapPin), nil); err == nil {
 		d.cpumapProg = p // for SetPriority; an earlier version pinned none
 	}
-	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
-		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries()), RuleIDs: int(d.ruleCtr.MaxEntries())}
+	d.limits = limitsOf(d.entries, d.nodes, d.leaves, d.ct, d.ruleCtr)
 	if d.natBinds != nil {
 		d.limits.NAT = d.natBinds.MaxEntries() > 1
 	}
 	return d, nil
+}
+
+// limitsOf are the table sizes of a data plane with these maps.
+func limitsOf(entries, nodes, leaves, ct, ruleCtr *ebpf.Map) Limits {
+	return Limits{Entries: int(entries.MaxEntries() / 2), Nodes: int(nodes.MaxEntries() / 2),
+		LeafSlots: int(leaves.MaxEntries() / 2), Conntrack: int(ct.MaxEntries()), RuleIDs: int(ruleCtr.MaxEntries())}
+}
+
+// PinnedLimits are the table sizes of the data plane pinned in dir, read
+// from its maps' sizes alone: what a load that upgrades pins Open
+// refuses (another version's layout) keeps.
+func PinnedLimits(dir string) (Limits, error) {
+	var ms [5]*ebpf.Map
+	defer func() {
+		for _, m := range ms {
+			if m != nil {
+				m.Close()
+			}
+		}
+	}()
+	for i, name := range []string{"fw_entries", "fw_nodes", "fw_leaves", "fw_ct", "fw_rule_stats"} {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			return Limits{}, fmt.Errorf("opening pinned map %s: %w", name, err)
+		}
+		ms[i] = m
+	}
+	return limitsOf(ms[0], ms[1], ms[2], ms[3], ms[4]), nil
 }
 
 // Dir is the pin directory.
