@@ -5,6 +5,7 @@
 package datapath
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -292,8 +293,9 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the xdpfw program: %+v", ve)
 		}
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("maps pinned in %s were made by another xdpfw version or for another --max-rules "+
-				"or --ct-max; run `xdpfw detach --all` first (or load with the same sizes): %w", dir, err)
+			// upgradeSpec found them reusable: another xdpfw replaced them meanwhile
+			return nil, fmt.Errorf("maps pinned in %s changed while this load read them (another xdpfw loading?): "+
+				"load again: %w", dir, err)
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
 	}
@@ -630,7 +632,42 @@ func (d *Datapath) carryUpgrades(first bool) error {
 			return fmt.Errorf("carrying %s over to the new program: %w", name, err)
 		}
 	}
+	if u := d.upgraded[evictQueue]; first && u != nil && u.carry != nil && u.carry.key == nil {
+		n, err := d.queueConnections()
+		u.carried.carried += n
+		if err != nil {
+			return fmt.Errorf("queueing the connections in the new %s: %w", evictQueue, err)
+		}
+	}
 	return nil
+}
+
+// evictQueue is fw_ct_evict, the conntrack table's early-drop
+// candidates: a queue, which cannot be read without emptying it (and the
+// program in force pops it). Made anew, it is filled with the keys of the
+// connections carried over (queueConnections), the soonest to expire
+// first, as the oldest would be; the connections the old program makes
+// after that are not candidates.
+const evictQueue = "fw_ct_evict"
+
+// queueConnections pushes the key of every connection into fw_ct_evict,
+// the soonest to expire first, and returns how many.
+func (d *Datapath) queueConnections() (int, error) {
+	type conn struct {
+		k   xdpfwFwCtKey
+		exp uint64
+	}
+	var cs []conn
+	if err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) { cs = append(cs, conn{*k, v.Expires}) }); err != nil {
+		return 0, err
+	}
+	slices.SortStableFunc(cs, func(a, b conn) int { return cmp.Compare(a.exp, b.exp) })
+	for i, c := range cs {
+		if err := d.ctEvict.Update(nil, &c.k, ebpf.UpdateExist); err != nil {
+			return i, err
+		}
+	}
+	return len(cs), nil
 }
 
 // Upgrades says, one line per map, what a load carried over from pinned
@@ -643,6 +680,8 @@ func (d *Datapath) Upgrades() (lines []string, lost int) {
 		switch {
 		case u.carry == nil:
 			lines = append(lines, name+": counters added into the new map")
+		case name == evictQueue && u.carry != nil && u.carry.key == nil:
+			lines = append(lines, fmt.Sprintf("%s: made anew, %d connections queued as early-drop candidates", name, u.carried.carried))
 		case u.carry.key == nil && slices.Contains(classifierTables, name):
 			lines = append(lines, name+": made anew, filled from the rules")
 		case u.carry.key == nil:

@@ -335,3 +335,70 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("waiting for %s: not within 5s", what)
 }
+
+// TestUpgradeResize: a load with other table sizes (--max-rules,
+// --ct-max) makes the classifier tables anew and carries the connections
+// over into the new conntrack table, counting those it cannot hold; the
+// classifier answers per the rules at the new size.
+func TestUpgradeResize(t *testing.T) {
+	lim := datapath.LimitsFor(1024)
+	lim.Conntrack = 64
+	f := newFixtureLimits(t, lim)
+	f.installText("-P INPUT DROP\n-A INPUT -p udp --dport 5001 -j ACCEPT\n")
+	if err := f.dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := ebpf.LoadPinnedMap(filepath.Join(f.dp.Dir(), "fw_ct"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const conns = 40
+	for i := range conns {
+		k := make([]byte, ct.KeySize())
+		k[0], k[1], k[16] = 10, byte(i), 10  // a = 10.i.0.0, b = 10.0.0.0
+		k[32], k[36], k[37] = byte(i), 17, 4 // pa, proto, family
+		v := make([]byte, ct.ValueSize())
+		v[0] = 0xff // expires: far away
+		v[7] = 0x7f
+		if err := ct.Put(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ct.Close()
+
+	lim = datapath.LimitsFor(2048)
+	lim.Conntrack = 32
+	var dp *datapath.Datapath
+	if err := f.ns.Do(func() (err error) { dp, err = datapath.Load(f.dp.Dir(), lim); return err }); err != nil {
+		t.Fatalf("load with other sizes: %v", err)
+	}
+	f.dp.Close()
+	f.dp = dp
+	lines, lost := dp.Upgrades()
+	t.Logf("upgrades: %s", strings.Join(lines, "; "))
+	if lost != conns-32 || !slices.Contains(lines, "fw_ct: 32 entries carried over, 8 did not fit and are lost") {
+		t.Errorf("lost %d, lines %q; want fw_ct's 8 connections over 32 lost", lost, lines)
+	}
+	if cs, err := dp.Connections(); err != nil || len(cs) != 32 {
+		t.Errorf("%d connections carried (%v), want 32", len(cs), err)
+	}
+	if !slices.Contains(lines, "fw_ct_evict: made anew, 32 connections queued as early-drop candidates") {
+		t.Errorf("lines %q: want the 32 connections queued in fw_ct_evict", lines)
+	}
+	f.install(f.rs)
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	p := v4pkt(17, "10.77.0.2", "10.77.0.1", 7001, 5001)
+	if r := f.mustRun(p.Bytes(), "eth0"); r.XDPAction != datapath.XDPPass || r.RuleID != f.ids[0] {
+		t.Errorf("udp to 5001 after the resize: %+v, want accepted by rule %d", r, f.ids[0])
+	}
+	od, err := datapath.Open(dp.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer od.Close()
+	if got := od.Limits(); got.Entries != 2048 || got.Conntrack != 32 {
+		t.Errorf("pinned sizes %+v, want 2048 entries, 32 connections", got)
+	}
+}
