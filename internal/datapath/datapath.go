@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -531,6 +532,7 @@ func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, er
 		}
 	}
 	var refused []string
+	specs := map[btf.ID]*btf.Spec{}
 	classifier := map[string]bool{}
 	for _, n := range classifierTables {
 		classifier[n] = true
@@ -548,7 +550,7 @@ func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, er
 			closeAll()
 			return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
 		}
-		okey, oval, err := pinnedTypes(old)
+		okey, oval, err := pinnedTypes(old, specs)
 		if err != nil {
 			old.Close()
 			closeAll()
@@ -598,7 +600,7 @@ func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, er
 			}
 			c := &carrier{name: name}
 			if inForceTables[name] {
-				okey, oval, err := pinnedTypes(old)
+				okey, oval, err := pinnedTypes(old, specs)
 				if c2, cerr := newCarrier(name, old, okey, oval, ms); err == nil && cerr == nil {
 					c = c2
 				}

@@ -352,7 +352,7 @@ func EditSpec(edit func(*ebpf.CollectionSpec)) (restore func()) {
 }
 
 // PinnedTypes are the BTF types of a pinned map's keys and values.
-func PinnedTypes(m *ebpf.Map) (key, value btf.Type, err error) { return pinnedTypes(m) }
+func PinnedTypes(m *ebpf.Map) (key, value btf.Type, err error) { return pinnedTypes(m, nil) }
 
 // Layout is t's layout as the upgrade compares it.
 func Layout(t btf.Type) string { return valueLayout(t) }

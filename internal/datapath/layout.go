@@ -36,13 +36,17 @@ func sameLayout(old, cur btf.Type) bool {
 	return old == nil || cur == nil || valueLayout(old) == valueLayout(cur)
 }
 
-// layoutDiff describes how old's layout differs from cur's ("" when it
-// does not).
-func layoutDiff(old, cur btf.Type) string {
-	if sameLayout(old, cur) {
+// layoutDiff describes how old's layout differs from cur, a layout
+// valueLayout wrote ("" when it does not, or either is unknown).
+func layoutDiff(old btf.Type, cur string) string {
+	if old == nil || cur == "" {
 		return ""
 	}
-	w, i := firstDiff(valueLayout(old), valueLayout(cur))
+	was := valueLayout(old)
+	if was == cur {
+		return ""
+	}
+	w, i := firstDiff(was, cur)
 	return fmt.Sprintf("pinned: …%s…; this program: …%s…", w, i)
 }
 
@@ -51,24 +55,25 @@ func layoutDiff(old, cur btf.Type) string {
 // list, ...). Sizes may differ (a table loaded larger, counters grown at
 // their end): what is read is read slot by slot.
 func checkOpenLayouts(dir string, opened map[string]*ebpf.Map) error {
-	spec, err := embeddedSpec()
+	layouts, err := embeddedLayouts()
 	if err != nil {
 		return fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
 	var differ []string
+	specs := map[btf.ID]*btf.Spec{}
 	for name, m := range opened {
-		ms := spec.Maps[name]
-		if m == nil || ms == nil {
+		l, ok := layouts[name]
+		if m == nil || !ok {
 			continue
 		}
-		okey, oval, err := pinnedTypes(m)
+		okey, oval, err := pinnedTypes(m, specs)
 		if err != nil {
 			return fmt.Errorf("reading the types of pinned map %s: %w", name, err)
 		}
-		if d := layoutDiff(okey, ms.Key); d != "" {
+		if d := layoutDiff(okey, l.key); d != "" {
 			differ = append(differ, fmt.Sprintf("%s's key (%s)", name, d))
 		}
-		if d := layoutDiff(oval, ms.Value); d != "" {
+		if d := layoutDiff(oval, l.value); d != "" {
 			differ = append(differ, fmt.Sprintf("%s (%s)", name, d))
 		}
 	}
@@ -81,8 +86,30 @@ func checkOpenLayouts(dir string, opened map[string]*ebpf.Map) error {
 		dir, strings.Join(differ, "; "), ebpf.ErrMapIncompatible)
 }
 
-// embeddedSpec is this binary's program, parsed once per process.
-var embeddedSpec = sync.OnceValues(loadXdpfw)
+// mapLayout is a map's key and value layouts (valueLayout; "": no BTF).
+type mapLayout struct{ key, value string }
+
+// embeddedLayouts are this binary's maps' layouts, by name, worked out
+// once per process (parsing the object takes ~15 ms; the layouts are
+// all that is kept).
+var embeddedLayouts = sync.OnceValues(func() (map[string]mapLayout, error) {
+	spec, err := loadXdpfw()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]mapLayout{}
+	for name, ms := range spec.Maps {
+		var l mapLayout
+		if ms.Key != nil {
+			l.key = valueLayout(ms.Key)
+		}
+		if ms.Value != nil {
+			l.value = valueLayout(ms.Value)
+		}
+		out[name] = l
+	}
+	return out, nil
+})
 
 // bpfMapInfo is the head of the kernel's struct bpf_map_info, up to
 // btf_vmlinux_id (Linux 5.x; the kernel fills what it has and zeroes the
@@ -97,8 +124,10 @@ type bpfMapInfo struct {
 
 // pinnedTypes are the BTF types of m's keys and values, nil when m was
 // made without BTF. (cilium/ebpf's MapInfo has the BTF object's id but
-// not the types' ids: BPF_OBJ_GET_INFO_BY_FD here.)
-func pinnedTypes(m *ebpf.Map) (key, value btf.Type, err error) {
+// not the types' ids: BPF_OBJ_GET_INFO_BY_FD here.) The maps of one
+// program share one BTF object: specs keeps those read, by id (nil: read
+// it for this call alone).
+func pinnedTypes(m *ebpf.Map, specs map[btf.ID]*btf.Spec) (key, value btf.Type, err error) {
 	var info bpfMapInfo
 	attr := struct {
 		fd, infoLen uint32
@@ -111,14 +140,19 @@ func pinnedTypes(m *ebpf.Map) (key, value btf.Type, err error) {
 	if info.BTFID == 0 || info.BTFValueTypeID == 0 {
 		return nil, nil, nil
 	}
-	h, err := btf.NewHandleFromID(btf.ID(info.BTFID))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer h.Close()
-	spec, err := h.Spec(nil)
-	if err != nil {
-		return nil, nil, err
+	spec := specs[btf.ID(info.BTFID)]
+	if spec == nil {
+		h, err := btf.NewHandleFromID(btf.ID(info.BTFID))
+		if err != nil {
+			return nil, nil, err
+		}
+		defer h.Close()
+		if spec, err = h.Spec(nil); err != nil {
+			return nil, nil, err
+		}
+		if specs != nil {
+			specs[btf.ID(info.BTFID)] = spec
+		}
 	}
 	if info.BTFKeyTypeID != 0 {
 		if key, err = spec.TypeByID(btf.TypeID(info.BTFKeyTypeID)); err != nil {
