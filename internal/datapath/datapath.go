@@ -531,51 +531,68 @@ func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, er
 			u.old.Close()
 		}
 	}
-	var refused []string
+	type types struct{ key, value btf.Type }
+	typ := map[string]types{}
 	specs := map[btf.ID]*btf.Spec{}
-	classifier := map[string]bool{}
-	for _, n := range classifierTables {
-		classifier[n] = true
-	}
-	for _, name := range slices.Sorted(maps.Keys(spec.Maps)) {
+	// open adds the pinned map name to out unless it is reused as it is
+	// (together: one of the classifier tables, which go together).
+	open := func(name string, together bool) error {
 		ms := spec.Maps[name]
-		if ms.Pinning != ebpf.PinByName {
-			continue
+		if ms == nil || ms.Pinning != ebpf.PinByName || out[name] != nil {
+			return nil
 		}
 		old, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if errors.Is(err, os.ErrNotExist) {
-			continue
+			return nil
 		}
 		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
+			return fmt.Errorf("opening pinned map %s: %w", name, err)
 		}
 		okey, oval, err := pinnedTypes(old, specs)
 		if err != nil {
 			old.Close()
-			closeAll()
-			return nil, fmt.Errorf("reading the types of pinned map %s: %w", name, err)
+			return fmt.Errorf("reading the types of pinned map %s: %w", name, err)
 		}
-		if sameMap(ms, old, okey, oval) {
+		if !together && sameMap(ms, old, okey, oval) {
 			old.Close()
-			continue
+			return nil
 		}
-		u := &upgrade{old: old}
-		if classifier[name] && !inForceTables[name] {
-			u.carry = &carrier{name: name} // filled from the rules
-		} else if upgradable[name] == nil || old.Type() != ms.Type || old.KeySize() != ms.KeySize ||
-			old.ValueSize() != ms.ValueSize || !sameLayout(oval, ms.Value) {
-			if u.carry, err = newCarrier(name, old, okey, oval, ms); err != nil {
-				if !classifier[name] {
-					refused = append(refused, fmt.Sprintf("%s: %v", name, err))
-					old.Close()
-					continue
-				}
-				u.carry = &carrier{name: name} // rewritten from the rules anyway
+		out[name], typ[name] = &upgrade{old: old}, types{okey, oval}
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(spec.Maps)) {
+		if err := open(name, false); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	if slices.ContainsFunc(classifierTables, func(n string) bool { return out[n] != nil }) {
+		for _, name := range classifierTables {
+			if err := open(name, true); err != nil {
+				closeAll()
+				return nil, err
 			}
 		}
-		ms.Pinning = ebpf.PinNone
-		out[name] = u
+	}
+	var refused []string
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		u, ms, t := out[name], spec.Maps[name], typ[name]
+		classifier := slices.Contains(classifierTables, name)
+		var err error
+		switch {
+		case classifier && !inForceTables[name]:
+			u.carry = &carrier{name: name} // filled from the rules
+		case upgradable[name] != nil && u.old.Type() == ms.Type && u.old.KeySize() == ms.KeySize &&
+			u.old.ValueSize() == ms.ValueSize && sameLayout(t.value, ms.Value):
+			// counters: upgradable[name] at the commit
+		default:
+			if u.carry, err = newCarrier(name, u.old, t.key, t.value, ms); err != nil && classifier {
+				u.carry, err = &carrier{name: name}, nil // rewritten from the rules anyway
+			}
+		}
+		if err != nil {
+			refused = append(refused, fmt.Sprintf("%s: %v", name, err))
+		}
 	}
 	if len(refused) > 0 {
 		closeAll()
@@ -584,30 +601,8 @@ func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, er
 			"run `xdpfw detach --all` first (the host is unfiltered until the next load, and the connections are forgotten): %s: %w",
 			dir, strings.Join(refused, "; "), ebpf.ErrMapIncompatible)
 	}
-	if slices.ContainsFunc(classifierTables, func(n string) bool { return out[n] != nil }) {
-		for _, name := range classifierTables {
-			ms := spec.Maps[name]
-			if out[name] != nil || ms == nil || ms.Pinning != ebpf.PinByName {
-				continue
-			}
-			old, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
-			}
-			c := &carrier{name: name}
-			if inForceTables[name] {
-				okey, oval, err := pinnedTypes(old, specs)
-				if c2, cerr := newCarrier(name, old, okey, oval, ms); err == nil && cerr == nil {
-					c = c2
-				}
-			}
-			ms.Pinning = ebpf.PinNone
-			out[name] = &upgrade{old: old, carry: c}
-		}
+	for name := range out {
+		spec.Maps[name].Pinning = ebpf.PinNone
 	}
 	return out, nil
 }
