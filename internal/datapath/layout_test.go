@@ -365,8 +365,24 @@ func TestUpgradeResize(t *testing.T) {
 		}
 	}
 	ct.Close()
+	// a rule's counters, per CPU (fw_rule_stats grows with --max-rules)
+	stats, err := ebpf.LoadPinnedMap(filepath.Join(f.dp.Dir(), "fw_rule_stats"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := make([][]byte, ebpf.MustPossibleCPU())
+	var packets uint64
+	for i := range per {
+		per[i] = make([]byte, stats.ValueSize())
+		packets += uint64(i + 1)
+		per[i][0] = byte(i + 1)
+	}
+	if err := stats.Put(f.ids[0], per); err != nil {
+		t.Fatal(err)
+	}
+	stats.Close()
 
-	lim = datapath.LimitsFor(2048)
+	lim = datapath.LimitsFor(40000)
 	lim.Conntrack = 32
 	var dp *datapath.Datapath
 	if err := f.ns.Do(func() (err error) { dp, err = datapath.Load(f.dp.Dir(), lim); return err }); err != nil {
@@ -381,6 +397,9 @@ func TestUpgradeResize(t *testing.T) {
 	}
 	if cs, err := dp.Connections(); err != nil || len(cs) != 32 {
 		t.Errorf("%d connections carried (%v), want 32", len(cs), err)
+	}
+	if c, err := dp.RuleCounter(f.ids[0]); err != nil || c.Packets != packets {
+		t.Errorf("rule %d's counter after fw_rule_stats grew: %+v %v, want %d packets", f.ids[0], c, err, packets)
 	}
 	if !slices.Contains(lines, "fw_ct_evict: made anew, 32 connections queued as early-drop candidates") {
 		t.Errorf("lines %q: want the 32 connections queued in fw_ct_evict", lines)
@@ -398,7 +417,7 @@ func TestUpgradeResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer od.Close()
-	if got := od.Limits(); got.Entries != 2048 || got.Conntrack != 32 {
-		t.Errorf("pinned sizes %+v, want 2048 entries, 32 connections", got)
+	if got := od.Limits(); got.Entries != 40000 || got.Conntrack != 32 || got.RuleIDs != 80000 {
+		t.Errorf("pinned sizes %+v, want 40000 entries, 80000 rule ids, 32 connections", got)
 	}
 }
