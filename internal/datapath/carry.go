@@ -232,9 +232,9 @@ type carrier struct {
 	seen map[string]bool
 }
 
-// carryKinds are the map types the generic copy reads: arrays by index,
-// hashes and tries by key. Anything else (a queue, a ring buffer) of
-// another layout is made anew, empty.
+// The generic copy reads arrays by index (arrayLike) and hashes, tries
+// and device hashes by key (hashLike). Any other kind of map (a queue, a
+// ring buffer, a CPU map) of another layout is made anew, empty.
 func hashLike(t ebpf.MapType) bool {
 	switch t {
 	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash, ebpf.LRUCPUHash, ebpf.LPMTrie, ebpf.DevMapHash:
@@ -245,6 +245,21 @@ func hashLike(t ebpf.MapType) bool {
 
 func arrayLike(t ebpf.MapType) bool { return t == ebpf.Array || t == ebpf.PerCPUArray }
 
+// sameKind: maps of types a and b hold their entries alike (an LRU hash
+// is a hash that forgets; the per-CPU ones per CPU).
+func sameKind(a, b ebpf.MapType) bool {
+	plain := func(t ebpf.MapType) ebpf.MapType {
+		switch t {
+		case ebpf.LRUHash:
+			return ebpf.Hash
+		case ebpf.LRUCPUHash:
+			return ebpf.PerCPUHash
+		}
+		return t
+	}
+	return plain(a) == plain(b)
+}
+
 func perCPU(t ebpf.MapType) bool {
 	return t == ebpf.PerCPUArray || t == ebpf.PerCPUHash || t == ebpf.LRUCPUHash
 }
@@ -254,10 +269,7 @@ func perCPU(t ebpf.MapType) bool {
 // why it cannot be carried.
 func newCarrier(name string, old *ebpf.Map, okey, oval btf.Type, ms *ebpf.MapSpec) (*carrier, error) {
 	ot := old.Type()
-	switch {
-	case perCPU(ot) != perCPU(ms.Type):
-		return nil, fmt.Errorf("a %v map, this program's is a %v", ot, ms.Type)
-	case !(hashLike(ot) && hashLike(ms.Type) || arrayLike(ot) && arrayLike(ms.Type) || ot == ms.Type):
+	if !sameKind(ot, ms.Type) {
 		return nil, fmt.Errorf("a %v map, this program's is a %v", ot, ms.Type)
 	}
 	c := &carrier{name: name}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 )
 
@@ -77,6 +78,16 @@ func TestConversion(t *testing.T) {
 	}
 	if c, err := newConversion(k1, k3, 8, 8, false); err != nil || c.lossless() {
 		t.Errorf("a key whose member p is renamed: lossless %v, %v; want not lossless", c != nil && c.lossless(), err)
+	}
+	// kinds of map carried into one another
+	for _, k := range []struct {
+		a, b ebpf.MapType
+		same bool
+	}{{ebpf.Hash, ebpf.LRUHash, true}, {ebpf.LRUCPUHash, ebpf.PerCPUHash, true}, {ebpf.Hash, ebpf.LPMTrie, false},
+		{ebpf.Array, ebpf.PerCPUArray, false}, {ebpf.Hash, ebpf.PerCPUHash, false}, {ebpf.Queue, ebpf.Queue, true}} {
+		if sameKind(k.a, k.b) != k.same {
+			t.Errorf("sameKind(%v, %v) = %v", k.a, k.b, !k.same)
+		}
 	}
 	// without BTF: the same size, or (values) grown at the end
 	if _, err := newConversion(nil, nil, 8, 12, false); err == nil || !strings.Contains(err.Error(), "no BTF") {
