@@ -149,10 +149,10 @@ type Datapath struct {
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
 	// fw_ct_gc, conntrack's search for room; fw_ct_clock, its clock.
 	unpinned []*ebpf.Map
-	// upgraded are pinned maps an earlier version made with another
-	// layout, by name: this program has new ones, which PinProgram puts in
-	// their place (see upgradable).
-	// Upgrades reports them, after the commit too.
+	// upgraded are the pinned maps this program has anew (another layout
+	// or size: upgradeSpec), by name, with how their contents carry over;
+	// PinProgram puts the new ones in their place. Upgrades reports them,
+	// after the commit too.
 	upgraded map[string]*upgrade
 	// stages is fw_xdp_stages, pinned as stagesPin + the program's id (none
 	// when opened from pins).
