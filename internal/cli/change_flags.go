@@ -37,7 +37,7 @@ func (c *changeFlags) add(cmd *cobra.Command, load bool) {
 		fs.IntVar(&c.maxRules, "max-rules", 0, fmt.Sprintf("size the classifier for this many entries (rules after multiport/-i expansion; "+
 			"1 to %d; default: %d, or, for a rule file whose tables do not fit that, the smallest power of two that holds them with a quarter "+
 			"to spare, within half the memory available; a reload keeps the size loaded; the kernel memory the tables take is checked "+
-			"against what the machine has; changing it needs detach --all first)",
+			"against what the machine has; changing it makes the tables anew beside the loaded ones and switches to them, the rules and state carried over)",
 			datapath.MaxEntries, compile.DefaultMaxEntries))
 		fs.Uint32Var(&c.latSample, "latency-sample", 0, latencySampleHelp+" (default: 0, off; a reload keeps the value in force)")
 	} else {

@@ -22,7 +22,7 @@ type ctFlags struct {
 
 func (c *ctFlags) register(cmd *cobra.Command, load bool) {
 	if load {
-		cmd.Flags().IntVar(&c.max, "ct-max", 0, fmt.Sprintf("conntrack table size, 1 to %d (default %d; preallocated; the fragment table gets an eighth, at least 1024; changing it needs detach --all first)",
+		cmd.Flags().IntVar(&c.max, "ct-max", 0, fmt.Sprintf("conntrack table size, 1 to %d (default %d; preallocated; the fragment table gets an eighth, at least 1024; changing it makes the table anew and carries the connections over, those it cannot hold lost and counted)",
 			datapath.MaxConntrack, datapath.DefaultConntrack))
 	}
 	cmd.Flags().StringSliceVar(&c.timeouts, "ct-timeout", nil, "conntrack timeout NAME=SECONDS (repeatable; names: "+

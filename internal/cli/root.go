@@ -189,7 +189,12 @@ func (e *env) openRead() (*firewall.Firewall, error) {
 	return firewall.OpenReadOnly(e.paths)
 }
 
-func (e *env) printResult(res *firewall.Result) { e.printWarnings(res.Warnings) }
+func (e *env) printResult(res *firewall.Result) {
+	for _, u := range res.Upgraded {
+		fmt.Fprintf(e.stderr, "upgraded: %s\n", u)
+	}
+	e.printWarnings(res.Warnings)
+}
 
 // printWarnings prints ws on stderr, one "warning: " line each.
 func (e *env) printWarnings(ws []string) {

@@ -340,6 +340,9 @@ func (d *Daemon) put(pl *plan, start bool) (bool, error) {
 		attrs := []any{"why", strings.Join(ch.Why, ", "), "rules", len(want.Rules.Rules)}
 		if ch.Result != nil {
 			attrs = append(attrs, "generation", ch.Result.Generation, "entries", ch.Result.Entries)
+			for _, u := range ch.Result.Upgraded {
+				d.log().Info("pinned map upgraded", "map", u)
+			}
 			for _, w := range ch.Result.Warnings {
 				d.log().Warn("rule warning", "warning", w)
 			}

@@ -1,7 +1,6 @@
 package datapath_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -137,16 +136,7 @@ func waitCounted(t *testing.T, dp *datapath.Datapath, ids []uint32, before map[u
 // noise in the counters.
 func (f *fixture) peerPair() (peer *testutil.NetNS, fw, far testutil.VethEnd) {
 	f.t.Helper()
-	peer = testutil.NewNetNS(f.t)
-	for _, ns := range []*testutil.NetNS{f.ns, peer} {
-		if err := ns.Do(func() error {
-			return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
-		}); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	fw, far = testutil.VethPair(f.t, f.ns, "fw0", nil, peer, "far0", nil)
-	return peer, fw, far
+	return f.peerPairAddrs(nil, nil)
 }
 
 // sendRaw transmits frame on iface in ns through an AF_PACKET socket.

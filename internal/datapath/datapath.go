@@ -5,17 +5,21 @@
 package datapath
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -145,10 +149,11 @@ type Datapath struct {
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
 	// fw_ct_gc, conntrack's search for room; fw_ct_clock, its clock.
 	unpinned []*ebpf.Map
-	// upgraded are pinned maps an earlier version made with another
-	// layout, by name: this program has new ones, which PinProgram puts in
-	// their place (see upgradable).
-	upgraded map[string]*ebpf.Map
+	// upgraded are the pinned maps this program has anew (another layout
+	// or size: upgradeSpec), by name, with how their contents carry over;
+	// PinProgram puts the new ones in their place. Upgrades reports them,
+	// after the commit too.
+	upgraded map[string]*upgrade
 	// stages is fw_xdp_stages, pinned as stagesPin + the program's id (none
 	// when opened from pins).
 	stages    *ebpf.Map
@@ -212,6 +217,10 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 	}
 }
 
+// editSpec, set by tests (export_test.go), changes the program Load
+// loads: an earlier version's layout of a map.
+var editSpec func(*ebpf.CollectionSpec)
+
 // Load loads the embedded program, reusing maps already pinned in dir (so
 // counters and the installed generation survive an upgrade of the program),
 // and pins any new maps. The program is not pinned until PinProgram, so a
@@ -229,32 +238,38 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading embedded BPF objects: %w", err)
 	}
+	if editSpec != nil {
+		editSpec(spec)
+	}
 	if lim, err = sizeSpec(spec, lim); err != nil {
 		return nil, err
 	}
-	// Preallocated maps are taken from the kernel at once: refuse sizes
-	// the machine cannot hold before creating any.
-	cpus, err := ebpf.PossibleCPU()
-	if err != nil {
-		return nil, fmt.Errorf("counting the possible CPUs: %w", err)
-	}
-	avail, err := memAvailable()
-	if err != nil {
-		return nil, fmt.Errorf("reading the memory available: %w", err)
-	}
-	if err := checkMemory(specCost(spec, dir, cpus), lim, avail); err != nil {
-		return nil, err
-	}
+	// The pinned maps of another layout get new ones beside them (not
+	// pinned until PinProgram), or the load is refused here, before
+	// anything is created.
 	upgraded, err := upgradeSpec(spec, dir)
 	if err != nil {
 		return nil, err
 	}
 	closeUpgraded := func() {
-		for _, m := range upgraded {
-			m.Close()
+		for _, u := range upgraded {
+			u.old.Close()
 		}
 	}
-	if err := checkPinnedLayouts(spec, dir); err != nil {
+	// Preallocated maps are taken from the kernel at once: refuse sizes
+	// the machine cannot hold before creating any (the new maps of an
+	// upgrade included: the pinned ones stay until the new are in place).
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		closeUpgraded()
+		return nil, fmt.Errorf("counting the possible CPUs: %w", err)
+	}
+	avail, err := memAvailable()
+	if err != nil {
+		closeUpgraded()
+		return nil, fmt.Errorf("reading the memory available: %w", err)
+	}
+	if err := checkMemory(specCost(spec, dir, cpus), lim, avail); err != nil {
 		closeUpgraded()
 		return nil, err
 	}
@@ -279,20 +294,11 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the xdpfw program: %+v", ve)
 		}
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("maps pinned in %s were made by another xdpfw version or for another --max-rules "+
-				"or --ct-max; run `xdpfw detach --all` first (or load with the same sizes): %w", dir, err)
+			// upgradeSpec found them reusable: another xdpfw replaced them meanwhile
+			return nil, fmt.Errorf("maps pinned in %s changed while this load read them (another xdpfw loading?): "+
+				"load again: %w", dir, err)
 		}
 		return nil, fmt.Errorf("loading the xdpfw program: %w", err)
-	}
-	if old := upgraded["fw_nat_binds"]; old != nil {
-		carryBindings(old, objs.FwNatBinds)
-	}
-	if old := upgraded["fw_config_map"]; old != nil {
-		if err := growSettings(old, objs.FwConfigMap); err != nil {
-			objs.Close()
-			closeUpgraded()
-			return nil, fmt.Errorf("carrying fw_config_map over to the new program: %w", err)
-		}
 	}
 	// The program arrays hold the classify (and finish) stages: no other
 	// handle needed.
@@ -320,7 +326,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		closeUpgraded()
 		return nil, err
 	}
-	return &Datapath{
+	d := &Datapath{
 		dir:         dir,
 		prog:        objs.XdpfwIngress,
 		egress:      objs.XdpfwEgress,
@@ -381,7 +387,17 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
-	}, nil
+	}
+	// Before any interface runs the program: the state of the maps it
+	// has anew, as the program in force left it (the rest, made since,
+	// at PinProgram).
+	if err := d.carryUpgrades(true); err != nil {
+		_ = os.Remove(filepath.Join(dir, stagesName))
+		_ = os.Remove(filepath.Join(dir, cpuStagesName))
+		d.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // loadObjects are what Load loads: all but xdpfw_rxvlan.
@@ -402,37 +418,80 @@ func (o *loadObjects) Close() error {
 		o.XdpfwIngressFinish, o.XdpfwCpumap, o.XdpfwCpumapClassify, o.XdpfwCpumapFinish)
 }
 
-// upgradable are the pinned maps a newer program may make with another
-// layout and whose contents carry over, with how: per-CPU u64 counters
-// indexed by an enum that only grows (new values at the end), summed into
-// the new map; the settings, written anew. Any other pinned map of another layout makes Load fail with
-// ErrMapIncompatible (`detach --all` first). fw_reason_stats is not one:
-// its slot is out * FW_NUM_REASONS + reason, so a new reason moves every
-// slot; it would need its own copy.
+// upgradable are the pinned maps whose contents a new program's map of
+// another size carries over otherwise than by the generic copy
+// (carry.go), and how: per-CPU counters indexed by an enum that only
+// grows (new values at the end), summed into the new map once every
+// interface runs the new program (commitUpgrades), so that neither the
+// counts the old program made until then nor those the new one made
+// since are lost (the generic copy, before the switch, would lose the
+// former, and replace the latter after it). fw_reason_stats' slot is
+// out * FW_NUM_REASONS + reason: a new reason moves every slot, which
+// addReasonCounters follows. They apply only while the value is laid out
+// as before (only the number of slots changed); otherwise the generic
+// copy carries them.
 var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	"fw_ct_stats":     addCounters,
-	"fw_log_counters": addCounters, // FW_LOG_C_COUNT_OVERFLOW came later
-	// struct fw_config grows at its end (forward_stack, kernel_ct_off
-	// came later): the settings are copied into the new map when the
-	// program loads (growSettings: what ConfigInForce reads until
-	// SetConfig writes them), nothing at the commit, which would undo
-	// SetConfig.
-	"fw_config_map": func(old, cur *ebpf.Map) error { return nil },
-	// fw_nat_binds is sized by the NAT mode (one entry with --nat
-	// kernel): the bindings are copied into the new map when the program
-	// loads (carryBindings), before any interface runs it.
-	"fw_nat_binds":  func(old, cur *ebpf.Map) error { return nil },
-	"fw_nat_counts": addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _NO_CT, _OUTPUT, _NO_ROUTE, _FRAG_NAT came later
+	"fw_log_counters": addCounters,   // FW_LOG_C_COUNT_OVERFLOW came later
+	"fw_nat_counts":   addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _NO_CT, _OUTPUT, _NO_ROUTE, _FRAG_NAT came later
+	"fw_reason_stats": addReasonCounters,
 }
+
+// classifierTables hold the classifier's two generations: what the rule
+// set compiles to, fw_active saying which generation packets use. They
+// go together: when one of them is made anew (another layout, another
+// --max-rules), all are, or the new program's switch (fw_active) would
+// point the old program at tables it never wrote. They are made empty
+// but for what says which rule set is in force (inForceTables: carried,
+// so that the load finds the record of the rules in force), and no packet
+// sees them so: the load writes a whole generation from the rules into
+// the new tables, and switches to it, before any interface runs the new
+// program. So their layout is never a reason to refuse.
+var classifierTables = []string{"fw_active", "fw_stamps", "fw_entries", "fw_cands", "fw_nodes", "fw_leaves", "fw_roots",
+	"fw_raw", "fw_deltas", "fw_delta_entries", "fw_prio_roots"}
+
+// inForceTables are the classifier tables InForce reads.
+var inForceTables = map[string]bool{"fw_active": true, "fw_stamps": true, "fw_deltas": true, "fw_delta_entries": true}
 
 // addFwCounters is addCounters for per-CPU struct fw_counter slots: the
 // packets and bytes added, the latest time kept.
 func addFwCounters(old, cur *ebpf.Map) error {
-	return addPerCPU(old, cur, func(dst *xdpfwFwCounter, src xdpfwFwCounter) {
-		dst.Packets += src.Packets
-		dst.Bytes += src.Bytes
-		dst.Last = max(dst.Last, src.Last)
-	})
+	return addPerCPU(old, cur, addFwCounter)
+}
+
+func addFwCounter(dst *xdpfwFwCounter, src xdpfwFwCounter) {
+	dst.Packets += src.Packets
+	dst.Bytes += src.Bytes
+	dst.Last = max(dst.Last, src.Last)
+}
+
+// addReasonCounters is addFwCounters for fw_reason_stats, whose slot is
+// outcome * FW_NUM_REASONS + reason: old's slots are those of its own
+// number of reasons.
+func addReasonCounters(old, cur *ebpf.Map) error {
+	outs := uint32(NumOutcomes)
+	if old.MaxEntries()%outs != 0 || cur.MaxEntries()%outs != 0 {
+		return fmt.Errorf("%d slots, not a multiple of the %d outcomes", old.MaxEntries(), outs)
+	}
+	was, is := old.MaxEntries()/outs, cur.MaxEntries()/outs
+	for o := range outs {
+		for r := range min(was, is) {
+			var a, b []xdpfwFwCounter
+			if err := old.Lookup(o*was+r, &a); err != nil {
+				return err
+			}
+			if err := cur.Lookup(o*is+r, &b); err != nil {
+				return err
+			}
+			for c := range min(len(a), len(b)) {
+				addFwCounter(&b[c], a[c])
+			}
+			if err := cur.Put(o*is+r, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // natBindsSize is fw_nat_binds' size: 65,536 connections with NAT, one
@@ -444,60 +503,216 @@ func natBindsSize(nat bool) uint32 {
 	return 1
 }
 
-// carryBindings copies the bindings of translated connections into the
-// new program's map (as many as fit), so that they keep their
-// translation across a load.
-func carryBindings(old, cur *ebpf.Map) {
-	if old.MaxEntries() <= 1 || cur.MaxEntries() <= 1 {
-		return
-	}
-	var k xdpfwFwNatTuple
-	var v xdpfwFwNatRw
-	it := old.Iterate()
-	for it.Next(&k, &v) {
-		_ = cur.Put(&k, &v)
-	}
+// upgrade is a pinned map this program has anew.
+type upgrade struct {
+	old *ebpf.Map
+	// carry copies old's contents (carry.go); nil: upgradable[name] does,
+	// at the commit.
+	carry *carrier
+	// carried: what the copies carried and lost, for Upgrades.
+	carried carryStats
+	// done: pinned in the old one's place (old closed).
+	done bool
 }
 
-// upgradeSpec finds the upgradable maps pinned in dir with a layout other
-// than spec's: spec gets fresh ones for them (not pinned yet: the pinned
-// ones stay in place, and the program in force keeps using them, until
-// PinProgram), and the pinned ones are returned by name.
-func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map, error) {
-	out := map[string]*ebpf.Map{}
-	for name := range upgradable {
+// upgradeSpec finds the maps pinned in dir that this program does not
+// reuse as they are (another type, size, number of entries, flags, or
+// key or value layout): spec gets fresh ones for them (not pinned yet:
+// the pinned ones stay in place, and the program in force keeps using
+// them, until PinProgram), and the pinned ones are returned by name with
+// how their contents carry over. A pinned map whose contents cannot be
+// carried (a key whose members do not all have a place in the new key,
+// another kind of map) refuses the load, before anything is created,
+// naming each map and the difference.
+func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, error) {
+	out := map[string]*upgrade{}
+	closeAll := func() {
+		for _, u := range out {
+			u.old.Close()
+		}
+	}
+	type types struct{ key, value btf.Type }
+	typ := map[string]types{}
+	specs := map[btf.ID]*btf.Spec{}
+	// open adds the pinned map name to out unless it is reused as it is
+	// (together: one of the classifier tables, which go together).
+	open := func(name string, together bool) error {
 		ms := spec.Maps[name]
+		if ms == nil || ms.Pinning != ebpf.PinByName || out[name] != nil {
+			return nil
+		}
 		old, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if errors.Is(err, os.ErrNotExist) {
-			continue
+			return nil
 		}
 		if err != nil {
-			for _, m := range out {
-				m.Close()
-			}
-			return nil, fmt.Errorf("opening pinned map %s: %w", name, err)
+			return fmt.Errorf("opening pinned map %s: %w", name, err)
 		}
-		if old.Type() == ms.Type && old.KeySize() == ms.KeySize && old.ValueSize() == ms.ValueSize &&
-			old.MaxEntries() == ms.MaxEntries {
+		okey, oval, err := pinnedTypes(old, specs)
+		if err != nil {
 			old.Close()
-			continue
+			return fmt.Errorf("reading the types of pinned map %s: %w", name, err)
 		}
-		ms.Pinning = ebpf.PinNone
-		out[name] = old
+		if !together && sameMap(ms, old, okey, oval) {
+			old.Close()
+			return nil
+		}
+		out[name], typ[name] = &upgrade{old: old}, types{okey, oval}
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(spec.Maps)) {
+		if err := open(name, false); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	if slices.ContainsFunc(classifierTables, func(n string) bool { return out[n] != nil }) {
+		for _, name := range classifierTables {
+			if err := open(name, true); err != nil {
+				closeAll()
+				return nil, err
+			}
+		}
+	}
+	var refused []string
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		u, ms, t := out[name], spec.Maps[name], typ[name]
+		classifier := slices.Contains(classifierTables, name)
+		var err error
+		switch {
+		case classifier && !inForceTables[name]:
+			u.carry = &carrier{name: name} // filled from the rules
+		case upgradable[name] != nil && u.old.Type() == ms.Type && u.old.KeySize() == ms.KeySize &&
+			u.old.ValueSize() == ms.ValueSize && sameLayout(t.value, ms.Value):
+			// counters: upgradable[name] at the commit
+		default:
+			if u.carry, err = newCarrier(name, u.old, t.key, t.value, ms); err != nil && classifier {
+				u.carry, err = &carrier{name: name}, nil // rewritten from the rules anyway
+			}
+		}
+		if err != nil {
+			refused = append(refused, fmt.Sprintf("%s: %v", name, err))
+		}
+	}
+	if len(refused) > 0 {
+		closeAll()
+		return nil, fmt.Errorf("maps pinned in %s were made by another xdpfw version, laid out otherwise than this program's "+
+			"in a way no upgrade carries over (a load could carry them over only by losing or confusing their entries); "+
+			"run `xdpfw detach --all` first (the host is unfiltered until the next load, and the connections are forgotten): %s: %w",
+			dir, strings.Join(refused, "; "), ebpf.ErrMapIncompatible)
+	}
+	for name := range out {
+		spec.Maps[name].Pinning = ebpf.PinNone
 	}
 	return out, nil
 }
 
-// commitUpgrades carries the contents of the maps upgradeSpec replaced
-// into this program's, and pins them in their place. Called once every
-// interface runs this program: counts the old program makes after the
-// copy (packets in flight) are lost.
-func (d *Datapath) commitUpgrades() error {
+// carryUpgrades copies the contents of the maps upgradeSpec replaced into
+// this program's: first, before any interface runs it, everything the
+// generic copy carries; then (at the commit) the hash maps' entries the
+// old program made meanwhile.
+func (d *Datapath) carryUpgrades(first bool) error {
 	named := d.maps()
-	for name, old := range d.upgraded {
-		cur := *named[name]
-		if err := upgradable[name](old, cur); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(d.upgraded)) {
+		u := d.upgraded[name]
+		cur := named[name]
+		if cur == nil || *cur == nil {
+			return fmt.Errorf("carrying %s over to the new program: the program has no such map", name)
+		}
+		if u.carry == nil || u.done {
+			continue
+		}
+		st, err := u.carry.copyInto(u.old, *cur, first)
+		u.carried.carried += st.carried
+		u.carried.lost += st.lost
+		if err != nil {
 			return fmt.Errorf("carrying %s over to the new program: %w", name, err)
+		}
+	}
+	if u := d.upgraded[evictQueue]; first && u != nil && u.carry != nil && u.carry.key == nil {
+		n, err := d.queueConnections()
+		u.carried.carried += n
+		if err != nil {
+			return fmt.Errorf("queueing the connections in the new %s: %w", evictQueue, err)
+		}
+	}
+	return nil
+}
+
+// evictQueue is fw_ct_evict, the conntrack table's early-drop
+// candidates: a queue, which cannot be read without emptying it (and the
+// program in force pops it). Made anew, it is filled with the keys of the
+// connections carried over (queueConnections), the soonest to expire
+// first, as the oldest would be; the connections the old program makes
+// after that are not candidates.
+const evictQueue = "fw_ct_evict"
+
+// queueConnections pushes the key of every connection into fw_ct_evict,
+// the soonest to expire first, and returns how many.
+func (d *Datapath) queueConnections() (int, error) {
+	type conn struct {
+		k   xdpfwFwCtKey
+		exp uint64
+	}
+	var cs []conn
+	if err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) { cs = append(cs, conn{*k, v.Expires}) }); err != nil {
+		return 0, err
+	}
+	slices.SortStableFunc(cs, func(a, b conn) int { return cmp.Compare(a.exp, b.exp) })
+	for i, c := range cs {
+		if err := d.ctEvict.Update(nil, &c.k, ebpf.UpdateExist); err != nil {
+			return i, err
+		}
+	}
+	return len(cs), nil
+}
+
+// Upgrades says, one line per map, what a load carried over from pinned
+// maps of another layout or size (none: the pinned maps were reused).
+// Lost: entries that did not fit (a smaller table); they are in the
+// lines.
+func (d *Datapath) Upgrades() (lines []string, lost int) {
+	for _, name := range slices.Sorted(maps.Keys(d.upgraded)) {
+		u := d.upgraded[name]
+		switch {
+		case u.carry == nil:
+			lines = append(lines, name+": counters added into the new map")
+		case name == evictQueue && u.carry != nil && u.carry.key == nil:
+			lines = append(lines, fmt.Sprintf("%s: made anew, %d connections queued as early-drop candidates", name, u.carried.carried))
+		case u.carry.key == nil && slices.Contains(classifierTables, name):
+			lines = append(lines, name+": made anew, filled from the rules")
+		case u.carry.key == nil:
+			lines = append(lines, name+": made anew, empty (its kind of map cannot be read without emptying it)")
+		case u.carried.lost > 0:
+			lines = append(lines, fmt.Sprintf("%s: %d entries carried over, %d did not fit and are lost", name, u.carried.carried, u.carried.lost))
+		default:
+			lines = append(lines, fmt.Sprintf("%s: %d entries carried over", name, u.carried.carried))
+		}
+		lost += u.carried.lost
+	}
+	return lines, lost
+}
+
+// commitUpgrades carries the rest of the maps upgradeSpec replaced into
+// this program's (carryUpgrades, upgradable), and pins them in their
+// place. Called once every interface runs this program: what the old
+// program writes into an array after the first copy (a per-rule counter,
+// a setting) is lost.
+func (d *Datapath) commitUpgrades() error {
+	if err := d.carryUpgrades(false); err != nil {
+		return err
+	}
+	named := d.maps()
+	for _, name := range slices.Sorted(maps.Keys(d.upgraded)) {
+		u := d.upgraded[name]
+		if u.done {
+			continue
+		}
+		cur := *named[name]
+		if u.carry == nil {
+			if err := upgradable[name](u.old, cur); err != nil {
+				return fmt.Errorf("carrying %s over to the new program: %w", name, err)
+			}
 		}
 		pin := filepath.Join(d.dir, name)
 		tmp := pin + "_new"
@@ -509,24 +724,10 @@ func (d *Datapath) commitUpgrades() error {
 			_ = os.Remove(tmp)
 			return fmt.Errorf("replacing the pinned %s: %w", name, err)
 		}
-		old.Close()
-		delete(d.upgraded, name)
+		u.old.Close()
+		u.done = true
 	}
 	return nil
-}
-
-// growSettings copies the settings of an earlier version's fw_config_map
-// into cur, whose struct fw_config has more fields at its end (left 0:
-// their defaults).
-func growSettings(old, cur *ebpf.Map) error {
-	if old.ValueSize() > cur.ValueSize() {
-		return fmt.Errorf("struct fw_config of %d bytes, this program's has %d", old.ValueSize(), cur.ValueSize())
-	}
-	v := make([]byte, old.ValueSize())
-	if err := old.Lookup(uint32(0), &v); err != nil {
-		return err
-	}
-	return cur.Put(uint32(0), append(v, make([]byte, cur.ValueSize()-old.ValueSize())...))
 }
 
 // addCounters adds the per-CPU u64 counters of old to cur, slot by slot.
@@ -734,15 +935,50 @@ func Open(dir string) (*Datapath, error) {
 		}
 		*dst = m
 	}
+	opened := map[string]*ebpf.Map{}
+	for name, m := range d.maps() {
+		opened[name] = *m
+	}
+	if err := checkOpenLayouts(dir, opened); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if p, err := ebpf.LoadPinnedProgram(filepath.Join(dir, cpumapPin), nil); err == nil {
 		d.cpumapProg = p // for SetPriority; an earlier version pinned none
 	}
-	d.limits = Limits{Entries: int(d.entries.MaxEntries() / 2), Nodes: int(d.nodes.MaxEntries() / 2),
-		LeafSlots: int(d.leaves.MaxEntries() / 2), Conntrack: int(d.ct.MaxEntries()), RuleIDs: int(d.ruleCtr.MaxEntries())}
+	d.limits = limitsOf(d.entries, d.nodes, d.leaves, d.ct, d.ruleCtr)
 	if d.natBinds != nil {
 		d.limits.NAT = d.natBinds.MaxEntries() > 1
 	}
 	return d, nil
+}
+
+// limitsOf are the table sizes of a data plane with these maps.
+func limitsOf(entries, nodes, leaves, ct, ruleCtr *ebpf.Map) Limits {
+	return Limits{Entries: int(entries.MaxEntries() / 2), Nodes: int(nodes.MaxEntries() / 2),
+		LeafSlots: int(leaves.MaxEntries() / 2), Conntrack: int(ct.MaxEntries()), RuleIDs: int(ruleCtr.MaxEntries())}
+}
+
+// PinnedLimits are the table sizes of the data plane pinned in dir, read
+// from its maps' sizes alone: what a load that upgrades pins Open
+// refuses (another version's layout) keeps.
+func PinnedLimits(dir string) (Limits, error) {
+	var ms [5]*ebpf.Map
+	defer func() {
+		for _, m := range ms {
+			if m != nil {
+				m.Close()
+			}
+		}
+	}()
+	for i, name := range []string{"fw_entries", "fw_nodes", "fw_leaves", "fw_ct", "fw_rule_stats"} {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			return Limits{}, fmt.Errorf("opening pinned map %s: %w", name, err)
+		}
+		ms[i] = m
+	}
+	return limitsOf(ms[0], ms[1], ms[2], ms[3], ms[4]), nil
 }
 
 // Dir is the pin directory.
@@ -767,8 +1003,10 @@ func (d *Datapath) Close() {
 	for _, m := range d.unpinned {
 		m.Close()
 	}
-	for _, m := range d.upgraded {
-		m.Close()
+	for _, u := range d.upgraded {
+		if !u.done {
+			u.old.Close()
+		}
 	}
 	for _, t := range d.tracers {
 		t.close()

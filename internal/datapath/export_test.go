@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -342,3 +343,16 @@ func (d *Datapath) HashLimitBuckets() int {
 	}
 	return n
 }
+
+// EditSpec makes Load load the program as edit changes it (a map laid out
+// as an earlier version did), until the returned function is called.
+func EditSpec(edit func(*ebpf.CollectionSpec)) (restore func()) {
+	editSpec = edit
+	return func() { editSpec = nil }
+}
+
+// PinnedTypes are the BTF types of a pinned map's keys and values.
+func PinnedTypes(m *ebpf.Map) (key, value btf.Type, err error) { return pinnedTypes(m, nil) }
+
+// Layout is t's layout as the upgrade compares it.
+func Layout(t btf.Type) string { return valueLayout(t) }

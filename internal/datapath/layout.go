@@ -1,12 +1,10 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -16,54 +14,102 @@ import (
 
 // A pinned map is reused by the next load when its type, key and value
 // sizes, entries and flags are this program's (cilium/ebpf's
-// MapSpec.Compatible), or carried over when upgradable says how. The
-// sizes alone do not say that the value means the same: a field renamed,
-// moved or given a meaning in what was padding (fw_node's second
-// dimension, fw_entry's NAT byte) keeps the size, and this program would
-// read the old program's data as its own (and the old program, running
-// until the new one is attached, this program's). checkPinnedLayouts
-// compares the value's layout as the BTF of both programs gives it.
+// MapSpec.Compatible) and its key and value are laid out as this
+// program's BTF lays them out; otherwise upgradeSpec gives the program a
+// new map beside it, whose contents are carried over (carry.go, or
+// upgradable), or refuses the load. The sizes alone do not say that the
+// value means the same: a field renamed, moved or given a meaning in what
+// was padding (fw_node's second dimension, fw_entry's NAT byte) keeps the
+// size, and this program would read the old program's data as its own
+// (and the old program, running until the new one is attached, this
+// program's). The layouts compared are the BTF of both programs.
 
-// checkPinnedLayouts refuses, before anything is created, the maps pinned
-// in dir that this program would reuse (spec's PinByName maps; those
-// upgradeSpec replaces are not) whose value type is laid out otherwise
-// than this program's: another member name, offset, size or element
-// count anywhere in it. A map pinned without BTF (made by hand, or by a
-// test) cannot be compared and is left to the size check.
-func checkPinnedLayouts(spec *ebpf.CollectionSpec, dir string) error {
+// sameMap: the pinned map old (key and value types okey, oval from its
+// BTF, nil without) is one this program reuses as it is.
+func sameMap(ms *ebpf.MapSpec, old *ebpf.Map, okey, oval btf.Type) bool {
+	return ms.Compatible(old) == nil && sameLayout(okey, ms.Key) && sameLayout(oval, ms.Value)
+}
+
+// sameLayout: the types are laid out alike, or one is unknown (a map
+// made without BTF, by hand or by a test: its sizes alone are compared).
+func sameLayout(old, cur btf.Type) bool {
+	return old == nil || cur == nil || valueLayout(old) == valueLayout(cur)
+}
+
+// layoutDiff describes how old's layout differs from cur, a layout
+// valueLayout wrote ("" when it does not, or either is unknown).
+func layoutDiff(old btf.Type, cur string) string {
+	if old == nil || cur == "" {
+		return ""
+	}
+	was := valueLayout(old)
+	if was == cur {
+		return ""
+	}
+	w, i := firstDiff(was, cur)
+	return fmt.Sprintf("pinned: …%s…; this program: …%s…", w, i)
+}
+
+// checkOpenLayouts refuses pins whose keys or values this binary would
+// misread: an earlier or later xdpfw's (Open: list, status, conntrack
+// list, ...). Sizes may differ (a table loaded larger, counters grown at
+// their end): what is read is read slot by slot.
+func checkOpenLayouts(dir string, opened map[string]*ebpf.Map) error {
+	layouts, err := embeddedLayouts()
+	if err != nil {
+		return fmt.Errorf("loading embedded BPF objects: %w", err)
+	}
 	var differ []string
-	for name, ms := range spec.Maps {
-		if ms.Pinning != ebpf.PinByName || ms.Value == nil {
+	specs := map[btf.ID]*btf.Spec{}
+	for name, m := range opened {
+		l, ok := layouts[name]
+		if m == nil || !ok {
 			continue
 		}
-		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		okey, oval, err := pinnedTypes(m, specs)
 		if err != nil {
-			return fmt.Errorf("opening pinned map %s: %w", name, err)
+			return fmt.Errorf("reading the types of pinned map %s: %w", name, err)
 		}
-		old, err := pinnedValueType(m)
-		m.Close()
-		if err != nil {
-			return fmt.Errorf("reading the value type of pinned map %s: %w", name, err)
+		if d := layoutDiff(okey, l.key); d != "" {
+			differ = append(differ, fmt.Sprintf("%s's key (%s)", name, d))
 		}
-		if old == nil {
-			continue
-		}
-		if was, is := valueLayout(old), valueLayout(ms.Value); was != is {
-			w, i := firstDiff(was, is)
-			differ = append(differ, fmt.Sprintf("%s (pinned: …%s…; this program: …%s…)", name, w, i))
+		if d := layoutDiff(oval, l.value); d != "" {
+			differ = append(differ, fmt.Sprintf("%s (%s)", name, d))
 		}
 	}
 	if len(differ) == 0 {
 		return nil
 	}
 	slices.Sort(differ)
-	return fmt.Errorf("maps pinned in %s were made by another xdpfw version: their values are laid out otherwise "+
-		"than this program's at the same size, so neither program could read the other's; run `xdpfw detach --all` "+
-		"first: %s: %w", dir, strings.Join(differ, "; "), ebpf.ErrMapIncompatible)
+	return fmt.Errorf("the maps pinned in %s were made by another xdpfw version, which lays them out otherwise: "+
+		"this one would misread them; `xdpfw load` with this version upgrades them (or use the version that loaded them): %s: %w",
+		dir, strings.Join(differ, "; "), ebpf.ErrMapIncompatible)
 }
+
+// mapLayout is a map's key and value layouts (valueLayout; "": no BTF).
+type mapLayout struct{ key, value string }
+
+// embeddedLayouts are this binary's maps' layouts, by name, worked out
+// once per process (parsing the object takes ~15 ms; the layouts are
+// all that is kept).
+var embeddedLayouts = sync.OnceValues(func() (map[string]mapLayout, error) {
+	spec, err := loadXdpfw()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]mapLayout{}
+	for name, ms := range spec.Maps {
+		var l mapLayout
+		if ms.Key != nil {
+			l.key = valueLayout(ms.Key)
+		}
+		if ms.Value != nil {
+			l.value = valueLayout(ms.Value)
+		}
+		out[name] = l
+	}
+	return out, nil
+})
 
 // bpfMapInfo is the head of the kernel's struct bpf_map_info, up to
 // btf_vmlinux_id (Linux 5.x; the kernel fills what it has and zeroes the
@@ -76,10 +122,12 @@ type bpfMapInfo struct {
 	BTFID, BTFKeyTypeID, BTFValueTypeID, BTFVmlinuxID  uint32
 }
 
-// pinnedValueType is the BTF type of m's values, or nil when m was made
-// without BTF. (cilium/ebpf's MapInfo has the BTF object's id but not the
-// value's type id: BPF_OBJ_GET_INFO_BY_FD here.)
-func pinnedValueType(m *ebpf.Map) (btf.Type, error) {
+// pinnedTypes are the BTF types of m's keys and values, nil when m was
+// made without BTF. (cilium/ebpf's MapInfo has the BTF object's id but
+// not the types' ids: BPF_OBJ_GET_INFO_BY_FD here.) The maps of one
+// program share one BTF object: specs keeps those read, by id (nil: read
+// it for this call alone).
+func pinnedTypes(m *ebpf.Map, specs map[btf.ID]*btf.Spec) (key, value btf.Type, err error) {
 	var info bpfMapInfo
 	attr := struct {
 		fd, infoLen uint32
@@ -87,21 +135,32 @@ func pinnedValueType(m *ebpf.Map) (btf.Type, error) {
 	}{fd: uint32(m.FD()), infoLen: uint32(unsafe.Sizeof(info)), info: uint64(uintptr(unsafe.Pointer(&info)))}
 	const objGetInfoByFD = 15 // BPF_OBJ_GET_INFO_BY_FD
 	if _, _, errno := unix.Syscall(unix.SYS_BPF, objGetInfoByFD, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr)); errno != 0 {
-		return nil, fmt.Errorf("BPF_OBJ_GET_INFO_BY_FD: %w", errno)
+		return nil, nil, fmt.Errorf("BPF_OBJ_GET_INFO_BY_FD: %w", errno)
 	}
 	if info.BTFID == 0 || info.BTFValueTypeID == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	h, err := btf.NewHandleFromID(btf.ID(info.BTFID))
-	if err != nil {
-		return nil, err
+	spec := specs[btf.ID(info.BTFID)]
+	if spec == nil {
+		h, err := btf.NewHandleFromID(btf.ID(info.BTFID))
+		if err != nil {
+			return nil, nil, err
+		}
+		defer h.Close()
+		if spec, err = h.Spec(nil); err != nil {
+			return nil, nil, err
+		}
+		if specs != nil {
+			specs[btf.ID(info.BTFID)] = spec
+		}
 	}
-	defer h.Close()
-	spec, err := h.Spec(nil)
-	if err != nil {
-		return nil, err
+	if info.BTFKeyTypeID != 0 {
+		if key, err = spec.TypeByID(btf.TypeID(info.BTFKeyTypeID)); err != nil {
+			return nil, nil, err
+		}
 	}
-	return spec.TypeByID(btf.TypeID(info.BTFValueTypeID))
+	value, err = spec.TypeByID(btf.TypeID(info.BTFValueTypeID))
+	return key, value, err
 }
 
 // valueLayout writes t's layout: for a struct or union its name, size and

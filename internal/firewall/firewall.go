@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -107,6 +108,10 @@ type Result struct {
 	// InForce is how long the change took to reach packets, from the
 	// start of the call that made it.
 	InForce time.Duration
+	// Upgraded: the pinned maps a load of another version made anew
+	// (another layout or size), one line each with what it carried
+	// over (datapath.Upgrades); entries lost are also in Warnings.
+	Upgraded []string
 }
 
 // Firewall is an open, locked handle on the firewall in force.
@@ -268,7 +273,14 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 			lim = cur.Limits() // keep the loaded size
 		}
 		cur.Close()
-	} // else an upgrade whose maps the pins lack: Load reuses what fits
+	} else if !fresh && opt.MaxRules == 0 {
+		// an upgrade over pins laid out otherwise (Open refuses to read
+		// them) or lacking maps: Load carries or reuses them, at the
+		// size loaded
+		if pl, perr := datapath.PinnedLimits(p.PinDir); perr == nil {
+			lim = pl
+		}
+	}
 	if fresh && opt.MaxRules == 0 {
 		lim = datapath.LimitsFor(autoMaxRules(p, rs, opt.CTMax))
 	}
@@ -423,6 +435,11 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	st.NATRules = natText(nat)
 	if err := dp.PinProgram(); err != nil {
 		return nil, undo(attached, err)
+	}
+	var lost int
+	if res.Upgraded, lost = dp.Upgrades(); lost > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the upgrade's new maps could not hold %d entries of the pinned ones "+
+			"(smaller tables): %s", lost, strings.Join(res.Upgraded, "; ")))
 	}
 	// The new program's path has no audit stage: the audit ends.
 	if rec, _ := readAudit(f.paths); rec != nil {

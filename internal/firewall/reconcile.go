@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
@@ -61,6 +60,7 @@ func Reconcile(p Paths, d Desired) (*Change, error) {
 	}
 	ch := &Change{}
 	why := append(loadNeeded(p, st, d), natLoadNeeded(st, d)...)
+	why = append(why, sizeLoadNeeded(p, st, d.Options)...)
 	if lost != nil {
 		why = []string{"the record of the rules in force is lost or corrupt (" + lost.Err.Error() + ")"}
 	}
@@ -77,9 +77,6 @@ func Reconcile(p Paths, d Desired) (*Change, error) {
 			return nil, err
 		}
 		defer fw.Close()
-		if err := fw.checkSizes(d.Options); err != nil {
-			return nil, err
-		}
 		// the nat table is the one in force (natLoadNeeded): apply
 		// replaces the filter's
 		filter := *d.Rules
@@ -224,20 +221,24 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// checkSizes refuses table sizes other than the loaded ones: the maps
-// would have to be made again, which only a fresh load does.
-func (f *Firewall) checkSizes(o Options) error {
-	lim := f.dp.Limits()
-	var diff []string
+// sizeLoadNeeded says why Reconcile must load to put o's table sizes in
+// force: other ones than the loaded (the load makes the tables anew
+// beside the pinned ones and carries their contents over: datapath's
+// upgrade).
+func sizeLoadNeeded(p Paths, st *state, o Options) []string {
+	if st == nil || !st.loaded() || o.MaxRules == 0 && o.CTMax == 0 {
+		return nil
+	}
+	lim, err := datapath.PinnedLimits(p.PinDir)
+	if err != nil {
+		return nil // nothing pinned to compare: loadNeeded says why
+	}
+	var why []string
 	if o.MaxRules != 0 && o.MaxRules != lim.Entries {
-		diff = append(diff, fmt.Sprintf("max rules %d (loaded: %d)", o.MaxRules, lim.Entries))
+		why = append(why, fmt.Sprintf("max rules %d (loaded: %d)", o.MaxRules, lim.Entries))
 	}
 	if o.CTMax != 0 && o.CTMax != lim.Conntrack {
-		diff = append(diff, fmt.Sprintf("conntrack max %d (loaded: %d)", o.CTMax, lim.Conntrack))
+		why = append(why, fmt.Sprintf("conntrack max %d (loaded: %d)", o.CTMax, lim.Conntrack))
 	}
-	if len(diff) > 0 {
-		return fmt.Errorf("%s: table sizes change only with a fresh load (`xdpfw detach --all`, then load or restart the daemon); nothing changed",
-			strings.Join(diff, ", "))
-	}
-	return nil
+	return why
 }

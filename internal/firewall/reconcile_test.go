@@ -77,12 +77,14 @@ func TestReconcile(t *testing.T) {
 	}
 	gen := e.generation()
 	d.Options.CTMax = 1024
-	if _, err := e.reconcile(d); err == nil || !strings.Contains(err.Error(), "conntrack max 1024 (loaded: 65536)") {
-		t.Errorf("another table size: %v", err)
+	ch = must[*Change](t)(e.reconcile(d))
+	if !ch.Loaded || !slices.Equal(ch.Why, []string{"conntrack max 1024 (loaded: 65536)"}) || e.generation() != gen+1 {
+		t.Errorf("another table size: %+v, generation %d (was %d), want a load", ch, e.generation(), gen)
 	}
-	if e.generation() != gen {
-		t.Errorf("a refused change made generation %d (was %d)", e.generation(), gen)
+	if lim, err := datapath.PinnedLimits(e.p.PinDir); err != nil || lim.Conntrack != 1024 {
+		t.Errorf("conntrack table after the load: %+v %v, want 1024 entries", lim, err)
 	}
+	gen = e.generation()
 	d.Options.CTMax = 0
 
 	// Another program version pinned: loaded again, rules kept.
