@@ -341,6 +341,10 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	}
 	base.Log = r.Target.Log
 	base.Limit = r.Match.Limit != nil
+	if r.Match.ConnLimit != nil {
+		return nil, nil, fmt.Errorf("-m connlimit is not supported by the data plane yet: it keeps no count of the connections each rule has seen per address; " +
+			"keep this rule set in the kernel's iptables, or rate-limit new connections per source with -m hashlimit --hashlimit-mode srcip (docs/limits.md)")
+	}
 	if mod := stateModule(&r.Match); mod != "" {
 		switch {
 		case r.Chain == rules.ChainOutput:
