@@ -161,6 +161,9 @@ func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, [
 	if t.HashLimits, err = hashLimitRules(in); err != nil {
 		return nil, nil, err
 	}
+	if t.ConnLimits, err = connLimitRules(in); err != nil {
+		return nil, nil, err
+	}
 	if err := checkStateNotes(in, t); err != nil {
 		return nil, nil, err
 	}
@@ -341,10 +344,6 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	}
 	base.Log = r.Target.Log
 	base.Limit = r.Match.Limit != nil
-	if r.Match.ConnLimit != nil {
-		return nil, nil, fmt.Errorf("-m connlimit is not supported by the data plane yet: it keeps no count of the connections each rule has seen per address; " +
-			"keep this rule set in the kernel's iptables, or rate-limit new connections per source with -m hashlimit --hashlimit-mode srcip (docs/limits.md)")
-	}
 	if mod := stateModule(&r.Match); mod != "" {
 		switch {
 		case r.Chain == rules.ChainOutput:
@@ -353,7 +352,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
 			return nil, nil, fmt.Errorf("-m %s on a rule that logs is not supported; put the LOG rule beside it without -m %[1]s", mod)
 		}
-		base.State, base.HashLimit = true, mod == "hashlimit"
+		base.State, base.HashLimit, base.ConnLimit = true, mod == "hashlimit", mod == "connlimit"
 	}
 
 	m := &r.Match

@@ -467,6 +467,11 @@ func (m *Match) UsesConntrack() bool {
 	return m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs()
 }
 
+// NeedsConntrack reports whether m needs the data plane to track
+// connections: it tests them (UsesConntrack), or counts them
+// (-m connlimit).
+func (m *Match) NeedsConntrack() bool { return m.UsesConntrack() || m.ConnLimit != nil }
+
 // CTAddrs reports whether m tests a connection's addresses (--ctorigsrc,
 // --ctorigdst, --ctreplsrc, --ctrepldst).
 func (m *Match) CTAddrs() bool {
