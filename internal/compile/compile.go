@@ -1002,7 +1002,9 @@ func hdroptFlags(e *Entry) uint8 {
 func setFastRules(t *Tables) {
 	ct := false
 	for i := range t.Entries {
-		ct = ct || t.Entries[i].Match&MCTState != 0
+		// conntrack runs where a rule tests the state or counts
+		// connections (-m connlimit reads fw_ct)
+		ct = ct || t.Entries[i].Match&MCTState != 0 || t.Entries[i].ConnLimit
 		for r := range t.Roots {
 			t.Roots[r].Flags |= hdroptFlags(&t.Entries[i])
 		}
