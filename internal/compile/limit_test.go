@@ -548,6 +548,14 @@ func TestHashLimitTableSettings(t *testing.T) {
 			"-m hashlimit is not supported in a chain OUTPUT reaches (OUTPUT -> c)"},
 		{"-N c\n-A c -m recent --rcheck --name a -j DROP\n-A OUTPUT -p tcp -j c\n",
 			"-m recent is not supported in a chain OUTPUT reaches"},
+		// -m connlimit: a limit it can count to, not in OUTPUT, not on a rule that logs
+		{"-A INPUT -p tcp --syn -m connlimit --connlimit-above 15 -j DROP\n-A FORWARD -m connlimit --connlimit-upto 0 --connlimit-daddr -j ACCEPT\n", ""},
+		{"-A INPUT -p tcp --syn -m connlimit --connlimit-above 16 -j DROP\n",
+			"t:1:1: -m connlimit with a limit of 16: xdpfw counts at most 16 connections per address and rule, so the limit is at most 15"},
+		{"-A OUTPUT -m connlimit --connlimit-above 3 -j DROP\n", "-m connlimit is not supported in OUTPUT"},
+		{"-N c\n-A c -m connlimit --connlimit-above 3 -j DROP\n-A OUTPUT -p tcp -j c\n",
+			"-m connlimit is not supported in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-A INPUT -m connlimit --connlimit-above 3 -j LOG\n", "-m connlimit on a rule that logs is not supported"},
 	} {
 		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
 		if err != nil {
