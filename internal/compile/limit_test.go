@@ -394,14 +394,7 @@ func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Ra
 				}
 				return ok
 			}})
-			gotID := c.Root.RuleID
-			if c.Entry >= 0 {
-				gotID = tb.Entries[c.Entry].RuleID
-			}
-			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
-			if want.Rule >= 0 {
-				wantID = uint32(FirstRuleID + want.Rule)
-			}
+			gotID, wantID := decidedIDs(tb, c, want, &p)
 			if gotID != wantID || len(ref.Lists) != len(twin.Lists) || len(ref.Buckets) != len(twin.Buckets) {
 				t.Fatalf("set %d packet %d: tree says id %d (%d addresses, %d buckets), reference id %d (%d, %d)\npacket %+v\n%s",
 					set, k, gotID, len(twin.Lists), len(twin.Buckets), wantID, len(ref.Lists), len(ref.Buckets), p, rs)
@@ -484,14 +477,7 @@ func TestConnLimitTreeAgreesWithReference(t *testing.T) {
 				}
 				return ok && !f
 			}})
-			gotID := c.Root.RuleID
-			if c.Entry >= 0 {
-				gotID = tb.Entries[c.Entry].RuleID
-			}
-			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
-			if want.Rule >= 0 {
-				wantID = uint32(FirstRuleID + want.Rule)
-			}
+			gotID, wantID := decidedIDs(tb, c, want, &p)
 			refFull := want.Reason == ReasonCTFull
 			if refFull {
 				full++
@@ -518,6 +504,20 @@ func TestConnLimitTreeAgreesWithReference(t *testing.T) {
 		t.Fatalf("%d rule sets compiled, %d state entries settled, %d connlimit matches: the test checked too little", sets, settled, matched)
 	}
 	t.Logf("%d rule sets, %d state entries settled, %d connlimit matches, %d dropped uncounted", sets, settled, matched, full)
+}
+
+// decidedIDs are the rule ids (a policy's for none) the tree walk (c)
+// and the reference (want) decided p by, rules having ids FirstRuleID+i.
+func decidedIDs(tb *Tables, c Classified, want Decision, p *RefPacket) (got, wantID uint32) {
+	got = c.Root.RuleID
+	if c.Entry >= 0 {
+		got = tb.Entries[c.Entry].RuleID
+	}
+	wantID = PolicyID(uint8(p.Chain), p.Src.Is6())
+	if want.Rule >= 0 {
+		wantID = uint32(FirstRuleID + want.Rule)
+	}
+	return got, wantID
 }
 
 func setTracked(m map[ConnID]bool, id ConnID, closed bool) map[ConnID]bool {
