@@ -455,6 +455,30 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_hashlimit SEC(".maps");
 
+/* The settings of each -m connlimit rule, by rule id: written by the
+ * control plane before the generation that uses them is in force. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FW_MAX_CONNLIMIT_RULES);
+	__type(key, __u32);
+	__type(value, struct fw_connlimit_rule);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_connlimit_rules SEC(".maps");
+
+/* The -m connlimit counts: per (rule, masked address) the connections
+ * counted (lib/connlimit.h), in one LRU map: when it is full, the least
+ * recently used key goes, and its connections are no longer counted (a
+ * key a packet reaches is used; the keys of connections that ended long
+ * ago, which nothing removes otherwise, go first). The control plane
+ * removes a rule's keys with the rule. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_CONNLIMIT_MAX);
+	__type(key, struct fw_connlimit_key);
+	__type(value, struct fw_connlimit_conns);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_connlimit SEC(".maps");
+
 /* The walk's notes of -m recent matches (struct fw_state_scratch), per
  * CPU: slot 0 for XDP, 1 for tc. Not pinned: it lives for one packet. */
 struct {

@@ -392,6 +392,8 @@ struct fw_cand {
 			   * walk, settled in rule order after it (fw_state_settle) */
 #define FW_EF_HASHLIMIT 0x40 /* with FW_EF_STATE: the state is a -m hashlimit bucket
 			      * (fw_hashlimit_rules), not a -m recent list */
+#define FW_EF_CONNLIMIT 0x80 /* with FW_EF_STATE: the state is a -m connlimit count
+			      * (fw_connlimit_rules, lib/connlimit.h) */
 
 /* A node of a classifier tree: a multiway ("fat") node, one cache line:
  * a complete binary tree of depth 3. Its 7 thresholds are in order
@@ -952,6 +954,49 @@ struct fw_hashlimit_bucket {
 	__u64 seen; /* bpf_ktime_get_ns() of its last packet */
 };
 
+/* -m connlimit (lib/connlimit.h, docs/limits.md): a state rule as -m
+ * hashlimit (FW_EF_STATE with FW_EF_CONNLIMIT), whose state is, per
+ * (rule, masked address), the connections that reached the rule, as the
+ * kernel's nf_conncount keeps them: a bounded list of conntrack keys,
+ * collected when their fw_ct entry is gone or closed. Mirrored by
+ * internal/compile (abi.go). */
+#define FW_MAX_CONNLIMIT_RULES 4096 /* -m connlimit rules in a rule set */
+#define FW_CONNLIMIT_MAX       8192 /* keys (rule, address) of all rules together (LRU) */
+#define FW_CONNLIMIT_SLOTS     16   /* connections one key holds: a limit is at most FW_CONNLIMIT_SLOTS - 1 */
+
+/* fw_connlimit_rule.flags */
+#define FW_CL_F_ABOVE 0x01 /* --connlimit-above: matches when more than limit are counted (else: at most) */
+#define FW_CL_F_DADDR 0x02 /* --connlimit-daddr: the key is the destination address (else the source) */
+
+/* A -m connlimit rule's settings (fw_connlimit_rules, by rule id). */
+struct fw_connlimit_rule {
+	__u64 mask[2]; /* --connlimit-mask, on the address as fw_pkt holds it */
+	__u32 limit;
+	__u32 flags;   /* FW_CL_F_* */
+};
+
+/* A key of fw_connlimit: a rule's masked address. */
+struct fw_connlimit_key {
+	__u64 addr[2];
+	__u32 rule_id;
+	__u8  family;
+	__u8  _pad[3];
+};
+
+/* A connection a key counts: its conntrack key (family 0: a free slot),
+ * and when and where it was added (an entry not yet in fw_ct is kept for
+ * 2 jiffies when another CPU added it: that CPU may be about to create
+ * it, as nf_conncount's find_or_evict). */
+struct fw_connlimit_conn {
+	struct fw_ct_key ct;
+	__u32 jiffies; /* bpf_jiffies64() when added, low 32 bits */
+	__u32 cpu;
+};
+
+struct fw_connlimit_conns {
+	struct fw_connlimit_conn conn[FW_CONNLIMIT_SLOTS];
+};
+
 /* What the walk notes of -m recent and -m hashlimit matches, probes and guarded entries
  * (fw_state_scratch, per CPU). */
 struct fw_state_scratch {
@@ -966,6 +1011,20 @@ struct fw_state_scratch {
 	struct fw_recent_entry fresh;
 	struct fw_hashlimit_key hkey; /* -m hashlimit's, the same way */
 	struct fw_hashlimit_bucket hfresh;
+	struct fw_connlimit_key ckey; /* -m connlimit's */
+	struct fw_connlimit_conns cfresh;
+	/* its walk's inputs and tally, kept here and not in registers: the
+	 * verifier would follow every combination of the slots' outcomes,
+	 * and spills would pass the 512 bytes of stack the frames share */
+	__u64 cnow;   /* bpf_ktime_get_coarse_ns() (fw_ct_entry.expires' clock) */
+	__u32 cjif;   /* bpf_jiffies64(), low 32 bits */
+	__u32 ccpu;   /* this CPU */
+	__u32 cadd;   /* the packet's connection is to be added (its first packet) */
+	__u32 ccount; /* connections counted */
+	__u32 cfree;  /* 1 + the first free slot; 0: none */
+	__u32 cfound; /* the packet's own connection is in a slot */
+	__u32 czero;  /* 0: the key of fw_xdp_handoff's slot */
+	__u32 crule;  /* the rule id: the key of fw_connlimit_rules */
 };
 
 /* Counters of fw_log_counters (per CPU). Mirrored by datapath.LogStats. */
@@ -974,6 +1033,7 @@ enum fw_log_counter {
 	FW_LOG_C_NO_LIMIT,     /* events of a rule id without fw_log_limits entry (not emitted) */
 	FW_LOG_C_STATE_OVERFLOW, /* packets that met more -m recent rules than FW_STATE_MAX: dropped (the compiler prevents it) */
 	FW_LOG_C_COUNT_OVERFLOW, /* packets more than FW_COUNT_MAX counting entries matched */
+	FW_LOG_C_CONNLIMIT_FULL, /* packets of a new connection a -m connlimit rule could not count (its key's FW_CONNLIMIT_SLOTS in use): dropped */
 	FW_LOG_C_NUM,
 };
 

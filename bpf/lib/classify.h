@@ -20,6 +20,7 @@
 #include "../types.h"
 #include "../maps.h"
 #include "ratelimit.h"
+#include "connlimit.h"
 
 /* fw_limit tests (take 0) or takes (take 1) a token of rule_id's -m limit
  * bucket (fw_limits, lib/ratelimit.h): the walk tests it where the rule's
@@ -389,7 +390,9 @@ __noinline int fw_hashlimit_apply(__u32 rule_id, const struct fw_pkt *p, struct 
  * iptables meets their rules: an entry whose guard the bits fail is
  * passed (the packet does not reach it); a -m recent entry does what its
  * rule does to its list (fw_recent_apply), a -m hashlimit one
- * (FW_EF_HASHLIMIT) to its bucket (fw_hashlimit_apply), a -m limit one that is no LOG
+ * (FW_EF_HASHLIMIT) to its bucket (fw_hashlimit_apply), a -m connlimit one
+ * (FW_EF_CONNLIMIT) counts the packet's connection (fw_connlimit_apply:
+ * one it cannot count drops the packet), a -m limit one that is no LOG
  * rule takes a token (fw_limit), and is passed when that does not match;
  * then a probe sets its bit and counts its rule, a LOG or counting entry is noted for logging
  * or counting (fw_walk_pass), and any other decides: it fills d, sets
@@ -431,9 +434,21 @@ static __always_inline int fw_state_settle(struct fw_decision *d, const struct f
 			continue;
 		__u8 flags = e->flags, action = e->action, probe = e->probe;
 		__u32 rule_id = e->rule_id;
-		if ((flags & FW_EF_STATE) && !((flags & FW_EF_HASHLIMIT) ? fw_hashlimit_apply(rule_id, p, s)
-									  : fw_recent_apply(rule_id, p, s)))
-			continue;
+		if (flags & FW_EF_STATE) {
+			int m = (flags & FW_EF_CONNLIMIT)  ? fw_connlimit_apply(rule_id, s)
+				: (flags & FW_EF_HASHLIMIT) ? fw_hashlimit_apply(rule_id, p, s)
+							    : fw_recent_apply(rule_id, p, s);
+			if (m < 0) { /* a connection -m connlimit cannot count: dropped, as the kernel's hotdrop */
+				*at_idx = 0; /* no LOG rule logs it */
+				d->rule_id = 0;
+				d->action = FW_ACT_DROP;
+				d->reason = FW_R_CT_FULL;
+				d->flags = 0;
+				return 1;
+			}
+			if (!m)
+				continue;
+		}
 		if ((flags & (FW_EF_LIMIT | FW_EF_STATE)) == FW_EF_LIMIT && action != FW_ACT_LOG && !fw_limit(rule_id, 1))
 			continue;
 		if (probe) /* its bit, and its rule counts the packet (as a counting entry) */

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdpfw/xdpfw/internal/compile"
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/telemetry"
@@ -277,8 +278,10 @@ func (e *env) logStats(asJSON bool) error {
 			Total      datapath.LogCounter `json:"total"`
 			Overflow   uint64              `json:"overflow"`
 			Unbudgeted uint64              `json:"unbudgeted"`
-			Reader     string              `json:"reader,omitempty"`
-		}{rows, st.Total, st.Overflow, st.Unbudgeted, telemetry.ReaderPID(e.paths.StateDir)})
+			// ConnLimitFull: new connections -m connlimit could not count, dropped
+			ConnLimitFull uint64 `json:"connlimit_full"`
+			Reader        string `json:"reader,omitempty"`
+		}{rows, st.Total, st.Overflow, st.Unbudgeted, st.ConnLimitFull, telemetry.ReaderPID(e.paths.StateDir)})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "chain\tnum\temitted\tsuppressed\tlost\trule")
@@ -291,6 +294,10 @@ func (e *env) logStats(asJSON bool) error {
 	}
 	if st.Overflow > 0 {
 		fmt.Fprintf(e.stdout, "%d packets matched more LOG rules than log one packet (the first 4 log it)\n", st.Overflow)
+	}
+	if st.ConnLimitFull > 0 {
+		fmt.Fprintf(e.stdout, "%d packets of new connections dropped: a -m connlimit rule had %d connections of their address counted already (docs/limits.md)\n",
+			st.ConnLimitFull, compile.ConnLimitSlots)
 	}
 	if pid := telemetry.ReaderPID(e.paths.StateDir); pid != "" {
 		fmt.Fprintf(e.stdout, "events are being read by pid %s\n", pid)

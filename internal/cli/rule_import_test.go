@@ -31,7 +31,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 
 // TestImportReport: import prints what becomes of each line of an
 // OpenWrt-like router's iptables-save (raw, mangle and nat sections, NFLOG,
-// -I and -D lines) and of a ufw-like host's (-m connlimit refused here,
+// -I and -D lines) and of a ufw-like host's (-m connmark refused here,
 // -m mark in OUTPUT, MARK),
 // with a summary, and changes nothing; -o writes a file apply loads.
 func TestImportReport(t *testing.T) {
@@ -82,7 +82,7 @@ func TestImportReport(t *testing.T) {
 	code, stdout, _ = runCLI(t, "", append(state, "import", "--ipv4-file", uf, "-o", out2)...)
 	if code != 2 || !strings.Contains(stdout, uf+":19:1: taken: -A OUTPUT -p udp -m mark --mark 0x1 -j DROP\n\tas: -A OUTPUT -4 -p udp -m mark --mark 0x1 -j DROP\n") ||
 		!strings.Contains(stdout, uf+":20:1: skipped: -A OUTPUT -j MARK --set-xmark 0x2/0xffffffff\n\twhy: target MARK is not supported") ||
-		!strings.Contains(stdout, uf+":21:31: refused: -A INPUT -p tcp --dport 22 -m connlimit") ||
+		!strings.Contains(stdout, uf+":21:31: refused: -A INPUT -p tcp --dport 22 -m connmark") ||
 		!strings.Contains(stdout, "the files do not load") {
 		t.Errorf("ufw-like: exit %d:\n%s", code, stdout)
 	}

@@ -86,10 +86,13 @@ order.
 (--hashlimit-burst, --hashlimit-mode srcip,srcport,dstip,dstport,
 --hashlimit-srcmask/-dstmask, --hashlimit-htable-expire) is -m limit with a
 bucket per key of the packet in a named table; -above takes a token when
-there is one and matches when there is none.
+there is one and matches when there is none. -m connlimit --connlimit-above
+N (or --connlimit-upto N, at most 15) counts, per rule and per masked
+source (--connlimit-daddr: destination) address, the live connections
+whose packets reached the rule, the packet's own included.
 
 Connection tracking runs when a rule uses -m conntrack (--ctstate, --ctproto,
---ctstatus, --ctdir) or -m state --state: the table has --ct-max entries (preallocated, about 150 bytes each)
+--ctstatus, --ctdir), -m state --state or -m connlimit: the table has --ct-max entries (preallocated, about 150 bytes each)
 and connections expire after per-state timeouts close to Linux's, which
 --ct-timeout NAME=SECONDS changes (see 'xdpfw conntrack --help').
 

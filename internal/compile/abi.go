@@ -213,6 +213,18 @@ const (
 	MaxHashLimitRules         = 4096
 	HashLimitMax              = 16384
 	HashLimitFlagAbove uint32 = 0x10
+	// EntryConnLimit is FW_EF_CONNLIMIT (with EntryState: the rule's
+	// state is a -m connlimit count); MaxConnLimitRules bounds the
+	// -m connlimit rules of a rule set (FW_MAX_CONNLIMIT_RULES),
+	// ConnLimitMax the keys of all of them (FW_CONNLIMIT_MAX),
+	// ConnLimitSlots the connections one key counts (FW_CONNLIMIT_SLOTS);
+	// ConnLimitFlag* are FW_CL_F_*.
+	EntryConnLimit     uint8  = 0x80
+	MaxConnLimitRules         = 4096
+	ConnLimitMax              = 8192
+	ConnLimitSlots            = 16
+	ConnLimitFlagAbove uint32 = 0x01
+	ConnLimitFlagDaddr uint32 = 0x02
 	// RecentFlagDest, RecentFlagInvert and RecentFlagTTL (--rttl) are
 	// FW_RECENT_F_*.
 	RecentFlagDest   uint8 = 0x01

@@ -161,6 +161,9 @@ func finish(in Input, entries []Entry, warn []Warning, spans []Span) (*Tables, [
 	if t.HashLimits, err = hashLimitRules(in); err != nil {
 		return nil, nil, err
 	}
+	if t.ConnLimits, err = connLimitRules(in); err != nil {
+		return nil, nil, err
+	}
 	if err := checkStateNotes(in, t); err != nil {
 		return nil, nil, err
 	}
@@ -349,7 +352,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
 			return nil, nil, fmt.Errorf("-m %s on a rule that logs is not supported; put the LOG rule beside it without -m %[1]s", mod)
 		}
-		base.State, base.HashLimit = true, mod == "hashlimit"
+		base.State, base.HashLimit, base.ConnLimit = true, mod == "hashlimit", mod == "connlimit"
 	}
 
 	m := &r.Match
@@ -999,7 +1002,9 @@ func hdroptFlags(e *Entry) uint8 {
 func setFastRules(t *Tables) {
 	ct := false
 	for i := range t.Entries {
-		ct = ct || t.Entries[i].Match&MCTState != 0
+		// conntrack runs where a rule tests the state or counts
+		// connections (-m connlimit reads fw_ct)
+		ct = ct || t.Entries[i].Match&MCTState != 0 || t.Entries[i].ConnLimit
 		for r := range t.Roots {
 			t.Roots[r].Flags |= hdroptFlags(&t.Entries[i])
 		}

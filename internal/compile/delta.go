@@ -442,7 +442,7 @@ func (o *Overlay) Delta() (*Delta, error) {
 func (o *Overlay) deltaRoots(d *Delta, added []bool, dead map[uint32]bool) {
 	ct := o.Roots[0].Flags&RootCT != 0
 	for _, e := range d.Entries {
-		ct = ct || e.Match&MCTState != 0
+		ct = ct || e.Match&MCTState != 0 || e.ConnLimit
 		for r := range d.Roots { // the classifier reads these fields from now on
 			d.Roots[r].Flags |= hdroptFlags(&e)
 		}

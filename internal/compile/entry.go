@@ -68,6 +68,8 @@ type Entry struct {
 	// The entry decides nothing in the walk; the data plane settles it
 	// after the walk, in rule order (Tables.Recent, Tables.HashLimits).
 	State, HashLimit bool
+	// ConnLimit: with State, the rule has -m connlimit (Tables.ConnLimits).
+	ConnLimit bool
 	// Count: with ActLog, the entry only counts the packets it matches
 	// for its rule (a jump, goto, RETURN or rule without -j: flatten.go).
 	Count bool
@@ -111,6 +113,9 @@ func (e *Entry) Flags() uint8 {
 		f |= EntryState
 		if e.HashLimit {
 			f |= EntryHashLimit
+		}
+		if e.ConnLimit {
+			f |= EntryConnLimit
 		}
 	}
 	if e.Probe != 0 || e.GuardMask != 0 {
@@ -170,6 +175,8 @@ type Tables struct {
 	Recent []RecentRule
 	// HashLimits are the settings of the -m hashlimit rules, in rule order.
 	HashLimits []HashLimitRule
+	// ConnLimits are the settings of the -m connlimit rules, in rule order.
+	ConnLimits []ConnLimitRule
 	// Ranges[i] is Entries[i] as ranges of the key, where it can be
 	// (see Ranges); the trees' leaves test those.
 	Ranges []Ranges
@@ -269,6 +276,8 @@ func (e Entry) String() string {
 	}
 	if e.State && e.HashLimit {
 		s += " hashlimit"
+	} else if e.State && e.ConnLimit {
+		s += " connlimit"
 	} else if e.State {
 		s += " recent"
 	}

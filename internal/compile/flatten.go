@@ -292,7 +292,7 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 func counting(ents []Entry) []Entry {
 	out := make([]Entry, len(ents))
 	for i, e := range ents {
-		e.Action, e.Reason, e.Reject, e.Log, e.Count, e.Limit, e.State, e.HashLimit, e.Probe = ActLog, 0, 0, false, true, false, false, false, 0
+		e.Action, e.Reason, e.Reject, e.Log, e.Count, e.Limit, e.State, e.HashLimit, e.ConnLimit, e.Probe = ActLog, 0, 0, false, true, false, false, false, false, 0
 		out[i] = e
 	}
 	return out
@@ -458,15 +458,15 @@ func (f *flattener) noForm(r *rules.Rule, path []string, err error) error {
 
 // copyMatch copies the match fields of e (not its action or rule) to d.
 // What d's rule does with a match stays d's: its action, rule, logging,
-// and its -m limit bucket, -m recent list or -m hashlimit bucket (Limit,
-// State, HashLimit: by rule id),
+// and its -m limit bucket, -m recent list, -m hashlimit bucket or
+// -m connlimit count (Limit, State, HashLimit, ConnLimit: by rule id),
 // probe bit and note key. The guard (probe bits) is a test: it is copied.
 func copyMatch(d, e *Entry) {
 	act, reason, rej, id, log, count, limit, state := d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count, d.Limit, d.State
-	hash, probe, note := d.HashLimit, d.Probe, d.Note
+	hash, conn, probe, note := d.HashLimit, d.ConnLimit, d.Probe, d.Note
 	*d = *e
 	d.Action, d.Reason, d.Reject, d.RuleID, d.Log, d.Count, d.Limit, d.State = act, reason, rej, id, log, count, limit, state
-	d.HashLimit, d.Probe, d.Note = hash, probe, note
+	d.HashLimit, d.ConnLimit, d.Probe, d.Note = hash, conn, probe, note
 }
 
 // flattenable are the tests conj and negate know how to combine. A test

@@ -31,6 +31,9 @@ type State struct {
 	Lists map[RecentKey]*RecentEntry
 	// Buckets are the -m hashlimit buckets (hashlimit.go).
 	Buckets map[HashKey]*HashBucket
+	// Conns are the connections -m connlimit reads and counts
+	// (connlimit.go); nil: none tracked, nothing kept.
+	Conns *Conntrack
 }
 
 // RecentKey is an address in a -m recent list (masked, as the rule

@@ -394,14 +394,7 @@ func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Ra
 				}
 				return ok
 			}})
-			gotID := c.Root.RuleID
-			if c.Entry >= 0 {
-				gotID = tb.Entries[c.Entry].RuleID
-			}
-			wantID := PolicyID(uint8(p.Chain), p.Src.Is6())
-			if want.Rule >= 0 {
-				wantID = uint32(FirstRuleID + want.Rule)
-			}
+			gotID, wantID := decidedIDs(tb, c, want, &p)
 			if gotID != wantID || len(ref.Lists) != len(twin.Lists) || len(ref.Buckets) != len(twin.Buckets) {
 				t.Fatalf("set %d packet %d: tree says id %d (%d addresses, %d buckets), reference id %d (%d, %d)\npacket %+v\n%s",
 					set, k, gotID, len(twin.Lists), len(twin.Buckets), wantID, len(ref.Lists), len(ref.Buckets), p, rs)
@@ -413,6 +406,126 @@ func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Ra
 	}
 	t.Logf("%d rule sets, %d state entries settled, %d hashlimit matches", sets, settled, matched)
 	return matched
+}
+
+// TestConnLimitTreeAgreesWithReference: random rule sets with -m
+// connlimit (rules.RandomConnLimit, -m hashlimit and -m recent beside),
+// packets of a few clients and servers so that keys repeat: the tree walk
+// settling its notes (a count by the entry's EntryConnLimit flag) and the
+// reference decide alike and keep the same counts; the connections the
+// decisions accept are tracked on both sides alike (a first packet
+// accepted creates its connection), a few reset, and the reference's
+// "cannot count" (a key's ConnLimitSlots taken: dropped) is the twin's.
+func TestConnLimitTreeAgreesWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 7))
+	names := []string{"lo", "eth0", "eth1", "veth0"}
+	sets, settled, matched, full := 0, 0, 0, 0
+	for set := 0; set < 300; set++ {
+		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
+		rules.RandomConnLimit(r, rs, 25)
+		rules.RandomHashLimit(r, rs, 5)
+		tb, _, err := Compile(Input{RuleSet: rs, IDs: ids(len(rs.Rules)), Ifaces: testIfaces})
+		if err != nil {
+			continue
+		}
+		sets++
+		ref, twin := &State{Now: 1e12, Conns: &Conntrack{}}, &State{Now: 1e12, Conns: &Conntrack{}}
+		byID := map[uint32]int{}
+		for i := range rs.Rules {
+			byID[uint32(FirstRuleID+i)] = i
+		}
+		hosts := []netip.Addr{netip.MustParseAddr("10.1.0.1"), netip.MustParseAddr("10.1.0.2"), netip.MustParseAddr("10.1.7.3"),
+			netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")}
+		for k := 0; k < 300; k++ {
+			p := randomRefPacket(r, rs, names)
+			if p.Src.Is4() {
+				p.Src, p.Dst = hosts[r.IntN(3)], hosts[r.IntN(3)]
+			} else {
+				p.Src, p.Dst = hosts[3+r.IntN(2)], hosts[3+r.IntN(2)]
+			}
+			p.SPort = uint16(1000 + r.IntN(8))
+			id := ConnOf(&p)
+			if closed, ok := ref.Conns.Tracked[id]; ok && !closed && p.CTState == CTNew && r.IntN(2) == 0 {
+				p.CTState = CTEstablished // a later packet of a tracked connection
+			}
+			if rawNotrack(rs, &p) { // as the classifier sees it (the count's callback reads p)
+				p.CTState = CTUntracked
+			}
+			want := DecideAt(rs, p, ref)
+			twinFull := false
+			c := tb.ClassifyWith(&p, testDev(&p), &Stateful{Recent: func(entry int) bool {
+				settled++
+				e := &tb.Entries[entry]
+				i := byID[e.RuleID]
+				m := &rs.Rules[i].Match
+				conn := e.Flags()&(EntryState|EntryConnLimit) == EntryState|EntryConnLimit
+				if conn != (m.ConnLimit != nil) {
+					t.Fatalf("set %d: entry %d (%s): flags %#x, -m connlimit %v", set, entry, e, e.Flags(), m.ConnLimit != nil)
+				}
+				switch {
+				case twinFull:
+					return false // dropped already: nothing after it runs
+				case m.HashLimit != nil:
+					return twin.hashlimit(m.HashLimit, &p)
+				case !conn:
+					return twin.recent(m.Recent, &p)
+				}
+				ok, f := twin.connlimit(i, m.ConnLimit, &p)
+				twinFull = twinFull || f
+				if ok {
+					matched++
+				}
+				return ok && !f
+			}})
+			gotID, wantID := decidedIDs(tb, c, want, &p)
+			refFull := want.Reason == ReasonCTFull
+			if refFull {
+				full++
+			}
+			if twinFull != refFull || (!refFull && gotID != wantID) || fmt.Sprint(ref.Conns.Counted) != fmt.Sprint(twin.Conns.Counted) {
+				t.Fatalf("set %d packet %d: tree says id %d (full %v, counts %v), reference id %d (full %v, counts %v)\npacket %+v\n%s",
+					set, k, gotID, twinFull, twin.Conns.Counted, wantID, refFull, ref.Conns.Counted, p, rs)
+			}
+			// conntrack: an accepted first packet creates its connection
+			// (on both sides alike); now and then one is reset
+			if !refFull && want.Verdict == rules.VerdictAccept && p.CTState == CTNew {
+				ref.Conns.Tracked = setTracked(ref.Conns.Tracked, id, false)
+				twin.Conns.Tracked = setTracked(twin.Conns.Tracked, id, false)
+			}
+			if r.IntN(10) == 0 {
+				for id := range ref.Conns.Tracked {
+					ref.Conns.Tracked[id], twin.Conns.Tracked[id] = true, true
+					break
+				}
+			}
+		}
+	}
+	if sets < 200 || matched == 0 {
+		t.Fatalf("%d rule sets compiled, %d state entries settled, %d connlimit matches: the test checked too little", sets, settled, matched)
+	}
+	t.Logf("%d rule sets, %d state entries settled, %d connlimit matches, %d dropped uncounted", sets, settled, matched, full)
+}
+
+// decidedIDs are the rule ids (a policy's for none) the tree walk (c)
+// and the reference (want) decided p by, rules having ids FirstRuleID+i.
+func decidedIDs(tb *Tables, c Classified, want Decision, p *RefPacket) (got, wantID uint32) {
+	got = c.Root.RuleID
+	if c.Entry >= 0 {
+		got = tb.Entries[c.Entry].RuleID
+	}
+	wantID = PolicyID(uint8(p.Chain), p.Src.Is6())
+	if want.Rule >= 0 {
+		wantID = uint32(FirstRuleID + want.Rule)
+	}
+	return got, wantID
+}
+
+func setTracked(m map[ConnID]bool, id ConnID, closed bool) map[ConnID]bool {
+	if m == nil {
+		m = map[ConnID]bool{}
+	}
+	m[id] = closed
+	return m
 }
 
 // TestHashLimitTableSettings: rules that name one table share its
@@ -435,6 +548,14 @@ func TestHashLimitTableSettings(t *testing.T) {
 			"-m hashlimit is not supported in a chain OUTPUT reaches (OUTPUT -> c)"},
 		{"-N c\n-A c -m recent --rcheck --name a -j DROP\n-A OUTPUT -p tcp -j c\n",
 			"-m recent is not supported in a chain OUTPUT reaches"},
+		// -m connlimit: a limit it can count to, not in OUTPUT, not on a rule that logs
+		{"-A INPUT -p tcp --syn -m connlimit --connlimit-above 15 -j DROP\n-A FORWARD -m connlimit --connlimit-upto 0 --connlimit-daddr -j ACCEPT\n", ""},
+		{"-A INPUT -p tcp --syn -m connlimit --connlimit-above 16 -j DROP\n",
+			"t:1:1: -m connlimit with a limit of 16: xdpfw counts at most 16 connections per address and rule, so the limit is at most 15"},
+		{"-A OUTPUT -m connlimit --connlimit-above 3 -j DROP\n", "-m connlimit is not supported in OUTPUT"},
+		{"-N c\n-A c -m connlimit --connlimit-above 3 -j DROP\n-A OUTPUT -p tcp -j c\n",
+			"-m connlimit is not supported in a chain OUTPUT reaches (OUTPUT -> c)"},
+		{"-A INPUT -m connlimit --connlimit-above 3 -j LOG\n", "-m connlimit on a rule that logs is not supported"},
 	} {
 		rs, err := rules.Parse("t", []byte(tc.src), rules.ParseOptions{})
 		if err != nil {

@@ -100,6 +100,8 @@ func stateModule(m *rules.Match) string {
 		return "recent"
 	case m.HashLimit != nil:
 		return "hashlimit"
+	case m.ConnLimit != nil:
+		return "connlimit"
 	}
 	return ""
 }

@@ -176,6 +176,15 @@ func DecideAt(rs *rules.RuleSet, p RefPacket, st *State) Decision {
 		if h := r.Match.HashLimit; h != nil && !st.hashlimit(h, &p) {
 			continue // the packet's bucket says no (after taking any token)
 		}
+		if c := r.Match.ConnLimit; c != nil {
+			match, full := st.connlimit(i, c, &p)
+			if full { // a connection it cannot count: dropped (fw_connlimit_apply)
+				return Decision{Rule: -1, Verdict: rules.VerdictDrop, Reason: ReasonCTFull} // no LOG or counting rule has it
+			}
+			if !match {
+				continue
+			}
+		}
 		reached = append(reached, i)
 		if v := r.Target.Verdict; !v.Terminal() && v != rules.VerdictLog && !slices.Contains(counts, i) {
 			counts = append(counts, i)

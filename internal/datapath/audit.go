@@ -59,7 +59,7 @@ func (o *auditObjs) next() [2]*ebpf.Map      { return [2]*ebpf.Map{o.FwAuditNext
 // auditShared are the live maps the audit instance reads (and writes
 // nothing in but the log ring): its program finds the packet and the
 // enforced decision in the hand-over slot.
-var auditShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_log_ring", "fw_log_counters",
+var auditShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_connlimit", "fw_ct", "fw_log_ring", "fw_log_counters",
 	"fw_config_map", "fw_xdp_handoff"}
 
 // AuditCounters are the audit's own counters (enum fw_audit_counter).
@@ -247,6 +247,7 @@ type instanceTables struct {
 	FwLimits         *ebpf.Map `ebpf:"fw_limits"`
 	FwRecentRules    *ebpf.Map `ebpf:"fw_recent_rules"`
 	FwHashlimitRules *ebpf.Map `ebpf:"fw_hashlimit_rules"`
+	FwConnlimitRules *ebpf.Map `ebpf:"fw_connlimit_rules"`
 }
 
 // view is a Datapath of live program d's whose tables are t (Install,
@@ -255,7 +256,7 @@ func (t *instanceTables) view(d *Datapath, lim Limits) *Datapath {
 	return &Datapath{dir: d.dir, limits: lim, active: t.FwActive, entries: t.FwEntries, cands: t.FwCands, nodes: t.FwNodes,
 		leaves: t.FwLeaves, roots: t.FwRoots, raw: t.FwRaw, deltas: t.FwDeltas, deltaEn: t.FwDeltaEntries,
 		stamps: t.FwStamps, ruleCtr: t.FwRuleStats, logLim: t.FwLogLimits, logStat: t.FwLogStats, limBkt: t.FwLimits,
-		recentRules: t.FwRecentRules, hashRules: t.FwHashlimitRules, logCtr: d.logCtr, instance: true}
+		recentRules: t.FwRecentRules, hashRules: t.FwHashlimitRules, connRules: t.FwConnlimitRules, logCtr: d.logCtr, instance: true}
 }
 
 // instanceMaps are the maps of o, an instance's objects as LoadAndAssign

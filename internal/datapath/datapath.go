@@ -135,6 +135,8 @@ type Datapath struct {
 	recent      *ebpf.Map // fw_recent: the -m recent lists' addresses
 	hashRules   *ebpf.Map // fw_hashlimit_rules: per -m hashlimit rule id
 	hashBkt     *ebpf.Map // fw_hashlimit: the -m hashlimit tables' buckets
+	connRules   *ebpf.Map // fw_connlimit_rules: per -m connlimit rule id
+	connCnt     *ebpf.Map // fw_connlimit: the connections -m connlimit rules count
 	logStat     *ebpf.Map // fw_log_stats: per logged rule id, per CPU
 	logCtr      *ebpf.Map // fw_log_counters
 	rejGlob     *ebpf.Map // fw_reject_global: REJECT's global budget
@@ -206,7 +208,8 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_roots": &d.roots, "fw_rule_stats": &d.ruleCtr, "fw_reason_stats": &d.reasons, "fw_config_map": &d.config,
 		"fw_sets": &d.sets, "fw_ct": &d.ct, "fw_ct_stats": &d.ctStats, "fw_ct_evict": &d.ctEvict, "fw_frag": &d.frag,
 		"fw_log_ring": &d.logRing, "fw_log_limits": &d.logLim, "fw_limits": &d.limBkt, "fw_recent_rules": &d.recentRules, "fw_recent": &d.recent,
-		"fw_hashlimit_rules": &d.hashRules, "fw_hashlimit": &d.hashBkt, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
+		"fw_hashlimit_rules": &d.hashRules, "fw_hashlimit": &d.hashBkt,
+		"fw_connlimit_rules": &d.connRules, "fw_connlimit": &d.connCnt, "fw_log_stats": &d.logStat, "fw_log_counters": &d.logCtr,
 		"fw_deltas": &d.deltas, "fw_delta_entries": &d.deltaEn, "fw_stamps": &d.stamps,
 		"fw_reject_global": &d.rejGlob, "fw_raw": &d.raw, "fw_addrtypes": &d.addrTyp,
 		latPin: &d.latSample, "fw_latency": &d.latency,
@@ -357,6 +360,8 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		recent:      objs.FwRecent,
 		hashRules:   objs.FwHashlimitRules,
 		hashBkt:     objs.FwHashlimit,
+		connRules:   objs.FwConnlimitRules,
+		connCnt:     objs.FwConnlimit,
 		logStat:     objs.FwLogStats,
 		logCtr:      objs.FwLogCounters,
 		rejGlob:     objs.FwRejectGlobal,
@@ -432,7 +437,7 @@ func (o *loadObjects) Close() error {
 // copy carries them.
 var upgradable = map[string]func(old, cur *ebpf.Map) error{
 	"fw_ct_stats":     addCounters,
-	"fw_log_counters": addCounters,   // FW_LOG_C_COUNT_OVERFLOW came later
+	"fw_log_counters": addCounters,   // FW_LOG_C_COUNT_OVERFLOW, FW_LOG_C_CONNLIMIT_FULL came later
 	"fw_nat_counts":   addFwCounters, // FW_NAT_C_DNAT, _NO_LOCAL, _ICMP_ERROR, _STALE, _KERNEL_ICMP, _NO_CT, _OUTPUT, _NO_ROUTE, _FRAG_NAT came later
 	"fw_reason_stats": addReasonCounters,
 }
@@ -905,7 +910,8 @@ var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "
 	"fw_hashlimit_rules": true, "fw_hashlimit": true, latPin: true, "fw_latency": true, "fw_fwd_ports": true, "fw_fwd_stats": true,
 	"fw_pppoe_rx": true, "fw_pppoe_tx": true,
 	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true,
-	"fw_cands": true, "fw_nat_binds": true, "fw_nat_counts": true, "fw_nat_ifaddr": true}
+	"fw_cands": true, "fw_nat_binds": true, "fw_nat_counts": true, "fw_nat_ifaddr": true,
+	"fw_connlimit_rules": true, "fw_connlimit": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -190,6 +190,10 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 	if err != nil {
 		return err
 	}
+	staleConn, err := d.putConnLimitRules(t.ConnLimits)
+	if err != nil {
+		return err
+	}
 	if err := putRange(d.entries, gen*uint32(lim.Entries), entries); err != nil {
 		return fmt.Errorf("writing entries: %w", err)
 	}
@@ -231,6 +235,9 @@ func (d *Datapath) InstallStamped(t *compile.Tables, stamp uint64) error {
 		return err
 	}
 	if err := d.dropHashLimit(staleHash, t.HashTableIDs()); err != nil {
+		return err
+	}
+	if err := d.dropConnLimit(staleConn, t.ConnLimits); err != nil {
 		return err
 	}
 	return d.dropLogIDs(staleLogs)

@@ -26,15 +26,15 @@ func TestInstanceMaps(t *testing.T) {
 		{"nat", &natObjs{}, []string{"fw_nat_targets", "fw_audit_next"}},
 	} {
 		got := instanceMaps(c.objs)
-		if len(got) != tables+len(c.own) || tables != 16 {
-			t.Errorf("%s: %d maps (%d of the tables), want %d + %v", c.name, len(got), tables, 16, c.own)
+		if len(got) != tables+len(c.own) || tables != 17 {
+			t.Errorf("%s: %d maps (%d of the tables), want %d + %v", c.name, len(got), tables, 17, c.own)
 		}
 		for name := range got {
 			if spec.Maps[name] == nil {
 				t.Errorf("%s: %s is no map of the object", c.name, name)
 			}
 		}
-		for _, name := range append(c.own, "fw_entries", "fw_hashlimit_rules") {
+		for _, name := range append(c.own, "fw_entries", "fw_hashlimit_rules", "fw_connlimit_rules") {
 			if got[name] == nil {
 				t.Errorf("%s: no %s among %v", c.name, name, slices.Sorted(maps.Keys(got)))
 			}

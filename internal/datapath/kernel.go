@@ -38,7 +38,7 @@ var helperSince = map[asm.BuiltinFunc]string{
 	asm.FnMapPushElem: "4.20", asm.FnMapPopElem: "4.20", asm.FnForEachMapElem: "5.13", asm.FnLoop: "5.17",
 	asm.FnJiffies64: "5.5", asm.FnRingbufReserve: "5.8", asm.FnRingbufSubmit: "5.8", asm.FnKtimeGetCoarseNs: "5.11",
 	asm.FnXdpLoadBytes: "5.18", asm.FnRedirectMap: "4.14", asm.FnProbeReadKernel: "5.5", asm.FnXdpAdjustMeta: "4.15",
-	asm.FnRedirectNeigh: "5.10",
+	asm.FnRedirectNeigh: "5.10", asm.FnGetSmpProcessorId: "4.1",
 }
 
 // mapTypes names each map type the program uses and the Linux version

@@ -196,6 +196,10 @@ func TestLimitKeepsBucket(t *testing.T) {
 // -m hashlimit --hashlimit-upto rule whose bucket for its source is empty
 // and goes on; "hashlimit-above": a --hashlimit-above rule decides it
 // (its bucket empty; each packet marks the bucket seen).
+// "connlimit-miss": a --connlimit-above 3 rule counts the probe's
+// connection (tracked since the first run: 1) and goes on;
+// "connlimit-above": a --connlimit-above 0 rule drops it (its connection,
+// never accepted, is the one its key's list holds).
 //
 //	go test -run '^$' -bench BenchmarkLimit -benchtime 1x ./internal/datapath/
 func BenchmarkLimit(b *testing.B) {
@@ -214,6 +218,8 @@ func BenchmarkLimit(b *testing.B) {
 		{"recent-set", "-A INPUT -s 192.0.2.0/24 -m recent --set --name B -j ACCEPT\n"},
 		{"hashlimit-miss", "-A INPUT -s 192.0.2.0/24 -m hashlimit --hashlimit-upto 1/day --hashlimit-burst 1 --hashlimit-mode srcip --hashlimit-name B -j ACCEPT\n"},
 		{"hashlimit-above", "-A INPUT -s 192.0.2.0/24 -m hashlimit --hashlimit-above 1/day --hashlimit-burst 1 --hashlimit-mode srcip --hashlimit-name B -j DROP\n"},
+		{"connlimit-miss", "-A INPUT -s 192.0.2.0/24 -m connlimit --connlimit-above 3 -j DROP\n"},
+		{"connlimit-above", "-A INPUT -s 192.0.2.0/24 -m connlimit --connlimit-above 0 -j DROP\n"},
 	}
 	frame := v4pkt(packet.ProtoUDP, "192.0.2.7", "10.255.0.1", 40000, 53).Bytes()
 	fixtures := make([]*fixture, len(cases))
@@ -247,7 +253,7 @@ func BenchmarkLimit(b *testing.B) {
 	}
 	benchInterleaved(b, names, measure)
 	// the cases measured what they say
-	for i, at := range map[int]int{2: 0, 3: 1000, 4: 1000, 5: 0, 6: 1000, 7: 0} {
+	for i, at := range map[int]int{2: 0, 3: 1000, 4: 1000, 5: 0, 6: 1000, 7: 0, 8: 1000, 9: 0} {
 		f := fixtures[i]
 		if err := f.dp.Refill(f.ids[0], 1); err != nil && i == 2 {
 			b.Fatal(err)

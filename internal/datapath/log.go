@@ -47,6 +47,11 @@ type LogStats struct {
 	// RETURN, no -j) matched than count one packet
 	// (compile.MaxCountPerPacket): the later ones did not count it.
 	CountOverflow uint64 `json:"count_overflow"`
+	// ConnLimitFull counts packets of new connections a -m connlimit rule
+	// could not count (the address had compile.ConnLimitSlots connections
+	// counted already), dropped as the kernel drops a packet whose
+	// connection it cannot add.
+	ConnLimitFull uint64 `json:"connlimit_full"`
 }
 
 // Slots of fw_log_counters (enum fw_log_counter).
@@ -55,6 +60,7 @@ const (
 	logCtrNoLimit
 	logCtrStateOverflow
 	logCtrCountOverflow
+	logCtrConnLimitFull
 	numLogCtrs
 )
 
@@ -95,7 +101,7 @@ func (d *Datapath) LogStats() (LogStats, error) {
 		return s, fmt.Errorf("reading fw_log_stats: %w", err)
 	}
 	for slot, dst := range map[uint32]*uint64{logCtrOverflow: &s.Overflow, logCtrNoLimit: &s.Unbudgeted,
-		logCtrStateOverflow: &s.StateOverflow, logCtrCountOverflow: &s.CountOverflow} {
+		logCtrStateOverflow: &s.StateOverflow, logCtrCountOverflow: &s.CountOverflow, logCtrConnLimitFull: &s.ConnLimitFull} {
 		var vals []uint64
 		if err := d.logCtr.Lookup(slot, &vals); err != nil {
 			return s, fmt.Errorf("reading fw_log_counters: %w", err)

@@ -12,7 +12,9 @@ import (
 // The state rules (docs/limits.md): -m recent, each rule's settings in
 // fw_recent_rules (by rule id), every list's addresses in fw_recent (an
 // LRU map); -m hashlimit, each rule's settings in fw_hashlimit_rules,
-// every table's buckets in fw_hashlimit (an LRU map).
+// every table's buckets in fw_hashlimit (an LRU map); -m connlimit, each
+// rule's settings in fw_connlimit_rules, the connections each rule counts
+// per address in fw_connlimit (an LRU map).
 
 // putRecentRules writes the settings of a generation's -m recent rules
 // before the generation is in force; it returns the rule ids to remove
@@ -38,6 +40,17 @@ func (d *Datapath) putHashLimitRules(rs []compile.HashLimitRule) (stale []uint32
 		vals[r.RuleID] = &v
 	}
 	return putSettings(d.hashRules, "-m hashlimit", vals, new(xdpfwFwHashlimitRule))
+}
+
+// putConnLimitRules is putRecentRules for -m connlimit.
+func (d *Datapath) putConnLimitRules(rs []compile.ConnLimitRule) (stale []uint32, err error) {
+	vals := make(map[uint32]any, len(rs))
+	for _, r := range rs {
+		v := xdpfwFwConnlimitRule{Limit: r.Limit, Flags: r.Flags}
+		v.Mask[0], v.Mask[1] = ne.Uint64(r.Mask[0:8]), ne.Uint64(r.Mask[8:16])
+		vals[r.RuleID] = &v
+	}
+	return putSettings(d.connRules, "-m connlimit", vals, new(xdpfwFwConnlimitRule))
 }
 
 // putSettings writes the settings of a state module's rules (vals, by rule
@@ -80,6 +93,18 @@ func (d *Datapath) dropRecent(stale []uint32, lists map[uint32]bool) error {
 func (d *Datapath) dropHashLimit(stale []uint32, tables map[uint32]bool) error {
 	return dropState(d.hashRules, d.hashBkt, "-m hashlimit", stale, func(k *xdpfwFwHashlimitKey) bool { return tables[k.Table] },
 		new(xdpfwFwHashlimitBucket))
+}
+
+// dropConnLimit is dropRecent for -m connlimit: the counts of the rules
+// that are gone (a rule's connections are its own, as the kernel's
+// nf_conncount data goes with the rule).
+func (d *Datapath) dropConnLimit(stale []uint32, rs []compile.ConnLimitRule) error {
+	ids := make(map[uint32]bool, len(rs))
+	for _, r := range rs {
+		ids[r.RuleID] = true
+	}
+	return dropState(d.connRules, d.connCnt, "-m connlimit", stale, func(k *xdpfwFwConnlimitKey) bool { return ids[k.RuleId] },
+		new(xdpfwFwConnlimitConns))
 }
 
 // dropState removes the settings of stale rule ids from rules and the

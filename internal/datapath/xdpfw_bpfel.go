@@ -86,6 +86,31 @@ type xdpfwFwConfig struct {
 	KernelCtOff   uint32
 }
 
+type xdpfwFwConnlimitConns struct {
+	_    structs.HostLayout
+	Conn [16]struct {
+		_       structs.HostLayout
+		Ct      xdpfwFwCtKey
+		Jiffies uint32
+		Cpu     uint32
+	}
+}
+
+type xdpfwFwConnlimitKey struct {
+	_      structs.HostLayout
+	Addr   [2]uint64
+	RuleId uint32
+	Family uint8
+	Pad    [3]uint8
+}
+
+type xdpfwFwConnlimitRule struct {
+	_     structs.HostLayout
+	Mask  [2]uint64
+	Limit uint32
+	Flags uint32
+}
+
 type xdpfwFwCounter struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -445,6 +470,17 @@ type xdpfwFwStateScratch struct {
 	Fresh  xdpfwFwRecentEntry
 	Hkey   xdpfwFwHashlimitKey
 	Hfresh xdpfwFwHashlimitBucket
+	Ckey   xdpfwFwConnlimitKey
+	Cfresh xdpfwFwConnlimitConns
+	Cnow   uint64
+	Cjif   uint32
+	Ccpu   uint32
+	Cadd   uint32
+	Ccount uint32
+	Cfree  uint32
+	Cfound uint32
+	Czero  uint32
+	Crule  uint32
 }
 
 type xdpfwFwTcSlot struct {
@@ -590,6 +626,8 @@ const (
 	xdpfwMapFwAuditSlot           = "fw_audit_slot"
 	xdpfwMapFwCands               = "fw_cands"
 	xdpfwMapFwConfigMap           = "fw_config_map"
+	xdpfwMapFwConnlimit           = "fw_connlimit"
+	xdpfwMapFwConnlimitRules      = "fw_connlimit_rules"
 	xdpfwMapFwCpumap              = "fw_cpumap"
 	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
 	xdpfwMapFwCt                  = "fw_ct"
@@ -737,6 +775,8 @@ type xdpfwMapSpecs struct {
 	FwAuditSlot       *ebpf.MapSpec `ebpf:"fw_audit_slot"`
 	FwCands           *ebpf.MapSpec `ebpf:"fw_cands"`
 	FwConfigMap       *ebpf.MapSpec `ebpf:"fw_config_map"`
+	FwConnlimit       *ebpf.MapSpec `ebpf:"fw_connlimit"`
+	FwConnlimitRules  *ebpf.MapSpec `ebpf:"fw_connlimit_rules"`
 	FwCpumap          *ebpf.MapSpec `ebpf:"fw_cpumap"`
 	FwCpumapStages    *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.MapSpec `ebpf:"fw_ct"`
@@ -836,6 +876,8 @@ type xdpfwMaps struct {
 	FwAuditSlot       *ebpf.Map `ebpf:"fw_audit_slot"`
 	FwCands           *ebpf.Map `ebpf:"fw_cands"`
 	FwConfigMap       *ebpf.Map `ebpf:"fw_config_map"`
+	FwConnlimit       *ebpf.Map `ebpf:"fw_connlimit"`
+	FwConnlimitRules  *ebpf.Map `ebpf:"fw_connlimit_rules"`
 	FwCpumap          *ebpf.Map `ebpf:"fw_cpumap"`
 	FwCpumapStages    *ebpf.Map `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.Map `ebpf:"fw_ct"`
@@ -902,6 +944,8 @@ func (m *xdpfwMaps) Close() error {
 		m.FwAuditSlot,
 		m.FwCands,
 		m.FwConfigMap,
+		m.FwConnlimit,
+		m.FwConnlimitRules,
 		m.FwCpumap,
 		m.FwCpumapStages,
 		m.FwCt,

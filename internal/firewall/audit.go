@@ -179,7 +179,7 @@ func (f *Firewall) auditWarnings(rs *rules.RuleSet) []string {
 	}
 	cand := false
 	for i := range rs.Rules {
-		cand = cand || rs.Rules[i].Match.UsesConntrack()
+		cand = cand || rs.Rules[i].Match.NeedsConntrack()
 	}
 	if cand && !f.usesConntrack() {
 		out = append(out, "the candidate tests connection states but the rules in force track no connections: "+

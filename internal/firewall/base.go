@@ -75,14 +75,14 @@ type baseRule struct {
 	Verdict rules.Verdict
 	CT      bool
 	Logs    bool // -j LOG, or --log
-	State   bool // -m limit, -m recent or -m hashlimit (not stored: only the base's baseLogs flag)
+	State   bool // -m limit, -m recent, -m hashlimit or -m connlimit (not stored: only the base's baseLogs flag)
 	Span    compile.Span
 	Text    string
 }
 
 func baseRuleOf(r *rules.Rule, id uint32, span compile.Span) baseRule {
-	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.UsesConntrack(),
-		Logs: r.Target.Logs(), State: r.Match.Limit != nil || r.Match.Recent != nil || r.Match.HashLimit != nil, Span: span, Text: r.String()}
+	return baseRule{ID: id, Chain: r.Chain, Verdict: r.Target.Verdict, CT: r.Match.NeedsConntrack(),
+		Logs: r.Target.Logs(), State: r.Match.Limit != nil || r.Match.Recent != nil || r.Match.HashLimit != nil || r.Match.ConnLimit != nil, Span: span, Text: r.String()}
 }
 
 // encodeBase lays out a base of rs (with t compiled from it as stamp; t

@@ -53,7 +53,7 @@ func splitNAT(rs *rules.RuleSet, mode string) (*rules.RuleSet, *rules.RuleSet, e
 	}
 	ct := false
 	for i := range rs.Rules {
-		ct = ct || rs.Rules[i].Match.UsesConntrack()
+		ct = ct || rs.Rules[i].Match.NeedsConntrack()
 	}
 	if !ct && len(nat.Rules) > 0 {
 		return nil, nil, errors.New("--nat xdpfw needs connection tracking, which runs when a filter rule uses -m conntrack " +

@@ -14,7 +14,6 @@ import (
 // lands the file loads, this test fails, and the entry goes: the table is
 // the list of what users still cannot bring (docs/compat.md).
 var realWorldNotYet = map[string]string{
-	"tor-relay.v4": `"connlimit": module connlimit is not supported yet`,
 	// kube-proxy's mark is set by the kernel's nat table, after XDP
 	"k8s-node.v4": "-m mark in KUBE-FORWARD is not supported",
 	// tailscaled marks in filter FORWARD (-j MARK, skippable) and accepts

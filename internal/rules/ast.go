@@ -456,6 +456,9 @@ type Match struct {
 	// named table shared by the rules that name it; tested after every
 	// other match, as Limit.
 	HashLimit *HashLimitMatch
+	// ConnLimit: -m connlimit, a count per rule of the connections of the
+	// packet's (masked) address; tested after every other match, as Limit.
+	ConnLimit *ConnLimitMatch
 }
 
 // UsesConntrack reports whether m tests a packet's connection (any -m
@@ -463,6 +466,11 @@ type Match struct {
 func (m *Match) UsesConntrack() bool {
 	return m.CTState != nil || m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs()
 }
+
+// NeedsConntrack reports whether m needs the data plane to track
+// connections: it tests them (UsesConntrack), or counts them
+// (-m connlimit).
+func (m *Match) NeedsConntrack() bool { return m.UsesConntrack() || m.ConnLimit != nil }
 
 // CTAddrs reports whether m tests a connection's addresses (--ctorigsrc,
 // --ctorigdst, --ctreplsrc, --ctrepldst).
@@ -560,7 +568,8 @@ func (t Target) Logs() bool { return t.Verdict == VerdictLog || t.Log }
 // with full installs of a rule set, so edits of such rule sets are
 // compiled in full.
 func (r *Rule) Budgeted() bool {
-	return r.Target.Logs() || r.Match.Limit != nil || r.Match.Recent != nil || r.Match.HashLimit != nil
+	return r.Target.Logs() || r.Match.Limit != nil || r.Match.Recent != nil || r.Match.HashLimit != nil ||
+		r.Match.ConnLimit != nil
 }
 
 // LogRate is a rate of log events: N per Unit (--log-rate N/UNIT). The zero

@@ -41,6 +41,9 @@ func (m Match) ImpliedFamily() Family {
 	if h := m.HashLimit; h != nil && (h.SrcMask > 32 || h.DstMask > 32) {
 		return FamilyIPv6
 	}
+	if c := m.ConnLimit; c != nil && c.Mask > 32 {
+		return FamilyIPv6
+	}
 	if a := m.AddrType; a != nil && (a.Src|a.Dst)&AddrIPv4Only != 0 {
 		return FamilyIPv4
 	}

@@ -168,6 +168,9 @@ func (r Rule) Spec() string {
 	if h := m.HashLimit; h != nil {
 		formatHashLimit(&w, h, m.Family)
 	}
+	if c := m.ConnLimit; c != nil {
+		formatConnLimit(&w, c, m.Family)
+	}
 	if l := m.Limit; l != nil {
 		w.add(false, "-m", "limit", "--limit", l.Rate.String())
 		if l.Burst != DefaultLimitBurst {

@@ -155,7 +155,7 @@ func (p *ruleParser) stateOnChainTarget(at token) *Error {
 		what := map[Verdict]string{VerdictJump: "-j " + p.r.Target.Chain, VerdictGoto: "-g " + p.r.Target.Chain,
 			VerdictReturn: "-j RETURN", VerdictNone: "no -j (a counting rule)"}[v]
 		return p.errAt(at, "", fmt.Sprintf("-m %s on a rule with %s is not supported yet: the rules after it would apply or not by the state of the %s at that moment, which flattened chains cannot express",
-			p.stateMod, what, map[string]string{"limit": "bucket", "recent": "list", "hashlimit": "packet's bucket"}[p.stateMod]),
+			p.stateMod, what, map[string]string{"limit": "bucket", "recent": "list", "hashlimit": "packet's bucket", "connlimit": "connection count"}[p.stateMod]),
 			"give the -m "+p.stateMod+" to the rule that decides (ACCEPT, DROP, REJECT or LOG), or keep this rule set in the kernel's iptables")
 	}
 	return nil
@@ -178,7 +178,7 @@ func (p *ruleParser) afterState(t token, spec optSpec) *Error {
 		test = true
 	default: // an option of a module, or -m MODULE (optModule: spec.module is the module)
 		test = spec.module != "" && spec.module != p.stateMod && spec.module != "comment" &&
-			spec.module != "limit" && spec.module != "recent" && spec.module != "hashlimit" // those say what is wrong themselves
+			spec.module != "limit" && spec.module != "recent" && spec.module != "hashlimit" && spec.module != "connlimit" // those say what is wrong themselves
 	}
 	if !test {
 		return nil
@@ -189,6 +189,8 @@ func (p *ruleParser) afterState(t token, spec optSpec) *Error {
 		what = "takes a token of the packet's bucket"
 	case "recent":
 		what = "records or looks up the address"
+	case "connlimit":
+		what = "counts the packet's connection"
 	}
 	return p.errAt(t, "", fmt.Sprintf("%s after -m %s: iptables %s before testing it", t.text, p.stateMod, what),
 		fmt.Sprintf("write -m %s after the rule's other matches (only -m comment may follow it)", p.stateMod))

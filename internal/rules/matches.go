@@ -575,6 +575,8 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		return p.recentModule(o.opt)
 	case "hashlimit":
 		return p.hashLimitModule(o.opt)
+	case "connlimit":
+		return p.connLimitModule(o.opt)
 	case "tcp", "udp", "sctp", "udplite":
 		proto, _ := parseProto(name)
 		p.needProto(o.opt, is(proto), fmt.Sprintf("-m %s needs -p %s", name, name), "")
@@ -627,9 +629,6 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		}
 	case "connmark":
 		return p.errAt(a, name, "module connmark is not supported: xdpfw's conntrack keeps no mark", hintMarkMatch)
-	case "connlimit":
-		return p.errAt(a, name, "module connlimit is not supported yet: xdpfw's conntrack keeps no count of the connections each rule has seen per address",
-			"keep this rule set in the kernel's iptables, or rate-limit new connections per source with -m hashlimit --hashlimit-mode srcip (docs/limits.md)")
 	default:
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}

@@ -137,6 +137,14 @@ func lookupOption(name string) (optSpec, bool) {
 		return optSpec{slot: name, nargs: 1, usage: "--hashlimit-name NAME", module: "hashlimit", parse: (*ruleParser).optHashName}, true
 	case "--hashlimit-rate-match", "--hashlimit-rate-interval":
 		return optSpec{slot: name, module: "hashlimit", parse: (*ruleParser).optHashRateMatch}, true
+	case "--connlimit-above", "--connlimit-upto":
+		return optSpec{slot: "connlimit-limit", nargs: 1, usage: name + " N", negatable: true, module: "connlimit",
+			parse: (*ruleParser).optConnLimit}, true
+	case "--connlimit-mask":
+		return optSpec{slot: name, nargs: 1, usage: "--connlimit-mask PREFIX", module: "connlimit", parse: (*ruleParser).optConnLimitMask}, true
+	case "--connlimit-saddr", "--connlimit-daddr":
+		return optSpec{slot: "connlimit-side", usage: "--connlimit-saddr|--connlimit-daddr", module: "connlimit",
+			parse: (*ruleParser).optConnLimitSide}, true
 	case "--pkt-type":
 		return optSpec{slot: name, nargs: 1, usage: "--pkt-type unicast|broadcast|multicast", negatable: true,
 			module: "pkttype", parse: (*ruleParser).optPktType}, true
@@ -275,5 +283,5 @@ func moduleOptions(module string) (string, bool) {
 
 // supportedModules is the hint given for an unsupported -m module.
 const supportedModules = "supported modules: tcp, udp, sctp, udplite, icmp, icmp6 (after -p), " +
-	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), limit, recent, hashlimit, " +
+	"multiport, mac, vlan, comment, set, conntrack (--ctstate, --ctproto, --ctstatus, --ctdir), state (--state), limit, recent, hashlimit, connlimit, " +
 	"mark (OUTPUT), pkttype, addrtype, iprange, length, ttl, hl, dscp, tos, ecn, tcpmss, rt"

@@ -212,6 +212,8 @@ func checkPriorityMatch(r *Rule) *Error {
 		bad = "-m recent"
 	case m.HashLimit != nil:
 		bad = "-m hashlimit"
+	case m.ConnLimit != nil:
+		bad = "-m connlimit"
 	case m.MSS != nil:
 		bad = "-m tcpmss"
 	case m.RT != nil:

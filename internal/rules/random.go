@@ -713,7 +713,7 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 	for i := range rs.Rules {
 		rule := &rs.Rules[i]
 		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
-			rule.Match.Limit != nil || rule.Match.HashLimit != nil || !chance(r, percent) {
+			rule.Match.Limit != nil || rule.Match.HashLimit != nil || rule.Match.ConnLimit != nil || !chance(r, percent) {
 			continue
 		}
 		m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}),
@@ -767,7 +767,7 @@ func RandomStateOnChains(r *rand.Rand, rs *RuleSet, percent int) {
 		rule := &rs.Rules[i]
 		v := rule.Target.Verdict
 		if v.Terminal() || v == VerdictLog || rule.Chain == ChainOutput || rule.Chain == ChainUser && fromOut[rule.UserChain] ||
-			rule.Match.Limit != nil || rule.Match.Recent != nil || rule.Match.HashLimit != nil || !chance(r, percent) {
+			rule.Match.Limit != nil || rule.Match.Recent != nil || rule.Match.HashLimit != nil || rule.Match.ConnLimit != nil || !chance(r, percent) {
 			continue
 		}
 		if chance(r, 50) {
@@ -817,12 +817,31 @@ func RandomHashLimit(r *rand.Rand, rs *RuleSet, percent int) {
 	for i := range rs.Rules {
 		rule := &rs.Rules[i]
 		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
-			rule.Match.Limit != nil || rule.Match.Recent != nil || !chance(r, percent) {
+			rule.Match.Limit != nil || rule.Match.Recent != nil || rule.Match.ConnLimit != nil || !chance(r, percent) {
 			continue
 		}
 		h := tables[pick(r, []string{"h1", "h2", "h3"})]
 		h.Above = chance(r, 40)
 		rule.Match.HashLimit = &h
+		rule.Text = rule.Spec()
+	}
+}
+
+// RandomConnLimit gives about percent of rs's deciding INPUT and FORWARD
+// rules without another state match a -m connlimit: a limit of 0 to 3,
+// above or upto, keyed by the source or the destination, with every bit
+// of the address, a /24 or /0 (one count for all). A knob apart from
+// RandomRuleSet, as RandomHashLimit; percent stays small
+// (compile.MaxStateNotes).
+func RandomConnLimit(r *rand.Rand, rs *RuleSet, percent int) {
+	for i := range rs.Rules {
+		rule := &rs.Rules[i]
+		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
+			rule.Match.Limit != nil || rule.Match.Recent != nil || rule.Match.HashLimit != nil || !chance(r, percent) {
+			continue
+		}
+		rule.Match.ConnLimit = &ConnLimitMatch{Above: chance(r, 50), Limit: uint32(r.IntN(4)), Mask: pick(r, []int{-1, -1, 24, 0}),
+			Dst: chance(r, 30)}
 		rule.Text = rule.Spec()
 	}
 }
@@ -987,6 +1006,7 @@ func RandomPriorityRule(r *rand.Rand) Rule {
 	m.CTOrigSrc, m.CTOrigDst, m.CTReplSrc, m.CTReplDst = nil, nil, nil, nil
 	m.OutIface = nil // -i stays: the class may test it (RandomRule draws no sets)
 	m.Limit, m.Recent, m.HashLimit, m.MSS, m.RT, m.Mark, m.Fragment = nil, nil, nil, nil, nil, nil, nil
+	m.ConnLimit = nil
 	if chance(r, 15) {
 		m.VLAN = &VLANMatch{ID: pick(r, randomVLAN[:]), Invert: chance(r, 20)}
 		randomVLANPrio(r, m)

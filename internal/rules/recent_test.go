@@ -71,6 +71,32 @@ func TestHashLimitSpelling(t *testing.T) {
 	}
 }
 
+// TestConnLimitSpelling: -m connlimit as iptables v1.8.9 saved it (legacy
+// and nft alike, checked in a namespace): the limit, the mask (the
+// family's full one when none is given), the side; ! turns upto into above
+// and above into upto.
+func TestConnLimitSpelling(t *testing.T) {
+	v6 := ParseOptions{Family: FamilyIPv6}
+	tests := []spelling{
+		{"-A INPUT -p tcp -m tcp --dport 80 --tcp-flags FIN,SYN,RST,ACK SYN -m connlimit --connlimit-above 2 --connlimit-mask 32 --connlimit-saddr -j REJECT --reject-with icmp-port-unreachable", ParseOptions{Family: FamilyIPv4},
+			"-A INPUT -4 -p tcp --dport 80 --syn -m connlimit --connlimit-above 2 --connlimit-mask 32 --connlimit-saddr -j REJECT --reject-with icmp-port-unreachable"},
+		{"-A INPUT -p tcp --syn --dport 80 -m connlimit --connlimit-above 2 -j REJECT", ParseOptions{},
+			"-A INPUT -p tcp --dport 80 --syn -m connlimit --connlimit-above 2 --connlimit-saddr -j REJECT"},
+		{"-A INPUT -m connlimit --connlimit-upto 5 --connlimit-mask 24 --connlimit-daddr -j ACCEPT", ParseOptions{}, ""},
+		{"-A INPUT -m connlimit ! --connlimit-upto 5 --connlimit-mask 32 -j DROP", ParseOptions{}, "-A INPUT -m connlimit --connlimit-above 5 --connlimit-mask 32 --connlimit-saddr -j DROP"},
+		{"-A INPUT -m connlimit ! --connlimit-above 7 --connlimit-saddr --connlimit-mask 0 -j ACCEPT", ParseOptions{},
+			"-A INPUT -m connlimit --connlimit-upto 7 --connlimit-mask 0 --connlimit-saddr -j ACCEPT"},
+		{"-A INPUT -m connlimit --connlimit-above 0 --connlimit-mask 32 --connlimit-saddr -j DROP", ParseOptions{}, ""},
+		{"-A INPUT -m connlimit --connlimit-above 4294967295 --connlimit-mask 32 --connlimit-saddr -j DROP", ParseOptions{}, ""},
+		{"-A INPUT -m connlimit --connlimit-above 3 -j DROP", v6, "-A INPUT -6 -m connlimit --connlimit-above 3 --connlimit-mask 128 --connlimit-saddr -j DROP"},
+		{"-A INPUT -m connlimit --connlimit-above 3 --connlimit-mask 64 --connlimit-saddr -j DROP", v6, ""},
+		// native files: the family stays open; a mask over 32 makes the rule IPv6
+		{"-A INPUT -m connlimit --connlimit-above 3 --connlimit-saddr -j DROP", ParseOptions{}, ""},
+		{"-A INPUT -m connlimit --connlimit-above 3 --connlimit-mask 48 --connlimit-saddr -j DROP", ParseOptions{}, ""},
+	}
+	checkSpellings(t, tests)
+}
+
 // spelling is a rule as iptables-save wrote it, the options it is read
 // with, and what xdpfw prints ("": the same).
 type spelling struct {

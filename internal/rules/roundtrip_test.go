@@ -347,7 +347,8 @@ func TestRandomRuleSetCoverage(t *testing.T) {
 }
 
 // TestRandomStateMatchesRoundTrip: random rule sets with -m limit, -m
-// recent and -m hashlimit (RandomLimits, RandomRecent, RandomHashLimit) print and read back the same.
+// recent, -m hashlimit and -m connlimit (RandomLimits, RandomRecent, RandomHashLimit,
+// RandomConnLimit) print and read back the same.
 func TestRandomStateMatchesRoundTrip(t *testing.T) {
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 0x11))
@@ -355,6 +356,7 @@ func TestRandomStateMatchesRoundTrip(t *testing.T) {
 		RandomLimits(r, rs, 15)
 		RandomRecent(r, rs, 20)
 		RandomHashLimit(r, rs, 15)
+		RandomConnLimit(r, rs, 15)
 		if seed%2 == 1 { // and on jumps, gotos, RETURNs and rules without -j
 			RandomChains(r, rs)
 			RandomStateOnChains(r, rs, 40)

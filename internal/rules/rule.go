@@ -33,6 +33,8 @@ type ruleParser struct {
 	loaded      map[string]bool
 	protoLoaded bool
 	multiport   *token // the option of the last -m multiport, once given
+	// connLimitSet records that -m connlimit has its limit (connLimitModule)
+	connLimitSet func()
 	// hashRateSet records -m hashlimit's rate (hashLimitModule)
 	hashRateSet func(periodUS uint64, unitMS uint32)
 }
