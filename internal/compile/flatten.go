@@ -58,10 +58,11 @@ import (
 // which an entry can always hold but for a few negations of negations
 // that have no single-test form (two negated MACs, VLANs or sets, two
 // different sets on one address, a negated ICMP type against a negated
-// other type or a code of the same type, two negated protocols): such a
-// rule set is refused with the chains and rules involved, never installed
-// in part. Two negated interfaces become one entry per attached interface
-// left.
+// other type or a code of the same type): such a rule set is refused with
+// the chains and rules involved, never installed in part. Two negated
+// interfaces become one entry per attached interface left, two negated
+// protocols one entry per protocol number left (254: within the bounds
+// below, else refused as too big).
 
 // MaxChainDepth bounds how deep jumps nest (built-in chain, then up to
 // MaxChainDepth user chains).
@@ -693,8 +694,9 @@ func (f *flattener) ifindexes() []uint32 {
 
 // conj is a ∧ b as entries (none: no packet matches both), with b's
 // action and rule id. ifindexes are the packets' possible ifindex: two
-// negated -i become one entry per other interface. (Two negated -p would
-// be 254 entries, which every later rule under the guard multiplies: refused.)
+// negated -i become one entry per other interface; two negated -p one
+// entry per other protocol (otherProtos), which every later rule under
+// the guard multiplies, within the flattening's bounds (ErrTooBig).
 func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	if err := unknownTests(flattenable|MRTHdr, a, b); err != nil {
 		return nil, err
@@ -782,8 +784,8 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		case same:
 			return true, nil
 		}
-		switch {
-		case bit == MIfindex:
+		switch bit {
+		case MIfindex:
 			enum = append(enum, func(o Entry) []Entry {
 				var out []Entry
 				for _, x := range ifindexes {
@@ -794,6 +796,9 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 				}
 				return out
 			})
+			return true, nil
+		case MProto:
+			enum = append(enum, func(o Entry) []Entry { return otherProtos(o, a.Proto, b.Proto) })
 			return true, nil
 		}
 		return false, fmt.Errorf("! %s twice with different values: %w", what, ErrNoForm)
@@ -969,6 +974,22 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		outs = next
 	}
 	return outs, nil
+}
+
+// otherProtos is o once per protocol number but x and y (¬x ∧ ¬y: an
+// entry tests one protocol, equal or not, and the 8-bit field has no
+// range), each a plain test: 254 entries, 255 when x is y. The tree
+// holds them as disjoint points of its protocol dimension.
+func otherProtos(o Entry, x, y uint8) []Entry {
+	out := make([]Entry, 0, 254)
+	o.Invert &^= MProto
+	for v := range 256 {
+		if p := uint8(v); p != x && p != y {
+			o.Proto = p
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // errSetFrom: eq kept b's test (internal to conj).

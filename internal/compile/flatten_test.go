@@ -244,8 +244,10 @@ func TestChainsLoopAndUnreachable(t *testing.T) {
 // TestChainsNoForm: two negated tests of one field that no entry can hold
 // are refused, naming the rule and the chains, and nothing is built.
 func TestChainsNoForm(t *testing.T) {
-	_, _, _, err := compileText(t, "-N a\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n-A a -j DROP\n")
-	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "t.rules:4:1: -A a -p udp -j RETURN, reached through INPUT -> a, cannot be flattened: ! -p twice with different values") {
+	_, _, _, err := compileText(t, "-N a\n-A INPUT -j a\n-A a -m mac --mac-source 02:00:00:00:00:01 -j RETURN\n"+
+		"-A a -m mac --mac-source 02:00:00:00:00:02 -j RETURN\n-A a -j DROP\n")
+	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "t.rules:4:1: -A a -m mac --mac-source 02:00:00:00:00:02 -j RETURN, "+
+		"reached through INPUT -> a, cannot be flattened: ! --mac-source twice with different values") {
 		t.Errorf("err = %v", err)
 	}
 	// two negated interfaces: one entry per attached interface left
@@ -258,6 +260,51 @@ func TestChainsNoForm(t *testing.T) {
 		if !agree(t, tb, rs, p) {
 			t.FailNow()
 		}
+	}
+}
+
+// TestChainsNegatedProtocols: two negated protocols (RETURNs for TCP and
+// UDP, then rules for the rest, as real rule sets write it; a negated
+// jump into a chain that negates another protocol; three RETURNs) become
+// one entry per protocol number left, and every protocol number is
+// decided as the reference's walk of the chains decides it. Past the
+// flattening's bound it is refused as too big, with the chain named.
+func TestChainsNegatedProtocols(t *testing.T) {
+	for _, src := range []string{
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -j a\n-A INPUT -p tcp --dport 22 -j DROP\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n" +
+			"-A a -p icmp -j LOG\n-A a -s 10.0.0.0/8 -j DROP\n-A a -p 47 -j ACCEPT\n-A a -j REJECT\n",
+		"-P INPUT DROP\n-N a\n-A INPUT ! -p tcp -j a\n-A INPUT -j ACCEPT\n-A a ! -p udp -j DROP\n-A a -s 10.0.0.1 -j REJECT\n",
+		"-P INPUT ACCEPT\n-N a\n-N b\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n-A a -p icmp -j RETURN\n" +
+			"-A a -j b\n-A a -j DROP\n-A b -p 50 -j ACCEPT\n-A b ! -p 51 -j RETURN\n-A b -j REJECT\n",
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -p tcp -g a\n-A INPUT ! -p icmp -j a\n-A INPUT -j DROP\n-A a -p tcp --dport 80 -j ACCEPT\n" +
+			"-A a ! -p udp -j RETURN\n-A a -j REJECT\n",
+	} {
+		rs, tb, _, err := compileText(t, src)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, src)
+		}
+		for proto := range 256 {
+			for _, src := range []string{"10.0.0.1", "192.0.2.1"} {
+				p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: mustAddr(src), Dst: mustAddr("10.9.9.9"),
+					Proto: uint8(proto), Addrs: testAddrs, MSS: NoMSS}
+				if l4Proto(p.Proto) && p.Proto != 1 && p.Proto != 58 {
+					p.L4, p.SPort, p.DPort = true, 1000, 80
+				}
+				if !agree(t, tb, rs, p) {
+					t.Fatalf("protocol %d from %s", proto, src)
+				}
+			}
+		}
+	}
+	// 254 entries per rule after the RETURNs: 70 rules exceed the default bound
+	var b strings.Builder
+	b.WriteString("-N a\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n")
+	for i := range 70 {
+		b.WriteString("-A a -s 10.0.0." + itoa(i) + " -j DROP\n")
+	}
+	_, _, _, err := compileText(t, b.String())
+	if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "chain a expands into more than 16383 classifier entries") {
+		t.Errorf("70 rules after two negated protocols: %v, want refused as too big", err)
 	}
 }
 
