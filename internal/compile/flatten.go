@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -58,11 +59,18 @@ import (
 // which an entry can always hold but for a few negations of negations
 // that have no single-test form (two negated MACs, VLANs or sets, two
 // different sets on one address, a negated ICMP type against a negated
-// other type or a code of the same type): such a rule set is refused with
-// the chains and rules involved, never installed in part. Two negated
-// interfaces become one entry per attached interface left, two negated
-// protocols one entry per protocol number left (254: within the bounds
-// below, else refused as too big).
+// other type or a code of the same type, two different header tests). Two
+// negated interfaces become one entry per attached interface left, two
+// negated protocols one entry per protocol number left (254: within the
+// bounds below, else refused as too big). For the others, a built-in
+// chain whose flattening meets one is flattened again with its RETURNs
+// and gotos that test such a field kept as probes without a stateful test
+// (probeCut): the probe's bit is set when the packet reaches and matches
+// the rule, and what follows is guarded by the bit clear, which needs no
+// negation. What still has no form (a negated jump into a rule negating
+// the same field), or probes past the data plane's bounds (MaxProbes,
+// MaxStateNotes), is refused with the chains and rules involved, never
+// installed in part.
 
 // MaxChainDepth bounds how deep jumps nest (built-in chain, then up to
 // MaxChainDepth user chains).
@@ -97,7 +105,15 @@ type flattener struct {
 	ifx    []uint32        // ifindexes(), once
 	probes int             // probe bits taken in the built-in chain being flattened
 	notes  uint32          // Entry.Note keys given (noteKey)
+	// probeCuts: the built-in chain being flattened met a negation
+	// without a single-entry form; its RETURNs and gotos with a test in
+	// noDoubleNegation are probes (probeCut), flattened again.
+	probeCuts bool
 }
+
+// noDoubleNegation are the tests two of which, negated, have no entry
+// form (conj): the tests a RETURN or goto leaves negated in its guard.
+const noDoubleNegation = MMACSrc | MMACDst | MVLAN | MSrcSet | MDstSet | MICMPType | MMark | MSrcType | MDstType | hdrTests
 
 // noteKey marks the entries of one rule at one place with a key of their
 // own (Entry.Note), the data plane's unit of a settled note; flattened
@@ -125,8 +141,11 @@ func hasChains(rs *rules.RuleSet) bool {
 }
 
 // flatten compiles every built-in chain of rs, user chains expanded in
-// place, into entries in priority order, chain by chain.
-func flatten(in Input) ([]Entry, []Warning, error) {
+// place, into entries in priority order, chain by chain. kept is the
+// first negation without a single-entry form that a chain flattened again
+// with probes overcame (probeCuts), for the error of a rule set whose
+// probes do not fit the data plane's bounds after all.
+func flatten(in Input) (ents []Entry, warn []Warning, kept error, err error) {
 	rs := in.RuleSet
 	f := &flattener{rs: rs, ids: in.IDs, ifaces: in.Ifaces, host: in.HostIfaces, sets: in.Sets, byName: map[string][]int{},
 		ents: make([][]Entry, len(rs.Rules)), done: make([]bool, len(rs.Rules)), used: map[string]bool{}}
@@ -144,10 +163,21 @@ func flatten(in Input) ([]Entry, []Warning, error) {
 	}
 	var out []Entry
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
-		f.probes = 0
+		f.probes, f.probeCuts = 0, false
 		ents, err := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out))
+		if errors.Is(err, ErrNoForm) && c != rules.ChainOutput {
+			// again, the RETURNs and gotos that negate such tests kept
+			// as probes: their negation is a probe bit, not a test
+			f.probes, f.probeCuts = 0, true
+			if again, err2 := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out)); err2 == nil {
+				if kept == nil {
+					kept = err
+				}
+				ents, err = again, nil
+			}
+		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		out = append(out, ents...)
 	}
@@ -157,7 +187,7 @@ func flatten(in Input) ([]Entry, []Warning, error) {
 				Msg: fmt.Sprintf("no built-in chain reaches chain %s; its rules never match", ch.Name)})
 		}
 	}
-	return out, f.warn, nil
+	return out, f.warn, kept, nil
 }
 
 // entries compiles rule i once; for a rule that decides nothing but its
@@ -206,7 +236,7 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 		}
 		v := r.Target.Verdict
 		bit := uint32(0) // the probe bit of a stateful rule that decides nothing
-		if !v.Terminal() && v != rules.VerdictLog && (r.Match.Limit != nil || r.Match.Recent != nil) {
+		if !v.Terminal() && v != rules.VerdictLog && (r.Match.Limit != nil || r.Match.Recent != nil) || f.probeCut(r, ents) {
 			if bit, err = f.probe(c, r, path); err != nil {
 				return nil, err
 			}
@@ -362,6 +392,18 @@ func decidesNothing(r *rules.Rule) string {
 		return "-j RETURN"
 	}
 	return "no -j"
+}
+
+// probeCut says whether RETURN or goto r (entries ents) is a probe without
+// a stateful test: in a chain flattened again (probeCuts), one that
+// negates a test of noDoubleNegation. Its bit is set for the packets that
+// reach it and match it; what comes after it in its chain is guarded by
+// the bit clear, which holds whatever the tests negated before or after.
+func (f *flattener) probeCut(r *rules.Rule, ents []Entry) bool {
+	if v := r.Target.Verdict; !f.probeCuts || v != rules.VerdictReturn && v != rules.VerdictGoto {
+		return false
+	}
+	return slices.ContainsFunc(ents, func(e Entry) bool { return e.Match&noDoubleNegation != 0 })
 }
 
 // probe takes the next probe bit of built-in chain c for rule r (reached
