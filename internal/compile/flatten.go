@@ -62,12 +62,13 @@ import (
 // other type or a code of the same type, two different header tests). Two
 // negated interfaces become one entry per attached interface left, two
 // negated protocols one entry per protocol number left (254: within the
-// bounds below, else refused as too big). For the others, a built-in
-// chain whose flattening meets one is flattened again with its RETURNs
-// and gotos that test such a field kept as probes without a stateful test
-// (probeCut): the probe's bit is set when the packet reaches and matches
-// the rule, and what follows is guarded by the bit clear, which needs no
-// negation. What still has no form (a negated jump into a rule negating
+// bounds below). For the others, a built-in chain whose flattening meets
+// one is flattened again with its RETURNs and gotos that test such a
+// field kept as probes without a stateful test (probeCut): the probe's bit
+// is set when the packet reaches and matches the rule, and what follows is
+// guarded by the bit clear, which needs no negation. A chain past a bound
+// of entries or alternatives is flattened again so too, its RETURNs and
+// gotos that test a protocol included. What still has no form (a negated jump into a rule negating
 // the same field), or probes past the data plane's bounds (MaxProbes,
 // MaxStateNotes), is refused with the chains and rules involved, never
 // installed in part.
@@ -106,14 +107,16 @@ type flattener struct {
 	probes int             // probe bits taken in the built-in chain being flattened
 	notes  uint32          // Entry.Note keys given (noteKey)
 	// probeCuts: the built-in chain being flattened met a negation
-	// without a single-entry form; its RETURNs and gotos with a test in
-	// noDoubleNegation are probes (probeCut), flattened again.
-	probeCuts bool
+	// without a single-entry form (or grew past a bound); its RETURNs and
+	// gotos with a test in probeCuts are probes (probeCut), flattened
+	// again.
+	probeCuts uint64
 }
 
 // noDoubleNegation are the tests two of which, negated, have no entry
-// form (conj): the tests a RETURN or goto leaves negated in its guard.
-const noDoubleNegation = MMACSrc | MMACDst | MVLAN | MSrcSet | MDstSet | MICMPType | MMark | MSrcType | MDstType | hdrTests
+// form (conj), and the routing header's, which negate cannot negate: the
+// tests a RETURN or goto leaves negated in its guard.
+const noDoubleNegation = MMACSrc | MMACDst | MVLAN | MSrcSet | MDstSet | MICMPType | MMark | MSrcType | MDstType | hdrTests | MRTHdr
 
 // noteKey marks the entries of one rule at one place with a key of their
 // own (Entry.Note), the data plane's unit of a settled note; flattened
@@ -163,12 +166,17 @@ func flatten(in Input) (ents []Entry, warn []Warning, kept error, err error) {
 	}
 	var out []Entry
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
-		f.probes, f.probeCuts = 0, false
+		f.probes, f.probeCuts = 0, 0
 		ents, err := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out))
-		if errors.Is(err, ErrNoForm) && c != rules.ChainOutput {
+		if (errors.Is(err, ErrNoForm) || errors.Is(err, ErrTooBig)) && c != rules.ChainOutput {
 			// again, the RETURNs and gotos that negate such tests kept
-			// as probes: their negation is a probe bit, not a test
-			f.probes, f.probeCuts = 0, true
+			// as probes: their negation is a probe bit, not a test; past
+			// a bound, those that test a protocol too (two negated
+			// protocols are 254 entries per rule behind them)
+			f.probes, f.probeCuts = 0, noDoubleNegation
+			if errors.Is(err, ErrTooBig) {
+				f.probeCuts |= MProto
+			}
 			if again, err2 := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out)); err2 == nil {
 				if kept == nil {
 					kept = err
@@ -395,15 +403,15 @@ func decidesNothing(r *rules.Rule) string {
 }
 
 // probeCut says whether RETURN or goto r (entries ents) is a probe without
-// a stateful test: in a chain flattened again (probeCuts), one that
-// negates a test of noDoubleNegation. Its bit is set for the packets that
+// a stateful test: in a chain flattened again, one that negates a test of
+// probeCuts. Its bit is set for the packets that
 // reach it and match it; what comes after it in its chain is guarded by
 // the bit clear, which holds whatever the tests negated before or after.
 func (f *flattener) probeCut(r *rules.Rule, ents []Entry) bool {
-	if v := r.Target.Verdict; !f.probeCuts || v != rules.VerdictReturn && v != rules.VerdictGoto {
+	if v := r.Target.Verdict; f.probeCuts == 0 || v != rules.VerdictReturn && v != rules.VerdictGoto {
 		return false
 	}
-	return slices.ContainsFunc(ents, func(e Entry) bool { return e.Match&noDoubleNegation != 0 })
+	return slices.ContainsFunc(ents, func(e Entry) bool { return e.Match&f.probeCuts != 0 })
 }
 
 // probe takes the next probe bit of built-in chain c for rule r (reached

@@ -298,15 +298,40 @@ func TestChainsNegatedProtocols(t *testing.T) {
 			}
 		}
 	}
-	// 254 entries per rule after the RETURNs: 70 rules exceed the default bound
-	var b strings.Builder
-	b.WriteString("-N a\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n")
-	for i := range 70 {
-		b.WriteString("-A a -s 10.0.0." + itoa(i) + " -j DROP\n")
-	}
-	_, _, _, err := compileText(t, b.String())
-	if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "chain a expands into more than 16383 classifier entries") {
-		t.Errorf("70 rules after two negated protocols: %v, want refused as too big", err)
+	// 254 entries per rule after the RETURNs: 70 rules exceed the default
+	// bound, and the chain is flattened again with the two RETURNs as
+	// probes; 70 rules one packet meets all of do not fit the data plane
+	// either way: refused as too big, with the bound the probes meet
+	for _, wide := range []bool{false, true} {
+		var b strings.Builder
+		b.WriteString("-P INPUT ACCEPT\n-N a\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n")
+		for i := range 70 {
+			if wide {
+				b.WriteString("-A a -s 10.0.0.0/8 -j LOG\n")
+			} else {
+				b.WriteString("-A a -s 10.0.0." + itoa(i) + " -j DROP\n")
+			}
+		}
+		rs, tb, _, err := compileText(t, b.String())
+		if wide {
+			if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "chain a expands into more than") ||
+				!strings.Contains(err.Error(), "kept as probes, the rule set does not fit either") {
+				t.Errorf("70 LOG rules after two negated protocols: %v, want refused as too big", err)
+			}
+			continue
+		}
+		if err != nil || !tb.HasProbes() {
+			t.Fatalf("70 rules after two negated protocols: %v (probes: %v)", err, err == nil && tb.HasProbes())
+		}
+		for _, proto := range []uint8{6, 17, 47, 1} {
+			for _, src := range []string{"10.0.0.5", "10.0.0.69", "10.0.0.70"} {
+				p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: mustAddr(src), Dst: mustAddr("10.9.9.9"),
+					Proto: proto, L4: proto != 47, SPort: 1000, DPort: 80, Addrs: testAddrs, MSS: NoMSS}
+				if !agree(t, tb, rs, p) {
+					t.Fatalf("protocol %d from %s", proto, src)
+				}
+			}
+		}
 	}
 }
 
@@ -413,6 +438,20 @@ func TestChainsProbedReturns(t *testing.T) {
 			}
 		}
 	}
+	// a routing header test, which has no negation: a probe
+	rs, tb, _, err := compileText(t, "-P INPUT ACCEPT\n-N a\n-A INPUT -6 -j a\n-A a -6 -m rt --rt-type 0 -j RETURN\n-A a -6 -p tcp -j DROP\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range []bool{false, true} {
+		for _, typ := range []uint8{0, 2} {
+			p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: mustAddr("2001:db8::1"), Dst: mustAddr("2001:db8::2"),
+				Proto: 6, L4: true, SPort: 1000, DPort: 80, RT: rt, RTType: typ, Addrs: testAddrs, MSS: NoMSS}
+			if !agree(t, tb, rs, p) {
+				t.Fatalf("routing header %v type %d", rt, typ)
+			}
+		}
+	}
 	// ten LOG rules one packet meets behind the probe: more than the
 	// data plane settles
 	var b strings.Builder
@@ -420,7 +459,7 @@ func TestChainsProbedReturns(t *testing.T) {
 	for i := range 10 {
 		b.WriteString("-A a -p tcp --dport 1:" + itoa(100+i) + " -j LOG\n")
 	}
-	_, _, _, err := compileText(t, b.String())
+	_, _, _, err = compileText(t, b.String())
 	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "! --mac-source twice with different values") ||
 		!strings.Contains(err.Error(), "kept as probes, the rule set does not fit either") || !strings.Contains(err.Error(), "settles at most 8 per packet") {
 		t.Errorf("ten LOG rules behind two MAC RETURNs: %v", err)
