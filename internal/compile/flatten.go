@@ -111,6 +111,7 @@ type flattener struct {
 	// gotos with a test in probeCuts are probes (probeCut), flattened
 	// again.
 	probeCuts uint64
+	max       int // the entries of the whole rule set (Input.MaxEntries)
 }
 
 // noDoubleNegation are the tests two of which, negated, have no entry
@@ -164,6 +165,7 @@ func flatten(in Input) (ents []Entry, warn []Warning, kept error, err error) {
 	if limit == 0 {
 		limit = DefaultMaxEntries
 	}
+	f.max = limit
 	var out []Entry
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
 		f.probes, f.probeCuts = 0, 0
@@ -317,9 +319,11 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			}
 		}
 		if len(out) > limit || len(guard) > maxInstanceEntries {
-			return nil, fmt.Errorf("%s: chain %s expands into more than %d classifier entries (%d so far, %d alternatives "+
-				"still open after its RETURNs): split the chain, or give its RETURN rules fewer tests (%w)",
-				r.Pos, path[len(path)-1], min(limit, maxInstanceEntries), len(out), len(guard), ErrTooBig)
+			// limit is what the chains before left of the rule set's
+			// bound: none, when they took it all
+			return nil, fmt.Errorf("%s: chain %s expands into more than the %d classifier entries left to it (of %d in all, %d per chain; "+
+				"%d so far, %d alternatives still open after its RETURNs): split the chain, or give its RETURN rules fewer tests (%w)",
+				r.Pos, path[len(path)-1], max(min(limit, maxInstanceEntries), 0), f.max, maxInstanceEntries, len(out), len(guard), ErrTooBig)
 		}
 	}
 	return out, nil

@@ -314,7 +314,7 @@ func TestChainsNegatedProtocols(t *testing.T) {
 		}
 		rs, tb, _, err := compileText(t, b.String())
 		if wide {
-			if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "chain a expands into more than") ||
+			if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "chain a expands into more than the 16383 classifier entries left to it (of 16384 in all") ||
 				!strings.Contains(err.Error(), "kept as probes, the rule set does not fit either") {
 				t.Errorf("70 LOG rules after two negated protocols: %v, want refused as too big", err)
 			}
