@@ -107,11 +107,17 @@ func Compile(in Input) (*Tables, []Warning, error) {
 		// Chains are flattened: a rule's entries are not one span (one
 		// rule may sit in several places), so edits of such a rule set
 		// recompile it (firewall: the full path); Spans stay empty.
-		var err error
-		if entries, warn, err = flatten(in); err != nil {
+		var err, kept error
+		if entries, warn, kept, err = flatten(in); err != nil {
 			return nil, nil, err
 		}
-		return finish(in, entries, warn, spans)
+		t, w, err := finish(in, entries, warn, spans)
+		if err != nil && kept != nil {
+			// the probes that stood for such negations do not fit
+			return nil, nil, fmt.Errorf("%w; with its RETURNs and gotos that negate such tests kept as probes, the rule set "+
+				"does not fit either: %v", kept, err)
+		}
+		return t, w, err
 	}
 	// Entries in priority order, chain by chain; a lower index wins.
 	for c := rules.Chain(0); c < rules.NumChains; c++ {

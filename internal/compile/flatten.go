@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/rules"
@@ -58,10 +59,19 @@ import (
 // which an entry can always hold but for a few negations of negations
 // that have no single-test form (two negated MACs, VLANs or sets, two
 // different sets on one address, a negated ICMP type against a negated
-// other type or a code of the same type, two negated protocols): such a
-// rule set is refused with the chains and rules involved, never installed
-// in part. Two negated interfaces become one entry per attached interface
-// left.
+// other type or a code of the same type, two different header tests). Two
+// negated interfaces become one entry per attached interface left, two
+// negated protocols one entry per protocol number left (254: within the
+// bounds below). For the others, a built-in chain whose flattening meets
+// one is flattened again with its RETURNs and gotos that test such a
+// field kept as probes without a stateful test (probeCut): the probe's bit
+// is set when the packet reaches and matches the rule, and what follows is
+// guarded by the bit clear, which needs no negation. A chain past a bound
+// of entries or alternatives is flattened again so too, its RETURNs and
+// gotos that test a protocol included. What still has no form (a negated jump into a rule negating
+// the same field), or probes past the data plane's bounds (MaxProbes,
+// MaxStateNotes), is refused with the chains and rules involved, never
+// installed in part.
 
 // MaxChainDepth bounds how deep jumps nest (built-in chain, then up to
 // MaxChainDepth user chains).
@@ -96,7 +106,18 @@ type flattener struct {
 	ifx    []uint32        // ifindexes(), once
 	probes int             // probe bits taken in the built-in chain being flattened
 	notes  uint32          // Entry.Note keys given (noteKey)
+	// probeCuts: the built-in chain being flattened met a negation
+	// without a single-entry form (or grew past a bound); its RETURNs and
+	// gotos with a test in probeCuts are probes (probeCut), flattened
+	// again.
+	probeCuts uint64
+	max       int // the entries of the whole rule set (Input.MaxEntries)
 }
+
+// noDoubleNegation are the tests two of which, negated, have no entry
+// form (conj), and the routing header's, which negate cannot negate: the
+// tests a RETURN or goto leaves negated in its guard.
+const noDoubleNegation = MMACSrc | MMACDst | MVLAN | MSrcSet | MDstSet | MICMPType | MMark | MSrcType | MDstType | hdrTests | MRTHdr
 
 // noteKey marks the entries of one rule at one place with a key of their
 // own (Entry.Note), the data plane's unit of a settled note; flattened
@@ -124,8 +145,11 @@ func hasChains(rs *rules.RuleSet) bool {
 }
 
 // flatten compiles every built-in chain of rs, user chains expanded in
-// place, into entries in priority order, chain by chain.
-func flatten(in Input) ([]Entry, []Warning, error) {
+// place, into entries in priority order, chain by chain. kept is the
+// first negation without a single-entry form that a chain flattened again
+// with probes overcame (probeCuts), for the error of a rule set whose
+// probes do not fit the data plane's bounds after all.
+func flatten(in Input) (ents []Entry, warn []Warning, kept error, err error) {
 	rs := in.RuleSet
 	f := &flattener{rs: rs, ids: in.IDs, ifaces: in.Ifaces, host: in.HostIfaces, sets: in.Sets, byName: map[string][]int{},
 		ents: make([][]Entry, len(rs.Rules)), done: make([]bool, len(rs.Rules)), used: map[string]bool{}}
@@ -141,12 +165,29 @@ func flatten(in Input) ([]Entry, []Warning, error) {
 	if limit == 0 {
 		limit = DefaultMaxEntries
 	}
+	f.max = limit
 	var out []Entry
 	for c := rules.Chain(0); c < rules.NumChains; c++ {
-		f.probes = 0
+		f.probes, f.probeCuts = 0, 0
 		ents, err := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out))
+		if (errors.Is(err, ErrNoForm) || errors.Is(err, ErrTooBig)) && c != rules.ChainOutput {
+			// again, the RETURNs and gotos that negate such tests kept
+			// as probes: their negation is a probe bit, not a test; past
+			// a bound, those that test a protocol too (two negated
+			// protocols are 254 entries per rule behind them)
+			f.probes, f.probeCuts = 0, noDoubleNegation
+			if errors.Is(err, ErrTooBig) {
+				f.probeCuts |= MProto
+			}
+			if again, err2 := f.instance(c, builtin[c], []Entry{{Chain: c}}, []string{c.String()}, limit-len(out)); err2 == nil {
+				if kept == nil {
+					kept = err
+				}
+				ents, err = again, nil
+			}
+		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		out = append(out, ents...)
 	}
@@ -156,7 +197,7 @@ func flatten(in Input) ([]Entry, []Warning, error) {
 				Msg: fmt.Sprintf("no built-in chain reaches chain %s; its rules never match", ch.Name)})
 		}
 	}
-	return out, f.warn, nil
+	return out, f.warn, kept, nil
 }
 
 // entries compiles rule i once; for a rule that decides nothing but its
@@ -205,7 +246,7 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 		}
 		v := r.Target.Verdict
 		bit := uint32(0) // the probe bit of a stateful rule that decides nothing
-		if !v.Terminal() && v != rules.VerdictLog && (r.Match.Limit != nil || r.Match.Recent != nil) {
+		if !v.Terminal() && v != rules.VerdictLog && (r.Match.Limit != nil || r.Match.Recent != nil) || f.probeCut(r, ents) {
 			if bit, err = f.probe(c, r, path); err != nil {
 				return nil, err
 			}
@@ -278,9 +319,11 @@ func (f *flattener) instance(c rules.Chain, idx []int, guard []Entry, path []str
 			}
 		}
 		if len(out) > limit || len(guard) > maxInstanceEntries {
-			return nil, fmt.Errorf("%s: chain %s expands into more than %d classifier entries (%d so far, %d alternatives "+
-				"still open after its RETURNs): split the chain, or give its RETURN rules fewer tests (%w)",
-				r.Pos, path[len(path)-1], min(limit, maxInstanceEntries), len(out), len(guard), ErrTooBig)
+			// limit is what the chains before left of the rule set's
+			// bound: none, when they took it all
+			return nil, fmt.Errorf("%s: chain %s expands into more than the %d classifier entries left to it (of %d in all, %d per chain; "+
+				"%d so far, %d alternatives still open after its RETURNs): split the chain, or give its RETURN rules fewer tests (%w)",
+				r.Pos, path[len(path)-1], max(min(limit, maxInstanceEntries), 0), f.max, maxInstanceEntries, len(out), len(guard), ErrTooBig)
 		}
 	}
 	return out, nil
@@ -361,6 +404,18 @@ func decidesNothing(r *rules.Rule) string {
 		return "-j RETURN"
 	}
 	return "no -j"
+}
+
+// probeCut says whether RETURN or goto r (entries ents) is a probe without
+// a stateful test: in a chain flattened again, one that negates a test of
+// probeCuts. Its bit is set for the packets that
+// reach it and match it; what comes after it in its chain is guarded by
+// the bit clear, which holds whatever the tests negated before or after.
+func (f *flattener) probeCut(r *rules.Rule, ents []Entry) bool {
+	if v := r.Target.Verdict; f.probeCuts == 0 || v != rules.VerdictReturn && v != rules.VerdictGoto {
+		return false
+	}
+	return slices.ContainsFunc(ents, func(e Entry) bool { return e.Match&f.probeCuts != 0 })
 }
 
 // probe takes the next probe bit of built-in chain c for rule r (reached
@@ -693,8 +748,9 @@ func (f *flattener) ifindexes() []uint32 {
 
 // conj is a ∧ b as entries (none: no packet matches both), with b's
 // action and rule id. ifindexes are the packets' possible ifindex: two
-// negated -i become one entry per other interface. (Two negated -p would
-// be 254 entries, which every later rule under the guard multiplies: refused.)
+// negated -i become one entry per other interface; two negated -p one
+// entry per other protocol (otherProtos), which every later rule under
+// the guard multiplies, within the flattening's bounds (ErrTooBig).
 func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 	if err := unknownTests(flattenable|MRTHdr, a, b); err != nil {
 		return nil, err
@@ -782,8 +838,8 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		case same:
 			return true, nil
 		}
-		switch {
-		case bit == MIfindex:
+		switch bit {
+		case MIfindex:
 			enum = append(enum, func(o Entry) []Entry {
 				var out []Entry
 				for _, x := range ifindexes {
@@ -794,6 +850,9 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 				}
 				return out
 			})
+			return true, nil
+		case MProto:
+			enum = append(enum, func(o Entry) []Entry { return otherProtos(o, a.Proto, b.Proto) })
 			return true, nil
 		}
 		return false, fmt.Errorf("! %s twice with different values: %w", what, ErrNoForm)
@@ -969,6 +1028,22 @@ func conj(a, b Entry, ifindexes []uint32) ([]Entry, error) {
 		outs = next
 	}
 	return outs, nil
+}
+
+// otherProtos is o once per protocol number but x and y (¬x ∧ ¬y: an
+// entry tests one protocol, equal or not, and the 8-bit field has no
+// range), each a plain test: 254 entries, 255 when x is y. The tree
+// holds them as disjoint points of its protocol dimension.
+func otherProtos(o Entry, x, y uint8) []Entry {
+	out := make([]Entry, 0, 254)
+	o.Invert &^= MProto
+	for v := range 256 {
+		if p := uint8(v); p != x && p != y {
+			o.Proto = p
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // errSetFrom: eq kept b's test (internal to conj).

@@ -242,10 +242,14 @@ func TestChainsLoopAndUnreachable(t *testing.T) {
 }
 
 // TestChainsNoForm: two negated tests of one field that no entry can hold
-// are refused, naming the rule and the chains, and nothing is built.
+// and no probe stands for (a negated jump into a chain that negates the
+// field again) are refused, naming the rule and the chains, and nothing is
+// built.
 func TestChainsNoForm(t *testing.T) {
-	_, _, _, err := compileText(t, "-N a\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n-A a -j DROP\n")
-	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "t.rules:4:1: -A a -p udp -j RETURN, reached through INPUT -> a, cannot be flattened: ! -p twice with different values") {
+	_, _, _, err := compileText(t, "-N a\n-A INPUT -m mac ! --mac-source 02:00:00:00:00:01 -j a\n"+
+		"-A a -m mac ! --mac-source 02:00:00:00:00:02 -j DROP\n")
+	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "t.rules:3:1: -A a -m mac ! --mac-source 02:00:00:00:00:02 -j DROP, "+
+		"reached through INPUT -> a, cannot be flattened: ! --mac-source twice with different values") {
 		t.Errorf("err = %v", err)
 	}
 	// two negated interfaces: one entry per attached interface left
@@ -257,6 +261,76 @@ func TestChainsNoForm(t *testing.T) {
 		p := RefPacket{Chain: rules.ChainInput, InIface: name, Src: mustAddr("10.0.0.1"), Dst: mustAddr("10.0.0.2"), Proto: 6}
 		if !agree(t, tb, rs, p) {
 			t.FailNow()
+		}
+	}
+}
+
+// TestChainsNegatedProtocols: two negated protocols (RETURNs for TCP and
+// UDP, then rules for the rest, as real rule sets write it; a negated
+// jump into a chain that negates another protocol; three RETURNs) become
+// one entry per protocol number left, and every protocol number is
+// decided as the reference's walk of the chains decides it. Past the
+// flattening's bound it is refused as too big, with the chain named.
+func TestChainsNegatedProtocols(t *testing.T) {
+	for _, src := range []string{
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -j a\n-A INPUT -p tcp --dport 22 -j DROP\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n" +
+			"-A a -p icmp -j LOG\n-A a -s 10.0.0.0/8 -j DROP\n-A a -p 47 -j ACCEPT\n-A a -j REJECT\n",
+		"-P INPUT DROP\n-N a\n-A INPUT ! -p tcp -j a\n-A INPUT -j ACCEPT\n-A a ! -p udp -j DROP\n-A a -s 10.0.0.1 -j REJECT\n",
+		"-P INPUT ACCEPT\n-N a\n-N b\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n-A a -p icmp -j RETURN\n" +
+			"-A a -j b\n-A a -j DROP\n-A b -p 50 -j ACCEPT\n-A b ! -p 51 -j RETURN\n-A b -j REJECT\n",
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -p tcp -g a\n-A INPUT ! -p icmp -j a\n-A INPUT -j DROP\n-A a -p tcp --dport 80 -j ACCEPT\n" +
+			"-A a ! -p udp -j RETURN\n-A a -j REJECT\n",
+	} {
+		rs, tb, _, err := compileText(t, src)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, src)
+		}
+		for proto := range 256 {
+			for _, src := range []string{"10.0.0.1", "192.0.2.1"} {
+				p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: mustAddr(src), Dst: mustAddr("10.9.9.9"),
+					Proto: uint8(proto), Addrs: testAddrs, MSS: NoMSS}
+				if l4Proto(p.Proto) && p.Proto != 1 && p.Proto != 58 {
+					p.L4, p.SPort, p.DPort = true, 1000, 80
+				}
+				if !agree(t, tb, rs, p) {
+					t.Fatalf("protocol %d from %s", proto, src)
+				}
+			}
+		}
+	}
+	// 254 entries per rule after the RETURNs: 70 rules exceed the default
+	// bound, and the chain is flattened again with the two RETURNs as
+	// probes; 70 rules one packet meets all of do not fit the data plane
+	// either way: refused as too big, with the bound the probes meet
+	for _, wide := range []bool{false, true} {
+		var b strings.Builder
+		b.WriteString("-P INPUT ACCEPT\n-N a\n-A INPUT -j a\n-A a -p tcp -j RETURN\n-A a -p udp -j RETURN\n")
+		for i := range 70 {
+			if wide {
+				b.WriteString("-A a -s 10.0.0.0/8 -j LOG\n")
+			} else {
+				b.WriteString("-A a -s 10.0.0." + itoa(i) + " -j DROP\n")
+			}
+		}
+		rs, tb, _, err := compileText(t, b.String())
+		if wide {
+			if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "chain a expands into more than the 16383 classifier entries left to it (of 16384 in all") ||
+				!strings.Contains(err.Error(), "kept as probes, the rule set does not fit either") {
+				t.Errorf("70 LOG rules after two negated protocols: %v, want refused as too big", err)
+			}
+			continue
+		}
+		if err != nil || !tb.HasProbes() {
+			t.Fatalf("70 rules after two negated protocols: %v (probes: %v)", err, err == nil && tb.HasProbes())
+		}
+		for _, proto := range []uint8{6, 17, 47, 1} {
+			for _, src := range []string{"10.0.0.5", "10.0.0.69", "10.0.0.70"} {
+				p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: mustAddr(src), Dst: mustAddr("10.9.9.9"),
+					Proto: proto, L4: proto != 47, SPort: 1000, DPort: 80, Addrs: testAddrs, MSS: NoMSS}
+				if !agree(t, tb, rs, p) {
+					t.Fatalf("protocol %d from %s", proto, src)
+				}
+			}
 		}
 	}
 }
@@ -307,12 +381,87 @@ func TestChainsAddrTypeTwice(t *testing.T) {
 			n++
 		}
 	}
+	// IPv6's: the RETURN is a probe (TestChainsProbedReturns)
 	_, _, _, err = compileText(t, `-N c
 -A INPUT -6 -j c
 -A c -6 -m addrtype --dst-type LOCAL -j RETURN
 -A c -6 -m addrtype --dst-type ANYCAST -j DROP
 `)
-	if !errors.Is(err, ErrNoForm) {
-		t.Errorf("IPv6: %v, want refused (no single-entry form)", err)
+	if err != nil {
+		t.Errorf("IPv6: %v", err)
+	}
+}
+
+// TestChainsProbedReturns: RETURNs and gotos whose negations no entry can
+// hold together (two MACs, two VLANs, ICMP types, a header test twice, a
+// RETURN then a rule negating the same MAC) are kept as probes: their bit
+// says the packet reached and matched them, and the rest of their chain is
+// guarded by the bit clear. Every packet of a grid is decided and counted
+// as the reference's walk of the chains does. Past the data plane's bound
+// of rules settled per packet, refused with the original reason and the
+// bound.
+func TestChainsProbedReturns(t *testing.T) {
+	macs := [][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {2, 0, 0, 0, 0, 3}}
+	for _, src := range []string{
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -p tcp -j a\n-A INPUT -j DROP\n-A a -m mac --mac-source 02:00:00:00:00:01 -j RETURN\n" +
+			"-A a -m mac --mac-source 02:00:00:00:00:02 -j RETURN\n-A a -p tcp --dport 22 -j ACCEPT\n-A a -j REJECT\n",
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -j a\n-A INPUT -p udp -j DROP\n-A a -m mac --mac-source 02:00:00:00:00:01 -j RETURN\n" +
+			"-A a -m mac ! --mac-source 02:00:00:00:00:02 -j LOG\n-A a -m mac ! --mac-source 02:00:00:00:00:03 -j DROP\n",
+		"-P INPUT DROP\n-N a\n-N b\n-A INPUT -j a\n-A INPUT -j ACCEPT\n-A a -m vlan --vlan-id 5 -j RETURN\n" +
+			"-A a -m vlan --vlan-id 6 -g b\n-A a -p tcp -j DROP\n-A b -p tcp --dport 22 -j ACCEPT\n-A b -j REJECT\n",
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -p icmp -j a\n-A a -p icmp --icmp-type 8 -j RETURN\n-A a -p icmp --icmp-type 0 -j RETURN\n" +
+			"-A a -j DROP\n",
+		"-P INPUT ACCEPT\n-N a\n-A INPUT -j a\n-A a -m ttl --ttl-eq 64 -j RETURN\n-A a -m ttl --ttl-eq 128 -j RETURN\n-A a -p tcp -j DROP\n",
+	} {
+		rs, tb, _, err := compileText(t, src)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, src)
+		}
+		if !tb.HasProbes() {
+			t.Errorf("no probe:\n%s", src)
+		}
+		for _, mac := range macs {
+			for _, vlan := range []uint16{0, 5, 6, 7} {
+				for _, l4 := range []struct {
+					proto, typ uint8
+					dport      uint16
+				}{{6, 0, 22}, {6, 0, 80}, {17, 0, 53}, {1, 8, 0}, {1, 0, 0}, {1, 3, 0}} {
+					for _, ttl := range []uint8{64, 128, 1} {
+						p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: mustAddr("10.0.0.1"), Dst: mustAddr("10.9.9.9"),
+							Proto: l4.proto, L4: true, DPort: l4.dport, SPort: 1000, ICMPType: l4.typ, SrcMAC: mac, TTL: ttl,
+							Tagged: vlan != 0, VLAN: vlan, Addrs: testAddrs, MSS: NoMSS}
+						if !agree(t, tb, rs, p) {
+							t.Fatalf("packet %+v", p)
+						}
+					}
+				}
+			}
+		}
+	}
+	// a routing header test, which has no negation: a probe
+	rs, tb, _, err := compileText(t, "-P INPUT ACCEPT\n-N a\n-A INPUT -6 -j a\n-A a -6 -m rt --rt-type 0 -j RETURN\n-A a -6 -p tcp -j DROP\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range []bool{false, true} {
+		for _, typ := range []uint8{0, 2} {
+			p := RefPacket{Chain: rules.ChainInput, InIface: "eth0", Src: mustAddr("2001:db8::1"), Dst: mustAddr("2001:db8::2"),
+				Proto: 6, L4: true, SPort: 1000, DPort: 80, RT: rt, RTType: typ, Addrs: testAddrs, MSS: NoMSS}
+			if !agree(t, tb, rs, p) {
+				t.Fatalf("routing header %v type %d", rt, typ)
+			}
+		}
+	}
+	// ten LOG rules one packet meets behind the probe: more than the
+	// data plane settles
+	var b strings.Builder
+	b.WriteString("-N a\n-A INPUT -j a\n-A a -m mac --mac-source 02:00:00:00:00:01 -j RETURN\n-A a -m mac --mac-source 02:00:00:00:00:02 -j RETURN\n")
+	for i := range 10 {
+		b.WriteString("-A a -p tcp --dport 1:" + itoa(100+i) + " -j LOG\n")
+	}
+	_, _, _, err = compileText(t, b.String())
+	if !errors.Is(err, ErrNoForm) || !strings.Contains(err.Error(), "! --mac-source twice with different values") ||
+		!strings.Contains(err.Error(), "kept as probes, the rule set does not fit either") || !strings.Contains(err.Error(), "settles at most 8 per packet") {
+		t.Errorf("ten LOG rules behind two MAC RETURNs: %v", err)
 	}
 }

@@ -21,8 +21,6 @@ var realWorldNotYet = map[string]string{
 	"tailscale-node.v4": "-m mark in ts-forward is not supported",
 	// IPv6_rpfilter=yes: -m rpfilter --invert -j DROP in the raw table
 	"firewalld-public.v6": "module rpfilter is not supported",
-	// csf logs what it drops in OUTPUT with --log-uid
-	"csf-host.v4": `"--log-uid": LOG option not supported`,
 }
 
 // TestRealWorldRuleSets: the rule sets of testdata/realworld, written after

@@ -508,8 +508,13 @@ type Target struct {
 	// (zero: the firewall's default, `load --log-rate / --log-burst`).
 	LogPrefix string
 	LogLevel  string
-	LogRate   LogRate
-	LogBurst  uint32
+	// LogFlags are -j LOG's --log-tcp-sequence, --log-tcp-options,
+	// --log-ip-options, --log-uid and --log-macdecode (LogTCPSeq...):
+	// what the rule's log lines add, as the kernel's nf_log prints it
+	// (docs/log.md).
+	LogFlags LogFlags
+	LogRate  LogRate
+	LogBurst uint32
 
 	// NAT is the translation of a nat rule (VerdictNAT): -j DNAT, SNAT,
 	// MASQUERADE or REDIRECT with their options (docs/nat.md).
@@ -526,6 +531,25 @@ type Target struct {
 	// rule's do (docs/log.md).
 	Group *LogGroup
 }
+
+// LogFlags are the LOG target's flags (xt_LOG's XT_LOG_*, the same bits).
+type LogFlags uint8
+
+// The LOG flags, in the order iptables-save prints them.
+const (
+	LogTCPSeq    LogFlags = 0x01 // --log-tcp-sequence: SEQ= ACK=
+	LogTCPOpt    LogFlags = 0x02 // --log-tcp-options: the TCP options, OPT (hex)
+	LogIPOpt     LogFlags = 0x04 // --log-ip-options: the IPv4 options, OPT (hex)
+	LogUID       LogFlags = 0x08 // --log-uid: the owner of a local socket (never printed: docs/log.md)
+	LogMACDecode LogFlags = 0x20 // --log-macdecode: MACSRC= MACDST= MACPROTO= instead of MAC=
+)
+
+// logFlagNames are the LOG flags' options, in iptables-save's order.
+var logFlagNames = []struct {
+	flag LogFlags
+	opt  string
+}{{LogTCPSeq, "--log-tcp-sequence"}, {LogTCPOpt, "--log-tcp-options"}, {LogIPOpt, "--log-ip-options"},
+	{LogUID, "--log-uid"}, {LogMACDecode, "--log-macdecode"}}
 
 // LogGroup holds the options of -j NFLOG and -j ULOG.
 type LogGroup struct {

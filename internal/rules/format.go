@@ -208,6 +208,11 @@ func (r Rule) Spec() string {
 	if t.LogLevel != "" {
 		w.add(false, "--log-level", t.LogLevel)
 	}
+	for _, f := range logFlagNames {
+		if t.LogFlags&f.flag != 0 {
+			w.add(false, f.opt)
+		}
+	}
 	if !t.LogRate.IsZero() {
 		w.add(false, "--log-rate", t.LogRate.String())
 	}

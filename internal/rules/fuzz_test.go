@@ -145,7 +145,7 @@ func checkTarget(t Target, table string) string {
 		return fmt.Sprintf("chain %q with verdict %v", t.Chain, v)
 	case t.Log && !v.Terminal():
 		return fmt.Sprintf("--log with verdict %v", v)
-	case (t.LogPrefix != "" || t.LogLevel != "") && !t.Log && v != VerdictLog:
+	case (t.LogPrefix != "" || t.LogLevel != "" || t.LogFlags != 0) && !t.Log && v != VerdictLog:
 		return "LOG options on a rule that does not log"
 	case t.NAT != nil:
 		return "a translation outside the nat table"

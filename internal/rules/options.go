@@ -206,6 +206,8 @@ func lookupOption(name string) (optSpec, bool) {
 			parse: (*ruleParser).optLogPrefix}, true
 	case "--log-level":
 		return optSpec{slot: name, nargs: 1, usage: "--log-level LEVEL", parse: (*ruleParser).optLogLevel}, true
+	case "--log-tcp-sequence", "--log-tcp-options", "--log-ip-options", "--log-uid", "--log-macdecode":
+		return optSpec{slot: name, parse: (*ruleParser).optLogFlag}, true
 	case "--nflog-prefix", "--ulog-prefix":
 		return optSpec{slot: "group-prefix", nargs: 1, usage: name + ` "TEXT"`, freeText: true,
 			parse: (*ruleParser).optGroupOption}, true

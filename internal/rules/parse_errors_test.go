@@ -312,7 +312,6 @@ func TestParseErrors(t *testing.T) {
 		{"-A INPUT -j LOG --log-burst 0", ParseOptions{}, "1:29", "0", "bad --log-burst", "1 to 1000000"},
 		{"-A INPUT -j LOG --log-burst x", ParseOptions{}, "1:29", "x", "bad --log-burst", ""},
 		{"-A INPUT --log-burst 3 -j LOG", ParseOptions{}, "1:10", "", "--log-burst needs -j LOG before it", "--log"},
-		{"-A INPUT -j LOG --log-tcp-options", ParseOptions{}, "1:17", "--log-tcp-options", "LOG option not supported", "xdpfw log --pcap"},
 		{"-A INPUT -j LOG --log-rate", ParseOptions{}, "1:17", "", "--log-rate needs an argument", "--log-rate N/sec|min|hour|day"},
 		{"-A INPUT --log-level 4 -j LOG", ParseOptions{}, "1:10", "", "--log-level needs -j LOG before it", ""},
 		{"-A INPUT -c 1 x -j DROP", ParseOptions{}, "1:15", "x", "not a counter value", ""},

@@ -222,7 +222,7 @@ func checkPriorityMatch(r *Rule) *Error {
 		bad = "-m mark"
 	case m.Fragment != nil:
 		bad = "-f"
-	case t.Log || t.LogPrefix != "" || t.LogLevel != "" || t.Group != nil:
+	case t.Log || t.LogPrefix != "" || t.LogLevel != "" || t.LogFlags != 0 || t.Group != nil:
 		bad = "logging"
 	default:
 		return nil

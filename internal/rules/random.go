@@ -134,6 +134,15 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
 	}
+	// Some LOG rules have LOG's flags (--log-tcp-sequence...), which change
+	// only their log lines: from a stream that takes nothing of the others'.
+	lf := rand.New(rand.NewPCG(uint64(len(rs.Rules)), 0x1f))
+	for i := range rs.Rules {
+		if t := &rs.Rules[i].Target; t.Verdict == VerdictLog && t.Group == nil && chance(lf, 20) {
+			t.LogFlags = LogFlags(lf.IntN(64)) &^ 0x10
+			rs.Rules[i].Text = rs.Rules[i].Spec()
+		}
+	}
 	// Some sets have a raw table: NOTRACK rules in PREROUTING (drawn
 	// last, from a stream of their own, as above).
 	rr := rand.New(rand.NewPCG(g.Uint64(), 0x4a))

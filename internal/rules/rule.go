@@ -218,10 +218,6 @@ func (p *ruleParser) arg(o token, spec optSpec) (token, *Error) {
 // unknownOption explains a word that is not a rule option.
 func (p *ruleParser) unknownOption(t token) *Error {
 	switch {
-	case t.text == "--log-tcp-sequence" || t.text == "--log-tcp-options" || t.text == "--log-ip-options" ||
-		t.text == "--log-uid" || t.text == "--log-macdecode":
-		return p.errAt(t, t.text, "LOG option not supported",
-			"xdpfw's events carry the packet's first bytes instead (xdpfw log --pcap FILE shows every header); remove "+t.text)
 	case !strings.HasPrefix(t.text, "-") || t.text == "-" || t.quoted:
 		return p.errAt(t, t.text, "unexpected argument",
 			"each option takes a fixed number of arguments; quote text that contains spaces")

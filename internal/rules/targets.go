@@ -282,7 +282,7 @@ func rejectHint(f Family) string {
 		"icmp-proto-unreachable, icmp-net-prohibited, icmp-host-prohibited, icmp-admin-prohibited or tcp-reset"
 }
 
-// needLogTarget checks that a log option (--log-prefix, --log-level,
+// needLogTarget checks that a log option (--log-prefix, --log-level, a LOG flag,
 // --log-rate, --log-burst) follows -j LOG, or -j ACCEPT|DROP|REJECT with
 // --log anywhere after it.
 func (p *ruleParser) needLogTarget(o optUse) *Error {
@@ -346,6 +346,24 @@ func (p *ruleParser) optLogLevel(o optUse) *Error {
 		return p.valueErr(a, ve)
 	}
 	p.r.Target.LogLevel = level
+	return nil
+}
+
+// optLogFlag handles --log-tcp-sequence, --log-tcp-options,
+// --log-ip-options, --log-uid and --log-macdecode: options of -j LOG (of
+// a rule with --log too), not of NFLOG or ULOG.
+func (p *ruleParser) optLogFlag(o optUse) *Error {
+	if g := p.r.Target.Group; g != nil {
+		return p.errAt(o.opt, "", fmt.Sprintf("%s is an option of -j LOG, not of -j %s", o.opt.text, g.Name()), "remove "+o.opt.text)
+	}
+	if err := p.needLogTarget(o); err != nil {
+		return err
+	}
+	for _, f := range logFlagNames {
+		if f.opt == o.opt.text {
+			p.r.Target.LogFlags |= f.flag
+		}
+	}
 	return nil
 }
 

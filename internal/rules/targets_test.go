@@ -467,3 +467,64 @@ func TestKernelNATNote(t *testing.T) {
 		t.Errorf("a mangle line alone: note %q, want none", note)
 	}
 }
+
+// logFlagSpellings are -j LOG rules with LOG's flags as written, and what
+// iptables-save v1.8.9 prints for them (its order, whatever the order
+// written).
+var logFlagSpellings = []struct{ args, saved string }{
+	{"-j LOG --log-uid", "-j LOG --log-uid"},
+	{`-p tcp -j LOG --log-macdecode --log-ip-options --log-prefix "x: " --log-tcp-options --log-tcp-sequence --log-uid`,
+		`-p tcp -j LOG --log-prefix "x: " --log-tcp-sequence --log-tcp-options --log-ip-options --log-uid --log-macdecode`},
+}
+
+// TestLogFlags: LOG's flags parse, print in iptables-save's order and
+// parse back; they are options of -j LOG (or of a rule with --log), not of
+// NFLOG, and given once. Live: iptables-save in a throwaway namespace
+// prints the same text (legacy and nft).
+func TestLogFlags(t *testing.T) {
+	for _, tt := range logFlagSpellings {
+		rs, err := Parse("a", []byte("-A INPUT "+tt.args), ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.args, err)
+		}
+		if got := rs.Rules[0].Spec(); got != tt.saved {
+			t.Errorf("%s: canonical %q, iptables-save prints %q", tt.args, got, tt.saved)
+		}
+		assertRoundTrip(t, rs)
+	}
+	rs, err := Parse("d", []byte("-A INPUT -j DROP --log --log-uid --log-tcp-sequence"), ParseOptions{})
+	if err != nil || rs.Rules[0].Target.LogFlags != LogUID|LogTCPSeq {
+		t.Errorf("--log on DROP with flags: %v %+v", err, rs)
+	}
+	for _, bad := range []struct{ text, msg string }{
+		{"-A INPUT -j NFLOG --log-uid", "--log-uid is an option of -j LOG, not of -j NFLOG"},
+		{"-A INPUT -j DROP --log-uid", "--log-uid on -j DROP needs --log"},
+		{"-A INPUT --log-macdecode -j LOG", "--log-macdecode needs -j LOG before it"},
+		{"-A INPUT -j LOG --log-uid --log-uid", "--log-uid given twice"},
+	} {
+		if _, err := Parse("e", []byte(bad.text), ParseOptions{}); err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("%s: %v, want %q", bad.text, err, bad.msg)
+		}
+	}
+	testutil.RequireRoot(t)
+	ns := testutil.NewNetNS(t)
+	for _, backend := range []string{"iptables-legacy", "iptables-nft"} {
+		for _, tt := range logFlagSpellings {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if out, err := ns.Exec(ctx, backend, "-F", "INPUT"); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if out, err := ns.Exec(ctx, backend, append([]string{"-A", "INPUT"}, splitArgs(t, tt.args)...)...); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			out, err := ns.Exec(ctx, backend+"-save", "-t", "filter")
+			cancel()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if !strings.Contains(string(out), "-A INPUT "+tt.saved+"\n") {
+				t.Errorf("%s: iptables-save printed\n%s\nthe record says %q", backend, out, tt.saved)
+			}
+		}
+	}
+}

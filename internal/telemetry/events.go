@@ -117,7 +117,11 @@ type RuleInfo struct {
 	Num    int    // 1-based within its chain, as `xdpfw list` numbers it
 	Prefix string // --log-prefix (--nflog-prefix, --ulog-prefix)
 	Level  string // --log-level ("": the default, warning)
-	Text   string // the rule, canonical
+	// Flags are -j LOG's --log-tcp-sequence, --log-tcp-options,
+	// --log-ip-options, --log-macdecode (and --log-uid, which adds
+	// nothing: writePacket).
+	Flags rules.LogFlags
+	Text  string // the rule, canonical
 	// Target is "NFLOG" or "ULOG" for such a rule ("" for LOG and --log);
 	// Group is then its netlink group, and Size its --nflog-size or
 	// --ulog-cprange (0: no cut).
@@ -136,7 +140,8 @@ func IndexRules(rs *rules.RuleSet, ids []uint32) Rules {
 	for i, r := range rs.Rules {
 		num[r.Chain]++
 		if i < len(ids) {
-			info := RuleInfo{Chain: r.Chain, Num: num[r.Chain], Prefix: r.Target.LogPrefix, Level: r.Target.LogLevel, Text: r.String()}
+			info := RuleInfo{Chain: r.Chain, Num: num[r.Chain], Prefix: r.Target.LogPrefix, Level: r.Target.LogLevel, Text: r.String(),
+				Flags: r.Target.LogFlags}
 			if g := r.Target.Group; g != nil {
 				info.Target, info.Group, info.Size = g.Name(), g.Number(), g.Size
 			}
@@ -218,7 +223,7 @@ func (e *Event) Line(rs Rules, names IfName) string {
 		in, out = "", in
 	}
 	fmt.Fprintf(&b, "IN=%s OUT=%s", in, out)
-	writePacket(&b, e.Data, e.PktLen)
+	writePacket(&b, e.Data, e.PktLen, r.Flags)
 	fmt.Fprintf(&b, " CHAIN=%s", e.Chain)
 	if known {
 		fmt.Fprintf(&b, " RULE=%d", r.Num)
@@ -265,7 +270,7 @@ func (e *Event) AuditLine(cand, enforced Rules, names IfName) string {
 	fmt.Fprintf(&b, " ENFORCED=%s", enforced.Name(e.VerdictID))
 	in, out := ifname(names, e.Ifindex), ""
 	fmt.Fprintf(&b, " IN=%s OUT=%s", in, out)
-	writePacket(&b, e.Data, e.PktLen)
+	writePacket(&b, e.Data, e.PktLen, 0)
 	fmt.Fprintf(&b, " CHAIN=%s", e.Chain)
 	if !plainReason(e.Reason) {
 		fmt.Fprintf(&b, " REASON=%s", e.Reason)
@@ -299,9 +304,26 @@ func plainReason(r compile.Reason) bool {
 
 // writePacket writes the kernel LOG target's packet fields for the
 // captured bytes of a frame of length n (FRAMELEN= alone when they hold no
-// IP header).
-func writePacket(b *strings.Builder, data []byte, n int) {
-	if len(data) >= 14 {
+// IP header), with what the LOG flags add where the kernel's nf_log puts
+// it: --log-macdecode's MACSRC= MACDST= MACPROTO= instead of MAC=,
+// --log-ip-options' OPT (hex) of an IPv4 header's options,
+// --log-tcp-sequence's SEQ= ACK= and --log-tcp-options' OPT (hex), each
+// printed when the captured bytes hold it whole. --log-uid adds nothing:
+// the kernel prints UID= GID= only for a packet a local socket owns, which
+// no packet has at XDP, and tc egress can read the socket's user but not
+// its group (docs/log.md).
+func writePacket(b *strings.Builder, data []byte, n int, flags rules.LogFlags) {
+	switch {
+	case len(data) >= 14 && flags&rules.LogMACDecode != 0:
+		typ := 12
+		for typ+4 <= len(data) && (data[typ] == 0x81 && data[typ+1] == 0x00 || data[typ] == 0x88 && data[typ+1] == 0xa8) {
+			typ += 4 // a VLAN tag: the kernel's header is the untagged frame's
+		}
+		fmt.Fprintf(b, " MACSRC=%s MACDST=%s", net.HardwareAddr(data[6:12]), net.HardwareAddr(data[0:6]))
+		if typ+2 <= len(data) {
+			fmt.Fprintf(b, " MACPROTO=%04x", binary.BigEndian.Uint16(data[typ:]))
+		}
+	case len(data) >= 14:
 		b.WriteString(" MAC=")
 		for i := 0; i < 14; i++ {
 			if i > 0 {
@@ -330,6 +352,12 @@ func writePacket(b *strings.Builder, data []byte, n int) {
 	if p.MoreFragments {
 		b.WriteString(" MF")
 	}
+	l3 := l3Offset(p)
+	if flags&rules.LogIPOpt != 0 && p.Src.Is4() {
+		if ihl := 4 * int(data[l3]&0x0f); ihl > 20 && l3+ihl <= len(data) {
+			writeOpt(b, data[l3+20:l3+ihl])
+		}
+	}
 	fmt.Fprintf(b, " PROTO=%s", protoName(p.Proto))
 	if !p.L4Present() || err != nil && p.SPort == 0 && p.DPort == 0 && p.ICMPType == 0 {
 		return
@@ -337,9 +365,18 @@ func writePacket(b *strings.Builder, data []byte, n int) {
 	switch p.Proto {
 	case packet.ProtoTCP:
 		fmt.Fprintf(b, " SPT=%d DPT=%d", p.SPort, p.DPort)
+		l4, ok := l4Offset(data, p, l3)
+		if ok && flags&rules.LogTCPSeq != 0 && l4+12 <= len(data) {
+			fmt.Fprintf(b, " SEQ=%d ACK=%d", binary.BigEndian.Uint32(data[l4+4:]), binary.BigEndian.Uint32(data[l4+8:]))
+		}
 		for i, name := range []string{"FIN", "SYN", "RST", "PSH", "ACK", "URG"} {
 			if p.TCPFlags&(1<<i) != 0 {
 				b.WriteString(" " + name)
+			}
+		}
+		if ok && flags&rules.LogTCPOpt != 0 && l4+13 <= len(data) {
+			if doff := 4 * int(data[l4+12]>>4); doff > 20 && l4+doff <= len(data) {
+				writeOpt(b, data[l4+20:l4+doff])
 			}
 		}
 	case packet.ProtoUDP:
@@ -349,13 +386,49 @@ func writePacket(b *strings.Builder, data []byte, n int) {
 	}
 }
 
-// ipLen is the IP packet's length its header announces (as the kernel's
-// LEN=; Ethernet padding does not count). DecodeCut found the IP header.
-func ipLen(data []byte, p packet.Packet) int {
+// writeOpt writes option bytes as the kernel's nf_log does: OPT (hex).
+func writeOpt(b *strings.Builder, opt []byte) {
+	fmt.Fprintf(b, " OPT (%X)", opt)
+}
+
+// l3Offset is where the IP header of a frame DecodeCut decoded starts.
+func l3Offset(p packet.Packet) int {
 	l3 := 14 + 4*len(p.VLANs)
 	if p.PPPoE {
 		l3 += 8 // the session header and the PPP protocol
 	}
+	return l3
+}
+
+// l4Offset is where the L4 header of a first fragment or whole packet
+// starts (behind IPv6's extension headers), if the captured bytes say.
+func l4Offset(data []byte, p packet.Packet, l3 int) (int, bool) {
+	if p.Src.Is4() {
+		return l3 + 4*int(data[l3]&0x0f), true
+	}
+	next, at := data[l3+6], l3+40
+	for next != p.Proto {
+		if at+2 > len(data) {
+			return 0, false
+		}
+		switch next {
+		case 0, 43, 60: // hop-by-hop, routing, destination options
+			next, at = data[at], at+8*(int(data[at+1])+1)
+		case 44: // fragment
+			next, at = data[at], at+8
+		case 51: // authentication header
+			next, at = data[at], at+4*(int(data[at+1])+2)
+		default:
+			return 0, false
+		}
+	}
+	return at, true
+}
+
+// ipLen is the IP packet's length its header announces (as the kernel's
+// LEN=; Ethernet padding does not count). DecodeCut found the IP header.
+func ipLen(data []byte, p packet.Packet) int {
+	l3 := l3Offset(p)
 	if p.Src.Is4() {
 		return int(binary.BigEndian.Uint16(data[l3+2:]))
 	}

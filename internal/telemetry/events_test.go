@@ -194,8 +194,43 @@ func TestPPPoELogLine(t *testing.T) {
 		Proto: packet.ProtoUDP, SPort: 53, DPort: 5353, TTL: 60, Payload: make([]byte, 100)}
 	frame := p.Bytes()
 	var b strings.Builder
-	writePacket(&b, frame, len(frame))
+	writePacket(&b, frame, len(frame), 0)
 	if want := " SRC=198.51.100.1 DST=10.0.0.2 LEN=128 TTL=60 PROTO=UDP SPT=53 DPT=5353"; !strings.HasSuffix(b.String(), want) {
 		t.Errorf("LOG line %q, want it to end %q", b.String(), want)
+	}
+}
+
+// TestLogFlagsLine: LOG's flags add to a line what the kernel's nf_log
+// prints (nf_log_syslog.c): --log-macdecode's MACSRC= MACDST= MACPROTO=
+// (the EtherType behind the tags) instead of MAC=, --log-ip-options' OPT
+// (hex) of the IPv4 options after the fragment bits, --log-tcp-sequence's
+// SEQ= ACK= after the ports, --log-tcp-options' OPT (hex) after the flags
+// (behind IPv6 extension headers too); --log-uid nothing.
+func TestLogFlagsLine(t *testing.T) {
+	v4 := &packet.Packet{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, VLANs: []uint16{5},
+		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: packet.ProtoTCP, SPort: 4000, DPort: 22,
+		TCPFlags: packet.TCPSyn, TTL: 64, IPv4Options: []byte{0x94, 4, 0, 0}, TCPOptions: []byte{2, 4, 5, 0xb4}}
+	v6 := &packet.Packet{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), Proto: packet.ProtoTCP,
+		SPort: 4000, DPort: 22, TCPFlags: packet.TCPAck, TTL: 64, IPv6Ext: []packet.ExtHdr{{Type: 0, Len: 8}},
+		TCPOptions: []byte{1, 1, 4, 2}}
+	all := rules.LogTCPSeq | rules.LogTCPOpt | rules.LogIPOpt | rules.LogUID | rules.LogMACDecode
+	for _, c := range []struct {
+		p     *packet.Packet
+		flags rules.LogFlags
+		want  string
+	}{
+		{v4, 0, " MAC=02:00:00:00:00:02:02:00:00:00:00:01:81:00 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TTL=64 PROTO=TCP SPT=4000 DPT=22 SYN"},
+		{v4, rules.LogUID, " MAC=02:00:00:00:00:02:02:00:00:00:00:01:81:00 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TTL=64 PROTO=TCP SPT=4000 DPT=22 SYN"},
+		{v4, all, " MACSRC=02:00:00:00:00:01 MACDST=02:00:00:00:00:02 MACPROTO=0800 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TTL=64 OPT (94040000) " +
+			"PROTO=TCP SPT=4000 DPT=22 SEQ=287454020 ACK=1432778632 SYN OPT (020405B4)"},
+		{v6, rules.LogTCPSeq | rules.LogTCPOpt, " MAC=00:00:00:00:00:00:00:00:00:00:00:00:86:dd SRC=2001:db8::1 DST=2001:db8::2 LEN=72 HOPLIMIT=64 " +
+			"PROTO=TCP SPT=4000 DPT=22 SEQ=287454020 ACK=1432778632 ACK OPT (01010402)"},
+	} {
+		frame := c.p.Bytes()
+		var b strings.Builder
+		writePacket(&b, frame, len(frame), c.flags)
+		if b.String() != c.want {
+			t.Errorf("flags %#x:\n got %q\nwant %q", c.flags, b.String(), c.want)
+		}
 	}
 }
