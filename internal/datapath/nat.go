@@ -46,9 +46,9 @@ const (
 // natShared are the live maps the nat instance uses: the packet in the
 // hand-over slot, what its classifier reads, and what it writes (the
 // bindings, the nat counters, a translated connection's conntrack mark, a
-// fragmented first packet's translation).
+// fragmented first packet's translation, a dying DNATed first packet's).
 var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_log_ring", "fw_log_counters",
-	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages", "fw_nat_frags"}
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages", "fw_nat_frags", "fw_nat_dying"}
 
 // NAT counters (enum fw_nat_counter).
 type NATCounters struct {
