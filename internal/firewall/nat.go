@@ -390,15 +390,19 @@ func natWarnings(nat *rules.RuleSet) []string {
 // connection but two: a DNATed connection's original destination
 // (--ctorigdst) and a source-translated one's reply destination
 // (--ctrepldst). Where the nat table has a rule that translates that
-// side, such a test would judge some connections on the wrong address:
+// side (in a built-in chain, or a user chain one reaches), such a test would judge some connections on the wrong address:
 // refused, at the rule. nil without such rules (the tests are exact then).
 func natCTAddrs(rs, nat *rules.RuleSet) error {
 	if nat == nil {
 		return nil
 	}
 	var dst, src *rules.Rule // a nat rule translating each side
+	reach := rules.NATReach(nat)
 	for i := range nat.Rules {
 		r := &nat.Rules[i]
+		if r.Chain == rules.ChainUser && len(reach[r.UserChain]) == 0 {
+			continue // a user chain no hook reaches translates nothing
+		}
 		if t := r.Target.NAT; t != nil && t.Kind.Source() && src == nil {
 			src = r
 		} else if t != nil && !t.Kind.Source() && dst == nil {

@@ -77,6 +77,8 @@ func TestNATCTAddrs(t *testing.T) {
 		{masq, "-A FORWARD " + ct + " --ctorigdst 192.0.2.1 --ctorigsrc 10.0.0.0/8 --ctreplsrc 192.0.2.9", ""},
 		{dnat, "-A FORWARD " + ct + " --ctrepldst 10.0.0.0/8 --ctorigsrc 10.0.0.0/8 --ctreplsrc 10.0.0.2", ""},
 		{"", "-A FORWARD " + ct + " --ctorigdst 192.0.2.1 --ctrepldst 10.0.0.1", ""},
+		{":idle - [0:0]\n-A idle -j MASQUERADE\n", "-A FORWARD " + ct + " --ctrepldst 10.0.0.1", ""},
+		{":pf - [0:0]\n-A PREROUTING -j pf\n-A pf -p tcp -j DNAT --to-destination 10.0.0.2\n", "-A FORWARD " + ct + " --ctorigdst 10.0.0.1", "nat.rules:10:1: --ctorigdst with --nat xdpfw: not supported while the nat table translates (nat.rules:5:1: -j DNAT)"},
 	} {
 		src := "*nat\n:PREROUTING ACCEPT [0:0]\n" + c.nat + ":POSTROUTING ACCEPT [0:0]\nCOMMIT\n*filter\n:INPUT ACCEPT [0:0]\n" + c.filter + "\nCOMMIT\n"
 		if c.nat == "" {
