@@ -57,7 +57,8 @@ func natCTAddrRules(wan, lan, server, peer string, refused bool) string {
 // --ctorigdst WAN for the port forward (its original destination, which
 // no packet FORWARD sees carries) and --ctrepldst WAN for the
 // masqueraded one (its MASQUERADE address): xdpfw refuses both at their
-// rule, naming the nat rule, rather than judge them on the packet's
+// rule, naming the nat rule (load, add, apply and apply --check against
+// the nat table in force), rather than judge them on the packet's
 // addresses (before: loaded, and never matched). Without them, every
 // other FORWARD rule (--ctorigsrc, --ctreplsrc, --ctrepldst where nothing
 // translates it, --ctdir REPLY) counts what iptables' counts.
@@ -102,6 +103,12 @@ func TestNATCtAddrXdpfw(t *testing.T) {
 	r = f.run("add", "FORWARD", "-m", "conntrack", "--ctstate", "NEW,ESTABLISHED", "--ctrepldst", wan)
 	if r.code == 0 || !strings.Contains(r.stderr, "--ctrepldst with --nat xdpfw: not supported") || !strings.Contains(r.stderr, "-j MASQUERADE") {
 		t.Errorf("add of --ctrepldst under a MASQUERADE: exit %d, %q; want it refused", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"apply", "--check"}, {"apply"}} { // the nat table in force, the same file
+		r = f.run(append(args, "--ipv4-file", writeRules(t, "nat.rules", full))...)
+		if r.code == 0 || !strings.Contains(r.stderr, "--ctorigdst with --nat xdpfw: not supported") {
+			t.Errorf("%s of --ctorigdst under the DNAT in force: exit %d, %q; want it refused", strings.Join(args, " "), r.code, r.stderr)
+		}
 	}
 	flows("xdpfw")
 	var got []uint64
