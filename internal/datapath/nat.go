@@ -63,7 +63,7 @@ type NATCounters struct {
 	NoLocal      Counter `json:"no_local"`     // REDIRECT first packets dropped: their device has no IPv4 address
 	ICMPError    Counter `json:"icmp_error"`   // ICMP errors about translated connections, translated (outer header and quote)
 	Stale        Counter `json:"stale"`        // bindings found stale (their connection gone from conntrack), removed
-	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF)
+	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed unbound, their source untranslated: the kernel answers them with an ICMP error (TTL, DF); a DNATed first packet's translation recorded for it (fw_nat_dying)
 	NoCT         Counter `json:"no_conntrack"` // first packets dropped: a translated connection conntrack could not record (table full, --ct-full accept)
 	Output       Counter `json:"output"`       // connections bound whose destination nat OUTPUT translated (locally generated)
 	NoRoute      Counter `json:"no_route"`     // locally generated packets dropped: nat OUTPUT's destination has no route from the FIB
