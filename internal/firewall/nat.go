@@ -269,13 +269,17 @@ type TraceBinding struct {
 }
 
 // traceBinding looks up the binding of frame's connection in the live
-// bindings (one lookup, as fw_nat_in and fw_nat_tc do) and returns it,
-// with the frame as the filter chains see it: an arriving one's
-// destination translated (internal/nat.Rewrite4, the data plane's twin),
-// a sent one's (egress) as it is. nil, frame: no binding, no xdpfw NAT,
-// or a packet translated otherwise (a later fragment by its datagram's
-// first, an ICMP error by its quote: not looked up here).
-func (f *Firewall) traceBinding(frame []byte, egress bool) (*TraceBinding, []byte, error) {
+// bindings (one lookup, as fw_nat_in and fw_nat_out_pre do) and returns
+// it, with the frame as the filter chains see it: its destination
+// translated (internal/nat.Rewrite4, the data plane's twin), its source
+// not yet. That holds both ways: an arriving packet's destination is
+// translated before the chain is picked (fw_nat_in), a sent one's before
+// filter OUTPUT (fw_nat_out_pre: nat OUTPUT's connections; the others'
+// bindings leave the destination as it is). nil, frame: no binding (nat
+// OUTPUT's mark, all zeros, is none: lib/natout.h), no xdpfw NAT, or a
+// packet translated otherwise (a later fragment by its datagram's first,
+// an ICMP error by its quote: not looked up here).
+func (f *Firewall) traceBinding(frame []byte) (*TraceBinding, []byte, error) {
 	if f.st.NAT != NATXdpfw {
 		return nil, frame, nil
 	}
@@ -300,13 +304,11 @@ func (f *Firewall) traceBinding(frame []byte, egress bool) (*TraceBinding, []byt
 		return nil, frame, nil
 	}
 	to, ok, err := f.dp.NATBindingOf(p.Proto, from)
-	if err != nil || !ok {
+	if err != nil || !ok || to.Dst.IsUnspecified() {
 		return nil, frame, err
 	}
 	seen := from
-	if !egress {
-		seen.Dst, seen.DstPort = to.Dst, to.DstPort
-	}
+	seen.Dst, seen.DstPort = to.Dst, to.DstPort
 	b := &TraceBinding{Arrives: fmt.Sprintf("%s %s", conntrack.ProtoName(p.Proto), from), FilterSees: seen.String(), Leaves: to.String()}
 	if seen == from {
 		return b, frame, nil
