@@ -826,6 +826,20 @@ struct {
 	__type(value, struct fw_nat_rw);
 } fw_nat_frags SEC(".maps");
 
+/* The translation of each DNATed connection whose first packet the
+ * kernel answers with an ICMP error instead of forwarding it (TTL, DF and
+ * too big: lib/natdying.h), under the tuple the error's quote has
+ * reversed, for tc egress to translate that quote (fw_nat_tc_error),
+ * which takes the record. An LRU: bounded. Not pinned: the kernel answers
+ * at once; one entry without --nat xdpfw (datapath.natBindsSize's
+ * caller). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct fw_nat_tuple);
+	__type(value, struct fw_nat_rw);
+} fw_nat_dying SEC(".maps");
+
 /* The nat instance's translations, by rule id - FW_FIRST_RULE_ID. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -31,6 +31,7 @@
 #include "classify.h"
 #include "stats.h"
 #include "natct.h"
+#include "natdying.h"
 
 /* fw_nat_count counts a packet under enum fw_nat_counter c. */
 static __always_inline void fw_nat_count(__u32 c, __u64 bytes)
@@ -142,6 +143,9 @@ static __always_inline void fw_nat_out_error(void *data, void *end, struct fw_xd
  *   said): left untranslated, unbound, so that the kernel's error quotes
  *   what the client sent and goes to the client, as a kernel router's does
  *   (ip_forward answers before POSTROUTING). The kernel never forwards it.
+ *   A connection's first packet whose destination PREROUTING translated
+ *   already has its translation recorded for the error's quote
+ *   (lib/natdying.h).
  * - An ICMP error whose binding changes its source: fw_nat_out_error.
  * - A bound packet that is its connection's first for conntrack (NEW, no
  *   entry before it): its binding is a dead connection's (expired, not
@@ -166,6 +170,8 @@ __noinline int fw_nat_life_out(struct xdp_md *ctx, struct fw_xdp_handoff *h)
 	if (h->nat_state != FW_NAT_S_DONE &&
 	    (p->ttl == 0 || (h->hop.why == FW_FWD_MTU && (ip->frag_off & bpf_htons(0x4000))))) {
 		fw_nat_count(FW_NAT_C_KERNEL_ICMP, p->l3_len);
+		if (h->nat_state == FW_NAT_S_PENDING)
+			fw_nat_dying_record(&h->nat_orig, &h->nat);
 		h->nat_state = FW_NAT_S_DONE;
 		return 1;
 	}

@@ -113,6 +113,11 @@ static __always_inline void fw_nat_tc_error(struct __sk_buff *skb, const struct 
 	if (p->l3_off > 64 || fw_nat_key4_quoted(data + p->l3_off, end, &k))
 		return;
 	const struct fw_nat_rw *v = bpf_map_lookup_elem(&fw_nat_binds, &k);
+	int dying = 0;
+	if (!v) { /* a DNATed first packet the kernel answers instead of forwarding (lib/natdying.h) */
+		v = bpf_map_lookup_elem(&fw_nat_dying, &k);
+		dying = 1;
+	}
 	if (!v || !v->daddr || (v->saddr == k.saddr && v->daddr == k.daddr && v->sport == k.sport && v->dport == k.dport))
 		return; /* no translation (or nat OUTPUT's mark, lib/natout.h): the quote is what the receiver knows */
 	struct iphdr *ip = data + p->l3_off;
@@ -120,6 +125,8 @@ static __always_inline void fw_nat_tc_error(struct __sk_buff *skb, const struct 
 		return;
 	struct fw_nat_rw inner = {.saddr = v->daddr, .daddr = v->saddr, .sport = v->dport, .dport = v->sport};
 	struct fw_nat_rw outer = {.saddr = ip->saddr, .daddr = ip->daddr};
+	if (dying) /* taken: one error per packet */
+		bpf_map_delete_elem(&fw_nat_dying, &k);
 	if (!fw_nat_rewrite4_icmp_error(ip, end, &outer, &inner))
 		fw_nat_count(FW_NAT_C_ICMP_ERROR, p->l3_len);
 }

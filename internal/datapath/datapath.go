@@ -388,7 +388,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rxvlan:       rxvlan,
 		handoff:      objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages, objs.FwNatFrags},
+			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages, objs.FwNatFrags, objs.FwNatDying},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
@@ -825,8 +825,10 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 			return lim, fmt.Errorf("setting fw_nat_mode: %w", err)
 		}
 		spec.Maps["fw_nat_binds"].MaxEntries = natBindsSize(lim.NAT)
-		if m := spec.Maps["fw_nat_frags"]; m != nil && !lim.NAT { // absent in objects of earlier builds (LoadObject)
-			m.MaxEntries = 1 // an LRU map is preallocated: one entry without --nat xdpfw
+		for _, name := range []string{"fw_nat_frags", "fw_nat_dying"} {
+			if m := spec.Maps[name]; m != nil && !lim.NAT { // absent in objects of earlier builds (LoadObject)
+				m.MaxEntries = 1 // an LRU map is preallocated: one entry without --nat xdpfw
+			}
 		}
 	}
 	if v := spec.Variables["fw_nat_no_hook"]; v != nil { // absent in objects of earlier builds (LoadObject)

@@ -78,9 +78,9 @@ const (
 // natShared are the live maps the nat instance uses: the packet in the
 // hand-over slot, what its classifier reads, and what it writes (the
 // bindings, the nat counters, a translated connection's conntrack mark, a
-// fragmented first packet's translation).
+// fragmented first packet's translation, a dying DNATed first packet's).
 var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_connlimit", "fw_log_ring", "fw_log_counters",
-	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages", "fw_nat_frags"}
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages", "fw_nat_frags", "fw_nat_dying"}
 
 // NAT counters (enum fw_nat_counter).
 type NATCounters struct {
@@ -95,7 +95,7 @@ type NATCounters struct {
 	NoLocal      Counter `json:"no_local"`     // REDIRECT first packets dropped: their device has no IPv4 address
 	ICMPError    Counter `json:"icmp_error"`   // ICMP errors about translated connections, translated (outer header and quote)
 	Stale        Counter `json:"stale"`        // bindings found stale (their connection gone from conntrack), removed
-	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed untranslated: the kernel answers them with an ICMP error (TTL, DF)
+	KernelICMP   Counter `json:"kernel_icmp"`  // packets passed unbound, their source untranslated: the kernel answers them with an ICMP error (TTL, DF); a DNATed first packet's translation recorded for it (fw_nat_dying)
 	NoCT         Counter `json:"no_conntrack"` // first packets dropped: a translated connection conntrack could not record (table full, --ct-full accept)
 	Output       Counter `json:"output"`       // connections bound whose destination nat OUTPUT translated (locally generated)
 	NoRoute      Counter `json:"no_route"`     // locally generated packets dropped: nat OUTPUT's destination has no route from the FIB

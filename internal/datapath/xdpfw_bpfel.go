@@ -654,6 +654,7 @@ const (
 	xdpfwMapFwLogStats            = "fw_log_stats"
 	xdpfwMapFwNatBinds            = "fw_nat_binds"
 	xdpfwMapFwNatCounts           = "fw_nat_counts"
+	xdpfwMapFwNatDying            = "fw_nat_dying"
 	xdpfwMapFwNatFrags            = "fw_nat_frags"
 	xdpfwMapFwNatIfaddr           = "fw_nat_ifaddr"
 	xdpfwMapFwNatTargets          = "fw_nat_targets"
@@ -803,6 +804,7 @@ type xdpfwMapSpecs struct {
 	FwLogStats        *ebpf.MapSpec `ebpf:"fw_log_stats"`
 	FwNatBinds        *ebpf.MapSpec `ebpf:"fw_nat_binds"`
 	FwNatCounts       *ebpf.MapSpec `ebpf:"fw_nat_counts"`
+	FwNatDying        *ebpf.MapSpec `ebpf:"fw_nat_dying"`
 	FwNatFrags        *ebpf.MapSpec `ebpf:"fw_nat_frags"`
 	FwNatIfaddr       *ebpf.MapSpec `ebpf:"fw_nat_ifaddr"`
 	FwNatTargets      *ebpf.MapSpec `ebpf:"fw_nat_targets"`
@@ -904,6 +906,7 @@ type xdpfwMaps struct {
 	FwLogStats        *ebpf.Map `ebpf:"fw_log_stats"`
 	FwNatBinds        *ebpf.Map `ebpf:"fw_nat_binds"`
 	FwNatCounts       *ebpf.Map `ebpf:"fw_nat_counts"`
+	FwNatDying        *ebpf.Map `ebpf:"fw_nat_dying"`
 	FwNatFrags        *ebpf.Map `ebpf:"fw_nat_frags"`
 	FwNatIfaddr       *ebpf.Map `ebpf:"fw_nat_ifaddr"`
 	FwNatTargets      *ebpf.Map `ebpf:"fw_nat_targets"`
@@ -972,6 +975,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwLogStats,
 		m.FwNatBinds,
 		m.FwNatCounts,
+		m.FwNatDying,
 		m.FwNatFrags,
 		m.FwNatIfaddr,
 		m.FwNatTargets,

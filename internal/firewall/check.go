@@ -43,6 +43,11 @@ func Check(p Paths, rs *rules.RuleSet, opt Options, more map[string]compile.SetI
 	if err != nil {
 		return nil, err
 	}
+	if nat == nil { // apply --check: the nat table in force, as Apply checks against it
+		if err := st.natCTAddrs(rs); err != nil {
+			return nil, err
+		}
+	}
 	sets := map[string]compile.SetInfo{}
 	if st != nil {
 		sets = st.compileSets()

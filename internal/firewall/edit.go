@@ -133,7 +133,7 @@ func (f *Firewall) checkTarget(r *rules.Rule) error {
 	if v := r.Target.Verdict; (v == rules.VerdictJump || v == rules.VerdictGoto) && !f.rs.policies.HasChain(r.Target.Chain) {
 		return fmt.Errorf("no chain or target %s: create the chain first (xdpfw chain new %s)", r.Target.Chain, r.Target.Chain)
 	}
-	return nil
+	return f.natCTAddrsInForce(&rules.RuleSet{Rules: []rules.Rule{*r}}) // what xdpfw's NAT cannot test
 }
 
 // editChain changes the rules of the user chain name: change gets a copy

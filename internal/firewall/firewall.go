@@ -579,6 +579,9 @@ func (f *Firewall) Apply(rs *rules.RuleSet, opt Options) (*Result, error) {
 	if err := Validate(rs, opt); err != nil {
 		return nil, err
 	}
+	if err := f.natCTAddrsInForce(rs); err != nil {
+		return nil, err
+	}
 	undo, err := f.applyPriorityCPUs(opt.PriorityCPUs)
 	if err != nil {
 		return nil, err

@@ -65,6 +65,9 @@ func splitNAT(rs *rules.RuleSet, mode string) (*rules.RuleSet, *rules.RuleSet, e
 	}
 	filter := *rs
 	filter.NAT = nil
+	if err := natCTAddrs(&filter, nat); err != nil {
+		return nil, nil, err
+	}
 	return &filter, nat, nil
 }
 
@@ -278,13 +281,17 @@ type TraceBinding struct {
 }
 
 // traceBinding looks up the binding of frame's connection in the live
-// bindings (one lookup, as fw_nat_in and fw_nat_tc do) and returns it,
-// with the frame as the filter chains see it: an arriving one's
-// destination translated (internal/nat.Rewrite4, the data plane's twin),
-// a sent one's (egress) as it is. nil, frame: no binding, no xdpfw NAT,
-// or a packet translated otherwise (a later fragment by its datagram's
-// first, an ICMP error by its quote: not looked up here).
-func (f *Firewall) traceBinding(frame []byte, egress bool) (*TraceBinding, []byte, error) {
+// bindings (one lookup, as fw_nat_in and fw_nat_out_pre do) and returns
+// it, with the frame as the filter chains see it: its destination
+// translated (internal/nat.Rewrite4, the data plane's twin), its source
+// not yet. That holds both ways: an arriving packet's destination is
+// translated before the chain is picked (fw_nat_in), a sent one's before
+// filter OUTPUT (fw_nat_out_pre: nat OUTPUT's connections; the others'
+// bindings leave the destination as it is). nil, frame: no binding (nat
+// OUTPUT's mark, all zeros, is none: lib/natout.h), no xdpfw NAT, or a
+// packet translated otherwise (a later fragment by its datagram's first,
+// an ICMP error by its quote: not looked up here).
+func (f *Firewall) traceBinding(frame []byte) (*TraceBinding, []byte, error) {
 	if f.st.NAT != NATXdpfw {
 		return nil, frame, nil
 	}
@@ -309,13 +316,11 @@ func (f *Firewall) traceBinding(frame []byte, egress bool) (*TraceBinding, []byt
 		return nil, frame, nil
 	}
 	to, ok, err := f.dp.NATBindingOf(p.Proto, from)
-	if err != nil || !ok {
+	if err != nil || !ok || to.Dst.IsUnspecified() {
 		return nil, frame, err
 	}
 	seen := from
-	if !egress {
-		seen.Dst, seen.DstPort = to.Dst, to.DstPort
-	}
+	seen.Dst, seen.DstPort = to.Dst, to.DstPort
 	b := &TraceBinding{Arrives: fmt.Sprintf("%s %s", conntrack.ProtoName(p.Proto), from), FilterSees: seen.String(), Leaves: to.String()}
 	if seen == from {
 		return b, frame, nil
@@ -341,13 +346,9 @@ func (f *Firewall) traceNAT(frame []byte, iface string) (string, error) {
 	if err != nil || !p.Src.Is4() {
 		return "", nil // IPv6: never translated
 	}
-	var nat *rules.RuleSet
-	if f.st.NATRules != "" {
-		rs, err := rules.Parse("the nat table in force", []byte(f.st.NATRules), rules.ParseOptions{NAT: true})
-		if err != nil {
-			return "", fmt.Errorf("reading the nat table in force: %w", err)
-		}
-		nat = rs.NAT
+	nat, err := f.st.natInForce()
+	if err != nil {
+		return "", err
 	}
 	rp := compile.RefPacketOf(&p, iface)
 	rp.Chain = rules.ChainForward
@@ -391,4 +392,95 @@ func natWarnings(nat *rules.RuleSet) []string {
 		}
 	}
 	return out
+}
+
+// natCTAddrs refuses the filter rules of rs whose -m conntrack address
+// tests xdpfw's NAT (--nat xdpfw, with the nat table nat) cannot answer
+// as the kernel does. The kernel tests a connection's conntrack tuples:
+// its original tuple as its first packet arrived (before PREROUTING's
+// DNAT, REDIRECT), its reply tuple as its answers arrive (to POSTROUTING's
+// SNAT, MASQUERADE address). The filter tests the packet's own addresses
+// (compile's ctAddrBases), which hold every tuple address of a translated
+// connection but two: a DNATed connection's original destination
+// (--ctorigdst) and a source-translated one's reply destination
+// (--ctrepldst). Where the nat table has a rule that translates that
+// side (in a built-in chain, or a user chain one reaches), such a test would judge some connections on the wrong address:
+// refused, at the rule. nil without such rules (the tests are exact then).
+func natCTAddrs(rs, nat *rules.RuleSet) error {
+	if nat == nil {
+		return nil
+	}
+	var dst, src *rules.Rule // a nat rule translating each side
+	reach := rules.NATReach(nat)
+	for i := range nat.Rules {
+		r := &nat.Rules[i]
+		if r.Chain == rules.ChainUser && len(reach[r.UserChain]) == 0 {
+			continue // a user chain no hook reaches translates nothing
+		}
+		if t := r.Target.NAT; t != nil && t.Kind.Source() && src == nil {
+			src = r
+		} else if t != nil && !t.Kind.Source() && dst == nil {
+			dst = r
+		}
+	}
+	for i := range rs.Rules {
+		if err := natCTAddrRule(&rs.Rules[i], dst, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// natCTAddrRule is natCTAddrs for one filter rule r; dst and src are the
+// nat table's first rules translating destinations and sources (nil:
+// none).
+func natCTAddrRule(r *rules.Rule, dst, src *rules.Rule) error {
+	for _, c := range []struct {
+		test bool
+		nat  *rules.Rule
+		opt  string
+		what string
+		alt  string
+	}{
+		{r.Match.CTOrigDst != nil, dst, "--ctorigdst", "a destination-translated connection's original destination (the address its client sent to, before DNAT or REDIRECT)",
+			"test the translated destination instead (-d, or --ctreplsrc: the reply's source)"},
+		{r.Match.CTReplDst != nil, src, "--ctrepldst", "a source-translated connection's reply destination (the address SNAT or MASQUERADE gave it)",
+			"test the client's own address instead (--ctorigsrc)"},
+	} {
+		if c.test && c.nat != nil {
+			return fmt.Errorf("%s: %s with --nat xdpfw: not supported while the nat table translates (%s: -j %s): the kernel tests "+
+				"%s, which is not among the addresses of the packets xdpfw's filter judges, so the rule would match other "+
+				"connections than iptables'; %s, or load with --nat kernel", r.Pos, c.opt, c.nat.Pos, c.nat.Target.NAT.Kind, c.what, c.alt)
+		}
+	}
+	return nil
+}
+
+// natCTAddrsInForce is natCTAddrs of rs against the nat table in force
+// (--nat xdpfw; nil otherwise).
+func (f *Firewall) natCTAddrsInForce(rs *rules.RuleSet) error {
+	return f.st.natCTAddrs(rs)
+}
+
+// natCTAddrs is natCTAddrs of rs against the nat table st records
+// (nothing to check without one).
+func (st *state) natCTAddrs(rs *rules.RuleSet) error {
+	nat, err := st.natInForce()
+	if err != nil {
+		return err
+	}
+	return natCTAddrs(rs, nat)
+}
+
+// natInForce is the nat table xdpfw translates with (--nat xdpfw) in
+// the firewall st records, nil without one.
+func (st *state) natInForce() (*rules.RuleSet, error) {
+	if st == nil || st.NAT != NATXdpfw || st.NATRules == "" {
+		return nil, nil
+	}
+	rs, err := rules.Parse("the nat table in force", []byte(st.NATRules), rules.ParseOptions{NAT: true})
+	if err != nil {
+		return nil, fmt.Errorf("reading the nat table in force: %w", err)
+	}
+	return rs.NAT, nil
 }

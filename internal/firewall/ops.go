@@ -662,7 +662,7 @@ func (f *Firewall) Trace(frame []byte, o TraceOptions) (*TraceResult, error) {
 	}
 	// a bound connection's packet is judged as the chains see it (the
 	// trace instance does not translate)
-	binding, judged, err := f.traceBinding(frame, o.Egress)
+	binding, judged, err := f.traceBinding(frame)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -176,16 +177,30 @@ func TestNATFragmentsXdpfw(t *testing.T) {
 // it: the answer to a masqueraded connection (arriving addressed to the
 // router) in FORWARD, to the client; a packet through a port forward in
 // FORWARD, to the LAN server; the answer a REDIRECTed service sends
-// (--out) as it is sent, leaving from the port the client sent to. Each
-// shows the tuples it arrives with, the chains judged and it leaves with.
+// (--out) as it is sent, leaving from the port the client sent to; a
+// packet of the router's own connection nat OUTPUT DNATed, by OUTPUT
+// with its translated destination (it was judged as sent: NEW, against
+// the virtual address). Each shows the tuples it arrives with, the
+// chains judged and it leaves with. The translated tuple nat OUTPUT marks
+// (a binding of all zeros) shows no binding (it showed one to 0.0.0.0).
 func TestNATTraceBindingXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
 	x, router, _ := natServedRouter(t)
 	serveUDPEcho(t, x.b, 7000)
 	serveUDPEcho(t, x.a, 7001)
 	serveUDPEcho(t, x.r, 7002)
+	// nat OUTPUT: the router's own connection to a virtual address,
+	// DNATed to b's echo service
+	const vip = "10.99.0.3"
+	ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+	defer cancel()
+	if out, err := x.r.Exec(ctx, "ip", "route", "add", vip+"/32", "via", x.lb.cli4); err != nil {
+		t.Fatalf("a route to %s: %v\n%s", vip, err, out)
+	}
+	text := strings.Replace(fragRules(router, x.la.cli4), "-A POSTROUTING -o rb -j MASQUERADE\n",
+		"-A POSTROUTING -o rb -j MASQUERADE\n-A OUTPUT -d "+vip+"/32 -p udp -m udp --dport 9999 -j DNAT --to-destination "+hostPort(x.lb.cli4, 7000)+"\n", 1)
 	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "trace.rules", fragRules(router, x.la.cli4)))
+	f.mustRun("load", "-i", "ra", "-i", "rb", "--nat", "xdpfw", "--ipv4-file", writeRules(t, "trace.rules", text))
 	open := func(from *testutil.NetNS, lport int, to string) {
 		t.Helper()
 		u := udpFromPort(t, from, lport, to)
@@ -200,6 +215,7 @@ func TestNATTraceBindingXdpfw(t *testing.T) {
 	open(x.a, 41001, hostPort(x.lb.cli4, 7000))
 	open(x.b, 41002, hostPort(router, 9091))
 	open(x.b, 41003, hostPort(router, 2223))
+	open(x.r, 41004, hostPort(vip, 9999))
 	server, client, wanClient := x.lb.cli4, x.la.cli4, x.lb.cli4
 	for _, c := range []struct {
 		args                    []string
@@ -218,6 +234,12 @@ func TestNATTraceBindingXdpfw(t *testing.T) {
 		{[]string{"--out", "--src", router, "--sport", "7002", "--dst", wanClient, "--dport", "41003"}, "OUTPUT",
 			"udp " + hostPort(router, 7002) + " > " + hostPort(wanClient, 41003), hostPort(router, 7002) + " > " + hostPort(wanClient, 41003),
 			hostPort(router, 2223) + " > " + hostPort(wanClient, 41003)},
+		// nat OUTPUT: judged by filter OUTPUT with its destination
+		// translated (fw_nat_out_pre), as the kernel's nat OUTPUT runs
+		// before filter OUTPUT
+		{[]string{"--out", "--src", router, "--sport", "41004", "--dst", vip, "--dport", "9999"}, "OUTPUT",
+			"udp " + hostPort(router, 41004) + " > " + hostPort(vip, 9999), hostPort(router, 41004) + " > " + hostPort(server, 7000),
+			hostPort(router, 41004) + " > " + hostPort(server, 7000)},
 	} {
 		var rs []struct {
 			Chain   string `json:"chain"`
@@ -241,7 +263,13 @@ func TestNATTraceBindingXdpfw(t *testing.T) {
 				c.args, r.Chain, r.Action, r.CTState, *b, c.chain, c.arrives, c.judged, c.leaves)
 		}
 	}
-	tr := f.mustRun("trace", "--in", "rb", "-p", "udp", "--src", server, "--sport", "7000", "--dst", router, "--dport", "41001").stdout
+	// the translated tuple of the nat OUTPUT connection holds nat
+	// OUTPUT's mark (all zeros), which is no binding
+	tr := f.mustRun("trace", "--out", "-p", "udp", "--src", router, "--sport", "41004", "--dst", server, "--dport", "7000").stdout
+	if strings.Contains(tr, "nat binding") || strings.Contains(tr, "0.0.0.0") {
+		t.Errorf("trace of nat OUTPUT's translated tuple (its mark):\n%s", tr)
+	}
+	tr = f.mustRun("trace", "--in", "rb", "-p", "udp", "--src", server, "--sport", "7000", "--dst", router, "--dport", "41001").stdout
 	if !strings.Contains(tr, "nat binding: arrives udp "+hostPort(server, 7000)+" > "+hostPort(router, 41001)+"; the filter judged ") {
 		t.Errorf("trace of a bound packet:\n%s", tr)
 	}

@@ -18,7 +18,9 @@ import (
 // gets quotes the router's address and port, not the client's private
 // one. The WAN client b's datagram to a port forward, with TTL 1: the
 // time exceeded quotes the router's WAN address and the forwarded port,
-// not the LAN server's. A datagram to a REDIRECTed port of the router
+// not the LAN server's; so does the one about the first datagram of a new
+// connection to the port forward, with TTL 1 (which xdpfw never binds:
+// the kernel never forwards it). A datagram to a REDIRECTed port of the router
 // with no socket behind: the port unreachable quotes the port b sent to.
 // Every error's ICMP checksum is valid.
 func TestNATKernelErrorsXdpfw(t *testing.T) {
@@ -81,6 +83,21 @@ func TestNATKernelErrorsXdpfw(t *testing.T) {
 				what, ms, router, u.LocalAddr(), router)
 		}
 
+		// 4. the first datagram of a new connection to the port
+		// forward, TTL 1: never bound, as the kernel never confirms
+		// its connection; the kernel's error quotes what the client
+		// sent all the same
+		u = udpFrom(t, x.b, hostPort(router, 9091))
+		setTTL(t, u, 1)
+		if _, err := u.Write([]byte("first")); err != nil {
+			t.Fatal(err)
+		}
+		ms = icmpB(time.Second)
+		if len(ms) != 1 || ms[0].from != router || ms[0].typ != 11 || ms[0].qsrc != u.LocalAddr().String() || ms[0].qdst != hostPort(router, 9091) || !ms[0].ok {
+			t.Errorf("%s: a new connection's first datagram to the port forward with TTL 1: the client received %+v; want one time exceeded from %s quoting %s > %s:9091, checksum valid",
+				what, ms, router, u.LocalAddr(), router)
+		}
+
 		// 3. a REDIRECTed port with no socket behind it
 		u = udpFrom(t, x.b, hostPort(router, 2223))
 		if _, err := u.Write([]byte("nobody")); err != nil {
@@ -96,8 +113,8 @@ func TestNATKernelErrorsXdpfw(t *testing.T) {
 
 	f := kernelThenXdpfw(t, x, text, func() { check("iptables") })
 	check("xdpfw")
-	if c := f.natStatus().Counters; c["icmp_error"] != 3 || c["kernel_icmp"] != 2 {
-		t.Errorf("status: nat counters %v; want icmp_error 3 (the three errors translated at tc egress), kernel_icmp 2", c)
+	if c := f.natStatus().Counters; c["icmp_error"] != 4 || c["kernel_icmp"] != 3 {
+		t.Errorf("status: nat counters %v; want icmp_error 4 (the four errors translated at tc egress), kernel_icmp 3", c)
 	}
 	if t.Failed() {
 		t.Logf("status:\n%s", f.mustRun("status", "--json").stdout)
