@@ -151,6 +151,9 @@ type Datapath struct {
 	// answers on their way in; fw_log_scratch, per-packet LOG notes;
 	// fw_ct_gc, conntrack's search for room; fw_ct_clock, its clock.
 	unpinned []*ebpf.Map
+	// layouts are the layout digests of this program's pinned maps, which
+	// PinProgram records beside them (layout.go, layoutsPin); nil from Open.
+	layouts map[string][32]byte
 	// upgraded are the pinned maps this program has anew (another layout
 	// or size: upgradeSpec), by name, with how their contents carry over;
 	// PinProgram puts the new ones in their place. Upgrades reports them,
@@ -250,6 +253,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	// The pinned maps of another layout get new ones beside them (not
 	// pinned until PinProgram), or the load is refused here, before
 	// anything is created.
+	layouts := specLayoutSums(spec) // before upgradeSpec unpins what it makes anew
 	upgraded, err := upgradeSpec(spec, dir)
 	if err != nil {
 		return nil, err
@@ -331,6 +335,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 	}
 	d := &Datapath{
 		dir:         dir,
+		layouts:     layouts,
 		prog:        objs.XdpfwIngress,
 		egress:      objs.XdpfwEgress,
 		limits:      lim,
@@ -539,6 +544,7 @@ func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, er
 	type types struct{ key, value btf.Type }
 	typ := map[string]types{}
 	specs := map[btf.ID]*btf.Spec{}
+	rec := recordedLayouts(dir)
 	// open adds the pinned map name to out unless it is reused as it is
 	// (together: one of the classifier tables, which go together).
 	open := func(name string, together bool) error {
@@ -553,10 +559,12 @@ func upgradeSpec(spec *ebpf.CollectionSpec, dir string) (map[string]*upgrade, er
 		if err != nil {
 			return fmt.Errorf("opening pinned map %s: %w", name, err)
 		}
-		okey, oval, err := pinnedTypes(old, specs)
-		if err != nil {
-			old.Close()
-			return fmt.Errorf("reading the types of pinned map %s: %w", name, err)
+		okey, oval := ms.Key, ms.Value // recorded by the program that pinned it as this spec lays it out
+		if l := layoutOf(ms); !layoutVouched(rec, name, old, l.key, l.value) {
+			if okey, oval, err = readPinnedTypes(old, specs); err != nil {
+				old.Close()
+				return typesErr(name, err)
+			}
 		}
 		if !together && sameMap(ms, old, okey, oval) {
 			old.Close()
@@ -865,6 +873,11 @@ func sizeSpec(spec *ebpf.CollectionSpec, lim Limits) (Limits, error) {
 func (d *Datapath) PinProgram() error {
 	if err := d.commitUpgrades(); err != nil {
 		return err
+	}
+	if d.layouts != nil { // every map pinned is this program's now: record their layouts
+		if err := pinLayouts(d.dir, d.layouts); err != nil {
+			return err
+		}
 	}
 	for _, p := range []struct {
 		prog *ebpf.Program

@@ -351,6 +351,18 @@ func EditSpec(edit func(*ebpf.CollectionSpec)) (restore func()) {
 	return func() { editSpec = nil }
 }
 
+// PinnedTypesUnreadable makes reading a pinned map's BTF fail as it does
+// without CAP_SYS_ADMIN, until the returned function is called.
+func PinnedTypesUnreadable() (restore func()) {
+	readPinnedTypes = func(*ebpf.Map, map[btf.ID]*btf.Spec) (btf.Type, btf.Type, error) {
+		return nil, nil, fmt.Errorf("BPF_BTF_GET_FD_BY_ID: %w", unix.EPERM)
+	}
+	return func() { readPinnedTypes = pinnedTypes }
+}
+
+// LayoutsPin is the name of the pinned record of map layouts.
+const LayoutsPin = layoutsPin
+
 // PinnedTypes are the BTF types of a pinned map's keys and values.
 func PinnedTypes(m *ebpf.Map) (key, value btf.Type, err error) { return pinnedTypes(m, nil) }
 

@@ -1,7 +1,13 @@
 package datapath
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -61,14 +67,18 @@ func checkOpenLayouts(dir string, opened map[string]*ebpf.Map) error {
 	}
 	var differ []string
 	specs := map[btf.ID]*btf.Spec{}
+	rec := recordedLayouts(dir)
 	for name, m := range opened {
 		l, ok := layouts[name]
 		if m == nil || !ok {
 			continue
 		}
-		okey, oval, err := pinnedTypes(m, specs)
+		if layoutVouched(rec, name, m, l.key, l.value) {
+			continue // recorded by the program that pinned it: laid out as here
+		}
+		okey, oval, err := readPinnedTypes(m, specs)
 		if err != nil {
-			return fmt.Errorf("reading the types of pinned map %s: %w", name, err)
+			return typesErr(name, err)
 		}
 		if d := layoutDiff(okey, l.key); d != "" {
 			differ = append(differ, fmt.Sprintf("%s's key (%s)", name, d))
@@ -99,17 +109,22 @@ var embeddedLayouts = sync.OnceValues(func() (map[string]mapLayout, error) {
 	}
 	out := map[string]mapLayout{}
 	for name, ms := range spec.Maps {
-		var l mapLayout
-		if ms.Key != nil {
-			l.key = valueLayout(ms.Key)
-		}
-		if ms.Value != nil {
-			l.value = valueLayout(ms.Value)
-		}
-		out[name] = l
+		out[name] = layoutOf(ms)
 	}
 	return out, nil
 })
+
+// layoutOf is ms's key and value layouts ("" for what has no BTF type).
+func layoutOf(ms *ebpf.MapSpec) mapLayout {
+	var l mapLayout
+	if ms.Key != nil {
+		l.key = valueLayout(ms.Key)
+	}
+	if ms.Value != nil {
+		l.value = valueLayout(ms.Value)
+	}
+	return l
+}
 
 // bpfMapInfo is the head of the kernel's struct bpf_map_info, up to
 // btf_vmlinux_id (Linux 5.x; the kernel fills what it has and zeroes the
@@ -233,4 +248,135 @@ func firstDiff(a, b string) (string, string) {
 		return s[min(from, len(s)):min(from+60, len(s))]
 	}
 	return cut(a), cut(b)
+}
+
+// readPinnedTypes is pinnedTypes (a test makes it fail as without
+// CAP_SYS_ADMIN).
+var readPinnedTypes = pinnedTypes
+
+// The pinned maps' BTF is read by its id (BPF_BTF_GET_FD_BY_ID), which
+// the kernel allows with CAP_SYS_ADMIN only: the daemon under the systemd
+// unit's capabilities (CAP_BPF, CAP_NET_ADMIN, ...) cannot. So the
+// program that pins the maps records their layouts beside them
+// (layoutsPin: map name -> layoutSum of key and value, and the map's id), and a map whose
+// record is this binary's layout needs no BTF read: the same version
+// reloading, reading or upgrading its own pins works with the unit's
+// capabilities. What the record does not vouch for (pins of another
+// version, or of one that recorded nothing) is read from BTF, and
+// without CAP_SYS_ADMIN refused (typesErr): never reused unchecked.
+const layoutsPin = "fw_layouts"
+
+// layoutSum is the digest of a map's key and value layouts (valueLayout).
+func layoutSum(key, value string) [32]byte {
+	return sha256.Sum256([]byte(key + "\x00" + value))
+}
+
+// specLayoutSums are the layout digests of spec's pinned maps.
+func specLayoutSums(spec *ebpf.CollectionSpec) map[string][32]byte {
+	out := map[string][32]byte{}
+	for name, ms := range spec.Maps {
+		if ms.Pinning == ebpf.PinByName {
+			l := layoutOf(ms)
+			out[name] = layoutSum(l.key, l.value)
+		}
+	}
+	return out
+}
+
+// layoutsKey is a map name in the record (bpffs pins may be longer than
+// a BPF object name).
+type layoutsKey [64]byte
+
+// layoutRecord is what the record holds of one pinned map: its layout
+// digest, and its id, so that a pin replaced since (by another program,
+// by hand) is not vouched for.
+type layoutRecord struct {
+	Sum [32]byte
+	ID  uint32
+}
+
+// mapID is m's id (0 when it cannot be read).
+func mapID(m *ebpf.Map) uint32 {
+	info, err := m.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return uint32(id)
+}
+
+// layoutVouched says whether dir's record vouches that the pinned map m,
+// pinned as name, is laid out as key and value.
+func layoutVouched(rec map[string]layoutRecord, name string, m *ebpf.Map, key, value string) bool {
+	r, ok := rec[name]
+	return ok && r.ID != 0 && r.ID == mapID(m) && r.Sum == layoutSum(key, value)
+}
+
+// recordedLayouts reads dir's record of layouts; empty when there is none
+// (an earlier version's pins) or it cannot be read.
+func recordedLayouts(dir string) map[string]layoutRecord {
+	out := map[string]layoutRecord{}
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, layoutsPin), nil)
+	if err != nil {
+		return out
+	}
+	defer m.Close()
+	if m.KeySize() != uint32(len(layoutsKey{})) || m.ValueSize() != uint32(binary.Size(layoutRecord{})) {
+		return out
+	}
+	var k layoutsKey
+	var v layoutRecord
+	for it := m.Iterate(); it.Next(&k, &v); {
+		out[string(bytes.TrimRight(k[:], "\x00"))] = v
+	}
+	return out
+}
+
+// pinLayouts replaces dir's record of layouts with sums, for the maps
+// pinned in dir now (a new map pinned under a temporary name, then
+// renamed over the old record).
+func pinLayouts(dir string, sums map[string][32]byte) error {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "fw_layouts", Type: ebpf.Hash, KeySize: uint32(len(layoutsKey{})),
+		ValueSize: uint32(binary.Size(layoutRecord{})), MaxEntries: uint32(max(len(sums), 1))})
+	if err != nil {
+		return fmt.Errorf("making the record of map layouts: %w", err)
+	}
+	defer m.Close()
+	for name, sum := range sums {
+		var k layoutsKey
+		if len(name) > len(k) {
+			return fmt.Errorf("map name %q is longer than the layout record's key", name)
+		}
+		pinned, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			continue // not pinned (this load made it unpinned): nothing to vouch for
+		}
+		id := mapID(pinned)
+		pinned.Close()
+		copy(k[:], name)
+		if err := m.Put(&k, &layoutRecord{Sum: sum, ID: id}); err != nil {
+			return fmt.Errorf("recording the layout of %s: %w", name, err)
+		}
+	}
+	pin := filepath.Join(dir, layoutsPin)
+	tmp := pin + "_new"
+	_ = os.Remove(tmp)
+	if err := m.Pin(tmp); err != nil {
+		return fmt.Errorf("pinning the record of map layouts: %w", err)
+	}
+	if err := os.Rename(tmp, pin); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("replacing the record of map layouts: %w", err)
+	}
+	return nil
+}
+
+// typesErr is the error of a pinned map whose types could not be read.
+func typesErr(name string, err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("reading the types of pinned map %s: %w (the maps pinned were made by another xdpfw version, "+
+			"or by one that did not record their layouts, and reading their BTF needs CAP_SYS_ADMIN: "+
+			"run `xdpfw load` once with it, or `xdpfw detach --all` first)", name, err)
+	}
+	return fmt.Errorf("reading the types of pinned map %s: %w", name, err)
 }

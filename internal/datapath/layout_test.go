@@ -421,3 +421,60 @@ func TestUpgradeResize(t *testing.T) {
 		t.Errorf("pinned sizes %+v, want 40000 entries, 80000 rule ids, 32 connections", got)
 	}
 }
+
+// TestLayoutsRecorded: the program that pins the maps records their
+// layouts beside them, so that the same version reloads and reads its
+// own pins where the pinned maps' BTF cannot be read (without
+// CAP_SYS_ADMIN: the daemon under the systemd unit's capabilities); pins
+// the record does not vouch for are refused then, never reused unchecked.
+func TestLayoutsRecorded(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	t.Cleanup(func() { _ = datapath.Unpin(dir) })
+	if _, err := os.Stat(filepath.Join(dir, datapath.LayoutsPin)); err != nil {
+		t.Fatalf("no record of the layouts after the load: %v", err)
+	}
+	restore := datapath.PinnedTypesUnreadable()
+	defer restore()
+	o, err := datapath.Open(dir)
+	if err != nil {
+		t.Fatalf("Open of this version's own pins, BTF unreadable: %v", err)
+	}
+	o.Close()
+	dp, err = datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatalf("Load over this version's own pins, BTF unreadable: %v", err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	// Pins of a version that recorded nothing: their types must be read.
+	if err := os.Remove(filepath.Join(dir, datapath.LayoutsPin)); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := datapath.Open(dir); err == nil {
+		o.Close()
+		t.Fatal("Open of pins no record vouches for, BTF unreadable: succeeded, want refused")
+	} else if !strings.Contains(err.Error(), "CAP_SYS_ADMIN") {
+		t.Errorf("Open refused with %q, want the reason (CAP_SYS_ADMIN)", err)
+	}
+	if dp, err := datapath.Load(dir, datapath.Limits{}); err == nil {
+		dp.Close()
+		t.Fatal("Load over pins no record vouches for, BTF unreadable: succeeded, want refused")
+	}
+	restore()
+	o, err = datapath.Open(dir)
+	if err != nil {
+		t.Fatalf("Open with the BTF readable: %v", err)
+	}
+	o.Close()
+}
