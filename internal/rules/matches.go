@@ -368,8 +368,69 @@ func (p *ruleParser) optCTState(o optUse) *Error {
 		name := ctStateNames.format(nat &^ (nat - 1)) // the first
 		return p.errAt(a, a.text, "-m state has no "+name, "-m conntrack --ctstate "+name)
 	}
-	p.r.Match.CTState = &CTStateMatch{Mask: mask, Invert: o.invert}
+	c, why := intersectCTState(p.r.Match.CTState, CTStateMatch{Mask: mask, Invert: o.invert})
+	if why != "" {
+		return p.ctRefuse(o, why)
+	}
+	p.r.Match.CTState = c
 	return nil
+}
+
+// ctSlots are the option slots of -m conntrack and -m state: each match of
+// the rule may fill them once.
+var ctSlots = []string{"ctstate", "--ctproto", "--ctorigsrc", "--ctorigdst", "--ctreplsrc", "--ctrepldst",
+	"--ctstatus", "--ctdir"}
+
+// newCTMatch starts a -m conntrack or -m state match. A rule may have
+// several, as in iptables; a packet must pass them all, so the parser keeps
+// their intersection: an option given in two matches is refused only where
+// the intersection is no single option of the same kind (ctRefuse).
+func (p *ruleParser) newCTMatch() {
+	for _, s := range ctSlots {
+		delete(p.seen, s)
+	}
+}
+
+// ctRefuse refuses option o, given in an earlier -m conntrack or -m state
+// match of the rule too, because their intersection is not one option: why.
+func (p *ruleParser) ctRefuse(o optUse, why string) *Error {
+	return p.errAt(o.opt, "", fmt.Sprintf("%s in two -m conntrack or -m state matches of one rule: %s", o.opt.text, why),
+		"write the one test both mean, or split the rule")
+}
+
+// intersectCTState is the one state test that matches what both old (nil:
+// none) and c match, or why there is none. The kernel matches when the
+// packet's state bits meet Mask: one state bit (CTAll) and, under NAT, SNAT
+// and DNAT too. With one bit, two tests intersect exactly; with SNAT or DNAT
+// in a mask, only where one test implies the other.
+func intersectCTState(old *CTStateMatch, c CTStateMatch) (*CTStateMatch, string) {
+	if old == nil || *old == c {
+		return &c, ""
+	}
+	a, b := *old, c
+	if a.Invert && !b.Invert {
+		a, b = b, a
+	}
+	nat := (a.Mask|b.Mask)&^CTAll != 0
+	var r CTStateMatch
+	switch {
+	case a.Invert && b.Invert: // no bit of either: no bit of their union
+		r = CTStateMatch{Mask: a.Mask | b.Mask, Invert: true}
+	case !b.Invert && a.Mask&^b.Mask == 0: // a implies b
+		r = a
+	case !b.Invert && b.Mask&^a.Mask == 0:
+		r = b
+	case nat:
+		return nil, "SNAT and DNAT are tested beside the state, so these tests have no intersection of one --ctstate"
+	case !b.Invert:
+		r = CTStateMatch{Mask: a.Mask & b.Mask}
+	default: // a, not b
+		r = CTStateMatch{Mask: a.Mask &^ b.Mask}
+	}
+	if !r.Invert && r.Mask == 0 {
+		return nil, "they share no state, so the rule would match no packet"
+	}
+	return &r, ""
 }
 
 // optCTAddr handles -m conntrack --ctorigsrc, --ctorigdst, --ctreplsrc and
@@ -378,7 +439,14 @@ func (p *ruleParser) optCTAddr(o optUse) *Error {
 	m := &p.r.Match
 	dst := map[string]**AddrMatch{"--ctorigsrc": &m.CTOrigSrc, "--ctorigdst": &m.CTOrigDst,
 		"--ctreplsrc": &m.CTReplSrc, "--ctrepldst": &m.CTReplDst}[o.opt.text]
-	return p.addr(o, o.opt.text, dst)
+	prev := *dst
+	if err := p.addr(o, o.opt.text, dst); err != nil {
+		return err
+	}
+	if prev != nil && *prev != **dst {
+		return p.ctRefuse(o, "xdpfw takes one address test per direction; give it once")
+	}
+	return nil
 }
 
 // optCTProto handles -m conntrack --ctproto.
@@ -388,7 +456,17 @@ func (p *ruleParser) optCTProto(o optUse) *Error {
 	if ve != nil {
 		return p.valueErr(a, ve)
 	}
-	p.r.Match.CTProto = &ProtoMatch{Proto: proto, Invert: o.invert}
+	c := ProtoMatch{Proto: proto, Invert: o.invert}
+	if prev := p.r.Match.CTProto; prev != nil && *prev != c {
+		switch {
+		case prev.Invert && !c.Invert && prev.Proto != c.Proto:
+		case !prev.Invert && c.Invert && prev.Proto != c.Proto:
+			c = *prev
+		default:
+			return p.ctRefuse(o, "the tests differ and their intersection is no one --ctproto")
+		}
+	}
+	p.r.Match.CTProto = &c
 	return nil
 }
 
@@ -404,8 +482,30 @@ func (p *ruleParser) optCTStatus(o optUse) *Error {
 		return p.valueErr(a, &valueErr{off: off, tok: bad, msg: "unknown connection status",
 			hint: "statuses are NONE, EXPECTED, SEEN_REPLY, ASSURED and CONFIRMED, separated by commas"})
 	}
-	p.r.Match.CTStatus = &CTStatusMatch{Mask: mask, Invert: o.invert}
+	c, why := intersectCTStatus(p.r.Match.CTStatus, CTStatusMatch{Mask: mask, Invert: o.invert})
+	if why != "" {
+		return p.ctRefuse(o, why)
+	}
+	p.r.Match.CTStatus = c
 	return nil
+}
+
+// intersectCTStatus is the one status test that matches what both old (nil:
+// none) and c match, or why there is none. A connection has several status
+// bits, so two tests intersect as one only when neither is negated and one
+// implies the other, or when both are negated (no bit of either).
+func intersectCTStatus(old *CTStatusMatch, c CTStatusMatch) (*CTStatusMatch, string) {
+	switch {
+	case old == nil || *old == c:
+		return &c, ""
+	case old.Invert && c.Invert:
+		return &CTStatusMatch{Mask: old.Mask | c.Mask, Invert: true}, ""
+	case !old.Invert && !c.Invert && old.Mask&^c.Mask == 0:
+		return old, ""
+	case !old.Invert && !c.Invert && c.Mask&^old.Mask == 0:
+		return &c, ""
+	}
+	return nil, "a connection has several status bits, so their intersection is no one --ctstatus"
 }
 
 // optCTDir handles -m conntrack --ctdir ORIGINAL|REPLY.
@@ -419,6 +519,9 @@ func (p *ruleParser) optCTDir(o optUse) *Error {
 		d = CTDirReply
 	default:
 		return p.errAt(a, a.text, "not a direction", "write --ctdir ORIGINAL or --ctdir REPLY")
+	}
+	if prev := p.r.Match.CTDir; prev != nil && *prev != d {
+		return p.ctRefuse(o, "a packet has one direction, so the rule would match no packet")
 	}
 	p.r.Match.CTDir = &d
 	return nil
@@ -568,6 +671,9 @@ func (p *ruleParser) optModule(o optUse) *Error {
 	if err := p.afterState(token{text: o.opt.text + " " + a.text, col: o.opt.col}, optSpec{module: a.text}); err != nil {
 		return err
 	}
+	if a.text == "conntrack" || a.text == "state" {
+		p.newCTMatch()
+	}
 	switch name := a.text; name {
 	case "limit":
 		return p.limitModule(o.opt)
@@ -616,7 +722,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 			at := o.opt
 			p.checks = append(p.checks, func() *Error { return p.checkAddrType(at) })
 		}
-		if p.modules[name] == nil {
+		if p.modules[name] == nil || name == "conntrack" || name == "state" { // each of these a match of its own
 			m := &moduleUse{tok: o.opt}
 			p.modules[name] = m
 			p.checks = append(p.checks, func() *Error {
