@@ -40,6 +40,16 @@ func TestSeveralCTMatches(t *testing.T) {
 			"-m conntrack --ctstate ESTABLISHED --ctdir REPLY -j ACCEPT"},
 		{"-A INPUT -m conntrack --ctorigsrc 10.0.0.1 -m conntrack --ctorigsrc 10.0.0.1/32 -j ACCEPT",
 			"-m conntrack --ctorigsrc 10.0.0.1 -j ACCEPT"},
+		// A match without a state test passes no packet without a
+		// connection (the kernel: INVALID, UNTRACKED), so the state test
+		// of the one -m conntrack leaves them out: beside --ctstatus in the
+		// same match, iptables would let them through.
+		{"-A INPUT -m conntrack --ctstate INVALID,NEW -m conntrack --ctstatus ASSURED -j ACCEPT",
+			"-m conntrack --ctstate NEW --ctstatus ASSURED -j ACCEPT"},
+		{"-A INPUT -m state ! --state ESTABLISHED -m conntrack --ctdir REPLY -j ACCEPT",
+			"-m conntrack ! --ctstate INVALID,ESTABLISHED,UNTRACKED --ctdir REPLY -j ACCEPT"},
+		{"-A INPUT -m conntrack --ctproto 6 -m state ! --state INVALID,UNTRACKED -j ACCEPT",
+			"-m conntrack ! --ctstate INVALID,UNTRACKED --ctproto 6 -j ACCEPT"},
 	}
 	for _, tt := range tests {
 		got := parseLine(t, tt.in, ParseOptions{})
@@ -76,6 +86,10 @@ func TestSeveralCTMatchesRefused(t *testing.T) {
 		{"-A INPUT -m conntrack ! --ctproto 6 -m conntrack ! --ctproto 17 -j ACCEPT", "1:52", "no one --ctproto"},
 		{"-A INPUT -m conntrack --ctdir REPLY -m conntrack --ctdir ORIGINAL -j ACCEPT", "1:50", "one direction"},
 		{"-A INPUT -m conntrack --ctorigsrc 10.0.0.1 -m conntrack --ctorigsrc 10.0.0.0/8 -j ACCEPT", "1:57", "one address test per direction"},
+		{"-A INPUT -m conntrack --ctstate INVALID -m conntrack --ctstatus NONE -j ACCEPT", "1:41", "match no packet"},
+		// Every match has a state test that passes UNTRACKED: the kernel
+		// passes such packets whatever --ctproto says.
+		{"-A INPUT -m state --state NEW,UNTRACKED -m conntrack --ctstate UNTRACKED,NEW --ctproto 6 -j ACCEPT", "1:41", "are no one -m conntrack"},
 	}
 	for _, tt := range tests {
 		_, err := Parse("b", []byte(tt.in), ParseOptions{})

@@ -373,6 +373,9 @@ func (p *ruleParser) optCTState(o optUse) *Error {
 		return p.ctRefuse(o, why)
 	}
 	p.r.Match.CTState = c
+	if n := len(p.ctStated); n > 0 {
+		p.ctStated[n-1] = true
+	}
 	return nil
 }
 
@@ -385,10 +388,50 @@ var ctSlots = []string{"ctstate", "--ctproto", "--ctorigsrc", "--ctorigdst", "--
 // several, as in iptables; a packet must pass them all, so the parser keeps
 // their intersection: an option given in two matches is refused only where
 // the intersection is no single option of the same kind (ctRefuse).
-func (p *ruleParser) newCTMatch() {
+func (p *ruleParser) newCTMatch(at token) {
 	for _, s := range ctSlots {
 		delete(p.seen, s)
 	}
+	p.ctStated = append(p.ctStated, false)
+	if len(p.ctStated) == 2 {
+		p.checks = append(p.checks, func() *Error { return p.ctConnless(at) })
+	}
+}
+
+// ctConnless makes the intersection of the rule's -m conntrack and -m state
+// matches (the second at token at) mean for packets without a connection
+// (INVALID, UNTRACKED) what the kernel's matches mean: one of them passes
+// such a packet when its state test does, whatever its other options
+// (--ctproto, --ctstatus, --ctdir, the addresses), and one without a state
+// test passes none. Match keeps one meaning, where those options need a
+// connection: so where some match has no state test, the state test drops
+// INVALID and UNTRACKED (then the one -m conntrack list prints means the
+// same to iptables), and where every match has one, a state test that lets
+// such a packet through beside those options is refused.
+func (p *ruleParser) ctConnless(at token) *Error {
+	m := &p.r.Match
+	c := m.CTState
+	const none = CTInvalid | CTUntracked
+	if c == nil || !(m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs()) {
+		return nil
+	}
+	if c.Invert && c.Mask&none == none || !c.Invert && c.Mask&none == 0 {
+		return nil // the state test passes no packet without a connection
+	}
+	if slices.Contains(p.ctStated, false) {
+		if c.Invert {
+			m.CTState = &CTStateMatch{Mask: c.Mask | none, Invert: true}
+		} else if m.CTState = (&CTStateMatch{Mask: c.Mask &^ none}); m.CTState.Mask == 0 {
+			return p.errAt(at, "", "-m conntrack or -m state matches of one rule that match no packet",
+				"the state test lets only packets without a connection through (INVALID, UNTRACKED), "+
+					"and another match's --ctproto, --ctstatus, --ctdir or address test needs a connection")
+		}
+		return nil
+	}
+	return p.errAt(at, "", "these -m conntrack or -m state matches are no one -m conntrack",
+		"their state tests let packets without a connection (INVALID, UNTRACKED) through, which the kernel "+
+			"then matches whatever the other options of their match; drop INVALID and UNTRACKED from the "+
+			"states, or write the rule once per case")
 }
 
 // ctRefuse refuses option o, given in an earlier -m conntrack or -m state
@@ -672,7 +715,7 @@ func (p *ruleParser) optModule(o optUse) *Error {
 		return err
 	}
 	if a.text == "conntrack" || a.text == "state" {
-		p.newCTMatch()
+		p.newCTMatch(o.opt)
 	}
 	switch name := a.text; name {
 	case "limit":

@@ -33,6 +33,9 @@ type ruleParser struct {
 	loaded      map[string]bool
 	protoLoaded bool
 	multiport   *token // the option of the last -m multiport, once given
+	// ctStated has one entry per -m conntrack or -m state match, in order:
+	// whether it has a state test (newCTMatch)
+	ctStated []bool
 	// connLimitSet records that -m connlimit has its limit (connLimitModule)
 	connLimitSet func()
 	// hashRateSet records -m hashlimit's rate (hashLimitModule)
