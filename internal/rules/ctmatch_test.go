@@ -71,6 +71,7 @@ func TestSeveralCTMatchesRefused(t *testing.T) {
 	tests := []struct{ in, col, msg string }{
 		// iptables: conntrack: option "--ctstate" can only be used once.
 		{"-A INPUT -m conntrack --ctstate NEW --ctstate INVALID -j ACCEPT", "1:37", "--ctstate given twice"},
+		{"-A INPUT -m state --state NEW -m conntrack --ctstatus NONE --ctstatus ASSURED -j ACCEPT", "1:60", "once per -m conntrack"},
 		{"-A INPUT -m conntrack --ctstate NEW -p tcp -m tcp --ctstate INVALID -j ACCEPT", "1:51", "--ctstate given twice"},
 		// iptables: conntrack: At least one option is required
 		{"-A INPUT -m conntrack --ctstate NEW -m conntrack -j ACCEPT", "1:37", "-m conntrack needs --ctstate"},

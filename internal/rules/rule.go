@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -168,8 +169,12 @@ func (p *ruleParser) option() *Error {
 			if first.text != t.text {
 				msg = fmt.Sprintf("%s and %s both given", first.text, t.text)
 			}
-			return p.errAt(t, "", msg,
-				fmt.Sprintf("an option may appear once per rule (the first is at column %d)", first.col))
+			hint := fmt.Sprintf("an option may appear once per rule (the first is at column %d)", first.col)
+			if slices.Contains(ctSlots, spec.slot) {
+				hint = fmt.Sprintf("an option may appear once per -m %s (the first is at column %d); "+
+					"a rule may have several -m conntrack and -m state matches, which a packet must all pass", spec.module, first.col)
+			}
+			return p.errAt(t, "", msg, hint)
 		}
 		p.seen[spec.slot] = t
 	}
