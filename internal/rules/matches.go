@@ -437,8 +437,11 @@ func (p *ruleParser) ctConnless(at token) *Error {
 // ctRefuse refuses option o, given in an earlier -m conntrack or -m state
 // match of the rule too, because their intersection is not one option: why.
 func (p *ruleParser) ctRefuse(o optUse, why string) *Error {
-	return p.errAt(o.opt, "", fmt.Sprintf("%s in two -m conntrack or -m state matches of one rule: %s", o.opt.text, why),
-		"write the one test both mean, or split the rule")
+	hint := "test one of them in a user chain the rule jumps to (-N c, -A c -m conntrack ... -j ACCEPT)"
+	if strings.HasSuffix(why, "match no packet") {
+		hint = "remove the rule, or correct one of the tests"
+	}
+	return p.errAt(o.opt, "", fmt.Sprintf("%s in two -m conntrack or -m state matches of one rule: %s", o.opt.text, why), hint)
 }
 
 // intersectCTState is the one state test that matches what both old (nil:
@@ -505,8 +508,10 @@ func (p *ruleParser) optCTProto(o optUse) *Error {
 		case prev.Invert && !c.Invert && prev.Proto != c.Proto:
 		case !prev.Invert && c.Invert && prev.Proto != c.Proto:
 			c = *prev
+		case prev.Invert && c.Invert:
+			return p.ctRefuse(o, "two negated protocols are no one --ctproto")
 		default:
-			return p.ctRefuse(o, "the tests differ and their intersection is no one --ctproto")
+			return p.ctRefuse(o, "a connection has one protocol, so the rule would match no packet")
 		}
 	}
 	p.r.Match.CTProto = &c
