@@ -56,6 +56,46 @@ func iptablesCounts(t *testing.T, ns *testutil.NetNS, chain string) []uint64 {
 	return saveCounts(t, ns, chain, "iptables-save", "-c")
 }
 
+// countsAsIptables is the oracle of a rule file's INPUT counters: it loads
+// ruleText into iptables on l's server, runs send, and checks that the rules
+// counted want (else the test is wrong); then it clears iptables, loads the
+// text into xdpfw on the server's device (from a file name), runs send again
+// and checks that xdpfw's rules count the same. It returns the firewall, the
+// file's path and a reader of xdpfw's INPUT counters.
+func countsAsIptables(t *testing.T, l *link, name, ruleText string, send func(), want []uint64) (*fw, string, func() []uint64) {
+	t.Helper()
+	iptablesRestoreText(t, l.srv, ruleText)
+	send()
+	var got []uint64
+	poll(t.Context(), arriveTimeout, func() bool {
+		got = iptablesCounts(t, l.srv, "INPUT")
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("iptables counts %v, want %v: the oracle disagrees with the test", got, want)
+	}
+	iptablesRestoreText(t, l.srv, "")
+
+	f := newFW(t, l.srv)
+	path := writeRules(t, name, ruleText)
+	f.mustRun("load", "-i", l.srvIf, path)
+	send()
+	counts := func() []uint64 {
+		var c []uint64
+		for _, r := range f.list().Rules {
+			if r.Chain == "INPUT" {
+				c = append(c, r.Counters.Packets)
+			}
+		}
+		return c
+	}
+	poll(t.Context(), arriveTimeout, func() bool { got = counts(); return fmt.Sprint(got) == fmt.Sprint(want) })
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("xdpfw counts %v, iptables' %v", got, want)
+	}
+	return f, path, counts
+}
+
 // saveCounts is iptablesCounts from the output of the command save (with
 // args: another iptables-save, a table).
 func saveCounts(t *testing.T, ns *testutil.NetNS, chain, save string, args ...string) []uint64 {
@@ -110,37 +150,8 @@ func TestAddrType(t *testing.T) {
 		sendUDP(t, l.cli, l.cliIf, "255.255.255.255", port, 1)
 		sendUDP(t, l.cli, l.cliIf, "224.0.0.1", port, 4) // all hosts: every host is in the group
 	}
-	want := []uint64{0, 3, 3, 4, 0, 0}
-
-	iptablesRestoreText(t, l.srv, ruleText)
-	send()
+	f, path, counts := countsAsIptables(t, l, "addrtype.rules", ruleText, send, []uint64{0, 3, 3, 4, 0, 0})
 	var got []uint64
-	poll(t.Context(), arriveTimeout, func() bool {
-		got = iptablesCounts(t, l.srv, "INPUT")
-		return fmt.Sprint(got) == fmt.Sprint(want)
-	})
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("iptables counts %v, want %v: the oracle disagrees with the test", got, want)
-	}
-	iptablesRestoreText(t, l.srv, "")
-
-	f := newFW(t, l.srv)
-	path := writeRules(t, "addrtype.rules", ruleText)
-	f.mustRun("load", "-i", l.srvIf, path)
-	send()
-	counts := func() []uint64 {
-		var c []uint64
-		for _, r := range f.list().Rules {
-			if r.Chain == "INPUT" {
-				c = append(c, r.Counters.Packets)
-			}
-		}
-		return c
-	}
-	poll(t.Context(), arriveTimeout, func() bool { got = counts(); return fmt.Sprint(got) == fmt.Sprint(want) })
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("xdpfw counts %v, iptables' %v", got, want)
-	}
 
 	// 10.200.0.77 becomes this host's: LOCAL once the table is refreshed
 	// (here: by apply; the daemon does it on the kernel's event).

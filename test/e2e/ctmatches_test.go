@@ -39,32 +39,5 @@ func TestSeveralCTMatches(t *testing.T) {
 			sendUDP(t, l.cli, l.cliIf, l.srv4, port, 4)
 		}
 	}
-	want := []uint64{9, 12, 0, 12, 3, 12, 12, 0}
-
-	iptablesRestoreText(t, l.srv, ruleText)
-	send()
-	var got []uint64
-	poll(t.Context(), arriveTimeout, func() bool {
-		got = iptablesCounts(t, l.srv, "INPUT")
-		return fmt.Sprint(got) == fmt.Sprint(want)
-	})
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("iptables counts %v, want %v: the oracle disagrees with the test", got, want)
-	}
-	iptablesRestoreText(t, l.srv, "")
-
-	f := newFW(t, l.srv)
-	f.mustRun("load", "-i", l.srvIf, writeRules(t, "ct.rules", ruleText))
-	send()
-	counts := func() []uint64 {
-		var c []uint64
-		for _, r := range f.list().Rules {
-			c = append(c, r.Counters.Packets)
-		}
-		return c
-	}
-	poll(t.Context(), arriveTimeout, func() bool { got = counts(); return fmt.Sprint(got) == fmt.Sprint(want) })
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("xdpfw counts %v, iptables' %v", got, want)
-	}
+	countsAsIptables(t, l, "ct.rules", ruleText, send, []uint64{9, 12, 0, 12, 3, 12, 12, 0})
 }
