@@ -403,7 +403,10 @@ type Match struct {
 	SrcSet *SetMatch
 	DstSet *SetMatch
 
-	// CTState: -m conntrack --ctstate / -m state --state.
+	// CTState: -m conntrack --ctstate / -m state --state. A rule's several
+	// -m conntrack and -m state matches are kept as their intersection, in
+	// these fields (the parser's newCTMatch): the canonical text has one
+	// -m conntrack.
 	CTState *CTStateMatch
 	// The other -m conntrack tests: --ctproto, --ctstatus, --ctdir. Like
 	// the kernel's, they match only packets of a connection (the states
