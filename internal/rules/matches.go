@@ -431,7 +431,7 @@ func (p *ruleParser) ctConnless(at token) *Error {
 	return p.errAt(at, "", "these -m conntrack or -m state matches are no one -m conntrack",
 		"their state tests let packets without a connection (INVALID, UNTRACKED) through, which the kernel "+
 			"then matches whatever the other options of their match; drop INVALID and UNTRACKED from the "+
-			"states, or write the rule once per case")
+			"states, or give those packets a rule of their own")
 }
 
 // ctRefuse refuses option o, given in an earlier -m conntrack or -m state
