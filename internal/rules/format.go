@@ -205,8 +205,9 @@ func (r Rule) Spec() string {
 	if t.LogPrefix != "" && t.Group == nil {
 		w.add(false, "--log-prefix", quote(t.LogPrefix))
 	}
-	if t.LogLevel != "" {
-		w.add(false, "--log-level", t.LogLevel)
+	if t.LogLevel != "" && t.LogLevel != DefaultLogLevel {
+		// iptables-save prints the number, and nothing for the default.
+		w.add(false, "--log-level", strconv.Itoa(SyslogPriority(t.LogLevel)))
 	}
 	for _, f := range logFlagNames {
 		if t.LogFlags&f.flag != 0 {

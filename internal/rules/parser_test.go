@@ -85,7 +85,7 @@ func TestParseRules(t *testing.T) {
 		{"-A INPUT -6 -j REJECT --reject-with port-unreach", ParseOptions{},
 			Rule{Match: Match{Family: FamilyIPv6}, Target: Target{Verdict: VerdictReject, RejectWith: "icmp6-port-unreachable"}}},
 		{`-A INPUT -j LOG --log-prefix "dropped: " --log-level 4`, ParseOptions{},
-			Rule{Target: Target{Verdict: VerdictLog, LogPrefix: "dropped: ", LogLevel: "warning"}}},
+			Rule{Target: Target{Verdict: VerdictLog, LogPrefix: "dropped: "}}}, // 4 is the default: stored as none
 		{`-A INPUT -j LOG --log-level DEBUG`, ParseOptions{},
 			Rule{Target: Target{Verdict: VerdictLog, LogLevel: "debug"}}},
 		{`-A INPUT -j LOG --log-rate 5/min --log-burst 3`, ParseOptions{},
@@ -311,7 +311,7 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A INPUT -p ipv6-icmp --icmpv6-type echo-request -j DROP", "-p ipv6-icmp --icmpv6-type 128 -j DROP", ParseOptions{}},
 		{"-A INPUT -m mac --mac-destination AA:bb:0:1:2:3 --mac-source 1:2:3:4:5:6 -j DROP",
 			"-m mac --mac-source 01:02:03:04:05:06 --mac-destination aa:bb:00:01:02:03 -j DROP", ParseOptions{}},
-		{"-A INPUT -j LOG --log-level 7 --log-prefix 'a\"b'", `-j LOG --log-prefix "a\"b" --log-level debug`, ParseOptions{}},
+		{"-A INPUT -j LOG --log-level 7 --log-prefix 'a\"b'", `-j LOG --log-prefix "a\"b" --log-level 7`, ParseOptions{}},
 		{"-A INPUT -j LOG --log-burst 5 --log-rate 3/minute", `-j LOG --log-rate 3/min --log-burst 5`, ParseOptions{}},
 		{"-A INPUT -j DROP --log-rate 10 --log", `-j DROP --log --log-rate 10/sec`, ParseOptions{}},
 		{"-A INPUT -m comment --comment 'x y' -d ::1 -i lo -j DROP", `-i lo -d ::1/128 -m comment --comment "x y" -j DROP`, ParseOptions{}},
@@ -344,6 +344,37 @@ func TestParseCanonicalText(t *testing.T) {
 		got := parseLine(t, tt.in, tt.opt)
 		if got.Text != tt.want {
 			t.Errorf("%q: Text = %q, want %q", tt.in, got.Text, tt.want)
+		}
+	}
+}
+
+// TestLogLevelAsIptablesSave checks every --log-level spelling iptables
+// v1.8.9 accepts against what iptables-save (legacy and nft) printed for
+// `-A INPUT -j LOG --log-level L` in a netns: the number, none for 4.
+func TestLogLevelAsIptablesSave(t *testing.T) {
+	saved := map[string]string{
+		"0": "-j LOG --log-level 0", "emerg": "-j LOG --log-level 0", "panic": "-j LOG --log-level 0",
+		"1": "-j LOG --log-level 1", "alert": "-j LOG --log-level 1",
+		"2": "-j LOG --log-level 2", "crit": "-j LOG --log-level 2",
+		"3": "-j LOG --log-level 3", "error": "-j LOG --log-level 3",
+		"4": "-j LOG", "warning": "-j LOG",
+		"5": "-j LOG --log-level 5", "notice": "-j LOG --log-level 5",
+		"6": "-j LOG --log-level 6", "info": "-j LOG --log-level 6",
+		"7": "-j LOG --log-level 7", "debug": "-j LOG --log-level 7",
+	}
+	for in, want := range saved {
+		got := parseLine(t, "-A INPUT -j LOG --log-level "+in, ParseOptions{})
+		if got.Text != want {
+			t.Errorf("--log-level %s: Text = %q, want %q", in, got.Text, want)
+		}
+		if again := parseLine(t, "-A INPUT "+got.Text, ParseOptions{}); again.Target.LogLevel != got.Target.LogLevel || again.Text != want {
+			t.Errorf("--log-level %s: %q parses back as level %q, text %q", in, got.Text, again.Target.LogLevel, again.Text)
+		}
+	}
+	// iptables refuses these too ("log level \"err\" unknown").
+	for _, in := range []string{"err", "warn", "8"} {
+		if _, err := Parse("t", []byte("-A INPUT -j LOG --log-level "+in+"\n"), ParseOptions{}); err == nil {
+			t.Errorf("--log-level %s: accepted", in)
 		}
 	}
 }
@@ -479,7 +510,7 @@ func TestParseSaveFileDetails(t *testing.T) {
 	if r := find("ssh"); strings.Join(r.Comments, "|") != "ssh from the office" || r.Match.DPort.Ranges[0] != one(22) || r.Pos.Line != 11 {
 		t.Errorf("ssh rule: %+v", r)
 	}
-	if r := find("LOG"); r.Target.LogPrefix != "blocked net: " || r.Target.LogLevel != "warning" {
+	if r := find("LOG"); r.Target.LogPrefix != "blocked net: " || r.Target.LogLevel != "" {
 		t.Errorf("LOG rule: %+v", r.Target)
 	}
 	if r := find("-f -j"); r.Match.Fragment == nil || !*r.Match.Fragment {

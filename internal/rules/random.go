@@ -657,6 +657,9 @@ func randomLogOptions(r *rand.Rand, t *Target) {
 	}
 	if chance(r, 20) {
 		t.LogLevel = pick(r, logLevels[:])
+		if t.LogLevel == DefaultLogLevel {
+			t.LogLevel = "" // as the parser stores it
+		}
 	}
 	if chance(r, 20) {
 		t.LogRate = LogRate{N: uint32(1 + r.IntN(100)), Unit: pick(r, []RateUnit{PerSecond, PerMinute, PerHour, PerDay})}

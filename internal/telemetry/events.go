@@ -162,7 +162,7 @@ func (rs Rules) Trim(e *Event) {
 
 // DefaultLevel is the syslog level of events whose rule names none (as
 // iptables' LOG: warning).
-const DefaultLevel = "warning"
+const DefaultLevel = rules.DefaultLogLevel
 
 // Level is the syslog level an event is forwarded with.
 func (rs Rules) Level(e *Event) string {
