@@ -349,7 +349,7 @@ func checkLogFollow(t *testing.T, f *fw, l *link) {
 		t.Fatalf("log --follow printed nothing for a logged SYN; stderr: %s", stderr.String())
 	}
 	for _, want := range []string{"e2e ssh: IN=" + l.srvIf + " OUT= MAC=", "SRC=" + l.cli4 + " DST=" + l.srv4,
-		"PROTO=TCP SPT=", "DPT=5022 SYN CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=2"} {
+		" TOS=0x00 PREC=0x00 TTL=64 ID=", " DF PROTO=TCP SPT=", "DPT=5022 WINDOW=", " RES=0x00 SYN URGP=0 CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=2"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log --follow line lacks %q:\n%s", want, line)
 		}
