@@ -338,6 +338,13 @@ func writePacket(b *strings.Builder, data []byte, n int, flags rules.LogFlags) {
 		fmt.Fprintf(b, " FRAMELEN=%d", n)
 		return
 	}
+	writeIP(b, data, p, err, flags, false)
+}
+
+// writeIP writes the fields of the IP packet of a frame DecodeCut decoded
+// (p, err), from VLAN= (SRC= in the kernel's) on; quoted: the packet an
+// ICMP error quotes, whose own errors' quotes the kernel does not print.
+func writeIP(b *strings.Builder, data []byte, p packet.Packet, err error, flags rules.LogFlags, quoted bool) {
 	if len(p.VLANs) > 0 { // the outer tag: its id and priority code point
 		fmt.Fprintf(b, " VLAN=%d PCP=%d", p.VLANs[0], p.PCP(0))
 	}
@@ -412,28 +419,50 @@ func writePacket(b *strings.Builder, data []byte, n int, flags rules.LogFlags) {
 	case packet.ProtoICMP, packet.ProtoICMPv6:
 		fmt.Fprintf(b, " TYPE=%d CODE=%d", p.ICMPType, p.ICMPCode)
 		if has(8) {
-			writeICMP(b, p, data[l4:l4+8])
+			writeICMP(b, p, data[l4:], flags, quoted)
 		}
 	}
 }
 
 // writeICMP writes what the kernel's nf_log prints after an ICMP or ICMPv6
-// TYPE= CODE= from the rest of the 8-byte header: an echo's ID= SEQ=,
-// PARAMETER=/POINTER=, GATEWAY=, MTU=. (The kernel also prints the quoted
-// packet of an error, in brackets, before MTU=; xdpfw does not.)
-func writeICMP(b *strings.Builder, p packet.Packet, h []byte) {
+// TYPE= CODE= from the rest of the message h (8 bytes or more): an echo's
+// ID= SEQ=, PARAMETER=/POINTER=, GATEWAY=, an error's quoted packet in
+// brackets (unless the message is itself quoted), MTU=.
+func writeICMP(b *strings.Builder, p packet.Packet, h []byte, flags rules.LogFlags, quoted bool) {
 	v4 := p.Proto == packet.ProtoICMP
-	switch t := p.ICMPType; {
+	t := p.ICMPType
+	switch {
 	case v4 && (t == 0 || t == 8), !v4 && (t == 128 || t == 129):
 		fmt.Fprintf(b, " ID=%d SEQ=%d", binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint16(h[6:]))
+		return
 	case v4 && t == 12:
 		fmt.Fprintf(b, " PARAMETER=%d", h[4])
+		return
 	case v4 && t == 5:
 		fmt.Fprintf(b, " GATEWAY=%s", netip.AddrFrom4([4]byte(h[4:8])))
-	case v4 && t == 3 && p.ICMPCode == 4:
-		fmt.Fprintf(b, " MTU=%d", binary.BigEndian.Uint16(h[6:]))
 	case !v4 && t == 4:
 		fmt.Fprintf(b, " POINTER=%08x", binary.BigEndian.Uint32(h[4:]))
+	case v4 && (t == 3 || t == 4 || t == 11), !v4 && (t == 1 || t == 2 || t == 3):
+	default:
+		return
+	}
+	if !quoted && len(h) > 8 {
+		// The quoted packet behind a made-up Ethernet header, for DecodeCut.
+		frame := make([]byte, 14, 14+len(h)-8)
+		frame[12], frame[13] = 0x86, 0xdd
+		if v4 {
+			frame[12], frame[13] = 0x08, 0x00
+		}
+		frame = append(frame, h[8:]...)
+		if q, err := packet.DecodeCut(frame); (err == nil || errors.Is(err, packet.ErrTruncated)) && q.Src.IsValid() {
+			var in strings.Builder
+			writeIP(&in, frame, q, err, flags, true)
+			fmt.Fprintf(b, " [%s ]", strings.TrimPrefix(in.String(), " "))
+		}
+	}
+	switch {
+	case v4 && t == 3 && p.ICMPCode == 4:
+		fmt.Fprintf(b, " MTU=%d", binary.BigEndian.Uint16(h[6:]))
 	case !v4 && t == 2:
 		fmt.Fprintf(b, " MTU=%d", binary.BigEndian.Uint32(h[4:]))
 	}
