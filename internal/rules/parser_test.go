@@ -313,6 +313,10 @@ func TestParseCanonicalText(t *testing.T) {
 			"-m mac --mac-source 01:02:03:04:05:06 --mac-destination aa:bb:00:01:02:03 -j DROP", ParseOptions{}},
 		{"-A INPUT -j LOG --log-level 7 --log-prefix 'a\"b'", `-j LOG --log-prefix "a\"b" --log-level 7`, ParseOptions{}},
 		{"-A INPUT -j LOG --log-burst 5 --log-rate 3/minute", `-j LOG --log-rate 3/min --log-burst 5`, ParseOptions{}},
+		// strings as iptables-save's xtables_save_string: bare when [A-Za-z0-9_-]+
+		{`-A INPUT -m comment --comment "a_b-9" -j LOG --log-prefix "ssh"`, `-m comment --comment a_b-9 -j LOG --log-prefix ssh`, ParseOptions{}},
+		{`-A INPUT -m comment --comment "it's" -j LOG --log-prefix 'ssh:'`, `-m comment --comment "it\'s" -j LOG --log-prefix "ssh:"`, ParseOptions{}},
+		{`-A INPUT -j NFLOG --nflog-prefix ssh`, `-j NFLOG --nflog-prefix ssh`, ParseOptions{}},
 		{"-A INPUT -j DROP --log-rate 10 --log", `-j DROP --log --log-rate 10/sec`, ParseOptions{}},
 		{"-A INPUT -m comment --comment 'x y' -d ::1 -i lo -j DROP", `-i lo -d ::1/128 -m comment --comment "x y" -j DROP`, ParseOptions{}},
 		{"-A INPUT ! -f -j DROP", "! -f -j DROP", ParseOptions{}},
@@ -330,7 +334,7 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A FORWARD -o wan -s 10.0.0.0/8 ! -i lan+ -j DROP", "! -i lan+ -o wan -s 10.0.0.0/8 -j DROP", ParseOptions{}},
 		// what iptables-save prints for --dport 0:65535 and --tcp-flags NONE NONE
 		{"-A INPUT -p tcp -m tcp -j DROP", "-p tcp -m tcp -j DROP", ParseOptions{}},
-		{"-A INPUT -m sctp -p sctp -s 10.0.0.0/8 -m comment --comment c -j DROP", `-s 10.0.0.0/8 -p sctp -m sctp -m comment --comment "c" -j DROP`, ParseOptions{}},
+		{"-A INPUT -m sctp -p sctp -s 10.0.0.0/8 -m comment --comment c -j DROP", `-s 10.0.0.0/8 -p sctp -m sctp -m comment --comment c -j DROP`, ParseOptions{}},
 		{"-A INPUT -p udplite -m udplite -j DROP", "-p udplite -m udplite -j DROP", ParseOptions{}},
 		{"-A INPUT -p udp -m udp --sport 53 -j DROP", "-p udp --sport 53 -j DROP", ParseOptions{}},
 		{"-A INPUT -p icmp -m icmp --icmp-type 255 -j DROP", "-p icmp --icmp-type any -j DROP", ParseOptions{}},
@@ -344,6 +348,9 @@ func TestParseCanonicalText(t *testing.T) {
 		got := parseLine(t, tt.in, tt.opt)
 		if got.Text != tt.want {
 			t.Errorf("%q: Text = %q, want %q", tt.in, got.Text, tt.want)
+		}
+		if again := parseLine(t, "-A "+strings.Fields(tt.in)[1]+" "+got.Text, tt.opt); again.Text != got.Text {
+			t.Errorf("%q: %q parses back as %q", tt.in, got.Text, again.Text)
 		}
 	}
 }

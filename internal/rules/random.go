@@ -129,6 +129,7 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 			}
 			if chance(g, 30) {
 				t.Group.Size = uint32(g.IntN(200))
+				t.Group.Cut = !t.Group.ULOG || t.Group.Size != 0 // as the parser stores it
 			}
 			t.LogLevel = "" // NFLOG and ULOG have none
 			rs.Rules[i].Text = rs.Rules[i].Spec()

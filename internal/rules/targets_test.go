@@ -21,9 +21,11 @@ var groupSpellings = []struct {
 	{"-j NFLOG --nflog-group 0", "-j NFLOG", true},
 	{`-j NFLOG --nflog-group 5 --nflog-prefix "hi there" --nflog-threshold 3`, `-j NFLOG --nflog-prefix "hi there" --nflog-group 5 --nflog-threshold 3`, true},
 	{"-j NFLOG --nflog-size 64", "-j NFLOG --nflog-size 64", true},
+	{"-j NFLOG --nflog-size 0", "-j NFLOG --nflog-size 0", true}, // the kernel keeps no byte
 	{"-p tcp --dport 22 -j NFLOG --nflog-prefix ssh --nflog-group 2", "-p tcp -m tcp --dport 22 -j NFLOG --nflog-prefix ssh --nflog-group 2", true},
-	{"-j NFLOG --nflog-range 100", "-j NFLOG --nflog-range 100", false}, // legacy prints it, nft drops it
-	{"-j ULOG --ulog-nlgroup 2 --ulog-prefix y", `-j ULOG --ulog-prefix "y" --ulog-nlgroup 2`, false},
+	{"-j NFLOG --nflog-range 100", "-j NFLOG --nflog-range 100", false},                             // legacy prints it, nft drops it
+	{"-j ULOG --ulog-nlgroup 2 --ulog-prefix y", `-j ULOG --ulog-prefix y --ulog-nlgroup 2`, false}, // xtables_save_string: bare
+	{"-j ULOG --ulog-prefix 'y z'", `-j ULOG --ulog-prefix "y z"`, false},
 	{"-j ULOG --ulog-nlgroup 1 --ulog-cprange 100 --ulog-qthreshold 10", "-j ULOG --ulog-cprange 100 --ulog-qthreshold 10", false},
 }
 
@@ -43,6 +45,10 @@ func TestGroupSpellings(t *testing.T) {
 			t.Errorf("%s vs iptables-save's %s: %s", tt.args, tt.saved, d)
 		}
 		r := a.Rules[0]
+		// xdpfw's text leaves out the -m tcp that -p tcp implies
+		if got, want := strings.TrimPrefix(r.Text, "-4 "), strings.Replace(tt.saved, "-p tcp -m tcp ", "-p tcp ", 1); got != want {
+			t.Errorf("%s: canonical text %q, iptables-save's %q", tt.args, got, want)
+		}
 		if r.Target.Verdict != VerdictLog || r.Target.Group == nil || !r.Target.Logs() {
 			t.Errorf("%s: target %+v, want a LOG rule with a group", tt.args, r.Target)
 		}

@@ -125,10 +125,11 @@ type RuleInfo struct {
 	Text  string // the rule, canonical
 	// Target is "NFLOG" or "ULOG" for such a rule ("" for LOG and --log);
 	// Group is then its netlink group, and Size its --nflog-size or
-	// --ulog-cprange (0: no cut).
+	// --ulog-cprange when Cut.
 	Target string
 	Group  uint16
 	Size   uint32
+	Cut    bool
 }
 
 // Rules finds rules by id; a nil Rules knows none.
@@ -144,7 +145,7 @@ func IndexRules(rs *rules.RuleSet, ids []uint32) Rules {
 			info := RuleInfo{Chain: r.Chain, Num: num[r.Chain], Prefix: r.Target.LogPrefix, Level: r.Target.LogLevel, Text: r.String(),
 				Flags: r.Target.LogFlags}
 			if g := r.Target.Group; g != nil {
-				info.Target, info.Group, info.Size = g.Name(), g.Number(), g.Size
+				info.Target, info.Group, info.Size, info.Cut = g.Name(), g.Number(), g.Size, g.Cut
 			}
 			out[ids[i]] = info
 		}
@@ -156,7 +157,7 @@ func IndexRules(rs *rules.RuleSet, ids []uint32) Rules {
 // --nflog-size (ULOG's --ulog-cprange), when under the snap length. Readers
 // call it once per event, before printing or writing it.
 func (rs Rules) Trim(e *Event) {
-	if r, ok := rs[e.RuleID]; ok && r.Size != 0 && int(r.Size) < len(e.Data) {
+	if r, ok := rs[e.RuleID]; ok && r.Cut && int(r.Size) < len(e.Data) {
 		e.Data = e.Data[:r.Size]
 	}
 }

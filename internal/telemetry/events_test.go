@@ -39,11 +39,12 @@ func testRules(t *testing.T) (*rules.RuleSet, Rules) {
 -A OUTPUT -j LOG
 -A INPUT -j NFLOG --nflog-group 5 --nflog-prefix "nf: " --nflog-size 20
 -A INPUT -j ULOG --ulog-prefix "u: "
+-A INPUT -j NFLOG --nflog-size 0
 `), rules.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rs, IndexRules(rs, []uint32{16, 17, 18, 19, 20, 21})
+	return rs, IndexRules(rs, []uint32{16, 17, 18, 19, 20, 21, 22})
 }
 
 var names = IfName(func(i uint32) string { return map[uint32]string{2: "eth0", 3: "eth1"}[i] })
@@ -147,15 +148,16 @@ func TestDecodeAndFormat(t *testing.T) {
 	}
 }
 
-// TestTrimNFLOGSize: --nflog-size cuts what an event of its rule keeps;
-// other rules' events keep the snap length.
+// TestTrimNFLOGSize: --nflog-size cuts what an event of its rule keeps
+// (--nflog-size 0: nothing, as the kernel's); other rules' events keep the
+// snap length.
 func TestTrimNFLOGSize(t *testing.T) {
 	_, rs := testRules(t)
 	frame := make([]byte, 100)
 	for _, c := range []struct {
 		rule uint32
 		want int
-	}{{20, 20}, {16, 64}, {21, 64}, {99, 64}} {
+	}{{20, 20}, {16, 64}, {21, 64}, {99, 64}, {22, 0}} {
 		e, err := Decode(record(t, datapath.LogEventHeader{RuleId: c.rule}, frame, 64))
 		if err != nil {
 			t.Fatal(err)
