@@ -2,9 +2,12 @@ package rules
 
 import (
 	"net/netip"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // Helpers that build AST values compactly.
@@ -359,17 +362,7 @@ func TestParseCanonicalText(t *testing.T) {
 // v1.8.9 accepts against what iptables-save (legacy and nft) printed for
 // `-A INPUT -j LOG --log-level L` in a netns: the number, none for 4.
 func TestLogLevelAsIptablesSave(t *testing.T) {
-	saved := map[string]string{
-		"0": "-j LOG --log-level 0", "emerg": "-j LOG --log-level 0", "panic": "-j LOG --log-level 0",
-		"1": "-j LOG --log-level 1", "alert": "-j LOG --log-level 1",
-		"2": "-j LOG --log-level 2", "crit": "-j LOG --log-level 2",
-		"3": "-j LOG --log-level 3", "error": "-j LOG --log-level 3",
-		"4": "-j LOG", "warning": "-j LOG",
-		"5": "-j LOG --log-level 5", "notice": "-j LOG --log-level 5",
-		"6": "-j LOG --log-level 6", "info": "-j LOG --log-level 6",
-		"7": "-j LOG --log-level 7", "debug": "-j LOG --log-level 7",
-	}
-	for in, want := range saved {
+	for in, want := range logLevelSaved {
 		got := parseLine(t, "-A INPUT -j LOG --log-level "+in, ParseOptions{})
 		if got.Text != want {
 			t.Errorf("--log-level %s: Text = %q, want %q", in, got.Text, want)
@@ -384,6 +377,36 @@ func TestLogLevelAsIptablesSave(t *testing.T) {
 			t.Errorf("--log-level %s: accepted", in)
 		}
 	}
+}
+
+// TestLogLevelLive: iptables-save in a throwaway namespace prints what
+// logLevelSaved records.
+func TestLogLevelLive(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("iptables-nft"); err != nil {
+		t.Skip("iptables-nft not installed")
+	}
+	ns := testutil.NewNetNS(t)
+	for _, backend := range []string{"iptables-legacy", "iptables-nft"} {
+		for in, want := range logLevelSaved {
+			if got := iptablesSaved(t, ns, backend, "-j LOG --log-level "+in); got != want {
+				t.Errorf("%s -j LOG --log-level %s: iptables-save printed %q, the record says %q", backend, in, got, want)
+			}
+		}
+	}
+}
+
+// logLevelSaved: each --log-level spelling iptables accepts, and what
+// iptables-save prints for `-A INPUT -j LOG --log-level L`.
+var logLevelSaved = map[string]string{
+	"0": "-j LOG --log-level 0", "emerg": "-j LOG --log-level 0", "panic": "-j LOG --log-level 0",
+	"1": "-j LOG --log-level 1", "alert": "-j LOG --log-level 1",
+	"2": "-j LOG --log-level 2", "crit": "-j LOG --log-level 2",
+	"3": "-j LOG --log-level 3", "error": "-j LOG --log-level 3",
+	"4": "-j LOG", "warning": "-j LOG",
+	"5": "-j LOG --log-level 5", "notice": "-j LOG --log-level 5",
+	"6": "-j LOG --log-level 6", "info": "-j LOG --log-level 6",
+	"7": "-j LOG --log-level 7", "debug": "-j LOG --log-level 7",
 }
 
 func TestParsePolicies(t *testing.T) {

@@ -85,25 +85,7 @@ func TestGroupSpellingsLive(t *testing.T) {
 			if !tt.live {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			args := append([]string{"-A", "INPUT"}, splitArgs(t, tt.args)...)
-			if out, err := ns.Exec(ctx, backend, "-F", "INPUT"); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			if out, err := ns.Exec(ctx, backend, args...); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			out, err := ns.Exec(ctx, backend+"-save", "-t", "filter")
-			cancel()
-			if err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			var got string
-			for _, l := range strings.Split(string(out), "\n") {
-				if strings.HasPrefix(l, "-A INPUT ") {
-					got = strings.TrimPrefix(l, "-A INPUT ")
-				}
-			}
+			got := iptablesSaved(t, ns, backend, tt.args)
 			if got != tt.saved {
 				t.Errorf("%s -A INPUT %s: iptables-save printed %q, the record says %q", backend, tt.args, got, tt.saved)
 			}
@@ -120,6 +102,31 @@ func TestGroupSpellingsLive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// iptablesSaved is what backend-save prints for `-A INPUT args` alone in
+// the namespace's filter table (without "-A INPUT ").
+func iptablesSaved(t *testing.T, ns *testutil.NetNS, backend, args string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := ns.Exec(ctx, backend, "-F", "INPUT"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := ns.Exec(ctx, backend, append([]string{"-A", "INPUT"}, splitArgs(t, args)...)...); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	out, err := ns.Exec(ctx, backend+"-save", "-t", "filter")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "-A INPUT ") {
+			got = strings.TrimPrefix(l, "-A INPUT ")
+		}
+	}
+	return got
 }
 
 // splitArgs splits a rule's arguments as a shell would.
