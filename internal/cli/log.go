@@ -36,7 +36,8 @@ func newLog(e *env) *cobra.Command {
 and let the next rules decide, and ACCEPT, DROP and REJECT rules with --log,
 which log the packets they decide. One event per rule and packet, in the
 kernel's iptables LOG format (prefix, IN=/OUT=, MAC=, SRC=, DST=, LEN=,
-PROTO=, SPT=, DPT=, TCP flags) with xdpfw's CHAIN=, RULE= (the logging
+TOS=, PREC=, TTL=, ID= or TC=, HOPLIMIT=, FLOWLBL=, PROTO=, SPT=, DPT=,
+WINDOW=, RES=, TCP flags, URGP=, ...: the kernel's fields in its order) with xdpfw's CHAIN=, RULE= (the logging
 rule's number in 'xdpfw list'), VERDICT= and BY= (the deciding rule, when
 another). --json prints one JSON object per line instead.
 

@@ -559,9 +559,12 @@ type LogGroup struct {
 	ULOG  bool   // -j ULOG (else -j NFLOG)
 	Group uint16 // --nflog-group (0-65535, default 0), --ulog-nlgroup (1-32, default 1)
 	// Size is --nflog-size or --ulog-cprange: how many bytes of the packet
-	// an event keeps (0: all the snap length holds); xdpfw log cuts the
-	// captured bytes to it.
+	// an event keeps, when Cut (else all the snap length holds); xdpfw log
+	// cuts the captured bytes to it. Cut: --nflog-size was given, 0 too (the
+	// kernel's XT_NFLOG_F_COPY_LEN: 0 keeps no byte), or --ulog-cprange
+	// other than 0 (ULOG's 0 is the whole packet).
 	Size uint32
+	Cut  bool
 	// Range (--nflog-range) never worked in the kernel (iptables warns and
 	// nft ignores it); Threshold (--nflog-threshold, --ulog-qthreshold)
 	// batches netlink messages, which a ring buffer does not need. Both are

@@ -178,7 +178,7 @@ func (r Rule) Spec() string {
 		}
 	}
 	for _, c := range r.Comments {
-		w.add(false, "-m", "comment", "--comment", quote(c))
+		w.add(false, "-m", "comment", "--comment", saveString(c))
 	}
 	t := r.Target
 	switch {
@@ -203,10 +203,11 @@ func (r Rule) Spec() string {
 		w.add(false, "--log")
 	}
 	if t.LogPrefix != "" && t.Group == nil {
-		w.add(false, "--log-prefix", quote(t.LogPrefix))
+		w.add(false, "--log-prefix", saveString(t.LogPrefix))
 	}
-	if t.LogLevel != "" {
-		w.add(false, "--log-level", t.LogLevel)
+	if t.LogLevel != "" && t.LogLevel != DefaultLogLevel {
+		// iptables-save prints the number, and nothing for the default.
+		w.add(false, "--log-level", strconv.Itoa(SyslogPriority(t.LogLevel)))
 	}
 	for _, f := range logFlagNames {
 		if t.LogFlags&f.flag != 0 {
@@ -233,7 +234,7 @@ func (w *specWriter) logGroup(g *LogGroup, prefix string) {
 	w.add(false, "-j", g.Name())
 	if g.ULOG {
 		if prefix != "" {
-			w.add(false, "--ulog-prefix", quote(prefix))
+			w.add(false, "--ulog-prefix", saveString(prefix))
 		}
 		if g.Group > 1 {
 			num("--ulog-nlgroup", uint32(g.Group))
@@ -245,11 +246,13 @@ func (w *specWriter) logGroup(g *LogGroup, prefix string) {
 		return
 	}
 	if prefix != "" {
-		w.add(false, "--nflog-prefix", quote(prefix))
+		w.add(false, "--nflog-prefix", saveString(prefix))
 	}
 	num("--nflog-group", uint32(g.Group))
 	num("--nflog-range", g.Range)
-	num("--nflog-size", g.Size)
+	if g.Cut {
+		w.add(false, "--nflog-size", strconv.FormatUint(uint64(g.Size), 10))
+	}
 	num("--nflog-threshold", g.Threshold)
 }
 

@@ -89,10 +89,27 @@ func lexLine(line string, pos Pos) ([]token, *Error) {
 
 // quote returns s as a double-quoted word that lexLine reads back as s.
 func quote(s string) string {
+	return quoteWith(s, `"\`)
+}
+
+// saveString writes a rule's string argument (a comment, a log prefix) as
+// iptables-save does (xtables_save_string): bare when it is letters,
+// digits, '_' and '-' only, else between double quotes with ", \ and '
+// escaped.
+func saveString(s string) string {
+	if s != "" && strings.Trim(s, "_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+		return s
+	}
+	return quoteWith(s, `"\'`)
+}
+
+// quoteWith puts s between double quotes, a backslash before each byte of
+// esc.
+func quoteWith(s, esc string) string {
 	var b strings.Builder
 	b.WriteByte('"')
 	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
+		if strings.IndexByte(esc, s[i]) >= 0 {
 			b.WriteByte('\\')
 		}
 		b.WriteByte(s[i])

@@ -55,7 +55,7 @@ func TestLimitLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `-A INPUT -p tcp -m conntrack --ctstate NEW --dport 22 --syn -m limit --limit 3/min --limit-burst 10 -m comment --comment "ssh" -j LOG --log-prefix "ssh: "`
+	want := `-A INPUT -p tcp -m conntrack --ctstate NEW --dport 22 --syn -m limit --limit 3/min --limit-burst 10 -m comment --comment ssh -j LOG --log-prefix "ssh: "`
 	if got := rs.Rules[0].String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

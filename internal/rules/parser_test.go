@@ -2,9 +2,12 @@ package rules
 
 import (
 	"net/netip"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // Helpers that build AST values compactly.
@@ -85,7 +88,7 @@ func TestParseRules(t *testing.T) {
 		{"-A INPUT -6 -j REJECT --reject-with port-unreach", ParseOptions{},
 			Rule{Match: Match{Family: FamilyIPv6}, Target: Target{Verdict: VerdictReject, RejectWith: "icmp6-port-unreachable"}}},
 		{`-A INPUT -j LOG --log-prefix "dropped: " --log-level 4`, ParseOptions{},
-			Rule{Target: Target{Verdict: VerdictLog, LogPrefix: "dropped: ", LogLevel: "warning"}}},
+			Rule{Target: Target{Verdict: VerdictLog, LogPrefix: "dropped: "}}}, // 4 is the default: stored as none
 		{`-A INPUT -j LOG --log-level DEBUG`, ParseOptions{},
 			Rule{Target: Target{Verdict: VerdictLog, LogLevel: "debug"}}},
 		{`-A INPUT -j LOG --log-rate 5/min --log-burst 3`, ParseOptions{},
@@ -311,8 +314,12 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A INPUT -p ipv6-icmp --icmpv6-type echo-request -j DROP", "-p ipv6-icmp --icmpv6-type 128 -j DROP", ParseOptions{}},
 		{"-A INPUT -m mac --mac-destination AA:bb:0:1:2:3 --mac-source 1:2:3:4:5:6 -j DROP",
 			"-m mac --mac-source 01:02:03:04:05:06 --mac-destination aa:bb:00:01:02:03 -j DROP", ParseOptions{}},
-		{"-A INPUT -j LOG --log-level 7 --log-prefix 'a\"b'", `-j LOG --log-prefix "a\"b" --log-level debug`, ParseOptions{}},
+		{"-A INPUT -j LOG --log-level 7 --log-prefix 'a\"b'", `-j LOG --log-prefix "a\"b" --log-level 7`, ParseOptions{}},
 		{"-A INPUT -j LOG --log-burst 5 --log-rate 3/minute", `-j LOG --log-rate 3/min --log-burst 5`, ParseOptions{}},
+		// strings as iptables-save's xtables_save_string: bare when [A-Za-z0-9_-]+
+		{`-A INPUT -m comment --comment "a_b-9" -j LOG --log-prefix "ssh"`, `-m comment --comment a_b-9 -j LOG --log-prefix ssh`, ParseOptions{}},
+		{`-A INPUT -m comment --comment "it's" -j LOG --log-prefix 'ssh:'`, `-m comment --comment "it\'s" -j LOG --log-prefix "ssh:"`, ParseOptions{}},
+		{`-A INPUT -j NFLOG --nflog-prefix ssh`, `-j NFLOG --nflog-prefix ssh`, ParseOptions{}},
 		{"-A INPUT -j DROP --log-rate 10 --log", `-j DROP --log --log-rate 10/sec`, ParseOptions{}},
 		{"-A INPUT -m comment --comment 'x y' -d ::1 -i lo -j DROP", `-i lo -d ::1/128 -m comment --comment "x y" -j DROP`, ParseOptions{}},
 		{"-A INPUT ! -f -j DROP", "! -f -j DROP", ParseOptions{}},
@@ -330,7 +337,7 @@ func TestParseCanonicalText(t *testing.T) {
 		{"-A FORWARD -o wan -s 10.0.0.0/8 ! -i lan+ -j DROP", "! -i lan+ -o wan -s 10.0.0.0/8 -j DROP", ParseOptions{}},
 		// what iptables-save prints for --dport 0:65535 and --tcp-flags NONE NONE
 		{"-A INPUT -p tcp -m tcp -j DROP", "-p tcp -m tcp -j DROP", ParseOptions{}},
-		{"-A INPUT -m sctp -p sctp -s 10.0.0.0/8 -m comment --comment c -j DROP", `-s 10.0.0.0/8 -p sctp -m sctp -m comment --comment "c" -j DROP`, ParseOptions{}},
+		{"-A INPUT -m sctp -p sctp -s 10.0.0.0/8 -m comment --comment c -j DROP", `-s 10.0.0.0/8 -p sctp -m sctp -m comment --comment c -j DROP`, ParseOptions{}},
 		{"-A INPUT -p udplite -m udplite -j DROP", "-p udplite -m udplite -j DROP", ParseOptions{}},
 		{"-A INPUT -p udp -m udp --sport 53 -j DROP", "-p udp --sport 53 -j DROP", ParseOptions{}},
 		{"-A INPUT -p icmp -m icmp --icmp-type 255 -j DROP", "-p icmp --icmp-type any -j DROP", ParseOptions{}},
@@ -345,7 +352,61 @@ func TestParseCanonicalText(t *testing.T) {
 		if got.Text != tt.want {
 			t.Errorf("%q: Text = %q, want %q", tt.in, got.Text, tt.want)
 		}
+		if again := parseLine(t, "-A "+strings.Fields(tt.in)[1]+" "+got.Text, tt.opt); again.Text != got.Text {
+			t.Errorf("%q: %q parses back as %q", tt.in, got.Text, again.Text)
+		}
 	}
+}
+
+// TestLogLevelAsIptablesSave checks every --log-level spelling iptables
+// v1.8.9 accepts against what iptables-save (legacy and nft) printed for
+// `-A INPUT -j LOG --log-level L` in a netns: the number, none for 4.
+func TestLogLevelAsIptablesSave(t *testing.T) {
+	for in, want := range logLevelSaved {
+		got := parseLine(t, "-A INPUT -j LOG --log-level "+in, ParseOptions{})
+		if got.Text != want {
+			t.Errorf("--log-level %s: Text = %q, want %q", in, got.Text, want)
+		}
+		if again := parseLine(t, "-A INPUT "+got.Text, ParseOptions{}); again.Target.LogLevel != got.Target.LogLevel || again.Text != want {
+			t.Errorf("--log-level %s: %q parses back as level %q, text %q", in, got.Text, again.Target.LogLevel, again.Text)
+		}
+	}
+	// iptables refuses these too ("log level \"err\" unknown").
+	for _, in := range []string{"err", "warn", "8"} {
+		if _, err := Parse("t", []byte("-A INPUT -j LOG --log-level "+in+"\n"), ParseOptions{}); err == nil {
+			t.Errorf("--log-level %s: accepted", in)
+		}
+	}
+}
+
+// TestLogLevelLive: iptables-save in a throwaway namespace prints what
+// logLevelSaved records.
+func TestLogLevelLive(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("iptables-nft"); err != nil {
+		t.Skip("iptables-nft not installed")
+	}
+	ns := testutil.NewNetNS(t)
+	for _, backend := range []string{"iptables-legacy", "iptables-nft"} {
+		for in, want := range logLevelSaved {
+			if got := iptablesSaved(t, ns, backend, "-j LOG --log-level "+in); got != want {
+				t.Errorf("%s -j LOG --log-level %s: iptables-save printed %q, the record says %q", backend, in, got, want)
+			}
+		}
+	}
+}
+
+// logLevelSaved: each --log-level spelling iptables accepts, and what
+// iptables-save prints for `-A INPUT -j LOG --log-level L`.
+var logLevelSaved = map[string]string{
+	"0": "-j LOG --log-level 0", "emerg": "-j LOG --log-level 0", "panic": "-j LOG --log-level 0",
+	"1": "-j LOG --log-level 1", "alert": "-j LOG --log-level 1",
+	"2": "-j LOG --log-level 2", "crit": "-j LOG --log-level 2",
+	"3": "-j LOG --log-level 3", "error": "-j LOG --log-level 3",
+	"4": "-j LOG", "warning": "-j LOG",
+	"5": "-j LOG --log-level 5", "notice": "-j LOG --log-level 5",
+	"6": "-j LOG --log-level 6", "info": "-j LOG --log-level 6",
+	"7": "-j LOG --log-level 7", "debug": "-j LOG --log-level 7",
 }
 
 func TestParsePolicies(t *testing.T) {
@@ -479,7 +540,7 @@ func TestParseSaveFileDetails(t *testing.T) {
 	if r := find("ssh"); strings.Join(r.Comments, "|") != "ssh from the office" || r.Match.DPort.Ranges[0] != one(22) || r.Pos.Line != 11 {
 		t.Errorf("ssh rule: %+v", r)
 	}
-	if r := find("LOG"); r.Target.LogPrefix != "blocked net: " || r.Target.LogLevel != "warning" {
+	if r := find("LOG"); r.Target.LogPrefix != "blocked net: " || r.Target.LogLevel != "" {
 		t.Errorf("LOG rule: %+v", r.Target)
 	}
 	if r := find("-f -j"); r.Match.Fragment == nil || !*r.Match.Fragment {

@@ -129,6 +129,7 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 			}
 			if chance(g, 30) {
 				t.Group.Size = uint32(g.IntN(200))
+				t.Group.Cut = !t.Group.ULOG || t.Group.Size != 0 // as the parser stores it
 			}
 			t.LogLevel = "" // NFLOG and ULOG have none
 			rs.Rules[i].Text = rs.Rules[i].Spec()
@@ -657,6 +658,9 @@ func randomLogOptions(r *rand.Rand, t *Target) {
 	}
 	if chance(r, 20) {
 		t.LogLevel = pick(r, logLevels[:])
+		if t.LogLevel == DefaultLogLevel {
+			t.LogLevel = "" // as the parser stores it
+		}
 	}
 	if chance(r, 20) {
 		t.LogRate = LogRate{N: uint32(1 + r.IntN(100)), Unit: pick(r, []RateUnit{PerSecond, PerMinute, PerHour, PerDay})}

@@ -50,7 +50,7 @@ func TestRealFileSyntaxCanonical(t *testing.T) {
 		// Each -m comment keeps its text; list prints them in order, as
 		// iptables-save does.
 		{"-A INPUT -m comment --comment a -p tcp -m comment --comment 'b c' -j DROP",
-			`-p tcp -m comment --comment "a" -m comment --comment "b c" -j DROP`, any},
+			`-p tcp -m comment --comment a -m comment --comment "b c" -j DROP`, any},
 		// A match module given twice is one match (iptables-save keeps
 		// both -m tcp; the meaning is the same).
 		{"-A INPUT -p tcp -m tcp -m tcp --dport 22 -j DROP", "-p tcp --dport 22 -j DROP", any},
@@ -292,7 +292,7 @@ func TestDualFamilyTestdata(t *testing.T) {
 			"-A INPUT -p icmp --icmp-type 8 -j ACCEPT",
 			"-A INPUT -p icmp --icmp-type 11 -j ACCEPT",
 			"-A INPUT -4 -p igmp -j ACCEPT",
-			`-A INPUT -4 -p tcp --dport 22 -m comment --comment "ssh" -m comment --comment "from anywhere" -j ACCEPT`,
+			`-A INPUT -4 -p tcp --dport 22 -m comment --comment ssh -m comment --comment "from anywhere" -j ACCEPT`,
 			"-A INPUT -4 -p udp -m multiport --dports 53,123 -j ACCEPT",
 			"-A INPUT -4 -p tcp -m multiport --dports 1000:1499,1501:2000 -j ACCEPT",
 			"-A INPUT -4 -i wg+0 -j ACCEPT",
@@ -305,7 +305,7 @@ func TestDualFamilyTestdata(t *testing.T) {
 			"-A INPUT -6 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 			"-A INPUT -p ipv6-icmp -j ACCEPT",
 			"-A INPUT -s fe80::/64 -p udp --dport 546 -j ACCEPT",
-			`-A INPUT -6 -p tcp --dport 22 -m comment --comment "ssh" -m comment --comment "from anywhere" -j ACCEPT`,
+			`-A INPUT -6 -p tcp --dport 22 -m comment --comment ssh -m comment --comment "from anywhere" -j ACCEPT`,
 			"-A INPUT -6 -p udp -m multiport --dports 53,123 -j ACCEPT",
 			"-A INPUT -6 -p tcp -m multiport --dports 1000:1499,1501:2000 -j ACCEPT",
 			"-A INPUT -6 -i wg+0 -j ACCEPT",

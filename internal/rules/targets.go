@@ -461,9 +461,12 @@ func (p *ruleParser) optGroupOption(o optUse) *Error {
 		if n == 1 {
 			g.Group = 0 // the default: one meaning, one AST
 		}
-	case "--nflog-size", "--ulog-cprange":
+	case "--nflog-size":
+		n, err = number(0, 1<<32-1, "bytes of the packet each event keeps")
+		g.Size, g.Cut = uint32(n), true
+	case "--ulog-cprange":
 		n, err = number(0, 1<<32-1, "bytes of the packet each event keeps (0: all)")
-		g.Size = uint32(n)
+		g.Size, g.Cut = uint32(n), n != 0
 	case "--nflog-range":
 		n, err = number(0, 1<<32-1, "bytes of the packet (obsolete: the kernel never honoured it; use --nflog-size)")
 		g.Range = uint32(n)

@@ -21,9 +21,11 @@ var groupSpellings = []struct {
 	{"-j NFLOG --nflog-group 0", "-j NFLOG", true},
 	{`-j NFLOG --nflog-group 5 --nflog-prefix "hi there" --nflog-threshold 3`, `-j NFLOG --nflog-prefix "hi there" --nflog-group 5 --nflog-threshold 3`, true},
 	{"-j NFLOG --nflog-size 64", "-j NFLOG --nflog-size 64", true},
+	{"-j NFLOG --nflog-size 0", "-j NFLOG --nflog-size 0", true}, // the kernel keeps no byte
 	{"-p tcp --dport 22 -j NFLOG --nflog-prefix ssh --nflog-group 2", "-p tcp -m tcp --dport 22 -j NFLOG --nflog-prefix ssh --nflog-group 2", true},
-	{"-j NFLOG --nflog-range 100", "-j NFLOG --nflog-range 100", false}, // legacy prints it, nft drops it
-	{"-j ULOG --ulog-nlgroup 2 --ulog-prefix y", `-j ULOG --ulog-prefix "y" --ulog-nlgroup 2`, false},
+	{"-j NFLOG --nflog-range 100", "-j NFLOG --nflog-range 100", false},                             // legacy prints it, nft drops it
+	{"-j ULOG --ulog-nlgroup 2 --ulog-prefix y", `-j ULOG --ulog-prefix y --ulog-nlgroup 2`, false}, // xtables_save_string: bare
+	{"-j ULOG --ulog-prefix 'y z'", `-j ULOG --ulog-prefix "y z"`, false},
 	{"-j ULOG --ulog-nlgroup 1 --ulog-cprange 100 --ulog-qthreshold 10", "-j ULOG --ulog-cprange 100 --ulog-qthreshold 10", false},
 }
 
@@ -43,6 +45,10 @@ func TestGroupSpellings(t *testing.T) {
 			t.Errorf("%s vs iptables-save's %s: %s", tt.args, tt.saved, d)
 		}
 		r := a.Rules[0]
+		// xdpfw's text leaves out the -m tcp that -p tcp implies
+		if got, want := strings.TrimPrefix(r.Text, "-4 "), strings.Replace(tt.saved, "-p tcp -m tcp ", "-p tcp ", 1); got != want {
+			t.Errorf("%s: canonical text %q, iptables-save's %q", tt.args, got, want)
+		}
 		if r.Target.Verdict != VerdictLog || r.Target.Group == nil || !r.Target.Logs() {
 			t.Errorf("%s: target %+v, want a LOG rule with a group", tt.args, r.Target)
 		}
@@ -79,25 +85,7 @@ func TestGroupSpellingsLive(t *testing.T) {
 			if !tt.live {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			args := append([]string{"-A", "INPUT"}, splitArgs(t, tt.args)...)
-			if out, err := ns.Exec(ctx, backend, "-F", "INPUT"); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			if out, err := ns.Exec(ctx, backend, args...); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			out, err := ns.Exec(ctx, backend+"-save", "-t", "filter")
-			cancel()
-			if err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			var got string
-			for _, l := range strings.Split(string(out), "\n") {
-				if strings.HasPrefix(l, "-A INPUT ") {
-					got = strings.TrimPrefix(l, "-A INPUT ")
-				}
-			}
+			got := iptablesSaved(t, ns, backend, tt.args)
 			if got != tt.saved {
 				t.Errorf("%s -A INPUT %s: iptables-save printed %q, the record says %q", backend, tt.args, got, tt.saved)
 			}
@@ -114,6 +102,31 @@ func TestGroupSpellingsLive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// iptablesSaved is what backend-save prints for `-A INPUT args` alone in
+// the namespace's filter table (without "-A INPUT ").
+func iptablesSaved(t *testing.T, ns *testutil.NetNS, backend, args string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := ns.Exec(ctx, backend, "-F", "INPUT"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := ns.Exec(ctx, backend, append([]string{"-A", "INPUT"}, splitArgs(t, args)...)...); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	out, err := ns.Exec(ctx, backend+"-save", "-t", "filter")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "-A INPUT ") {
+			got = strings.TrimPrefix(l, "-A INPUT ")
+		}
+	}
+	return got
 }
 
 // splitArgs splits a rule's arguments as a shell would.

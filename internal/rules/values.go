@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -378,21 +379,33 @@ func parseVLAN(s string) (uint16, *valueErr) {
 // logLevels are the syslog level names --log-level accepts, by number.
 var logLevels = [...]string{"emerg", "alert", "crit", "error", "warning", "notice", "info", "debug"}
 
-// parseLogLevel parses a --log-level argument (a number 0-7 or a name) and
-// returns the level's name.
+// parseLogLevel parses a --log-level argument (a number 0-7, a name, or
+// iptables' alias panic for emerg) and returns the level's name; warning,
+// the default, is "" (the kernel's rule holds the number only, so
+// iptables-save cannot tell a given 4 from none: it prints neither).
 func parseLogLevel(s string) (string, *valueErr) {
+	level := ""
 	if n, ok := parseUint(s, len(logLevels)-1); ok {
-		return logLevels[n], nil
+		level = logLevels[n]
 	}
-	low := strings.ToLower(s)
-	for _, l := range logLevels {
-		if l == low {
-			return l, nil
-		}
+	switch low := strings.ToLower(s); {
+	case level != "":
+	case low == "panic":
+		level = logLevels[0]
+	case slices.Contains(logLevels[:], low):
+		level = low
+	default:
+		return "", &valueErr{tok: s, msg: "unknown log level",
+			hint: "use 0-7 or emerg (panic), alert, crit, error, warning, notice, info, debug"}
 	}
-	return "", &valueErr{tok: s, msg: "unknown log level",
-		hint: "use 0-7 or emerg, alert, crit, error, warning, notice, info, debug"}
+	if level == DefaultLogLevel {
+		return "", nil
+	}
+	return level, nil
 }
+
+// DefaultLogLevel is the level of a LOG rule that names none, as iptables'.
+const DefaultLogLevel = "warning"
 
 // Bounds of --log-rate N/UNIT and --log-burst N: a million a second is no
 // limit at all; a burst as large is a flood.
@@ -539,7 +552,7 @@ func parseRejectWith(s string) (string, Family, *valueErr) {
 // --log-level value; "" (none given) is warning, as iptables' LOG.
 func SyslogPriority(level string) int {
 	if level == "" {
-		level = "warning"
+		level = DefaultLogLevel
 	}
 	for i, l := range logLevels {
 		if l == level {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -124,10 +125,11 @@ type RuleInfo struct {
 	Text  string // the rule, canonical
 	// Target is "NFLOG" or "ULOG" for such a rule ("" for LOG and --log);
 	// Group is then its netlink group, and Size its --nflog-size or
-	// --ulog-cprange (0: no cut).
+	// --ulog-cprange when Cut.
 	Target string
 	Group  uint16
 	Size   uint32
+	Cut    bool
 }
 
 // Rules finds rules by id; a nil Rules knows none.
@@ -143,7 +145,7 @@ func IndexRules(rs *rules.RuleSet, ids []uint32) Rules {
 			info := RuleInfo{Chain: r.Chain, Num: num[r.Chain], Prefix: r.Target.LogPrefix, Level: r.Target.LogLevel, Text: r.String(),
 				Flags: r.Target.LogFlags}
 			if g := r.Target.Group; g != nil {
-				info.Target, info.Group, info.Size = g.Name(), g.Number(), g.Size
+				info.Target, info.Group, info.Size, info.Cut = g.Name(), g.Number(), g.Size, g.Cut
 			}
 			out[ids[i]] = info
 		}
@@ -155,14 +157,14 @@ func IndexRules(rs *rules.RuleSet, ids []uint32) Rules {
 // --nflog-size (ULOG's --ulog-cprange), when under the snap length. Readers
 // call it once per event, before printing or writing it.
 func (rs Rules) Trim(e *Event) {
-	if r, ok := rs[e.RuleID]; ok && r.Size != 0 && int(r.Size) < len(e.Data) {
+	if r, ok := rs[e.RuleID]; ok && r.Cut && int(r.Size) < len(e.Data) {
 		e.Data = e.Data[:r.Size]
 	}
 }
 
 // DefaultLevel is the syslog level of events whose rule names none (as
 // iptables' LOG: warning).
-const DefaultLevel = "warning"
+const DefaultLevel = rules.DefaultLogLevel
 
 // Level is the syslog level an event is forwarded with.
 func (rs Rules) Level(e *Event) string {
@@ -203,7 +205,7 @@ func ifname(names IfName, idx uint32) string {
 // Line formats an event as the kernel's iptables LOG target would (the
 // message without syslog's time stamp), with xdpfw's own fields at the end:
 //
-//	ssh: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=60 TTL=64 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=3
+//	ssh: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=60 TOS=0x00 PREC=0x00 TTL=64 ID=4660 DF PROTO=TCP SPT=40000 DPT=22 WINDOW=64240 RES=0x00 SYN URGP=0 CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=3
 //
 // RULE is the logging rule's number in its chain; BY names the rule (or
 // the policy) that decided, when another than RULE; REASON appears when
@@ -337,22 +339,45 @@ func writePacket(b *strings.Builder, data []byte, n int, flags rules.LogFlags) {
 		fmt.Fprintf(b, " FRAMELEN=%d", n)
 		return
 	}
+	writeIP(b, data, p, err, flags, false)
+}
+
+// writeIP writes the fields of the IP packet of a frame DecodeCut decoded
+// (p, err), from VLAN= (SRC= in the kernel's) on; quoted: the packet an
+// ICMP error quotes, whose own errors' quotes the kernel does not print.
+func writeIP(b *strings.Builder, data []byte, p packet.Packet, err error, flags rules.LogFlags, quoted bool) {
 	if len(p.VLANs) > 0 { // the outer tag: its id and priority code point
 		fmt.Fprintf(b, " VLAN=%d PCP=%d", p.VLANs[0], p.PCP(0))
 	}
-	fmt.Fprintf(b, " SRC=%s DST=%s LEN=%d", p.Src, p.Dst, ipLen(data, p))
-	if p.Src.Is4() {
-		fmt.Fprintf(b, " TTL=%d", p.TTL)
-	} else {
-		fmt.Fprintf(b, " HOPLIMIT=%d", p.TTL)
-	}
-	if p.FragOffset != 0 {
-		fmt.Fprintf(b, " FRAG:%d", p.FragOffset)
-	}
-	if p.MoreFragments {
-		b.WriteString(" MF")
-	}
+	fmt.Fprintf(b, " SRC=%s DST=%s LEN=%d", logAddr(p.Src), logAddr(p.Dst), ipLen(data, p))
 	l3 := l3Offset(p)
+	frag, l4, l4ok := ipHeaders(data, p, l3)
+	if p.Src.Is4() {
+		tos, fo := data[l3+1], binary.BigEndian.Uint16(data[l3+6:])
+		fmt.Fprintf(b, " TOS=0x%02X PREC=0x%02X TTL=%d ID=%d", tos&0x1e, tos&0xe0, p.TTL, binary.BigEndian.Uint16(data[l3+4:]))
+		for _, f := range []struct {
+			bit  uint16
+			name string
+		}{{0x8000, "CE"}, {0x4000, "DF"}, {0x2000, "MF"}} {
+			if fo&f.bit != 0 {
+				b.WriteString(" " + f.name)
+			}
+		}
+		if p.FragOffset != 0 {
+			fmt.Fprintf(b, " FRAG:%d", p.FragOffset)
+		}
+	} else {
+		w := binary.BigEndian.Uint32(data[l3:])
+		fmt.Fprintf(b, " TC=%d HOPLIMIT=%d FLOWLBL=%d", w>>20&0xff, p.TTL, w&0xfffff)
+		if frag > 0 { // the fragment header: offset in bytes, M, identification
+			fo := binary.BigEndian.Uint16(data[frag+2:])
+			fmt.Fprintf(b, " FRAG:%d", fo&0xfff8)
+			if fo&1 != 0 {
+				b.WriteString(" INCOMPLETE")
+			}
+			fmt.Fprintf(b, " ID:%08x", binary.BigEndian.Uint32(data[frag+4:]))
+		}
+	}
 	if flags&rules.LogIPOpt != 0 && p.Src.Is4() {
 		if ihl := 4 * int(data[l3]&0x0f); ihl > 20 && l3+ihl <= len(data) {
 			writeOpt(b, data[l3+20:l3+ihl])
@@ -362,28 +387,103 @@ func writePacket(b *strings.Builder, data []byte, n int, flags rules.LogFlags) {
 	if !p.L4Present() || err != nil && p.SPort == 0 && p.DPort == 0 && p.ICMPType == 0 {
 		return
 	}
+	has := func(n int) bool { return l4ok && l4+n <= len(data) }
 	switch p.Proto {
 	case packet.ProtoTCP:
 		fmt.Fprintf(b, " SPT=%d DPT=%d", p.SPort, p.DPort)
-		l4, ok := l4Offset(data, p, l3)
-		if ok && flags&rules.LogTCPSeq != 0 && l4+12 <= len(data) {
+		if has(12) && flags&rules.LogTCPSeq != 0 {
 			fmt.Fprintf(b, " SEQ=%d ACK=%d", binary.BigEndian.Uint32(data[l4+4:]), binary.BigEndian.Uint32(data[l4+8:]))
 		}
-		for i, name := range []string{"FIN", "SYN", "RST", "PSH", "ACK", "URG"} {
-			if p.TCPFlags&(1<<i) != 0 {
+		tcpFlags := uint8(p.TCPFlags)
+		if has(20) {
+			tcpFlags = data[l4+13]
+			fmt.Fprintf(b, " WINDOW=%d RES=0x%02x", binary.BigEndian.Uint16(data[l4+14:]), (data[l4+12]&0x0f)<<2)
+		}
+		for i, name := range []string{"CWR", "ECE", "URG", "ACK", "PSH", "RST", "SYN", "FIN"} {
+			if tcpFlags&(0x80>>i) != 0 {
 				b.WriteString(" " + name)
 			}
 		}
-		if ok && flags&rules.LogTCPOpt != 0 && l4+13 <= len(data) {
+		if has(20) {
+			fmt.Fprintf(b, " URGP=%d", binary.BigEndian.Uint16(data[l4+18:]))
+		}
+		if has(13) && flags&rules.LogTCPOpt != 0 {
 			if doff := 4 * int(data[l4+12]>>4); doff > 20 && l4+doff <= len(data) {
 				writeOpt(b, data[l4+20:l4+doff])
 			}
 		}
 	case packet.ProtoUDP:
 		fmt.Fprintf(b, " SPT=%d DPT=%d", p.SPort, p.DPort)
+		if has(8) {
+			fmt.Fprintf(b, " LEN=%d", binary.BigEndian.Uint16(data[l4+4:]))
+		}
 	case packet.ProtoICMP, packet.ProtoICMPv6:
 		fmt.Fprintf(b, " TYPE=%d CODE=%d", p.ICMPType, p.ICMPCode)
+		if has(8) {
+			writeICMP(b, p, data[l4:], flags, quoted)
+		}
 	}
+}
+
+// writeICMP writes what the kernel's nf_log prints after an ICMP or ICMPv6
+// TYPE= CODE= from the rest of the message h (8 bytes or more): an echo's
+// ID= SEQ=, PARAMETER=/POINTER=, GATEWAY=, an error's quoted packet in
+// brackets (unless the message is itself quoted), MTU=.
+func writeICMP(b *strings.Builder, p packet.Packet, h []byte, flags rules.LogFlags, quoted bool) {
+	v4 := p.Proto == packet.ProtoICMP
+	t := p.ICMPType
+	switch {
+	case v4 && (t == 0 || t == 8), !v4 && (t == 128 || t == 129):
+		fmt.Fprintf(b, " ID=%d SEQ=%d", binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint16(h[6:]))
+		return
+	case v4 && t == 12:
+		fmt.Fprintf(b, " PARAMETER=%d", h[4])
+		return
+	case v4 && t == 5:
+		fmt.Fprintf(b, " GATEWAY=%s", netip.AddrFrom4([4]byte(h[4:8])))
+	case !v4 && t == 4:
+		fmt.Fprintf(b, " POINTER=%08x", binary.BigEndian.Uint32(h[4:]))
+	case v4 && (t == 3 || t == 4 || t == 11), !v4 && (t == 1 || t == 2 || t == 3):
+	default:
+		return
+	}
+	if !quoted && len(h) > 8 {
+		// The quoted packet behind a made-up Ethernet header, for DecodeCut.
+		frame := make([]byte, 14, 14+len(h)-8)
+		frame[12], frame[13] = 0x86, 0xdd
+		if v4 {
+			frame[12], frame[13] = 0x08, 0x00
+		}
+		frame = append(frame, h[8:]...)
+		if q, err := packet.DecodeCut(frame); (err == nil || errors.Is(err, packet.ErrTruncated)) && q.Src.IsValid() {
+			var in strings.Builder
+			writeIP(&in, frame, q, err, flags, true)
+			fmt.Fprintf(b, " [%s ]", strings.TrimPrefix(in.String(), " "))
+		}
+	}
+	switch {
+	case v4 && t == 3 && p.ICMPCode == 4:
+		fmt.Fprintf(b, " MTU=%d", binary.BigEndian.Uint16(h[6:]))
+	case !v4 && t == 2:
+		fmt.Fprintf(b, " MTU=%d", binary.BigEndian.Uint32(h[4:]))
+	}
+}
+
+// logAddr writes an address as the kernel's nf_log: IPv6 in full, eight
+// groups of four hex digits (%pI6), not the short form.
+func logAddr(a netip.Addr) string {
+	if a.Is4() {
+		return a.String()
+	}
+	b := a.As16()
+	var s strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			s.WriteByte(':')
+		}
+		fmt.Fprintf(&s, "%02x%02x", b[i], b[i+1])
+	}
+	return s.String()
 }
 
 // writeOpt writes option bytes as the kernel's nf_log does: OPT (hex).
@@ -400,29 +500,33 @@ func l3Offset(p packet.Packet) int {
 	return l3
 }
 
-// l4Offset is where the L4 header of a first fragment or whole packet
+// ipHeaders finds, in a frame DecodeCut decoded, IPv6's fragment header
+// (frag > 0) and where the L4 header of a first fragment or whole packet
 // starts (behind IPv6's extension headers), if the captured bytes say.
-func l4Offset(data []byte, p packet.Packet, l3 int) (int, bool) {
+func ipHeaders(data []byte, p packet.Packet, l3 int) (frag, l4 int, ok bool) {
 	if p.Src.Is4() {
-		return l3 + 4*int(data[l3]&0x0f), true
+		return 0, l3 + 4*int(data[l3]&0x0f), true
 	}
 	next, at := data[l3+6], l3+40
 	for next != p.Proto {
 		if at+2 > len(data) {
-			return 0, false
+			return frag, 0, false
 		}
 		switch next {
 		case 0, 43, 60: // hop-by-hop, routing, destination options
 			next, at = data[at], at+8*(int(data[at+1])+1)
 		case 44: // fragment
+			if at+8 <= len(data) {
+				frag = at
+			}
 			next, at = data[at], at+8
 		case 51: // authentication header
 			next, at = data[at], at+4*(int(data[at+1])+2)
 		default:
-			return 0, false
+			return frag, 0, false
 		}
 	}
-	return at, true
+	return frag, at, true
 }
 
 // ipLen is the IP packet's length its header announces (as the kernel's

@@ -39,11 +39,12 @@ func testRules(t *testing.T) (*rules.RuleSet, Rules) {
 -A OUTPUT -j LOG
 -A INPUT -j NFLOG --nflog-group 5 --nflog-prefix "nf: " --nflog-size 20
 -A INPUT -j ULOG --ulog-prefix "u: "
+-A INPUT -j NFLOG --nflog-size 0
 `), rules.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rs, IndexRules(rs, []uint32{16, 17, 18, 19, 20, 21})
+	return rs, IndexRules(rs, []uint32{16, 17, 18, 19, 20, 21, 22})
 }
 
 var names = IfName(func(i uint32) string { return map[uint32]string{2: "eth0", 3: "eth1"}[i] })
@@ -65,7 +66,7 @@ func TestDecodeAndFormat(t *testing.T) {
 	}{
 		{"LOG rule, then ACCEPT", datapath.LogEventHeader{TsNs: 1, RuleId: 16, VerdictId: 17, Ifindex: 2, Hook: 0, Chain: 0,
 			Action: uint8(compile.ActAccept), Reason: uint8(compile.ReasonRuleAccept), Flags: flagTarget}, syn, 128,
-			"ssh: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TTL=63 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=2",
+			"ssh: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TOS=0x00 PREC=0x00 TTL=63 ID=7238 PROTO=TCP SPT=40000 DPT=22 WINDOW=64240 RES=0x00 SYN URGP=0 CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=2",
 			func(t *testing.T, r Record) {
 				if r.Rule != 1 || r.Prefix != "ssh: " || r.Level != "info" || !r.ByLOG || r.By != "2" || *r.DPort != 22 || r.TCPFlags != "SYN" || r.CapLen != 128 || r.Len != len(syn) {
 					t.Errorf("record %+v", r)
@@ -73,7 +74,7 @@ func TestDecodeAndFormat(t *testing.T) {
 			}},
 		{"--log on DROP, cut at 60 bytes, conntrack full", datapath.LogEventHeader{RuleId: 18, VerdictId: 18, Ifindex: 3,
 			Action: uint8(compile.ActDrop), Reason: uint8(compile.ReasonCTFull), Ctstate: compile.CTNew}, udp6, 60,
-			"IN=eth1 OUT= MAC=00:00:00:00:00:00:00:00:00:00:00:00:81:00 VLAN=10 PCP=5 SRC=2001:db8::1 DST=2001:db8::2 LEN=348 HOPLIMIT=64 PROTO=UDP CHAIN=INPUT RULE=3 VERDICT=DROP REASON=conntrack-full",
+			"IN=eth1 OUT= MAC=00:00:00:00:00:00:00:00:00:00:00:00:81:00 VLAN=10 PCP=5 SRC=2001:0db8:0000:0000:0000:0000:0000:0001 DST=2001:0db8:0000:0000:0000:0000:0000:0002 LEN=348 TC=0 HOPLIMIT=64 FLOWLBL=0 PROTO=UDP CHAIN=INPUT RULE=3 VERDICT=DROP REASON=conntrack-full",
 			func(t *testing.T, r Record) {
 				if r.Level != DefaultLevel || r.ByLOG || r.Len != len(udp6) || r.CapLen != 60 || r.SPort != nil || r.Src != "2001:db8::1" || r.VLANs[0] != 10 || len(r.PCPs) != 1 || r.PCPs[0] != 5 {
 					t.Errorf("record %+v", r)
@@ -89,7 +90,7 @@ func TestDecodeAndFormat(t *testing.T) {
 			}},
 		{"NFLOG: group and prefix", datapath.LogEventHeader{RuleId: 20, VerdictId: compile.PolicyID(0, false), Ifindex: 2,
 			Action: uint8(compile.ActDrop), Reason: uint8(compile.ReasonPolicyDrop), Flags: flagTarget}, syn, 128,
-			"nf: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TTL=63 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULE=4 NFLOG=5 VERDICT=DROP BY=policy",
+			"nf: IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TOS=0x00 PREC=0x00 TTL=63 ID=7238 PROTO=TCP SPT=40000 DPT=22 WINDOW=64240 RES=0x00 SYN URGP=0 CHAIN=INPUT RULE=4 NFLOG=5 VERDICT=DROP BY=policy",
 			func(t *testing.T, r Record) {
 				if r.Target != "NFLOG" || r.Group == nil || *r.Group != 5 || r.Prefix != "nf: " || r.Level != DefaultLevel {
 					t.Errorf("record %+v", r)
@@ -104,7 +105,7 @@ func TestDecodeAndFormat(t *testing.T) {
 				}
 			}},
 		{"a rule no longer in force", datapath.LogEventHeader{RuleId: 99, VerdictId: 99, Ifindex: 2, Action: uint8(compile.ActDrop)}, syn, 128,
-			"IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TTL=63 PROTO=TCP SPT=40000 DPT=22 SYN CHAIN=INPUT RULEID=99 VERDICT=DROP",
+			"IN=eth0 OUT= MAC=02:00:00:00:00:02:02:00:00:00:00:01:08:00 SRC=10.0.0.1 DST=10.0.0.2 LEN=140 TOS=0x00 PREC=0x00 TTL=63 ID=7238 PROTO=TCP SPT=40000 DPT=22 WINDOW=64240 RES=0x00 SYN URGP=0 CHAIN=INPUT RULEID=99 VERDICT=DROP",
 			nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,15 +148,16 @@ func TestDecodeAndFormat(t *testing.T) {
 	}
 }
 
-// TestTrimNFLOGSize: --nflog-size cuts what an event of its rule keeps;
-// other rules' events keep the snap length.
+// TestTrimNFLOGSize: --nflog-size cuts what an event of its rule keeps
+// (--nflog-size 0: nothing, as the kernel's); other rules' events keep the
+// snap length.
 func TestTrimNFLOGSize(t *testing.T) {
 	_, rs := testRules(t)
 	frame := make([]byte, 100)
 	for _, c := range []struct {
 		rule uint32
 		want int
-	}{{20, 20}, {16, 64}, {21, 64}, {99, 64}} {
+	}{{20, 20}, {16, 64}, {21, 64}, {99, 64}, {22, 0}} {
 		e, err := Decode(record(t, datapath.LogEventHeader{RuleId: c.rule}, frame, 64))
 		if err != nil {
 			t.Fatal(err)
@@ -195,7 +197,7 @@ func TestPPPoELogLine(t *testing.T) {
 	frame := p.Bytes()
 	var b strings.Builder
 	writePacket(&b, frame, len(frame), 0)
-	if want := " SRC=198.51.100.1 DST=10.0.0.2 LEN=128 TTL=60 PROTO=UDP SPT=53 DPT=5353"; !strings.HasSuffix(b.String(), want) {
+	if want := " SRC=198.51.100.1 DST=10.0.0.2 LEN=128 TOS=0x00 PREC=0x00 TTL=60 ID=7238 PROTO=UDP SPT=53 DPT=5353 LEN=108"; !strings.HasSuffix(b.String(), want) {
 		t.Errorf("LOG line %q, want it to end %q", b.String(), want)
 	}
 }
@@ -219,12 +221,12 @@ func TestLogFlagsLine(t *testing.T) {
 		flags rules.LogFlags
 		want  string
 	}{
-		{v4, 0, " MAC=02:00:00:00:00:02:02:00:00:00:00:01:81:00 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TTL=64 PROTO=TCP SPT=4000 DPT=22 SYN"},
-		{v4, rules.LogUID, " MAC=02:00:00:00:00:02:02:00:00:00:00:01:81:00 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TTL=64 PROTO=TCP SPT=4000 DPT=22 SYN"},
-		{v4, all, " MACSRC=02:00:00:00:00:01 MACDST=02:00:00:00:00:02 MACPROTO=0800 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TTL=64 OPT (94040000) " +
-			"PROTO=TCP SPT=4000 DPT=22 SEQ=287454020 ACK=1432778632 SYN OPT (020405B4)"},
-		{v6, rules.LogTCPSeq | rules.LogTCPOpt, " MAC=00:00:00:00:00:00:00:00:00:00:00:00:86:dd SRC=2001:db8::1 DST=2001:db8::2 LEN=72 HOPLIMIT=64 " +
-			"PROTO=TCP SPT=4000 DPT=22 SEQ=287454020 ACK=1432778632 ACK OPT (01010402)"},
+		{v4, 0, " MAC=02:00:00:00:00:02:02:00:00:00:00:01:81:00 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TOS=0x00 PREC=0x00 TTL=64 ID=7238 PROTO=TCP SPT=4000 DPT=22 WINDOW=64240 RES=0x00 SYN URGP=0"},
+		{v4, rules.LogUID, " MAC=02:00:00:00:00:02:02:00:00:00:00:01:81:00 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TOS=0x00 PREC=0x00 TTL=64 ID=7238 PROTO=TCP SPT=4000 DPT=22 WINDOW=64240 RES=0x00 SYN URGP=0"},
+		{v4, all, " MACSRC=02:00:00:00:00:01 MACDST=02:00:00:00:00:02 MACPROTO=0800 VLAN=5 PCP=0 SRC=10.0.0.1 DST=10.0.0.2 LEN=48 TOS=0x00 PREC=0x00 TTL=64 ID=7238 OPT (94040000) " +
+			"PROTO=TCP SPT=4000 DPT=22 SEQ=287454020 ACK=1432778632 WINDOW=64240 RES=0x00 SYN URGP=0 OPT (020405B4)"},
+		{v6, rules.LogTCPSeq | rules.LogTCPOpt, " MAC=00:00:00:00:00:00:00:00:00:00:00:00:86:dd SRC=2001:0db8:0000:0000:0000:0000:0000:0001 DST=2001:0db8:0000:0000:0000:0000:0000:0002 LEN=72 TC=0 HOPLIMIT=64 FLOWLBL=0 " +
+			"PROTO=TCP SPT=4000 DPT=22 SEQ=287454020 ACK=1432778632 WINDOW=64240 RES=0x00 ACK URGP=0 OPT (01010402)"},
 	} {
 		frame := c.p.Bytes()
 		var b strings.Builder

@@ -56,8 +56,8 @@ func TestOptionsReadAsIptablesReadsThem(t *testing.T) {
 		{"-p tcp -m multiport --por 80 -j ACCEPT", "-4 -p tcp -m multiport --ports 80 -j ACCEPT"},
 		{"-p tcp -j REJECT --reject tcp-reset", "-4 -p tcp -j REJECT --reject-with tcp-reset"},
 		{"--reject-with tcp-reset -p tcp -j REJECT", refused}, // before -j: not an option yet
-		{"-j LOG --log-pref x --log-lev 4", "-4 -j LOG --log-prefix \"x\" --log-level warning"},
-		{"-m comment --comm x -j ACCEPT", "-4 -m comment --comment \"x\" -j ACCEPT"},
+		{"-j LOG --log-pref x --log-lev 4", "-4 -j LOG --log-prefix x"},
+		{"-m comment --comm x -j ACCEPT", "-4 -m comment --comment x -j ACCEPT"},
 		{"-p icmp --icmp 8 -j ACCEPT", "-p icmp --icmp-type 8 -j ACCEPT"},
 		{"-p tcp --sy -j DROP", "-4 -p tcp --syn -j DROP"},
 		{"-m addrtype --dst BROADCAST -j DROP", refused}, // --dst is iptables' own: not an address

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,6 +247,21 @@ func checkLogReload(t *testing.T, f *fw, l *link, sink *udpSink) {
 // checkLogPcap reads the pcapng file `xdpfw log --pcap` wrote: a packet per
 // event, with the event's bytes, the frame's length, the interface, the
 // direction, and the log line as comment; and tcpdump reads it.
+// lineAddr is the address of a LOG line's field (SRC= or DST=), as
+// netip writes it (the line has IPv6 in full, as the kernel's).
+func lineAddr(line, field string) string {
+	_, rest, _ := strings.Cut(line, " "+field)
+	f := strings.Fields(rest)
+	if len(f) == 0 {
+		return ""
+	}
+	a, err := netip.ParseAddr(f[0])
+	if err != nil {
+		return ""
+	}
+	return a.String()
+}
+
 func checkLogPcap(t *testing.T, file string, events []logRecord, iface string) {
 	t.Helper()
 	fh, err := os.Open(file)
@@ -268,7 +284,7 @@ func checkLogPcap(t *testing.T, file string, events []logRecord, iface string) {
 			wantFlags = 2
 		}
 		if !bytes.Equal(rec.Data, data) || rec.OrigLen != e.Len || rec.IfName != iface || rec.Flags != wantFlags ||
-			!strings.HasPrefix(rec.Comment, e.Prefix) || !strings.Contains(rec.Comment, "SRC="+e.Src+" DST="+e.Dst) {
+			!strings.HasPrefix(rec.Comment, e.Prefix) || lineAddr(rec.Comment, "SRC=") != e.Src || lineAddr(rec.Comment, "DST=") != e.Dst {
 			t.Errorf("packet %d of %s: %d bytes (orig %d) on %s flags %d comment %q; event %s", i, file, len(rec.Data), rec.OrigLen,
 				rec.IfName, rec.Flags, rec.Comment, e)
 		}
@@ -349,7 +365,7 @@ func checkLogFollow(t *testing.T, f *fw, l *link) {
 		t.Fatalf("log --follow printed nothing for a logged SYN; stderr: %s", stderr.String())
 	}
 	for _, want := range []string{"e2e ssh: IN=" + l.srvIf + " OUT= MAC=", "SRC=" + l.cli4 + " DST=" + l.srv4,
-		"PROTO=TCP SPT=", "DPT=5022 SYN CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=2"} {
+		" TOS=0x00 PREC=0x00 TTL=64 ID=", " DF PROTO=TCP SPT=", "DPT=5022 WINDOW=", " RES=0x00 SYN URGP=0 CHAIN=INPUT RULE=1 VERDICT=ACCEPT BY=2"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log --follow line lacks %q:\n%s", want, line)
 		}
