@@ -22,16 +22,7 @@ import (
 func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 	testutil.RequireRoot(t)
 	x, server, peer := natOutputRouter(t)
-	text := strings.Join([]string{
-		"*nat",
-		":PREROUTING ACCEPT [0:0]",
-		":INPUT ACCEPT [0:0]",
-		":OUTPUT ACCEPT [0:0]",
-		":POSTROUTING ACCEPT [0:0]",
-		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + server + ":8080",
-		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination " + server + ":8080",
-		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + peer + ":8080",
-		"COMMIT",
+	text := strings.Join(append(natOutputDNATs(server, peer),
 		"*filter",
 		":INPUT ACCEPT [0:0]",
 		":FORWARD DROP [0:0]",
@@ -39,10 +30,10 @@ func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 		"-A INPUT -p udp -m udp --sport 8080",
 		"-A INPUT -p udp -m udp --sport 80",
 		"-A INPUT -p udp -m conntrack --ctstate DNAT",
-		"-A OUTPUT -d " + server + "/32 -p udp -m udp --dport 8080",
-		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80",
-		"-A OUTPUT -d " + peer + "/32 -p udp -m udp --dport 8080",
-		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80",
+		"-A OUTPUT -d "+server+"/32 -p udp -m udp --dport 8080",
+		"-A OUTPUT -d "+vipFar+"/32 -p udp -m udp --dport 80",
+		"-A OUTPUT -d "+peer+"/32 -p udp -m udp --dport 8080",
+		"-A OUTPUT -d "+vipNear+"/32 -p udp -m udp --dport 80",
 		"-A OUTPUT -p udp -m conntrack --ctstate NEW,DNAT",
 		"-A OUTPUT -p udp -m conntrack --ctstate DNAT",
 		"-A OUTPUT -o rb -p udp -m udp --dport 8080",
@@ -50,7 +41,7 @@ func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 		"-A OUTPUT -o rb -p udp -m udp --dport 80",
 		"-A OUTPUT -o ra -p udp",
 		"COMMIT",
-	}, "\n") + "\n"
+	), "\n") + "\n"
 	const rounds = 3
 	flows := func(what string) {
 		t.Helper()
@@ -104,23 +95,14 @@ func TestNATOutputNoForwardingXdpfw(t *testing.T) {
 	if out, err := x.r.Exec(ctx, "sysctl", "-qw", "net.ipv4.ip_forward=0"); err != nil {
 		t.Fatalf("forwarding off: %v\n%s", err, out)
 	}
-	text := strings.Join([]string{
-		"*nat",
-		":PREROUTING ACCEPT [0:0]",
-		":INPUT ACCEPT [0:0]",
-		":OUTPUT ACCEPT [0:0]",
-		":POSTROUTING ACCEPT [0:0]",
-		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + server + ":8080",
-		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination " + server + ":8080",
-		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + peer + ":8080",
-		"COMMIT",
+	text := strings.Join(append(natOutputDNATs(server, peer),
 		"*filter",
 		":INPUT DROP [0:0]",
 		":FORWARD DROP [0:0]",
 		":OUTPUT ACCEPT [0:0]",
 		"-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 		"COMMIT",
-	}, "\n") + "\n"
+	), "\n") + "\n"
 	flows := func(what string) {
 		t.Helper()
 		for _, c := range []struct{ network, to string }{
@@ -145,5 +127,22 @@ func TestNATOutputNoForwardingXdpfw(t *testing.T) {
 	}
 	if st := f.natStatus(); st.Counters["output"] != 3 || st.Counters["no_route"] != 0 {
 		t.Errorf("status: nat counters %v; want 3 connections translated by nat OUTPUT, none without a route", st.Counters)
+	}
+}
+
+// natOutputDNATs is the nat table both nat OUTPUT filter tests load: UDP
+// and TCP to vipFar:80 DNATed to server:8080, UDP to vipNear:80 to
+// peer:8080.
+func natOutputDNATs(server, peer string) []string {
+	return []string{
+		"*nat",
+		":PREROUTING ACCEPT [0:0]",
+		":INPUT ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		":POSTROUTING ACCEPT [0:0]",
+		"-A OUTPUT -d " + vipFar + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipFar + "/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination " + server + ":8080",
+		"-A OUTPUT -d " + vipNear + "/32 -p udp -m udp --dport 80 -j DNAT --to-destination " + peer + ":8080",
+		"COMMIT",
 	}
 }
