@@ -469,7 +469,8 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	// packet of a connection whose source (destination) NAT changed, so
 	// the rule is a disjunction: its entries are one without the NAT test
 	// (states plain) and one with it (states nat): ctNATEntries.
-	var nat, natStates uint8
+	var nat, natStates, connless uint8
+	connected := true // the rule has entries for packets of a connection
 	if m.UsesConntrack() {
 		const tracked = rules.CTNew | rules.CTEstablished | rules.CTRelated
 		mask := rules.CTAll
@@ -486,7 +487,12 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 			}
 		}
 		if m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs() {
-			// the tests other than --ctstate need a connection, as the kernel's
+			// the tests other than --ctstate read a connection: the kernel's
+			// xt_conntrack judges a packet without one (INVALID, UNTRACKED)
+			// by the state test alone, and without one matches none
+			if m.CTState != nil {
+				connless = mask &^ tracked
+			}
 			mask &= tracked
 		}
 		if nat != 0 {
@@ -499,7 +505,7 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 				natStates = tracked &^ mask
 			}
 		}
-		if mask == 0 && natStates == 0 {
+		if connected = mask != 0 || natStates != 0; !connected && connless == 0 {
 			return nil, append(warn, "its -m conntrack tests leave no connection state; the rule never matches"), nil
 		}
 		test(MCTState, false)
@@ -619,6 +625,9 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	var bases []Entry
 	var never string
 	for _, b := range ctNATEntries(base, nat, natStates, m.CTState != nil && m.CTState.Invert) {
+		if !connected {
+			break
+		}
 		bs, nv, err := ctAddrBases(m, b)
 		if err != nil {
 			return nil, warn, err
@@ -627,6 +636,9 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 			never = nv
 		}
 		bases = append(bases, bs...)
+	}
+	if connless != 0 {
+		bases = append(bases, ctConnlessEntry(base, connless))
 	}
 	if len(bases) == 0 {
 		return nil, append(warn, never), nil

@@ -130,3 +130,19 @@ func conjAddr(tests []*rules.AddrMatch) (t *rules.AddrMatch, none bool, err erro
 	}
 	return nil, false, nil
 }
+
+// ctConnlessEntry is the entry of a rule whose --ctstate lets packets
+// without a connection through (states: INVALID, UNTRACKED) beside tests
+// that read a connection (--ctproto, --ctstatus, --ctdir, the addresses):
+// the kernel's xt_conntrack judges such a packet by its state test alone,
+// so this entry is base (the rule's other tests, -s and -d included) with
+// those states and none of those tests. Its states are apart from the
+// rule's other entries': a packet matches one at most.
+func ctConnlessEntry(base Entry, states uint8) Entry {
+	const conn = MCTProto | MCTStatus | MCTDir
+	e := base
+	e.Match &^= conn
+	e.Invert &^= conn
+	e.CTProto, e.CTStatus, e.CTState = 0, 0, states
+	return e
+}

@@ -31,6 +31,25 @@ func TestSeveralCTMatchesAgree(t *testing.T) {
 		{"-m state ! --state ESTABLISHED", "-m conntrack --ctdir REPLY"},
 		{"-m conntrack --ctproto 6", "-m state ! --state INVALID,UNTRACKED"},
 		{"-m conntrack --ctstate NEW,UNTRACKED --ctstatus SEEN_REPLY", "-m conntrack --ctproto 6"},
+		// One match whose state test lets packets without a connection
+		// through beside tests that read one: the kernel passes them by
+		// the state test alone (conntrack_mt returns before the others).
+		{"-m conntrack --ctstate INVALID,NEW --ctstatus ASSURED"},
+		{"-m conntrack ! --ctstate NEW --ctproto 17"},
+		{"-m conntrack --ctstate INVALID --ctdir REPLY"},
+		{"-m conntrack --ctstate UNTRACKED,ESTABLISHED ! --ctstatus CONFIRMED"},
+		{"-m conntrack ! --ctstate ESTABLISHED ! --ctproto 6 --ctdir ORIGINAL"},
+		{"-m conntrack ! --ctstate RELATED --ctorigsrc 10.0.0.0/8"},
+		{"-m conntrack ! --ctstate DNAT --ctstatus ASSURED"},
+		{"-m conntrack --ctstate INVALID,SNAT --ctproto 17"},
+		// without a state test, none
+		{"-m conntrack ! --ctstatus ASSURED"},
+		{"-m conntrack ! --ctproto 6"},
+		// several matches, each with a state test: the conjunction of
+		// their state tests decides such a packet
+		{"-m state --state NEW,UNTRACKED", "-m conntrack --ctstate UNTRACKED,NEW --ctproto 6"},
+		{"-m conntrack --ctstate INVALID,NEW --ctstatus ASSURED", "-m state --state INVALID,ESTABLISHED,NEW"},
+		{"-m conntrack ! --ctstate NEW --ctstatus ASSURED", "-m state ! --state ESTABLISHED"},
 	}
 	r := rand.New(rand.NewPCG(25, 2))
 	names := []string{"lo", "eth0"}
@@ -61,8 +80,10 @@ func TestSeveralCTMatchesAgree(t *testing.T) {
 			kernel := true
 			for i := range ms {
 				if p.CTState == CTInvalid || p.CTState == CTUntracked {
-					s := one[i].Rules[0].Match.CTState
-					kernel = kernel && s != nil && (s.Mask&(1<<p.CTState) != 0) != s.Invert
+					m := one[i].Rules[0].Match
+					s := m.CTState
+					fam := m.Family == rules.FamilyAny || (m.Family == rules.FamilyIPv4) == p.Src.Is4() // iptables or ip6tables
+					kernel = kernel && fam && s != nil && (s.Mask&(1<<p.CTState) != 0) != s.Invert
 				} else {
 					kernel = kernel && Decide(one[i], p).Rule == 0
 				}

@@ -457,14 +457,16 @@ func ctStateBits(p RefPacket) uint8 {
 }
 
 // ctMatches is the part of Matches of -m conntrack's tests other than
-// --ctstate: as in the kernel's xt_conntrack, a packet without a
-// connection (INVALID, UNTRACKED) matches none of them, negated or not.
+// --ctstate: as in the kernel's xt_conntrack (conntrack_mt), a packet
+// without a connection (INVALID, UNTRACKED) is not tested by them: it
+// matches when the match has a --ctstate (which Matches has tested
+// already), and does not without one, negated or not.
 func ctMatches(m *rules.Match, p RefPacket) bool {
 	if m.CTProto == nil && m.CTStatus == nil && m.CTDir == nil && !m.CTAddrs() {
 		return true
 	}
 	if p.CTState != CTNew && p.CTState != CTEstablished && p.CTState != CTRelated {
-		return false
+		return m.CTState != nil
 	}
 	if c := m.CTProto; c != nil && (p.CTProto == c.Proto) == c.Invert {
 		return false

@@ -408,9 +408,12 @@ type Match struct {
 	// these fields (the parser's newCTMatch): the canonical text has one
 	// -m conntrack.
 	CTState *CTStateMatch
-	// The other -m conntrack tests: --ctproto, --ctstatus, --ctdir. Like
-	// the kernel's, they match only packets of a connection (the states
-	// NEW, ESTABLISHED and RELATED), negated or not.
+	// The other -m conntrack tests: --ctproto, --ctstatus, --ctdir. They
+	// read a packet's connection; as in the kernel's xt_conntrack, a packet
+	// without one (INVALID, UNTRACKED) is judged by CTState alone: it
+	// matches when CTState is given and passes it, whatever these tests
+	// (negated or not), and never matches without CTState. (The parser
+	// keeps that meaning when it intersects several matches: ctConnless.)
 	CTProto  *ProtoMatch
 	CTStatus *CTStatusMatch
 	CTDir    *CTDir

@@ -403,11 +403,10 @@ func (p *ruleParser) newCTMatch(at token) {
 // (INVALID, UNTRACKED) what the kernel's matches mean: one of them passes
 // such a packet when its state test does, whatever its other options
 // (--ctproto, --ctstatus, --ctdir, the addresses), and one without a state
-// test passes none. Match keeps one meaning, where those options need a
-// connection: so where some match has no state test, the state test drops
-// INVALID and UNTRACKED (then the one -m conntrack list prints means the
-// same to iptables), and where every match has one, a state test that lets
-// such a packet through beside those options is refused.
+// test passes none. Match keeps the meaning of one such match (the one -m
+// conntrack list prints): where every match has a state test, the
+// intersection's is their conjunction, exact as it stands; where some match
+// has none, the state test drops INVALID and UNTRACKED.
 func (p *ruleParser) ctConnless(at token) *Error {
 	m := &p.r.Match
 	c := m.CTState
@@ -418,20 +417,17 @@ func (p *ruleParser) ctConnless(at token) *Error {
 	if c.Invert && c.Mask&none == none || !c.Invert && c.Mask&none == 0 {
 		return nil // the state test passes no packet without a connection
 	}
-	if slices.Contains(p.ctStated, false) {
-		if c.Invert {
-			m.CTState = &CTStateMatch{Mask: c.Mask | none, Invert: true}
-		} else if m.CTState = (&CTStateMatch{Mask: c.Mask &^ none}); m.CTState.Mask == 0 {
-			return p.errAt(at, "", "-m conntrack or -m state matches of one rule that match no packet",
-				"the state test lets only packets without a connection through (INVALID, UNTRACKED), "+
-					"and another match's --ctproto, --ctstatus, --ctdir or address test needs a connection")
-		}
+	if !slices.Contains(p.ctStated, false) {
 		return nil
 	}
-	return p.errAt(at, "", "these -m conntrack or -m state matches are no one -m conntrack",
-		"their state tests let packets without a connection (INVALID, UNTRACKED) through, which the kernel "+
-			"then matches whatever the other options of their match; drop INVALID and UNTRACKED from the "+
-			"states, or give those packets a rule of their own")
+	if c.Invert {
+		m.CTState = &CTStateMatch{Mask: c.Mask | none, Invert: true}
+	} else if m.CTState = (&CTStateMatch{Mask: c.Mask &^ none}); m.CTState.Mask == 0 {
+		return p.errAt(at, "", "-m conntrack or -m state matches of one rule that match no packet",
+			"the state test lets only packets without a connection through (INVALID, UNTRACKED), "+
+				"and another match's --ctproto, --ctstatus, --ctdir or address test needs a connection")
+	}
+	return nil
 }
 
 // ctRefuse refuses option o, given in an earlier -m conntrack or -m state
