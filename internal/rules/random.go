@@ -185,6 +185,13 @@ func RandomRuleSetWith(r *rand.Rand, n int, k RandomKnobs) *RuleSet {
 			randomHeader(hdr, &rs.Rules[i].Match)
 			rs.Rules[i].Text = rs.Rules[i].Spec()
 		}
+		// (seeded from hdr after its last draw: nothing drawn above changes)
+		ct := rand.New(rand.NewPCG(hdr.Uint64(), 0xc7))
+		for i := range rs.Rules {
+			if randomCTConnless(ct, &rs.Rules[i].Match) {
+				rs.Rules[i].Text = rs.Rules[i].Spec()
+			}
+		}
 	}
 	// Some sets have an xdpfw-priority table, from a stream of its own
 	// too; iptables has none (IptablesOnly).
@@ -271,6 +278,29 @@ var (
 	randomTTL    = [...]uint8{0, 1, 2, 63, 64, 65, 128, 254, 255}
 	randomMSS    = [...]uint16{0, 536, 1220, 1360, 1440, 1460, 8960, 65535}
 )
+
+// randomCTConnless gives, at random, a rule whose --ctstate lets packets
+// without a connection (INVALID, UNTRACKED) through a test that reads a
+// connection beside it (--ctstatus, --ctproto or --ctdir), which the
+// kernel's xt_conntrack skips for such packets; it reports whether it did.
+func randomCTConnless(r *rand.Rand, m *Match) bool {
+	c := m.CTState
+	const none = CTInvalid | CTUntracked
+	if c == nil || c.Invert && c.Mask&none == none || !c.Invert && c.Mask&none == 0 ||
+		m.CTProto != nil || m.CTStatus != nil || m.CTDir != nil || m.CTAddrs() || !chance(r, 40) {
+		return false
+	}
+	switch r.IntN(3) {
+	case 0:
+		m.CTStatus = &CTStatusMatch{Mask: uint8(1 + r.IntN(15)), Invert: chance(r, 40)}
+	case 1:
+		m.CTProto = &ProtoMatch{Proto: pick(r, []uint8{protoTCP, protoUDP, protoICMP}), Invert: chance(r, 40)}
+	default:
+		d := pick(r, []CTDir{CTDirOriginal, CTDirReply})
+		m.CTDir = &d
+	}
+	return true
+}
 
 // randomHeader adds some header matches to m.
 func randomHeader(r *rand.Rand, m *Match) {
