@@ -37,8 +37,9 @@ type SetRestore struct {
 // returns every error (an ErrorList at file:line:col).
 func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind, bool)) (*SetRestore, error) {
 	out := &SetRestore{}
-	created := map[string]int{} // name -> index in Creates
-	adds := map[string]int{}    // name -> index in Adds
+	created := map[string]int{}  // name -> index in Creates
+	adds := map[string]int{}     // name -> index in Adds
+	refused := map[string]bool{} // sets whose create line is refused
 	errs := lexLines(file, src, func(line int, toks []token) *Error {
 		at := func(t token) Pos { return Pos{file, line, t.col} }
 		bad := func(t token, msg, hint string) *Error { return &Error{Pos: at(t), Token: t.text, Msg: msg, Hint: hint} }
@@ -64,7 +65,14 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 				opt := toks[i]
 				switch opt.text {
 				case "family", "hashsize", "maxelem", "bucketsize", "initval":
+				case "timeout":
+					refused[name.text] = true
+					return bad(opt, "unsupported set option: the set's elements expire (ipset removes each when its timeout runs out, "+
+						"as fail2ban's and CrowdSec's bans do); an element of an xdpfw set stays until xdpfw set del removes it",
+						"keep this set and the rules that match it in the kernel's ipset and iptables, "+
+							"or make the set without timeout and add and delete its elements with xdpfw set add/del")
 				default:
+					refused[name.text] = true
 					return bad(opt, "unsupported set option",
 						"xdpfw sets take family and maxelem (hashsize, bucketsize and initval are ignored)")
 				}
@@ -97,6 +105,8 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 				kind = out.Creates[i].Kind
 			} else if k, ok := existing(name.text); ok {
 				kind = k
+			} else if refused[name.text] {
+				return nil // its create line's error says why
 			} else {
 				return bad(name, "no such set", "create it first: a create line before its add lines, or xdpfw set create")
 			}

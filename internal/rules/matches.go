@@ -495,6 +495,18 @@ func (p *ruleParser) optCTAddr(o optUse) *Error {
 	return nil
 }
 
+// optCTRefused refuses the options of -m conntrack xdpfw does not run: the
+// connection's ports by direction, and its remaining lifetime.
+func (p *ruleParser) optCTRefused(o optUse) *Error {
+	if o.opt.text == "--ctexpire" {
+		return p.errAt(o.opt, "", "--ctexpire is not supported: xdpfw's conntrack entries do not keep the kernel's remaining lifetime",
+			hintKernel)
+	}
+	return p.errAt(o.opt, "", o.opt.text+" is not supported: xdpfw's classifier tests the packet's own ports, "+
+		"not those its connection had in one direction",
+		"test the packet's ports (-p tcp --dport N) with -m conntrack --ctdir ORIGINAL or REPLY, or "+hintKernel)
+}
+
 // optCTProto handles -m conntrack --ctproto.
 func (p *ruleParser) optCTProto(o optUse) *Error {
 	a := o.args[0]
@@ -781,9 +793,10 @@ func (p *ruleParser) optModule(o optUse) *Error {
 				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
 			})
 		}
-	case "connmark":
-		return p.errAt(a, name, "module connmark is not supported: xdpfw's conntrack keeps no mark", hintMarkMatch)
 	default:
+		if r, ok := refusedModules[name]; ok {
+			return p.errAt(a, name, "module "+name+" is not supported: "+r.why, r.hint)
+		}
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}
 	return nil
