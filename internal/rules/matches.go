@@ -495,18 +495,6 @@ func (p *ruleParser) optCTAddr(o optUse) *Error {
 	return nil
 }
 
-// optCTRefused refuses the options of -m conntrack xdpfw does not run: the
-// connection's ports by direction, and its remaining lifetime.
-func (p *ruleParser) optCTRefused(o optUse) *Error {
-	if o.opt.text == "--ctexpire" {
-		return p.errAt(o.opt, "", "--ctexpire is not supported: xdpfw's conntrack entries do not keep the kernel's remaining lifetime",
-			hintKernel)
-	}
-	return p.errAt(o.opt, "", o.opt.text+" is not supported: xdpfw's classifier tests the packet's own ports, "+
-		"not those its connection had in one direction",
-		"test the packet's ports (-p tcp --dport N) with -m conntrack --ctdir ORIGINAL or REPLY, or "+hintKernel)
-}
-
 // optCTProto handles -m conntrack --ctproto.
 func (p *ruleParser) optCTProto(o optUse) *Error {
 	a := o.args[0]

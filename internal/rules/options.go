@@ -98,9 +98,6 @@ func lookupOption(name string) (optSpec, bool) {
 	case "--ctdir":
 		return optSpec{slot: name, nargs: 1, usage: "--ctdir ORIGINAL|REPLY",
 			module: "conntrack", parse: (*ruleParser).optCTDir}, true
-	case "--ctorigsrcport", "--ctorigdstport", "--ctreplsrcport", "--ctrepldstport", "--ctexpire":
-		return optSpec{nargs: 1, usage: name + " N[:M]", negatable: true, module: "conntrack",
-			parse: (*ruleParser).optCTRefused}, true
 	case "--state":
 		return optSpec{slot: "ctstate", nargs: 1, usage: "--state STATE[,STATE...]", negatable: true,
 			module: "state", parse: (*ruleParser).optCTState}, true

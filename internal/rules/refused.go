@@ -115,6 +115,29 @@ var refusedModules = map[string]refusal{
 		hint: "load the country's networks into an xdpfw set (xdpfw set create NAME hash:net; set add) and match it with -m set --match-set NAME src"},
 }
 
+// refusedOptions are options of iptables' matches that xdpfw does not
+// take, with the reason: a rule with one is refused (never skipped).
+var refusedOptions = map[string]refusal{
+	"--ctorigsrcport": ctPortRefusal, "--ctorigdstport": ctPortRefusal,
+	"--ctreplsrcport": ctPortRefusal, "--ctrepldstport": ctPortRefusal,
+	"--ctexpire": {why: "xdpfw's conntrack entries do not keep the kernel's remaining lifetime", hint: hintKernel},
+	"--tcp-option": {why: "it tests whether the TCP header carries an option of a kind; xdpfw reads the MSS option only (-m tcpmss)",
+		hint: hintKernel},
+	"--chunk-types": {why: "it tests the chunks of SCTP packets; xdpfw reads SCTP's ports only",
+		hint: "match the ports (-p sctp --dport N), or " + hintKernel},
+	"--return-nomatch":  {why: "it changes what a set's nomatch elements mean; xdpfw's sets have none", hint: hintKernel},
+	"--update-counters": setCounterRefusal, "--update-subcounters": setCounterRefusal,
+	"--packets-eq": setCounterRefusal, "--packets-lt": setCounterRefusal, "--packets-gt": setCounterRefusal,
+	"--bytes-eq": setCounterRefusal, "--bytes-lt": setCounterRefusal, "--bytes-gt": setCounterRefusal,
+}
+
+var (
+	ctPortRefusal = refusal{why: "xdpfw's classifier tests the packet's own ports, not those its connection had in one direction",
+		hint: "test the packet's ports (-p tcp --dport N) with -m conntrack --ctdir ORIGINAL or REPLY, or " + hintKernel}
+	setCounterRefusal = refusal{why: "it reads or updates the packet and byte counters of set elements, which xdpfw's sets do not keep",
+		hint: hintKernel}
+)
+
 // refusedTables are the iptables tables xdpfw cannot load, with the reason.
 // filter is what xdpfw is; raw's NOTRACK is refused per rule.
 var refusedTables = map[string]refusal{
