@@ -38,6 +38,10 @@ var realWorldNotYet = map[string]string{
 	"openstack-neutron.v4": "module physdev is not supported",
 	// the tor user's connections, by the socket's owner
 	"tor-transparent-proxy.v4": "module owner is not supported",
+	// SIP scanners by their User-Agent: payload
+	"asterisk-voip.v4": "module string is not supported",
+	// wg-quick's full-tunnel rule: DROP in raw PREROUTING, as Docker 28's
+	"wg-quick-client.v4": "-j DROP in the raw table is not supported",
 }
 
 // realWorldSets reads the sets a rule set's -m set rules name from the
