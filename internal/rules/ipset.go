@@ -56,6 +56,7 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 			if _, dup := created[name.text]; dup {
 				return bad(name, "set created twice", "")
 			}
+			refused[name.text] = true // until the line is read whole
 			typ, err := ParseSetType(toks[2].text)
 			if err != nil {
 				return bad(toks[2], "unsupported set type", "xdpfw sets are hash:ip (addresses) or hash:net (networks)")
@@ -66,13 +67,11 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 				switch opt.text {
 				case "family", "hashsize", "maxelem", "bucketsize", "initval":
 				case "timeout":
-					refused[name.text] = true
 					return bad(opt, "unsupported set option: the set's elements expire (ipset removes each when its timeout runs out, "+
 						"as fail2ban's and CrowdSec's bans do); an element of an xdpfw set stays until xdpfw set del removes it",
 						"keep this set and the rules that match it in the kernel's ipset and iptables, "+
 							"or make the set without timeout and add and delete its elements with xdpfw set add/del")
 				default:
-					refused[name.text] = true
 					return bad(opt, "unsupported set option",
 						"xdpfw sets take family and maxelem (hashsize, bucketsize and initval are ignored)")
 				}
@@ -93,6 +92,7 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 					c.Size = n
 				}
 			}
+			delete(refused, c.Name)
 			created[c.Name] = len(out.Creates)
 			out.Creates = append(out.Creates, c)
 		case "add", "-A":
