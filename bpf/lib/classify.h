@@ -395,7 +395,8 @@ __noinline int fw_hashlimit_apply(__u32 rule_id, const struct fw_pkt *p, struct 
  * one it cannot count drops the packet), a -m limit one that is no LOG
  * rule takes a token (fw_limit), and is passed when that does not match;
  * then a probe sets its bit and counts its rule, a LOG or counting entry is noted for logging
- * or counting (fw_walk_pass), and any other decides: it fills d, sets
+ * or counting (fw_walk_pass; a LOG rule's -m recent or -m hashlimit entry once its test
+ * matched), and any other decides: it fills d, sets
  * *at_idx to its entry index and returns 1 (LOG rules after it then log
  * nothing: fw_log_finish cuts at the scratch's best). Returns 0 when none
  * decides. docs/limits.md. */
@@ -453,10 +454,10 @@ static __always_inline int fw_state_settle(struct fw_decision *d, const struct f
 			continue;
 		if (probe) /* its bit, and its rule counts the packet (as a counting entry) */
 			bits |= 1u << ((probe - 1) & (FW_PROBE_MAX - 1));
-		if (probe || action == FW_ACT_LOG) {
+		if (probe || action == FW_ACT_LOG) { /* a LOG rule's -m recent or -m hashlimit (FW_EF_STATE) matched: it logs */
 			fw_walk_pass(d, idx, rule_id,
 				     probe ? FW_ACT_LOG | FW_EF_COUNT << 8 | p->chain << 16
-					   : action | (__u32)(flags & ~FW_EF_NOTE) << 8 | p->chain << 16,
+					   : action | (__u32)(flags & ~(FW_EF_NOTE | FW_EF_STATE)) << 8 | p->chain << 16,
 				     0);
 			continue;
 		}

@@ -355,7 +355,10 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 		case r.Chain == rules.ChainOutput:
 			return nil, nil, fmt.Errorf("-m %s is not supported in OUTPUT (the tc egress program has no room for it yet); "+
 				"use it in INPUT or FORWARD", mod)
-		case r.Target.Verdict == rules.VerdictLog || r.Target.Log:
+		case r.Target.Log || r.Target.Verdict == rules.VerdictLog && mod == "connlimit":
+			// a LOG rule's -m recent or -m hashlimit is settled in rule
+			// order as any other's and logs when it matches
+			// (fw_state_settle); --log logs what its rule decides
 			return nil, nil, fmt.Errorf("-m %s on a rule that logs is not supported; put the LOG rule beside it without -m %[1]s", mod)
 		}
 		base.State, base.HashLimit, base.ConnLimit = true, mod == "hashlimit", mod == "connlimit"

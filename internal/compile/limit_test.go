@@ -358,7 +358,7 @@ func TestHashLimitChainsAgree(t *testing.T) {
 func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Rand, *rules.RuleSet)) (matched int) {
 	t.Helper()
 	names := []string{"lo", "eth0", "eth1", "veth0"}
-	settled, sets := 0, 0
+	settled, sets, stateLogs := 0, 0, 0
 	for set := 0; set < 300; set++ {
 		rs := rules.RandomRuleSet(r, 1+r.IntN(30))
 		knob(r, rs)
@@ -399,12 +399,27 @@ func stateTreeAgrees(t *testing.T, r *rand.Rand, minSets int, knob func(*rand.Ra
 				t.Fatalf("set %d packet %d: tree says id %d (%d addresses, %d buckets), reference id %d (%d, %d)\npacket %+v\n%s",
 					set, k, gotID, len(twin.Lists), len(twin.Buckets), wantID, len(ref.Lists), len(ref.Buckets), p, rs)
 			}
+			// LOG rules with -m recent or -m hashlimit log when their test
+			// matches, in rule order, as the reference's
+			var wantLogs []uint32
+			for _, i := range want.Logs {
+				wantLogs = append(wantLogs, uint32(FirstRuleID+i))
+				if m := &rs.Rules[i].Match; m.Recent != nil || m.HashLimit != nil {
+					stateLogs++
+				}
+			}
+			if !slices.Equal(c.Logs, wantLogs) {
+				t.Fatalf("set %d packet %d: tree logs rule ids %v, reference %v\npacket %+v\n%s", set, k, c.Logs, wantLogs, p, rs)
+			}
 		}
 	}
 	if sets < minSets || settled == 0 {
 		t.Fatalf("%d rule sets compiled, %d state entries settled: the test checked too little", sets, settled)
 	}
-	t.Logf("%d rule sets, %d state entries settled, %d hashlimit matches", sets, settled, matched)
+	if stateLogs == 0 {
+		t.Fatal("no LOG rule with -m recent or -m hashlimit logged: the test checked nothing of them")
+	}
+	t.Logf("%d rule sets, %d state entries settled, %d hashlimit matches, %d logs of LOG rules with a state match", sets, settled, matched, stateLogs)
 	return matched
 }
 

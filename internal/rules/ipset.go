@@ -37,8 +37,9 @@ type SetRestore struct {
 // returns every error (an ErrorList at file:line:col).
 func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind, bool)) (*SetRestore, error) {
 	out := &SetRestore{}
-	created := map[string]int{} // name -> index in Creates
-	adds := map[string]int{}    // name -> index in Adds
+	created := map[string]int{}  // name -> index in Creates
+	adds := map[string]int{}     // name -> index in Adds
+	refused := map[string]bool{} // sets whose create line is refused
 	errs := lexLines(file, src, func(line int, toks []token) *Error {
 		at := func(t token) Pos { return Pos{file, line, t.col} }
 		bad := func(t token, msg, hint string) *Error { return &Error{Pos: at(t), Token: t.text, Msg: msg, Hint: hint} }
@@ -55,6 +56,7 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 			if _, dup := created[name.text]; dup {
 				return bad(name, "set created twice", "")
 			}
+			refused[name.text] = true // until the line is read whole
 			typ, err := ParseSetType(toks[2].text)
 			if err != nil {
 				return bad(toks[2], "unsupported set type", "xdpfw sets are hash:ip (addresses) or hash:net (networks)")
@@ -64,6 +66,11 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 				opt := toks[i]
 				switch opt.text {
 				case "family", "hashsize", "maxelem", "bucketsize", "initval":
+				case "timeout":
+					return bad(opt, "unsupported set option: the set's elements expire (ipset removes each when its timeout runs out, "+
+						"as fail2ban's and CrowdSec's bans do); an element of an xdpfw set stays until xdpfw set del removes it",
+						"keep this set and the rules that match it in the kernel's ipset and iptables, "+
+							"or make the set without timeout and add and delete its elements with xdpfw set add/del")
 				default:
 					return bad(opt, "unsupported set option",
 						"xdpfw sets take family and maxelem (hashsize, bucketsize and initval are ignored)")
@@ -85,6 +92,7 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 					c.Size = n
 				}
 			}
+			delete(refused, c.Name)
 			created[c.Name] = len(out.Creates)
 			out.Creates = append(out.Creates, c)
 		case "add", "-A":
@@ -97,6 +105,8 @@ func ParseIpsetSave(file string, src []byte, existing func(name string) (SetKind
 				kind = out.Creates[i].Kind
 			} else if k, ok := existing(name.text); ok {
 				kind = k
+			} else if refused[name.text] {
+				return nil // its create line's error says why
 			} else {
 				return bad(name, "no such set", "create it first: a create line before its add lines, or xdpfw set create")
 			}

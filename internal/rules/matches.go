@@ -777,9 +777,10 @@ func (p *ruleParser) optModule(o optUse) *Error {
 				return p.errAt(m.tok, "", fmt.Sprintf("-m %s needs %s", name, opts), "")
 			})
 		}
-	case "connmark":
-		return p.errAt(a, name, "module connmark is not supported: xdpfw's conntrack keeps no mark", hintMarkMatch)
 	default:
+		if r, ok := refusedModules[name]; ok {
+			return p.errAt(a, name, "module "+name+" is not supported: "+r.why, r.hint)
+		}
 		return p.errAt(a, name, fmt.Sprintf("module %s is not supported", Clip(name)), supportedModules)
 	}
 	return nil

@@ -744,8 +744,8 @@ func RandomLimits(r *rand.Rand, rs *RuleSet, percent int) {
 	}
 }
 
-// RandomRecent gives about percent of rs's deciding INPUT and FORWARD
-// rules a -m recent match on one of three lists (--set, --rcheck,
+// RandomRecent gives about percent of rs's deciding and LOG INPUT and
+// FORWARD rules a -m recent match on one of three lists (--set, --rcheck,
 // --update or --remove; --seconds of an hour or none, so that no time
 // stamp ages while a test runs; --hitcount 1 to 3; source or destination;
 // sometimes a mask, sometimes negated). A knob apart from RandomRuleSet,
@@ -755,8 +755,7 @@ func RandomLimits(r *rand.Rand, rs *RuleSet, percent int) {
 func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 	for i := range rs.Rules {
 		rule := &rs.Rules[i]
-		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
-			rule.Match.Limit != nil || rule.Match.HashLimit != nil || rule.Match.ConnLimit != nil || !chance(r, percent) {
+		if !stateOnRule(rule) || rule.Match.Limit != nil || rule.Match.HashLimit != nil || rule.Match.ConnLimit != nil || !chance(r, percent) {
 			continue
 		}
 		m := &RecentMatch{Op: RecentOp(1 + r.IntN(4)), Name: pick(r, []string{"a", "b", DefaultRecentName}),
@@ -782,6 +781,15 @@ func RandomRecent(r *rand.Rand, rs *RuleSet, percent int) {
 		rule.Match.Recent = m
 		rule.Text = rule.Spec()
 	}
+}
+
+// stateOnRule reports whether RandomRecent and RandomHashLimit may give
+// rule their match: a deciding rule or a LOG rule (which logs when its
+// test matches), not one with --log, not in OUTPUT (tc egress settles no
+// state).
+func stateOnRule(rule *Rule) bool {
+	v := rule.Target.Verdict
+	return (v.Terminal() || v == VerdictLog) && !rule.Target.Log && rule.Chain != ChainOutput
 }
 
 // RandomStateOnChains is the knob for stateful tests on rules that decide
@@ -831,7 +839,7 @@ func RandomStateOnChains(r *rand.Rand, rs *RuleSet, percent int) {
 	}
 }
 
-// RandomHashLimit gives about percent of rs's deciding INPUT and FORWARD
+// RandomHashLimit gives about percent of rs's deciding and LOG INPUT and FORWARD
 // rules without another state match a -m hashlimit on one of three
 // tables, each with settings of its own drawn once (the parser's checks
 // do not refuse rules of one table that differ, the compiler does): a
@@ -859,8 +867,7 @@ func RandomHashLimit(r *rand.Rand, rs *RuleSet, percent int) {
 	}
 	for i := range rs.Rules {
 		rule := &rs.Rules[i]
-		if !rule.Target.Verdict.Terminal() || rule.Target.Log || rule.Chain == ChainOutput ||
-			rule.Match.Limit != nil || rule.Match.Recent != nil || rule.Match.ConnLimit != nil || !chance(r, percent) {
+		if !stateOnRule(rule) || rule.Match.Limit != nil || rule.Match.Recent != nil || rule.Match.ConnLimit != nil || !chance(r, percent) {
 			continue
 		}
 		h := tables[pick(r, []string{"h1", "h2", "h3"})]

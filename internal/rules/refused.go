@@ -72,6 +72,72 @@ var refusedTargets = map[string]refusal{
 	"MIRROR":    {why: "it sends the packet back with the addresses swapped (removed from Linux long ago)", hint: "use -j REJECT"},
 }
 
+// refusedModules are iptables match modules (-m NAME) xdpfw does not run,
+// with the reason each gives: what the match reads that xdpfw has not. A
+// match is never skipped (leaving it out widens the rule). A module neither
+// here nor supported gets the list of the supported ones.
+var refusedModules = map[string]refusal{
+	"connmark": {why: "xdpfw's conntrack keeps no mark", hint: hintMarkMatch},
+	"connlabel": {why: "it matches labels of the kernel's conntrack entries; xdpfw's conntrack keeps no labels",
+		hint: hintKernel},
+	"connbytes": {why: "it matches by the bytes or packets a connection has carried; xdpfw's conntrack does not count them",
+		hint: hintKernel},
+	"helper": {why: "it matches connections a conntrack helper (ftp, sip, tftp...) expected; xdpfw's conntrack has no helpers",
+		hint: hintKernel},
+	"policy": {why: "it matches the IPsec policy (xfrm) that decrypted the packet or will encrypt it; xdpfw judges packets as " +
+		"they arrive at and leave its interfaces, where IPsec traffic is ESP or UDP 4500, and knows no IPsec policy",
+		hint: "accept the IPsec packets themselves (-p esp, -p udp --dport 4500) and keep the rules about what they carry in the " +
+			"kernel's iptables (it sees what xdpfw accepts)"},
+	"physdev": {why: "it matches the bridge ports a bridged frame enters and leaves (br_netfilter); xdpfw's FORWARD is the " +
+		"kernel's IP routing, and it does not see which bridge port the bridge picks",
+		hint: hintKernel},
+	"owner": {why: "it matches the user, group or process of the local socket that sent the packet; xdpfw's OUTPUT " +
+		"(tc egress) does not read socket owners",
+		hint: "match what the program sends (addresses, ports, or -m mark with a mark it sets: SO_MARK), or " + hintKernel},
+	"cgroup": {why: "it matches the control group of the local socket that sent or receives the packet; xdpfw does not read it",
+		hint: hintKernel},
+	"socket": {why: "it looks up the local socket an arriving packet belongs to (transparent proxying); XDP runs before " +
+		"the kernel's socket lookup", hint: hintKernel},
+	"string": {why: "it searches the packet's payload for a text or byte pattern; xdpfw's classifier tests header fields, not payload",
+		hint: hintKernel},
+	"u32": {why: "it tests arbitrary bytes of the packet by offset and mask, which xdpfw's classifier of header fields cannot express",
+		hint: "most u32 tests have a header match of their own (-m length, -p tcp --tcp-flags, -m dscp, -m ttl, -f); otherwise " + hintKernel},
+	"bpf": {why: "it runs a BPF program (bytecode or a pinned program) as the match; xdpfw compiles matches into its own classifier",
+		hint: hintKernel},
+	"time": {why: "it matches the date and time of day; xdpfw's rules have no clock (a rule matches alike at every hour)",
+		hint: "load different rule files at those times (from a timer), or " + hintKernel},
+	"statistic": {why: "it matches every Nth packet or a random share of them; xdpfw keeps no per-rule packet count or random draw",
+		hint: hintKernel},
+	"quota": {why: "it matches until the rule has counted a number of bytes; xdpfw keeps no per-rule byte budget",
+		hint: hintKernel},
+	"ipvs": {why: "it matches packets of the kernel's IPVS load balancer; xdpfw does not see IPVS's connections", hint: hintKernel},
+	"geoip": {why: "it is an xtables-addons match that reads its own country database",
+		hint: "load the country's networks into an xdpfw set (xdpfw set create NAME hash:net; set add) and match it with -m set --match-set NAME src"},
+}
+
+// refusedOptions are options of iptables' matches that xdpfw does not
+// take, with the reason: a rule with one is refused (never skipped).
+var refusedOptions = map[string]refusal{
+	"--ctorigsrcport": ctPortRefusal, "--ctorigdstport": ctPortRefusal,
+	"--ctreplsrcport": ctPortRefusal, "--ctrepldstport": ctPortRefusal,
+	"--ctexpire": {why: "xdpfw's conntrack entries do not keep the kernel's remaining lifetime", hint: hintKernel},
+	"--tcp-option": {why: "it tests whether the TCP header carries an option of a kind; xdpfw reads the MSS option only (-m tcpmss)",
+		hint: hintKernel},
+	"--chunk-types": {why: "it tests the chunks of SCTP packets; xdpfw reads SCTP's ports only",
+		hint: "match the ports (-p sctp --dport N), or " + hintKernel},
+	"--return-nomatch":  {why: "it changes what a set's nomatch elements mean; xdpfw's sets have none", hint: hintKernel},
+	"--update-counters": setCounterRefusal, "--update-subcounters": setCounterRefusal,
+	"--packets-eq": setCounterRefusal, "--packets-lt": setCounterRefusal, "--packets-gt": setCounterRefusal,
+	"--bytes-eq": setCounterRefusal, "--bytes-lt": setCounterRefusal, "--bytes-gt": setCounterRefusal,
+}
+
+var (
+	ctPortRefusal = refusal{why: "xdpfw's classifier tests the packet's own ports, not those its connection had in one direction",
+		hint: "test the packet's ports (-p tcp --dport N) with -m conntrack --ctdir ORIGINAL or REPLY, or " + hintKernel}
+	setCounterRefusal = refusal{why: "it reads or updates the packet and byte counters of set elements, which xdpfw's sets do not keep",
+		hint: hintKernel}
+)
+
 // refusedTables are the iptables tables xdpfw cannot load, with the reason.
 // filter is what xdpfw is; raw's NOTRACK is refused per rule.
 var refusedTables = map[string]refusal{

@@ -230,6 +230,9 @@ func (p *ruleParser) unknownOption(t token) *Error {
 		return p.errAt(t, t.text, "unexpected argument",
 			"each option takes a fixed number of arguments; quote text that contains spaces")
 	}
+	if r, ok := refusedOptions[t.text]; ok {
+		return p.errAt(t, "", t.text+" is not supported: "+r.why, r.hint)
+	}
 	return p.errAt(t, t.text, "unknown option",
 		"supported: -4 -6 -t filter -p -s -d -i --sport --dport -m multiport -m mac -m vlan -m comment -m set "+
 			"--tcp-flags --syn --icmp-type --icmpv6-type -f, and -j ACCEPT|DROP|REJECT|LOG")

@@ -177,7 +177,13 @@ func TestParseIpsetSaveErrors(t *testing.T) {
 		{"create x list:set\n", `s:1:10: "list:set": unsupported set type`},
 		{"create x hash:net family inet timeout 300\n", `s:1:31: "timeout": unsupported set option`},
 		{"create x hash:ip netmask 24\n", `s:1:18: "netmask": unsupported set option`},
-		{"create x hash:ip family ipx\n", `s:1:25: "ipx": not a set family`},
+		// fail2ban's sets (ipset save): one error, at the create line, saying
+		// why; the add lines of the refused set add none
+		{"create f2b-sshd hash:ip family inet hashsize 1024 maxelem 65536 timeout 0 bucketsize 12 initval 0x3d2d1904\n" +
+			"add f2b-sshd 203.0.113.77 timeout 599\nadd f2b-sshd 192.0.2.14 timeout 3599\n",
+			`s:1:65: "timeout": unsupported set option: the set's elements expire`},
+		{"create x hash:ip family ipx\nadd x 10.0.0.1\n", `s:1:25: "ipx": not a set family`},
+		{"create x list:set\nadd x y\n", `s:1:10: "list:set": unsupported set type`},
 		{"create x hash:ip maxelem 0\n", `s:1:26: "0": not a positive number`},
 		{"create x hash:ip maxelem\n", `s:1:18: "maxelem": missing value`},
 		{"create bad/name hash:ip\n", `s:1:8: "bad/name": not a set name`},

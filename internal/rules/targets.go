@@ -59,7 +59,12 @@ func (p *ruleParser) optJump(o optUse) *Error {
 func (p *ruleParser) rawOther(a token, opt string) *Error {
 	msg := fmt.Sprintf("%s %s in the raw table is not supported: xdpfw runs -j NOTRACK and -j CT --notrack there", opt, a.text)
 	if v := p.r.Target.Verdict; v == VerdictDrop || v == VerdictReject {
-		return p.errAt(a, a.text, msg, "put rules that decide packets in the filter table (INPUT, FORWARD, OUTPUT)")
+		// Docker 28's direct-routing protection and wg-quick's
+		// full-tunnel rule are such DROPs
+		return p.errAt(a, a.text, msg+" (a verdict there acts before conntrack and routing, on every packet arriving; "+
+			"xdpfw's raw table only exempts packets from tracking)",
+			"keep this rule in the kernel's raw table (it sees what xdpfw accepts, and Docker and wg-quick install theirs there), "+
+				"or put rules that decide packets in the filter table (INPUT, FORWARD, OUTPUT)")
 	}
 	err := p.errAt(a, a.text, msg+"; left out, it changes only which packets later NOTRACK rules exempt from tracking",
 		"keep the NOTRACK rules in the raw table's PREROUTING and OUTPUT")
