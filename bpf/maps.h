@@ -840,6 +840,18 @@ struct {
 	__type(value, struct fw_nat_rw);
 } fw_nat_dying SEC(".maps");
 
+/* The connection of each forwarded packet whose TTL ran out here, which
+ * the kernel never confirms (lib/fwdexpired.h): its key, the packet's
+ * direction (fw_ct.from_a) as value, for tc egress to find the kernel's
+ * time exceeded RELATED (fw_ct_dying_take), which takes the record. An
+ * LRU: bounded. Not pinned: the kernel answers at once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct fw_ct_key);
+	__type(value, __u8);
+} fw_ct_dying SEC(".maps");
+
 /* The nat instance's translations, by rule id - FW_FIRST_RULE_ID. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

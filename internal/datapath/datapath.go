@@ -393,7 +393,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rxvlan:       rxvlan,
 		handoff:      objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages, objs.FwNatFrags, objs.FwNatDying},
+			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages, objs.FwNatFrags, objs.FwNatDying, objs.FwCtDying},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,

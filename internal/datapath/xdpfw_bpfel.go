@@ -632,6 +632,7 @@ const (
 	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
 	xdpfwMapFwCt                  = "fw_ct"
 	xdpfwMapFwCtClock             = "fw_ct_clock"
+	xdpfwMapFwCtDying             = "fw_ct_dying"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
 	xdpfwMapFwCtGc                = "fw_ct_gc"
 	xdpfwMapFwCtStats             = "fw_ct_stats"
@@ -782,6 +783,7 @@ type xdpfwMapSpecs struct {
 	FwCpumapStages    *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtClock         *ebpf.MapSpec `ebpf:"fw_ct_clock"`
+	FwCtDying         *ebpf.MapSpec `ebpf:"fw_ct_dying"`
 	FwCtEvict         *ebpf.MapSpec `ebpf:"fw_ct_evict"`
 	FwCtGc            *ebpf.MapSpec `ebpf:"fw_ct_gc"`
 	FwCtStats         *ebpf.MapSpec `ebpf:"fw_ct_stats"`
@@ -884,6 +886,7 @@ type xdpfwMaps struct {
 	FwCpumapStages    *ebpf.Map `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.Map `ebpf:"fw_ct"`
 	FwCtClock         *ebpf.Map `ebpf:"fw_ct_clock"`
+	FwCtDying         *ebpf.Map `ebpf:"fw_ct_dying"`
 	FwCtEvict         *ebpf.Map `ebpf:"fw_ct_evict"`
 	FwCtGc            *ebpf.Map `ebpf:"fw_ct_gc"`
 	FwCtStats         *ebpf.Map `ebpf:"fw_ct_stats"`
@@ -953,6 +956,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwCpumapStages,
 		m.FwCt,
 		m.FwCtClock,
+		m.FwCtDying,
 		m.FwCtEvict,
 		m.FwCtGc,
 		m.FwCtStats,
