@@ -811,6 +811,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_nat_ifaddr SEC(".maps");
 
+/* The VLAN devices (lib/vlandev.h): key a tag's VID << 32 | the ifindex of
+ * the device it came in by (the VLAN device's lower device), value the
+ * VLAN device's ifindex; written by the control plane with fw_nat_ifaddr.
+ * A tag with no VLAN device: the kernel drops its frame. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_vlan_devs SEC(".maps");
+
 /* The translation of each fragmented datagram of a bound connection in
  * flight (lib/natfrag.h): its first fragment's addresses as it leaves,
  * which its later fragments (no ports) get. Written by the live program

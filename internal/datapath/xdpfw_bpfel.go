@@ -680,6 +680,7 @@ const (
 	xdpfwMapFwStateScratch        = "fw_state_scratch"
 	xdpfwMapFwTcPkt               = "fw_tc_pkt"
 	xdpfwMapFwTcStages            = "fw_tc_stages"
+	xdpfwMapFwVlanDevs            = "fw_vlan_devs"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
 	xdpfwProgXdpfwAudit           = "xdpfw_audit"
@@ -831,6 +832,7 @@ type xdpfwMapSpecs struct {
 	FwStateScratch    *ebpf.MapSpec `ebpf:"fw_state_scratch"`
 	FwTcPkt           *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
 	FwTcStages        *ebpf.MapSpec `ebpf:"fw_tc_stages"`
+	FwVlanDevs        *ebpf.MapSpec `ebpf:"fw_vlan_devs"`
 	FwXdpHandoff      *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
 	FwXdpStages       *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
@@ -934,6 +936,7 @@ type xdpfwMaps struct {
 	FwStateScratch    *ebpf.Map `ebpf:"fw_state_scratch"`
 	FwTcPkt           *ebpf.Map `ebpf:"fw_tc_pkt"`
 	FwTcStages        *ebpf.Map `ebpf:"fw_tc_stages"`
+	FwVlanDevs        *ebpf.Map `ebpf:"fw_vlan_devs"`
 	FwXdpHandoff      *ebpf.Map `ebpf:"fw_xdp_handoff"`
 	FwXdpStages       *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
@@ -1004,6 +1007,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwStateScratch,
 		m.FwTcPkt,
 		m.FwTcStages,
+		m.FwVlanDevs,
 		m.FwXdpHandoff,
 		m.FwXdpStages,
 	)
