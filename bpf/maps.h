@@ -811,6 +811,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } fw_nat_ifaddr SEC(".maps");
 
+/* The VLAN devices (lib/vlandev.h): key a tag's VID << 32 | the ifindex of
+ * the device it came in by (the VLAN device's lower device), value the
+ * VLAN device's ifindex; written by the control plane with fw_nat_ifaddr.
+ * A tag with no VLAN device: the kernel drops its frame. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fw_vlan_devs SEC(".maps");
+
 /* The translation of each fragmented datagram of a bound connection in
  * flight (lib/natfrag.h): its first fragment's addresses as it leaves,
  * which its later fragments (no ports) get. Written by the live program
@@ -839,6 +851,18 @@ struct {
 	__type(key, struct fw_nat_tuple);
 	__type(value, struct fw_nat_rw);
 } fw_nat_dying SEC(".maps");
+
+/* The connection of each forwarded packet whose TTL ran out here, which
+ * the kernel never confirms (lib/fwdexpired.h): its key, the packet's
+ * direction (fw_ct.from_a) as value, for tc egress to find the kernel's
+ * time exceeded RELATED (fw_ct_dying_take), which takes the record. An
+ * LRU: bounded. Not pinned: the kernel answers at once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct fw_ct_key);
+	__type(value, __u8);
+} fw_ct_dying SEC(".maps");
 
 /* The nat instance's translations, by rule id - FW_FIRST_RULE_ID. */
 struct {

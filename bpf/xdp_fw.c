@@ -37,6 +37,7 @@
 #include "lib/natfw.h"
 #include "lib/natdst.h"
 #include "lib/natout.h"
+#include "lib/fwdexpired.h"
 
 /* XDP action of ACCEPT and DROP (REJECT: fw_reject_xdp, which may drop too). */
 static __always_inline int fw_xdp_action(__u8 action)
@@ -256,6 +257,10 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 	/* a new connection's first packet: nat PREROUTING (lib/natdst.h) */
 	if (fw_nat_mode && rc != FW_DECIDE_NO_RULESET && fw_nat_to_prerouting(ctx, h, cpumap) < 0)
 		return fw_xdp_fail_closed(ctx, pp, bytes, lat);
+	/* a forwarded packet whose TTL runs out here: the kernel's, unjudged
+	 * (lib/fwdexpired.h) */
+	if (rc != FW_DECIDE_NO_RULESET && fw_fwd_expires(pp))
+		return fw_fwd_expired(ctx, h, &ct, bytes);
 	if (rc == FW_DECIDE_CLASSIFY) {
 		_Static_assert(sizeof(h->ct) == fw_ct_plan_size, "fw_xdp_handoff.ct holds struct fw_ct but its pointer");
 		if (ct.next != FW_CTS_NONE)

@@ -22,6 +22,7 @@
 #include <bpf/bpf_endian.h>
 #include "../types.h"
 #include "../maps.h"
+#include "ctdying.h"
 
 /* What the lookup found, and what an accepted packet writes. The entry
  * pointer and the clock come last: the rest (fw_ct_plan_size bytes) holds
@@ -337,7 +338,8 @@ static __always_inline int fw_icmp_quoted(void *data, void *data_end, const stru
  * to a live connection, else INVALID. A RELATED error gets that
  * connection's ctinfo and ctproto; it goes in the reply direction when the
  * packet it quotes went in the original one (as the kernel looks the
- * quoted tuple up reversed). */
+ * quoted tuple up reversed). This host's error about a packet whose
+ * connection the kernel never confirmed is RELATED too (lib/ctdying.h). */
 static __always_inline __u8 fw_ct_related(void *data, void *data_end, struct fw_pkt *p, __u64 now)
 {
 	__u64 isrc[2] = {}, idst[2] = {};
@@ -349,6 +351,10 @@ static __always_inline __u8 fw_ct_related(void *data, void *data_end, struct fw_
 		return FW_CT_INVALID;
 	fw_ct_key_of(&k, p->family, iproto, isrc, idst, sport, dport, &from_a);
 	const struct fw_ct_entry *e = fw_ct_live(&k, now);
+	if (!e && fw_ct_dying_take(&k, from_a, p)) { /* the kernel's time exceeded (lib/fwdexpired.h) */
+		p->ctproto = iproto;
+		return FW_CT_RELATED;
+	}
 	if (!e)
 		return FW_CT_INVALID;
 	p->ctproto = iproto;

@@ -34,6 +34,7 @@
 #include "natfw.h"
 #include "natct.h"
 #include "ct.h"
+#include "vlandev.h"
 
 /* fw_nat_entry starts the NAT state of the packet xdpfw_ingress has in
  * h: FW_NAT_S_NONE (fw_nat_in looks it up), or, entered again by the nat
@@ -113,7 +114,8 @@ static __always_inline __u32 fw_nat_dst_port(const struct fw_nat_tuple *k, struc
  * (p) leaves PREROUTING with under DNAT or REDIRECT t. The address: the
  * range's, by a hash of the connection's addresses (deterministic per
  * connection); none given, the packet's own; REDIRECT: the primary
- * address of the device the packet came in by (fw_nat_ifaddr). The port
+ * address of the device the kernel receives the packet on (fw_nat_ifaddr;
+ * a tagged frame's VLAN device: fw_in_dev). The port
  * (TCP, UDP; other protocols, ICMP echo included, keep theirs): the
  * packet's own where the range holds it, else the range's first free one
  * (fw_nat_dst_port). Returns 0, or the fw_nat_counter that says why the
@@ -124,7 +126,7 @@ static __always_inline __u32 fw_nat_dst(const struct fw_pkt *p, const struct fw_
 	__be32 addr = t->addr_lo;
 
 	if (t->kind == FW_NAT_REDIRECT) {
-		__u32 ifindex = p->ifindex;
+		__u32 ifindex = fw_in_dev(p); /* a tagged frame's VLAN device (lib/vlandev.h) */
 		const __be32 *local = bpf_map_lookup_elem(&fw_nat_ifaddr, &ifindex);
 
 		if (!local || !*local)

@@ -75,6 +75,7 @@ const (
 	ReasonBadPPPoE     // PPPoE session frame: truncated header, or its length past the frame
 	ReasonPPPoESession // PPPoE session frame carrying IP of a session xdpfw does not know: dropped (docs/pppoe.md)
 	ReasonNATFail      // FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (the nat counters say why; docs/nat.md)
+	ReasonFwdExpired   // forwarded packet whose TTL / hop limit runs out here: passed to the kernel unjudged, as FORWARD never sees it (docs/forward.md)
 	NumReasons
 )
 
@@ -88,6 +89,7 @@ var reasonNames = [NumReasons]string{
 	"fragment-unknown", "fragment-overlap",
 	"malformed-pppoe", "pppoe-session-unknown",
 	"nat-failed",
+	"ttl-expired",
 }
 
 func (r Reason) String() string {

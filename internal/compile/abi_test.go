@@ -38,7 +38,7 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_R_REJECT_BCAST": ReasonRejectBcast, "FW_R_REJECT_FAIL": ReasonRejectFail,
 		"FW_R_FRAG_UNKNOWN": ReasonFragUnknown, "FW_R_FRAG_OVERLAP": ReasonFragOverlap,
 		"FW_R_BAD_PPPOE": ReasonBadPPPoE, "FW_R_PPPOE_SESSION": ReasonPPPoESession,
-		"FW_R_NAT_FAIL":  ReasonNATFail,
+		"FW_R_NAT_FAIL": ReasonNATFail, "FW_R_FWD_EXPIRED": ReasonFwdExpired,
 		"FW_NUM_REASONS": NumReasons,
 	}
 	if len(names) != len(want) {

@@ -7,8 +7,9 @@ import (
 )
 
 // NoRule is Decision.Rule for a packet no rule or policy decided: a later
-// fragment dropped for want of its datagram's verdict (counted on rule id
-// 0 by the data plane).
+// fragment dropped for want of its datagram's verdict, a forwarded packet
+// whose TTL runs out here (FwdExpired); counted on rule id 0 by the data
+// plane.
 const NoRule = -2
 
 // FragKey tells datagrams apart as the kernel's reassembly does (RFC 791:

@@ -174,6 +174,9 @@ type Datapath struct {
 	// natIfAddr: REDIRECT's address of each interface (pinned; nil when
 	// opened from an earlier version's pins).
 	natIfAddr *ebpf.Map
+	// vlanDevs: the VLAN device of each (lower device, VID) (vlan.go;
+	// pinned; nil when opened from an earlier version's pins).
+	vlanDevs *ebpf.Map
 	// natNextPin: the nat instance's way back to this program's finish
 	// stage, pinned (StartNAT); "" without NAT.
 	natNextPin string
@@ -220,6 +223,7 @@ func (d *Datapath) maps() map[string]**ebpf.Map {
 		"fw_pppoe_rx": &d.pppoeRx, "fw_pppoe_tx": &d.pppoeTx,
 		"fw_prio_roots": &d.prioRoots, "fw_prio": &d.prioCfg, "fw_prio_stats": &d.prioStats, "fw_cpumap": &d.cpumap,
 		"fw_nat_binds": &d.natBinds, "fw_nat_counts": &d.natCounts, "fw_nat_ifaddr": &d.natIfAddr,
+		"fw_vlan_devs": &d.vlanDevs,
 	}
 }
 
@@ -386,6 +390,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		tcStages:    objs.FwTcStages,
 		natCounts:   objs.FwNatCounts,
 		natIfAddr:   objs.FwNatIfaddr,
+		vlanDevs:    objs.FwVlanDevs,
 		cpumapProg:  objs.XdpfwCpumap,
 		cpuStages:   objs.FwCpumapStages,
 
@@ -393,7 +398,7 @@ func Load(dir string, lim Limits) (*Datapath, error) {
 		rxvlan:       rxvlan,
 		handoff:      objs.FwXdpHandoff,
 		unpinned: []*ebpf.Map{objs.FwXdpHandoff, objs.FwRejectRl, objs.FwRejectOwn, objs.FwRejectOwnLast, objs.FwLogScratch, objs.FwStateScratch,
-			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages, objs.FwNatFrags, objs.FwNatDying},
+			objs.FwCtGc, objs.FwCtClock, objs.FwAddrtypeKey, objs.FwTcPkt, objs.FwFragScratch, objs.FwTcStages, objs.FwNatFrags, objs.FwNatDying, objs.FwCtDying},
 		upgraded: upgraded,
 
 		clockProg: objs.XdpfwClock,
@@ -926,7 +931,7 @@ var laterPins = map[string]bool{"fw_ct_evict": true, "fw_reject_global": true, "
 	"fw_pppoe_rx": true, "fw_pppoe_tx": true,
 	"fw_prio_roots": true, "fw_prio": true, "fw_prio_stats": true, "fw_cpumap": true,
 	"fw_cands": true, "fw_nat_binds": true, "fw_nat_counts": true, "fw_nat_ifaddr": true,
-	"fw_connlimit_rules": true, "fw_connlimit": true}
+	"fw_connlimit_rules": true, "fw_connlimit": true, "fw_vlan_devs": true}
 
 // ErrNotLoaded means nothing is pinned: the firewall is not loaded.
 var ErrNotLoaded = errors.New("xdpfw is not loaded (no program pinned); run `xdpfw load` first")

@@ -470,6 +470,9 @@ func refDecide(rs *rules.RuleSet, ref compile.RefPacket, p *packet.Packet, frags
 	if p.FragOffset != 0 {
 		return frags.Later(fragKey(p, ref.Chain), int(p.FragOffset)*8)
 	}
+	if ref.FwdExpired() { // the kernel's before FORWARD (bpf/lib/fwdexpired.h)
+		return compile.FwdExpiredDecision()
+	}
 	d := compile.DecideAt(rs, ref, st)
 	if p.MoreFragments {
 		frags.First(fragKey(p, ref.Chain), d, fragCarried(p))

@@ -80,7 +80,7 @@ const (
 // bindings, the nat counters, a translated connection's conntrack mark, a
 // fragmented first packet's translation, a dying DNATed first packet's).
 var natShared = []string{"fw_sets", "fw_addrtypes", "fw_recent", "fw_hashlimit", "fw_connlimit", "fw_log_ring", "fw_log_counters",
-	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages", "fw_nat_frags", "fw_nat_dying"}
+	"fw_config_map", "fw_xdp_handoff", "fw_nat_binds", "fw_nat_counts", "fw_nat_ifaddr", "fw_ct", "fw_tc_pkt", "fw_tc_stages", "fw_nat_frags", "fw_nat_dying", "fw_vlan_devs"}
 
 // NAT counters (enum fw_nat_counter).
 type NATCounters struct {

@@ -632,6 +632,7 @@ const (
 	xdpfwMapFwCpumapStages        = "fw_cpumap_stages"
 	xdpfwMapFwCt                  = "fw_ct"
 	xdpfwMapFwCtClock             = "fw_ct_clock"
+	xdpfwMapFwCtDying             = "fw_ct_dying"
 	xdpfwMapFwCtEvict             = "fw_ct_evict"
 	xdpfwMapFwCtGc                = "fw_ct_gc"
 	xdpfwMapFwCtStats             = "fw_ct_stats"
@@ -679,6 +680,7 @@ const (
 	xdpfwMapFwStateScratch        = "fw_state_scratch"
 	xdpfwMapFwTcPkt               = "fw_tc_pkt"
 	xdpfwMapFwTcStages            = "fw_tc_stages"
+	xdpfwMapFwVlanDevs            = "fw_vlan_devs"
 	xdpfwMapFwXdpHandoff          = "fw_xdp_handoff"
 	xdpfwMapFwXdpStages           = "fw_xdp_stages"
 	xdpfwProgXdpfwAudit           = "xdpfw_audit"
@@ -782,6 +784,7 @@ type xdpfwMapSpecs struct {
 	FwCpumapStages    *ebpf.MapSpec `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.MapSpec `ebpf:"fw_ct"`
 	FwCtClock         *ebpf.MapSpec `ebpf:"fw_ct_clock"`
+	FwCtDying         *ebpf.MapSpec `ebpf:"fw_ct_dying"`
 	FwCtEvict         *ebpf.MapSpec `ebpf:"fw_ct_evict"`
 	FwCtGc            *ebpf.MapSpec `ebpf:"fw_ct_gc"`
 	FwCtStats         *ebpf.MapSpec `ebpf:"fw_ct_stats"`
@@ -829,6 +832,7 @@ type xdpfwMapSpecs struct {
 	FwStateScratch    *ebpf.MapSpec `ebpf:"fw_state_scratch"`
 	FwTcPkt           *ebpf.MapSpec `ebpf:"fw_tc_pkt"`
 	FwTcStages        *ebpf.MapSpec `ebpf:"fw_tc_stages"`
+	FwVlanDevs        *ebpf.MapSpec `ebpf:"fw_vlan_devs"`
 	FwXdpHandoff      *ebpf.MapSpec `ebpf:"fw_xdp_handoff"`
 	FwXdpStages       *ebpf.MapSpec `ebpf:"fw_xdp_stages"`
 }
@@ -884,6 +888,7 @@ type xdpfwMaps struct {
 	FwCpumapStages    *ebpf.Map `ebpf:"fw_cpumap_stages"`
 	FwCt              *ebpf.Map `ebpf:"fw_ct"`
 	FwCtClock         *ebpf.Map `ebpf:"fw_ct_clock"`
+	FwCtDying         *ebpf.Map `ebpf:"fw_ct_dying"`
 	FwCtEvict         *ebpf.Map `ebpf:"fw_ct_evict"`
 	FwCtGc            *ebpf.Map `ebpf:"fw_ct_gc"`
 	FwCtStats         *ebpf.Map `ebpf:"fw_ct_stats"`
@@ -931,6 +936,7 @@ type xdpfwMaps struct {
 	FwStateScratch    *ebpf.Map `ebpf:"fw_state_scratch"`
 	FwTcPkt           *ebpf.Map `ebpf:"fw_tc_pkt"`
 	FwTcStages        *ebpf.Map `ebpf:"fw_tc_stages"`
+	FwVlanDevs        *ebpf.Map `ebpf:"fw_vlan_devs"`
 	FwXdpHandoff      *ebpf.Map `ebpf:"fw_xdp_handoff"`
 	FwXdpStages       *ebpf.Map `ebpf:"fw_xdp_stages"`
 }
@@ -953,6 +959,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwCpumapStages,
 		m.FwCt,
 		m.FwCtClock,
+		m.FwCtDying,
 		m.FwCtEvict,
 		m.FwCtGc,
 		m.FwCtStats,
@@ -1000,6 +1007,7 @@ func (m *xdpfwMaps) Close() error {
 		m.FwStateScratch,
 		m.FwTcPkt,
 		m.FwTcStages,
+		m.FwVlanDevs,
 		m.FwXdpHandoff,
 		m.FwXdpStages,
 	)

@@ -102,16 +102,42 @@ func IfaceAddrs() (map[uint32]netip.Addr, error) {
 	return out, nil
 }
 
+// VLANDevs gives each VLAN device of the host by its VID and lower
+// device: the device a frame tagged so that comes in by the lower one
+// reaches IP on (vlan_do_receive).
+func VLANDevs() (map[datapath.VLANDev]uint32, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("reading the interfaces (for VLAN devices): %w", err)
+	}
+	out := map[datapath.VLANDev]uint32{}
+	for _, l := range links {
+		if v, ok := l.(*netlink.Vlan); ok && v.ParentIndex > 0 {
+			out[datapath.VLANDev{Lower: uint32(v.ParentIndex), VID: uint16(v.VlanId)}] = uint32(v.Index)
+		}
+	}
+	return out, nil
+}
+
 // refreshNATIfAddrs writes REDIRECT's table of the interfaces' addresses
-// (datapath.SetNATIfAddrs) where the program translates (--nat xdpfw):
-// with it, a REDIRECT's first packet on an interface without an address
-// is dropped, never passed untranslated.
+// (datapath.SetNATIfAddrs) and of the VLAN devices (datapath.SetVLANDevs:
+// a tagged frame's REDIRECT takes its VLAN device's address) where the
+// program translates (--nat xdpfw): with them, a REDIRECT's first packet
+// on an interface without an address is dropped, never passed
+// untranslated.
 func refreshNATIfAddrs(dp *datapath.Datapath) error {
 	if !dp.Limits().NAT {
 		return nil
 	}
 	addrs, err := IfaceAddrs()
 	if err != nil {
+		return err
+	}
+	vlans, err := VLANDevs()
+	if err != nil {
+		return err
+	}
+	if err := dp.SetVLANDevs(vlans); err != nil {
 		return err
 	}
 	return dp.SetNATIfAddrs(addrs)
