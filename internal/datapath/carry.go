@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -225,11 +226,21 @@ func mergeSpans(s []span) []span {
 type carrier struct {
 	name     string
 	key, val *conversion
-	// seen: the old map's keys at the first copy (hash maps), so that the
-	// second copy, after the switch, adds only the entries the old program
-	// made meanwhile, not the ones the new program or the control plane
-	// removed since.
-	seen map[string]bool
+	// seen: the old map's keys at the first copy (hash maps), each with
+	// the digest of the value written for it into the new map, so that
+	// the second copy, after the switch, brings what the old program did
+	// meanwhile (entries it made, changed or removed: a connection closed
+	// during the load) to the entries the new program and the control
+	// plane left as the first copy wrote them, and no further: what they
+	// made, changed or removed since stays.
+	seen map[string]uint64
+}
+
+// digest is a value's fingerprint, for seen.
+func digest(v []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(v)
+	return h.Sum64()
 }
 
 // The generic copy reads arrays by index (arrayLike) and hashes, tries
@@ -299,8 +310,15 @@ type carryStats struct{ carried, lost int }
 
 // copyInto copies old's entries into cur. first: the copy before the new
 // program runs anywhere (every entry, replacing cur's); else the copy
-// after the switch (hash maps only: the entries the old program made
-// since the first, where cur has none of that key yet).
+// after the switch, once the old program runs nowhere (hash maps only):
+// the entries the old program made since the first, where cur has none
+// of that key yet, and for the entries of the first copy that cur still
+// holds as it wrote them, what the old program did since: their values
+// as they are now in old, or their removal (a connection closed or
+// collected: carried as it was, a closed connection would let its
+// packets through as established in the new program). The new
+// program's own changes win; one written between this copy's read of
+// an entry and its write is lost (a BPF map has no compare-and-swap).
 func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 	var st carryStats
 	if c.key == nil {
@@ -329,6 +347,19 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 			out = append(out, c.val.convert(v)...)
 		}
 		return out, nil
+	}
+	// current is cur's value of key k, as lookup gives old's (nil: none).
+	current := func(k []byte) ([]byte, error) {
+		if !perCPU(cur.Type()) {
+			var v []byte
+			err := cur.Lookup(k, &v)
+			return v, err
+		}
+		per := make([][]byte, ncpu)
+		if err := cur.Lookup(k, per); err != nil {
+			return nil, err
+		}
+		return slices.Concat(per...), nil
 	}
 	put := func(k, v []byte, flags ebpf.MapUpdateFlags) error {
 		if !perCPU(cur.Type()) {
@@ -364,10 +395,11 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 		return st, nil
 	}
 	if first {
-		c.seen = map[string]bool{}
+		c.seen = map[string]uint64{}
 	}
 	var keys [][]byte
 	var k []byte
+	walked := true // every key of old listed
 	for {
 		next := make([]byte, old.KeySize())
 		var err error
@@ -385,18 +417,21 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 		keys = append(keys, next)
 		k = next
 		if len(keys) > int(old.MaxEntries())*2 { // a map written meanwhile may restart its walk
+			walked = false
 			break
 		}
 	}
+	listed := map[string]bool{}
 	for _, k := range keys {
-		flags := ebpf.UpdateAny
 		if !first {
-			if c.seen[string(k)] {
+			if sum, ok := c.seen[string(k)]; ok {
+				there, err := c.refresh(k, sum, lookup, current, put)
+				if err != nil {
+					return st, err
+				}
+				listed[string(k)] = there
 				continue
 			}
-			flags = ebpf.UpdateNoExist
-		} else {
-			c.seen[string(k)] = true
 		}
 		v, err := lookup(k)
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -404,6 +439,11 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 		}
 		if err != nil {
 			return st, fmt.Errorf("reading an entry: %w", err)
+		}
+		flags := ebpf.UpdateNoExist
+		if first {
+			flags = ebpf.UpdateAny
+			c.seen[string(k)] = digest(v) // (one that does not fit: the second copy finds it missing, and leaves it)
 		}
 		switch err := put(c.key.convert(k), v, flags); {
 		case err == nil:
@@ -413,7 +453,61 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 			st.lost++ // the new map is full (or smaller)
 		}
 	}
+	if first || !walked {
+		return st, nil // (a walk cut short says nothing of the keys it did not list)
+	}
+	// The entries of the first copy that old no longer has: removed by
+	// the old program (or the control plane) since.
+	for k, sum := range c.seen {
+		if listed[k] {
+			continue
+		}
+		var v []byte
+		if err := old.Lookup([]byte(k), &v); !errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue // there after all (or unreadable): left as it is
+		}
+		nk := c.key.convert([]byte(k))
+		if now, err := current(nk); err == nil && digest(now) == sum {
+			if err := cur.Delete(nk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return st, fmt.Errorf("removing an entry the old program removed: %w", err)
+			}
+		}
+	}
 	return st, nil
+}
+
+// refresh brings the entry of old key k, which the first copy wrote into
+// cur with digest sum, to its value in old now, unless cur's entry is
+// gone or changed since (the new program's, or the control plane's).
+// there: old still has k (else the caller removes it, as the others
+// old no longer has).
+func (c *carrier) refresh(k []byte, sum uint64, lookup, current func([]byte) ([]byte, error),
+	put func(k, v []byte, flags ebpf.MapUpdateFlags) error) (there bool, err error) {
+	v, err := lookup(k)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("reading an entry: %w", err)
+	}
+	if digest(v) == sum {
+		return true, nil // unchanged in old
+	}
+	nk := c.key.convert(k)
+	now, err := current(nk)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return true, nil // the new program removed it
+	}
+	if err != nil {
+		return true, fmt.Errorf("reading a carried entry: %w", err)
+	}
+	if digest(now) != sum {
+		return true, nil // the new program changed it: its value is newer
+	}
+	if err := put(nk, v, ebpf.UpdateExist); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return true, fmt.Errorf("bringing a carried entry up to date: %w", err)
+	}
+	return true, nil
 }
 
 func u32Bytes(i uint32) []byte {
