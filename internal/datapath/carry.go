@@ -271,6 +271,34 @@ func sameKind(a, b ebpf.MapType) bool {
 	return plain(a) == plain(b)
 }
 
+// lru: a map of type t makes room for an entry by forgetting another.
+func lru(t ebpf.MapType) bool { return t == ebpf.LRUHash || t == ebpf.LRUCPUHash }
+
+// countKeys is how many entries m holds.
+func countKeys(m *ebpf.Map) (int, error) {
+	n := 0
+	var k []byte
+	for {
+		next := make([]byte, m.KeySize())
+		var err error
+		if k == nil {
+			err = m.NextKey(nil, &next)
+		} else {
+			err = m.NextKey(k, &next)
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		if n++; n > int(m.MaxEntries()) {
+			return n, errors.New("the walk of its keys restarted")
+		}
+		k = next
+	}
+}
+
 func perCPU(t ebpf.MapType) bool {
 	return t == ebpf.PerCPUArray || t == ebpf.PerCPUHash || t == ebpf.LRUCPUHash
 }
@@ -444,6 +472,10 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 		if first {
 			flags = ebpf.UpdateAny
 			c.seen[string(k)] = digest(v) // (one that does not fit: the second copy finds it missing, and leaves it)
+			if lru(cur.Type()) && st.carried >= int(cur.MaxEntries()) {
+				st.lost++ // an LRU map takes it, but by forgetting one carried already
+				continue
+			}
 		}
 		switch err := put(c.key.convert(k), v, flags); {
 		case err == nil:
@@ -451,6 +483,14 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 		case !first && errors.Is(err, ebpf.ErrKeyExist):
 		default:
 			st.lost++ // the new map is full (or smaller)
+		}
+	}
+	if first && lru(cur.Type()) {
+		// An LRU map may forget an entry to take another before it is full
+		// (its free slots are kept per CPU): what it holds is what was carried.
+		if n, err := countKeys(cur); err == nil && n < st.carried {
+			st.lost += st.carried - n
+			st.carried = n
 		}
 	}
 	if first || !walked {

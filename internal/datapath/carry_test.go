@@ -188,3 +188,39 @@ func TestCarryCatchesUp(t *testing.T) {
 		})
 	}
 }
+
+// TestCarryIntoSmallerLRU: an LRU map takes every update, forgetting
+// entries to make room: the copy into a smaller one says how many it
+// holds and how many were lost, not that all were carried.
+func TestCarryIntoSmallerLRU(t *testing.T) {
+	testutil.RequireRoot(t)
+	mk := func(n uint32) *ebpf.Map {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	old, cur := mk(64), mk(16)
+	for k := uint32(0); k < 40; k++ {
+		if err := old.Put(k, uint64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newCarrier("fw_test", old, nil, nil, &ebpf.MapSpec{Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.copyInto(old, cur, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := countKeys(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.carried != held || st.carried+st.lost != 40 || held > 16 {
+		t.Errorf("40 entries into an LRU map of 16: carried %d, lost %d; the map holds %d", st.carried, st.lost, held)
+	}
+}
