@@ -375,6 +375,12 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 			st.Interfaces[n] = i
 		}
 	}
+	// The bulk CPUs named must be online: refused before anything changes.
+	cpuSpec := orDefault(opt.PriorityCPUs, orDefault(st.PriorityCPUs, "auto"))
+	cpus, err := datapath.PriorityCPUs(cpuSpec)
+	if err != nil {
+		return nil, undo(nil, err)
+	}
 	res, err := f.apply(rs, opt, fresh || recovering)
 	if err != nil {
 		return nil, undo(nil, err)
@@ -420,11 +426,6 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, undo(attached, err)
 	}
 	// the bulk CPUs, each running the new program's xdpfw_cpumap
-	cpuSpec := orDefault(opt.PriorityCPUs, orDefault(st.PriorityCPUs, "auto"))
-	cpus, err := datapath.PriorityCPUs(cpuSpec)
-	if err != nil {
-		return nil, undo(attached, err)
-	}
 	if err := dp.SetPriority(cpus); err != nil {
 		return nil, undo(attached, err)
 	}
@@ -471,6 +472,19 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) error {
 	for _, name := range attached {
 		_ = f.dp.Detach(name)
+	}
+	// The interfaces filtered before go back to the program pinned, the
+	// one in force before this load (a no-op for those not switched
+	// yet): left on the new program, they would use its maps, which are
+	// not the pinned ones where the load made maps anew (another layout
+	// or size), so list, status and the next apply would read and write
+	// maps these packets never see.
+	if !fresh {
+		for _, name := range slices.Sorted(maps.Keys(f.prevIfaces)) {
+			if rerr := datapath.RestorePinned(f.paths.PinDir, name); rerr != nil {
+				err = fmt.Errorf("%w; putting %s back on the program in force also failed: %v", err, name, rerr)
+			}
+		}
 	}
 	switch {
 	case fresh:
