@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -234,6 +235,38 @@ type carrier struct {
 	// plane left as the first copy wrote them, and no further: what they
 	// made, changed or removed since stays.
 	seen map[string]uint64
+	// expiresAt: the offset of the old value's u64 member expires (a
+	// deadline: fw_ct's connections, fw_frag's datagrams), -1 for none.
+	// Into a smaller map, the entries that expire last are carried first
+	// (as conntrack's early drop makes room by the oldest).
+	expiresAt int
+}
+
+// expiresOffset is the offset of t's member expires, a u64 (-1: none).
+func expiresOffset(t btf.Type) int {
+	s, ok := btf.UnderlyingType(t).(*btf.Struct)
+	if !ok {
+		return -1
+	}
+	m, ok := flatMembers(s.Members, 0)["expires"]
+	if !ok || m.bitfield || scalarOf(btf.UnderlyingType(m.typ)) != scalarOf(&btf.Int{Size: 8}) {
+		return -1
+	}
+	return int(m.off)
+}
+
+// byExpiry orders keys, old's, by their values' u64 at off, the latest
+// first (entries gone meanwhile last).
+func byExpiry(old *ebpf.Map, keys [][]byte, off uint32) [][]byte {
+	at := make(map[string]uint64, len(keys))
+	for _, k := range keys {
+		var v []byte
+		if old.Lookup(k, &v) == nil && int(off)+8 <= len(v) {
+			at[string(k)] = ne.Uint64(v[off:])
+		}
+	}
+	slices.SortStableFunc(keys, func(a, b []byte) int { return cmp.Compare(at[string(b)], at[string(a)]) })
+	return keys
 }
 
 // digest is a value's fingerprint, for seen.
@@ -311,7 +344,10 @@ func newCarrier(name string, old *ebpf.Map, okey, oval btf.Type, ms *ebpf.MapSpe
 	if !sameKind(ot, ms.Type) {
 		return nil, fmt.Errorf("a %v map, this program's is a %v", ot, ms.Type)
 	}
-	c := &carrier{name: name}
+	c := &carrier{name: name, expiresAt: -1}
+	if oval != nil {
+		c.expiresAt = expiresOffset(oval)
+	}
 	if !hashLike(ot) && !arrayLike(ot) {
 		return c, nil // nothing to read
 	}
@@ -448,6 +484,9 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 			walked = false
 			break
 		}
+	}
+	if first && c.expiresAt >= 0 && !perCPU(old.Type()) && len(keys) > int(cur.MaxEntries()) {
+		keys = byExpiry(old, keys, uint32(c.expiresAt))
 	}
 	listed := map[string]bool{}
 	for _, k := range keys {

@@ -224,3 +224,48 @@ func TestCarryIntoSmallerLRU(t *testing.T) {
 		t.Errorf("40 entries into an LRU map of 16: carried %d, lost %d; the map holds %d", st.carried, st.lost, held)
 	}
 }
+
+// TestCarryKeepsLatest: into a smaller table (a smaller --ct-max), the
+// entries carried are those that expire last (the most recently active
+// connections), not the first the walk of the old map finds.
+func TestCarryKeepsLatest(t *testing.T) {
+	testutil.RequireRoot(t)
+	u32 := &btf.Int{Name: "u32", Size: 4}
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	val := &btf.Struct{Name: "v", Size: 16, Members: []btf.Member{
+		{Name: "state", Type: u32}, {Name: "expires", Offset: 64, Type: u64}}}
+	mk := func(n uint32) *ebpf.Map {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	old, cur := mk(64), mk(16)
+	for k := uint32(0); k < 40; k++ {
+		v := make([]byte, 16)
+		ne.PutUint64(v[8:], uint64(1000+37*((k*7)%40))) // expiry order unlike key order
+		if err := old.Put(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newCarrier("fw_test", old, nil, val, &ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 16, Value: val})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.copyInto(old, cur, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.carried != 16 || st.lost != 24 {
+		t.Errorf("40 entries into 16: carried %d, lost %d", st.carried, st.lost)
+	}
+	var k uint32
+	var v []byte
+	for it := cur.Iterate(); it.Next(&k, &v); {
+		if exp := ne.Uint64(v[8:]); exp < 1000+37*24 {
+			t.Errorf("key %d carried, expiring at %d: one of the 24 that expire first", k, exp)
+		}
+	}
+}
