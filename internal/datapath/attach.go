@@ -363,15 +363,17 @@ func CurrentMode(iface string) Mode {
 	return Mode(fmt.Sprintf("mode%d", nl.Attrs().Xdp.AttachMode))
 }
 
-// RestorePinned puts iface's links back on the programs pinned in dir,
-// the firewall in force before a load that failed after it switched
-// iface to its own program (firewall's undo): the XDP link on the pinned
-// xdpfw_ingress, the OUTPUT chain (tcx link or clsact filter) on the
-// pinned xdpfw_egress. A link that runs them already is left alone. An
-// XDP link that runs the failed load's xdpfw_rxvlan (bound to the
-// interface, jumping to the failed program) cannot go back: the earlier
-// one's is gone with the switch; that is an error, naming it.
-func RestorePinned(dir, iface string) error {
+// RestorePinned puts iface's links back on the programs pinned in d's
+// directory, the firewall in force before d's load, which failed after it
+// switched iface to d's program (firewall's undo): the XDP link on the
+// pinned xdpfw_ingress, the OUTPUT chain (tcx link or clsact filter) on
+// the pinned xdpfw_egress. A link that runs them already is left alone.
+// An XDP link that runs neither d's program nor the pinned one runs an
+// xdpfw_rxvlan (bound to the interface): d's, jumping to d's program,
+// cannot go back, the earlier one's being gone with the switch; it is
+// left as it is, an error naming it.
+func (d *Datapath) RestorePinned(iface string) error {
+	dir := d.dir
 	nl, err := netlink.LinkByName(iface)
 	if err != nil {
 		return nil // gone: nothing filters there
@@ -403,10 +405,10 @@ func RestorePinned(dir, iface string) error {
 			return err
 		}
 		defer ingress.Close()
-		if runs(l) != id {
-			if vlanReaderOf(nl) != nil {
-				return fmt.Errorf("%s runs the failed load's VLAN reader (xdpfw_rxvlan), which cannot be put back on the program in force: "+
-					"it filters with the failed load's program until the next load", iface)
+		if now := runs(l); now != id {
+			if mine, err := progID(d.prog); err != nil || now != mine {
+				return fmt.Errorf("%s runs a VLAN reader (xdpfw_rxvlan, bound to it), which cannot be put back on the program in force "+
+					"where this load replaced it: left as it is, until the next load", iface)
 			}
 			if err := l.Update(ingress); err != nil {
 				return fmt.Errorf("putting the XDP link on %s back on the program in force: %w", iface, err)

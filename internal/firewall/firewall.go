@@ -356,8 +356,11 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	defer f.Close()
 	// undo: what to restore on failure (nothing when the rules in force
 	// are unknown: the new ones stay, recorded).
+	// switched: the interfaces filtered before that this load put on its
+	// program (undo puts them back).
+	var switched []string
 	undo := func(attached []string, err error) error {
-		return f.undo(fresh, recovering, attached, err)
+		return f.undo(fresh, recovering, attached, switched, err)
 	}
 
 	f.prevIfaces = map[string]Iface{}
@@ -412,6 +415,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		if _, named := newIfaces[name]; named {
 			want = modeOf[name]
 		}
+		switched = append(switched, name)
 		m, err := dp.Attach(name, want) // updates the link; refuses a mode change
 		if err != nil {
 			return nil, undo(attached, fmt.Errorf("updating %s to the new program: %w", name, err))
@@ -469,19 +473,19 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 // before. When the rules in force before were not known (recovering: the
 // record was lost), the new rules stay in force, recorded as such: the
 // firewall never opens for want of the old ones.
-func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) error {
+func (f *Firewall) undo(fresh, recovering bool, attached, switched []string, err error) error {
 	for _, name := range attached {
 		_ = f.dp.Detach(name)
 	}
-	// The interfaces filtered before go back to the program pinned, the
-	// one in force before this load (a no-op for those not switched
-	// yet): left on the new program, they would use its maps, which are
-	// not the pinned ones where the load made maps anew (another layout
-	// or size), so list, status and the next apply would read and write
-	// maps these packets never see.
+	// The interfaces filtered before that the load switched to its
+	// program go back to the program pinned, the one in force before:
+	// left on the new program, they would use its maps, which are not the
+	// pinned ones where the load made maps anew (another layout or size),
+	// so list, status and the next apply would read and write maps these
+	// packets never see.
 	if !fresh {
-		for _, name := range slices.Sorted(maps.Keys(f.prevIfaces)) {
-			if rerr := datapath.RestorePinned(f.paths.PinDir, name); rerr != nil {
+		for _, name := range switched {
+			if rerr := f.dp.RestorePinned(name); rerr != nil {
 				err = fmt.Errorf("%w; putting %s back on the program in force also failed: %v", err, name, rerr)
 			}
 		}
