@@ -143,6 +143,10 @@ func Open(p Paths) (*Firewall, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(p.interruptedFile()); err == nil {
+		unlock()
+		return nil, errInterrupted
+	}
 	dp, err := datapath.Open(p.PinDir)
 	if err != nil {
 		unlock()
@@ -394,6 +398,13 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 			return nil, undo(nil, fmt.Errorf("the nat table: %w", err))
 		}
 	}
+	// Maps made anew are pinned only once every interface runs the new
+	// program: marked until then (interruptedName).
+	if lines, _ := dp.Upgrades(); len(lines) > 0 && !fresh {
+		if err := writeFileAtomic(p.interruptedFile(), []byte(strings.Join(lines, "\n")+"\n")); err != nil {
+			return nil, undo(nil, fmt.Errorf("marking the load under way: %w", err))
+		}
+	}
 	res.Attached = map[string]datapath.Mode{}
 	// New interfaces first; interfaces attached before switch to the new
 	// program last, so a failure before that leaves them as they were.
@@ -438,7 +449,11 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	res.Warnings = append(res.Warnings, natWarnings(nat)...)
 	st.NAT = orDefault(opt.NAT, NATKernel)
 	st.NATRules = natText(nat)
+	crashAt("load-switched")
 	if err := dp.PinProgram(); err != nil {
+		return nil, undo(attached, err)
+	}
+	if err := os.Remove(p.interruptedFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, undo(attached, err)
 	}
 	var lost int
@@ -484,10 +499,15 @@ func (f *Firewall) undo(fresh, recovering bool, attached, switched []string, err
 	// so list, status and the next apply would read and write maps these
 	// packets never see.
 	if !fresh {
+		restored := true
 		for _, name := range switched {
 			if rerr := f.dp.RestorePinned(name); rerr != nil {
+				restored = false
 				err = fmt.Errorf("%w; putting %s back on the program in force also failed: %v", err, name, rerr)
 			}
+		}
+		if restored { // else an interface still runs the new program: the mark stays
+			_ = os.Remove(f.paths.interruptedFile())
 		}
 	}
 	switch {

@@ -3,6 +3,7 @@ package firewall
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,4 +93,44 @@ func TestUpgradeUndone(t *testing.T) {
 		t.Fatalf("load with --ct-max 2048, fw_ct_new taken: %v, want failed pinning fw_ct", err)
 	}
 	runsPinned("after the failed commit")
+}
+
+// TestUpgradeInterrupted: a load that makes maps anew (another --ct-max)
+// killed after it switched the interfaces to its program, before it
+// pinned its maps: the interfaces run a program whose maps are pinned
+// nowhere, and a change (apply) would write the old pinned ones, which no
+// packet reads. Changes are refused, naming the cause; the daemon's
+// reconcile loads again, which ends it.
+func TestUpgradeInterrupted(t *testing.T) {
+	e := newEnv(t)
+	const text = "-A INPUT -p tcp --dport 22 -j ACCEPT\n"
+	if err := e.ns.Do(func() error {
+		_, err := Load(e.p, []string{"fw0"}, datapath.ModeGeneric, e.parse(text), Options{CTMax: 1024})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !e.child("loadct 2048 -A INPUT -p tcp --dport 22 -j ACCEPT", "load-switched") {
+		t.Fatal("the load was not killed at load-switched")
+	}
+	if f, err := Open(e.p); err == nil {
+		f.Close()
+		t.Fatal("a change after the interrupted load: opened, want refused (its writes would reach no packet)")
+	} else if !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("a change after the interrupted load: %v, want the reason", err)
+	}
+	d := e.desired(text, "fw0")
+	d.Options.CTMax = 2048
+	ch, err := e.reconcile(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ch.Loaded || !slices.ContainsFunc(ch.Why, func(w string) bool { return strings.Contains(w, "interrupted") }) {
+		t.Errorf("reconcile after the interrupted load: %+v, want a load for it", ch)
+	}
+	f := e.open()
+	defer f.Close()
+	if got := f.dp.Limits().Conntrack; got != 2048 {
+		t.Errorf("conntrack table after the load: %d, want 2048", got)
+	}
 }
