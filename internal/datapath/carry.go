@@ -309,26 +309,35 @@ func lru(t ebpf.MapType) bool { return t == ebpf.LRUHash || t == ebpf.LRUCPUHash
 
 // countKeys is how many entries m holds.
 func countKeys(m *ebpf.Map) (int, error) {
-	n := 0
+	keys, walked, err := listKeys(m)
+	if err == nil && !walked {
+		err = errors.New("the walk of its keys restarted")
+	}
+	return len(keys), err
+}
+
+// listKeys lists m's keys; walked: all of them (a map written meanwhile
+// may restart its walk, which stops at twice its size).
+func listKeys(m *ebpf.Map) (keys [][]byte, walked bool, err error) {
 	var k []byte
 	for {
 		next := make([]byte, m.KeySize())
-		var err error
 		if k == nil {
 			err = m.NextKey(nil, &next)
 		} else {
 			err = m.NextKey(k, &next)
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return n, nil
+			return keys, true, nil
 		}
 		if err != nil {
-			return n, err
+			return keys, false, fmt.Errorf("listing the keys: %w", err)
 		}
-		if n++; n > int(m.MaxEntries()) {
-			return n, errors.New("the walk of its keys restarted")
-		}
+		keys = append(keys, next)
 		k = next
+		if len(keys) > int(m.MaxEntries())*2 {
+			return keys, false, nil
+		}
 	}
 }
 
@@ -461,29 +470,9 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 	if first {
 		c.seen = map[string]uint64{}
 	}
-	var keys [][]byte
-	var k []byte
-	walked := true // every key of old listed
-	for {
-		next := make([]byte, old.KeySize())
-		var err error
-		if k == nil {
-			err = old.NextKey(nil, &next)
-		} else {
-			err = old.NextKey(k, &next)
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if err != nil {
-			return st, fmt.Errorf("listing the keys: %w", err)
-		}
-		keys = append(keys, next)
-		k = next
-		if len(keys) > int(old.MaxEntries())*2 { // a map written meanwhile may restart its walk
-			walked = false
-			break
-		}
+	keys, walked, err := listKeys(old)
+	if err != nil {
+		return st, err
 	}
 	if first && c.expiresAt >= 0 && !perCPU(old.Type()) && len(keys) > int(cur.MaxEntries()) {
 		keys = byExpiry(old, keys, uint32(c.expiresAt))

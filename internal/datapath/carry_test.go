@@ -111,14 +111,7 @@ func TestCarryCatchesUp(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, typ := range []ebpf.MapType{ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash} {
 		t.Run(typ.String(), func(t *testing.T) {
-			mk := func() *ebpf.Map {
-				m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: 4, ValueSize: 8, MaxEntries: 16})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { m.Close() })
-				return m
-			}
+			mk := func() *ebpf.Map { return testMap(t, typ, 4, 8, 16) }
 			ncpu := 1
 			if perCPU(typ) {
 				n, err := ebpf.PossibleCPU()
@@ -194,15 +187,7 @@ func TestCarryCatchesUp(t *testing.T) {
 // holds and how many were lost, not that all were carried.
 func TestCarryIntoSmallerLRU(t *testing.T) {
 	testutil.RequireRoot(t)
-	mk := func(n uint32) *ebpf.Map {
-		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
-	}
-	old, cur := mk(64), mk(16)
+	old, cur := testMap(t, ebpf.LRUHash, 4, 8, 64), testMap(t, ebpf.LRUHash, 4, 8, 16)
 	for k := uint32(0); k < 40; k++ {
 		if err := old.Put(k, uint64(k)); err != nil {
 			t.Fatal(err)
@@ -234,15 +219,7 @@ func TestCarryKeepsLatest(t *testing.T) {
 	u64 := &btf.Int{Name: "u64", Size: 8}
 	val := &btf.Struct{Name: "v", Size: 16, Members: []btf.Member{
 		{Name: "state", Type: u32}, {Name: "expires", Offset: 64, Type: u64}}}
-	mk := func(n uint32) *ebpf.Map {
-		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
-	}
-	old, cur := mk(64), mk(16)
+	old, cur := testMap(t, ebpf.Hash, 4, 16, 64), testMap(t, ebpf.Hash, 4, 16, 16)
 	for k := uint32(0); k < 40; k++ {
 		v := make([]byte, 16)
 		ne.PutUint64(v[8:], uint64(1000+37*((k*7)%40))) // expiry order unlike key order
@@ -268,4 +245,15 @@ func TestCarryKeepsLatest(t *testing.T) {
 			t.Errorf("key %d carried, expiring at %d: one of the 24 that expire first", k, exp)
 		}
 	}
+}
+
+// testMap is a map of the test's own, closed when it ends.
+func testMap(t *testing.T, typ ebpf.MapType, key, value, n uint32) *ebpf.Map {
+	t.Helper()
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: key, ValueSize: value, MaxEntries: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
