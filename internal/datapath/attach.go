@@ -362,3 +362,83 @@ func CurrentMode(iface string) Mode {
 	}
 	return Mode(fmt.Sprintf("mode%d", nl.Attrs().Xdp.AttachMode))
 }
+
+// RestorePinned puts iface's links back on the programs pinned in d's
+// directory, the firewall in force before d's load, which failed after it
+// switched iface to d's program (firewall's undo): the XDP link on the
+// pinned xdpfw_ingress, the OUTPUT chain (tcx link or clsact filter) on
+// the pinned xdpfw_egress. A link that runs them already is left alone.
+// An XDP link that runs neither d's program nor the pinned one runs an
+// xdpfw_rxvlan (bound to the interface): d's, jumping to d's program,
+// cannot go back, the earlier one's being gone with the switch; it is
+// left as it is, an error naming it.
+func (d *Datapath) RestorePinned(iface string) error {
+	dir := d.dir
+	nl, err := netlink.LinkByName(iface)
+	if err != nil {
+		return nil // gone: nothing filters there
+	}
+	idx := nl.Attrs().Index
+	open := func(name string) (*ebpf.Program, ebpf.ProgramID, error) {
+		p, err := ebpf.LoadPinnedProgram(filepath.Join(dir, name), nil)
+		if err != nil {
+			return nil, 0, fmt.Errorf("opening the pinned program %s: %w", name, err)
+		}
+		id, err := progID(p)
+		if err != nil {
+			p.Close()
+			return nil, 0, err
+		}
+		return p, id, nil
+	}
+	runs := func(l link.Link) ebpf.ProgramID {
+		info, err := l.Info()
+		if err != nil {
+			return 0
+		}
+		return info.Program
+	}
+	if l := loadLiveLink(linkPin(dir, iface), idx); l != nil {
+		defer l.Close()
+		ingress, id, err := open(progPin)
+		if err != nil {
+			return err
+		}
+		defer ingress.Close()
+		if now := runs(l); now != id {
+			if mine, err := progID(d.prog); err != nil || now != mine {
+				return fmt.Errorf("%s runs a VLAN reader (xdpfw_rxvlan, bound to it), which cannot be put back on the program in force "+
+					"where this load replaced it: left as it is, until the next load", iface)
+			}
+			if err := l.Update(ingress); err != nil {
+				return fmt.Errorf("putting the XDP link on %s back on the program in force: %w", iface, err)
+			}
+		}
+	}
+	egress, id, err := open(egressPin)
+	if err != nil {
+		return err
+	}
+	defer egress.Close()
+	if l := loadLiveLink(egressPinOf(dir, iface), idx); l != nil {
+		defer l.Close()
+		if runs(l) != id {
+			if err := l.Update(egress); err != nil {
+				return fmt.Errorf("putting the tc egress link on %s back on the program in force: %w", iface, err)
+			}
+		}
+		return nil
+	}
+	fs, err := netlink.FilterList(nl, netlink.HANDLE_MIN_EGRESS)
+	if err != nil {
+		return nil // no clsact qdisc: no filter of xdpfw's
+	}
+	for _, f := range fs {
+		if a := f.Attrs(); a.Handle == netlink.MakeHandle(0, clsactHandle) && a.Priority == clsactPrio {
+			if err := netlink.FilterReplace(clsactFilter(idx, egress.FD())); err != nil {
+				return fmt.Errorf("putting the clsact egress filter on %s back on the program in force: %w", iface, err)
+			}
+		}
+	}
+	return nil
+}

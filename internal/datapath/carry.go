@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -225,11 +227,53 @@ func mergeSpans(s []span) []span {
 type carrier struct {
 	name     string
 	key, val *conversion
-	// seen: the old map's keys at the first copy (hash maps), so that the
-	// second copy, after the switch, adds only the entries the old program
-	// made meanwhile, not the ones the new program or the control plane
-	// removed since.
-	seen map[string]bool
+	// seen: the old map's keys at the first copy (hash maps), each with
+	// the digest of the value written for it into the new map, so that
+	// the second copy, after the switch, brings what the old program did
+	// meanwhile (entries it made, changed or removed: a connection closed
+	// during the load) to the entries the new program and the control
+	// plane left as the first copy wrote them, and no further: what they
+	// made, changed or removed since stays.
+	seen map[string]uint64
+	// expiresAt: the offset of the old value's u64 member expires (a
+	// deadline: fw_ct's connections, fw_frag's datagrams), -1 for none.
+	// Into a smaller map, the entries that expire last are carried first
+	// (as conntrack's early drop makes room by the oldest).
+	expiresAt int
+}
+
+// expiresOffset is the offset of t's member expires, a u64 (-1: none).
+func expiresOffset(t btf.Type) int {
+	s, ok := btf.UnderlyingType(t).(*btf.Struct)
+	if !ok {
+		return -1
+	}
+	m, ok := flatMembers(s.Members, 0)["expires"]
+	if !ok || m.bitfield || scalarOf(btf.UnderlyingType(m.typ)) != scalarOf(&btf.Int{Size: 8}) {
+		return -1
+	}
+	return int(m.off)
+}
+
+// byExpiry orders keys, old's, by their values' u64 at off, the latest
+// first (entries gone meanwhile last).
+func byExpiry(old *ebpf.Map, keys [][]byte, off uint32) [][]byte {
+	at := make(map[string]uint64, len(keys))
+	for _, k := range keys {
+		var v []byte
+		if old.Lookup(k, &v) == nil && int(off)+8 <= len(v) {
+			at[string(k)] = ne.Uint64(v[off:])
+		}
+	}
+	slices.SortStableFunc(keys, func(a, b []byte) int { return cmp.Compare(at[string(b)], at[string(a)]) })
+	return keys
+}
+
+// digest is a value's fingerprint, for seen.
+func digest(v []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(v)
+	return h.Sum64()
 }
 
 // The generic copy reads arrays by index (arrayLike) and hashes, tries
@@ -260,6 +304,43 @@ func sameKind(a, b ebpf.MapType) bool {
 	return plain(a) == plain(b)
 }
 
+// lru: a map of type t makes room for an entry by forgetting another.
+func lru(t ebpf.MapType) bool { return t == ebpf.LRUHash || t == ebpf.LRUCPUHash }
+
+// countKeys is how many entries m holds.
+func countKeys(m *ebpf.Map) (int, error) {
+	keys, walked, err := listKeys(m)
+	if err == nil && !walked {
+		err = errors.New("the walk of its keys restarted")
+	}
+	return len(keys), err
+}
+
+// listKeys lists m's keys; walked: all of them (a map written meanwhile
+// may restart its walk, which stops at twice its size).
+func listKeys(m *ebpf.Map) (keys [][]byte, walked bool, err error) {
+	var k []byte
+	for {
+		next := make([]byte, m.KeySize())
+		if k == nil {
+			err = m.NextKey(nil, &next)
+		} else {
+			err = m.NextKey(k, &next)
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return keys, true, nil
+		}
+		if err != nil {
+			return keys, false, fmt.Errorf("listing the keys: %w", err)
+		}
+		keys = append(keys, next)
+		k = next
+		if len(keys) > int(m.MaxEntries())*2 {
+			return keys, false, nil
+		}
+	}
+}
+
 func perCPU(t ebpf.MapType) bool {
 	return t == ebpf.PerCPUArray || t == ebpf.PerCPUHash || t == ebpf.LRUCPUHash
 }
@@ -272,7 +353,10 @@ func newCarrier(name string, old *ebpf.Map, okey, oval btf.Type, ms *ebpf.MapSpe
 	if !sameKind(ot, ms.Type) {
 		return nil, fmt.Errorf("a %v map, this program's is a %v", ot, ms.Type)
 	}
-	c := &carrier{name: name}
+	c := &carrier{name: name, expiresAt: -1}
+	if oval != nil {
+		c.expiresAt = expiresOffset(oval)
+	}
 	if !hashLike(ot) && !arrayLike(ot) {
 		return c, nil // nothing to read
 	}
@@ -299,8 +383,15 @@ type carryStats struct{ carried, lost int }
 
 // copyInto copies old's entries into cur. first: the copy before the new
 // program runs anywhere (every entry, replacing cur's); else the copy
-// after the switch (hash maps only: the entries the old program made
-// since the first, where cur has none of that key yet).
+// after the switch, once the old program runs nowhere (hash maps only):
+// the entries the old program made since the first, where cur has none
+// of that key yet, and for the entries of the first copy that cur still
+// holds as it wrote them, what the old program did since: their values
+// as they are now in old, or their removal (a connection closed or
+// collected: carried as it was, a closed connection would let its
+// packets through as established in the new program). The new
+// program's own changes win; one written between this copy's read of
+// an entry and its write is lost (a BPF map has no compare-and-swap).
 func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 	var st carryStats
 	if c.key == nil {
@@ -329,6 +420,19 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 			out = append(out, c.val.convert(v)...)
 		}
 		return out, nil
+	}
+	// current is cur's value of key k, as lookup gives old's (nil: none).
+	current := func(k []byte) ([]byte, error) {
+		if !perCPU(cur.Type()) {
+			var v []byte
+			err := cur.Lookup(k, &v)
+			return v, err
+		}
+		per := make([][]byte, ncpu)
+		if err := cur.Lookup(k, per); err != nil {
+			return nil, err
+		}
+		return slices.Concat(per...), nil
 	}
 	put := func(k, v []byte, flags ebpf.MapUpdateFlags) error {
 		if !perCPU(cur.Type()) {
@@ -364,39 +468,26 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 		return st, nil
 	}
 	if first {
-		c.seen = map[string]bool{}
+		c.seen = map[string]uint64{}
 	}
-	var keys [][]byte
-	var k []byte
-	for {
-		next := make([]byte, old.KeySize())
-		var err error
-		if k == nil {
-			err = old.NextKey(nil, &next)
-		} else {
-			err = old.NextKey(k, &next)
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if err != nil {
-			return st, fmt.Errorf("listing the keys: %w", err)
-		}
-		keys = append(keys, next)
-		k = next
-		if len(keys) > int(old.MaxEntries())*2 { // a map written meanwhile may restart its walk
-			break
-		}
+	keys, walked, err := listKeys(old)
+	if err != nil {
+		return st, err
 	}
+	if first && c.expiresAt >= 0 && !perCPU(old.Type()) && len(keys) > int(cur.MaxEntries()) {
+		keys = byExpiry(old, keys, uint32(c.expiresAt))
+	}
+	listed := map[string]bool{}
 	for _, k := range keys {
-		flags := ebpf.UpdateAny
 		if !first {
-			if c.seen[string(k)] {
+			if sum, ok := c.seen[string(k)]; ok {
+				there, err := c.refresh(k, sum, lookup, current, put)
+				if err != nil {
+					return st, err
+				}
+				listed[string(k)] = there
 				continue
 			}
-			flags = ebpf.UpdateNoExist
-		} else {
-			c.seen[string(k)] = true
 		}
 		v, err := lookup(k)
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -404,6 +495,15 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 		}
 		if err != nil {
 			return st, fmt.Errorf("reading an entry: %w", err)
+		}
+		flags := ebpf.UpdateNoExist
+		if first {
+			flags = ebpf.UpdateAny
+			c.seen[string(k)] = digest(v) // (one that does not fit: the second copy finds it missing, and leaves it)
+			if lru(cur.Type()) && st.carried >= int(cur.MaxEntries()) {
+				st.lost++ // an LRU map takes it, but by forgetting one carried already
+				continue
+			}
 		}
 		switch err := put(c.key.convert(k), v, flags); {
 		case err == nil:
@@ -413,7 +513,69 @@ func (c *carrier) copyInto(old, cur *ebpf.Map, first bool) (carryStats, error) {
 			st.lost++ // the new map is full (or smaller)
 		}
 	}
+	if first && lru(cur.Type()) {
+		// An LRU map may forget an entry to take another before it is full
+		// (its free slots are kept per CPU): what it holds is what was carried.
+		if n, err := countKeys(cur); err == nil && n < st.carried {
+			st.lost += st.carried - n
+			st.carried = n
+		}
+	}
+	if first || !walked {
+		return st, nil // (a walk cut short says nothing of the keys it did not list)
+	}
+	// The entries of the first copy that old no longer has: removed by
+	// the old program (or the control plane) since.
+	for k, sum := range c.seen {
+		if listed[k] {
+			continue
+		}
+		var v []byte
+		if err := old.Lookup([]byte(k), &v); !errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue // there after all (or unreadable): left as it is
+		}
+		nk := c.key.convert([]byte(k))
+		if now, err := current(nk); err == nil && digest(now) == sum {
+			if err := cur.Delete(nk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return st, fmt.Errorf("removing an entry the old program removed: %w", err)
+			}
+		}
+	}
 	return st, nil
+}
+
+// refresh brings the entry of old key k, which the first copy wrote into
+// cur with digest sum, to its value in old now, unless cur's entry is
+// gone or changed since (the new program's, or the control plane's).
+// there: old still has k (else the caller removes it, as the others
+// old no longer has).
+func (c *carrier) refresh(k []byte, sum uint64, lookup, current func([]byte) ([]byte, error),
+	put func(k, v []byte, flags ebpf.MapUpdateFlags) error) (there bool, err error) {
+	v, err := lookup(k)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("reading an entry: %w", err)
+	}
+	if digest(v) == sum {
+		return true, nil // unchanged in old
+	}
+	nk := c.key.convert(k)
+	now, err := current(nk)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return true, nil // the new program removed it
+	}
+	if err != nil {
+		return true, fmt.Errorf("reading a carried entry: %w", err)
+	}
+	if digest(now) != sum {
+		return true, nil // the new program changed it: its value is newer
+	}
+	if err := put(nk, v, ebpf.UpdateExist); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return true, fmt.Errorf("bringing a carried entry up to date: %w", err)
+	}
+	return true, nil
 }
 
 func u32Bytes(i uint32) []byte {

@@ -2,11 +2,14 @@ package datapath
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // TestConversion: the generic carry-over copies each member of the new
@@ -96,4 +99,161 @@ func TestConversion(t *testing.T) {
 	if c, err := newConversion(nil, nil, 8, 12, true); err != nil || !bytes.Equal(c.convert([]byte{1, 2, 3, 4, 5, 6, 7, 8}), []byte{1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0}) {
 		t.Errorf("a value grown at its end without BTF: %v", err)
 	}
+}
+
+// TestCarryCatchesUp: the copy after the switch brings the entries of the
+// first copy to what the old program did with them meanwhile (a value
+// changed, an entry removed: a connection closed while the load ran must
+// not come back as established in the new program), adds the ones it
+// made, and leaves what the new program changed, made or removed since.
+// Per-CPU hash maps alike.
+func TestCarryCatchesUp(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, typ := range []ebpf.MapType{ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash} {
+		t.Run(typ.String(), func(t *testing.T) {
+			mk := func() *ebpf.Map { return testMap(t, typ, 4, 8, 16) }
+			ncpu := 1
+			if perCPU(typ) {
+				n, err := ebpf.PossibleCPU()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ncpu = n
+			}
+			set := func(m *ebpf.Map, k uint32, v uint64) {
+				t.Helper()
+				var err error
+				if perCPU(typ) {
+					err = m.Put(k, slices.Repeat([]uint64{v}, ncpu))
+				} else {
+					err = m.Put(k, v)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			get := func(m *ebpf.Map, k uint32) (uint64, bool) {
+				if perCPU(typ) {
+					var vs []uint64
+					if m.Lookup(k, &vs) != nil {
+						return 0, false
+					}
+					return vs[ncpu-1], true
+				}
+				var v uint64
+				return v, m.Lookup(k, &v) == nil
+			}
+			old, cur := mk(), mk()
+			c, err := newCarrier("fw_test", old, nil, nil, &ebpf.MapSpec{Type: typ, KeySize: 4, ValueSize: 8, MaxEntries: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := uint32(1); k <= 5; k++ {
+				set(old, k, uint64(k*10))
+			}
+			if _, err := c.copyInto(old, cur, true); err != nil {
+				t.Fatal(err)
+			}
+			// while the load runs: the old program changes 1, removes 2 (a
+			// connection closed), makes 6; the new program (after the
+			// switch) changes 4, removes 5 and makes 7
+			set(old, 1, 11)
+			if err := old.Delete(uint32(2)); err != nil {
+				t.Fatal(err)
+			}
+			set(old, 6, 60)
+			set(cur, 4, 44)
+			if err := cur.Delete(uint32(5)); err != nil {
+				t.Fatal(err)
+			}
+			set(cur, 7, 77)
+			if _, err := c.copyInto(old, cur, false); err != nil {
+				t.Fatal(err)
+			}
+			want := map[uint32]uint64{1: 11, 3: 30, 4: 44, 6: 60, 7: 77}
+			for k := uint32(1); k <= 7; k++ {
+				v, ok := get(cur, k)
+				w, wok := want[k]
+				if ok != wok || v != w {
+					t.Errorf("key %d after the second copy: %d (there %v), want %d (there %v)", k, v, ok, w, wok)
+				}
+			}
+		})
+	}
+}
+
+// TestCarryIntoSmallerLRU: an LRU map takes every update, forgetting
+// entries to make room: the copy into a smaller one says how many it
+// holds and how many were lost, not that all were carried.
+func TestCarryIntoSmallerLRU(t *testing.T) {
+	testutil.RequireRoot(t)
+	old, cur := testMap(t, ebpf.LRUHash, 4, 8, 64), testMap(t, ebpf.LRUHash, 4, 8, 16)
+	for k := uint32(0); k < 40; k++ {
+		if err := old.Put(k, uint64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newCarrier("fw_test", old, nil, nil, &ebpf.MapSpec{Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.copyInto(old, cur, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := countKeys(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.carried != held || st.carried+st.lost != 40 || held > 16 {
+		t.Errorf("40 entries into an LRU map of 16: carried %d, lost %d; the map holds %d", st.carried, st.lost, held)
+	}
+}
+
+// TestCarryKeepsLatest: into a smaller table (a smaller --ct-max), the
+// entries carried are those that expire last (the most recently active
+// connections), not the first the walk of the old map finds.
+func TestCarryKeepsLatest(t *testing.T) {
+	testutil.RequireRoot(t)
+	u32 := &btf.Int{Name: "u32", Size: 4}
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	val := &btf.Struct{Name: "v", Size: 16, Members: []btf.Member{
+		{Name: "state", Type: u32}, {Name: "expires", Offset: 64, Type: u64}}}
+	old, cur := testMap(t, ebpf.Hash, 4, 16, 64), testMap(t, ebpf.Hash, 4, 16, 16)
+	for k := uint32(0); k < 40; k++ {
+		v := make([]byte, 16)
+		ne.PutUint64(v[8:], uint64(1000+37*((k*7)%40))) // expiry order unlike key order
+		if err := old.Put(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newCarrier("fw_test", old, nil, val, &ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 16, Value: val})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.copyInto(old, cur, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.carried != 16 || st.lost != 24 {
+		t.Errorf("40 entries into 16: carried %d, lost %d", st.carried, st.lost)
+	}
+	var k uint32
+	var v []byte
+	for it := cur.Iterate(); it.Next(&k, &v); {
+		if exp := ne.Uint64(v[8:]); exp < 1000+37*24 {
+			t.Errorf("key %d carried, expiring at %d: one of the 24 that expire first", k, exp)
+		}
+	}
+}
+
+// testMap is a map of the test's own, closed when it ends.
+func testMap(t *testing.T, typ ebpf.MapType, key, value, n uint32) *ebpf.Map {
+	t.Helper()
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: typ, KeySize: key, ValueSize: value, MaxEntries: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }

@@ -880,7 +880,7 @@ func (d *Datapath) PinProgram() error {
 		return err
 	}
 	if d.layouts != nil { // every map pinned is this program's now: record their layouts
-		if err := pinLayouts(d.dir, d.layouts); err != nil {
+		if err := d.pinLayouts(); err != nil {
 			return err
 		}
 	}

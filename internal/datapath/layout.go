@@ -332,33 +332,34 @@ func recordedLayouts(dir string) map[string]layoutRecord {
 	return out
 }
 
-// pinLayouts replaces dir's record of layouts with sums, for the maps
-// pinned in dir now (a new map pinned under a temporary name, then
-// renamed over the old record).
-func pinLayouts(dir string, sums map[string][32]byte) error {
+// pinLayouts replaces dir's record of layouts with d.layouts, for this
+// program's maps (a new map pinned under a temporary name, then renamed
+// over the old record). Each is recorded with the id of d's own map, not
+// of whatever is pinned under its name now: a pin another load replaced
+// meanwhile (another version's map) is not vouched for.
+func (d *Datapath) pinLayouts() error {
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "fw_layouts", Type: ebpf.Hash, KeySize: uint32(len(layoutsKey{})),
-		ValueSize: uint32(binary.Size(layoutRecord{})), MaxEntries: uint32(max(len(sums), 1))})
+		ValueSize: uint32(binary.Size(layoutRecord{})), MaxEntries: uint32(max(len(d.layouts), 1))})
 	if err != nil {
 		return fmt.Errorf("making the record of map layouts: %w", err)
 	}
 	defer m.Close()
-	for name, sum := range sums {
+	own := d.maps()
+	for name, sum := range d.layouts {
 		var k layoutsKey
 		if len(name) > len(k) {
 			return fmt.Errorf("map name %q is longer than the layout record's key", name)
 		}
-		pinned, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
-		if err != nil {
-			continue // not pinned (this load made it unpinned): nothing to vouch for
+		mp := own[name]
+		if mp == nil || *mp == nil {
+			continue // not this program's to vouch for
 		}
-		id := mapID(pinned)
-		pinned.Close()
 		copy(k[:], name)
-		if err := m.Put(&k, &layoutRecord{Sum: sum, ID: id}); err != nil {
+		if err := m.Put(&k, &layoutRecord{Sum: sum, ID: mapID(*mp)}); err != nil {
 			return fmt.Errorf("recording the layout of %s: %w", name, err)
 		}
 	}
-	pin := filepath.Join(dir, layoutsPin)
+	pin := filepath.Join(d.dir, layoutsPin)
 	tmp := pin + "_new"
 	_ = os.Remove(tmp)
 	if err := m.Pin(tmp); err != nil {

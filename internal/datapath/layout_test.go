@@ -478,3 +478,43 @@ func TestLayoutsRecorded(t *testing.T) {
 	}
 	o.Close()
 }
+
+// TestLayoutsRecordOwnMaps: the record vouches for the load's own maps,
+// not for what is pinned under their names when it is written: a pin
+// replaced meanwhile (another xdpfw's load, another layout) is read from
+// its BTF, and refused where that cannot be read, rather than vouched
+// for with this version's layout.
+func TestLayoutsRecordOwnMaps(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := testutil.BPFFS(t) + "/xdpfw"
+	dp, err := datapath.Load(dir, datapath.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = datapath.Unpin(dir) })
+	foreign, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 16, MaxEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Close()
+	pin := filepath.Join(dir, "fw_ct_stats")
+	if err := os.Remove(pin); err != nil {
+		t.Fatal(err)
+	}
+	if err := foreign.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.PinProgram(); err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	restore := datapath.PinnedTypesUnreadable()
+	defer restore()
+	if o, err := datapath.Open(dir); err == nil {
+		o.Close()
+		t.Fatal("Open with fw_ct_stats replaced by another map before the record was written, BTF unreadable: succeeded " +
+			"(the record vouched for a map the load did not make), want refused")
+	} else if !strings.Contains(err.Error(), "fw_ct_stats") {
+		t.Errorf("Open refused with %q, want the map named (fw_ct_stats)", err)
+	}
+}

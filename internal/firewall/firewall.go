@@ -143,6 +143,10 @@ func Open(p Paths) (*Firewall, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(p.interruptedFile()); err == nil {
+		unlock()
+		return nil, errInterrupted
+	}
 	dp, err := datapath.Open(p.PinDir)
 	if err != nil {
 		unlock()
@@ -356,8 +360,11 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	defer f.Close()
 	// undo: what to restore on failure (nothing when the rules in force
 	// are unknown: the new ones stay, recorded).
+	// switched: the interfaces filtered before that this load put on its
+	// program (undo puts them back).
+	var switched []string
 	undo := func(attached []string, err error) error {
-		return f.undo(fresh, recovering, attached, err)
+		return f.undo(fresh, recovering, attached, switched, err)
 	}
 
 	f.prevIfaces = map[string]Iface{}
@@ -375,6 +382,12 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 			st.Interfaces[n] = i
 		}
 	}
+	// The bulk CPUs named must be online: refused before anything changes.
+	cpuSpec := orDefault(opt.PriorityCPUs, orDefault(st.PriorityCPUs, "auto"))
+	cpus, err := datapath.PriorityCPUs(cpuSpec)
+	if err != nil {
+		return nil, undo(nil, err)
+	}
 	res, err := f.apply(rs, opt, fresh || recovering)
 	if err != nil {
 		return nil, undo(nil, err)
@@ -383,6 +396,13 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	if nat != nil {
 		if err := f.startNAT(nat); err != nil {
 			return nil, undo(nil, fmt.Errorf("the nat table: %w", err))
+		}
+	}
+	// Maps made anew are pinned only once every interface runs the new
+	// program: marked until then (interruptedName).
+	if lines, _ := dp.Upgrades(); len(lines) > 0 && !fresh {
+		if err := writeFileAtomic(p.interruptedFile(), []byte(strings.Join(lines, "\n")+"\n")); err != nil {
+			return nil, undo(nil, fmt.Errorf("marking the load under way: %w", err))
 		}
 	}
 	res.Attached = map[string]datapath.Mode{}
@@ -406,6 +426,7 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		if _, named := newIfaces[name]; named {
 			want = modeOf[name]
 		}
+		switched = append(switched, name)
 		m, err := dp.Attach(name, want) // updates the link; refuses a mode change
 		if err != nil {
 			return nil, undo(attached, fmt.Errorf("updating %s to the new program: %w", name, err))
@@ -420,11 +441,6 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 		return nil, undo(attached, err)
 	}
 	// the bulk CPUs, each running the new program's xdpfw_cpumap
-	cpuSpec := orDefault(opt.PriorityCPUs, orDefault(st.PriorityCPUs, "auto"))
-	cpus, err := datapath.PriorityCPUs(cpuSpec)
-	if err != nil {
-		return nil, undo(attached, err)
-	}
 	if err := dp.SetPriority(cpus); err != nil {
 		return nil, undo(attached, err)
 	}
@@ -433,7 +449,11 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 	res.Warnings = append(res.Warnings, natWarnings(nat)...)
 	st.NAT = orDefault(opt.NAT, NATKernel)
 	st.NATRules = natText(nat)
+	crashAt("load-switched")
 	if err := dp.PinProgram(); err != nil {
+		return nil, undo(attached, err)
+	}
+	if err := os.Remove(p.interruptedFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, undo(attached, err)
 	}
 	var lost int
@@ -468,9 +488,27 @@ func LoadModes(p Paths, modes []IfaceMode, rs *rules.RuleSet, opt Options) (*Res
 // before. When the rules in force before were not known (recovering: the
 // record was lost), the new rules stay in force, recorded as such: the
 // firewall never opens for want of the old ones.
-func (f *Firewall) undo(fresh, recovering bool, attached []string, err error) error {
+func (f *Firewall) undo(fresh, recovering bool, attached, switched []string, err error) error {
 	for _, name := range attached {
 		_ = f.dp.Detach(name)
+	}
+	// The interfaces filtered before that the load switched to its
+	// program go back to the program pinned, the one in force before:
+	// left on the new program, they would use its maps, which are not the
+	// pinned ones where the load made maps anew (another layout or size),
+	// so list, status and the next apply would read and write maps these
+	// packets never see.
+	if !fresh {
+		restored := true
+		for _, name := range switched {
+			if rerr := f.dp.RestorePinned(name); rerr != nil {
+				restored = false
+				err = fmt.Errorf("%w; putting %s back on the program in force also failed: %v", err, name, rerr)
+			}
+		}
+		if restored { // else an interface still runs the new program: the mark stays
+			_ = os.Remove(f.paths.interruptedFile())
+		}
 	}
 	switch {
 	case fresh:

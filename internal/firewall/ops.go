@@ -217,7 +217,7 @@ func teardown(p Paths) error {
 	if err := datapath.Unpin(p.PinDir); err != nil {
 		errs = append(errs, err)
 	}
-	for _, f := range []string{p.StateFile(), p.auditFile()} {
+	for _, f := range []string{p.StateFile(), p.auditFile(), p.interruptedFile()} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -148,6 +149,9 @@ func loadNeeded(p Paths, st *state, d Desired) []string {
 		return why
 	}
 	var why []string
+	if _, err := os.Stat(p.interruptedFile()); err == nil {
+		why = append(why, "a load interrupted after it switched interfaces to its program")
+	}
 	if st.Program != datapath.ProgramVersion() {
 		why = append(why, "program upgrade")
 	}

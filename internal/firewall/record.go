@@ -71,6 +71,23 @@ func (p Paths) StateFile() string { return filepath.Join(p.StateDir, stateName) 
 
 func (p Paths) nextFile() string { return filepath.Join(p.StateDir, nextName) }
 
+// interruptedName marks a load that made maps anew (another layout or
+// size: datapath.Upgrades) from just before it switches interfaces to its
+// program until its maps are pinned in place of the old ones: a load
+// killed in between leaves those interfaces running a program whose maps
+// are pinned nowhere, while the pins are the old ones. Changes refuse to
+// write maps no packet reads (Open), the daemon loads again
+// (loadNeeded), and the next load, which replaces the program, removes
+// the mark.
+const interruptedName = "load-interrupted"
+
+func (p Paths) interruptedFile() string { return filepath.Join(p.StateDir, interruptedName) }
+
+// errInterrupted refuses a change after an interrupted load.
+var errInterrupted = errors.New("an xdpfw load that made new tables (another layout or size) was interrupted after it switched " +
+	"interfaces to its program: the maps pinned are not the ones their packets use, so a change now would not reach them; " +
+	"run that `xdpfw load` again (or `xdpfw detach --all`)")
+
 // RecordError says that the program is pinned (attached and filtering)
 // but its record is lost, corrupt or not the one the kernel has in force.
 type RecordError struct {

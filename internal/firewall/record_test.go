@@ -33,12 +33,21 @@ func childMain(op string) int {
 	p := Paths{PinDir: os.Getenv("XDPFW_PIN_DIR"), StateDir: os.Getenv("XDPFW_STATE_DIR")}
 	err := func() error {
 		verb, arg, _ := strings.Cut(op, " ")
+		var opt Options
+		if verb == "loadct" { // "loadct N RULES": load with --ct-max N
+			n, rest, _ := strings.Cut(arg, " ")
+			ct, err := strconv.Atoi(n)
+			if err != nil {
+				return err
+			}
+			verb, arg, opt.CTMax = "load", rest, ct
+		}
 		if verb == "load" { // run in the test's namespace, which has fw0
 			rs, err := rules.Parse("child.rules", []byte(strings.ReplaceAll(arg, ";", "\n")), rules.ParseOptions{})
 			if err != nil {
 				return err
 			}
-			_, err = Load(p, []string{"fw0"}, datapath.ModeGeneric, rs, Options{})
+			_, err = Load(p, []string{"fw0"}, datapath.ModeGeneric, rs, opt)
 			return err
 		}
 		f, err := Open(p)
