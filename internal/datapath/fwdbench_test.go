@@ -10,7 +10,6 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
-	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // BenchmarkForwardEstablished: what an accepted, established, forwarded
@@ -31,20 +30,7 @@ import (
 // ns/pkt includes the kernel timer's own reads, the same for both builds:
 // diff-ns/pkt (per round, this build's less the base's) is the measure.
 func BenchmarkForwardEstablished(b *testing.B) {
-	f := newFixtureB(b)
-	lan, sink := testutil.NewNetNS(b), testutil.NewNetNS(b)
-	lanR, cli := testutil.VethPair(b, f.ns, "lan0", []string{"10.200.1.1/24"}, lan, "cli0", []string{"10.200.1.2/24"})
-	outR, _ := testutil.VethPair(b, f.ns, "out0", []string{"10.220.0.1/24"}, sink, "snk0", []string{"10.220.0.2/24"})
-	for _, args := range [][]string{
-		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
-		{"ip", "neigh", "replace", "10.220.0.2", "lladdr", "02:00:00:00:22:02", "dev", "out0", "nud", "permanent"},
-		{"ip", "neigh", "replace", "10.200.1.2", "lladdr", cli.MAC.String(), "dev", "lan0", "nud", "permanent"},
-	} {
-		if out, err := f.ns.Exec(b.Context(), args[0], args[1:]...); err != nil {
-			b.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
-	f.ifaces["lan0"], f.ifaces["out0"] = uint32(lanR.Index), uint32(outR.Index)
+	f, lanR, outR, cli := routerFixture(b, datapath.Limits{})
 	f.installText("-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n" +
 		"-A FORWARD -i lo -p udp --dport 5000 -j ACCEPT\n-A FORWARD -j DROP\n")
 	dps := loadSideBySide(b, f)

@@ -33,12 +33,16 @@ const natRouterFilter = "-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -
 
 const natRouterNAT = "-t nat -A POSTROUTING -o out0 -p udp --dport 5000 -j MASQUERADE\n"
 
-func newNATRouter(t testing.TB) *natRouter {
+// routerFixture is a data plane loaded with lim, in a namespace that
+// routes between a LAN client (10.200.1.2, behind lan0, 10.200.1.1) and
+// a sink (10.220.0.2, behind out0, 10.220.0.1), both neighbours known:
+// the router's two ends and the client's.
+func routerFixture(t testing.TB, lim datapath.Limits) (f *fixture, lanR, outR, cli testutil.VethEnd) {
 	t.Helper()
-	f := newFixtureLimits(t, datapath.Limits{NAT: true})
+	f = newFixtureLimits(t, lim)
 	lan, sink := testutil.NewNetNS(t), testutil.NewNetNS(t)
-	lanR, cli := testutil.VethPair(t, f.ns, "lan0", []string{"10.200.1.1/24"}, lan, "cli0", []string{"10.200.1.2/24"})
-	outR, _ := testutil.VethPair(t, f.ns, "out0", []string{"10.220.0.1/24"}, sink, "snk0", []string{"10.220.0.2/24"})
+	lanR, cli = testutil.VethPair(t, f.ns, "lan0", []string{"10.200.1.1/24"}, lan, "cli0", []string{"10.200.1.2/24"})
+	outR, _ = testutil.VethPair(t, f.ns, "out0", []string{"10.220.0.1/24"}, sink, "snk0", []string{"10.220.0.2/24"})
 	for _, args := range [][]string{
 		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
 		{"ip", "neigh", "replace", "10.220.0.2", "lladdr", "02:00:00:00:22:02", "dev", "out0", "nud", "permanent"},
@@ -49,6 +53,12 @@ func newNATRouter(t testing.TB) *natRouter {
 		}
 	}
 	f.ifaces["lan0"], f.ifaces["out0"] = uint32(lanR.Index), uint32(outR.Index)
+	return f, lanR, outR, cli
+}
+
+func newNATRouter(t testing.TB) *natRouter {
+	t.Helper()
+	f, lanR, outR, cli := routerFixture(t, datapath.Limits{NAT: true})
 	f.installText(natRouterFilter)
 	r := &natRouter{f: f, lan: lanR, out: outR, cli: netip.MustParseAddr("10.200.1.2"),
 		sink: netip.MustParseAddr("10.220.0.2"), router: netip.MustParseAddr("10.220.0.1")}
