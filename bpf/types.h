@@ -550,6 +550,13 @@ struct fw_ct_entry {
 	__u8  flags;      /* FW_CTF_* */
 	__u8  chain;      /* the chain of the first packet */
 	__u8  _pad;
+	/* `--nat xdpfw`, a connection whose source only xdpfw's NAT
+	 * translates: the source its original direction leaves with (its
+	 * binding's, lib/natct.h fw_nat_ct_kept), so that its packets need
+	 * no binding lookup; 0: none kept, the binding decides */
+	__be32 nat_saddr;
+	__be16 nat_sport; /* network order; an ICMP echo's id */
+	__u8  _pad_nat[2];
 };
 
 /* Conntrack event counters (fw_ct_stats, per CPU). Mirrored by

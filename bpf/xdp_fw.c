@@ -228,9 +228,12 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 		}
 	}
 	/* a translated connection's destination, before the chain is
-	 * picked: as iptables' filter sees the packet (lib/natfw.h) */
+	 * picked: as iptables' filter sees the packet (lib/natfw.h); its
+	 * conntrack lookup, when it made conntrack's (ct.now set) */
+	if (!cpumap)
+		ct.now = 0;
 	if (fw_nat_mode && h->nat_state == FW_NAT_S_NONE)
-		fw_nat_in(data, data_end, h);
+		fw_nat_in(data, data_end, h, &ct, cpumap);
 	pp->chain = fw_ingress_chain(ctx, pp, &h->hop);
 	/* iptables' FORWARD sees the TTL (hop limit) ip_forward /
 	 * ip6_forward has already decremented: -m ttl / -m hl test that */
@@ -251,7 +254,8 @@ static __always_inline int fw_xdp_ingress(struct xdp_md *ctx, const int cpumap)
 		return rc;
 	}
 
-	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)), ctx);
+	rc = fw_decide_start(data, data_end, pp, &d, &ct, &sel, &root, fw_trace_ctstate(fw_trace_meta(ctx)), ctx,
+			     fw_nat_mode && !cpumap);
 	if (fw_nat_mode) /* its destination translated: --ctstate DNAT (lib/natct.h) */
 		fw_nat_ctinfo(h);
 	/* a new connection's first packet: nat PREROUTING (lib/natdst.h) */

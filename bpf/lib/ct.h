@@ -37,7 +37,8 @@ struct fw_ct {
 	__u8 setflags;         /* FW_CTF_* to add to a live entry */
 	__u8 _pad[3];
 	struct fw_ct_entry *e; /* the live entry, or NULL */
-	__u64 now;             /* fw_ct_now() of the lookup: the commit's clock too */
+	__u64 now;             /* fw_ct_now() of the lookup: the commit's clock too; set before the lookup: e is
+				* the caller's lookup of the key at that time (fw_ct_lookup) */
 };
 #define fw_ct_plan_size __builtin_offsetof(struct fw_ct, e)
 #define fw_ct_next_off __builtin_offsetof(struct fw_ct, next)
@@ -363,17 +364,24 @@ static __always_inline __u8 fw_ct_related(void *data, void *data_end, struct fw_
 }
 
 /* fw_ct_lookup sets p->ctstate and fills ct with what fw_ct_commit writes
- * should the packet be accepted. It writes nothing itself. */
-static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_pkt *p, struct fw_ct *ct)
+ * should the packet be accepted. It writes nothing itself. hinted (a
+ * constant: XDP) and ct->now not 0: the caller has looked the packet's
+ * key up already at that time, and ct->e, when not NULL, is the entry it
+ * found (lib/natct.h fw_nat_ct_kept), used instead of a second lookup. */
+static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_pkt *p, struct fw_ct *ct,
+					 const int hinted)
 {
 	/* read once per packet: the commit's clock too */
-	__u64 now = fw_ct_now();
+	__u64 now = hinted ? ct->now : 0;
 
+	if (!now) {
+		now = fw_ct_now();
+		ct->e = NULL;
+	}
 	ct->now = now;
 	__u16 sport = p->sport, dport = p->dport;
 	int icmp_reply = 0;
 
-	ct->e = NULL;
 	ct->next = FW_CTS_NONE;
 	ct->create = 0;
 	ct->setflags = 0;
@@ -412,12 +420,16 @@ static __always_inline void fw_ct_lookup(void *data, void *data_end, struct fw_p
 	}
 
 	fw_ct_key_of(&ct->key, p->family, p->proto, p->src, p->dst, sport, dport, &ct->from_a);
-	struct fw_ct_entry *e = bpf_map_lookup_elem(&fw_ct, &ct->key);
+	struct fw_ct_entry *e = hinted ? ct->e : NULL;
+	if (!e)
+		e = bpf_map_lookup_elem(&fw_ct, &ct->key);
 	if (e && e->expires <= now) {
 		fw_ct_count(FW_CT_STAT_EXPIRED);
 		e = NULL; /* replaced if this packet starts a connection */
 	}
 	if (!e) {
+		if (hinted)
+			ct->e = NULL; /* an expired entry the caller found */
 		if (p->proto == IPPROTO_TCP) {
 			__u8 f = p->tcp_flags & (FW_TCP_SYN | FW_TCP_ACK | FW_TCP_RST | FW_TCP_FIN);
 			if (f == FW_TCP_SYN) {

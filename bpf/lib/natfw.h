@@ -194,8 +194,15 @@ __noinline int fw_nat_life_out(struct xdp_md *ctx, struct fw_xdp_handoff *h)
  * its destination rewritten, h->pkt as the filter sees it now, the
  * binding kept in h for fw_nat_out. A first fragment's translation is
  * recorded for its datagram's later fragments, which get it here
- * (lib/natfrag.h). */
-static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_handoff *h)
+ * (lib/natfrag.h). Conntrack is asked first (lib/natct.h
+ * fw_nat_ct_kept): a source-translated connection's original direction
+ * has its binding in its entry, and the entry found is conntrack's for
+ * the packet (ct) unless the binding changes the destination (an answer,
+ * a DNAT), whose entry conntrack looks up under the translated tuple.
+ * cpumap (a constant): a bulk CPU, which `--nat xdpfw` never uses (it
+ * refuses a priority table): the binding only. */
+static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_handoff *h, struct fw_ct *ct,
+				      const int cpumap)
 {
 	struct fw_pkt *p = &h->pkt;
 	struct fw_nat_tuple k;
@@ -210,10 +217,15 @@ static __always_inline void fw_nat_in(void *data, void *end, struct fw_xdp_hando
 		return;
 	if (p->family != 4 || fw_nat_key4(data + p->l3_off, end, &k))
 		return;
-	const struct fw_nat_rw *out = bpf_map_lookup_elem(&fw_nat_binds, &k);
-	if (!out || !out->daddr) /* none, or nat OUTPUT's mark (lib/natout.h): a packet from outside with this host's own tuple */
-		return;
-	h->nat = *out;
+	if (cpumap || !fw_nat_ct_kept(p, &k, ct, &h->nat)) { /* cpumap: never with NAT (its stack is full) */
+		const struct fw_nat_rw *b = bpf_map_lookup_elem(&fw_nat_binds, &k);
+		if (!b || !b->daddr) /* none, or nat OUTPUT's mark (lib/natout.h): a packet from outside with this host's own tuple */
+			return;
+		if (!cpumap && (b->daddr != k.daddr || b->dport != k.dport))
+			ct->now = 0; /* conntrack's key is the translated tuple's */
+		h->nat = *b;
+	}
+	const struct fw_nat_rw *out = &h->nat;
 	h->nat_key = k;
 	fw_nat_frag_bound(data, end, p, &k, out->saddr, out->daddr); /* for its later fragments (lib/natfrag.h) */
 	if (fw_nat_pre(data + p->l3_off, end, &k, out))

@@ -61,12 +61,13 @@ static __always_inline int fw_raw_notrack(const struct fw_pkt *p, __u32 gen)
  * state | ctinfo << 8 | ctproto << 16, ctproto 0 the packet's; a NOTRACK
  * rule of the raw table makes it UNTRACKED, before both; kctx, XDP's
  * context or NULL at tc, asks the kernel's conntrack about what xdpfw's
- * does not know: lib/kct.h) and
+ * does not know: lib/kct.h; hinted, a constant: ct->now set means the
+ * caller looked the packet's conntrack entry up already, fw_ct_lookup) and
  * applies the root's fast rule: *sel and *root are what the classifier
  * then needs, ct what fw_decide_end records. */
 static __always_inline int fw_decide_start(void *data, void *data_end, struct fw_pkt *p, struct fw_decision *d,
 					   struct fw_ct *ct, __u32 *sel, const struct fw_root **rootp,
-					   int assume_state, struct xdp_md *kctx)
+					   int assume_state, struct xdp_md *kctx, const int hinted)
 {
 	/* ct is not zeroed (56 bytes of stores on every packet): fw_ct_lookup
 	 * writes what fw_ct_commit reads, and without a lookup (no conntrack,
@@ -92,7 +93,7 @@ static __always_inline int fw_decide_start(void *data, void *data_end, struct fw
 		if (assume_state >> 16)
 			p->ctproto = assume_state >> 16;
 	} else if (root->flags & FW_ROOT_CT) {
-		fw_ct_lookup(data, data_end, p, ct);
+		fw_ct_lookup(data, data_end, p, ct, hinted);
 		if (kctx && fw_kct_consult(kctx, p, ct) > 0) {
 			/* the chain of the translated destination: its root */
 			root = fw_root_at(p, s);
@@ -137,7 +138,7 @@ static __always_inline int fw_decide(struct __sk_buff *skb, void *data, void *da
 	struct fw_ct ct;
 	const struct fw_root *root = NULL;
 	__u32 sel = 0;
-	int next = fw_decide_start(data, data_end, p, d, &ct, &sel, &root, assume_state, NULL);
+	int next = fw_decide_start(data, data_end, p, d, &ct, &sel, &root, assume_state, NULL, 0);
 
 	if (next == FW_DECIDE_NO_RULESET)
 		return -1;

@@ -38,13 +38,17 @@ func ctEntry(k *xdpfwFwCtKey, v *xdpfwFwCtEntry, now uint64) conntrack.Entry {
 		a, b = b, a
 	}
 	exp := time.Duration(int64(v.Expires) - int64(now))
-	return conntrack.Entry{
+	e := conntrack.Entry{
 		Proto: k.Proto, Src: a, Dst: b,
 		State: conntrack.State(v.State), StateStr: conntrack.State(v.State).String(),
 		Replied: v.Flags&ctfReplied != 0, Assured: v.Flags&ctfAssured != 0, PickedUp: v.Flags&ctfPickup != 0,
 		Expires: exp, TTL: int64(exp / time.Second),
 		RuleID: v.RuleId, Chain: v.Chain, Packets: v.Packets, Bytes: v.Bytes,
 	}
+	if v.NatSaddr != 0 { // the source translation the entry keeps (bpf/lib/natct.h fw_nat_ct_kept); its binding says the same
+		e.NAT = &conntrack.NATReply{Src: b, Dst: netip.AddrPortFrom(natAddr(v.NatSaddr), natSwap16(v.NatSport)), Kind: "SNAT"}
+	}
+	return e
 }
 
 // FW_CTF_* (bpf/types.h).
@@ -141,6 +145,7 @@ func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, err
 	var (
 		keys []xdpfwFwCtKey
 		v    xdpfwFwCtEntry
+		vals []xdpfwFwCtEntry // of the entries removed
 	)
 	err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) {
 		if doomed(v, now) {
@@ -168,8 +173,9 @@ func (d *Datapath) ctDelete(doomed func(*xdpfwFwCtEntry, uint64) bool) (int, err
 		}
 		n++
 		gone = append(gone, keys[i])
+		vals = append(vals, v)
 	}
-	_, err = d.natUnbind(gone)
+	_, err = d.natUnbind(gone, vals)
 	return n, err
 }
 

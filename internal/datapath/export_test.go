@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -368,3 +369,35 @@ func PinnedTypes(m *ebpf.Map) (key, value btf.Type, err error) { return pinnedTy
 
 // Layout is t's layout as the upgrade compares it.
 func Layout(t btf.Type) string { return valueLayout(t) }
+
+// NATUnbind removes the binding of the IPv4 tuple from (protocol proto),
+// one direction, as the bindings' LRU takes one to make room.
+func (d *Datapath) NATUnbind(proto uint8, from NATTuple) error {
+	a, b := from.Src.As4(), from.Dst.As4()
+	k := xdpfwFwNatTuple{Saddr: binary.NativeEndian.Uint32(a[:]), Daddr: binary.NativeEndian.Uint32(b[:]),
+		Sport: natSwap16(from.SrcPort), Dport: natSwap16(from.DstPort), Proto: proto}
+	return d.natBinds.Delete(&k)
+}
+
+// CTForgetNAT clears the source translation kept in the conntrack entries
+// of the connections with port port (either end): their packets then
+// take the binding, as before the entry kept it (bpf/lib/natct.h).
+func (d *Datapath) CTForgetNAT(port uint16) error {
+	var keys []xdpfwFwCtKey
+	var vals []xdpfwFwCtEntry
+	if err := d.ctWalk(func(k *xdpfwFwCtKey, v *xdpfwFwCtEntry) {
+		if k.Pa == port || k.Pb == port {
+			keys = append(keys, *k)
+			vals = append(vals, *v)
+		}
+	}); err != nil {
+		return err
+	}
+	for i := range keys {
+		vals[i].NatSaddr, vals[i].NatSport = 0, 0
+		if err := d.ct.Update(&keys[i], &vals[i], ebpf.UpdateExist); err != nil {
+			return err
+		}
+	}
+	return nil
+}

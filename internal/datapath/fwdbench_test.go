@@ -1,6 +1,7 @@
 package datapath_test
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/netip"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/xdpfw/xdpfw/internal/datapath"
 	"github.com/xdpfw/xdpfw/internal/packet"
-	"github.com/xdpfw/xdpfw/testutil"
 )
 
 // BenchmarkForwardEstablished: what an accepted, established, forwarded
@@ -30,20 +30,7 @@ import (
 // ns/pkt includes the kernel timer's own reads, the same for both builds:
 // diff-ns/pkt (per round, this build's less the base's) is the measure.
 func BenchmarkForwardEstablished(b *testing.B) {
-	f := newFixtureB(b)
-	lan, sink := testutil.NewNetNS(b), testutil.NewNetNS(b)
-	lanR, cli := testutil.VethPair(b, f.ns, "lan0", []string{"10.200.1.1/24"}, lan, "cli0", []string{"10.200.1.2/24"})
-	outR, _ := testutil.VethPair(b, f.ns, "out0", []string{"10.220.0.1/24"}, sink, "snk0", []string{"10.220.0.2/24"})
-	for _, args := range [][]string{
-		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
-		{"ip", "neigh", "replace", "10.220.0.2", "lladdr", "02:00:00:00:22:02", "dev", "out0", "nud", "permanent"},
-		{"ip", "neigh", "replace", "10.200.1.2", "lladdr", cli.MAC.String(), "dev", "lan0", "nud", "permanent"},
-	} {
-		if out, err := f.ns.Exec(b.Context(), args[0], args[1:]...); err != nil {
-			b.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
-	f.ifaces["lan0"], f.ifaces["out0"] = uint32(lanR.Index), uint32(outR.Index)
+	f, lanR, outR, cli := routerFixture(b, datapath.Limits{})
 	f.installText("-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n" +
 		"-A FORWARD -i lo -p udp --dport 5000 -j ACCEPT\n-A FORWARD -j DROP\n")
 	dps := loadSideBySide(b, f)
@@ -105,4 +92,68 @@ func BenchmarkForwardEstablished(b *testing.B) {
 		_, d, err := run(dp, query, b.N)
 		return float64(d.Nanoseconds()) / float64(b.N), err
 	})
+}
+
+// BenchmarkForwardMasquerade: an established, masqueraded datagram in
+// its original direction (--nat xdpfw, natRouter), translated and
+// forwarded by the fast path, two flows of one data plane side by side:
+// one translated from its conntrack entry (kept-ns/pkt: one hash lookup),
+// one whose entry's copy is cleared (binding-ns/pkt: conntrack, then the
+// binding, as before the entry kept it); one flow each, warm caches, one
+// BPF_PROG_TEST_RUN per packet, 20 interleaved rounds; ratio kept /
+// binding per round, median.
+//
+//	go test -run '^$' -bench ForwardMasquerade -benchtime 5000x ./internal/datapath/
+func BenchmarkForwardMasquerade(b *testing.B) {
+	r := newNATRouter(b)
+	dp := r.f.dp
+	const xdpRedirect = 4
+	if err := r.f.ns.Do(func() error { return dp.SetForwardPorts([]int{1, r.lan.Index, r.out.Index}) }); err != nil {
+		b.Fatal(err)
+	}
+	var frames [2][]byte
+	for i, port := range []uint16{4000, 4001} {
+		router := netip.AddrPortFrom(r.router, port)
+		r.send(b, dp, r.query(port, 5000))
+		r.send(b, dp, r.answer(5000, router))
+		frames[i] = r.query(port, 5000)
+		if act, out := r.send(b, dp, frames[i]); act != xdpRedirect || !bytes.Equal(out[26:30], r.router.AsSlice()) {
+			b.Fatalf("established masqueraded query: XDP action %d, source %x; want XDP_REDIRECT from %s", act, out[26:30], r.router)
+		}
+	}
+	if err := dp.CTForgetNAT(4001); err != nil {
+		b.Fatal(err)
+	}
+	if act, _ := r.send(b, dp, frames[1]); act != xdpRedirect {
+		b.Fatalf("established masqueraded query by its binding: XDP action %d, want XDP_REDIRECT", act)
+	}
+	const rounds = 20
+	ns := [2][]float64{}
+	for round := range rounds {
+		for j := range frames {
+			i := (j + round) % 2
+			err := r.f.ns.Do(func() error {
+				var sum time.Duration
+				for range b.N {
+					_, d, err := dp.Program().Benchmark(frames[i], 1, nil)
+					if err != nil {
+						return err
+					}
+					sum += d
+				}
+				ns[i] = append(ns[i], float64(sum.Nanoseconds())/float64(b.N))
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ratios := make([]float64, rounds)
+	for i := range ratios {
+		ratios[i] = ns[0][i] / ns[1][i]
+	}
+	b.ReportMetric(medianOf(ns[0]), "kept-ns/pkt")
+	b.ReportMetric(medianOf(ns[1]), "binding-ns/pkt")
+	b.ReportMetric(medianOf(ratios), "ratio")
 }

@@ -493,7 +493,9 @@ func natRepliesFrom(bs []NATBinding, es []conntrack.Entry) {
 // flush` leaves of a connection's translation. A packet of a connection
 // bound before takes the nat stage again as a first packet once its
 // conntrack entry is gone too; with the entry still there, a translated
-// connection's next packet is dropped as lost (fail closed).
+// connection's next packet is dropped as lost (fail closed), but for the
+// original direction of one whose entry keeps its source translation
+// (docs/nat.md), which goes on with it.
 func (d *Datapath) NATFlush() (int, error) {
 	if d.natBinds == nil {
 		return 0, nil

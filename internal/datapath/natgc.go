@@ -32,12 +32,16 @@ func natDirections(k *xdpfwFwCtKey) [2]xdpfwFwNatTuple {
 }
 
 // natUnbind removes the bindings of the connections keys, whose conntrack
-// entries are gone: for each direction's tuple, its binding and, when it
-// points back, the other direction's (a tuple claimed since by another
-// connection keeps its binding). A key whose conntrack entry is back (a
-// new connection of the same tuple since) is left alone. Returns how many
-// bindings it removed.
-func (d *Datapath) natUnbind(keys []xdpfwFwCtKey) (int, error) {
+// entries are gone (vals: those entries, or nil): for each direction's
+// tuple, its binding and, when it points back, the other direction's (a
+// tuple claimed since by another connection keeps its binding). Where the
+// original direction's binding is gone already (the bindings' LRU: no
+// longer read for a connection whose entry keeps its source translation,
+// bpf/lib/natct.h), the entry's copy stands for it, so that its answers'
+// binding does not outlive it holding the port. A key whose conntrack
+// entry is back (a new connection of the same tuple since) is left alone.
+// Returns how many bindings it removed.
+func (d *Datapath) natUnbind(keys []xdpfwFwCtKey, vals []xdpfwFwCtEntry) (int, error) {
 	if d.natBinds == nil || d.natBinds.MaxEntries() <= 1 { // --nat kernel: no bindings
 		return 0, nil
 	}
@@ -58,10 +62,13 @@ func (d *Datapath) natUnbind(keys []xdpfwFwCtKey) (int, error) {
 		if k.Family != 4 || d.ct.Lookup(k, &ct) == nil {
 			continue
 		}
-		for _, t := range natDirections(k) {
+		for dir, t := range natDirections(k) {
 			var v xdpfwFwNatRw
 			if err := d.natBinds.Lookup(&t, &v); err != nil {
-				continue
+				if i >= len(vals) || !natKeptFor(&vals[i], dir) {
+					continue
+				}
+				v = xdpfwFwNatRw{Saddr: vals[i].NatSaddr, Daddr: t.Daddr, Sport: vals[i].NatSport, Dport: t.Dport}
 			}
 			back := xdpfwFwNatTuple{Saddr: v.Daddr, Daddr: v.Saddr, Sport: v.Dport, Dport: v.Sport, Proto: t.Proto}
 			var bv xdpfwFwNatRw
@@ -76,4 +83,11 @@ func (d *Datapath) natUnbind(keys []xdpfwFwCtKey) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// natKeptFor: does conntrack entry v keep the source translation
+// (bpf/lib/natct.h) of its direction dir (natDirections: 0 from endpoint
+// a, 1 from b), its original one?
+func natKeptFor(v *xdpfwFwCtEntry, dir int) bool {
+	return v.NatSaddr != 0 && (v.Flags&ctfOrigA != 0) == (dir == 0)
 }

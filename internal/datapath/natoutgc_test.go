@@ -58,7 +58,7 @@ func TestNATUnbindOutput(t *testing.T) {
 	}
 	// the conntrack entry is the filter's tuple: the translated one
 	key := xdpfwFwCtKey{A: [2]uint64{uint64(host)}, B: [2]uint64{uint64(server)}, Pa: 40000, Pb: 8080, Proto: 17, Family: 4}
-	n, err := d.natUnbind([]xdpfwFwCtKey{key})
+	n, err := d.natUnbind([]xdpfwFwCtKey{key}, nil)
 	if err != nil || n != 3 {
 		t.Errorf("natUnbind: %d removed (%v), want 3", n, err)
 	}

@@ -125,15 +125,18 @@ type xdpfwFwCtClock struct {
 }
 
 type xdpfwFwCtEntry struct {
-	_       structs.HostLayout
-	Expires uint64
-	Packets [2]uint64
-	Bytes   [2]uint64
-	RuleId  uint32
-	State   uint8
-	Flags   uint8
-	Chain   uint8
-	Pad     uint8
+	_        structs.HostLayout
+	Expires  uint64
+	Packets  [2]uint64
+	Bytes    [2]uint64
+	RuleId   uint32
+	State    uint8
+	Flags    uint8
+	Chain    uint8
+	Pad      uint8
+	NatSaddr uint32
+	NatSport uint16
+	PadNat   [2]uint8
 }
 
 type xdpfwFwCtGc struct {

@@ -233,13 +233,22 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 		t.Errorf("status: no binding of %s to %s: %v", x.la.cli4, x.lb.srv4, st.Bindings)
 	}
 
-	// A translated connection whose binding is gone (the LRU's room) is
-	// dropped, never forwarded with the client's address
+	// A masqueraded connection whose original direction's binding is
+	// gone (the LRU's room) goes on: its conntrack entry keeps the
+	// translation (docs/nat.md "The translation kept in the conntrack
+	// entry"), as the kernel's does; its answers keep their binding.
+	// (A connection without the copy is dropped, lost: natdnat_test.go.)
 	e := dialEcho(t, x.a, hostPort(x.lb.cli4, 80))
 	if err := e.roundTrip("bound"); err != nil {
 		t.Fatalf("echo: %v", err)
 	}
-	f.unbindLost(t, e, netip.MustParseAddrPort(e.c.LocalAddr().String()), netip.MustParseAddrPort(hostPort(x.lb.cli4, 80)))
+	f.unbind(t, netip.MustParseAddrPort(e.c.LocalAddr().String()), netip.MustParseAddrPort(hostPort(x.lb.cli4, 80)))
+	if err := e.roundTrip("kept"); err != nil {
+		t.Errorf("echo over a masqueraded connection whose binding went: %v; want its entry's translation", err)
+	}
+	if st := f.natStatus(); st.Counters["lost"] != 0 {
+		t.Errorf("status: nat counters %v; want nothing lost", st.Counters)
+	}
 
 	// SNAT to a range of two ports: two UDP flows get them, a third finds
 	// none free and its datagram is dropped, counted (the kernel drops
@@ -279,11 +288,23 @@ func TestNATMasqueradeXdpfw(t *testing.T) {
 	}
 }
 
-// unbindLost deletes the binding of the TCP tuple from > to (struct
-// fw_nat_tuple, from the pinned fw_nat_binds): e's connection, which it
-// translates, must then fail closed, its packets dropped and counted
-// lost, never forwarded untranslated.
+// unbindLost deletes the binding of the TCP tuple from > to (f.unbind):
+// e's connection, which it translates, must then fail closed, its
+// packets dropped and counted lost, never forwarded untranslated.
 func (f *fw) unbindLost(t *testing.T, e *echoConn, from, to netip.AddrPort) {
+	t.Helper()
+	f.unbind(t, from, to)
+	if err := e.roundTrip("unbound"); err == nil {
+		t.Errorf("echo over a translated connection without its binding of %s > %s: answered; want its packets dropped", from, to)
+	}
+	if st := f.natStatus(); st.Counters["lost"] == 0 {
+		t.Errorf("status: nat counters %v; want the packets without a binding counted (lost)", st.Counters)
+	}
+}
+
+// unbind deletes the binding of the TCP tuple from > to (struct
+// fw_nat_tuple, from the pinned fw_nat_binds).
+func (f *fw) unbind(t *testing.T, from, to netip.AddrPort) {
 	t.Helper()
 	binds, err := ebpf.LoadPinnedMap(filepath.Join(f.pinDir, "fw_nat_binds"), nil)
 	if err != nil {
@@ -298,12 +319,6 @@ func (f *fw) unbindLost(t *testing.T, e *echoConn, from, to netip.AddrPort) {
 	key[12] = 6
 	if err := binds.Delete(key); err != nil {
 		t.Fatalf("deleting the binding of %s > %s: %v", from, to, err)
-	}
-	if err := e.roundTrip("unbound"); err == nil {
-		t.Errorf("echo over a translated connection without its binding of %s > %s: answered; want its packets dropped", from, to)
-	}
-	if st := f.natStatus(); st.Counters["lost"] == 0 {
-		t.Errorf("status: nat counters %v; want the packets without a binding counted (lost)", st.Counters)
 	}
 }
 
