@@ -240,6 +240,9 @@ func TestIptablesDifferential(t *testing.T) {
 			if cr := rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)|boolBit(ph.ct)<<1|0xc0)); cr.IntN(100) < diffChainsPercent {
 				rules.RandomChainsWith(cr, rs, rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct, NoCTOptions: true})
 			}
+			// The probes' header fields (aimHeaders), from a stream of
+			// their own too.
+			bed.aim = rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)|boolBit(ph.ct)<<1|0xe0))
 			ok := bed.runSet(rs, r, ph, probes, &st, fmt.Sprintf("seed %d set %s", seed, id),
 				fmt.Sprintf("XDPFW_DIFF_SEED=%d XDPFW_DIFF_ONLY=%s go test -count=1 -run 'TestIptablesDifferential$' ./test/e2e/", seed, id))
 			if !ok {
@@ -256,6 +259,7 @@ func TestIptablesDifferential(t *testing.T) {
 		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.second, st.byRule, st.byState, st.replies, st.byEstablished, st.badSets, st.known, st.knownShown, st.nftRefused, st.nftWrong, st.logOverflow)
 	t.Logf("%d rule sets with user chains (%d probes decided in a user chain); rules of those left out, refused by xdpfw for a reason docs/compat.md lists: %v; sets left out after %d such refusals: %d",
 		st.chainSets, st.byUserChain, st.refused, diffMaxDropped, st.refusedSets)
+	t.Logf("%d probes decided by a rule with a header match (-m ttl, hl, tos, dscp, ecn, length, tcpmss, iprange, rt, pkttype)", st.byHeader)
 	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.second == 0 || st.byRule < st.probes/3 || st.byEstablished == 0 || st.logOverflow == 0 ||
 		st.byUserChain == 0) {
 		t.Fatal("the probes did not cover both chains, both families, fragments, both ingress devices, rules more than policies, ESTABLISHED answers a --ctstate rule decided, " +
@@ -275,6 +279,13 @@ type diffStats struct {
 	chainSets, byUserChain                         int // rule sets with user chains; probes a rule in a user chain decided
 	refusedSets                                    int // rule sets with user chains left out after diffMaxDropped refusals
 	refused                                        map[string]int
+	byHeader                                       int // probes decided by a rule with a header match (testsHeader)
+}
+
+// testsHeader reports whether m has a match aimHeaders aims probes at.
+func testsHeader(m *rules.Match) bool {
+	return m.TTL != nil || m.DSCP != nil || m.TOS != nil || m.ECN != nil && m.ECN.IPECT >= 0 || m.MSS != nil ||
+		m.SrcRange != nil || m.DstRange != nil || m.RT != nil || m.PktType != nil || m.Length != nil
 }
 
 // chainRefusals are the refusals of rule sets with user chains that
@@ -411,6 +422,7 @@ type diffBed struct {
 	dir    string
 	phase  *diffPhase      // the topology in place
 	tuples map[string]bool // connections the state phase used: never again (stateProbes)
+	aim    *rand.Rand      // the probes' header fields (aimHeaders)
 }
 
 func newDiffBed(t *testing.T) *diffBed {
@@ -877,7 +889,7 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 	}()
 	var replies []*probe
 	for range n {
-		p := genProbe(r, ref, ph)
+		p := genProbe(r, b.aim, ref, ph)
 		if ph.ct {
 			b.stateProbe(r, p)
 			if q := b.stateReply(r, ref, p); q != nil {
@@ -900,6 +912,9 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 			}
 			if ref.Rules[d.Rule].Match.CTState != nil {
 				st.byState++
+			}
+			if testsHeader(&ref.Rules[d.Rule].Match) {
+				st.byHeader++
 			}
 		}
 		st.probes++
