@@ -21,9 +21,10 @@ type probe struct {
 	pkt   *packet.Packet
 	frame []byte
 	chain rules.Chain
-	iface string     // where it comes in (diffIngress)
-	known *knownDiff // the back ends disagree on it (knownDiffs)
-	state uint8      // its connection state (compile.CTNew...): the state phase sets it
+	iface string            // where it comes in (diffIngress)
+	known *knownDiff        // the back ends disagree on it (knownDiffs)
+	state uint8             // its connection state (compile.CTNew...): the state phase sets it
+	addrs compile.AddrTable // the local routing table it meets (-m addrtype)
 }
 
 func (p *probe) String() string {
@@ -43,7 +44,10 @@ const (
 // ref is what the reference matcher knows of p.
 func (p *probe) ref() compile.RefPacket {
 	rp := compile.RefPacketOf(p.pkt, p.iface)
-	rp.Chain, rp.CTState = p.chain, p.state
+	rp.Chain, rp.CTState, rp.Addrs = p.chain, p.state, p.addrs
+	if p.chain == rules.ChainForward {
+		rp.OutIface = "eth1" // the default route's device (setPhase)
+	}
 	return rp
 }
 
@@ -442,7 +446,7 @@ func (b *diffBed) stateReply(r *rand.Rand, ref *rules.RuleSet, p *probe) *probe 
 	case packet.ProtoICMPv6:
 		q.ICMPType = 129
 	}
-	a := &probe{pkt: &q, frame: q.Bytes(), chain: p.chain, iface: p.iface}
+	a := &probe{pkt: &q, frame: q.Bytes(), chain: p.chain, iface: p.iface, addrs: p.addrs}
 	switch {
 	case compile.Decide(ref, p.ref()).Verdict == rules.VerdictAccept:
 		a.state = compile.CTEstablished

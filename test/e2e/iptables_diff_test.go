@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
+	"github.com/xdpfw/xdpfw/internal/firewall"
 	"github.com/xdpfw/xdpfw/internal/packet"
 	"github.com/xdpfw/xdpfw/internal/rules"
 	"github.com/xdpfw/xdpfw/testutil"
@@ -154,6 +155,17 @@ func nftRefuses(r *rules.Rule) bool {
 	return false
 }
 
+// legacyRefuses reports a rule iptables-legacy cannot load where INPUT
+// reaches its chain: -m addrtype --limit-iface-out in a user chain (the
+// random chains move FORWARD rules into chains INPUT may jump to). The
+// kernel's xt_addrtype refuses the hook ("input interface limitation not
+// valid in PREROUTING and INPUT"); iptables-nft loads it and, as xdpfw,
+// tests the type unlimited (INPUT's packets have no output device):
+// checked in a namespace. The test leaves such rules out, as nftRefuses'.
+func legacyRefuses(r *rules.Rule) bool {
+	return r.Chain == rules.ChainUser && r.Match.AddrType != nil && r.Match.AddrType.Limit == rules.LimitOut
+}
+
 // nftWrong reports a rule iptables-nft v1.8.9 gets wrong; the test does
 // not compare iptables-nft on a rule set holding one:
 //   - `! --sport A ! --dport B` (single ports, both negated, tcp or udp)
@@ -201,12 +213,13 @@ func TestIptablesDifferential(t *testing.T) {
 			}
 		}
 	}
-	// -m addrtype depends on the namespaces' local routing tables and -o
-	// on their routes, which the reference here does not model
-	// (TestAddrType and TestOutInterface compare them with iptables on
-	// real traffic): left out of these rule sets.
-	defer func(p, o int) { rules.RandomAddrTypePercent, rules.RandomOutIfacePercent = p, o }(rules.RandomAddrTypePercent, rules.RandomOutIfacePercent)
-	rules.RandomAddrTypePercent, rules.RandomOutIfacePercent = 0, 0
+	// -m addrtype decides on the namespaces' local routing table, which
+	// the reference reads as xdpfw does (diffBed.addrs); -o on their
+	// routes: in the forward phase every FORWARD probe leaves by eth1
+	// (probe.ref), in the others no probe reaches FORWARD, so -o is drawn
+	// there only (the rule sets of the other phases stay what they were).
+	defer func(o int) { rules.RandomOutIfacePercent = o }(rules.RandomOutIfacePercent)
+	outPercent := rules.RandomOutIfacePercent
 	seed := envUint(t, "XDPFW_DIFF_SEED", 1)
 	sets := int(envUint(t, "XDPFW_DIFF_SETS", 8))
 	probes := int(envUint(t, "XDPFW_DIFF_PROBES", 100))
@@ -220,6 +233,10 @@ func TestIptablesDifferential(t *testing.T) {
 	st := diffStats{refused: map[string]int{}}
 	for _, ph := range diffPhases {
 		bed.setPhase(ph)
+		rules.RandomOutIfacePercent = 0
+		if ph.forward {
+			rules.RandomOutIfacePercent = outPercent
+		}
 		for set := range sets {
 			id := fmt.Sprintf("%s/%d", ph.name, set)
 			if only != "" && only != id {
@@ -259,7 +276,8 @@ func TestIptablesDifferential(t *testing.T) {
 		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.second, st.byRule, st.byState, st.replies, st.byEstablished, st.badSets, st.known, st.knownShown, st.nftRefused, st.nftWrong, st.logOverflow)
 	t.Logf("%d rule sets with user chains (%d probes decided in a user chain); rules of those left out, refused by xdpfw for a reason docs/compat.md lists: %v; sets left out after %d such refusals: %d",
 		st.chainSets, st.byUserChain, st.refused, diffMaxDropped, st.refusedSets)
-	t.Logf("%d probes decided by a rule with a header match (-m ttl, hl, tos, dscp, ecn, length, tcpmss, iprange, rt, pkttype)", st.byHeader)
+	t.Logf("%d probes decided by a rule with a header match (-m ttl, hl, tos, dscp, ecn, length, tcpmss, iprange, rt, pkttype), %d by one with -m addrtype, %d by one with -o; %d rules iptables-legacy cannot load left out",
+		st.byHeader, st.byAddrType, st.byOut, st.legacyRefused)
 	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.second == 0 || st.byRule < st.probes/3 || st.byEstablished == 0 || st.logOverflow == 0 ||
 		st.byUserChain == 0) {
 		t.Fatal("the probes did not cover both chains, both families, fragments, both ingress devices, rules more than policies, ESTABLISHED answers a --ctstate rule decided, " +
@@ -272,6 +290,7 @@ type diffStats struct {
 	known, knownShown, logOverflow, badSets        int
 	byRule, rulesHit                               int // probes a rule decided; rules that decided one
 	nftRefused                                     int // rules left out (nftRefuses)
+	legacyRefused                                  int // rules left out (legacyRefuses)
 	replies                                        int // state phase: probes answering an earlier one
 	nftWrong                                       int // rule sets iptables-nft was not compared on (nftWrong)
 	second                                         int // probes in on the second ingress device
@@ -280,6 +299,7 @@ type diffStats struct {
 	refusedSets                                    int // rule sets with user chains left out after diffMaxDropped refusals
 	refused                                        map[string]int
 	byHeader                                       int // probes decided by a rule with a header match (testsHeader)
+	byAddrType, byOut                              int // probes decided by a rule with -m addrtype, with -o
 }
 
 // testsHeader reports whether m has a match aimHeaders aims probes at.
@@ -420,9 +440,10 @@ type diffBed struct {
 	gen    *testutil.NetNS
 	sides  []*diffSide
 	dir    string
-	phase  *diffPhase      // the topology in place
-	tuples map[string]bool // connections the state phase used: never again (stateProbes)
-	aim    *rand.Rand      // the probes' header fields (aimHeaders)
+	phase  *diffPhase        // the topology in place
+	tuples map[string]bool   // connections the state phase used: never again (stateProbes)
+	aim    *rand.Rand        // the probes' header fields (aimHeaders)
+	addrs  compile.AddrTable // the filtered namespaces' local routing table (-m addrtype), read by setPhase
 }
 
 func newDiffBed(t *testing.T) *diffBed {
@@ -494,6 +515,12 @@ func (b *diffBed) setPhase(ph diffPhase) {
 			b.ip(s.ns, "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", "local")
 			b.ip(s.ns, "-6", "route", "add", "local", "::/0", "dev", "lo", "table", "local")
 		}
+	}
+	// The local routing table, the same in every filtered namespace, as
+	// xdpfw reads it (-m addrtype).
+	s := b.sides[len(b.sides)-1]
+	if err := s.ns.Do(func() (err error) { b.addrs, err = firewall.LocalRoutes(); return err }); err != nil {
+		b.t.Fatalf("%s: %v", s.ns, err)
 	}
 }
 
@@ -843,6 +870,10 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 			st.nftRefused++
 			return true
 		}
+		if legacyRefuses(&r) {
+			st.legacyRefused++
+			return true
+		}
 		return false
 	})}
 	var files [2]string
@@ -890,6 +921,7 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 	var replies []*probe
 	for range n {
 		p := genProbe(r, b.aim, ref, ph)
+		p.addrs = b.addrs
 		if ph.ct {
 			b.stateProbe(r, p)
 			if q := b.stateReply(r, ref, p); q != nil {
@@ -915,6 +947,12 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 			}
 			if testsHeader(&ref.Rules[d.Rule].Match) {
 				st.byHeader++
+			}
+			if ref.Rules[d.Rule].Match.AddrType != nil {
+				st.byAddrType++
+			}
+			if ref.Rules[d.Rule].Match.OutIface != nil {
+				st.byOut++
 			}
 		}
 		st.probes++
