@@ -44,12 +44,15 @@ const (
 // ref is what the reference matcher knows of p.
 func (p *probe) ref() compile.RefPacket {
 	rp := compile.RefPacketOf(p.pkt, p.iface)
-	rp.Chain, rp.CTState, rp.Addrs = p.chain, p.state, p.addrs
+	rp.Chain, rp.CTState, rp.Addrs, rp.Sets = p.chain, p.state, p.addrs, diffRefSets
 	if p.chain == rules.ChainForward {
 		rp.OutIface = "eth1" // the default route's device (setPhase)
 	}
 	return rp
 }
+
+// diffRefSets is diffSets as the reference reads them.
+var diffRefSets = refSets()
 
 // Value pools of the probes (rules.RandomRuleSet draws from similar ones).
 var (
@@ -284,6 +287,20 @@ func aimHeaders(r *rand.Rand, p *packet.Packet, m *rules.Match, chain rules.Chai
 			}
 		}
 		*x.addr = a
+	}
+	// -m set: an address of an element of the set, or just outside it.
+	for _, x := range []struct {
+		sm   *rules.SetMatch
+		addr *netip.Addr
+	}{{m.SrcSet, &p.Src}, {m.DstSet, &p.Dst}} {
+		if x.sm == nil || !dchance(r, 70) {
+			continue
+		}
+		for _, set := range diffSets {
+			if set.name == x.sm.Name && (set.family == rules.FamilyIPv6) == v6 {
+				*x.addr = rules.RandomAddrIn(r, netip.MustParsePrefix(dpick(r, set.elems)))
+			}
+		}
 	}
 	// -m rt: a routing header of the type, segments left and length the
 	// rule tests, one off, or none.

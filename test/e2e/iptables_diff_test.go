@@ -257,6 +257,9 @@ func TestIptablesDifferential(t *testing.T) {
 			if cr := rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)|boolBit(ph.ct)<<1|0xc0)); cr.IntN(100) < diffChainsPercent {
 				rules.RandomChainsWith(cr, rs, rules.RandomKnobs{IptablesOnly: true, NoCTState: !ph.ct, NoCTOptions: true})
 			}
+			// -m set on some rules, from a stream of its own (after the
+			// chains: their rules too).
+			withSets(rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)|boolBit(ph.ct)<<1|0x5e)), rs)
 			// The probes' header fields (aimHeaders), from a stream of
 			// their own too.
 			bed.aim = rand.New(rand.NewPCG(seed, uint64(set)<<8|boolBit(ph.forward)|boolBit(ph.ct)<<1|0xe0))
@@ -276,8 +279,8 @@ func TestIptablesDifferential(t *testing.T) {
 		st.sets, st.rules, st.rulesHit, st.probes, st.input, st.forward, st.v6, st.frags, st.second, st.byRule, st.byState, st.replies, st.byEstablished, st.badSets, st.known, st.knownShown, st.nftRefused, st.nftWrong, st.logOverflow)
 	t.Logf("%d rule sets with user chains (%d probes decided in a user chain); rules of those left out, refused by xdpfw for a reason docs/compat.md lists: %v; sets left out after %d such refusals: %d",
 		st.chainSets, st.byUserChain, st.refused, diffMaxDropped, st.refusedSets)
-	t.Logf("%d probes decided by a rule with a header match (-m ttl, hl, tos, dscp, ecn, length, tcpmss, iprange, rt, pkttype), %d by one with -m addrtype, %d by one with -o; %d rules iptables-legacy cannot load left out",
-		st.byHeader, st.byAddrType, st.byOut, st.legacyRefused)
+	t.Logf("%d probes decided by a rule with a header match (-m ttl, hl, tos, dscp, ecn, length, tcpmss, iprange, rt, pkttype), %d by one with -m addrtype, %d by one with -o, %d by one with -m set; %d rules iptables-legacy cannot load left out",
+		st.byHeader, st.byAddrType, st.byOut, st.bySet, st.legacyRefused)
 	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.second == 0 || st.byRule < st.probes/3 || st.byEstablished == 0 || st.logOverflow == 0 ||
 		st.byUserChain == 0) {
 		t.Fatal("the probes did not cover both chains, both families, fragments, both ingress devices, rules more than policies, ESTABLISHED answers a --ctstate rule decided, " +
@@ -299,7 +302,7 @@ type diffStats struct {
 	refusedSets                                    int // rule sets with user chains left out after diffMaxDropped refusals
 	refused                                        map[string]int
 	byHeader                                       int // probes decided by a rule with a header match (testsHeader)
-	byAddrType, byOut                              int // probes decided by a rule with -m addrtype, with -o
+	byAddrType, byOut, bySet                       int // probes decided by a rule with -m addrtype, with -o, with -m set
 }
 
 // testsHeader reports whether m has a match aimHeaders aims probes at.
@@ -481,9 +484,89 @@ func newDiffBed(t *testing.T) *diffBed {
 		if s.ipt == nil {
 			s.fw = newFW(t, s.ns)
 		}
+		b.makeSets(s)
 		b.sides = append(b.sides, s)
 	}
 	return b
+}
+
+// The named sets every filtered namespace has (diffSets): ipset's where
+// iptables filters, xdpfw's where xdpfw does, with the same elements
+// (addresses and networks around the probes' pools). Rules test them with
+// -m set (withSets); the reference knows them (probe.ref).
+var diffSets = []struct {
+	name, kind string
+	family     rules.Family
+	elems      []string
+}{
+	{"dsw4", "hash:net", rules.FamilyIPv4, []string{"10.0.0.0/30", "192.168.1.10/32", "172.16.0.0/12", "8.8.8.8/32"}},
+	{"dsw6", "hash:net", rules.FamilyIPv6, []string{"2001:db8::/64", "fd00::1/128", "fe80::/10"}},
+	{"dswh4", "hash:ip", rules.FamilyIPv4, []string{"10.0.0.2/32", "10.1.2.3/32"}},
+	{"dswh6", "hash:ip", rules.FamilyIPv6, []string{"2001:db8:1::10/128", "fd00:1::2/128"}},
+}
+
+// makeSets creates diffSets on side s.
+func (b *diffBed) makeSets(s *diffSide) {
+	b.t.Helper()
+	for _, set := range diffSets {
+		fam := map[rules.Family]string{rules.FamilyIPv4: "inet", rules.FamilyIPv6: "inet6"}[set.family]
+		if s.fw != nil {
+			s.fw.mustRun("set", "create", set.name, set.kind, "--family", fam)
+			s.fw.mustRun(append([]string{"set", "add", set.name}, set.elems...)...)
+			continue
+		}
+		if out, err := b.run(s.ns, "", "ipset", "create", set.name, set.kind, "family", fam); err != nil {
+			b.t.Fatalf("%v\n%s", err, out)
+		}
+		for _, e := range set.elems {
+			if out, err := b.run(s.ns, "", "ipset", "add", set.name, e); err != nil {
+				b.t.Fatalf("%v\n%s", err, out)
+			}
+		}
+	}
+}
+
+// refSets is diffSets as the reference matcher reads them.
+func refSets() map[string]compile.RefSet {
+	out := map[string]compile.RefSet{}
+	for _, set := range diffSets {
+		var ps []netip.Prefix
+		for _, e := range set.elems {
+			ps = append(ps, netip.MustParsePrefix(e))
+		}
+		out[set.name] = compile.RefSet{Family: set.family, Contains: func(a netip.Addr) bool {
+			return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) })
+		}}
+	}
+	return out
+}
+
+// withSets gives about one rule in twelve of rs that is of one family
+// -m set --match-set on its source or destination (sometimes both,
+// sometimes negated), with a set of that family (iptables refuses another).
+func withSets(r *rand.Rand, rs *rules.RuleSet) {
+	for i := range rs.Rules {
+		m := &rs.Rules[i].Match
+		if m.Family == rules.FamilyAny || !dchance(r, 8) {
+			continue
+		}
+		pick := func() *rules.SetMatch {
+			for {
+				if set := dpick(r, diffSets); set.family == m.Family {
+					return &rules.SetMatch{Name: set.name, Invert: dchance(r, 20)}
+				}
+			}
+		}
+		switch r.IntN(5) {
+		case 0, 1:
+			m.SrcSet = pick()
+		case 2, 3:
+			m.DstSet = pick()
+		default:
+			m.SrcSet, m.DstSet = pick(), pick()
+		}
+		rs.Rules[i].Text = rs.Rules[i].Spec()
+	}
 }
 
 // setPhase configures every side for ph.
@@ -953,6 +1036,9 @@ func (b *diffBed) runSet(rs *rules.RuleSet, r *rand.Rand, ph diffPhase, n int, s
 			}
 			if ref.Rules[d.Rule].Match.OutIface != nil {
 				st.byOut++
+			}
+			if ref.Rules[d.Rule].Match.SrcSet != nil || ref.Rules[d.Rule].Match.DstSet != nil {
+				st.bySet++
 			}
 		}
 		st.probes++
