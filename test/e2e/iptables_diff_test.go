@@ -281,10 +281,32 @@ func TestIptablesDifferential(t *testing.T) {
 		st.chainSets, st.byUserChain, st.refused, diffMaxDropped, st.refusedSets)
 	t.Logf("%d probes decided by a rule with a header match (-m ttl, hl, tos, dscp, ecn, length, tcpmss, iprange, rt, pkttype), %d by one with -m addrtype, %d by one with -o, %d by one with -m set; %d rules iptables-legacy cannot load left out",
 		st.byHeader, st.byAddrType, st.byOut, st.bySet, st.legacyRefused)
-	if only == "" && (st.forward == 0 || st.input == 0 || st.v6 == 0 || st.frags == 0 || st.second == 0 || st.byRule < st.probes/3 || st.byEstablished == 0 || st.logOverflow == 0 ||
-		st.byUserChain == 0) {
-		t.Fatal("the probes did not cover both chains, both families, fragments, both ingress devices, rules more than policies, ESTABLISHED answers a --ctstate rule decided, " +
-			"packets meeting more LOG rules than xdpfw counts, and rules in user chains deciding")
+	// What the probes must have covered. CI's run (the default seed)
+	// fails without it; a sweep's other seeds, some of whose few sets
+	// miss one by chance (seeds 5 and 9 at 8 sets: no packet met more LOG
+	// rules than xdpfw counts), say what they missed.
+	var missed []string
+	for _, c := range []struct {
+		what string
+		ok   bool
+	}{
+		{"both chains", st.forward > 0 && st.input > 0}, {"IPv6", st.v6 > 0}, {"fragments", st.frags > 0},
+		{"both ingress devices", st.second > 0}, {"rules more than policies", st.byRule >= st.probes/3},
+		{"ESTABLISHED answers a --ctstate rule decided", st.byEstablished > 0},
+		{"packets meeting more LOG rules than xdpfw counts", st.logOverflow > 0}, {"rules in user chains deciding", st.byUserChain > 0},
+		{"header matches deciding", st.byHeader > 0}, {"-m addrtype deciding", st.byAddrType > 0}, {"-o deciding", st.byOut > 0},
+		{"-m set deciding", st.bySet > 0},
+	} {
+		if !c.ok {
+			missed = append(missed, c.what)
+		}
+	}
+	switch {
+	case only != "" || len(missed) == 0:
+	case os.Getenv("XDPFW_DIFF_SEED") == "":
+		t.Fatalf("the probes did not cover: %s", strings.Join(missed, ", "))
+	default:
+		t.Logf("this seed's probes did not cover (CI's seed must): %s", strings.Join(missed, ", "))
 	}
 }
 
