@@ -49,9 +49,22 @@ import (
 // again finds the connection it opened: naming and shrinking are a guide
 // there; the rerun command starts afresh.)
 //
+// The probes are aimed at the rules' header matches too (aimHeaders), and
+// the rule sets have -m addrtype (the reference reads the namespaces'
+// local routing table), -o in the forward phase and -m set (diffSets).
+//
 // Environment: XDPFW_DIFF_SEED (default 1), XDPFW_DIFF_SETS (rule sets per
 // phase, default 8), XDPFW_DIFF_PROBES (probes per set and phase, default
 // 100), XDPFW_DIFF_ONLY=PHASE/SET to rerun one set (what a failure prints).
+// CI runs the defaults (about 2,500 probes). A long sweep runs other seeds
+// one after another from a test binary built once (docs/compat.md, "A
+// long sweep"):
+//
+//	go test -c -o /tmp/e2e.test ./test/e2e/ && cd test/e2e &&
+//	for s in $(seq 2 100); do XDPFW_DIFF_SEED=$s /tmp/e2e.test -test.run 'TestIptablesDifferential$' -test.timeout 30m || echo seed $s; done
+//
+// Seeds other than CI's log what their probes missed of the coverage CI's
+// must reach, instead of failing.
 
 // Bounds of the test.
 const (
