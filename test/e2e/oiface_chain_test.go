@@ -11,7 +11,7 @@ import (
 // TestOutInterfaceInUserChain: -o in a user chain FORWARD jumps to names
 // any interface of the host, as in FORWARD itself: rc, which xdpfw is not
 // attached to, is matched by `-o rc` and by `r+` there. iptables, in the
-// router's namespace first, is the oracle. Found by
+// router's namespace first, is the oracle (kernelThenXdpfw). Found by
 // TestIptablesDifferential (seed 4, set forward/2): xdpfw resolved such a
 // rule's -o against the attached interfaces only.
 func TestOutInterfaceInUserChain(t *testing.T) {
@@ -46,16 +46,9 @@ func TestOutInterfaceInUserChain(t *testing.T) {
 			tcpProbe{from: x.a, addr: hostPort(x.lc.cli4, 80), ok: false},
 		)
 	}
-	iptablesRestoreText(t, x.r, ruleText)
-	probes("iptables")
-	iptablesRestoreText(t, x.r, "")
-	if t.Failed() {
-		t.FailNow() // the oracle disagrees with the test's expectations
-	}
-	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", writeRules(t, "router.rules", ruleText))
+	f := kernelThenXdpfw(t, x, ruleText, func() { probes("iptables") })
 	probes("xdpfw")
-	if c := f.list().rule(t, "-A fwd -o rc -p tcp --dport 81 -j ACCEPT"); c.Counters.Packets == 0 {
+	if c := f.list().rule(t, "-A fwd -4 -o rc -p tcp --dport 81 -j ACCEPT"); c.Counters.Packets == 0 {
 		t.Errorf("-o rc in chain fwd counted no packet: %+v", c)
 	}
 }
