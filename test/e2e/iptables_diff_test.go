@@ -63,8 +63,8 @@ import (
 //	go test -c -o /tmp/e2e.test ./test/e2e/ && cd test/e2e &&
 //	for s in $(seq 2 100); do XDPFW_DIFF_SEED=$s /tmp/e2e.test -test.run 'TestIptablesDifferential$' -test.timeout 30m || echo seed $s; done
 //
-// Seeds other than CI's log what their probes missed of the coverage CI's
-// must reach, instead of failing.
+// A run with XDPFW_DIFF_SEED set logs what its probes missed of the
+// coverage CI's run must reach, instead of failing.
 
 // Bounds of the test.
 const (
@@ -294,10 +294,10 @@ func TestIptablesDifferential(t *testing.T) {
 		st.chainSets, st.byUserChain, st.refused, diffMaxDropped, st.refusedSets)
 	t.Logf("%d probes decided by a rule with a header match (-m ttl, hl, tos, dscp, ecn, length, tcpmss, iprange, rt, pkttype), %d by one with -m addrtype, %d by one with -o, %d by one with -m set; %d rules iptables-legacy cannot load left out",
 		st.byHeader, st.byAddrType, st.byOut, st.bySet, st.legacyRefused)
-	// What the probes must have covered. CI's run (the default seed)
-	// fails without it; a sweep's other seeds, some of whose few sets
-	// miss one by chance (seeds 5 and 9 at 8 sets: no packet met more LOG
-	// rules than xdpfw counts), say what they missed.
+	// What the probes must have covered. CI's run (XDPFW_DIFF_SEED unset:
+	// seed 1) fails without it; a run that sets the seed (a sweep), whose
+	// few sets may miss one by chance (seeds 5 and 9 at 8 sets: no packet
+	// met more LOG rules than xdpfw counts), says what it missed.
 	var missed []string
 	for _, c := range []struct {
 		what string
