@@ -605,9 +605,12 @@ func compileRule(r *rules.Rule, id uint32, ifaces Names, sets map[string]SetInfo
 	}
 	if m.OutIface != nil {
 		// OUTPUT runs at tc egress of the attached interfaces; a
-		// forwarded packet may leave by any interface of the host.
+		// forwarded packet may leave by any interface of the host, and
+		// so may one in a user chain (FORWARD may jump to it; for
+		// OUTPUT's packets, which leave by attached interfaces only,
+		// the host's names mean the same)
 		devs, where := ifaces.Attached, "attached interface"
-		if r.Chain == rules.ChainForward && ifaces.Host != nil {
+		if (r.Chain == rules.ChainForward || r.Chain == rules.ChainUser) && ifaces.Host != nil {
 			devs, where = ifaces.Host, "interface of this host"
 		}
 		var oa []alt

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/xdpfw/xdpfw/internal/compile"
@@ -20,9 +21,10 @@ type probe struct {
 	pkt   *packet.Packet
 	frame []byte
 	chain rules.Chain
-	iface string     // where it comes in (diffIngress)
-	known *knownDiff // the back ends disagree on it (knownDiffs)
-	state uint8      // its connection state (compile.CTNew...): the state phase sets it
+	iface string            // where it comes in (diffIngress)
+	known *knownDiff        // the back ends disagree on it (knownDiffs)
+	state uint8             // its connection state (compile.CTNew...): the state phase sets it
+	addrs compile.AddrTable // the local routing table it meets (-m addrtype)
 }
 
 func (p *probe) String() string {
@@ -42,9 +44,15 @@ const (
 // ref is what the reference matcher knows of p.
 func (p *probe) ref() compile.RefPacket {
 	rp := compile.RefPacketOf(p.pkt, p.iface)
-	rp.Chain, rp.CTState = p.chain, p.state
+	rp.Chain, rp.CTState, rp.Addrs, rp.Sets = p.chain, p.state, p.addrs, diffRefSets
+	if p.chain == rules.ChainForward {
+		rp.OutIface = "eth1" // the default route's device (setPhase)
+	}
 	return rp
 }
+
+// diffRefSets is diffSets as the reference reads them.
+var diffRefSets = refSets()
 
 // Value pools of the probes (rules.RandomRuleSet draws from similar ones).
 var (
@@ -58,11 +66,12 @@ func dchance(r *rand.Rand, pct int) bool { return r.IntN(100) < pct }
 
 // genProbe makes a probe that reaches the chain it is meant for on every
 // side. Most are built inside a random rule of that chain (its prefixes,
-// the edges of its port ranges, its flags and ICMP type), some of those
-// with one field changed after; the rest are random. Then the addresses
+// the edges of its port ranges, its flags and ICMP type; from aim, a
+// stream of its own, the edges of its header matches: aimHeaders), some
+// of those with one field changed after; the rest are random. Then the addresses
 // the kernel would not deliver to that chain (martians, multicast,
 // link-local where routed, the local ones where forwarded) are replaced.
-func genProbe(r *rand.Rand, ref *rules.RuleSet, ph diffPhase) *probe {
+func genProbe(r, aim *rand.Rand, ref *rules.RuleSet, ph diffPhase) *probe {
 	chain := rules.ChainInput
 	if ph.forward && dchance(r, 65) {
 		chain = rules.ChainForward
@@ -187,8 +196,156 @@ func genProbe(r *rand.Rand, ref *rules.RuleSet, ph diffPhase) *probe {
 			p.MoreFragments = true
 		}
 	}
+	aimHeaders(aim, p, m, chain)
 	deliverable(r, p, chain, ph)
 	return &probe{pkt: p, frame: p.Bytes(), chain: chain, iface: dev.name}
+}
+
+// aimHeaders gives p, aimed at rule match m of chain, header fields at the
+// edges of m's header matches (-m ttl / hl, -m tos / dscp / ecn, -m
+// length, -m tcpmss, -m iprange, -m rt, -m pkttype): the value each
+// tests, the one just inside and the one just outside, sometimes any;
+// fields m does not test are sometimes drawn anyway, so that rules that
+// test them meet other values. From a stream of its own (r), so that the
+// probes' other fields stay what they were for a seed.
+func aimHeaders(r *rand.Rand, p *packet.Packet, m *rules.Match, chain rules.Chain) {
+	v6 := p.Src.Is6()
+	// TTL / hop limit: the value the rule compares (the one it sees: in
+	// FORWARD one less than the packet arrives with), one off either
+	// side. The kernel forwards nothing that arrives with 1 or 0, and the
+	// builder writes its default for 0.
+	lowest := 1
+	if chain == rules.ChainForward {
+		lowest = 2
+	}
+	seen := -1
+	switch {
+	case m.TTL != nil && dchance(r, 80):
+		seen = int(m.TTL.Value) + r.IntN(3) - 1
+	case dchance(r, 10):
+		seen = dpick(r, []int{0, 1, 2, 63, 64, 65, 127, 128, 254, 255})
+	}
+	if seen >= 0 {
+		if chain == rules.ChainForward {
+			seen++
+		}
+		p.TTL = uint8(min(max(seen, lowest), 255))
+	}
+	// TOS / traffic class: the DSCP, TOS and IP ECN values the rule
+	// tests, sometimes with a bit flipped.
+	switch {
+	case m.DSCP != nil && dchance(r, 80):
+		p.TOS = m.DSCP.Value<<2 | uint8(r.IntN(4))
+	case m.TOS != nil && dchance(r, 80):
+		p.TOS = m.TOS.Value&m.TOS.Mask | uint8(r.UintN(256))&^m.TOS.Mask
+	case dchance(r, 15):
+		p.TOS = uint8(r.UintN(256))
+	}
+	if e := m.ECN; e != nil && e.IPECT >= 0 && dchance(r, 70) {
+		p.TOS = p.TOS&^3 | uint8(e.IPECT)
+	}
+	if p.TOS != 0 && dchance(r, 15) {
+		p.TOS ^= 1 << r.IntN(8)
+	}
+	// TCP's MSS option: an edge of the rule's range, or any; sometimes
+	// after a NOP or another option, sometimes none.
+	if p.Proto == packet.ProtoTCP && p.FragOffset == 0 && (m.MSS != nil && dchance(r, 80) || dchance(r, 8)) {
+		mss := uint16(r.UintN(65536))
+		if m.MSS != nil && dchance(r, 80) {
+			mss = dpick(r, []uint16{m.MSS.Min, m.MSS.Max}) + uint16(r.IntN(3)) - 1
+		}
+		opt := []byte{2, 4, byte(mss >> 8), byte(mss)}
+		switch r.IntN(4) {
+		case 0:
+			opt = append([]byte{1, 1}, opt...) // NOPs first
+		case 1:
+			opt = append([]byte{3, 3, 7}, opt...) // window scale first
+		case 2:
+			if dchance(r, 50) {
+				opt = []byte{4, 2} // SACK permitted: no MSS
+			}
+		}
+		p.TCPOptions = opt
+	}
+	// -m iprange: an edge of the range, inside or just outside.
+	for _, x := range []struct {
+		rg   *rules.IPRangeMatch
+		addr *netip.Addr
+	}{{m.SrcRange, &p.Src}, {m.DstRange, &p.Dst}} {
+		if x.rg == nil || x.rg.From.Is6() != v6 || !dchance(r, 75) {
+			continue
+		}
+		a := dpick(r, []netip.Addr{x.rg.From, x.rg.To})
+		switch r.IntN(4) {
+		case 0:
+			if b := a.Prev(); b.IsValid() {
+				a = b
+			}
+		case 1:
+			if b := a.Next(); b.IsValid() {
+				a = b
+			}
+		}
+		*x.addr = a
+	}
+	// -m set: an address of an element of the set, or just outside it.
+	for _, x := range []struct {
+		sm   *rules.SetMatch
+		addr *netip.Addr
+	}{{m.SrcSet, &p.Src}, {m.DstSet, &p.Dst}} {
+		if x.sm == nil || !dchance(r, 70) {
+			continue
+		}
+		for _, set := range diffSets {
+			if set.name == x.sm.Name && (set.family == rules.FamilyIPv6) == v6 {
+				*x.addr = rules.RandomAddrIn(r, netip.MustParsePrefix(dpick(r, set.elems)))
+			}
+		}
+	}
+	// -m rt: a routing header of the type, segments left and length the
+	// rule tests, one off, or none.
+	if rt := m.RT; rt != nil && v6 && dchance(r, 75) {
+		near := func(v uint32) byte { return byte(int(v) + r.IntN(3) - 1) }
+		typ, segs, n := byte(dpick(r, []uint32{0, 2, 3, 4})), byte(r.IntN(4)), 8*(1+r.IntN(3))
+		if rt.Type != nil && dchance(r, 80) {
+			typ = near(rt.Type.V)
+		}
+		if rt.Segs != nil && dchance(r, 80) {
+			segs = near(dpick(r, []uint32{rt.Segs.Lo, rt.Segs.Hi}))
+		}
+		if rt.Len != nil && rt.Len.V%8 == 0 && rt.Len.V > 0 && rt.Len.V <= 24 && dchance(r, 80) {
+			n = int(rt.Len.V)
+		}
+		h := packet.ExtHdr{Type: 43, Len: n, Routing: []byte{typ, segs}}
+		if i := slices.IndexFunc(p.IPv6Ext, func(e packet.ExtHdr) bool { return e.Type == 43 }); i >= 0 {
+			p.IPv6Ext[i] = h
+		} else {
+			p.IPv6Ext = append(p.IPv6Ext, h)
+		}
+	}
+	// -m pkttype: a broadcast or multicast frame, INPUT only (the kernel
+	// forwards no frame that is not to its own MAC: ip_forward,
+	// ip6_forward).
+	if chain == rules.ChainInput && (m.PktType != nil && dchance(r, 60) || dchance(r, 4)) {
+		p.DstMAC = dpick(r, [][6]byte{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, {0x01, 0, 0x5e, 0, 0, 1}, {0x33, 0x33, 0, 0, 0, 1}})
+	}
+	// -m length: the packet grown or cut (its payload) to an edge of the
+	// rule's range, where it can be (the payload of SCTP and UDP-Lite
+	// holds their header; at most the devices' MTU).
+	if l := m.Length; l != nil && dchance(r, 80) {
+		want := int(dpick(r, []uint16{l.Min, l.Max})) + r.IntN(3) - 1
+		keep := 0
+		if p.Proto == protoSCTP || p.Proto == protoUDPLite {
+			keep = 12
+		}
+		n := len(p.Payload) + want - compile.IPLenOf(p)
+		if n >= keep && want <= 1500 {
+			for len(p.Payload) < n {
+				p.Payload = append(p.Payload, byte(r.UintN(256)))
+			}
+			p.Payload = p.Payload[:n]
+		}
+	}
 }
 
 // deliverable replaces the addresses of p that would not reach chain in
@@ -306,7 +463,7 @@ func (b *diffBed) stateReply(r *rand.Rand, ref *rules.RuleSet, p *probe) *probe 
 	case packet.ProtoICMPv6:
 		q.ICMPType = 129
 	}
-	a := &probe{pkt: &q, frame: q.Bytes(), chain: p.chain, iface: p.iface}
+	a := &probe{pkt: &q, frame: q.Bytes(), chain: p.chain, iface: p.iface, addrs: p.addrs}
 	switch {
 	case compile.Decide(ref, p.ref()).Verdict == rules.VerdictAccept:
 		a.state = compile.CTEstablished
