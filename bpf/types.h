@@ -73,6 +73,7 @@ enum fw_reason {
 	FW_R_PPPOE_SESSION,     /* PPPoE session frame carrying IP of a session xdpfw does not know (lib/pppoe.h): dropped */
 	FW_R_NAT_FAIL,          /* FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (fw_nat_counter says why) */
 	FW_R_FWD_EXPIRED,       /* forwarded packet whose TTL / hop limit runs out here: the kernel's, unjudged (lib/fwdexpired.h) */
+	FW_R_FWD_NOT_UNICAST,   /* routed packet in a broadcast/multicast frame: the kernel's, unjudged; it drops it before FORWARD (lib/fwdexpired.h) */
 	FW_NUM_REASONS,
 };
 

@@ -18,7 +18,13 @@
  * kernel forwards no packet with a TTL <= 1 (hop limit <= 1).
  * Not with --nat xdpfw, whose nat stage handles such packets (lib/natdying.h),
  * nor for a fragment (the kernel reassembles the datagram first; a later
- * fragment takes its datagram's verdict, lib/frag.h). docs/forward.md. */
+ * fragment takes its datagram's verdict, lib/frag.h).
+ *
+ * The same holds for a routed packet in a broadcast or multicast frame
+ * (skb->pkt_type not PACKET_HOST: ip_forward and ip6_forward drop it
+ * before the FORWARD hook, silently): passed unjudged (reason
+ * not-unicast), no connection created, nothing recorded (no error is sent),
+ * never forwarded by xdpfw's fast path. docs/forward.md. */
 #ifndef XDPFW_FWDEXPIRED_H
 #define XDPFW_FWDEXPIRED_H
 
@@ -31,13 +37,15 @@
 #include "stats.h"
 #include "trace.h"
 #include "latency.h"
+#include "classify.h"
 
-/* fw_fwd_expires: does the kernel drop p, which the FIB forwards, for its
- * TTL (hop limit)? p->ttl is FORWARD's, less one already (fw_xdp_ingress):
- * 0 for what arrived with 1 or 0. */
+/* fw_fwd_expires: does the kernel drop p, which the FIB forwards, before
+ * FORWARD: for its TTL (hop limit), or as a frame not addressed to this
+ * host's MAC alone? p->ttl is FORWARD's, less one already
+ * (fw_xdp_ingress): 0 for what arrived with 1 or 0. */
 static __always_inline int fw_fwd_expires(const struct fw_pkt *p)
 {
-	return !fw_nat_mode && p->chain == FW_CHAIN_FORWARD && p->ttl == 0 &&
+	return !fw_nat_mode && p->chain == FW_CHAIN_FORWARD && (p->ttl == 0 || fw_pkttype(p) != FW_PT_HOST) &&
 	       !(p->flags & (FW_PKT_FRAG | FW_PKT_FRAG1));
 }
 
@@ -46,14 +54,18 @@ static __always_inline int fw_fwd_expires(const struct fw_pkt *p)
 static __always_inline int fw_fwd_expired(struct xdp_md *ctx, struct fw_xdp_handoff *h, struct fw_ct *ct, __u64 bytes)
 {
 	const struct fw_pkt *p = &h->pkt;
+	int ttl = p->ttl == 0 && fw_pkttype(p) == FW_PT_HOST; /* else the frame's type: no error sent */
+	__u32 reason = ttl ? FW_R_FWD_EXPIRED : FW_R_FWD_NOT_UNICAST;
 
-	if (ct->next != FW_CTS_NONE && ct->create) /* next: the rest is written only by a lookup */
-		fw_ct_dying_record(&ct->key, ct->from_a);
-	else /* a known connection: advanced (nothing to create, so nothing refused) */
+	if (ct->next != FW_CTS_NONE && ct->create) { /* next: the rest is written only by a lookup */
+		if (ttl)
+			fw_ct_dying_record(&ct->key, ct->from_a);
+	} else /* a known connection: advanced (nothing to create, so nothing refused) */
 		fw_ct_commit(ct, p, bytes, 0);
-	fw_fwd_count(FW_FWD_TTL, bytes);
-	fw_count_reason(FW_R_FWD_EXPIRED, XDP_PASS, bytes, fw_now());
-	fw_trace(ctx, 0, 0xff, FW_R_FWD_EXPIRED, p);
+	if (ttl)
+		fw_fwd_count(FW_FWD_TTL, bytes);
+	fw_count_reason(reason, XDP_PASS, bytes, fw_now());
+	fw_trace(ctx, 0, 0xff, reason, p);
 	fw_lat_end(&h->lat, p->chain, FW_LAT_PASS);
 	return XDP_PASS;
 }

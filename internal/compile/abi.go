@@ -65,17 +65,18 @@ const (
 	ReasonExtHdrDepth
 	ReasonBadL4
 	ReasonCTFull
-	ReasonRejectRate   // REJECT over its source's or the global answer budget: dropped
-	ReasonRejectError  // REJECT of an ICMP error (or of a RST, with tcp-reset): dropped
-	ReasonRejectFrag   // REJECT of a non-first fragment: dropped
-	ReasonRejectBcast  // REJECT of a broadcast/multicast packet or a non-host source: dropped
-	ReasonRejectFail   // REJECT answer could not be built: dropped
-	ReasonFragUnknown  // a later fragment of a datagram whose first fragment was not seen (or expired): dropped
-	ReasonFragOverlap  // a later fragment overlapping its datagram's first fragment (and the rest of it): dropped
-	ReasonBadPPPoE     // PPPoE session frame: truncated header, or its length past the frame
-	ReasonPPPoESession // PPPoE session frame carrying IP of a session xdpfw does not know: dropped (docs/pppoe.md)
-	ReasonNATFail      // FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (the nat counters say why; docs/nat.md)
-	ReasonFwdExpired   // forwarded packet whose TTL / hop limit runs out here: passed to the kernel unjudged, as FORWARD never sees it (docs/forward.md)
+	ReasonRejectRate    // REJECT over its source's or the global answer budget: dropped
+	ReasonRejectError   // REJECT of an ICMP error (or of a RST, with tcp-reset): dropped
+	ReasonRejectFrag    // REJECT of a non-first fragment: dropped
+	ReasonRejectBcast   // REJECT of a broadcast/multicast packet or a non-host source: dropped
+	ReasonRejectFail    // REJECT answer could not be built: dropped
+	ReasonFragUnknown   // a later fragment of a datagram whose first fragment was not seen (or expired): dropped
+	ReasonFragOverlap   // a later fragment overlapping its datagram's first fragment (and the rest of it): dropped
+	ReasonBadPPPoE      // PPPoE session frame: truncated header, or its length past the frame
+	ReasonPPPoESession  // PPPoE session frame carrying IP of a session xdpfw does not know: dropped (docs/pppoe.md)
+	ReasonNATFail       // FORWARD-accepted packet xdpfw's NAT cannot translate, dropped (the nat counters say why; docs/nat.md)
+	ReasonFwdExpired    // forwarded packet whose TTL / hop limit runs out here: passed to the kernel unjudged, as FORWARD never sees it (docs/forward.md)
+	ReasonFwdNotUnicast // routed packet in a broadcast or multicast frame: passed to the kernel unjudged; it drops it before FORWARD (docs/forward.md)
 	NumReasons
 )
 
@@ -89,7 +90,7 @@ var reasonNames = [NumReasons]string{
 	"fragment-unknown", "fragment-overlap",
 	"malformed-pppoe", "pppoe-session-unknown",
 	"nat-failed",
-	"ttl-expired",
+	"ttl-expired", "not-unicast",
 }
 
 func (r Reason) String() string {

@@ -39,7 +39,8 @@ func TestABIMirrorsHeader(t *testing.T) {
 		"FW_R_FRAG_UNKNOWN": ReasonFragUnknown, "FW_R_FRAG_OVERLAP": ReasonFragOverlap,
 		"FW_R_BAD_PPPOE": ReasonBadPPPoE, "FW_R_PPPOE_SESSION": ReasonPPPoESession,
 		"FW_R_NAT_FAIL": ReasonNATFail, "FW_R_FWD_EXPIRED": ReasonFwdExpired,
-		"FW_NUM_REASONS": NumReasons,
+		"FW_R_FWD_NOT_UNICAST": ReasonFwdNotUnicast,
+		"FW_NUM_REASONS":       NumReasons,
 	}
 	if len(names) != len(want) {
 		t.Fatalf("enum fw_reason has %d members %v, Go mirrors %d", len(names), names, len(want))

@@ -471,7 +471,7 @@ func refDecide(rs *rules.RuleSet, ref compile.RefPacket, p *packet.Packet, frags
 		return frags.Later(fragKey(p, ref.Chain), int(p.FragOffset)*8)
 	}
 	if ref.FwdExpired() { // the kernel's before FORWARD (bpf/lib/fwdexpired.h)
-		return compile.FwdExpiredDecision()
+		return compile.FwdExpiredDecision(&ref)
 	}
 	d := compile.DecideAt(rs, ref, st)
 	if p.MoreFragments {

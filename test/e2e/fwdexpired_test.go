@@ -148,3 +148,93 @@ func TestForwardTTLExpiredAsKernel(t *testing.T) {
 		t.Logf("list:\n%s\nstatus:\n%s", l.raw, f.mustRun("status", "--json").stdout)
 	}
 }
+
+// TestForwardBroadcastFrameAsKernel: a routed datagram in a broadcast
+// frame (the sender's neighbour entry for its gateway says
+// ff:ff:ff:ff:ff:ff), as the kernel treats it (checked on the same
+// namespaces first): ip_forward drops a packet whose pkt_type is not
+// PACKET_HOST before the FORWARD hook, silently, so no FORWARD rule counts
+// it and the server never gets it; xdpfw passes it to the kernel
+// unjudged (reason not-unicast) and its fast path must not forward it.
+// Then the same datagram in a frame to the router's MAC is forwarded and
+// counted.
+func TestForwardBroadcastFrameAsKernel(t *testing.T) {
+	if _, err := exec.LookPath("iptables-restore"); err != nil {
+		t.Skip("iptables-restore is not installed: no oracle")
+	}
+	x := newRouter(t)
+	var srv *net.UDPConn
+	if err := x.b.Do(func() error {
+		c, err := net.ListenPacket("udp4", ":7003")
+		srv, _ = c.(*net.UDPConn)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	text := strings.Join([]string{
+		"*filter",
+		":INPUT ACCEPT [0:0]",
+		":FORWARD ACCEPT [0:0]",
+		":OUTPUT ACCEPT [0:0]",
+		"-A FORWARD -p udp -m udp --dport 7003",
+		"-A FORWARD -p udp -j ACCEPT",
+		"COMMIT",
+	}, "\n") + "\n"
+	neigh := func(args ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), cmdTimeout)
+		defer cancel()
+		if out, err := x.a.Exec(ctx, "ip", append([]string{"neigh"}, args...)...); err != nil {
+			t.Fatalf("ip neigh %s: %v\n%s", args, err, out)
+		}
+	}
+	flows := func(what string) {
+		t.Helper()
+		b := make([]byte, 100)
+		neigh("replace", x.la.srv4, "lladdr", "ff:ff:ff:ff:ff:ff", "dev", x.la.cliIf, "nud", "permanent")
+		c := udpFrom(t, x.a, hostPort(x.lb.cli4, 7003))
+		if _, err := c.Write([]byte("in a broadcast frame")); err != nil {
+			t.Fatal(err)
+		}
+		_ = srv.SetReadDeadline(time.Now().Add(time.Second))
+		if n, _, err := srv.ReadFrom(b); err == nil {
+			t.Errorf("%s: the server got %q, a routed datagram in a broadcast frame", what, b[:n])
+		}
+		neigh("del", x.la.srv4, "dev", x.la.cliIf)
+		if _, err := c.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		_ = srv.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if n, _, err := srv.ReadFrom(b); err != nil || string(b[:n]) != "hello" {
+			t.Errorf("%s: the server got %q (%v), want hello", what, b[:n], err)
+		}
+	}
+	want := []uint64{1, 1} // the unicast datagram only
+
+	iptablesRestoreText(t, x.r, text)
+	flows("iptables")
+	if got := iptablesCounts(t, x.r, "FORWARD"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("iptables: FORWARD counts %v, want %v", got, want)
+	}
+	iptablesRestoreText(t, x.r, "")
+	if t.Failed() {
+		t.FailNow() // the oracle disagrees with the test's expectations
+	}
+
+	f := newFW(t, x.r)
+	f.mustRun("load", "-i", "ra", "-i", "rb", writeRules(t, "bcast.rules", text))
+	flows("xdpfw")
+	var got []uint64
+	for _, r := range f.list().Rules {
+		if r.Chain == "FORWARD" {
+			got = append(got, r.Counters.Packets)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("xdpfw: FORWARD counts %v, iptables' %v", got, want)
+	}
+	if c := f.status().Reasons["not-unicast"]; c.Packets != 1 {
+		t.Errorf("status: reason not-unicast counted %d packets, want 1", c.Packets)
+	}
+}
