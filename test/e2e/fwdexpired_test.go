@@ -106,32 +106,7 @@ func TestForwardTTLExpiredAsKernel(t *testing.T) {
 	}
 	// udp NEW: the server's unasked datagram, then "hello"; ESTABLISHED:
 	// the answer; OUTPUT: the two time exceeded, RELATED
-	wantFwd, wantOut := []uint64{2, 1, 1, 1}, []uint64{2, 0}
-
-	iptablesRestoreText(t, x.r, text)
-	flows("iptables")
-	if got := iptablesCounts(t, x.r, "FORWARD"); fmt.Sprint(got) != fmt.Sprint(wantFwd) {
-		t.Errorf("iptables: FORWARD counts %v, want %v", got, wantFwd)
-	}
-	if got := iptablesCounts(t, x.r, "OUTPUT"); fmt.Sprint(got) != fmt.Sprint(wantOut) {
-		t.Errorf("iptables: OUTPUT counts %v, want %v", got, wantOut)
-	}
-	iptablesRestoreText(t, x.r, "")
-	if t.Failed() {
-		t.FailNow() // the oracle disagrees with the test's expectations
-	}
-
-	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", writeRules(t, "fwd.rules", text))
-	flows("xdpfw")
-	l := f.list()
-	got := map[string][]uint64{}
-	for _, r := range l.Rules {
-		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
-	}
-	if fmt.Sprint(got["FORWARD"]) != fmt.Sprint(wantFwd) || fmt.Sprint(got["OUTPUT"]) != fmt.Sprint(wantOut) {
-		t.Errorf("xdpfw: FORWARD counts %v, OUTPUT %v; iptables' %v, %v", got["FORWARD"], got["OUTPUT"], wantFwd, wantOut)
-	}
+	f, l := filterAsKernel(t, x, text, flows, map[string][]uint64{"FORWARD": {2, 1, 1, 1}, "OUTPUT": {2, 0}})
 	// the kernel's conntrack has no connection of the TTL 1 datagram to
 	// port 7002: neither has xdpfw's
 	var cts []natConn
@@ -210,31 +185,43 @@ func TestForwardBroadcastFrameAsKernel(t *testing.T) {
 			t.Errorf("%s: the server got %q (%v), want hello", what, b[:n], err)
 		}
 	}
-	want := []uint64{1, 1} // the unicast datagram only
+	// the unicast datagram only
+	f, _ := filterAsKernel(t, x, text, flows, map[string][]uint64{"FORWARD": {1, 1}})
+	if c := f.status().Reasons["not-unicast"]; c.Packets != 1 {
+		t.Errorf("status: reason not-unicast counted %d packets, want 1", c.Packets)
+	}
+}
 
+// filterAsKernel runs the oracle first: text (a filter table) in the
+// router's kernel, flows("iptables") while it is in force, the per-rule
+// packet counts of each chain of want checked (the test stops if the
+// oracle disagrees); then text loaded into xdpfw on ra and rb, flows("xdpfw"),
+// and xdpfw's counts checked against the same want.
+func filterAsKernel(t *testing.T, x *router, text string, flows func(what string), want map[string][]uint64) (*fw, *listing) {
+	t.Helper()
 	iptablesRestoreText(t, x.r, text)
 	flows("iptables")
-	if got := iptablesCounts(t, x.r, "FORWARD"); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("iptables: FORWARD counts %v, want %v", got, want)
+	for chain, w := range want {
+		if got := iptablesCounts(t, x.r, chain); fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Errorf("iptables: %s counts %v, want %v", chain, got, w)
+		}
 	}
 	iptablesRestoreText(t, x.r, "")
 	if t.Failed() {
 		t.FailNow() // the oracle disagrees with the test's expectations
 	}
-
 	f := newFW(t, x.r)
-	f.mustRun("load", "-i", "ra", "-i", "rb", writeRules(t, "bcast.rules", text))
+	f.mustRun("load", "-i", "ra", "-i", "rb", writeRules(t, "filter.rules", text))
 	flows("xdpfw")
-	var got []uint64
-	for _, r := range f.list().Rules {
-		if r.Chain == "FORWARD" {
-			got = append(got, r.Counters.Packets)
+	l := f.list()
+	got := map[string][]uint64{}
+	for _, r := range l.Rules {
+		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
+	}
+	for chain, w := range want {
+		if fmt.Sprint(got[chain]) != fmt.Sprint(w) {
+			t.Errorf("xdpfw: %s counts %v, iptables' %v", chain, got[chain], w)
 		}
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("xdpfw: FORWARD counts %v, iptables' %v", got, want)
-	}
-	if c := f.status().Reasons["not-unicast"]; c.Packets != 1 {
-		t.Errorf("status: reason not-unicast counted %d packets, want 1", c.Packets)
-	}
+	return f, l
 }
