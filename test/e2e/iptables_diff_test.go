@@ -486,6 +486,7 @@ type diffBed struct {
 
 func newDiffBed(t *testing.T) *diffBed {
 	b := &diffBed{t: t, gen: testutil.NewNetNS(t), dir: t.TempDir(), tuples: map[string]bool{}}
+	b.aim = rand.New(rand.NewPCG(1, 0xe0)) // until a caller sets its own (TestIptablesDifferential: per set)
 	// The generator's ends carry no IP: nothing of theirs (router
 	// solicitations, MLD, DAD) may reach a chain under test.
 	b.sysctl(b.gen, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"})
