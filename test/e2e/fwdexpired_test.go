@@ -214,10 +214,7 @@ func filterAsKernel(t *testing.T, x *router, text string, flows func(what string
 	f.mustRun("load", "-i", "ra", "-i", "rb", writeRules(t, "filter.rules", text))
 	flows("xdpfw")
 	l := f.list()
-	got := map[string][]uint64{}
-	for _, r := range l.Rules {
-		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
-	}
+	got := l.packetsByChain()
 	for chain, w := range want {
 		if fmt.Sprint(got[chain]) != fmt.Sprint(w) {
 			t.Errorf("xdpfw: %s counts %v, iptables' %v", chain, got[chain], w)

@@ -255,6 +255,15 @@ func (f *fw) list() *listing {
 	return &l
 }
 
+// packetsByChain returns each chain's per-rule packet counters, in order.
+func (l *listing) packetsByChain() map[string][]uint64 {
+	got := map[string][]uint64{}
+	for _, r := range l.Rules {
+		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
+	}
+	return got
+}
+
 // chain returns the rule texts of chain, in order.
 func (l *listing) chain(chain string) []string {
 	out := []string{}

@@ -338,10 +338,7 @@ func TestNATCtStateXdpfw(t *testing.T) {
 	})
 	flows("xdpfw")
 	l := f.list()
-	got := map[string][]uint64{}
-	for _, r := range l.Rules {
-		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
-	}
+	got := l.packetsByChain()
 	for chain, w := range want {
 		if !slices.Equal(got[chain], w) {
 			t.Errorf("xdpfw: %s counted %v; iptables %v", chain, got[chain], w)

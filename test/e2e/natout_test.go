@@ -224,10 +224,7 @@ func natOutputRouter(t *testing.T) (x *router, server, peer string) {
 // retransmissions are timing).
 func checkFirstPacketCounts(t *testing.T, l *listing, want map[string][]uint64) {
 	t.Helper()
-	got := map[string][]uint64{}
-	for _, r := range l.Rules {
-		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
-	}
+	got := l.packetsByChain()
 	for chain, w := range want {
 		g := got[chain]
 		ok := len(g) == len(w) && g[0] != 0

@@ -69,10 +69,7 @@ func TestNATOutputFilterSeesDNATXdpfw(t *testing.T) {
 	}
 	flows("xdpfw")
 	l := f.list()
-	got := map[string][]uint64{}
-	for _, r := range l.Rules {
-		got[r.Chain] = append(got[r.Chain], r.Counters.Packets)
-	}
+	got := l.packetsByChain()
 	if !slices.Equal(got["OUTPUT"], wantOut) || !slices.Equal(got["INPUT"], wantIn) {
 		t.Errorf("xdpfw counted OUTPUT %v, INPUT %v; iptables OUTPUT %v, INPUT %v\nlist:\n%s", got["OUTPUT"], got["INPUT"], wantOut, wantIn, l.raw)
 	}
